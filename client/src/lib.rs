@@ -1,0 +1,1 @@
+//! Expel client.

@@ -1,0 +1,285 @@
+//! Convex trace models ("hulls"): the shape that moves.
+
+use super::mesh::{build_edges, RawPolygon, Welder};
+use crate::geom::{planes_to_polygons, Aabb, Plane};
+use glam::DVec3;
+use thiserror::Error;
+
+/// Most points accepted by [`Hull::convex`].
+pub const MAX_HULL_POINTS: usize = 64;
+
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum HullError {
+    #[error("hull needs finite coordinates")]
+    NotFinite,
+    #[error("box mins {mins:?} exceed maxs {maxs:?}")]
+    InvertedBox { mins: [f64; 3], maxs: [f64; 3] },
+    #[error("hull has {0} points; at most {MAX_HULL_POINTS} are supported")]
+    TooManyPoints(usize),
+    #[error("hull points are collinear or coincident; give a point, a polygon or a solid")]
+    Degenerate,
+    #[error("prism needs 3 to 32 sides, a positive radius and height, got {sides} sides")]
+    BadPrism { sides: usize },
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct HullEdge {
+    pub v: [u8; 2],
+    /// Faces on either side (a flat hull's edges border its two faces).
+    pub faces: [u8; 2],
+    pub dir: DVec3,
+    /// Plücker moment `v0 × v1` in hull-local coordinates.
+    pub moment: DVec3,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct HullFace {
+    pub plane: Plane,
+    /// Indices into `Hull::face_edges`.
+    pub first: u16,
+    pub count: u16,
+}
+
+/// A convex polyhedron (or a point) in coordinates relative to its position. Immutable and
+/// cheap to share; traces read it through `&Hull`.
+#[derive(Clone, Debug)]
+pub struct Hull {
+    pub(crate) vertices: Vec<DVec3>,
+    pub(crate) edges: Vec<HullEdge>,
+    pub(crate) faces: Vec<HullFace>,
+    /// Per face, its boundary in counter-clockwise order as (edge, reversed).
+    pub(crate) face_edges: Vec<(u8, bool)>,
+    pub(crate) bounds: Aabb,
+    is_box: bool,
+}
+
+impl Hull {
+    /// A single point.
+    pub fn point() -> Hull {
+        Hull {
+            vertices: vec![DVec3::ZERO],
+            edges: Vec::new(),
+            faces: Vec::new(),
+            face_edges: Vec::new(),
+            bounds: Aabb {
+                min: DVec3::ZERO,
+                max: DVec3::ZERO,
+            },
+            is_box: true,
+        }
+    }
+
+    /// Axis-aligned box `[mins, maxs]`; a zero-size box is a point, a flat one a rectangle.
+    pub fn aabb(mins: DVec3, maxs: DVec3) -> Result<Hull, HullError> {
+        if !mins.is_finite() || !maxs.is_finite() {
+            return Err(HullError::NotFinite);
+        }
+        if mins.cmpgt(maxs).any() {
+            return Err(HullError::InvertedBox {
+                mins: mins.to_array(),
+                maxs: maxs.to_array(),
+            });
+        }
+        if mins == maxs {
+            let mut h = Hull::point();
+            h.vertices[0] = mins;
+            h.bounds = Aabb {
+                min: mins,
+                max: maxs,
+            };
+            return Ok(h);
+        }
+        let planes: Vec<Plane> = (0..3)
+            .flat_map(|a| {
+                let n = DVec3::AXES[a];
+                [
+                    Plane {
+                        normal: n,
+                        dist: maxs[a],
+                    },
+                    Plane {
+                        normal: -n,
+                        dist: -mins[a],
+                    },
+                ]
+            })
+            .collect();
+        let mut h = Self::from_planes(&planes)?;
+        h.is_box = true;
+        Ok(h)
+    }
+
+    /// Upright prism with `sides` sides around the z axis, circumscribing radius `radius`
+    /// (first vertex on +x), from `zmin` to `zmax`.
+    pub fn prism(sides: usize, radius: f64, zmin: f64, zmax: f64) -> Result<Hull, HullError> {
+        if !(3..=32).contains(&sides) || !(radius > 0.0) || !(zmax > zmin) {
+            return Err(HullError::BadPrism { sides });
+        }
+        let mut pts = Vec::with_capacity(sides * 2);
+        for i in 0..sides {
+            let a = std::f64::consts::TAU * i as f64 / sides as f64;
+            let (s, c) = (libm::sin(a), libm::cos(a));
+            for z in [zmin, zmax] {
+                pts.push(DVec3::new(radius * c, radius * s, z));
+            }
+        }
+        Self::convex(&pts)
+    }
+
+    /// Convex hull of the given points.
+    pub fn convex(points: &[DVec3]) -> Result<Hull, HullError> {
+        if points.len() > MAX_HULL_POINTS {
+            return Err(HullError::TooManyPoints(points.len()));
+        }
+        if points.iter().any(|p| !p.is_finite()) {
+            return Err(HullError::NotFinite);
+        }
+        let b = Aabb::from_points(points);
+        if points.is_empty() {
+            return Err(HullError::Degenerate);
+        }
+        if b.size().max_element() == 0.0 {
+            return Self::aabb(b.min, b.max);
+        }
+        let scale = b.size().max_element();
+        let eps = scale * 1e-9;
+        // Supporting planes through every triple (hulls are small; n^4 is fine).
+        let mut planes: Vec<Plane> = Vec::new();
+        let n = points.len();
+        for i in 0..n {
+            for j in i + 1..n {
+                for k in j + 1..n {
+                    let nrm = (points[j] - points[i]).cross(points[k] - points[i]);
+                    let len = nrm.length();
+                    if len <= scale * scale * 1e-12 {
+                        continue;
+                    }
+                    for nrm in [nrm / len, -nrm / len] {
+                        let d = nrm.dot(points[i]);
+                        if points.iter().all(|p| nrm.dot(*p) - d <= eps)
+                            && !planes.iter().any(|q| {
+                                q.same_as(
+                                    &Plane {
+                                        normal: nrm,
+                                        dist: d,
+                                    },
+                                    1e-9,
+                                    eps,
+                                )
+                            })
+                        {
+                            planes.push(Plane {
+                                normal: nrm,
+                                dist: d,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        if planes.is_empty() {
+            return Err(HullError::Degenerate);
+        }
+        Self::from_planes(&planes)
+    }
+
+    /// The convex region bounded by `planes` (normals outward).
+    fn from_planes(planes: &[Plane]) -> Result<Hull, HullError> {
+        let faces = planes_to_polygons(planes, 0.0);
+        if faces.is_empty() {
+            return Err(HullError::Degenerate);
+        }
+        let mut welder = Welder::new();
+        let mut raw: Vec<RawPolygon> = Vec::new();
+        for (pi, w) in &faces {
+            let mut verts: Vec<u32> = Vec::new();
+            for p in w {
+                let v = welder.vertex(*p);
+                if verts.last() != Some(&v) && verts.first() != Some(&v) {
+                    verts.push(v);
+                }
+            }
+            if verts.len() >= 3 {
+                raw.push(RawPolygon {
+                    plane: planes[*pi],
+                    verts,
+                });
+            }
+        }
+        let vertices = welder.vertices;
+        if vertices.len() > 255 || raw.len() > 255 {
+            return Err(HullError::TooManyPoints(vertices.len()));
+        }
+        let (edges, poly_edges) = build_edges(&vertices, &raw);
+        let mut h = Hull {
+            bounds: Aabb::from_points(&vertices),
+            vertices,
+            edges: Vec::new(),
+            faces: Vec::new(),
+            face_edges: Vec::new(),
+            is_box: false,
+        };
+        h.edges = edges
+            .iter()
+            .map(|e| {
+                let (a, b) = (h.vertices[e.v[0] as usize], h.vertices[e.v[1] as usize]);
+                HullEdge {
+                    v: [e.v[0] as u8, e.v[1] as u8],
+                    faces: [e.polys[0] as u8, e.polys[1].min(255) as u8],
+                    dir: b - a,
+                    moment: a.cross(b),
+                }
+            })
+            .collect();
+        for (p, pe) in raw.iter().zip(&poly_edges) {
+            h.faces.push(HullFace {
+                plane: p.plane,
+                first: h.face_edges.len() as u16,
+                count: pe.len() as u16,
+            });
+            h.face_edges
+                .extend(pe.iter().map(|&c| ((c >> 1) as u8, c & 1 == 1)));
+        }
+        Ok(h)
+    }
+
+    /// Local bounds (relative to the hull's position).
+    pub fn bounds(&self) -> Aabb {
+        self.bounds
+    }
+
+    pub fn vertices(&self) -> &[DVec3] {
+        &self.vertices
+    }
+
+    /// Outward face planes in local coordinates.
+    pub fn planes(&self) -> impl Iterator<Item = &Plane> {
+        self.faces.iter().map(|f| &f.plane)
+    }
+
+    /// Unit directions of the hull's edges.
+    pub fn edge_directions(&self) -> impl Iterator<Item = DVec3> + '_ {
+        self.edges.iter().map(|e| e.dir.normalize())
+    }
+
+    /// `min` and `max` of `n · v` over the hull's vertices.
+    #[inline]
+    pub fn project(&self, n: DVec3) -> (f64, f64) {
+        if self.is_box {
+            let c = (self.bounds.min + self.bounds.max) * 0.5;
+            let h = (self.bounds.max - self.bounds.min) * 0.5;
+            let m = n.dot(c);
+            let r = n.abs().dot(h);
+            (m - r, m + r)
+        } else {
+            let mut lo = f64::INFINITY;
+            let mut hi = f64::NEG_INFINITY;
+            for v in &self.vertices {
+                let d = n.dot(*v);
+                lo = lo.min(d);
+                hi = hi.max(d);
+            }
+            (lo, hi)
+        }
+    }
+}

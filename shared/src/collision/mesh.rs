@@ -1,0 +1,166 @@
+//! Polygon-mesh topology shared by the map model and trace hulls: vertex welding, shared
+//! edges, internal-edge flags and mitred expel normals.
+
+use crate::geom::Plane;
+use glam::DVec3;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Vertices closer than this are one vertex. Real maps have edges as short as 0.04 units.
+pub const WELD: f64 = 0.002;
+/// Mitred edge normals are capped at this length so very sharp edges do not push the
+/// expel zone far out (DOOM III used about 3.3).
+pub const MITRE_CAP: f64 = 3.25;
+const NONE: u32 = u32::MAX;
+
+/// Welds points on a hashed grid, checking neighbouring cells so that points straddling a
+/// cell boundary still weld. Lookup only: results never depend on hash iteration order.
+pub(crate) struct Welder {
+    pub vertices: Vec<DVec3>,
+    grid: HashMap<[i64; 3], Vec<u32>>,
+}
+
+impl Welder {
+    pub fn new() -> Self {
+        Welder {
+            vertices: Vec::new(),
+            grid: HashMap::new(),
+        }
+    }
+
+    fn cell(p: DVec3) -> [i64; 3] {
+        let c = (p / (WELD * 2.0)).floor();
+        [c.x as i64, c.y as i64, c.z as i64]
+    }
+
+    pub fn vertex(&mut self, p: DVec3) -> u32 {
+        let c = Self::cell(p);
+        for dx in -1..=1 {
+            for dy in -1..=1 {
+                for dz in -1..=1 {
+                    if let Some(list) = self.grid.get(&[c[0] + dx, c[1] + dy, c[2] + dz]) {
+                        for &i in list {
+                            if (self.vertices[i as usize] - p).abs().max_element() <= WELD {
+                                return i;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let i = self.vertices.len() as u32;
+        self.vertices.push(p);
+        self.grid.entry(c).or_default().push(i);
+        i
+    }
+}
+
+/// A polygon as welded vertex indices, counter-clockwise seen from the front.
+#[derive(Clone, Debug)]
+pub(crate) struct RawPolygon {
+    pub plane: Plane,
+    pub verts: Vec<u32>,
+}
+
+/// An edge of the mesh with everything the narrow phase needs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Edge {
+    /// Vertex indices; `dir = v[1] - v[0]`.
+    pub v: [u32; 2],
+    /// The polygons using the edge (the second is `u32::MAX` for a dangling edge).
+    pub polys: [u32; 2],
+    /// Normals bounding the edge's cone of contact normals: the two polygon normals, or for
+    /// a dangling edge the polygon normal and its in-plane outward normal.
+    pub normals: [DVec3; 2],
+    /// Mitred outward offset: moving the edge by `EXPEL * mitre` lands where the two
+    /// polygon planes offset by `EXPEL` meet (length capped at [`MITRE_CAP`]).
+    pub mitre: DVec3,
+    /// Between two polygons that meet flat or concave: can never be hit first.
+    pub internal: bool,
+}
+
+/// Edges of welded polygons. Returns the edges and, per polygon, its edge uses in winding
+/// order as `edge << 1 | reversed` (reversed: the polygon walks the edge from `v[1]`).
+///
+/// An edge used by exactly two polygons in opposite directions is shared; any other use
+/// (dangling, T-junction, or three or more polygons) gets an edge of its own, which treats
+/// it conservatively as a boundary.
+pub(crate) fn build_edges(
+    vertices: &[DVec3],
+    polys: &[RawPolygon],
+) -> (Vec<Edge>, Vec<Vec<u32>>) {
+    // (lo, hi) -> uses (poly, slot, forward)
+    let mut uses: HashMap<(u32, u32), Vec<(u32, u32, bool)>> = HashMap::new();
+    let mut order: Vec<(u32, u32)> = Vec::new();
+    for (pi, p) in polys.iter().enumerate() {
+        let n = p.verts.len();
+        for k in 0..n {
+            let (a, b) = (p.verts[k], p.verts[(k + 1) % n]);
+            let key = (a.min(b), a.max(b));
+            let list = uses.entry(key).or_default();
+            if list.is_empty() {
+                order.push(key);
+            }
+            list.push((pi as u32, k as u32, a < b));
+        }
+    }
+    let mut poly_edges: Vec<Vec<u32>> = polys.iter().map(|p| vec![0; p.verts.len()]).collect();
+    let mut edges = Vec::new();
+    for key in order {
+        let list = &uses[&key];
+        let shared = list.len() == 2 && list[0].2 != list[1].2;
+        let groups: Vec<&[(u32, u32, bool)]> = if shared {
+            vec![&list[..]]
+        } else {
+            list.chunks(1).collect()
+        };
+        for g in groups {
+            // Orient the edge as its first polygon walks it.
+            let (p0, _, fwd0) = g[0];
+            let v = if fwd0 { [key.0, key.1] } else { [key.1, key.0] };
+            let ei = edges.len() as u32;
+            for &(pi, slot, fwd) in g {
+                let reversed = fwd != fwd0;
+                poly_edges[pi as usize][slot as usize] = ei << 1 | reversed as u32;
+            }
+            let p1 = if g.len() == 2 { g[1].0 } else { NONE };
+            edges.push(edge_geometry(vertices, polys, v, [p0, p1]));
+        }
+    }
+    (edges, poly_edges)
+}
+
+fn edge_geometry(vertices: &[DVec3], polys: &[RawPolygon], v: [u32; 2], p: [u32; 2]) -> Edge {
+    let (a, b) = (vertices[v[0] as usize], vertices[v[1] as usize]);
+    let n1 = polys[p[0] as usize].plane.normal;
+    // Outward in-plane normal of the first polygon (which walks a -> b counter-clockwise).
+    let out1 = (b - a).cross(n1).normalize_or_zero();
+    let (n2, internal) = if p[1] == NONE {
+        (out1, false)
+    } else {
+        let n2 = polys[p[1] as usize].plane.normal;
+        // Direction from the edge into the second polygon, in its plane.
+        let into2 = n2.cross(a - b).normalize_or_zero();
+        // Flat or concave when the second polygon rises in front of the first.
+        (n2, n1.dot(into2) >= -1e-9)
+    };
+    let sum = n1 + n2;
+    let dir = if sum.length() > 1e-6 {
+        sum.normalize()
+    } else {
+        out1
+    };
+    let cos_half = ((1.0 + n1.dot(n2)) * 0.5).max(0.0).sqrt();
+    let len = if cos_half > 1.0 / MITRE_CAP {
+        1.0 / cos_half
+    } else {
+        MITRE_CAP
+    };
+    Edge {
+        v,
+        polys: p,
+        normals: [n1, n2],
+        mitre: dir * len,
+        internal,
+    }
+}

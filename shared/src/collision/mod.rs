@@ -1,0 +1,214 @@
+//! The compiled collision model and its queries.
+//!
+//! [`CollisionModel::build`] turns a map's solid brushes into one-sided convex polygons with
+//! shared vertices and edges; [`CollisionModel::trace`] sweeps a [`Hull`] through them.
+
+mod build;
+pub mod hull;
+pub(crate) mod mesh;
+mod trace;
+pub(crate) mod tree;
+
+pub use mesh::Edge;
+pub use trace::TraceScratch;
+
+use crate::geom::{Aabb, Plane};
+use glam::DVec3;
+use hull::Hull;
+use serde::{Deserialize, Serialize};
+use tree::AxialTree;
+
+/// Contents bits of what a polygon or brush is made of; traces take a mask of them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub struct Contents(pub u32);
+
+impl Contents {
+    pub const NONE: Contents = Contents(0);
+    /// Blocks everything.
+    pub const SOLID: Contents = Contents(1);
+    /// Clip brushes: block players only.
+    pub const PLAYER_CLIP: Contents = Contents(0x1_0000);
+    pub const ALL: Contents = Contents(u32::MAX);
+    /// What a player collides with.
+    pub const PLAYER: Contents = Contents(1 | 0x1_0000);
+
+    #[inline]
+    pub fn intersects(self, o: Contents) -> bool {
+        self.0 & o.0 != 0
+    }
+}
+
+/// A convex polygon of the model, one-sided: it blocks only from the front.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Polygon {
+    pub plane: Plane,
+    pub bounds: Aabb,
+    /// Range in the model's edge-use list.
+    pub first: u32,
+    pub count: u32,
+    pub contents: Contents,
+    /// Index of the source brush in [`CollisionModel::brushes`].
+    pub brush: u32,
+}
+
+/// A solid brush kept for position tests: planes, corner points and edge directions.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SolidBrush {
+    pub bounds: Aabb,
+    pub contents: Contents,
+    /// Ranges into the model's brush plane, point and axis lists.
+    pub planes: (u32, u32),
+    pub points: (u32, u32),
+    pub axes: (u32, u32),
+    /// Source line in the `.map` (0 for `.bsp`).
+    pub line: u32,
+}
+
+/// Which pair of features touched first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Feature {
+    /// A hull vertex hit a model polygon.
+    HullVertex { vertex: u8, polygon: u32 },
+    /// A model vertex hit a hull face.
+    ModelVertex { vertex: u32, hull_face: u8 },
+    /// A hull edge hit a model edge.
+    EdgeEdge { hull_edge: u8, edge: u32 },
+}
+
+/// Result of a sweep.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Trace {
+    /// Fraction of the move completed, in [0, 1].
+    pub fraction: f64,
+    /// Hull position at the end: `start + fraction * (end - start)`.
+    pub end: DVec3,
+    /// Contact normal (unit, pointing from the model towards the hull) when something was hit.
+    pub normal: Option<DVec3>,
+    /// Contact point on the model.
+    pub point: Option<DVec3>,
+    pub feature: Option<Feature>,
+    /// Contents of what was hit ([`Contents::NONE`] when nothing).
+    pub contents: Contents,
+    /// The hull at the start overlaps a solid brush (touching or lying inside the expel
+    /// zone does not count).
+    pub start_solid: bool,
+}
+
+impl Trace {
+    pub fn hit(&self) -> bool {
+        self.normal.is_some()
+    }
+}
+
+/// A contact within a distance, from [`CollisionModel::contacts`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Contact {
+    /// Unit normal from the model towards the hull.
+    pub normal: DVec3,
+    /// Separation along the normal (may be slightly negative in the expel zone's error band).
+    pub distance: f64,
+    pub point: DVec3,
+    pub contents: Contents,
+}
+
+/// Counts describing a compiled model (what `expel map info` prints).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelStats {
+    pub entities: usize,
+    pub brushes: usize,
+    pub solid_brushes: usize,
+    /// Solid brushes that enclose no volume (dropped).
+    pub degenerate_brushes: usize,
+    pub polygons: usize,
+    /// Faces dropped because another solid brush buries them.
+    pub buried_faces: usize,
+    pub edges: usize,
+    pub internal_edges: usize,
+    pub vertices: usize,
+    pub broad_phase_nodes: usize,
+    pub patches_skipped: usize,
+}
+
+/// The immutable collision model of a map's world geometry. `Send + Sync`; share it by
+/// reference or `Arc` across threads.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CollisionModel {
+    pub(crate) vertices: Vec<DVec3>,
+    /// False for vertices whose edges are all internal: they are never hit first.
+    pub(crate) vertex_active: Vec<bool>,
+    pub(crate) edges: Vec<Edge>,
+    pub(crate) polygons: Vec<Polygon>,
+    /// `edge << 1 | reversed` per polygon edge, in counter-clockwise order.
+    pub(crate) poly_edges: Vec<u32>,
+    pub(crate) brushes: Vec<SolidBrush>,
+    pub(crate) brush_planes: Vec<Plane>,
+    pub(crate) brush_points: Vec<DVec3>,
+    pub(crate) brush_axes: Vec<DVec3>,
+    pub(crate) poly_tree: AxialTree,
+    pub(crate) brush_tree: AxialTree,
+    pub(crate) bounds: Aabb,
+    pub(crate) stats: ModelStats,
+}
+
+impl CollisionModel {
+    pub fn stats(&self) -> &ModelStats {
+        &self.stats
+    }
+
+    /// Bounds of all solid geometry.
+    pub fn bounds(&self) -> Aabb {
+        self.bounds
+    }
+
+    pub fn polygons(&self) -> &[Polygon] {
+        &self.polygons
+    }
+
+    pub fn edges(&self) -> &[Edge] {
+        &self.edges
+    }
+
+    pub fn vertices(&self) -> &[DVec3] {
+        &self.vertices
+    }
+
+    /// The corner points of polygon `i`, counter-clockwise seen from the front.
+    pub fn polygon_points(&self, i: usize) -> impl Iterator<Item = DVec3> + '_ {
+        let p = &self.polygons[i];
+        self.poly_edges[p.first as usize..(p.first + p.count) as usize]
+            .iter()
+            .map(move |&c| {
+                let e = &self.edges[(c >> 1) as usize];
+                self.vertices[e.v[(c & 1) as usize] as usize]
+            })
+    }
+
+    pub fn brushes(&self) -> &[SolidBrush] {
+        &self.brushes
+    }
+
+    /// Outward planes of solid brush `i` (the brush is where `n·x <= d` for all).
+    pub fn brush_planes(&self, i: usize) -> &[Plane] {
+        let (a, b) = self.brushes[i].planes;
+        &self.brush_planes[a as usize..b as usize]
+    }
+
+    /// Corner points of solid brush `i`.
+    pub fn brush_points(&self, i: usize) -> &[DVec3] {
+        let (a, b) = self.brushes[i].points;
+        &self.brush_points[a as usize..b as usize]
+    }
+
+    /// Unit edge directions of solid brush `i` (parallel ones merged).
+    pub fn brush_axes(&self, i: usize) -> &[DVec3] {
+        let (a, b) = self.brushes[i].axes;
+        &self.brush_axes[a as usize..b as usize]
+    }
+}
+
+/// Compile-time proof that the model can be shared between threads.
+const _: fn() = || {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<CollisionModel>();
+    assert_send_sync::<Hull>();
+};

@@ -1,0 +1,656 @@
+//! Translational continuous collision detection (seed 000 §2.2–2.3, §3.1–3.2, §4–5).
+//!
+//! Three feature pairs cover every first contact of a convex hull with a polygon model:
+//! a hull vertex against a model polygon, a model vertex against a hull face (the model
+//! vertex moves by `-dir` relative to the hull), and a hull edge against a model edge.
+//! Side tests use Plücker coordinates formed relative to the trace start, so their size
+//! does not grow with the distance from the map origin. Contact is made with the expel
+//! zone, a skin of thickness [`EXPEL`] around the model: a feature stops where it enters
+//! the zone, and a feature already inside may move away but never deeper.
+
+use super::hull::Hull;
+use super::tree::{sweep_children, Node};
+use super::{CollisionModel, Contact, Contents, Feature, Trace};
+use crate::geom::{Aabb, EXPEL, PARALLEL_SIN, POSITION_EPS, SIDE_EPS};
+use glam::DVec3;
+
+/// The zone test reaches at most `EXPEL * MITRE_CAP` from an edge; broad-phase margins
+/// use this plus slack.
+const MARGIN: f64 = EXPEL * super::mesh::MITRE_CAP + 1e-3;
+
+/// Per-query working memory. Keep one per thread and reuse it: it grows to the model's
+/// size once and then allocates nothing.
+#[derive(Default, Debug)]
+pub struct TraceScratch {
+    stamp: u32,
+    poly_mark: Vec<u32>,
+    vert_mark: Vec<u32>,
+    edge_mark: Vec<u32>,
+    stack: Vec<(u32, f64, f64)>,
+    /// Per polygon being tested: edge direction, Plücker moment relative to the start,
+    /// length, edge index, start vertex (relative).
+    pe: Vec<PolyEdge>,
+    // Per query hull data.
+    lead_faces: Vec<u8>,
+    lead_verts: Vec<u8>,
+    lead_edges: Vec<u8>,
+    vert_moment: Vec<DVec3>,
+    candidates: Vec<u32>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct PolyEdge {
+    w: DVec3,
+    m: DVec3,
+    len: f64,
+    a: DVec3,
+    edge: u32,
+}
+
+impl TraceScratch {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn begin(&mut self, model: &CollisionModel) {
+        if self.poly_mark.len() < model.polygons.len() {
+            self.poly_mark.resize(model.polygons.len(), 0);
+        }
+        if self.vert_mark.len() < model.vertices.len() {
+            self.vert_mark.resize(model.vertices.len(), 0);
+        }
+        if self.edge_mark.len() < model.edges.len() {
+            self.edge_mark.resize(model.edges.len(), 0);
+        }
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.poly_mark.iter_mut().for_each(|m| *m = 0);
+            self.vert_mark.iter_mut().for_each(|m| *m = 0);
+            self.edge_mark.iter_mut().for_each(|m| *m = 0);
+            self.stamp = 1;
+        }
+    }
+}
+
+/// Plücker side of the ray through `x` along `v` (given as `xv = x × v`) against the
+/// directed line with direction `w` and moment `m`: positive when the ray passes on the
+/// inner side of a counter-clockwise polygon edge while moving against the polygon normal.
+#[inline]
+fn side(v: DVec3, xv: DVec3, w: DVec3, m: DVec3) -> f64 {
+    -(v.dot(m) + w.dot(xv))
+}
+
+/// Best hit so far.
+#[derive(Clone, Copy)]
+struct Best {
+    f: f64,
+    normal: DVec3,
+    point: DVec3,
+    feature: Option<Feature>,
+    contents: Contents,
+}
+
+impl Best {
+    const NONE: Best = Best {
+        f: 1.0,
+        normal: DVec3::ZERO,
+        point: DVec3::ZERO,
+        feature: None,
+        contents: Contents::NONE,
+    };
+}
+
+struct Query<'a> {
+    model: &'a CollisionModel,
+    hull: &'a Hull,
+    start: DVec3,
+    dir: DVec3,
+    dir_len: f64,
+    mask: Contents,
+}
+
+impl CollisionModel {
+    /// Sweeps `hull` from `start` to `end` against everything whose contents meet `mask`,
+    /// and tests whether the start position is solid.
+    pub fn trace(
+        &self,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+        mask: Contents,
+        scratch: &mut TraceScratch,
+    ) -> Trace {
+        let mut t = self.sweep(hull, start, end, mask, scratch);
+        t.start_solid = self.position_solid(hull, start, mask, scratch);
+        t
+    }
+
+    /// The sweep alone (no start-solid test): the continuous collision query.
+    pub fn sweep(
+        &self,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> Trace {
+        let dir = end - start;
+        let mut best = Best::NONE;
+        let dir_len = dir.length();
+        if dir_len > 0.0 && dir_len.is_finite() && start.is_finite() {
+            s.begin(self);
+            let q = Query {
+                model: self,
+                hull,
+                start,
+                dir,
+                dir_len,
+                mask,
+            };
+            q.prepare_hull(s);
+            q.traverse(s, &mut best);
+        }
+        let (end, fraction) = if best.feature.is_some() {
+            (start + dir * best.f, best.f)
+        } else {
+            (end, 1.0)
+        };
+        Trace {
+            fraction,
+            end,
+            normal: best.feature.map(|_| best.normal),
+            point: best.feature.map(|_| best.point),
+            feature: best.feature,
+            contents: best.contents,
+            start_solid: false,
+        }
+    }
+
+    /// Whether `hull` placed at `pos` overlaps (deeper than [`POSITION_EPS`]) any solid
+    /// brush whose contents meet `mask`. Exact separating-axis test against the brushes.
+    pub fn position_solid(
+        &self,
+        hull: &Hull,
+        pos: DVec3,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> bool {
+        self.overlapping_brush(hull, pos, mask, s).is_some()
+    }
+
+    /// The first solid brush (index) that `hull` at `pos` overlaps, if any.
+    pub fn overlapping_brush(
+        &self,
+        hull: &Hull,
+        pos: DVec3,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> Option<usize> {
+        let hb = hull.bounds();
+        let q = Aabb {
+            min: pos + hb.min,
+            max: pos + hb.max,
+        };
+        s.candidates.clear();
+        let cand = &mut s.candidates;
+        self.brush_tree.query_aabb(&q, |i| cand.push(i));
+        s.candidates.sort_unstable();
+        s.candidates.dedup();
+        s.candidates.iter().map(|&i| i as usize).find(|&bi| {
+            let b = &self.brushes[bi];
+            b.contents.intersects(mask)
+                && b.bounds.expand(-POSITION_EPS).overlaps(&q)
+                && self.hull_overlaps_brush(hull, pos, bi)
+        })
+    }
+
+    fn hull_overlaps_brush(&self, hull: &Hull, pos: DVec3, bi: usize) -> bool {
+        let pts = self.brush_points(bi);
+        // Overlap along an axis, in units (axis must be unit length).
+        let depth = |axis: DVec3| -> f64 {
+            let (hl, hh) = hull.project(axis);
+            let o = axis.dot(pos);
+            let (mut bl, mut bh) = (f64::INFINITY, f64::NEG_INFINITY);
+            for p in pts {
+                let d = axis.dot(*p);
+                bl = bl.min(d);
+                bh = bh.max(d);
+            }
+            (hh + o - bl).min(bh - (hl + o))
+        };
+        for p in self.brush_planes(bi) {
+            // The brush's extent along its own plane normal ends at the plane.
+            let (hl, _) = hull.project(p.normal);
+            if p.dist - (hl + p.normal.dot(pos)) <= POSITION_EPS || depth(p.normal) <= POSITION_EPS
+            {
+                return false;
+            }
+        }
+        for hp in hull.planes() {
+            if depth(hp.normal) <= POSITION_EPS {
+                return false;
+            }
+        }
+        for he in hull.edge_directions() {
+            for ba in self.brush_axes(bi) {
+                let c = he.cross(*ba);
+                let l = c.length();
+                if l > 1e-9 && depth(c / l) <= POSITION_EPS {
+                    return false;
+                }
+            }
+        }
+        if hull.edges.is_empty() {
+            // A point (or a hull with no faces): the brush planes decide alone.
+            return true;
+        }
+        true
+    }
+
+    /// Contacts of `hull` at `pos` with polygons within `max_dist`, for ground and wall
+    /// checks (seed 000 §2.6): each nearby front-facing polygon is probed by sweeping the
+    /// hull straight at it, with the same feature tests as [`CollisionModel::sweep`].
+    /// Normals point from the model towards the hull.
+    pub fn contacts(
+        &self,
+        hull: &Hull,
+        pos: DVec3,
+        max_dist: f64,
+        mask: Contents,
+        s: &mut TraceScratch,
+        out: &mut Vec<Contact>,
+    ) {
+        out.clear();
+        let hb = hull.bounds();
+        let q = Aabb {
+            min: pos + hb.min,
+            max: pos + hb.max,
+        }
+        .expand(max_dist + MARGIN);
+        let mut cand = std::mem::take(&mut s.candidates);
+        cand.clear();
+        self.poly_tree.query_aabb(&q, |i| cand.push(i));
+        cand.sort_unstable();
+        cand.dedup();
+        for &pi in &cand {
+            let p = &self.polygons[pi as usize];
+            if !p.contents.intersects(mask) || !p.bounds.overlaps(&q) {
+                continue;
+            }
+            let n = p.plane.normal;
+            let distance = p.plane.distance(pos) + hull.project(n).0;
+            if !(-POSITION_EPS..=max_dist).contains(&distance) {
+                continue;
+            }
+            let dir = -n * (max_dist + EXPEL);
+            s.begin(self);
+            let qy = Query {
+                model: self,
+                hull,
+                start: pos,
+                dir,
+                dir_len: dir.length(),
+                mask,
+            };
+            qy.prepare_hull(s);
+            let mut best = Best::NONE;
+            qy.test_polygon(pi, s, &mut best);
+            if best.feature.is_some() {
+                out.push(Contact {
+                    normal: best.normal,
+                    distance,
+                    point: best.point,
+                    contents: p.contents,
+                });
+            }
+        }
+        s.candidates = cand;
+    }
+}
+
+impl<'a> Query<'a> {
+    /// Leading hull faces (facing along the motion), and the vertices and edges on them.
+    fn prepare_hull(&self, s: &mut TraceScratch) {
+        let h = self.hull;
+        s.lead_faces.clear();
+        s.lead_verts.clear();
+        s.lead_edges.clear();
+        s.vert_moment.clear();
+        s.vert_moment
+            .extend(h.vertices.iter().map(|v| v.cross(self.dir)));
+        if h.faces.is_empty() {
+            s.lead_verts.extend(0..h.vertices.len() as u8);
+            return;
+        }
+        let mut vlead = [false; 256];
+        let mut flead = [false; 256];
+        for (fi, f) in h.faces.iter().enumerate() {
+            if f.plane.normal.dot(self.dir) > 0.0 {
+                flead[fi] = true;
+                s.lead_faces.push(fi as u8);
+                for &(e, _) in &h.face_edges[f.first as usize..(f.first + f.count) as usize] {
+                    let he = &h.edges[e as usize];
+                    vlead[he.v[0] as usize] = true;
+                    vlead[he.v[1] as usize] = true;
+                }
+            }
+        }
+        for (vi, _) in h.vertices.iter().enumerate() {
+            if vlead[vi] {
+                s.lead_verts.push(vi as u8);
+            }
+        }
+        for (ei, e) in h.edges.iter().enumerate() {
+            if flead[e.faces[0] as usize] || flead[e.faces[1] as usize] {
+                s.lead_edges.push(ei as u8);
+            }
+        }
+    }
+
+    fn traverse(&self, s: &mut TraceScratch, best: &mut Best) {
+        let tree = &self.model.poly_tree;
+        if tree.nodes.is_empty() {
+            return;
+        }
+        let hb = self.hull.bounds();
+        let lo = hb.min - DVec3::splat(MARGIN);
+        let hi = hb.max + DVec3::splat(MARGIN);
+        s.stack.clear();
+        s.stack.push((0, 0.0, 1.0));
+        while let Some((node, t0, t1)) = s.stack.pop() {
+            if t0 > best.f {
+                continue;
+            }
+            match &tree.nodes[node as usize] {
+                Node::Leaf { first, count } => {
+                    for k in *first..*first + *count {
+                        let pi = tree.items[k as usize];
+                        if s.poly_mark[pi as usize] != s.stamp {
+                            s.poly_mark[pi as usize] = s.stamp;
+                            self.test_polygon(pi, s, best);
+                        }
+                    }
+                }
+                Node::Split {
+                    axis,
+                    dist,
+                    back,
+                    front,
+                } => {
+                    let a = *axis as usize;
+                    let [near, far] = sweep_children(
+                        *dist,
+                        *back,
+                        *front,
+                        self.start[a],
+                        self.dir[a],
+                        lo[a],
+                        hi[a],
+                        t0,
+                        t1.min(best.f),
+                    );
+                    // Stack: push the far cell first so the near one is visited first.
+                    if let Some(c) = far {
+                        s.stack.push(c);
+                    }
+                    if let Some(c) = near {
+                        s.stack.push(c);
+                    }
+                }
+            }
+        }
+    }
+
+    fn test_polygon(&self, pi: u32, s: &mut TraceScratch, best: &mut Best) {
+        let m = self.model;
+        let poly = &m.polygons[pi as usize];
+        if !poly.contents.intersects(self.mask) {
+            return;
+        }
+        let n = poly.plane.normal;
+        let nd = n.dot(self.dir);
+        if nd >= 0.0 {
+            return; // back-facing or parallel: cannot be entered
+        }
+        // Swept hull box up to the best fraction so far.
+        let hb = self.hull.bounds();
+        let end = self.start + self.dir * best.f;
+        let sweep = Aabb {
+            min: self.start.min(end) + hb.min,
+            max: self.start.max(end) + hb.max,
+        }
+        .expand(MARGIN);
+        if !sweep.overlaps(&poly.bounds) {
+            return;
+        }
+        let pd = poly.plane.distance(self.start);
+        let (hl, hh) = self.hull.project(n);
+        let dmin = pd + hl;
+        if dmin + nd * best.f >= EXPEL || pd + hh < -EXPEL {
+            return; // stays outside the zone, or lies wholly behind the plane
+        }
+        // Polygon edges relative to the start.
+        s.pe.clear();
+        for &c in &m.poly_edges[poly.first as usize..(poly.first + poly.count) as usize] {
+            let e = &m.edges[(c >> 1) as usize];
+            let rev = (c & 1) as usize;
+            let a = m.vertices[e.v[rev] as usize] - self.start;
+            let b = m.vertices[e.v[1 - rev] as usize] - self.start;
+            let w = b - a;
+            s.pe.push(PolyEdge {
+                w,
+                m: a.cross(b),
+                len: w.length(),
+                a,
+                edge: c >> 1,
+            });
+        }
+        self.hull_vertices_vs_polygon(pi, n, nd, pd, s, best);
+        self.model_vertices_vs_hull(pi, s, best);
+        if !self.hull.edges.is_empty() {
+            self.edges_vs_edges(pi, s, best);
+        }
+    }
+
+    /// Fraction at which a feature at signed distance `d1` (closing at `rate` > 0 per unit
+    /// fraction) enters the zone of thickness `zone`; `None` if it does not within the move
+    /// or lies behind the surface.
+    #[inline]
+    fn zone_fraction(d1: f64, rate: f64, zone: f64) -> Option<f64> {
+        if d1 < -POSITION_EPS || d1 - rate >= zone {
+            return None;
+        }
+        // Already in the zone and moving deeper: stay put.
+        Some(if d1 - zone <= POSITION_EPS {
+            0.0
+        } else {
+            (d1 - zone) / rate
+        })
+    }
+
+    fn hull_vertices_vs_polygon(
+        &self,
+        pi: u32,
+        n: DVec3,
+        nd: f64,
+        pd: f64,
+        s: &TraceScratch,
+        best: &mut Best,
+    ) {
+        for &vi in &s.lead_verts {
+            let h = self.hull.vertices[vi as usize];
+            let Some(f) = Self::zone_fraction(pd + n.dot(h), -nd, EXPEL) else {
+                continue;
+            };
+            if f >= best.f && best.feature.is_some() {
+                continue;
+            }
+            let xv = s.vert_moment[vi as usize];
+            let inside = s
+                .pe
+                .iter()
+                .all(|e| side(self.dir, xv, e.w, e.m) >= -SIDE_EPS * self.dir_len * e.len);
+            if inside {
+                *best = Best {
+                    f,
+                    normal: n,
+                    point: self.start + h + self.dir * f,
+                    feature: Some(Feature::HullVertex {
+                        vertex: vi,
+                        polygon: pi,
+                    }),
+                    contents: self.model.polygons[pi as usize].contents,
+                };
+            }
+        }
+    }
+
+    fn model_vertices_vs_hull(&self, pi: u32, s: &mut TraceScratch, best: &mut Best) {
+        let m = self.model;
+        let h = self.hull;
+        let neg = -self.dir;
+        for k in 0..s.pe.len() {
+            let e = &m.edges[s.pe[k].edge as usize];
+            // The edge's start as this polygon walks it: every polygon vertex once.
+            let rel_a = s.pe[k].a;
+            let vi = if (m.vertices[e.v[0] as usize] - self.start) == rel_a {
+                e.v[0]
+            } else {
+                e.v[1]
+            };
+            if s.vert_mark[vi as usize] == s.stamp || !m.vertex_active[vi as usize] {
+                continue;
+            }
+            s.vert_mark[vi as usize] = s.stamp;
+            let xv = rel_a.cross(neg);
+            for &fi in &s.lead_faces {
+                let face = &h.faces[fi as usize];
+                let nf = face.plane.normal;
+                let Some(f) = Self::zone_fraction(
+                    nf.dot(rel_a) - face.plane.dist,
+                    nf.dot(self.dir),
+                    EXPEL,
+                ) else {
+                    continue;
+                };
+                if f >= best.f && best.feature.is_some() {
+                    continue;
+                }
+                let inside = h.face_edges[face.first as usize..(face.first + face.count) as usize]
+                    .iter()
+                    .all(|&(ei, rev)| {
+                        let he = &h.edges[ei as usize];
+                        let (w, mm) = if rev {
+                            (-he.dir, -he.moment)
+                        } else {
+                            (he.dir, he.moment)
+                        };
+                        side(neg, xv, w, mm) >= -SIDE_EPS * self.dir_len * he.dir.length()
+                    });
+                if inside {
+                    *best = Best {
+                        f,
+                        normal: -nf,
+                        point: m.vertices[vi as usize],
+                        feature: Some(Feature::ModelVertex {
+                            vertex: vi,
+                            hull_face: fi,
+                        }),
+                        contents: m.polygons[pi as usize].contents,
+                    };
+                }
+            }
+        }
+    }
+
+    fn edges_vs_edges(&self, pi: u32, s: &mut TraceScratch, best: &mut Best) {
+        let m = self.model;
+        let h = self.hull;
+        let dir = self.dir;
+        let neg = -dir;
+        for k in 0..s.pe.len() {
+            let pe = s.pe[k];
+            let ei = pe.edge as usize;
+            if s.edge_mark[ei] == s.stamp {
+                continue;
+            }
+            s.edge_mark[ei] = s.stamp;
+            let edge = &m.edges[ei];
+            if edge.internal {
+                continue;
+            }
+            let b_rel = pe.a + pe.w;
+            let (xa, xb) = (pe.a.cross(neg), b_rel.cross(neg));
+            for &hj in &s.lead_edges {
+                let he = &h.edges[hj as usize];
+                let u = he.dir;
+                let c = u.cross(pe.w);
+                let cl = c.length();
+                let ul = u.length();
+                if cl <= PARALLEL_SIN * ul * pe.len {
+                    continue; // parallel: the vertex–face tests cover it
+                }
+                let mut nn = c / cl;
+                let mut zone = nn.dot(edge.mitre);
+                if zone < 0.0 {
+                    nn = -nn;
+                    zone = -zone;
+                }
+                let rate = -nn.dot(dir);
+                if rate <= 0.0 {
+                    continue;
+                }
+                let ha = h.vertices[he.v[0] as usize];
+                let Some(f) = Self::zone_fraction((ha - pe.a).dot(nn), rate, EXPEL * zone)
+                else {
+                    continue;
+                };
+                if (f >= best.f && best.feature.is_some()) || !in_cone(nn, edge, pe.w) {
+                    continue;
+                }
+                // The swept hull edge must cross the model edge's line, and the model edge
+                // (moving by -dir) the hull edge's line: opposite sides at both ends.
+                let tol_m = SIDE_EPS * self.dir_len * pe.len;
+                let sa = side(dir, s.vert_moment[he.v[0] as usize], pe.w, pe.m);
+                let sb = side(dir, s.vert_moment[he.v[1] as usize], pe.w, pe.m);
+                if (sa > tol_m && sb > tol_m) || (sa < -tol_m && sb < -tol_m) {
+                    continue;
+                }
+                let tol_h = SIDE_EPS * self.dir_len * ul;
+                let ta = side(neg, xa, u, he.moment);
+                let tb = side(neg, xb, u, he.moment);
+                if (ta > tol_h && tb > tol_h) || (ta < -tol_h && tb < -tol_h) {
+                    continue;
+                }
+                // Contact point: where the model line meets the hull line at fraction f.
+                let p = ha + dir * f;
+                let r = ((p - pe.a).cross(u)).dot(c) / (cl * cl);
+                *best = Best {
+                    f,
+                    normal: nn,
+                    point: self.start + pe.a + pe.w * r.clamp(0.0, 1.0),
+                    feature: Some(Feature::EdgeEdge {
+                        hull_edge: hj,
+                        edge: ei as u32,
+                    }),
+                    contents: m.polygons[pi as usize].contents,
+                };
+            }
+        }
+    }
+}
+
+/// Whether unit normal `nn` lies in the edge's cone of contact normals.
+#[inline]
+fn in_cone(nn: DVec3, edge: &super::Edge, w: DVec3) -> bool {
+    let [n1, n2] = edge.normals;
+    let k = w;
+    let den = n1.cross(n2).dot(k);
+    let tol = 1e-9 * k.length();
+    if den.abs() <= tol {
+        return nn.dot(n1) >= 1.0 - 1e-9 || n1.dot(n2) < 0.0;
+    }
+    let alpha = nn.cross(n2).dot(k) / den;
+    let beta = n1.cross(nn).dot(k) / den;
+    alpha >= -1e-9 && beta >= -1e-9
+}

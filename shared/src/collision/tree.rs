@@ -1,0 +1,197 @@
+//! Axial BSP tree over item bounds (seed 000 §5): the broad phase for polygons and brushes.
+//!
+//! Each node splits space by an axis-aligned plane taken from the items' own bound planes
+//! (the one nearest the node centre on its longest axis). Items straddling the plane go to
+//! both children, so a leaf holds everything that touches its cell; queries de-duplicate
+//! with a per-query stamp. Traversal of a sweep is front to back and stops as soon as the
+//! best hit so far is nearer than the next cell.
+
+use crate::geom::Aabb;
+use serde::{Deserialize, Serialize};
+
+/// Cells no smaller than this (units) on their longest axis stop splitting...
+const MIN_NODE_SIZE: f64 = 64.0;
+/// ...unless they hold more items than this.
+const FORCE_SPLIT: usize = 128;
+/// Leaves this small are not split further.
+const LEAF_ITEMS: usize = 6;
+const MAX_DEPTH: usize = 40;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) enum Node {
+    Split { axis: u8, dist: f64, back: u32, front: u32 },
+    Leaf { first: u32, count: u32 },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct AxialTree {
+    pub nodes: Vec<Node>,
+    pub items: Vec<u32>,
+    pub bounds: Aabb,
+}
+
+impl AxialTree {
+    pub fn build(item_bounds: &[Aabb]) -> AxialTree {
+        let mut t = AxialTree {
+            nodes: Vec::new(),
+            items: Vec::new(),
+            bounds: item_bounds.iter().fold(Aabb::EMPTY, |a, b| a.union(b)),
+        };
+        let all: Vec<u32> = (0..item_bounds.len() as u32).collect();
+        let b = t.bounds;
+        t.build_node(item_bounds, all, b, 0);
+        t
+    }
+
+    fn build_node(&mut self, ib: &[Aabb], items: Vec<u32>, cell: Aabb, depth: usize) -> u32 {
+        let id = self.nodes.len() as u32;
+        self.nodes.push(Node::Leaf { first: 0, count: 0 });
+        let size = cell.size();
+        let want_split = items.len() > LEAF_ITEMS
+            && depth < MAX_DEPTH
+            && (size.max_element() >= MIN_NODE_SIZE || items.len() > FORCE_SPLIT);
+        if want_split {
+            if let Some((axis, dist)) = choose_split(ib, &items, &cell) {
+                let (mut back, mut front) = (Vec::new(), Vec::new());
+                for &i in &items {
+                    let b = &ib[i as usize];
+                    if b.min[axis] <= dist {
+                        back.push(i);
+                    }
+                    if b.max[axis] >= dist {
+                        front.push(i);
+                    }
+                }
+                // A split that separates nothing would recurse forever.
+                if back.len() < items.len() || front.len() < items.len() {
+                    let (mut bc, mut fc) = (cell, cell);
+                    bc.max[axis] = dist;
+                    fc.min[axis] = dist;
+                    let b = self.build_node(ib, back, bc, depth + 1);
+                    let f = self.build_node(ib, front, fc, depth + 1);
+                    self.nodes[id as usize] = Node::Split {
+                        axis: axis as u8,
+                        dist,
+                        back: b,
+                        front: f,
+                    };
+                    return id;
+                }
+            }
+        }
+        self.nodes[id as usize] = Node::Leaf {
+            first: self.items.len() as u32,
+            count: items.len() as u32,
+        };
+        self.items.extend_from_slice(&items);
+        id
+    }
+
+    pub fn leaf_items(&self, first: u32, count: u32) -> &[u32] {
+        &self.items[first as usize..(first + count) as usize]
+    }
+
+    /// Calls `f` with every item index in leaves whose cell overlaps `q` (with repeats).
+    pub fn query_aabb(&self, q: &Aabb, mut f: impl FnMut(u32)) {
+        if self.nodes.is_empty() {
+            return;
+        }
+        let mut stack = [0u32; 64];
+        let mut sp = 1;
+        while sp > 0 {
+            sp -= 1;
+            match &self.nodes[stack[sp] as usize] {
+                Node::Leaf { first, count } => {
+                    for &i in self.leaf_items(*first, *count) {
+                        f(i);
+                    }
+                }
+                Node::Split {
+                    axis,
+                    dist,
+                    back,
+                    front,
+                } => {
+                    let a = *axis as usize;
+                    if q.min[a] <= *dist && sp < 64 {
+                        stack[sp] = *back;
+                        sp += 1;
+                    }
+                    if q.max[a] >= *dist && sp < 64 {
+                        stack[sp] = *front;
+                        sp += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The bound plane nearest the cell centre on the longest axis that has one strictly
+/// inside the cell (falling back to the other axes).
+fn choose_split(ib: &[Aabb], items: &[u32], cell: &Aabb) -> Option<(usize, f64)> {
+    let size = cell.size();
+    let centre = cell.center();
+    let mut axes = [0usize, 1, 2];
+    axes.sort_by(|&a, &b| size[b].total_cmp(&size[a]));
+    for axis in axes {
+        let (lo, hi) = (cell.min[axis], cell.max[axis]);
+        let c = centre[axis];
+        let mut best: Option<f64> = None;
+        for &i in items {
+            let b = &ib[i as usize];
+            for v in [b.min[axis], b.max[axis]] {
+                if v > lo && v < hi && best.is_none_or(|x| (v - c).abs() < (x - c).abs()) {
+                    best = Some(v);
+                }
+            }
+        }
+        if let Some(d) = best {
+            return Some((axis, d));
+        }
+    }
+    None
+}
+
+/// Sub-interval of `[t0, t1]` where `c + d·t <= 0`.
+#[inline]
+pub(crate) fn clip_interval(t0: f64, t1: f64, c: f64, d: f64) -> Option<(f64, f64)> {
+    let (a, b) = if d > 0.0 {
+        (t0, t1.min(-c / d))
+    } else if d < 0.0 {
+        (t0.max(-c / d), t1)
+    } else if c <= 0.0 {
+        (t0, t1)
+    } else {
+        return None;
+    };
+    (a <= b).then_some((a, b))
+}
+
+/// One step of a front-to-back sweep: the children of a split node that the swept box
+/// `[p(t) + lo, p(t) + hi]` with `p(t) = p0 + t·d` (along the node axis) reaches within
+/// `[t0, t1]`, nearest first.
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn sweep_children(
+    dist: f64,
+    back: u32,
+    front: u32,
+    p0: f64,
+    d: f64,
+    lo: f64,
+    hi: f64,
+    t0: f64,
+    t1: f64,
+) -> [Option<(u32, f64, f64)>; 2] {
+    // Back cell x <= dist: reached while p(t) + lo <= dist.
+    let b = clip_interval(t0, t1, p0 + lo - dist, d).map(|(a, z)| (back, a, z));
+    // Front cell x >= dist: reached while p(t) + hi >= dist, i.e. dist - p(t) - hi <= 0.
+    let f = clip_interval(t0, t1, dist - p0 - hi, -d).map(|(a, z)| (front, a, z));
+    if d >= 0.0 {
+        [b, f]
+    } else {
+        [f, b]
+    }
+}
+

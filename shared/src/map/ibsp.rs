@@ -1,0 +1,174 @@
+//! Brushes and entities of a compiled Quake 3 `.bsp` (IBSP version 46).
+//!
+//! The compiler keeps every brush as plane-bounded sides (plus bevel planes, which cut
+//! nothing and so produce no polygons). Model 0 holds the world (func_group and detail
+//! brushes merged in); model `*N` holds the brushes of the entity whose `model` is `*N`.
+
+use super::{parse, Brush, Entity, Face, MapData, MapError};
+use crate::geom::{planes_to_polygons, Plane};
+use glam::DVec3;
+
+const LUMP_ENTITIES: usize = 0;
+const LUMP_SHADERS: usize = 1;
+const LUMP_PLANES: usize = 2;
+const LUMP_MODELS: usize = 7;
+const LUMP_BRUSHES: usize = 8;
+const LUMP_BRUSHSIDES: usize = 9;
+const LUMP_COUNT: usize = 17;
+
+fn err<T>(m: impl Into<String>) -> Result<T, MapError> {
+    Err(MapError::Bsp(m.into()))
+}
+
+fn i32_at(b: &[u8], off: usize) -> i32 {
+    i32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+fn f32_at(b: &[u8], off: usize) -> f64 {
+    f32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]) as f64
+}
+
+/// Lump `i` as a slice of whole records of `rec` bytes.
+fn lump<'a>(bytes: &'a [u8], i: usize, rec: usize, name: &str) -> Result<&'a [u8], MapError> {
+    let h = 8 + i * 8;
+    let off = i32_at(bytes, h);
+    let len = i32_at(bytes, h + 4);
+    if off < 0 || len < 0 {
+        return err(format!("{name} lump has a negative offset or length"));
+    }
+    let (off, len) = (off as usize, len as usize);
+    if off.checked_add(len).is_none_or(|end| end > bytes.len()) {
+        return err(format!(
+            "{name} lump (offset {off}, length {len}) runs past the end of the file ({} bytes)",
+            bytes.len()
+        ));
+    }
+    if len % rec != 0 {
+        return err(format!(
+            "{name} lump length {len} is not a multiple of its {rec}-byte record"
+        ));
+    }
+    Ok(&bytes[off..off + len])
+}
+
+fn index(v: i32, count: usize, what: &str, owner: usize) -> Result<usize, MapError> {
+    if v < 0 || v as usize >= count {
+        return err(format!(
+            "{what} index {v} of record {owner} is out of range (0..{count})"
+        ));
+    }
+    Ok(v as usize)
+}
+
+pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
+    if bytes.len() < 8 + LUMP_COUNT * 8 || &bytes[..4] != b"IBSP" {
+        return err("not an IBSP file (bad magic or truncated header)");
+    }
+    let version = i32_at(bytes, 4);
+    if version != 46 {
+        return err(format!("IBSP version {version} is not supported (need 46)"));
+    }
+    let ent_text = lump(bytes, LUMP_ENTITIES, 1, "entities")?;
+    let ent_text = String::from_utf8_lossy(ent_text);
+    let ent_text = ent_text.trim_end_matches('\0');
+    let mut map = parse::parse(ent_text).map_err(|e| MapError::Bsp(format!("entities: {e}")))?;
+
+    let shaders = lump(bytes, LUMP_SHADERS, 72, "shaders")?;
+    let shader_names: Vec<String> = shaders
+        .chunks_exact(72)
+        .map(|s| {
+            let name = &s[..64];
+            let end = name.iter().position(|&c| c == 0).unwrap_or(64);
+            String::from_utf8_lossy(&name[..end]).into_owned()
+        })
+        .collect();
+    let planes: Vec<Plane> = lump(bytes, LUMP_PLANES, 16, "planes")?
+        .chunks_exact(16)
+        .map(|p| Plane {
+            normal: DVec3::new(f32_at(p, 0), f32_at(p, 4), f32_at(p, 8)),
+            dist: f32_at(p, 12),
+        })
+        .collect();
+    let sides = lump(bytes, LUMP_BRUSHSIDES, 8, "brushsides")?;
+    let nsides = sides.len() / 8;
+    let brushes_raw = lump(bytes, LUMP_BRUSHES, 12, "brushes")?;
+    let nbrushes = brushes_raw.len() / 12;
+    let models = lump(bytes, LUMP_MODELS, 40, "models")?;
+
+    let read_brush = |bi: usize| -> Result<Brush, MapError> {
+        let b = &brushes_raw[bi * 12..];
+        let first = i32_at(b, 0);
+        let n = i32_at(b, 4);
+        if first < 0 || n < 0 || first as usize + n as usize > nsides {
+            return err(format!(
+                "brush {bi} sides {first}..{first}+{n} out of range (0..{nsides})"
+            ));
+        }
+        let mut faces = Vec::with_capacity(n as usize);
+        for si in first as usize..first as usize + n as usize {
+            let s = &sides[si * 8..];
+            let plane = planes[index(i32_at(s, 0), planes.len(), "plane", si)?];
+            let shader = i32_at(s, 4);
+            let texture = if shader < 0 {
+                String::new()
+            } else {
+                shader_names[index(shader, shader_names.len(), "shader", si)?].clone()
+            };
+            faces.push(Face { plane, texture });
+        }
+        // Keep only the sides that bound the brush: the compiler's bevel sides cut nothing
+        // but carry arbitrary shaders, which would mislead the solidity rule.
+        let planes: Vec<Plane> = faces.iter().map(|f| f.plane).collect();
+        let bounding = planes_to_polygons(&planes, 1e-6);
+        if bounding.len() >= 4 {
+            let mut keep = vec![false; faces.len()];
+            for (i, _) in &bounding {
+                keep[*i] = true;
+            }
+            let mut k = keep.iter();
+            faces.retain(|_| *k.next().unwrap_or(&true));
+        }
+        Ok(Brush { faces, line: 0 })
+    };
+
+    let model_brushes = |mi: usize| -> Result<Vec<Brush>, MapError> {
+        let m = &models[mi * 40..];
+        let first = i32_at(m, 32);
+        let n = i32_at(m, 36);
+        if first < 0 || n < 0 || first as usize + n as usize > nbrushes {
+            return err(format!(
+                "model {mi} brushes {first}..{first}+{n} out of range (0..{nbrushes})"
+            ));
+        }
+        (first as usize..first as usize + n as usize)
+            .map(&read_brush)
+            .collect()
+    };
+
+    let nmodels = models.len() / 40;
+    for e in map.entities.iter_mut() {
+        let mi = if e.classname() == "worldspawn" {
+            Some(0)
+        } else {
+            e.get("model")
+                .and_then(|m| m.strip_prefix('*'))
+                .and_then(|n| n.parse::<usize>().ok())
+        };
+        if let Some(mi) = mi {
+            if mi < nmodels {
+                e.brushes = model_brushes(mi)?;
+            }
+        }
+    }
+    if !map.entities.iter().any(|e| e.classname() == "worldspawn") && nmodels > 0 {
+        map.entities.insert(
+            0,
+            Entity {
+                properties: vec![("classname".into(), "worldspawn".into())],
+                brushes: model_brushes(0)?,
+                line: 0,
+            },
+        );
+    }
+    Ok(map)
+}

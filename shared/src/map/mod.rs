@@ -1,0 +1,132 @@
+//! Map sources: brushes and entities read from `.map` text or compiled Quake 3 `.bsp`.
+
+mod ibsp;
+mod parse;
+pub mod solidity;
+
+use crate::geom::Plane;
+use glam::DVec3;
+use thiserror::Error;
+
+/// A map file that could not be read.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum MapError {
+    #[error("line {line}: {message}")]
+    Syntax { line: usize, message: String },
+    #[error("bsp: {0}")]
+    Bsp(String),
+}
+
+/// One brush face: its plane (normal out of the brush) and texture name as written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Face {
+    pub plane: Plane,
+    pub texture: String,
+}
+
+/// A convex brush: the set where `n·x <= d` for every face.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Brush {
+    pub faces: Vec<Face>,
+    /// Source line of the brush's opening brace (0 for `.bsp` brushes).
+    pub line: usize,
+}
+
+/// An entity with its key/value pairs in file order and its brushes.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Entity {
+    pub properties: Vec<(String, String)>,
+    pub brushes: Vec<Brush>,
+    pub line: usize,
+}
+
+impl Entity {
+    /// First value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.properties
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn classname(&self) -> &str {
+        self.get("classname").unwrap_or("")
+    }
+
+    /// `origin` key as a vector, when present and well formed.
+    pub fn origin(&self) -> Option<DVec3> {
+        let v: Vec<f64> = self
+            .get("origin")?
+            .split_whitespace()
+            .map(|s| s.parse().ok())
+            .collect::<Option<_>>()?;
+        (v.len() == 3).then(|| DVec3::new(v[0], v[1], v[2]))
+    }
+}
+
+/// A loaded map: every entity that is part of the exported map, in file order.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct MapData {
+    pub entities: Vec<Entity>,
+    /// Curved patches (`patchDef2`/`patchDef3`) that were skipped.
+    pub patches_skipped: usize,
+    /// Entities dropped because their TrenchBroom layer is omitted from export.
+    pub omitted_entities: usize,
+}
+
+impl MapData {
+    /// Parses `.map` text in any of the supported dialects.
+    pub fn parse_map(text: &str) -> Result<MapData, MapError> {
+        let mut map = parse::parse(text)?;
+        map.omitted_entities = solidity::drop_omitted_layers(&mut map.entities);
+        Ok(map)
+    }
+
+    /// Reads the entities and brushes of a compiled Quake 3 `.bsp` (IBSP version 46).
+    pub fn parse_ibsp(bytes: &[u8]) -> Result<MapData, MapError> {
+        ibsp::parse(bytes)
+    }
+
+    /// Picks the reader by content: `IBSP` magic or map text.
+    pub fn parse_any(bytes: &[u8]) -> Result<MapData, MapError> {
+        if bytes.starts_with(b"IBSP") {
+            return Self::parse_ibsp(bytes);
+        }
+        let text = std::str::from_utf8(bytes).map_err(|e| {
+            let line = bytes[..e.valid_up_to()]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count()
+                + 1;
+            MapError::Syntax {
+                line,
+                message: "map text is not valid UTF-8".into(),
+            }
+        })?;
+        Self::parse_map(text)
+    }
+
+    /// Brushes that are solid world geometry, by [`solidity::is_world_solid`].
+    pub fn world_solid_brushes(&self) -> impl Iterator<Item = &Brush> {
+        self.entities.iter().flat_map(|e| {
+            let class = e.classname();
+            e.brushes
+                .iter()
+                .filter(move |b| solidity::is_world_solid(class, b))
+        })
+    }
+
+    /// Total brush count over all entities.
+    pub fn brush_count(&self) -> usize {
+        self.entities.iter().map(|e| e.brushes.len()).sum()
+    }
+
+    /// Player spawn points: the origins of `info_player_*` entities.
+    pub fn spawn_points(&self) -> Vec<DVec3> {
+        self.entities
+            .iter()
+            .filter(|e| e.classname().starts_with("info_player_"))
+            .filter_map(|e| e.origin())
+            .collect()
+    }
+}

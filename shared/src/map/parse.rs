@@ -1,0 +1,334 @@
+//! Reader for `.map` text: Quake standard, Valve 220, Quake 3 legacy (trailing flags) and
+//! Quake 3 brush primitives (`brushDef`), with `patchDef2`/`patchDef3` curves skipped.
+//!
+//! All dialects share one face grammar: three points, an optional brush-primitive texture
+//! matrix, a raw texture token (names like `{trigger` and `*04water1` exist), then texture
+//! fields (numbers, Valve's `[ ... ]` axes, Quake 3's trailing flags) up to the next face.
+
+use super::{Brush, Entity, Face, MapData, MapError};
+use crate::geom::Plane;
+use glam::DVec3;
+
+struct Lexer<'a> {
+    src: &'a [u8],
+    pos: usize,
+    line: usize,
+}
+
+impl<'a> Lexer<'a> {
+    fn err<T>(&self, message: impl Into<String>) -> Result<T, MapError> {
+        Err(MapError::Syntax {
+            line: self.line,
+            message: message.into(),
+        })
+    }
+
+    /// Skips white space and `//` comments; returns the next byte without consuming it.
+    fn peek(&mut self) -> Option<u8> {
+        loop {
+            let c = *self.src.get(self.pos)?;
+            if c == b'\n' {
+                self.line += 1;
+                self.pos += 1;
+            } else if c.is_ascii_whitespace() {
+                self.pos += 1;
+            } else if c == b'/' && self.src.get(self.pos + 1) == Some(&b'/') {
+                while let Some(&c) = self.src.get(self.pos) {
+                    if c == b'\n' {
+                        break;
+                    }
+                    self.pos += 1;
+                }
+            } else {
+                return Some(c);
+            }
+        }
+    }
+
+    fn expect(&mut self, want: u8) -> Result<(), MapError> {
+        match self.peek() {
+            Some(c) if c == want => {
+                self.pos += 1;
+                Ok(())
+            }
+            Some(c) => self.err(format!(
+                "expected '{}', found '{}'",
+                want as char,
+                self.word_preview(c)
+            )),
+            None => self.err(format!("expected '{}', found end of file", want as char)),
+        }
+    }
+
+    fn word_preview(&self, c: u8) -> String {
+        let end = self.src[self.pos..]
+            .iter()
+            .position(|b| b.is_ascii_whitespace())
+            .map_or(self.src.len(), |n| self.pos + n);
+        let w = String::from_utf8_lossy(&self.src[self.pos..end.min(self.pos + 40)]).to_string();
+        if w.is_empty() {
+            (c as char).to_string()
+        } else {
+            w
+        }
+    }
+
+    /// A whitespace-delimited token, taken raw.
+    fn word(&mut self) -> Result<&'a str, MapError> {
+        if self.peek().is_none() {
+            return self.err("unexpected end of file");
+        }
+        let start = self.pos;
+        while let Some(&c) = self.src.get(self.pos) {
+            if c.is_ascii_whitespace() {
+                break;
+            }
+            self.pos += 1;
+        }
+        // Input came from a &str and we split at ASCII white space, so this is UTF-8.
+        Ok(std::str::from_utf8(&self.src[start..self.pos]).unwrap_or(""))
+    }
+
+    /// A `"..."` string; `\"` escapes a quote.
+    fn quoted(&mut self) -> Result<String, MapError> {
+        self.expect(b'"')?;
+        let start_line = self.line;
+        let mut out = Vec::new();
+        loop {
+            match self.src.get(self.pos) {
+                None => {
+                    return Err(MapError::Syntax {
+                        line: start_line,
+                        message: "unterminated string".into(),
+                    })
+                }
+                Some(b'"') => {
+                    self.pos += 1;
+                    break;
+                }
+                Some(b'\\') if self.src.get(self.pos + 1) == Some(&b'"') => {
+                    out.push(b'"');
+                    self.pos += 2;
+                }
+                Some(&c) => {
+                    if c == b'\n' {
+                        self.line += 1;
+                    }
+                    out.push(c);
+                    self.pos += 1;
+                }
+            }
+        }
+        Ok(String::from_utf8_lossy(&out).into_owned())
+    }
+
+    fn number(&mut self) -> Result<f64, MapError> {
+        let w = self.word()?;
+        match w.parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok(v),
+            _ => self.err(format!("expected a number, found '{w}'")),
+        }
+    }
+
+    fn point(&mut self) -> Result<DVec3, MapError> {
+        self.expect(b'(')?;
+        let p = DVec3::new(self.number()?, self.number()?, self.number()?);
+        self.expect(b')')?;
+        Ok(p)
+    }
+
+    /// Skips a `{ ... }` block with nested braces (patch bodies).
+    fn skip_block(&mut self) -> Result<(), MapError> {
+        let start_line = self.line;
+        self.expect(b'{')?;
+        let mut depth = 1usize;
+        while depth > 0 {
+            match self.peek() {
+                None => {
+                    return Err(MapError::Syntax {
+                        line: start_line,
+                        message: "unterminated block".into(),
+                    })
+                }
+                Some(b'{') => depth += 1,
+                Some(b'}') => depth -= 1,
+                Some(b'"') => {
+                    self.quoted()?;
+                    continue;
+                }
+                Some(_) => {
+                    self.word()?;
+                    continue;
+                }
+            }
+            self.pos += 1;
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn parse(text: &str) -> Result<MapData, MapError> {
+    let mut lx = Lexer {
+        src: text.as_bytes(),
+        pos: 0,
+        line: 1,
+    };
+    let mut map = MapData::default();
+    while lx.peek().is_some() {
+        let line = lx.line;
+        lx.expect(b'{')?;
+        let mut ent = Entity {
+            line,
+            ..Default::default()
+        };
+        loop {
+            match lx.peek() {
+                Some(b'"') => {
+                    let k = lx.quoted()?;
+                    if lx.peek() != Some(b'"') {
+                        return lx.err(format!("key \"{k}\" has no value"));
+                    }
+                    let v = lx.quoted()?;
+                    ent.properties.push((k, v));
+                }
+                Some(b'{') => {
+                    if let Some(b) = parse_brush(&mut lx, &mut map.patches_skipped)? {
+                        ent.brushes.push(b);
+                    }
+                }
+                Some(b'}') => {
+                    lx.pos += 1;
+                    break;
+                }
+                Some(_) => {
+                    let w = lx.word_preview(0);
+                    return lx.err(format!("expected a key, a brush or '}}', found '{w}'"));
+                }
+                None => {
+                    return Err(MapError::Syntax {
+                        line,
+                        message: "entity is not closed".into(),
+                    })
+                }
+            }
+        }
+        map.entities.push(ent);
+    }
+    Ok(map)
+}
+
+/// Parses one `{ ... }` inside an entity: a brush (either grammar) or a skipped patch.
+fn parse_brush(lx: &mut Lexer, patches: &mut usize) -> Result<Option<Brush>, MapError> {
+    let line = lx.line;
+    lx.expect(b'{')?;
+    let mut faces = Vec::new();
+    match lx.peek() {
+        Some(b'(') => {
+            parse_faces(lx, &mut faces)?;
+        }
+        Some(_) => {
+            let kw = lx.word()?;
+            match kw {
+                "brushDef" => {
+                    lx.expect(b'{')?;
+                    parse_faces(lx, &mut faces)?;
+                    lx.expect(b'}')?;
+                }
+                "patchDef2" | "patchDef3" | "patchDefWS" | "patchDef3WS" => {
+                    lx.skip_block()?;
+                    *patches += 1;
+                    lx.expect(b'}')?;
+                    return Ok(None);
+                }
+                other => return lx.err(format!("unknown brush type '{other}'")),
+            }
+        }
+        None => return lx.err("unexpected end of file in brush"),
+    }
+    lx.expect(b'}')?;
+    Ok(Some(Brush { faces, line }))
+}
+
+/// Faces up to (not including) the closing `}`.
+fn parse_faces(lx: &mut Lexer, faces: &mut Vec<Face>) -> Result<(), MapError> {
+    while lx.peek() == Some(b'(') {
+        let line = lx.line;
+        let (p1, p2, p3) = (lx.point()?, lx.point()?, lx.point()?);
+        if lx.peek() == Some(b'(') {
+            // Brush primitives: ( ( a b c ) ( d e f ) ) texture matrix.
+            lx.expect(b'(')?;
+            lx.point()?;
+            lx.point()?;
+            lx.expect(b')')?;
+        }
+        let texture = if lx.peek() == Some(b'"') {
+            lx.quoted()?
+        } else {
+            lx.word()?.to_string()
+        };
+        // Texture fields: numbers and Valve 220's bracketed axes.
+        loop {
+            match lx.peek() {
+                Some(b'(') | Some(b'}') | None => break,
+                Some(b'[') | Some(b']') => lx.pos += 1,
+                Some(_) => {
+                    lx.number()?;
+                }
+            }
+        }
+        let plane = Plane::from_points(p1, p2, p3).ok_or(MapError::Syntax {
+            line,
+            message: "face points are collinear".into(),
+        })?;
+        faces.push(Face { plane, texture });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dialects_parse_to_the_same_planes() {
+        let quake = "{\n\"classname\" \"worldspawn\"\n{\n( 0 0 0 ) ( 0 1 0 ) ( 1 0 0 ) tex 0 0 0 1 1\n}\n}\n";
+        let valve = "{\n\"classname\" \"worldspawn\"\n{\n( 0 0 0 ) ( 0 1 0 ) ( 1 0 0 ) tex [ 1 0 0 0 ] [ 0 -1 0 0 ] 0 1 1\n}\n}\n";
+        let q3 = "{\n\"classname\" \"worldspawn\"\n{\n( 0 0 0 ) ( 0 1 0 ) ( 1 0 0 ) tex 0 0 0 0.5 0.5 0 0 0\n}\n}\n";
+        let bp = "{\n\"classname\" \"worldspawn\"\n{\nbrushDef\n{\n( 0 0 0 ) ( 0 1 0 ) ( 1 0 0 ) ( ( 0.03 0 0 ) ( 0 0.03 0 ) ) tex 0 0 0\n}\n}\n}\n";
+        let planes: Vec<_> = [quake, valve, q3, bp]
+            .iter()
+            .map(|t| parse(t).unwrap().entities[0].brushes[0].faces[0].clone())
+            .collect();
+        for f in &planes {
+            assert_eq!(f.texture, "tex");
+            // (p3 - p1) x (p2 - p1) = x cross y = +z... downward? (1,0,0)x(0,1,0) = +z.
+            assert_eq!(f.plane.normal, DVec3::Z);
+            assert_eq!(f.plane.dist, 0.0);
+        }
+    }
+
+    #[test]
+    fn patches_are_skipped_and_counted() {
+        let t = "{\n\"classname\" \"worldspawn\"\n{\npatchDef2\n{\nbase/tex\n( 3 3 0 0 0 )\n(\n( ( 0 0 0 0 0 ) ( 1 0 0 0 0 ) ( 2 0 0 0 0 ) )\n)\n}\n}\n}\n";
+        let m = parse(t).unwrap();
+        assert_eq!(m.patches_skipped, 1);
+        assert_eq!(m.entities[0].brushes.len(), 0);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let t = "{\n\"classname\" \"worldspawn\"\n{\n( 0 0 0 ) ( 0 x 0 ) ( 1 0 0 ) tex 0 0 0 1 1\n}\n}\n";
+        assert_eq!(
+            parse(t).unwrap_err(),
+            MapError::Syntax {
+                line: 4,
+                message: "expected a number, found 'x'".into()
+            }
+        );
+        assert!(matches!(parse("{\n\"a\" \"b\"\n"), Err(MapError::Syntax { line: 1, .. })));
+        assert!(matches!(
+            parse("{\n{\n( 0 0 0 ) ( 0 0 0 ) ( 1 0 0 ) t\n}\n}"),
+            Err(MapError::Syntax { line: 3, .. })
+        ));
+    }
+}

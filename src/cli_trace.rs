@@ -1,0 +1,181 @@
+//! `expel map trace` (JSON lines in, JSON lines out) and the `expel walk` demonstration.
+
+use crate::load::Loaded;
+use anyhow::Result;
+use expel_shared::{CollisionModel, Contents, Hull, TraceScratch, MAX_COORD};
+use glam::DVec3;
+use serde::Deserialize;
+use serde_json::json;
+use std::io::{BufRead, Read, Write};
+use std::time::Instant;
+
+/// Longest input line accepted; longer ones are answered with an error, unread.
+const MAX_LINE: usize = 64 * 1024;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TraceRequest {
+    start: [f64; 3],
+    end: [f64; 3],
+    mins: Option<[f64; 3]>,
+    maxs: Option<[f64; 3]>,
+}
+
+fn vec3(v: [f64; 3], what: &str) -> Result<DVec3, String> {
+    let d = DVec3::from_array(v);
+    if !d.is_finite() || d.abs().max_element() > MAX_COORD {
+        return Err(format!(
+            "{what} {v:?} is outside the supported range of ±{MAX_COORD}"
+        ));
+    }
+    Ok(d)
+}
+
+fn hull_of(req: &TraceRequest) -> Result<Hull, String> {
+    match (req.mins, req.maxs) {
+        (None, None) => Ok(Hull::point()),
+        (Some(mins), Some(maxs)) => {
+            Hull::aabb(DVec3::from_array(mins), DVec3::from_array(maxs)).map_err(|e| e.to_string())
+        }
+        _ => Err("give both mins and maxs, or neither for a point".into()),
+    }
+}
+
+fn answer(
+    model: &CollisionModel,
+    line: &str,
+    hulls: &mut Option<(Option<[f64; 3]>, Option<[f64; 3]>, Hull)>,
+    scratch: &mut TraceScratch,
+) -> Result<serde_json::Value, String> {
+    let req: TraceRequest = serde_json::from_str(line).map_err(|e| format!("bad request: {e}"))?;
+    let start = vec3(req.start, "start")?;
+    let end = vec3(req.end, "end")?;
+    let reuse = matches!(hulls, Some((m, x, _)) if *m == req.mins && *x == req.maxs);
+    if !reuse {
+        *hulls = Some((req.mins, req.maxs, hull_of(&req)?));
+    }
+    let hull = &hulls.as_ref().expect("set above").2;
+    let t = model.trace(hull, start, end, Contents::ALL, scratch);
+    Ok(json!({
+        "fraction": t.fraction,
+        "endpos": t.end.to_array(),
+        "normal": t.normal.map(|n| n.to_array()),
+        "startsolid": t.start_solid,
+    }))
+}
+
+/// Answers every request line; a bad line gets `{"error": ...}` and the rest go on.
+pub fn run(model: &CollisionModel, mut input: impl BufRead, mut out: impl Write) -> Result<()> {
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    bar.set_message("traces");
+    let mut hulls = None;
+    let mut scratch = TraceScratch::new();
+    let mut errors = 0u64;
+    let mut buf = Vec::new();
+    let mut lineno = 0u64;
+    loop {
+        buf.clear();
+        let n = input
+            .by_ref()
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        lineno += 1;
+        let reply = if buf.len() > MAX_LINE && buf.last() != Some(&b'\n') {
+            // Skip the rest of an over-long line.
+            loop {
+                let mut rest = Vec::new();
+                let k = input
+                    .by_ref()
+                    .take(MAX_LINE as u64)
+                    .read_until(b'\n', &mut rest)?;
+                if k == 0 || rest.last() == Some(&b'\n') {
+                    break;
+                }
+            }
+            Err(format!("line {lineno}: longer than {MAX_LINE} bytes"))
+        } else {
+            match std::str::from_utf8(&buf) {
+                Ok(s) if s.trim().is_empty() => continue,
+                Ok(s) => answer(model, s.trim(), &mut hulls, &mut scratch)
+                    .map_err(|e| format!("line {lineno}: {e}")),
+                Err(_) => Err(format!("line {lineno}: not UTF-8")),
+            }
+        };
+        let v = reply.unwrap_or_else(|e| {
+            errors += 1;
+            tracing::debug!(error = %e, "bad trace request");
+            json!({ "error": e })
+        });
+        serde_json::to_writer(&mut out, &v)?;
+        out.write_all(b"\n")?;
+        bar.inc(1);
+    }
+    out.flush()?;
+    bar.finish_and_clear();
+    if errors > 0 {
+        tracing::warn!(errors, "some trace requests were rejected");
+    }
+    Ok(())
+}
+
+/// Walks a player-sized box around the map: each step moves along a slowly turning
+/// heading, slides along whatever it hits, then falls under a constant pull. Reports the
+/// path and checks after every move that the box is not in solid.
+pub fn walk(loaded: &Loaded, steps: usize) -> Result<()> {
+    let model = &loaded.model;
+    let hull = Hull::aabb(DVec3::new(-16.0, -16.0, -24.0), DVec3::new(16.0, 16.0, 32.0))?;
+    let mut s = TraceScratch::new();
+    let spawns = loaded.map.spawn_points();
+    let mut pos = spawns
+        .first()
+        .copied()
+        .unwrap_or_else(|| model.bounds().center());
+    println!(
+        "walking a 32x32x56 box through {} from {:?} ({} polygons, model ready in {:.1} ms{})",
+        loaded.name,
+        pos.to_array(),
+        model.stats().polygons,
+        loaded.build_ms,
+        if loaded.cached { ", cached" } else { "" }
+    );
+    let (mut traces, mut hits, mut in_solid, mut travelled) = (0u64, 0u64, 0u64, 0.0f64);
+    let t0 = Instant::now();
+    for i in 0..steps {
+        // Heading turns through the compass and back; speed 320 units/s at 60 Hz.
+        let yaw = libm::sin(i as f64 * 0.013) * 3.0 + i as f64 * 0.004;
+        let mut wish = DVec3::new(libm::cos(yaw), libm::sin(yaw), 0.0) * (320.0 / 60.0);
+        // Slide: up to four bumps, clipping the move against each plane hit.
+        for _ in 0..4 {
+            let t = model.trace(&hull, pos, pos + wish, Contents::PLAYER, &mut s);
+            traces += 1;
+            travelled += (t.end - pos).length();
+            pos = t.end;
+            let Some(n) = t.normal else { break };
+            hits += 1;
+            wish = (wish - n * wish.dot(n) * 1.001) * (1.0 - t.fraction);
+        }
+        let fall = model.trace(&hull, pos, pos - DVec3::Z * 8.0, Contents::PLAYER, &mut s);
+        traces += 1;
+        pos = fall.end;
+        if model.position_solid(&hull, pos, Contents::PLAYER, &mut s) {
+            in_solid += 1;
+        }
+        if i % (steps / 10).max(1) == 0 {
+            println!(
+                "step {i:5}: at [{:8.2} {:8.2} {:8.2}]",
+                pos.x, pos.y, pos.z
+            );
+        }
+    }
+    let el = t0.elapsed();
+    println!(
+        "{steps} steps, {traces} traces ({:.0} ns each incl. position tests), {hits} wall hits, {travelled:.0} units travelled, {in_solid} steps ended in solid",
+        el.as_nanos() as f64 / traces.max(1) as f64
+    );
+    anyhow::ensure!(in_solid == 0, "the walk ended in solid {in_solid} times");
+    Ok(())
+}

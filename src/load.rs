@@ -1,0 +1,125 @@
+//! Loading a map into a collision model, with an on-disk cache of compiled models.
+
+use anyhow::{Context, Result};
+use expel_shared::{CollisionModel, MapData};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// The embedded default map (authored for Expel, see `maps/`).
+pub const DEFAULT_MAP: &str = include_str!("../maps/arena.map");
+pub const DEFAULT_MAP_NAME: &str = "maps/arena.map (embedded)";
+/// Bump when the compiled model's layout or build rules change: old cache entries are
+/// then simply not found.
+const CACHE_FORMAT: &str = "expel-model-v1";
+
+pub struct Loaded {
+    pub model: CollisionModel,
+    pub map: MapData,
+    pub name: String,
+    pub build_ms: f64,
+    pub cached: bool,
+}
+
+impl Loaded {
+    pub fn info_json(&self) -> serde_json::Value {
+        let s = self.model.stats();
+        let b = self.model.bounds();
+        let bounds = if b.is_empty() {
+            serde_json::Value::Null
+        } else {
+            json!({"mins": b.min.to_array(), "maxs": b.max.to_array()})
+        };
+        json!({
+            "map": self.name,
+            "entities": s.entities,
+            "brushes": s.brushes,
+            "solid_brushes": s.solid_brushes,
+            "degenerate_brushes": s.degenerate_brushes,
+            "polygons": s.polygons,
+            "buried_faces": s.buried_faces,
+            "edges": s.edges,
+            "internal_edges": s.internal_edges,
+            "vertices": s.vertices,
+            "broad_phase_nodes": s.broad_phase_nodes,
+            "patches_skipped": s.patches_skipped,
+            "spawn_points": self.map.spawn_points().len(),
+            "bounds": bounds,
+            "build_ms": self.build_ms,
+            "cached": self.cached,
+        })
+    }
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("EXPEL_CACHE_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
+        return Some(PathBuf::from(d).join("expel"));
+    }
+    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("expel"))
+}
+
+/// Loads `path` (or the embedded default map) and compiles or fetches its model.
+pub fn load_model(path: Option<&Path>) -> Result<Loaded> {
+    let (bytes, name) = match path {
+        Some(p) => (
+            std::fs::read(p).with_context(|| format!("reading map {}", p.display()))?,
+            p.display().to_string(),
+        ),
+        None => (DEFAULT_MAP.as_bytes().to_vec(), DEFAULT_MAP_NAME.to_string()),
+    };
+    let t0 = Instant::now();
+    let map = MapData::parse_any(&bytes).with_context(|| format!("loading map {name}"))?;
+    let key = {
+        let mut h = blake3::Hasher::new();
+        h.update(CACHE_FORMAT.as_bytes());
+        h.update(&bytes);
+        h.finalize().to_hex().to_string()
+    };
+    let cache_file = cache_dir().map(|d| d.join(format!("{key}.model")));
+    let cached_model = cache_file.as_ref().and_then(|f| {
+        let data = std::fs::read(f).ok()?;
+        match postcard::from_bytes::<CollisionModel>(&data) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                tracing::warn!(file = %f.display(), error = %e, "ignoring unreadable model cache");
+                None
+            }
+        }
+    });
+    let cached = cached_model.is_some();
+    let model = match cached_model {
+        Some(m) => m,
+        None => {
+            let m = CollisionModel::build(&map);
+            if let Some(f) = &cache_file {
+                if let Err(e) = write_cache(f, &m) {
+                    tracing::warn!(file = %f.display(), error = %e, "could not write model cache");
+                }
+            }
+            m
+        }
+    };
+    let build_ms = t0.elapsed().as_secs_f64() * 1000.0;
+    tracing::info!(map = %name, build_ms, cached, "model ready");
+    Ok(Loaded {
+        model,
+        map,
+        name,
+        build_ms,
+        cached,
+    })
+}
+
+fn write_cache(file: &Path, m: &CollisionModel) -> Result<()> {
+    let dir = file.parent().context("cache file has no folder")?;
+    std::fs::create_dir_all(dir)?;
+    let bytes = postcard::to_allocvec(m)?;
+    // Write then rename, so a concurrent reader never sees half a file.
+    let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, file)?;
+    Ok(())
+}
