@@ -490,7 +490,21 @@ impl<'a> Query<'a> {
                 .pe
                 .iter()
                 .all(|e| side(self.dir, xv, e.w, e.m) >= -SIDE_EPS * self.dir_len * e.len);
-            if inside {
+            if !inside {
+                continue;
+            }
+            // The zone is the slab over the polygon: a grazing vertex enters it through the
+            // polygon's side, not its top.
+            let d1 = pd + n.dot(h);
+            let f = entry_time(
+                f,
+                d1 / -nd,
+                s.pe.iter().map(|e| {
+                    let o = e.w.cross(n);
+                    (o.dot(h - e.a), o.dot(self.dir))
+                }),
+            );
+            if f <= 1.0 && !(f >= best.f && best.feature.is_some()) {
                 *best = Best {
                     f,
                     normal: n,
@@ -536,18 +550,31 @@ impl<'a> Query<'a> {
                 if f >= best.f && best.feature.is_some() {
                     continue;
                 }
-                let inside = h.face_edges[face.first as usize..(face.first + face.count) as usize]
-                    .iter()
-                    .all(|&(ei, rev)| {
-                        let he = &h.edges[ei as usize];
-                        let (w, mm) = if rev {
-                            (-he.dir, -he.moment)
-                        } else {
-                            (he.dir, he.moment)
-                        };
-                        side(neg, xv, w, mm) >= -SIDE_EPS * self.dir_len * he.dir.length()
-                    });
-                if inside {
+                let fedges = &h.face_edges[face.first as usize..(face.first + face.count) as usize];
+                let oriented = |&(ei, rev): &(u8, bool)| {
+                    let he = &h.edges[ei as usize];
+                    if rev {
+                        (-he.dir, -he.moment, h.vertices[he.v[1] as usize])
+                    } else {
+                        (he.dir, he.moment, h.vertices[he.v[0] as usize])
+                    }
+                };
+                let inside = fedges.iter().map(oriented).all(|(w, mm, _)| {
+                    side(neg, xv, w, mm) >= -SIDE_EPS * self.dir_len * w.length()
+                });
+                if !inside {
+                    continue;
+                }
+                let rate = nf.dot(self.dir);
+                let f = entry_time(
+                    f,
+                    (nf.dot(rel_a) - face.plane.dist) / rate,
+                    fedges.iter().map(oriented).map(|(w, _, a)| {
+                        let o = w.cross(nf);
+                        (o.dot(rel_a - a), o.dot(neg))
+                    }),
+                );
+                if f <= 1.0 && !(f >= best.f && best.feature.is_some()) {
                     *best = Best {
                         f,
                         normal: -nf,
@@ -622,9 +649,22 @@ impl<'a> Query<'a> {
                 if (ta > tol_h && tb > tol_h) || (ta < -tol_h && tb < -tol_h) {
                     continue;
                 }
-                // Contact point: where the model line meets the hull line at fraction f.
-                let p = ha + dir * f;
-                let r = ((p - pe.a).cross(u)).dot(c) / (cl * cl);
+                // Closest points of the two lines at fraction t: hull at s(t), model at
+                // r(t), both linear in t. The zone around the edge only reaches as far as
+                // the segments do, so a grazing edge hits once both lie within them.
+                let c2 = cl * cl;
+                let delta = pe.a - ha;
+                let (s0, sr) = (delta.cross(pe.w).dot(c) / c2, -dir.cross(pe.w).dot(c) / c2);
+                let (r0, rr) = (delta.cross(u).dot(c) / c2, -dir.cross(u).dot(c) / c2);
+                let f = entry_time(
+                    f,
+                    (ha - pe.a).dot(nn) / rate,
+                    [(-s0, -sr), (s0 - 1.0, sr), (-r0, -rr), (r0 - 1.0, rr)].into_iter(),
+                );
+                if f > 1.0 || (f >= best.f && best.feature.is_some()) {
+                    continue;
+                }
+                let r = r0 + rr * f;
                 *best = Best {
                     f,
                     normal: nn,
@@ -638,6 +678,19 @@ impl<'a> Query<'a> {
             }
         }
     }
+}
+
+/// Earliest fraction in `[f, t_cross]` at which every constraint `g0 + gr·t <= 0` holds,
+/// given that they all hold at `t_cross` (the moment the features would meet).
+#[inline]
+fn entry_time(f: f64, t_cross: f64, cons: impl Iterator<Item = (f64, f64)>) -> f64 {
+    let mut t = f;
+    for (g0, gr) in cons {
+        if g0 + gr * t > 0.0 {
+            t = if gr < 0.0 { (-g0 / gr).max(t) } else { t_cross };
+        }
+    }
+    t.min(t_cross.max(f))
 }
 
 /// Whether unit normal `nn` lies in the edge's cone of contact normals.

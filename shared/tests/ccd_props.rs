@@ -1,0 +1,264 @@
+//! Property tests of translational traces against the independent oracle in `common`.
+
+mod common;
+
+use common::*;
+use expel_shared::{CollisionModel, Contents, Hull, TraceScratch, EXPEL};
+use glam::DVec3;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// Overlap allowed by the checks (rounding only: far below the expel zone).
+const TOL: f64 = 1e-6;
+/// A stopped trace ends within this of what it hit (the mitred zone is at most 3.25 e).
+const NEAR: f64 = 3.5 * EXPEL + 1e-6;
+
+struct Stats {
+    traces: usize,
+    hits: usize,
+}
+
+/// Runs the invariants for one trace; returns whether it hit.
+fn check_trace(
+    scene: &Scene,
+    model: &CollisionModel,
+    hull: &Hull,
+    oh: &OHull,
+    start: DVec3,
+    end: DVec3,
+    s: &mut TraceScratch,
+) -> bool {
+    let sep0 = scene.min_separation(oh, start);
+    let t = model.trace(hull, start, end, Contents::ALL, s);
+    assert_eq!(
+        t.start_solid,
+        sep0 < -TOL,
+        "start_solid disagrees with the oracle (separation {sep0}) at {start:?}"
+    );
+    if sep0 < TOL {
+        // Starting overlapped or exactly touching: only the zone rule below applies.
+        if sep0 < -TOL {
+            return t.hit();
+        }
+    }
+    let d = t.end - start;
+    let sep1 = scene.min_separation(oh, t.end);
+    assert!(
+        sep1 >= -TOL,
+        "trace {start:?} -> {end:?} ends overlapping by {} at fraction {}",
+        -sep1,
+        t.fraction
+    );
+    if let Some(tt) = scene.first_overlap(oh, start, d, TOL) {
+        panic!(
+            "trace {start:?} -> {end:?} passes through solid at t={tt} of its travelled part (fraction {})",
+            t.fraction
+        );
+    }
+    if t.fraction < 1.0 {
+        assert!(
+            sep1 <= NEAR,
+            "trace {start:?} -> {end:?} stopped at fraction {} with {sep1} units of clearance ({:?}, normal {:?})",
+            t.fraction, t.feature, t.normal
+        );
+        let n = t.normal.expect("a stopped trace has a normal");
+        assert!((n.length() - 1.0).abs() < 1e-9);
+        assert!(n.dot(end - start) <= 1e-9, "normal faces along the motion");
+    }
+    // Inside the zone the hull may move away, never deeper, from each brush.
+    for b in &scene.brushes {
+        let before = separation(oh, start, b);
+        if (-TOL..EXPEL).contains(&before) {
+            let after = separation(oh, t.end, b);
+            assert!(
+                after >= before - TOL,
+                "hull in the zone moved deeper: {before} -> {after} ({start:?} -> {end:?})"
+            );
+        }
+    }
+    t.hit()
+}
+
+fn random_scene(rng: &mut ChaCha8Rng, n: usize, spread: f64, size: f64) -> Scene {
+    let planes = (0..n)
+        .map(|_| {
+            let c = DVec3::new(
+                rng.gen_range(-spread..spread),
+                rng.gen_range(-spread..spread),
+                rng.gen_range(-spread..spread),
+            );
+            random_brush(rng, c, size)
+        })
+        .collect();
+    Scene::new(planes)
+}
+
+fn random_point(rng: &mut ChaCha8Rng, r: f64) -> DVec3 {
+    DVec3::new(
+        rng.gen_range(-r..r),
+        rng.gen_range(-r..r),
+        rng.gen_range(-r..r),
+    )
+}
+
+fn run_scenes(seed: u64, scenes: usize, traces: usize, hulls: &[(Hull, OHull)]) -> Stats {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut s = TraceScratch::new();
+    let mut st = Stats { traces: 0, hits: 0 };
+    for _ in 0..scenes {
+        let count = rng.gen_range(1..12);
+        let scene = random_scene(&mut rng, count, 48.0, 24.0);
+        let model = CollisionModel::build(&scene.map);
+        for _ in 0..traces {
+            let (hull, oh) = &hulls[rng.gen_range(0..hulls.len())];
+            let start = random_point(&mut rng, 80.0);
+            if scene.min_separation(oh, start) < 0.0 && rng.gen_bool(0.9) {
+                continue;
+            }
+            let len = [4.0, 32.0, 128.0, 1e4][rng.gen_range(0..4)];
+            let end = start + unit(&mut rng) * rng.gen_range(0.0..len);
+            st.traces += 1;
+            if check_trace(&scene, &model, hull, oh, start, end, &mut s) {
+                st.hits += 1;
+            }
+        }
+    }
+    st
+}
+
+fn player_box() -> (Hull, OHull) {
+    let (mn, mx) = (DVec3::new(-16.0, -16.0, -24.0), DVec3::new(16.0, 16.0, 32.0));
+    (Hull::aabb(mn, mx).unwrap(), OHull::aabb(mn, mx))
+}
+
+#[test]
+fn boxes_never_penetrate_random_brushes() {
+    let small = (
+        Hull::aabb(DVec3::splat(-2.0), DVec3::new(3.0, 1.0, 4.0)).unwrap(),
+        OHull::aabb(DVec3::splat(-2.0), DVec3::new(3.0, 1.0, 4.0)),
+    );
+    let st = run_scenes(1, 150, 150, &[player_box(), small]);
+    assert!(st.hits > 1000, "too few hits to mean anything: {} of {}", st.hits, st.traces);
+}
+
+#[test]
+fn points_never_penetrate_random_brushes() {
+    let p = (Hull::point(), OHull::aabb(DVec3::ZERO, DVec3::ZERO));
+    let st = run_scenes(2, 100, 150, &[p]);
+    assert!(st.hits > 300, "{} hits of {}", st.hits, st.traces);
+}
+
+#[test]
+fn prisms_and_convex_hulls_never_penetrate_random_brushes() {
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let prism = Hull::prism(6, 16.0, -24.0, 32.0).unwrap();
+    let prism_o = OHull::new(prism.vertices().to_vec());
+    let pts: Vec<DVec3> = (0..10).map(|_| unit(&mut rng) * 12.0).collect();
+    let blob = Hull::convex(&pts).unwrap();
+    let blob_o = OHull::new(pts.clone());
+    let st = run_scenes(4, 60, 100, &[(prism, prism_o), (blob, blob_o)]);
+    assert!(st.hits > 300, "{} hits of {}", st.hits, st.traces);
+}
+
+/// Thin walls (0.25 units) and moves of 10^5 units: the first wall always stops the hull.
+#[test]
+fn long_moves_stop_at_thin_walls() {
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut s = TraceScratch::new();
+    let hulls = [player_box(), (Hull::point(), OHull::aabb(DVec3::ZERO, DVec3::ZERO))];
+    for _ in 0..40 {
+        // A stack of thin slabs at random orientations and offsets.
+        let mut planes = Vec::new();
+        let n = unit(&mut rng);
+        for k in 0..6 {
+            let d = k as f64 * 500.0 + rng.gen_range(0.0..100.0);
+            let mut p = vec![(n, d + 0.25), (-n, -d)];
+            // Bound the slab sideways by a big box.
+            for (a, b) in common::box_planes(DVec3::splat(-60000.0), DVec3::splat(60000.0)) {
+                p.push((a, b));
+            }
+            planes.push(p);
+        }
+        let scene = Scene::new(planes);
+        let model = CollisionModel::build(&scene.map);
+        for _ in 0..50 {
+            let (hull, oh) = &hulls[rng.gen_range(0..2)];
+            let side = random_point(&mut rng, 2000.0);
+            let start = n * rng.gen_range(-200.0..-50.0) + side - n * n.dot(side);
+            let dir = (n + unit(&mut rng) * 0.5).normalize();
+            let end = start + dir * 1e5;
+            let t = model.trace(hull, start, end, Contents::ALL, &mut s);
+            assert!(t.fraction < 1.0, "a 10^5 move through six walls never hit");
+            check_trace(&scene, &model, hull, oh, start, end, &mut s);
+        }
+    }
+}
+
+/// A hull resting exactly at contact distance and moving into the face does not move.
+#[test]
+fn resting_contact_does_not_move_into_the_face() {
+    let scene = Scene::new(vec![box_planes(DVec3::new(-512.0, -512.0, -64.0), DVec3::new(512.0, 512.0, 0.0))]);
+    let model = CollisionModel::build(&scene.map);
+    let (hull, _) = player_box();
+    let mut s = TraceScratch::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(6);
+    for _ in 0..1000 {
+        let xy = DVec3::new(rng.gen_range(-400.0..400.0), rng.gen_range(-400.0..400.0), 0.0);
+        // Let a trace put it at contact distance, then push into the floor.
+        let drop = model.trace(&hull, xy + DVec3::Z * 100.0, xy - DVec3::Z * 100.0, Contents::ALL, &mut s);
+        assert!(drop.fraction < 1.0);
+        let rest = drop.end;
+        assert!((rest.z - 24.0 - EXPEL).abs() < 1e-9, "rests at {}", rest.z);
+        let into = DVec3::new(rng.gen_range(-1.0..1.0), rng.gen_range(-1.0..1.0), -rng.gen_range(0.01..1.0)) * 50.0;
+        let t = model.trace(&hull, rest, rest + into, Contents::ALL, &mut s);
+        assert_eq!(t.fraction, 0.0, "moved into the face it rests on");
+        assert_eq!(t.end, rest);
+        // Exactly resting at e (constructed, not traced) behaves the same.
+        let exact = DVec3::new(xy.x, xy.y, 24.0 + EXPEL);
+        let t = model.trace(&hull, exact, exact + into, Contents::ALL, &mut s);
+        assert_eq!(t.fraction, 0.0);
+    }
+}
+
+/// 10,000 chained slides along floors, ramps and into corners never sink.
+#[test]
+fn chained_slides_never_sink() {
+    // A room: floor, four walls, a ramp and a wedge corner.
+    let mut planes = vec![
+        box_planes(DVec3::new(-512.0, -512.0, -64.0), DVec3::new(512.0, 512.0, 0.0)),
+        box_planes(DVec3::new(-576.0, -512.0, -64.0), DVec3::new(-512.0, 512.0, 256.0)),
+        box_planes(DVec3::new(512.0, -512.0, -64.0), DVec3::new(576.0, 512.0, 256.0)),
+        box_planes(DVec3::new(-512.0, -576.0, -64.0), DVec3::new(512.0, -512.0, 256.0)),
+        box_planes(DVec3::new(-512.0, 512.0, -64.0), DVec3::new(512.0, 576.0, 256.0)),
+    ];
+    let mut ramp = box_planes(DVec3::new(0.0, -512.0, -1.0), DVec3::new(512.0, 0.0, 200.0));
+    ramp.push((DVec3::new(-0.5, 0.0, 1.0).normalize(), 0.0));
+    planes.push(ramp);
+    let mut wedge = box_planes(DVec3::new(-512.0, 200.0, -1.0), DVec3::new(-200.0, 512.0, 256.0));
+    wedge.push((DVec3::new(-1.0, 1.0, 0.0).normalize(), 400.0_f64.sqrt() * 0.0 + 300.0));
+    planes.push(wedge);
+    let scene = Scene::new(planes);
+    let model = CollisionModel::build(&scene.map);
+    let (hull, oh) = player_box();
+    let mut s = TraceScratch::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut pos = DVec3::new(-100.0, 0.0, 24.0 + EXPEL);
+    let mut vel = DVec3::ZERO;
+    for i in 0..10_000 {
+        if i % 50 == 0 {
+            vel = DVec3::new(rng.gen_range(-1.0..1.0), rng.gen_range(-1.0..1.0), 0.0) * 20.0;
+        }
+        vel.z -= 1.0; // gravity pulls into the floor every step
+        let mut mv = vel;
+        for _ in 0..4 {
+            let t = model.trace(&hull, pos, pos + mv, Contents::ALL, &mut s);
+            assert!(!t.start_solid, "step {i}: started in solid at {pos:?}");
+            let sep = scene.min_separation(&oh, t.end);
+            assert!(sep >= -TOL, "step {i}: sank {} into solid at {:?}", -sep, t.end);
+            pos = t.end;
+            let Some(n) = t.normal else { break };
+            mv = (mv - n * mv.dot(n) * 1.001) * (1.0 - t.fraction);
+            vel -= n * vel.dot(n).min(0.0) * 1.001;
+        }
+    }
+}

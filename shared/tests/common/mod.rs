@@ -1,0 +1,277 @@
+//! Test support: an exact separating-axis oracle written independently of the library
+//! (it shares no geometry code with it), and random scene generators.
+#![allow(dead_code)]
+
+use expel_shared::map::{Brush, Entity, Face, MapData};
+use expel_shared::Plane;
+use glam::DVec3;
+use rand::Rng;
+
+/// A convex brush as the oracle sees it: planes, corners found by intersecting plane
+/// triples, and candidate edge directions from plane-normal pairs.
+pub struct OBrush {
+    pub planes: Vec<(DVec3, f64)>,
+    pub pts: Vec<DVec3>,
+    pub edge_dirs: Vec<DVec3>,
+}
+
+impl OBrush {
+    pub fn new(planes: Vec<(DVec3, f64)>) -> Option<OBrush> {
+        let mut pts: Vec<DVec3> = Vec::new();
+        let n = planes.len();
+        for i in 0..n {
+            for j in i + 1..n {
+                for k in j + 1..n {
+                    let (a, b, c) = (planes[i], planes[j], planes[k]);
+                    let det = a.0.dot(b.0.cross(c.0));
+                    if det.abs() < 1e-12 {
+                        continue;
+                    }
+                    let p = (b.0.cross(c.0) * a.1 + c.0.cross(a.0) * b.1 + a.0.cross(b.0) * c.1)
+                        / det;
+                    if planes.iter().all(|(nn, d)| nn.dot(p) - d <= 1e-7)
+                        && !pts.iter().any(|q| (*q - p).length() < 1e-9)
+                    {
+                        pts.push(p);
+                    }
+                }
+            }
+        }
+        if pts.len() < 4 {
+            return None;
+        }
+        let mut edge_dirs = Vec::new();
+        for i in 0..n {
+            for j in i + 1..n {
+                let c = planes[i].0.cross(planes[j].0);
+                if c.length() > 1e-9 {
+                    edge_dirs.push(c.normalize());
+                }
+            }
+        }
+        Some(OBrush {
+            planes,
+            pts,
+            edge_dirs,
+        })
+    }
+}
+
+/// A convex moving shape as points; the oracle derives every candidate axis from them.
+pub struct OHull {
+    pub pts: Vec<DVec3>,
+    normals: Vec<DVec3>,
+    dirs: Vec<DVec3>,
+}
+
+impl OHull {
+    pub fn new(pts: Vec<DVec3>) -> OHull {
+        let mut normals = Vec::new();
+        let mut dirs = Vec::new();
+        let n = pts.len();
+        for i in 0..n {
+            for j in i + 1..n {
+                let d = pts[j] - pts[i];
+                if d.length() > 1e-9 {
+                    dirs.push(d.normalize());
+                }
+                for k in j + 1..n {
+                    let c = (pts[j] - pts[i]).cross(pts[k] - pts[i]);
+                    if c.length() > 1e-9 {
+                        normals.push(c.normalize());
+                    }
+                }
+            }
+        }
+        OHull { pts, normals, dirs }
+    }
+
+    pub fn aabb(mins: DVec3, maxs: DVec3) -> OHull {
+        let mut pts = Vec::new();
+        for i in 0..8 {
+            pts.push(DVec3::new(
+                if i & 1 == 0 { mins.x } else { maxs.x },
+                if i & 2 == 0 { mins.y } else { maxs.y },
+                if i & 4 == 0 { mins.z } else { maxs.z },
+            ));
+        }
+        pts.dedup();
+        OHull {
+            pts,
+            normals: vec![DVec3::X, DVec3::Y, DVec3::Z],
+            dirs: vec![DVec3::X, DVec3::Y, DVec3::Z],
+        }
+    }
+
+    fn axes(&self, b: &OBrush) -> Vec<DVec3> {
+        let mut axes: Vec<DVec3> = b.planes.iter().map(|p| p.0).collect();
+        axes.extend_from_slice(&self.normals);
+        for d in &self.dirs {
+            for e in &b.edge_dirs {
+                let c = d.cross(*e);
+                if c.length() > 1e-9 {
+                    axes.push(c.normalize());
+                }
+            }
+        }
+        axes
+    }
+
+    fn proj(&self, a: DVec3) -> (f64, f64) {
+        self.pts.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
+            let d = a.dot(*p);
+            (l.min(d), h.max(d))
+        })
+    }
+}
+
+fn proj_pts(pts: &[DVec3], a: DVec3) -> (f64, f64) {
+    pts.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
+        let d = a.dot(*p);
+        (l.min(d), h.max(d))
+    })
+}
+
+/// Largest separation along any candidate axis of the hull at `pos` and the brush:
+/// negative when they overlap (then its magnitude is the smallest penetration depth).
+pub fn separation(h: &OHull, pos: DVec3, b: &OBrush) -> f64 {
+    h.axes(b)
+        .into_iter()
+        .map(|a| {
+            let (hl, hh) = h.proj(a);
+            let o = a.dot(pos);
+            let (bl, bh) = proj_pts(&b.pts, a);
+            (bl - (hh + o)).max((hl + o) - bh)
+        })
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// Times t in [0, 1] at which the hull moving from `p0` by `d` overlaps the brush deeper
+/// than `tol`: the intersection over all axes of the open overlap intervals.
+pub fn overlap_interval(h: &OHull, p0: DVec3, d: DVec3, b: &OBrush, tol: f64) -> Option<(f64, f64)> {
+    let (mut lo, mut hi) = (0.0f64, 1.0f64);
+    for a in h.axes(b) {
+        let (hl, hh) = h.proj(a);
+        let (bl, bh) = proj_pts(&b.pts, a);
+        let (o, r) = (a.dot(p0), a.dot(d));
+        // Overlap deeper than tol: hh + o + r t > bl + tol and hl + o + r t < bh - tol.
+        for (c, s) in [(bl + tol - hh - o, 1.0), (bh - tol - hl - o, -1.0)] {
+            // s * (r t) > s * c ... i.e. r t > c (s=1) or r t < c (s=-1).
+            let rr = r * s;
+            let cc = c * s;
+            if rr == 0.0 {
+                if 0.0 <= cc {
+                    return None;
+                }
+            } else if rr > 0.0 {
+                lo = lo.max(cc / rr);
+            } else {
+                hi = hi.min(cc / rr);
+            }
+        }
+        if lo >= hi {
+            return None;
+        }
+    }
+    Some((lo, hi))
+}
+
+/// A scene: brushes for the library and the same brushes for the oracle.
+pub struct Scene {
+    pub map: MapData,
+    pub brushes: Vec<OBrush>,
+}
+
+impl Scene {
+    pub fn new(planes_list: Vec<Vec<(DVec3, f64)>>) -> Scene {
+        let mut ent = Entity {
+            properties: vec![("classname".into(), "worldspawn".into())],
+            ..Default::default()
+        };
+        let mut brushes = Vec::new();
+        for planes in planes_list {
+            let Some(ob) = OBrush::new(planes.clone()) else {
+                continue;
+            };
+            ent.brushes.push(Brush {
+                faces: planes
+                    .iter()
+                    .map(|(n, d)| Face {
+                        plane: Plane {
+                            normal: *n,
+                            dist: *d,
+                        },
+                        texture: "stone".into(),
+                    })
+                    .collect(),
+                line: 0,
+            });
+            brushes.push(ob);
+        }
+        Scene {
+            map: MapData {
+                entities: vec![ent],
+                ..Default::default()
+            },
+            brushes,
+        }
+    }
+
+    pub fn min_separation(&self, h: &OHull, pos: DVec3) -> f64 {
+        self.brushes
+            .iter()
+            .map(|b| separation(h, pos, b))
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    /// Earliest time the moving hull overlaps any brush deeper than `tol`.
+    pub fn first_overlap(&self, h: &OHull, p0: DVec3, d: DVec3, tol: f64) -> Option<f64> {
+        self.brushes
+            .iter()
+            .filter_map(|b| overlap_interval(h, p0, d, b, tol).map(|x| x.0))
+            .reduce(f64::min)
+    }
+}
+
+pub fn box_planes(min: DVec3, max: DVec3) -> Vec<(DVec3, f64)> {
+    vec![
+        (DVec3::X, max.x),
+        (-DVec3::X, -min.x),
+        (DVec3::Y, max.y),
+        (-DVec3::Y, -min.y),
+        (DVec3::Z, max.z),
+        (-DVec3::Z, -min.z),
+    ]
+}
+
+pub fn unit(rng: &mut impl Rng) -> DVec3 {
+    loop {
+        let v = DVec3::new(
+            rng.gen_range(-1.0..1.0),
+            rng.gen_range(-1.0..1.0),
+            rng.gen_range(-1.0..1.0),
+        );
+        let l = v.length();
+        if l > 0.1 && l <= 1.0 {
+            return v / l;
+        }
+    }
+}
+
+/// A random convex brush around `c`: a box cut by a few random planes, or a thin slab.
+pub fn random_brush(rng: &mut impl Rng, c: DVec3, size: f64) -> Vec<(DVec3, f64)> {
+    let half = DVec3::new(
+        rng.gen_range(0.125..size),
+        rng.gen_range(0.125..size),
+        rng.gen_range(0.125..size),
+    );
+    let mut planes = box_planes(c - half, c + half);
+    for _ in 0..rng.gen_range(0..4) {
+        let n = unit(rng);
+        // Cut through somewhere between the centre and the box's support.
+        let support = n.abs().dot(half);
+        let d = n.dot(c) + support * rng.gen_range(0.3..1.0);
+        planes.push((n, d));
+    }
+    planes
+}
