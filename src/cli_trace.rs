@@ -127,7 +127,10 @@ pub fn run(model: &CollisionModel, mut input: impl BufRead, mut out: impl Write)
 /// path and checks after every move that the box is not in solid.
 pub fn walk(loaded: &Loaded, steps: usize) -> Result<()> {
     let model = &loaded.model;
-    let hull = Hull::aabb(DVec3::new(-16.0, -16.0, -24.0), DVec3::new(16.0, 16.0, 32.0))?;
+    let hull = Hull::aabb(
+        DVec3::new(-16.0, -16.0, -24.0),
+        DVec3::new(16.0, 16.0, 32.0),
+    )?;
     let mut s = TraceScratch::new();
     let spawns = loaded.map.spawn_points();
     let mut pos = spawns
@@ -165,10 +168,7 @@ pub fn walk(loaded: &Loaded, steps: usize) -> Result<()> {
             in_solid += 1;
         }
         if i % (steps / 10).max(1) == 0 {
-            println!(
-                "step {i:5}: at [{:8.2} {:8.2} {:8.2}]",
-                pos.x, pos.y, pos.z
-            );
+            println!("step {i:5}: at [{:8.2} {:8.2} {:8.2}]", pos.x, pos.y, pos.z);
         }
     }
     let el = t0.elapsed();

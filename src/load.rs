@@ -68,7 +68,10 @@ pub fn load_model(path: Option<&Path>) -> Result<Loaded> {
             std::fs::read(p).with_context(|| format!("reading map {}", p.display()))?,
             p.display().to_string(),
         ),
-        None => (DEFAULT_MAP.as_bytes().to_vec(), DEFAULT_MAP_NAME.to_string()),
+        None => (
+            DEFAULT_MAP.as_bytes().to_vec(),
+            DEFAULT_MAP_NAME.to_string(),
+        ),
     };
     let t0 = Instant::now();
     let map = MapData::parse_any(&bytes).with_context(|| format!("loading map {name}"))?;

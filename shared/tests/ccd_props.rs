@@ -127,7 +127,10 @@ fn run_scenes(seed: u64, scenes: usize, traces: usize, hulls: &[(Hull, OHull)]) 
 }
 
 fn player_box() -> (Hull, OHull) {
-    let (mn, mx) = (DVec3::new(-16.0, -16.0, -24.0), DVec3::new(16.0, 16.0, 32.0));
+    let (mn, mx) = (
+        DVec3::new(-16.0, -16.0, -24.0),
+        DVec3::new(16.0, 16.0, 32.0),
+    );
     (Hull::aabb(mn, mx).unwrap(), OHull::aabb(mn, mx))
 }
 
@@ -138,7 +141,12 @@ fn boxes_never_penetrate_random_brushes() {
         OHull::aabb(DVec3::splat(-2.0), DVec3::new(3.0, 1.0, 4.0)),
     );
     let st = run_scenes(1, 150, 150, &[player_box(), small]);
-    assert!(st.hits > 1000, "too few hits to mean anything: {} of {}", st.hits, st.traces);
+    assert!(
+        st.hits > 1000,
+        "too few hits to mean anything: {} of {}",
+        st.hits,
+        st.traces
+    );
 }
 
 #[test]
@@ -165,7 +173,10 @@ fn prisms_and_convex_hulls_never_penetrate_random_brushes() {
 fn long_moves_stop_at_thin_walls() {
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let mut s = TraceScratch::new();
-    let hulls = [player_box(), (Hull::point(), OHull::aabb(DVec3::ZERO, DVec3::ZERO))];
+    let hulls = [
+        player_box(),
+        (Hull::point(), OHull::aabb(DVec3::ZERO, DVec3::ZERO)),
+    ];
     for _ in 0..40 {
         // A stack of thin slabs at random orientations and offsets.
         let mut planes = Vec::new();
@@ -197,19 +208,36 @@ fn long_moves_stop_at_thin_walls() {
 /// A hull resting exactly at contact distance and moving into the face does not move.
 #[test]
 fn resting_contact_does_not_move_into_the_face() {
-    let scene = Scene::new(vec![box_planes(DVec3::new(-512.0, -512.0, -64.0), DVec3::new(512.0, 512.0, 0.0))]);
+    let scene = Scene::new(vec![box_planes(
+        DVec3::new(-512.0, -512.0, -64.0),
+        DVec3::new(512.0, 512.0, 0.0),
+    )]);
     let model = CollisionModel::build(&scene.map);
     let (hull, _) = player_box();
     let mut s = TraceScratch::new();
     let mut rng = ChaCha8Rng::seed_from_u64(6);
     for _ in 0..1000 {
-        let xy = DVec3::new(rng.gen_range(-400.0..400.0), rng.gen_range(-400.0..400.0), 0.0);
+        let xy = DVec3::new(
+            rng.gen_range(-400.0..400.0),
+            rng.gen_range(-400.0..400.0),
+            0.0,
+        );
         // Let a trace put it at contact distance, then push into the floor.
-        let drop = model.trace(&hull, xy + DVec3::Z * 100.0, xy - DVec3::Z * 100.0, Contents::ALL, &mut s);
+        let drop = model.trace(
+            &hull,
+            xy + DVec3::Z * 100.0,
+            xy - DVec3::Z * 100.0,
+            Contents::ALL,
+            &mut s,
+        );
         assert!(drop.fraction < 1.0);
         let rest = drop.end;
         assert!((rest.z - 24.0 - EXPEL).abs() < 1e-9, "rests at {}", rest.z);
-        let into = DVec3::new(rng.gen_range(-1.0..1.0), rng.gen_range(-1.0..1.0), -rng.gen_range(0.01..1.0)) * 50.0;
+        let into = DVec3::new(
+            rng.gen_range(-1.0..1.0),
+            rng.gen_range(-1.0..1.0),
+            -rng.gen_range(0.01..1.0),
+        ) * 50.0;
         let t = model.trace(&hull, rest, rest + into, Contents::ALL, &mut s);
         assert_eq!(t.fraction, 0.0, "moved into the face it rests on");
         assert_eq!(t.end, rest);
@@ -225,17 +253,38 @@ fn resting_contact_does_not_move_into_the_face() {
 fn chained_slides_never_sink() {
     // A room: floor, four walls, a ramp and a wedge corner.
     let mut planes = vec![
-        box_planes(DVec3::new(-512.0, -512.0, -64.0), DVec3::new(512.0, 512.0, 0.0)),
-        box_planes(DVec3::new(-576.0, -512.0, -64.0), DVec3::new(-512.0, 512.0, 256.0)),
-        box_planes(DVec3::new(512.0, -512.0, -64.0), DVec3::new(576.0, 512.0, 256.0)),
-        box_planes(DVec3::new(-512.0, -576.0, -64.0), DVec3::new(512.0, -512.0, 256.0)),
-        box_planes(DVec3::new(-512.0, 512.0, -64.0), DVec3::new(512.0, 576.0, 256.0)),
+        box_planes(
+            DVec3::new(-512.0, -512.0, -64.0),
+            DVec3::new(512.0, 512.0, 0.0),
+        ),
+        box_planes(
+            DVec3::new(-576.0, -512.0, -64.0),
+            DVec3::new(-512.0, 512.0, 256.0),
+        ),
+        box_planes(
+            DVec3::new(512.0, -512.0, -64.0),
+            DVec3::new(576.0, 512.0, 256.0),
+        ),
+        box_planes(
+            DVec3::new(-512.0, -576.0, -64.0),
+            DVec3::new(512.0, -512.0, 256.0),
+        ),
+        box_planes(
+            DVec3::new(-512.0, 512.0, -64.0),
+            DVec3::new(512.0, 576.0, 256.0),
+        ),
     ];
     let mut ramp = box_planes(DVec3::new(0.0, -512.0, -1.0), DVec3::new(512.0, 0.0, 200.0));
     ramp.push((DVec3::new(-0.5, 0.0, 1.0).normalize(), 0.0));
     planes.push(ramp);
-    let mut wedge = box_planes(DVec3::new(-512.0, 200.0, -1.0), DVec3::new(-200.0, 512.0, 256.0));
-    wedge.push((DVec3::new(-1.0, 1.0, 0.0).normalize(), 400.0_f64.sqrt() * 0.0 + 300.0));
+    let mut wedge = box_planes(
+        DVec3::new(-512.0, 200.0, -1.0),
+        DVec3::new(-200.0, 512.0, 256.0),
+    );
+    wedge.push((
+        DVec3::new(-1.0, 1.0, 0.0).normalize(),
+        400.0_f64.sqrt() * 0.0 + 300.0,
+    ));
     planes.push(wedge);
     let scene = Scene::new(planes);
     let model = CollisionModel::build(&scene.map);
@@ -254,11 +303,63 @@ fn chained_slides_never_sink() {
             let t = model.trace(&hull, pos, pos + mv, Contents::ALL, &mut s);
             assert!(!t.start_solid, "step {i}: started in solid at {pos:?}");
             let sep = scene.min_separation(&oh, t.end);
-            assert!(sep >= -TOL, "step {i}: sank {} into solid at {:?}", -sep, t.end);
+            assert!(
+                sep >= -TOL,
+                "step {i}: sank {} into solid at {:?}",
+                -sep,
+                t.end
+            );
             pos = t.end;
             let Some(n) = t.normal else { break };
             mv = (mv - n * mv.dot(n) * 1.001) * (1.0 - t.fraction);
             vel -= n * vel.dot(n).min(0.0) * 1.001;
         }
     }
+}
+
+/// Quake-like scenes: grid-snapped boxes that touch, share faces and make T-junctions,
+/// with starts and moves often exactly on the grid (hull corners over seams).
+#[test]
+fn grid_scenes_with_seams_never_penetrate() {
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    let mut s = TraceScratch::new();
+    let hulls = [
+        player_box(),
+        (Hull::point(), OHull::aabb(DVec3::ZERO, DVec3::ZERO)),
+    ];
+    let mut hits = 0;
+    for _ in 0..60 {
+        let mut planes = Vec::new();
+        // A floor split into slabs, walls, and steps, all on an 8-unit grid.
+        for _ in 0..rng.gen_range(6..20) {
+            let g = |r: &mut ChaCha8Rng, lo: i32, hi: i32| (r.gen_range(lo..hi) * 8) as f64;
+            let min = DVec3::new(
+                g(&mut rng, -12, 10),
+                g(&mut rng, -12, 10),
+                g(&mut rng, -4, 4),
+            );
+            let size = DVec3::new(g(&mut rng, 1, 8), g(&mut rng, 1, 8), g(&mut rng, 1, 4));
+            planes.push(box_planes(min, min + size));
+        }
+        let scene = Scene::new(planes);
+        let model = CollisionModel::build(&scene.map);
+        for _ in 0..200 {
+            let (hull, oh) = &hulls[rng.gen_range(0..2)];
+            let snap = rng.gen_bool(0.5);
+            let mut start = random_point(&mut rng, 100.0);
+            if snap {
+                start = (start / 8.0).round() * 8.0;
+            }
+            let dir = if rng.gen_bool(0.5) {
+                DVec3::AXES[rng.gen_range(0..3)] * if rng.gen_bool(0.5) { 1.0 } else { -1.0 }
+            } else {
+                unit(&mut rng)
+            };
+            let end = start + dir * rng.gen_range(1.0..200.0);
+            if check_trace(&scene, &model, hull, oh, start, end, &mut s) {
+                hits += 1;
+            }
+        }
+    }
+    assert!(hits > 1000, "{hits} hits");
 }

@@ -12,7 +12,10 @@ const BURIED_EPS: f64 = 1e-6;
 
 /// Contents of a solid brush: player clip when every face is clip or a tool texture.
 fn brush_contents(b: &Brush) -> Contents {
-    let clip = b.faces.iter().any(|f| solidity::is_player_clip_texture(&f.texture))
+    let clip = b
+        .faces
+        .iter()
+        .any(|f| solidity::is_player_clip_texture(&f.texture))
         && b.faces.iter().all(|f| {
             solidity::is_player_clip_texture(&f.texture) || solidity::is_tool_texture(&f.texture)
         });

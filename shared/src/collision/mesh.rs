@@ -85,10 +85,7 @@ pub struct Edge {
 /// An edge used by exactly two polygons in opposite directions is shared; any other use
 /// (dangling, T-junction, or three or more polygons) gets an edge of its own, which treats
 /// it conservatively as a boundary.
-pub(crate) fn build_edges(
-    vertices: &[DVec3],
-    polys: &[RawPolygon],
-) -> (Vec<Edge>, Vec<Vec<u32>>) {
+pub(crate) fn build_edges(vertices: &[DVec3], polys: &[RawPolygon]) -> (Vec<Edge>, Vec<Vec<u32>>) {
     // (lo, hi) -> uses (poly, slot, forward)
     let mut uses: HashMap<(u32, u32), Vec<(u32, u32, bool)>> = HashMap::new();
     let mut order: Vec<(u32, u32)> = Vec::new();

@@ -486,10 +486,9 @@ impl<'a> Query<'a> {
                 continue;
             }
             let xv = s.vert_moment[vi as usize];
-            let inside = s
-                .pe
-                .iter()
-                .all(|e| side(self.dir, xv, e.w, e.m) >= -SIDE_EPS * self.dir_len * e.len);
+            let inside =
+                s.pe.iter()
+                    .all(|e| side(self.dir, xv, e.w, e.m) >= -SIDE_EPS * self.dir_len * e.len);
             if !inside {
                 continue;
             }
@@ -540,11 +539,9 @@ impl<'a> Query<'a> {
             for &fi in &s.lead_faces {
                 let face = &h.faces[fi as usize];
                 let nf = face.plane.normal;
-                let Some(f) = Self::zone_fraction(
-                    nf.dot(rel_a) - face.plane.dist,
-                    nf.dot(self.dir),
-                    EXPEL,
-                ) else {
+                let Some(f) =
+                    Self::zone_fraction(nf.dot(rel_a) - face.plane.dist, nf.dot(self.dir), EXPEL)
+                else {
                     continue;
                 };
                 if f >= best.f && best.feature.is_some() {
@@ -628,8 +625,7 @@ impl<'a> Query<'a> {
                     continue;
                 }
                 let ha = h.vertices[he.v[0] as usize];
-                let Some(f) = Self::zone_fraction((ha - pe.a).dot(nn), rate, EXPEL * zone)
-                else {
+                let Some(f) = Self::zone_fraction((ha - pe.a).dot(nn), rate, EXPEL * zone) else {
                     continue;
                 };
                 if (f >= best.f && best.feature.is_some()) || !in_cone(nn, edge, pe.w) {

@@ -19,8 +19,16 @@ const MAX_DEPTH: usize = 40;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) enum Node {
-    Split { axis: u8, dist: f64, back: u32, front: u32 },
-    Leaf { first: u32, count: u32 },
+    Split {
+        axis: u8,
+        dist: f64,
+        back: u32,
+        front: u32,
+    },
+    Leaf {
+        first: u32,
+        count: u32,
+    },
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -194,4 +202,3 @@ pub(crate) fn sweep_children(
         [f, b]
     }
 }
-

@@ -325,7 +325,10 @@ mod tests {
                 message: "expected a number, found 'x'".into()
             }
         );
-        assert!(matches!(parse("{\n\"a\" \"b\"\n"), Err(MapError::Syntax { line: 1, .. })));
+        assert!(matches!(
+            parse("{\n\"a\" \"b\"\n"),
+            Err(MapError::Syntax { line: 1, .. })
+        ));
         assert!(matches!(
             parse("{\n{\n( 0 0 0 ) ( 0 0 0 ) ( 1 0 0 ) t\n}\n}"),
             Err(MapError::Syntax { line: 3, .. })

@@ -27,8 +27,8 @@ impl OBrush {
                     if det.abs() < 1e-12 {
                         continue;
                     }
-                    let p = (b.0.cross(c.0) * a.1 + c.0.cross(a.0) * b.1 + a.0.cross(b.0) * c.1)
-                        / det;
+                    let p =
+                        (b.0.cross(c.0) * a.1 + c.0.cross(a.0) * b.1 + a.0.cross(b.0) * c.1) / det;
                     if planes.iter().all(|(nn, d)| nn.dot(p) - d <= 1e-7)
                         && !pts.iter().any(|q| (*q - p).length() < 1e-9)
                     {
@@ -118,18 +118,21 @@ impl OHull {
     }
 
     fn proj(&self, a: DVec3) -> (f64, f64) {
-        self.pts.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
-            let d = a.dot(*p);
-            (l.min(d), h.max(d))
-        })
+        self.pts
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
+                let d = a.dot(*p);
+                (l.min(d), h.max(d))
+            })
     }
 }
 
 fn proj_pts(pts: &[DVec3], a: DVec3) -> (f64, f64) {
-    pts.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
-        let d = a.dot(*p);
-        (l.min(d), h.max(d))
-    })
+    pts.iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
+            let d = a.dot(*p);
+            (l.min(d), h.max(d))
+        })
 }
 
 /// Largest separation along any candidate axis of the hull at `pos` and the brush:
@@ -148,7 +151,13 @@ pub fn separation(h: &OHull, pos: DVec3, b: &OBrush) -> f64 {
 
 /// Times t in [0, 1] at which the hull moving from `p0` by `d` overlaps the brush deeper
 /// than `tol`: the intersection over all axes of the open overlap intervals.
-pub fn overlap_interval(h: &OHull, p0: DVec3, d: DVec3, b: &OBrush, tol: f64) -> Option<(f64, f64)> {
+pub fn overlap_interval(
+    h: &OHull,
+    p0: DVec3,
+    d: DVec3,
+    b: &OBrush,
+    tol: f64,
+) -> Option<(f64, f64)> {
     let (mut lo, mut hi) = (0.0f64, 1.0f64);
     for a in h.axes(b) {
         let (hl, hh) = h.proj(a);
