@@ -1,1 +1,230 @@
-fn main() {}
+//! Trace benchmark: Expel against parry3d's `cast_shapes` (a cuboid against a `TriMesh` of
+//! the same polygons), on the same seeded player-hull moves.
+//!
+//! Prints, per map and move class, the median ns per trace (medians of 256-trace batch
+//! averages), the ratio, and how often each engine's result penetrates by the independent
+//! separating-axis oracle of the test suite.
+//!
+//! `cargo run --release -p expel-bench` (real maps are read from `../shared/maps` when
+//! present).
+
+#[path = "../../shared/tests/common/mod.rs"]
+#[allow(dead_code)]
+mod oracle;
+
+use anyhow::Result;
+use expel_shared::{CollisionModel, Contents, Hull, MapData, TraceScratch};
+use glam::DVec3;
+use oracle::{separation, OBrush, OHull};
+use parry3d::math::{Pose, Vector};
+use parry3d::query::{cast_shapes, ShapeCastOptions};
+use parry3d::shape::{Cuboid, TriMesh};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const MINS: DVec3 = DVec3::new(-16.0, -16.0, -24.0);
+const MAXS: DVec3 = DVec3::new(16.0, 16.0, 32.0);
+/// Overlap deeper than this (units) counts as a penetration (well above f32 rounding).
+const PENETRATION: f64 = 1e-3;
+
+struct Move {
+    start: DVec3,
+    end: DVec3,
+}
+
+struct Scene {
+    name: String,
+    model: CollisionModel,
+    trimesh: TriMesh,
+    brushes: Vec<(OBrush, DVec3, DVec3)>,
+}
+
+fn load(path: &Path) -> Result<Scene> {
+    let map = MapData::parse_any(&std::fs::read(path)?)?;
+    let model = CollisionModel::build(&map);
+    let mut verts = Vec::new();
+    let mut tris = Vec::new();
+    for i in 0..model.polygons().len() {
+        let pts: Vec<DVec3> = model.polygon_points(i).collect();
+        let base = verts.len() as u32;
+        verts.extend(
+            pts.iter()
+                .map(|p| Vector::new(p.x as f32, p.y as f32, p.z as f32)),
+        );
+        for k in 1..pts.len() as u32 - 1 {
+            tris.push([base, base + k, base + k + 1]);
+        }
+    }
+    let trimesh = TriMesh::new(verts, tris)?;
+    let brushes = map
+        .world_solid_brushes()
+        .filter_map(|b| {
+            let ob = OBrush::new(
+                b.faces
+                    .iter()
+                    .map(|f| (f.plane.normal, f.plane.dist))
+                    .collect(),
+            )?;
+            let lo = ob.pts.iter().fold(DVec3::INFINITY, |a, p| a.min(*p));
+            let hi = ob.pts.iter().fold(DVec3::NEG_INFINITY, |a, p| a.max(*p));
+            Some((ob, lo, hi))
+        })
+        .collect();
+    Ok(Scene {
+        name: path.file_name().unwrap().to_string_lossy().into_owned(),
+        model,
+        trimesh,
+        brushes,
+    })
+}
+
+fn penetration(sc: &Scene, oh: &OHull, pos: DVec3) -> f64 {
+    sc.brushes
+        .iter()
+        .filter(|(_, lo, hi)| (pos + MINS).cmple(*hi).all() && (pos + MAXS).cmpge(*lo).all())
+        .map(|(b, _, _)| -separation(oh, pos, b))
+        .fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// Seeded moves from free positions: half of them resting on the floor below.
+fn moves(sc: &Scene, hull: &Hull, n: usize, max_len: f64, seed: u64) -> Vec<Move> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut s = TraceScratch::new();
+    let b = sc.model.bounds();
+    let mut out = Vec::new();
+    while out.len() < n {
+        let p = DVec3::new(
+            rng.gen_range(b.min.x..b.max.x),
+            rng.gen_range(b.min.y..b.max.y),
+            rng.gen_range(b.min.z..b.max.z),
+        );
+        if sc.model.position_solid(hull, p, Contents::ALL, &mut s) {
+            continue;
+        }
+        let mut start = p;
+        if rng.gen_bool(0.5) {
+            let t = sc
+                .model
+                .trace(hull, p, p - DVec3::Z * 512.0, Contents::ALL, &mut s);
+            if !t.hit() {
+                continue;
+            }
+            start = t.end;
+        }
+        let mut d = DVec3::new(
+            rng.gen_range(-1.0..1.0),
+            rng.gen_range(-1.0..1.0),
+            rng.gen_range(-1.0..1.0),
+        );
+        if rng.gen_bool(0.5) {
+            d.z = -d.z.abs() * 0.3; // walking moves: mostly level, pressing down
+        }
+        let d = d.normalize_or_zero() * rng.gen_range(1.0..max_len);
+        out.push(Move {
+            start,
+            end: start + d,
+        });
+    }
+    out
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Times `f` over all moves in batches; returns median ns per trace and the end points.
+fn time_engine(mv: &[Move], mut f: impl FnMut(&Move) -> DVec3) -> (f64, Vec<DVec3>) {
+    let ends: Vec<DVec3> = mv.iter().map(&mut f).collect();
+    let mut batches = Vec::new();
+    for _ in 0..5 {
+        for chunk in mv.chunks(256) {
+            let t0 = Instant::now();
+            for m in chunk {
+                std::hint::black_box(f(m));
+            }
+            batches.push(t0.elapsed().as_nanos() as f64 / chunk.len() as f64);
+        }
+    }
+    (median(batches), ends)
+}
+
+fn main() -> Result<()> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut paths = vec![root.join("maps/arena.map"), root.join("maps/terrain.map")];
+    let real = root.join("../shared/maps");
+    for m in ["lq_e0m3.map", "oa_q3dm6ish.bsp"] {
+        if real.join(m).exists() {
+            paths.push(real.join(m));
+        } else {
+            println!("({} absent: skipped)", real.join(m).display());
+        }
+    }
+    let hull = Hull::aabb(MINS, MAXS)?;
+    let oh = OHull::aabb(MINS, MAXS);
+    let half = (MAXS - MINS) * 0.5;
+    let centre = (MAXS + MINS) * 0.5;
+    let cuboid = Cuboid::new(Vector::new(half.x as f32, half.y as f32, half.z as f32));
+    let identity = Pose::IDENTITY;
+    println!(
+        "{:<18} {:>6} {:>7} {:>10} {:>10} {:>7} {:>12} {:>12}",
+        "map", "moves", "len", "expel ns", "parry ns", "ratio", "expel pen", "parry pen"
+    );
+    for p in &paths {
+        let sc = load(p)?;
+        for (label, max_len) in [("<=64", 64.0), ("<=1024", 1024.0)] {
+            let mv = moves(&sc, &hull, 10_000, max_len, 42);
+            let mut s = TraceScratch::new();
+            let (expel_ns, expel_ends) = time_engine(&mv, |m| {
+                sc.model
+                    .trace(&hull, m.start, m.end, Contents::ALL, &mut s)
+                    .end
+            });
+            let (sweep_ns, _) = time_engine(&mv, |m| {
+                sc.model
+                    .sweep(&hull, m.start, m.end, Contents::ALL, &mut s)
+                    .end
+            });
+            println!("sweep only {sweep_ns:.0} ns");
+            let (parry_ns, parry_ends) = time_engine(&mv, |m| {
+                let c = m.start + centre;
+                let pos = Pose::from_translation(Vector::new(c.x as f32, c.y as f32, c.z as f32));
+                let d = m.end - m.start;
+                let vel = Vector::new(d.x as f32, d.y as f32, d.z as f32);
+                let hit = cast_shapes(
+                    &pos,
+                    vel,
+                    &cuboid,
+                    &identity,
+                    Vector::ZERO,
+                    &sc.trimesh,
+                    ShapeCastOptions::with_max_time_of_impact(1.0),
+                )
+                .ok()
+                .flatten();
+                let toi = hit.map_or(1.0, |h| h.time_of_impact as f64);
+                m.start + d * toi
+            });
+            let count = |ends: &[DVec3]| {
+                ends.iter()
+                    .filter(|e| penetration(&sc, &oh, **e) > PENETRATION)
+                    .count()
+            };
+            println!(
+                "{:<18} {:>6} {:>7} {:>10.0} {:>10.0} {:>6.1}x {:>12} {:>12}",
+                sc.name,
+                mv.len(),
+                label,
+                expel_ns,
+                parry_ns,
+                parry_ns / expel_ns,
+                count(&expel_ends),
+                count(&parry_ends)
+            );
+        }
+    }
+    println!("pen = moves ending more than {PENETRATION} units inside solid by the oracle");
+    Ok(())
+}

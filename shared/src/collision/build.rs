@@ -113,6 +113,7 @@ impl CollisionModel {
                 planes: (p0, m.brush_planes.len() as u32),
                 points: (q0, m.brush_points.len() as u32),
                 axes: (a0, m.brush_axes.len() as u32),
+                axial: g.planes.iter().all(|p| p.normal.abs().max_element() == 1.0),
                 line: g.line as u32,
             });
         }

@@ -35,6 +35,8 @@ pub(crate) struct HullEdge {
 #[derive(Clone, Debug)]
 pub(crate) struct HullFace {
     pub plane: Plane,
+    /// Bit i set when vertex i is a corner of the face.
+    pub vertex_mask: u64,
     /// Indices into `Hull::face_edges`.
     pub first: u16,
     pub count: u16,
@@ -207,7 +209,7 @@ impl Hull {
             }
         }
         let vertices = welder.vertices;
-        if vertices.len() > 255 || raw.len() > 255 {
+        if vertices.len() > 64 || raw.len() > 64 {
             return Err(HullError::TooManyPoints(vertices.len()));
         }
         let (edges, poly_edges) = build_edges(&vertices, &raw);
@@ -234,6 +236,7 @@ impl Hull {
         for (p, pe) in raw.iter().zip(&poly_edges) {
             h.faces.push(HullFace {
                 plane: p.plane,
+                vertex_mask: p.verts.iter().fold(0, |m, &v| m | 1 << v),
                 first: h.face_edges.len() as u16,
                 count: pe.len() as u16,
             });
@@ -241,6 +244,11 @@ impl Hull {
                 .extend(pe.iter().map(|&c| ((c >> 1) as u8, c & 1 == 1)));
         }
         Ok(h)
+    }
+
+    /// An axis-aligned box (or a point): its faces are the coordinate planes.
+    pub fn is_box(&self) -> bool {
+        self.is_box
     }
 
     /// Local bounds (relative to the hull's position).

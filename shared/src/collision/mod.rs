@@ -60,6 +60,8 @@ pub struct SolidBrush {
     pub planes: (u32, u32),
     pub points: (u32, u32),
     pub axes: (u32, u32),
+    /// Every plane is axis-aligned.
+    pub axial: bool,
     /// Source line in the `.map` (0 for `.bsp`).
     pub line: u32,
 }

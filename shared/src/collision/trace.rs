@@ -9,7 +9,7 @@
 //! the zone, and a feature already inside may move away but never deeper.
 
 use super::hull::Hull;
-use super::tree::{sweep_children, Node};
+use super::tree::Node;
 use super::{CollisionModel, Contact, Contents, Feature, Trace};
 use crate::geom::{Aabb, EXPEL, PARALLEL_SIN, POSITION_EPS, SIDE_EPS};
 use glam::DVec3;
@@ -24,9 +24,9 @@ const MARGIN: f64 = EXPEL * super::mesh::MITRE_CAP + 1e-3;
 pub struct TraceScratch {
     stamp: u32,
     poly_mark: Vec<u32>,
+    brush_mark: Vec<u32>,
     vert_mark: Vec<u32>,
     edge_mark: Vec<u32>,
-    stack: Vec<(u32, f64, f64)>,
     /// Per polygon being tested: edge direction, Plücker moment relative to the start,
     /// length, edge index, start vertex (relative).
     pe: Vec<PolyEdge>,
@@ -44,7 +44,6 @@ struct PolyEdge {
     m: DVec3,
     len: f64,
     a: DVec3,
-    edge: u32,
 }
 
 impl TraceScratch {
@@ -59,6 +58,9 @@ impl TraceScratch {
         if self.vert_mark.len() < model.vertices.len() {
             self.vert_mark.resize(model.vertices.len(), 0);
         }
+        if self.brush_mark.len() < model.brushes.len() {
+            self.brush_mark.resize(model.brushes.len(), 0);
+        }
         if self.edge_mark.len() < model.edges.len() {
             self.edge_mark.resize(model.edges.len(), 0);
         }
@@ -67,6 +69,7 @@ impl TraceScratch {
             self.poly_mark.iter_mut().for_each(|m| *m = 0);
             self.vert_mark.iter_mut().for_each(|m| *m = 0);
             self.edge_mark.iter_mut().for_each(|m| *m = 0);
+            self.brush_mark.iter_mut().for_each(|m| *m = 0);
             self.stamp = 1;
         }
     }
@@ -88,6 +91,9 @@ struct Best {
     point: DVec3,
     feature: Option<Feature>,
     contents: Contents,
+    /// World box swept by the hull up to `f`, padded by the zone margin: nothing outside
+    /// it can be hit earlier.
+    sweep: Aabb,
 }
 
 impl Best {
@@ -97,6 +103,7 @@ impl Best {
         point: DVec3::ZERO,
         feature: None,
         contents: Contents::NONE,
+        sweep: Aabb::EMPTY,
     };
 }
 
@@ -148,6 +155,7 @@ impl CollisionModel {
                 mask,
             };
             q.prepare_hull(s);
+            best.sweep = q.sweep_box(1.0);
             q.traverse(s, &mut best);
         }
         let (end, fraction) = if best.feature.is_some() {
@@ -191,58 +199,69 @@ impl CollisionModel {
             min: pos + hb.min,
             max: pos + hb.max,
         };
-        s.candidates.clear();
-        let cand = &mut s.candidates;
+        s.begin(self);
+        let mut cand = std::mem::take(&mut s.candidates);
+        cand.clear();
         self.brush_tree.query_aabb(&q, |i| cand.push(i));
-        s.candidates.sort_unstable();
-        s.candidates.dedup();
-        s.candidates.iter().map(|&i| i as usize).find(|&bi| {
+        let inner = q.expand(-POSITION_EPS);
+        let found = cand.iter().map(|&i| i as usize).find(|&bi| {
+            if s.brush_mark[bi] == s.stamp {
+                return false;
+            }
+            s.brush_mark[bi] = s.stamp;
             let b = &self.brushes[bi];
             b.contents.intersects(mask)
-                && b.bounds.expand(-POSITION_EPS).overlaps(&q)
+                && b.bounds.overlaps(&inner)
                 && self.hull_overlaps_brush(hull, pos, bi)
-        })
+        });
+        s.candidates = cand;
+        found
     }
 
+    /// Separating-axis test of the hull at `pos` against brush `bi`, the brush's bounds
+    /// already known to overlap. Face axes need one side only: two disjoint convex solids
+    /// are separated by a face plane of one of them, or by an edge-pair axis.
     fn hull_overlaps_brush(&self, hull: &Hull, pos: DVec3, bi: usize) -> bool {
         let pts = self.brush_points(bi);
-        // Overlap along an axis, in units (axis must be unit length).
-        let depth = |axis: DVec3| -> f64 {
-            let (hl, hh) = hull.project(axis);
-            let o = axis.dot(pos);
-            let (mut bl, mut bh) = (f64::INFINITY, f64::NEG_INFINITY);
-            for p in pts {
-                let d = axis.dot(*p);
-                bl = bl.min(d);
-                bh = bh.max(d);
-            }
-            (hh + o - bl).min(bh - (hl + o))
+        let brush_range = |axis: DVec3| -> (f64, f64) {
+            pts.iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
+                    let d = axis.dot(*p);
+                    (l.min(d), h.max(d))
+                })
         };
         for p in self.brush_planes(bi) {
-            // The brush's extent along its own plane normal ends at the plane.
-            let (hl, _) = hull.project(p.normal);
-            if p.dist - (hl + p.normal.dot(pos)) <= POSITION_EPS || depth(p.normal) <= POSITION_EPS
-            {
+            if p.dist - (hull.project(p.normal).0 + p.normal.dot(pos)) <= POSITION_EPS {
                 return false;
             }
         }
-        for hp in hull.planes() {
-            if depth(hp.normal) <= POSITION_EPS {
-                return false;
+        // A box's faces are the coordinate axes: the bounds test settled them, and an axial
+        // brush has only axis-parallel edges, so no edge pair separates either.
+        if hull.is_box() && self.brushes[bi].axial {
+            return true;
+        }
+        if !hull.is_box() {
+            for hp in hull.planes() {
+                if brush_range(hp.normal).0 - (hp.dist + hp.normal.dot(pos)) >= -POSITION_EPS {
+                    return false;
+                }
             }
         }
         for he in hull.edge_directions() {
             for ba in self.brush_axes(bi) {
                 let c = he.cross(*ba);
                 let l = c.length();
-                if l > 1e-9 && depth(c / l) <= POSITION_EPS {
+                if l <= 1e-9 {
+                    continue;
+                }
+                let axis = c / l;
+                let (hl, hh) = hull.project(axis);
+                let o = axis.dot(pos);
+                let (bl, bh) = brush_range(axis);
+                if (hh + o - bl).min(bh - (hl + o)) <= POSITION_EPS {
                     return false;
                 }
             }
-        }
-        if hull.edges.is_empty() {
-            // A point (or a hull with no faces): the brush planes decide alone.
-            return true;
         }
         true
     }
@@ -294,6 +313,7 @@ impl CollisionModel {
             };
             qy.prepare_hull(s);
             let mut best = Best::NONE;
+            best.sweep = qy.sweep_box(1.0);
             qy.test_polygon(pi, s, &mut best);
             if best.feature.is_some() {
                 out.push(Contact {
@@ -322,50 +342,77 @@ impl<'a> Query<'a> {
             s.lead_verts.extend(0..h.vertices.len() as u8);
             return;
         }
-        let mut vlead = [false; 256];
-        let mut flead = [false; 256];
+        let mut faces = 0u64;
+        let mut verts = 0u64;
         for (fi, f) in h.faces.iter().enumerate() {
             if f.plane.normal.dot(self.dir) > 0.0 {
-                flead[fi] = true;
+                faces |= 1 << fi;
+                verts |= f.vertex_mask;
                 s.lead_faces.push(fi as u8);
-                for &(e, _) in &h.face_edges[f.first as usize..(f.first + f.count) as usize] {
-                    let he = &h.edges[e as usize];
-                    vlead[he.v[0] as usize] = true;
-                    vlead[he.v[1] as usize] = true;
-                }
             }
         }
-        for (vi, _) in h.vertices.iter().enumerate() {
-            if vlead[vi] {
-                s.lead_verts.push(vi as u8);
-            }
+        while verts != 0 {
+            s.lead_verts.push(verts.trailing_zeros() as u8);
+            verts &= verts - 1;
         }
         for (ei, e) in h.edges.iter().enumerate() {
-            if flead[e.faces[0] as usize] || flead[e.faces[1] as usize] {
+            if faces & (1 << e.faces[0] | 1 << e.faces[1]) != 0 {
                 s.lead_edges.push(ei as u8);
             }
         }
     }
 
+    /// A new best hit, with its (smaller) sweep box.
+    fn best(&self, mut b: Best) -> Best {
+        b.sweep = self.sweep_box(b.f);
+        b
+    }
+
+    /// The swept hull box up to fraction `f`, padded by the zone margin.
+    fn sweep_box(&self, f: f64) -> Aabb {
+        let hb = self.hull.bounds();
+        let end = self.start + self.dir * f;
+        Aabb {
+            min: self.start.min(end) + hb.min,
+            max: self.start.max(end) + hb.max,
+        }
+        .expand(MARGIN)
+    }
+
+    /// Front-to-back walk of the polygon tree. A cell is entered while the swept box (which
+    /// shrinks with every hit) reaches across the split plane that bounds it; a far cell is
+    /// checked again when its turn comes, so cells beyond the nearest hit are skipped.
     fn traverse(&self, s: &mut TraceScratch, best: &mut Best) {
         let tree = &self.model.poly_tree;
         if tree.nodes.is_empty() {
             return;
         }
-        let hb = self.hull.bounds();
-        let lo = hb.min - DVec3::splat(MARGIN);
-        let hi = hb.max + DVec3::splat(MARGIN);
-        s.stack.clear();
-        s.stack.push((0, 0.0, 1.0));
-        while let Some((node, t0, t1)) = s.stack.pop() {
-            if t0 > best.f {
-                continue;
+        // (node, axis, dist, front side): the split plane the node lies behind.
+        let mut stack: [(u32, u8, f64, bool); 64] = [(0, 3, 0.0, false); 64];
+        let mut sp = 1;
+        while sp > 0 {
+            sp -= 1;
+            let (node, axis, dist, front) = stack[sp];
+            if axis < 3 {
+                let a = axis as usize;
+                let reach = if front {
+                    best.sweep.max[a] >= dist
+                } else {
+                    best.sweep.min[a] <= dist
+                };
+                if !reach {
+                    continue;
+                }
             }
             match &tree.nodes[node as usize] {
                 Node::Leaf { first, count } => {
                     for k in *first..*first + *count {
                         let pi = tree.items[k as usize];
-                        if s.poly_mark[pi as usize] != s.stamp {
+                        if s.poly_mark[pi as usize] != s.stamp
+                            && self.model.polygons[pi as usize]
+                                .bounds
+                                .overlaps(&best.sweep)
+                        {
                             s.poly_mark[pi as usize] = s.stamp;
                             self.test_polygon(pi, s, best);
                         }
@@ -378,23 +425,24 @@ impl<'a> Query<'a> {
                     front,
                 } => {
                     let a = *axis as usize;
-                    let [near, far] = sweep_children(
-                        *dist,
-                        *back,
-                        *front,
-                        self.start[a],
-                        self.dir[a],
-                        lo[a],
-                        hi[a],
-                        t0,
-                        t1.min(best.f),
-                    );
-                    // Stack: push the far cell first so the near one is visited first.
-                    if let Some(c) = far {
-                        s.stack.push(c);
+                    let go_back = best.sweep.min[a] <= *dist;
+                    let go_front = best.sweep.max[a] >= *dist;
+                    // Push the far side first so the near side (where the move starts) pops
+                    // first.
+                    let back_e = (*back, *axis, *dist, false);
+                    let front_e = (*front, *axis, *dist, true);
+                    let (near, far, near_ok, far_ok) = if self.dir[a] >= 0.0 {
+                        (back_e, front_e, go_back, go_front)
+                    } else {
+                        (front_e, back_e, go_front, go_back)
+                    };
+                    if far_ok && sp < 64 {
+                        stack[sp] = far;
+                        sp += 1;
                     }
-                    if let Some(c) = near {
-                        s.stack.push(c);
+                    if near_ok && sp < 64 {
+                        stack[sp] = near;
+                        sp += 1;
                     }
                 }
             }
@@ -412,44 +460,38 @@ impl<'a> Query<'a> {
         if nd >= 0.0 {
             return; // back-facing or parallel: cannot be entered
         }
-        // Swept hull box up to the best fraction so far.
-        let hb = self.hull.bounds();
-        let end = self.start + self.dir * best.f;
-        let sweep = Aabb {
-            min: self.start.min(end) + hb.min,
-            max: self.start.max(end) + hb.max,
-        }
-        .expand(MARGIN);
-        if !sweep.overlaps(&poly.bounds) {
-            return;
-        }
+        let sweep = best.sweep;
         let pd = poly.plane.distance(self.start);
         let (hl, hh) = self.hull.project(n);
         let dmin = pd + hl;
         if dmin + nd * best.f >= EXPEL || pd + hh < -EXPEL {
             return; // stays outside the zone, or lies wholly behind the plane
         }
-        // Polygon edges relative to the start.
-        s.pe.clear();
-        for &c in &m.poly_edges[poly.first as usize..(poly.first + poly.count) as usize] {
-            let e = &m.edges[(c >> 1) as usize];
-            let rev = (c & 1) as usize;
-            let a = m.vertices[e.v[rev] as usize] - self.start;
-            let b = m.vertices[e.v[1 - rev] as usize] - self.start;
-            let w = b - a;
-            s.pe.push(PolyEdge {
-                w,
-                m: a.cross(b),
-                len: w.length(),
-                a,
-                edge: c >> 1,
-            });
-        }
-        self.hull_vertices_vs_polygon(pi, n, nd, pd, s, best);
-        self.model_vertices_vs_hull(pi, s, best);
+        // Features are culled against the swept box relative to the start.
+        let rel = Aabb {
+            min: sweep.min - self.start,
+            max: sweep.max - self.start,
+        };
+        let edges = &m.poly_edges[poly.first as usize..(poly.first + poly.count) as usize];
+        self.hull_vertices_vs_polygon(pi, n, nd, pd, edges, s, best);
+        self.model_vertices_vs_hull(pi, edges, &rel, s, best);
         if !self.hull.edges.is_empty() {
-            self.edges_vs_edges(pi, s, best);
+            self.edges_vs_edges(pi, edges, &rel, s, best);
         }
+    }
+
+    /// Start (relative to the trace start) and end of a polygon's edge use.
+    #[inline]
+    fn edge_points(&self, c: u32) -> (DVec3, DVec3, u32) {
+        let m = self.model;
+        let e = &m.edges[(c >> 1) as usize];
+        let rev = (c & 1) as usize;
+        let va = e.v[rev];
+        (
+            m.vertices[va as usize] - self.start,
+            m.vertices[e.v[1 - rev] as usize] - self.start,
+            va,
+        )
     }
 
     /// Fraction at which a feature at signed distance `d1` (closing at `rate` > 0 per unit
@@ -468,22 +510,42 @@ impl<'a> Query<'a> {
         })
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn hull_vertices_vs_polygon(
         &self,
         pi: u32,
         n: DVec3,
         nd: f64,
         pd: f64,
-        s: &TraceScratch,
+        edges: &[u32],
+        s: &mut TraceScratch,
         best: &mut Best,
     ) {
-        for &vi in &s.lead_verts {
+        let mut have_edges = false;
+        for k in 0..s.lead_verts.len() {
+            let vi = s.lead_verts[k];
             let h = self.hull.vertices[vi as usize];
-            let Some(f) = Self::zone_fraction(pd + n.dot(h), -nd, EXPEL) else {
+            let d1 = pd + n.dot(h);
+            let Some(f) = Self::zone_fraction(d1, -nd, EXPEL) else {
                 continue;
             };
             if f >= best.f && best.feature.is_some() {
                 continue;
+            }
+            if !have_edges {
+                // Polygon edges as Plücker lines relative to the start, once per polygon.
+                s.pe.clear();
+                for &c in edges {
+                    let (a, b, _) = self.edge_points(c);
+                    let w = b - a;
+                    s.pe.push(PolyEdge {
+                        w,
+                        m: a.cross(b),
+                        len: w.length(),
+                        a,
+                    });
+                }
+                have_edges = true;
             }
             let xv = s.vert_moment[vi as usize];
             let inside =
@@ -494,7 +556,6 @@ impl<'a> Query<'a> {
             }
             // The zone is the slab over the polygon: a grazing vertex enters it through the
             // polygon's side, not its top.
-            let d1 = pd + n.dot(h);
             let f = entry_time(
                 f,
                 d1 / -nd,
@@ -504,7 +565,7 @@ impl<'a> Query<'a> {
                 }),
             );
             if f <= 1.0 && !(f >= best.f && best.feature.is_some()) {
-                *best = Best {
+                *best = self.best(Best {
                     f,
                     normal: n,
                     point: self.start + h + self.dir * f,
@@ -513,35 +574,45 @@ impl<'a> Query<'a> {
                         polygon: pi,
                     }),
                     contents: self.model.polygons[pi as usize].contents,
-                };
+                    sweep: Aabb::EMPTY,
+                });
             }
         }
     }
 
-    fn model_vertices_vs_hull(&self, pi: u32, s: &mut TraceScratch, best: &mut Best) {
+    fn model_vertices_vs_hull(
+        &self,
+        pi: u32,
+        edges: &[u32],
+        rel: &Aabb,
+        s: &mut TraceScratch,
+        best: &mut Best,
+    ) {
         let m = self.model;
         let h = self.hull;
         let neg = -self.dir;
-        for k in 0..s.pe.len() {
-            let e = &m.edges[s.pe[k].edge as usize];
-            // The edge's start as this polygon walks it: every polygon vertex once.
-            let rel_a = s.pe[k].a;
-            let vi = if (m.vertices[e.v[0] as usize] - self.start) == rel_a {
-                e.v[0]
-            } else {
-                e.v[1]
-            };
-            if s.vert_mark[vi as usize] == s.stamp || !m.vertex_active[vi as usize] {
+        for &c in edges {
+            // Each edge use's start: every polygon vertex once.
+            let e = &m.edges[(c >> 1) as usize];
+            let vi = e.v[(c & 1) as usize];
+            if s.vert_mark[vi as usize] == s.stamp {
                 continue;
             }
             s.vert_mark[vi as usize] = s.stamp;
+            if !m.vertex_active[vi as usize] {
+                continue;
+            }
+            let rel_a = m.vertices[vi as usize] - self.start;
+            if rel_a.cmplt(rel.min).any() || rel_a.cmpgt(rel.max).any() {
+                continue;
+            }
             let xv = rel_a.cross(neg);
             for &fi in &s.lead_faces {
                 let face = &h.faces[fi as usize];
                 let nf = face.plane.normal;
-                let Some(f) =
-                    Self::zone_fraction(nf.dot(rel_a) - face.plane.dist, nf.dot(self.dir), EXPEL)
-                else {
+                let rate = nf.dot(self.dir);
+                let d1 = nf.dot(rel_a) - face.plane.dist;
+                let Some(f) = Self::zone_fraction(d1, rate, EXPEL) else {
                     continue;
                 };
                 if f >= best.f && best.feature.is_some() {
@@ -562,17 +633,16 @@ impl<'a> Query<'a> {
                 if !inside {
                     continue;
                 }
-                let rate = nf.dot(self.dir);
                 let f = entry_time(
                     f,
-                    (nf.dot(rel_a) - face.plane.dist) / rate,
+                    d1 / rate,
                     fedges.iter().map(oriented).map(|(w, _, a)| {
                         let o = w.cross(nf);
                         (o.dot(rel_a - a), o.dot(neg))
                     }),
                 );
                 if f <= 1.0 && !(f >= best.f && best.feature.is_some()) {
-                    *best = Best {
+                    *best = self.best(Best {
                         f,
                         normal: -nf,
                         point: m.vertices[vi as usize],
@@ -581,20 +651,27 @@ impl<'a> Query<'a> {
                             hull_face: fi,
                         }),
                         contents: m.polygons[pi as usize].contents,
-                    };
+                        sweep: Aabb::EMPTY,
+                    });
                 }
             }
         }
     }
 
-    fn edges_vs_edges(&self, pi: u32, s: &mut TraceScratch, best: &mut Best) {
+    fn edges_vs_edges(
+        &self,
+        pi: u32,
+        edges: &[u32],
+        rel: &Aabb,
+        s: &mut TraceScratch,
+        best: &mut Best,
+    ) {
         let m = self.model;
         let h = self.hull;
         let dir = self.dir;
         let neg = -dir;
-        for k in 0..s.pe.len() {
-            let pe = s.pe[k];
-            let ei = pe.edge as usize;
+        for &code in edges {
+            let ei = (code >> 1) as usize;
             if s.edge_mark[ei] == s.stamp {
                 continue;
             }
@@ -603,15 +680,21 @@ impl<'a> Query<'a> {
             if edge.internal {
                 continue;
             }
-            let b_rel = pe.a + pe.w;
-            let (xa, xb) = (pe.a.cross(neg), b_rel.cross(neg));
+            let (a, b, _) = self.edge_points(code);
+            if a.min(b).cmpgt(rel.max).any() || a.max(b).cmplt(rel.min).any() {
+                continue;
+            }
+            let w = b - a;
+            let wl = w.length();
+            let mm = a.cross(b);
+            let (xa, xb) = (a.cross(neg), b.cross(neg));
             for &hj in &s.lead_edges {
                 let he = &h.edges[hj as usize];
                 let u = he.dir;
-                let c = u.cross(pe.w);
+                let c = u.cross(w);
                 let cl = c.length();
                 let ul = u.length();
-                if cl <= PARALLEL_SIN * ul * pe.len {
+                if cl <= PARALLEL_SIN * ul * wl {
                     continue; // parallel: the vertex–face tests cover it
                 }
                 let mut nn = c / cl;
@@ -625,17 +708,18 @@ impl<'a> Query<'a> {
                     continue;
                 }
                 let ha = h.vertices[he.v[0] as usize];
-                let Some(f) = Self::zone_fraction((ha - pe.a).dot(nn), rate, EXPEL * zone) else {
+                let d1 = (ha - a).dot(nn);
+                let Some(f) = Self::zone_fraction(d1, rate, EXPEL * zone) else {
                     continue;
                 };
-                if (f >= best.f && best.feature.is_some()) || !in_cone(nn, edge, pe.w) {
+                if (f >= best.f && best.feature.is_some()) || !in_cone(nn, edge, w) {
                     continue;
                 }
                 // The swept hull edge must cross the model edge's line, and the model edge
                 // (moving by -dir) the hull edge's line: opposite sides at both ends.
-                let tol_m = SIDE_EPS * self.dir_len * pe.len;
-                let sa = side(dir, s.vert_moment[he.v[0] as usize], pe.w, pe.m);
-                let sb = side(dir, s.vert_moment[he.v[1] as usize], pe.w, pe.m);
+                let tol_m = SIDE_EPS * self.dir_len * wl;
+                let sa = side(dir, s.vert_moment[he.v[0] as usize], w, mm);
+                let sb = side(dir, s.vert_moment[he.v[1] as usize], w, mm);
                 if (sa > tol_m && sb > tol_m) || (sa < -tol_m && sb < -tol_m) {
                     continue;
                 }
@@ -649,28 +733,29 @@ impl<'a> Query<'a> {
                 // r(t), both linear in t. The zone around the edge only reaches as far as
                 // the segments do, so a grazing edge hits once both lie within them.
                 let c2 = cl * cl;
-                let delta = pe.a - ha;
-                let (s0, sr) = (delta.cross(pe.w).dot(c) / c2, -dir.cross(pe.w).dot(c) / c2);
+                let delta = a - ha;
+                let (s0, sr) = (delta.cross(w).dot(c) / c2, -dir.cross(w).dot(c) / c2);
                 let (r0, rr) = (delta.cross(u).dot(c) / c2, -dir.cross(u).dot(c) / c2);
                 let f = entry_time(
                     f,
-                    (ha - pe.a).dot(nn) / rate,
+                    d1 / rate,
                     [(-s0, -sr), (s0 - 1.0, sr), (-r0, -rr), (r0 - 1.0, rr)].into_iter(),
                 );
                 if f > 1.0 || (f >= best.f && best.feature.is_some()) {
                     continue;
                 }
                 let r = r0 + rr * f;
-                *best = Best {
+                *best = self.best(Best {
                     f,
                     normal: nn,
-                    point: self.start + pe.a + pe.w * r.clamp(0.0, 1.0),
+                    point: self.start + a + w * r.clamp(0.0, 1.0),
                     feature: Some(Feature::EdgeEdge {
                         hull_edge: hj,
                         edge: ei as u32,
                     }),
                     contents: m.polygons[pi as usize].contents,
-                };
+                    sweep: Aabb::EMPTY,
+                });
             }
         }
     }

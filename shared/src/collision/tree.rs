@@ -14,7 +14,7 @@ const MIN_NODE_SIZE: f64 = 64.0;
 /// ...unless they hold more items than this.
 const FORCE_SPLIT: usize = 128;
 /// Leaves this small are not split further.
-const LEAF_ITEMS: usize = 6;
+const LEAF_ITEMS: usize = 8;
 const MAX_DEPTH: usize = 40;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -159,46 +159,4 @@ fn choose_split(ib: &[Aabb], items: &[u32], cell: &Aabb) -> Option<(usize, f64)>
         }
     }
     None
-}
-
-/// Sub-interval of `[t0, t1]` where `c + d·t <= 0`.
-#[inline]
-pub(crate) fn clip_interval(t0: f64, t1: f64, c: f64, d: f64) -> Option<(f64, f64)> {
-    let (a, b) = if d > 0.0 {
-        (t0, t1.min(-c / d))
-    } else if d < 0.0 {
-        (t0.max(-c / d), t1)
-    } else if c <= 0.0 {
-        (t0, t1)
-    } else {
-        return None;
-    };
-    (a <= b).then_some((a, b))
-}
-
-/// One step of a front-to-back sweep: the children of a split node that the swept box
-/// `[p(t) + lo, p(t) + hi]` with `p(t) = p0 + t·d` (along the node axis) reaches within
-/// `[t0, t1]`, nearest first.
-#[inline]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn sweep_children(
-    dist: f64,
-    back: u32,
-    front: u32,
-    p0: f64,
-    d: f64,
-    lo: f64,
-    hi: f64,
-    t0: f64,
-    t1: f64,
-) -> [Option<(u32, f64, f64)>; 2] {
-    // Back cell x <= dist: reached while p(t) + lo <= dist.
-    let b = clip_interval(t0, t1, p0 + lo - dist, d).map(|(a, z)| (back, a, z));
-    // Front cell x >= dist: reached while p(t) + hi >= dist, i.e. dist - p(t) - hi <= 0.
-    let f = clip_interval(t0, t1, dist - p0 - hi, -d).map(|(a, z)| (front, a, z));
-    if d >= 0.0 {
-        [b, f]
-    } else {
-        [f, b]
-    }
 }
