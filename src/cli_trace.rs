@@ -41,10 +41,13 @@ fn hull_of(req: &TraceRequest) -> Result<Hull, String> {
     }
 }
 
+/// The last request's box and its hull: consecutive lines usually share one.
+type CachedHull = (Option<[f64; 3]>, Option<[f64; 3]>, Hull);
+
 fn answer(
     model: &CollisionModel,
     line: &str,
-    hulls: &mut Option<(Option<[f64; 3]>, Option<[f64; 3]>, Hull)>,
+    hulls: &mut Option<CachedHull>,
     scratch: &mut TraceScratch,
 ) -> Result<serde_json::Value, String> {
     let req: TraceRequest = serde_json::from_str(line).map_err(|e| format!("bad request: {e}"))?;

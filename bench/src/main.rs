@@ -9,7 +9,6 @@
 //! present).
 
 #[path = "../../shared/tests/common/mod.rs"]
-#[allow(dead_code)]
 mod oracle;
 
 use anyhow::Result;

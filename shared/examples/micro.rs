@@ -31,7 +31,10 @@ fn main() {
         ) * 64.0;
         mv.push((p, p + d));
     }
-    let reps: usize = std::env::var("REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
+    let reps: usize = std::env::var("REPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
     let t0 = Instant::now();
     let mut f = 0.0;
     for _ in 0..reps {

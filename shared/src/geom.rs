@@ -53,7 +53,7 @@ impl Plane {
     pub fn from_points(p1: DVec3, p2: DVec3, p3: DVec3) -> Option<Plane> {
         let n = (p3 - p1).cross(p2 - p1);
         let len = n.length();
-        if !(len > 1e-12) || !len.is_finite() {
+        if len.is_nan() || len <= 1e-12 || !len.is_finite() {
             return None;
         }
         let normal = n / len;

@@ -114,7 +114,8 @@ impl Hull {
     /// Upright prism with `sides` sides around the z axis, circumscribing radius `radius`
     /// (first vertex on +x), from `zmin` to `zmax`.
     pub fn prism(sides: usize, radius: f64, zmin: f64, zmax: f64) -> Result<Hull, HullError> {
-        if !(3..=32).contains(&sides) || !(radius > 0.0) || !(zmax > zmin) {
+        let valid = radius > 0.0 && zmax > zmin && radius.is_finite() && zmax.is_finite();
+        if !(3..=32).contains(&sides) || !valid {
             return Err(HullError::BadPrism { sides });
         }
         let mut pts = Vec::with_capacity(sides * 2);

@@ -86,8 +86,9 @@ pub struct Edge {
 /// (dangling, T-junction, or three or more polygons) gets an edge of its own, which treats
 /// it conservatively as a boundary.
 pub(crate) fn build_edges(vertices: &[DVec3], polys: &[RawPolygon]) -> (Vec<Edge>, Vec<Vec<u32>>) {
-    // (lo, hi) -> uses (poly, slot, forward)
-    let mut uses: HashMap<(u32, u32), Vec<(u32, u32, bool)>> = HashMap::new();
+    // (lo, hi) vertex pair -> uses as (polygon, slot, walks lo -> hi).
+    type Uses = Vec<(u32, u32, bool)>;
+    let mut uses: HashMap<(u32, u32), Uses> = HashMap::new();
     let mut order: Vec<(u32, u32)> = Vec::new();
     for (pi, p) in polys.iter().enumerate() {
         let n = p.verts.len();

@@ -1,0 +1,160 @@
+//! End-to-end tests of the `expel` command line contracts.
+
+use serde_json::Value;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn expel(args: &[&str], stdin: &str, cache: &std::path::Path) -> (String, String, bool) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_expel"))
+        .args(args)
+        .env("EXPEL_CACHE_DIR", cache)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run expel");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+        out.status.success(),
+    )
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("expel-test-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+const ARENA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/maps/arena.map");
+
+#[test]
+fn map_info_prints_one_json_object_and_caches_the_model() {
+    let cache = temp_dir("info");
+    let (out, err, ok) = expel(&["map", "info", ARENA], "", &cache);
+    assert!(ok, "{err}");
+    assert_eq!(out.lines().count(), 1);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    for key in [
+        "entities",
+        "brushes",
+        "solid_brushes",
+        "polygons",
+        "edges",
+        "internal_edges",
+        "vertices",
+        "broad_phase_nodes",
+        "patches_skipped",
+        "build_ms",
+    ] {
+        assert!(v[key].is_number(), "{key} missing in {out}");
+    }
+    assert!(v["bounds"]["mins"].is_array() && v["bounds"]["maxs"].is_array());
+    assert_eq!(v["cached"], false);
+    assert!(v["solid_brushes"].as_u64().unwrap() <= v["brushes"].as_u64().unwrap());
+    assert!(v["internal_edges"].as_u64().unwrap() < v["edges"].as_u64().unwrap());
+    // The second load reads the compiled model back and reports the same model.
+    let (out2, _, ok2) = expel(&["map", "info", ARENA], "", &cache);
+    assert!(ok2);
+    let v2: Value = serde_json::from_str(&out2).unwrap();
+    assert_eq!(v2["cached"], true);
+    for key in [
+        "polygons",
+        "edges",
+        "internal_edges",
+        "vertices",
+        "broad_phase_nodes",
+    ] {
+        assert_eq!(v[key], v2[key], "{key}");
+    }
+}
+
+#[test]
+fn map_trace_answers_every_line_and_reports_bad_ones() {
+    let cache = temp_dir("trace");
+    let input = [
+        // A player box dropped onto the arena floor (top at z = 0).
+        r#"{"start":[-300,-300,100],"end":[-300,-300,-100],"mins":[-16,-16,-24],"maxs":[16,16,32]}"#,
+        // A point falling through open air to the floor.
+        r#"{"start":[-300,-300,100],"end":[-300,-300,-100]}"#,
+        "not json",
+        r#"{"start":[0,0,0],"end":[1,1,1],"mins":[1,1,1],"maxs":[0,0,0]}"#,
+        r#"{"start":[0,0],"end":[1,1,1]}"#,
+        r#"{"start":[0,0,1e300],"end":[1,1,1]}"#,
+        r#"{"start":[0,0,50],"end":[0,0,50],"mins":[-1,-1,-1]}"#,
+        // Inside the floor slab: starts solid.
+        r#"{"start":[-300,-300,-8],"end":[-300,-300,100],"mins":[-4,-4,-4],"maxs":[4,4,4]}"#,
+        // Touching the floor exactly is not solid.
+        r#"{"start":[-300,-300,24],"end":[-290,-300,24],"mins":[-16,-16,-24],"maxs":[16,16,32]}"#,
+    ]
+    .join("\n");
+    let (out, err, ok) = expel(&["map", "trace", ARENA], &input, &cache);
+    assert!(ok, "{err}");
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 9, "{out}");
+    let drop = &lines[0];
+    let z = drop["endpos"][2].as_f64().unwrap();
+    assert!(z > 24.0 && z < 24.2, "box rests on the floor: {z}");
+    assert_eq!(drop["normal"], serde_json::json!([0.0, 0.0, 1.0]));
+    assert_eq!(drop["startsolid"], false);
+    let f = drop["fraction"].as_f64().unwrap();
+    assert!((f - (100.0 - z) / 200.0).abs() < 1e-9);
+    let pz = lines[1]["endpos"][2].as_f64().unwrap();
+    assert!(pz > 0.0 && pz < 0.1, "point rests on the floor: {pz}");
+    for (i, l) in lines.iter().enumerate().take(7).skip(2) {
+        assert!(
+            l["error"].is_string(),
+            "line {} should be an error: {l}",
+            i + 1
+        );
+        assert!(l["error"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("line {}", i + 1)));
+    }
+    assert_eq!(lines[7]["startsolid"], true);
+    assert_eq!(lines[8]["startsolid"], false);
+    assert_eq!(lines[8]["fraction"], 1.0);
+    assert!(
+        err.is_empty() || !err.contains('\r'),
+        "no progress bar when piped"
+    );
+}
+
+#[test]
+fn malformed_maps_fail_with_the_line_and_no_panic() {
+    let cache = temp_dir("bad");
+    let bad = cache.join("bad.map");
+    std::fs::write(
+        &bad,
+        "{\n\"classname\" \"worldspawn\"\n{\n( 0 0 0 ) ( 1 0 0 ) oops\n}\n}\n",
+    )
+    .unwrap();
+    let (out, err, ok) = expel(&["map", "info", bad.to_str().unwrap()], "", &cache);
+    assert!(!ok);
+    assert!(out.is_empty());
+    assert!(err.contains("line 4"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let missing = cache.join("missing.map");
+    let (_, err, ok) = expel(&["map", "info", missing.to_str().unwrap()], "", &cache);
+    assert!(!ok && err.contains("missing.map"), "{err}");
+}
+
+#[test]
+fn walk_demo_never_ends_in_solid() {
+    let cache = temp_dir("walk");
+    let (out, err, ok) = expel(&["walk", "--steps", "300"], "", &cache);
+    assert!(ok, "{err}");
+    assert!(out.contains("0 steps ended in solid"), "{out}");
+}
