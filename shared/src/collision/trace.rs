@@ -9,7 +9,7 @@
 //! the zone, and a feature already inside may move away but never deeper.
 
 use super::hull::Hull;
-use super::tree::Node;
+use super::tree::{Bounds32, Node};
 use super::{CollisionModel, Contact, Contents, Feature, Trace};
 use crate::geom::{Aabb, EXPEL, PARALLEL_SIN, POSITION_EPS, SIDE_EPS};
 use glam::DVec3;
@@ -25,6 +25,8 @@ pub struct TraceScratch {
     stamp: u32,
     poly_mark: Vec<u32>,
     brush_mark: Vec<u32>,
+    /// Traversal stack: (node, split axis, split distance, front side).
+    stack: Vec<(u32, u8, f64, bool)>,
     vert_mark: Vec<u32>,
     edge_mark: Vec<u32>,
     /// Per polygon being tested: edge direction, Plücker moment relative to the start,
@@ -94,6 +96,7 @@ struct Best {
     /// World box swept by the hull up to `f`, padded by the zone margin: nothing outside
     /// it can be hit earlier.
     sweep: Aabb,
+    sweep32: Bounds32,
 }
 
 impl Best {
@@ -104,6 +107,7 @@ impl Best {
         feature: None,
         contents: Contents::NONE,
         sweep: Aabb::EMPTY,
+        sweep32: Bounds32([0.0; 6]),
     };
 }
 
@@ -155,7 +159,7 @@ impl CollisionModel {
                 mask,
             };
             q.prepare_hull(s);
-            best.sweep = q.sweep_box(1.0);
+            best = q.best(best);
             q.traverse(s, &mut best);
         }
         let (end, fraction) = if best.feature.is_some() {
@@ -313,7 +317,7 @@ impl CollisionModel {
             };
             qy.prepare_hull(s);
             let mut best = Best::NONE;
-            best.sweep = qy.sweep_box(1.0);
+            best = qy.best(best);
             qy.test_polygon(pi, s, &mut best);
             if best.feature.is_some() {
                 out.push(Contact {
@@ -365,6 +369,7 @@ impl<'a> Query<'a> {
     /// A new best hit, with its (smaller) sweep box.
     fn best(&self, mut b: Best) -> Best {
         b.sweep = self.sweep_box(b.f);
+        b.sweep32 = Bounds32::new(&b.sweep);
         b
     }
 
@@ -388,17 +393,16 @@ impl<'a> Query<'a> {
             return;
         }
         // (node, axis, dist, front side): the split plane the node lies behind.
-        let mut stack: [(u32, u8, f64, bool); 64] = [(0, 3, 0.0, false); 64];
-        let mut sp = 1;
-        while sp > 0 {
-            sp -= 1;
-            let (node, axis, dist, front) = stack[sp];
+        let mut stack = std::mem::take(&mut s.stack);
+        stack.clear();
+        stack.push((0, 3, 0.0, false));
+        while let Some((node, axis, dist, front)) = stack.pop() {
             if axis < 3 {
                 let a = axis as usize;
                 let reach = if front {
-                    best.sweep.max[a] >= dist
+                    best.sweep.max.as_ref()[a] >= dist
                 } else {
-                    best.sweep.min[a] <= dist
+                    best.sweep.min.as_ref()[a] <= dist
                 };
                 if !reach {
                     continue;
@@ -406,13 +410,12 @@ impl<'a> Query<'a> {
             }
             match &tree.nodes[node as usize] {
                 Node::Leaf { first, count } => {
-                    for k in *first..*first + *count {
-                        let pi = tree.items[k as usize];
-                        if s.poly_mark[pi as usize] != s.stamp
-                            && self.model.polygons[pi as usize]
-                                .bounds
-                                .overlaps(&best.sweep)
-                        {
+                    let range = *first as usize..(*first + *count) as usize;
+                    for (&pi, b) in tree.items[range.clone()]
+                        .iter()
+                        .zip(&tree.item_bounds[range])
+                    {
+                        if b.overlaps(&best.sweep32) && s.poly_mark[pi as usize] != s.stamp {
                             s.poly_mark[pi as usize] = s.stamp;
                             self.test_polygon(pi, s, best);
                         }
@@ -425,28 +428,27 @@ impl<'a> Query<'a> {
                     front,
                 } => {
                     let a = *axis as usize;
-                    let go_back = best.sweep.min[a] <= *dist;
-                    let go_front = best.sweep.max[a] >= *dist;
+                    let go_back = best.sweep.min.as_ref()[a] <= *dist;
+                    let go_front = best.sweep.max.as_ref()[a] >= *dist;
                     // Push the far side first so the near side (where the move starts) pops
                     // first.
                     let back_e = (*back, *axis, *dist, false);
                     let front_e = (*front, *axis, *dist, true);
-                    let (near, far, near_ok, far_ok) = if self.dir[a] >= 0.0 {
+                    let (near, far, near_ok, far_ok) = if self.dir.as_ref()[a] >= 0.0 {
                         (back_e, front_e, go_back, go_front)
                     } else {
                         (front_e, back_e, go_front, go_back)
                     };
-                    if far_ok && sp < 64 {
-                        stack[sp] = far;
-                        sp += 1;
+                    if far_ok {
+                        stack.push(far);
                     }
-                    if near_ok && sp < 64 {
-                        stack[sp] = near;
-                        sp += 1;
+                    if near_ok {
+                        stack.push(near);
                     }
                 }
             }
         }
+        s.stack = stack;
     }
 
     fn test_polygon(&self, pi: u32, s: &mut TraceScratch, best: &mut Best) {
@@ -574,7 +576,7 @@ impl<'a> Query<'a> {
                         polygon: pi,
                     }),
                     contents: self.model.polygons[pi as usize].contents,
-                    sweep: Aabb::EMPTY,
+                    ..Best::NONE
                 });
             }
         }
@@ -651,7 +653,7 @@ impl<'a> Query<'a> {
                             hull_face: fi,
                         }),
                         contents: m.polygons[pi as usize].contents,
-                        sweep: Aabb::EMPTY,
+                        ..Best::NONE
                     });
                 }
             }
@@ -691,24 +693,33 @@ impl<'a> Query<'a> {
             for &hj in &s.lead_edges {
                 let he = &h.edges[hj as usize];
                 let u = he.dir;
-                let c = u.cross(w);
+                let mut c = u.cross(w);
+                // Cheap rejections on the unnormalised common normal first: it must point
+                // out of the model (along the mitre), the hull must approach along it, and
+                // reach the zone within the move.
+                let mut zc = c.dot(edge.mitre);
+                if zc < 0.0 {
+                    c = -c;
+                    zc = -zc;
+                }
+                let rc = -c.dot(dir);
+                if rc <= 0.0 {
+                    continue;
+                }
+                let ha = h.vertices[he.v[0] as usize];
+                let dc = (ha - a).dot(c);
+                if dc - rc >= EXPEL * zc {
+                    continue;
+                }
                 let cl = c.length();
                 let ul = u.length();
                 if cl <= PARALLEL_SIN * ul * wl {
                     continue; // parallel: the vertex–face tests cover it
                 }
-                let mut nn = c / cl;
-                let mut zone = nn.dot(edge.mitre);
-                if zone < 0.0 {
-                    nn = -nn;
-                    zone = -zone;
-                }
-                let rate = -nn.dot(dir);
-                if rate <= 0.0 {
-                    continue;
-                }
-                let ha = h.vertices[he.v[0] as usize];
-                let d1 = (ha - a).dot(nn);
+                let nn = c / cl;
+                let zone = zc / cl;
+                let rate = rc / cl;
+                let d1 = dc / cl;
                 let Some(f) = Self::zone_fraction(d1, rate, EXPEL * zone) else {
                     continue;
                 };
@@ -754,7 +765,7 @@ impl<'a> Query<'a> {
                         edge: ei as u32,
                     }),
                     contents: m.polygons[pi as usize].contents,
-                    sweep: Aabb::EMPTY,
+                    ..Best::NONE
                 });
             }
         }

@@ -35,7 +35,49 @@ pub(crate) enum Node {
 pub(crate) struct AxialTree {
     pub nodes: Vec<Node>,
     pub items: Vec<u32>,
+    /// Bounds of each entry of `items`, stored beside it so a leaf is scanned in one
+    /// sequential pass; `f32` rounded outward, so never tighter than the true bounds.
+    pub item_bounds: Vec<Bounds32>,
     pub bounds: Aabb,
+}
+
+/// An outward-rounded `f32` copy of an [`Aabb`]: `min[0..3]`, `max[0..3]`.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub(crate) struct Bounds32(pub [f32; 6]);
+
+impl Bounds32 {
+    pub fn new(b: &Aabb) -> Bounds32 {
+        let down = |v: f64| {
+            let f = v as f32;
+            if f as f64 > v {
+                f.next_down()
+            } else {
+                f
+            }
+        };
+        let up = |v: f64| {
+            let f = v as f32;
+            if (f as f64) < v {
+                f.next_up()
+            } else {
+                f
+            }
+        };
+        Bounds32([
+            down(b.min.x),
+            down(b.min.y),
+            down(b.min.z),
+            up(b.max.x),
+            up(b.max.y),
+            up(b.max.z),
+        ])
+    }
+
+    #[inline]
+    pub fn overlaps(&self, o: &Bounds32) -> bool {
+        let (a, b) = (&self.0, &o.0);
+        a[0] <= b[3] && a[3] >= b[0] && a[1] <= b[4] && a[4] >= b[1] && a[2] <= b[5] && a[5] >= b[2]
+    }
 }
 
 impl AxialTree {
@@ -43,6 +85,7 @@ impl AxialTree {
         let mut t = AxialTree {
             nodes: Vec::new(),
             items: Vec::new(),
+            item_bounds: Vec::new(),
             bounds: item_bounds.iter().fold(Aabb::EMPTY, |a, b| a.union(b)),
         };
         let all: Vec<u32> = (0..item_bounds.len() as u32).collect();
@@ -92,6 +135,8 @@ impl AxialTree {
             count: items.len() as u32,
         };
         self.items.extend_from_slice(&items);
+        self.item_bounds
+            .extend(items.iter().map(|&i| Bounds32::new(&ib[i as usize])));
         id
     }
 
@@ -104,7 +149,8 @@ impl AxialTree {
         if self.nodes.is_empty() {
             return;
         }
-        let mut stack = [0u32; 64];
+        // Depth-first, one entry per level at most besides the current path.
+        let mut stack = [0u32; MAX_DEPTH + 2];
         let mut sp = 1;
         while sp > 0 {
             sp -= 1;
@@ -121,11 +167,11 @@ impl AxialTree {
                     front,
                 } => {
                     let a = *axis as usize;
-                    if q.min[a] <= *dist && sp < 64 {
+                    if q.min.as_ref()[a] <= *dist {
                         stack[sp] = *back;
                         sp += 1;
                     }
-                    if q.max[a] >= *dist && sp < 64 {
+                    if q.max.as_ref()[a] >= *dist {
                         stack[sp] = *front;
                         sp += 1;
                     }
