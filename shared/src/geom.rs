@@ -19,9 +19,12 @@
 //!   up to 1000 units). The resulting distance error is at
 //!   most |Δ|·u/1e-7 with |Δ| ≤ 2^22 the separation of the two lines: ≤ 4.7e-3, still 6×
 //!   below e, and ≤ 1e-6 for any move under 10^4 units.
+//! * Welding moves a vertex by at most 2e-3 units per axis (it only ever merges corners
+//!   that compiled maps store with `f32` planes, or that differ by float noise), so the
+//!   polygons may sit up to 3.5e-3 off the brush planes; the zone covers it ~9 times.
 //! * Plücker side tests only need a sign; they accept a ray passing up to [`SIDE_EPS`]
-//!   outside an edge, which makes neighbouring polygons (shared or T-junction edges)
-//!   overlap a hair instead of leaving a crack.
+//!   outside an edge, which makes neighbouring polygons (shared, welded or T-junction
+//!   edges) overlap a hair instead of leaving a crack.
 //!
 //! So the accumulated error is below 1e-3·e in every realistic case and below e/6 in the
 //! worst corner of the range; the tests in `tests/numerics.rs` exercise the corners.
@@ -35,8 +38,10 @@ pub const EXPEL: f64 = 1.0 / 32.0;
 pub const MAX_COORD: f64 = 1_048_576.0;
 /// Sines of edge–edge angles below this are treated as parallel (see module docs).
 pub const PARALLEL_SIN: f64 = 1e-7;
-/// How far outside an edge (in units) a ray may pass and still count as inside.
-pub const SIDE_EPS: f64 = 1e-6;
+/// How far outside an edge (in units) a feature may pass and still count as inside. It
+/// covers vertex welding (up to 2e-3 per axis, see `collision::mesh::WELD`), so polygons
+/// that meet at welded or T-junction edges overlap a hair instead of leaving a crack.
+pub const SIDE_EPS: f64 = 4e-3;
 /// Overlap deeper than this (units) makes a position solid; touching is not solid.
 pub const POSITION_EPS: f64 = 1e-6;
 

@@ -562,8 +562,8 @@ impl<'a> Query<'a> {
                 f,
                 d1 / -nd,
                 s.pe.iter().map(|e| {
-                    let o = e.w.cross(n);
-                    (o.dot(h - e.a), o.dot(self.dir))
+                    let o = e.w.cross(n) / e.len;
+                    (o.dot(h - e.a) - SIDE_EPS, o.dot(self.dir))
                 }),
             );
             if f <= 1.0 && !(f >= best.f && best.feature.is_some()) {
@@ -639,8 +639,8 @@ impl<'a> Query<'a> {
                     f,
                     d1 / rate,
                     fedges.iter().map(oriented).map(|(w, _, a)| {
-                        let o = w.cross(nf);
-                        (o.dot(rel_a - a), o.dot(neg))
+                        let o = w.cross(nf) / w.length();
+                        (o.dot(rel_a - a) - SIDE_EPS, o.dot(neg))
                     }),
                 );
                 if f <= 1.0 && !(f >= best.f && best.feature.is_some()) {
@@ -693,7 +693,8 @@ impl<'a> Query<'a> {
             for &hj in &s.lead_edges {
                 let he = &h.edges[hj as usize];
                 let u = he.dir;
-                let mut c = u.cross(w);
+                let uw = u.cross(w);
+                let mut c = uw;
                 // Cheap rejections on the unnormalised common normal first: it must point
                 // out of the model (along the mitre), the hull must approach along it, and
                 // reach the zone within the move.
@@ -745,12 +746,21 @@ impl<'a> Query<'a> {
                 // the segments do, so a grazing edge hits once both lie within them.
                 let c2 = cl * cl;
                 let delta = a - ha;
-                let (s0, sr) = (delta.cross(w).dot(c) / c2, -dir.cross(w).dot(c) / c2);
-                let (r0, rr) = (delta.cross(u).dot(c) / c2, -dir.cross(u).dot(c) / c2);
+                // (With the unflipped u × w: the flip above only orients the normal.)
+                let (s0, sr) = (delta.cross(w).dot(uw) / c2, -dir.cross(w).dot(uw) / c2);
+                let (r0, rr) = (delta.cross(u).dot(uw) / c2, -dir.cross(u).dot(uw) / c2);
+                // The same tolerance as the side tests, as a fraction of each edge.
+                let (ts, tr) = (SIDE_EPS / ul, SIDE_EPS / wl);
                 let f = entry_time(
                     f,
                     d1 / rate,
-                    [(-s0, -sr), (s0 - 1.0, sr), (-r0, -rr), (r0 - 1.0, rr)].into_iter(),
+                    [
+                        (-s0 - ts, -sr),
+                        (s0 - 1.0 - ts, sr),
+                        (-r0 - tr, -rr),
+                        (r0 - 1.0 - tr, rr),
+                    ]
+                    .into_iter(),
                 );
                 if f > 1.0 || (f >= best.f && best.feature.is_some()) {
                     continue;
