@@ -38,6 +38,7 @@ impl Loaded {
             "degenerate_brushes": s.degenerate_brushes,
             "polygons": s.polygons,
             "buried_faces": s.buried_faces,
+            "merged_polygons": s.merged_polygons,
             "edges": s.edges,
             "internal_edges": s.internal_edges,
             "vertices": s.vertices,

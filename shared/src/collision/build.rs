@@ -160,6 +160,7 @@ impl CollisionModel {
             }
         }
         m.vertices = welder.vertices;
+        stats.merged_polygons = merge_coplanar(&m.vertices, &mut raw, &mut raw_meta);
         let (edges, poly_edges) = build_edges(&m.vertices, &raw);
         m.vertex_active = vec![false; m.vertices.len()];
         for e in edges.iter().filter(|e| !e.internal) {
@@ -200,4 +201,83 @@ fn buried_in(face: &[DVec3], plane: &Plane, other: &[Plane]) -> bool {
         let inside = face.iter().all(|p| q.distance(*p) <= BURIED_EPS);
         inside && !q.same_as(plane, 1e-9, BURIED_EPS)
     })
+}
+
+/// Merges neighbouring polygons that lie in one plane, share an edge, have the same
+/// contents and stay convex together: fewer polygons to test, and the shared edge (which
+/// could never be hit) disappears. Returns how many merges were made.
+fn merge_coplanar(
+    vertices: &[DVec3],
+    polys: &mut Vec<RawPolygon>,
+    meta: &mut Vec<(Contents, u32)>,
+) -> usize {
+    let mut merges = 0;
+    loop {
+        let (edges, _) = build_edges(vertices, polys);
+        let mut gone = vec![false; polys.len()];
+        let mut merged_any = false;
+        for e in &edges {
+            let [a, b] = e.polys;
+            if b == u32::MAX || gone[a as usize] || gone[b as usize] {
+                continue;
+            }
+            let (pa, pb) = (&polys[a as usize], &polys[b as usize]);
+            if meta[a as usize].0 != meta[b as usize].0 || !pa.plane.same_as(&pb.plane, 1e-9, 1e-6)
+            {
+                continue;
+            }
+            if let Some(verts) = union_loop(vertices, &pa.verts, &pb.verts, e.v, pa.plane.normal) {
+                polys[a as usize].verts = verts;
+                gone[b as usize] = true;
+                merged_any = true;
+                merges += 1;
+            }
+        }
+        if !merged_any {
+            return merges;
+        }
+        let mut k = 0;
+        polys.retain(|_| {
+            k += 1;
+            !gone[k - 1]
+        });
+        let mut k = 0;
+        meta.retain(|_| {
+            k += 1;
+            !gone[k - 1]
+        });
+    }
+}
+
+/// The outline of two polygons joined along the edge `e` (walked `e[0] -> e[1]` by the
+/// first), if it is convex.
+fn union_loop(vertices: &[DVec3], a: &[u32], b: &[u32], e: [u32; 2], n: DVec3) -> Option<Vec<u32>> {
+    let ia = a.iter().position(|&v| v == e[1])?;
+    let ib = b.iter().position(|&v| v == e[0])?;
+    // From e[1] round the first polygon to e[0], then round the second back to e[1].
+    let mut out: Vec<u32> = (0..a.len()).map(|k| a[(ia + k) % a.len()]).collect();
+    let rest: Vec<u32> = (0..b.len()).map(|k| b[(ib + k) % b.len()]).collect();
+    if out.last() != Some(&e[0]) || rest.last() != Some(&e[1]) {
+        return None;
+    }
+    out.extend_from_slice(&rest[1..rest.len() - 1]);
+    let k = out.len();
+    let mut seen = out.clone();
+    seen.sort_unstable();
+    seen.dedup();
+    if seen.len() != k {
+        return None;
+    }
+    // Convex: every corner turns the same way about n (straight corners allowed; they are
+    // kept so neighbours sharing that vertex stay watertight).
+    for i in 0..k {
+        let p = vertices[out[i] as usize];
+        let q = vertices[out[(i + 1) % k] as usize];
+        let r = vertices[out[(i + 2) % k] as usize];
+        let turn = (q - p).cross(r - q).dot(n);
+        if turn < -1e-9 * (q - p).length() * (r - q).length() {
+            return None;
+        }
+    }
+    Some(out)
 }

@@ -124,6 +124,8 @@ pub struct ModelStats {
     pub polygons: usize,
     /// Faces dropped because another solid brush buries them.
     pub buried_faces: usize,
+    /// Coplanar neighbours merged into one convex polygon.
+    pub merged_polygons: usize,
     pub edges: usize,
     pub internal_edges: usize,
     pub vertices: usize,

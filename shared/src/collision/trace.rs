@@ -558,14 +558,16 @@ impl<'a> Query<'a> {
             }
             // The zone is the slab over the polygon: a grazing vertex enters it through the
             // polygon's side, not its top.
-            let f = entry_time(
+            let Some(f) = entry_time(
                 f,
                 d1 / -nd,
                 s.pe.iter().map(|e| {
                     let o = e.w.cross(n) / e.len;
                     (o.dot(h - e.a) - SIDE_EPS, o.dot(self.dir))
                 }),
-            );
+            ) else {
+                continue;
+            };
             if f <= 1.0 && !(f >= best.f && best.feature.is_some()) {
                 *best = self.best(Best {
                     f,
@@ -635,14 +637,16 @@ impl<'a> Query<'a> {
                 if !inside {
                     continue;
                 }
-                let f = entry_time(
+                let Some(f) = entry_time(
                     f,
                     d1 / rate,
                     fedges.iter().map(oriented).map(|(w, _, a)| {
                         let o = w.cross(nf) / w.length();
                         (o.dot(rel_a - a) - SIDE_EPS, o.dot(neg))
                     }),
-                );
+                ) else {
+                    continue;
+                };
                 if f <= 1.0 && !(f >= best.f && best.feature.is_some()) {
                     *best = self.best(Best {
                         f,
@@ -751,7 +755,7 @@ impl<'a> Query<'a> {
                 let (r0, rr) = (delta.cross(u).dot(uw) / c2, -dir.cross(u).dot(uw) / c2);
                 // The same tolerance as the side tests, as a fraction of each edge.
                 let (ts, tr) = (SIDE_EPS / ul, SIDE_EPS / wl);
-                let f = entry_time(
+                let Some(f) = entry_time(
                     f,
                     d1 / rate,
                     [
@@ -761,7 +765,9 @@ impl<'a> Query<'a> {
                         (r0 - 1.0 - tr, rr),
                     ]
                     .into_iter(),
-                );
+                ) else {
+                    continue;
+                };
                 if f > 1.0 || (f >= best.f && best.feature.is_some()) {
                     continue;
                 }
@@ -782,17 +788,22 @@ impl<'a> Query<'a> {
     }
 }
 
-/// Earliest fraction in `[f, t_cross]` at which every constraint `g0 + gr·t <= 0` holds,
-/// given that they all hold at `t_cross` (the moment the features would meet).
+/// Earliest fraction in `[f, t_cross]` at which every constraint `g0 + gr·t <= 0` holds
+/// (the feature lies over the other one, within the side tolerance), or `None` when there
+/// is no such moment: the features pass beside each other without touching.
 #[inline]
-fn entry_time(f: f64, t_cross: f64, cons: impl Iterator<Item = (f64, f64)>) -> f64 {
-    let mut t = f;
+fn entry_time(f: f64, t_cross: f64, cons: impl Iterator<Item = (f64, f64)>) -> Option<f64> {
+    let (mut lo, mut hi) = (f, t_cross.max(f));
     for (g0, gr) in cons {
-        if g0 + gr * t > 0.0 {
-            t = if gr < 0.0 { (-g0 / gr).max(t) } else { t_cross };
+        if gr > 0.0 {
+            hi = hi.min(-g0 / gr);
+        } else if gr < 0.0 {
+            lo = lo.max(-g0 / gr);
+        } else if g0 > 0.0 {
+            return None;
         }
     }
-    t.min(t_cross.max(f))
+    (lo <= hi).then_some(lo)
 }
 
 /// Whether unit normal `nn` lies in the edge's cone of contact normals.
