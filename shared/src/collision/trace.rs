@@ -33,6 +33,9 @@ pub struct TraceScratch {
     /// length, edge index, start vertex (relative).
     pe: Vec<PolyEdge>,
     // Per query hull data.
+    /// (shape, motion sign pattern) of the box whose lists below are current: boxes with
+    /// the same flat axes and face count share one topology.
+    lead_key: Option<(u8, u8)>,
     lead_faces: Vec<u8>,
     lead_verts: Vec<u8>,
     lead_edges: Vec<u8>,
@@ -336,12 +339,28 @@ impl<'a> Query<'a> {
     /// Leading hull faces (facing along the motion), and the vertices and edges on them.
     fn prepare_hull(&self, s: &mut TraceScratch) {
         let h = self.hull;
-        s.lead_faces.clear();
-        s.lead_verts.clear();
-        s.lead_edges.clear();
         s.vert_moment.clear();
         s.vert_moment
             .extend(h.vertices.iter().map(|v| v.cross(self.dir)));
+        // Boxes share one topology, so their leading features depend only on the signs of
+        // the motion: reuse the last lists when those match.
+        let key = h.is_box().then(|| {
+            let sign = |v: f64| (v > 0.0) as u8 | ((v < 0.0) as u8) << 1;
+            let size = h.bounds.size();
+            let flat =
+                (size.x == 0.0) as u8 | ((size.y == 0.0) as u8) << 1 | ((size.z == 0.0) as u8) << 2;
+            (
+                flat | (h.faces.len() as u8) << 3,
+                sign(self.dir.x) | sign(self.dir.y) << 2 | sign(self.dir.z) << 4,
+            )
+        });
+        if key.is_some() && key == s.lead_key {
+            return;
+        }
+        s.lead_key = key;
+        s.lead_faces.clear();
+        s.lead_verts.clear();
+        s.lead_edges.clear();
         if h.faces.is_empty() {
             s.lead_verts.extend(0..h.vertices.len() as u8);
             return;
