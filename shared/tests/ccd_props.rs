@@ -173,7 +173,9 @@ fn boxes_never_penetrate_random_brushes() {
         Hull::aabb(DVec3::splat(-2.0), DVec3::new(3.0, 1.0, 4.0)).unwrap(),
         OHull::aabb(DVec3::splat(-2.0), DVec3::new(3.0, 1.0, 4.0)),
     );
-    let st = run_scenes(1, 150, 150, &[player_box(), small]);
+    let (fmin, fmax) = (DVec3::new(-8.0, -6.0, 0.0), DVec3::new(8.0, 6.0, 0.0));
+    let flat = (Hull::aabb(fmin, fmax).unwrap(), OHull::aabb(fmin, fmax));
+    let st = run_scenes(1, 150, 150, &[player_box(), small, flat]);
     st.assert_stops_at_the_zone();
     assert!(
         st.hits > 1000,
