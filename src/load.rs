@@ -9,9 +9,6 @@ use std::time::Instant;
 /// The embedded default map (authored for Expel, see `maps/`).
 pub const DEFAULT_MAP: &str = include_str!("../maps/arena.map");
 pub const DEFAULT_MAP_NAME: &str = "maps/arena.map (embedded)";
-/// Bump when the compiled model's layout or build rules change: old cache entries are
-/// then simply not found.
-const CACHE_FORMAT: &str = "expel-model-v1";
 
 pub struct Loaded {
     pub model: CollisionModel,
@@ -78,7 +75,9 @@ pub fn load_model(path: Option<&Path>) -> Result<Loaded> {
     let map = MapData::parse_any(&bytes).with_context(|| format!("loading map {name}"))?;
     let key = {
         let mut h = blake3::Hasher::new();
-        h.update(CACHE_FORMAT.as_bytes());
+        // Old cache entries are simply not found once the model format changes.
+        h.update(b"expel-model");
+        h.update(&CollisionModel::FORMAT_VERSION.to_le_bytes());
         h.update(&bytes);
         h.finalize().to_hex().to_string()
     };

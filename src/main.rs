@@ -2,6 +2,7 @@
 
 mod cli_trace;
 mod load;
+mod sim;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -29,6 +30,32 @@ enum Command {
         #[arg(long, default_value_t = 2000)]
         steps: usize,
     },
+    /// Simulate one player from a file of per-tick JSON inputs; print each tick and the
+    /// final state hash.
+    Sim {
+        map: PathBuf,
+        /// Start position x,y,z (default: the map's first info_player_* spawn point).
+        #[arg(long, value_parser = sim::parse_vec3, allow_hyphen_values = true)]
+        spawn: Option<glam::DVec3>,
+        /// One JSON line per tick: {"forward","side","up","yaw","pitch","jump","crouch"}.
+        #[arg(long)]
+        inputs: PathBuf,
+        /// Ticks per second (10 to 240).
+        #[arg(long, default_value_t = 60)]
+        tick_rate: u32,
+        /// walk, noclip or spectator.
+        #[arg(long, default_value = "walk", value_parser = parse_mode)]
+        mode: expel_shared::MoveMode,
+    },
+}
+
+fn parse_mode(s: &str) -> Result<expel_shared::MoveMode, String> {
+    match s {
+        "walk" => Ok(expel_shared::MoveMode::Walk),
+        "noclip" => Ok(expel_shared::MoveMode::Noclip),
+        "spectator" => Ok(expel_shared::MoveMode::Spectator),
+        _ => Err(format!("unknown mode '{s}' (walk, noclip, spectator)")),
+    }
 }
 
 #[derive(Subcommand)]
@@ -60,6 +87,22 @@ fn main() -> Result<()> {
             let stdin = std::io::stdin().lock();
             let stdout = std::io::stdout().lock();
             cli_trace::run(&loaded.model, stdin, stdout)?;
+        }
+        Command::Sim {
+            map,
+            spawn,
+            inputs,
+            tick_rate,
+            mode,
+        } => {
+            let loaded = load::load_model(Some(&map))?;
+            let args = sim::SimArgs {
+                spawn,
+                inputs,
+                tick_rate,
+                mode,
+            };
+            sim::run(loaded, args, std::io::stdout().lock())?;
         }
         Command::Walk { map, steps } => {
             let loaded = load::load_model(map.as_deref())?;

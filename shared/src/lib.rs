@@ -14,9 +14,13 @@
 pub mod collision;
 pub mod geom;
 pub mod map;
+pub mod movement;
+pub mod world;
 
 pub use collision::{
     hull::Hull, CollisionModel, Contact, Contents, Feature, ModelStats, Trace, TraceScratch,
 };
 pub use geom::{Aabb, Plane, EXPEL, MAX_COORD};
 pub use map::{MapData, MapError};
+pub use movement::{pmove, MoveCommand, MoveConfig, MoveMode, PlayerState};
+pub use world::World;

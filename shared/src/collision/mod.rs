@@ -155,6 +155,10 @@ pub struct CollisionModel {
 }
 
 impl CollisionModel {
+    /// Version of the compiled model's layout and build rules; caches of compiled models
+    /// key on it, so a change here invalidates them.
+    pub const FORMAT_VERSION: u32 = 2;
+
     pub fn stats(&self) -> &ModelStats {
         &self.stats
     }

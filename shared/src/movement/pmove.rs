@@ -1,0 +1,456 @@
+//! One tick of player movement (after Quake 3's `bg_pmove`, rewritten): ground check,
+//! crouch, jump, friction, acceleration, then a step-slide move against the world through
+//! the [`Collider`], and a ground check again.
+
+use super::{flags, MoveCommand, MoveConfig, MoveMode, PlayerState};
+use crate::collision::{hull::Hull, CollisionModel, Contents, Trace, TraceScratch};
+use glam::DVec3;
+
+/// The world as movement sees it: hull traces and position tests.
+pub trait Collider {
+    fn trace(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Trace;
+    fn solid(&mut self, hull: &Hull, pos: DVec3) -> bool;
+}
+
+/// The static map alone.
+pub struct MapCollider<'a> {
+    pub model: &'a CollisionModel,
+    pub scratch: &'a mut TraceScratch,
+}
+
+impl Collider for MapCollider<'_> {
+    fn trace(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Trace {
+        self.model
+            .trace(hull, start, end, Contents::PLAYER, self.scratch)
+    }
+
+    fn solid(&mut self, hull: &Hull, pos: DVec3) -> bool {
+        self.model
+            .position_solid(hull, pos, Contents::PLAYER, self.scratch)
+    }
+}
+
+/// Most planes a slide remembers, and most moves it makes, per tick.
+const MAX_CLIP_PLANES: usize = 5;
+const MAX_BUMPS: usize = 4;
+
+struct Move<'a, C: Collider> {
+    cfg: &'a MoveConfig,
+    world: &'a mut C,
+    hull: Hull,
+    origin: DVec3,
+    velocity: DVec3,
+    ground: Option<DVec3>,
+    dt: f64,
+}
+
+/// Advances `state` by one tick of `cmd`. Pure apart from the collider's own scratch.
+pub fn pmove<C: Collider>(
+    state: &PlayerState,
+    cmd: &MoveCommand,
+    cfg: &MoveConfig,
+    world: &mut C,
+) -> PlayerState {
+    let mut out = *state;
+    let dt = cfg.dt();
+    let stand = cfg.stand_hull();
+    let crouch = cfg.crouch_hull();
+    let crouched = state.crouched();
+    let mut m = Move {
+        cfg,
+        hull: if crouched {
+            crouch.clone()
+        } else {
+            stand.clone()
+        },
+        world,
+        origin: state.origin(),
+        velocity: state.velocity(),
+        ground: None,
+        dt,
+    };
+    match state.mode {
+        MoveMode::Noclip => {
+            m.fly(cmd);
+            m.origin += m.velocity * dt;
+            return m.finish(out, None);
+        }
+        MoveMode::Spectator => {
+            m.fly(cmd);
+            m.unstick();
+            m.slide(false);
+            return m.finish(out, None);
+        }
+        MoveMode::Walk => {}
+    }
+    let previous_safe = m.unstick();
+
+    // Crouch: down at once; up only where the standing hull fits.
+    let mut is_crouched = crouched;
+    if cmd.crouch() {
+        is_crouched = true;
+    } else if crouched && !m.world.solid(&stand, m.origin) {
+        is_crouched = false;
+    }
+    m.hull = if is_crouched { crouch } else { stand };
+    out.set(flags::CROUCHED, is_crouched);
+
+    m.ground_check();
+    let was_on_ground = m.ground.is_some();
+
+    // Jump: needs ground and a released button.
+    let mut jumped = false;
+    if cmd.jump() {
+        if m.ground.is_some() && !state.has(flags::JUMP_HELD) {
+            m.velocity.z = cfg.jump_velocity;
+            m.ground = None;
+            jumped = true;
+        }
+        out.set(flags::JUMP_HELD, true);
+    } else {
+        out.set(flags::JUMP_HELD, false);
+    }
+
+    m.friction();
+    let (fwd, right, _) = cmd.view();
+    // Walking ignores pitch: the wish direction is level (then follows the ground).
+    let flat = |v: DVec3| DVec3::new(v.x, v.y, 0.0).normalize_or_zero();
+    let (fwd, right) = (flat(fwd), flat(right));
+    let fmove = cmd.forward as f64 / 127.0;
+    let smove = cmd.side as f64 / 127.0;
+    let mut wish = fwd * fmove + right * smove;
+    let scale = wish.length().min(1.0);
+    let mut wishspeed = cfg.max_speed * scale;
+    if is_crouched {
+        wishspeed *= cfg.crouch_scale;
+    }
+    if let Some(n) = m.ground {
+        wish = clip(wish, n, 1.0);
+        let wish_dir = wish.normalize_or_zero();
+        m.accelerate(wish_dir, wishspeed, cfg.accelerate);
+        // Follow the ground without losing speed.
+        let speed = m.velocity.length();
+        m.velocity = clip(m.velocity, n, cfg.overclip);
+        m.velocity = m.velocity.normalize_or_zero() * speed;
+        if m.velocity.x != 0.0 || m.velocity.y != 0.0 {
+            m.step_slide(false);
+        }
+    } else {
+        m.accelerate(wish.normalize_or_zero(), wishspeed, cfg.air_accelerate);
+        m.step_slide(true);
+    }
+
+    m.ground_check();
+    // Walking off a step or down a slope: stay on the ground if it is within a step.
+    if was_on_ground && !jumped && m.ground.is_none() && m.velocity.z <= 0.0 {
+        m.step_down();
+    }
+    if let Some(n) = m.ground {
+        // Landing: drop the velocity into the ground.
+        if m.velocity.dot(n) < 0.0 {
+            m.velocity = clip(m.velocity, n, cfg.overclip);
+        }
+    }
+    m.finish(out, Some(previous_safe))
+}
+
+/// Removes the part of `v` going into the plane with normal `n`, pushing `overclip`
+/// further out.
+fn clip(v: DVec3, n: DVec3, overclip: f64) -> DVec3 {
+    let backoff = v.dot(n);
+    let backoff = if backoff < 0.0 {
+        backoff * overclip
+    } else {
+        backoff / overclip
+    };
+    v - n * backoff
+}
+
+impl<C: Collider> Move<'_, C> {
+    /// A hull found in solid moves to the nearest free spot of a bounded search (26
+    /// directions at growing radii); never deeper. Returns the position it ends at.
+    fn unstick(&mut self) -> DVec3 {
+        if !self.world.solid(&self.hull, self.origin) {
+            return self.origin;
+        }
+        for r in [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0] {
+            for d in NEIGHBOURS {
+                let p = self.origin + DVec3::from_array(d) * r;
+                if !self.world.solid(&self.hull, p) {
+                    self.origin = p;
+                    return p;
+                }
+            }
+        }
+        self.origin
+    }
+
+    fn ground_check(&mut self) {
+        let down = self.origin - DVec3::Z * self.cfg.ground_distance;
+        let t = self.world.trace(&self.hull, self.origin, down);
+        self.ground = match t.normal {
+            // Moving up and away from the plane (a jump, a ramp's crest): airborne.
+            Some(n) if self.velocity.z > 0.0 && self.velocity.dot(n) > 10.0 => None,
+            Some(n) if n.z >= self.cfg.walkable_normal_z => Some(n),
+            _ => None,
+        };
+    }
+
+    fn friction(&mut self) {
+        let mut v = self.velocity;
+        if self.ground.is_some() {
+            v.z = 0.0;
+        }
+        let speed = v.length();
+        if speed < 1.0 {
+            if self.ground.is_some() {
+                self.velocity.x = 0.0;
+                self.velocity.y = 0.0;
+            }
+            return;
+        }
+        if self.ground.is_none() {
+            return;
+        }
+        let control = speed.max(self.cfg.stop_speed);
+        let drop = control * self.cfg.friction * self.dt;
+        let scale = ((speed - drop) / speed).max(0.0);
+        self.velocity *= scale;
+    }
+
+    /// Adds speed along `dir` up to `wishspeed`; only the speed along `dir` is limited,
+    /// which is what makes strafe-jumping work.
+    fn accelerate(&mut self, dir: DVec3, wishspeed: f64, accel: f64) {
+        let current = self.velocity.dot(dir);
+        let add = wishspeed - current;
+        if add <= 0.0 {
+            return;
+        }
+        let amount = (accel * self.dt * wishspeed).min(add);
+        self.velocity += dir * amount;
+    }
+
+    fn fly(&mut self, cmd: &MoveCommand) {
+        let (fwd, right, up) = cmd.view();
+        let wish = fwd * (cmd.forward as f64 / 127.0)
+            + right * (cmd.side as f64 / 127.0)
+            + up * (cmd.up as f64 / 127.0);
+        let speed = wish.length().min(1.0) * self.cfg.fly_speed;
+        // Strong friction, then accelerate: responsive flying.
+        let s = self.velocity.length();
+        if s > 0.0 {
+            let drop = s * self.cfg.friction * 1.5 * self.dt;
+            self.velocity *= ((s - drop) / s).max(0.0);
+        }
+        self.accelerate(wish.normalize_or_zero(), speed, self.cfg.accelerate);
+    }
+
+    /// Slides along whatever is hit, up to [`MAX_BUMPS`] moves. Returns whether anything
+    /// was hit.
+    fn slide(&mut self, gravity: bool) -> bool {
+        let mut end_velocity = self.velocity;
+        if gravity {
+            end_velocity.z -= self.cfg.gravity * self.dt;
+            // Trapezoidal: move with the average vertical speed of the tick.
+            self.velocity.z = (self.velocity.z + end_velocity.z) * 0.5;
+        }
+        let primal = self.velocity;
+        let mut planes: [DVec3; MAX_CLIP_PLANES] = [DVec3::ZERO; MAX_CLIP_PLANES];
+        let mut count = 0;
+        if let Some(n) = self.ground {
+            planes[count] = n;
+            count += 1;
+        }
+        // Never turn back against the original motion.
+        planes[count] = self.velocity.normalize_or_zero();
+        count += 1;
+        let mut time_left = self.dt;
+        let mut bumps = 0;
+        while bumps < MAX_BUMPS {
+            let end = self.origin + self.velocity * time_left;
+            let t = self.world.trace(&self.hull, self.origin, end);
+            self.origin = t.end;
+            let Some(n) = t.normal else { break };
+            time_left -= time_left * t.fraction;
+            bumps += 1;
+            if count >= MAX_CLIP_PLANES {
+                self.velocity = DVec3::ZERO;
+                return true;
+            }
+            // The same plane again: nudge off it.
+            if planes[..count].iter().any(|p| n.dot(*p) > 0.99) {
+                self.velocity += n;
+                continue;
+            }
+            planes[count] = n;
+            count += 1;
+            let mut stopped = false;
+            let mut found = false;
+            for i in 0..count {
+                let ni = planes[i];
+                if self.velocity.dot(ni) >= 0.1 {
+                    continue; // moving away from it
+                }
+                let mut v = clip(self.velocity, ni, self.cfg.overclip);
+                let mut ev = clip(end_velocity, ni, self.cfg.overclip);
+                for j in 0..count {
+                    if j == i {
+                        continue;
+                    }
+                    let nj = planes[j];
+                    if v.dot(nj) >= 0.1 {
+                        continue;
+                    }
+                    v = clip(v, nj, self.cfg.overclip);
+                    ev = clip(ev, nj, self.cfg.overclip);
+                    if v.dot(ni) >= 0.0 {
+                        continue;
+                    }
+                    // Two planes: slide along their crease.
+                    let crease = ni.cross(nj).normalize_or_zero();
+                    v = crease * crease.dot(self.velocity);
+                    ev = crease * crease.dot(end_velocity);
+                    // A third plane: stop dead.
+                    for (k, nk) in planes[..count].iter().enumerate() {
+                        if k != i && k != j && v.dot(*nk) < 0.1 {
+                            stopped = true;
+                        }
+                    }
+                }
+                self.velocity = v;
+                end_velocity = ev;
+                found = true;
+                break;
+            }
+            if stopped || self.velocity.dot(primal) <= 0.0 {
+                self.velocity = DVec3::ZERO;
+                return true;
+            }
+            if !found {
+                break;
+            }
+        }
+        if gravity {
+            self.velocity.z = end_velocity.z;
+        }
+        bumps > 0
+    }
+
+    /// Slide, and where blocked try again from a step up; keep the stepped result when it
+    /// lands on walkable ground and gets further.
+    fn step_slide(&mut self, gravity: bool) {
+        let (o0, v0, g0) = (self.origin, self.velocity, self.ground);
+        if !self.slide(gravity) {
+            return;
+        }
+        let (o1, v1) = (self.origin, self.velocity);
+        // Rising (a jump): no stepping.
+        if v0.z > 0.0 && g0.is_none() {
+            return;
+        }
+        let up = self
+            .world
+            .trace(&self.hull, o0, o0 + DVec3::Z * self.cfg.step_height);
+        let lift = up.end.z - o0.z;
+        if lift <= 0.0 {
+            return;
+        }
+        self.origin = up.end;
+        self.velocity = v0;
+        self.ground = g0;
+        self.slide(gravity);
+        let down = self
+            .world
+            .trace(&self.hull, self.origin, self.origin - DVec3::Z * lift);
+        let landed = down
+            .normal
+            .is_some_and(|n| n.z >= self.cfg.walkable_normal_z);
+        let flat = |v: DVec3| DVec3::new(v.x, v.y, 0.0).length_squared();
+        if landed && flat(down.end - o0) > flat(o1 - o0) + 1e-6 {
+            self.origin = down.end;
+            if let Some(n) = down.normal {
+                self.velocity = clip(self.velocity, n, self.cfg.overclip);
+            }
+        } else {
+            self.origin = o1;
+            self.velocity = v1;
+        }
+    }
+
+    /// Keeps a walking player on the ground over a step or slope down.
+    fn step_down(&mut self) {
+        // A full step plus the ground margin: the hull rests a zone's width above a tread.
+        let reach = self.cfg.step_height + self.cfg.ground_distance;
+        let t = self
+            .world
+            .trace(&self.hull, self.origin, self.origin - DVec3::Z * reach);
+        if let Some(n) = t.normal {
+            if n.z >= self.cfg.walkable_normal_z && t.fraction > 0.0 {
+                self.origin = t.end;
+                self.ground = Some(n);
+            }
+        }
+    }
+
+    /// Quantizes the result. Rounding must not put the hull into solid: each axis rounds
+    /// towards where the tick started, and if that still overlaps, the start is kept.
+    fn finish(self, mut out: PlayerState, safe: Option<DVec3>) -> PlayerState {
+        out.set(flags::ON_GROUND, self.ground.is_some());
+        out.set_velocity(self.velocity);
+        let Some(start) = safe else {
+            out.origin = super::quantize(self.origin, super::POSITION_SCALE);
+            return out;
+        };
+        let s = super::POSITION_SCALE;
+        let toward = |x: f64, from: f64| {
+            let q = x * s;
+            let r = if from * s < q { q.floor() } else { q.ceil() };
+            r.clamp(i32::MIN as f64, i32::MAX as f64) as i32
+        };
+        let cand = [
+            toward(self.origin.x, start.x),
+            toward(self.origin.y, start.y),
+            toward(self.origin.z, start.z),
+        ];
+        let rounded = super::quantize(self.origin, s);
+        let pos = |q: [i32; 3]| DVec3::new(q[0] as f64, q[1] as f64, q[2] as f64) / s;
+        out.origin = if !self.world.solid(&self.hull, pos(rounded)) {
+            rounded
+        } else if !self.world.solid(&self.hull, pos(cand)) {
+            cand
+        } else {
+            super::quantize(start, s)
+        };
+        out
+    }
+}
+
+/// The 26 neighbouring directions, nearest (axes) first.
+const NEIGHBOURS: [[f64; 3]; 26] = [
+    [0.0, 0.0, 1.0],
+    [0.0, 0.0, -1.0],
+    [1.0, 0.0, 0.0],
+    [-1.0, 0.0, 0.0],
+    [0.0, 1.0, 0.0],
+    [0.0, -1.0, 0.0],
+    [1.0, 1.0, 0.0],
+    [1.0, -1.0, 0.0],
+    [-1.0, 1.0, 0.0],
+    [-1.0, -1.0, 0.0],
+    [1.0, 0.0, 1.0],
+    [-1.0, 0.0, 1.0],
+    [0.0, 1.0, 1.0],
+    [0.0, -1.0, 1.0],
+    [1.0, 0.0, -1.0],
+    [-1.0, 0.0, -1.0],
+    [0.0, 1.0, -1.0],
+    [0.0, -1.0, -1.0],
+    [1.0, 1.0, 1.0],
+    [1.0, -1.0, 1.0],
+    [-1.0, 1.0, 1.0],
+    [-1.0, -1.0, 1.0],
+    [1.0, 1.0, -1.0],
+    [1.0, -1.0, -1.0],
+    [-1.0, 1.0, -1.0],
+    [-1.0, -1.0, -1.0],
+];

@@ -1,0 +1,210 @@
+//! The deterministic world: the map, the players, and one `step` per tick.
+//!
+//! Players move in ascending id order, each against the map and the other players' boxes
+//! as they stand at that moment (so two players never overlap), and every result is
+//! quantized (see [`crate::movement`]). The state hash is FNV-1a (64-bit) over the tick
+//! number and, in id order, each player's id and [`PlayerState::hash_bytes`]: stable across
+//! platforms, builds and runs.
+
+use crate::collision::{hull::Hull, CollisionModel, Contents, Trace, TraceScratch};
+use crate::geom::{Aabb, EXPEL, POSITION_EPS};
+use crate::movement::{pmove, Collider, MoveCommand, MoveConfig, PlayerState};
+use glam::DVec3;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub type PlayerId = u32;
+
+/// The simulated world. The map is shared read-only (`Arc`), so many worlds or threads can
+/// use one compiled model.
+pub struct World {
+    pub map: Arc<CollisionModel>,
+    pub config: MoveConfig,
+    pub tick: u64,
+    players: BTreeMap<PlayerId, PlayerState>,
+    scratch: TraceScratch,
+}
+
+impl World {
+    pub fn new(map: Arc<CollisionModel>, config: MoveConfig) -> World {
+        World {
+            map,
+            config,
+            tick: 0,
+            players: BTreeMap::new(),
+            scratch: TraceScratch::new(),
+        }
+    }
+
+    pub fn add_player(&mut self, id: PlayerId, state: PlayerState) {
+        self.players.insert(id, state);
+    }
+
+    pub fn remove_player(&mut self, id: PlayerId) -> Option<PlayerState> {
+        self.players.remove(&id)
+    }
+
+    pub fn player(&self, id: PlayerId) -> Option<&PlayerState> {
+        self.players.get(&id)
+    }
+
+    pub fn players(&self) -> impl Iterator<Item = (PlayerId, &PlayerState)> {
+        self.players.iter().map(|(k, v)| (*k, v))
+    }
+
+    /// Advances one tick. A player without a command this tick gets an empty one (no
+    /// keys, same view as nothing was sent).
+    pub fn step(&mut self, commands: &BTreeMap<PlayerId, MoveCommand>) {
+        let ids: Vec<PlayerId> = self.players.keys().copied().collect();
+        let stand = self.config.stand_hull();
+        let crouch = self.config.crouch_hull();
+        for id in ids {
+            let state = self.players[&id];
+            let cmd = commands.get(&id).copied().unwrap_or_default();
+            let others: Vec<Aabb> = self
+                .players
+                .iter()
+                .filter(|(k, _)| **k != id)
+                .map(|(_, p)| {
+                    let h = if p.crouched() { &crouch } else { &stand };
+                    let o = p.origin();
+                    let b = h.bounds();
+                    Aabb {
+                        min: o + b.min,
+                        max: o + b.max,
+                    }
+                })
+                .collect();
+            let mut col = WorldCollider {
+                model: &self.map,
+                scratch: &mut self.scratch,
+                boxes: &others,
+            };
+            let next = pmove(&state, &cmd, &self.config, &mut col);
+            self.players.insert(id, next);
+        }
+        self.tick += 1;
+    }
+
+    /// Stable hash of the tick and every player's state.
+    pub fn state_hash(&self) -> u64 {
+        let mut bytes = Vec::with_capacity(16 + self.players.len() * 32);
+        bytes.extend_from_slice(&self.tick.to_le_bytes());
+        for (id, p) in &self.players {
+            bytes.extend_from_slice(&id.to_le_bytes());
+            p.hash_bytes(&mut bytes);
+        }
+        fnv1a(&bytes)
+    }
+}
+
+/// FNV-1a, 64-bit.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The map plus other players' boxes.
+struct WorldCollider<'a> {
+    model: &'a CollisionModel,
+    scratch: &'a mut TraceScratch,
+    boxes: &'a [Aabb],
+}
+
+impl Collider for WorldCollider<'_> {
+    fn trace(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Trace {
+        let mut t = self
+            .model
+            .trace(hull, start, end, Contents::PLAYER, self.scratch);
+        let hb = hull.bounds();
+        for b in self.boxes {
+            // The moving box against a standing one is a point against their sum.
+            let sum = Aabb {
+                min: b.min - hb.max,
+                max: b.max - hb.min,
+            };
+            if let Some((f, n)) = point_vs_box(start, end - start, &sum) {
+                if f < t.fraction {
+                    t.fraction = f;
+                    t.end = start + (end - start) * f;
+                    t.normal = Some(n);
+                    t.point = None;
+                    t.feature = None;
+                    t.contents = Contents::PLAYER;
+                }
+            }
+        }
+        t
+    }
+
+    fn solid(&mut self, hull: &Hull, pos: DVec3) -> bool {
+        let hb = hull.bounds();
+        let me = Aabb {
+            min: pos + hb.min,
+            max: pos + hb.max,
+        };
+        self.boxes
+            .iter()
+            .any(|b| me.expand(-POSITION_EPS).overlaps(b))
+            || self
+                .model
+                .position_solid(hull, pos, Contents::PLAYER, self.scratch)
+    }
+}
+
+/// A point moving from `p` by `d` against box `b` with the expel zone of
+/// [`EXPEL`] (the box inflated by e): the fraction where it enters, with the face normal.
+/// A point already in the zone may move along or away, never deeper; a point inside the
+/// box itself is left free to leave.
+fn point_vs_box(p: DVec3, d: DVec3, b: &Aabb) -> Option<(f64, DVec3)> {
+    let inflated = b.expand(EXPEL);
+    let inside = |q: DVec3, bb: &Aabb| q.cmpgt(bb.min).all() && q.cmplt(bb.max).all();
+    if inside(p, b) {
+        return None;
+    }
+    if inside(p, &inflated) {
+        // In the zone: blocked if moving towards the box on an axis where it is outside.
+        for a in 0..3 {
+            if p[a] >= b.max[a] && d[a] < 0.0 {
+                return Some((0.0, DVec3::AXES[a]));
+            }
+            if p[a] <= b.min[a] && d[a] > 0.0 {
+                return Some((0.0, -DVec3::AXES[a]));
+            }
+        }
+        return None;
+    }
+    // Slab test against the inflated box.
+    let (mut t0, mut t1) = (0.0f64, 1.0f64);
+    let mut normal = DVec3::ZERO;
+    for a in 0..3 {
+        if d[a] == 0.0 {
+            if p[a] <= inflated.min[a] || p[a] >= inflated.max[a] {
+                return None;
+            }
+            continue;
+        }
+        let (mut lo, mut hi) = (
+            (inflated.min[a] - p[a]) / d[a],
+            (inflated.max[a] - p[a]) / d[a],
+        );
+        let mut n = -DVec3::AXES[a];
+        if lo > hi {
+            std::mem::swap(&mut lo, &mut hi);
+            n = DVec3::AXES[a];
+        }
+        if lo > t0 {
+            t0 = lo;
+            normal = n;
+        }
+        t1 = t1.min(hi);
+        if t0 >= t1 {
+            return None;
+        }
+    }
+    (normal != DVec3::ZERO).then_some((t0, normal))
+}
