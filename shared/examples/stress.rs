@@ -97,14 +97,15 @@ fn main() {
         for (o, lo, hi) in &brushes {
             let bl = start.min(t.end) + mn;
             let bh = start.max(t.end) + mx;
-            if bl.cmple(*hi).all() && bh.cmpge(*lo).all() {
-                if overlap_interval(&oh, start, dd, o, 1e-6).is_some() {
-                    cross += 1;
-                    if cross < 5 {
-                        println!("CROSS {start:?} -> {end:?} f {}", t.fraction);
-                    }
-                    break;
+            if bl.cmple(*hi).all()
+                && bh.cmpge(*lo).all()
+                && overlap_interval(&oh, start, dd, o, 1e-6).is_some()
+            {
+                cross += 1;
+                if cross < 5 {
+                    println!("CROSS {start:?} -> {end:?} f {}", t.fraction);
                 }
+                break;
             }
         }
         if t.fraction < 1.0 {

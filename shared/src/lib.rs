@@ -22,5 +22,5 @@ pub use collision::{
 };
 pub use geom::{Aabb, Plane, EXPEL, MAX_COORD};
 pub use map::{MapData, MapError};
-pub use movement::{pmove, MoveCommand, MoveConfig, MoveMode, PlayerState};
+pub use movement::{pmove, MoveCommand, MoveConfig, MoveMode, Movement, PlayerState};
 pub use world::World;

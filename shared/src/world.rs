@@ -8,9 +8,9 @@
 
 use crate::collision::{hull::Hull, CollisionModel, Contents, Trace, TraceScratch};
 use crate::geom::{Aabb, EXPEL, POSITION_EPS};
-use crate::movement::{pmove, Collider, MoveCommand, MoveConfig, PlayerState};
+use crate::movement::{pmove, Collider, MoveCommand, MoveConfig, Movement, PlayerState};
 use glam::DVec3;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 pub type PlayerId = u32;
@@ -19,21 +19,28 @@ pub type PlayerId = u32;
 /// use one compiled model.
 pub struct World {
     pub map: Arc<CollisionModel>,
-    pub config: MoveConfig,
+    pub movement: Movement,
     pub tick: u64,
     players: BTreeMap<PlayerId, PlayerState>,
     scratch: TraceScratch,
 }
 
+/// Cell size of the per-tick grid that finds nearby players.
+const PLAYER_CELL: f64 = 256.0;
+
 impl World {
     pub fn new(map: Arc<CollisionModel>, config: MoveConfig) -> World {
         World {
             map,
-            config,
+            movement: Movement::new(config),
             tick: 0,
             players: BTreeMap::new(),
             scratch: TraceScratch::new(),
         }
+    }
+
+    pub fn config(&self) -> &MoveConfig {
+        &self.movement.config
     }
 
     pub fn add_player(&mut self, id: PlayerId, state: PlayerState) {
@@ -52,35 +59,74 @@ impl World {
         self.players.iter().map(|(k, v)| (*k, v))
     }
 
+    /// How far a player can move in one tick, generously: its speed, a tick of gravity,
+    /// a step, and slack.
+    fn reach(&self, p: &PlayerState) -> f64 {
+        let c = &self.movement.config;
+        let dt = c.dt();
+        (p.velocity().length() + c.gravity * dt + c.jump_velocity + c.fly_speed) * dt
+            + c.step_height
+            + 1.0
+    }
+
     /// Advances one tick. A player without a command this tick gets an empty one (no
     /// keys, same view as nothing was sent).
     pub fn step(&mut self, commands: &BTreeMap<PlayerId, MoveCommand>) {
         let ids: Vec<PlayerId> = self.players.keys().copied().collect();
-        let stand = self.config.stand_hull();
-        let crouch = self.config.crouch_hull();
+        // Players near each other, from where they stand at the start of the tick; the
+        // query margin covers how far anyone moves within it.
+        let mut grid: HashMap<(i64, i64, i64), Vec<PlayerId>, BuildFnv> = HashMap::default();
+        let mut max_reach: f64 = 0.0;
+        for (id, p) in &self.players {
+            let c = (p.origin() / PLAYER_CELL).floor();
+            grid.entry((c.x as i64, c.y as i64, c.z as i64))
+                .or_default()
+                .push(*id);
+            max_reach = max_reach.max(self.reach(p));
+        }
+        let hull_size = {
+            let b = self.movement.stand.bounds();
+            (b.max - b.min).max_element()
+        };
+        let mut near: Vec<PlayerId> = Vec::new();
+        let mut others: Vec<Aabb> = Vec::new();
         for id in ids {
             let state = self.players[&id];
             let cmd = commands.get(&id).copied().unwrap_or_default();
-            let others: Vec<Aabb> = self
-                .players
-                .iter()
-                .filter(|(k, _)| **k != id)
-                .map(|(_, p)| {
-                    let h = if p.crouched() { &crouch } else { &stand };
-                    let o = p.origin();
-                    let b = h.bounds();
-                    Aabb {
-                        min: o + b.min,
-                        max: o + b.max,
+            let margin = self.reach(&state) + max_reach + hull_size;
+            let o = state.origin();
+            let (lo, hi) = (
+                ((o - DVec3::splat(margin)) / PLAYER_CELL).floor(),
+                ((o + DVec3::splat(margin)) / PLAYER_CELL).floor(),
+            );
+            near.clear();
+            for x in lo.x as i64..=hi.x as i64 {
+                for y in lo.y as i64..=hi.y as i64 {
+                    for z in lo.z as i64..=hi.z as i64 {
+                        if let Some(v) = grid.get(&(x, y, z)) {
+                            near.extend(v.iter().filter(|k| **k != id));
+                        }
                     }
-                })
-                .collect();
+                }
+            }
+            // Deterministic order, whatever the grid's.
+            near.sort_unstable();
+            others.clear();
+            others.extend(near.iter().map(|k| {
+                let p = &self.players[k];
+                let b = self.movement.hull(p).bounds();
+                let o = p.origin();
+                Aabb {
+                    min: o + b.min,
+                    max: o + b.max,
+                }
+            }));
             let mut col = WorldCollider {
                 model: &self.map,
                 scratch: &mut self.scratch,
                 boxes: &others,
             };
-            let next = pmove(&state, &cmd, &self.config, &mut col);
+            let next = pmove(&state, &cmd, &self.movement, &mut col);
             self.players.insert(id, next);
         }
         self.tick += 1;
@@ -97,6 +143,32 @@ impl World {
         fnv1a(&bytes)
     }
 }
+
+/// FNV-1a as a `Hasher`, for small integer keys (the player grid): much cheaper than
+/// SipHash, and lookups never depend on iteration order anyway.
+#[derive(Default)]
+struct FnvHasher(u64);
+
+impl std::hash::Hasher for FnvHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        let mut h = if self.0 == 0 {
+            0xcbf2_9ce4_8422_2325
+        } else {
+            self.0
+        };
+        for b in bytes {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        self.0 = h;
+    }
+}
+
+type BuildFnv = std::hash::BuildHasherDefault<FnvHasher>;
 
 /// FNV-1a, 64-bit.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
@@ -121,7 +193,12 @@ impl Collider for WorldCollider<'_> {
             .model
             .trace(hull, start, end, Contents::PLAYER, self.scratch);
         let hb = hull.bounds();
-        for b in self.boxes {
+        let swept = Aabb {
+            min: start.min(end) + hb.min,
+            max: start.max(end) + hb.max,
+        }
+        .expand(EXPEL);
+        for b in self.boxes.iter().filter(|b| b.overlaps(&swept)) {
             // The moving box against a standing one is a point against their sum.
             let sum = Aabb {
                 min: b.min - hb.max,

@@ -8,7 +8,7 @@ use common::*;
 use expel_shared::collision::{hull::Hull, Trace};
 use expel_shared::movement::{buttons, Collider, MapCollider};
 use expel_shared::{
-    pmove, CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, TraceScratch,
+    pmove, CollisionModel, MapData, MoveCommand, MoveConfig, Movement, PlayerState, TraceScratch,
 };
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
@@ -145,8 +145,8 @@ fn run_map(path: &std::path::Path) {
     let map = MapData::parse_any(&std::fs::read(path).unwrap()).unwrap();
     let model = CollisionModel::build(&map);
     let oracle = Oracle::new(&map);
-    let cfg = MoveConfig::default();
-    let (stand, crouch) = (cfg.stand_hull(), cfg.crouch_hull());
+    let mv = Movement::new(MoveConfig::default());
+    let (stand, crouch) = (mv.stand.clone(), mv.crouch.clone());
     let ohull = |h: &Hull| {
         let b = h.bounds();
         (OHull::aabb(b.min, b.max), (b.min, b.max))
@@ -175,7 +175,7 @@ fn run_map(path: &std::path::Path) {
                 },
                 traces: Vec::new(),
             };
-            let next = pmove(state, cmd, &cfg, &mut rec);
+            let next = pmove(state, cmd, &mv, &mut rec);
             for (h, a, b) in &rec.traces {
                 let (oh, hb) = if h.bounds().max.z < stand.bounds().max.z {
                     &o_crouch

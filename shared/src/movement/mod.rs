@@ -91,6 +91,33 @@ impl MoveConfig {
     }
 }
 
+/// A [`MoveConfig`] with its hulls built once: what [`pmove`] runs with.
+#[derive(Clone, Debug)]
+pub struct Movement {
+    pub config: MoveConfig,
+    pub stand: Hull,
+    pub crouch: Hull,
+}
+
+impl Movement {
+    pub fn new(config: MoveConfig) -> Movement {
+        Movement {
+            stand: config.stand_hull(),
+            crouch: config.crouch_hull(),
+            config,
+        }
+    }
+
+    /// The hull for a state.
+    pub fn hull(&self, state: &PlayerState) -> &Hull {
+        if state.crouched() {
+            &self.crouch
+        } else {
+            &self.stand
+        }
+    }
+}
+
 /// Movement mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub enum MoveMode {

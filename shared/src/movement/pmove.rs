@@ -2,7 +2,7 @@
 //! crouch, jump, friction, acceleration, then a step-slide move against the world through
 //! the [`Collider`], and a ground check again.
 
-use super::{flags, MoveCommand, MoveConfig, MoveMode, PlayerState};
+use super::{flags, MoveCommand, MoveConfig, MoveMode, Movement, PlayerState};
 use crate::collision::{hull::Hull, CollisionModel, Contents, Trace, TraceScratch};
 use glam::DVec3;
 
@@ -37,7 +37,7 @@ const MAX_BUMPS: usize = 4;
 struct Move<'a, C: Collider> {
     cfg: &'a MoveConfig,
     world: &'a mut C,
-    hull: Hull,
+    hull: &'a Hull,
     origin: DVec3,
     velocity: DVec3,
     ground: Option<DVec3>,
@@ -48,21 +48,17 @@ struct Move<'a, C: Collider> {
 pub fn pmove<C: Collider>(
     state: &PlayerState,
     cmd: &MoveCommand,
-    cfg: &MoveConfig,
+    mv: &Movement,
     world: &mut C,
 ) -> PlayerState {
+    let cfg = &mv.config;
     let mut out = *state;
     let dt = cfg.dt();
-    let stand = cfg.stand_hull();
-    let crouch = cfg.crouch_hull();
+    let (stand, crouch) = (&mv.stand, &mv.crouch);
     let crouched = state.crouched();
     let mut m = Move {
         cfg,
-        hull: if crouched {
-            crouch.clone()
-        } else {
-            stand.clone()
-        },
+        hull: if crouched { crouch } else { stand },
         world,
         origin: state.origin(),
         velocity: state.velocity(),
@@ -89,7 +85,7 @@ pub fn pmove<C: Collider>(
     let mut is_crouched = crouched;
     if cmd.crouch() {
         is_crouched = true;
-    } else if crouched && !m.world.solid(&stand, m.origin) {
+    } else if crouched && !m.world.solid(stand, m.origin) {
         is_crouched = false;
     }
     m.hull = if is_crouched { crouch } else { stand };
@@ -170,13 +166,13 @@ impl<C: Collider> Move<'_, C> {
     /// A hull found in solid moves to the nearest free spot of a bounded search (26
     /// directions at growing radii); never deeper. Returns the position it ends at.
     fn unstick(&mut self) -> DVec3 {
-        if !self.world.solid(&self.hull, self.origin) {
+        if !self.world.solid(self.hull, self.origin) {
             return self.origin;
         }
         for r in [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0] {
             for d in NEIGHBOURS {
                 let p = self.origin + DVec3::from_array(d) * r;
-                if !self.world.solid(&self.hull, p) {
+                if !self.world.solid(self.hull, p) {
                     self.origin = p;
                     return p;
                 }
@@ -187,7 +183,7 @@ impl<C: Collider> Move<'_, C> {
 
     fn ground_check(&mut self) {
         let down = self.origin - DVec3::Z * self.cfg.ground_distance;
-        let t = self.world.trace(&self.hull, self.origin, down);
+        let t = self.world.trace(self.hull, self.origin, down);
         self.ground = match t.normal {
             // Moving up and away from the plane (a jump, a ramp's crest): airborne.
             Some(n) if self.velocity.z > 0.0 && self.velocity.dot(n) > 10.0 => None,
@@ -268,7 +264,7 @@ impl<C: Collider> Move<'_, C> {
         let mut bumps = 0;
         while bumps < MAX_BUMPS {
             let end = self.origin + self.velocity * time_left;
-            let t = self.world.trace(&self.hull, self.origin, end);
+            let t = self.world.trace(self.hull, self.origin, end);
             self.origin = t.end;
             let Some(n) = t.normal else { break };
             time_left -= time_left * t.fraction;
@@ -350,7 +346,7 @@ impl<C: Collider> Move<'_, C> {
         }
         let up = self
             .world
-            .trace(&self.hull, o0, o0 + DVec3::Z * self.cfg.step_height);
+            .trace(self.hull, o0, o0 + DVec3::Z * self.cfg.step_height);
         let lift = up.end.z - o0.z;
         if lift <= 0.0 {
             return;
@@ -361,7 +357,7 @@ impl<C: Collider> Move<'_, C> {
         self.slide(gravity);
         let down = self
             .world
-            .trace(&self.hull, self.origin, self.origin - DVec3::Z * lift);
+            .trace(self.hull, self.origin, self.origin - DVec3::Z * lift);
         let landed = down
             .normal
             .is_some_and(|n| n.z >= self.cfg.walkable_normal_z);
@@ -383,7 +379,7 @@ impl<C: Collider> Move<'_, C> {
         let reach = self.cfg.step_height + self.cfg.ground_distance;
         let t = self
             .world
-            .trace(&self.hull, self.origin, self.origin - DVec3::Z * reach);
+            .trace(self.hull, self.origin, self.origin - DVec3::Z * reach);
         if let Some(n) = t.normal {
             if n.z >= self.cfg.walkable_normal_z && t.fraction > 0.0 {
                 self.origin = t.end;
@@ -414,9 +410,9 @@ impl<C: Collider> Move<'_, C> {
         ];
         let rounded = super::quantize(self.origin, s);
         let pos = |q: [i32; 3]| DVec3::new(q[0] as f64, q[1] as f64, q[2] as f64) / s;
-        out.origin = if !self.world.solid(&self.hull, pos(rounded)) {
+        out.origin = if !self.world.solid(self.hull, pos(rounded)) {
             rounded
-        } else if !self.world.solid(&self.hull, pos(cand)) {
+        } else if !self.world.solid(self.hull, pos(cand)) {
             cand
         } else {
             super::quantize(start, s)

@@ -1,0 +1,96 @@
+//! Player movement throughput: player ticks per second on one core, with 64 and with
+//! 1,000 players wandering a map (each colliding with the map and with the others).
+//!
+//! `cargo run --release -p expel-bench --bin pmove-bench [MAP]` (default: the embedded
+//! arena and, when present, ../shared/maps/oa_q3dm6ish.bsp).
+
+use anyhow::Result;
+use expel_shared::movement::buttons;
+use expel_shared::world::World;
+use expel_shared::{
+    CollisionModel, Contents, Hull, MapData, MoveCommand, MoveConfig, PlayerState, TraceScratch,
+};
+use glam::DVec3;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+fn main() -> Result<()> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut maps: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
+    if maps.is_empty() {
+        maps.push(root.join("maps/arena.map"));
+        let real = root.join("../shared/maps/oa_q3dm6ish.bsp");
+        if real.exists() {
+            maps.push(real);
+        }
+    }
+    println!(
+        "{:<22} {:>8} {:>8} {:>14} {:>12}",
+        "map", "players", "ticks", "player-ticks/s", "us/tick"
+    );
+    for path in maps {
+        let map = MapData::parse_any(&std::fs::read(&path)?)?;
+        let model = Arc::new(CollisionModel::build(&map));
+        for players in [64usize, 1000] {
+            let cfg = MoveConfig::default();
+            let mut world = World::new(model.clone(), cfg.clone());
+            let mut rng = ChaCha8Rng::seed_from_u64(7);
+            // Scatter players over free standing spots.
+            let hull: Hull = cfg.stand_hull();
+            let mut s = TraceScratch::new();
+            let b = model.bounds();
+            let mut placed = 0;
+            while placed < players {
+                let p = DVec3::new(
+                    rng.gen_range(b.min.x..b.max.x),
+                    rng.gen_range(b.min.y..b.max.y),
+                    rng.gen_range(b.min.z..b.max.z),
+                );
+                if model.position_solid(&hull, p, Contents::PLAYER, &mut s) {
+                    continue;
+                }
+                let t = model.trace(&hull, p, p - DVec3::Z * 2048.0, Contents::PLAYER, &mut s);
+                if !t.hit() {
+                    continue;
+                }
+                world.add_player(placed as u32, PlayerState::at(t.end + DVec3::Z));
+                placed += 1;
+            }
+            let ticks = (200_000 / players).clamp(60, 3000);
+            let mut cmds: BTreeMap<u32, MoveCommand> = BTreeMap::new();
+            let t0 = Instant::now();
+            for _ in 0..ticks {
+                for id in 0..players as u32 {
+                    let c = cmds.entry(id).or_default();
+                    if rng.gen_bool(0.05) {
+                        let jump = if rng.gen_bool(0.2) { buttons::JUMP } else { 0 };
+                        *c = MoveCommand::new(
+                            1.0,
+                            rng.gen_range(-1.0..1.0),
+                            0.0,
+                            rng.gen_range(0.0..360.0),
+                            0.0,
+                        )
+                        .with_buttons(jump);
+                    }
+                }
+                world.step(&cmds);
+            }
+            let secs = t0.elapsed().as_secs_f64();
+            let pt = (players * ticks) as f64;
+            println!(
+                "{:<22} {:>8} {:>8} {:>14.0} {:>12.2}",
+                path.file_name().unwrap().to_string_lossy(),
+                players,
+                ticks,
+                pt / secs,
+                secs * 1e6 / pt
+            );
+        }
+    }
+    Ok(())
+}
