@@ -1,13 +1,11 @@
-//! `expel map trace` (JSON lines in, JSON lines out) and the `expel walk` demonstration.
+//! `expel map trace`: JSON lines in, JSON lines out.
 
-use crate::load::Loaded;
 use anyhow::Result;
 use expel_shared::{CollisionModel, Contents, Hull, TraceScratch, MAX_COORD};
 use glam::DVec3;
 use serde::Deserialize;
 use serde_json::json;
 use std::io::{BufRead, Read, Write};
-use std::time::Instant;
 
 /// Longest input line accepted; longer ones are answered with an error, unread.
 const MAX_LINE: usize = 64 * 1024;
@@ -122,63 +120,5 @@ pub fn run(model: &CollisionModel, mut input: impl BufRead, mut out: impl Write)
     if errors > 0 {
         tracing::warn!(errors, "some trace requests were rejected");
     }
-    Ok(())
-}
-
-/// Walks a player-sized box around the map: each step moves along a slowly turning
-/// heading, slides along whatever it hits, then falls under a constant pull. Reports the
-/// path and checks after every move that the box is not in solid.
-pub fn walk(loaded: &Loaded, steps: usize) -> Result<()> {
-    let model = &loaded.model;
-    let hull = Hull::aabb(
-        DVec3::new(-16.0, -16.0, -24.0),
-        DVec3::new(16.0, 16.0, 32.0),
-    )?;
-    let mut s = TraceScratch::new();
-    let spawns = loaded.map.spawn_points();
-    let mut pos = spawns
-        .first()
-        .copied()
-        .unwrap_or_else(|| model.bounds().center());
-    println!(
-        "walking a 32x32x56 box through {} from {:?} ({} polygons, model ready in {:.1} ms{})",
-        loaded.name,
-        pos.to_array(),
-        model.stats().polygons,
-        loaded.build_ms,
-        if loaded.cached { ", cached" } else { "" }
-    );
-    let (mut traces, mut hits, mut in_solid, mut travelled) = (0u64, 0u64, 0u64, 0.0f64);
-    let t0 = Instant::now();
-    for i in 0..steps {
-        // Heading turns through the compass and back; speed 320 units/s at 60 Hz.
-        let yaw = libm::sin(i as f64 * 0.013) * 3.0 + i as f64 * 0.004;
-        let mut wish = DVec3::new(libm::cos(yaw), libm::sin(yaw), 0.0) * (320.0 / 60.0);
-        // Slide: up to four bumps, clipping the move against each plane hit.
-        for _ in 0..4 {
-            let t = model.trace(&hull, pos, pos + wish, Contents::PLAYER, &mut s);
-            traces += 1;
-            travelled += (t.end - pos).length();
-            pos = t.end;
-            let Some(n) = t.normal else { break };
-            hits += 1;
-            wish = (wish - n * wish.dot(n) * 1.001) * (1.0 - t.fraction);
-        }
-        let fall = model.trace(&hull, pos, pos - DVec3::Z * 8.0, Contents::PLAYER, &mut s);
-        traces += 1;
-        pos = fall.end;
-        if model.position_solid(&hull, pos, Contents::PLAYER, &mut s) {
-            in_solid += 1;
-        }
-        if i % (steps / 10).max(1) == 0 {
-            println!("step {i:5}: at [{:8.2} {:8.2} {:8.2}]", pos.x, pos.y, pos.z);
-        }
-    }
-    let el = t0.elapsed();
-    println!(
-        "{steps} steps, {traces} traces ({:.0} ns each incl. position tests), {hits} wall hits, {travelled:.0} units travelled, {in_solid} steps ended in solid",
-        el.as_nanos() as f64 / traces.max(1) as f64
-    );
-    anyhow::ensure!(in_solid == 0, "the walk ended in solid {in_solid} times");
     Ok(())
 }

@@ -3,6 +3,7 @@
 mod cli_trace;
 mod load;
 mod sim;
+mod walk;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
@@ -22,13 +23,16 @@ enum Command {
         #[command(subcommand)]
         command: MapCommand,
     },
-    /// Walk a box hull through a map along a scripted route, sliding along walls, and
-    /// report what it met (the default map when MAP is absent).
+    /// Bots wander a map (the embedded default when MAP is absent) with the shared
+    /// movement code; prints their progress and checks nobody ever ends in solid.
     Walk {
         map: Option<PathBuf>,
-        /// Number of moves.
-        #[arg(long, default_value_t = 2000)]
-        steps: usize,
+        /// Number of bots.
+        #[arg(long, default_value_t = 16)]
+        bots: u32,
+        /// Game seconds to simulate.
+        #[arg(long, default_value_t = 30.0)]
+        seconds: f64,
     },
     /// Simulate one player from a file of per-tick JSON inputs; print each tick and the
     /// final state hash.
@@ -104,9 +108,9 @@ fn main() -> Result<()> {
             };
             sim::run(loaded, args, std::io::stdout().lock())?;
         }
-        Command::Walk { map, steps } => {
+        Command::Walk { map, bots, seconds } => {
             let loaded = load::load_model(map.as_deref())?;
-            cli_trace::walk(&loaded, steps)?;
+            walk::run(loaded, bots, seconds)?;
         }
     }
     Ok(())

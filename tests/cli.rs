@@ -154,7 +154,94 @@ fn malformed_maps_fail_with_the_line_and_no_panic() {
 #[test]
 fn walk_demo_never_ends_in_solid() {
     let cache = temp_dir("walk");
-    let (out, err, ok) = expel(&["walk", "--steps", "300"], "", &cache);
+    let (out, err, ok) = expel(&["walk", "--bots", "8", "--seconds", "5"], "", &cache);
     assert!(ok, "{err}");
-    assert!(out.contains("0 steps ended in solid"), "{out}");
+    assert!(out.contains("player ticks ending in solid: 0"), "{out}");
+}
+
+const REPLAY: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/replay.jsonl");
+
+#[test]
+fn sim_prints_hulls_ticks_and_a_repeatable_hash() {
+    let cache = temp_dir("sim");
+    let args = [
+        "sim",
+        ARENA,
+        "--spawn",
+        "-300,-300,24.03125",
+        "--inputs",
+        REPLAY,
+    ];
+    let (out, err, ok) = expel(&args, "", &cache);
+    assert!(ok, "{err}");
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let inputs = std::fs::read_to_string(REPLAY).unwrap().lines().count();
+    assert_eq!(lines.len(), inputs + 2);
+    let hull = &lines[0]["hull"];
+    assert_eq!(
+        hull["stand"]["mins"],
+        serde_json::json!([-15.0, -15.0, -24.0])
+    );
+    assert_eq!(hull["stand"]["maxs"], serde_json::json!([15.0, 15.0, 32.0]));
+    assert_eq!(
+        hull["crouch"]["maxs"],
+        serde_json::json!([15.0, 15.0, 16.0])
+    );
+    for (i, l) in lines[1..=inputs].iter().enumerate() {
+        assert_eq!(l["tick"], (i + 1) as u64);
+        assert!(l["origin"].as_array().unwrap().len() == 3);
+        assert!(l["on_ground"].is_boolean() && l["crouched"].is_boolean());
+    }
+    // The recorded inputs walk, jump and crouch: all of it shows up.
+    assert!(lines[1..=inputs].iter().any(|l| l["on_ground"] == false));
+    assert!(lines[1..=inputs].iter().any(|l| l["crouched"] == true));
+    let hash = lines.last().unwrap()["hash"].as_str().unwrap().to_string();
+    assert_eq!(hash.len(), 16);
+    let (again, _, _) = expel(&args, "", &cache);
+    assert_eq!(out, again, "a replay differs from the first run");
+    // A different start gives a different hash.
+    let moved = [
+        "sim",
+        ARENA,
+        "--spawn",
+        "-200,-300,24.03125",
+        "--inputs",
+        REPLAY,
+    ];
+    let (other, _, _) = expel(&moved, "", &cache);
+    assert_ne!(other.lines().last(), out.lines().last());
+}
+
+#[test]
+fn sim_defaults_to_the_first_spawn_and_rejects_bad_inputs() {
+    let cache = temp_dir("sim-bad");
+    let bad = cache.join("bad.jsonl");
+    std::fs::write(&bad, "{\"forward\":1}\n{\"forward\":\"fast\"}\n").unwrap();
+    let (out, err, ok) = expel(
+        &["sim", ARENA, "--inputs", bad.to_str().unwrap()],
+        "",
+        &cache,
+    );
+    assert!(!ok);
+    assert!(err.contains("line 2"), "{err}");
+    // The first tick ran from the map's first spawn point (-512, 0, 24) before the error.
+    let first: Value = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
+    let x = first["origin"][0].as_f64().unwrap();
+    assert!((x + 512.0).abs() < 2.0 && first["origin"][1] == 0.0, "{first}");
+    let (_, err, ok) = expel(
+        &[
+            "sim",
+            ARENA,
+            "--spawn",
+            "1,2",
+            "--inputs",
+            bad.to_str().unwrap(),
+        ],
+        "",
+        &cache,
+    );
+    assert!(!ok && err.contains("x,y,z"), "{err}");
 }
