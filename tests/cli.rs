@@ -230,7 +230,10 @@ fn sim_defaults_to_the_first_spawn_and_rejects_bad_inputs() {
     // The first tick ran from the map's first spawn point (-512, 0, 24) before the error.
     let first: Value = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
     let x = first["origin"][0].as_f64().unwrap();
-    assert!((x + 512.0).abs() < 2.0 && first["origin"][1] == 0.0, "{first}");
+    assert!(
+        (x + 512.0).abs() < 2.0 && first["origin"][1] == 0.0,
+        "{first}"
+    );
     let (_, err, ok) = expel(
         &[
             "sim",

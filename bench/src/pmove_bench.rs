@@ -35,7 +35,10 @@ fn main() -> Result<()> {
     for path in maps {
         let map = MapData::parse_any(&std::fs::read(&path)?)?;
         let model = Arc::new(CollisionModel::build(&map));
-        for players in [64usize, 1000] {
+        let counts: Vec<usize> = std::env::var("PLAYERS")
+            .map(|v| v.split(',').map(|x| x.parse().unwrap()).collect())
+            .unwrap_or(vec![64, 1000]);
+        for players in counts {
             let cfg = MoveConfig::default();
             let mut world = World::new(model.clone(), cfg.clone());
             let mut rng = ChaCha8Rng::seed_from_u64(7);

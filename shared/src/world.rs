@@ -6,9 +6,9 @@
 //! number and, in id order, each player's id and [`PlayerState::hash_bytes`]: stable across
 //! platforms, builds and runs.
 
-use crate::collision::{hull::Hull, CollisionModel, Contents, Trace, TraceScratch};
+use crate::collision::{hull::Hull, CollisionModel, Contents, Region, Trace, TraceScratch};
 use crate::geom::{Aabb, EXPEL, POSITION_EPS};
-use crate::movement::{pmove, Collider, MoveCommand, MoveConfig, Movement, PlayerState};
+use crate::movement::{pmove, Collider, MoveCommand, MoveConfig, MoveMode, Movement, PlayerState};
 use glam::DVec3;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -23,6 +23,7 @@ pub struct World {
     pub tick: u64,
     players: BTreeMap<PlayerId, PlayerState>,
     scratch: TraceScratch,
+    region: Region,
 }
 
 /// Cell size of the per-tick grid that finds nearby players.
@@ -36,6 +37,7 @@ impl World {
             tick: 0,
             players: BTreeMap::new(),
             scratch: TraceScratch::new(),
+            region: Region::default(),
         }
     }
 
@@ -64,9 +66,11 @@ impl World {
     fn reach(&self, p: &PlayerState) -> f64 {
         let c = &self.movement.config;
         let dt = c.dt();
-        (p.velocity().length() + c.gravity * dt + c.jump_velocity + c.fly_speed) * dt
-            + c.step_height
-            + 1.0
+        let gain = match p.mode {
+            MoveMode::Walk => c.jump_velocity + c.max_speed * c.accelerate * dt,
+            MoveMode::Noclip | MoveMode::Spectator => c.fly_speed,
+        };
+        (p.velocity().length() + c.gravity * dt + gain) * dt + c.step_height + 1.0
     }
 
     /// Advances one tick. A player without a command this tick gets an empty one (no
@@ -121,9 +125,20 @@ impl World {
                     max: o + b.max,
                 }
             }));
+            // Every trace of this tick stays within the player's reach: one broad-phase
+            // query serves them all.
+            let hb = self.movement.stand.bounds();
+            let around = Aabb {
+                min: o + hb.min,
+                max: o + hb.max,
+            }
+            .expand(self.reach(&state) + 1.0);
+            self.map
+                .gather_region(around, &mut self.region, &mut self.scratch);
             let mut col = WorldCollider {
                 model: &self.map,
                 scratch: &mut self.scratch,
+                region: &self.region,
                 boxes: &others,
             };
             let next = pmove(&state, &cmd, &self.movement, &mut col);
@@ -184,14 +199,20 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 struct WorldCollider<'a> {
     model: &'a CollisionModel,
     scratch: &'a mut TraceScratch,
+    region: &'a Region,
     boxes: &'a [Aabb],
 }
 
 impl Collider for WorldCollider<'_> {
     fn trace(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Trace {
-        let mut t = self
-            .model
-            .trace(hull, start, end, Contents::PLAYER, self.scratch);
+        let mut t = self.model.sweep_in(
+            self.region,
+            hull,
+            start,
+            end,
+            Contents::PLAYER,
+            self.scratch,
+        );
         let hb = hull.bounds();
         let swept = Aabb {
             min: start.min(end) + hb.min,

@@ -75,6 +75,7 @@ impl CollisionModel {
             brush_planes: Vec::new(),
             brush_points: Vec::new(),
             brush_axes: Vec::new(),
+            poly_bounds32: Vec::new(),
             poly_tree: AxialTree::build(&[]),
             brush_tree: AxialTree::build(&[]),
             bounds: Aabb::EMPTY,
@@ -182,6 +183,7 @@ impl CollisionModel {
         }
         m.edges = edges;
         let poly_bounds: Vec<Aabb> = m.polygons.iter().map(|p| p.bounds).collect();
+        m.poly_bounds32 = poly_bounds.iter().map(super::tree::Bounds32::new).collect();
         m.poly_tree = AxialTree::build(&poly_bounds);
 
         stats.polygons = m.polygons.len();

@@ -10,7 +10,7 @@ mod trace;
 pub(crate) mod tree;
 
 pub use mesh::Edge;
-pub use trace::TraceScratch;
+pub use trace::{Region, TraceScratch};
 
 use crate::geom::{Aabb, Plane};
 use glam::DVec3;
@@ -148,6 +148,8 @@ pub struct CollisionModel {
     pub(crate) brush_planes: Vec<Plane>,
     pub(crate) brush_points: Vec<DVec3>,
     pub(crate) brush_axes: Vec<DVec3>,
+    /// Outward-rounded `f32` copies of the polygon bounds, for quick culling.
+    pub(crate) poly_bounds32: Vec<tree::Bounds32>,
     pub(crate) poly_tree: AxialTree,
     pub(crate) brush_tree: AxialTree,
     pub(crate) bounds: Aabb,
@@ -157,7 +159,7 @@ pub struct CollisionModel {
 impl CollisionModel {
     /// Version of the compiled model's layout and build rules; caches of compiled models
     /// key on it, so a change here invalidates them.
-    pub const FORMAT_VERSION: u32 = 2;
+    pub const FORMAT_VERSION: u32 = 3;
 
     pub fn stats(&self) -> &ModelStats {
         &self.stats

@@ -80,6 +80,36 @@ impl TraceScratch {
     }
 }
 
+/// The polygons around one place, for [`CollisionModel::sweep_in`].
+#[derive(Clone, Debug)]
+pub struct Region {
+    bounds: Aabb,
+    polygons: Vec<u32>,
+    bounds32: Vec<Bounds32>,
+}
+
+impl Default for Region {
+    fn default() -> Self {
+        Region {
+            bounds: Aabb::EMPTY,
+            polygons: Vec::new(),
+            bounds32: Vec::new(),
+        }
+    }
+}
+
+impl Region {
+    /// Whether a swept box lies inside the gathered bounds (so nothing outside the region
+    /// can be hit).
+    pub fn contains(&self, b: &Aabb) -> bool {
+        b.min.cmpge(self.bounds.min).all() && b.max.cmple(self.bounds.max).all()
+    }
+
+    pub fn bounds(&self) -> Aabb {
+        self.bounds
+    }
+}
+
 /// Plücker side of the ray through `x` along `v` (given as `xv = x × v`) against the
 /// directed line with direction `w` and moment `m`: positive when the ray passes on the
 /// inner side of a counter-clockwise polygon edge while moving against the polygon normal.
@@ -148,6 +178,33 @@ impl CollisionModel {
         mask: Contents,
         s: &mut TraceScratch,
     ) -> Trace {
+        self.sweep_with(hull, start, end, mask, None, s)
+    }
+
+    /// [`CollisionModel::sweep`] over the polygons of a [`Region`] gathered beforehand,
+    /// when the move lies inside it (else over the whole model): many short traces in one
+    /// place (a player's tick) then share one broad-phase query.
+    pub fn sweep_in(
+        &self,
+        region: &Region,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> Trace {
+        self.sweep_with(hull, start, end, mask, Some(region), s)
+    }
+
+    fn sweep_with(
+        &self,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+        mask: Contents,
+        region: Option<&Region>,
+        s: &mut TraceScratch,
+    ) -> Trace {
         let dir = end - start;
         let mut best = Best::NONE;
         let dir_len = dir.length();
@@ -163,7 +220,16 @@ impl CollisionModel {
             };
             q.prepare_hull(s);
             best = q.best(best);
-            q.traverse(s, &mut best);
+            match region {
+                Some(r) if r.contains(&best.sweep) => {
+                    for (&pi, b) in r.polygons.iter().zip(&r.bounds32) {
+                        if b.overlaps(&best.sweep32) {
+                            q.test_polygon(pi, s, &mut best);
+                        }
+                    }
+                }
+                _ => q.traverse(s, &mut best),
+            }
         }
         let (end, fraction) = if best.feature.is_some() {
             (start + dir * best.f, best.f)
@@ -179,6 +245,31 @@ impl CollisionModel {
             contents: best.contents,
             start_solid: false,
         }
+    }
+
+    /// Gathers into `region` every polygon whose bounds meet `bounds`.
+    pub fn gather_region(&self, bounds: Aabb, region: &mut Region, s: &mut TraceScratch) {
+        s.begin(self);
+        region.bounds = bounds;
+        region.polygons.clear();
+        region.bounds32.clear();
+        let marks = &mut s.poly_mark;
+        let stamp = s.stamp;
+        let polys = &mut region.polygons;
+        self.poly_tree.query_aabb(&bounds, |i| {
+            if marks[i as usize] != stamp && self.polygons[i as usize].bounds.overlaps(&bounds) {
+                marks[i as usize] = stamp;
+                polys.push(i);
+            }
+        });
+        // Tree order, not query order, so results never depend on the walk.
+        region.polygons.sort_unstable();
+        region.bounds32.extend(
+            region
+                .polygons
+                .iter()
+                .map(|&i| self.poly_bounds32[i as usize]),
+        );
     }
 
     /// Whether `hull` placed at `pos` overlaps (deeper than [`POSITION_EPS`]) any solid

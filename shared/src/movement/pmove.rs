@@ -21,7 +21,7 @@ pub struct MapCollider<'a> {
 impl Collider for MapCollider<'_> {
     fn trace(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Trace {
         self.model
-            .trace(hull, start, end, Contents::PLAYER, self.scratch)
+            .sweep(hull, start, end, Contents::PLAYER, self.scratch)
     }
 
     fn solid(&mut self, hull: &Hull, pos: DVec3) -> bool {
