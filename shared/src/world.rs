@@ -79,7 +79,7 @@ impl World {
         let ids: Vec<PlayerId> = self.players.keys().copied().collect();
         // Players near each other, from where they stand at the start of the tick; the
         // query margin covers how far anyone moves within it.
-        let mut grid: HashMap<(i64, i64, i64), Vec<PlayerId>, BuildFnv> = HashMap::default();
+        let mut grid: HashMap<(i64, i64, i64), Vec<PlayerId>, BuildGrid> = HashMap::default();
         let mut max_reach: f64 = 0.0;
         for (id, p) in &self.players {
             let c = (p.origin() / PLAYER_CELL).floor();
@@ -159,31 +159,35 @@ impl World {
     }
 }
 
-/// FNV-1a as a `Hasher`, for small integer keys (the player grid): much cheaper than
-/// SipHash, and lookups never depend on iteration order anyway.
+/// A small multiplicative `Hasher` (FxHash's step) for the player grid's integer keys:
+/// much cheaper than SipHash, and lookups never depend on iteration order anyway.
 #[derive(Default)]
-struct FnvHasher(u64);
+struct GridHasher(u64);
 
-impl std::hash::Hasher for FnvHasher {
+impl GridHasher {
+    #[inline]
+    fn add(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl std::hash::Hasher for GridHasher {
     fn finish(&self) -> u64 {
         self.0
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        let mut h = if self.0 == 0 {
-            0xcbf2_9ce4_8422_2325
-        } else {
-            self.0
-        };
         for b in bytes {
-            h ^= *b as u64;
-            h = h.wrapping_mul(0x0100_0000_01b3);
+            self.add(*b as u64);
         }
-        self.0 = h;
+    }
+
+    fn write_i64(&mut self, v: i64) {
+        self.add(v as u64);
     }
 }
 
-type BuildFnv = std::hash::BuildHasherDefault<FnvHasher>;
+type BuildGrid = std::hash::BuildHasherDefault<GridHasher>;
 
 /// FNV-1a, 64-bit.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
