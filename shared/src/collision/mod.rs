@@ -6,6 +6,7 @@
 mod build;
 pub mod hull;
 pub(crate) mod mesh;
+pub mod rotate;
 mod trace;
 pub(crate) mod tree;
 
