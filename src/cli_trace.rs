@@ -1,6 +1,7 @@
-//! `expel map trace`: JSON lines in, JSON lines out.
+//! `expel map trace` and `expel map rotate`: JSON lines in, JSON lines out.
 
 use anyhow::Result;
+use expel_shared::collision::rotate::Rotation;
 use expel_shared::{CollisionModel, Contents, Hull, TraceScratch, MAX_COORD};
 use glam::DVec3;
 use serde::Deserialize;
@@ -17,6 +18,18 @@ struct TraceRequest {
     end: [f64; 3],
     mins: Option<[f64; 3]>,
     maxs: Option<[f64; 3]>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RotateRequest {
+    mins: [f64; 3],
+    maxs: [f64; 3],
+    position: [f64; 3],
+    origin: [f64; 3],
+    axis: [f64; 3],
+    /// Degrees, right-handed about the axis.
+    angle: f64,
 }
 
 fn vec3(v: [f64; 3], what: &str) -> Result<DVec3, String> {
@@ -65,8 +78,53 @@ fn answer(
     }))
 }
 
+fn answer_rotate(
+    model: &CollisionModel,
+    line: &str,
+    scratch: &mut TraceScratch,
+) -> Result<serde_json::Value, String> {
+    let req: RotateRequest = serde_json::from_str(line).map_err(|e| format!("bad request: {e}"))?;
+    let position = vec3(req.position, "position")?;
+    let origin = vec3(req.origin, "origin")?;
+    let axis = DVec3::from_array(req.axis);
+    if !axis.is_finite() || axis.length() == 0.0 {
+        return Err(format!("axis {:?} must be a non-zero vector", req.axis));
+    }
+    if !req.angle.is_finite() || req.angle.abs() > 36_000.0 {
+        return Err(format!(
+            "angle {} must be finite and within ±36000 degrees",
+            req.angle
+        ));
+    }
+    let hull = Hull::aabb(DVec3::from_array(req.mins), DVec3::from_array(req.maxs))
+        .map_err(|e| e.to_string())?;
+    let rot = Rotation {
+        origin,
+        axis,
+        angle: req.angle.to_radians(),
+    };
+    let t = model.rotate(&hull, position, &rot, Contents::ALL, scratch);
+    Ok(json!({
+        "fraction": t.fraction,
+        "normal": t.normal.map(|n| n.to_array()),
+        "startsolid": t.start_solid,
+    }))
+}
+
+/// Which request format `run` reads.
+#[derive(Clone, Copy)]
+pub enum Kind {
+    Trace,
+    Rotate,
+}
+
 /// Answers every request line; a bad line gets `{"error": ...}` and the rest go on.
-pub fn run(model: &CollisionModel, mut input: impl BufRead, mut out: impl Write) -> Result<()> {
+pub fn run(
+    model: &CollisionModel,
+    kind: Kind,
+    mut input: impl BufRead,
+    mut out: impl Write,
+) -> Result<()> {
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
     bar.set_message("traces");
@@ -101,8 +159,11 @@ pub fn run(model: &CollisionModel, mut input: impl BufRead, mut out: impl Write)
         } else {
             match std::str::from_utf8(&buf) {
                 Ok(s) if s.trim().is_empty() => continue,
-                Ok(s) => answer(model, s.trim(), &mut hulls, &mut scratch)
-                    .map_err(|e| format!("line {lineno}: {e}")),
+                Ok(s) => match kind {
+                    Kind::Trace => answer(model, s.trim(), &mut hulls, &mut scratch),
+                    Kind::Rotate => answer_rotate(model, s.trim(), &mut scratch),
+                }
+                .map_err(|e| format!("line {lineno}: {e}")),
                 Err(_) => Err(format!("line {lineno}: not UTF-8")),
             }
         };

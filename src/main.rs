@@ -68,6 +68,9 @@ enum MapCommand {
     Info { map: PathBuf },
     /// Trace JSON lines from standard input, one result line each on standard output.
     Trace { map: PathBuf },
+    /// Rotation traces: JSON lines {"mins","maxs","position","origin","axis","angle"}
+    /// (degrees) in, {"fraction","normal","startsolid"} out.
+    Rotate { map: PathBuf },
 }
 
 fn main() -> Result<()> {
@@ -90,7 +93,15 @@ fn main() -> Result<()> {
             let loaded = load::load_model(Some(&map))?;
             let stdin = std::io::stdin().lock();
             let stdout = std::io::stdout().lock();
-            cli_trace::run(&loaded.model, stdin, stdout)?;
+            cli_trace::run(&loaded.model, cli_trace::Kind::Trace, stdin, stdout)?;
+        }
+        Command::Map {
+            command: MapCommand::Rotate { map },
+        } => {
+            let loaded = load::load_model(Some(&map))?;
+            let stdin = std::io::stdin().lock();
+            let stdout = std::io::stdout().lock();
+            cli_trace::run(&loaded.model, cli_trace::Kind::Rotate, stdin, stdout)?;
         }
         Command::Sim {
             map,

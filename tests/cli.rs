@@ -248,3 +248,35 @@ fn sim_defaults_to_the_first_spawn_and_rejects_bad_inputs() {
     );
     assert!(!ok && err.contains("x,y,z"), "{err}");
 }
+
+#[test]
+fn map_rotate_answers_every_line() {
+    let cache = temp_dir("rotate");
+    let input = [
+        // A player box resting on the floor, tipped about its bottom edge: into the floor
+        // stops at once, away from it turns freely.
+        r#"{"mins":[-16,-16,-24],"maxs":[16,16,32],"position":[-300,-300,24.015625],"origin":[-300,-316,0.015625],"axis":[-1,0,0],"angle":60}"#,
+        r#"{"mins":[-16,-16,-24],"maxs":[16,16,32],"position":[-300,-300,24.015625],"origin":[-300,-316,0.015625],"axis":[1,0,0],"angle":60}"#,
+        // A 400-unit bar spun about the vertical hits the arena's wall.
+        r#"{"mins":[-1,0,-1],"maxs":[1,400,1],"position":[-700,-700,100],"origin":[-700,-700,100],"axis":[0,0,1],"angle":720}"#,
+        r#"{"mins":[-1,0,-1],"maxs":[1,400,1],"position":[-700,-700,100],"origin":[-700,-700,100],"axis":[0,0,0],"angle":10}"#,
+        "{}",
+    ]
+    .join("\n");
+    let (out, err, ok) = expel(&["map", "rotate", ARENA], &input, &cache);
+    assert!(ok, "{err}");
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5);
+    assert_eq!(lines[0]["fraction"], 0.0);
+    assert_eq!(lines[0]["normal"], serde_json::json!([0.0, 0.0, 1.0]));
+    assert_eq!(lines[1]["fraction"], 1.0);
+    assert!(lines[1]["normal"].is_null());
+    let f = lines[2]["fraction"].as_f64().unwrap();
+    assert!(f > 0.0 && f < 0.25, "{f}");
+    assert_eq!(lines[2]["startsolid"], false);
+    assert!(lines[3]["error"].as_str().unwrap().contains("axis"));
+    assert!(lines[4]["error"].is_string());
+}

@@ -225,7 +225,12 @@ impl CollisionModel {
         let start_solid =
             self.position_solid_posed(hull, position, DQuat::IDENTITY, rot.origin, mask, s);
         let len = rot.axis.length();
-        if !(len > 0.0) || !rot.angle.is_finite() || rot.angle == 0.0 || !len.is_finite() {
+        if len.is_nan()
+            || len <= 0.0
+            || !len.is_finite()
+            || !rot.angle.is_finite()
+            || rot.angle == 0.0
+        {
             return RotationTrace {
                 fraction: 1.0,
                 normal: None,
