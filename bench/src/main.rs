@@ -12,11 +12,12 @@
 mod oracle;
 
 use anyhow::Result;
+use expel_shared::collision::rotate::Rotation;
 use expel_shared::{CollisionModel, Contents, Hull, MapData, TraceScratch};
 use glam::DVec3;
 use oracle::{separation, OBrush, OHull};
 use parry3d::math::{Pose, Vector};
-use parry3d::query::{cast_shapes, ShapeCastOptions};
+use parry3d::query::{cast_shapes, cast_shapes_nonlinear, NonlinearRigidMotion, ShapeCastOptions};
 use parry3d::shape::{Cuboid, TriMesh};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -168,8 +169,16 @@ fn main() -> Result<()> {
     let cuboid = Cuboid::new(Vector::new(half.x as f32, half.y as f32, half.z as f32));
     let identity = Pose::IDENTITY;
     println!(
-        "{:<18} {:>6} {:>7} {:>10} {:>10} {:>7} {:>12} {:>12}",
-        "map", "moves", "len", "expel ns", "parry ns", "ratio", "expel pen", "parry pen"
+        "{:<18} {:>6} {:>7} {:>9} {:>11} {:>9} {:>7} {:>10} {:>10}",
+        "map",
+        "moves",
+        "len",
+        "sweep ns",
+        "+solid ns",
+        "parry ns",
+        "ratio",
+        "expel pen",
+        "parry pen"
     );
     for p in &paths {
         let sc = load(p)?;
@@ -186,7 +195,6 @@ fn main() -> Result<()> {
                     .sweep(&hull, m.start, m.end, Contents::ALL, &mut s)
                     .end
             });
-            println!("sweep only {sweep_ns:.0} ns");
             let (parry_ns, parry_ends) = time_engine(&mv, |m| {
                 let c = m.start + centre;
                 let pos = Pose::from_translation(Vector::new(c.x as f32, c.y as f32, c.z as f32));
@@ -212,18 +220,133 @@ fn main() -> Result<()> {
                     .count()
             };
             println!(
-                "{:<18} {:>6} {:>7} {:>10.0} {:>10.0} {:>6.1}x {:>12} {:>12}",
+                "{:<18} {:>6} {:>7} {:>9.0} {:>11.0} {:>9.0} {:>6.1}x {:>10} {:>10}",
                 sc.name,
                 mv.len(),
                 label,
+                sweep_ns,
                 expel_ns,
                 parry_ns,
-                parry_ns / expel_ns,
+                parry_ns / sweep_ns,
                 count(&expel_ends),
                 count(&parry_ends)
             );
         }
     }
+    println!("sweep = Expel's continuous trace; +solid = with the start-solid test (what `expel map trace` runs); ratio = parry / sweep");
     println!("pen = moves ending more than {PENETRATION} units inside solid by the oracle");
+    rotations(&paths, &hull, &cuboid, centre)?;
+    Ok(())
+}
+
+/// The same seeded rotations (up to 90° about random axes through points near the box)
+/// with Expel's rotation trace and parry3d's `cast_shapes_nonlinear`.
+fn rotations(paths: &[PathBuf], hull: &Hull, cuboid: &Cuboid, centre: DVec3) -> Result<()> {
+    println!();
+    println!(
+        "{:<18} {:>6} {:>10} {:>10} {:>7} {:>12} {:>12}",
+        "map", "turns", "expel ns", "parry ns", "ratio", "expel pen", "parry pen"
+    );
+    let corners: Vec<DVec3> = hull.vertices().to_vec();
+    for p in paths {
+        let sc = load(p)?;
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let mut s = TraceScratch::new();
+        let starts = moves(&sc, hull, 2000, 2.0, 43);
+        let rots: Vec<(DVec3, Rotation)> = starts
+            .iter()
+            .map(|m| {
+                let axis = DVec3::new(
+                    rng.gen_range(-1.0..1.0),
+                    rng.gen_range(-1.0..1.0),
+                    rng.gen_range(-1.0..1.0),
+                )
+                .normalize_or(DVec3::Z);
+                let origin = m.start
+                    + DVec3::new(
+                        rng.gen_range(-24.0..24.0),
+                        rng.gen_range(-24.0..24.0),
+                        rng.gen_range(-24.0..24.0),
+                    );
+                (
+                    m.start,
+                    Rotation {
+                        origin,
+                        axis,
+                        angle: rng.gen_range(-1.5..1.5),
+                    },
+                )
+            })
+            .collect();
+        let time = |f: &mut dyn FnMut(&(DVec3, Rotation)) -> f64| {
+            let fr: Vec<f64> = rots.iter().map(&mut *f).collect();
+            let mut batches = Vec::new();
+            for _ in 0..3 {
+                for chunk in rots.chunks(64) {
+                    let t0 = Instant::now();
+                    for r in chunk {
+                        std::hint::black_box(f(r));
+                    }
+                    batches.push(t0.elapsed().as_nanos() as f64 / chunk.len() as f64);
+                }
+            }
+            (median(batches), fr)
+        };
+        let (expel_ns, expel_f) = time(&mut |(pos, rot)| {
+            sc.model
+                .rotate(hull, *pos, rot, Contents::ALL, &mut s)
+                .fraction
+        });
+        let (parry_ns, parry_f) = time(&mut |(pos, rot)| {
+            let c = *pos + centre;
+            let start = Pose::from_translation(Vector::new(c.x as f32, c.y as f32, c.z as f32));
+            let lc = rot.origin - c;
+            let w = rot.axis * rot.angle;
+            let m1 = NonlinearRigidMotion::new(
+                start,
+                Vector::new(lc.x as f32, lc.y as f32, lc.z as f32),
+                Vector::ZERO,
+                Vector::new(w.x as f32, w.y as f32, w.z as f32),
+            );
+            let m2 =
+                NonlinearRigidMotion::new(Pose::IDENTITY, Vector::ZERO, Vector::ZERO, Vector::ZERO);
+            cast_shapes_nonlinear(&m1, cuboid, &m2, &sc.trimesh, 0.0, 1.0, true)
+                .ok()
+                .flatten()
+                .map_or(1.0, |h| h.time_of_impact as f64)
+        });
+        let pen = |fr: &[f64]| {
+            rots.iter()
+                .zip(fr)
+                .filter(|((pos, rot), f)| {
+                    let q = glam::DQuat::from_axis_angle(rot.axis, rot.angle * **f);
+                    let pts: Vec<DVec3> = corners
+                        .iter()
+                        .map(|v| rot.origin + q * (*pos + *v - rot.origin))
+                        .collect();
+                    let oh = OHull::new(pts.clone());
+                    let (lo, hi) = pts
+                        .iter()
+                        .fold((DVec3::INFINITY, DVec3::NEG_INFINITY), |(l, h), p| {
+                            (l.min(*p), h.max(*p))
+                        });
+                    sc.brushes
+                        .iter()
+                        .filter(|(_, blo, bhi)| lo.cmple(*bhi).all() && hi.cmpge(*blo).all())
+                        .any(|(b, _, _)| separation(&oh, DVec3::ZERO, b) < -PENETRATION)
+                })
+                .count()
+        };
+        println!(
+            "{:<18} {:>6} {:>10.0} {:>10.0} {:>6.1}x {:>12} {:>12}",
+            sc.name,
+            rots.len(),
+            expel_ns,
+            parry_ns,
+            parry_ns / expel_ns,
+            pen(&expel_f),
+            pen(&parry_f)
+        );
+    }
     Ok(())
 }
