@@ -58,20 +58,7 @@ fn load(path: &Path) -> Result<Scene> {
         }
     }
     let trimesh = TriMesh::new(verts, tris)?;
-    let brushes = map
-        .world_solid_brushes()
-        .filter_map(|b| {
-            let ob = OBrush::new(
-                b.faces
-                    .iter()
-                    .map(|f| (f.plane.normal, f.plane.dist))
-                    .collect(),
-            )?;
-            let lo = ob.pts.iter().fold(DVec3::INFINITY, |a, p| a.min(*p));
-            let hi = ob.pts.iter().fold(DVec3::NEG_INFINITY, |a, p| a.max(*p));
-            Some((ob, lo, hi))
-        })
-        .collect();
+    let brushes = oracle::map_brushes(&map);
     Ok(Scene {
         name: path.file_name().unwrap().to_string_lossy().into_owned(),
         model,

@@ -1,4 +1,5 @@
-//! Long randomized check of traces on a map against the test oracle (not part of the suite).
+//! Long randomized check of traces on a map against the test oracle (not part of the suite):
+//! `cargo run --release -p expel-shared --example stress -- MAP [TRACES] [SEED]`.
 #[path = "../tests/common/mod.rs"]
 mod common;
 use common::*;
@@ -14,20 +15,7 @@ fn main() {
         .unwrap_or(100000);
     let map = MapData::parse_any(&std::fs::read(&path).unwrap()).unwrap();
     let model = CollisionModel::build(&map);
-    let brushes: Vec<(OBrush, DVec3, DVec3)> = map
-        .world_solid_brushes()
-        .filter_map(|b| {
-            let ob = OBrush::new(
-                b.faces
-                    .iter()
-                    .map(|f| (f.plane.normal, f.plane.dist))
-                    .collect(),
-            )?;
-            let lo = ob.pts.iter().fold(DVec3::INFINITY, |a, p| a.min(*p));
-            let hi = ob.pts.iter().fold(DVec3::NEG_INFINITY, |a, p| a.max(*p));
-            Some((ob, lo, hi))
-        })
-        .collect();
+    let brushes = map_brushes(&map);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
         std::env::args()
             .nth(3)

@@ -31,20 +31,7 @@ const CELL: f64 = 128.0;
 
 impl Oracle {
     fn new(map: &MapData) -> Oracle {
-        let brushes: Vec<(OBrush, DVec3, DVec3)> = map
-            .world_solid_brushes()
-            .filter_map(|b| {
-                let ob = OBrush::new(
-                    b.faces
-                        .iter()
-                        .map(|f| (f.plane.normal, f.plane.dist))
-                        .collect(),
-                )?;
-                let lo = ob.pts.iter().fold(DVec3::INFINITY, |a, p| a.min(*p));
-                let hi = ob.pts.iter().fold(DVec3::NEG_INFINITY, |a, p| a.max(*p));
-                Some((ob, lo, hi))
-            })
-            .collect();
+        let brushes = map_brushes(map);
         let mut grid: HashMap<(i32, i32, i32), Vec<usize>> = HashMap::new();
         for (i, (_, lo, hi)) in brushes.iter().enumerate() {
             let (a, b) = ((*lo / CELL).floor(), (*hi / CELL).floor());

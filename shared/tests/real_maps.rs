@@ -36,23 +36,6 @@ fn map_files() -> Vec<PathBuf> {
     v
 }
 
-/// The oracle's view of a map: its world solid brushes.
-fn oracle_brushes(map: &MapData) -> Vec<(OBrush, DVec3, DVec3)> {
-    map.world_solid_brushes()
-        .filter_map(|b| {
-            let ob = OBrush::new(
-                b.faces
-                    .iter()
-                    .map(|f| (f.plane.normal, f.plane.dist))
-                    .collect(),
-            )?;
-            let lo = ob.pts.iter().fold(DVec3::INFINITY, |a, p| a.min(*p));
-            let hi = ob.pts.iter().fold(DVec3::NEG_INFINITY, |a, p| a.max(*p));
-            Some((ob, lo, hi))
-        })
-        .collect()
-}
-
 fn min_sep(brushes: &[(OBrush, DVec3, DVec3)], oh: &OHull, pos: DVec3, reach: f64) -> f64 {
     brushes
         .iter()
@@ -144,7 +127,7 @@ fn spawn_points_are_free_and_traces_from_them_never_end_in_solid() {
     for p in map_files() {
         let map = load(&p);
         let model = CollisionModel::build(&map);
-        let brushes = oracle_brushes(&map);
+        let brushes = map_brushes(&map);
         let spawns = map.spawn_points();
         assert!(!spawns.is_empty(), "{}: no spawn points", p.display());
         let mut box_walks = 0;

@@ -82,6 +82,10 @@ pub(super) fn drop_omitted_layers(entities: &mut Vec<Entity>) -> usize {
         return 0;
     }
     let omitted_layers: Vec<String> = omitted_layers.into_iter().map(String::from).collect();
+    // Whether `e`'s value for `key` names one of `ids`.
+    let refers = |e: &Entity, key: &str, ids: &[String]| {
+        e.get(key).is_some_and(|v| ids.iter().any(|x| x == v))
+    };
     // Groups inherit omission from their layer or from an enclosing group; iterate to a
     // fixed point so nesting order in the file does not matter.
     let mut omitted_groups: Vec<String> = Vec::new();
@@ -95,13 +99,7 @@ pub(super) fn drop_omitted_layers(entities: &mut Vec<Entity>) -> usize {
             if omitted_groups.iter().any(|g| g == id) {
                 continue;
             }
-            let in_layer = e
-                .get("_tb_layer")
-                .is_some_and(|l| omitted_layers.iter().any(|x| x == l));
-            let in_group = e
-                .get("_tb_group")
-                .is_some_and(|g| omitted_groups.iter().any(|x| x == g));
-            if in_layer || in_group {
+            if refers(e, "_tb_layer", &omitted_layers) || refers(e, "_tb_group", &omitted_groups) {
                 omitted_groups.push(id.to_string());
             }
         }
@@ -111,16 +109,11 @@ pub(super) fn drop_omitted_layers(entities: &mut Vec<Entity>) -> usize {
     }
     let before = entities.len();
     entities.retain(|e| {
-        let own_layer = e.get("_tb_type") == Some("_tb_layer")
-            && e.get("_tb_id")
-                .is_some_and(|l| omitted_layers.iter().any(|x| x == l));
-        let in_layer = e
-            .get("_tb_layer")
-            .is_some_and(|l| omitted_layers.iter().any(|x| x == l));
-        let in_group = e
-            .get("_tb_group")
-            .is_some_and(|g| omitted_groups.iter().any(|x| x == g));
-        !(own_layer || in_layer || in_group)
+        let own_layer =
+            e.get("_tb_type") == Some("_tb_layer") && refers(e, "_tb_id", &omitted_layers);
+        !(own_layer
+            || refers(e, "_tb_layer", &omitted_layers)
+            || refers(e, "_tb_group", &omitted_groups))
     });
     before - entities.len()
 }

@@ -185,6 +185,23 @@ pub fn overlap_interval(
     Some((lo, hi))
 }
 
+/// The oracle's view of a map: each world solid brush with its bounds.
+pub fn map_brushes(map: &MapData) -> Vec<(OBrush, DVec3, DVec3)> {
+    map.world_solid_brushes()
+        .filter_map(|b| {
+            let ob = OBrush::new(
+                b.faces
+                    .iter()
+                    .map(|f| (f.plane.normal, f.plane.dist))
+                    .collect(),
+            )?;
+            let lo = ob.pts.iter().fold(DVec3::INFINITY, |a, p| a.min(*p));
+            let hi = ob.pts.iter().fold(DVec3::NEG_INFINITY, |a, p| a.max(*p));
+            Some((ob, lo, hi))
+        })
+        .collect()
+}
+
 /// A scene: brushes for the library and the same brushes for the oracle.
 pub struct Scene {
     pub map: MapData,
