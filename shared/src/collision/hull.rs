@@ -42,6 +42,15 @@ pub(crate) struct HullFace {
     pub count: u16,
 }
 
+/// The hull's features that lead a motion: faces facing along it, and the vertices and
+/// edges on those faces (all vertices for a hull without faces).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Leads {
+    pub faces: Vec<u8>,
+    pub verts: Vec<u8>,
+    pub edges: Vec<u8>,
+}
+
 /// A convex polyhedron (or a point) in coordinates relative to its position. Immutable and
 /// cheap to share; traces read it through `&Hull`.
 #[derive(Clone, Debug)]
@@ -53,6 +62,9 @@ pub struct Hull {
     pub(crate) face_edges: Vec<(u8, bool)>,
     pub(crate) bounds: Aabb,
     is_box: bool,
+    /// For boxes, whose faces are the coordinate planes, the leading features depend only
+    /// on the signs of the motion: precomputed for all 27 sign patterns.
+    box_leads: Vec<Leads>,
 }
 
 impl Hull {
@@ -68,6 +80,7 @@ impl Hull {
                 max: DVec3::ZERO,
             },
             is_box: true,
+            box_leads: Vec::new(),
         }
     }
 
@@ -108,6 +121,12 @@ impl Hull {
             .collect();
         let mut h = Self::from_planes(&planes)?;
         h.is_box = true;
+        h.box_leads = (0..27)
+            .map(|i| {
+                let sign = |k: usize| [0.0, 1.0, -1.0][(i / [1, 3, 9][k]) % 3];
+                h.compute_leads(DVec3::new(sign(0), sign(1), sign(2)))
+            })
+            .collect();
         Ok(h)
     }
 
@@ -221,6 +240,7 @@ impl Hull {
             faces: Vec::new(),
             face_edges: Vec::new(),
             is_box: false,
+            box_leads: Vec::new(),
         };
         h.edges = edges
             .iter()
@@ -250,6 +270,44 @@ impl Hull {
     /// An axis-aligned box (or a point): its faces are the coordinate planes.
     pub fn is_box(&self) -> bool {
         self.is_box
+    }
+
+    /// Precomputed leading features for `dir`, when the hull has them (boxes).
+    #[inline]
+    pub(crate) fn leads(&self, dir: DVec3) -> Option<&Leads> {
+        if self.box_leads.is_empty() {
+            return None;
+        }
+        let s = |v: f64| (v > 0.0) as usize + 2 * (v < 0.0) as usize;
+        self.box_leads.get(s(dir.x) + 3 * s(dir.y) + 9 * s(dir.z))
+    }
+
+    /// Leading features for `dir`.
+    pub(crate) fn compute_leads(&self, dir: DVec3) -> Leads {
+        let mut l = Leads::default();
+        if self.faces.is_empty() {
+            l.verts.extend(0..self.vertices.len() as u8);
+            return l;
+        }
+        let mut faces = 0u64;
+        let mut verts = 0u64;
+        for (fi, f) in self.faces.iter().enumerate() {
+            if f.plane.normal.dot(dir) > 0.0 {
+                faces |= 1 << fi;
+                verts |= f.vertex_mask;
+                l.faces.push(fi as u8);
+            }
+        }
+        while verts != 0 {
+            l.verts.push(verts.trailing_zeros() as u8);
+            verts &= verts - 1;
+        }
+        for (ei, e) in self.edges.iter().enumerate() {
+            if faces & (1 << e.faces[0] | 1 << e.faces[1]) != 0 {
+                l.edges.push(ei as u8);
+            }
+        }
+        l
     }
 
     /// Local bounds (relative to the hull's position).

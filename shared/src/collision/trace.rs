@@ -33,9 +33,6 @@ pub struct TraceScratch {
     /// length, edge index, start vertex (relative).
     pe: Vec<PolyEdge>,
     // Per query hull data.
-    /// (shape, motion sign pattern) of the box whose lists below are current: boxes with
-    /// the same flat axes and face count share one topology.
-    lead_key: Option<(u8, u8)>,
     lead_faces: Vec<u8>,
     lead_verts: Vec<u8>,
     lead_edges: Vec<u8>,
@@ -433,45 +430,21 @@ impl<'a> Query<'a> {
         s.vert_moment.clear();
         s.vert_moment
             .extend(h.vertices.iter().map(|v| v.cross(self.dir)));
-        // Boxes share one topology, so their leading features depend only on the signs of
-        // the motion: reuse the last lists when those match.
-        let key = h.is_box().then(|| {
-            let sign = |v: f64| (v > 0.0) as u8 | ((v < 0.0) as u8) << 1;
-            let size = h.bounds.size();
-            let flat =
-                (size.x == 0.0) as u8 | ((size.y == 0.0) as u8) << 1 | ((size.z == 0.0) as u8) << 2;
-            (
-                flat | (h.faces.len() as u8) << 3,
-                sign(self.dir.x) | sign(self.dir.y) << 2 | sign(self.dir.z) << 4,
-            )
-        });
-        if key.is_some() && key == s.lead_key {
-            return;
-        }
-        s.lead_key = key;
+        let leads = h.leads(self.dir);
         s.lead_faces.clear();
         s.lead_verts.clear();
         s.lead_edges.clear();
-        if h.faces.is_empty() {
-            s.lead_verts.extend(0..h.vertices.len() as u8);
-            return;
-        }
-        let mut faces = 0u64;
-        let mut verts = 0u64;
-        for (fi, f) in h.faces.iter().enumerate() {
-            if f.plane.normal.dot(self.dir) > 0.0 {
-                faces |= 1 << fi;
-                verts |= f.vertex_mask;
-                s.lead_faces.push(fi as u8);
+        match leads {
+            Some(l) => {
+                s.lead_faces.extend_from_slice(&l.faces);
+                s.lead_verts.extend_from_slice(&l.verts);
+                s.lead_edges.extend_from_slice(&l.edges);
             }
-        }
-        while verts != 0 {
-            s.lead_verts.push(verts.trailing_zeros() as u8);
-            verts &= verts - 1;
-        }
-        for (ei, e) in h.edges.iter().enumerate() {
-            if faces & (1 << e.faces[0] | 1 << e.faces[1]) != 0 {
-                s.lead_edges.push(ei as u8);
+            None => {
+                let l = h.compute_leads(self.dir);
+                s.lead_faces.extend_from_slice(&l.faces);
+                s.lead_verts.extend_from_slice(&l.verts);
+                s.lead_edges.extend_from_slice(&l.edges);
             }
         }
     }
