@@ -449,6 +449,36 @@ impl<'a> Query<'a> {
         }
     }
 
+    /// Whether the hull, moving along the path up to fraction `f`, comes within the zone
+    /// margin of the box `b`: a slab test of the path against `b` grown by the hull. Long
+    /// diagonal moves have sweep boxes full of things far from the path.
+    #[inline]
+    fn path_reaches(&self, b: &Aabb, f: f64) -> bool {
+        let hb = self.hull.bounds();
+        let lo = b.min - hb.max - DVec3::splat(MARGIN) - self.start;
+        let hi = b.max - hb.min + DVec3::splat(MARGIN) - self.start;
+        let (mut t0, mut t1) = (0.0f64, f);
+        for a in 0..3 {
+            let (l, h, d) = (lo.as_ref()[a], hi.as_ref()[a], self.dir.as_ref()[a]);
+            if d == 0.0 {
+                if l > 0.0 || h < 0.0 {
+                    return false;
+                }
+            } else {
+                let (mut u, mut v) = (l / d, h / d);
+                if u > v {
+                    std::mem::swap(&mut u, &mut v);
+                }
+                t0 = t0.max(u);
+                t1 = t1.min(v);
+                if t0 > t1 {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
     /// A new best hit, with its (smaller) sweep box.
     fn best(&self, mut b: Best) -> Best {
         b.sweep = self.sweep_box(b.f);
@@ -544,6 +574,9 @@ impl<'a> Query<'a> {
         let nd = n.dot(self.dir);
         if nd >= 0.0 {
             return; // back-facing or parallel: cannot be entered
+        }
+        if !self.path_reaches(&poly.bounds, best.f) {
+            return;
         }
         let sweep = best.sweep;
         let pd = poly.plane.distance(self.start);
