@@ -25,8 +25,8 @@ pub struct TraceScratch {
     stamp: u32,
     poly_mark: Vec<u32>,
     brush_mark: Vec<u32>,
-    /// Traversal stack: (node, split axis, split distance, front side).
-    stack: Vec<(u32, u8, f64, bool)>,
+    /// Traversal stack: (node, and the interval of the move spent in its cell).
+    stack: Vec<(u32, f64, f64)>,
     vert_mark: Vec<u32>,
     edge_mark: Vec<u32>,
     /// Per polygon being tested: edge direction, Plücker moment relative to the start,
@@ -497,29 +497,26 @@ impl<'a> Query<'a> {
         .expand(MARGIN)
     }
 
-    /// Front-to-back walk of the polygon tree. A cell is entered while the swept box (which
-    /// shrinks with every hit) reaches across the split plane that bounds it; a far cell is
-    /// checked again when its turn comes, so cells beyond the nearest hit are skipped.
+    /// Front-to-back walk of the polygon tree. Each cell is entered with the interval of
+    /// the move during which the hull (padded by the zone margin) is inside it, so a cell
+    /// is skipped once the best hit so far comes before that interval begins.
     fn traverse(&self, s: &mut TraceScratch, best: &mut Best) {
         let tree = &self.model.poly_tree;
         if tree.nodes.is_empty() {
             return;
         }
-        // (node, axis, dist, front side): the split plane the node lies behind.
+        let hb = self.hull.bounds();
+        let lo = (hb.min - DVec3::splat(MARGIN)).to_array();
+        let hi = (hb.max + DVec3::splat(MARGIN)).to_array();
+        let start = self.start.to_array();
+        let dir = self.dir.to_array();
+        let inv = dir.map(|d| if d != 0.0 { 1.0 / d } else { 0.0 });
         let mut stack = std::mem::take(&mut s.stack);
         stack.clear();
-        stack.push((0, 3, 0.0, false));
-        while let Some((node, axis, dist, front)) = stack.pop() {
-            if axis < 3 {
-                let a = axis as usize;
-                let reach = if front {
-                    best.sweep.max.as_ref()[a] >= dist
-                } else {
-                    best.sweep.min.as_ref()[a] <= dist
-                };
-                if !reach {
-                    continue;
-                }
+        stack.push((0, 0.0, 1.0));
+        while let Some((node, t0, t1)) = stack.pop() {
+            if t0 > best.f {
+                continue;
             }
             match &tree.nodes[node as usize] {
                 Node::Leaf { first, count } => {
@@ -541,22 +538,33 @@ impl<'a> Query<'a> {
                     front,
                 } => {
                     let a = *axis as usize;
-                    let go_back = best.sweep.min.as_ref()[a] <= *dist;
-                    let go_front = best.sweep.max.as_ref()[a] >= *dist;
-                    // Push the far side first so the near side (where the move starts) pops
-                    // first.
-                    let back_e = (*back, *axis, *dist, false);
-                    let front_e = (*front, *axis, *dist, true);
-                    let (near, far, near_ok, far_ok) = if self.dir.as_ref()[a] >= 0.0 {
-                        (back_e, front_e, go_back, go_front)
+                    let t1 = t1.min(best.f);
+                    let (d, p0) = (dir[a], start[a]);
+                    // Back cell x <= dist while p(t) + lo <= dist; front while p(t) + hi >= dist.
+                    let (back_iv, front_iv) = if d == 0.0 {
+                        (
+                            (p0 + lo[a] <= *dist).then_some((t0, t1)),
+                            (p0 + hi[a] >= *dist).then_some((t0, t1)),
+                        )
                     } else {
-                        (front_e, back_e, go_front, go_back)
+                        let tb = (*dist - lo[a] - p0) * inv[a];
+                        let tf = (*dist - hi[a] - p0) * inv[a];
+                        let clip = |a: f64, b: f64| (a <= b).then_some((a, b));
+                        if d > 0.0 {
+                            (clip(t0, t1.min(tb)), clip(t0.max(tf), t1))
+                        } else {
+                            (clip(t0.max(tb), t1), clip(t0, t1.min(tf)))
+                        }
                     };
-                    if far_ok {
-                        stack.push(far);
+                    let b = back_iv.map(|(x, y)| (*back, x, y));
+                    let f = front_iv.map(|(x, y)| (*front, x, y));
+                    // Push the far cell first so the near one (where the move starts) pops first.
+                    let (near, far) = if d >= 0.0 { (b, f) } else { (f, b) };
+                    if let Some(c) = far {
+                        stack.push(c);
                     }
-                    if near_ok {
-                        stack.push(near);
+                    if let Some(c) = near {
+                        stack.push(c);
                     }
                 }
             }
