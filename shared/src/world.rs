@@ -115,24 +115,25 @@ impl World {
             }
             // Deterministic order, whatever the grid's.
             near.sort_unstable();
-            others.clear();
-            others.extend(near.iter().map(|k| {
-                let p = &self.players[k];
-                let b = self.movement.hull(p).bounds();
-                let o = p.origin();
-                Aabb {
-                    min: o + b.min,
-                    max: o + b.max,
-                }
-            }));
             // Every trace of this tick stays within the player's reach: one broad-phase
-            // query serves them all.
+            // query serves them all, and only players whose boxes reach into it matter.
             let hb = self.movement.stand.bounds();
             let around = Aabb {
                 min: o + hb.min,
                 max: o + hb.max,
             }
             .expand(self.reach(&state) + 1.0);
+            others.clear();
+            others.extend(near.iter().filter_map(|k| {
+                let p = &self.players[k];
+                let b = self.movement.hull(p).bounds();
+                let o = p.origin();
+                let bx = Aabb {
+                    min: o + b.min,
+                    max: o + b.max,
+                };
+                bx.overlaps(&around.expand(EXPEL)).then_some(bx)
+            }));
             self.map
                 .gather_region(around, &mut self.region, &mut self.scratch);
             let mut col = WorldCollider {
