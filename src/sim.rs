@@ -3,6 +3,7 @@
 use crate::load::Loaded;
 use anyhow::{bail, Context, Result};
 use expel_shared::movement::buttons;
+use expel_shared::mover::Mover;
 use expel_shared::world::World;
 use expel_shared::{MoveCommand, MoveConfig, MoveMode, PlayerState};
 use glam::DVec3;
@@ -76,7 +77,9 @@ pub fn run(loaded: Loaded, args: SimArgs, mut out: impl Write) -> Result<()> {
             "crouch": {"mins": crouch.min.to_array(), "maxs": crouch.max.to_array()},
         }})
     )?;
+    let movers = Mover::from_map(&loaded.map, config.tick_rate);
     let mut world = World::new(Arc::new(loaded.model), config);
+    world.add_movers(movers);
     let mut start = PlayerState::at(spawn);
     start.mode = args.mode;
     world.add_player(0, start);

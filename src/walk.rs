@@ -4,6 +4,7 @@
 use crate::load::Loaded;
 use anyhow::{ensure, Result};
 use expel_shared::movement::buttons;
+use expel_shared::mover::Mover;
 use expel_shared::world::World;
 use expel_shared::{Contents, MoveCommand, MoveConfig, PlayerState, TraceScratch};
 use glam::DVec3;
@@ -27,6 +28,7 @@ pub fn run(loaded: Loaded, bots: u32, seconds: f64) -> Result<()> {
     );
     let model = Arc::new(loaded.model);
     let mut world = World::new(model.clone(), MoveConfig::default());
+    world.add_movers(Mover::from_map(&loaded.map, world.config().tick_rate));
     for id in 0..bots {
         // Bots share spawn points, lifted apart so they do not start inside each other.
         let sp = spawns[id as usize % spawns.len()];

@@ -15,6 +15,7 @@ pub mod collision;
 pub mod geom;
 pub mod map;
 pub mod movement;
+pub mod mover;
 pub mod world;
 
 pub use collision::{

@@ -1,15 +1,18 @@
 //! The deterministic world: the map, the players, and one `step` per tick.
 //!
-//! Players move in ascending id order, each against the map and the other players' boxes
-//! as they stand at that moment (so two players never overlap), and every result is
-//! quantized (see [`crate::movement`]). The state hash is FNV-1a (64-bit) over the tick
-//! number and, in id order, each player's id and [`PlayerState::hash_bytes`]: stable across
-//! platforms, builds and runs.
+//! Each tick the movers advance first (carrying riders, pushing players in their way, turning
+//! back rather than trapping anyone), then players move in ascending id order, each against
+//! the map, the movers and the other players' boxes as they stand at that moment (so two
+//! players never overlap); every result is quantized (see [`crate::movement`]). The state
+//! hash is FNV-1a (64-bit) over the tick number, each mover's state (progress, phase, timer)
+//! in map order, and, in id order, each player's id and [`PlayerState::hash_bytes`]: stable
+//! across platforms, builds and runs.
 
 use crate::collision::{hull::Hull, CollisionModel, Contents, Region, Trace, TraceScratch};
 use crate::geom::{Aabb, EXPEL, POSITION_EPS};
 use crate::movement::{pmove, Collider, MoveCommand, MoveConfig, MoveMode, Movement, PlayerState};
-use glam::DVec3;
+use crate::mover::{Mover, MoverState};
+use glam::{DQuat, DVec3};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -22,6 +25,8 @@ pub struct World {
     pub movement: Movement,
     pub tick: u64,
     players: BTreeMap<PlayerId, PlayerState>,
+    movers: Vec<Mover>,
+    mover_states: Vec<MoverState>,
     scratch: TraceScratch,
     region: Region,
 }
@@ -36,8 +41,136 @@ impl World {
             movement: Movement::new(config),
             tick: 0,
             players: BTreeMap::new(),
+            movers: Vec::new(),
+            mover_states: Vec::new(),
             scratch: TraceScratch::new(),
             region: Region::default(),
+        }
+    }
+
+    /// Adds movers (see [`Mover::from_map`]); they advance before the players each tick.
+    pub fn add_movers(&mut self, movers: Vec<Mover>) {
+        self.mover_states.extend(movers.iter().map(|m| m.initial()));
+        self.movers.extend(movers);
+    }
+
+    pub fn movers(&self) -> impl Iterator<Item = (&Mover, &MoverState)> {
+        self.movers.iter().zip(&self.mover_states)
+    }
+
+    /// Advances every mover one tick, carrying its riders and pushing the players in its
+    /// way. A mover that cannot push a player (the player would be crushed against the
+    /// world) does not move this tick and turns back if its kind does; nobody is ever left
+    /// inside it.
+    fn step_movers(&mut self) {
+        let rate = self.movement.config.tick_rate;
+        let reach = self.movement.config.ground_distance + EXPEL * 2.0;
+        for i in 0..self.movers.len() {
+            let mover = &self.movers[i];
+            let now = self.mover_states[i];
+            let triggered = self.players.values().any(|p| {
+                let o = p.origin();
+                o.cmpge(mover.trigger.min).all() && o.cmple(mover.trigger.max).all()
+            });
+            let next = mover.advance(&now, triggered, rate);
+            let (off0, q0) = mover.transform(&now);
+            let (off1, q1) = mover.transform(&next);
+            if off0 == off1 && q0 == q1 {
+                self.mover_states[i] = next;
+                continue;
+            }
+            let mut moves: Vec<(PlayerId, PlayerState)> = Vec::new();
+            let mut blocked = false;
+            // Only players near where the mover is, or goes, can ride or be pushed.
+            let near = mover
+                .world_bounds(off0, q0)
+                .union(&mover.world_bounds(off1, q1))
+                .expand(reach);
+            for (id, p) in &self.players {
+                let hull = self.movement.hull(p);
+                let o = p.origin();
+                let hb = hull.bounds();
+                if !near.overlaps(&Aabb {
+                    min: o + hb.min,
+                    max: o + hb.max,
+                }) {
+                    continue;
+                }
+                // Riding: standing on the mover as it was.
+                let local = mover.to_local(o, off0, q0);
+                let down = DVec3::Z * -reach;
+                let rides = p.on_ground() && {
+                    let lh = mover.local_hull(hull, q0);
+                    let h = lh.as_ref().unwrap_or(hull);
+                    let t = mover.model.sweep(
+                        h,
+                        local,
+                        local + q0.inverse() * down,
+                        Contents::ALL,
+                        &mut self.scratch,
+                    );
+                    t.normal
+                        .is_some_and(|n| (q0 * n).z >= self.movement.config.walkable_normal_z)
+                };
+                let hit = mover.overlaps(hull, o, &next, &mut self.scratch);
+                if !rides && !hit {
+                    continue;
+                }
+                // Where the mover takes the point under the player...
+                let mut target = mover.pivot + off1 + q1 * local;
+                if hit && q0 != q1 {
+                    // ...but a turning mover sweeps the far side of the player faster than
+                    // its centre: come back along the sweep until just clear of it.
+                    let d = (target - o).normalize_or_zero();
+                    let size = (hull.bounds().max - hull.bounds().min).length();
+                    let out = target + d * size;
+                    let lh = mover.local_hull(hull, q1);
+                    let h = lh.as_ref().unwrap_or(hull);
+                    let back = mover.model.sweep(
+                        h,
+                        mover.to_local(out, off1, q1),
+                        mover.to_local(o, off1, q1),
+                        Contents::ALL,
+                        &mut self.scratch,
+                    );
+                    if back.hit() {
+                        target = out + (o - out) * back.fraction;
+                    }
+                }
+                let t = self
+                    .map
+                    .sweep(hull, o, target, Contents::PLAYER, &mut self.scratch);
+                let to = t.end;
+                if hit && mover.overlaps(hull, to, &next, &mut self.scratch) {
+                    blocked = true;
+                    break;
+                }
+                let mut np = *p;
+                np.origin = PlayerState::at(to).origin;
+                if mover.overlaps(hull, np.origin(), &next, &mut self.scratch)
+                    || self.map.position_solid(
+                        hull,
+                        np.origin(),
+                        Contents::PLAYER,
+                        &mut self.scratch,
+                    )
+                {
+                    np.origin = p.origin;
+                    if hit {
+                        blocked = true;
+                        break;
+                    }
+                }
+                moves.push((*id, np));
+            }
+            if blocked {
+                self.mover_states[i] = mover.blocked(&now);
+                continue;
+            }
+            for (id, np) in moves {
+                self.players.insert(id, np);
+            }
+            self.mover_states[i] = next;
         }
     }
 
@@ -76,6 +209,7 @@ impl World {
     /// Advances one tick. A player without a command this tick gets an empty one (no
     /// keys, same view as nothing was sent).
     pub fn step(&mut self, commands: &BTreeMap<PlayerId, MoveCommand>) {
+        self.step_movers();
         let ids: Vec<PlayerId> = self.players.keys().copied().collect();
         // Players near each other, from where they stand at the start of the tick; the
         // query margin covers how far anyone moves within it.
@@ -136,11 +270,21 @@ impl World {
             }));
             self.map
                 .gather_region(around, &mut self.region, &mut self.scratch);
+            let movers: Vec<(&Mover, DVec3, DQuat)> = self
+                .movers
+                .iter()
+                .zip(&self.mover_states)
+                .map(|(m, s)| {
+                    let (off, q) = m.transform(s);
+                    (m, off, q)
+                })
+                .collect();
             let mut col = WorldCollider {
                 model: &self.map,
                 scratch: &mut self.scratch,
                 region: &self.region,
                 boxes: &others,
+                movers: &movers,
             };
             let next = pmove(&state, &cmd, &self.movement, &mut col);
             self.players.insert(id, next);
@@ -152,6 +296,11 @@ impl World {
     pub fn state_hash(&self) -> u64 {
         let mut bytes = Vec::with_capacity(16 + self.players.len() * 32);
         bytes.extend_from_slice(&self.tick.to_le_bytes());
+        for s in &self.mover_states {
+            bytes.extend_from_slice(&s.progress.to_le_bytes());
+            bytes.push(s.phase as u8);
+            bytes.extend_from_slice(&s.timer.to_le_bytes());
+        }
         for (id, p) in &self.players {
             bytes.extend_from_slice(&id.to_le_bytes());
             p.hash_bytes(&mut bytes);
@@ -206,6 +355,8 @@ struct WorldCollider<'a> {
     scratch: &'a mut TraceScratch,
     region: &'a Region,
     boxes: &'a [Aabb],
+    /// Movers at their transforms this tick.
+    movers: &'a [(&'a Mover, DVec3, DQuat)],
 }
 
 impl Collider for WorldCollider<'_> {
@@ -223,7 +374,24 @@ impl Collider for WorldCollider<'_> {
             min: start.min(end) + hb.min,
             max: start.max(end) + hb.max,
         }
-        .expand(EXPEL);
+        .expand(EXPEL * 4.0);
+        for (m, off, q) in self.movers {
+            if !m.world_bounds(*off, *q).overlaps(&swept) {
+                continue;
+            }
+            let lh = m.local_hull(hull, *q);
+            let h = lh.as_ref().unwrap_or(hull);
+            let (a, b) = (m.to_local(start, *off, *q), m.to_local(end, *off, *q));
+            let mt = m.model.sweep(h, a, b, Contents::ALL, self.scratch);
+            if mt.fraction < t.fraction {
+                t.fraction = mt.fraction;
+                t.end = start + (end - start) * mt.fraction;
+                t.normal = mt.normal.map(|n| *q * n);
+                t.point = mt.point.map(|p| m.pivot + *off + *q * p);
+                t.feature = None;
+                t.contents = mt.contents;
+            }
+        }
         for b in self.boxes.iter().filter(|b| b.overlaps(&swept)) {
             // The moving box against a standing one is a point against their sum.
             let sum = Aabb {
@@ -256,6 +424,15 @@ impl Collider for WorldCollider<'_> {
             || self
                 .model
                 .position_solid(hull, pos, Contents::PLAYER, self.scratch)
+            || self.movers.iter().any(|(m, off, q)| {
+                if !m.world_bounds(*off, *q).overlaps(&me) {
+                    return false;
+                }
+                let lh = m.local_hull(hull, *q);
+                let h = lh.as_ref().unwrap_or(hull);
+                m.model
+                    .position_solid(h, m.to_local(pos, *off, *q), Contents::ALL, self.scratch)
+            })
     }
 }
 

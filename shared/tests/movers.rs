@@ -1,0 +1,309 @@
+//! Movers push and carry players, never trap them, and replay exactly.
+
+mod common;
+
+use common::*;
+use expel_shared::mover::{Mover, Phase};
+use expel_shared::world::World;
+use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState};
+use glam::{DQuat, DVec3};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A Quake-format axis-aligned brush.
+fn brush(min: DVec3, max: DVec3) -> String {
+    let f = |p: [f64; 3]| format!("( {} {} {} )", p[0], p[1], p[2]);
+    let (a, b) = (min.to_array(), max.to_array());
+    [
+        format!(
+            "{} {} {} t 0 0 0 1 1",
+            f([a[0], a[1], a[2]]),
+            f([a[0], a[1] + 1.0, a[2]]),
+            f([a[0], a[1], a[2] + 1.0])
+        ),
+        format!(
+            "{} {} {} t 0 0 0 1 1",
+            f([b[0], b[1], b[2]]),
+            f([b[0], b[1], b[2] + 1.0]),
+            f([b[0], b[1] + 1.0, b[2]])
+        ),
+        format!(
+            "{} {} {} t 0 0 0 1 1",
+            f([a[0], a[1], a[2]]),
+            f([a[0], a[1], a[2] + 1.0]),
+            f([a[0] + 1.0, a[1], a[2]])
+        ),
+        format!(
+            "{} {} {} t 0 0 0 1 1",
+            f([b[0], b[1], b[2]]),
+            f([b[0] + 1.0, b[1], b[2]]),
+            f([b[0], b[1], b[2] + 1.0])
+        ),
+        format!(
+            "{} {} {} t 0 0 0 1 1",
+            f([a[0], a[1], a[2]]),
+            f([a[0] + 1.0, a[1], a[2]]),
+            f([a[0], a[1] + 1.0, a[2]])
+        ),
+        format!(
+            "{} {} {} t 0 0 0 1 1",
+            f([b[0], b[1], b[2]]),
+            f([b[0], b[1] + 1.0, b[2]]),
+            f([b[0] + 1.0, b[1], b[2]])
+        ),
+    ]
+    .iter()
+    .fold(String::from("{\n"), |s, l| s + l + "\n")
+        + "}\n"
+}
+
+fn world_with(entity: &str) -> (World, MapData) {
+    let text = format!(
+        "{{\n\"classname\" \"worldspawn\"\n{}}}\n{entity}",
+        brush(
+            DVec3::new(-512.0, -512.0, -16.0),
+            DVec3::new(512.0, 512.0, 0.0)
+        )
+    );
+    let map = MapData::parse_map(&text).unwrap();
+    let cfg = MoveConfig::default();
+    let mut w = World::new(Arc::new(CollisionModel::build(&map)), cfg.clone());
+    w.add_movers(Mover::from_map(&map, cfg.tick_rate));
+    (w, map)
+}
+
+/// Separation of the player's box from the mover's brush (the oracle's view), posed.
+fn player_vs_mover(p: &PlayerState, w: &World, local_min: DVec3, local_max: DVec3) -> f64 {
+    let (m, s) = w.movers().next().unwrap();
+    let (off, q) = m.transform(s);
+    let corners: Vec<DVec3> = (0..8)
+        .map(|i| {
+            let l = DVec3::new(
+                if i & 1 == 0 { local_min.x } else { local_max.x },
+                if i & 2 == 0 { local_min.y } else { local_max.y },
+                if i & 4 == 0 { local_min.z } else { local_max.z },
+            );
+            m.pivot + off + q * (l - m.pivot)
+        })
+        .collect();
+    let b = w.movement.hull(p).bounds();
+    let o = p.origin();
+    let player = OBrush::new(box_planes(o + b.min, o + b.max)).unwrap();
+    separation(&OHull::new(corners), DVec3::ZERO, &player)
+}
+
+fn idle() -> BTreeMap<u32, MoveCommand> {
+    let mut c = BTreeMap::new();
+    c.insert(1, MoveCommand::default());
+    c
+}
+
+#[test]
+fn a_door_closing_on_a_player_turns_back_and_never_traps_it() {
+    let (dmin, dmax) = (DVec3::new(-8.0, -64.0, 0.0), DVec3::new(8.0, 64.0, 128.0));
+    let door = format!(
+        "{{\n\"classname\" \"func_door\"\n\"angle\" \"-1\"\n\"speed\" \"200\"\n\"wait\" \"1\"\n{}}}\n",
+        brush(dmin, dmax)
+    );
+    let (mut w, _) = world_with(&door);
+    w.add_player(1, PlayerState::at(DVec3::new(-60.0, 0.0, 24.03125)));
+    let mut reopened = false;
+    let mut last = Phase::Closed;
+    for tick in 0..900 {
+        // Wait for the door to open, walk into the doorway, and stand there.
+        let mut c = idle();
+        if (60..70).contains(&tick) {
+            c.insert(1, MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0));
+        }
+        w.step(&c);
+        let p = *w.player(1).unwrap();
+        let sep = player_vs_mover(&p, &w, dmin, dmax);
+        assert!(
+            sep >= -1e-6,
+            "tick {tick}: the door overlaps the player by {}",
+            -sep
+        );
+        let (_, s) = w.movers().next().unwrap();
+        if last == Phase::Closing && s.phase == Phase::Opening {
+            reopened = true;
+        }
+        last = s.phase;
+    }
+    let p = w.player(1).unwrap().origin();
+    assert!(p.x.abs() < 23.0, "the player left the doorway: {p:?}");
+    assert!(reopened, "the door never turned back on the player");
+}
+
+#[test]
+fn a_platform_carries_a_player_for_ten_thousand_ticks() {
+    let (pmin, pmax) = (DVec3::new(-64.0, -64.0, 0.0), DVec3::new(64.0, 64.0, 128.0));
+    let plat = format!(
+        "{{\n\"classname\" \"func_plat\"\n\"speed\" \"150\"\n\"wait\" \"0.5\"\n{}}}\n",
+        brush(pmin, pmax)
+    );
+    let (mut w, _) = world_with(&plat);
+    w.add_player(
+        1,
+        PlayerState::at(DVec3::new(10.0, -5.0, 128.0 + 24.0 + 1.0)),
+    );
+    let cmds = idle();
+    for _ in 0..60 {
+        w.step(&cmds);
+    }
+    let (mut lowest, mut highest) = (f64::MAX, f64::MIN);
+    for tick in 0..10_000 {
+        w.step(&cmds);
+        let p = *w.player(1).unwrap();
+        let (m, s) = w.movers().next().unwrap();
+        let top = m.pivot.z + m.transform(s).0.z + (pmax.z - m.pivot.z);
+        let above = p.origin().z - 24.0 - top;
+        assert!(
+            (-1e-6..=1.0).contains(&above),
+            "tick {tick}: the player is {above} above the platform top"
+        );
+        assert!(
+            (p.origin().x - 10.0).abs() < 0.01 && (p.origin().y + 5.0).abs() < 0.01,
+            "slid off: {p:?}"
+        );
+        assert!(player_vs_mover(&p, &w, pmin, pmax) >= -1e-6);
+        lowest = lowest.min(top);
+        highest = highest.max(top);
+    }
+    assert!(
+        highest - lowest > 100.0,
+        "the platform hardly moved: {lowest}..{highest}"
+    );
+}
+
+#[test]
+fn a_rotating_fan_sweeps_a_player_aside() {
+    let (bmin, bmax) = (DVec3::new(0.0, -8.0, 0.0), DVec3::new(200.0, 8.0, 64.0));
+    let fan = format!(
+        "{{\n\"classname\" \"func_rotating\"\n\"origin\" \"0 0 32\"\n\"speed\" \"90\"\n{}}}\n",
+        brush(bmin, bmax)
+    );
+    let (mut w, _) = world_with(&fan);
+    let start = DVec3::new(120.0, 60.0, 24.03125);
+    w.add_player(1, PlayerState::at(start));
+    let cmds = idle();
+    for tick in 0..400 {
+        w.step(&cmds);
+        let p = *w.player(1).unwrap();
+        let sep = player_vs_mover(&p, &w, bmin, bmax);
+        assert!(
+            sep >= -1e-6,
+            "tick {tick}: the blade overlaps the player by {}",
+            -sep
+        );
+    }
+    let end = w.player(1).unwrap().origin();
+    assert!(
+        (end - start).length() > 50.0,
+        "the blade did not sweep the player: {end:?}"
+    );
+    let _ = DQuat::IDENTITY;
+}
+
+#[test]
+fn a_scene_with_movers_replays_to_the_same_hash() {
+    let plat = format!(
+        "{{\n\"classname\" \"func_plat\"\n{}}}\n",
+        brush(DVec3::new(-64.0, -64.0, 0.0), DVec3::new(64.0, 64.0, 128.0))
+    );
+    let fan = format!(
+        "{{\n\"classname\" \"func_rotating\"\n\"origin\" \"200 0 32\"\n{}}}\n",
+        brush(DVec3::new(200.0, -8.0, 0.0), DVec3::new(400.0, 8.0, 64.0))
+    );
+    let run = || {
+        let (mut w, _) = world_with(&(plat.clone() + &fan));
+        w.add_player(1, PlayerState::at(DVec3::new(0.0, 0.0, 160.0)));
+        w.add_player(2, PlayerState::at(DVec3::new(300.0, 80.0, 30.0)));
+        let mut hashes = Vec::new();
+        for t in 0..1200u32 {
+            let mut c = BTreeMap::new();
+            c.insert(1, MoveCommand::new(0.0, 0.0, 0.0, 0.0, 0.0));
+            c.insert(
+                2,
+                MoveCommand::new(((t / 60) % 2) as f64, 0.0, 0.0, (t % 360) as f64, 0.0),
+            );
+            w.step(&c);
+            hashes.push(w.state_hash());
+        }
+        hashes
+    };
+    assert_eq!(run(), run());
+}
+
+/// The movers of the real maps (doors, platforms, a fan) build and run with players
+/// wandering among them: nobody ends in the world's solid or inside a mover.
+#[test]
+fn real_map_movers_run_with_players() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/maps");
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        eprintln!("../shared/maps is absent: skipping");
+        return;
+    };
+    let mut paths: Vec<_> = rd
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "map" || e == "bsp"))
+        .collect();
+    paths.sort();
+    let mut total_movers = 0;
+    for p in paths {
+        let map = MapData::parse_any(&std::fs::read(&p).unwrap()).unwrap();
+        let cfg = MoveConfig::default();
+        let movers = Mover::from_map(&map, cfg.tick_rate);
+        total_movers += movers.len();
+        let brushes = map_brushes(&map);
+        let mut w = World::new(Arc::new(CollisionModel::build(&map)), cfg);
+        w.add_movers(movers);
+        for (i, sp) in map.spawn_points().iter().enumerate().take(8) {
+            w.add_player(i as u32, PlayerState::at(*sp + DVec3::Z * 9.0));
+        }
+        for t in 0..600u32 {
+            let c: BTreeMap<u32, MoveCommand> = (0..8)
+                .map(|i| {
+                    (
+                        i,
+                        MoveCommand::new(
+                            1.0,
+                            0.0,
+                            0.0,
+                            ((t / 90 + i * 47) % 360 * 37 % 360) as f64,
+                            0.0,
+                        ),
+                    )
+                })
+                .collect();
+            w.step(&c);
+            for (_, pl) in w.players() {
+                let b = w.movement.hull(pl).bounds();
+                let o = pl.origin();
+                let oh = OHull::aabb(b.min, b.max);
+                let sep = brushes
+                    .iter()
+                    .filter(|(_, lo, hi)| {
+                        (o + b.min).cmple(*hi).all() && (o + b.max).cmpge(*lo).all()
+                    })
+                    .map(|(ob, _, _)| separation(&oh, o, ob))
+                    .fold(f64::INFINITY, f64::min);
+                assert!(
+                    sep >= -1e-6,
+                    "{}: tick {t}: a player ends {} in solid",
+                    p.display(),
+                    -sep
+                );
+                let mut s = expel_shared::TraceScratch::new();
+                for (m, ms) in w.movers() {
+                    assert!(
+                        !m.overlaps(w.movement.hull(pl), o, ms, &mut s),
+                        "{}: tick {t}: a player is inside a {}",
+                        p.display(),
+                        m.classname
+                    );
+                }
+            }
+        }
+    }
+    assert!(total_movers > 0 || !dir.exists());
+}
