@@ -307,3 +307,41 @@ fn real_map_movers_run_with_players() {
     }
     assert!(total_movers > 0 || !dir.exists());
 }
+
+/// A train follows its path corners in a loop and carries a rider along.
+#[test]
+fn a_train_follows_its_path_and_carries_a_rider() {
+    let train = format!(
+        "{{\n\"classname\" \"func_train\"\n\"target\" \"c1\"\n\"speed\" \"120\"\n{}}}\n\
+         {{\n\"classname\" \"path_corner\"\n\"targetname\" \"c1\"\n\"target\" \"c2\"\n\"origin\" \"-64 -64 0\"\n}}\n\
+         {{\n\"classname\" \"path_corner\"\n\"targetname\" \"c2\"\n\"target\" \"c1\"\n\"origin\" \"136 -64 0\"\n}}\n",
+        brush(DVec3::new(-64.0, -64.0, 0.0), DVec3::new(64.0, 64.0, 16.0))
+    );
+    let (mut w, _) = world_with(&train);
+    w.add_player(1, PlayerState::at(DVec3::new(0.0, 0.0, 16.0 + 24.0 + 1.0)));
+    let cmds = idle();
+    let mut xs = Vec::new();
+    let mut stand: Option<f64> = None;
+    for tick in 0..600 {
+        w.step(&cmds);
+        let (m, s) = w.movers().next().unwrap();
+        let off = m.transform(s).0;
+        let p = w.player(1).unwrap().origin();
+        // Once landed, the rider stays on the train, where it stood.
+        if tick >= 30 {
+            let rel = *stand.get_or_insert(p.x - off.x);
+            assert!(
+                (p.x - off.x - rel).abs() < 0.01 && (p.z - 16.0 - 24.0).abs() < 1.0,
+                "tick {tick}: rider {p:?} vs train {off:?}"
+            );
+        }
+        xs.push(off.x);
+    }
+    let (lo, hi) = xs
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(l, h), x| (l.min(*x), h.max(*x)));
+    assert!(
+        lo.abs() < 1.0 && (hi - 200.0).abs() < 1.0,
+        "train range {lo}..{hi}"
+    );
+}
