@@ -89,20 +89,10 @@ fn main() -> Result<()> {
         }
         Command::Map {
             command: MapCommand::Trace { map },
-        } => {
-            let loaded = load::load_model(Some(&map))?;
-            let stdin = std::io::stdin().lock();
-            let stdout = std::io::stdout().lock();
-            cli_trace::run(&loaded.model, cli_trace::Kind::Trace, stdin, stdout)?;
-        }
+        } => stream(&map, cli_trace::Kind::Trace)?,
         Command::Map {
             command: MapCommand::Rotate { map },
-        } => {
-            let loaded = load::load_model(Some(&map))?;
-            let stdin = std::io::stdin().lock();
-            let stdout = std::io::stdout().lock();
-            cli_trace::run(&loaded.model, cli_trace::Kind::Rotate, stdin, stdout)?;
-        }
+        } => stream(&map, cli_trace::Kind::Rotate)?,
         Command::Sim {
             map,
             spawn,
@@ -125,4 +115,15 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Answers JSON-line requests of `kind` from standard input against the map's model.
+fn stream(map: &std::path::Path, kind: cli_trace::Kind) -> Result<()> {
+    let loaded = load::load_model(Some(map))?;
+    cli_trace::run(
+        &loaded.model,
+        kind,
+        std::io::stdin().lock(),
+        std::io::stdout().lock(),
+    )
 }

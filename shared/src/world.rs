@@ -226,6 +226,16 @@ impl World {
             let b = self.movement.stand.bounds();
             (b.max - b.min).max_element()
         };
+        // Movers stand still while the players move: their transforms, once per tick.
+        let movers: Vec<(&Mover, DVec3, DQuat)> = self
+            .movers
+            .iter()
+            .zip(&self.mover_states)
+            .map(|(m, s)| {
+                let (off, q) = m.transform(s);
+                (m, off, q)
+            })
+            .collect();
         let mut near: Vec<PlayerId> = Vec::new();
         let mut others: Vec<Aabb> = Vec::new();
         for id in ids {
@@ -270,15 +280,6 @@ impl World {
             }));
             self.map
                 .gather_region(around, &mut self.region, &mut self.scratch);
-            let movers: Vec<(&Mover, DVec3, DQuat)> = self
-                .movers
-                .iter()
-                .zip(&self.mover_states)
-                .map(|(m, s)| {
-                    let (off, q) = m.transform(s);
-                    (m, off, q)
-                })
-                .collect();
             let mut col = WorldCollider {
                 model: &self.map,
                 scratch: &mut self.scratch,

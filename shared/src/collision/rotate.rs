@@ -479,6 +479,19 @@ fn points_overlap_brush(
     true
 }
 
+/// Bisection for where `pred` turns true in `(lo, hi]`, given false at `lo`, true at `hi`.
+fn first_true(mut lo: f64, mut hi: f64, pred: impl Fn(f64) -> bool) -> f64 {
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if pred(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    hi
+}
+
 /// Closest-point parameters of lines `p + s u` and `q + t w` (None when parallel).
 fn closest(p: DVec3, u: DVec3, q: DVec3, w: DVec3) -> Option<(f64, f64)> {
     let c = u.cross(w);
@@ -567,28 +580,10 @@ fn edge_stop(
     let mut lo = o.iter().copied().fold(0.0f64, f64::max);
     if lo == 0.0 && zone_at(0.0) {
         // Inside the zone and turning outward first: free up to the furthest point.
-        let mut hi = rc;
-        for _ in 0..60 {
-            let mid = 0.5 * (lo + hi);
-            if closing(mid) {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
-        }
-        lo = hi;
+        lo = first_true(lo, rc, closing);
     } else if !zone_at(lo) {
-        // Grazing: bisect for where the edges first overlap in extent within the zone.
-        let mut hi = rc;
-        for _ in 0..60 {
-            let mid = 0.5 * (lo + hi);
-            if zone_at(mid) {
-                hi = mid;
-            } else {
-                lo = mid;
-            }
-        }
-        lo = hi;
+        // Grazing: where the edges first overlap in extent within the zone.
+        lo = first_true(lo, rc, zone_at);
     }
     let (_, nn, _, pt) = state(lo).or_else(|| state(rc))?;
     Some((lo, nn, pt))

@@ -430,23 +430,20 @@ impl<'a> Query<'a> {
         s.vert_moment.clear();
         s.vert_moment
             .extend(h.vertices.iter().map(|v| v.cross(self.dir)));
-        let leads = h.leads(self.dir);
+        let computed;
+        let leads = match h.leads(self.dir) {
+            Some(l) => l,
+            None => {
+                computed = h.compute_leads(self.dir);
+                &computed
+            }
+        };
         s.lead_faces.clear();
         s.lead_verts.clear();
         s.lead_edges.clear();
-        match leads {
-            Some(l) => {
-                s.lead_faces.extend_from_slice(&l.faces);
-                s.lead_verts.extend_from_slice(&l.verts);
-                s.lead_edges.extend_from_slice(&l.edges);
-            }
-            None => {
-                let l = h.compute_leads(self.dir);
-                s.lead_faces.extend_from_slice(&l.faces);
-                s.lead_verts.extend_from_slice(&l.verts);
-                s.lead_edges.extend_from_slice(&l.edges);
-            }
-        }
+        s.lead_faces.extend_from_slice(&leads.faces);
+        s.lead_verts.extend_from_slice(&leads.verts);
+        s.lead_edges.extend_from_slice(&leads.edges);
     }
 
     /// Whether the hull, moving along the path up to fraction `f`, comes within the zone
