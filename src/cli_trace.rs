@@ -6,7 +6,8 @@ use expel_shared::{CollisionModel, Contents, Hull, TraceScratch, MAX_COORD};
 use glam::DVec3;
 use serde::Deserialize;
 use serde_json::json;
-use std::io::{BufRead, Read, Write};
+use crate::lines::{Line, Lines};
+use std::io::{BufRead, Write};
 
 /// Longest input line accepted; longer ones are answered with an error, unread.
 const MAX_LINE: usize = 64 * 1024;
@@ -71,9 +72,9 @@ fn answer(
     let hull = &hulls.as_ref().expect("set above").2;
     let t = model.trace(hull, start, end, Contents::ALL, scratch);
     Ok(json!({
-        "fraction": t.fraction,
-        "endpos": t.end.to_array(),
-        "normal": t.normal.map(|n| n.to_array()),
+        "fraction": t.sweep.fraction,
+        "endpos": t.sweep.end.to_array(),
+        "normal": t.sweep.normal().map(|n| n.to_array()),
         "startsolid": t.start_solid,
     }))
 }
@@ -87,8 +88,8 @@ fn answer_rotate(
     let position = vec3(req.position, "position")?;
     let origin = vec3(req.origin, "origin")?;
     let axis = DVec3::from_array(req.axis);
-    if !axis.is_finite() || axis.length() == 0.0 {
-        return Err(format!("axis {:?} must be a non-zero vector", req.axis));
+    if expel_shared::geom::unit_axis(axis).is_none() {
+        return Err(format!("axis {:?} must be a finite non-zero vector", req.axis));
     }
     if !req.angle.is_finite() || req.angle.abs() > 36_000.0 {
         return Err(format!(
@@ -101,12 +102,12 @@ fn answer_rotate(
     let rot = Rotation {
         origin,
         axis,
-        angle: req.angle.to_radians(),
+        angle: expel_shared::geom::radians(req.angle),
     };
     let t = model.rotate(&hull, position, &rot, Contents::ALL, scratch);
     Ok(json!({
         "fraction": t.fraction,
-        "normal": t.normal.map(|n| n.to_array()),
+        "normal": t.hit.map(|h| h.normal.to_array()),
         "startsolid": t.start_solid,
     }))
 }
@@ -122,7 +123,7 @@ pub enum Kind {
 pub fn run(
     model: &CollisionModel,
     kind: Kind,
-    mut input: impl BufRead,
+    input: impl BufRead,
     mut out: impl Write,
 ) -> Result<()> {
     let bar = indicatif::ProgressBar::new_spinner();
@@ -131,42 +132,20 @@ pub fn run(
     let mut hulls = None;
     let mut scratch = TraceScratch::new();
     let mut errors = 0u64;
-    let mut buf = Vec::new();
-    let mut lineno = 0u64;
-    loop {
-        buf.clear();
-        let n = input
-            .by_ref()
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut buf)?;
-        if n == 0 {
-            break;
+    let mut lines = Lines::new(input, MAX_LINE);
+    while let Some(line) = lines.next_line()? {
+        let lineno = lines.number;
+        // Every input line gets exactly one output line, so replies stay paired.
+        let reply = match line {
+            Line::TooLong => Err(format!("longer than {MAX_LINE} bytes")),
+            Line::NotUtf8 => Err("not UTF-8".to_string()),
+            Line::Text(s) if s.trim().is_empty() => Err("empty request".to_string()),
+            Line::Text(s) => match kind {
+                Kind::Trace => answer(model, s.trim(), &mut hulls, &mut scratch),
+                Kind::Rotate => answer_rotate(model, s.trim(), &mut scratch),
+            },
         }
-        lineno += 1;
-        let reply = if buf.len() > MAX_LINE && buf.last() != Some(&b'\n') {
-            // Skip the rest of an over-long line.
-            loop {
-                let mut rest = Vec::new();
-                let k = input
-                    .by_ref()
-                    .take(MAX_LINE as u64)
-                    .read_until(b'\n', &mut rest)?;
-                if k == 0 || rest.last() == Some(&b'\n') {
-                    break;
-                }
-            }
-            Err(format!("line {lineno}: longer than {MAX_LINE} bytes"))
-        } else {
-            match std::str::from_utf8(&buf) {
-                Ok(s) if s.trim().is_empty() => continue,
-                Ok(s) => match kind {
-                    Kind::Trace => answer(model, s.trim(), &mut hulls, &mut scratch),
-                    Kind::Rotate => answer_rotate(model, s.trim(), &mut scratch),
-                }
-                .map_err(|e| format!("line {lineno}: {e}")),
-                Err(_) => Err(format!("line {lineno}: not UTF-8")),
-            }
-        };
+        .map_err(|e| format!("line {lineno}: {e}"));
         let v = reply.unwrap_or_else(|e| {
             errors += 1;
             tracing::debug!(error = %e, "bad trace request");

@@ -1,7 +1,7 @@
 //! Loading a map into a collision model, with an on-disk cache of compiled models.
 
 use anyhow::{Context, Result};
-use expel_shared::{CollisionModel, MapData};
+use expel_shared::{CollisionModel, MapData, MoveConfig, Sim};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -19,6 +19,17 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// The simulation of this map with `config`, logging what in the map could not be used
+    /// as written.
+    pub fn into_sim(self, config: MoveConfig) -> Result<Sim> {
+        let movement = config.validate().context("movement settings")?;
+        let (sim, warnings) = Sim::from_map(std::sync::Arc::new(self.model), &self.map, movement);
+        for w in &warnings {
+            tracing::warn!(map = %self.name, "{w}");
+        }
+        Ok(sim)
+    }
+
     pub fn info_json(&self) -> serde_json::Value {
         let s = self.model.stats();
         let b = self.model.bounds();

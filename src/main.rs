@@ -1,6 +1,7 @@
 //! `expel`: command-line front end to Expel's shared core.
 
 mod cli_trace;
+mod lines;
 mod load;
 mod sim;
 mod walk;

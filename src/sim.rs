@@ -1,17 +1,18 @@
 //! `expel sim`: one player driven by a file of per-tick inputs, printed tick by tick.
 
+use crate::lines::{Line, Lines};
 use crate::load::Loaded;
 use anyhow::{bail, Context, Result};
 use expel_shared::movement::buttons;
-use expel_shared::mover::Mover;
-use expel_shared::world::World;
-use expel_shared::{MoveCommand, MoveConfig, MoveMode, PlayerState};
+use expel_shared::{MoveCommand, MoveConfig, MoveMode, PlayerState, SimScratch};
 use glam::DVec3;
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::io::{BufRead, Write};
-use std::sync::Arc;
+use std::io::Write;
+
+/// Longest input line: a command is well under 200 bytes.
+const MAX_LINE: usize = 4096;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -52,23 +53,22 @@ pub struct SimArgs {
 }
 
 pub fn run(loaded: Loaded, args: SimArgs, mut out: impl Write) -> Result<()> {
-    if !(10..=240).contains(&args.tick_rate) {
-        bail!("--tick-rate {} is outside 10..=240", args.tick_rate);
-    }
-    let spawn = match args.spawn {
-        Some(s) => s,
-        None => *loaded.map.spawn_points().first().with_context(|| {
-            format!(
-                "{} has no info_player_* spawn point; give --spawn",
-                loaded.name
-            )
-        })?,
-    };
     let config = MoveConfig {
         tick_rate: args.tick_rate,
         ..MoveConfig::default()
     };
-    let (stand, crouch) = (config.stand_hull().bounds(), config.crouch_hull().bounds());
+    let name = loaded.name.clone();
+    let sim = loaded.into_sim(config)?;
+    let spawn = match args.spawn {
+        Some(s) => s,
+        None => *sim.spawns().first().with_context(|| {
+            format!("{name} has no usable info_player_* spawn point; give --spawn")
+        })?,
+    };
+    let (stand, crouch) = (
+        sim.movement().stand().bounds(),
+        sim.movement().crouch().bounds(),
+    );
     writeln!(
         out,
         "{}",
@@ -77,34 +77,35 @@ pub fn run(loaded: Loaded, args: SimArgs, mut out: impl Write) -> Result<()> {
             "crouch": {"mins": crouch.min.to_array(), "maxs": crouch.max.to_array()},
         }})
     )?;
-    let movers = Mover::from_map(&loaded.map, config.tick_rate);
-    let mut world = World::new(Arc::new(loaded.model), config);
-    world.add_movers(movers);
+    let mut world = sim.new_state();
     let mut start = PlayerState::at(spawn);
     start.mode = args.mode;
-    world.add_player(0, start);
+    sim.add_player(&mut world, 0, start)
+        .context("placing the player")?;
     let file = std::fs::File::open(&args.inputs)
         .with_context(|| format!("opening inputs {}", args.inputs.display()))?;
+    let mut lines = Lines::new(std::io::BufReader::new(file), MAX_LINE);
+    let mut scratch = SimScratch::new();
     let mut commands = BTreeMap::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let line = line.with_context(|| format!("reading inputs line {}", i + 1))?;
-        if line.trim().is_empty() {
+    let at = |n: u64| format!("{} line {n}", args.inputs.display());
+    while let Some(line) = lines
+        .next_line()
+        .with_context(|| format!("reading {}", args.inputs.display()))?
+    {
+        let text = match line {
+            Line::Text(t) => t,
+            Line::TooLong => bail!("{}: longer than {MAX_LINE} bytes", at(lines.number)),
+            Line::NotUtf8 => bail!("{}: not UTF-8", at(lines.number)),
+        };
+        if text.trim().is_empty() {
             continue;
         }
-        let input: InputLine = serde_json::from_str(&line)
-            .with_context(|| format!("{} line {}", args.inputs.display(), i + 1))?;
-        let mut b = 0;
-        if input.jump {
-            b |= buttons::JUMP;
-        }
-        if input.crouch {
-            b |= buttons::CROUCH;
-        }
-        let cmd = MoveCommand::new(input.forward, input.side, input.up, input.yaw, input.pitch)
-            .with_buttons(b);
+        let input: InputLine =
+            serde_json::from_str(&text).with_context(|| at(lines.number))?;
+        let cmd = input.command().with_context(|| at(lines.number))?;
         commands.insert(0, cmd);
-        world.step(&commands);
-        let p = world.player(0).expect("player 0 exists");
+        sim.step(&mut world, &commands, &mut scratch);
+        let p = world.player(0).context("player 0 left the world")?;
         writeln!(
             out,
             "{}",
@@ -117,11 +118,36 @@ pub fn run(loaded: Loaded, args: SimArgs, mut out: impl Write) -> Result<()> {
             })
         )?;
     }
-    writeln!(
-        out,
-        "{}",
-        json!({"hash": format!("{:016x}", world.state_hash())})
-    )?;
+    writeln!(out, "{}", json!({"hash": format!("{:016x}", world.hash())}))?;
     out.flush()?;
     Ok(())
+}
+
+impl InputLine {
+    /// The quantized command; non-finite values are refused, not read as zero.
+    fn command(&self) -> Result<MoveCommand> {
+        let values = [
+            ("forward", self.forward),
+            ("side", self.side),
+            ("up", self.up),
+            ("yaw", self.yaw),
+            ("pitch", self.pitch),
+        ];
+        for (name, v) in values {
+            if !v.is_finite() {
+                bail!("\"{name}\" is {v}, not a finite number");
+            }
+        }
+        let mut b = 0;
+        if self.jump {
+            b |= buttons::JUMP;
+        }
+        if self.crouch {
+            b |= buttons::CROUCH;
+        }
+        Ok(
+            MoveCommand::new(self.forward, self.side, self.up, self.yaw, self.pitch)
+                .with_buttons(b),
+        )
+    }
 }

@@ -4,20 +4,25 @@
 use crate::load::Loaded;
 use anyhow::{ensure, Result};
 use expel_shared::movement::buttons;
-use expel_shared::mover::Mover;
-use expel_shared::world::World;
-use expel_shared::{Contents, MoveCommand, MoveConfig, PlayerState, TraceScratch};
+use expel_shared::{Contents, MoveCommand, MoveConfig, PlayerState, SimScratch, TraceScratch};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
+/// Longest walk: a day of game time.
+const MAX_SECONDS: f64 = 86_400.0;
+
 pub fn run(loaded: Loaded, bots: u32, seconds: f64) -> Result<()> {
-    ensure!(bots > 0, "--bots must be at least 1");
-    let spawns = loaded.map.spawn_points();
-    ensure!(!spawns.is_empty(), "{} has no spawn points", loaded.name);
+    ensure!(
+        (1..=100_000).contains(&bots),
+        "--bots must be 1 to 100000, got {bots}"
+    );
+    ensure!(
+        seconds.is_finite() && seconds > 0.0 && seconds <= MAX_SECONDS,
+        "--seconds must be a number above 0 and at most {MAX_SECONDS}, got {seconds}"
+    );
     println!(
         "{}: {} polygons, {} solid brushes, model ready in {:.1} ms{}",
         loaded.name,
@@ -26,16 +31,21 @@ pub fn run(loaded: Loaded, bots: u32, seconds: f64) -> Result<()> {
         loaded.build_ms,
         if loaded.cached { " (cached)" } else { "" }
     );
-    let model = Arc::new(loaded.model);
-    let mut world = World::new(model.clone(), MoveConfig::default());
-    world.add_movers(Mover::from_map(&loaded.map, world.config().tick_rate));
+    let name = loaded.name.clone();
+    let sim = loaded.into_sim(MoveConfig::default())?;
+    let spawns = sim.spawns().to_vec();
+    ensure!(!spawns.is_empty(), "{name} has no usable spawn points");
+    let model = sim.map().clone();
+    let mut world = sim.new_state();
     for id in 0..bots {
         // Bots share spawn points, lifted apart so they do not start inside each other.
         let sp = spawns[id as usize % spawns.len()];
         let lift = 64.0 * (id as usize / spawns.len()) as f64;
-        world.add_player(id, PlayerState::at(sp + DVec3::Z * lift));
+        sim.add_player(&mut world, id, PlayerState::at(sp + DVec3::Z * lift))?;
     }
-    let ticks = (seconds * world.config().tick_rate as f64).round() as u64;
+    let rate = sim.config().tick_rate;
+    let ticks = (seconds * rate as f64).round() as u64;
+    let mut scratch = SimScratch::new();
     let mut rng = ChaCha8Rng::seed_from_u64(1);
     let mut cmds: BTreeMap<u32, MoveCommand> = BTreeMap::new();
     let mut s = TraceScratch::new();
@@ -65,23 +75,25 @@ pub fn run(loaded: Loaded, bots: u32, seconds: f64) -> Result<()> {
                 .with_buttons(b);
             }
         }
-        let before: Vec<DVec3> = world.players().map(|(_, p)| p.origin()).collect();
+        let before: Vec<DVec3> = world.players.values().map(|p| p.state.origin()).collect();
         let t0 = Instant::now();
-        world.step(&cmds);
+        sim.step(&mut world, &cmds, &mut scratch);
         sim_time += t0.elapsed().as_secs_f64();
-        for ((_, p), b) in world.players().zip(&before) {
+        for (p, b) in world.players.values().map(|p| &p.state).zip(&before) {
             travelled += (p.origin() - *b).length();
-            let hull = world.movement.hull(p);
+            let hull = sim.movement().hull(p);
             if model.position_solid(hull, p.origin(), Contents::PLAYER, &mut s) {
                 in_solid += 1;
             }
         }
         if tick % (ticks / 6).max(1) == 0 {
             let shown: Vec<String> = world
-                .players()
+                .players
+                .iter()
                 .take(3)
                 .map(|(id, p)| {
-                    let o = p.origin();
+                    let o = p.state.origin();
+                    let p = &p.state;
                     format!(
                         "bot {id} [{:7.1} {:7.1} {:6.1}]{}",
                         o.x,
@@ -93,7 +105,7 @@ pub fn run(loaded: Loaded, bots: u32, seconds: f64) -> Result<()> {
                 .collect();
             println!(
                 "t={:5.1}s  {}",
-                tick as f64 / world.config().tick_rate as f64,
+                tick as f64 / rate as f64,
                 shown.join("  ")
             );
         }
@@ -103,7 +115,7 @@ pub fn run(loaded: Loaded, bots: u32, seconds: f64) -> Result<()> {
         "{bots} bots x {ticks} ticks: {travelled:.0} units walked, {jumps} jump orders, {:.2} us per player tick ({:.1} s wall), state hash {:016x}",
         sim_time * 1e6 / player_ticks as f64,
         started.elapsed().as_secs_f64(),
-        world.state_hash()
+        world.hash()
     );
     println!("player ticks ending in solid: {in_solid}");
     ensure!(in_solid == 0, "{in_solid} player ticks ended in solid");

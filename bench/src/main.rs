@@ -94,8 +94,8 @@ fn moves(sc: &Scene, hull: &Hull, n: usize, max_len: f64, seed: u64) -> Vec<Move
         if rng.gen_bool(0.5) {
             let t = sc
                 .model
-                .trace(hull, p, p - DVec3::Z * 512.0, Contents::ALL, &mut s);
-            if !t.hit() {
+                .sweep(hull, p, p - DVec3::Z * 512.0, Contents::ALL, &mut s);
+            if t.hit.is_none() {
                 continue;
             }
             start = t.end;
@@ -175,6 +175,7 @@ fn main() -> Result<()> {
             let (expel_ns, expel_ends) = time_engine(&mv, |m| {
                 sc.model
                     .trace(&hull, m.start, m.end, Contents::ALL, &mut s)
+                    .sweep
                     .end
             });
             let (sweep_ns, _) = time_engine(&mv, |m| {

@@ -6,9 +6,9 @@
 
 use anyhow::Result;
 use expel_shared::movement::buttons;
-use expel_shared::world::World;
 use expel_shared::{
-    CollisionModel, Contents, Hull, MapData, MoveCommand, MoveConfig, PlayerState, TraceScratch,
+    CollisionModel, Contents, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch,
+    TraceScratch,
 };
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
@@ -39,11 +39,11 @@ fn main() -> Result<()> {
             .map(|v| v.split(',').map(|x| x.parse().unwrap()).collect())
             .unwrap_or(vec![64, 1000]);
         for players in counts {
-            let cfg = MoveConfig::default();
-            let mut world = World::new(model.clone(), cfg.clone());
+            let (sim, _) = Sim::from_map(model.clone(), &map, Movement::default());
+            let mut world = sim.new_state();
             let mut rng = ChaCha8Rng::seed_from_u64(7);
             // Scatter players over free standing spots.
-            let hull: Hull = cfg.stand_hull();
+            let hull = sim.movement().stand();
             let mut s = TraceScratch::new();
             let b = model.bounds();
             let mut placed = 0;
@@ -53,18 +53,19 @@ fn main() -> Result<()> {
                     rng.gen_range(b.min.y..b.max.y),
                     rng.gen_range(b.min.z..b.max.z),
                 );
-                if model.position_solid(&hull, p, Contents::PLAYER, &mut s) {
+                if model.position_solid(hull, p, Contents::PLAYER, &mut s) {
                     continue;
                 }
-                let t = model.trace(&hull, p, p - DVec3::Z * 2048.0, Contents::PLAYER, &mut s);
-                if !t.hit() {
+                let t = model.sweep(hull, p, p - DVec3::Z * 2048.0, Contents::PLAYER, &mut s);
+                if t.hit.is_none() {
                     continue;
                 }
-                world.add_player(placed as u32, PlayerState::at(t.end + DVec3::Z));
+                sim.add_player(&mut world, placed as u32, PlayerState::at(t.end + DVec3::Z))?;
                 placed += 1;
             }
             let ticks = (200_000 / players).clamp(60, 3000);
             let mut cmds: BTreeMap<u32, MoveCommand> = BTreeMap::new();
+            let mut scratch = SimScratch::new();
             let t0 = Instant::now();
             for _ in 0..ticks {
                 for id in 0..players as u32 {
@@ -81,7 +82,7 @@ fn main() -> Result<()> {
                         .with_buttons(jump);
                     }
                 }
-                world.step(&cmds);
+                sim.step(&mut world, &cmds, &mut scratch);
             }
             let secs = t0.elapsed().as_secs_f64();
             let pt = (players * ticks) as f64;

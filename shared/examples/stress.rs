@@ -58,8 +58,9 @@ fn main() {
             d = DVec3::AXES[rng.gen_range(0..3)] * if rng.gen_bool(0.5) { 1.0 } else { -1.0 };
         }
         let end = start + d * rng.gen_range(0.0..len);
-        let t = model.trace(&hull, start, end, Contents::ALL, &mut s);
-        if t.start_solid != (sep0 < -1e-6) && sep0.abs() > 1e-5 {
+        let full = model.trace(&hull, start, end, Contents::ALL, &mut s);
+        let t = full.sweep;
+        if full.start_solid != (sep0 < -1e-6) && sep0.abs() > 1e-5 {
             ss_mismatch += 1;
             if ss_mismatch < 5 {
                 println!("startsolid mismatch sep {sep0} at {start:?}");
@@ -77,7 +78,7 @@ fn main() {
             if pen < 5 {
                 println!(
                     "PEN {} {start:?} -> {end:?} f {} {:?}",
-                    -sep1, t.fraction, t.feature
+                    -sep1, t.fraction, t.hit
                 );
             }
         }
@@ -103,7 +104,7 @@ fn main() {
                 if far < 5 {
                     println!(
                         "FAR {sep1} {start:?} -> {end:?} f {} {:?} n {:?}",
-                        t.fraction, t.feature, t.normal
+                        t.fraction, t.hit, t.normal()
                     );
                 }
             }

@@ -30,7 +30,7 @@
 //! corner of the range; with the welding of `f32`-plane maps it stays below e/5. The tests
 //! in `shared/tests/numerics.rs` exercise the corners of the range.
 
-use glam::DVec3;
+use glam::{DQuat, DVec3};
 use serde::{Deserialize, Serialize};
 
 /// Expel-zone thickness e in map units: traces stop this far from what they hit.
@@ -49,7 +49,9 @@ pub const POSITION_EPS: f64 = 1e-6;
 /// A plane `normal · x = dist`; for brushes and polygons the normal points out of the solid.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Plane {
+    /// Unit normal.
     pub normal: DVec3,
+    /// Distance of the plane from the origin along the normal.
     pub dist: f64,
 }
 
@@ -70,6 +72,7 @@ impl Plane {
     }
 
     #[inline]
+    /// Signed distance of `p` from the plane (positive in front).
     pub fn distance(&self, p: DVec3) -> f64 {
         self.normal.dot(p) - self.dist
     }
@@ -84,16 +87,20 @@ impl Plane {
 /// Axis-aligned bounding box.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Aabb {
+    /// Lower corner.
     pub min: DVec3,
+    /// Upper corner.
     pub max: DVec3,
 }
 
 impl Aabb {
+    /// The empty box: adding any point makes it that point.
     pub const EMPTY: Aabb = Aabb {
         min: DVec3::splat(f64::INFINITY),
         max: DVec3::splat(f64::NEG_INFINITY),
     };
 
+    /// The smallest box holding the points.
     pub fn from_points<'a>(pts: impl IntoIterator<Item = &'a DVec3>) -> Aabb {
         let mut b = Aabb::EMPTY;
         for p in pts {
@@ -103,12 +110,14 @@ impl Aabb {
     }
 
     #[inline]
+    /// Grows the box to hold `p`.
     pub fn add_point(&mut self, p: DVec3) {
         self.min = self.min.min(p);
         self.max = self.max.max(p);
     }
 
     #[inline]
+    /// The smallest box holding both.
     pub fn union(&self, o: &Aabb) -> Aabb {
         Aabb {
             min: self.min.min(o.min),
@@ -117,6 +126,7 @@ impl Aabb {
     }
 
     #[inline]
+    /// The box grown by `r` on every side (shrunk for negative `r`).
     pub fn expand(&self, r: f64) -> Aabb {
         Aabb {
             min: self.min - DVec3::splat(r),
@@ -125,6 +135,7 @@ impl Aabb {
     }
 
     #[inline]
+    /// Whether the boxes touch or overlap.
     pub fn overlaps(&self, o: &Aabb) -> bool {
         self.min.x <= o.max.x
             && self.max.x >= o.min.x
@@ -134,17 +145,54 @@ impl Aabb {
             && self.max.z >= o.min.z
     }
 
+    /// The box moved by `by` (a hull's local bounds placed at a position).
+    #[inline]
+    pub fn offset(&self, by: DVec3) -> Aabb {
+        Aabb {
+            min: self.min + by,
+            max: self.max + by,
+        }
+    }
+
+    /// Whether the box holds no point.
     pub fn is_empty(&self) -> bool {
         !(self.min.x <= self.max.x && self.min.y <= self.max.y && self.min.z <= self.max.z)
     }
 
+    /// The centre.
     pub fn center(&self) -> DVec3 {
         (self.min + self.max) * 0.5
     }
 
+    /// The extent on each axis.
     pub fn size(&self) -> DVec3 {
         self.max - self.min
     }
+}
+
+/// Unit vector along `v`, scaled first by its largest component so that axes of any finite
+/// length (1e-300 or 1e200) normalise without underflow or overflow; `None` for zero or
+/// non-finite input.
+pub fn unit_axis(v: DVec3) -> Option<DVec3> {
+    let m = v.abs().max_element();
+    if !(m.is_finite() && m > 0.0) {
+        return None;
+    }
+    let u = v / m;
+    Some(u / u.length())
+}
+
+/// Rotation by `angle` radians about the unit `axis`, with `libm`'s `sincos` so every
+/// platform computes the same bits (glam's own constructor uses the platform's `sin`).
+pub fn axis_angle(axis: DVec3, angle: f64) -> DQuat {
+    let (s, c) = libm::sincos(angle * 0.5);
+    let v = axis * s;
+    DQuat::from_xyzw(v.x, v.y, v.z, c)
+}
+
+/// Degrees to radians, by the one multiplication every platform rounds alike.
+pub fn radians(deg: f64) -> f64 {
+    deg * (std::f64::consts::PI / 180.0)
 }
 
 /// Clips a convex polygon to the half-space `plane.distance(x) <= eps`, keeping winding.

@@ -8,20 +8,33 @@
 //!   phase) and traces convex [`Hull`]s through it with continuous collision detection by
 //!   trajectory parameterization of polyhedral features (van Waveren 2005) and an expel zone.
 //!
+//! * [`movement`] is the one player movement function ([`pmove`]) the server and every
+//!   client run, over quantized [`PlayerState`]s and [`MoveCommand`]s.
+//! * [`mover`] turns doors, platforms, trains and rotators into moving collision models.
+//! * [`sim`] is the simulation as a server steps it and a client predicts it: an immutable
+//!   [`Sim`] shared by `Arc`, a cloneable, serializable [`WorldState`], and one function
+//!   per player tick.
+//!
 //! Nothing here does I/O or async work: every query is a pure function of `&CollisionModel`
 //! plus caller-owned scratch, so any number of threads can trace one model at once.
+
+#![warn(missing_docs)]
 
 pub mod collision;
 pub mod geom;
 pub mod map;
 pub mod movement;
 pub mod mover;
-pub mod world;
+pub mod sim;
 
 pub use collision::{
-    hull::Hull, CollisionModel, Contact, Contents, Feature, ModelStats, Trace, TraceScratch,
+    hull::Hull, CollisionModel, Contact, Contents, Feature, Hit, ModelStats, Sweep, Target,
+    Trace, TraceScratch,
 };
 pub use geom::{Aabb, Plane, EXPEL, MAX_COORD};
-pub use map::{MapData, MapError};
-pub use movement::{pmove, MoveCommand, MoveConfig, MoveMode, Movement, PlayerState};
-pub use world::World;
+pub use map::{MapData, MapError, MapWarning};
+pub use movement::{
+    pmove, ConfigError, MoveCommand, MoveConfig, MoveEvents, MoveMode, Movement, Obstacle,
+    PlayerState,
+};
+pub use sim::{PlayerBox, PlayerId, PlayerTick, Sim, SimError, SimScratch, WorldState};

@@ -5,13 +5,20 @@
 //! through the pivot). Its state is integer (progress in 1/256 units or degrees, and a
 //! wait timer in ticks), so every client advances it exactly as the server does.
 
-use crate::collision::{hull::Hull, CollisionModel, Contents, TraceScratch};
-use crate::geom::{Aabb, Plane};
-use crate::map::{solidity, Brush, Entity, Face, MapData};
+use crate::collision::{hull::Hull, CollisionModel, Contents, Sweep, Target, TraceScratch};
+use crate::geom::{axis_angle, radians, Aabb, Plane, MAX_COORD};
+use crate::map::{solidity, Brush, Entity, Face, MapData, MapWarning};
 use glam::{DQuat, DVec3};
+use serde::{Deserialize, Serialize};
 
 /// Progress quantum: 1/256 of a unit (slides, paths) or of a degree (turns).
 const STEP: f64 = 256.0;
+/// Fastest mover, units (or degrees) per second: keys above it are clamped.
+pub const MAX_MOVER_SPEED: f64 = 65_536.0;
+/// Longest wait, in seconds: keys above it are clamped.
+pub const MAX_MOVER_WAIT: f64 = 3_600.0;
+/// Most path corners a train follows.
+pub const MAX_PATH_CORNERS: usize = 64;
 
 /// How a mover moves.
 #[derive(Clone, Debug)]
@@ -19,56 +26,100 @@ pub enum Motion {
     /// Back and forth along `dir` by `distance` (doors, platforms, buttons). `wait`: ticks
     /// to stay open before returning (`None`: stays open).
     Slide {
+        /// Unit direction of opening.
         dir: DVec3,
+        /// How far it opens.
         distance: f64,
+        /// Units per second.
         speed: f64,
-        wait: Option<u32>,
+        /// Seconds open before returning (`None`: stays open).
+        wait: Option<f64>,
+        /// Cycles on its own (platforms) rather than when a player comes near.
         auto: bool,
     },
-    /// Around a loop of offsets (trains along their path corners), pausing `wait` ticks at each.
+    /// Around a loop of offsets (trains along their path corners), pausing `wait` seconds
+    /// at each.
     Path {
+        /// Offsets of the corners from where the train was drawn.
         points: Vec<DVec3>,
+        /// Units per second.
         speed: f64,
-        wait: u32,
+        /// Seconds to pause at each corner.
+        wait: f64,
     },
     /// Turning for ever about `axis` at `speed` degrees per second (fans).
-    Spin { axis: DVec3, speed: f64 },
+    Spin {
+        /// Unit axis.
+        axis: DVec3,
+        /// Degrees per second.
+        speed: f64,
+    },
     /// Back and forth by `angle` degrees about `axis` (rotating doors).
     Swing {
+        /// Unit axis.
         axis: DVec3,
+        /// Degrees to turn when opening (sign gives the direction).
         angle: f64,
+        /// Degrees per second.
         speed: f64,
-        wait: Option<u32>,
+        /// Seconds open before returning (`None`: stays open).
+        wait: Option<f64>,
     },
 }
 
 /// Phase of a back-and-forth mover.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum Phase {
     #[default]
+    /// At rest.
     Closed,
+    /// Moving to open.
     Opening,
+    /// Open, waiting.
     Open,
+    /// Moving back to rest.
     Closing,
 }
 
-/// A mover's state, integer so it is exact on every machine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+/// A mover's state, integer so it is exact on every machine. Any value is safe to step
+/// (a state read from the network is clamped into range, never trusted to be).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub struct MoverState {
     /// Progress along the motion, in 1/256 units (or degrees for turns).
     pub progress: i64,
+    /// Back-and-forth phase.
     pub phase: Phase,
     /// Ticks left to wait.
     pub timer: u32,
 }
 
+/// Where a mover stands at one tick: an offset of its pivot and a turn about it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pose {
+    /// Offset from where the mover was drawn.
+    pub offset: DVec3,
+    /// Turn about the pivot.
+    pub rotation: DQuat,
+}
+
+impl Pose {
+    /// The pose of a mover at rest.
+    pub const REST: Pose = Pose {
+        offset: DVec3::ZERO,
+        rotation: DQuat::IDENTITY,
+    };
+}
+
 /// A mover and its collision model.
 #[derive(Clone, Debug)]
 pub struct Mover {
+    /// The entity's class.
     pub classname: String,
+    /// The collision model, relative to the pivot.
     pub model: CollisionModel,
     /// World position of the model's local origin (the rotation origin for turns).
     pub pivot: DVec3,
+    /// How it moves.
     pub motion: Motion,
     /// World box around the mover at rest, grown by 60 units: a player inside triggers it.
     pub trigger: Aabb,
@@ -83,30 +134,70 @@ const MOVER_CLASSES: [&str; 6] = [
     "func_door_rotating",
 ];
 
-fn key_f64(e: &Entity, k: &str) -> Option<f64> {
-    e.get(k)?
-        .trim()
-        .parse()
-        .ok()
-        .filter(|v: &f64| v.is_finite())
+/// Reads an entity's numeric keys, checking each against its range and reporting what it
+/// had to change or ignore, naming the entity.
+struct Keys<'a> {
+    e: &'a Entity,
+    warnings: &'a mut Vec<MapWarning>,
 }
 
-/// Quake's `angle` key: -1 up, -2 down, else a yaw in degrees.
-fn angle_dir(e: &Entity) -> DVec3 {
-    let a = key_f64(e, "angle").unwrap_or(0.0);
-    if a == -1.0 {
-        DVec3::Z
-    } else if a == -2.0 {
-        -DVec3::Z
-    } else {
-        let r = a.to_radians();
-        DVec3::new(libm::cos(r), libm::sin(r), 0.0)
+impl Keys<'_> {
+    fn warn(&mut self, message: String) {
+        self.warnings.push(MapWarning {
+            line: self.e.line,
+            message: format!("{} (line {}): {message}", self.e.classname(), self.e.line),
+        });
     }
-}
 
-fn wait_ticks(e: &Entity, default: f64, tick_rate: u32) -> Option<u32> {
-    let w = key_f64(e, "wait").unwrap_or(default);
-    (w >= 0.0).then(|| (w * tick_rate as f64).round() as u32)
+    /// Key `k` within `lo..=hi`: absent gives `default`; unreadable or non-finite values
+    /// are ignored and out-of-range ones clamped, with a warning.
+    fn f64(&mut self, k: &str, default: f64, lo: f64, hi: f64) -> f64 {
+        let Some(raw) = self.e.get(k) else {
+            return default;
+        };
+        match raw.trim().parse::<f64>() {
+            Ok(v) if v.is_finite() => {
+                let c = v.clamp(lo, hi);
+                if c != v {
+                    self.warn(format!("\"{k}\" {v} is outside {lo}..={hi}; using {c}"));
+                }
+                c
+            }
+            _ => {
+                self.warn(format!("\"{k}\" \"{raw}\" is not a number; using {default}"));
+                default
+            }
+        }
+    }
+
+    /// A speed: must be positive.
+    fn speed(&mut self, default: f64) -> f64 {
+        let v = self.f64("speed", default, 0.0, MAX_MOVER_SPEED);
+        if v > 0.0 {
+            return v;
+        }
+        self.warn(format!("\"speed\" must be positive; using {default}"));
+        default
+    }
+
+    /// A wait in seconds; negative means "never returns".
+    fn wait(&mut self, default: f64) -> Option<f64> {
+        let w = self.f64("wait", default, -1.0, MAX_MOVER_WAIT);
+        (w >= 0.0).then_some(w)
+    }
+
+    /// Quake's `angle` key: -1 up, -2 down, else a yaw in degrees.
+    fn angle_dir(&mut self) -> DVec3 {
+        let a = self.f64("angle", 0.0, -360.0, 360.0);
+        if a == -1.0 {
+            DVec3::Z
+        } else if a == -2.0 {
+            -DVec3::Z
+        } else {
+            let (s, c) = libm::sincos(radians(a));
+            DVec3::new(c, s, 0.0)
+        }
+    }
 }
 
 fn spin_axis(e: &Entity) -> DVec3 {
@@ -124,16 +215,31 @@ fn spin_axis(e: &Entity) -> DVec3 {
 }
 
 impl Mover {
-    /// Movers of a map, in file order.
-    pub fn from_map(map: &MapData, tick_rate: u32) -> Vec<Mover> {
-        map.entities
+    /// Movers of a map, in file order, with a warning for every mover that could not be
+    /// built and every key that was out of range.
+    pub fn from_map(map: &MapData) -> (Vec<Mover>, Vec<MapWarning>) {
+        let mut warnings = Vec::new();
+        let movers = map
+            .entities
             .iter()
             .filter(|e| MOVER_CLASSES.contains(&e.classname()))
-            .filter_map(|e| Self::from_entity(e, map, tick_rate))
-            .collect()
+            .filter_map(|e| {
+                let mut keys = Keys {
+                    e,
+                    warnings: &mut warnings,
+                };
+                let m = Self::from_entity(&mut keys, map);
+                if m.is_none() {
+                    keys.warn("has no solid brush that encloses a volume; ignored".into());
+                }
+                m
+            })
+            .collect();
+        (movers, warnings)
     }
 
-    fn from_entity(e: &Entity, map: &MapData, tick_rate: u32) -> Option<Mover> {
+    fn from_entity(keys: &mut Keys, map: &MapData) -> Option<Mover> {
+        let e = keys.e;
         let class = e.classname();
         let is_origin = |b: &Brush| {
             b.faces
@@ -169,7 +275,9 @@ impl Mover {
         let pivot = if !origin_brushes.is_empty() {
             corners(&origin_brushes).center()
         } else if class.contains("rotat") {
-            e.origin().unwrap_or(bounds.center())
+            e.origin()
+                .filter(|o| o.abs().max_element() <= MAX_COORD)
+                .unwrap_or(bounds.center())
         } else {
             bounds.center()
         };
@@ -199,33 +307,31 @@ impl Mover {
             }],
             ..Default::default()
         });
-        let speed = |d: f64| key_f64(e, "speed").filter(|v| *v > 0.0).unwrap_or(d);
-        let lip = key_f64(e, "lip").unwrap_or(8.0);
+        // Distances stay inside the supported coordinate box.
+        let far = 2.0 * MAX_COORD;
         let size = bounds.size();
         let motion = match class {
             "func_door" | "func_button" => {
-                let dir = angle_dir(e);
+                let button = class == "func_button";
+                let dir = keys.angle_dir();
                 let extent = size.dot(dir.abs());
-                let lip = if class == "func_button" {
-                    key_f64(e, "lip").unwrap_or(4.0)
-                } else {
-                    lip
-                };
+                let lip = keys.f64("lip", if button { 4.0 } else { 8.0 }, -far, far);
                 Motion::Slide {
                     dir,
-                    distance: (extent - lip).max(0.0),
-                    speed: speed(if class == "func_button" { 40.0 } else { 100.0 }),
-                    wait: wait_ticks(e, if class == "func_button" { 1.0 } else { 3.0 }, tick_rate),
+                    distance: (extent - lip).clamp(0.0, far),
+                    speed: keys.speed(if button { 40.0 } else { 100.0 }),
+                    wait: keys.wait(if button { 1.0 } else { 3.0 }),
                     auto: false,
                 }
             }
             "func_plat" => {
-                let height = key_f64(e, "height").unwrap_or(size.z - lip);
+                let lip = keys.f64("lip", 8.0, -far, far);
+                let height = keys.f64("height", size.z - lip, 0.0, far);
                 Motion::Slide {
                     dir: -DVec3::Z,
                     distance: height.max(0.0),
-                    speed: speed(150.0),
-                    wait: wait_ticks(e, 3.0, tick_rate),
+                    speed: keys.speed(150.0),
+                    wait: keys.wait(3.0),
                     auto: true,
                 }
             }
@@ -240,11 +346,20 @@ impl Mover {
                         .iter()
                         .find(|x| x.get("targetname") == Some(t.as_str()))
                     else {
+                        keys.warn(format!("path target \"{t}\" does not exist"));
                         break;
                     };
-                    let Some(o) = pc.origin() else { break };
+                    let Some(o) = pc.origin().filter(|o| o.abs().max_element() <= MAX_COORD)
+                    else {
+                        keys.warn(format!("path corner \"{t}\" has no usable origin"));
+                        break;
+                    };
                     let at = o - bounds.min;
-                    if points.contains(&at) || points.len() >= 64 {
+                    if points.contains(&at) {
+                        break;
+                    }
+                    if points.len() >= MAX_PATH_CORNERS {
+                        keys.warn(format!("path longer than {MAX_PATH_CORNERS} corners; cut"));
                         break;
                     }
                     points.push(at);
@@ -255,19 +370,19 @@ impl Mover {
                 }
                 Motion::Path {
                     points,
-                    speed: speed(100.0),
-                    wait: wait_ticks(e, 0.0, tick_rate).unwrap_or(0),
+                    speed: keys.speed(100.0),
+                    wait: keys.wait(0.0).unwrap_or(0.0),
                 }
             }
             "func_rotating" => Motion::Spin {
                 axis: spin_axis(e),
-                speed: speed(100.0),
+                speed: keys.speed(100.0),
             },
             _ => Motion::Swing {
                 axis: spin_axis(e),
-                angle: key_f64(e, "distance").unwrap_or(90.0),
-                speed: speed(100.0),
-                wait: wait_ticks(e, 3.0, tick_rate),
+                angle: keys.f64("distance", 90.0, -360.0, 360.0),
+                speed: keys.speed(100.0),
+                wait: keys.wait(3.0),
             },
         };
         Some(Mover {
@@ -279,21 +394,21 @@ impl Mover {
         })
     }
 
-    /// World box around the mover at a transform (for a turned mover, around the sphere it
+    /// World box around the mover at a pose (for a turned mover, around the sphere it
     /// can sweep).
-    pub fn world_bounds(&self, off: DVec3, q: DQuat) -> Aabb {
+    pub fn world_bounds(&self, pose: &Pose) -> Aabb {
         let b = self.model.bounds();
         if b.is_empty() {
             return b;
         }
-        if q == DQuat::IDENTITY {
+        if pose.rotation == DQuat::IDENTITY {
             return Aabb {
-                min: b.min + self.pivot + off,
-                max: b.max + self.pivot + off,
+                min: b.min + self.pivot + pose.offset,
+                max: b.max + self.pivot + pose.offset,
             };
         }
         let r = b.min.abs().max(b.max.abs()).length();
-        let c = self.pivot + off;
+        let c = self.pivot + pose.offset;
         Aabb {
             min: c - DVec3::splat(r),
             max: c + DVec3::splat(r),
@@ -305,48 +420,60 @@ impl Mover {
         MoverState::default()
     }
 
-    /// Offset and turn of the model for a state.
-    pub fn transform(&self, s: &MoverState) -> (DVec3, DQuat) {
+    /// Where the mover stands in state `s`.
+    pub fn pose(&self, s: &MoverState) -> Pose {
         let p = s.progress as f64 / STEP;
         match &self.motion {
-            Motion::Slide { dir, .. } => (*dir * p, DQuat::IDENTITY),
-            Motion::Path { points, .. } => (path_point(points, p), DQuat::IDENTITY),
-            Motion::Spin { axis, .. } => {
-                (DVec3::ZERO, DQuat::from_axis_angle(*axis, p.to_radians()))
-            }
-            Motion::Swing { axis, angle, .. } => (
-                DVec3::ZERO,
-                DQuat::from_axis_angle(*axis, (angle.signum() * p).to_radians()),
-            ),
+            Motion::Slide { dir, .. } => Pose {
+                offset: *dir * p,
+                rotation: DQuat::IDENTITY,
+            },
+            Motion::Path { points, .. } => Pose {
+                offset: path_point(points, p),
+                rotation: DQuat::IDENTITY,
+            },
+            Motion::Spin { axis, .. } => Pose {
+                offset: DVec3::ZERO,
+                rotation: axis_angle(*axis, radians(p)),
+            },
+            Motion::Swing { axis, angle, .. } => Pose {
+                offset: DVec3::ZERO,
+                rotation: axis_angle(*axis, radians(angle.signum() * p)),
+            },
         }
     }
 
-    /// The next state; `triggered` when a player is in the trigger box.
+    /// The next state at `tick_rate` ticks per second; `triggered` when a player is in the
+    /// trigger box. Total for any input state: progress is brought into range first.
     pub fn advance(&self, s: &MoverState, triggered: bool, tick_rate: u32) -> MoverState {
-        let dt = 1.0 / tick_rate as f64;
-        let step = |speed: f64| ((speed * dt) * STEP).round().max(1.0) as i64;
+        let rate = tick_rate.max(1) as f64;
+        // Speeds are clamped at load, so a step is at most 65536 * 256 per tick.
+        let step = |speed: f64| ((speed / rate) * STEP).round().max(1.0) as i64;
+        let ticks = |w: f64| (w * rate).round() as u32;
         let mut n = *s;
         match &self.motion {
             Motion::Spin { speed, .. } => {
-                n.progress = (s.progress + step(*speed)) % (360 * STEP as i64);
+                let turn = 360 * STEP as i64;
+                n.progress = (s.progress.rem_euclid(turn) + step(*speed)) % turn;
             }
             Motion::Path {
                 points,
                 speed,
                 wait,
             } => {
-                let total: f64 = loop_length(points);
-                if total <= 0.0 {
+                let total = ((loop_length(points) * STEP) as i64).max(0);
+                if total == 0 {
                     return n;
                 }
                 if n.timer > 0 {
                     n.timer -= 1;
                     return n;
                 }
-                let before = corner_index(points, s.progress as f64 / STEP);
-                n.progress = (s.progress + step(*speed)) % ((total * STEP) as i64).max(1);
+                let from = s.progress.rem_euclid(total);
+                let before = corner_index(points, from as f64 / STEP);
+                n.progress = (from + step(*speed)) % total;
                 if corner_index(points, n.progress as f64 / STEP) != before {
-                    n.timer = *wait;
+                    n.timer = ticks(*wait);
                 }
             }
             Motion::Slide {
@@ -357,7 +484,13 @@ impl Mover {
                 ..
             } => {
                 let end = (distance * STEP) as i64;
-                shuttle(&mut n, end, step(*speed), *wait, triggered || *auto);
+                shuttle(
+                    &mut n,
+                    end,
+                    step(*speed),
+                    wait.map(ticks),
+                    triggered || *auto,
+                );
             }
             Motion::Swing {
                 angle, speed, wait, ..
@@ -366,7 +499,7 @@ impl Mover {
                     &mut n,
                     (angle.abs() * STEP) as i64,
                     step(*speed),
-                    *wait,
+                    wait.map(ticks),
                     triggered,
                 );
             }
@@ -398,21 +531,57 @@ impl Mover {
         Hull::convex(&pts).ok()
     }
 
-    pub fn to_local(&self, p: DVec3, off: DVec3, q: DQuat) -> DVec3 {
-        q.inverse() * (p - self.pivot - off)
+    /// A world point in the mover's frame at `pose`.
+    pub fn to_local(&self, p: DVec3, pose: &Pose) -> DVec3 {
+        pose.rotation.inverse() * (p - self.pivot - pose.offset)
     }
 
-    /// Whether `hull` at `pos` overlaps the mover at `state`.
-    pub fn overlaps(
+    /// A point of the mover's frame in the world at `pose`.
+    pub fn to_world(&self, p: DVec3, pose: &Pose) -> DVec3 {
+        self.pivot + pose.offset + pose.rotation * p
+    }
+
+    /// Sweeps `hull` (world-aligned) from `start` to `end` against the mover standing at
+    /// `pose`, in world coordinates; a hit is reported as [`Target::Mover`] `index`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn sweep(
         &self,
+        index: u32,
         hull: &Hull,
-        pos: DVec3,
-        state: &MoverState,
+        start: DVec3,
+        end: DVec3,
+        pose: &Pose,
         s: &mut TraceScratch,
-    ) -> bool {
-        let (off, q) = self.transform(state);
-        let lp = self.to_local(pos, off, q);
-        match self.local_hull(hull, q) {
+    ) -> Sweep {
+        let lh = self.local_hull(hull, pose.rotation);
+        let h = lh.as_ref().unwrap_or(hull);
+        let (a, b) = (self.to_local(start, pose), self.to_local(end, pose));
+        let t = self.model.sweep(h, a, b, Contents::ALL, s);
+        Sweep {
+            fraction: t.fraction,
+            end: if t.hit.is_some() {
+                start + (end - start) * t.fraction
+            } else {
+                end
+            },
+            hit: t.hit.map(|mut hit| {
+                hit.normal = pose.rotation * hit.normal;
+                hit.point = self.to_world(hit.point, pose);
+                if let Target::Model(feature) = hit.target {
+                    hit.target = Target::Mover {
+                        mover: index,
+                        feature,
+                    };
+                }
+                hit
+            }),
+        }
+    }
+
+    /// Whether `hull` at `pos` overlaps the mover standing at `pose`.
+    pub fn overlaps(&self, hull: &Hull, pos: DVec3, pose: &Pose, s: &mut TraceScratch) -> bool {
+        let lp = self.to_local(pos, pose);
+        match self.local_hull(hull, pose.rotation) {
             Some(h) => self.model.position_solid(&h, lp, Contents::ALL, s),
             None => self.model.position_solid(hull, lp, Contents::ALL, s),
         }
@@ -421,6 +590,7 @@ impl Mover {
 
 /// Back-and-forth phase machine over progress `0..=end`.
 fn shuttle(n: &mut MoverState, end: i64, step: i64, wait: Option<u32>, triggered: bool) {
+    n.progress = n.progress.clamp(0, end);
     match n.phase {
         Phase::Closed => {
             if triggered {

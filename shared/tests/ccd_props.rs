@@ -55,9 +55,10 @@ fn check_trace(
     s: &mut TraceScratch,
 ) -> Outcome {
     let sep0 = scene.min_separation(oh, start);
-    let t = model.trace(hull, start, end, Contents::ALL, s);
+    let full = model.trace(hull, start, end, Contents::ALL, s);
+    let t = full.sweep;
     assert_eq!(
-        t.start_solid,
+        full.start_solid,
         sep0 < -TOL,
         "start_solid disagrees with the oracle (separation {sep0}) at {start:?}"
     );
@@ -85,14 +86,14 @@ fn check_trace(
         assert!(
             sep1 <= NEAR,
             "trace {start:?} -> {end:?} stopped at fraction {} with {sep1} units of clearance ({:?}, normal {:?})",
-            t.fraction, t.feature, t.normal
+            t.fraction, t.hit.map(|h| h.target), t.normal()
         );
-        let n = t.normal.expect("a stopped trace has a normal");
+        let n = t.normal().expect("a stopped trace has a normal");
         assert!((n.length() - 1.0).abs() < 1e-9);
         assert!(n.dot(end - start) <= 1e-9, "normal faces along the motion");
     }
     let head_on = t
-        .normal
+        .normal()
         .is_some_and(|n| -n.dot((end - start).normalize()) > 0.5);
     // Inside the zone the hull may move away, never deeper, from each brush.
     for b in &scene.brushes {
@@ -106,7 +107,7 @@ fn check_trace(
         }
     }
     Outcome {
-        hit: t.hit(),
+        hit: t.hit.is_some(),
         tight: head_on && t.fraction > 0.0 && sep1 < EXPEL / 4.0,
     }
 }
@@ -236,7 +237,7 @@ fn long_moves_stop_at_thin_walls() {
             let start = n * rng.gen_range(-200.0..-50.0) + side - n * n.dot(side);
             let dir = (n + unit(&mut rng) * 0.5).normalize();
             let end = start + dir * 1e5;
-            let t = model.trace(hull, start, end, Contents::ALL, &mut s);
+            let t = model.sweep(hull, start, end, Contents::ALL, &mut s);
             assert!(t.fraction < 1.0, "a 10^5 move through six walls never hit");
             check_trace(&scene, &model, hull, oh, start, end, &mut s);
         }
@@ -261,7 +262,7 @@ fn resting_contact_does_not_move_into_the_face() {
             0.0,
         );
         // Let a trace put it at contact distance, then push into the floor.
-        let drop = model.trace(
+        let drop = model.sweep(
             &hull,
             xy + DVec3::Z * 100.0,
             xy - DVec3::Z * 100.0,
@@ -276,12 +277,12 @@ fn resting_contact_does_not_move_into_the_face() {
             rng.gen_range(-1.0..1.0),
             -rng.gen_range(0.01..1.0),
         ) * 50.0;
-        let t = model.trace(&hull, rest, rest + into, Contents::ALL, &mut s);
+        let t = model.sweep(&hull, rest, rest + into, Contents::ALL, &mut s);
         assert_eq!(t.fraction, 0.0, "moved into the face it rests on");
         assert_eq!(t.end, rest);
         // Exactly resting at e (constructed, not traced) behaves the same.
         let exact = DVec3::new(xy.x, xy.y, 24.0 + EXPEL);
-        let t = model.trace(&hull, exact, exact + into, Contents::ALL, &mut s);
+        let t = model.sweep(&hull, exact, exact + into, Contents::ALL, &mut s);
         assert_eq!(t.fraction, 0.0);
     }
 }
@@ -338,8 +339,9 @@ fn chained_slides_never_sink() {
         vel.z -= 1.0; // gravity pulls into the floor every step
         let mut mv = vel;
         for _ in 0..4 {
-            let t = model.trace(&hull, pos, pos + mv, Contents::ALL, &mut s);
-            assert!(!t.start_solid, "step {i}: started in solid at {pos:?}");
+            let full = model.trace(&hull, pos, pos + mv, Contents::ALL, &mut s);
+            assert!(!full.start_solid, "step {i}: started in solid at {pos:?}");
+            let t = full.sweep;
             let sep = scene.min_separation(&oh, t.end);
             assert!(
                 sep >= -TOL,
@@ -348,7 +350,7 @@ fn chained_slides_never_sink() {
                 t.end
             );
             pos = t.end;
-            let Some(n) = t.normal else { break };
+            let Some(n) = t.normal() else { break };
             mv = (mv - n * mv.dot(n) * 1.001) * (1.0 - t.fraction);
             vel -= n * vel.dot(n).min(0.0) * 1.001;
         }
@@ -455,7 +457,11 @@ fn rotated_thin_brushes_make_edge_contacts_that_never_penetrate() {
             let end = start + (target - start) * rng.gen_range(0.5..3.0);
             st.add(check_trace(&scene, &model, hull, oh, start, end, &mut s));
             let t = model.sweep(hull, start, end, Contents::ALL, &mut s);
-            if matches!(t.feature, Some(expel_shared::Feature::EdgeEdge { .. })) {
+            let target = t.hit.map(|h| h.target);
+            if matches!(
+                target,
+                Some(expel_shared::Target::Model(expel_shared::Feature::EdgeEdge { .. }))
+            ) {
                 edge_hits += 1;
             }
         }

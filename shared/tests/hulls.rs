@@ -51,7 +51,7 @@ fn contacts_find_the_ground_under_a_resting_hull() {
     let mut s = TraceScratch::new();
     let mut out = Vec::new();
     let rest = model
-        .trace(
+        .sweep(
             &hull,
             DVec3::new(-300.0, -300.0, 60.0),
             DVec3::new(-300.0, -300.0, 0.0),
@@ -75,7 +75,7 @@ fn contacts_find_the_ground_under_a_resting_hull() {
     assert!(out.is_empty());
     // Beside a pillar (x in [-16, 16]) and on the floor: two contacts.
     let by = model
-        .trace(
+        .sweep(
             &hull,
             DVec3::new(-100.0, 0.0, 24.5),
             DVec3::new(0.0, 0.0, 24.5),
@@ -84,7 +84,7 @@ fn contacts_find_the_ground_under_a_resting_hull() {
         )
         .end;
     let by = model
-        .trace(&hull, by, by - DVec3::Z, Contents::ALL, &mut s)
+        .sweep(&hull, by, by - DVec3::Z, Contents::ALL, &mut s)
         .end;
     model.contacts(&hull, by, 0.25, Contents::ALL, &mut s, &mut out);
     let mut normals: Vec<DVec3> = out.iter().map(|c| c.normal).collect();
@@ -102,7 +102,7 @@ fn model_is_shared_across_threads() {
             std::thread::spawn(move || {
                 let mut s = TraceScratch::new();
                 let start = DVec3::new(-300.0 + i as f64, -300.0, 100.0);
-                m.trace(&h, start, start - DVec3::Z * 200.0, Contents::ALL, &mut s)
+                m.sweep(&h, start, start - DVec3::Z * 200.0, Contents::ALL, &mut s)
                     .fraction
             })
         })

@@ -9,9 +9,9 @@
 //! with its ceiling at z = 48; a low ceiling x 600..900, y -300..-100 at z = 96.
 
 use expel_shared::movement::buttons;
-use expel_shared::world::World;
 use expel_shared::{
-    CollisionModel, Contents, MapData, MoveCommand, MoveConfig, PlayerState, TraceScratch,
+    CollisionModel, Contents, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch,
+    TraceScratch, WorldState,
 };
 use glam::DVec3;
 use std::collections::BTreeMap;
@@ -28,15 +28,28 @@ fn arena() -> Arc<CollisionModel> {
     .clone()
 }
 
-struct Sim {
-    world: World,
+/// The arena without its movers: movement alone.
+fn sim() -> &'static Sim {
+    static S: OnceLock<Sim> = OnceLock::new();
+    S.get_or_init(|| Sim::new(arena(), Movement::default(), Vec::new(), Vec::new()))
 }
 
-impl Sim {
-    fn at(x: f64, y: f64, z: f64) -> Sim {
-        let mut world = World::new(arena(), MoveConfig::default());
-        world.add_player(1, PlayerState::at(DVec3::new(x, y, z)));
-        Sim { world }
+/// One player (id 1) in the arena.
+struct One {
+    world: WorldState,
+    scratch: SimScratch,
+}
+
+impl One {
+    fn at(x: f64, y: f64, z: f64) -> One {
+        let mut world = sim().new_state();
+        sim()
+            .add_player(&mut world, 1, PlayerState::at(DVec3::new(x, y, z)))
+            .unwrap();
+        One {
+            world,
+            scratch: SimScratch::new(),
+        }
     }
 
     fn p(&self) -> PlayerState {
@@ -49,7 +62,7 @@ impl Sim {
         cmds.insert(1, cmd);
         (0..n)
             .map(|_| {
-                self.world.step(&cmds);
+                sim().step(&mut self.world, &cmds, &mut self.scratch);
                 self.p()
             })
             .collect()
@@ -67,20 +80,15 @@ fn walk(yaw: f64) -> MoveCommand {
 }
 
 fn free(p: &PlayerState) -> bool {
-    let cfg = MoveConfig::default();
-    let hull = if p.crouched() {
-        cfg.crouch_hull()
-    } else {
-        cfg.stand_hull()
-    };
+    let hull = sim().movement().hull(p);
     let mut s = TraceScratch::new();
-    !arena().position_solid(&hull, p.origin(), Contents::PLAYER, &mut s)
+    !arena().position_solid(hull, p.origin(), Contents::PLAYER, &mut s)
 }
 
 /// Walks +y at stair flight `i` and returns the highest z reached.
 fn climb(i: usize) -> f64 {
     let x = -912.0 + 160.0 * i as f64;
-    let mut sim = Sim::at(x, 270.0, 30.0);
+    let mut sim = One::at(x, 270.0, 30.0);
     sim.settle();
     let states = sim.run(90, walk(90.0));
     assert!(states.iter().all(free));
@@ -105,7 +113,7 @@ fn climbs_8_16_and_18_unit_steps_and_refuses_19() {
 fn walks_down_stairs_without_leaving_the_ground() {
     for (i, h) in [(0, 8.0), (1, 16.0), (2, 18.0)] {
         let x = -912.0 + 160.0 * i as f64;
-        let mut sim = Sim::at(x, 600.0, 6.0 * h + 30.0);
+        let mut sim = One::at(x, 600.0, 6.0 * h + 30.0);
         sim.settle();
         let states = sim.run(60, walk(270.0));
         let bottom = states.iter().position(|s| s.origin().y < 300.0);
@@ -123,8 +131,8 @@ fn walks_down_stairs_without_leaving_the_ground() {
 #[test]
 fn walks_down_a_30_degree_ramp_without_leaving_the_ground() {
     let x = -912.0 + 160.0;
-    let rise = (192.0f64 * 30f64.to_radians().tan()).round();
-    let mut sim = Sim::at(x, -736.0, rise + 30.0);
+    let rise = (192.0f64 * libm::tan(30f64.to_radians())).round();
+    let mut sim = One::at(x, -736.0, rise + 30.0);
     sim.settle();
     let states = sim.run(90, walk(270.0));
     let bottom = states
@@ -138,8 +146,8 @@ fn walks_down_a_30_degree_ramp_without_leaving_the_ground() {
 
 #[test]
 fn walks_up_a_40_degree_slope_and_slides_down_a_50_degree_one() {
-    let rise40 = (192.0f64 * 40f64.to_radians().tan()).round();
-    let mut sim = Sim::at(-912.0 + 320.0, -995.0, 30.0);
+    let rise40 = (192.0f64 * libm::tan(40f64.to_radians())).round();
+    let mut sim = One::at(-912.0 + 320.0, -995.0, 30.0);
     sim.settle();
     let states = sim.run(75, walk(90.0));
     // Walks all the way up (on the ground near the crest) and over the top.
@@ -152,14 +160,14 @@ fn walks_up_a_40_degree_slope_and_slides_down_a_50_degree_one() {
     );
     assert!(states.last().unwrap().origin().y > -768.0);
     // 50°: can't walk up...
-    let rise50 = (192.0f64 * 50f64.to_radians().tan()).round();
-    let mut sim = Sim::at(-912.0 + 640.0, -995.0, 30.0);
+    let rise50 = (192.0f64 * libm::tan(50f64.to_radians())).round();
+    let mut sim = One::at(-912.0 + 640.0, -995.0, 30.0);
     sim.settle();
     let states = sim.run(120, walk(90.0));
     let top = states.iter().map(|s| s.origin().z).fold(f64::MIN, f64::max);
     assert!(top < rise50 * 0.5, "50°: walked up to {top}");
     // ...and dropped onto it, slides down to the floor.
-    let mut sim = Sim::at(-912.0 + 640.0, -860.0, rise50 + 40.0);
+    let mut sim = One::at(-912.0 + 640.0, -860.0, rise50 + 40.0);
     let states = sim.run(120, MoveCommand::default());
     let last = states.last().unwrap();
     assert!(
@@ -172,7 +180,7 @@ fn walks_up_a_40_degree_slope_and_slides_down_a_50_degree_one() {
 
 #[test]
 fn does_not_stick_in_a_v_shaped_crease() {
-    let mut sim = Sim::at(328.0, -940.0, 140.0);
+    let mut sim = One::at(328.0, -940.0, 140.0);
     let states = sim.run(150, walk(90.0));
     let y = states.last().unwrap().origin().y;
     assert!(y > -780.0, "stuck in the crease at y {y}");
@@ -182,7 +190,7 @@ fn does_not_stick_in_a_v_shaped_crease() {
 #[test]
 fn slides_around_corners() {
     // Walking diagonally into the pillar at (0, 0) from its -x side: slides past it.
-    let mut sim = Sim::at(-100.0, -10.0, 30.0);
+    let mut sim = One::at(-100.0, -10.0, 30.0);
     sim.settle();
     let states = sim.run(90, walk(10.0));
     let end = states.last().unwrap().origin();
@@ -192,7 +200,7 @@ fn slides_around_corners() {
 
 #[test]
 fn a_jump_into_a_ceiling_loses_its_upward_speed() {
-    let mut sim = Sim::at(750.0, -200.0, 30.0);
+    let mut sim = One::at(750.0, -200.0, 30.0);
     sim.settle();
     let jump = MoveCommand::default().with_buttons(buttons::JUMP);
     let states = sim.run(40, jump);
@@ -208,7 +216,7 @@ fn a_jump_into_a_ceiling_loses_its_upward_speed() {
         .unwrap();
     assert!(states[bump].velocity().z <= 0.0, "{:?}", states[bump]);
     // An open-air jump peaks much higher: the ceiling really cut it.
-    let mut open = Sim::at(-300.0, -300.0, 30.0);
+    let mut open = One::at(-300.0, -300.0, 30.0);
     open.settle();
     let peak = open
         .run(40, jump)
@@ -220,7 +228,7 @@ fn a_jump_into_a_ceiling_loses_its_upward_speed() {
 
 #[test]
 fn crouches_under_a_low_ceiling_and_stays_crouched_until_there_is_room() {
-    let mut sim = Sim::at(550.0, -500.0, 30.0);
+    let mut sim = One::at(550.0, -500.0, 30.0);
     sim.settle();
     // Standing, the tunnel (48 clear) refuses the 56-unit hull.
     let stand = sim.run(60, walk(0.0));
@@ -250,7 +258,7 @@ fn crouches_under_a_low_ceiling_and_stays_crouched_until_there_is_room() {
 
 #[test]
 fn strafe_jumping_gains_speed() {
-    let mut sim = Sim::at(-600.0, -300.0, 30.0);
+    let mut sim = One::at(-600.0, -300.0, 30.0);
     sim.settle();
     // Run up to full speed along +y.
     sim.run(40, walk(90.0));
@@ -276,7 +284,7 @@ fn walking_into_walls_at_any_angle_never_passes_or_jitters() {
     for wall_x in [600.0, 696.0, 792.0] {
         for k in 0..13 {
             let yaw = -75.0 + k as f64 * 12.5; // towards +x, from grazing to head-on and back
-            let mut sim = Sim::at(wall_x - 40.0, 550.0, 30.0);
+            let mut sim = One::at(wall_x - 40.0, 550.0, 30.0);
             sim.settle();
             let states = sim.run(30, walk(yaw));
             for s in &states {
@@ -309,7 +317,7 @@ fn walking_into_walls_at_any_angle_never_passes_or_jitters() {
 #[test]
 fn a_player_started_in_solid_moves_to_the_nearest_free_spot() {
     // Sunk 4 units into the floor: rises out, and not through to the other side.
-    let mut sim = Sim::at(-300.0, -300.0, 20.0);
+    let mut sim = One::at(-300.0, -300.0, 20.0);
     let s = sim.run(1, MoveCommand::default())[0];
     assert!(free(&s), "still in solid: {s:?}");
     assert!(
@@ -318,21 +326,23 @@ fn a_player_started_in_solid_moves_to_the_nearest_free_spot() {
         s.origin()
     );
     // Overlapping a pillar's side by 3: pushed out sideways, not through.
-    let mut sim = Sim::at(-28.0, 0.0, 24.03125);
+    let mut sim = One::at(-28.0, 0.0, 24.03125);
     let s = sim.run(1, MoveCommand::default())[0];
     assert!(free(&s) && s.origin().x <= -31.0, "{:?}", s.origin());
 }
 
 #[test]
 fn players_block_each_other() {
-    let mut world = World::new(arena(), MoveConfig::default());
-    world.add_player(1, PlayerState::at(DVec3::new(-400.0, 0.0, 24.03125)));
-    world.add_player(2, PlayerState::at(DVec3::new(-300.0, 0.0, 24.03125)));
+    let mut world = sim().new_state();
+    let mut s = SimScratch::new();
+    let at = |x| PlayerState::at(DVec3::new(x, 0.0, 24.03125));
+    sim().add_player(&mut world, 1, at(-400.0)).unwrap();
+    sim().add_player(&mut world, 2, at(-300.0)).unwrap();
     let mut cmds = BTreeMap::new();
     cmds.insert(1, walk(0.0));
     cmds.insert(2, walk(180.0));
     for _ in 0..120 {
-        world.step(&cmds);
+        sim().step(&mut world, &cmds, &mut s);
         let (a, b) = (
             world.player(1).unwrap().origin(),
             world.player(2).unwrap().origin(),
@@ -344,12 +354,11 @@ fn players_block_each_other() {
 #[test]
 fn replaying_the_same_inputs_gives_the_same_hash() {
     let run = || {
-        let mut world = World::new(arena(), MoveConfig::default());
+        let mut world = sim().new_state();
+        let mut s = SimScratch::new();
         for i in 0..8 {
-            world.add_player(
-                i,
-                PlayerState::at(DVec3::new(-500.0 + 40.0 * i as f64, -100.0, 40.0)),
-            );
+            let at = PlayerState::at(DVec3::new(-500.0 + 40.0 * i as f64, -100.0, 40.0));
+            sim().add_player(&mut world, i, at).unwrap();
         }
         let mut hashes = Vec::new();
         for t in 0..600u32 {
@@ -370,8 +379,8 @@ fn replaying_the_same_inputs_gives_the_same_hash() {
                     )
                 })
                 .collect();
-            world.step(&cmds);
-            hashes.push(world.state_hash());
+            sim().step(&mut world, &cmds, &mut s);
+            hashes.push(world.hash());
         }
         hashes
     };

@@ -5,10 +5,10 @@
 mod common;
 
 use common::*;
-use expel_shared::collision::{hull::Hull, Trace};
+use expel_shared::collision::{hull::Hull, Sweep};
 use expel_shared::movement::{buttons, Collider, MapCollider};
 use expel_shared::{
-    pmove, CollisionModel, MapData, MoveCommand, MoveConfig, Movement, PlayerState, TraceScratch,
+    pmove, CollisionModel, MapData, MoveCommand, Movement, PlayerState, TraceScratch,
 };
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
@@ -93,8 +93,8 @@ struct Recorder<'a> {
 }
 
 impl Collider for Recorder<'_> {
-    fn trace(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Trace {
-        let t = self.inner.trace(hull, start, end);
+    fn sweep(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Sweep {
+        let t = self.inner.sweep(hull, start, end);
         self.traces.push((hull.clone(), start, t.end));
         t
     }
@@ -132,8 +132,8 @@ fn run_map(path: &std::path::Path) {
     let map = MapData::parse_any(&std::fs::read(path).unwrap()).unwrap();
     let model = CollisionModel::build(&map);
     let oracle = Oracle::new(&map);
-    let mv = Movement::new(MoveConfig::default());
-    let (stand, crouch) = (mv.stand.clone(), mv.crouch.clone());
+    let mv = Movement::default();
+    let (stand, crouch) = (mv.stand().clone(), mv.crouch().clone());
     let ohull = |h: &Hull| {
         let b = h.bounds();
         (OHull::aabb(b.min, b.max), (b.min, b.max))
@@ -162,7 +162,7 @@ fn run_map(path: &std::path::Path) {
                 },
                 traces: Vec::new(),
             };
-            let next = pmove(state, cmd, &mv, &mut rec);
+            let (next, _) = pmove(state, cmd, &mv, &mut rec);
             for (h, a, b) in &rec.traces {
                 let (oh, hb) = if h.bounds().max.z < stand.bounds().max.z {
                     &o_crouch

@@ -3,12 +3,52 @@
 mod common;
 
 use common::*;
-use expel_shared::mover::{Mover, Phase};
-use expel_shared::world::World;
-use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState};
-use glam::{DQuat, DVec3};
+use expel_shared::mover::{Mover, MoverState, Phase};
+use expel_shared::{
+    CollisionModel, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch, WorldState,
+};
+use glam::DVec3;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// A simulation and its state, stepped the way a server does.
+struct World {
+    sim: Sim,
+    state: WorldState,
+    scratch: SimScratch,
+}
+
+impl World {
+    fn new(model: Arc<CollisionModel>, map: &MapData) -> World {
+        let (sim, warnings) = Sim::from_map(model, map, Movement::default());
+        assert!(warnings.is_empty(), "{warnings:?}");
+        World {
+            state: sim.new_state(),
+            sim,
+            scratch: SimScratch::new(),
+        }
+    }
+
+    fn add_player(&mut self, id: u32, p: PlayerState) {
+        self.sim.add_player(&mut self.state, id, p).unwrap();
+    }
+
+    fn step(&mut self, c: &BTreeMap<u32, MoveCommand>) {
+        self.sim.step(&mut self.state, c, &mut self.scratch);
+    }
+
+    fn player(&self, id: u32) -> Option<&PlayerState> {
+        self.state.player(id)
+    }
+
+    fn movers(&self) -> impl Iterator<Item = (&Mover, &MoverState)> {
+        self.sim.movers().iter().zip(&self.state.movers)
+    }
+
+    fn movement(&self) -> &Movement {
+        self.sim.movement()
+    }
+}
 
 /// A Quake-format axis-aligned brush.
 fn brush(min: DVec3, max: DVec3) -> String {
@@ -66,16 +106,14 @@ fn world_with(entity: &str) -> (World, MapData) {
         )
     );
     let map = MapData::parse_map(&text).unwrap();
-    let cfg = MoveConfig::default();
-    let mut w = World::new(Arc::new(CollisionModel::build(&map)), cfg.clone());
-    w.add_movers(Mover::from_map(&map, cfg.tick_rate));
+    let w = World::new(Arc::new(CollisionModel::build(&map)), &map);
     (w, map)
 }
 
 /// Separation of the player's box from the mover's brush (the oracle's view), posed.
 fn player_vs_mover(p: &PlayerState, w: &World, local_min: DVec3, local_max: DVec3) -> f64 {
     let (m, s) = w.movers().next().unwrap();
-    let (off, q) = m.transform(s);
+    let pose = m.pose(s);
     let corners: Vec<DVec3> = (0..8)
         .map(|i| {
             let l = DVec3::new(
@@ -83,10 +121,10 @@ fn player_vs_mover(p: &PlayerState, w: &World, local_min: DVec3, local_max: DVec
                 if i & 2 == 0 { local_min.y } else { local_max.y },
                 if i & 4 == 0 { local_min.z } else { local_max.z },
             );
-            m.pivot + off + q * (l - m.pivot)
+            m.to_world(l - m.pivot, &pose)
         })
         .collect();
-    let b = w.movement.hull(p).bounds();
+    let b = w.movement().hull(p).bounds();
     let o = p.origin();
     let player = OBrush::new(box_planes(o + b.min, o + b.max)).unwrap();
     separation(&OHull::new(corners), DVec3::ZERO, &player)
@@ -155,7 +193,7 @@ fn a_platform_carries_a_player_for_ten_thousand_ticks() {
         w.step(&cmds);
         let p = *w.player(1).unwrap();
         let (m, s) = w.movers().next().unwrap();
-        let top = m.pivot.z + m.transform(s).0.z + (pmax.z - m.pivot.z);
+        let top = m.pivot.z + m.pose(s).offset.z + (pmax.z - m.pivot.z);
         let above = p.origin().z - 24.0 - top;
         assert!(
             (-1e-6..=1.0).contains(&above),
@@ -201,7 +239,6 @@ fn a_rotating_fan_sweeps_a_player_aside() {
         (end - start).length() > 50.0,
         "the blade did not sweep the player: {end:?}"
     );
-    let _ = DQuat::IDENTITY;
 }
 
 #[test]
@@ -227,7 +264,7 @@ fn a_scene_with_movers_replays_to_the_same_hash() {
                 MoveCommand::new(((t / 60) % 2) as f64, 0.0, 0.0, (t % 360) as f64, 0.0),
             );
             w.step(&c);
-            hashes.push(w.state_hash());
+            hashes.push(w.state.hash());
         }
         hashes
     };
@@ -251,12 +288,18 @@ fn real_map_movers_run_with_players() {
     let mut total_movers = 0;
     for p in paths {
         let map = MapData::parse_any(&std::fs::read(&p).unwrap()).unwrap();
-        let cfg = MoveConfig::default();
-        let movers = Mover::from_map(&map, cfg.tick_rate);
-        total_movers += movers.len();
+        let (sim, _) = Sim::from_map(
+            Arc::new(CollisionModel::build(&map)),
+            &map,
+            Movement::default(),
+        );
+        total_movers += sim.movers().len();
         let brushes = map_brushes(&map);
-        let mut w = World::new(Arc::new(CollisionModel::build(&map)), cfg);
-        w.add_movers(movers);
+        let mut w = World {
+            state: sim.new_state(),
+            sim,
+            scratch: SimScratch::new(),
+        };
         for (i, sp) in map.spawn_points().iter().enumerate().take(8) {
             w.add_player(i as u32, PlayerState::at(*sp + DVec3::Z * 9.0));
         }
@@ -276,8 +319,8 @@ fn real_map_movers_run_with_players() {
                 })
                 .collect();
             w.step(&c);
-            for (_, pl) in w.players() {
-                let b = w.movement.hull(pl).bounds();
+            for pl in w.state.players.values().map(|s| &s.state) {
+                let b = w.movement().hull(pl).bounds();
                 let o = pl.origin();
                 let oh = OHull::aabb(b.min, b.max);
                 let sep = brushes
@@ -296,7 +339,7 @@ fn real_map_movers_run_with_players() {
                 let mut s = expel_shared::TraceScratch::new();
                 for (m, ms) in w.movers() {
                     assert!(
-                        !m.overlaps(w.movement.hull(pl), o, ms, &mut s),
+                        !m.overlaps(w.movement().hull(pl), o, &m.pose(ms), &mut s),
                         "{}: tick {t}: a player is inside a {}",
                         p.display(),
                         m.classname
@@ -325,7 +368,7 @@ fn a_train_follows_its_path_and_carries_a_rider() {
     for tick in 0..600 {
         w.step(&cmds);
         let (m, s) = w.movers().next().unwrap();
-        let off = m.transform(s).0;
+        let off = m.pose(s).offset;
         let p = w.player(1).unwrap().origin();
         // Once landed, the rider stays on the train, where it stood.
         if tick >= 30 {

@@ -39,7 +39,7 @@ fn traces_stay_exact_far_from_the_origin() {
                 continue;
             }
             let end = start + unit(&mut rng) * rng.gen_range(1.0..1000.0);
-            let t = model.trace(&hull, start, end, Contents::ALL, &mut s);
+            let t = model.sweep(&hull, start, end, Contents::ALL, &mut s);
             let sep = scene.min_separation(&oh, t.end);
             assert!(sep >= -1e-6, "ends {} inside at {:?}", -sep, t.end);
             assert!(scene
@@ -64,7 +64,7 @@ fn moves_across_the_whole_range_stop_at_the_first_wall() {
     let scene = Scene::new(vec![wall]);
     let model = CollisionModel::build(&scene.map);
     let hull = Hull::point();
-    let t = model.trace(
+    let t = model.sweep(
         &hull,
         DVec3::new(-MAX_COORD, 0.0, 0.0),
         DVec3::new(MAX_COORD, 1.0, -1.0),

@@ -151,8 +151,9 @@ fn spawn_points_are_free_and_traces_from_them_never_end_in_solid() {
                 for _ in 0..300 {
                     let len = [8.0, 64.0, 512.0, 4096.0][rng.gen_range(0..4)];
                     let end = pos + unit(&mut rng) * rng.gen_range(0.0..len);
-                    let t = model.trace(hull, pos, end, Contents::ALL, &mut s);
-                    assert!(!t.start_solid, "{}: {pos:?} became solid", p.display());
+                    let full = model.trace(hull, pos, end, Contents::ALL, &mut s);
+                    assert!(!full.start_solid, "{}: {pos:?} became solid", p.display());
+                    let t = full.sweep;
                     let sep = min_sep(&brushes, oh, t.end, 64.0);
                     assert!(
                         sep >= -1e-6,

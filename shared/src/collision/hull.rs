@@ -9,17 +9,31 @@ use thiserror::Error;
 pub const MAX_HULL_POINTS: usize = 64;
 
 #[derive(Debug, Error, Clone, PartialEq)]
+/// A hull that cannot be built.
 pub enum HullError {
     #[error("hull needs finite coordinates")]
+    /// A coordinate is NaN or infinite.
     NotFinite,
     #[error("box mins {mins:?} exceed maxs {maxs:?}")]
-    InvertedBox { mins: [f64; 3], maxs: [f64; 3] },
+    /// A box whose mins exceed its maxs.
+    InvertedBox {
+        /// Lower corner given.
+        mins: [f64; 3],
+        /// Upper corner given.
+        maxs: [f64; 3],
+    },
     #[error("hull has {0} points; at most {MAX_HULL_POINTS} are supported")]
+    /// Too many points or features.
     TooManyPoints(usize),
     #[error("hull points are collinear or coincident; give a point, a polygon or a solid")]
+    /// No volume, polygon or point can be made of the points.
     Degenerate,
     #[error("prism needs 3 to 32 sides, a positive radius and height, got {sides} sides")]
-    BadPrism { sides: usize },
+    /// Prism parameters out of range.
+    BadPrism {
+        /// Sides asked for.
+        sides: usize,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -315,6 +329,7 @@ impl Hull {
         self.bounds
     }
 
+    /// Corner points, relative to the hull's position.
     pub fn vertices(&self) -> &[DVec3] {
         &self.vertices
     }

@@ -24,16 +24,19 @@ use tree::AxialTree;
 pub struct Contents(pub u32);
 
 impl Contents {
+    /// Nothing.
     pub const NONE: Contents = Contents(0);
     /// Blocks everything.
     pub const SOLID: Contents = Contents(1);
     /// Clip brushes: block players only.
     pub const PLAYER_CLIP: Contents = Contents(0x1_0000);
+    /// Every contents bit.
     pub const ALL: Contents = Contents(u32::MAX);
     /// What a player collides with.
     pub const PLAYER: Contents = Contents(1 | 0x1_0000);
 
     #[inline]
+    /// Whether any bit is in both.
     pub fn intersects(self, o: Contents) -> bool {
         self.0 & o.0 != 0
     }
@@ -42,11 +45,15 @@ impl Contents {
 /// A convex polygon of the model, one-sided: it blocks only from the front.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Polygon {
+    /// Plane of the polygon (normal out of the solid).
     pub plane: Plane,
+    /// World bounds.
     pub bounds: Aabb,
     /// Range in the model's edge-use list.
     pub first: u32,
+    /// Number of edges.
     pub count: u32,
+    /// What the polygon is made of.
     pub contents: Contents,
     /// Index of the source brush in [`CollisionModel::brushes`].
     pub brush: u32,
@@ -55,11 +62,15 @@ pub struct Polygon {
 /// A solid brush kept for position tests: planes, corner points and edge directions.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SolidBrush {
+    /// World bounds.
     pub bounds: Aabb,
+    /// What the brush is made of.
     pub contents: Contents,
     /// Ranges into the model's brush plane, point and axis lists.
     pub planes: (u32, u32),
+    /// Range into the model's brush point list.
     pub points: (u32, u32),
+    /// Range into the model's brush axis list.
     pub axes: (u32, u32),
     /// Every plane is axis-aligned.
     pub axial: bool,
@@ -71,36 +82,92 @@ pub struct SolidBrush {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Feature {
     /// A hull vertex hit a model polygon.
-    HullVertex { vertex: u8, polygon: u32 },
+    HullVertex {
+        /// Index of the hull's vertex.
+        vertex: u8,
+        /// Index of the model's polygon.
+        polygon: u32,
+    },
     /// A model vertex hit a hull face.
-    ModelVertex { vertex: u32, hull_face: u8 },
+    ModelVertex {
+        /// Index of the model's vertex.
+        vertex: u32,
+        /// Index of the hull's face.
+        hull_face: u8,
+    },
     /// A hull edge hit a model edge.
-    EdgeEdge { hull_edge: u8, edge: u32 },
+    EdgeEdge {
+        /// Index of the hull's edge.
+        hull_edge: u8,
+        /// Index of the model's edge.
+        edge: u32,
+    },
 }
 
-/// Result of a sweep.
+/// What a sweep hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Target {
+    /// A feature of the swept model (the map, when the model is the world's).
+    Model(Feature),
+    /// A mover (index into the simulation's movers), at a feature of its own model.
+    Mover {
+        /// Index of the mover in the simulation.
+        mover: u32,
+        /// The feature pair of the mover's model.
+        feature: Feature,
+    },
+    /// Another player's box.
+    Player(u32),
+}
+
+/// Where and what a sweep hit.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Trace {
+pub struct Hit {
+    /// Contact normal: unit, pointing from what was hit towards the hull.
+    pub normal: DVec3,
+    /// Contact point on what was hit.
+    pub point: DVec3,
+    /// Contents of what was hit.
+    pub contents: Contents,
+    /// What was hit.
+    pub target: Target,
+}
+
+/// Result of a sweep (the continuous query alone).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sweep {
     /// Fraction of the move completed, in [0, 1].
     pub fraction: f64,
     /// Hull position at the end: `start + fraction * (end - start)`.
     pub end: DVec3,
-    /// Contact normal (unit, pointing from the model towards the hull) when something was hit.
-    pub normal: Option<DVec3>,
-    /// Contact point on the model.
-    pub point: Option<DVec3>,
-    pub feature: Option<Feature>,
-    /// Contents of what was hit ([`Contents::NONE`] when nothing).
-    pub contents: Contents,
+    /// The first contact, if the hull stopped at one.
+    pub hit: Option<Hit>,
+}
+
+impl Sweep {
+    /// A sweep that went all the way to `end`.
+    pub fn clear(end: DVec3) -> Sweep {
+        Sweep {
+            fraction: 1.0,
+            end,
+            hit: None,
+        }
+    }
+
+    /// The contact normal, when something was hit.
+    pub fn normal(&self) -> Option<DVec3> {
+        self.hit.map(|h| h.normal)
+    }
+}
+
+/// Result of [`CollisionModel::trace`]: the sweep and the start position's test.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Trace {
+    /// The sweep.
+    pub sweep: Sweep,
     /// The hull at the start overlaps a solid brush (touching or lying inside the expel
     /// zone does not count).
     pub start_solid: bool,
-}
-
-impl Trace {
-    pub fn hit(&self) -> bool {
-        self.normal.is_some()
-    }
 }
 
 /// A contact within a distance, from [`CollisionModel::contacts`].
@@ -110,27 +177,38 @@ pub struct Contact {
     pub normal: DVec3,
     /// Separation along the normal (may be slightly negative in the expel zone's error band).
     pub distance: f64,
+    /// Closest point on the model.
     pub point: DVec3,
+    /// Contents of the polygon.
     pub contents: Contents,
 }
 
 /// Counts describing a compiled model (what `expel map info` prints).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ModelStats {
+    /// Entities in the map.
     pub entities: usize,
+    /// Brushes in the map.
     pub brushes: usize,
+    /// Brushes that are solid world geometry.
     pub solid_brushes: usize,
     /// Solid brushes that enclose no volume (dropped).
     pub degenerate_brushes: usize,
+    /// Collision polygons.
     pub polygons: usize,
     /// Faces dropped because another solid brush buries them.
     pub buried_faces: usize,
     /// Coplanar neighbours merged into one convex polygon.
     pub merged_polygons: usize,
+    /// Distinct edges.
     pub edges: usize,
+    /// Edges between coplanar or concave-free neighbours, never hit first.
     pub internal_edges: usize,
+    /// Distinct vertices.
     pub vertices: usize,
+    /// Nodes of the axial BSP trees.
     pub broad_phase_nodes: usize,
+    /// Curved patches skipped.
     pub patches_skipped: usize,
 }
 
@@ -162,6 +240,7 @@ impl CollisionModel {
     /// key on it, so a change here invalidates them.
     pub const FORMAT_VERSION: u32 = 3;
 
+    /// Counts describing the model.
     pub fn stats(&self) -> &ModelStats {
         &self.stats
     }
@@ -171,14 +250,17 @@ impl CollisionModel {
         self.bounds
     }
 
+    /// The collision polygons.
     pub fn polygons(&self) -> &[Polygon] {
         &self.polygons
     }
 
+    /// The distinct edges.
     pub fn edges(&self) -> &[Edge] {
         &self.edges
     }
 
+    /// The distinct vertices.
     pub fn vertices(&self) -> &[DVec3] {
         &self.vertices
     }
@@ -194,6 +276,7 @@ impl CollisionModel {
             })
     }
 
+    /// The solid brushes kept for position tests.
     pub fn brushes(&self) -> &[SolidBrush] {
         &self.brushes
     }

@@ -22,9 +22,21 @@ use glam::{DMat3, DQuat, DVec3};
 /// A turn of `angle` radians (right-handed) about `axis` through `origin`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Rotation {
+    /// A point on the axis.
     pub origin: DVec3,
+    /// The axis (any finite non-zero length).
     pub axis: DVec3,
+    /// Angle in radians, right-handed about the axis.
     pub angle: f64,
+}
+
+/// Where a rotation stopped against the model.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RotationHit {
+    /// Contact normal at the stop, from the model towards the hull.
+    pub normal: DVec3,
+    /// Contact point on the model.
+    pub point: DVec3,
 }
 
 /// Result of a rotation trace.
@@ -32,9 +44,8 @@ pub struct Rotation {
 pub struct RotationTrace {
     /// Fraction of the angle turned, in [0, 1].
     pub fraction: f64,
-    /// Contact normal (from the model towards the hull) at the stop, when something hit.
-    pub normal: Option<DVec3>,
-    pub point: Option<DVec3>,
+    /// The contact the turn stopped at, if any.
+    pub hit: Option<RotationHit>,
     /// The hull overlaps solid at the start.
     pub start_solid: bool,
 }
@@ -100,7 +111,7 @@ impl Wave {
     fn peak(&self) -> Option<f64> {
         // -A sin a + B cos a = 0 with the second derivative negative: a = atan2(B, A).
         // tan(a/2) = sin a / (1 + cos a) = B / (|AB| + A) on the unit circle.
-        let h = self.a.hypot(self.b);
+        let h = libm::hypot(self.a, self.b);
         if h == 0.0 {
             return None;
         }
@@ -224,21 +235,18 @@ impl CollisionModel {
     ) -> RotationTrace {
         let start_solid =
             self.position_solid_posed(hull, position, DQuat::IDENTITY, rot.origin, mask, s);
-        let len = rot.axis.length();
-        if len.is_nan()
-            || len <= 0.0
-            || !len.is_finite()
-            || !rot.angle.is_finite()
-            || rot.angle == 0.0
-        {
-            return RotationTrace {
-                fraction: 1.0,
-                normal: None,
-                point: None,
-                start_solid,
-            };
+        let free = RotationTrace {
+            fraction: 1.0,
+            hit: None,
+            start_solid,
+        };
+        let Some(mut k) = crate::geom::unit_axis(rot.axis) else {
+            return free;
+        };
+        if !rot.angle.is_finite() || rot.angle == 0.0 {
+            return free;
         }
-        let (mut k, mut total) = (rot.axis / len, rot.angle);
+        let mut total = rot.angle;
         if total < 0.0 {
             k = -k;
             total = -total;
@@ -253,25 +261,19 @@ impl CollisionModel {
         let r_step = libm::tan(step * 0.5);
         for piece in 0..pieces {
             let done = step * piece as f64;
-            let q = DQuat::from_axis_angle(k, done);
+            let q = crate::geom::axis_angle(k, done);
             if let Some((r, normal, point)) = self.rotate_piece(
                 hull, position, rot.origin, q, r_step, to_local, to_world, mask,
             ) {
                 let a = 2.0 * libm::atan(r);
                 return RotationTrace {
                     fraction: ((done + a) / total).clamp(0.0, 1.0),
-                    normal: Some(normal),
-                    point: Some(point),
+                    hit: Some(RotationHit { normal, point }),
                     start_solid,
                 };
             }
         }
-        RotationTrace {
-            fraction: 1.0,
-            normal: None,
-            point: None,
-            start_solid,
-        }
+        free
     }
 
     /// One piece of at most 90°: the hull starts turned by `q` about the axis. Returns the

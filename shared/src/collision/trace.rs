@@ -10,7 +10,7 @@
 
 use super::hull::Hull;
 use super::tree::{Bounds32, Node};
-use super::{CollisionModel, Contact, Contents, Feature, Trace};
+use super::{CollisionModel, Contact, Contents, Feature, Hit, Sweep, Target, Trace};
 use crate::geom::{Aabb, EXPEL, PARALLEL_SIN, POSITION_EPS, SIDE_EPS};
 use glam::DVec3;
 
@@ -49,6 +49,7 @@ struct PolyEdge {
 }
 
 impl TraceScratch {
+    /// Empty scratch; it grows to the model's size once.
     pub fn new() -> Self {
         Self::default()
     }
@@ -102,6 +103,7 @@ impl Region {
         b.min.cmpge(self.bounds.min).all() && b.max.cmple(self.bounds.max).all()
     }
 
+    /// The box the region was gathered for.
     pub fn bounds(&self) -> Aabb {
         self.bounds
     }
@@ -161,9 +163,10 @@ impl CollisionModel {
         mask: Contents,
         scratch: &mut TraceScratch,
     ) -> Trace {
-        let mut t = self.sweep(hull, start, end, mask, scratch);
-        t.start_solid = self.position_solid(hull, start, mask, scratch);
-        t
+        Trace {
+            sweep: self.sweep(hull, start, end, mask, scratch),
+            start_solid: self.position_solid(hull, start, mask, scratch),
+        }
     }
 
     /// The sweep alone (no start-solid test): the continuous collision query.
@@ -174,7 +177,7 @@ impl CollisionModel {
         end: DVec3,
         mask: Contents,
         s: &mut TraceScratch,
-    ) -> Trace {
+    ) -> Sweep {
         self.sweep_with(hull, start, end, mask, None, s)
     }
 
@@ -189,7 +192,7 @@ impl CollisionModel {
         end: DVec3,
         mask: Contents,
         s: &mut TraceScratch,
-    ) -> Trace {
+    ) -> Sweep {
         self.sweep_with(hull, start, end, mask, Some(region), s)
     }
 
@@ -201,7 +204,7 @@ impl CollisionModel {
         mask: Contents,
         region: Option<&Region>,
         s: &mut TraceScratch,
-    ) -> Trace {
+    ) -> Sweep {
         let dir = end - start;
         let mut best = Best::NONE;
         let dir_len = dir.length();
@@ -228,19 +231,18 @@ impl CollisionModel {
                 _ => q.traverse(s, &mut best),
             }
         }
-        let (end, fraction) = if best.feature.is_some() {
-            (start + dir * best.f, best.f)
-        } else {
-            (end, 1.0)
-        };
-        Trace {
-            fraction,
-            end,
-            normal: best.feature.map(|_| best.normal),
-            point: best.feature.map(|_| best.point),
-            feature: best.feature,
-            contents: best.contents,
-            start_solid: false,
+        match best.feature {
+            Some(feature) => Sweep {
+                fraction: best.f,
+                end: start + dir * best.f,
+                hit: Some(Hit {
+                    normal: best.normal,
+                    point: best.point,
+                    contents: best.contents,
+                    target: Target::Model(feature),
+                }),
+            },
+            None => Sweep::clear(end),
         }
     }
 

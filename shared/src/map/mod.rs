@@ -12,21 +12,47 @@ use thiserror::Error;
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum MapError {
     #[error("line {line}: {message}")]
-    Syntax { line: usize, message: String },
+    /// A `.map` text error at a line.
+    Syntax {
+        /// Line of the file (from 1).
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
     #[error("bsp: {0}")]
+    /// A `.bsp` error.
     Bsp(String),
+}
+
+/// Something in a map that could not be used as written: what was done instead, and
+/// where.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MapWarning {
+    /// Source line (0 for `.bsp` content).
+    pub line: usize,
+    /// What was wrong and what was done.
+    pub message: String,
+}
+
+impl std::fmt::Display for MapWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 /// One brush face: its plane (normal out of the brush) and texture name as written.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Face {
+    /// The face's plane, normal out of the brush.
     pub plane: Plane,
+    /// Texture name as written.
     pub texture: String,
 }
 
 /// A convex brush: the set where `n·x <= d` for every face.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Brush {
+    /// The faces.
     pub faces: Vec<Face>,
     /// Source line of the brush's opening brace (0 for `.bsp` brushes).
     pub line: usize,
@@ -35,8 +61,11 @@ pub struct Brush {
 /// An entity with its key/value pairs in file order and its brushes.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Entity {
+    /// Key/value pairs in file order.
     pub properties: Vec<(String, String)>,
+    /// The brushes.
     pub brushes: Vec<Brush>,
+    /// Source line of the entity's opening brace.
     pub line: usize,
 }
 
@@ -49,16 +78,17 @@ impl Entity {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The `classname` key, or empty.
     pub fn classname(&self) -> &str {
         self.get("classname").unwrap_or("")
     }
 
-    /// `origin` key as a vector, when present and well formed.
+    /// `origin` key as a vector, when present and well formed (three finite numbers).
     pub fn origin(&self) -> Option<DVec3> {
         let v: Vec<f64> = self
             .get("origin")?
             .split_whitespace()
-            .map(|s| s.parse().ok())
+            .map(|s| s.parse().ok().filter(|x: &f64| x.is_finite()))
             .collect::<Option<_>>()?;
         (v.len() == 3).then(|| DVec3::new(v[0], v[1], v[2]))
     }
@@ -67,6 +97,7 @@ impl Entity {
 /// A loaded map: every entity that is part of the exported map, in file order.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct MapData {
+    /// Entities in file order.
     pub entities: Vec<Entity>,
     /// Curved patches (`patchDef2`/`patchDef3`) that were skipped.
     pub patches_skipped: usize,
@@ -121,12 +152,35 @@ impl MapData {
         self.entities.iter().map(|e| e.brushes.len()).sum()
     }
 
-    /// Player spawn points: the origins of `info_player_*` entities.
+    /// Player spawn points: the origins of `info_player_*` entities that have a usable
+    /// one (three finite numbers within the supported coordinates).
     pub fn spawn_points(&self) -> Vec<DVec3> {
-        self.entities
+        self.checked_spawn_points().0
+    }
+
+    /// [`MapData::spawn_points`], with a warning naming each spawn entity left out.
+    pub fn checked_spawn_points(&self) -> (Vec<DVec3>, Vec<MapWarning>) {
+        let mut warnings = Vec::new();
+        let mut points = Vec::new();
+        for e in self
+            .entities
             .iter()
             .filter(|e| e.classname().starts_with("info_player_"))
-            .filter_map(|e| e.origin())
-            .collect()
+        {
+            match e.origin() {
+                Some(o) if o.abs().max_element() <= crate::geom::MAX_COORD => points.push(o),
+                _ => warnings.push(MapWarning {
+                    line: e.line,
+                    message: format!(
+                        "{} (line {}): origin {:?} is not three finite numbers within the \
+                         supported coordinates; spawn point ignored",
+                        e.classname(),
+                        e.line,
+                        e.get("origin").unwrap_or("")
+                    ),
+                }),
+            }
+        }
+        (points, warnings)
     }
 }

@@ -8,30 +8,50 @@
 
 mod pmove;
 
-pub use pmove::{pmove, Collider, MapCollider};
+pub use pmove::{pmove, Collider, MapCollider, MoveEvents, Obstacle, Touches};
 
 use crate::collision::hull::Hull;
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// A [`MoveConfig`] value outside what the movement supports.
+#[derive(Debug, Error, Clone, PartialEq)]
+#[error("movement setting {field} = {value} is invalid: {rule}")]
+pub struct ConfigError {
+    /// The setting's name, as in [`MoveConfig`].
+    pub field: &'static str,
+    /// The value given.
+    pub value: String,
+    /// What it must be.
+    pub rule: &'static str,
+}
 
 /// Position quantum: 1/256 unit (an `i32` then spans ±2^23 units).
 pub const POSITION_SCALE: f64 = 256.0;
 /// Velocity quantum: 1/16 unit per second.
 pub const VELOCITY_SCALE: f64 = 16.0;
 
-/// Movement constants, with Quake 3's defaults (units per second, units, seconds).
+/// Movement constants, with Quake 3's defaults (units per second, units, seconds). Checked
+/// once by [`MoveConfig::validate`] into a [`Movement`], the only form movement runs with.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct MoveConfig {
-    /// Simulation rate; 10 to 240 ticks per second.
+    /// Simulation rate of players and movers alike; 10 to 240 ticks per second.
     pub tick_rate: u32,
+    /// Downward acceleration.
     pub gravity: f64,
+    /// Upward speed a jump gives.
     pub jump_velocity: f64,
     /// Ground speed with full input.
     pub max_speed: f64,
     /// Speed factor while crouched.
     pub crouch_scale: f64,
+    /// Ground acceleration (times the wished speed, per second).
     pub accelerate: f64,
+    /// Air acceleration (times the wished speed, per second).
     pub air_accelerate: f64,
+    /// Ground friction (fraction of the speed lost per second).
     pub friction: f64,
     /// Friction acts as if the speed were at least this.
     pub stop_speed: f64,
@@ -45,7 +65,11 @@ pub struct MoveConfig {
     pub ground_distance: f64,
     /// Speed in noclip and spectator modes.
     pub fly_speed: f64,
+    /// No velocity component may exceed this (Quake's `sv_maxvelocity`).
+    pub max_velocity: f64,
+    /// Standing hull's lower corner, relative to the origin.
     pub stand_mins: [f64; 3],
+    /// Standing hull's upper corner, relative to the origin.
     pub stand_maxs: [f64; 3],
     /// Crouched hull top (the rest as standing).
     pub crouch_max_z: f64,
@@ -68,6 +92,7 @@ impl Default for MoveConfig {
             overclip: 1.001,
             ground_distance: 0.25,
             fly_speed: 640.0,
+            max_velocity: 2000.0,
             stand_mins: [-15.0, -15.0, -24.0],
             stand_maxs: [15.0, 15.0, 32.0],
             crouch_max_z: 16.0,
@@ -75,37 +100,140 @@ impl Default for MoveConfig {
     }
 }
 
+/// Limits [`MoveConfig::validate`] enforces.
+pub mod limits {
+    /// Tick rates, per second.
+    pub const TICK_RATE: std::ops::RangeInclusive<u32> = 10..=240;
+    /// Largest speed, acceleration or gravity accepted (units per second, or per second
+    /// squared).
+    pub const MAX_RATE: f64 = 100_000.0;
+    /// Largest hull extent from the origin on any axis.
+    pub const MAX_HULL: f64 = 512.0;
+    /// Thinnest hull side accepted (thinner boxes cannot be traced reliably).
+    pub const MIN_HULL_SIDE: f64 = 1.0;
+}
+
 impl MoveConfig {
-    pub fn dt(&self) -> f64 {
-        1.0 / self.tick_rate.clamp(10, 240) as f64
-    }
-
-    pub fn stand_hull(&self) -> Hull {
-        Hull::aabb(self.stand_mins.into(), self.stand_maxs.into()).expect("valid stand hull")
-    }
-
-    pub fn crouch_hull(&self) -> Hull {
-        let mut maxs = self.stand_maxs;
-        maxs[2] = self.crouch_max_z;
-        Hull::aabb(self.stand_mins.into(), maxs.into()).expect("valid crouch hull")
+    /// Checks every value and builds the hulls once.
+    pub fn validate(self) -> Result<Movement, ConfigError> {
+        let bad = |field: &'static str, value: String, rule: &'static str| {
+            Err(ConfigError { field, value, rule })
+        };
+        if !limits::TICK_RATE.contains(&self.tick_rate) {
+            return bad("tick_rate", self.tick_rate.to_string(), "10 to 240 ticks per second");
+        }
+        let rates = [
+            ("gravity", self.gravity),
+            ("jump_velocity", self.jump_velocity),
+            ("max_speed", self.max_speed),
+            ("accelerate", self.accelerate),
+            ("air_accelerate", self.air_accelerate),
+            ("friction", self.friction),
+            ("stop_speed", self.stop_speed),
+            ("fly_speed", self.fly_speed),
+            ("max_velocity", self.max_velocity),
+        ];
+        for (field, v) in rates {
+            if !(0.0..=limits::MAX_RATE).contains(&v) {
+                return bad(field, v.to_string(), "finite, 0 to 100000");
+            }
+        }
+        if self.max_velocity <= 0.0 {
+            return bad("max_velocity", self.max_velocity.to_string(), "positive");
+        }
+        let in_range = |v: f64, lo: f64, hi: f64| v.is_finite() && v >= lo && v <= hi;
+        if !in_range(self.crouch_scale, 0.0, 1.0) {
+            return bad("crouch_scale", self.crouch_scale.to_string(), "0 to 1");
+        }
+        if !(in_range(self.walkable_normal_z, 0.0, 1.0) && self.walkable_normal_z > 0.0) {
+            let v = self.walkable_normal_z.to_string();
+            return bad("walkable_normal_z", v, "above 0, at most 1");
+        }
+        if !in_range(self.step_height, 0.0, limits::MAX_HULL) {
+            return bad("step_height", self.step_height.to_string(), "0 to 512");
+        }
+        if !in_range(self.overclip, 1.0, 1.1) {
+            return bad("overclip", self.overclip.to_string(), "1 to 1.1");
+        }
+        if !(in_range(self.ground_distance, 0.0, 4.0) && self.ground_distance > 0.0) {
+            let v = self.ground_distance.to_string();
+            return bad("ground_distance", v, "above 0, at most 4");
+        }
+        let (mins, maxs) = (DVec3::from(self.stand_mins), DVec3::from(self.stand_maxs));
+        let hull_ok = |v: DVec3| v.is_finite() && v.abs().max_element() <= limits::MAX_HULL;
+        if !hull_ok(mins) || !hull_ok(maxs) {
+            let v = format!("{:?} {:?}", self.stand_mins, self.stand_maxs);
+            return bad("stand_mins/stand_maxs", v, "finite, within 512 of the origin");
+        }
+        if (maxs - mins).min_element() < limits::MIN_HULL_SIDE {
+            let v = format!("{:?} {:?}", self.stand_mins, self.stand_maxs);
+            return bad("stand_mins/stand_maxs", v, "at least 1 unit on every axis");
+        }
+        if !(in_range(self.crouch_max_z, mins.z + limits::MIN_HULL_SIDE, maxs.z)) {
+            let v = self.crouch_max_z.to_string();
+            return bad("crouch_max_z", v, "at least 1 above stand_mins z, at most stand_maxs z");
+        }
+        let mut crouch_maxs = maxs;
+        crouch_maxs.z = self.crouch_max_z;
+        // Checked above: the boxes are finite and thick, so building them cannot fail.
+        let hull = |lo, hi| Hull::aabb(lo, hi).map_err(|_| ConfigError {
+            field: "stand_mins/stand_maxs",
+            value: format!("{lo} {hi}"),
+            rule: "a valid box",
+        });
+        Ok(Movement {
+            stand: hull(mins, maxs)?,
+            crouch: hull(mins, crouch_maxs)?,
+            dt: 1.0 / self.tick_rate as f64,
+            config: self,
+        })
     }
 }
 
-/// A [`MoveConfig`] with its hulls built once: what [`pmove`] runs with.
+/// A validated [`MoveConfig`] with its hulls built once: what [`pmove`] runs with. Only
+/// [`MoveConfig::validate`] makes one, so it is never invalid or stale.
 #[derive(Clone, Debug)]
 pub struct Movement {
-    pub config: MoveConfig,
-    pub stand: Hull,
-    pub crouch: Hull,
+    config: MoveConfig,
+    stand: Hull,
+    crouch: Hull,
+    dt: f64,
+}
+
+impl Default for Movement {
+    fn default() -> Self {
+        // The defaults are within every limit (a unit test checks it).
+        match MoveConfig::default().validate() {
+            Ok(m) => m,
+            Err(e) => unreachable!("default movement config is invalid: {e}"),
+        }
+    }
 }
 
 impl Movement {
-    pub fn new(config: MoveConfig) -> Movement {
-        Movement {
-            stand: config.stand_hull(),
-            crouch: config.crouch_hull(),
-            config,
-        }
+    /// The settings.
+    pub fn config(&self) -> &MoveConfig {
+        &self.config
+    }
+
+    /// Seconds per tick.
+    pub fn dt(&self) -> f64 {
+        self.dt
+    }
+
+    /// Ticks per second.
+    pub fn tick_rate(&self) -> u32 {
+        self.config.tick_rate
+    }
+
+    /// The standing hull.
+    pub fn stand(&self) -> &Hull {
+        &self.stand
+    }
+
+    /// The crouched hull.
+    pub fn crouch(&self) -> &Hull {
+        &self.crouch
     }
 
     /// The hull for a state.
@@ -116,12 +244,18 @@ impl Movement {
             &self.stand
         }
     }
+
+    /// The world box a player in `state` occupies.
+    pub fn player_box(&self, state: &PlayerState) -> crate::geom::Aabb {
+        self.hull(state).bounds().offset(state.origin())
+    }
 }
 
 /// Movement mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub enum MoveMode {
     #[default]
+    /// Walks, with gravity and collision.
     Walk,
     /// Flies through everything.
     Noclip,
@@ -131,7 +265,9 @@ pub enum MoveMode {
 
 /// State flags.
 pub mod flags {
+    /// Standing on walkable ground.
     pub const ON_GROUND: u8 = 1;
+    /// Crouched (the smaller hull).
     pub const CROUCHED: u8 = 2;
     /// Jump was held last tick: a new jump needs a release first.
     pub const JUMP_HELD: u8 = 4;
@@ -144,7 +280,9 @@ pub struct PlayerState {
     pub origin: [i32; 3],
     /// Velocity in 1/[`VELOCITY_SCALE`] units per second.
     pub velocity: [i32; 3],
+    /// [`flags`] bits.
     pub flags: u8,
+    /// Movement mode.
     pub mode: MoveMode,
 }
 
@@ -157,6 +295,7 @@ fn quantize(v: DVec3, scale: f64) -> [i32; 3] {
 }
 
 impl PlayerState {
+    /// A player at rest at `origin` (quantized).
     pub fn at(origin: DVec3) -> PlayerState {
         PlayerState {
             origin: quantize(origin, POSITION_SCALE),
@@ -164,6 +303,7 @@ impl PlayerState {
         }
     }
 
+    /// Position in units.
     pub fn origin(&self) -> DVec3 {
         DVec3::new(
             self.origin[0] as f64,
@@ -172,6 +312,7 @@ impl PlayerState {
         ) / POSITION_SCALE
     }
 
+    /// Velocity in units per second.
     pub fn velocity(&self) -> DVec3 {
         DVec3::new(
             self.velocity[0] as f64,
@@ -180,10 +321,12 @@ impl PlayerState {
         ) / VELOCITY_SCALE
     }
 
+    /// Sets the velocity (quantized).
     pub fn set_velocity(&mut self, v: DVec3) {
         self.velocity = quantize(v, VELOCITY_SCALE);
     }
 
+    /// Whether a [`flags`] bit is set.
     pub fn has(&self, flag: u8) -> bool {
         self.flags & flag != 0
     }
@@ -196,10 +339,12 @@ impl PlayerState {
         }
     }
 
+    /// Standing on walkable ground.
     pub fn on_ground(&self) -> bool {
         self.has(flags::ON_GROUND)
     }
 
+    /// Crouched.
     pub fn crouched(&self) -> bool {
         self.has(flags::CROUCHED)
     }
@@ -217,19 +362,25 @@ impl PlayerState {
 /// One tick of input, quantized as sent: axes in 1/127 steps, angles in 1/65536 turns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub struct MoveCommand {
+    /// Forward axis, -127..127.
     pub forward: i8,
+    /// Sideways axis (positive right), -127..127.
     pub side: i8,
+    /// Up axis (flying modes), -127..127.
     pub up: i8,
     /// Yaw, counter-clockwise from +x seen from above.
     pub yaw: u16,
     /// Pitch, positive looking down (Quake's convention).
     pub pitch: u16,
+    /// [`buttons`] bits.
     pub buttons: u8,
 }
 
 /// Command buttons.
 pub mod buttons {
+    /// Jump (needs a release between jumps).
     pub const JUMP: u8 = 1;
+    /// Crouch.
     pub const CROUCH: u8 = 2;
 }
 
@@ -261,15 +412,18 @@ impl MoveCommand {
         }
     }
 
+    /// The command with these [`buttons`].
     pub fn with_buttons(mut self, b: u8) -> Self {
         self.buttons = b;
         self
     }
 
+    /// Jump held.
     pub fn jump(&self) -> bool {
         self.buttons & buttons::JUMP != 0
     }
 
+    /// Crouch held.
     pub fn crouch(&self) -> bool {
         self.buttons & buttons::CROUCH != 0
     }

@@ -3,23 +3,107 @@
 //! the [`Collider`], and a ground check again.
 
 use super::{flags, MoveCommand, MoveConfig, MoveMode, Movement, PlayerState};
-use crate::collision::{hull::Hull, CollisionModel, Contents, Trace, TraceScratch};
+use crate::collision::{hull::Hull, CollisionModel, Contents, Sweep, Target, TraceScratch};
 use glam::DVec3;
+use serde::{Deserialize, Serialize};
 
-/// The world as movement sees it: hull traces and position tests.
+/// The world as movement sees it: hull sweeps and position tests.
 pub trait Collider {
-    fn trace(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Trace;
+    /// Sweeps `hull` from `start` to `end` against everything a player collides with.
+    fn sweep(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Sweep;
+    /// Whether `hull` at `pos` overlaps anything a player collides with.
     fn solid(&mut self, hull: &Hull, pos: DVec3) -> bool;
 }
 
 /// The static map alone.
 pub struct MapCollider<'a> {
+    /// The map.
     pub model: &'a CollisionModel,
+    /// Working memory for its queries.
     pub scratch: &'a mut TraceScratch,
 }
 
+/// Something a player touched during a tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Obstacle {
+    /// The map's world geometry.
+    World,
+    /// A mover, by its index in the simulation.
+    Mover(u32),
+    /// Another player.
+    Player(u32),
+}
+
+impl From<Target> for Obstacle {
+    fn from(t: Target) -> Obstacle {
+        match t {
+            Target::Model(_) => Obstacle::World,
+            Target::Mover { mover, .. } => Obstacle::Mover(mover),
+            Target::Player(id) => Obstacle::Player(id),
+        }
+    }
+}
+
+/// Most distinct obstacles a tick records (a tick makes at most a dozen sweeps).
+const MAX_TOUCHES: usize = 16;
+
+/// The distinct obstacles a player touched in one tick, in order of first contact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Touches {
+    len: u8,
+    items: [Obstacle; MAX_TOUCHES],
+}
+
+impl Default for Touches {
+    fn default() -> Self {
+        Touches {
+            len: 0,
+            items: [Obstacle::World; MAX_TOUCHES],
+        }
+    }
+}
+
+impl Touches {
+    fn add(&mut self, o: Obstacle) {
+        let n = self.len as usize;
+        if n < MAX_TOUCHES && !self.items[..n].contains(&o) {
+            self.items[n] = o;
+            self.len += 1;
+        }
+    }
+
+    /// The obstacles, in order of first contact.
+    pub fn as_slice(&self) -> &[Obstacle] {
+        &self.items[..self.len as usize]
+    }
+
+    /// Whether another player was among them.
+    pub fn any_player(&self) -> bool {
+        self.as_slice()
+            .iter()
+            .any(|o| matches!(o, Obstacle::Player(_)))
+    }
+}
+
+/// What happened during one player's tick, as Quake 3's `pmove` reports touches and events.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MoveEvents {
+    /// Everything the player's moves and ground checks touched.
+    pub touched: Touches,
+    /// The player was airborne at the start and stands on ground at the end.
+    pub landed: bool,
+    /// The player jumped.
+    pub jumped: bool,
+    /// Height climbed by a step up (positive) or dropped by a step down (negative).
+    pub stepped: f64,
+    /// Largest speed (units per second) lost into a surface hit this tick.
+    pub impact_speed: f64,
+    /// The player started in solid and was moved to a free spot.
+    pub unstuck: bool,
+}
+
 impl Collider for MapCollider<'_> {
-    fn trace(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Trace {
+    fn sweep(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Sweep {
         self.model
             .sweep(hull, start, end, Contents::PLAYER, self.scratch)
     }
@@ -42,19 +126,21 @@ struct Move<'a, C: Collider> {
     velocity: DVec3,
     ground: Option<DVec3>,
     dt: f64,
+    events: MoveEvents,
 }
 
-/// Advances `state` by one tick of `cmd`. Pure apart from the collider's own scratch.
+/// Advances `state` by one tick of `cmd`, reporting what happened. Pure apart from the
+/// collider's own scratch.
 pub fn pmove<C: Collider>(
     state: &PlayerState,
     cmd: &MoveCommand,
     mv: &Movement,
     world: &mut C,
-) -> PlayerState {
-    let cfg = &mv.config;
+) -> (PlayerState, MoveEvents) {
+    let cfg = mv.config();
     let mut out = *state;
-    let dt = cfg.dt();
-    let (stand, crouch) = (&mv.stand, &mv.crouch);
+    let dt = mv.dt();
+    let (stand, crouch) = (mv.stand(), mv.crouch());
     let crouched = state.crouched();
     let mut m = Move {
         cfg,
@@ -64,7 +150,9 @@ pub fn pmove<C: Collider>(
         velocity: state.velocity(),
         ground: None,
         dt,
+        events: MoveEvents::default(),
     };
+    m.cap_velocity();
     match state.mode {
         MoveMode::Noclip => {
             m.fly(cmd);
@@ -101,6 +189,7 @@ pub fn pmove<C: Collider>(
             m.velocity.z = cfg.jump_velocity;
             m.ground = None;
             jumped = true;
+            m.events.jumped = true;
         }
         out.set(flags::JUMP_HELD, true);
     } else {
@@ -144,8 +233,10 @@ pub fn pmove<C: Collider>(
     if let Some(n) = m.ground {
         // Landing: drop the velocity into the ground.
         if m.velocity.dot(n) < 0.0 {
+            m.impact(m.velocity, n);
             m.velocity = clip(m.velocity, n, cfg.overclip);
         }
+        m.events.landed = !state.on_ground();
     }
     m.finish(out, Some(previous_safe))
 }
@@ -163,6 +254,30 @@ fn clip(v: DVec3, n: DVec3, overclip: f64) -> DVec3 {
 }
 
 impl<C: Collider> Move<'_, C> {
+    /// Sweeps the hull, recording what it touches.
+    fn sweep(&mut self, start: DVec3, end: DVec3) -> Sweep {
+        let t = self.world.sweep(self.hull, start, end);
+        if let Some(h) = t.hit {
+            self.events.touched.add(h.target.into());
+        }
+        t
+    }
+
+    /// Records the speed lost into a surface of normal `n` by velocity `v`.
+    fn impact(&mut self, v: DVec3, n: DVec3) {
+        let into = -v.dot(n);
+        if into > self.events.impact_speed {
+            self.events.impact_speed = into;
+        }
+    }
+
+    /// Quake's `sv_maxvelocity`: no component beyond the cap, so one player's fall can
+    /// never make anyone's tick search far.
+    fn cap_velocity(&mut self) {
+        let c = self.cfg.max_velocity;
+        self.velocity = self.velocity.clamp(DVec3::splat(-c), DVec3::splat(c));
+    }
+
     /// A hull found in solid moves to the nearest free spot of a bounded search (26
     /// directions at growing radii); never deeper. Returns the position it ends at.
     fn unstick(&mut self) -> DVec3 {
@@ -174,6 +289,7 @@ impl<C: Collider> Move<'_, C> {
                 let p = self.origin + DVec3::from_array(d) * r;
                 if !self.world.solid(self.hull, p) {
                     self.origin = p;
+                    self.events.unstuck = true;
                     return p;
                 }
             }
@@ -183,8 +299,8 @@ impl<C: Collider> Move<'_, C> {
 
     fn ground_check(&mut self) {
         let down = self.origin - DVec3::Z * self.cfg.ground_distance;
-        let t = self.world.trace(self.hull, self.origin, down);
-        self.ground = match t.normal {
+        let t = self.sweep(self.origin, down);
+        self.ground = match t.normal() {
             // Moving up and away from the plane (a jump, a ramp's crest): airborne.
             Some(n) if self.velocity.z > 0.0 && self.velocity.dot(n) > 10.0 => None,
             Some(n) if n.z >= self.cfg.walkable_normal_z => Some(n),
@@ -264,9 +380,10 @@ impl<C: Collider> Move<'_, C> {
         let mut bumps = 0;
         while bumps < MAX_BUMPS {
             let end = self.origin + self.velocity * time_left;
-            let t = self.world.trace(self.hull, self.origin, end);
+            let t = self.sweep(self.origin, end);
             self.origin = t.end;
-            let Some(n) = t.normal else { break };
+            let Some(n) = t.normal() else { break };
+            self.impact(self.velocity, n);
             time_left -= time_left * t.fraction;
             bumps += 1;
             if count >= MAX_CLIP_PLANES {
@@ -344,9 +461,7 @@ impl<C: Collider> Move<'_, C> {
         if v0.z > 0.0 && g0.is_none() {
             return;
         }
-        let up = self
-            .world
-            .trace(self.hull, o0, o0 + DVec3::Z * self.cfg.step_height);
+        let up = self.sweep(o0, o0 + DVec3::Z * self.cfg.step_height);
         let lift = up.end.z - o0.z;
         if lift <= 0.0 {
             return;
@@ -355,16 +470,15 @@ impl<C: Collider> Move<'_, C> {
         self.velocity = v0;
         self.ground = g0;
         self.slide(gravity);
-        let down = self
-            .world
-            .trace(self.hull, self.origin, self.origin - DVec3::Z * lift);
+        let down = self.sweep(self.origin, self.origin - DVec3::Z * lift);
         let landed = down
-            .normal
+            .normal()
             .is_some_and(|n| n.z >= self.cfg.walkable_normal_z);
         let flat = |v: DVec3| DVec3::new(v.x, v.y, 0.0).length_squared();
         if landed && flat(down.end - o0) > flat(o1 - o0) + 1e-6 {
             self.origin = down.end;
-            if let Some(n) = down.normal {
+            self.events.stepped = down.end.z - o0.z;
+            if let Some(n) = down.normal() {
                 self.velocity = clip(self.velocity, n, self.cfg.overclip);
             }
         } else {
@@ -377,11 +491,10 @@ impl<C: Collider> Move<'_, C> {
     fn step_down(&mut self) {
         // A full step plus the ground margin: the hull rests a zone's width above a tread.
         let reach = self.cfg.step_height + self.cfg.ground_distance;
-        let t = self
-            .world
-            .trace(self.hull, self.origin, self.origin - DVec3::Z * reach);
-        if let Some(n) = t.normal {
+        let t = self.sweep(self.origin, self.origin - DVec3::Z * reach);
+        if let Some(n) = t.normal() {
             if n.z >= self.cfg.walkable_normal_z && t.fraction > 0.0 {
+                self.events.stepped = t.end.z - self.origin.z;
                 self.origin = t.end;
                 self.ground = Some(n);
             }
@@ -390,12 +503,13 @@ impl<C: Collider> Move<'_, C> {
 
     /// Quantizes the result. Rounding must not put the hull into solid: each axis rounds
     /// towards where the tick started, and if that still overlaps, the start is kept.
-    fn finish(self, mut out: PlayerState, safe: Option<DVec3>) -> PlayerState {
+    fn finish(mut self, mut out: PlayerState, safe: Option<DVec3>) -> (PlayerState, MoveEvents) {
         out.set(flags::ON_GROUND, self.ground.is_some());
+        self.cap_velocity();
         out.set_velocity(self.velocity);
         let Some(start) = safe else {
             out.origin = super::quantize(self.origin, super::POSITION_SCALE);
-            return out;
+            return (out, self.events);
         };
         let s = super::POSITION_SCALE;
         let toward = |x: f64, from: f64| {
@@ -417,7 +531,7 @@ impl<C: Collider> Move<'_, C> {
         } else {
             super::quantize(start, s)
         };
-        out
+        (out, self.events)
     }
 }
 

@@ -1,0 +1,847 @@
+//! The deterministic simulation, split the way a server and a predicting client use it:
+//!
+//! * [`Sim`]: immutable and validated (the map's collision model, the [`Movement`], the
+//!   movers, the spawn points); share it by `Arc` between connection tasks and the tick.
+//! * [`WorldState`]: plain `Clone + Serialize` data (tick, players with their last command,
+//!   mover states), what a snapshot carries and a client restores.
+//! * [`Sim::player_tick`]: one player, one command, against the map, the movers at their
+//!   poses and a given set of other players' boxes; returns the new state and its
+//!   [`MoveEvents`].
+//! * [`Sim::step`]: the world's tick, built on `player_tick`, and [`Sim::predict`], the
+//!   same tick for one player alone.
+//!
+//! # The order of one tick
+//!
+//! 1. Movers advance in map order. A mover carries the players standing on it and pushes
+//!    the players in its way along its motion; a mover that cannot push a player (it would
+//!    crush it against the world) does not move this tick and turns back if its kind does.
+//! 2. Every player with a command moves, and every player without one repeats its last
+//!    command. Each moves against the map, the movers at their new poses, and the other
+//!    players' boxes **as they stand after step 1** — never against a player that already
+//!    moved this tick. So the order in which players are processed does not matter, and a
+//!    client that knows the others' boxes at the start of the tick computes its own move
+//!    exactly as the server does.
+//! 3. Conflicts: two players may each move into space the other just left. In ascending id
+//!    order, a player whose new box overlaps the new box of a lower-id player that kept
+//!    its move is reverted: it stays where it stood after step 1 with zero velocity. A
+//!    reverted box never overlaps anyone (everyone moved against it), so one pass settles
+//!    every conflict. Only walking players are solid to each other; noclip and spectator
+//!    players pass through everyone.
+//! 4. A player whose origin left the map's bounds (grown by [`OUT_OF_BOUNDS_MARGIN`]) is
+//!    respawned at a spawn point, at rest.
+//!
+//! The state hash ([`WorldState::hash`]) is FNV-1a (64-bit) over the tick, each mover's
+//! state in map order and each player's id and [`PlayerState::hash_bytes`] in id order:
+//! stable across platforms, builds and runs.
+
+use crate::collision::{hull::Hull, CollisionModel, Contents, Hit, Region, Sweep, Target};
+use crate::collision::TraceScratch;
+use crate::geom::{Aabb, EXPEL, MAX_COORD, POSITION_EPS};
+use crate::map::{MapData, MapWarning};
+use crate::movement::{
+    pmove, Collider, MoveCommand, MoveConfig, MoveEvents, MoveMode, Movement, PlayerState,
+};
+use crate::mover::{Mover, MoverState, Pose};
+use glam::DVec3;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// A player's id, unique within a world.
+pub type PlayerId = u32;
+
+/// How far outside the map's solid bounds a player may go before it is respawned.
+pub const OUT_OF_BOUNDS_MARGIN: f64 = 1024.0;
+
+/// Cell size of the per-tick grid that finds nearby players.
+const PLAYER_CELL: f64 = 256.0;
+
+/// A request the simulation refuses.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum SimError {
+    /// `add_player` with an id that is in use.
+    #[error("player {0} is already in the world")]
+    PlayerExists(PlayerId),
+    /// A player placed outside the supported coordinates.
+    #[error("player {id} at {origin:?} is outside the supported coordinate range")]
+    OutOfRange {
+        /// The player.
+        id: PlayerId,
+        /// Its origin.
+        origin: [f64; 3],
+    },
+    /// A restored state whose movers do not match this simulation's.
+    #[error("world state has {got} mover states; this map has {want} movers")]
+    MoverCount {
+        /// Mover states in the world state.
+        got: usize,
+        /// Movers in the simulation.
+        want: usize,
+    },
+}
+
+/// One player's slot in the world.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlayerSlot {
+    /// The player's quantized state.
+    pub state: PlayerState,
+    /// The last command the player sent; repeated on ticks without one.
+    pub last_command: MoveCommand,
+}
+
+/// Everything that changes from tick to tick: what a snapshot carries and a client
+/// restores. Any value is safe to step: mover states out of range are clamped, missing
+/// ones start at rest.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorldState {
+    /// Ticks stepped since the world began.
+    pub tick: u64,
+    /// The players, by id.
+    pub players: BTreeMap<PlayerId, PlayerSlot>,
+    /// The movers' states, in the simulation's mover order.
+    pub movers: Vec<MoverState>,
+}
+
+impl WorldState {
+    /// A player's state.
+    pub fn player(&self, id: PlayerId) -> Option<&PlayerState> {
+        self.players.get(&id).map(|s| &s.state)
+    }
+
+    /// Removes a player, returning its last state.
+    pub fn remove_player(&mut self, id: PlayerId) -> Option<PlayerState> {
+        self.players.remove(&id).map(|s| s.state)
+    }
+
+    /// Stable hash of the tick, the movers and every player's state (see the module docs).
+    pub fn hash(&self) -> u64 {
+        let mut bytes = Vec::with_capacity(16 + self.movers.len() * 13 + self.players.len() * 30);
+        bytes.extend_from_slice(&self.tick.to_le_bytes());
+        for s in &self.movers {
+            bytes.extend_from_slice(&s.progress.to_le_bytes());
+            bytes.push(s.phase as u8);
+            bytes.extend_from_slice(&s.timer.to_le_bytes());
+        }
+        for (id, p) in &self.players {
+            bytes.extend_from_slice(&id.to_le_bytes());
+            p.state.hash_bytes(&mut bytes);
+        }
+        fnv1a(&bytes)
+    }
+}
+
+/// Another player as an obstacle: its id and world box.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlayerBox {
+    /// The player.
+    pub id: PlayerId,
+    /// Its box in the world.
+    pub bounds: Aabb,
+}
+
+/// The result of one player's tick.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlayerTick {
+    /// The new state.
+    pub state: PlayerState,
+    /// What happened on the way.
+    pub events: MoveEvents,
+}
+
+/// What one world step did to one player.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlayerReport {
+    /// The player.
+    pub id: PlayerId,
+    /// What its move did (before any revert or respawn).
+    pub events: MoveEvents,
+    /// It had no command this tick and repeated its last one.
+    pub repeated_command: bool,
+    /// Its move ended inside a lower-id player's new box and was reverted.
+    pub reverted: bool,
+    /// It left the map's bounds and was respawned.
+    pub respawned: bool,
+}
+
+/// Per-thread working memory of the simulation. Keep one per thread and reuse it.
+#[derive(Default, Debug)]
+pub struct SimScratch {
+    trace: TraceScratch,
+    region: Region,
+    boxes: Vec<PlayerBox>,
+    near: Vec<PlayerBox>,
+    grid: Vec<((i64, i64, i64), PlayerBox)>,
+    poses: Vec<Pose>,
+}
+
+impl SimScratch {
+    /// Empty scratch; it grows to the map's size once.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// The immutable simulation of one map. `Send + Sync`.
+#[derive(Debug)]
+pub struct Sim {
+    map: Arc<CollisionModel>,
+    movement: Movement,
+    movers: Vec<Mover>,
+    spawns: Vec<DVec3>,
+    /// Players whose origin leaves this box are respawned.
+    arena: Aabb,
+}
+
+impl Sim {
+    /// A simulation of `map` with the given movers and spawn points (spawn points outside
+    /// the supported range are dropped).
+    pub fn new(
+        map: Arc<CollisionModel>,
+        movement: Movement,
+        movers: Vec<Mover>,
+        spawns: Vec<DVec3>,
+    ) -> Sim {
+        let mut bounds = map.bounds();
+        for m in &movers {
+            bounds = bounds.union(&m.world_bounds(&Pose::REST));
+        }
+        let arena = if bounds.is_empty() {
+            Aabb {
+                min: DVec3::splat(-OUT_OF_BOUNDS_MARGIN),
+                max: DVec3::splat(OUT_OF_BOUNDS_MARGIN),
+            }
+        } else {
+            bounds.expand(OUT_OF_BOUNDS_MARGIN)
+        };
+        let limit = DVec3::splat(MAX_COORD);
+        Sim {
+            map,
+            movement,
+            movers,
+            spawns: spawns.into_iter().filter(|s| in_range(*s)).collect(),
+            arena: Aabb {
+                min: arena.min.max(-limit),
+                max: arena.max.min(limit),
+            },
+        }
+    }
+
+    /// A simulation of a loaded map: its movers and `info_player_*` spawn points, with a
+    /// warning for everything in the map that could not be used as written.
+    pub fn from_map(
+        model: Arc<CollisionModel>,
+        map: &MapData,
+        movement: Movement,
+    ) -> (Sim, Vec<MapWarning>) {
+        let (movers, mut warnings) = Mover::from_map(map);
+        let (spawns, spawn_warnings) = map.checked_spawn_points();
+        warnings.extend(spawn_warnings);
+        (Sim::new(model, movement, movers, spawns), warnings)
+    }
+
+    /// The map's collision model.
+    pub fn map(&self) -> &Arc<CollisionModel> {
+        &self.map
+    }
+
+    /// The validated movement settings and hulls.
+    pub fn movement(&self) -> &Movement {
+        &self.movement
+    }
+
+    /// The movement settings.
+    pub fn config(&self) -> &MoveConfig {
+        self.movement.config()
+    }
+
+    /// The movers, in map order.
+    pub fn movers(&self) -> &[Mover] {
+        &self.movers
+    }
+
+    /// The spawn points.
+    pub fn spawns(&self) -> &[DVec3] {
+        &self.spawns
+    }
+
+    /// The box outside which players are respawned.
+    pub fn arena(&self) -> Aabb {
+        self.arena
+    }
+
+    /// A world at tick 0 with the movers at rest and no players.
+    pub fn new_state(&self) -> WorldState {
+        WorldState {
+            tick: 0,
+            players: BTreeMap::new(),
+            movers: self.movers.iter().map(Mover::initial).collect(),
+        }
+    }
+
+    /// Checks a state restored from elsewhere (a snapshot, a file) against this map.
+    pub fn validate_state(&self, state: &WorldState) -> Result<(), SimError> {
+        if state.movers.len() != self.movers.len() {
+            return Err(SimError::MoverCount {
+                got: state.movers.len(),
+                want: self.movers.len(),
+            });
+        }
+        for (id, p) in &state.players {
+            check_origin(*id, &p.state)?;
+        }
+        Ok(())
+    }
+
+    /// Adds a player; refuses an id in use and an origin outside the supported range.
+    pub fn add_player(
+        &self,
+        world: &mut WorldState,
+        id: PlayerId,
+        state: PlayerState,
+    ) -> Result<(), SimError> {
+        check_origin(id, &state)?;
+        if world.players.contains_key(&id) {
+            return Err(SimError::PlayerExists(id));
+        }
+        world.players.insert(
+            id,
+            PlayerSlot {
+                state,
+                last_command: MoveCommand::default(),
+            },
+        );
+        Ok(())
+    }
+
+    /// A player's spawn: spawn point `id mod count`, at rest (the centre of the map's
+    /// bounds when the map has none).
+    pub fn spawn_state(&self, id: PlayerId, mode: MoveMode) -> PlayerState {
+        let at = if self.spawns.is_empty() {
+            self.map.bounds().center()
+        } else {
+            self.spawns[id as usize % self.spawns.len()]
+        };
+        let mut s = PlayerState::at(if in_range(at) { at } else { DVec3::ZERO });
+        s.mode = mode;
+        s
+    }
+
+    /// The movers' poses for their states (missing states read as at rest).
+    pub fn poses(&self, states: &[MoverState], out: &mut Vec<Pose>) {
+        out.clear();
+        out.extend(self.movers.iter().enumerate().map(|(i, m)| {
+            m.pose(&states.get(i).copied().unwrap_or_default())
+        }));
+    }
+
+    /// The box a player occupies as an obstacle to others, if it is one.
+    pub fn player_box(&self, id: PlayerId, p: &PlayerState) -> Option<PlayerBox> {
+        (p.mode == MoveMode::Walk).then(|| PlayerBox {
+            id,
+            bounds: self.movement.player_box(p),
+        })
+    }
+
+    /// How far a player can move in one tick, generously: its capped speed, a tick of
+    /// gravity and acceleration, a step, and slack.
+    fn reach(&self, p: &PlayerState) -> f64 {
+        let c = self.config();
+        let dt = self.movement.dt();
+        let gain = match p.mode {
+            MoveMode::Walk => c.jump_velocity + c.max_speed * c.accelerate * dt,
+            MoveMode::Noclip | MoveMode::Spectator => c.fly_speed,
+        };
+        let speed = p.velocity().abs().min(DVec3::splat(c.max_velocity)).length();
+        (speed + c.gravity * dt + gain) * dt + c.step_height + 1.0
+    }
+
+    /// Moves one player one tick for `cmd` against the map, the movers at `poses` and the
+    /// boxes of `others` (a box with the player's own id is ignored). The server's
+    /// [`Sim::step`] calls exactly this for every player, so a client that passes the same
+    /// boxes gets the same bits.
+    pub fn player_tick(
+        &self,
+        id: PlayerId,
+        player: &PlayerState,
+        cmd: &MoveCommand,
+        poses: &[Pose],
+        others: &[PlayerBox],
+        s: &mut SimScratch,
+    ) -> PlayerTick {
+        let o = player.origin();
+        // Every sweep of this tick stays within the player's reach: one broad-phase query
+        // serves them all, and only players whose boxes reach into it matter.
+        let around = self
+            .movement
+            .stand()
+            .bounds()
+            .offset(o)
+            .expand(self.reach(player) + 1.0);
+        s.boxes.clear();
+        if player.mode == MoveMode::Walk {
+            let zone = around.expand(EXPEL);
+            s.boxes.extend(
+                others
+                    .iter()
+                    .filter(|b| b.id != id && b.bounds.overlaps(&zone)),
+            );
+        }
+        self.map.gather_region(around, &mut s.region, &mut s.trace);
+        let mut col = SimCollider {
+            sim: self,
+            scratch: &mut s.trace,
+            region: &s.region,
+            boxes: &s.boxes,
+            poses,
+        };
+        let (state, events) = pmove(player, cmd, &self.movement, &mut col);
+        PlayerTick { state, events }
+    }
+
+    /// Advances the world one tick (see the module docs for the order). Players without a
+    /// command in `commands` repeat their last one; commands for unknown ids are ignored.
+    pub fn step(
+        &self,
+        world: &mut WorldState,
+        commands: &BTreeMap<PlayerId, MoveCommand>,
+        s: &mut SimScratch,
+    ) -> Vec<PlayerReport> {
+        self.advance_movers(world, s);
+        let mut poses = std::mem::take(&mut s.poses);
+        self.poses(&world.movers, &mut poses);
+        let start: Vec<(PlayerId, PlayerState)> =
+            world.players.iter().map(|(k, v)| (*k, v.state)).collect();
+        // A grid of the start boxes, as a sorted list (no hash-map order anywhere).
+        s.grid.clear();
+        let mut max_reach: f64 = 0.0;
+        for (id, p) in &start {
+            if let Some(b) = self.player_box(*id, p) {
+                s.grid.push((cell(b.bounds.center()), b));
+            }
+            max_reach = max_reach.max(self.reach(p));
+        }
+        s.grid.sort_unstable_by_key(|(c, b)| (*c, b.id));
+        let hull_size = self.movement.stand().bounds().size().max_element();
+        let mut moved: Vec<(PlayerId, PlayerTick, bool)> = Vec::with_capacity(start.len());
+        let mut near = std::mem::take(&mut s.near);
+        for (id, p) in &start {
+            let slot = &world.players[id];
+            let (cmd, repeated) = match commands.get(id) {
+                Some(c) => (*c, false),
+                None => (slot.last_command, true),
+            };
+            let margin = self.reach(p) + max_reach + hull_size;
+            near_boxes(&s.grid, p.origin(), margin, &mut near);
+            let t = self.player_tick(*id, p, &cmd, &poses, &near, s);
+            moved.push((*id, t, repeated));
+            if let Some(slot) = world.players.get_mut(id) {
+                slot.last_command = cmd;
+            }
+        }
+        s.near = near;
+        s.poses = poses;
+        // Conflicts: lower ids keep their moves; see the module docs.
+        let ends: Vec<Option<Aabb>> = moved
+            .iter()
+            .map(|(id, t, _)| self.player_box(*id, &t.state).map(|b| b.bounds))
+            .collect();
+        let mut partners: Vec<Vec<usize>> = vec![Vec::new(); moved.len()];
+        for (a, b) in overlapping_pairs(&ends) {
+            partners[a.max(b)].push(a.min(b));
+        }
+        let mut reverted = vec![false; moved.len()];
+        for i in 0..moved.len() {
+            reverted[i] = partners[i].iter().any(|&j| !reverted[j]);
+        }
+        let mut reports = Vec::with_capacity(moved.len());
+        for (i, ((id, t, repeated), (_, before))) in moved.into_iter().zip(&start).enumerate() {
+            let mut state = t.state;
+            if reverted[i] {
+                // Where it stood, at rest, keeping only the jump button's latch.
+                let held = crate::movement::flags::JUMP_HELD;
+                state = PlayerState {
+                    velocity: [0; 3],
+                    flags: (before.flags & !held) | (state.flags & held),
+                    ..*before
+                };
+            }
+            let respawned = self.respawn_if_lost(id, &mut state);
+            if let Some(slot) = world.players.get_mut(&id) {
+                slot.state = state;
+            }
+            reports.push(PlayerReport {
+                id,
+                events: t.events,
+                repeated_command: repeated,
+                reverted: reverted[i],
+                respawned,
+            });
+        }
+        world.tick = world.tick.wrapping_add(1);
+        reports
+    }
+
+    /// The tick of [`Sim::step`] for player `id` alone, as a client predicts it: movers
+    /// advance (carrying and pushing every known player), then `id` moves for `cmd`
+    /// against the others' boxes while the others stand still. With the others' states
+    /// exact, the result equals the server's step for `id` unless another player's move
+    /// conflicted with it. Returns `None` when `id` is not in the world.
+    pub fn predict(
+        &self,
+        world: &mut WorldState,
+        id: PlayerId,
+        cmd: &MoveCommand,
+        s: &mut SimScratch,
+    ) -> Option<PlayerTick> {
+        if !world.players.contains_key(&id) {
+            return None;
+        }
+        self.advance_movers(world, s);
+        let mut poses = std::mem::take(&mut s.poses);
+        self.poses(&world.movers, &mut poses);
+        let mut others = std::mem::take(&mut s.near);
+        others.clear();
+        others.extend(
+            world
+                .players
+                .iter()
+                .filter(|(k, _)| **k != id)
+                .filter_map(|(k, v)| self.player_box(*k, &v.state)),
+        );
+        let me = world.players[&id].state;
+        let mut t = self.player_tick(id, &me, cmd, &poses, &others, s);
+        s.near = others;
+        s.poses = poses;
+        self.respawn_if_lost(id, &mut t.state);
+        if let Some(slot) = world.players.get_mut(&id) {
+            slot.state = t.state;
+            slot.last_command = *cmd;
+        }
+        world.tick = world.tick.wrapping_add(1);
+        Some(t)
+    }
+
+    /// Respawns a player whose origin left the arena; returns whether it did.
+    fn respawn_if_lost(&self, id: PlayerId, state: &mut PlayerState) -> bool {
+        let o = state.origin();
+        if o.cmpge(self.arena.min).all() && o.cmple(self.arena.max).all() {
+            return false;
+        }
+        *state = self.spawn_state(id, state.mode);
+        true
+    }
+
+    /// Advances every mover one tick, carrying its riders and pushing the players in its
+    /// way; a mover that cannot push a player does not move and turns back if its kind
+    /// does, so nobody is ever left inside it.
+    fn advance_movers(&self, world: &mut WorldState, s: &mut SimScratch) {
+        world.movers.resize(self.movers.len(), MoverState::default());
+        let rate = self.movement.tick_rate();
+        let reach = self.config().ground_distance + EXPEL * 2.0;
+        let walkable = self.config().walkable_normal_z;
+        let s = &mut s.trace;
+        for (i, mover) in self.movers.iter().enumerate() {
+            let now = world.movers[i];
+            let triggered = world.players.values().any(|p| {
+                let o = p.state.origin();
+                o.cmpge(mover.trigger.min).all() && o.cmple(mover.trigger.max).all()
+            });
+            let next = mover.advance(&now, triggered, rate);
+            let (p0, p1) = (mover.pose(&now), mover.pose(&next));
+            if p0 == p1 {
+                world.movers[i] = next;
+                continue;
+            }
+            let mut moves: Vec<(PlayerId, PlayerState)> = Vec::new();
+            let mut blocked = false;
+            // Only players near where the mover is, or goes, can ride or be pushed.
+            let near = mover
+                .world_bounds(&p0)
+                .union(&mover.world_bounds(&p1))
+                .expand(reach);
+            for (id, slot) in &world.players {
+                let p = &slot.state;
+                if p.mode == MoveMode::Noclip {
+                    continue;
+                }
+                let hull = self.movement.hull(p);
+                let o = p.origin();
+                if !near.overlaps(&hull.bounds().offset(o)) {
+                    continue;
+                }
+                // Riding: standing on the mover as it was.
+                let rides = p.on_ground()
+                    && mover
+                        .sweep(i as u32, hull, o, o - DVec3::Z * reach, &p0, s)
+                        .normal()
+                        .is_some_and(|n| n.z >= walkable);
+                let hit = mover.overlaps(hull, o, &p1, s);
+                if !rides && !hit {
+                    continue;
+                }
+                // Where the mover takes the point under the player...
+                let mut target = mover.to_world(mover.to_local(o, &p0), &p1);
+                if hit && p0.rotation != p1.rotation {
+                    // ...but a turning mover sweeps the far side of the player faster than
+                    // its centre: come back along the sweep until just clear of it.
+                    let d = (target - o).normalize_or_zero();
+                    let out = target + d * hull.bounds().size().length();
+                    let back = mover.sweep(i as u32, hull, out, o, &p1, s);
+                    if back.hit.is_some() {
+                        target = back.end;
+                    }
+                }
+                let to = self.map.sweep(hull, o, target, Contents::PLAYER, s).end;
+                if hit && mover.overlaps(hull, to, &p1, s) {
+                    blocked = true;
+                    break;
+                }
+                let mut np = *p;
+                np.origin = PlayerState::at(to).origin;
+                if mover.overlaps(hull, np.origin(), &p1, s)
+                    || self
+                        .map
+                        .position_solid(hull, np.origin(), Contents::PLAYER, s)
+                {
+                    np.origin = p.origin;
+                    if hit {
+                        blocked = true;
+                        break;
+                    }
+                }
+                moves.push((*id, np));
+            }
+            if blocked {
+                world.movers[i] = mover.blocked(&now);
+                continue;
+            }
+            for (id, np) in moves {
+                if let Some(slot) = world.players.get_mut(&id) {
+                    slot.state = np;
+                }
+            }
+            world.movers[i] = next;
+        }
+    }
+}
+
+/// Whether a point lies within the supported coordinates.
+fn in_range(p: DVec3) -> bool {
+    p.is_finite() && p.abs().max_element() <= MAX_COORD
+}
+
+fn check_origin(id: PlayerId, p: &PlayerState) -> Result<(), SimError> {
+    let o = p.origin();
+    if in_range(o) {
+        Ok(())
+    } else {
+        Err(SimError::OutOfRange {
+            id,
+            origin: o.to_array(),
+        })
+    }
+}
+
+fn cell(p: DVec3) -> (i64, i64, i64) {
+    // Origins are within ±2^23 (quantized i32), so cells fit easily.
+    let c = (p / PLAYER_CELL).floor();
+    (c.x as i64, c.y as i64, c.z as i64)
+}
+
+/// The boxes of `grid` (sorted by cell) whose cells lie within `margin` of `o`, in id
+/// order. Falls back to a scan when the query spans more cells than there are players.
+fn near_boxes(
+    grid: &[((i64, i64, i64), PlayerBox)],
+    o: DVec3,
+    margin: f64,
+    out: &mut Vec<PlayerBox>,
+) {
+    out.clear();
+    let (lo, hi) = (cell(o - DVec3::splat(margin)), cell(o + DVec3::splat(margin)));
+    let span = |a: i64, b: i64| (b - a + 1) as u128;
+    let cells = span(lo.0, hi.0) * span(lo.1, hi.1);
+    if cells > grid.len() as u128 {
+        out.extend(grid.iter().filter_map(|(c, b)| {
+            let inside = (lo.0..=hi.0).contains(&c.0)
+                && (lo.1..=hi.1).contains(&c.1)
+                && (lo.2..=hi.2).contains(&c.2);
+            inside.then_some(*b)
+        }));
+    } else {
+        for x in lo.0..=hi.0 {
+            for y in lo.1..=hi.1 {
+                let from = grid.partition_point(|(c, _)| *c < (x, y, lo.2));
+                let to = grid.partition_point(|(c, _)| *c <= (x, y, hi.2));
+                out.extend(grid[from..to].iter().map(|(_, b)| *b));
+            }
+        }
+    }
+    // Deterministic order, whatever the walk's.
+    out.sort_unstable_by_key(|b| b.id);
+}
+
+/// Index pairs of boxes that overlap deeper than [`POSITION_EPS`] (sweep and prune on x).
+fn overlapping_pairs(boxes: &[Option<Aabb>]) -> Vec<(usize, usize)> {
+    let mut order: Vec<(usize, Aabb)> = boxes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| b.map(|b| (i, b.expand(-POSITION_EPS))))
+        .collect();
+    order.sort_unstable_by(|a, b| a.1.min.x.total_cmp(&b.1.min.x).then(a.0.cmp(&b.0)));
+    let mut pairs = Vec::new();
+    for (k, (i, a)) in order.iter().enumerate() {
+        for (j, b) in &order[k + 1..] {
+            if b.min.x > a.max.x {
+                break;
+            }
+            if a.overlaps(b) {
+                pairs.push((*i, *j));
+            }
+        }
+    }
+    pairs
+}
+
+/// FNV-1a, 64-bit.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The map, the movers at their poses, and other players' boxes.
+struct SimCollider<'a> {
+    sim: &'a Sim,
+    scratch: &'a mut TraceScratch,
+    region: &'a Region,
+    boxes: &'a [PlayerBox],
+    poses: &'a [Pose],
+}
+
+impl Collider for SimCollider<'_> {
+    fn sweep(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Sweep {
+        let map = &self.sim.map;
+        let mut t = map.sweep_in(self.region, hull, start, end, Contents::PLAYER, self.scratch);
+        let hb = hull.bounds();
+        let swept = Aabb {
+            min: start.min(end) + hb.min,
+            max: start.max(end) + hb.max,
+        }
+        .expand(EXPEL * 4.0);
+        for (i, (m, pose)) in self.sim.movers.iter().zip(self.poses).enumerate() {
+            if !m.world_bounds(pose).overlaps(&swept) {
+                continue;
+            }
+            let mt = m.sweep(i as u32, hull, start, end, pose, self.scratch);
+            if mt.hit.is_some() && mt.fraction < t.fraction {
+                t = mt;
+            }
+        }
+        for b in self.boxes.iter().filter(|b| b.bounds.overlaps(&swept)) {
+            // The moving box against a standing one is a point against their sum.
+            let sum = Aabb {
+                min: b.bounds.min - hb.max,
+                max: b.bounds.max - hb.min,
+            };
+            if let Some((f, n)) = point_vs_box(start, end - start, &sum) {
+                if f < t.fraction {
+                    let at = start + (end - start) * f;
+                    t = Sweep {
+                        fraction: f,
+                        end: at,
+                        hit: Some(Hit {
+                            normal: n,
+                            // The nearest point of the other box to the hull's centre.
+                            point: (at + hb.center()).clamp(b.bounds.min, b.bounds.max),
+                            contents: Contents::PLAYER,
+                            target: Target::Player(b.id),
+                        }),
+                    };
+                }
+            }
+        }
+        t
+    }
+
+    fn solid(&mut self, hull: &Hull, pos: DVec3) -> bool {
+        let me = hull.bounds().offset(pos);
+        let inner = me.expand(-POSITION_EPS);
+        self.boxes.iter().any(|b| inner.overlaps(&b.bounds))
+            || self
+                .sim
+                .map
+                .position_solid(hull, pos, Contents::PLAYER, self.scratch)
+            || self
+                .sim
+                .movers
+                .iter()
+                .zip(self.poses)
+                .any(|(m, pose)| {
+                    m.world_bounds(pose).overlaps(&me) && m.overlaps(hull, pos, pose, self.scratch)
+                })
+    }
+}
+
+/// A point moving from `p` by `d` against box `b` with the expel zone of
+/// [`EXPEL`] (the box inflated by e): the fraction where it enters, with the face normal.
+/// A point already in the zone may move along or away, never deeper; a point inside the
+/// box itself is left free to leave.
+fn point_vs_box(p: DVec3, d: DVec3, b: &Aabb) -> Option<(f64, DVec3)> {
+    let inflated = b.expand(EXPEL);
+    let inside = |q: DVec3, bb: &Aabb| q.cmpgt(bb.min).all() && q.cmplt(bb.max).all();
+    if inside(p, b) {
+        return None;
+    }
+    if inside(p, &inflated) {
+        // In the zone: blocked if moving towards the box on an axis where it is outside.
+        for a in 0..3 {
+            if p[a] >= b.max[a] && d[a] < 0.0 {
+                return Some((0.0, DVec3::AXES[a]));
+            }
+            if p[a] <= b.min[a] && d[a] > 0.0 {
+                return Some((0.0, -DVec3::AXES[a]));
+            }
+        }
+        return None;
+    }
+    // Slab test against the inflated box.
+    let (mut t0, mut t1) = (0.0f64, 1.0f64);
+    let mut normal = DVec3::ZERO;
+    for a in 0..3 {
+        if d[a] == 0.0 {
+            if p[a] <= inflated.min[a] || p[a] >= inflated.max[a] {
+                return None;
+            }
+            continue;
+        }
+        let (mut lo, mut hi) = (
+            (inflated.min[a] - p[a]) / d[a],
+            (inflated.max[a] - p[a]) / d[a],
+        );
+        let mut n = -DVec3::AXES[a];
+        if lo > hi {
+            std::mem::swap(&mut lo, &mut hi);
+            n = DVec3::AXES[a];
+        }
+        if lo > t0 {
+            t0 = lo;
+            normal = n;
+        }
+        t1 = t1.min(hi);
+        if t0 >= t1 {
+            return None;
+        }
+    }
+    (normal != DVec3::ZERO).then_some((t0, normal))
+}
+
+/// Compile-time proof that a simulation can be shared between threads.
+const _: fn() = || {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Sim>();
+    assert_send_sync::<WorldState>();
+};

@@ -1,0 +1,67 @@
+//! Line-oriented input with a bound on line length, so no input can make us buffer
+//! without limit.
+
+use std::io::{BufRead, Read};
+
+/// One line of input.
+pub enum Line {
+    /// A line (without its end-of-line bytes).
+    Text(String),
+    /// A line longer than the limit; the rest of it was skipped unread.
+    TooLong,
+    /// A line that is not UTF-8.
+    NotUtf8,
+}
+
+/// Reads lines of at most `max` bytes from `input`, numbering them from 1.
+pub struct Lines<R> {
+    input: R,
+    max: usize,
+    buf: Vec<u8>,
+    /// Number of the line last returned.
+    pub number: u64,
+}
+
+impl<R: BufRead> Lines<R> {
+    pub fn new(input: R, max: usize) -> Self {
+        Lines {
+            input,
+            max,
+            buf: Vec::new(),
+            number: 0,
+        }
+    }
+
+    /// The next line, or `None` at the end of the input.
+    pub fn next_line(&mut self) -> std::io::Result<Option<Line>> {
+        self.buf.clear();
+        let n = (&mut self.input)
+            .take(self.max as u64 + 1)
+            .read_until(b'\n', &mut self.buf)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.number += 1;
+        if self.buf.len() > self.max && self.buf.last() != Some(&b'\n') {
+            // Skip the rest of the over-long line in bounded pieces.
+            let mut rest = Vec::new();
+            loop {
+                rest.clear();
+                let k = (&mut self.input)
+                    .take(self.max as u64)
+                    .read_until(b'\n', &mut rest)?;
+                if k == 0 || rest.last() == Some(&b'\n') {
+                    break;
+                }
+            }
+            return Ok(Some(Line::TooLong));
+        }
+        while matches!(self.buf.last(), Some(b'\n' | b'\r')) {
+            self.buf.pop();
+        }
+        Ok(Some(match std::str::from_utf8(&self.buf) {
+            Ok(s) => Line::Text(s.to_string()),
+            Err(_) => Line::NotUtf8,
+        }))
+    }
+}
