@@ -469,3 +469,37 @@ fn rotated_thin_brushes_make_edge_contacts_that_never_penetrate() {
     assert!(edge_hits > 500, "only {edge_hits} edge-edge first contacts");
     st.assert_stops_at_the_zone();
 }
+
+/// Boxes with zero or tiny thickness along one axis, moving exactly parallel to their flat
+/// side (the motion has no component along the thin axis): their rim must still lead.
+#[test]
+fn flat_and_thin_boxes_moving_along_their_flat_side_never_pass_through() {
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let mut s = TraceScratch::new();
+    for thickness in [0.0, 1e-9, 1e-4, 1e-3, 0.0019, 0.01, 0.5] {
+        for axis in 0..3 {
+            let mut lo = DVec3::new(-8.0, -6.0, -5.0);
+            let mut hi = DVec3::new(8.0, 6.0, 7.0);
+            lo[axis] = 0.0;
+            hi[axis] = thickness;
+            let hull = Hull::aabb(lo, hi).unwrap();
+            let oh = OHull::aabb(lo, hi);
+            let mut hits = 0;
+            for _ in 0..12 {
+                let n = rng.gen_range(2..10);
+                let scene = random_scene(&mut rng, n, 40.0, 24.0);
+                let model = CollisionModel::build(&scene.map);
+                for _ in 0..60 {
+                    let start = random_point(&mut rng, 80.0);
+                    let target = random_point(&mut rng, 20.0);
+                    let mut d = target - start;
+                    d[axis] = 0.0;
+                    let end = start + d * rng.gen_range(0.5..3.0);
+                    let o = check_trace(&scene, &model, &hull, &oh, start, end, &mut s);
+                    hits += o.hit as usize;
+                }
+            }
+            assert!(hits > 100, "thickness {thickness} axis {axis}: {hits} hits");
+        }
+    }
+}

@@ -122,7 +122,7 @@ impl CollisionModel {
         m.brush_tree = AxialTree::build(&brush_bounds);
 
         // Faces, minus those buried inside another brush of the same contents.
-        let mut welder = Welder::new();
+        let mut welder = Welder::new(super::mesh::WELD);
         let mut raw: Vec<RawPolygon> = Vec::new();
         let mut raw_meta: Vec<(Contents, u32)> = Vec::new();
         let mut candidates: Vec<u32> = Vec::new();

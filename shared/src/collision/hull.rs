@@ -225,7 +225,13 @@ impl Hull {
         if faces.is_empty() {
             return Err(HullError::Degenerate);
         }
-        let mut welder = Welder::new();
+        // Weld only float noise (relative to the hull's size), so a thin side survives.
+        let scale = planes
+            .iter()
+            .map(|p| p.dist.abs())
+            .fold(0.0, f64::max)
+            .max(1.0);
+        let mut welder = Welder::new(scale * 1e-9);
         let mut raw: Vec<RawPolygon> = Vec::new();
         for (pi, w) in &faces {
             let mut verts: Vec<u32> = Vec::new();
@@ -299,8 +305,12 @@ impl Hull {
     /// Leading features for `dir`.
     pub(crate) fn compute_leads(&self, dir: DVec3) -> Leads {
         let mut l = Leads::default();
-        if self.faces.is_empty() {
+        let all = |l: &mut Leads| {
             l.verts.extend(0..self.vertices.len() as u8);
+            l.edges.extend(0..self.edges.len() as u8);
+        };
+        if self.faces.is_empty() {
+            all(&mut l);
             return l;
         }
         let mut faces = 0u64;
@@ -320,6 +330,11 @@ impl Hull {
             if faces & (1 << e.faces[0] | 1 << e.faces[1]) != 0 {
                 l.edges.push(ei as u8);
             }
+        }
+        if l.faces.is_empty() {
+            // Only a flat hull moving within its own plane has no leading face: its rim
+            // leads (every vertex and edge), or it would pass through everything.
+            all(&mut l);
         }
         l
     }

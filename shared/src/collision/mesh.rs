@@ -18,29 +18,36 @@ const NONE: u32 = u32::MAX;
 pub(crate) struct Welder {
     pub vertices: Vec<DVec3>,
     grid: HashMap<[i64; 3], Vec<u32>>,
+    tolerance: f64,
 }
 
 impl Welder {
-    pub fn new() -> Self {
+    /// Welds points closer than `tolerance` on every axis: [`WELD`] for maps, whose
+    /// corners carry `f32` noise; far less for hulls, whose thin sides must survive.
+    pub fn new(tolerance: f64) -> Self {
         Welder {
             vertices: Vec::new(),
             grid: HashMap::new(),
+            tolerance,
         }
     }
 
-    fn cell(p: DVec3) -> [i64; 3] {
-        let c = (p / (WELD * 2.0)).floor();
+    fn cell(&self, p: DVec3) -> [i64; 3] {
+        // Float-to-int casts saturate, so far points cannot overflow.
+        let c = (p / (self.tolerance * 2.0)).floor();
         [c.x as i64, c.y as i64, c.z as i64]
     }
 
     pub fn vertex(&mut self, p: DVec3) -> u32 {
-        let c = Self::cell(p);
+        let c = self.cell(p);
         for dx in -1..=1 {
             for dy in -1..=1 {
                 for dz in -1..=1 {
                     if let Some(list) = self.grid.get(&[c[0] + dx, c[1] + dy, c[2] + dz]) {
                         for &i in list {
-                            if (self.vertices[i as usize] - p).abs().max_element() <= WELD {
+                            if (self.vertices[i as usize] - p).abs().max_element()
+                                <= self.tolerance
+                            {
                                 return i;
                             }
                         }
