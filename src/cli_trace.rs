@@ -1,12 +1,12 @@
 //! `expel map trace` and `expel map rotate`: JSON lines in, JSON lines out.
 
+use crate::lines::{Line, Lines};
 use anyhow::Result;
 use expel_shared::collision::rotate::Rotation;
 use expel_shared::{CollisionModel, Contents, Hull, TraceScratch, MAX_COORD};
 use glam::DVec3;
 use serde::Deserialize;
 use serde_json::json;
-use crate::lines::{Line, Lines};
 use std::io::{BufRead, Write};
 
 /// Longest input line accepted; longer ones are answered with an error, unread.
@@ -89,7 +89,10 @@ fn answer_rotate(
     let origin = vec3(req.origin, "origin")?;
     let axis = DVec3::from_array(req.axis);
     if expel_shared::geom::unit_axis(axis).is_none() {
-        return Err(format!("axis {:?} must be a finite non-zero vector", req.axis));
+        return Err(format!(
+            "axis {:?} must be a finite non-zero vector",
+            req.axis
+        ));
     }
     if !req.angle.is_finite() || req.angle.abs() > 36_000.0 {
         return Err(format!(

@@ -84,21 +84,24 @@ pub fn load_model(path: Option<&Path>) -> Result<Loaded> {
     };
     let t0 = Instant::now();
     let map = MapData::parse_any(&bytes).with_context(|| format!("loading map {name}"))?;
+    // The cache is keyed by the map's bytes; the file repeats that hash inside, so a
+    // cache copied under another map's key is refused too.
+    let source: [u8; 32] = *blake3::hash(&bytes).as_bytes();
     let key = {
         let mut h = blake3::Hasher::new();
         // Old cache entries are simply not found once the model format changes.
         h.update(b"expel-model");
         h.update(&CollisionModel::FORMAT_VERSION.to_le_bytes());
-        h.update(&bytes);
+        h.update(&source);
         h.finalize().to_hex().to_string()
     };
     let cache_file = cache_dir().map(|d| d.join(format!("{key}.model")));
     let cached_model = cache_file.as_ref().and_then(|f| {
         let data = std::fs::read(f).ok()?;
-        match postcard::from_bytes::<CollisionModel>(&data) {
+        match CollisionModel::from_cache_bytes(&data, &source) {
             Ok(m) => Some(m),
             Err(e) => {
-                tracing::warn!(file = %f.display(), error = %e, "ignoring unreadable model cache");
+                tracing::warn!(file = %f.display(), error = %e, "model cache refused; rebuilding");
                 None
             }
         }
@@ -109,7 +112,7 @@ pub fn load_model(path: Option<&Path>) -> Result<Loaded> {
         None => {
             let m = CollisionModel::build(&map);
             if let Some(f) = &cache_file {
-                if let Err(e) = write_cache(f, &m) {
+                if let Err(e) = write_cache(f, &m.to_cache_bytes(&source)) {
                     tracing::warn!(file = %f.display(), error = %e, "could not write model cache");
                 }
             }
@@ -127,10 +130,9 @@ pub fn load_model(path: Option<&Path>) -> Result<Loaded> {
     })
 }
 
-fn write_cache(file: &Path, m: &CollisionModel) -> Result<()> {
+fn write_cache(file: &Path, bytes: &[u8]) -> Result<()> {
     let dir = file.parent().context("cache file has no folder")?;
     std::fs::create_dir_all(dir)?;
-    let bytes = postcard::to_allocvec(m)?;
     // Write then rename, so a concurrent reader never sees half a file.
     let tmp = file.with_extension(format!("tmp{}", std::process::id()));
     std::fs::write(&tmp, bytes)?;

@@ -100,8 +100,7 @@ pub fn run(loaded: Loaded, args: SimArgs, mut out: impl Write) -> Result<()> {
         if text.trim().is_empty() {
             continue;
         }
-        let input: InputLine =
-            serde_json::from_str(&text).with_context(|| at(lines.number))?;
+        let input: InputLine = serde_json::from_str(&text).with_context(|| at(lines.number))?;
         let cmd = input.command().with_context(|| at(lines.number))?;
         commands.insert(0, cmd);
         sim.step(&mut world, &commands, &mut scratch);

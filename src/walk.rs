@@ -103,11 +103,7 @@ pub fn run(loaded: Loaded, bots: u32, seconds: f64) -> Result<()> {
                     )
                 })
                 .collect();
-            println!(
-                "t={:5.1}s  {}",
-                tick as f64 / rate as f64,
-                shown.join("  ")
-            );
+            println!("t={:5.1}s  {}", tick as f64 / rate as f64, shown.join("  "));
         }
     }
     let player_ticks = ticks * bots as u64;

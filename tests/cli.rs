@@ -280,3 +280,110 @@ fn map_rotate_answers_every_line() {
     assert!(lines[3]["error"].as_str().unwrap().contains("axis"));
     assert!(lines[4]["error"].is_string());
 }
+
+/// Every input line gets exactly one output line, blank ones included, so a caller can
+/// pair requests with replies.
+#[test]
+fn map_trace_answers_blank_and_overlong_lines_too() {
+    let cache = temp_dir("trace-blank");
+    let ok_line = r#"{"start":[-300,-300,100],"end":[-300,-300,-100]}"#;
+    let long = format!(
+        "{{\"start\":[{}0,0,0],\"end\":[1,1,1]}}",
+        "0".repeat(70_000)
+    );
+    let input = format!("{ok_line}\n\n   \n{long}\n{ok_line}\n");
+    let (out, err, ok) = expel(&["map", "trace", ARENA], &input, &cache);
+    assert!(ok, "{err}");
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5, "{out}");
+    assert!(lines[0]["fraction"].is_number() && lines[4]["fraction"].is_number());
+    for (i, l) in lines.iter().enumerate().take(4).skip(1) {
+        let e = l["error"].as_str().unwrap();
+        assert!(e.starts_with(&format!("line {}", i + 1)), "{e}");
+    }
+    assert!(lines[3]["error"].as_str().unwrap().contains("longer than"));
+}
+
+#[test]
+fn a_corrupted_or_swapped_cache_is_refused_and_rebuilt() {
+    let cache = temp_dir("cache-bad");
+    let terrain = concat!(env!("CARGO_MANIFEST_DIR"), "/maps/terrain.map");
+    let info = |map: &str| {
+        let (out, err, ok) = expel(&["map", "info", map], "", &cache);
+        assert!(ok, "{err}");
+        (serde_json::from_str::<Value>(&out).unwrap(), err)
+    };
+    let (fresh, _) = info(ARENA);
+    let files = |ext: &str| -> Vec<std::path::PathBuf> {
+        let mut v: Vec<_> = std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == ext))
+            .collect();
+        v.sort();
+        v
+    };
+    let arena_file = files("model").pop().unwrap();
+    // Flipped bits.
+    let mut bytes = std::fs::read(&arena_file).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x10;
+    std::fs::write(&arena_file, &bytes).unwrap();
+    let (again, err) = info(ARENA);
+    assert_eq!(again["cached"], false, "corrupt cache used");
+    assert!(err.contains("refused"), "{err}");
+    assert_eq!(again["polygons"], fresh["polygons"]);
+    assert_eq!(info(ARENA).0["cached"], true, "rebuilt cache not written");
+    // Another map's model under the arena's key.
+    info(terrain);
+    let both = files("model");
+    let other = both.iter().find(|p| **p != arena_file).unwrap();
+    std::fs::copy(other, &arena_file).unwrap();
+    let (swapped, err) = info(ARENA);
+    assert_eq!(swapped["cached"], false);
+    assert!(err.contains("another map"), "{err}");
+    assert_eq!(swapped["polygons"], fresh["polygons"]);
+}
+
+#[test]
+fn a_byte_order_mark_is_read_and_bad_numbers_are_refused() {
+    let cache = temp_dir("bom");
+    let bom = cache.join("bom.map");
+    let text = std::fs::read_to_string(ARENA).unwrap();
+    std::fs::write(&bom, format!("\u{feff}{text}")).unwrap();
+    let (out, err, ok) = expel(&["map", "info", bom.to_str().unwrap()], "", &cache);
+    assert!(ok, "{err}");
+    assert!(out.contains("\"solid_brushes\""));
+    let (_, err, ok) = expel(&["walk", "--seconds", "nan"], "", &cache);
+    assert!(!ok && err.contains("--seconds"), "{err}");
+    let (_, err, ok) = expel(&["walk", "--seconds", "1e300"], "", &cache);
+    assert!(!ok && err.contains("--seconds"), "{err}");
+    let (_, err, ok) = expel(
+        &["sim", ARENA, "--tick-rate", "5", "--inputs", "x"],
+        "",
+        &cache,
+    );
+    assert!(!ok && err.contains("tick_rate"), "{err}");
+}
+
+#[test]
+fn sim_inputs_have_a_line_length_limit() {
+    let cache = temp_dir("sim-long");
+    let inputs = cache.join("long.jsonl");
+    let long = format!("{{\"forward\":1{}}}\n", " ".repeat(1 << 20));
+    std::fs::write(&inputs, format!("{{\"forward\":1}}\n{long}")).unwrap();
+    let (out, err, ok) = expel(
+        &["sim", ARENA, "--inputs", inputs.to_str().unwrap()],
+        "",
+        &cache,
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("line 2") && err.contains("longer than"),
+        "{err}"
+    );
+    assert_eq!(out.lines().count(), 2, "hull line and one tick: {out}");
+}

@@ -9,8 +9,10 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// Runs one golden scenario with the `expel` binary and returns its final state hash.
 fn run(kind: &str, map: &str, bots: &str, seconds: &str) -> String {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_expel"));
-    cmd.current_dir(ROOT)
-        .env("EXPEL_CACHE_DIR", std::env::temp_dir().join("expel-golden-cache"));
+    cmd.current_dir(ROOT).env(
+        "EXPEL_CACHE_DIR",
+        std::env::temp_dir().join("expel-golden-cache"),
+    );
     match kind {
         "sim" => cmd.args(["sim", map, "--inputs", "tests/data/replay.jsonl"]),
         "walk" => cmd.args(["walk", map, "--bots", bots, "--seconds", seconds]),
@@ -41,7 +43,10 @@ fn run(kind: &str, map: &str, bots: &str, seconds: &str) -> String {
 fn simulation_results_match_the_golden_hashes() {
     let table = std::fs::read_to_string(Path::new(ROOT).join("tests/golden/hashes.txt")).unwrap();
     let mut checked = 0;
-    for line in table.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+    for line in table
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    {
         let f: Vec<&str> = line.split_whitespace().collect();
         let [kind, map, bots, seconds, want] = f[..] else {
             panic!("malformed golden line: {line}");

@@ -104,7 +104,9 @@ fn main() {
                 if far < 5 {
                     println!(
                         "FAR {sep1} {start:?} -> {end:?} f {} {:?} n {:?}",
-                        t.fraction, t.hit, t.normal()
+                        t.fraction,
+                        t.hit,
+                        t.normal()
                     );
                 }
             }

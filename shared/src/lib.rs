@@ -28,8 +28,8 @@ pub mod mover;
 pub mod sim;
 
 pub use collision::{
-    hull::Hull, CollisionModel, Contact, Contents, Feature, Hit, ModelStats, Sweep, Target,
-    Trace, TraceScratch,
+    hull::Hull, CollisionModel, Contact, Contents, Feature, Hit, ModelStats, Sweep, Target, Trace,
+    TraceScratch,
 };
 pub use geom::{Aabb, Plane, EXPEL, MAX_COORD};
 pub use map::{MapData, MapError, MapWarning};

@@ -159,12 +159,15 @@ impl Keys<'_> {
             Ok(v) if v.is_finite() => {
                 let c = v.clamp(lo, hi);
                 if c != v {
-                    self.warn(format!("\"{k}\" {v} is outside {lo}..={hi}; using {c}"));
+                    let raw = raw.trim();
+                    self.warn(format!("\"{k}\" {raw} is outside {lo}..={hi}; using {c}"));
                 }
                 c
             }
             _ => {
-                self.warn(format!("\"{k}\" \"{raw}\" is not a number; using {default}"));
+                self.warn(format!(
+                    "\"{k}\" \"{raw}\" is not a number; using {default}"
+                ));
                 default
             }
         }
@@ -349,8 +352,7 @@ impl Mover {
                         keys.warn(format!("path target \"{t}\" does not exist"));
                         break;
                     };
-                    let Some(o) = pc.origin().filter(|o| o.abs().max_element() <= MAX_COORD)
-                    else {
+                    let Some(o) = pc.origin().filter(|o| o.abs().max_element() <= MAX_COORD) else {
                         keys.warn(format!("path corner \"{t}\" has no usable origin"));
                         break;
                     };

@@ -34,8 +34,8 @@
 //! state in map order and each player's id and [`PlayerState::hash_bytes`] in id order:
 //! stable across platforms, builds and runs.
 
-use crate::collision::{hull::Hull, CollisionModel, Contents, Hit, Region, Sweep, Target};
 use crate::collision::TraceScratch;
+use crate::collision::{hull::Hull, CollisionModel, Contents, Hit, Region, Sweep, Target};
 use crate::geom::{Aabb, EXPEL, MAX_COORD, POSITION_EPS};
 use crate::map::{MapData, MapWarning};
 use crate::movement::{
@@ -330,9 +330,12 @@ impl Sim {
     /// The movers' poses for their states (missing states read as at rest).
     pub fn poses(&self, states: &[MoverState], out: &mut Vec<Pose>) {
         out.clear();
-        out.extend(self.movers.iter().enumerate().map(|(i, m)| {
-            m.pose(&states.get(i).copied().unwrap_or_default())
-        }));
+        out.extend(
+            self.movers
+                .iter()
+                .enumerate()
+                .map(|(i, m)| m.pose(&states.get(i).copied().unwrap_or_default())),
+        );
     }
 
     /// The box a player occupies as an obstacle to others, if it is one.
@@ -352,7 +355,11 @@ impl Sim {
             MoveMode::Walk => c.jump_velocity + c.max_speed * c.accelerate * dt,
             MoveMode::Noclip | MoveMode::Spectator => c.fly_speed,
         };
-        let speed = p.velocity().abs().min(DVec3::splat(c.max_velocity)).length();
+        let speed = p
+            .velocity()
+            .abs()
+            .min(DVec3::splat(c.max_velocity))
+            .length();
         (speed + c.gravity * dt + gain) * dt + c.step_height + 1.0
     }
 
@@ -536,7 +543,9 @@ impl Sim {
     /// way; a mover that cannot push a player does not move and turns back if its kind
     /// does, so nobody is ever left inside it.
     fn advance_movers(&self, world: &mut WorldState, s: &mut SimScratch) {
-        world.movers.resize(self.movers.len(), MoverState::default());
+        world
+            .movers
+            .resize(self.movers.len(), MoverState::default());
         let rate = self.movement.tick_rate();
         let reach = self.config().ground_distance + EXPEL * 2.0;
         let walkable = self.config().walkable_normal_z;
@@ -658,7 +667,10 @@ fn near_boxes(
     out: &mut Vec<PlayerBox>,
 ) {
     out.clear();
-    let (lo, hi) = (cell(o - DVec3::splat(margin)), cell(o + DVec3::splat(margin)));
+    let (lo, hi) = (
+        cell(o - DVec3::splat(margin)),
+        cell(o + DVec3::splat(margin)),
+    );
     let span = |a: i64, b: i64| (b - a + 1) as u128;
     let cells = span(lo.0, hi.0) * span(lo.1, hi.1);
     if cells > grid.len() as u128 {
@@ -725,7 +737,14 @@ struct SimCollider<'a> {
 impl Collider for SimCollider<'_> {
     fn sweep(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Sweep {
         let map = &self.sim.map;
-        let mut t = map.sweep_in(self.region, hull, start, end, Contents::PLAYER, self.scratch);
+        let mut t = map.sweep_in(
+            self.region,
+            hull,
+            start,
+            end,
+            Contents::PLAYER,
+            self.scratch,
+        );
         let hb = hull.bounds();
         let swept = Aabb {
             min: start.min(end) + hb.min,
@@ -775,14 +794,9 @@ impl Collider for SimCollider<'_> {
                 .sim
                 .map
                 .position_solid(hull, pos, Contents::PLAYER, self.scratch)
-            || self
-                .sim
-                .movers
-                .iter()
-                .zip(self.poses)
-                .any(|(m, pose)| {
-                    m.world_bounds(pose).overlaps(&me) && m.overlaps(hull, pos, pose, self.scratch)
-                })
+            || self.sim.movers.iter().zip(self.poses).any(|(m, pose)| {
+                m.world_bounds(pose).overlaps(&me) && m.overlaps(hull, pos, pose, self.scratch)
+            })
     }
 }
 

@@ -460,7 +460,9 @@ fn rotated_thin_brushes_make_edge_contacts_that_never_penetrate() {
             let target = t.hit.map(|h| h.target);
             if matches!(
                 target,
-                Some(expel_shared::Target::Model(expel_shared::Feature::EdgeEdge { .. }))
+                Some(expel_shared::Target::Model(
+                    expel_shared::Feature::EdgeEdge { .. }
+                ))
             ) {
                 edge_hits += 1;
             }

@@ -11,7 +11,7 @@ pub const WELD: f64 = 0.002;
 /// Mitred edge normals are capped at this length so very sharp edges do not push the
 /// expel zone far out (DOOM III used about 3.3).
 pub const MITRE_CAP: f64 = 3.25;
-const NONE: u32 = u32::MAX;
+pub(crate) const NONE: u32 = u32::MAX;
 
 /// Welds points on a hashed grid, checking neighbouring cells so that points straddling a
 /// cell boundary still weld. Lookup only: results never depend on hash iteration order.
@@ -45,8 +45,7 @@ impl Welder {
                 for dz in -1..=1 {
                     if let Some(list) = self.grid.get(&[c[0] + dx, c[1] + dy, c[2] + dz]) {
                         for &i in list {
-                            if (self.vertices[i as usize] - p).abs().max_element()
-                                <= self.tolerance
+                            if (self.vertices[i as usize] - p).abs().max_element() <= self.tolerance
                             {
                                 return i;
                             }

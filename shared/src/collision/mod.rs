@@ -4,14 +4,18 @@
 //! shared vertices and edges; [`CollisionModel::trace`] sweeps a [`Hull`] through them.
 
 mod build;
+mod cache;
 pub mod hull;
 pub(crate) mod mesh;
 pub mod rotate;
 mod trace;
 pub(crate) mod tree;
+mod validate;
 
+pub use cache::CacheError;
 pub use mesh::Edge;
 pub use trace::{Region, TraceScratch};
+pub use validate::ModelError;
 
 use crate::geom::{Aabb, Plane};
 use glam::DVec3;
@@ -238,7 +242,7 @@ pub struct CollisionModel {
 impl CollisionModel {
     /// Version of the compiled model's layout and build rules; caches of compiled models
     /// key on it, so a change here invalidates them.
-    pub const FORMAT_VERSION: u32 = 3;
+    pub const FORMAT_VERSION: u32 = 4;
 
     /// Counts describing the model.
     pub fn stats(&self) -> &ModelStats {

@@ -15,7 +15,7 @@ const MIN_NODE_SIZE: f64 = 64.0;
 const FORCE_SPLIT: usize = 128;
 /// Leaves this small are not split further.
 const LEAF_ITEMS: usize = 8;
-const MAX_DEPTH: usize = 40;
+pub(crate) const MAX_DEPTH: usize = 40;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) enum Node {

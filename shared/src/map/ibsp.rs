@@ -4,8 +4,8 @@
 //! nothing and so produce no polygons). Model 0 holds the world (func_group and detail
 //! brushes merged in); model `*N` holds the brushes of the entity whose `model` is `*N`.
 
-use super::{parse, Brush, Entity, Face, MapData, MapError};
-use crate::geom::{planes_to_polygons, Plane};
+use super::{parse, Brush, Entity, Face, MapData, MapError, MAX_BRUSH_FACES};
+use crate::geom::{planes_to_polygons, Plane, MAX_COORD};
 use glam::DVec3;
 
 const LUMP_ENTITIES: usize = 0;
@@ -104,10 +104,36 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
                 "brush {bi} sides {first}..{first}+{n} out of range (0..{nsides})"
             ));
         }
+        if n as usize > MAX_BRUSH_FACES {
+            return err(format!(
+                "brush {bi} has {n} sides; at most {MAX_BRUSH_FACES} are supported"
+            ));
+        }
         let mut faces = Vec::with_capacity(n as usize);
         for si in first as usize..first as usize + n as usize {
             let s = &sides[si * 8..];
-            let plane = planes[index(i32_at(s, 0), planes.len(), "plane", si)?];
+            let pi = index(i32_at(s, 0), planes.len(), "plane", si)?;
+            let plane = planes[pi];
+            // Stored as f32: a unit normal is within about 1e-6 of length 1.
+            let len = plane.normal.length();
+            if !(len.is_finite() && (len - 1.0).abs() <= 1e-3) {
+                return err(format!(
+                    "plane {pi} (side {si} of brush {bi}): normal {:?} is not a unit vector",
+                    plane.normal.to_array()
+                ));
+            }
+            if !(plane.dist.is_finite() && plane.dist.abs() <= MAX_COORD) {
+                return err(format!(
+                    "plane {pi} (side {si} of brush {bi}): distance {} is outside the \
+                     supported coordinates (±{MAX_COORD})",
+                    plane.dist
+                ));
+            }
+            // Exactly unit, as everything downstream assumes (n·x = d scales as one).
+            let plane = Plane {
+                normal: plane.normal / len,
+                dist: plane.dist / len,
+            };
             let shader = i32_at(s, 4);
             let texture = if shader < 0 {
                 String::new()

@@ -8,6 +8,10 @@ use crate::geom::Plane;
 use glam::DVec3;
 use thiserror::Error;
 
+/// Most faces one brush may have. Real maps stay far below (16 in the largest seen); a
+/// brush with thousands would make loading quadratic and every trace near it slow.
+pub const MAX_BRUSH_FACES: usize = 128;
+
 /// A map file that could not be read.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum MapError {
@@ -108,6 +112,8 @@ pub struct MapData {
 impl MapData {
     /// Parses `.map` text in any of the supported dialects.
     pub fn parse_map(text: &str) -> Result<MapData, MapError> {
+        // Editors on Windows may write a UTF-8 byte-order mark.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let mut map = parse::parse(text)?;
         map.omitted_entities = solidity::drop_omitted_layers(&mut map.entities);
         Ok(map)

@@ -5,8 +5,8 @@
 //! matrix, a raw texture token (names like `{trigger` and `*04water1` exist), then texture
 //! fields (numbers, Valve's `[ ... ]` axes, Quake 3's trailing flags) up to the next face.
 
-use super::{Brush, Entity, Face, MapData, MapError};
-use crate::geom::Plane;
+use super::{Brush, Entity, Face, MapData, MapError, MAX_BRUSH_FACES};
+use crate::geom::{Plane, MAX_COORD};
 use glam::DVec3;
 
 struct Lexer<'a> {
@@ -130,10 +130,17 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    /// A point of a face; its coordinates must lie in the supported range.
     fn point(&mut self) -> Result<DVec3, MapError> {
         self.expect(b'(')?;
         let p = DVec3::new(self.number()?, self.number()?, self.number()?);
         self.expect(b')')?;
+        if p.abs().max_element() > MAX_COORD {
+            return self.err(format!(
+                "point ( {} {} {} ) is outside the supported coordinates (±{MAX_COORD})",
+                p.x, p.y, p.z
+            ));
+        }
         Ok(p)
     }
 
@@ -246,6 +253,15 @@ fn parse_brush(lx: &mut Lexer, patches: &mut usize) -> Result<Option<Brush>, Map
         None => return lx.err("unexpected end of file in brush"),
     }
     lx.expect(b'}')?;
+    if faces.len() > MAX_BRUSH_FACES {
+        return Err(MapError::Syntax {
+            line,
+            message: format!(
+                "brush has {} faces; at most {MAX_BRUSH_FACES} are supported",
+                faces.len()
+            ),
+        });
+    }
     Ok(Some(Brush { faces, line }))
 }
 

@@ -120,7 +120,11 @@ impl MoveConfig {
             Err(ConfigError { field, value, rule })
         };
         if !limits::TICK_RATE.contains(&self.tick_rate) {
-            return bad("tick_rate", self.tick_rate.to_string(), "10 to 240 ticks per second");
+            return bad(
+                "tick_rate",
+                self.tick_rate.to_string(),
+                "10 to 240 ticks per second",
+            );
         }
         let rates = [
             ("gravity", self.gravity),
@@ -163,7 +167,11 @@ impl MoveConfig {
         let hull_ok = |v: DVec3| v.is_finite() && v.abs().max_element() <= limits::MAX_HULL;
         if !hull_ok(mins) || !hull_ok(maxs) {
             let v = format!("{:?} {:?}", self.stand_mins, self.stand_maxs);
-            return bad("stand_mins/stand_maxs", v, "finite, within 512 of the origin");
+            return bad(
+                "stand_mins/stand_maxs",
+                v,
+                "finite, within 512 of the origin",
+            );
         }
         if (maxs - mins).min_element() < limits::MIN_HULL_SIDE {
             let v = format!("{:?} {:?}", self.stand_mins, self.stand_maxs);
@@ -171,16 +179,22 @@ impl MoveConfig {
         }
         if !(in_range(self.crouch_max_z, mins.z + limits::MIN_HULL_SIDE, maxs.z)) {
             let v = self.crouch_max_z.to_string();
-            return bad("crouch_max_z", v, "at least 1 above stand_mins z, at most stand_maxs z");
+            return bad(
+                "crouch_max_z",
+                v,
+                "at least 1 above stand_mins z, at most stand_maxs z",
+            );
         }
         let mut crouch_maxs = maxs;
         crouch_maxs.z = self.crouch_max_z;
         // Checked above: the boxes are finite and thick, so building them cannot fail.
-        let hull = |lo, hi| Hull::aabb(lo, hi).map_err(|_| ConfigError {
-            field: "stand_mins/stand_maxs",
-            value: format!("{lo} {hi}"),
-            rule: "a valid box",
-        });
+        let hull = |lo, hi| {
+            Hull::aabb(lo, hi).map_err(|_| ConfigError {
+                field: "stand_mins/stand_maxs",
+                value: format!("{lo} {hi}"),
+                rule: "a valid box",
+            })
+        };
         Ok(Movement {
             stand: hull(mins, maxs)?,
             crouch: hull(mins, crouch_maxs)?,

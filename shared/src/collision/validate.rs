@@ -1,0 +1,167 @@
+//! Structural checks of a [`CollisionModel`] that did not come from
+//! [`CollisionModel::build`] (a decoded cache file): every index in range, every number
+//! finite, trees acyclic and no deeper than the traversals allow. A model that passes
+//! cannot make a query panic or loop.
+
+use super::tree::{AxialTree, Node, MAX_DEPTH};
+use super::{mesh::NONE, CollisionModel};
+use crate::geom::{Aabb, Plane};
+use glam::DVec3;
+use thiserror::Error;
+
+/// Why a model failed its structural check.
+#[derive(Debug, Error, Clone, PartialEq)]
+#[error("invalid collision model: {0}")]
+pub struct ModelError(pub String);
+
+fn fail<T>(m: String) -> Result<T, ModelError> {
+    Err(ModelError(m))
+}
+
+fn range(what: &str, i: usize, (a, b): (u32, u32), len: usize) -> Result<(), ModelError> {
+    if a > b || b as usize > len {
+        return fail(format!("{what} {i}: range {a}..{b} outside 0..{len}"));
+    }
+    Ok(())
+}
+
+fn finite_vec(what: &str, i: usize, v: DVec3) -> Result<(), ModelError> {
+    if v.is_finite() {
+        Ok(())
+    } else {
+        fail(format!("{what} {i}: {v:?} is not finite"))
+    }
+}
+
+fn unit_plane(what: &str, i: usize, p: &Plane) -> Result<(), ModelError> {
+    let ok = p.dist.is_finite() && (p.normal.length() - 1.0).abs() <= 1e-6;
+    if ok {
+        Ok(())
+    } else {
+        fail(format!("{what} {i}: plane {p:?} is not a unit plane"))
+    }
+}
+
+fn finite_box(what: &str, i: usize, b: &Aabb) -> Result<(), ModelError> {
+    if b.is_empty() || (b.min.is_finite() && b.max.is_finite()) {
+        Ok(())
+    } else {
+        fail(format!("{what} {i}: bounds {b:?} are not finite"))
+    }
+}
+
+impl AxialTree {
+    /// Checks the tree over `count` items.
+    fn validate(&self, name: &str, count: usize) -> Result<(), ModelError> {
+        if self.item_bounds.len() != self.items.len() {
+            return fail(format!("{name}: item bounds do not match items"));
+        }
+        if let Some(i) = self.items.iter().find(|&&i| i as usize >= count) {
+            return fail(format!("{name}: item {i} outside 0..{count}"));
+        }
+        if self
+            .item_bounds
+            .iter()
+            .any(|b| b.0.iter().any(|v| v.is_nan()))
+        {
+            return fail(format!("{name}: item bounds are NaN"));
+        }
+        // Children come after their parent (the build is pre-order), so the tree is
+        // acyclic; depths then follow in one forward pass.
+        let mut depth = vec![0usize; self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            match n {
+                Node::Leaf { first, count } => {
+                    let end = *first as u64 + *count as u64;
+                    if end > self.items.len() as u64 {
+                        return fail(format!("{name}: leaf {i} runs past the item list"));
+                    }
+                }
+                Node::Split {
+                    axis,
+                    dist,
+                    back,
+                    front,
+                } => {
+                    if *axis > 2 || !dist.is_finite() {
+                        return fail(format!("{name}: split {i} has axis {axis}, dist {dist}"));
+                    }
+                    for c in [*back, *front] {
+                        let c = c as usize;
+                        if c <= i || c >= self.nodes.len() {
+                            return fail(format!("{name}: split {i} has child {c}"));
+                        }
+                        depth[c] = depth[c].max(depth[i] + 1);
+                        if depth[c] > MAX_DEPTH {
+                            return fail(format!("{name}: deeper than {MAX_DEPTH}"));
+                        }
+                    }
+                }
+            }
+        }
+        finite_box(name, 0, &self.bounds)
+    }
+}
+
+impl CollisionModel {
+    /// Checks the model's structure; see the module docs.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        let (nv, ne, np, nb) = (
+            self.vertices.len(),
+            self.edges.len(),
+            self.polygons.len(),
+            self.brushes.len(),
+        );
+        for (i, v) in self.vertices.iter().enumerate() {
+            finite_vec("vertex", i, *v)?;
+        }
+        if self.vertex_active.len() != nv || self.poly_bounds32.len() != np {
+            return fail("per-vertex or per-polygon lists differ in length".into());
+        }
+        for (i, e) in self.edges.iter().enumerate() {
+            if e.v.iter().any(|&v| v as usize >= nv) {
+                return fail(format!("edge {i}: vertex {:?} outside 0..{nv}", e.v));
+            }
+            if e.polys[0] as usize >= np || (e.polys[1] != NONE && e.polys[1] as usize >= np) {
+                return fail(format!("edge {i}: polygons {:?} outside 0..{np}", e.polys));
+            }
+            for v in [e.normals[0], e.normals[1], e.mitre] {
+                finite_vec("edge", i, v)?;
+            }
+        }
+        if let Some(c) = self.poly_edges.iter().find(|&&c| (c >> 1) as usize >= ne) {
+            return fail(format!(
+                "polygon edge use {c} names an edge outside 0..{ne}"
+            ));
+        }
+        for (i, p) in self.polygons.iter().enumerate() {
+            let end = p.first.checked_add(p.count);
+            range(
+                "polygon",
+                i,
+                (p.first, end.unwrap_or(u32::MAX)),
+                self.poly_edges.len(),
+            )?;
+            if p.count < 3 || p.brush as usize >= nb {
+                return fail(format!("polygon {i}: {} edges, brush {}", p.count, p.brush));
+            }
+            unit_plane("polygon", i, &p.plane)?;
+            finite_box("polygon", i, &p.bounds)?;
+        }
+        for (i, b) in self.brushes.iter().enumerate() {
+            range("brush planes", i, b.planes, self.brush_planes.len())?;
+            range("brush points", i, b.points, self.brush_points.len())?;
+            range("brush axes", i, b.axes, self.brush_axes.len())?;
+            finite_box("brush", i, &b.bounds)?;
+        }
+        for (i, p) in self.brush_planes.iter().enumerate() {
+            unit_plane("brush plane", i, p)?;
+        }
+        for (i, v) in self.brush_points.iter().chain(&self.brush_axes).enumerate() {
+            finite_vec("brush point or axis", i, *v)?;
+        }
+        self.poly_tree.validate("polygon tree", np)?;
+        self.brush_tree.validate("brush tree", nb)?;
+        finite_box("model", 0, &self.bounds)
+    }
+}

@@ -1,0 +1,200 @@
+//! The simulation API as a server and a predicting client use it: a world state that
+//! crosses a wire, the per-player tick, the player–player rule and prediction that matches
+//! the server bit for bit.
+
+use expel_shared::movement::buttons;
+use expel_shared::{
+    CollisionModel, MapData, MoveCommand, MoveConfig, Obstacle, PlayerState, Sim, SimScratch,
+    WorldState,
+};
+use glam::DVec3;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+fn arena_sim() -> Sim {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../maps/arena.map")).unwrap();
+    let map = MapData::parse_map(&text).unwrap();
+    let movement = MoveConfig::default().validate().unwrap();
+    let (sim, warnings) = Sim::from_map(Arc::new(CollisionModel::build(&map)), &map, movement);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(!sim.movers().is_empty(), "the arena has movers");
+    sim
+}
+
+/// A crowd near the arena's door and platform, close enough to bump into each other.
+fn crowd(sim: &Sim, n: u32) -> WorldState {
+    let mut w = sim.new_state();
+    let door = sim.movers()[0].trigger.center();
+    for i in 0..n {
+        let at = DVec3::new(
+            door.x - 150.0 + 36.0 * (i % 6) as f64,
+            door.y - 100.0 + 36.0 * (i / 6) as f64,
+            60.0,
+        );
+        sim.add_player(&mut w, i, PlayerState::at(at)).unwrap();
+    }
+    w
+}
+
+fn commands(rng: &mut ChaCha8Rng, n: u32, prev: &mut BTreeMap<u32, MoveCommand>) {
+    for i in 0..n {
+        if rng.gen_bool(0.1) || !prev.contains_key(&i) {
+            let b = if rng.gen_bool(0.2) { buttons::JUMP } else { 0 };
+            prev.insert(
+                i,
+                MoveCommand::new(
+                    1.0,
+                    rng.gen_range(-1.0..1.0),
+                    0.0,
+                    rng.gen_range(0.0..360.0),
+                    0.0,
+                )
+                .with_buttons(b),
+            );
+        }
+    }
+}
+
+/// A client restores the world from its serialized form and predicts its own player with
+/// the public API alone: every prediction equals the server's step bit for bit, except on
+/// ticks where the server reverted the player for a conflict with a lower id (the one
+/// thing a client cannot know).
+#[test]
+fn a_client_predicts_from_a_serialized_snapshot_bit_for_bit() {
+    let sim = arena_sim();
+    let n = 18;
+    let mut server = crowd(&sim, n);
+    let mut s = SimScratch::new();
+    let mut client_scratch = SimScratch::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let mut cmds = BTreeMap::new();
+    let (mut checked, mut with_players, mut reverted) = (0, 0, 0);
+    for tick in 0..1800 {
+        commands(&mut rng, n, &mut cmds);
+        // The snapshot the client received: the exact bytes a server would send.
+        let snapshot = postcard::to_allocvec(&server).unwrap();
+        let reports = sim.step(&mut server, &cmds, &mut s);
+        let me = tick % n;
+        let mut client: WorldState = postcard::from_bytes(&snapshot).unwrap();
+        sim.validate_state(&client).unwrap();
+        let predicted = sim
+            .predict(&mut client, me, &cmds[&me], &mut client_scratch)
+            .unwrap();
+        let report = reports.iter().find(|r| r.id == me).unwrap();
+        assert_eq!(predicted.events, report.events, "tick {tick}");
+        assert_eq!(client.movers, server.movers, "tick {tick}: movers differ");
+        assert_eq!(client.tick, server.tick);
+        if report.reverted {
+            reverted += 1;
+            continue;
+        }
+        assert_eq!(
+            predicted.state,
+            *server.player(me).unwrap(),
+            "tick {tick}: prediction of player {me} differs"
+        );
+        checked += 1;
+        if report.events.touched.any_player() {
+            with_players += 1;
+        }
+    }
+    assert!(checked > 1600, "{checked} predictions checked");
+    assert!(
+        with_players > 20,
+        "only {with_players} predictions involved other players"
+    );
+    eprintln!("{checked} predictions equal, {with_players} touching players, {reverted} reverted");
+}
+
+#[test]
+fn world_state_round_trips_and_hashes_alike() {
+    let sim = arena_sim();
+    let mut w = crowd(&sim, 12);
+    let mut s = SimScratch::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    let mut cmds = BTreeMap::new();
+    for _ in 0..120 {
+        commands(&mut rng, 12, &mut cmds);
+        sim.step(&mut w, &cmds, &mut s);
+    }
+    let bytes = postcard::to_allocvec(&w).unwrap();
+    let back: WorldState = postcard::from_bytes(&bytes).unwrap();
+    assert_eq!(back, w);
+    assert_eq!(back.hash(), w.hash());
+    // Both continue identically.
+    let (mut a, mut b) = (w.clone(), back);
+    for _ in 0..120 {
+        commands(&mut rng, 12, &mut cmds);
+        sim.step(&mut a, &cmds, &mut s);
+        sim.step(&mut b, &cmds, &mut s);
+    }
+    assert_eq!(a.hash(), b.hash());
+    // A state for another map's movers is refused; stepping it anyway is safe.
+    let mut wrong = a.clone();
+    wrong.movers.pop();
+    assert!(sim.validate_state(&wrong).is_err());
+    sim.step(&mut wrong, &cmds, &mut s);
+    assert_eq!(wrong.movers.len(), sim.movers().len());
+}
+
+/// Two players walking into each other's start boxes: the lower id keeps its move, the
+/// other stays where it stood; over a crowd's long run no two boxes ever overlap.
+#[test]
+fn conflicts_go_to_the_lower_id_and_boxes_never_overlap() {
+    let sim = arena_sim();
+    let mut s = SimScratch::new();
+    let mut w = sim.new_state();
+    let mut a = PlayerState::at(DVec3::new(-400.0, -300.0, 24.03125));
+    let mut b = PlayerState::at(DVec3::new(-400.0 + 34.0, -300.0, 24.03125));
+    a.set_velocity(DVec3::new(300.0, 0.0, 0.0));
+    b.set_velocity(DVec3::new(-300.0, 0.0, 0.0));
+    a.flags = expel_shared::movement::flags::ON_GROUND;
+    b.flags = a.flags;
+    sim.add_player(&mut w, 7, a).unwrap();
+    sim.add_player(&mut w, 9, b).unwrap();
+    let mut c = BTreeMap::new();
+    c.insert(7, MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0));
+    c.insert(9, MoveCommand::new(1.0, 0.0, 0.0, 180.0, 0.0));
+    let r = sim.step(&mut w, &c, &mut s);
+    assert!(!r[0].reverted && r[1].reverted, "{r:?}");
+    assert_eq!(w.player(9).unwrap().origin, b.origin);
+    assert_eq!(w.player(9).unwrap().velocity, [0; 3]);
+    assert!(w.player(7).unwrap().origin()[0] > a.origin()[0]);
+
+    let n = 24;
+    let mut w = crowd(&sim, n);
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    let mut cmds = BTreeMap::new();
+    let mut touches = 0;
+    for tick in 0..1200 {
+        commands(&mut rng, n, &mut cmds);
+        let reports = sim.step(&mut w, &cmds, &mut s);
+        touches += reports
+            .iter()
+            .filter(|r| {
+                r.events
+                    .touched
+                    .as_slice()
+                    .iter()
+                    .any(|o| matches!(o, Obstacle::Player(_)))
+            })
+            .count();
+        let boxes: Vec<_> = w
+            .players
+            .iter()
+            .map(|(id, p)| sim.player_box(*id, &p.state).unwrap().bounds.expand(-1e-6))
+            .collect();
+        for i in 0..boxes.len() {
+            for j in i + 1..boxes.len() {
+                assert!(
+                    !boxes[i].overlaps(&boxes[j]),
+                    "tick {tick}: {i} and {j} overlap"
+                );
+            }
+        }
+    }
+    assert!(touches > 50, "the crowd hardly met: {touches}");
+}
