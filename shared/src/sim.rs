@@ -746,11 +746,7 @@ impl Collider for SimCollider<'_> {
             self.scratch,
         );
         let hb = hull.bounds();
-        let swept = Aabb {
-            min: start.min(end) + hb.min,
-            max: start.max(end) + hb.max,
-        }
-        .expand(EXPEL * 4.0);
+        let swept = hull.swept_bounds(start, end).expand(EXPEL * 4.0);
         for (i, (m, pose)) in self.sim.movers.iter().zip(self.poses).enumerate() {
             if !m.world_bounds(pose).overlaps(&swept) {
                 continue;

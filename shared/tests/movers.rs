@@ -126,7 +126,8 @@ fn player_vs_mover(p: &PlayerState, w: &World, local_min: DVec3, local_max: DVec
         .collect();
     let b = w.movement().hull(p).bounds();
     let o = p.origin();
-    let player = OBrush::new(box_planes(o + b.min, o + b.max)).unwrap();
+    let placed = b.offset(o);
+    let player = OBrush::new(box_planes(placed.min, placed.max)).unwrap();
     separation(&OHull::new(corners), DVec3::ZERO, &player)
 }
 
@@ -326,7 +327,8 @@ fn real_map_movers_run_with_players() {
                 let sep = brushes
                     .iter()
                     .filter(|(_, lo, hi)| {
-                        (o + b.min).cmple(*hi).all() && (o + b.max).cmpge(*lo).all()
+                        let placed = b.offset(o);
+                        placed.min.cmple(*hi).all() && placed.max.cmpge(*lo).all()
                     })
                     .map(|(ob, _, _)| separation(&oh, o, ob))
                     .fold(f64::INFINITY, f64::min);

@@ -344,6 +344,14 @@ impl Hull {
         self.bounds
     }
 
+    /// World box the hull sweeps moving from `start` to `end`.
+    pub fn swept_bounds(&self, start: DVec3, end: DVec3) -> Aabb {
+        Aabb {
+            min: start.min(end) + self.bounds.min,
+            max: start.max(end) + self.bounds.max,
+        }
+    }
+
     /// Corner points, relative to the hull's position.
     pub fn vertices(&self) -> &[DVec3] {
         &self.vertices

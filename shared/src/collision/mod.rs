@@ -7,6 +7,7 @@ mod build;
 mod cache;
 pub mod hull;
 pub(crate) mod mesh;
+mod overlap;
 pub mod rotate;
 mod trace;
 pub(crate) mod tree;

@@ -22,9 +22,9 @@ const MARGIN: f64 = EXPEL * super::mesh::MITRE_CAP + 1e-3;
 /// size once and then allocates nothing.
 #[derive(Default, Debug)]
 pub struct TraceScratch {
-    stamp: u32,
+    pub(super) stamp: u32,
     poly_mark: Vec<u32>,
-    brush_mark: Vec<u32>,
+    pub(super) brush_mark: Vec<u32>,
     /// Traversal stack: (node, and the interval of the move spent in its cell).
     stack: Vec<(u32, f64, f64)>,
     vert_mark: Vec<u32>,
@@ -37,7 +37,7 @@ pub struct TraceScratch {
     lead_verts: Vec<u8>,
     lead_edges: Vec<u8>,
     vert_moment: Vec<DVec3>,
-    candidates: Vec<u32>,
+    pub(super) candidates: Vec<u32>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -54,7 +54,7 @@ impl TraceScratch {
         Self::default()
     }
 
-    fn begin(&mut self, model: &CollisionModel) {
+    pub(super) fn begin(&mut self, model: &CollisionModel) {
         if self.poly_mark.len() < model.polygons.len() {
             self.poly_mark.resize(model.polygons.len(), 0);
         }
@@ -271,98 +271,6 @@ impl CollisionModel {
         );
     }
 
-    /// Whether `hull` placed at `pos` overlaps (deeper than [`POSITION_EPS`]) any solid
-    /// brush whose contents meet `mask`. Exact separating-axis test against the brushes.
-    pub fn position_solid(
-        &self,
-        hull: &Hull,
-        pos: DVec3,
-        mask: Contents,
-        s: &mut TraceScratch,
-    ) -> bool {
-        self.overlapping_brush(hull, pos, mask, s).is_some()
-    }
-
-    /// The first solid brush (index) that `hull` at `pos` overlaps, if any.
-    pub fn overlapping_brush(
-        &self,
-        hull: &Hull,
-        pos: DVec3,
-        mask: Contents,
-        s: &mut TraceScratch,
-    ) -> Option<usize> {
-        let hb = hull.bounds();
-        let q = Aabb {
-            min: pos + hb.min,
-            max: pos + hb.max,
-        };
-        s.begin(self);
-        let mut cand = std::mem::take(&mut s.candidates);
-        cand.clear();
-        self.brush_tree.query_aabb(&q, |i| cand.push(i));
-        let inner = q.expand(-POSITION_EPS);
-        let found = cand.iter().map(|&i| i as usize).find(|&bi| {
-            if s.brush_mark[bi] == s.stamp {
-                return false;
-            }
-            s.brush_mark[bi] = s.stamp;
-            let b = &self.brushes[bi];
-            b.contents.intersects(mask)
-                && b.bounds.overlaps(&inner)
-                && self.hull_overlaps_brush(hull, pos, bi)
-        });
-        s.candidates = cand;
-        found
-    }
-
-    /// Separating-axis test of the hull at `pos` against brush `bi`, the brush's bounds
-    /// already known to overlap. Face axes need one side only: two disjoint convex solids
-    /// are separated by a face plane of one of them, or by an edge-pair axis.
-    fn hull_overlaps_brush(&self, hull: &Hull, pos: DVec3, bi: usize) -> bool {
-        let pts = self.brush_points(bi);
-        let brush_range = |axis: DVec3| -> (f64, f64) {
-            pts.iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
-                    let d = axis.dot(*p);
-                    (l.min(d), h.max(d))
-                })
-        };
-        for p in self.brush_planes(bi) {
-            if p.dist - (hull.project(p.normal).0 + p.normal.dot(pos)) <= POSITION_EPS {
-                return false;
-            }
-        }
-        // A box's faces are the coordinate axes: the bounds test settled them, and an axial
-        // brush has only axis-parallel edges, so no edge pair separates either.
-        if hull.is_box() && self.brushes[bi].axial {
-            return true;
-        }
-        if !hull.is_box() {
-            for hp in hull.planes() {
-                if brush_range(hp.normal).0 - (hp.dist + hp.normal.dot(pos)) >= -POSITION_EPS {
-                    return false;
-                }
-            }
-        }
-        for he in hull.edge_directions() {
-            for ba in self.brush_axes(bi) {
-                let c = he.cross(*ba);
-                let l = c.length();
-                if l <= 1e-9 {
-                    continue;
-                }
-                let axis = c / l;
-                let (hl, hh) = hull.project(axis);
-                let o = axis.dot(pos);
-                let (bl, bh) = brush_range(axis);
-                if (hh + o - bl).min(bh - (hl + o)) <= POSITION_EPS {
-                    return false;
-                }
-            }
-        }
-        true
-    }
-
     /// Contacts of `hull` at `pos` with polygons within `max_dist`, for ground and wall
     /// checks (seed 000 §2.6): each nearby front-facing polygon is probed by sweeping the
     /// hull straight at it, with the same feature tests as [`CollisionModel::sweep`].
@@ -377,12 +285,7 @@ impl CollisionModel {
         out: &mut Vec<Contact>,
     ) {
         out.clear();
-        let hb = hull.bounds();
-        let q = Aabb {
-            min: pos + hb.min,
-            max: pos + hb.max,
-        }
-        .expand(max_dist + MARGIN);
+        let q = hull.bounds().offset(pos).expand(max_dist + MARGIN);
         let mut cand = std::mem::take(&mut s.candidates);
         cand.clear();
         self.poly_tree.query_aabb(&q, |i| cand.push(i));
@@ -487,13 +390,8 @@ impl<'a> Query<'a> {
 
     /// The swept hull box up to fraction `f`, padded by the zone margin.
     fn sweep_box(&self, f: f64) -> Aabb {
-        let hb = self.hull.bounds();
         let end = self.start + self.dir * f;
-        Aabb {
-            min: self.start.min(end) + hb.min,
-            max: self.start.max(end) + hb.max,
-        }
-        .expand(MARGIN)
+        self.hull.swept_bounds(self.start, end).expand(MARGIN)
     }
 
     /// Front-to-back walk of the polygon tree. Each cell is entered with the interval of
