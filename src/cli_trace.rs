@@ -47,7 +47,7 @@ fn hull_of(req: &TraceRequest) -> Result<Hull, String> {
     match (req.mins, req.maxs) {
         (None, None) => Ok(Hull::point()),
         (Some(mins), Some(maxs)) => {
-            Hull::aabb(DVec3::from_array(mins), DVec3::from_array(maxs)).map_err(|e| e.to_string())
+            Hull::aabb(vec3(mins, "mins")?, vec3(maxs, "maxs")?).map_err(|e| e.to_string())
         }
         _ => Err("give both mins and maxs, or neither for a point".into()),
     }
@@ -100,8 +100,8 @@ fn answer_rotate(
             req.angle
         ));
     }
-    let hull = Hull::aabb(DVec3::from_array(req.mins), DVec3::from_array(req.maxs))
-        .map_err(|e| e.to_string())?;
+    let hull =
+        Hull::aabb(vec3(req.mins, "mins")?, vec3(req.maxs, "maxs")?).map_err(|e| e.to_string())?;
     let rot = Rotation {
         origin,
         axis,

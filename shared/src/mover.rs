@@ -70,8 +70,8 @@ pub enum Motion {
 /// Phase of a back-and-forth mover.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 pub enum Phase {
-    #[default]
     /// At rest.
+    #[default]
     Closed,
     /// Moving to open.
     Opening,

@@ -55,7 +55,7 @@ fn map_text_out_of_range_or_oversized_is_refused_with_its_line() {
         let text = floor_map("").replacen("( -512 ", &format!("( {far} "), 1);
         let e = err_of(&text);
         assert!(
-            e.starts_with("line 4:") && e.contains("outside the supported"),
+            e.starts_with("line 4: brush at line 3:") && e.contains("outside the supported"),
             "{far}: {e}"
         );
     }
@@ -533,4 +533,19 @@ fn a_player_without_a_command_repeats_its_last_one() {
     let (always, lost) = (run(true, &mut s), run(false, &mut s));
     assert_eq!(always, lost);
     assert!((lost.origin() - start.origin()).length() > 100.0);
+}
+
+#[test]
+fn hulls_beyond_the_supported_range_are_refused() {
+    use expel_shared::collision::hull::HullError;
+    let big = DVec3::splat(1e300);
+    assert_eq!(Hull::aabb(-big, big).unwrap_err(), HullError::OutOfRange);
+    assert_eq!(
+        Hull::convex(&[DVec3::ZERO, DVec3::X, DVec3::Y, DVec3::Z * 1e9]).unwrap_err(),
+        HullError::OutOfRange
+    );
+    assert_eq!(
+        Hull::aabb(DVec3::new(0.0, 0.0, f64::NAN), DVec3::ONE).unwrap_err(),
+        HullError::NotFinite
+    );
 }

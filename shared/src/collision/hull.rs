@@ -1,35 +1,38 @@
 //! Convex trace models ("hulls"): the shape that moves.
 
 use super::mesh::{build_edges, RawPolygon, Welder};
-use crate::geom::{planes_to_polygons, Aabb, Plane};
+use crate::geom::{planes_to_polygons, Aabb, Plane, MAX_COORD};
 use glam::DVec3;
 use thiserror::Error;
 
 /// Most points accepted by [`Hull::convex`].
 pub const MAX_HULL_POINTS: usize = 64;
 
-#[derive(Debug, Error, Clone, PartialEq)]
 /// A hull that cannot be built.
+#[derive(Debug, Error, Clone, PartialEq)]
 pub enum HullError {
-    #[error("hull needs finite coordinates")]
     /// A coordinate is NaN or infinite.
+    #[error("hull needs finite coordinates")]
     NotFinite,
-    #[error("box mins {mins:?} exceed maxs {maxs:?}")]
+    /// A coordinate beyond the supported range.
+    #[error("hull coordinates must lie within ±{MAX_COORD}")]
+    OutOfRange,
     /// A box whose mins exceed its maxs.
+    #[error("box mins {mins:?} exceed maxs {maxs:?}")]
     InvertedBox {
         /// Lower corner given.
         mins: [f64; 3],
         /// Upper corner given.
         maxs: [f64; 3],
     },
-    #[error("hull has {0} points; at most {MAX_HULL_POINTS} are supported")]
     /// Too many points or features.
+    #[error("hull has {0} points; at most {MAX_HULL_POINTS} are supported")]
     TooManyPoints(usize),
-    #[error("hull points are collinear or coincident; give a point, a polygon or a solid")]
     /// No volume, polygon or point can be made of the points.
+    #[error("hull points are collinear or coincident; give a point, a polygon or a solid")]
     Degenerate,
-    #[error("prism needs 3 to 32 sides, a positive radius and height, got {sides} sides")]
     /// Prism parameters out of range.
+    #[error("prism needs 3 to 32 sides, a positive radius and height, got {sides} sides")]
     BadPrism {
         /// Sides asked for.
         sides: usize,
@@ -103,6 +106,9 @@ impl Hull {
         if !mins.is_finite() || !maxs.is_finite() {
             return Err(HullError::NotFinite);
         }
+        if mins.abs().max(maxs.abs()).max_element() > MAX_COORD {
+            return Err(HullError::OutOfRange);
+        }
         if mins.cmpgt(maxs).any() {
             return Err(HullError::InvertedBox {
                 mins: mins.to_array(),
@@ -169,6 +175,9 @@ impl Hull {
         }
         if points.iter().any(|p| !p.is_finite()) {
             return Err(HullError::NotFinite);
+        }
+        if points.iter().any(|p| p.abs().max_element() > MAX_COORD) {
+            return Err(HullError::OutOfRange);
         }
         let b = Aabb::from_points(points);
         if points.is_empty() {

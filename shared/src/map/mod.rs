@@ -15,16 +15,16 @@ pub const MAX_BRUSH_FACES: usize = 128;
 /// A map file that could not be read.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum MapError {
-    #[error("line {line}: {message}")]
     /// A `.map` text error at a line.
+    #[error("line {line}: {message}")]
     Syntax {
         /// Line of the file (from 1).
         line: usize,
         /// What is wrong.
         message: String,
     },
-    #[error("bsp: {0}")]
     /// A `.bsp` error.
+    #[error("bsp: {0}")]
     Bsp(String),
 }
 

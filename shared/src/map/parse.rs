@@ -130,18 +130,29 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    /// A point of a face; its coordinates must lie in the supported range.
-    fn point(&mut self) -> Result<DVec3, MapError> {
+    /// A point of a face of the brush opening at `brush_line`; its coordinates must lie
+    /// in the supported range.
+    fn point(&mut self, brush_line: usize) -> Result<DVec3, MapError> {
         self.expect(b'(')?;
         let p = DVec3::new(self.number()?, self.number()?, self.number()?);
         self.expect(b')')?;
         if p.abs().max_element() > MAX_COORD {
             return self.err(format!(
-                "point ( {} {} {} ) is outside the supported coordinates (±{MAX_COORD})",
+                "brush at line {brush_line}: point ( {} {} {} ) is outside the supported \
+                 coordinates (±{MAX_COORD})",
                 p.x, p.y, p.z
             ));
         }
         Ok(p)
+    }
+
+    /// A `( a b c )` row of a brush-primitive texture matrix (any finite numbers).
+    fn texture_row(&mut self) -> Result<(), MapError> {
+        self.expect(b'(')?;
+        for _ in 0..3 {
+            self.number()?;
+        }
+        self.expect(b')')
     }
 
     /// Skips a `{ ... }` block with nested braces (patch bodies).
@@ -231,14 +242,14 @@ fn parse_brush(lx: &mut Lexer, patches: &mut usize) -> Result<Option<Brush>, Map
     let mut faces = Vec::new();
     match lx.peek() {
         Some(b'(') => {
-            parse_faces(lx, &mut faces)?;
+            parse_faces(lx, &mut faces, line)?;
         }
         Some(_) => {
             let kw = lx.word()?;
             match kw {
                 "brushDef" => {
                     lx.expect(b'{')?;
-                    parse_faces(lx, &mut faces)?;
+                    parse_faces(lx, &mut faces, line)?;
                     lx.expect(b'}')?;
                 }
                 "patchDef2" | "patchDef3" | "patchDefWS" | "patchDef3WS" => {
@@ -266,15 +277,20 @@ fn parse_brush(lx: &mut Lexer, patches: &mut usize) -> Result<Option<Brush>, Map
 }
 
 /// Faces up to (not including) the closing `}`.
-fn parse_faces(lx: &mut Lexer, faces: &mut Vec<Face>) -> Result<(), MapError> {
+/// `brush_line` is where the brush opens, for messages.
+fn parse_faces(lx: &mut Lexer, faces: &mut Vec<Face>, brush_line: usize) -> Result<(), MapError> {
     while lx.peek() == Some(b'(') {
         let line = lx.line;
-        let (p1, p2, p3) = (lx.point()?, lx.point()?, lx.point()?);
+        let (p1, p2, p3) = (
+            lx.point(brush_line)?,
+            lx.point(brush_line)?,
+            lx.point(brush_line)?,
+        );
         if lx.peek() == Some(b'(') {
             // Brush primitives: ( ( a b c ) ( d e f ) ) texture matrix.
             lx.expect(b'(')?;
-            lx.point()?;
-            lx.point()?;
+            lx.texture_row()?;
+            lx.texture_row()?;
             lx.expect(b')')?;
         }
         let texture = if lx.peek() == Some(b'"') {

@@ -268,8 +268,8 @@ impl Movement {
 /// Movement mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
 pub enum MoveMode {
-    #[default]
     /// Walks, with gravity and collision.
+    #[default]
     Walk,
     /// Flies through everything.
     Noclip,
