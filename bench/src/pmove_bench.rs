@@ -39,7 +39,8 @@ fn main() -> Result<()> {
             .map(|v| v.split(',').map(|x| x.parse().unwrap()).collect())
             .unwrap_or(vec![64, 1000]);
         for players in counts {
-            let (sim, _) = Sim::from_map(model.clone(), &map, Movement::default());
+            // Movement alone, as in earlier figures: no movers.
+            let sim = Sim::new(model.clone(), Movement::default(), Vec::new(), Vec::new());
             let mut world = sim.new_state();
             let mut rng = ChaCha8Rng::seed_from_u64(7);
             // Scatter players over free standing spots.

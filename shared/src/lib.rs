@@ -15,6 +15,8 @@
 //!   [`Sim`] shared by `Arc`, a cloneable, serializable [`WorldState`], and one function
 //!   per player tick.
 //!
+//! * [`protocol`] is the wire protocol as pure state machines over bytes and ticks.
+//!
 //! Nothing here does I/O or async work: every query is a pure function of `&CollisionModel`
 //! plus caller-owned scratch, so any number of threads can trace one model at once.
 
@@ -25,6 +27,7 @@ pub mod geom;
 pub mod map;
 pub mod movement;
 pub mod mover;
+pub mod protocol;
 pub mod sim;
 
 pub use collision::{

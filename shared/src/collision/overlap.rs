@@ -6,63 +6,79 @@ use super::{CollisionModel, Contents, TraceScratch};
 use crate::geom::{Aabb, POSITION_EPS};
 use glam::{DQuat, DVec3};
 
-/// A hull placed in the world as the separating-axis test sees it: upright at a position,
-/// or turned (its corners, face normals and edge directions precomputed in world space).
-enum Placed<'a> {
-    Upright {
-        hull: &'a Hull,
-        pos: DVec3,
-    },
-    Turned {
-        pts: Vec<DVec3>,
-        normals: Vec<DVec3>,
-        dirs: Vec<DVec3>,
-    },
+/// A hull placed in the world as the separating-axis test sees it. Two kinds, statically
+/// dispatched: the test runs per candidate brush and must not allocate.
+trait Placed {
+    /// `min` and `max` of `axis · x` over the placed hull.
+    fn project(&self, axis: DVec3) -> (f64, f64);
+    fn bounds(&self) -> Aabb;
+    /// An upright box: its faces are the coordinate planes.
+    fn is_box(&self) -> bool;
+    /// Calls `f` with each face normal and the hull's furthest extent along it, until `f`
+    /// returns true; returns whether it did.
+    fn any_face(&self, f: impl FnMut(DVec3, f64) -> bool) -> bool;
+    /// Calls `f` with each unit edge direction until `f` returns true.
+    fn any_dir(&self, f: impl FnMut(DVec3) -> bool) -> bool;
 }
 
-impl Placed<'_> {
-    /// `min` and `max` of `axis · x` over the placed hull.
+/// A hull upright at a position.
+struct Upright<'a> {
+    hull: &'a Hull,
+    pos: DVec3,
+}
+
+impl Placed for Upright<'_> {
     fn project(&self, axis: DVec3) -> (f64, f64) {
-        match self {
-            Placed::Upright { hull, pos } => {
-                let (lo, hi) = hull.project(axis);
-                let o = axis.dot(*pos);
-                (lo + o, hi + o)
-            }
-            Placed::Turned { pts, .. } => range(pts, axis),
-        }
+        let (lo, hi) = self.hull.project(axis);
+        let o = axis.dot(self.pos);
+        (lo + o, hi + o)
     }
 
     fn bounds(&self) -> Aabb {
-        match self {
-            Placed::Upright { hull, pos } => hull.bounds().offset(*pos),
-            Placed::Turned { pts, .. } => Aabb::from_points(pts),
-        }
+        self.hull.bounds().offset(self.pos)
     }
 
-    /// An upright box: its faces are the coordinate planes.
     fn is_box(&self) -> bool {
-        matches!(self, Placed::Upright { hull, .. } if hull.is_box())
+        self.hull.is_box()
     }
 
-    /// The hull's face normals, each with the hull's furthest extent along it.
-    fn faces(&self) -> Box<dyn Iterator<Item = (DVec3, f64)> + '_> {
-        match self {
-            Placed::Upright { hull, pos } => Box::new(
-                hull.planes()
-                    .map(move |p| (p.normal, p.dist + p.normal.dot(*pos))),
-            ),
-            Placed::Turned { pts, normals, .. } => {
-                Box::new(normals.iter().map(move |n| (*n, range(pts, *n).1)))
-            }
-        }
+    fn any_face(&self, mut f: impl FnMut(DVec3, f64) -> bool) -> bool {
+        self.hull
+            .planes()
+            .any(|p| f(p.normal, p.dist + p.normal.dot(self.pos)))
     }
 
-    fn dirs(&self) -> Box<dyn Iterator<Item = DVec3> + '_> {
-        match self {
-            Placed::Upright { hull, .. } => Box::new(hull.edge_directions()),
-            Placed::Turned { dirs, .. } => Box::new(dirs.iter().copied()),
-        }
+    fn any_dir(&self, f: impl FnMut(DVec3) -> bool) -> bool {
+        self.hull.edge_directions().any(f)
+    }
+}
+
+/// A hull turned about a point: corners, face normals and edge directions in world space.
+struct Turned {
+    pts: Vec<DVec3>,
+    normals: Vec<DVec3>,
+    dirs: Vec<DVec3>,
+}
+
+impl Placed for Turned {
+    fn project(&self, axis: DVec3) -> (f64, f64) {
+        range(&self.pts, axis)
+    }
+
+    fn bounds(&self) -> Aabb {
+        Aabb::from_points(&self.pts)
+    }
+
+    fn is_box(&self) -> bool {
+        false
+    }
+
+    fn any_face(&self, mut f: impl FnMut(DVec3, f64) -> bool) -> bool {
+        self.normals.iter().any(|n| f(*n, range(&self.pts, *n).1))
+    }
+
+    fn any_dir(&self, f: impl FnMut(DVec3) -> bool) -> bool {
+        self.dirs.iter().copied().any(f)
     }
 }
 
@@ -95,7 +111,7 @@ impl CollisionModel {
         mask: Contents,
         s: &mut TraceScratch,
     ) -> Option<usize> {
-        self.first_overlap(&Placed::Upright { hull, pos }, mask, s)
+        self.first_overlap(&Upright { hull, pos }, mask, s)
     }
 
     /// Whether `hull` at `position`, turned by `q` about `origin`, overlaps solid.
@@ -111,7 +127,7 @@ impl CollisionModel {
         if q == DQuat::IDENTITY {
             return self.position_solid(hull, position, mask, s);
         }
-        let placed = Placed::Turned {
+        let placed = Turned {
             pts: hull
                 .vertices()
                 .iter()
@@ -124,7 +140,12 @@ impl CollisionModel {
     }
 
     /// The first brush (in the brush tree's order) the placed hull overlaps.
-    fn first_overlap(&self, h: &Placed, mask: Contents, s: &mut TraceScratch) -> Option<usize> {
+    fn first_overlap(
+        &self,
+        h: &impl Placed,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> Option<usize> {
         let q = h.bounds();
         s.begin(self);
         let mut cand = std::mem::take(&mut s.candidates);
@@ -146,7 +167,7 @@ impl CollisionModel {
     /// Separating-axis test of the placed hull against brush `bi`, the brush's bounds
     /// already known to overlap. Face axes need one side only: two disjoint convex solids
     /// are separated by a face plane of one of them, or by an edge-pair axis.
-    fn overlaps_brush(&self, h: &Placed, bi: usize) -> bool {
+    fn overlaps_brush(&self, h: &impl Placed, bi: usize) -> bool {
         let pts = self.brush_points(bi);
         for p in self.brush_planes(bi) {
             if p.dist - h.project(p.normal).0 <= POSITION_EPS {
@@ -158,28 +179,22 @@ impl CollisionModel {
         if h.is_box() && self.brushes[bi].axial {
             return true;
         }
-        if !h.is_box() {
-            for (n, far) in h.faces() {
-                if range(pts, n).0 - far >= -POSITION_EPS {
-                    return false;
-                }
-            }
+        if !h.is_box() && h.any_face(|n, far| range(pts, n).0 - far >= -POSITION_EPS) {
+            return false;
         }
-        for d in h.dirs() {
-            for a in self.brush_axes(bi) {
+        let separated = h.any_dir(|d| {
+            self.brush_axes(bi).iter().any(|a| {
                 let c = d.cross(*a);
                 let l = c.length();
                 if l <= 1e-9 {
-                    continue;
+                    return false;
                 }
                 let axis = c / l;
                 let (hl, hh) = h.project(axis);
                 let (bl, bh) = range(pts, axis);
-                if (hh - bl).min(bh - hl) <= POSITION_EPS {
-                    return false;
-                }
-            }
-        }
-        true
+                (hh - bl).min(bh - hl) <= POSITION_EPS
+            })
+        });
+        !separated
     }
 }

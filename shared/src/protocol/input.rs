@@ -1,0 +1,154 @@
+//! The server's per-client input buffer: commands by tick, told apart as applied, missing
+//! (the tick passed without one: the simulation repeats the last command), late (arrived
+//! after its tick passed), duplicate (the redundant copies every input datagram carries)
+//! and too far ahead (refused, so a client cannot make the buffer grow).
+
+use super::InputMsg;
+use crate::movement::MoveCommand;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Ticks a command may be stamped ahead of the server's.
+pub const MAX_AHEAD: u64 = 128;
+/// Missing ticks remembered, to tell a late command from a duplicate.
+const MISSING_MEMORY: usize = 256;
+
+/// Counts of what the buffer saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InputStats {
+    /// Commands accepted into the buffer.
+    pub received: u64,
+    /// Commands applied on their tick.
+    pub applied: u64,
+    /// Ticks that passed without their command (the last one was repeated).
+    pub missing: u64,
+    /// Commands that arrived after their tick had passed.
+    pub late: u64,
+    /// Copies of commands already held or applied.
+    pub duplicate: u64,
+    /// Commands stamped too far ahead, refused.
+    pub too_far_ahead: u64,
+}
+
+/// Commands of one client by tick.
+#[derive(Debug, Default)]
+pub struct InputBuffer {
+    pending: BTreeMap<u64, MoveCommand>,
+    /// The last tick taken (applied or missing).
+    consumed: u64,
+    /// The last tick whose command was applied (0: none yet).
+    last_applied: u64,
+    missed: BTreeSet<u64>,
+    started: bool,
+    /// What the buffer saw.
+    pub stats: InputStats,
+}
+
+impl InputBuffer {
+    /// An empty buffer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes the commands of an input message received while the server is at
+    /// `server_tick`.
+    pub fn receive(&mut self, msg: &InputMsg, server_tick: u64) {
+        for (t, c) in msg.ticked() {
+            if t <= self.consumed {
+                if self.missed.remove(&t) {
+                    self.stats.late += 1;
+                } else {
+                    self.stats.duplicate += 1;
+                }
+            } else if t > server_tick.saturating_add(MAX_AHEAD) {
+                self.stats.too_far_ahead += 1;
+            } else if self.pending.insert(t, c).is_some() {
+                self.stats.duplicate += 1;
+            } else {
+                self.stats.received += 1;
+                self.started = true;
+            }
+        }
+    }
+
+    /// The command for `tick`, if it arrived in time. A tick without one counts as missing
+    /// once the client has started sending (before that it is simply idle).
+    pub fn take(&mut self, tick: u64) -> Option<MoveCommand> {
+        // Anything older than this tick can no longer be applied.
+        while let Some((&t, _)) = self.pending.first_key_value() {
+            if t >= tick {
+                break;
+            }
+            self.pending.remove(&t);
+            self.stats.late += 1;
+        }
+        self.consumed = self.consumed.max(tick);
+        match self.pending.remove(&tick) {
+            Some(c) => {
+                self.last_applied = tick;
+                self.stats.applied += 1;
+                Some(c)
+            }
+            None => {
+                if self.started {
+                    self.stats.missing += 1;
+                    self.missed.insert(tick);
+                    while self.missed.len() > MISSING_MEMORY {
+                        self.missed.pop_first();
+                    }
+                }
+                None
+            }
+        }
+    }
+
+    /// The last tick whose command was applied (0: none yet).
+    pub fn last_applied(&self) -> u64 {
+        self.last_applied
+    }
+
+    /// Commands waiting for their tick.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(first: u64, n: usize) -> InputMsg {
+        InputMsg {
+            ack: 0,
+            first_tick: first,
+            commands: (0..n)
+                .map(|i| MoveCommand::new(1.0, 0.0, 0.0, i as f64, 0.0))
+                .collect(),
+            predicted: None,
+        }
+    }
+
+    #[test]
+    fn tells_applied_missing_late_duplicate_and_too_far() {
+        let mut b = InputBuffer::new();
+        assert_eq!(b.take(1), None);
+        assert_eq!(b.stats.missing, 0, "idle before the first command");
+        b.receive(&msg(3, 3), 1); // ticks 3, 4, 5
+        b.receive(&msg(4, 3), 1); // 4 and 5 again, 6 new
+        assert_eq!(b.stats.received, 4);
+        assert_eq!(b.stats.duplicate, 2);
+        assert_eq!(b.take(2), None);
+        assert_eq!(b.stats.missing, 1);
+        for t in 3..=6 {
+            assert!(b.take(t).is_some());
+        }
+        assert_eq!(b.take(7), None);
+        b.receive(&msg(7, 1), 7); // tick 7 already passed: late
+        b.receive(&msg(5, 1), 7); // applied long ago: a redundant copy
+        assert_eq!(b.stats.late, 1);
+        assert_eq!(b.stats.duplicate, 3);
+        b.receive(&msg(7 + MAX_AHEAD + 1, 1), 7);
+        assert_eq!(b.stats.too_far_ahead, 1);
+        assert_eq!(b.pending(), 0);
+        assert_eq!(b.last_applied(), 6);
+    }
+}

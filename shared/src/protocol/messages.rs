@@ -1,0 +1,185 @@
+//! The messages. Field names and order are the wire format (postcard): change them only
+//! with [`super::VERSION`].
+
+use super::{ProtocolError, MAX_INPUT_COMMANDS, MAX_MAP_BYTES};
+use crate::movement::{MoveCommand, MoveConfig, PlayerState};
+use serde::{Deserialize, Serialize};
+
+/// What a client sends on the control stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ClientControl {
+    /// The first message: protocol version, connect token, and the hash of a map the client
+    /// already has (the server sends the map when it is not this one).
+    Hello {
+        /// [`super::VERSION`].
+        version: u16,
+        /// A connect token ([`super::token`]).
+        token: String,
+        /// BLAKE3 hash of a map the client holds.
+        have_map: Option<[u8; 32]>,
+    },
+    /// The client leaves.
+    Bye {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What the server tells a client it accepted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// The client's player.
+    pub player_id: u32,
+    /// Simulation ticks per second.
+    pub tick_rate: u32,
+    /// Snapshots per second.
+    pub snapshot_rate: u32,
+    /// The movement settings the server simulates with.
+    pub config: MoveConfig,
+    /// The map's name.
+    pub map_name: String,
+    /// BLAKE3 hash of the map's bytes.
+    pub map_hash: [u8; 32],
+    /// Size of the map in bytes.
+    pub map_size: u64,
+    /// Whether [`ServerControl::MapData`] chunks follow.
+    pub sending_map: bool,
+    /// The server's tick when it sent this.
+    pub server_tick: u64,
+}
+
+/// What the server sends on the control stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ServerControl {
+    /// The hello is accepted.
+    Welcome(Box<Welcome>),
+    /// A piece of the map, in order.
+    MapData {
+        /// Offset of `bytes` in the map file.
+        offset: u64,
+        /// The bytes.
+        bytes: Vec<u8>,
+    },
+    /// The hello is refused; the connection closes.
+    Refused {
+        /// Why.
+        reason: String,
+    },
+    /// The client is removed; the connection closes.
+    Kick {
+        /// Why.
+        reason: String,
+    },
+    /// The server is shutting down.
+    Shutdown {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Tick-stamped commands and the newest snapshot received.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InputMsg {
+    /// Server tick of the newest snapshot the client received (0: none yet).
+    pub ack: u64,
+    /// Tick of the first command.
+    pub first_tick: u64,
+    /// Commands for ticks `first_tick`, `first_tick + 1`, ...
+    pub commands: Vec<MoveCommand>,
+    /// The state the client predicted after its last command, for validation.
+    pub predicted: Option<PlayerState>,
+}
+
+impl InputMsg {
+    /// Checks counts and tick arithmetic.
+    pub fn validate(&self) -> Result<(), ProtocolError> {
+        let invalid = |detail: String| ProtocolError::Invalid {
+            what: "input",
+            detail,
+        };
+        if self.commands.is_empty() || self.commands.len() > MAX_INPUT_COMMANDS {
+            return Err(invalid(format!(
+                "{} commands (1 to {MAX_INPUT_COMMANDS})",
+                self.commands.len()
+            )));
+        }
+        if self
+            .first_tick
+            .checked_add(self.commands.len() as u64)
+            .is_none()
+        {
+            return Err(invalid("tick overflows".into()));
+        }
+        Ok(())
+    }
+
+    /// The commands with their ticks.
+    pub fn ticked(&self) -> impl Iterator<Item = (u64, MoveCommand)> + '_ {
+        self.commands
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (self.first_tick + i as u64, *c))
+    }
+}
+
+/// Datagrams from a client.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ClientDatagram {
+    /// Commands.
+    Input(InputMsg),
+}
+
+/// One entity's changed fields: bit `i` of `mask` set means field `i` changed, and its
+/// value (a difference for positions and velocities, the new value otherwise) is the next
+/// entry of `values`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EntityDelta {
+    /// Player id, or mover index.
+    pub id: u32,
+    /// Changed fields.
+    pub mask: u16,
+    /// The changed fields' values, in field order.
+    pub values: Vec<i64>,
+}
+
+/// A snapshot of the world for one client.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotMsg {
+    /// The server tick the snapshot shows (after that tick's step).
+    pub tick: u64,
+    /// The snapshot the deltas are against (0: none, every entity is in full).
+    pub baseline: u64,
+    /// The last tick for which the server applied a command from this client (0: none).
+    pub last_command: u64,
+    /// The client's own state, exact.
+    pub own: PlayerState,
+    /// Other players in view, against the baseline (in full when new to it).
+    pub players: Vec<EntityDelta>,
+    /// Players in the baseline that left the view.
+    pub removed: Vec<u32>,
+    /// Movers near the client, against the baseline.
+    pub movers: Vec<EntityDelta>,
+    /// Mover indices in the baseline that left the view.
+    pub removed_movers: Vec<u32>,
+}
+
+/// Datagrams from the server.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ServerDatagram {
+    /// A snapshot.
+    Snapshot(SnapshotMsg),
+}
+
+impl ServerControl {
+    /// Checks a map chunk against the announced size.
+    pub fn check_map_chunk(offset: u64, len: usize, size: u64) -> Result<(), ProtocolError> {
+        let end = offset.checked_add(len as u64);
+        if size > MAX_MAP_BYTES || end.is_none_or(|e| e > size) {
+            return Err(ProtocolError::Invalid {
+                what: "map data",
+                detail: format!("chunk {offset}+{len} beyond the map's {size} bytes"),
+            });
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,89 @@
+//! The wire protocol, free of I/O: messages and their codecs, connect tokens, the server's
+//! per-client input buffer and snapshot encoder, and the client's snapshot decoder. The
+//! server and client crates are async shells that move these bytes over QUIC; tests drive
+//! everything here with bytes and ticks alone.
+//!
+//! * Reliable control stream (one bidirectional QUIC stream, opened by the client):
+//!   length-prefixed frames ([`frame`]) carrying [`ClientControl`] and [`ServerControl`]:
+//!   hello (version, token, the map the client has), welcome (player id, rates, the
+//!   [`MoveConfig`](crate::MoveConfig), map name and hash, server tick), map transfer,
+//!   refusal, kick and shutdown with a reason.
+//! * Input datagrams ([`InputMsg`]): the last few tick-stamped commands, so one lost
+//!   datagram costs nothing, and the newest snapshot received (the delta baseline).
+//! * Snapshot datagrams ([`SnapshotMsg`]): the client's own state in full, the other
+//!   players and the movers near it as per-entity deltas with changed-field masks against
+//!   the newest snapshot the client acknowledged ([`snapshot`]).
+
+pub mod frame;
+pub mod input;
+mod messages;
+pub mod snapshot;
+pub mod token;
+
+pub use messages::{
+    ClientControl, ClientDatagram, EntityDelta, InputMsg, ServerControl, ServerDatagram,
+    SnapshotMsg, Welcome,
+};
+
+use thiserror::Error;
+
+/// Protocol version carried in the hello; a server refuses any other.
+pub const VERSION: u16 = 1;
+/// The QUIC application protocol name.
+pub const ALPN: &[u8] = b"expel/1";
+/// Commands repeated in every input datagram (the last N), so a lost datagram costs nothing.
+pub const INPUT_REDUNDANCY: usize = 4;
+/// Most commands one input datagram may carry.
+pub const MAX_INPUT_COMMANDS: usize = 32;
+/// Largest map a server sends or a client accepts.
+pub const MAX_MAP_BYTES: u64 = 64 << 20;
+/// Map transfer chunk size.
+pub const MAP_CHUNK: usize = 32 * 1024;
+/// Other players in a snapshot by default (the nearest).
+pub const DEFAULT_INTEREST: usize = 32;
+/// Movers within this distance of a player are in its snapshots.
+pub const MOVER_INTEREST_RADIUS: f64 = 4096.0;
+
+/// Bytes that do not form a valid message.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum ProtocolError {
+    /// Not decodable as the expected message.
+    #[error("malformed {what}: {detail}")]
+    Malformed {
+        /// Which message.
+        what: &'static str,
+        /// The decoder's complaint.
+        detail: String,
+    },
+    /// A frame longer than allowed.
+    #[error("frame of {0} bytes exceeds the limit of {1}")]
+    FrameTooLong(usize, usize),
+    /// Decodable, but inconsistent (a mask that does not match its values, too many
+    /// commands, a map larger than allowed, ...).
+    #[error("invalid {what}: {detail}")]
+    Invalid {
+        /// Which message.
+        what: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// Encodes a message with postcard.
+pub fn encode<T: serde::Serialize>(msg: &T) -> Vec<u8> {
+    // Plain data into a Vec cannot fail.
+    postcard::to_allocvec(msg).unwrap_or_default()
+}
+
+/// Decodes a message with postcard; trailing bytes are an error.
+pub fn decode<'a, T: serde::Deserialize<'a>>(
+    what: &'static str,
+    bytes: &'a [u8],
+) -> Result<T, ProtocolError> {
+    let malformed = |detail: String| ProtocolError::Malformed { what, detail };
+    let (v, rest) = postcard::take_from_bytes(bytes).map_err(|e| malformed(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(malformed(format!("{} trailing bytes", rest.len())));
+    }
+    Ok(v)
+}

@@ -1,0 +1,382 @@
+//! Snapshots: the server's per-client encoder (interest, deltas against the newest
+//! acknowledged snapshot, the datagram size limit) and the client's decoder.
+//!
+//! Every entity is a short list of integer fields (a player's origin, velocity, flags and
+//! mode; a mover's progress, phase and timer). A delta carries a mask of the fields that
+//! differ from the baseline and, for each, the difference (zig-zag varints in postcard, so
+//! a small move costs a byte). An entity new to the baseline is sent against zero.
+
+use super::{
+    decode, encode, EntityDelta, ProtocolError, ServerDatagram, SnapshotMsg, MOVER_INTEREST_RADIUS,
+};
+use crate::movement::{MoveMode, PlayerState};
+use crate::mover::{MoverState, Phase};
+use crate::sim::{PlayerId, Sim, WorldState};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Snapshots remembered as baselines; an acknowledgement older than this gets full state.
+pub const HISTORY: usize = 64;
+
+const PLAYER_FIELDS: usize = 8;
+const MOVER_FIELDS: usize = 3;
+type PlayerFields = [i64; PLAYER_FIELDS];
+type MoverFields = [i64; MOVER_FIELDS];
+
+fn player_fields(p: &PlayerState) -> PlayerFields {
+    [
+        p.origin[0] as i64,
+        p.origin[1] as i64,
+        p.origin[2] as i64,
+        p.velocity[0] as i64,
+        p.velocity[1] as i64,
+        p.velocity[2] as i64,
+        p.flags as i64,
+        p.mode as i64,
+    ]
+}
+
+fn player_from(f: &PlayerFields) -> Option<PlayerState> {
+    let i = |v: i64| i32::try_from(v).ok();
+    Some(PlayerState {
+        origin: [i(f[0])?, i(f[1])?, i(f[2])?],
+        velocity: [i(f[3])?, i(f[4])?, i(f[5])?],
+        flags: u8::try_from(f[6]).ok()?,
+        mode: match f[7] {
+            0 => MoveMode::Walk,
+            1 => MoveMode::Noclip,
+            2 => MoveMode::Spectator,
+            _ => return None,
+        },
+    })
+}
+
+fn mover_fields(m: &MoverState) -> MoverFields {
+    [m.progress, m.phase as i64, m.timer as i64]
+}
+
+fn mover_from(f: &MoverFields) -> Option<MoverState> {
+    Some(MoverState {
+        progress: f[0],
+        phase: match f[1] {
+            0 => Phase::Closed,
+            1 => Phase::Opening,
+            2 => Phase::Open,
+            3 => Phase::Closing,
+            _ => return None,
+        },
+        timer: u32::try_from(f[2]).ok()?,
+    })
+}
+
+/// The delta of `new` against `old` (zeros for an entity new to the baseline).
+fn delta<const N: usize>(id: u32, old: Option<&[i64; N]>, new: &[i64; N]) -> Option<EntityDelta> {
+    let zero = [0i64; N];
+    let old = old.unwrap_or(&zero);
+    let mut d = EntityDelta {
+        id,
+        mask: 0,
+        values: Vec::new(),
+    };
+    for i in 0..N {
+        if new[i] != old[i] {
+            d.mask |= 1 << i;
+            d.values.push(new[i].wrapping_sub(old[i]));
+        }
+    }
+    // An unchanged entity still in view sends nothing; a new one at all zeros sends its id.
+    (d.mask != 0 || old == &zero && new == &zero).then_some(d)
+}
+
+/// Applies `d` to `old`, checking its shape.
+fn apply<const N: usize>(
+    old: Option<&[i64; N]>,
+    d: &EntityDelta,
+) -> Result<[i64; N], ProtocolError> {
+    let invalid = |detail: String| ProtocolError::Invalid {
+        what: "snapshot",
+        detail,
+    };
+    if d.mask >> N != 0 || d.values.len() != d.mask.count_ones() as usize {
+        return Err(invalid(format!(
+            "entity {}: mask {:#x} does not match {} values",
+            d.id,
+            d.mask,
+            d.values.len()
+        )));
+    }
+    let mut out = old.copied().unwrap_or([0; N]);
+    let mut vals = d.values.iter();
+    for (i, o) in out.iter_mut().enumerate() {
+        if d.mask & (1 << i) != 0 {
+            let v = vals.next().copied().unwrap_or(0);
+            *o = o
+                .checked_add(v)
+                .ok_or_else(|| invalid(format!("entity {}: field {i} overflows", d.id)))?;
+        }
+    }
+    Ok(out)
+}
+
+#[derive(Clone, Debug, Default)]
+struct Frame {
+    tick: u64,
+    players: BTreeMap<u32, PlayerFields>,
+    movers: BTreeMap<u32, MoverFields>,
+}
+
+/// The server's snapshot state for one client.
+#[derive(Debug, Default)]
+pub struct SnapshotEncoder {
+    history: VecDeque<Frame>,
+    acked: u64,
+    /// Snapshots sent in full because no baseline was usable.
+    pub full_sends: u64,
+}
+
+impl SnapshotEncoder {
+    /// A client that has acknowledged nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The client received snapshot `tick`. Acknowledgements of snapshots never sent, or
+    /// older than the newest one, are ignored.
+    pub fn ack(&mut self, tick: u64) {
+        if tick > self.acked && self.history.iter().any(|f| f.tick == tick) {
+            self.acked = tick;
+        }
+    }
+
+    /// The newest acknowledged snapshot.
+    pub fn acked(&self) -> u64 {
+        self.acked
+    }
+
+    /// The snapshot datagram of `world` for player `me`: its own state in full, the
+    /// nearest `interest` other players and the movers within
+    /// [`MOVER_INTEREST_RADIUS`], as deltas against the newest acknowledged snapshot.
+    /// Drops the farthest players until the datagram fits `max_bytes`; `None` if even
+    /// the player alone does not fit, `me` is not in the world, or the world has not
+    /// stepped yet (tick 0 means "nothing" in acknowledgements).
+    pub fn encode(
+        &mut self,
+        sim: &Sim,
+        world: &WorldState,
+        me: PlayerId,
+        last_command: u64,
+        interest: usize,
+        max_bytes: usize,
+    ) -> Option<Vec<u8>> {
+        if world.tick == 0 {
+            return None;
+        }
+        let own = *world.player(me)?;
+        let o = own.origin();
+        let mut others: Vec<(f64, u32, PlayerFields)> = world
+            .players
+            .iter()
+            .filter(|(id, _)| **id != me)
+            .map(|(id, p)| {
+                let d = p.state.origin() - o;
+                (d.length_squared(), *id, player_fields(&p.state))
+            })
+            .collect();
+        others.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        others.truncate(interest);
+        let mut poses = Vec::new();
+        sim.poses(&world.movers, &mut poses);
+        let movers: BTreeMap<u32, MoverFields> = sim
+            .movers()
+            .iter()
+            .zip(&poses)
+            .enumerate()
+            .filter(|(_, (m, pose))| {
+                (m.world_bounds(pose).center() - o).length() <= MOVER_INTEREST_RADIUS
+            })
+            .filter_map(|(i, _)| {
+                let s = world.movers.get(i)?;
+                Some((i as u32, mover_fields(s)))
+            })
+            .collect();
+        let base = self
+            .history
+            .iter()
+            .find(|f| f.tick == self.acked && self.acked != 0)
+            .cloned();
+        if base.is_none() {
+            self.full_sends += 1;
+        }
+        let mut count = others.len();
+        loop {
+            let frame = Frame {
+                tick: world.tick,
+                players: others[..count].iter().map(|(_, id, f)| (*id, *f)).collect(),
+                movers: movers.clone(),
+            };
+            let msg = frame_msg(&frame, base.as_ref(), own, last_command);
+            let bytes = encode(&ServerDatagram::Snapshot(msg));
+            if bytes.len() <= max_bytes {
+                self.history.push_back(frame);
+                while self.history.len() > HISTORY {
+                    self.history.pop_front();
+                }
+                return Some(bytes);
+            }
+            if count == 0 {
+                return None;
+            }
+            count = count * 3 / 4;
+        }
+    }
+}
+
+fn frame_msg(
+    frame: &Frame,
+    base: Option<&Frame>,
+    own: PlayerState,
+    last_command: u64,
+) -> SnapshotMsg {
+    let empty = Frame::default();
+    let b = base.unwrap_or(&empty);
+    SnapshotMsg {
+        tick: frame.tick,
+        baseline: base.map_or(0, |f| f.tick),
+        last_command,
+        own,
+        players: frame
+            .players
+            .iter()
+            .filter_map(|(id, f)| delta(*id, b.players.get(id), f))
+            .collect(),
+        removed: b
+            .players
+            .keys()
+            .filter(|id| !frame.players.contains_key(id))
+            .copied()
+            .collect(),
+        movers: frame
+            .movers
+            .iter()
+            .filter_map(|(id, f)| delta(*id, b.movers.get(id), f))
+            .collect(),
+        removed_movers: b
+            .movers
+            .keys()
+            .filter(|id| !frame.movers.contains_key(id))
+            .copied()
+            .collect(),
+    }
+}
+
+/// A snapshot as the client sees it, every entity in full.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Snapshot {
+    /// The server tick it shows.
+    pub tick: u64,
+    /// The last tick whose command from this client the server applied.
+    pub last_command: u64,
+    /// The client's own state.
+    pub own: PlayerState,
+    /// Other players in view.
+    pub players: BTreeMap<u32, PlayerState>,
+    /// Movers in view, by index.
+    pub movers: BTreeMap<u32, MoverState>,
+}
+
+/// The client's snapshot state: recent snapshots kept as baselines.
+#[derive(Debug, Default)]
+pub struct SnapshotDecoder {
+    history: VecDeque<Frame>,
+    newest: u64,
+    /// Snapshots dropped because their baseline was unknown.
+    pub missing_baseline: u64,
+    /// Snapshots older than one already received (reordered or duplicated).
+    pub stale: u64,
+}
+
+impl SnapshotDecoder {
+    /// A client that has received nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The newest snapshot received, to acknowledge (0: none).
+    pub fn newest(&self) -> u64 {
+        self.newest
+    }
+
+    /// Decodes a snapshot datagram. `Ok(None)` for a stale or undecodable-baseline one
+    /// (counted); an error for malformed bytes.
+    pub fn decode(&mut self, bytes: &[u8]) -> Result<Option<Snapshot>, ProtocolError> {
+        let ServerDatagram::Snapshot(msg) = decode("snapshot", bytes)?;
+        if msg.tick <= self.newest {
+            self.stale += 1;
+            return Ok(None);
+        }
+        let empty = Frame::default();
+        let base = if msg.baseline == 0 {
+            &empty
+        } else {
+            match self.history.iter().find(|f| f.tick == msg.baseline) {
+                Some(f) => f,
+                None => {
+                    self.missing_baseline += 1;
+                    return Ok(None);
+                }
+            }
+        };
+        let mut frame = Frame {
+            tick: msg.tick,
+            players: base.players.clone(),
+            movers: base.movers.clone(),
+        };
+        for id in &msg.removed {
+            frame.players.remove(id);
+        }
+        for id in &msg.removed_movers {
+            frame.movers.remove(id);
+        }
+        for d in &msg.players {
+            let f = apply(base.players.get(&d.id), d)?;
+            frame.players.insert(d.id, f);
+        }
+        for d in &msg.movers {
+            let f = apply(base.movers.get(&d.id), d)?;
+            frame.movers.insert(d.id, f);
+        }
+        let invalid = |what: &str, id: &u32| ProtocolError::Invalid {
+            what: "snapshot",
+            detail: format!("{what} {id} has out-of-range fields"),
+        };
+        let players = frame
+            .players
+            .iter()
+            .map(|(id, f)| {
+                player_from(f)
+                    .map(|p| (*id, p))
+                    .ok_or_else(|| invalid("player", id))
+            })
+            .collect::<Result<_, _>>()?;
+        let movers = frame
+            .movers
+            .iter()
+            .map(|(id, f)| {
+                mover_from(f)
+                    .map(|m| (*id, m))
+                    .ok_or_else(|| invalid("mover", id))
+            })
+            .collect::<Result<_, _>>()?;
+        self.newest = msg.tick;
+        self.history.push_back(frame);
+        while self.history.len() > HISTORY {
+            self.history.pop_front();
+        }
+        Ok(Some(Snapshot {
+            tick: msg.tick,
+            last_command: msg.last_command,
+            own: msg.own,
+            players,
+            movers,
+        }))
+    }
+}

@@ -1,0 +1,175 @@
+//! The sans-IO protocol driven with bytes and ticks: snapshots decoded through loss,
+//! reordering and stale acknowledgements equal the server's world; datagrams fit their
+//! limit; malformed bytes are errors, never panics.
+
+use expel_shared::protocol::frame::{encode_frame, FrameDecoder, MAX_FRAME};
+use expel_shared::protocol::snapshot::{SnapshotDecoder, SnapshotEncoder};
+use expel_shared::protocol::{decode, ClientControl, ClientDatagram, ServerControl};
+use expel_shared::{
+    CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim, SimScratch,
+};
+use glam::DVec3;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+fn arena_sim() -> Sim {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../maps/arena.map")).unwrap();
+    let map = MapData::parse_map(&text).unwrap();
+    let movement = MoveConfig::default().validate().unwrap();
+    Sim::from_map(Arc::new(CollisionModel::build(&map)), &map, movement).0
+}
+
+/// 40 wandering players; client 0 receives snapshots through 30% loss, reordering and
+/// acknowledgements that arrive late or never. Every snapshot it decodes shows exactly the
+/// server's state of the players and movers it was sent.
+#[test]
+fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
+    let sim = arena_sim();
+    let mut w = sim.new_state();
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    for i in 0..40u32 {
+        let p = DVec3::new(
+            rng.gen_range(-900.0..900.0),
+            rng.gen_range(-900.0..900.0),
+            120.0,
+        );
+        sim.add_player(&mut w, i, PlayerState::at(p)).unwrap();
+    }
+    let mut s = SimScratch::new();
+    let mut enc = SnapshotEncoder::new();
+    let mut dec = SnapshotDecoder::new();
+    let mut in_flight: Vec<(u64, Vec<u8>, BTreeMap<u32, PlayerState>)> = Vec::new();
+    let mut cmds = BTreeMap::new();
+    let (mut decoded, mut max_len, mut total) = (0, 0, 0);
+    for tick in 0..1500u64 {
+        for i in 0..40u32 {
+            if rng.gen_bool(0.05) || tick == 0 {
+                cmds.insert(
+                    i,
+                    MoveCommand::new(1.0, 0.0, 0.0, rng.gen_range(0.0..360.0), 0.0),
+                );
+            }
+        }
+        sim.step(&mut w, &cmds, &mut s);
+        if tick % 2 == 0 {
+            let bytes = enc.encode(&sim, &w, 0, tick, 16, 1200).unwrap();
+            max_len = max_len.max(bytes.len());
+            total += bytes.len();
+            let truth: BTreeMap<u32, PlayerState> =
+                w.players.iter().map(|(k, v)| (*k, v.state)).collect();
+            in_flight.push((w.tick, bytes, truth));
+        }
+        // Deliver a random in-flight snapshot now and then (loss: some never arrive).
+        while !in_flight.is_empty() && rng.gen_bool(0.5) {
+            let k = rng.gen_range(0..in_flight.len());
+            let (t, bytes, truth) = in_flight.swap_remove(k);
+            if rng.gen_bool(0.3) {
+                continue; // lost
+            }
+            if let Some(snap) = dec.decode(&bytes).unwrap() {
+                decoded += 1;
+                assert_eq!(snap.tick, t);
+                assert_eq!(snap.own, truth[&0]);
+                assert_eq!(snap.players.len(), 16.min(truth.len() - 1));
+                for (id, p) in &snap.players {
+                    assert_eq!(*p, truth[id], "tick {t}: player {id}");
+                }
+                for (i, m) in &snap.movers {
+                    assert!((*i as usize) < sim.movers().len());
+                    let _ = m;
+                }
+                // The acknowledgement reaches the server, sometimes.
+                if rng.gen_bool(0.7) {
+                    enc.ack(dec.newest());
+                }
+            }
+        }
+    }
+    assert!(decoded > 200, "{decoded} snapshots decoded");
+    assert!(max_len <= 1200);
+    eprintln!(
+        "{decoded} decoded, mean {} bytes, max {max_len}; {} full sends, {} stale, {} without baseline",
+        total / 750,
+        enc.full_sends,
+        dec.stale,
+        dec.missing_baseline
+    );
+}
+
+#[test]
+fn a_tiny_datagram_limit_drops_the_farthest_players() {
+    let sim = arena_sim();
+    let mut w = sim.new_state();
+    for i in 0..32u32 {
+        let p = DVec3::new(-900.0 + 50.0 * i as f64, -600.0, 40.0);
+        sim.add_player(&mut w, i, PlayerState::at(p)).unwrap();
+    }
+    let mut enc = SnapshotEncoder::new();
+    assert!(enc.encode(&sim, &w, 0, 0, 32, 1200).is_none(), "tick 0");
+    sim.step(&mut w, &BTreeMap::new(), &mut SimScratch::new());
+    let big = enc.encode(&sim, &w, 0, 0, 32, 1200).unwrap();
+    let small = enc.encode(&sim, &w, 0, 0, 32, 200).unwrap();
+    assert!(small.len() <= 200 && small.len() < big.len());
+    let mut dec = SnapshotDecoder::new();
+    let snap = dec.decode(&small).unwrap().unwrap();
+    // The nearest were kept.
+    let ids: Vec<u32> = snap.players.keys().copied().collect();
+    assert!(
+        !ids.is_empty() && ids.iter().all(|i| *i <= ids.len() as u32),
+        "{ids:?}"
+    );
+    assert!(enc.encode(&sim, &w, 0, 0, 32, 10).is_none());
+    assert!(enc.encode(&sim, &w, 99, 0, 32, 1200).is_none());
+}
+
+#[test]
+fn malformed_bytes_are_errors_never_panics() {
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let sim = arena_sim();
+    let mut w = sim.new_state();
+    sim.add_player(&mut w, 0, PlayerState::at(DVec3::new(0.0, -600.0, 40.0)))
+        .unwrap();
+    sim.add_player(&mut w, 1, PlayerState::at(DVec3::new(60.0, -600.0, 40.0)))
+        .unwrap();
+    sim.step(&mut w, &BTreeMap::new(), &mut SimScratch::new());
+    let good = SnapshotEncoder::new()
+        .encode(&sim, &w, 0, 0, 32, 1200)
+        .unwrap();
+    for _ in 0..5000 {
+        let mut b: Vec<u8> = if rng.gen_bool(0.5) {
+            (0..rng.gen_range(0..64)).map(|_| rng.gen()).collect()
+        } else {
+            good.clone()
+        };
+        if !b.is_empty() {
+            let i = rng.gen_range(0..b.len());
+            b[i] = rng.gen();
+        }
+        let _ = SnapshotDecoder::new().decode(&b);
+        let _ = decode::<ClientDatagram>("input", &b);
+        let _ = decode::<ClientControl>("control", &b);
+        let _ = decode::<ServerControl>("control", &b);
+    }
+    // Frames: over-long lengths are refused before any buffering of the body.
+    let mut f = FrameDecoder::new();
+    f.push(&((MAX_FRAME + 1) as u32).to_le_bytes());
+    assert!(f.next_frame().is_err());
+    let mut f = FrameDecoder::new();
+    let frame = encode_frame(&ClientControl::Bye {
+        reason: "done".into(),
+    });
+    for b in &frame {
+        f.push(&[*b]);
+    }
+    let body = f.next_frame().unwrap().unwrap();
+    assert_eq!(
+        decode::<ClientControl>("control", &body).unwrap(),
+        ClientControl::Bye {
+            reason: "done".into()
+        }
+    );
+    assert_eq!(f.pending(), 0);
+}
