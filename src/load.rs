@@ -11,6 +11,8 @@ pub const DEFAULT_MAP: &str = include_str!("../maps/arena.map");
 pub const DEFAULT_MAP_NAME: &str = "maps/arena.map (embedded)";
 
 pub struct Loaded {
+    /// The map file's bytes.
+    pub bytes: Vec<u8>,
     pub model: CollisionModel,
     pub map: MapData,
     pub name: String,
@@ -122,6 +124,7 @@ pub fn load_model(path: Option<&Path>) -> Result<Loaded> {
     let build_ms = t0.elapsed().as_secs_f64() * 1000.0;
     tracing::info!(map = %name, build_ms, cached, "model ready");
     Ok(Loaded {
+        bytes,
         model,
         map,
         name,

@@ -3,6 +3,7 @@
 mod cli_trace;
 mod lines;
 mod load;
+mod net;
 mod sim;
 mod walk;
 
@@ -35,6 +36,22 @@ enum Command {
         #[arg(long, default_value_t = 30.0)]
         seconds: f64,
     },
+    /// Run the authoritative server over QUIC; prints one JSON line when listening.
+    Serve(net::ServeArgs),
+    /// Print a connect token for a player.
+    Token {
+        /// The server's secret.
+        #[arg(long)]
+        secret: String,
+        /// The player id.
+        #[arg(long)]
+        player: u32,
+        /// Seconds the token stays valid.
+        #[arg(long, default_value_t = 3600)]
+        ttl: u64,
+    },
+    /// One headless client: plays inputs (or wanders) and prints its figures as JSON.
+    Connect(net::ConnectArgs),
     /// Simulate one player from a file of per-tick JSON inputs; print each tick and the
     /// final state hash.
     Sim {
@@ -110,6 +127,13 @@ fn main() -> Result<()> {
             };
             sim::run(loaded, args, std::io::stdout().lock())?;
         }
+        Command::Serve(args) => net::serve(args)?,
+        Command::Token {
+            secret,
+            player,
+            ttl,
+        } => println!("{}", net::mint_token(&secret, player, ttl)?),
+        Command::Connect(args) => net::connect(args)?,
         Command::Walk { map, bots, seconds } => {
             let loaded = load::load_model(map.as_deref())?;
             walk::run(loaded, bots, seconds)?;

@@ -100,8 +100,7 @@ pub fn run(loaded: Loaded, args: SimArgs, mut out: impl Write) -> Result<()> {
         if text.trim().is_empty() {
             continue;
         }
-        let input: InputLine = serde_json::from_str(&text).with_context(|| at(lines.number))?;
-        let cmd = input.command().with_context(|| at(lines.number))?;
+        let cmd = parse_input(&text).with_context(|| at(lines.number))?;
         commands.insert(0, cmd);
         sim.step(&mut world, &commands, &mut scratch);
         let p = world.player(0).context("player 0 left the world")?;
@@ -120,6 +119,30 @@ pub fn run(loaded: Loaded, args: SimArgs, mut out: impl Write) -> Result<()> {
     writeln!(out, "{}", json!({"hash": format!("{:016x}", world.hash())}))?;
     out.flush()?;
     Ok(())
+}
+
+/// One input line (`{"forward","side","up","yaw","pitch","jump","crouch"}`) as a command.
+pub fn parse_input(text: &str) -> Result<MoveCommand> {
+    let input: InputLine = serde_json::from_str(text)?;
+    input.command()
+}
+
+/// Every command of an input file (blank lines skipped); errors name the line.
+pub fn read_inputs(path: &std::path::Path) -> Result<Vec<MoveCommand>> {
+    let file =
+        std::fs::File::open(path).with_context(|| format!("opening inputs {}", path.display()))?;
+    let mut lines = Lines::new(std::io::BufReader::new(file), MAX_LINE);
+    let mut out = Vec::new();
+    while let Some(line) = lines.next_line()? {
+        let at = || format!("{} line {}", path.display(), lines.number);
+        match line {
+            Line::Text(t) if t.trim().is_empty() => {}
+            Line::Text(t) => out.push(parse_input(&t).with_context(at)?),
+            Line::TooLong => bail!("{}: longer than {MAX_LINE} bytes", at()),
+            Line::NotUtf8 => bail!("{}: not UTF-8", at()),
+        }
+    }
+    Ok(out)
 }
 
 impl InputLine {

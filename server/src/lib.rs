@@ -1,1 +1,660 @@
-//! Expel server.
+//! Expel's authoritative server: a thin async shell (tokio + quinn) around the shared
+//! simulation and the sans-IO protocol in `expel_shared::protocol`.
+//!
+//! * One task runs the fixed-rate tick: it drains every client's queued inputs into its
+//!   [`InputBuffer`], steps the [`Sim`] once, and sends each client its snapshot with
+//!   `send_datagram`, which never blocks: the tick never waits on I/O or a slow client.
+//! * One task per connection reads the control stream and datagrams, checks the hello
+//!   (version, token, capacity), queues inputs (bounded) and writes control messages.
+//! * Connection tasks and the tick share the client table (`DashMap`) and the metrics.
+
+mod metrics;
+mod tls;
+
+pub use metrics::{Metrics, REFUSALS};
+pub use tls::{fingerprint, Identity};
+
+use bytes::Bytes;
+use dashmap::DashMap;
+use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
+use expel_shared::protocol::input::{InputBuffer, InputStats};
+use expel_shared::protocol::snapshot::SnapshotEncoder;
+use expel_shared::protocol::token::{self, ReplayGuard, TokenError};
+use expel_shared::protocol::{
+    decode, ClientControl, ClientDatagram, InputMsg, ServerControl, Welcome, MAP_CHUNK, VERSION,
+};
+use expel_shared::{MoveCommand, MoveMode, PlayerState, Sim, SimScratch};
+use std::collections::{BTreeMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use thiserror::Error;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, info, warn};
+
+/// Input messages queued per client between ticks; older ones are dropped beyond it.
+const INBOX: usize = 64;
+/// Predictions remembered per client until the server reaches their tick.
+const CLAIMS: usize = 256;
+/// QUIC close codes.
+const CLOSE_SHUTDOWN: u32 = 0;
+const CLOSE_REFUSED: u32 = 1;
+const CLOSE_KICKED: u32 = 2;
+
+/// Why the server could not start.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    /// Certificate or TLS configuration.
+    #[error("tls: {0}")]
+    Tls(String),
+    /// A socket could not be bound.
+    #[error("binding {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A setting out of range.
+    #[error("config: {0}")]
+    Config(String),
+}
+
+/// How to run a server.
+pub struct ServerConfig {
+    /// UDP address for QUIC (port 0 picks one).
+    pub addr: SocketAddr,
+    /// Snapshots per second (at most the tick rate).
+    pub snapshot_rate: u32,
+    /// Most players at once.
+    pub max_players: usize,
+    /// Connect-token secret.
+    pub secret: Vec<u8>,
+    /// HTTP address for metrics and health (port 0 picks one).
+    pub metrics: Option<SocketAddr>,
+    /// Other players per snapshot (the nearest).
+    pub interest: usize,
+    /// The map's name, as clients see it.
+    pub map_name: String,
+    /// The map file's bytes (sent to clients that lack it).
+    pub map_bytes: Arc<Vec<u8>>,
+    /// TLS certificate and key.
+    pub identity: Identity,
+    /// How long a new connection may take to say hello.
+    pub hello_timeout: Duration,
+    /// How long a joined client may go without sending input.
+    pub input_timeout: Duration,
+}
+
+/// A running server.
+pub struct Running {
+    /// The QUIC address.
+    pub addr: SocketAddr,
+    /// The metrics address.
+    pub metrics_addr: Option<SocketAddr>,
+    /// SHA-256 of the certificate, for clients to pin.
+    pub fingerprint: String,
+    /// BLAKE3 of the map's bytes, hex.
+    pub map_hash: String,
+    /// The counters.
+    pub metrics: Arc<Metrics>,
+    shutdown: watch::Sender<Option<String>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    endpoint: quinn::Endpoint,
+}
+
+impl Running {
+    /// Tells every client why, closes every connection and stops.
+    pub async fn shutdown(self, reason: &str) {
+        self.metrics.ready.store(false, Relaxed);
+        let _ = self.shutdown.send(Some(reason.to_string()));
+        for t in self.tasks {
+            let _ = tokio::time::timeout(Duration::from_secs(3), t).await;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.endpoint.wait_idle()).await;
+        self.endpoint
+            .close(CLOSE_SHUTDOWN.into(), reason.as_bytes());
+    }
+}
+
+struct Client {
+    conn: quinn::Connection,
+    inbox: Mutex<VecDeque<InputMsg>>,
+}
+
+enum Event {
+    Join(u32),
+    Leave(u32),
+}
+
+struct Shared {
+    sim: Arc<Sim>,
+    cfg: ServerConfig,
+    map_hash: [u8; 32],
+    metrics: Arc<Metrics>,
+    clients: DashMap<u32, Arc<Client>>,
+    replay: Mutex<ReplayGuard>,
+    tick: AtomicU64,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+/// Starts the server: binds QUIC (and metrics), starts the tick and accept tasks.
+pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerError> {
+    let rate = sim.config().tick_rate;
+    if cfg.snapshot_rate == 0 || cfg.snapshot_rate > rate {
+        return Err(ServerError::Config(format!(
+            "snapshot rate {} must be 1 to the tick rate {rate}",
+            cfg.snapshot_rate
+        )));
+    }
+    if cfg.max_players == 0 || cfg.secret.is_empty() {
+        return Err(ServerError::Config(
+            "max players and the secret must not be empty".into(),
+        ));
+    }
+    let endpoint =
+        quinn::Endpoint::server(cfg.identity.quic_config()?, cfg.addr).map_err(|source| {
+            ServerError::Bind {
+                addr: cfg.addr,
+                source,
+            }
+        })?;
+    let addr = endpoint.local_addr().map_err(|source| ServerError::Bind {
+        addr: cfg.addr,
+        source,
+    })?;
+    let metrics = Arc::new(Metrics::default());
+    let mut tasks = Vec::new();
+    let metrics_addr = match cfg.metrics {
+        Some(a) => {
+            let l = tokio::net::TcpListener::bind(a)
+                .await
+                .map_err(|source| ServerError::Bind { addr: a, source })?;
+            let local = l
+                .local_addr()
+                .map_err(|source| ServerError::Bind { addr: a, source })?;
+            tokio::spawn(metrics::serve(l, metrics.clone()));
+            Some(local)
+        }
+        None => None,
+    };
+    let (shutdown, shutdown_rx) = watch::channel(None::<String>);
+    let (events, events_rx) = mpsc::unbounded_channel();
+    let map_hash = *blake3::hash(&cfg.map_bytes).as_bytes();
+    let fingerprint = cfg.identity.fingerprint.clone();
+    let shared = Arc::new(Shared {
+        sim,
+        cfg,
+        map_hash,
+        metrics: metrics.clone(),
+        clients: DashMap::new(),
+        replay: Mutex::new(ReplayGuard::new()),
+        tick: AtomicU64::new(0),
+        events,
+    });
+    tasks.push(tokio::spawn(tick_loop(
+        shared.clone(),
+        events_rx,
+        shutdown_rx.clone(),
+    )));
+    tasks.push(tokio::spawn(accept_loop(
+        endpoint.clone(),
+        shared.clone(),
+        shutdown_rx,
+    )));
+    metrics.ready.store(true, Relaxed);
+    info!(%addr, "listening");
+    Ok(Running {
+        addr,
+        metrics_addr,
+        fingerprint,
+        map_hash: hex::encode(map_hash),
+        metrics,
+        shutdown,
+        tasks,
+        endpoint,
+    })
+}
+
+async fn accept_loop(
+    endpoint: quinn::Endpoint,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<Option<String>>,
+) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        tokio::select! {
+            incoming = endpoint.accept() => {
+                let Some(incoming) = incoming else { break };
+                conns.spawn(connection(incoming, shared.clone(), shutdown.clone()));
+            }
+            _ = shutdown.changed() => break,
+        }
+    }
+    // Let every connection tell its client why and close.
+    while tokio::time::timeout(Duration::from_secs(3), conns.join_next())
+        .await
+        .is_ok_and(|r| r.is_some())
+    {}
+}
+
+/// Per-client state owned by the tick.
+struct Session {
+    client: Arc<Client>,
+    inputs: InputBuffer,
+    snapshots: SnapshotEncoder,
+    seen: InputStats,
+    /// States the client predicted, by tick, to compare once the server steps that tick.
+    claims: BTreeMap<u64, PlayerState>,
+}
+
+async fn tick_loop(
+    shared: Arc<Shared>,
+    mut events: mpsc::UnboundedReceiver<Event>,
+    mut shutdown: watch::Receiver<Option<String>>,
+) {
+    let sim = shared.sim.clone();
+    let rate = sim.config().tick_rate;
+    let period = Duration::from_secs_f64(1.0 / rate as f64);
+    let snapshot_every = (rate / shared.cfg.snapshot_rate).max(1) as u64;
+    let mut interval = tokio::time::interval(period);
+    // A late tick is stepped at once: the simulation keeps to wall-clock time, which the
+    // clients' clocks follow.
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+    let mut world = sim.new_state();
+    let mut scratch = SimScratch::new();
+    let mut sessions: BTreeMap<u32, Session> = BTreeMap::new();
+    let m = &shared.metrics;
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = shutdown.changed() => break,
+        }
+        let started = Instant::now();
+        while let Ok(e) = events.try_recv() {
+            match e {
+                Event::Join(id) => {
+                    let Some(client) = shared.clients.get(&id).map(|c| c.clone()) else {
+                        continue;
+                    };
+                    let spawn = sim.spawn_state(id, MoveMode::Walk);
+                    if sim.add_player(&mut world, id, spawn).is_ok() {
+                        sessions.insert(
+                            id,
+                            Session {
+                                client,
+                                inputs: InputBuffer::new(),
+                                snapshots: SnapshotEncoder::new(),
+                                seen: InputStats::default(),
+                                claims: BTreeMap::new(),
+                            },
+                        );
+                    }
+                }
+                Event::Leave(id) => {
+                    sessions.remove(&id);
+                    world.remove_player(id);
+                }
+            }
+        }
+        let next = world.tick + 1;
+        let mut commands: BTreeMap<u32, MoveCommand> = BTreeMap::new();
+        for (id, s) in sessions.iter_mut() {
+            let msgs: Vec<InputMsg> = match s.client.inbox.lock() {
+                Ok(mut q) => q.drain(..).collect(),
+                Err(_) => Vec::new(),
+            };
+            for msg in msgs {
+                s.inputs.receive(&msg, next);
+                s.snapshots.ack(msg.ack);
+                // The state the client predicted after its last command: compared when
+                // the server steps that tick.
+                if let Some(p) = msg.predicted {
+                    let at = msg.first_tick + msg.commands.len() as u64 - 1;
+                    if at >= next && s.claims.len() < CLAIMS {
+                        s.claims.insert(at, p);
+                    }
+                }
+            }
+            if let Some(c) = s.inputs.take(next) {
+                commands.insert(*id, c);
+            }
+            let st = s.inputs.stats;
+            m.inputs_missing
+                .fetch_add(st.missing - s.seen.missing, Relaxed);
+            m.inputs_late.fetch_add(st.late - s.seen.late, Relaxed);
+            m.inputs_duplicate
+                .fetch_add(st.duplicate - s.seen.duplicate, Relaxed);
+            m.inputs_too_far_ahead
+                .fetch_add(st.too_far_ahead - s.seen.too_far_ahead, Relaxed);
+            s.seen = st;
+        }
+        sim.step(&mut world, &commands, &mut scratch);
+        shared.tick.store(world.tick, Relaxed);
+        for (id, s) in sessions.iter_mut() {
+            // Claims for ticks already stepped can never be checked: forget them.
+            s.claims = s.claims.split_off(&world.tick);
+            if let (Some(claim), Some(p)) = (s.claims.remove(&world.tick), world.player(*id)) {
+                if claim != *p {
+                    m.corrections.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        if world.tick.is_multiple_of(snapshot_every) {
+            for (id, s) in sessions.iter_mut() {
+                let max = s.client.conn.max_datagram_size().unwrap_or(1200);
+                let last = s.inputs.last_applied();
+                let interest = shared.cfg.interest;
+                let Some(bytes) = s.snapshots.encode(&sim, &world, *id, last, interest, max) else {
+                    m.snapshot_drops.fetch_add(1, Relaxed);
+                    continue;
+                };
+                let n = bytes.len() as u64;
+                match s.client.conn.send_datagram(Bytes::from(bytes)) {
+                    Ok(()) => {
+                        m.datagrams_out.fetch_add(1, Relaxed);
+                        m.bytes_out.fetch_add(n, Relaxed);
+                    }
+                    Err(_) => {
+                        m.snapshot_drops.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+        }
+        m.players.store(world.players.len() as u64, Relaxed);
+        let took = started.elapsed();
+        if took > period {
+            m.overruns.fetch_add(1, Relaxed);
+        }
+        m.tick(took.as_secs_f64());
+    }
+}
+
+fn now_unix() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Reads control frames from `recv` into `dec` until one is whole.
+async fn next_frame(
+    recv: &mut quinn::RecvStream,
+    dec: &mut FrameDecoder,
+) -> Result<Option<Vec<u8>>, String> {
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(f) = dec.next_frame().map_err(|e| e.to_string())? {
+            return Ok(Some(f));
+        }
+        match recv.read(&mut buf).await {
+            Ok(Some(n)) => dec.push(&buf[..n]),
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+async fn send_control(send: &mut quinn::SendStream, msg: &ServerControl) -> bool {
+    send.write_all(&encode_frame(msg)).await.is_ok()
+}
+
+/// Refuses a connection: the reason on the control stream and in the close frame.
+async fn refuse(
+    conn: &quinn::Connection,
+    send: Option<&mut quinn::SendStream>,
+    m: &Metrics,
+    label: &str,
+    reason: String,
+) {
+    m.refused(label);
+    info!(remote = %conn.remote_address(), %reason, "refused");
+    if let Some(send) = send {
+        send_control(
+            send,
+            &ServerControl::Refused {
+                reason: reason.clone(),
+            },
+        )
+        .await;
+        let _ = send.finish();
+        // Give the client a moment to read it before the close frame.
+        let _ = tokio::time::timeout(Duration::from_millis(500), conn.closed()).await;
+    }
+    conn.close(CLOSE_REFUSED.into(), reason.as_bytes());
+}
+
+async fn connection(
+    incoming: quinn::Incoming,
+    shared: Arc<Shared>,
+    mut shutdown: watch::Receiver<Option<String>>,
+) {
+    let m = &shared.metrics;
+    let conn = match incoming.await {
+        Ok(c) => c,
+        Err(e) => {
+            m.handshake_failures.fetch_add(1, Relaxed);
+            debug!(error = %e, "handshake failed");
+            return;
+        }
+    };
+    m.connections.fetch_add(1, Relaxed);
+    // The hello, within the timeout.
+    let hello = tokio::time::timeout(shared.cfg.hello_timeout, async {
+        let (send, mut recv) = conn.accept_bi().await.map_err(|e| e.to_string())?;
+        let mut dec = FrameDecoder::new();
+        let frame = next_frame(&mut recv, &mut dec)
+            .await?
+            .ok_or_else(|| "control stream closed before the hello".to_string())?;
+        Ok::<_, String>((send, recv, dec, frame))
+    })
+    .await;
+    let (mut send, mut recv, mut dec, frame) = match hello {
+        Err(_) => {
+            let t = shared.cfg.hello_timeout.as_secs_f64();
+            refuse(
+                &conn,
+                None,
+                m,
+                "hello_timeout",
+                format!("no hello within {t} s"),
+            )
+            .await;
+            return;
+        }
+        Ok(Err(e)) => {
+            m.malformed_control.fetch_add(1, Relaxed);
+            conn.close(CLOSE_REFUSED.into(), format!("bad hello: {e}").as_bytes());
+            return;
+        }
+        Ok(Ok(x)) => x,
+    };
+    let (version, token, have_map) = match decode::<ClientControl>("hello", &frame) {
+        Ok(ClientControl::Hello {
+            version,
+            token,
+            have_map,
+        }) => (version, token, have_map),
+        Ok(_) | Err(_) => {
+            m.malformed_control.fetch_add(1, Relaxed);
+            let reason = "the first message must be a hello".to_string();
+            send_control(
+                &mut send,
+                &ServerControl::Refused {
+                    reason: reason.clone(),
+                },
+            )
+            .await;
+            let _ = send.finish();
+            conn.close(CLOSE_REFUSED.into(), reason.as_bytes());
+            return;
+        }
+    };
+    if version != VERSION {
+        let reason =
+            format!("protocol version {version} is not supported (this server speaks {VERSION})");
+        refuse(&conn, Some(&mut send), m, "version", reason).await;
+        return;
+    }
+    let now = now_unix();
+    let claims = token::verify(&shared.cfg.secret, &token, now).and_then(|c| {
+        let mut g = shared.replay.lock().map_err(|_| TokenError::Malformed)?;
+        g.admit(&c, now).map(|()| c)
+    });
+    let claims = match claims {
+        Ok(c) => c,
+        Err(e) => {
+            let label = match e {
+                TokenError::Malformed => "token_malformed",
+                TokenError::Forged => "token_forged",
+                TokenError::Expired => "token_expired",
+                TokenError::Replayed => "token_replayed",
+            };
+            refuse(&conn, Some(&mut send), m, label, e.to_string()).await;
+            return;
+        }
+    };
+    let id = claims.player_id;
+    if shared.clients.len() >= shared.cfg.max_players {
+        let reason = format!("server full ({} players)", shared.cfg.max_players);
+        refuse(&conn, Some(&mut send), m, "full", reason).await;
+        return;
+    }
+    let client = Arc::new(Client {
+        conn: conn.clone(),
+        inbox: Mutex::new(VecDeque::new()),
+    });
+    match shared.clients.entry(id) {
+        dashmap::mapref::entry::Entry::Occupied(_) => {
+            let reason = format!("player {id} is already connected");
+            refuse(&conn, Some(&mut send), m, "player_in_use", reason).await;
+            return;
+        }
+        dashmap::mapref::entry::Entry::Vacant(v) => {
+            v.insert(client.clone());
+        }
+    }
+    let sending_map = have_map != Some(shared.map_hash);
+    let welcome = Welcome {
+        player_id: id,
+        tick_rate: shared.sim.config().tick_rate,
+        snapshot_rate: shared.cfg.snapshot_rate,
+        config: shared.sim.config().clone(),
+        map_name: shared.cfg.map_name.clone(),
+        map_hash: shared.map_hash,
+        map_size: shared.cfg.map_bytes.len() as u64,
+        sending_map,
+        server_tick: shared.tick.load(Relaxed),
+    };
+    let mut ok = send_control(&mut send, &ServerControl::Welcome(Box::new(welcome))).await;
+    if sending_map {
+        for (i, chunk) in shared.cfg.map_bytes.chunks(MAP_CHUNK).enumerate() {
+            let msg = ServerControl::MapData {
+                offset: (i * MAP_CHUNK) as u64,
+                bytes: chunk.to_vec(),
+            };
+            ok &= send_control(&mut send, &msg).await;
+        }
+    }
+    info!(id, remote = %conn.remote_address(), sending_map, "joined");
+    let _ = shared.events.send(Event::Join(id));
+    let reason = if ok {
+        serve_client(
+            &shared,
+            &conn,
+            &client,
+            &mut send,
+            &mut recv,
+            &mut dec,
+            &mut shutdown,
+        )
+        .await
+    } else {
+        "control stream failed".into()
+    };
+    info!(id, %reason, "left");
+    shared.clients.remove(&id);
+    let _ = shared.events.send(Event::Leave(id));
+}
+
+/// Serves a joined client until it leaves, is kicked, or the server shuts down; returns why.
+async fn serve_client(
+    shared: &Shared,
+    conn: &quinn::Connection,
+    client: &Client,
+    send: &mut quinn::SendStream,
+    recv: &mut quinn::RecvStream,
+    dec: &mut FrameDecoder,
+    shutdown: &mut watch::Receiver<Option<String>>,
+) -> String {
+    let m = &shared.metrics;
+    let mut last_input = Instant::now();
+    let kick = |reason: String| async move {
+        m.kicks.fetch_add(1, Relaxed);
+        reason
+    };
+    loop {
+        let deadline = last_input + shared.cfg.input_timeout;
+        tokio::select! {
+            dg = conn.read_datagram() => {
+                let Ok(bytes) = dg else { return "connection closed".into() };
+                m.datagrams_in.fetch_add(1, Relaxed);
+                m.bytes_in.fetch_add(bytes.len() as u64, Relaxed);
+                match decode::<ClientDatagram>("input", &bytes) {
+                    Ok(ClientDatagram::Input(msg)) if msg.validate().is_ok() => {
+                        last_input = Instant::now();
+                        if let Ok(mut q) = client.inbox.lock() {
+                            if q.len() >= INBOX {
+                                q.pop_front();
+                            }
+                            q.push_back(msg);
+                        }
+                    }
+                    _ => {
+                        m.malformed_datagrams.fetch_add(1, Relaxed);
+                    }
+                }
+            }
+            frame = next_frame(recv, dec) => {
+                let parsed = match frame {
+                    Ok(None) => return "control stream closed".into(),
+                    Ok(Some(f)) => decode::<ClientControl>("control", &f).ok(),
+                    Err(_) => None,
+                };
+                match parsed {
+                    Some(ClientControl::Bye { reason }) => return format!("said bye: {reason}"),
+                    Some(ClientControl::Hello { .. }) | None => {
+                        m.malformed_control.fetch_add(1, Relaxed);
+                        let reason = "malformed control message".to_string();
+                        send_control(send, &ServerControl::Kick { reason: reason.clone() }).await;
+                        let _ = send.finish();
+                        conn.close(CLOSE_KICKED.into(), reason.as_bytes());
+                        return kick(reason).await;
+                    }
+                }
+            }
+            _ = tokio::time::sleep_until(deadline.into()) => {
+                let t = shared.cfg.input_timeout.as_secs_f64();
+                let reason = format!("no input for {t} s");
+                send_control(send, &ServerControl::Kick { reason: reason.clone() }).await;
+                let _ = send.finish();
+                let _ = tokio::time::timeout(Duration::from_millis(200), conn.closed()).await;
+                conn.close(CLOSE_KICKED.into(), reason.as_bytes());
+                return kick(reason).await;
+            }
+            _ = shutdown.changed() => {
+                let reason = shutdown.borrow().clone().unwrap_or_else(|| "server shutting down".into());
+                send_control(send, &ServerControl::Shutdown { reason: reason.clone() }).await;
+                let _ = send.finish();
+                let _ = tokio::time::timeout(Duration::from_millis(500), conn.closed()).await;
+                conn.close(CLOSE_SHUTDOWN.into(), reason.as_bytes());
+                return format!("shutdown: {reason}");
+            }
+        }
+    }
+}
+
+/// Logs a warning once the server is started with a generated secret.
+pub fn warn_generated_secret(path: &std::path::Path) {
+    warn!(file = %path.display(), "no --secret given: generated one and stored it");
+}

@@ -1,0 +1,55 @@
+//! Interpolation of other players: drawn a fixed delay behind the newest snapshot,
+//! between the two snapshots around that moment, so they move smoothly however snapshots
+//! arrive.
+
+use expel_shared::protocol::snapshot::Snapshot;
+use glam::DVec3;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Snapshots kept for interpolation.
+const KEEP: usize = 32;
+
+/// Other players' positions over recent snapshots.
+#[derive(Debug, Default)]
+pub struct Interpolator {
+    frames: VecDeque<(u64, BTreeMap<u32, DVec3>)>,
+}
+
+impl Interpolator {
+    /// Empty.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a snapshot's other players (older than the newest: ignored).
+    pub fn push(&mut self, snap: &Snapshot) {
+        if self.frames.back().is_some_and(|(t, _)| *t >= snap.tick) {
+            return;
+        }
+        let pos = snap
+            .players
+            .iter()
+            .map(|(id, p)| (*id, p.origin()))
+            .collect();
+        self.frames.push_back((snap.tick, pos));
+        while self.frames.len() > KEEP {
+            self.frames.pop_front();
+        }
+    }
+
+    /// Positions at (fractional) server tick `at`: interpolated between the snapshots
+    /// around it, held at the nearest one outside their span.
+    pub fn at(&self, at: f64) -> BTreeMap<u32, DVec3> {
+        let Some(i) = self.frames.iter().position(|(t, _)| *t as f64 > at) else {
+            return self.frames.back().map(|f| f.1.clone()).unwrap_or_default();
+        };
+        if i == 0 {
+            return self.frames[0].1.clone();
+        }
+        let ((t0, a), (t1, b)) = (&self.frames[i - 1], &self.frames[i]);
+        let k = ((at - *t0 as f64) / (*t1 - *t0) as f64).clamp(0.0, 1.0);
+        a.iter()
+            .map(|(id, p)| (*id, b.get(id).map_or(*p, |q| *p + (*q - *p) * k)))
+            .collect()
+    }
+}

@@ -1,0 +1,221 @@
+//! Prediction and reconciliation, free of I/O: the client moves its own player with the
+//! shared simulation as soon as it makes a command, and when a snapshot arrives it
+//! restores the server's exact state for that tick and replays the commands the server
+//! has not yet applied. A prediction that differed from the server is a correction; the
+//! visual error it leaves is smoothed away over a few frames.
+
+use expel_shared::mover::MoverState;
+use expel_shared::protocol::snapshot::Snapshot;
+use expel_shared::sim::PlayerSlot;
+use expel_shared::{MoveCommand, PlayerState, Sim, SimScratch, WorldState};
+use glam::DVec3;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Ticks of commands and predictions kept (beyond this the server is hopelessly behind).
+const KEEP: u64 = 512;
+/// Fraction of the remaining visual error removed per rendered frame.
+const SMOOTHING: f64 = 0.25;
+
+/// Prediction statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct PredictStats {
+    /// Snapshots reconciled.
+    pub snapshots: u64,
+    /// Snapshots whose state for their tick differed from the prediction.
+    pub corrections: u64,
+    /// Largest correction, in units.
+    pub max_correction: f64,
+    /// Snapshots older than one already reconciled.
+    pub stale: u64,
+}
+
+/// The client's own player, predicted.
+pub struct Predictor {
+    sim: Arc<Sim>,
+    id: u32,
+    /// Commands by the tick they are for.
+    commands: BTreeMap<u64, MoveCommand>,
+    /// Own state predicted after each tick.
+    predicted: BTreeMap<u64, PlayerState>,
+    /// The world at the newest predicted tick (others held where the snapshot showed them).
+    world: WorldState,
+    /// The newest snapshot's tick.
+    base_tick: u64,
+    movers: Vec<MoverState>,
+    scratch: SimScratch,
+    /// Visual offset still to smooth away.
+    error: DVec3,
+    /// What happened.
+    pub stats: PredictStats,
+}
+
+impl Predictor {
+    /// A predictor for player `id`; the world starts empty until the first snapshot.
+    pub fn new(sim: Arc<Sim>, id: u32) -> Predictor {
+        let world = sim.new_state();
+        Predictor {
+            movers: world.movers.clone(),
+            sim,
+            id,
+            commands: BTreeMap::new(),
+            predicted: BTreeMap::new(),
+            world,
+            base_tick: 0,
+            scratch: SimScratch::new(),
+            error: DVec3::ZERO,
+            stats: PredictStats::default(),
+        }
+    }
+
+    /// The command the server applies at tick `t` for us: ours for `t`, else the last one
+    /// before it (the server repeats the last command on a tick without one).
+    fn command_for(&self, t: u64) -> MoveCommand {
+        self.commands
+            .range(..=t)
+            .next_back()
+            .map(|(_, c)| *c)
+            .unwrap_or_default()
+    }
+
+    /// Whether a snapshot has arrived (prediction needs the server's state to start from).
+    pub fn ready(&self) -> bool {
+        self.base_tick != 0
+    }
+
+    /// The newest predicted tick.
+    pub fn tick(&self) -> u64 {
+        self.world.tick
+    }
+
+    /// Records `cmd` for tick `t` (the next tick to predict) and predicts it. Returns the
+    /// predicted state, once a snapshot has arrived.
+    pub fn command(&mut self, t: u64, cmd: MoveCommand) -> Option<PlayerState> {
+        self.commands.insert(t, cmd);
+        while self
+            .commands
+            .first_key_value()
+            .is_some_and(|(k, _)| k + KEEP < t)
+        {
+            self.commands.pop_first();
+        }
+        if !self.ready() {
+            return None;
+        }
+        // Catch up to `t` (ticks skipped by the clock use the repeat rule).
+        while self.world.tick < t {
+            let next = self.world.tick + 1;
+            let c = self.command_for(next);
+            let r = self
+                .sim
+                .predict(&mut self.world, self.id, &c, &mut self.scratch)?;
+            self.predicted.insert(next, r.state);
+        }
+        self.predicted.get(&t).copied()
+    }
+
+    /// The commands for ticks `from..=to`, for an input datagram.
+    pub fn commands_between(&self, from: u64, to: u64) -> Vec<MoveCommand> {
+        (from..=to).map(|t| self.command_for(t)).collect()
+    }
+
+    /// Reconciles with a snapshot: restores the server's state at its tick and replays our
+    /// commands after it. Returns the correction (units) when the prediction for that tick
+    /// differed.
+    pub fn snapshot(&mut self, snap: &Snapshot) -> Option<f64> {
+        if snap.tick <= self.base_tick {
+            self.stats.stale += 1;
+            return None;
+        }
+        self.stats.snapshots += 1;
+        let before = self.display_origin();
+        let correction = match self.predicted.get(&snap.tick) {
+            Some(p) if *p != snap.own => Some((p.origin() - snap.own.origin()).length()),
+            _ => None,
+        };
+        if let Some(c) = correction {
+            self.stats.corrections += 1;
+            self.stats.max_correction = self.stats.max_correction.max(c);
+        }
+        // The server's world at the snapshot's tick, as far as we see it.
+        for (i, m) in &snap.movers {
+            if let Some(slot) = self.movers.get_mut(*i as usize) {
+                *slot = *m;
+            }
+        }
+        let mut players = BTreeMap::new();
+        for (id, p) in &snap.players {
+            players.insert(
+                *id,
+                PlayerSlot {
+                    state: *p,
+                    last_command: MoveCommand::default(),
+                },
+            );
+        }
+        players.insert(
+            self.id,
+            PlayerSlot {
+                state: snap.own,
+                last_command: self.command_for(snap.tick),
+            },
+        );
+        let target = self.world.tick.max(snap.tick);
+        self.world = WorldState {
+            tick: snap.tick,
+            players,
+            movers: self.movers.clone(),
+        };
+        self.base_tick = snap.tick;
+        self.predicted.clear();
+        // Replay what the server has not applied yet.
+        while self.world.tick < target {
+            let next = self.world.tick + 1;
+            let c = self.command_for(next);
+            let Some(r) = self
+                .sim
+                .predict(&mut self.world, self.id, &c, &mut self.scratch)
+            else {
+                break;
+            };
+            self.predicted.insert(next, r.state);
+        }
+        // Keep what is drawn continuous: the jump becomes an error that fades.
+        if correction.is_some() {
+            if let Some(b) = before {
+                self.error += b - self.origin();
+            }
+        }
+        correction
+    }
+
+    /// The predicted origin at the newest tick.
+    pub fn origin(&self) -> DVec3 {
+        self.world
+            .player(self.id)
+            .map_or(DVec3::ZERO, |p| p.origin())
+    }
+
+    /// The newest predicted state.
+    pub fn state(&self) -> Option<PlayerState> {
+        self.world.player(self.id).copied()
+    }
+
+    /// Where to draw the player: the prediction plus the fading correction error.
+    pub fn display_origin(&self) -> Option<DVec3> {
+        self.ready().then(|| self.origin() + self.error)
+    }
+
+    /// Advances the smoothing by one rendered frame.
+    pub fn frame(&mut self) {
+        self.error *= 1.0 - SMOOTHING;
+        if self.error.length() < 1e-3 {
+            self.error = DVec3::ZERO;
+        }
+    }
+
+    /// The world as last predicted (others as the newest snapshot showed them).
+    pub fn world(&self) -> &WorldState {
+        &self.world
+    }
+}

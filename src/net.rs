@@ -1,0 +1,360 @@
+//! `expel serve`, `expel token` and `expel connect`: wiring of the server and client
+//! libraries to flags, a TOML file and standard output.
+
+use crate::load::{self, Loaded};
+use anyhow::{bail, Context, Result};
+use expel_client::{ConnectOptions, LinkConditioner, RunOptions, Trust};
+use expel_server::{Identity, ServerConfig};
+use expel_shared::protocol::token::{self, Claims};
+use expel_shared::protocol::DEFAULT_INTEREST;
+use expel_shared::{MoveCommand, MoveConfig};
+use rand::{Rng, SeedableRng};
+use serde::Deserialize;
+use serde_json::json;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `expel serve` settings; each may also come from the TOML file, flags winning.
+#[derive(Debug, Default, Deserialize, clap::Args)]
+#[serde(deny_unknown_fields)]
+pub struct ServeArgs {
+    /// Map file (default: the embedded arena).
+    pub map: Option<PathBuf>,
+    /// QUIC address (default 127.0.0.1:27960; port 0 picks a free one).
+    #[arg(long)]
+    pub addr: Option<SocketAddr>,
+    /// Simulation ticks per second (10 to 240; default 60).
+    #[arg(long)]
+    pub tick_rate: Option<u32>,
+    /// Snapshots per second (default 30, at most the tick rate).
+    #[arg(long)]
+    pub snapshot_rate: Option<u32>,
+    /// Most players at once (default 64).
+    #[arg(long)]
+    pub max_players: Option<usize>,
+    /// Connect-token secret (else $EXPEL_SECRET, else one is generated and stored).
+    #[arg(long)]
+    pub secret: Option<String>,
+    /// HTTP address for /metrics, /healthz and /readyz (port 0 picks a free one).
+    #[arg(long)]
+    pub metrics: Option<SocketAddr>,
+    /// Other players per snapshot (default 32).
+    #[arg(long)]
+    pub interest: Option<usize>,
+    /// PEM certificate chain (with --key) instead of a self-signed certificate.
+    #[arg(long)]
+    pub cert: Option<PathBuf>,
+    /// PEM private key for --cert.
+    #[arg(long)]
+    pub key: Option<PathBuf>,
+    /// TOML file with any of these settings (flags win).
+    #[arg(long)]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// These flags over the file's settings.
+    fn merged(self) -> Result<ServeArgs> {
+        let Some(path) = &self.config else {
+            return Ok(self);
+        };
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config {}", path.display()))?;
+        let f: ServeArgs =
+            toml::from_str(&text).with_context(|| format!("config {}", path.display()))?;
+        Ok(ServeArgs {
+            map: self.map.or(f.map),
+            addr: self.addr.or(f.addr),
+            tick_rate: self.tick_rate.or(f.tick_rate),
+            snapshot_rate: self.snapshot_rate.or(f.snapshot_rate),
+            max_players: self.max_players.or(f.max_players),
+            secret: self.secret.or(f.secret),
+            metrics: self.metrics.or(f.metrics),
+            interest: self.interest.or(f.interest),
+            cert: self.cert.or(f.cert),
+            key: self.key.or(f.key),
+            config: self.config,
+        })
+    }
+}
+
+fn state_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME") {
+        return PathBuf::from(d).join("expel");
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => PathBuf::from(h).join(".local/state/expel"),
+        None => std::env::temp_dir().join("expel"),
+    }
+}
+
+/// The secret: given, from the environment, or generated and stored (then reused).
+fn secret(given: Option<String>) -> Result<Vec<u8>> {
+    if let Some(s) = given.or_else(|| std::env::var("EXPEL_SECRET").ok()) {
+        if s.is_empty() {
+            bail!("the secret must not be empty");
+        }
+        return Ok(s.into_bytes());
+    }
+    let path = state_dir().join("secret");
+    if let Ok(s) = std::fs::read_to_string(&path) {
+        if !s.trim().is_empty() {
+            tracing::warn!(file = %path.display(), "no --secret given: using the stored one");
+            return Ok(s.trim().as_bytes().to_vec());
+        }
+    }
+    let mut raw = [0u8; 32];
+    rand::rngs::OsRng.fill(&mut raw);
+    let s = hex::encode(raw);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(&path, &s)
+        .with_context(|| format!("storing the secret in {}", path.display()))?;
+    expel_server::warn_generated_secret(&path);
+    Ok(s.into_bytes())
+}
+
+fn map_name(path: Option<&Path>) -> String {
+    path.and_then(|p| p.file_stem())
+        .map_or("arena".to_string(), |s| s.to_string_lossy().into_owned())
+}
+
+/// Runs the server until SIGTERM or Ctrl-C, then tells clients why and exits.
+pub fn serve(args: ServeArgs) -> Result<()> {
+    let args = args.merged()?;
+    let loaded: Loaded = load::load_model(args.map.as_deref())?;
+    let name = map_name(args.map.as_deref());
+    let bytes = Arc::new(loaded.bytes.clone());
+    let config = MoveConfig {
+        tick_rate: args.tick_rate.unwrap_or(60),
+        ..MoveConfig::default()
+    };
+    let sim = Arc::new(loaded.into_sim(config)?);
+    let identity = match (&args.cert, &args.key) {
+        (Some(c), Some(k)) => Identity::from_pem(
+            &std::fs::read(c).with_context(|| format!("reading {}", c.display()))?,
+            &std::fs::read(k).with_context(|| format!("reading {}", k.display()))?,
+        )?,
+        (None, None) => Identity::self_signed()?,
+        _ => bail!("--cert and --key go together"),
+    };
+    let cfg = ServerConfig {
+        addr: args.addr.unwrap_or_else(|| ([127, 0, 0, 1], 27960).into()),
+        snapshot_rate: args.snapshot_rate.unwrap_or(30),
+        max_players: args.max_players.unwrap_or(64),
+        secret: secret(args.secret)?,
+        metrics: args.metrics,
+        interest: args.interest.unwrap_or(DEFAULT_INTEREST),
+        map_name: name.clone(),
+        map_bytes: bytes,
+        identity,
+        hello_timeout: Duration::from_secs(5),
+        input_timeout: Duration::from_secs(10),
+    };
+    let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    rt.block_on(async move {
+        let tick_rate = sim.config().tick_rate;
+        let running = expel_server::start(sim, cfg).await?;
+        let line = json!({
+            "listening": running.addr.to_string(),
+            "fingerprint": running.fingerprint,
+            "metrics": running.metrics_addr.map(|a| a.to_string()),
+            "map": name,
+            "map_hash": running.map_hash,
+            "tick_rate": tick_rate,
+        });
+        {
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "{line}")?;
+            out.flush()?;
+        }
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        running.shutdown("server shutting down").await;
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// A fresh token for `player`, valid for `ttl` seconds.
+pub fn mint_token(secret: &str, player: u32, ttl: u64) -> Result<String> {
+    if secret.is_empty() {
+        bail!("the secret must not be empty");
+    }
+    let mut nonce = [0u8; 16];
+    rand::rngs::OsRng.fill(&mut nonce);
+    let claims = Claims {
+        player_id: player,
+        expires: now_unix().saturating_add(ttl),
+        nonce,
+    };
+    Ok(token::mint(secret.as_bytes(), &claims))
+}
+
+/// `expel connect` settings.
+#[derive(Debug, clap::Args)]
+pub struct ConnectArgs {
+    /// Server address (HOST:PORT).
+    pub addr: SocketAddr,
+    /// Connect token (from `expel token`).
+    #[arg(long, conflicts_with = "secret", required_unless_present = "secret")]
+    pub token: Option<String>,
+    /// The server's secret: mint a token here.
+    #[arg(long)]
+    pub secret: Option<String>,
+    /// Player id for a token minted with --secret (default: random).
+    #[arg(long)]
+    pub player: Option<u32>,
+    /// SHA-256 fingerprint of the server's certificate, as `expel serve` prints it.
+    #[arg(long, required_unless_present = "ca")]
+    pub fingerprint: Option<String>,
+    /// PEM certificate authority to trust instead of a fingerprint.
+    #[arg(long)]
+    pub ca: Option<PathBuf>,
+    /// Commands, one JSON line per tick in the `expel sim` format (default: a wandering bot).
+    #[arg(long)]
+    pub inputs: Option<PathBuf>,
+    /// Seconds to play (default: until the inputs end, or 10 for the bot).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Datagram loss probability in each direction (link conditioner).
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    /// One-way datagram delay, milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub delay: f64,
+    /// Datagram delay jitter, ± milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub jitter: f64,
+}
+
+/// Plays one headless client and prints its figures as one JSON line.
+pub fn connect(args: ConnectArgs) -> Result<()> {
+    let token = match (&args.token, &args.secret) {
+        (Some(t), _) => t.clone(),
+        (None, Some(s)) => {
+            let id = args
+                .player
+                .unwrap_or_else(|| rand::thread_rng().gen_range(1..1 << 30));
+            mint_token(s, id, 3600)?
+        }
+        (None, None) => bail!("give --token or --secret"),
+    };
+    let trust = match (&args.fingerprint, &args.ca) {
+        (Some(f), _) => Trust::Fingerprint(f.clone()),
+        (None, Some(ca)) => Trust::Authority(
+            std::fs::read(ca).with_context(|| format!("reading {}", ca.display()))?,
+        ),
+        (None, None) => bail!("give --fingerprint or --ca"),
+    };
+    let inputs = args
+        .inputs
+        .as_deref()
+        .map(crate::sim::read_inputs)
+        .transpose()?;
+    for (name, v, hi) in [
+        ("--loss", args.loss, 1.0),
+        ("--delay", args.delay, 10_000.0),
+        ("--jitter", args.jitter, 10_000.0),
+    ] {
+        if !(v.is_finite() && (0.0..=hi).contains(&v)) {
+            bail!("{name} must be 0 to {hi}, got {v}");
+        }
+    }
+    let seconds = args.seconds.unwrap_or(match &inputs {
+        Some(c) => c.len() as f64 / 10.0 + 30.0,
+        None => 10.0,
+    });
+    if !(seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0) {
+        bail!("--seconds must be above 0 and at most 86400, got {seconds}");
+    }
+    let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    let report = rt.block_on(async {
+        let opts = ConnectOptions {
+            token,
+            trust,
+            have_map: None,
+        };
+        let joined = expel_client::connect(args.addr, &opts).await?;
+        let mut next = 0usize;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(u64::from(joined.welcome.player_id));
+        let mut wander = MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0);
+        let driver = move |_tick: u64, _state: Option<&expel_shared::PlayerState>| match &inputs {
+            Some(list) => {
+                let c = list.get(next).copied();
+                next += 1;
+                c
+            }
+            None => {
+                if rng.gen_bool(0.02) {
+                    wander = MoveCommand::new(
+                        1.0,
+                        rng.gen_range(-0.5..0.5),
+                        0.0,
+                        rng.gen_range(0.0..360.0),
+                        0.0,
+                    );
+                }
+                Some(wander)
+            }
+        };
+        let run = RunOptions {
+            seconds,
+            link: LinkConditioner {
+                loss: args.loss,
+                delay_ms: args.delay,
+                jitter_ms: args.jitter,
+                duplicate: 0.0,
+            },
+            ..RunOptions::default()
+        };
+        Ok::<_, anyhow::Error>(expel_client::run(joined, driver, run).await?)
+    })?;
+    let line = json!({
+        "ticks": report.ticks,
+        "snapshots": report.predict.snapshots,
+        "corrections": report.predict.corrections,
+        "max_correction": report.predict.max_correction,
+        "rtt_ms_p50": report.rtt_percentile(0.5),
+        "rtt_ms_p99": report.rtt_percentile(0.99),
+        "down_bytes_per_s": report.down_bytes_per_s,
+        "up_bytes_per_s": report.up_bytes_per_s,
+    });
+    println!("{line}");
+    if let Some(reason) = report.ended_by_server {
+        tracing::warn!(%reason, "the server ended the session");
+    }
+    Ok(())
+}
