@@ -306,6 +306,7 @@ pub fn connect(args: ConnectArgs) -> Result<()> {
             token,
             trust,
             have_map: None,
+            sim: None,
         };
         let joined = expel_client::connect(args.addr, &opts).await?;
         let mut next = 0usize;

@@ -101,6 +101,9 @@ pub struct ConnectOptions {
     pub trust: Trust,
     /// A map the client already has (the server sends its map otherwise).
     pub have_map: Option<Arc<Vec<u8>>>,
+    /// A simulation of `have_map` to reuse (many bots in one process share one), used
+    /// when the server's map and movement settings match it.
+    pub sim: Option<Arc<Sim>>,
 }
 
 /// A client that joined: the welcome, the map and its simulation, the connection.
@@ -227,17 +230,27 @@ pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Joined, 
             .clone()
             .ok_or_else(|| ClientError::Protocol("server sent no map".into()))?
     };
-    let data = MapData::parse_any(&map).map_err(|e| ClientError::Map(e.to_string()))?;
-    let movement = welcome
-        .config
+    let reuse = opts
+        .sim
         .clone()
-        .validate()
-        .map_err(|e| ClientError::Protocol(e.to_string()))?;
-    let (sim, _) = Sim::from_map(Arc::new(CollisionModel::build(&data)), &data, movement);
+        .filter(|s| !welcome.sending_map && *s.config() == welcome.config);
+    let sim = match reuse {
+        Some(s) => s,
+        None => {
+            let data = MapData::parse_any(&map).map_err(|e| ClientError::Map(e.to_string()))?;
+            let movement = welcome
+                .config
+                .clone()
+                .validate()
+                .map_err(|e| ClientError::Protocol(e.to_string()))?;
+            let model = Arc::new(CollisionModel::build(&data));
+            Arc::new(Sim::from_map(model, &data, movement).0)
+        }
+    };
     Ok(Joined {
         welcome,
         map,
-        sim: Arc::new(sim),
+        sim,
         endpoint,
         conn,
         send,
@@ -417,14 +430,18 @@ pub async fn run(
                 report.final_match = correction.is_none();
                 report.final_state = Some(snap.own);
                 interp.push(&snap);
-                // Clock: stay ahead of the server by the round trip plus the buffer.
+                // Clock: stay ahead of the server by the round trip plus the buffer. The
+                // server says how early our commands arrive, which covers every delay on
+                // the path; before it has, the transport's RTT estimate stands in.
                 let rtt = conn.rtt().as_secs_f64();
                 report.rtt_ms.push(rtt * 1000.0);
-                let target = snap.tick as f64 + lead(rtt);
-                let error = target - tick as f64;
-                if error > 2.0 * rate {
+                let error = match snap.input_lead {
+                    Some(l) => opts.buffer_ticks - l as f64,
+                    None => snap.tick as f64 + lead(rtt) - tick as f64,
+                };
+                if error > rate {
                     // Far behind (at the start, or after a stall): jump forward only.
-                    tick = target.round() as u64;
+                    tick += error.round() as u64;
                 } else {
                     period = base_period / (1.0 + (error * 0.02).clamp(-0.2, 0.2));
                 }

@@ -18,7 +18,7 @@ use bytes::Bytes;
 use dashmap::DashMap;
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
 use expel_shared::protocol::input::{InputBuffer, InputStats};
-use expel_shared::protocol::snapshot::SnapshotEncoder;
+use expel_shared::protocol::snapshot::{Feedback, SnapshotEncoder};
 use expel_shared::protocol::token::{self, ReplayGuard, TokenError};
 use expel_shared::protocol::{
     decode, ClientControl, ClientDatagram, InputMsg, ServerControl, Welcome, MAP_CHUNK, VERSION,
@@ -321,6 +321,8 @@ async fn tick_loop(
                 commands.insert(*id, c);
             }
             let st = s.inputs.stats;
+            m.inputs_applied
+                .fetch_add(st.applied - s.seen.applied, Relaxed);
             m.inputs_missing
                 .fetch_add(st.missing - s.seen.missing, Relaxed);
             m.inputs_late.fetch_add(st.late - s.seen.late, Relaxed);
@@ -344,9 +346,12 @@ async fn tick_loop(
         if world.tick.is_multiple_of(snapshot_every) {
             for (id, s) in sessions.iter_mut() {
                 let max = s.client.conn.max_datagram_size().unwrap_or(1200);
-                let last = s.inputs.last_applied();
+                let fb = Feedback {
+                    last_command: s.inputs.last_applied(),
+                    input_lead: s.inputs.take_lead(),
+                };
                 let interest = shared.cfg.interest;
-                let Some(bytes) = s.snapshots.encode(&sim, &world, *id, last, interest, max) else {
+                let Some(bytes) = s.snapshots.encode(&sim, &world, *id, fb, interest, max) else {
                     m.snapshot_drops.fetch_add(1, Relaxed);
                     continue;
                 };

@@ -43,6 +43,8 @@ pub struct Metrics {
     pub bytes_out: AtomicU64,
     /// Snapshots that could not be sent (no room, connection gone).
     pub snapshot_drops: AtomicU64,
+    /// Commands applied on their tick.
+    pub inputs_applied: AtomicU64,
     /// Ticks that passed without a joined client's command.
     pub inputs_missing: AtomicU64,
     /// Commands that arrived after their tick.
@@ -148,6 +150,12 @@ impl Metrics {
             "expel_snapshot_drops_total",
             "Snapshots that could not be sent.",
             &self.snapshot_drops,
+            "counter",
+        );
+        counter(
+            "expel_inputs_applied_total",
+            "Commands applied on their tick.",
+            &self.inputs_applied,
             "counter",
         );
         counter(

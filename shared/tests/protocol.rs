@@ -3,7 +3,7 @@
 //! limit; malformed bytes are errors, never panics.
 
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder, MAX_FRAME};
-use expel_shared::protocol::snapshot::{SnapshotDecoder, SnapshotEncoder};
+use expel_shared::protocol::snapshot::{Feedback, SnapshotDecoder, SnapshotEncoder};
 use expel_shared::protocol::{decode, ClientControl, ClientDatagram, ServerControl};
 use expel_shared::{
     CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim, SimScratch,
@@ -13,6 +13,13 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+fn fb(last_command: u64) -> Feedback {
+    Feedback {
+        last_command,
+        input_lead: Some(3),
+    }
+}
 
 fn arena_sim() -> Sim {
     let text =
@@ -55,7 +62,7 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
         }
         sim.step(&mut w, &cmds, &mut s);
         if tick % 2 == 0 {
-            let bytes = enc.encode(&sim, &w, 0, tick, 16, 1200).unwrap();
+            let bytes = enc.encode(&sim, &w, 0, fb(tick), 16, 1200).unwrap();
             max_len = max_len.max(bytes.len());
             total += bytes.len();
             let truth: BTreeMap<u32, PlayerState> =
@@ -108,10 +115,10 @@ fn a_tiny_datagram_limit_drops_the_farthest_players() {
         sim.add_player(&mut w, i, PlayerState::at(p)).unwrap();
     }
     let mut enc = SnapshotEncoder::new();
-    assert!(enc.encode(&sim, &w, 0, 0, 32, 1200).is_none(), "tick 0");
+    assert!(enc.encode(&sim, &w, 0, fb(0), 32, 1200).is_none(), "tick 0");
     sim.step(&mut w, &BTreeMap::new(), &mut SimScratch::new());
-    let big = enc.encode(&sim, &w, 0, 0, 32, 1200).unwrap();
-    let small = enc.encode(&sim, &w, 0, 0, 32, 200).unwrap();
+    let big = enc.encode(&sim, &w, 0, fb(0), 32, 1200).unwrap();
+    let small = enc.encode(&sim, &w, 0, fb(0), 32, 200).unwrap();
     assert!(small.len() <= 200 && small.len() < big.len());
     let mut dec = SnapshotDecoder::new();
     let snap = dec.decode(&small).unwrap().unwrap();
@@ -121,8 +128,8 @@ fn a_tiny_datagram_limit_drops_the_farthest_players() {
         !ids.is_empty() && ids.iter().all(|i| *i <= ids.len() as u32),
         "{ids:?}"
     );
-    assert!(enc.encode(&sim, &w, 0, 0, 32, 10).is_none());
-    assert!(enc.encode(&sim, &w, 99, 0, 32, 1200).is_none());
+    assert!(enc.encode(&sim, &w, 0, fb(0), 32, 10).is_none());
+    assert!(enc.encode(&sim, &w, 99, fb(0), 32, 1200).is_none());
 }
 
 #[test]
@@ -136,7 +143,7 @@ fn malformed_bytes_are_errors_never_panics() {
         .unwrap();
     sim.step(&mut w, &BTreeMap::new(), &mut SimScratch::new());
     let good = SnapshotEncoder::new()
-        .encode(&sim, &w, 0, 0, 32, 1200)
+        .encode(&sim, &w, 0, fb(0), 32, 1200)
         .unwrap();
     for _ in 0..5000 {
         let mut b: Vec<u8> = if rng.gen_bool(0.5) {

@@ -39,6 +39,8 @@ pub struct InputBuffer {
     last_applied: u64,
     missed: BTreeSet<u64>,
     started: bool,
+    /// Smallest lead (command tick minus server tick) seen since [`InputBuffer::take_lead`].
+    lead: Option<i64>,
     /// What the buffer saw.
     pub stats: InputStats,
 }
@@ -52,6 +54,10 @@ impl InputBuffer {
     /// Takes the commands of an input message received while the server is at
     /// `server_tick`.
     pub fn receive(&mut self, msg: &InputMsg, server_tick: u64) {
+        // How far ahead the newest command came: what the client's clock steers by.
+        let newest = msg.first_tick + msg.commands.len() as u64 - 1;
+        let lead = newest as i64 - server_tick as i64;
+        self.lead = Some(self.lead.map_or(lead, |l| l.min(lead)));
         for (t, c) in msg.ticked() {
             if t <= self.consumed {
                 if self.missed.remove(&t) {
@@ -99,6 +105,13 @@ impl InputBuffer {
                 None
             }
         }
+    }
+
+    /// The smallest lead seen since the last call (clamped to `i32`), then forgets it.
+    pub fn take_lead(&mut self) -> Option<i32> {
+        self.lead
+            .take()
+            .map(|l| l.clamp(i32::MIN as i64, i32::MAX as i64) as i32)
     }
 
     /// The last tick whose command was applied (0: none yet).

@@ -151,6 +151,10 @@ pub struct SnapshotMsg {
     pub baseline: u64,
     /// The last tick for which the server applied a command from this client (0: none).
     pub last_command: u64,
+    /// How many ticks ahead of the server the client's commands arrived since the last
+    /// snapshot, at worst (negative: late). The client's clock steers by it, so it holds
+    /// whatever the path's delay and jitter.
+    pub input_lead: Option<i32>,
     /// The client's own state, exact.
     pub own: PlayerState,
     /// Other players in view, against the baseline (in full when new to it).

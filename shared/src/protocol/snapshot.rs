@@ -12,6 +12,15 @@ use super::{
 use crate::movement::{MoveMode, PlayerState};
 use crate::mover::{MoverState, Phase};
 use crate::sim::{PlayerId, Sim, WorldState};
+
+/// What the server tells a client about its commands in each snapshot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Feedback {
+    /// The last tick whose command was applied (0: none).
+    pub last_command: u64,
+    /// The worst lead of the commands received since the last snapshot.
+    pub input_lead: Option<i32>,
+}
 use std::collections::{BTreeMap, VecDeque};
 
 /// Snapshots remembered as baselines; an acknowledgement older than this gets full state.
@@ -163,7 +172,7 @@ impl SnapshotEncoder {
         sim: &Sim,
         world: &WorldState,
         me: PlayerId,
-        last_command: u64,
+        feedback: Feedback,
         interest: usize,
         max_bytes: usize,
     ) -> Option<Vec<u8>> {
@@ -213,7 +222,7 @@ impl SnapshotEncoder {
                 players: others[..count].iter().map(|(_, id, f)| (*id, *f)).collect(),
                 movers: movers.clone(),
             };
-            let msg = frame_msg(&frame, base.as_ref(), own, last_command);
+            let msg = frame_msg(&frame, base.as_ref(), own, feedback);
             let bytes = encode(&ServerDatagram::Snapshot(msg));
             if bytes.len() <= max_bytes {
                 self.history.push_back(frame);
@@ -230,18 +239,14 @@ impl SnapshotEncoder {
     }
 }
 
-fn frame_msg(
-    frame: &Frame,
-    base: Option<&Frame>,
-    own: PlayerState,
-    last_command: u64,
-) -> SnapshotMsg {
+fn frame_msg(frame: &Frame, base: Option<&Frame>, own: PlayerState, fb: Feedback) -> SnapshotMsg {
     let empty = Frame::default();
     let b = base.unwrap_or(&empty);
     SnapshotMsg {
         tick: frame.tick,
         baseline: base.map_or(0, |f| f.tick),
-        last_command,
+        last_command: fb.last_command,
+        input_lead: fb.input_lead,
         own,
         players: frame
             .players
@@ -275,6 +280,8 @@ pub struct Snapshot {
     pub tick: u64,
     /// The last tick whose command from this client the server applied.
     pub last_command: u64,
+    /// The worst lead of the client's commands at the server since the last snapshot.
+    pub input_lead: Option<i32>,
     /// The client's own state.
     pub own: PlayerState,
     /// Other players in view.
@@ -374,6 +381,7 @@ impl SnapshotDecoder {
         Ok(Some(Snapshot {
             tick: msg.tick,
             last_command: msg.last_command,
+            input_lead: msg.input_lead,
             own: msg.own,
             players,
             movers,

@@ -1,0 +1,400 @@
+//! Networked play end to end: the real server and real clients over QUIC on loopback.
+
+use expel_client::{ClientError, ConnectOptions, LinkConditioner, RunOptions, RunReport, Trust};
+use expel_server::{Identity, Running, ServerConfig};
+use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
+use expel_shared::protocol::token::{mint, Claims};
+use expel_shared::protocol::{decode, ClientControl, ServerControl, ALPN};
+use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const SECRET: &[u8] = b"test-secret";
+const ARENA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/maps/arena.map");
+
+fn arena() -> (Arc<Sim>, Arc<Vec<u8>>) {
+    let bytes = std::fs::read(ARENA).unwrap();
+    let map = MapData::parse_any(&bytes).unwrap();
+    let movement = MoveConfig::default().validate().unwrap();
+    let (sim, _) = Sim::from_map(Arc::new(CollisionModel::build(&map)), &map, movement);
+    (Arc::new(sim), Arc::new(bytes))
+}
+
+async fn server(max_players: usize) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
+    let (sim, bytes) = arena();
+    let cfg = ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        snapshot_rate: 30,
+        max_players,
+        secret: SECRET.to_vec(),
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        interest: 32,
+        map_name: "arena".into(),
+        map_bytes: bytes.clone(),
+        identity: Identity::self_signed().unwrap(),
+        hello_timeout: Duration::from_secs(1),
+        input_timeout: Duration::from_secs(3),
+    };
+    let running = expel_server::start(sim.clone(), cfg).await.unwrap();
+    (running, sim, bytes)
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn token_with(secret: &[u8], id: u32, expires: u64, n: u8) -> String {
+    let mut nonce = [n; 16];
+    nonce[..4].copy_from_slice(&id.to_le_bytes());
+    mint(
+        secret,
+        &Claims {
+            player_id: id,
+            expires,
+            nonce,
+        },
+    )
+}
+
+fn options(r: &Running, id: u32) -> ConnectOptions {
+    ConnectOptions {
+        token: token_with(SECRET, id, now() + 600, 1),
+        trust: Trust::Fingerprint(r.fingerprint.clone()),
+        have_map: None,
+        sim: None,
+    }
+}
+
+/// The recorded inputs, as `expel sim` reads them.
+fn replay() -> Vec<MoveCommand> {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/replay.jsonl"
+    ))
+    .unwrap();
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
+            let mut b = 0;
+            if v["jump"].as_bool() == Some(true) {
+                b |= expel_shared::movement::buttons::JUMP;
+            }
+            if v["crouch"].as_bool() == Some(true) {
+                b |= expel_shared::movement::buttons::CROUCH;
+            }
+            MoveCommand::new(f("forward"), f("side"), f("up"), f("yaw"), f("pitch")).with_buttons(b)
+        })
+        .collect()
+}
+
+fn player(list: Vec<MoveCommand>) -> impl FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand> {
+    let mut i = 0;
+    move |_, _| {
+        i += 1;
+        list.get(i - 1).copied()
+    }
+}
+
+fn wander(seed: u32) -> impl FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand> {
+    let mut k = seed.wrapping_mul(2_654_435_761);
+    move |t, _| {
+        if t % 90 == 0 {
+            k = k.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        }
+        Some(MoveCommand::new(1.0, 0.0, 0.0, (k % 360) as f64, 0.0))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_through_the_server_is_predicted_bit_for_bit() {
+    let (r, _, _) = server(8).await;
+    let joined = expel_client::connect(r.addr, &options(&r, 1))
+        .await
+        .unwrap();
+    assert!(joined.welcome.sending_map, "the client had no map");
+    let report = expel_client::run(
+        joined,
+        player(replay()),
+        RunOptions {
+            seconds: 60.0,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.predict.corrections, 0, "{report:?}");
+    assert!(report.final_match);
+    assert!(report.predict.snapshots > 400, "{report:?}");
+    assert!(report.ticks >= 900);
+    assert_eq!(r.metrics.corrections.load(Relaxed), 0);
+    assert_eq!(r.metrics.inputs_late.load(Relaxed), 0);
+    r.shutdown("test over").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_loss_delay_jitter_and_duplication_predictions_converge() {
+    let (r, _, _) = server(8).await;
+    let joined = expel_client::connect(r.addr, &options(&r, 2))
+        .await
+        .unwrap();
+    let inputs = replay();
+    let sent = inputs.len() as u64;
+    let report = expel_client::run(
+        joined,
+        player(inputs),
+        RunOptions {
+            seconds: 60.0,
+            link: LinkConditioner {
+                loss: 0.1,
+                delay_ms: 100.0,
+                jitter_ms: 30.0,
+                duplicate: 0.05,
+            },
+            buffer_ticks: 4.0,
+            seed: 7,
+        },
+    )
+    .await
+    .unwrap();
+    let m = &r.metrics;
+    let applied = m.inputs_applied.load(Relaxed);
+    let missing = m.inputs_missing.load(Relaxed);
+    let late = m.inputs_late.load(Relaxed);
+    eprintln!(
+        "ticks {} snapshots {} corrections {} (max {:.3}); server applied {applied} missing {missing} late {late} duplicate {}",
+        report.ticks,
+        report.predict.snapshots,
+        report.predict.corrections,
+        report.predict.max_correction,
+        m.inputs_duplicate.load(Relaxed)
+    );
+    // No command applied twice: never more applied than the client made.
+    assert!(
+        applied <= report.ticks,
+        "{applied} applied of {} ticks",
+        report.ticks
+    );
+    // None skipped silently: every tick the server stepped for the client is accounted.
+    assert!(
+        applied + missing >= sent - 40,
+        "{applied} + {missing} of {sent}"
+    );
+    assert!(
+        m.inputs_duplicate.load(Relaxed) > 0,
+        "redundant copies arrive"
+    );
+    // Whatever corrections happened, the prediction ends equal to the server.
+    assert!(report.final_match, "{report:?}");
+    assert!(report.predict.snapshots > 300);
+    r.shutdown("test over").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixty_four_clients_keep_their_snapshots_for_twenty_seconds() {
+    let (r, sim, bytes) = server(64).await;
+    let mut tasks = Vec::new();
+    for id in 0..64u32 {
+        let mut o = options(&r, 100 + id);
+        o.have_map = Some(bytes.clone());
+        o.sim = Some(sim.clone());
+        let addr = r.addr;
+        tasks.push(tokio::spawn(async move {
+            let j = expel_client::connect(addr, &o).await?;
+            let opts = RunOptions {
+                seconds: 20.0,
+                seed: id as u64,
+                ..Default::default()
+            };
+            expel_client::run(j, wander(id), opts).await
+        }));
+    }
+    let mut reports: Vec<RunReport> = Vec::new();
+    for t in tasks {
+        reports.push(t.await.unwrap().unwrap());
+    }
+    for (i, rep) in reports.iter().enumerate() {
+        assert!(
+            rep.ended_by_server.is_none(),
+            "client {i}: {:?}",
+            rep.ended_by_server
+        );
+        // 30 snapshots a second for 20 s, allowing for the start.
+        assert!(
+            rep.predict.snapshots > 480,
+            "client {i}: {} snapshots",
+            rep.predict.snapshots
+        );
+    }
+    let m = &r.metrics;
+    assert_eq!(m.kicks.load(Relaxed), 0);
+    let down: f64 = reports.iter().map(|r| r.down_bytes_per_s).sum::<f64>() / 64.0;
+    eprintln!(
+        "64 clients: mean down {down:.0} B/s, snapshot drops {}, tick overruns {}",
+        m.snapshot_drops.load(Relaxed),
+        m.overruns.load(Relaxed)
+    );
+    r.shutdown("test over").await;
+}
+
+/// A raw QUIC connection with ALPN `alpn`, trusting the server's fingerprint.
+async fn raw(r: &Running, alpn: &[u8]) -> Result<(quinn::Endpoint, quinn::Connection), String> {
+    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    let cfg = expel_client::client_config(&Trust::Fingerprint(r.fingerprint.clone()), alpn)
+        .map_err(|e| e.to_string())?;
+    ep.set_default_client_config(cfg);
+    let c = ep
+        .connect(r.addr, "localhost")
+        .map_err(|e| e.to_string())?
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((ep, c))
+}
+
+async fn hello(
+    c: &quinn::Connection,
+    version: u16,
+    token: String,
+) -> (quinn::SendStream, ServerControl) {
+    let (mut send, mut recv) = c.open_bi().await.unwrap();
+    let h = ClientControl::Hello {
+        version,
+        token,
+        have_map: None,
+    };
+    send.write_all(&encode_frame(&h)).await.unwrap();
+    let mut dec = FrameDecoder::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(f) = dec.next_frame().unwrap() {
+            return (send, decode("control", &f).unwrap());
+        }
+        let n = recv.read(&mut buf).await.unwrap().unwrap();
+        dec.push(&buf[..n]);
+    }
+}
+
+fn refused(e: Result<expel_client::Joined, ClientError>) -> String {
+    match e {
+        Err(ClientError::Refused(r)) => r,
+        Err(other) => panic!("expected a refusal, got {other}"),
+        Ok(_) => panic!("expected a refusal, got a welcome"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots() {
+    let (r, _, _) = server(16).await;
+    // An honest client plays throughout.
+    let honest = {
+        let o = options(&r, 1);
+        let addr = r.addr;
+        tokio::spawn(async move {
+            let j = expel_client::connect(addr, &o).await.unwrap();
+            let opts = RunOptions {
+                seconds: 8.0,
+                ..Default::default()
+            };
+            expel_client::run(j, wander(1), opts).await.unwrap()
+        })
+    };
+    let m = r.metrics.clone();
+    // Wrong ALPN: the handshake fails.
+    assert!(raw(&r, b"other/9").await.is_err());
+    // Unknown protocol version.
+    let (_ep, c) = raw(&r, ALPN).await.unwrap();
+    let (_s, reply) = hello(&c, 99, token_with(SECRET, 50, now() + 60, 2)).await;
+    assert!(
+        matches!(&reply, ServerControl::Refused { reason } if reason.contains("version 99")),
+        "{reply:?}"
+    );
+    // Forged, expired and replayed tokens.
+    let mut o = options(&r, 51);
+    o.token = token_with(b"not-the-secret", 51, now() + 60, 3);
+    assert!(refused(expel_client::connect(r.addr, &o).await).contains("forged"));
+    o.token = token_with(SECRET, 51, now() - 10, 4);
+    assert!(refused(expel_client::connect(r.addr, &o).await).contains("expired"));
+    o.token = token_with(SECRET, 52, now() + 60, 5);
+    let first = expel_client::connect(r.addr, &o).await.unwrap();
+    drop(first);
+    assert!(refused(expel_client::connect(r.addr, &o).await).contains("already used"));
+    // A client that never says hello is timed out with a reason.
+    let (_ep2, silent) = raw(&r, ALPN).await.unwrap();
+    let why = tokio::time::timeout(Duration::from_secs(5), silent.closed())
+        .await
+        .unwrap();
+    assert!(format!("{why}").contains("no hello"), "{why}");
+    // Garbage datagrams and a garbage control frame from a joined client.
+    let (_ep3, c3) = raw(&r, ALPN).await.unwrap();
+    let (mut s3, reply) = hello(
+        &c3,
+        expel_shared::protocol::VERSION,
+        token_with(SECRET, 53, now() + 60, 6),
+    )
+    .await;
+    assert!(matches!(reply, ServerControl::Welcome(_)), "{reply:?}");
+    for i in 0..50u8 {
+        c3.send_datagram(vec![i, 0xff, 0x13, 0x37].into()).unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(m.malformed_datagrams.load(Relaxed) >= 40);
+    s3.write_all(&[5, 0, 0, 0, 9, 9, 9, 9, 9]).await.unwrap();
+    let why = tokio::time::timeout(Duration::from_secs(5), c3.closed())
+        .await
+        .unwrap();
+    assert!(format!("{why}").contains("malformed control"), "{why}");
+    let report = honest.await.unwrap();
+    assert!(report.ended_by_server.is_none());
+    assert!(
+        report.predict.snapshots > 200,
+        "the honest client got {} snapshots",
+        report.predict.snapshots
+    );
+    let refusals = |reason: &str| {
+        let i = expel_server::REFUSALS
+            .iter()
+            .position(|r| *r == reason)
+            .unwrap();
+        m.refusals[i].load(Relaxed)
+    };
+    for reason in [
+        "version",
+        "token_forged",
+        "token_expired",
+        "token_replayed",
+        "hello_timeout",
+    ] {
+        assert_eq!(refusals(reason), 1, "{reason}");
+    }
+    assert!(m.handshake_failures.load(Relaxed) >= 1);
+    assert!(m.malformed_control.load(Relaxed) >= 1);
+    r.shutdown("test over").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_shutdown_clients_are_told_why() {
+    let (r, _, _) = server(4).await;
+    let j = expel_client::connect(r.addr, &options(&r, 9))
+        .await
+        .unwrap();
+    let client = tokio::spawn(expel_client::run(
+        j,
+        wander(3),
+        RunOptions {
+            seconds: 30.0,
+            ..Default::default()
+        },
+    ));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    r.shutdown("maintenance at noon").await;
+    let report = client.await.unwrap().unwrap();
+    assert_eq!(
+        report.ended_by_server.as_deref(),
+        Some("maintenance at noon")
+    );
+}
