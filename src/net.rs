@@ -149,6 +149,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         secret: secret(args.secret)?,
         metrics: args.metrics,
         interest: args.interest.unwrap_or(DEFAULT_INTEREST),
+        client_budget: 32 * 1024,
         map_name: name.clone(),
         map_bytes: bytes,
         identity,

@@ -388,3 +388,165 @@ fn sim_inputs_have_a_line_length_limit() {
     );
     assert_eq!(out.lines().count(), 2, "hull line and one tick: {out}");
 }
+
+/// `expel serve` in the background: its first stdout line, and the child.
+fn serve(args: &[&str], env: &[(&str, &std::path::Path)]) -> (std::process::Child, Value) {
+    use std::io::BufRead;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_expel"));
+    cmd.arg("serve")
+        .args(args)
+        .env_remove("EXPEL_SECRET")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("run expel serve");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    (child, v)
+}
+
+fn terminate(mut child: std::process::Child) -> (std::process::ExitStatus, String) {
+    let ok = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status, err)
+}
+
+#[test]
+fn serve_prints_one_line_plays_a_client_and_exits_cleanly_on_sigterm() {
+    let cache = temp_dir("serve");
+    let (child, v) = serve(
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--metrics",
+            "127.0.0.1:0",
+            "--secret",
+            "cli-secret",
+        ],
+        &[("EXPEL_CACHE_DIR", &cache)],
+    );
+    let addr = v["listening"].as_str().unwrap().to_string();
+    assert!(
+        !addr.ends_with(":0") && addr.starts_with("127.0.0.1:"),
+        "{v}"
+    );
+    assert_eq!(v["fingerprint"].as_str().unwrap().len(), 64);
+    assert!(v["metrics"].is_string());
+    assert_eq!(v["map"], "arena");
+    assert_eq!(v["map_hash"].as_str().unwrap().len(), 64);
+    assert_eq!(v["tick_rate"], 60);
+    let (token, _, ok) = expel(
+        &[
+            "token",
+            "--secret",
+            "cli-secret",
+            "--player",
+            "4",
+            "--ttl",
+            "60",
+        ],
+        "",
+        &cache,
+    );
+    assert!(ok);
+    let inputs = cache.join("in.jsonl");
+    std::fs::write(&inputs, "{\"forward\":1,\"yaw\":90}\n".repeat(120)).unwrap();
+    let fp = v["fingerprint"].as_str().unwrap();
+    let (out, err, ok) = expel(
+        &[
+            "connect",
+            &addr,
+            "--token",
+            token.trim(),
+            "--fingerprint",
+            fp,
+            "--inputs",
+            inputs.to_str().unwrap(),
+        ],
+        "",
+        &cache,
+    );
+    assert!(ok, "{err}");
+    let r: Value = serde_json::from_str(out.trim()).unwrap();
+    for key in [
+        "ticks",
+        "snapshots",
+        "corrections",
+        "max_correction",
+        "rtt_ms_p50",
+        "rtt_ms_p99",
+        "down_bytes_per_s",
+        "up_bytes_per_s",
+    ] {
+        assert!(r[key].is_number(), "{key} missing in {out}");
+    }
+    assert!(
+        r["ticks"].as_u64().unwrap() >= 120 && r["snapshots"].as_u64().unwrap() > 30,
+        "{out}"
+    );
+    assert_eq!(r["corrections"], 0, "{out}");
+    // A wrong fingerprint is refused by the client before any hello.
+    let (_, err, ok) = expel(
+        &[
+            "connect",
+            &addr,
+            "--secret",
+            "cli-secret",
+            "--fingerprint",
+            &"0".repeat(64),
+            "--seconds",
+            "1",
+        ],
+        "",
+        &cache,
+    );
+    assert!(!ok && err.contains("fingerprint"), "{err}");
+    let (status, err) = terminate(child);
+    assert!(status.success(), "{status}: {err}");
+}
+
+#[test]
+fn serve_reads_a_toml_config_with_flags_winning_and_generates_a_secret() {
+    let cache = temp_dir("serve-config");
+    let config = cache.join("server.toml");
+    std::fs::write(
+        &config,
+        "addr = \"127.0.0.1:0\"\ntick_rate = 30\nsnapshot_rate = 10\nmax_players = 4\n",
+    )
+    .unwrap();
+    let (child, v) = serve(
+        &["--config", config.to_str().unwrap(), "--tick-rate", "20"],
+        &[("EXPEL_CACHE_DIR", &cache), ("XDG_STATE_HOME", &cache)],
+    );
+    assert_eq!(v["tick_rate"], 20, "the flag wins over the file");
+    assert!(v["metrics"].is_null());
+    let secret = std::fs::read_to_string(cache.join("expel/secret")).unwrap();
+    assert_eq!(secret.trim().len(), 64);
+    let (status, err) = terminate(child);
+    assert!(status.success());
+    assert!(
+        err.contains("secret") && err.contains("expel/secret"),
+        "{err}"
+    );
+    std::fs::write(&config, "tick_rate = 30\nbogus = 1\n").unwrap();
+    let (_, err, ok) = expel(&["serve", "--config", config.to_str().unwrap()], "", &cache);
+    assert!(!ok && err.contains("bogus"), "{err}");
+}

@@ -30,6 +30,7 @@ async fn server(max_players: usize) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
         secret: SECRET.to_vec(),
         metrics: Some("127.0.0.1:0".parse().unwrap()),
         interest: 32,
+        client_budget: 32 * 1024,
         map_name: "arena".into(),
         map_bytes: bytes.clone(),
         identity: Identity::self_signed().unwrap(),

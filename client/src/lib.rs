@@ -274,6 +274,8 @@ pub struct RunReport {
     pub up_bytes_per_s: f64,
     /// Why the server ended the session, if it did (kick or shutdown).
     pub ended_by_server: Option<String>,
+    /// Snapshots that never arrived (gaps in the server's snapshot ticks).
+    pub snapshots_lost: u64,
     /// Whether the last snapshot matched the prediction for its tick exactly.
     pub final_match: bool,
     /// The last snapshot's own state.
@@ -380,6 +382,8 @@ pub async fn run(
     let mut inputs_done: Option<Instant> = None;
     let deadline = started + Duration::from_secs_f64(opts.seconds.max(0.0));
     let stats0 = conn.stats();
+    let every = (welcome.tick_rate / welcome.snapshot_rate.max(1)).max(1) as u64;
+    let mut span: Option<(u64, u64)> = None;
     loop {
         tokio::select! {
             _ = tokio::time::sleep_until(next_at) => {
@@ -426,6 +430,7 @@ pub async fn run(
             }
             Some(b) = dg_rx.recv() => {
                 let Ok(Some(snap)) = snapshots.decode(&b) else { continue };
+                span = Some(span.map_or((snap.tick, snap.tick), |(a, _)| (a, snap.tick)));
                 let correction = predictor.snapshot(&snap);
                 report.final_match = correction.is_none();
                 report.final_state = Some(snap.own);
@@ -458,6 +463,9 @@ pub async fn run(
         }
     }
     report.predict = predictor.stats;
+    if let Some((a, b)) = span {
+        report.snapshots_lost = ((b - a) / every + 1).saturating_sub(report.predict.snapshots);
+    }
     let secs = started.elapsed().as_secs_f64().max(1e-9);
     let stats = conn.stats();
     report.down_bytes_per_s = (stats.udp_rx.bytes - stats0.udp_rx.bytes) as f64 / secs;

@@ -75,6 +75,9 @@ pub struct ServerConfig {
     pub metrics: Option<SocketAddr>,
     /// Other players per snapshot (the nearest).
     pub interest: usize,
+    /// Snapshot bytes per second each client may receive; a snapshot that would exceed
+    /// it carries fewer players (the farthest go first).
+    pub client_budget: usize,
     /// The map's name, as clients see it.
     pub map_name: String,
     /// The map file's bytes (sent to clients that lack it).
@@ -247,6 +250,8 @@ struct Session {
     seen: InputStats,
     /// States the client predicted, by tick, to compare once the server steps that tick.
     claims: BTreeMap<u64, PlayerState>,
+    /// Snapshot bytes this client may still receive (a token bucket).
+    budget: f64,
 }
 
 async fn tick_loop(
@@ -288,6 +293,7 @@ async fn tick_loop(
                                 snapshots: SnapshotEncoder::new(),
                                 seen: InputStats::default(),
                                 claims: BTreeMap::new(),
+                                budget: shared.cfg.client_budget as f64 / 4.0,
                             },
                         );
                     }
@@ -297,6 +303,11 @@ async fn tick_loop(
                     world.remove_player(id);
                 }
             }
+        }
+        let refill = shared.cfg.client_budget as f64 / rate as f64;
+        let cap = (shared.cfg.client_budget as f64 / 4.0).max(1200.0);
+        for s in sessions.values_mut() {
+            s.budget = (s.budget + refill).min(cap);
         }
         let next = world.tick + 1;
         let mut commands: BTreeMap<u32, MoveCommand> = BTreeMap::new();
@@ -345,7 +356,12 @@ async fn tick_loop(
         }
         if world.tick.is_multiple_of(snapshot_every) {
             for (id, s) in sessions.iter_mut() {
-                let max = s.client.conn.max_datagram_size().unwrap_or(1200);
+                let max = s
+                    .client
+                    .conn
+                    .max_datagram_size()
+                    .unwrap_or(1200)
+                    .min(s.budget.max(0.0) as usize);
                 let fb = Feedback {
                     last_command: s.inputs.last_applied(),
                     input_lead: s.inputs.take_lead(),
@@ -356,6 +372,7 @@ async fn tick_loop(
                     continue;
                 };
                 let n = bytes.len() as u64;
+                s.budget -= n as f64;
                 match s.client.conn.send_datagram(Bytes::from(bytes)) {
                     Ok(()) => {
                         m.datagrams_out.fetch_add(1, Relaxed);
