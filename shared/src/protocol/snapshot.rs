@@ -26,7 +26,10 @@ use std::collections::{BTreeMap, VecDeque};
 /// Snapshots remembered as baselines; an acknowledgement older than this gets full state.
 pub const HISTORY: usize = 64;
 
-const PLAYER_FIELDS: usize = 8;
+/// Another player as a client needs it: origin, flags and mode. Its velocity is left out:
+/// prediction holds other players where the snapshot shows them, and interpolation needs
+/// only positions, so velocity would only cost bytes (the client's own state is exact).
+const PLAYER_FIELDS: usize = 5;
 const MOVER_FIELDS: usize = 3;
 type PlayerFields = [i64; PLAYER_FIELDS];
 type MoverFields = [i64; MOVER_FIELDS];
@@ -36,9 +39,6 @@ fn player_fields(p: &PlayerState) -> PlayerFields {
         p.origin[0] as i64,
         p.origin[1] as i64,
         p.origin[2] as i64,
-        p.velocity[0] as i64,
-        p.velocity[1] as i64,
-        p.velocity[2] as i64,
         p.flags as i64,
         p.mode as i64,
     ]
@@ -48,9 +48,9 @@ fn player_from(f: &PlayerFields) -> Option<PlayerState> {
     let i = |v: i64| i32::try_from(v).ok();
     Some(PlayerState {
         origin: [i(f[0])?, i(f[1])?, i(f[2])?],
-        velocity: [i(f[3])?, i(f[4])?, i(f[5])?],
-        flags: u8::try_from(f[6]).ok()?,
-        mode: match f[7] {
+        velocity: [0; 3],
+        flags: u8::try_from(f[3]).ok()?,
+        mode: match f[4] {
             0 => MoveMode::Walk,
             1 => MoveMode::Noclip,
             2 => MoveMode::Spectator,
@@ -210,8 +210,7 @@ impl SnapshotEncoder {
         let base = self
             .history
             .iter()
-            .find(|f| f.tick == self.acked && self.acked != 0)
-            .cloned();
+            .position(|f| f.tick == self.acked && self.acked != 0);
         if base.is_none() {
             self.full_sends += 1;
         }
@@ -222,7 +221,7 @@ impl SnapshotEncoder {
                 players: others[..count].iter().map(|(_, id, f)| (*id, *f)).collect(),
                 movers: movers.clone(),
             };
-            let msg = frame_msg(&frame, base.as_ref(), own, feedback);
+            let msg = frame_msg(&frame, base.map(|i| &self.history[i]), own, feedback);
             let bytes = encode(&ServerDatagram::Snapshot(msg));
             if bytes.len() <= max_bytes {
                 self.history.push_back(frame);

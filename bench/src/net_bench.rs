@@ -1,0 +1,172 @@
+//! Network figures: bytes per client per second and server CPU per player per tick, with
+//! the real `expel serve` in its own process (so its CPU time is its own) and bot clients
+//! in this one, all on loopback.
+//!
+//! `cargo build --release && cargo run --release -p expel-bench --bin net-bench [COUNTS]`
+//! (default counts: 33, 64 and 256 clients for 15 s each; `SECONDS` overrides). With 33
+//! clients packed in the arena every client has the other 32 in view.
+
+use anyhow::{bail, Context, Result};
+use expel_client::{ConnectOptions, RunOptions, Trust};
+use expel_shared::protocol::token::{mint, Claims};
+use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+const SECRET: &str = "bench-secret";
+
+/// User plus system CPU seconds of a process, from /proc.
+fn cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after = stat.rsplit(')').next().context("stat format")?;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>()? + f[12].parse::<f64>()?;
+    Ok(ticks / 100.0)
+}
+
+fn metric(addr: &str, name: &str) -> Result<f64> {
+    let mut s = std::net::TcpStream::connect(addr)?;
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")?;
+    let mut body = String::new();
+    s.read_to_string(&mut body)?;
+    body.lines()
+        .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
+        .with_context(|| format!("{name} not in metrics"))
+}
+
+fn main() -> Result<()> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let bin = std::env::var("EXPEL_BIN")
+        .map(PathBuf::from)
+        .unwrap_or(root.join("target/release/expel"));
+    if !bin.exists() {
+        bail!(
+            "{} not found: run cargo build --release first",
+            bin.display()
+        );
+    }
+    let counts: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse())
+        .collect::<Result<_, _>>()?;
+    let counts = if counts.is_empty() {
+        vec![33, 64, 256]
+    } else {
+        counts
+    };
+    let seconds: f64 = std::env::var("SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(15.0);
+    let bytes = Arc::new(std::fs::read(root.join("maps/arena.map"))?);
+    let map = MapData::parse_any(&bytes)?;
+    let sim = Arc::new(
+        Sim::from_map(
+            Arc::new(CollisionModel::build(&map)),
+            &map,
+            MoveConfig::default().validate()?,
+        )
+        .0,
+    );
+    println!(
+        "{:>8} {:>12} {:>12} {:>10} {:>14} {:>16} {:>12}",
+        "clients", "down B/s", "up B/s", "snap/s", "server CPU %", "CPU us/player", "tick ms p50~"
+    );
+    for n in counts {
+        let mut child = Command::new(&bin)
+            .args(["serve", "--addr", "127.0.0.1:0", "--metrics", "127.0.0.1:0"])
+            .args(["--secret", SECRET, "--max-players", &n.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
+        let v: serde_json::Value = serde_json::from_str(&line)?;
+        let addr: std::net::SocketAddr = v["listening"].as_str().context("addr")?.parse()?;
+        let metrics = v["metrics"].as_str().context("metrics")?.to_string();
+        let fp = v["fingerprint"]
+            .as_str()
+            .context("fingerprint")?
+            .to_string();
+        let rt = tokio::runtime::Runtime::new()?;
+        let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+        let pid = child.id();
+        let (reports, cpu, ticks) = rt.block_on(async {
+            let mut joined = Vec::new();
+            for i in 0..n as u32 {
+                let mut nonce = [7u8; 16];
+                nonce[..4].copy_from_slice(&i.to_le_bytes());
+                let token = mint(
+                    SECRET.as_bytes(),
+                    &Claims {
+                        player_id: i,
+                        expires: now + 3600,
+                        nonce,
+                    },
+                );
+                let o = ConnectOptions {
+                    token,
+                    trust: Trust::Fingerprint(fp.clone()),
+                    have_map: Some(bytes.clone()),
+                    sim: Some(sim.clone()),
+                };
+                joined.push(expel_client::connect(addr, &o).await?);
+            }
+            let cpu0 = cpu_seconds(pid)?;
+            let ticks0 = metric(&metrics, "expel_ticks_total")?;
+            let mut tasks = Vec::new();
+            for (i, j) in joined.into_iter().enumerate() {
+                let mut k = (i as u32).wrapping_mul(2_654_435_761);
+                let driver = move |t: u64, _: Option<&PlayerState>| {
+                    if t % 120 == 0 {
+                        k = k.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+                    }
+                    Some(MoveCommand::new(1.0, 0.3, 0.0, (k % 360) as f64, 0.0))
+                };
+                let opts = RunOptions {
+                    seconds,
+                    seed: i as u64,
+                    ..Default::default()
+                };
+                tasks.push(tokio::spawn(expel_client::run(j, driver, opts)));
+            }
+            let mut reports = Vec::new();
+            for t in tasks {
+                reports.push(t.await??);
+            }
+            let cpu = cpu_seconds(pid)? - cpu0;
+            let ticks = metric(&metrics, "expel_ticks_total")? - ticks0;
+            Ok::<_, anyhow::Error>((reports, cpu, ticks))
+        })?;
+        let sum = metric(&metrics, "expel_tick_duration_seconds_sum")?;
+        let count = metric(&metrics, "expel_tick_duration_seconds_count")?;
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
+        let _ = child.wait();
+        let k = reports.len() as f64;
+        let down = reports.iter().map(|r| r.down_bytes_per_s).sum::<f64>() / k;
+        let up = reports.iter().map(|r| r.up_bytes_per_s).sum::<f64>() / k;
+        let snaps = reports
+            .iter()
+            .map(|r| r.predict.snapshots as f64)
+            .sum::<f64>()
+            / k
+            / seconds;
+        let wall = ticks / 60.0;
+        println!(
+            "{:>8} {:>12.0} {:>12.0} {:>10.1} {:>14.1} {:>16.2} {:>12.3}",
+            n,
+            down,
+            up,
+            snaps,
+            100.0 * cpu / wall,
+            cpu * 1e6 / (ticks * n as f64),
+            sum / count * 1000.0
+        );
+    }
+    Ok(())
+}
