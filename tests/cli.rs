@@ -503,6 +503,31 @@ fn serve_prints_one_line_plays_a_client_and_exits_cleanly_on_sigterm() {
         "{out}"
     );
     assert_eq!(r["corrections"], 0, "{out}");
+    // The HTTP endpoint: Prometheus text with the tick histogram, health and readiness.
+    let get = |path: &str| {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(v["metrics"].as_str().unwrap()).unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).unwrap();
+        body
+    };
+    let metrics = get("/metrics");
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    for needle in [
+        "# TYPE expel_tick_duration_seconds histogram",
+        "expel_tick_duration_seconds_bucket{le=\"+Inf\"}",
+        "expel_tick_duration_seconds_count",
+        "expel_datagrams_in_total",
+        "expel_bytes_out_total",
+        "expel_inputs_missing_total",
+        "expel_refusals_total{reason=\"token_forged\"}",
+    ] {
+        assert!(metrics.contains(needle), "{needle} missing");
+    }
+    assert!(get("/healthz").starts_with("HTTP/1.1 200"));
+    assert!(get("/readyz").starts_with("HTTP/1.1 200"));
+    assert!(get("/nope").starts_with("HTTP/1.1 404"));
     // A wrong fingerprint is refused by the client before any hello.
     let (_, err, ok) = expel(
         &[

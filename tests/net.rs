@@ -349,6 +349,19 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
         .await
         .unwrap();
     assert!(format!("{why}").contains("malformed control"), "{why}");
+    // A joined client that never sends input is dropped with a reason.
+    let (_ep4, c4) = raw(&r, ALPN).await.unwrap();
+    let (_s4, reply) = hello(
+        &c4,
+        expel_shared::protocol::VERSION,
+        token_with(SECRET, 54, now() + 60, 7),
+    )
+    .await;
+    assert!(matches!(reply, ServerControl::Welcome(_)));
+    let why = tokio::time::timeout(Duration::from_secs(8), c4.closed())
+        .await
+        .unwrap();
+    assert!(format!("{why}").contains("no input"), "{why}");
     let report = honest.await.unwrap();
     assert!(report.ended_by_server.is_none());
     assert!(
@@ -374,6 +387,11 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
     }
     assert!(m.handshake_failures.load(Relaxed) >= 1);
     assert!(m.malformed_control.load(Relaxed) >= 1);
+    assert_eq!(
+        m.kicks.load(Relaxed),
+        2,
+        "the garbage frame and the silent player"
+    );
     r.shutdown("test over").await;
 }
 

@@ -53,3 +53,34 @@ impl Interpolator {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use expel_shared::PlayerState;
+
+    fn snap(tick: u64, x: f64) -> Snapshot {
+        let mut players = BTreeMap::new();
+        players.insert(7, PlayerState::at(DVec3::new(x, 0.0, 0.0)));
+        Snapshot {
+            tick,
+            last_command: 0,
+            input_lead: None,
+            own: PlayerState::default(),
+            players,
+            movers: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn interpolates_between_snapshots_and_holds_outside_them() {
+        let mut i = Interpolator::new();
+        i.push(&snap(10, 0.0));
+        i.push(&snap(12, 20.0));
+        i.push(&snap(11, 99.0)); // late: ignored
+        assert_eq!(i.at(11.0)[&7].x, 10.0);
+        assert_eq!(i.at(11.5)[&7].x, 15.0);
+        assert_eq!(i.at(5.0)[&7].x, 0.0);
+        assert_eq!(i.at(30.0)[&7].x, 20.0);
+    }
+}
