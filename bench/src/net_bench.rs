@@ -121,7 +121,7 @@ fn main() -> Result<()> {
             for (i, j) in joined.into_iter().enumerate() {
                 let mut k = (i as u32).wrapping_mul(2_654_435_761);
                 let driver = move |t: u64, _: Option<&PlayerState>| {
-                    if t % 120 == 0 {
+                    if t.is_multiple_of(120) {
                         k = k.wrapping_mul(1_103_515_245).wrapping_add(12_345);
                     }
                     Some(MoveCommand::new(1.0, 0.3, 0.0, (k % 360) as f64, 0.0))
