@@ -105,7 +105,7 @@ fn player(list: Vec<MoveCommand>) -> impl FnMut(u64, Option<&PlayerState>) -> Op
 fn wander(seed: u32) -> impl FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand> {
     let mut k = seed.wrapping_mul(2_654_435_761);
     move |t, _| {
-        if t.is_multiple_of(90) {
+        if t % 90 == 0 {
             k = k.wrapping_mul(1_103_515_245).wrapping_add(12_345);
         }
         Some(MoveCommand::new(1.0, 0.0, 0.0, (k % 360) as f64, 0.0))
