@@ -11,6 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const SECRET: &[u8] = b"test-secret";
+
+/// One networked test at a time: they measure timing-sensitive behaviour (commands
+/// arriving before their tick) and the machines have two cores.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const ARENA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/maps/arena.map");
 
 fn arena() -> (Arc<Sim>, Arc<Vec<u8>>) {
@@ -114,6 +118,7 @@ fn wander(seed: u32) -> impl FnMut(u64, Option<&PlayerState>) -> Option<MoveComm
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replay_through_the_server_is_predicted_bit_for_bit() {
+    let _serial = SERIAL.lock().await;
     let (r, _, _) = server(8).await;
     let joined = expel_client::connect(r.addr, &options(&r, 1))
         .await
@@ -140,6 +145,7 @@ async fn a_replay_through_the_server_is_predicted_bit_for_bit() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_loss_delay_jitter_and_duplication_predictions_converge() {
+    let _serial = SERIAL.lock().await;
     let (r, _, _) = server(8).await;
     let joined = expel_client::connect(r.addr, &options(&r, 2))
         .await
@@ -198,6 +204,7 @@ async fn through_loss_delay_jitter_and_duplication_predictions_converge() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_clients_keep_their_snapshots_for_twenty_seconds() {
+    let _serial = SERIAL.lock().await;
     let (r, sim, bytes) = server(64).await;
     let mut tasks = Vec::new();
     for id in 0..64u32 {
@@ -290,6 +297,7 @@ fn refused(e: Result<expel_client::Joined, ClientError>) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots() {
+    let _serial = SERIAL.lock().await;
     let (r, _, _) = server(16).await;
     // An honest client plays throughout.
     let honest = {
@@ -397,6 +405,7 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_shutdown_clients_are_told_why() {
+    let _serial = SERIAL.lock().await;
     let (r, _, _) = server(4).await;
     let j = expel_client::connect(r.addr, &options(&r, 9))
         .await
