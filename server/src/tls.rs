@@ -81,3 +81,22 @@ fn rustls_pemfile_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, crat
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| crate::ServerError::Tls(format!("certificate: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pem_files_load_with_the_same_fingerprint() {
+        let c = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let id = Identity::from_pem(
+            c.cert.pem().as_bytes(),
+            c.key_pair.serialize_pem().as_bytes(),
+        )
+        .unwrap();
+        assert_eq!(id.fingerprint, fingerprint(c.cert.der()));
+        assert_eq!(id.chain.len(), 1);
+        assert!(id.quic_config().is_ok());
+        assert!(Identity::from_pem(b"not pem", b"nor this").is_err());
+    }
+}
