@@ -272,6 +272,25 @@ fn frame_msg(frame: &Frame, base: Option<&Frame>, own: PlayerState, fb: Feedback
     }
 }
 
+/// Field lists as typed entities, refusing out-of-range values.
+fn typed<const N: usize, T>(
+    fields: &BTreeMap<u32, [i64; N]>,
+    from: fn(&[i64; N]) -> Option<T>,
+    what: &str,
+) -> Result<BTreeMap<u32, T>, ProtocolError> {
+    fields
+        .iter()
+        .map(|(id, f)| {
+            from(f)
+                .map(|t| (*id, t))
+                .ok_or_else(|| ProtocolError::Invalid {
+                    what: "snapshot",
+                    detail: format!("{what} {id} has out-of-range fields"),
+                })
+        })
+        .collect()
+}
+
 /// A snapshot as the client sees it, every entity in full.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Snapshot {
@@ -350,28 +369,8 @@ impl SnapshotDecoder {
             let f = apply(base.movers.get(&d.id), d)?;
             frame.movers.insert(d.id, f);
         }
-        let invalid = |what: &str, id: &u32| ProtocolError::Invalid {
-            what: "snapshot",
-            detail: format!("{what} {id} has out-of-range fields"),
-        };
-        let players = frame
-            .players
-            .iter()
-            .map(|(id, f)| {
-                player_from(f)
-                    .map(|p| (*id, p))
-                    .ok_or_else(|| invalid("player", id))
-            })
-            .collect::<Result<_, _>>()?;
-        let movers = frame
-            .movers
-            .iter()
-            .map(|(id, f)| {
-                mover_from(f)
-                    .map(|m| (*id, m))
-                    .ok_or_else(|| invalid("mover", id))
-            })
-            .collect::<Result<_, _>>()?;
+        let players = typed(&frame.players, player_from, "player")?;
+        let movers = typed(&frame.movers, mover_from, "mover")?;
         self.newest = msg.tick;
         self.history.push_back(frame);
         while self.history.len() > HISTORY {
