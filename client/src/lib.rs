@@ -276,6 +276,8 @@ pub struct RunReport {
     pub ended_by_server: Option<String>,
     /// Snapshots that never arrived (gaps in the server's snapshot ticks).
     pub snapshots_lost: u64,
+    /// Longest stretch of server ticks between two snapshots received.
+    pub max_snapshot_gap: u64,
     /// Whether the last snapshot matched the prediction for its tick exactly.
     pub final_match: bool,
     /// The last snapshot's own state.
@@ -430,6 +432,9 @@ pub async fn run(
             }
             Some(b) = dg_rx.recv() => {
                 let Ok(Some(snap)) = snapshots.decode(&b) else { continue };
+                if let Some((_, last)) = span {
+                    report.max_snapshot_gap = report.max_snapshot_gap.max(snap.tick - last);
+                }
                 span = Some(span.map_or((snap.tick, snap.tick), |(a, _)| (a, snap.tick)));
                 let correction = predictor.snapshot(&snap);
                 report.final_match = correction.is_none();
