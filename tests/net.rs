@@ -129,6 +129,8 @@ async fn a_replay_through_the_server_is_predicted_bit_for_bit() {
         player(replay()),
         RunOptions {
             seconds: 60.0,
+            // A generous lead: a busy machine's stall must not make a command late.
+            buffer_ticks: 6.0,
             ..Default::default()
         },
     )
@@ -389,9 +391,10 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
     let report = honest.await.unwrap();
     assert!(report.ended_by_server.is_none());
     assert!(
-        report.predict.snapshots > 200,
-        "the honest client got {} snapshots",
-        report.predict.snapshots
+        report.predict.snapshots > 160 && report.max_snapshot_gap <= 30,
+        "the honest client got {} snapshots, longest gap {} ticks",
+        report.predict.snapshots,
+        report.max_snapshot_gap
     );
     let refusals = |reason: &str| {
         let i = expel_server::REFUSALS
