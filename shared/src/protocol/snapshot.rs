@@ -190,8 +190,16 @@ impl SnapshotEncoder {
                 (d.length_squared(), *id, player_fields(&p.state))
             })
             .collect();
-        others.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        others.truncate(interest);
+        // The nearest `interest`, nearest first (ties by id): a selection, then a sort of
+        // only those, so a crowd costs linear time per client.
+        let nearer = |a: &(f64, u32, PlayerFields), b: &(f64, u32, PlayerFields)| {
+            a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
+        };
+        if interest < others.len() {
+            others.select_nth_unstable_by(interest, nearer);
+            others.truncate(interest);
+        }
+        others.sort_by(nearer);
         let mut poses = Vec::new();
         sim.poses(&world.movers, &mut poses);
         let movers: BTreeMap<u32, MoverFields> = sim
