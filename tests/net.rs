@@ -445,3 +445,64 @@ async fn on_shutdown_clients_are_told_why() {
         Some("maintenance at noon")
     );
 }
+
+/// A server with a certificate from an authority, and a client that trusts the authority
+/// (no fingerprint); a client trusting another authority is refused by TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_can_trust_a_certificate_authority() {
+    let _serial = SERIAL.lock().await;
+    let authority = |name: &str| {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, name.to_string());
+        let cert = p.self_signed(&key).unwrap();
+        (cert, key)
+    };
+    let (ca, ca_key) = authority("Expel test CA");
+    let key = rcgen::KeyPair::generate().unwrap();
+    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let pem = leaf.pem() + &ca.pem();
+    let (sim, bytes) = arena();
+    let cfg = ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        snapshot_rate: 30,
+        max_players: 4,
+        secret: SECRET.to_vec(),
+        metrics: None,
+        interest: 32,
+        client_budget: 32 * 1024,
+        map_name: "arena".into(),
+        map_bytes: bytes,
+        identity: Identity::from_pem(pem.as_bytes(), key.serialize_pem().as_bytes()).unwrap(),
+        hello_timeout: Duration::from_secs(1),
+        input_timeout: Duration::from_secs(3),
+    };
+    let r = expel_server::start(sim, cfg).await.unwrap();
+    let mut o = options(&r, 1);
+    o.trust = Trust::Authority(ca.pem().into_bytes());
+    let j = expel_client::connect(r.addr, &o).await.unwrap();
+    let report = expel_client::run(
+        j,
+        wander(2),
+        RunOptions {
+            seconds: 1.0,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert!(report.predict.snapshots > 10);
+    let (other, _) = authority("Someone else");
+    let mut o = options(&r, 2);
+    o.trust = Trust::Authority(other.pem().into_bytes());
+    assert!(matches!(
+        expel_client::connect(r.addr, &o).await,
+        Err(ClientError::Connect { .. })
+    ));
+    r.shutdown("test over").await;
+}
