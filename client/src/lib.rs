@@ -307,6 +307,9 @@ pub struct RunOptions {
     pub buffer_ticks: f64,
     /// Seed of the conditioner's randomness.
     pub seed: u64,
+    /// Test-only cheat: the clock runs this many times too fast (1.0: honest).
+    #[cfg(feature = "cheats")]
+    pub clock_factor: f64,
 }
 
 impl Default for RunOptions {
@@ -316,6 +319,8 @@ impl Default for RunOptions {
             link: LinkConditioner::default(),
             buffer_ticks: 2.0,
             seed: 1,
+            #[cfg(feature = "cheats")]
+            clock_factor: 1.0,
         }
     }
 }
@@ -455,6 +460,18 @@ pub async fn run(
                 } else {
                     period = base_period / (1.0 + (error * 0.02).clamp(-0.2, 0.2));
                 }
+                // The speedhack cheat: a fast clock that ignores the server's steering.
+                #[cfg(feature = "cheats")]
+                if opts.clock_factor != 1.0 {
+                    period = base_period / opts.clock_factor.max(0.1);
+                }
+            }
+            why = conn.closed() => {
+                // Closed by the server without a control message (a kick for cheating).
+                if let quinn::ConnectionError::ApplicationClosed(c) = why {
+                    report.ended_by_server = Some(String::from_utf8_lossy(&c.reason).into_owned());
+                }
+                break;
             }
             Some(m) = ctl_rx.recv() => {
                 match m {

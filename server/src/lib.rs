@@ -23,7 +23,8 @@ use expel_shared::protocol::token::{self, ReplayGuard, TokenError};
 use expel_shared::protocol::{
     decode, ClientControl, ClientDatagram, InputMsg, ServerControl, Welcome, MAP_CHUNK, VERSION,
 };
-use expel_shared::{MoveCommand, MoveMode, PlayerState, Sim, SimScratch};
+use expel_shared::validate::{ValidationConfig, Validator, Violation, ViolationKind};
+use expel_shared::{MoveCommand, MoveMode, Obstacle, PlayerState, Sim, SimScratch};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -252,6 +253,22 @@ struct Session {
     claims: BTreeMap<u64, PlayerState>,
     /// Snapshot bytes this client may still receive (a token bucket).
     budget: f64,
+    /// Move validation.
+    validator: Validator,
+}
+
+/// Counts, logs and, past the threshold, acts on a violation: the player is kicked with
+/// the reason (in the close frame; its connection task then sees it leave).
+fn violation(m: &Metrics, id: u32, s: &mut Session, v: &Violation) {
+    if let Some(i) = ViolationKind::ALL.iter().position(|k| *k == v.kind) {
+        m.violations[i].fetch_add(1, Relaxed);
+    }
+    warn!(player = id, kind = v.kind.name(), evidence = %v.evidence, "violation");
+    if s.validator.record(v) {
+        let reason = format!("kicked for cheating ({}: {})", v.kind.name(), v.evidence);
+        m.kicks.fetch_add(1, Relaxed);
+        s.client.conn.close(CLOSE_KICKED.into(), reason.as_bytes());
+    }
 }
 
 async fn tick_loop(
@@ -294,6 +311,7 @@ async fn tick_loop(
                                 seen: InputStats::default(),
                                 claims: BTreeMap::new(),
                                 budget: shared.cfg.client_budget as f64 / 4.0,
+                                validator: Validator::new(ValidationConfig::for_tick_rate(rate)),
                             },
                         );
                     }
@@ -317,6 +335,13 @@ async fn tick_loop(
                 Err(_) => Vec::new(),
             };
             for msg in msgs {
+                if let Some(v) = s.validator.input(&msg, next) {
+                    let invalid = v.kind == ViolationKind::Invalid;
+                    violation(m, *id, s, &v);
+                    if invalid {
+                        continue; // refused, never clamped
+                    }
+                }
                 s.inputs.receive(&msg, next);
                 s.snapshots.ack(msg.ack);
                 // The state the client predicted after its last command: compared when
@@ -343,7 +368,7 @@ async fn tick_loop(
                 .fetch_add(st.too_far_ahead - s.seen.too_far_ahead, Relaxed);
             s.seen = st;
         }
-        sim.step(&mut world, &commands, &mut scratch);
+        let reports = sim.step(&mut world, &commands, &mut scratch);
         shared.tick.store(world.tick, Relaxed);
         for (id, s) in sessions.iter_mut() {
             // Claims for ticks already stepped can never be checked: forget them.
@@ -351,6 +376,19 @@ async fn tick_loop(
             if let (Some(claim), Some(p)) = (s.claims.remove(&world.tick), world.player(*id)) {
                 if claim != *p {
                     m.corrections.fetch_add(1, Relaxed);
+                }
+                // Contact with players, and with movers (whose state may hang on triggers
+                // by players outside this client's view), explains a divergence.
+                let contact = reports.iter().find(|r| r.id == *id).is_some_and(|r| {
+                    r.reverted
+                        || r.events
+                            .touched
+                            .as_slice()
+                            .iter()
+                            .any(|o| matches!(o, Obstacle::Player(_) | Obstacle::Mover(_)))
+                });
+                if let Some(v) = s.validator.claim(world.tick, &claim, p, contact) {
+                    violation(m, *id, s, &v);
                 }
             }
         }

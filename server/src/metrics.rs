@@ -1,6 +1,7 @@
 //! Prometheus text metrics and the health endpoints, served over plain HTTP/1.1 by a small
 //! listener (GET only, one request per connection).
 
+use expel_shared::validate::ViolationKind;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -65,6 +66,8 @@ pub struct Metrics {
     pub handshake_failures: AtomicU64,
     /// Clients kicked.
     pub kicks: AtomicU64,
+    /// Move-validation violations, by kind in [`ViolationKind::ALL`] order.
+    pub violations: [AtomicU64; 7],
     /// Refusals by reason, in [`REFUSALS`] order.
     pub refusals: [AtomicU64; REFUSALS.len()],
     tick_hist: Mutex<([u64; TICK_BUCKETS.len()], u64, f64)>,
@@ -223,6 +226,18 @@ impl Metrics {
             let _ = writeln!(
                 o,
                 "expel_refusals_total{{reason=\"{r}\"}} {}",
+                v.load(Relaxed)
+            );
+        }
+        let _ = writeln!(
+            o,
+            "# HELP expel_violations_total Move-validation violations, by kind.\n# TYPE expel_violations_total counter"
+        );
+        for (k, v) in ViolationKind::ALL.iter().zip(&self.violations) {
+            let _ = writeln!(
+                o,
+                "expel_violations_total{{kind=\"{}\"}} {}",
+                k.name(),
                 v.load(Relaxed)
             );
         }

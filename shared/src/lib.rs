@@ -29,6 +29,7 @@ pub mod movement;
 pub mod mover;
 pub mod protocol;
 pub mod sim;
+pub mod validate;
 
 pub use collision::{
     hull::Hull, CollisionModel, Contact, Contents, Feature, Hit, ModelStats, Sweep, Target, Trace,

@@ -1,0 +1,350 @@
+//! Move validation, authoritative mode: the server re-simulates every command, so a
+//! client cannot move where the rules do not allow; what it checks here is the command
+//! stream itself and the client's own reports.
+//!
+//! * **Timing** (speedhack): a client whose clock runs fast sends more commands than
+//!   ticks pass, and its commands drift ever further ahead of the server. Both must hold
+//!   over a window: more new command ticks than `timing_ratio` × the server ticks elapsed,
+//!   and a lead beyond `timing_lead` ticks. An honest client's clock jumps forward at most
+//!   once at the start and otherwise slews back toward a small lead, so it never meets
+//!   both.
+//! * **Invalid** values: axes of −128 (the quantized range is ±127), a pitch beyond ±90°,
+//!   unknown buttons. They are refused, never clamped silently.
+//! * **Divergence**: the state the client reports having predicted differs from the
+//!   server's. One differing tick is a correction (late commands, packet loss, another
+//!   player's move); a difference that persists for `divergence_ticks` without contact with
+//!   another player is a modified client.
+//!
+//! Each violation carries its kind and evidence. Past `kick_after` violations within
+//! `kick_window` ticks the server kicks the player with the reason.
+
+use crate::movement::{buttons, MoveCommand, PlayerState};
+use crate::protocol::InputMsg;
+use std::collections::VecDeque;
+
+/// What a violation is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ViolationKind {
+    /// Moving faster than the rules allow.
+    Speed,
+    /// Rising without a jump, step or push.
+    Fly,
+    /// Moving through solid.
+    Blocked,
+    /// A position the player cannot reach in a tick.
+    Teleport,
+    /// More commands than ticks (a fast clock).
+    Timing,
+    /// Reported predictions that keep differing from the server.
+    Divergence,
+    /// Values outside the protocol's range.
+    Invalid,
+}
+
+impl ViolationKind {
+    /// Every kind, in the order metrics list them.
+    pub const ALL: [ViolationKind; 7] = [
+        ViolationKind::Speed,
+        ViolationKind::Fly,
+        ViolationKind::Blocked,
+        ViolationKind::Teleport,
+        ViolationKind::Timing,
+        ViolationKind::Divergence,
+        ViolationKind::Invalid,
+    ];
+
+    /// Lower-case name, as metrics and logs show it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ViolationKind::Speed => "speed",
+            ViolationKind::Fly => "fly",
+            ViolationKind::Blocked => "blocked",
+            ViolationKind::Teleport => "teleport",
+            ViolationKind::Timing => "timing",
+            ViolationKind::Divergence => "divergence",
+            ViolationKind::Invalid => "invalid",
+        }
+    }
+}
+
+/// A violation with its evidence (what was claimed against what is allowed).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Violation {
+    /// What it is.
+    pub kind: ViolationKind,
+    /// The server tick it was found at.
+    pub tick: u64,
+    /// Claimed versus allowed.
+    pub evidence: String,
+}
+
+/// Thresholds of the checks.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ValidationConfig {
+    /// Ticks over which command and tick counts are compared.
+    pub timing_window: u64,
+    /// Commands per tick above which a window is suspicious.
+    pub timing_ratio: f64,
+    /// Lead (command tick minus server tick) above which a suspicious window is flagged.
+    pub timing_lead: u64,
+    /// Ticks a divergence may persist without player contact before it is a violation.
+    pub divergence_ticks: u64,
+    /// Violations within `kick_window` ticks that get the player kicked (0: never).
+    pub kick_after: usize,
+    /// Ticks of the kick window.
+    pub kick_window: u64,
+}
+
+impl ValidationConfig {
+    /// Defaults for a tick rate: a 3 s timing window, 3% tolerance, a quarter second of
+    /// lead; divergence over 2 s; 3 violations within 10 s kick.
+    pub fn for_tick_rate(rate: u32) -> ValidationConfig {
+        let r = rate.max(1) as u64;
+        ValidationConfig {
+            timing_window: 3 * r,
+            timing_ratio: 1.03,
+            timing_lead: r / 4 + 4,
+            divergence_ticks: 2 * r,
+            kick_after: 3,
+            kick_window: 10 * r,
+        }
+    }
+}
+
+/// Why a command is invalid, if it is.
+pub fn invalid_command(c: &MoveCommand) -> Option<String> {
+    for (name, v) in [("forward", c.forward), ("side", c.side), ("up", c.up)] {
+        if v == i8::MIN {
+            return Some(format!("{name} axis -128 is outside -127..=127"));
+        }
+    }
+    // Pitch in 1/65536 turns: within ±90° is [0, 16384] or [49152, 65535].
+    if c.pitch > 16384 && c.pitch < 49152 {
+        return Some(format!(
+            "pitch {:.1}° is beyond ±90°",
+            c.pitch as f64 * 360.0 / 65536.0
+        ));
+    }
+    let unknown = c.buttons & !(buttons::JUMP | buttons::CROUCH);
+    if unknown != 0 {
+        return Some(format!("unknown buttons {unknown:#04x}"));
+    }
+    None
+}
+
+/// One player's checks, fed as its inputs arrive and the server steps.
+#[derive(Debug)]
+pub struct Validator {
+    cfg: ValidationConfig,
+    newest: u64,
+    /// (server tick, new command ticks) per input message, within the window.
+    arrivals: VecDeque<(u64, u64)>,
+    timing_flagged_at: Option<u64>,
+    diverging_since: Option<u64>,
+    recent: VecDeque<u64>,
+}
+
+impl Validator {
+    /// A player with nothing seen yet.
+    pub fn new(cfg: ValidationConfig) -> Validator {
+        Validator {
+            cfg,
+            newest: 0,
+            arrivals: VecDeque::new(),
+            timing_flagged_at: None,
+            diverging_since: None,
+            recent: VecDeque::new(),
+        }
+    }
+
+    /// Checks an input message received while the server is at `server_tick`.
+    pub fn input(&mut self, msg: &InputMsg, server_tick: u64) -> Option<Violation> {
+        if let Some(e) = msg.commands.iter().find_map(invalid_command) {
+            return Some(Violation {
+                kind: ViolationKind::Invalid,
+                tick: server_tick,
+                evidence: e,
+            });
+        }
+        let last = msg.first_tick + msg.commands.len() as u64 - 1;
+        // The first message only sets where the client starts.
+        let new = if self.newest == 0 {
+            0
+        } else {
+            last.saturating_sub(self.newest)
+        };
+        self.newest = self.newest.max(last);
+        self.arrivals.push_back((server_tick, new));
+        while self
+            .arrivals
+            .front()
+            .is_some_and(|(t, _)| t + self.cfg.timing_window < server_tick)
+        {
+            self.arrivals.pop_front();
+        }
+        let since = self.arrivals.front().map_or(server_tick, |(t, _)| *t);
+        let elapsed = server_tick - since;
+        // Judge only a (nearly) full window.
+        if elapsed < self.cfg.timing_window * 9 / 10 {
+            return None;
+        }
+        let commands: u64 = self.arrivals.iter().skip(1).map(|(_, n)| n).sum();
+        let lead = self.newest.saturating_sub(server_tick);
+        let fast = commands as f64 > elapsed as f64 * self.cfg.timing_ratio;
+        let recently = self
+            .timing_flagged_at
+            .is_some_and(|t| t + self.cfg.timing_window > server_tick);
+        if fast && lead > self.cfg.timing_lead && !recently {
+            self.timing_flagged_at = Some(server_tick);
+            return Some(Violation {
+                kind: ViolationKind::Timing,
+                tick: server_tick,
+                evidence: format!(
+                    "{commands} commands in {elapsed} ticks, {lead} ticks ahead (allowed {:.0} and {})",
+                    elapsed as f64 * self.cfg.timing_ratio,
+                    self.cfg.timing_lead
+                ),
+            });
+        }
+        None
+    }
+
+    /// Compares the state the client reported for `tick` with the server's. `contact`:
+    /// the player touched another player that tick (prediction cannot know their moves).
+    pub fn claim(
+        &mut self,
+        tick: u64,
+        claimed: &PlayerState,
+        actual: &PlayerState,
+        contact: bool,
+    ) -> Option<Violation> {
+        if claimed == actual || contact {
+            self.diverging_since = None;
+            return None;
+        }
+        let since = *self.diverging_since.get_or_insert(tick);
+        if tick - since < self.cfg.divergence_ticks {
+            return None;
+        }
+        self.diverging_since = Some(tick);
+        Some(Violation {
+            kind: ViolationKind::Divergence,
+            tick,
+            evidence: format!(
+                "claimed origin {:?} against {:?}, diverging for {} ticks",
+                claimed.origin(),
+                actual.origin(),
+                tick - since
+            ),
+        })
+    }
+
+    /// Records a violation; true when the player has earned a kick. Divergence is
+    /// counted and reported but does not kick yet: a client's view holds only the nearest
+    /// players, so a mover triggered by someone out of view can mislead an honest
+    /// prediction for a while.
+    pub fn record(&mut self, v: &Violation) -> bool {
+        if v.kind == ViolationKind::Divergence {
+            return false;
+        }
+        self.recent.push_back(v.tick);
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| t + self.cfg.kick_window < v.tick)
+        {
+            self.recent.pop_front();
+        }
+        self.cfg.kick_after > 0 && self.recent.len() >= self.cfg.kick_after
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn input(first: u64, n: usize) -> InputMsg {
+        InputMsg {
+            ack: 0,
+            first_tick: first,
+            commands: vec![MoveCommand::default(); n],
+            predicted: None,
+        }
+    }
+
+    /// A client sending `rate` commands per server tick, 4 at a time; it stalls (sends
+    /// nothing, its clock stopped) for `stall` ticks from `stall_at`, then jumps forward
+    /// to catch up, as the client library does. Returns the tick of the first timing flag.
+    fn run(rate: f64, stall_at: u64, stall: u64) -> Option<u64> {
+        let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
+        let mut client = 5.0f64;
+        for server in 1..3600u64 {
+            if (stall_at..stall_at + stall).contains(&server) {
+                continue;
+            }
+            client += rate;
+            if stall > 0 && server == stall_at + stall {
+                client += stall as f64;
+            }
+            let t = client as u64;
+            if let Some(x) = v.input(&input(t.saturating_sub(3).max(1), 4), server) {
+                assert_eq!(x.kind, ViolationKind::Timing);
+                return Some(server);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_ten_percent_speedhack_is_flagged_within_five_seconds_and_honest_clocks_never() {
+        let at = run(1.10, 0, 0).expect("speedhack not flagged");
+        assert!(at <= 300, "flagged after {at} ticks");
+        assert_eq!(run(1.0, 0, 0), None);
+        // An honest clock that stalls for 40 ticks and then catches up.
+        assert_eq!(run(1.0, 600, 40), None);
+        assert_eq!(run(1.02, 0, 0), None);
+    }
+
+    #[test]
+    fn invalid_values_are_named() {
+        let mut c = MoveCommand::default();
+        assert_eq!(invalid_command(&c), None);
+        c.side = i8::MIN;
+        assert!(invalid_command(&c).unwrap().contains("side"));
+        c.side = 0;
+        c.pitch = 30_000;
+        assert!(invalid_command(&c).unwrap().contains("pitch"));
+        c.pitch = 60_000;
+        c.buttons = 0x80;
+        assert!(invalid_command(&c).unwrap().contains("buttons"));
+    }
+
+    #[test]
+    fn divergence_counts_only_when_it_persists_without_contact() {
+        let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
+        let a = PlayerState::at(glam::DVec3::ZERO);
+        let b = PlayerState::at(glam::DVec3::X);
+        for t in 1..100 {
+            assert!(v.claim(t, &b, &a, false).is_none());
+        }
+        assert!(v.claim(100, &a, &a, false).is_none());
+        for t in 101..400 {
+            assert!(v.claim(t, &b, &a, true).is_none(), "contact explains it");
+        }
+        let flagged = (400..700).find_map(|t| v.claim(t, &b, &a, false));
+        assert!(flagged
+            .as_ref()
+            .is_some_and(|f| f.tick == 520 && f.kind == ViolationKind::Divergence));
+        assert!(!v.record(flagged.as_ref().unwrap()));
+        // Divergence alone never kicks; timing does, the third time.
+        for t in 0..5 {
+            assert!(!v.record(flagged.as_ref().unwrap()), "{t}");
+        }
+        let timing = Violation {
+            kind: ViolationKind::Timing,
+            tick: 700,
+            evidence: String::new(),
+        };
+        assert!(!v.record(&timing) && !v.record(&timing) && v.record(&timing));
+    }
+}
