@@ -319,6 +319,31 @@ async fn hello(
     }
 }
 
+/// A raw connection that said hello as player `id` and was welcomed.
+async fn joined_raw(
+    r: &Running,
+    id: u32,
+    n: u8,
+) -> (quinn::Endpoint, quinn::Connection, quinn::SendStream) {
+    let (ep, c) = raw(r, ALPN).await.unwrap();
+    let (s, reply) = hello(
+        &c,
+        expel_shared::protocol::VERSION,
+        token_with(SECRET, id, now() + 60, n),
+    )
+    .await;
+    assert!(matches!(reply, ServerControl::Welcome(_)), "{reply:?}");
+    (ep, c, s)
+}
+
+/// The reason the server closed `c` with, waiting at most `secs`.
+async fn close_reason(c: &quinn::Connection, secs: u64) -> String {
+    let why = tokio::time::timeout(Duration::from_secs(secs), c.closed())
+        .await
+        .unwrap();
+    format!("{why}")
+}
+
 fn refused(e: Result<expel_client::Joined, ClientError>) -> String {
     match e {
         Err(ClientError::Refused(r)) => r,
@@ -366,19 +391,10 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
     assert!(refused(expel_client::connect(r.addr, &o).await).contains("already used"));
     // A client that never says hello is timed out with a reason.
     let (_ep2, silent) = raw(&r, ALPN).await.unwrap();
-    let why = tokio::time::timeout(Duration::from_secs(5), silent.closed())
-        .await
-        .unwrap();
-    assert!(format!("{why}").contains("no hello"), "{why}");
+    let why = close_reason(&silent, 5).await;
+    assert!(why.contains("no hello"), "{why}");
     // Garbage datagrams and a garbage control frame from a joined client.
-    let (_ep3, c3) = raw(&r, ALPN).await.unwrap();
-    let (mut s3, reply) = hello(
-        &c3,
-        expel_shared::protocol::VERSION,
-        token_with(SECRET, 53, now() + 60, 6),
-    )
-    .await;
-    assert!(matches!(reply, ServerControl::Welcome(_)), "{reply:?}");
+    let (_ep3, c3, mut s3) = joined_raw(&r, 53, 6).await;
     for i in 0..50u8 {
         // Variant 7 does not exist: none of these decodes.
         c3.send_datagram(vec![7, i, 0xff, 0x13].into()).unwrap();
@@ -386,32 +402,14 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(m.malformed_datagrams.load(Relaxed) >= 40);
     s3.write_all(&[5, 0, 0, 0, 9, 9, 9, 9, 9]).await.unwrap();
-    let why = tokio::time::timeout(Duration::from_secs(5), c3.closed())
-        .await
-        .unwrap();
-    assert!(format!("{why}").contains("malformed control"), "{why}");
+    let why = close_reason(&c3, 5).await;
+    assert!(why.contains("malformed control"), "{why}");
     // A joined client that never sends input is dropped with a reason.
-    let (_ep4, c4) = raw(&r, ALPN).await.unwrap();
-    let (_s4, reply) = hello(
-        &c4,
-        expel_shared::protocol::VERSION,
-        token_with(SECRET, 54, now() + 60, 7),
-    )
-    .await;
-    assert!(matches!(reply, ServerControl::Welcome(_)));
-    let why = tokio::time::timeout(Duration::from_secs(8), c4.closed())
-        .await
-        .unwrap();
-    assert!(format!("{why}").contains("no input"), "{why}");
+    let (_ep4, c4, _s4) = joined_raw(&r, 54, 7).await;
+    let why = close_reason(&c4, 8).await;
+    assert!(why.contains("no input"), "{why}");
     // Commands with values outside the protocol's range are refused and, repeated, kicked.
-    let (_ep5, c5) = raw(&r, ALPN).await.unwrap();
-    let (_s5, reply) = hello(
-        &c5,
-        expel_shared::protocol::VERSION,
-        token_with(SECRET, 55, now() + 60, 8),
-    )
-    .await;
-    assert!(matches!(reply, ServerControl::Welcome(_)));
+    let (_ep5, c5, _s5) = joined_raw(&r, 55, 8).await;
     let mut bad = MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0);
     bad.pitch = 30_000; // 165°: beyond straight down
     for k in 0..5u64 {
@@ -425,13 +423,8 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
         let _ = c5.send_datagram(expel_shared::protocol::encode(&msg).into());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let why = tokio::time::timeout(Duration::from_secs(5), c5.closed())
-        .await
-        .unwrap();
-    assert!(
-        format!("{why}").contains("invalid") && format!("{why}").contains("pitch"),
-        "{why}"
-    );
+    let why = close_reason(&c5, 5).await;
+    assert!(why.contains("invalid") && why.contains("pitch"), "{why}");
     let report = honest.await.unwrap();
     assert!(report.ended_by_server.is_none());
     assert!(
