@@ -282,6 +282,16 @@ async fn sixty_four_clients_keep_their_snapshots_for_twenty_seconds() {
     r.shutdown("test over").await;
 }
 
+/// A client that connects as player `id` and wanders with `opts`, in the background.
+fn spawn_wanderer(r: &Running, id: u32, opts: RunOptions) -> tokio::task::JoinHandle<RunReport> {
+    let o = options(r, id);
+    let addr = r.addr;
+    tokio::spawn(async move {
+        let j = expel_client::connect(addr, &o).await.unwrap();
+        expel_client::run(j, wander(id), opts).await.unwrap()
+    })
+}
+
 /// A raw QUIC connection with ALPN `alpn`, trusting the server's fingerprint.
 async fn raw(r: &Running, alpn: &[u8]) -> Result<(quinn::Endpoint, quinn::Connection), String> {
     let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
@@ -357,18 +367,14 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
     let _serial = SERIAL.lock().await;
     let (r, _, _) = server(16).await;
     // An honest client plays throughout.
-    let honest = {
-        let o = options(&r, 1);
-        let addr = r.addr;
-        tokio::spawn(async move {
-            let j = expel_client::connect(addr, &o).await.unwrap();
-            let opts = RunOptions {
-                seconds: 8.0,
-                ..Default::default()
-            };
-            expel_client::run(j, wander(1), opts).await.unwrap()
-        })
-    };
+    let honest = spawn_wanderer(
+        &r,
+        1,
+        RunOptions {
+            seconds: 8.0,
+            ..Default::default()
+        },
+    );
     let m = r.metrics.clone();
     // Wrong ALPN: the handshake fails.
     assert!(raw(&r, b"other/9").await.is_err());
@@ -554,25 +560,21 @@ async fn a_client_can_trust_a_certificate_authority() {
 async fn a_speedhack_is_flagged_and_kicked_while_honest_play_is_not() {
     let _serial = SERIAL.lock().await;
     let (r, _, _) = server(8).await;
-    let honest = {
-        let o = options(&r, 1);
-        let addr = r.addr;
-        tokio::spawn(async move {
-            let j = expel_client::connect(addr, &o).await.unwrap();
-            let opts = RunOptions {
-                seconds: 14.0,
-                link: LinkConditioner {
-                    loss: 0.1,
-                    delay_ms: 100.0,
-                    jitter_ms: 30.0,
-                    duplicate: 0.0,
-                },
-                buffer_ticks: 4.0,
-                ..Default::default()
-            };
-            expel_client::run(j, wander(5), opts).await.unwrap()
-        })
-    };
+    let honest = spawn_wanderer(
+        &r,
+        1,
+        RunOptions {
+            seconds: 14.0,
+            link: LinkConditioner {
+                loss: 0.1,
+                delay_ms: 100.0,
+                jitter_ms: 30.0,
+                duplicate: 0.0,
+            },
+            buffer_ticks: 4.0,
+            ..Default::default()
+        },
+    );
     let j = expel_client::connect(r.addr, &options(&r, 2))
         .await
         .unwrap();
