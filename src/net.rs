@@ -126,9 +126,9 @@ fn map_name(path: Option<&Path>) -> String {
 /// Runs the server until SIGTERM or Ctrl-C, then tells clients why and exits.
 pub fn serve(args: ServeArgs) -> Result<()> {
     let args = args.merged()?;
-    let loaded: Loaded = load::load_model(args.map.as_deref())?;
+    let mut loaded: Loaded = load::load_model(args.map.as_deref())?;
     let name = map_name(args.map.as_deref());
-    let bytes = Arc::new(loaded.bytes.clone());
+    let bytes = Arc::new(std::mem::take(&mut loaded.bytes));
     let config = MoveConfig {
         tick_rate: args.tick_rate.unwrap_or(60),
         ..MoveConfig::default()

@@ -103,15 +103,23 @@ impl Predictor {
             return None;
         }
         // Catch up to `t` (ticks skipped by the clock use the repeat rule).
+        self.advance_to(t);
+        self.predicted.get(&t).copied()
+    }
+
+    /// Predicts tick after tick up to `t`, each with its command (or the repeated one).
+    fn advance_to(&mut self, t: u64) {
         while self.world.tick < t {
             let next = self.world.tick + 1;
             let c = self.command_for(next);
-            let r = self
+            let Some(r) = self
                 .sim
-                .predict(&mut self.world, self.id, &c, &mut self.scratch)?;
+                .predict(&mut self.world, self.id, &c, &mut self.scratch)
+            else {
+                break; // our player is not in the world
+            };
             self.predicted.insert(next, r.state);
         }
-        self.predicted.get(&t).copied()
     }
 
     /// The commands for ticks `from..=to`, for an input datagram.
@@ -169,17 +177,7 @@ impl Predictor {
         self.base_tick = snap.tick;
         self.predicted.clear();
         // Replay what the server has not applied yet.
-        while self.world.tick < target {
-            let next = self.world.tick + 1;
-            let c = self.command_for(next);
-            let Some(r) = self
-                .sim
-                .predict(&mut self.world, self.id, &c, &mut self.scratch)
-            else {
-                break;
-            };
-            self.predicted.insert(next, r.state);
-        }
+        self.advance_to(target);
         // Keep what is drawn continuous: the jump becomes an error that fades.
         if correction.is_some() {
             if let Some(b) = before {

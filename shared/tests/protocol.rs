@@ -2,6 +2,7 @@
 //! reordering and stale acknowledgements equal the server's world; datagrams fit their
 //! limit; malformed bytes are errors, never panics.
 
+use expel_shared::mover::MoverState;
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder, MAX_FRAME};
 use expel_shared::protocol::snapshot::{Feedback, SnapshotDecoder, SnapshotEncoder};
 use expel_shared::protocol::{decode, ClientControl, ClientDatagram, ServerControl};
@@ -48,7 +49,8 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
     let mut s = SimScratch::new();
     let mut enc = SnapshotEncoder::new();
     let mut dec = SnapshotDecoder::new();
-    let mut in_flight: Vec<(u64, Vec<u8>, BTreeMap<u32, PlayerState>)> = Vec::new();
+    type Sent = (u64, Vec<u8>, BTreeMap<u32, PlayerState>, Vec<MoverState>);
+    let mut in_flight: Vec<Sent> = Vec::new();
     let mut cmds = BTreeMap::new();
     let (mut decoded, mut max_len, mut total) = (0, 0, 0);
     for tick in 0..1500u64 {
@@ -67,12 +69,12 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
             total += bytes.len();
             let truth: BTreeMap<u32, PlayerState> =
                 w.players.iter().map(|(k, v)| (*k, v.state)).collect();
-            in_flight.push((w.tick, bytes, truth));
+            in_flight.push((w.tick, bytes, truth, w.movers.clone()));
         }
         // Deliver a random in-flight snapshot now and then (loss: some never arrive).
         while !in_flight.is_empty() && rng.gen_bool(0.5) {
             let k = rng.gen_range(0..in_flight.len());
-            let (t, bytes, truth) = in_flight.swap_remove(k);
+            let (t, bytes, truth, movers) = in_flight.swap_remove(k);
             if rng.gen_bool(0.3) {
                 continue; // lost
             }
@@ -89,9 +91,9 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
                     };
                     assert_eq!(*p, want, "tick {t}: player {id}");
                 }
+                assert!(!snap.movers.is_empty(), "the arena's movers are near");
                 for (i, m) in &snap.movers {
-                    assert!((*i as usize) < sim.movers().len());
-                    let _ = m;
+                    assert_eq!(*m, movers[*i as usize], "tick {t}: mover {i}");
                 }
                 // The acknowledgement reaches the server, sometimes.
                 if rng.gen_bool(0.7) {
