@@ -26,9 +26,9 @@ fn arena() -> (Arc<Sim>, Arc<Vec<u8>>) {
     (Arc::new(sim), Arc::new(bytes))
 }
 
-async fn server(max_players: usize) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
-    let (sim, bytes) = arena();
-    let cfg = ServerConfig {
+/// The test servers' configuration: the arena on a loopback port, short timeouts.
+fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
+    ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         snapshot_rate: 30,
         max_players,
@@ -37,11 +37,24 @@ async fn server(max_players: usize) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
         interest: 32,
         client_budget: 32 * 1024,
         map_name: "arena".into(),
-        map_bytes: bytes.clone(),
+        map_bytes: bytes,
         identity: Identity::self_signed().unwrap(),
         hello_timeout: Duration::from_secs(1),
         input_timeout: Duration::from_secs(3),
-    };
+    }
+}
+
+async fn server(max_players: usize) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
+    server_with(max_players, |_| {}).await
+}
+
+async fn server_with(
+    max_players: usize,
+    change: impl FnOnce(&mut ServerConfig),
+) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
+    let (sim, bytes) = arena();
+    let mut cfg = config(bytes.clone(), max_players);
+    change(&mut cfg);
     let running = expel_server::start(sim.clone(), cfg).await.unwrap();
     (running, sim, bytes)
 }
@@ -212,7 +225,9 @@ async fn through_loss_delay_jitter_and_duplication_predictions_converge() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_clients_keep_their_snapshots_for_twenty_seconds() {
     let _serial = SERIAL.lock().await;
-    let (r, sim, bytes) = server(64).await;
+    // Sixty-four handshakes at once starve a loaded two-core machine for seconds; the
+    // production input timeout (10 s) applies, not the short one other tests use.
+    let (r, sim, bytes) = server_with(64, |c| c.input_timeout = Duration::from_secs(10)).await;
     let mut tasks = Vec::new();
     for id in 0..64u32 {
         let mut o = options(&r, 100 + id);
@@ -263,6 +278,11 @@ async fn sixty_four_clients_keep_their_snapshots_for_twenty_seconds() {
     // Divergence is reported, not acted on, in a crowd (see `Validator::record`).
     eprintln!("divergence reports: {}", m.violations[5].load(Relaxed));
     assert_eq!(m.kicks.load(Relaxed), 0);
+    assert_eq!(
+        m.malformed_control.load(Relaxed),
+        0,
+        "a goodbye was miscounted"
+    );
     let down: f64 = reports.iter().map(|r| r.down_bytes_per_s).sum::<f64>() / 64.0;
     let fewest = reports
         .iter()
@@ -514,20 +534,9 @@ async fn a_client_can_trust_a_certificate_authority() {
         .unwrap();
     let pem = leaf.pem() + &ca.pem();
     let (sim, bytes) = arena();
-    let cfg = ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        snapshot_rate: 30,
-        max_players: 4,
-        secret: SECRET.to_vec(),
-        metrics: None,
-        interest: 32,
-        client_budget: 32 * 1024,
-        map_name: "arena".into(),
-        map_bytes: bytes,
-        identity: Identity::from_pem(pem.as_bytes(), key.serialize_pem().as_bytes()).unwrap(),
-        hello_timeout: Duration::from_secs(1),
-        input_timeout: Duration::from_secs(3),
-    };
+    let mut cfg = config(bytes, 4);
+    cfg.metrics = None;
+    cfg.identity = Identity::from_pem(pem.as_bytes(), key.serialize_pem().as_bytes()).unwrap();
     let r = expel_server::start(sim, cfg).await.unwrap();
     let mut o = options(&r, 1);
     o.trust = Trust::Authority(ca.pem().into_bytes());

@@ -498,7 +498,8 @@ pub async fn run(
         };
         let _ = send.write_all(&encode_frame(&bye)).await;
         let _ = send.finish();
-        let _ = tokio::time::timeout(Duration::from_millis(300), conn.closed()).await;
+        // The server closes once it has read the goodbye; closing first could drop it.
+        let _ = tokio::time::timeout(Duration::from_secs(1), conn.closed()).await;
     }
     conn.close(0u32.into(), b"done");
     reader.abort();

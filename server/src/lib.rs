@@ -438,19 +438,38 @@ fn now_unix() -> u64 {
 }
 
 /// Reads control frames from `recv` into `dec` until one is whole.
+/// Why no frame came: the peer sent bytes that are not a frame, or the stream went away.
+/// Only the first is the client's fault; a connection closed before its goodbye arrived
+/// (the close frame can overtake stream data) is not counted as malformed.
+enum FrameError {
+    Malformed(String),
+    Lost(String),
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::Malformed(e) => write!(f, "malformed frame: {e}"),
+            FrameError::Lost(e) => write!(f, "stream lost: {e}"),
+        }
+    }
+}
+
 async fn next_frame(
     recv: &mut quinn::RecvStream,
     dec: &mut FrameDecoder,
-) -> Result<Option<Vec<u8>>, String> {
+) -> Result<Option<Vec<u8>>, FrameError> {
     let mut buf = [0u8; 4096];
     loop {
-        if let Some(f) = dec.next_frame().map_err(|e| e.to_string())? {
-            return Ok(Some(f));
+        match dec.next_frame() {
+            Ok(Some(f)) => return Ok(Some(f)),
+            Ok(None) => {}
+            Err(e) => return Err(FrameError::Malformed(e.to_string())),
         }
         match recv.read(&mut buf).await {
             Ok(Some(n)) => dec.push(&buf[..n]),
             Ok(None) => return Ok(None),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(FrameError::Lost(e.to_string())),
         }
     }
 }
@@ -501,12 +520,15 @@ async fn connection(
     m.connections.fetch_add(1, Relaxed);
     // The hello, within the timeout.
     let hello = tokio::time::timeout(shared.cfg.hello_timeout, async {
-        let (send, mut recv) = conn.accept_bi().await.map_err(|e| e.to_string())?;
+        let (send, mut recv) = conn
+            .accept_bi()
+            .await
+            .map_err(|e| FrameError::Lost(e.to_string()))?;
         let mut dec = FrameDecoder::new();
-        let frame = next_frame(&mut recv, &mut dec)
-            .await?
-            .ok_or_else(|| "control stream closed before the hello".to_string())?;
-        Ok::<_, String>((send, recv, dec, frame))
+        let frame = next_frame(&mut recv, &mut dec).await?.ok_or_else(|| {
+            FrameError::Malformed("control stream closed before the hello".into())
+        })?;
+        Ok::<_, FrameError>((send, recv, dec, frame))
     })
     .await;
     let (mut send, mut recv, mut dec, frame) = match hello {
@@ -520,6 +542,10 @@ async fn connection(
                 format!("no hello within {t} s"),
             )
             .await;
+            return;
+        }
+        Ok(Err(FrameError::Lost(e))) => {
+            debug!(error = %e, "left before the hello");
             return;
         }
         Ok(Err(e)) => {
@@ -679,7 +705,8 @@ async fn serve_client(
                 let parsed = match frame {
                     Ok(None) => return "control stream closed".into(),
                     Ok(Some(f)) => decode::<ClientControl>("control", &f).ok(),
-                    Err(_) => None,
+                    Err(FrameError::Lost(e)) => return format!("connection lost: {e}"),
+                    Err(FrameError::Malformed(_)) => None,
                 };
                 match parsed {
                     Some(ClientControl::Bye { reason }) => return format!("said bye: {reason}"),
