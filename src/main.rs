@@ -5,6 +5,7 @@ mod lines;
 mod load;
 mod net;
 mod sim;
+mod validate;
 mod walk;
 
 use anyhow::Result;
@@ -69,6 +70,18 @@ enum Command {
         #[arg(long, default_value = "walk", value_parser = parse_mode)]
         mode: expel_shared::MoveMode,
     },
+    /// Trusted-client validation offline: reads one player's claimed states (the per-tick
+    /// lines `expel sim` prints) on standard input, writes one verdict line per claim:
+    /// {"tick","accepted","origin","violation"}.
+    Validate {
+        map: PathBuf,
+        /// Start position x,y,z (default: the map's first info_player_* spawn point).
+        #[arg(long, value_parser = sim::parse_vec3, allow_hyphen_values = true)]
+        spawn: Option<glam::DVec3>,
+        /// Ticks per second (10 to 240).
+        #[arg(long, default_value_t = 60)]
+        tick_rate: u32,
+    },
 }
 
 fn parse_mode(s: &str) -> Result<expel_shared::MoveMode, String> {
@@ -126,6 +139,15 @@ fn main() -> Result<()> {
                 mode,
             };
             sim::run(loaded, args, std::io::stdout().lock())?;
+        }
+        Command::Validate {
+            map,
+            spawn,
+            tick_rate,
+        } => {
+            let loaded = load::load_model(Some(&map))?;
+            let stdin = std::io::stdin().lock();
+            validate::run(loaded, tick_rate, spawn, stdin, std::io::stdout().lock())?;
         }
         Command::Serve(args) => net::serve(args)?,
         Command::Token {

@@ -4,7 +4,7 @@ use crate::lines::{Line, Lines};
 use crate::load::Loaded;
 use anyhow::{bail, Context, Result};
 use expel_shared::movement::buttons;
-use expel_shared::{MoveCommand, MoveConfig, MoveMode, PlayerState, SimScratch};
+use expel_shared::{MoveCommand, MoveConfig, MoveMode, PlayerState, Sim, SimScratch};
 use glam::DVec3;
 use serde::Deserialize;
 use serde_json::json;
@@ -52,19 +52,26 @@ pub struct SimArgs {
     pub mode: MoveMode,
 }
 
-pub fn run(loaded: Loaded, args: SimArgs, mut out: impl Write) -> Result<()> {
+/// The simulation `expel sim` and `expel validate` run, and where their player starts:
+/// `spawn`, else the map's first spawn point.
+pub fn setup(loaded: Loaded, tick_rate: u32, spawn: Option<DVec3>) -> Result<(Sim, DVec3)> {
     let config = MoveConfig {
-        tick_rate: args.tick_rate,
+        tick_rate,
         ..MoveConfig::default()
     };
     let name = loaded.name.clone();
     let sim = loaded.into_sim(config)?;
-    let spawn = match args.spawn {
+    let spawn = match spawn {
         Some(s) => s,
         None => *sim.spawns().first().with_context(|| {
             format!("{name} has no usable info_player_* spawn point; give --spawn")
         })?,
     };
+    Ok((sim, spawn))
+}
+
+pub fn run(loaded: Loaded, args: SimArgs, mut out: impl Write) -> Result<()> {
+    let (sim, spawn) = setup(loaded, args.tick_rate, args.spawn)?;
     let (stand, crouch) = (
         sim.movement().stand().bounds(),
         sim.movement().crouch().bounds(),

@@ -348,7 +348,7 @@ impl Sim {
 
     /// How far a player can move in one tick, generously: its capped speed, a tick of
     /// gravity and acceleration, a step, and slack.
-    fn reach(&self, p: &PlayerState) -> f64 {
+    pub(crate) fn reach(&self, p: &PlayerState) -> f64 {
         let c = self.config();
         let dt = self.movement.dt();
         let gain = match p.mode {
@@ -529,10 +529,33 @@ impl Sim {
         Some(t)
     }
 
+    /// Whether `p` lies in the arena (players leaving it respawn).
+    pub(crate) fn in_arena(&self, p: DVec3) -> bool {
+        p.cmpge(self.arena.min).all() && p.cmple(self.arena.max).all()
+    }
+
+    /// The collider a player's tick uses (map, movers at `poses`, the boxes `others`) for
+    /// queries within `around`, as the validator needs them outside a tick.
+    pub(crate) fn collider<'a>(
+        &'a self,
+        around: Aabb,
+        poses: &'a [Pose],
+        others: &'a [PlayerBox],
+        s: &'a mut SimScratch,
+    ) -> SimCollider<'a> {
+        self.map.gather_region(around, &mut s.region, &mut s.trace);
+        SimCollider {
+            sim: self,
+            scratch: &mut s.trace,
+            region: &s.region,
+            boxes: others,
+            poses,
+        }
+    }
+
     /// Respawns a player whose origin left the arena; returns whether it did.
     fn respawn_if_lost(&self, id: PlayerId, state: &mut PlayerState) -> bool {
-        let o = state.origin();
-        if o.cmpge(self.arena.min).all() && o.cmple(self.arena.max).all() {
+        if self.in_arena(state.origin()) {
             return false;
         }
         *state = self.spawn_state(id, state.mode);
@@ -542,7 +565,7 @@ impl Sim {
     /// Advances every mover one tick, carrying its riders and pushing the players in its
     /// way; a mover that cannot push a player does not move and turns back if its kind
     /// does, so nobody is ever left inside it.
-    fn advance_movers(&self, world: &mut WorldState, s: &mut SimScratch) {
+    pub(crate) fn advance_movers(&self, world: &mut WorldState, s: &mut SimScratch) {
         world
             .movers
             .resize(self.movers.len(), MoverState::default());
@@ -636,7 +659,7 @@ impl Sim {
 }
 
 /// Whether a point lies within the supported coordinates.
-fn in_range(p: DVec3) -> bool {
+pub(crate) fn in_range(p: DVec3) -> bool {
     p.is_finite() && p.abs().max_element() <= MAX_COORD
 }
 
@@ -726,7 +749,7 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 /// The map, the movers at their poses, and other players' boxes.
-struct SimCollider<'a> {
+pub(crate) struct SimCollider<'a> {
     sim: &'a Sim,
     scratch: &'a mut TraceScratch,
     region: &'a Region,

@@ -6,7 +6,7 @@
 //! is `f64` with a fixed operation order, no fused multiply-add, and `libm` for the only
 //! transcendental functions (the view angles).
 
-mod pmove;
+pub(crate) mod pmove;
 
 pub use pmove::{pmove, Collider, MapCollider, MoveEvents, Obstacle, Touches};
 

@@ -241,9 +241,52 @@ pub fn pmove<C: Collider>(
     m.finish(out, Some(previous_safe))
 }
 
+/// Where a hull at `origin` ends after the unsticking search: `origin` itself when free,
+/// else the nearest free spot of a bounded search (26 directions at growing radii), never
+/// deeper; `None` when nothing near is free.
+pub(crate) fn unstuck_position<C: Collider>(
+    world: &mut C,
+    hull: &Hull,
+    origin: DVec3,
+) -> Option<DVec3> {
+    if !world.solid(hull, origin) {
+        return Some(origin);
+    }
+    for r in [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0] {
+        for d in NEIGHBOURS {
+            let p = origin + DVec3::from_array(d) * r;
+            if !world.solid(hull, p) {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// Farthest an unstuck hull moves: the search's largest radius along a diagonal.
+pub(crate) const UNSTICK_REACH: f64 = 64.0 * 1.7320508075688772;
+
+/// The ground test: a short sweep down, and the walkable ground it finds (none while
+/// moving up and away from the plane, as at a jump or a ramp's crest).
+pub(crate) fn ground_sweep<C: Collider>(
+    world: &mut C,
+    hull: &Hull,
+    origin: DVec3,
+    velocity: DVec3,
+    cfg: &MoveConfig,
+) -> (Sweep, Option<DVec3>) {
+    let t = world.sweep(hull, origin, origin - DVec3::Z * cfg.ground_distance);
+    let ground = match t.normal() {
+        Some(n) if velocity.z > 0.0 && velocity.dot(n) > 10.0 => None,
+        Some(n) if n.z >= cfg.walkable_normal_z => Some(n),
+        _ => None,
+    };
+    (t, ground)
+}
+
 /// Removes the part of `v` going into the plane with normal `n`, pushing `overclip`
 /// further out.
-fn clip(v: DVec3, n: DVec3, overclip: f64) -> DVec3 {
+pub(crate) fn clip(v: DVec3, n: DVec3, overclip: f64) -> DVec3 {
     let backoff = v.dot(n);
     let backoff = if backoff < 0.0 {
         backoff * overclip
@@ -278,34 +321,22 @@ impl<C: Collider> Move<'_, C> {
         self.velocity = self.velocity.clamp(DVec3::splat(-c), DVec3::splat(c));
     }
 
-    /// A hull found in solid moves to the nearest free spot of a bounded search (26
-    /// directions at growing radii); never deeper. Returns the position it ends at.
+    /// A hull found in solid moves to the nearest free spot (see [`unstuck_position`]).
+    /// Returns the position it ends at.
     fn unstick(&mut self) -> DVec3 {
-        if !self.world.solid(self.hull, self.origin) {
-            return self.origin;
-        }
-        for r in [0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0] {
-            for d in NEIGHBOURS {
-                let p = self.origin + DVec3::from_array(d) * r;
-                if !self.world.solid(self.hull, p) {
-                    self.origin = p;
-                    self.events.unstuck = true;
-                    return p;
-                }
-            }
+        if let Some(p) = unstuck_position(self.world, self.hull, self.origin) {
+            self.events.unstuck = p != self.origin;
+            self.origin = p;
         }
         self.origin
     }
 
     fn ground_check(&mut self) {
-        let down = self.origin - DVec3::Z * self.cfg.ground_distance;
-        let t = self.sweep(self.origin, down);
-        self.ground = match t.normal() {
-            // Moving up and away from the plane (a jump, a ramp's crest): airborne.
-            Some(n) if self.velocity.z > 0.0 && self.velocity.dot(n) > 10.0 => None,
-            Some(n) if n.z >= self.cfg.walkable_normal_z => Some(n),
-            _ => None,
-        };
+        let (t, ground) = ground_sweep(self.world, self.hull, self.origin, self.velocity, self.cfg);
+        if let Some(h) = t.hit {
+            self.events.touched.add(h.target.into());
+        }
+        self.ground = ground;
     }
 
     fn friction(&mut self) {

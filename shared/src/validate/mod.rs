@@ -1,4 +1,8 @@
-//! Move validation, authoritative mode: the server re-simulates every command, so a
+//! Move validation. Trusted-client mode (the client claims its states) is in
+//! [`claims`](ClaimValidator); this module holds what both modes share and the
+//! authoritative mode's checks:
+//!
+//! Authoritative mode: the server re-simulates every command, so a
 //! client cannot move where the rules do not allow; what it checks here is the command
 //! stream itself and the client's own reports.
 //!
@@ -17,6 +21,10 @@
 //!
 //! Each violation carries its kind and evidence. Past `kick_after` violations within
 //! `kick_window` ticks the server kicks the player with the reason.
+
+mod claims;
+
+pub use claims::{claim_from_values, ClaimOutcome, ClaimValidator, TickView};
 
 use crate::movement::{buttons, MoveCommand, PlayerState};
 use crate::protocol::InputMsg;

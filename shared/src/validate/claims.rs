@@ -1,0 +1,545 @@
+//! Move validation, trusted-client mode: the client owns its movement and claims the state
+//! it reached after each tick; the server accepts a claim only if the shared rules allow
+//! it from the last accepted state.
+//!
+//! A claim is judged after the tick's mover phase (so a rider has already been carried,
+//! exactly as [`Sim::step`] does) in this order; the first failure rejects it:
+//!
+//! 1. **invalid**: a position outside the supported coordinates, or another movement mode.
+//! 2. **teleport**: farther than anything reaches in a tick ([`Sim`]'s own per-tick reach,
+//!    plus the unsticking search's distance when the player started in solid). A player
+//!    who left the arena may come back at its spawn, as [`Sim::step`] respawns it.
+//! 3. **speed**: horizontal speed, or horizontal displacement over a tick, beyond what
+//!    one tick of friction and acceleration allows. Acceleration only adds speed along the
+//!    wish direction up to the wish speed, so a speed `v` becomes at most
+//!    `sqrt(v² + a(2w − a))` (`w` the wish speed, `a` one tick's acceleration): the exact
+//!    bound, which strafe-jumping reaches and nothing exceeds. Contact with a surface can
+//!    turn vertical speed into horizontal (a fall onto a slope), so with contact the bound
+//!    is the whole speed.
+//! 4. **fly**: rising beyond a jump, a step or the speed there was; claiming ground where
+//!    there is none; or, airborne and touching nothing, vertical speed or motion that does
+//!    not follow gravity.
+//! 5. **blocked**: no free path from the last accepted position to the claim: a straight
+//!    hull sweep, a horizontal-then-vertical or vertical-then-horizontal path, the step a
+//!    walking player takes (up, across, down), or a slide along what the straight sweep
+//!    hits. Every leg is a real sweep, so an accepted path never crosses solid.
+//!
+//! A rejected claim leaves the player where the straight sweep toward it stopped (for
+//! `blocked`) or where it was (for the rest), at rest: never in solid, never past a wall.
+//! The client is told its corrected state.
+
+use super::{Violation, ViolationKind};
+use crate::collision::hull::Hull;
+use crate::geom::EXPEL;
+use crate::movement::pmove::{ground_sweep, unstuck_position, Collider};
+use crate::movement::{flags, PlayerState};
+use crate::mover::Pose;
+use crate::sim::{in_range, PlayerBox, PlayerId, Sim, SimScratch, WorldState};
+use glam::DVec3;
+
+/// How close a path must come to the claimed position: the expel zone on both sides and
+/// the rounding of a quantized position.
+const REACH_TOL: f64 = 2.0 * EXPEL + 1.0 / 64.0;
+/// Slack on claimed speeds (units/s): velocity quantization and the tiny nudges a slide
+/// adds when it meets the same plane twice (1 unit/s a bump, a step retry doubling them).
+const SPEED_TOL: f64 = 9.0;
+/// Slack on displacements (units): position quantization on both ends.
+const MOVE_TOL: f64 = 1.0 / 32.0;
+/// How near a surface counts as contact for the fly and speed bounds.
+const CONTACT: f64 = 1.0;
+
+/// The result of judging one claim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimOutcome {
+    /// The authoritative state after the tick: the claim if accepted, else the correction.
+    pub state: PlayerState,
+    /// Whether the claim was accepted as is.
+    pub accepted: bool,
+    /// Why it was not.
+    pub violation: Option<Violation>,
+}
+
+/// A claimed state from values that may be anything (a file, a network peer): refused if
+/// not finite or beyond the supported range, before it is quantized.
+pub fn claim_from_values(
+    origin: [f64; 3],
+    velocity: [f64; 3],
+    on_ground: bool,
+    crouched: bool,
+) -> Result<PlayerState, String> {
+    let (o, v) = (DVec3::from_array(origin), DVec3::from_array(velocity));
+    if !o.is_finite() || !v.is_finite() {
+        return Err(format!(
+            "origin {origin:?} or velocity {velocity:?} is not finite"
+        ));
+    }
+    if !in_range(o) {
+        return Err(format!(
+            "origin {origin:?} is beyond the supported coordinates"
+        ));
+    }
+    // Far beyond any speed the rules cap at, yet within the quantized range.
+    if v.abs().max_element() > 1.0e6 {
+        return Err(format!(
+            "velocity {velocity:?} is beyond the supported range"
+        ));
+    }
+    let mut s = PlayerState::at(o);
+    s.set_velocity(v);
+    let mut f = 0;
+    if on_ground {
+        f |= flags::ON_GROUND;
+    }
+    if crouched {
+        f |= flags::CROUCHED;
+    }
+    s.flags = f;
+    Ok(s)
+}
+
+/// The claim flags the validator compares: what a client can claim (the jump latch is
+/// its own business).
+fn claimable(s: &PlayerState) -> u8 {
+    s.flags & (flags::ON_GROUND | flags::CROUCHED)
+}
+
+/// The world a claim is judged in: the tick, the movers' poses after its mover phase and
+/// the other players' boxes at its start.
+#[derive(Clone, Copy, Debug)]
+pub struct TickView<'a> {
+    /// The tick being judged.
+    pub tick: u64,
+    /// The movers' poses.
+    pub poses: &'a [Pose],
+    /// The other players as obstacles.
+    pub others: &'a [PlayerBox],
+}
+
+impl Sim {
+    /// Judges `claim`, the state player `id` says it reached this tick, against `prev`:
+    /// its last accepted state, after this tick's mover phase.
+    pub fn check_claim(
+        &self,
+        id: PlayerId,
+        prev: &PlayerState,
+        claim: &PlayerState,
+        view: TickView<'_>,
+        s: &mut SimScratch,
+    ) -> ClaimOutcome {
+        let TickView {
+            tick,
+            poses,
+            others,
+        } = view;
+        let verdict = |kind: ViolationKind, evidence: String, state: PlayerState| ClaimOutcome {
+            state,
+            accepted: false,
+            violation: Some(Violation {
+                kind,
+                tick,
+                evidence,
+            }),
+        };
+        let at_rest = |origin: [i32; 3]| PlayerState {
+            origin,
+            velocity: [0; 3],
+            flags: prev.flags & flags::CROUCHED,
+            mode: prev.mode,
+        };
+        let c = claim.origin();
+        if !in_range(c) || claim.mode != prev.mode {
+            let why = if claim.mode != prev.mode {
+                format!("mode {:?} claimed, {:?} allowed", claim.mode, prev.mode)
+            } else {
+                format!(
+                    "origin {:?} is beyond the supported coordinates",
+                    c.to_array()
+                )
+            };
+            return verdict(ViolationKind::Invalid, why, at_rest(prev.origin));
+        }
+        let cfg = self.config();
+        let mv = self.movement();
+        let dt = mv.dt();
+        let p0 = prev.origin();
+        let reach = self.reach(prev);
+        let unstick = crate::movement::pmove::UNSTICK_REACH;
+        // Respawn: the simulation puts a player who left the arena back at its spawn.
+        let spawn = self.spawn_state(id, prev.mode);
+        if claim.origin == spawn.origin
+            && claim.velocity == [0; 3]
+            && !self.in_arena_by(p0, reach + unstick)
+        {
+            return ClaimOutcome {
+                state: *claim,
+                accepted: true,
+                violation: None,
+            };
+        }
+        // A gross bound first, so a teleport never makes us gather a far region.
+        if (c - p0).length() > reach + unstick + MOVE_TOL {
+            return verdict(
+                ViolationKind::Teleport,
+                format!(
+                    "moved {:.1} units in a tick, at most {:.1} reachable",
+                    (c - p0).length(),
+                    reach
+                ),
+                at_rest(prev.origin),
+            );
+        }
+        let hull_p = mv.hull(prev);
+        let hull_c = mv.hull(claim);
+        let around = mv
+            .stand()
+            .bounds()
+            .offset(p0)
+            .expand(reach + unstick + 2.0 * CONTACT);
+        let mut col = self.collider(around, poses, others, s);
+        let start = unstuck_position(&mut col, hull_p, p0).unwrap_or(p0);
+        let unstuck = start != p0;
+        let d = c - start;
+        if d.length() > reach + MOVE_TOL {
+            return verdict(
+                ViolationKind::Teleport,
+                format!(
+                    "moved {:.1} units in a tick, at most {:.1} reachable",
+                    d.length(),
+                    reach
+                ),
+                at_rest(prev.origin),
+            );
+        }
+
+        // Speed bounds from one tick of friction and acceleration.
+        let v = prev.velocity().clamp(
+            DVec3::splat(-cfg.max_velocity),
+            DVec3::splat(cfg.max_velocity),
+        );
+        let grounded = [hull_p, hull_c]
+            .iter()
+            .any(|h| ground_sweep(&mut col, h, start, v, cfg).1.is_some());
+        // Landing turns a fall's speed along the ground, which may be level or up a slope.
+        let landing = claim.on_ground() && !grounded;
+        let contact = unstuck || landing || touching(&mut col, hull_c, start, c, false);
+        // For gravity, a floor under the player counts too (it stops a fall without
+        // giving ground, at an edge or on a steep face).
+        let supported = contact || touching(&mut col, hull_c, start, c, true);
+        let w = cfg.max_speed;
+        let gain = |accel: f64| {
+            let a = (accel * dt * w).min(w);
+            a * (2.0 * w - a)
+        };
+        let flat2 = v.x * v.x + v.y * v.y;
+        // Airborne (or jumping: no friction that tick): air acceleration, level.
+        let mut h2 = flat2 + gain(cfg.air_accelerate);
+        let mut up = v.z;
+        if grounded {
+            up = up.max(cfg.jump_velocity);
+            // Walking: friction, ground acceleration, and the ground's slope keeps speed.
+            let walk = friction(v, cfg.stop_speed, cfg.friction * dt).length_squared()
+                + gain(cfg.accelerate);
+            h2 = h2.max(walk);
+            up = up.max(walk.sqrt());
+        }
+        if contact {
+            // A surface may turn any of the speed into any direction.
+            let all = h2 + up.max(v.z.abs()).powi(2);
+            h2 = all;
+            up = all.sqrt();
+        }
+        let h_max = h2.sqrt() + SPEED_TOL;
+        let cv = claim.velocity();
+        let claimed_h = cv.truncate().length();
+        if claimed_h > h_max {
+            return verdict(
+                ViolationKind::Speed,
+                format!("horizontal speed {claimed_h:.1} claimed, at most {h_max:.1} allowed"),
+                at_rest(prev.origin),
+            );
+        }
+        let moved_h = d.truncate().length();
+        if moved_h > h_max * dt + MOVE_TOL {
+            return verdict(
+                ViolationKind::Speed,
+                format!(
+                    "moved {moved_h:.2} units level in a tick, at most {:.2} allowed",
+                    h_max * dt
+                ),
+                at_rest(prev.origin),
+            );
+        }
+
+        // Vertical: jumps, steps and gravity.
+        let rise_max = up.max(0.0) * dt + cfg.step_height + cfg.ground_distance + MOVE_TOL;
+        if !unstuck && d.z > rise_max {
+            return verdict(
+                ViolationKind::Fly,
+                format!(
+                    "rose {:.2} units in a tick, at most {rise_max:.2} allowed",
+                    d.z
+                ),
+                at_rest(prev.origin),
+            );
+        }
+        if cv.z > up.max(0.0) + SPEED_TOL {
+            return verdict(
+                ViolationKind::Fly,
+                format!(
+                    "vertical speed {:.1} claimed, at most {:.1} allowed",
+                    cv.z,
+                    up.max(0.0)
+                ),
+                at_rest(prev.origin),
+            );
+        }
+        if claim.on_ground() && !has_ground(&mut col, hull_c, c, cfg) {
+            return verdict(
+                ViolationKind::Fly,
+                "ground claimed where there is none".into(),
+                at_rest(prev.origin),
+            );
+        }
+        if !grounded && !claim.on_ground() && !supported {
+            let vz = v.z - cfg.gravity * dt;
+            let dz = (v.z + vz) * 0.5 * dt;
+            if cv.z > vz + SPEED_TOL || d.z > dz + MOVE_TOL {
+                return verdict(
+                    ViolationKind::Fly,
+                    format!(
+                        "airborne: vertical speed {:.1} and rise {:.2} claimed, gravity allows {vz:.1} and {dz:.2}",
+                        cv.z, d.z
+                    ),
+                    at_rest(prev.origin),
+                );
+            }
+        }
+
+        // Reachability through free space.
+        if let Err(stop) = reachable(&mut col, hull_c, start, c, cfg.step_height) {
+            // Where the sweep toward the claim stopped, each axis rounded toward the
+            // start so it stays free; else where the player was.
+            let toward = |x: f64, from: f64| {
+                let q = x * crate::movement::POSITION_SCALE;
+                (if from < x { q.floor() } else { q.ceil() }) as i32
+            };
+            let to = [0, 1, 2].map(|i| toward(stop[i], start[i]));
+            let free = !col.solid(hull_p, at_rest(to).origin());
+            let state = if free {
+                at_rest(to)
+            } else {
+                at_rest(prev.origin)
+            };
+            return verdict(
+                ViolationKind::Blocked,
+                format!(
+                    "no free path from {:?} to {:?}; stopped at {:?}",
+                    start.to_array(),
+                    c.to_array(),
+                    state.origin().to_array()
+                ),
+                state,
+            );
+        }
+        let mut state = *claim;
+        state.flags = claimable(claim);
+        ClaimOutcome {
+            state,
+            accepted: true,
+            violation: None,
+        }
+    }
+
+    /// Whether the box of half-size `margin` around `p` lies in the arena.
+    fn in_arena_by(&self, p: DVec3, margin: f64) -> bool {
+        self.in_arena(p - DVec3::splat(margin)) && self.in_arena(p + DVec3::splat(margin))
+    }
+}
+
+/// Friction on the ground for one tick (the speed it leaves; see `pmove`).
+fn friction(v: DVec3, stop_speed: f64, drop_rate: f64) -> DVec3 {
+    let speed = DVec3::new(v.x, v.y, 0.0).length();
+    if speed < 1.0 {
+        return DVec3::new(0.0, 0.0, v.z);
+    }
+    let drop = speed.max(stop_speed) * drop_rate;
+    v * ((speed - drop) / speed).max(0.0)
+}
+
+/// Whether anything solid lies within [`CONTACT`] of the hull anywhere between `a` and `b`;
+/// without `floor`, apart from a floor right under it (a level floor turns no speed).
+fn touching<C: Collider>(col: &mut C, hull: &Hull, a: DVec3, b: DVec3, floor: bool) -> bool {
+    let mut swept = hull.swept_bounds(a, b).expand(CONTACT);
+    if !floor {
+        swept.min.z += CONTACT + 0.25;
+    }
+    match Hull::aabb(swept.min, swept.max) {
+        Ok(h) => col.solid(&h, DVec3::ZERO),
+        Err(_) => true,
+    }
+}
+
+/// Whether walkable ground lies under the hull at `p`, within the ground test's reach
+/// (and the rounding of a quantized position).
+fn has_ground<C: Collider>(
+    col: &mut C,
+    hull: &Hull,
+    p: DVec3,
+    cfg: &crate::movement::MoveConfig,
+) -> bool {
+    let t = col.sweep(hull, p, p - DVec3::Z * (cfg.ground_distance + MOVE_TOL));
+    t.normal().is_some_and(|n| n.z >= cfg.walkable_normal_z)
+}
+
+/// Slides through `waypoints` in turn; the end of the last leg if every leg got within
+/// [`REACH_TOL`] of its waypoint, else where the failing leg stopped.
+fn legs<C: Collider>(
+    col: &mut C,
+    hull: &Hull,
+    from: DVec3,
+    waypoints: &[DVec3],
+) -> Result<DVec3, DVec3> {
+    let mut at = from;
+    for w in waypoints {
+        at = slide(col, hull, at, *w)?;
+    }
+    Ok(at)
+}
+
+/// Slides from `from` toward `to` along whatever is hit, up to four times.
+fn slide<C: Collider>(col: &mut C, hull: &Hull, from: DVec3, to: DVec3) -> Result<DVec3, DVec3> {
+    let mut at = from;
+    for _ in 0..4 {
+        let t = col.sweep(hull, at, to);
+        at = t.end;
+        if (t.end - to).length() <= REACH_TOL {
+            return Ok(at);
+        }
+        let Some(n) = t.normal() else { return Err(at) };
+        let rest = to - at;
+        let along = rest - n * rest.dot(n).min(0.0);
+        if along.length() <= REACH_TOL {
+            return Err(at);
+        }
+        at = col.sweep(hull, at, at + along).end;
+    }
+    Err(at)
+}
+
+/// Whether the hull can get from `a` to `b` through free space by one of the paths a
+/// tick's movement takes (see the module docs); else where the straight sweep stopped.
+fn reachable<C: Collider>(
+    col: &mut C,
+    hull: &Hull,
+    a: DVec3,
+    b: DVec3,
+    step: f64,
+) -> Result<(), DVec3> {
+    if col.solid(hull, b) || col.solid(hull, a) {
+        return Err(col.sweep(hull, a, b).end);
+    }
+    let straight = col.sweep(hull, a, b);
+    if (straight.end - b).length() <= REACH_TOL {
+        return Ok(());
+    }
+    let level = DVec3::new(b.x, b.y, a.z);
+    let plumb = DVec3::new(a.x, a.y, b.z);
+    // The step: up as far as it is free, across, down.
+    let top = col.sweep(hull, a, a + DVec3::Z * step).end;
+    let across = DVec3::new(b.x, b.y, top.z);
+    let paths: [(DVec3, &[DVec3]); 4] = [
+        (a, &[b]),
+        (a, &[level, b]),
+        (a, &[plumb, b]),
+        (top, &[across, b]),
+    ];
+    if paths
+        .iter()
+        .any(|(from, w)| legs(col, hull, *from, w).is_ok())
+    {
+        return Ok(());
+    }
+    // Between two free positions closer than half the hull's thinnest side nothing
+    // can lie that the hull does not overlap at one end or the other: such a move
+    // crosses no wall, though rounding may leave no sweep ending exactly at it.
+    if (b - a).length() < hull.bounds().size().min_element() * 0.5 {
+        return Ok(());
+    }
+    Err(straight.end)
+}
+
+/// One player's trusted-client validation on its own, with the map's movers running as
+/// in [`Sim::step`] (what `expel validate` runs).
+#[derive(Debug)]
+pub struct ClaimValidator {
+    world: WorldState,
+    scratch: SimScratch,
+    poses: Vec<Pose>,
+}
+
+/// The player id the standalone validator uses (as `expel sim` does).
+const SOLO: PlayerId = 0;
+
+impl ClaimValidator {
+    /// A player starting at `start`.
+    pub fn new(sim: &Sim, start: PlayerState) -> Result<ClaimValidator, crate::sim::SimError> {
+        let mut world = sim.new_state();
+        sim.add_player(&mut world, SOLO, start)?;
+        Ok(ClaimValidator {
+            world,
+            scratch: SimScratch::new(),
+            poses: Vec::new(),
+        })
+    }
+
+    /// The last accepted (or corrected) state.
+    pub fn state(&self) -> PlayerState {
+        self.world.players[&SOLO].state
+    }
+
+    /// Advances the movers one tick and judges the claim for it.
+    pub fn check(&mut self, sim: &Sim, claim: &PlayerState) -> ClaimOutcome {
+        let prev = self.advance(sim);
+        let view = TickView {
+            tick: self.world.tick,
+            poses: &self.poses,
+            others: &[],
+        };
+        let out = sim.check_claim(SOLO, &prev, claim, view, &mut self.scratch);
+        self.set(out.state);
+        out
+    }
+
+    /// A tick whose claim could not be read: the movers advance, the player stays.
+    pub fn refuse(&mut self, sim: &Sim, kind: ViolationKind, evidence: String) -> ClaimOutcome {
+        let prev = self.advance(sim);
+        let state = PlayerState {
+            velocity: [0; 3],
+            ..prev
+        };
+        self.set(state);
+        ClaimOutcome {
+            state,
+            accepted: false,
+            violation: Some(Violation {
+                kind,
+                tick: self.world.tick,
+                evidence,
+            }),
+        }
+    }
+
+    /// The mover phase of the next tick; the player's state after it.
+    fn advance(&mut self, sim: &Sim) -> PlayerState {
+        sim.advance_movers(&mut self.world, &mut self.scratch);
+        sim.poses(&self.world.movers, &mut self.poses);
+        self.world.tick = self.world.tick.wrapping_add(1);
+        self.state()
+    }
+
+    fn set(&mut self, state: PlayerState) {
+        if let Some(slot) = self.world.players.get_mut(&SOLO) {
+            slot.state = state;
+        }
+    }
+}
