@@ -575,3 +575,100 @@ fn serve_reads_a_toml_config_with_flags_winning_and_generates_a_secret() {
     let (_, err, ok) = expel(&["serve", "--config", config.to_str().unwrap()], "", &cache);
     assert!(!ok && err.contains("bogus"), "{err}");
 }
+
+/// Parses `expel validate` output: one verdict object per line.
+fn verdicts(out: &str) -> Vec<Value> {
+    out.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn validate_accepts_every_tick_sim_prints_and_flags_a_teleport() {
+    let cache = temp_dir("validate");
+    for spawn in [None, Some("-300,-300,24.03125")] {
+        let mut args = vec!["sim", ARENA, "--inputs", REPLAY];
+        let mut vargs = vec!["validate", ARENA];
+        if let Some(s) = spawn {
+            args.extend(["--spawn", s]);
+            vargs.extend(["--spawn", s]);
+        }
+        let (claims, err, ok) = expel(&args, "", &cache);
+        assert!(ok, "{err}");
+        let (out, err, ok) = expel(&vargs, &claims, &cache);
+        assert!(ok, "{err}");
+        let v = verdicts(&out);
+        let sim: Vec<Value> = verdicts(&claims)
+            .into_iter()
+            .filter(|l| l.get("tick").is_some())
+            .collect();
+        assert_eq!(
+            v.len(),
+            sim.len(),
+            "one verdict per claim, hull and hash skipped"
+        );
+        for (a, b) in v.iter().zip(&sim) {
+            assert_eq!(a["tick"], b["tick"]);
+            assert_eq!(a["accepted"], true, "{a}");
+            assert_eq!(a["violation"], Value::Null);
+            assert_eq!(a["origin"], b["origin"]);
+        }
+    }
+    // The same claims with one moved 200 units: flagged that tick, left where it was.
+    let (claims, _, _) = expel(&["sim", ARENA, "--inputs", REPLAY], "", &cache);
+    let mut lines: Vec<Value> = verdicts(&claims);
+    let x = lines[100]["origin"][0].as_f64().unwrap();
+    lines[100]["origin"][0] = serde_json::json!(x + 200.0);
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let (out, err, ok) = expel(&["validate", ARENA], &text, &cache);
+    assert!(ok, "{err}");
+    let v = verdicts(&out);
+    assert_eq!(v[99]["accepted"], false);
+    assert_eq!(v[99]["violation"], "teleport");
+    assert_eq!(v[99]["origin"], v[98]["origin"]);
+    assert!(v[..99].iter().all(|l| l["accepted"] == true));
+}
+
+#[test]
+fn validate_refuses_bad_values_and_huge_lines_without_a_panic() {
+    let cache = temp_dir("validate-bad");
+    let good = r#"{"tick":1,"origin":[-300,-300,24.03125],"velocity":[0,0,0],"on_ground":true,"crouched":false}"#;
+    let huge = format!(
+        r#"{{"tick":2,"origin":[0,0,0],"velocity":[0,0,0],"on_ground":true,"crouched":false,"pad":"{}"}}"#,
+        "x".repeat(10 << 20)
+    );
+    let bad = [
+        r#"{"tick":3,"origin":[NaN,0,0],"velocity":[0,0,0],"on_ground":true,"crouched":false}"#
+            .to_string(),
+        r#"{"tick":4,"origin":[1e400,0,0],"velocity":[0,0,0],"on_ground":true,"crouched":false}"#
+            .to_string(),
+        r#"{"tick":5,"origin":[1e12,0,0],"velocity":[0,0,0],"on_ground":true,"crouched":false}"#
+            .to_string(),
+        r#"{"tick":6,"origin":[0,0],"velocity":[0,0,0],"on_ground":true,"crouched":false}"#
+            .to_string(),
+        r#"{"tick":7,"origin":"here","velocity":[0,0,0],"on_ground":1,"crouched":false}"#
+            .to_string(),
+        "not json at all".to_string(),
+    ];
+    let input = format!("{good}\n{huge}\n{}\n", bad.join("\n"));
+    let (out, err, ok) = expel(
+        &["validate", ARENA, "--spawn", "-300,-300,24.03125"],
+        &input,
+        &cache,
+    );
+    assert!(!ok, "bad lines make the exit status fail");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("line 2") && err.contains("longer than"),
+        "{err}"
+    );
+    assert!(err.contains("line 5"), "{err}");
+    let v = verdicts(&out);
+    assert_eq!(v.len(), 8, "a verdict for every line: {out}");
+    assert_eq!(v[0]["accepted"], true);
+    for l in &v[1..] {
+        assert_eq!(l["accepted"], false, "{l}");
+        assert_eq!(l["violation"], "invalid", "{l}");
+        assert_eq!(l["origin"], v[0]["origin"], "the player stays put");
+    }
+}

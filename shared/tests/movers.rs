@@ -50,53 +50,6 @@ impl World {
     }
 }
 
-/// A Quake-format axis-aligned brush.
-fn brush(min: DVec3, max: DVec3) -> String {
-    let f = |p: [f64; 3]| format!("( {} {} {} )", p[0], p[1], p[2]);
-    let (a, b) = (min.to_array(), max.to_array());
-    [
-        format!(
-            "{} {} {} t 0 0 0 1 1",
-            f([a[0], a[1], a[2]]),
-            f([a[0], a[1] + 1.0, a[2]]),
-            f([a[0], a[1], a[2] + 1.0])
-        ),
-        format!(
-            "{} {} {} t 0 0 0 1 1",
-            f([b[0], b[1], b[2]]),
-            f([b[0], b[1], b[2] + 1.0]),
-            f([b[0], b[1] + 1.0, b[2]])
-        ),
-        format!(
-            "{} {} {} t 0 0 0 1 1",
-            f([a[0], a[1], a[2]]),
-            f([a[0], a[1], a[2] + 1.0]),
-            f([a[0] + 1.0, a[1], a[2]])
-        ),
-        format!(
-            "{} {} {} t 0 0 0 1 1",
-            f([b[0], b[1], b[2]]),
-            f([b[0] + 1.0, b[1], b[2]]),
-            f([b[0], b[1], b[2] + 1.0])
-        ),
-        format!(
-            "{} {} {} t 0 0 0 1 1",
-            f([a[0], a[1], a[2]]),
-            f([a[0] + 1.0, a[1], a[2]]),
-            f([a[0], a[1] + 1.0, a[2]])
-        ),
-        format!(
-            "{} {} {} t 0 0 0 1 1",
-            f([b[0], b[1], b[2]]),
-            f([b[0], b[1] + 1.0, b[2]]),
-            f([b[0] + 1.0, b[1], b[2]])
-        ),
-    ]
-    .iter()
-    .fold(String::from("{\n"), |s, l| s + l + "\n")
-        + "}\n"
-}
-
 fn world_with(entity: &str) -> (World, MapData) {
     let text = format!(
         "{{\n\"classname\" \"worldspawn\"\n{}}}\n{entity}",

@@ -301,3 +301,51 @@ pub fn random_brush(rng: &mut impl Rng, c: DVec3, size: f64) -> Vec<(DVec3, f64)
     }
     planes
 }
+
+/// A Quake-format axis-aligned brush.
+#[allow(dead_code)]
+pub fn brush(min: DVec3, max: DVec3) -> String {
+    let f = |p: [f64; 3]| format!("( {} {} {} )", p[0], p[1], p[2]);
+    let (a, b) = (min.to_array(), max.to_array());
+    [
+        format!(
+            "{} {} {} t 0 0 0 1 1",
+            f([a[0], a[1], a[2]]),
+            f([a[0], a[1] + 1.0, a[2]]),
+            f([a[0], a[1], a[2] + 1.0])
+        ),
+        format!(
+            "{} {} {} t 0 0 0 1 1",
+            f([b[0], b[1], b[2]]),
+            f([b[0], b[1], b[2] + 1.0]),
+            f([b[0], b[1] + 1.0, b[2]])
+        ),
+        format!(
+            "{} {} {} t 0 0 0 1 1",
+            f([a[0], a[1], a[2]]),
+            f([a[0], a[1], a[2] + 1.0]),
+            f([a[0] + 1.0, a[1], a[2]])
+        ),
+        format!(
+            "{} {} {} t 0 0 0 1 1",
+            f([b[0], b[1], b[2]]),
+            f([b[0] + 1.0, b[1], b[2]]),
+            f([b[0], b[1], b[2] + 1.0])
+        ),
+        format!(
+            "{} {} {} t 0 0 0 1 1",
+            f([a[0], a[1], a[2]]),
+            f([a[0] + 1.0, a[1], a[2]]),
+            f([a[0], a[1] + 1.0, a[2]])
+        ),
+        format!(
+            "{} {} {} t 0 0 0 1 1",
+            f([b[0], b[1], b[2]]),
+            f([b[0], b[1] + 1.0, b[2]]),
+            f([b[0] + 1.0, b[1], b[2]])
+        ),
+    ]
+    .iter()
+    .fold(String::from("{\n"), |s, l| s + l + "\n")
+        + "}\n"
+}

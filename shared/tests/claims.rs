@@ -1,0 +1,308 @@
+//! Trusted-client validation: honest claims (the shared movement's own results) are never
+//! flagged on any map; cheating claims are caught, and the authoritative position never
+//! enters solid (by the independent oracle) nor passes a wall.
+
+mod common;
+
+use common::*;
+use expel_shared::movement::buttons;
+use expel_shared::validate::{claim_from_values, ClaimOutcome, ClaimValidator, ViolationKind};
+use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, Movement, PlayerState, Sim};
+use glam::DVec3;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+fn sim_of(map: &MapData, movement: Movement) -> Sim {
+    Sim::from_map(Arc::new(CollisionModel::build(map)), map, movement).0
+}
+
+/// What the shared movement does for `commands` from `start`: the honest claims.
+fn claims_of(sim: &Sim, start: PlayerState, commands: &[MoveCommand]) -> Vec<PlayerState> {
+    let mut world = sim.new_state();
+    sim.add_player(&mut world, 0, start).unwrap();
+    let mut s = expel_shared::SimScratch::new();
+    let mut cmds = BTreeMap::new();
+    commands
+        .iter()
+        .map(|c| {
+            cmds.insert(0, *c);
+            sim.step(&mut world, &cmds, &mut s);
+            *world.player(0).unwrap()
+        })
+        .collect()
+}
+
+fn judge(sim: &Sim, start: PlayerState, claims: &[PlayerState]) -> Vec<ClaimOutcome> {
+    let mut v = ClaimValidator::new(sim, start).unwrap();
+    claims.iter().map(|c| v.check(sim, c)).collect()
+}
+
+/// Random play in stretches: walking, strafe-jumping, bunny hopping, crouching, standing,
+/// spinning and pure noise.
+fn random_commands(rng: &mut ChaCha8Rng, n: usize) -> Vec<MoveCommand> {
+    let mut out = Vec::with_capacity(n);
+    let mut yaw: f64 = rng.gen_range(0.0..360.0);
+    while out.len() < n {
+        let style = rng.gen_range(0..6);
+        let (f, s) = (rng.gen_range(-1.0..=1.0), rng.gen_range(-1.0..=1.0));
+        let turn = rng.gen_range(-6.0..6.0);
+        for i in 0..rng.gen_range(5..200) {
+            let (mut fwd, mut side, mut b) = (f, s, 0);
+            match style {
+                0 => {
+                    fwd = rng.gen_range(-1.0..=1.0);
+                    side = rng.gen_range(-1.0..=1.0);
+                    yaw = rng.gen_range(0.0..360.0);
+                    b = rng.gen_range(0..4);
+                }
+                1 | 2 => {
+                    // Strafe-jumping: forward and side, turning with the strafe.
+                    fwd = 1.0;
+                    side = if (i / 30) % 2 == 0 { 1.0 } else { -1.0 };
+                    yaw += 3.0 * side;
+                    if style == 2 || rng.gen_bool(0.5) {
+                        b = buttons::JUMP;
+                    }
+                }
+                3 => {
+                    if rng.gen_bool(0.8) {
+                        b = buttons::CROUCH;
+                    }
+                }
+                4 => {
+                    fwd = 0.0;
+                    side = 0.0;
+                }
+                _ => {
+                    yaw += turn;
+                    if rng.gen_bool(0.05) {
+                        b = buttons::JUMP;
+                    }
+                }
+            }
+            let pitch = rng.gen_range(-89.0..89.0);
+            out.push(
+                MoveCommand::new(fwd, side, 0.0, yaw.rem_euclid(360.0), pitch).with_buttons(b),
+            );
+        }
+    }
+    out.truncate(n);
+    out
+}
+
+fn map_files(dir: PathBuf) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        eprintln!("{} is absent: skipping its maps", dir.display());
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = rd
+        .map(|e| e.unwrap().path())
+        .filter(|p| matches!(p.extension().and_then(|e| e.to_str()), Some("map" | "bsp")))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn honest_play_is_never_flagged_on_any_map() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut files = map_files(root.join("../maps"));
+    files.extend(map_files(root.join("../../shared/maps")));
+    assert!(files.len() >= 3, "the repo's maps are missing");
+    let mut total = 0;
+    for path in files {
+        let map = MapData::parse_any(&std::fs::read(&path).unwrap()).unwrap();
+        let sim = sim_of(&map, Movement::default());
+        let spawn = sim.spawns().first().copied().unwrap_or(DVec3::ZERO);
+        for seed in 0..3u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed ^ total as u64);
+            let cmds = random_commands(&mut rng, 4000);
+            let start = PlayerState::at(spawn);
+            let claims = claims_of(&sim, start, &cmds);
+            for (i, out) in judge(&sim, start, &claims).iter().enumerate() {
+                assert!(
+                    out.accepted,
+                    "{} seed {seed} tick {}: {:?}",
+                    path.display(),
+                    i + 1,
+                    out.violation
+                );
+                assert_eq!(out.state.origin, claims[i].origin);
+            }
+            total += claims.len();
+        }
+    }
+    eprintln!("{total} honest claims, all accepted");
+}
+
+/// A floor 2048 units square; with `wall`, a wall across it at x 0..16.
+fn floor_map(wall: bool) -> MapData {
+    let mut text = String::from("{\n\"classname\" \"worldspawn\"\n");
+    text += &brush(
+        DVec3::new(-1024.0, -1024.0, -16.0),
+        DVec3::new(1024.0, 1024.0, 0.0),
+    );
+    if wall {
+        text += &brush(
+            DVec3::new(0.0, -1024.0, 0.0),
+            DVec3::new(16.0, 1024.0, 256.0),
+        );
+    }
+    text += "}\n";
+    MapData::parse_map(&text).unwrap()
+}
+
+/// A player standing on the floor at x = -200 after a second at rest.
+fn settled(sim: &Sim) -> PlayerState {
+    let start = PlayerState::at(DVec3::new(-200.0, 0.0, 30.0));
+    *claims_of(sim, start, &[MoveCommand::default(); 60])
+        .last()
+        .unwrap()
+}
+
+fn run_east() -> MoveCommand {
+    MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0)
+}
+
+fn first_violation(outs: &[ClaimOutcome]) -> Option<(usize, ViolationKind)> {
+    outs.iter()
+        .enumerate()
+        .find_map(|(i, o)| o.violation.as_ref().map(|v| (i, v.kind)))
+}
+
+#[test]
+fn a_path_through_a_wall_is_flagged_at_the_wall_and_never_passes_it() {
+    let walled = floor_map(true);
+    let sim = sim_of(&walled, Movement::default());
+    let open = sim_of(&floor_map(false), Movement::default());
+    let start = settled(&sim);
+    // The cheat moves as if the wall were not there.
+    let claims = claims_of(&open, start, &[run_east(); 240]);
+    let outs = judge(&sim, start, &claims);
+    let half = Movement::default().stand().bounds().max.x;
+    let reaches = claims
+        .iter()
+        .position(|c| c.origin().x + half > 0.0)
+        .expect("the cheat reaches the wall");
+    let (at, kind) = first_violation(&outs).expect("flagged");
+    assert_eq!(kind, ViolationKind::Blocked);
+    assert_eq!(at, reaches, "flagged at the tick the claim enters the wall");
+    // The authoritative position stays on the near side and out of solid (oracle).
+    let brushes = map_brushes(&walled);
+    let hull = OHull::aabb(
+        Movement::default().stand().bounds().min,
+        Movement::default().stand().bounds().max,
+    );
+    for (i, o) in outs.iter().enumerate() {
+        let p = o.state.origin();
+        assert!(p.x + half <= 0.0, "tick {}: {p} is past the wall", i + 1);
+        let sep = brushes
+            .iter()
+            .map(|(b, _, _)| separation(&hull, p, b))
+            .fold(f64::INFINITY, f64::min);
+        assert!(sep >= 0.0, "tick {}: {p} is {sep} into solid", i + 1);
+    }
+    // Stopped at the wall, not where it started.
+    assert!(
+        outs[at].state.origin().x + half > -1.0,
+        "{:?}",
+        outs[at].state
+    );
+}
+
+#[test]
+fn a_teleport_is_flagged_that_tick() {
+    let sim = sim_of(&floor_map(false), Movement::default());
+    let start = settled(&sim);
+    let mut claims = claims_of(&sim, start, &[run_east(); 60]);
+    for c in &mut claims[30..] {
+        *c = PlayerState::at(c.origin() + DVec3::new(0.0, 100.0, 0.0));
+        c.flags = expel_shared::movement::flags::ON_GROUND;
+    }
+    let outs = judge(&sim, start, &claims);
+    assert_eq!(first_violation(&outs), Some((30, ViolationKind::Teleport)));
+    assert_eq!(
+        outs[30].state.origin, claims[29].origin,
+        "left where it was"
+    );
+}
+
+#[test]
+fn doubled_speed_is_flagged_within_a_second() {
+    let sim = sim_of(&floor_map(false), Movement::default());
+    let fast = MoveConfig {
+        max_speed: MoveConfig::default().max_speed * 2.0,
+        ..MoveConfig::default()
+    }
+    .validate()
+    .unwrap();
+    let cheat = sim_of(&floor_map(false), fast);
+    let start = settled(&sim);
+    let claims = claims_of(&cheat, start, &[run_east(); 120]);
+    let outs = judge(&sim, start, &claims);
+    let (at, kind) = first_violation(&outs).expect("flagged");
+    assert_eq!(kind, ViolationKind::Speed);
+    assert!(at < 60, "flagged after {at} ticks");
+    eprintln!("doubled speed: flagged at tick {}", at + 1);
+    // The honest run beside it is not.
+    let honest = claims_of(&sim, start, &[run_east(); 120]);
+    assert_eq!(first_violation(&judge(&sim, start, &honest)), None);
+}
+
+#[test]
+fn flying_is_flagged_within_half_a_second() {
+    let sim = sim_of(&floor_map(false), Movement::default());
+    let start = settled(&sim);
+    // Rising steadily at 120 units/s; hovering 8 units up.
+    for (rise, hover) in [(120.0, false), (0.0, true)] {
+        let base = start.origin();
+        let claims: Vec<PlayerState> = (1..=60)
+            .map(|i| {
+                let z = if hover { 8.0 } else { rise * i as f64 / 60.0 };
+                let o = base + DVec3::new(0.0, 0.0, z);
+                claim_from_values(o.to_array(), [0.0, 0.0, rise], false, false).unwrap()
+            })
+            .collect();
+        let (at, kind) = first_violation(&judge(&sim, start, &claims)).expect("flagged");
+        assert_eq!(
+            kind,
+            ViolationKind::Fly,
+            "rising at {rise}, hovering {hover}"
+        );
+        assert!(at < 30, "flagged after {at} ticks");
+        eprintln!(
+            "flying (rise {rise}, hover {hover}): flagged at tick {}",
+            at + 1
+        );
+    }
+}
+
+#[test]
+fn bad_values_are_refused_before_quantization() {
+    let ok = claim_from_values([1.0, 2.0, 3.0], [0.0; 3], true, false).unwrap();
+    assert_eq!(ok.origin(), DVec3::new(1.0, 2.0, 3.0));
+    for (o, v) in [
+        ([f64::NAN, 0.0, 0.0], [0.0; 3]),
+        ([0.0; 3], [f64::INFINITY, 0.0, 0.0]),
+        ([1.0e12, 0.0, 0.0], [0.0; 3]),
+        ([0.0; 3], [0.0, -1.0e300, 0.0]),
+    ] {
+        let e = claim_from_values(o, v, false, false).unwrap_err();
+        assert!(
+            e.contains("finite") || e.contains("range") || e.contains("beyond"),
+            "{e}"
+        );
+    }
+    // A claim far outside the map is a teleport, judged without a panic.
+    let sim = sim_of(&floor_map(false), Movement::default());
+    let start = settled(&sim);
+    let far = claim_from_values([1.0e6, 0.0, 0.0], [0.0; 3], false, false).unwrap();
+    let out = &judge(&sim, start, &[far])[0];
+    assert_eq!(
+        out.violation.as_ref().map(|v| v.kind),
+        Some(ViolationKind::Teleport)
+    );
+}
