@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use expel_client::{ConnectOptions, LinkConditioner, RunOptions, Trust};
 use expel_server::{Identity, ServerConfig};
 use expel_shared::protocol::token::{self, Claims};
-use expel_shared::protocol::DEFAULT_INTEREST;
+use expel_shared::protocol::{MovementAuthority, DEFAULT_INTEREST};
 use expel_shared::{MoveCommand, MoveConfig};
 use rand::{Rng, SeedableRng};
 use serde::Deserialize;
@@ -43,6 +43,11 @@ pub struct ServeArgs {
     /// Other players per snapshot (default 32).
     #[arg(long)]
     pub interest: Option<usize>,
+    /// Who moves the players: `server` (simulates every command; the default) or
+    /// `client` (clients claim their states, the server validates each).
+    #[arg(long, value_parser = parse_authority)]
+    #[serde(default, deserialize_with = "authority_from_str")]
+    pub movement: Option<MovementAuthority>,
     /// PEM certificate chain (with --key) instead of a self-signed certificate.
     #[arg(long)]
     pub cert: Option<PathBuf>,
@@ -53,6 +58,22 @@ pub struct ServeArgs {
     #[arg(long)]
     #[serde(skip)]
     pub config: Option<PathBuf>,
+}
+
+fn parse_authority(s: &str) -> Result<MovementAuthority, String> {
+    match s {
+        "server" => Ok(MovementAuthority::Server),
+        "client" => Ok(MovementAuthority::Client),
+        _ => Err(format!("unknown movement '{s}' (server, client)")),
+    }
+}
+
+fn authority_from_str<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<MovementAuthority>, D::Error> {
+    let s: Option<String> = serde::Deserialize::deserialize(d)?;
+    s.map(|s| parse_authority(&s).map_err(serde::de::Error::custom))
+        .transpose()
 }
 
 impl ServeArgs {
@@ -74,6 +95,7 @@ impl ServeArgs {
             secret: self.secret.or(f.secret),
             metrics: self.metrics.or(f.metrics),
             interest: self.interest.or(f.interest),
+            movement: self.movement.or(f.movement),
             cert: self.cert.or(f.cert),
             key: self.key.or(f.key),
             config: self.config,
@@ -155,10 +177,12 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         identity,
         hello_timeout: Duration::from_secs(5),
         input_timeout: Duration::from_secs(10),
+        movement: args.movement.unwrap_or_default(),
     };
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
     rt.block_on(async move {
         let tick_rate = sim.config().tick_rate;
+        let movement = cfg.movement;
         let running = expel_server::start(sim, cfg).await?;
         let line = json!({
             "listening": running.addr.to_string(),
@@ -167,6 +191,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
             "map": name,
             "map_hash": running.map_hash,
             "tick_rate": tick_rate,
+            "movement": movement.name(),
         });
         {
             use std::io::Write;

@@ -1,10 +1,12 @@
 //! Networked play end to end: the real server and real clients over QUIC on loopback.
 
-use expel_client::{ClientError, ConnectOptions, LinkConditioner, RunOptions, RunReport, Trust};
+use expel_client::{
+    Cheats, ClientError, ConnectOptions, LinkConditioner, RunOptions, RunReport, Trust,
+};
 use expel_server::{Identity, Running, ServerConfig};
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
 use expel_shared::protocol::token::{mint, Claims};
-use expel_shared::protocol::{decode, ClientControl, ServerControl, ALPN};
+use expel_shared::protocol::{decode, ClientControl, MovementAuthority, ServerControl, ALPN};
 use expel_shared::validate::ViolationKind;
 use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
 use std::sync::atomic::Ordering::Relaxed;
@@ -41,6 +43,7 @@ fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
         identity: Identity::self_signed().unwrap(),
         hello_timeout: Duration::from_secs(1),
         input_timeout: Duration::from_secs(3),
+        movement: MovementAuthority::Server,
     }
 }
 
@@ -444,6 +447,7 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
             first_tick: 1_000 + k,
             commands: vec![bad],
             predicted: None,
+            claims: Vec::new(),
         });
         // After the third the server has closed the connection.
         let _ = c5.send_datagram(expel_shared::protocol::encode(&msg).into());
@@ -593,7 +597,10 @@ async fn a_speedhack_is_flagged_and_kicked_while_honest_play_is_not() {
         wander(6),
         RunOptions {
             seconds: 20.0,
-            clock_factor: 1.10,
+            cheats: Cheats {
+                clock_factor: 1.10,
+                ..Default::default()
+            },
             ..Default::default()
         },
     ));
@@ -622,4 +629,223 @@ async fn a_speedhack_is_flagged_and_kicked_while_honest_play_is_not() {
         .sum();
     assert_eq!(other, 0, "honest play flagged");
     r.shutdown("test over").await;
+}
+
+/// The bad link of the issue: 10% loss, 100 ± 30 ms each way, some duplicates.
+fn bad_link() -> LinkConditioner {
+    LinkConditioner {
+        loss: 0.1,
+        delay_ms: 100.0,
+        jitter_ms: 30.0,
+        duplicate: 0.05,
+    }
+}
+
+fn violations(r: &Running) -> Vec<(&'static str, u64)> {
+    ViolationKind::ALL
+        .iter()
+        .zip(&r.metrics.violations)
+        .map(|(k, v)| (k.name(), v.load(Relaxed)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trusted_clients_playing_honestly_through_a_bad_link_are_never_flagged() {
+    let _serial = SERIAL.lock().await;
+    let (r, _, _) = server_with(8, |c| c.movement = MovementAuthority::Client).await;
+    let joined = expel_client::connect(r.addr, &options(&r, 2))
+        .await
+        .unwrap();
+    assert_eq!(joined.welcome.movement, MovementAuthority::Client);
+    // A recorded walk (stairs, jumps, crouching) and a wanderer beside it.
+    let other = spawn_wanderer(
+        &r,
+        3,
+        RunOptions {
+            seconds: 20.0,
+            link: bad_link(),
+            buffer_ticks: 4.0,
+            seed: 9,
+            ..Default::default()
+        },
+    );
+    let report = expel_client::run(
+        joined,
+        player(replay()),
+        RunOptions {
+            seconds: 30.0,
+            link: bad_link(),
+            buffer_ticks: 4.0,
+            seed: 8,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let other = other.await.unwrap();
+    let m = &r.metrics;
+    let (accepted, rejected, missing) = (
+        m.claims_accepted.load(Relaxed),
+        m.claims_rejected.load(Relaxed),
+        m.claims_missing.load(Relaxed),
+    );
+    eprintln!("claims accepted {accepted}, rejected {rejected}, missing {missing}");
+    assert_eq!(violations(&r), vec![], "honest play flagged");
+    assert_eq!(rejected, 0);
+    assert!(accepted > 1000, "{accepted} claims accepted");
+    assert!(report.ended_by_server.is_none() && other.ended_by_server.is_none());
+    assert!(report.final_match, "{report:?}");
+    r.shutdown("test over").await;
+}
+
+/// Runs east (yaw 0) forever.
+fn east() -> impl FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand> {
+    |_, _| Some(MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0))
+}
+
+/// Player 3 spawns at (-200, 700): east of it, the arena's 4-unit thin wall at x = 600.
+const CHEATER: u32 = 3;
+/// The farthest east the cheater's hull centre may be: the thin wall minus its half width.
+const WALL_X: f64 = 600.0 - 15.0;
+
+/// The cheater: a client running east with `cheats` from its second second on.
+fn cheater(r: &Running, cheats: Cheats, seconds: f64) -> tokio::task::JoinHandle<RunReport> {
+    let o = options(r, CHEATER);
+    let addr = r.addr;
+    tokio::spawn(async move {
+        let j = expel_client::connect(addr, &o).await.unwrap();
+        let opts = RunOptions {
+            seconds,
+            cheats: Cheats {
+                after_ticks: 60,
+                ..cheats
+            },
+            ..Default::default()
+        };
+        expel_client::run(j, east(), opts).await.unwrap()
+    })
+}
+
+async fn movement_server(movement: MovementAuthority) -> Running {
+    server_with(4, |c| c.movement = movement).await.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trusted_mode_catches_noclip_teleport_speed_fly_and_timing_cheats() {
+    let _serial = SERIAL.lock().await;
+    let cases: [(&str, Cheats, f64); 5] = [
+        (
+            "blocked",
+            Cheats {
+                noclip: true,
+                ..Default::default()
+            },
+            f64::INFINITY,
+        ),
+        (
+            "teleport",
+            Cheats {
+                teleport: Some(glam::DVec3::new(0.0, -300.0, 0.0)),
+                ..Default::default()
+            },
+            0.5,
+        ),
+        (
+            "speed",
+            Cheats {
+                speed: 2.0,
+                ..Default::default()
+            },
+            1.0,
+        ),
+        (
+            "fly",
+            Cheats {
+                fly: 120.0,
+                ..Default::default()
+            },
+            0.5,
+        ),
+        (
+            "timing",
+            Cheats {
+                clock_factor: 1.10,
+                after_ticks: 0,
+                ..Default::default()
+            },
+            5.0,
+        ),
+    ];
+    for (kind, cheats, within) in cases {
+        let timing = kind == "timing";
+        let r = movement_server(MovementAuthority::Client).await;
+        let run = cheater(&r, cheats, 12.0);
+        if timing {
+            tokio::time::sleep(Duration::from_secs_f64(within + 0.5)).await;
+            assert!(
+                violations(&r).iter().any(|(k, _)| *k == "timing"),
+                "timing: not flagged within {within} s"
+            );
+        }
+        let report = run.await.unwrap();
+        let why = report.ended_by_server.clone().unwrap_or_default();
+        eprintln!(
+            "{kind}: {why}; kicked {:.2} s after the cheat began; violations {:?}",
+            report.ended_after - report.cheating_after.unwrap_or(0.0),
+            violations(&r)
+        );
+        assert!(why.contains("kicked for cheating"), "{kind}: {why}");
+        let flagged = violations(&r);
+        assert!(
+            flagged.iter().any(|(k, _)| *k == kind),
+            "{kind}: flagged {flagged:?}"
+        );
+        if !timing {
+            // Kicked on the third violation: a few ticks after the first.
+            let began = report.cheating_after.expect("the cheat began");
+            let took = report.ended_after - began;
+            assert!(
+                took < within + 0.3,
+                "{kind}: kicked {took:.2} s after the cheat began"
+            );
+        }
+        // Whatever the claims said, the server never held the player past the wall.
+        let x = report.max_server_x.unwrap_or(f64::NEG_INFINITY);
+        assert!(x <= WALL_X, "{kind}: the server held x = {x}");
+        r.shutdown("test over").await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn authoritative_mode_neutralises_position_cheats_and_reports_the_divergence() {
+    let _serial = SERIAL.lock().await;
+    for cheats in [
+        Cheats {
+            noclip: true,
+            ..Default::default()
+        },
+        Cheats {
+            teleport: Some(glam::DVec3::new(0.0, -300.0, 0.0)),
+            ..Default::default()
+        },
+        Cheats {
+            speed: 2.0,
+            ..Default::default()
+        },
+        Cheats {
+            fly: 120.0,
+            ..Default::default()
+        },
+    ] {
+        let r = movement_server(MovementAuthority::Server).await;
+        let report = cheater(&r, cheats, 5.0).await.unwrap();
+        let flagged = violations(&r);
+        eprintln!("{cheats:?}: {flagged:?}");
+        assert_eq!(flagged.len(), 1, "{flagged:?}");
+        assert_eq!(flagged[0].0, "divergence", "{flagged:?}");
+        let x = report.max_server_x.unwrap_or(f64::NEG_INFINITY);
+        assert!(x <= WALL_X, "the server held x = {x}");
+        r.shutdown("test over").await;
+    }
 }

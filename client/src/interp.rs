@@ -66,6 +66,7 @@ mod tests {
             tick,
             last_command: 0,
             input_lead: None,
+            corrected: 0,
             own: PlayerState::default(),
             players,
             movers: BTreeMap::new(),

@@ -7,10 +7,14 @@
 //! ([`Interpolator`]). A [`LinkConditioner`] adds loss, delay, jitter (hence reordering)
 //! and duplication to its datagrams, for tests and tools.
 
+#[cfg(feature = "cheats")]
+mod cheats;
 mod interp;
 mod predict;
 mod tls;
 
+#[cfg(feature = "cheats")]
+pub use cheats::{CheatState, Cheats};
 pub use interp::Interpolator;
 pub use predict::{PredictStats, Predictor};
 pub use tls::{client_config, Trust};
@@ -19,11 +23,12 @@ use bytes::Bytes;
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
 use expel_shared::protocol::snapshot::SnapshotDecoder;
 use expel_shared::protocol::{
-    decode, encode, ClientControl, ClientDatagram, InputMsg, ServerControl, Welcome, ALPN,
-    INPUT_REDUNDANCY, MAX_MAP_BYTES, VERSION,
+    decode, encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl,
+    Welcome, ALPN, INPUT_REDUNDANCY, MAX_MAP_BYTES, VERSION,
 };
 use expel_shared::{CollisionModel, MapData, MoveCommand, PlayerState, Sim};
 use rand::{Rng, SeedableRng};
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -282,6 +287,12 @@ pub struct RunReport {
     pub final_match: bool,
     /// The last snapshot's own state.
     pub final_state: Option<PlayerState>,
+    /// Seconds from the start until the session ended.
+    pub ended_after: f64,
+    /// Seconds from the start until a cheat began, if one did.
+    pub cheating_after: Option<f64>,
+    /// The farthest east (largest x) the server ever held this player, in units.
+    pub max_server_x: Option<f64>,
 }
 
 impl RunReport {
@@ -307,9 +318,9 @@ pub struct RunOptions {
     pub buffer_ticks: f64,
     /// Seed of the conditioner's randomness.
     pub seed: u64,
-    /// Test-only cheat: the clock runs this many times too fast (1.0: honest).
+    /// Test-only cheats.
     #[cfg(feature = "cheats")]
-    pub clock_factor: f64,
+    pub cheats: Cheats,
 }
 
 impl Default for RunOptions {
@@ -320,7 +331,7 @@ impl Default for RunOptions {
             buffer_ticks: 2.0,
             seed: 1,
             #[cfg(feature = "cheats")]
-            clock_factor: 1.0,
+            cheats: Cheats::default(),
         }
     }
 }
@@ -391,6 +402,13 @@ pub async fn run(
     let stats0 = conn.stats();
     let every = (welcome.tick_rate / welcome.snapshot_rate.max(1)).max(1) as u64;
     let mut span: Option<(u64, u64)> = None;
+    let trusted = welcome.movement == MovementAuthority::Client;
+    let mut seen_correction = 0u64;
+    #[cfg(feature = "cheats")]
+    let (mut cheat, mut sent) = (
+        CheatState::default(),
+        std::collections::BTreeMap::<u64, PlayerState>::new(),
+    );
     loop {
         tokio::select! {
             _ = tokio::time::sleep_until(next_at) => {
@@ -412,14 +430,50 @@ pub async fn run(
                     last_cmd
                 };
                 last_cmd = cmd;
-                let predicted = predictor.command(tick, cmd);
+                #[allow(unused_mut)]
+                let mut predicted = predictor.command(tick, cmd);
+                // Cheats rewrite every predicted tick, skipped ones included, into one
+                // chain of their own.
+                #[cfg(feature = "cheats")]
+                if opts.cheats.moves() && predicted.is_some() {
+                    let from = sent.last_key_value().map_or(tick, |(t, _)| t + 1);
+                    for t in from.max(tick.saturating_sub(64))..=tick {
+                        let Some(honest) = predictor.predicted_at(t) else {
+                            continue;
+                        };
+                        let (cheated, on) = cheat.apply(&opts.cheats, &sim, &cmd, honest);
+                        if on && report.cheating_after.is_none() {
+                            report.cheating_after = Some(started.elapsed().as_secs_f64());
+                        }
+                        sent.insert(t, cheated);
+                    }
+                    sent = sent.split_off(&tick.saturating_sub(INPUT_REDUNDANCY as u64));
+                    predicted = sent.get(&tick).copied();
+                }
                 report.ticks += 1;
                 let first = tick.saturating_sub(INPUT_REDUNDANCY as u64 - 1).max(1);
+                // Trusted-client mode: the state reached after each command, as claimed.
+                let claims = if trusted {
+                    #[cfg(feature = "cheats")]
+                    if opts.cheats.moves() {
+                        (first..=tick)
+                            .map(|t| sent.get(&t).copied())
+                            .collect::<Option<Vec<_>>>()
+                            .unwrap_or_default()
+                    } else {
+                        predictor.states_between(first, tick).unwrap_or_default()
+                    }
+                    #[cfg(not(feature = "cheats"))]
+                    predictor.states_between(first, tick).unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
                 let msg = InputMsg {
                     ack: snapshots.newest(),
                     first_tick: first,
                     commands: predictor.commands_between(first, tick),
                     predicted,
+                    claims,
                 };
                 let bytes = Bytes::from(encode(&ClientDatagram::Input(msg)));
                 if !link.active() {
@@ -436,7 +490,17 @@ pub async fn run(
                 predictor.frame();
             }
             Some(b) = dg_rx.recv() => {
-                let Ok(Some(snap)) = snapshots.decode(&b) else { continue };
+                let Ok(Some(mut snap)) = snapshots.decode(&b) else { continue };
+                let x = snap.own.origin().x;
+                report.max_server_x = Some(report.max_server_x.map_or(x, |m| m.max(x)));
+                // A trusted client's own path stands unless the server rejected a claim:
+                // a state the server holds while claims are in flight is no correction.
+                if trusted && snap.corrected <= seen_correction {
+                    if let Some(p) = predictor.predicted_at(snap.tick) {
+                        snap.own = p;
+                    }
+                }
+                seen_correction = seen_correction.max(snap.corrected);
                 if let Some((_, last)) = span {
                     report.max_snapshot_gap = report.max_snapshot_gap.max(snap.tick - last);
                 }
@@ -462,8 +526,8 @@ pub async fn run(
                 }
                 // The speedhack cheat: a fast clock that ignores the server's steering.
                 #[cfg(feature = "cheats")]
-                if opts.clock_factor != 1.0 {
-                    period = base_period / opts.clock_factor.max(0.1);
+                if opts.cheats.clock_factor != 1.0 {
+                    period = base_period / opts.cheats.clock_factor.max(0.1);
                 }
             }
             why = conn.closed() => {
@@ -485,6 +549,7 @@ pub async fn run(
         }
     }
     report.predict = predictor.stats;
+    report.ended_after = started.elapsed().as_secs_f64();
     if let Some((a, b)) = span {
         report.snapshots_lost = ((b - a) / every + 1).saturating_sub(report.predict.snapshots);
     }

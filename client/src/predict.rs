@@ -92,13 +92,8 @@ impl Predictor {
     /// predicted state, once a snapshot has arrived.
     pub fn command(&mut self, t: u64, cmd: MoveCommand) -> Option<PlayerState> {
         self.commands.insert(t, cmd);
-        while self
-            .commands
-            .first_key_value()
-            .is_some_and(|(k, _)| k + KEEP < t)
-        {
-            self.commands.pop_first();
-        }
+        keep_recent(&mut self.commands, t);
+        keep_recent(&mut self.predicted, t);
         if !self.ready() {
             return None;
         }
@@ -125,6 +120,17 @@ impl Predictor {
     /// The commands for ticks `from..=to`, for an input datagram.
     pub fn commands_between(&self, from: u64, to: u64) -> Vec<MoveCommand> {
         (from..=to).map(|t| self.command_for(t)).collect()
+    }
+
+    /// The predicted states for ticks `from..=to` (the server's own for ticks it has
+    /// confirmed), if every one is known: a trusted client's claims.
+    pub fn states_between(&self, from: u64, to: u64) -> Option<Vec<PlayerState>> {
+        (from..=to).map(|t| self.predicted_at(t)).collect()
+    }
+
+    /// The state predicted after tick `t` (the server's own once confirmed), if known.
+    pub fn predicted_at(&self, t: u64) -> Option<PlayerState> {
+        self.predicted.get(&t).copied()
     }
 
     /// Reconciles with a snapshot: restores the server's state at its tick and replays our
@@ -175,7 +181,9 @@ impl Predictor {
             movers: self.movers.clone(),
         };
         self.base_tick = snap.tick;
-        self.predicted.clear();
+        // What the server holds for its tick stands; what follows is predicted again.
+        self.predicted.split_off(&snap.tick);
+        self.predicted.insert(snap.tick, snap.own);
         // Replay what the server has not applied yet.
         self.advance_to(target);
         // Keep what is drawn continuous: the jump becomes an error that fades.
@@ -215,5 +223,12 @@ impl Predictor {
     /// The world as last predicted (others as the newest snapshot showed them).
     pub fn world(&self) -> &WorldState {
         &self.world
+    }
+}
+
+/// Forgets entries more than [`KEEP`] ticks older than `t`.
+fn keep_recent<V>(m: &mut BTreeMap<u64, V>, t: u64) {
+    while m.first_key_value().is_some_and(|(k, _)| k + KEEP < t) {
+        m.pop_first();
     }
 }

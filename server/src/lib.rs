@@ -7,6 +7,9 @@
 //! * One task per connection reads the control stream and datagrams, checks the hello
 //!   (version, token, capacity), queues inputs (bounded) and writes control messages.
 //! * Connection tasks and the tick share the client table (`DashMap`) and the metrics.
+//! * Movement is the server's ([`MovementAuthority::Server`]: every command simulated,
+//!   the clients' predictions compared) or the clients' ([`MovementAuthority::Client`]:
+//!   each claimed state judged by [`Sim::step_claims`], a rejected one corrected).
 
 mod metrics;
 mod tls;
@@ -21,10 +24,13 @@ use expel_shared::protocol::input::{InputBuffer, InputStats};
 use expel_shared::protocol::snapshot::{Feedback, SnapshotEncoder};
 use expel_shared::protocol::token::{self, ReplayGuard, TokenError};
 use expel_shared::protocol::{
-    decode, ClientControl, ClientDatagram, InputMsg, ServerControl, Welcome, MAP_CHUNK, VERSION,
+    decode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl, Welcome,
+    MAP_CHUNK, VERSION,
 };
-use expel_shared::validate::{ValidationConfig, Validator, Violation, ViolationKind};
-use expel_shared::{MoveCommand, MoveMode, Obstacle, PlayerState, Sim, SimScratch};
+use expel_shared::validate::{
+    TickClaim, ValidationConfig, Validator, Violation, ViolationKind, MAX_SPAN,
+};
+use expel_shared::{MoveCommand, MoveMode, Obstacle, PlayerState, Sim, SimScratch, WorldState};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -36,7 +42,7 @@ use tracing::{debug, info, warn};
 
 /// Input messages queued per client between ticks; older ones are dropped beyond it.
 const INBOX: usize = 64;
-/// Predictions remembered per client until the server reaches their tick.
+/// Predictions (or claims) remembered per client until the server reaches their tick.
 const CLAIMS: usize = 256;
 /// QUIC close codes.
 const CLOSE_SHUTDOWN: u32 = 0;
@@ -89,6 +95,8 @@ pub struct ServerConfig {
     pub hello_timeout: Duration,
     /// How long a joined client may go without sending input.
     pub input_timeout: Duration,
+    /// Who moves the players.
+    pub movement: MovementAuthority,
 }
 
 /// A running server.
@@ -249,12 +257,18 @@ struct Session {
     inputs: InputBuffer,
     snapshots: SnapshotEncoder,
     seen: InputStats,
-    /// States the client predicted, by tick, to compare once the server steps that tick.
+    /// States the client predicted (authoritative mode) or claims (trusted-client mode),
+    /// by tick, to compare or judge once the server steps that tick.
     claims: BTreeMap<u64, PlayerState>,
     /// Snapshot bytes this client may still receive (a token bucket).
     budget: f64,
     /// Move validation.
     validator: Validator,
+    /// Trusted-client mode: ticks since the last claim was judged (its next one is judged
+    /// over the gap).
+    missed: u32,
+    /// Trusted-client mode: the newest tick whose claim was rejected.
+    corrected: u64,
 }
 
 /// Counts, logs and, past the threshold, acts on a violation: the player is kicked with
@@ -312,6 +326,8 @@ async fn tick_loop(
                                 claims: BTreeMap::new(),
                                 budget: shared.cfg.client_budget as f64 / 4.0,
                                 validator: Validator::new(ValidationConfig::for_tick_rate(rate)),
+                                missed: 0,
+                                corrected: 0,
                             },
                         );
                     }
@@ -328,6 +344,7 @@ async fn tick_loop(
             s.budget = (s.budget + refill).min(cap);
         }
         let next = world.tick + 1;
+        let trusted = shared.cfg.movement == MovementAuthority::Client;
         let mut commands: BTreeMap<u32, MoveCommand> = BTreeMap::new();
         for (id, s) in sessions.iter_mut() {
             let msgs: Vec<InputMsg> = match s.client.inbox.lock() {
@@ -344,9 +361,16 @@ async fn tick_loop(
                 }
                 s.inputs.receive(&msg, next);
                 s.snapshots.ack(msg.ack);
-                // The state the client predicted after its last command: compared when
-                // the server steps that tick.
-                if let Some(p) = msg.predicted {
+                if trusted {
+                    // A claim per command; the first copy to arrive stands.
+                    for ((t, _), c) in msg.ticked().zip(&msg.claims) {
+                        if t >= next && s.claims.len() < CLAIMS {
+                            s.claims.entry(t).or_insert(*c);
+                        }
+                    }
+                } else if let Some(p) = msg.predicted {
+                    // The state the client predicted after its last command: compared
+                    // when the server steps that tick.
                     let at = msg.first_tick + msg.commands.len() as u64 - 1;
                     if at >= next && s.claims.len() < CLAIMS {
                         s.claims.insert(at, p);
@@ -368,59 +392,14 @@ async fn tick_loop(
                 .fetch_add(st.too_far_ahead - s.seen.too_far_ahead, Relaxed);
             s.seen = st;
         }
-        let reports = sim.step(&mut world, &commands, &mut scratch);
-        shared.tick.store(world.tick, Relaxed);
-        for (id, s) in sessions.iter_mut() {
-            // Claims for ticks already stepped can never be checked: forget them.
-            s.claims = s.claims.split_off(&world.tick);
-            if let (Some(claim), Some(p)) = (s.claims.remove(&world.tick), world.player(*id)) {
-                if claim != *p {
-                    m.corrections.fetch_add(1, Relaxed);
-                }
-                // Contact with players, and with movers (whose state may hang on triggers
-                // by players outside this client's view), explains a divergence.
-                let contact = reports.iter().find(|r| r.id == *id).is_some_and(|r| {
-                    r.reverted
-                        || r.events
-                            .touched
-                            .as_slice()
-                            .iter()
-                            .any(|o| matches!(o, Obstacle::Player(_) | Obstacle::Mover(_)))
-                });
-                if let Some(v) = s.validator.claim(world.tick, &claim, p, contact) {
-                    violation(m, *id, s, &v);
-                }
-            }
+        if trusted {
+            by_claims(&sim, m, &mut world, &mut sessions, &mut scratch);
+        } else {
+            authoritative(&sim, m, &mut world, &commands, &mut sessions, &mut scratch);
         }
+        shared.tick.store(world.tick, Relaxed);
         if world.tick.is_multiple_of(snapshot_every) {
-            for (id, s) in sessions.iter_mut() {
-                let max = s
-                    .client
-                    .conn
-                    .max_datagram_size()
-                    .unwrap_or(1200)
-                    .min(s.budget.max(0.0) as usize);
-                let fb = Feedback {
-                    last_command: s.inputs.last_applied(),
-                    input_lead: s.inputs.take_lead(),
-                };
-                let interest = shared.cfg.interest;
-                let Some(bytes) = s.snapshots.encode(&sim, &world, *id, fb, interest, max) else {
-                    m.snapshot_drops.fetch_add(1, Relaxed);
-                    continue;
-                };
-                let n = bytes.len() as u64;
-                s.budget -= n as f64;
-                match s.client.conn.send_datagram(Bytes::from(bytes)) {
-                    Ok(()) => {
-                        m.datagrams_out.fetch_add(1, Relaxed);
-                        m.bytes_out.fetch_add(n, Relaxed);
-                    }
-                    Err(_) => {
-                        m.snapshot_drops.fetch_add(1, Relaxed);
-                    }
-                }
-            }
+            send_snapshots(&shared, &world, &mut sessions);
         }
         m.players.store(world.players.len() as u64, Relaxed);
         let took = started.elapsed();
@@ -428,6 +407,120 @@ async fn tick_loop(
             m.overruns.fetch_add(1, Relaxed);
         }
         m.tick(took.as_secs_f64());
+    }
+}
+
+/// A trusted-client tick: each player's claim for the tick is judged; a rejected one is
+/// a violation and a correction (the snapshot carries the state that stands).
+fn by_claims(
+    sim: &Sim,
+    m: &Metrics,
+    world: &mut WorldState,
+    sessions: &mut BTreeMap<u32, Session>,
+    scratch: &mut SimScratch,
+) {
+    let next = world.tick + 1;
+    let mut claims = BTreeMap::new();
+    for (id, s) in sessions.iter_mut() {
+        s.claims = s.claims.split_off(&next);
+        if let Some(state) = s.claims.remove(&next) {
+            let span = s.missed + 1;
+            claims.insert(*id, TickClaim { state, span });
+        }
+    }
+    let reports = sim.step_claims(world, &claims, scratch);
+    for r in reports {
+        let Some(s) = sessions.get_mut(&r.id) else {
+            continue;
+        };
+        s.missed = match r.outcome {
+            None => (s.missed + 1).min(MAX_SPAN - 1),
+            Some(_) => 0,
+        };
+        match r.outcome {
+            None => m.claims_missing.fetch_add(1, Relaxed),
+            Some(o) if o.accepted => m.claims_accepted.fetch_add(1, Relaxed),
+            Some(o) => {
+                m.corrections.fetch_add(1, Relaxed);
+                s.corrected = world.tick;
+                if let Some(v) = &o.violation {
+                    violation(m, r.id, s, v);
+                }
+                m.claims_rejected.fetch_add(1, Relaxed)
+            }
+        };
+    }
+}
+
+/// An authoritative tick: every player moves by its command; the predictions clients
+/// reported for the tick are compared with the result.
+fn authoritative(
+    sim: &Sim,
+    m: &Metrics,
+    world: &mut WorldState,
+    commands: &BTreeMap<u32, MoveCommand>,
+    sessions: &mut BTreeMap<u32, Session>,
+    scratch: &mut SimScratch,
+) {
+    let reports = sim.step(world, commands, scratch);
+    for (id, s) in sessions.iter_mut() {
+        // Claims for ticks already stepped can never be checked: forget them.
+        s.claims = s.claims.split_off(&world.tick);
+        if let (Some(claim), Some(p)) = (s.claims.remove(&world.tick), world.player(*id)) {
+            if claim != *p {
+                m.corrections.fetch_add(1, Relaxed);
+            }
+            // Contact with players, and with movers (whose state may hang on triggers
+            // by players outside this client's view), explains a divergence.
+            let contact = reports.iter().find(|r| r.id == *id).is_some_and(|r| {
+                r.reverted
+                    || r.events
+                        .touched
+                        .as_slice()
+                        .iter()
+                        .any(|o| matches!(o, Obstacle::Player(_) | Obstacle::Mover(_)))
+            });
+            if let Some(v) = s.validator.claim(world.tick, &claim, p, contact) {
+                violation(m, *id, s, &v);
+            }
+        }
+    }
+}
+
+/// Sends each client its snapshot, within its byte budget.
+fn send_snapshots(shared: &Shared, world: &WorldState, sessions: &mut BTreeMap<u32, Session>) {
+    let m = &shared.metrics;
+    for (id, s) in sessions.iter_mut() {
+        let max = s
+            .client
+            .conn
+            .max_datagram_size()
+            .unwrap_or(1200)
+            .min(s.budget.max(0.0) as usize);
+        let fb = Feedback {
+            last_command: s.inputs.last_applied(),
+            input_lead: s.inputs.take_lead(),
+            corrected: s.corrected,
+        };
+        let interest = shared.cfg.interest;
+        let Some(bytes) = s
+            .snapshots
+            .encode(&shared.sim, world, *id, fb, interest, max)
+        else {
+            m.snapshot_drops.fetch_add(1, Relaxed);
+            continue;
+        };
+        let n = bytes.len() as u64;
+        s.budget -= n as f64;
+        match s.client.conn.send_datagram(Bytes::from(bytes)) {
+            Ok(()) => {
+                m.datagrams_out.fetch_add(1, Relaxed);
+                m.bytes_out.fetch_add(n, Relaxed);
+            }
+            Err(_) => {
+                m.snapshot_drops.fetch_add(1, Relaxed);
+            }
+        }
     }
 }
 
@@ -631,6 +724,7 @@ async fn connection(
         map_size: shared.cfg.map_bytes.len() as u64,
         sending_map,
         server_tick: shared.tick.load(Relaxed),
+        movement: shared.cfg.movement,
     };
     let mut ok = send_control(&mut send, &ServerControl::Welcome(Box::new(welcome))).await;
     if sending_map {

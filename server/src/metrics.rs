@@ -54,8 +54,15 @@ pub struct Metrics {
     pub inputs_duplicate: AtomicU64,
     /// Commands stamped too far ahead.
     pub inputs_too_far_ahead: AtomicU64,
-    /// Client-reported predictions that differed from the server's state (corrections).
+    /// Client-reported predictions that differed from the server's state, and rejected
+    /// claims (corrections).
     pub corrections: AtomicU64,
+    /// Trusted-client claims accepted.
+    pub claims_accepted: AtomicU64,
+    /// Trusted-client claims rejected (each also counted as a violation).
+    pub claims_rejected: AtomicU64,
+    /// Trusted-client ticks without a claim (the player held its state).
+    pub claims_missing: AtomicU64,
     /// Datagrams that did not decode.
     pub malformed_datagrams: AtomicU64,
     /// Control messages that did not decode.
@@ -189,6 +196,24 @@ impl Metrics {
             "expel_corrections_total",
             "Client predictions that differed from the server.",
             &self.corrections,
+            "counter",
+        );
+        counter(
+            "expel_claims_accepted_total",
+            "Trusted-client claims accepted.",
+            &self.claims_accepted,
+            "counter",
+        );
+        counter(
+            "expel_claims_rejected_total",
+            "Trusted-client claims rejected and corrected.",
+            &self.claims_rejected,
+            "counter",
+        );
+        counter(
+            "expel_claims_missing_total",
+            "Trusted-client ticks without a claim; the player held its state.",
+            &self.claims_missing,
             "counter",
         );
         counter(

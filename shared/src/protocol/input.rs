@@ -137,6 +137,7 @@ mod tests {
                 .map(|i| MoveCommand::new(1.0, 0.0, 0.0, i as f64, 0.0))
                 .collect(),
             predicted: None,
+            claims: Vec::new(),
         }
     }
 

@@ -46,6 +46,28 @@ pub struct Welcome {
     pub sending_map: bool,
     /// The server's tick when it sent this.
     pub server_tick: u64,
+    /// Who moves the players: the server, or the clients under validation.
+    pub movement: MovementAuthority,
+}
+
+/// Who owns player movement.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MovementAuthority {
+    /// The server simulates every command (clients predict and report).
+    #[default]
+    Server,
+    /// Clients move themselves and claim their states; the server validates each claim.
+    Client,
+}
+
+impl MovementAuthority {
+    /// As `expel serve --movement` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            MovementAuthority::Server => "server",
+            MovementAuthority::Client => "client",
+        }
+    }
 }
 
 /// What the server sends on the control stream.
@@ -88,6 +110,9 @@ pub struct InputMsg {
     pub commands: Vec<MoveCommand>,
     /// The state the client predicted after its last command, for validation.
     pub predicted: Option<PlayerState>,
+    /// Under [`MovementAuthority::Client`], the state claimed after each command (as many
+    /// as `commands`); otherwise empty.
+    pub claims: Vec<PlayerState>,
 }
 
 impl InputMsg {
@@ -109,6 +134,13 @@ impl InputMsg {
             .is_none()
         {
             return Err(invalid("tick overflows".into()));
+        }
+        if !self.claims.is_empty() && self.claims.len() != self.commands.len() {
+            return Err(invalid(format!(
+                "{} claims for {} commands",
+                self.claims.len(),
+                self.commands.len()
+            )));
         }
         Ok(())
     }
@@ -155,6 +187,10 @@ pub struct SnapshotMsg {
     /// snapshot, at worst (negative: late). The client's clock steers by it, so it holds
     /// whatever the path's delay and jitter.
     pub input_lead: Option<i32>,
+    /// Trusted-client mode: the newest tick whose claim was rejected (0: none). Only then
+    /// does the client take the server's state for its own; a state the server merely
+    /// holds while claims are in flight is no correction.
+    pub corrected: u64,
     /// The client's own state, exact.
     pub own: PlayerState,
     /// Other players in view, against the baseline (in full when new to it).

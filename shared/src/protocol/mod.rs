@@ -9,7 +9,9 @@
 //!   [`MoveConfig`](crate::MoveConfig), map name and hash, server tick), map transfer,
 //!   refusal, kick and shutdown with a reason.
 //! * Input datagrams ([`InputMsg`]): the last few tick-stamped commands, so one lost
-//!   datagram costs nothing, and the newest snapshot received (the delta baseline).
+//!   datagram costs nothing, and the newest snapshot received (the delta baseline). Under
+//!   [`MovementAuthority::Client`] each command comes with the state the client claims it
+//!   reached, which the server validates instead of simulating.
 //! * Snapshot datagrams ([`SnapshotMsg`]): the client's own state in full, the other
 //!   players and the movers near it as per-entity deltas with changed-field masks against
 //!   the newest snapshot the client acknowledged ([`snapshot`]).
@@ -21,16 +23,16 @@ pub mod snapshot;
 pub mod token;
 
 pub use messages::{
-    ClientControl, ClientDatagram, EntityDelta, InputMsg, ServerControl, ServerDatagram,
-    SnapshotMsg, Welcome,
+    ClientControl, ClientDatagram, EntityDelta, InputMsg, MovementAuthority, ServerControl,
+    ServerDatagram, SnapshotMsg, Welcome,
 };
 
 use thiserror::Error;
 
 /// Protocol version carried in the hello; a server refuses any other.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// The QUIC application protocol name.
-pub const ALPN: &[u8] = b"expel/1";
+pub const ALPN: &[u8] = b"expel/2";
 /// Commands repeated in every input datagram (the last N), so a lost datagram costs nothing.
 pub const INPUT_REDUNDANCY: usize = 4;
 /// Most commands one input datagram may carry.

@@ -20,6 +20,8 @@ pub struct Feedback {
     pub last_command: u64,
     /// The worst lead of the commands received since the last snapshot.
     pub input_lead: Option<i32>,
+    /// The newest tick whose claim was rejected (0: none).
+    pub corrected: u64,
 }
 use std::collections::{BTreeMap, VecDeque};
 
@@ -254,6 +256,7 @@ fn frame_msg(frame: &Frame, base: Option<&Frame>, own: PlayerState, fb: Feedback
         baseline: base.map_or(0, |f| f.tick),
         last_command: fb.last_command,
         input_lead: fb.input_lead,
+        corrected: fb.corrected,
         own,
         players: frame
             .players
@@ -308,6 +311,8 @@ pub struct Snapshot {
     pub last_command: u64,
     /// The worst lead of the client's commands at the server since the last snapshot.
     pub input_lead: Option<i32>,
+    /// The newest tick whose claim was rejected (0: none).
+    pub corrected: u64,
     /// The client's own state.
     pub own: PlayerState,
     /// Other players in view.
@@ -388,6 +393,7 @@ impl SnapshotDecoder {
             tick: msg.tick,
             last_command: msg.last_command,
             input_lead: msg.input_lead,
+            corrected: msg.corrected,
             own: msg.own,
             players,
             movers,

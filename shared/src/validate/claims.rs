@@ -36,6 +36,7 @@ use crate::movement::{flags, PlayerState};
 use crate::mover::Pose;
 use crate::sim::{in_range, PlayerBox, PlayerId, Sim, SimScratch, WorldState};
 use glam::DVec3;
+use std::collections::BTreeMap;
 
 /// How close a path must come to the claimed position: the expel zone on both sides and
 /// the rounding of a quantized position.
@@ -45,6 +46,8 @@ const REACH_TOL: f64 = 2.0 * EXPEL + 1.0 / 64.0;
 const SPEED_TOL: f64 = 9.0;
 /// Slack on displacements (units): position quantization on both ends.
 const MOVE_TOL: f64 = 1.0 / 32.0;
+/// Longest span of ticks a claim is judged over (see [`TickView::span`]).
+pub const MAX_SPAN: u32 = 30;
 /// How near a surface counts as contact for the fly and speed bounds.
 const CONTACT: f64 = 1.0;
 
@@ -113,6 +116,10 @@ pub struct TickView<'a> {
     pub poses: &'a [Pose],
     /// The other players as obstacles.
     pub others: &'a [PlayerBox],
+    /// Ticks since the state the claim is judged from: 1, or more when claims went
+    /// missing and the player held its last state meanwhile; the bounds allow that many
+    /// ticks of motion.
+    pub span: u32,
 }
 
 impl Sim {
@@ -130,7 +137,9 @@ impl Sim {
             tick,
             poses,
             others,
+            span,
         } = view;
+        let k = span.clamp(1, MAX_SPAN) as f64;
         let verdict = |kind: ViolationKind, evidence: String, state: PlayerState| ClaimOutcome {
             state,
             accepted: false,
@@ -162,7 +171,8 @@ impl Sim {
         let mv = self.movement();
         let dt = mv.dt();
         let p0 = prev.origin();
-        let reach = self.reach(prev);
+        // Speed can grow every tick of the span: the reaches add up.
+        let reach = self.reach(prev) * k * (k + 1.0) / 2.0;
         let unstick = crate::movement::pmove::UNSTICK_REACH;
         // Respawn: the simulation puts a player who left the arena back at its spawn.
         let spawn = self.spawn_state(id, prev.mode);
@@ -232,13 +242,13 @@ impl Sim {
         };
         let flat2 = v.x * v.x + v.y * v.y;
         // Airborne (or jumping: no friction that tick): air acceleration, level.
-        let mut h2 = flat2 + gain(cfg.air_accelerate);
+        let mut h2 = flat2 + k * gain(cfg.air_accelerate);
         let mut up = v.z;
         if grounded {
             up = up.max(cfg.jump_velocity);
             // Walking: friction, ground acceleration, and the ground's slope keeps speed.
             let walk = friction(v, cfg.stop_speed, cfg.friction * dt).length_squared()
-                + gain(cfg.accelerate);
+                + k * gain(cfg.accelerate);
             h2 = h2.max(walk);
             up = up.max(walk.sqrt());
         }
@@ -248,7 +258,7 @@ impl Sim {
             h2 = all;
             up = all.sqrt();
         }
-        let h_max = h2.sqrt() + SPEED_TOL;
+        let h_max = h2.sqrt() + SPEED_TOL * k;
         let cv = claim.velocity();
         let claimed_h = cv.truncate().length();
         if claimed_h > h_max {
@@ -259,19 +269,19 @@ impl Sim {
             );
         }
         let moved_h = d.truncate().length();
-        if moved_h > h_max * dt + MOVE_TOL {
+        if moved_h > h_max * dt * k + MOVE_TOL {
             return verdict(
                 ViolationKind::Speed,
                 format!(
                     "moved {moved_h:.2} units level in a tick, at most {:.2} allowed",
-                    h_max * dt
+                    h_max * dt * k
                 ),
                 at_rest(prev.origin),
             );
         }
 
         // Vertical: jumps, steps and gravity.
-        let rise_max = up.max(0.0) * dt + cfg.step_height + cfg.ground_distance + MOVE_TOL;
+        let rise_max = (up.max(0.0) * dt + cfg.step_height + cfg.ground_distance) * k + MOVE_TOL;
         if !unstuck && d.z > rise_max {
             return verdict(
                 ViolationKind::Fly,
@@ -282,7 +292,7 @@ impl Sim {
                 at_rest(prev.origin),
             );
         }
-        if cv.z > up.max(0.0) + SPEED_TOL {
+        if cv.z > up.max(0.0) + SPEED_TOL * k {
             return verdict(
                 ViolationKind::Fly,
                 format!(
@@ -301,9 +311,10 @@ impl Sim {
             );
         }
         if !grounded && !claim.on_ground() && !supported {
-            let vz = v.z - cfg.gravity * dt;
-            let dz = (v.z + vz) * 0.5 * dt;
-            if cv.z > vz + SPEED_TOL || d.z > dz + MOVE_TOL {
+            // Free fall over the span (exact for the trapezoidal step the movement takes).
+            let vz = v.z - cfg.gravity * dt * k;
+            let dz = (v.z * k - cfg.gravity * dt * k * k * 0.5) * dt;
+            if cv.z > vz + SPEED_TOL * k || d.z > dz + MOVE_TOL {
                 return verdict(
                     ViolationKind::Fly,
                     format!(
@@ -468,13 +479,76 @@ fn reachable<C: Collider>(
     Err(straight.end)
 }
 
+/// A player's claim for a tick.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TickClaim {
+    /// The state claimed.
+    pub state: PlayerState,
+    /// See [`TickView::span`].
+    pub span: u32,
+}
+
+/// What a trusted-client tick did to one player.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimReport {
+    /// The player.
+    pub id: PlayerId,
+    /// The judgement of its claim; `None` when none came for the tick and the player
+    /// held its state.
+    pub outcome: Option<ClaimOutcome>,
+}
+
+impl Sim {
+    /// A trusted-client tick: movers advance (carrying and pushing players), then each
+    /// player with a claim for the tick is judged against the others as they stood at its
+    /// start. A player without one holds its state (the client's path stays the one
+    /// judged; its next claim is judged over the gap, see [`TickView::span`]).
+    pub fn step_claims(
+        &self,
+        world: &mut WorldState,
+        claims: &BTreeMap<PlayerId, TickClaim>,
+        s: &mut SimScratch,
+    ) -> Vec<ClaimReport> {
+        self.advance_movers(world, s);
+        let tick = world.tick.wrapping_add(1);
+        let mut poses = Vec::new();
+        self.poses(&world.movers, &mut poses);
+        let boxes: Vec<PlayerBox> = world
+            .players
+            .iter()
+            .filter_map(|(id, p)| self.player_box(*id, &p.state))
+            .collect();
+        let mut others = Vec::with_capacity(boxes.len());
+        let mut reports = Vec::with_capacity(world.players.len());
+        for (id, slot) in world.players.iter_mut() {
+            others.clear();
+            others.extend(boxes.iter().filter(|b| b.id != *id));
+            let prev = slot.state;
+            let outcome = claims.get(id).map(|claim| {
+                let view = TickView {
+                    tick,
+                    poses: &poses,
+                    others: &others,
+                    span: claim.span,
+                };
+                self.check_claim(*id, &prev, &claim.state, view, s)
+            });
+            if let Some(o) = &outcome {
+                slot.state = o.state;
+            }
+            reports.push(ClaimReport { id: *id, outcome });
+        }
+        world.tick = tick;
+        reports
+    }
+}
+
 /// One player's trusted-client validation on its own, with the map's movers running as
 /// in [`Sim::step`] (what `expel validate` runs).
 #[derive(Debug)]
 pub struct ClaimValidator {
     world: WorldState,
     scratch: SimScratch,
-    poses: Vec<Pose>,
 }
 
 /// The player id the standalone validator uses (as `expel sim` does).
@@ -488,7 +562,6 @@ impl ClaimValidator {
         Ok(ClaimValidator {
             world,
             scratch: SimScratch::new(),
-            poses: Vec::new(),
         })
     }
 
@@ -499,23 +572,30 @@ impl ClaimValidator {
 
     /// Advances the movers one tick and judges the claim for it.
     pub fn check(&mut self, sim: &Sim, claim: &PlayerState) -> ClaimOutcome {
-        let prev = self.advance(sim);
-        let view = TickView {
-            tick: self.world.tick,
-            poses: &self.poses,
-            others: &[],
-        };
-        let out = sim.check_claim(SOLO, &prev, claim, view, &mut self.scratch);
-        self.set(out.state);
-        out
+        let claims = BTreeMap::from([(
+            SOLO,
+            TickClaim {
+                state: *claim,
+                span: 1,
+            },
+        )]);
+        let reports = sim.step_claims(&mut self.world, &claims, &mut self.scratch);
+        // The player never leaves this world, so its claim is always judged.
+        let judged = reports.into_iter().find_map(|r| r.outcome);
+        judged.unwrap_or_else(|| ClaimOutcome {
+            state: self.state(),
+            accepted: false,
+            violation: None,
+        })
     }
 
-    /// A tick whose claim could not be read: the movers advance, the player stays.
+    /// A tick whose claim could not be read: the movers advance, the player stays, at rest.
     pub fn refuse(&mut self, sim: &Sim, kind: ViolationKind, evidence: String) -> ClaimOutcome {
-        let prev = self.advance(sim);
+        sim.advance_movers(&mut self.world, &mut self.scratch);
+        self.world.tick = self.world.tick.wrapping_add(1);
         let state = PlayerState {
             velocity: [0; 3],
-            ..prev
+            ..self.state()
         };
         self.set(state);
         ClaimOutcome {
@@ -527,14 +607,6 @@ impl ClaimValidator {
                 evidence,
             }),
         }
-    }
-
-    /// The mover phase of the next tick; the player's state after it.
-    fn advance(&mut self, sim: &Sim) -> PlayerState {
-        sim.advance_movers(&mut self.world, &mut self.scratch);
-        sim.poses(&self.world.movers, &mut self.poses);
-        self.world.tick = self.world.tick.wrapping_add(1);
-        self.state()
     }
 
     fn set(&mut self, state: PlayerState) {

@@ -24,7 +24,9 @@
 
 mod claims;
 
-pub use claims::{claim_from_values, ClaimOutcome, ClaimValidator, TickView};
+pub use claims::{
+    claim_from_values, ClaimOutcome, ClaimReport, ClaimValidator, TickClaim, TickView, MAX_SPAN,
+};
 
 use crate::movement::{buttons, MoveCommand, PlayerState};
 use crate::protocol::InputMsg;
@@ -277,6 +279,7 @@ mod tests {
             first_tick: first,
             commands: vec![MoveCommand::default(); n],
             predicted: None,
+            claims: Vec::new(),
         }
     }
 
