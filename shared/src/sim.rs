@@ -191,6 +191,8 @@ pub struct Sim {
     spawns: Vec<DVec3>,
     /// Players whose origin leaves this box are respawned.
     arena: Aabb,
+    /// The validator's contact probes, built once.
+    pub(crate) contact: crate::validate::ContactHulls,
 }
 
 impl Sim {
@@ -216,6 +218,7 @@ impl Sim {
         };
         let limit = DVec3::splat(MAX_COORD);
         Sim {
+            contact: crate::validate::ContactHulls::new(&movement),
             map,
             movement,
             movers,

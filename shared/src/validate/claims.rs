@@ -200,11 +200,14 @@ impl Sim {
         }
         let hull_p = mv.hull(prev);
         let hull_c = mv.hull(claim);
-        let around = mv
-            .stand()
-            .bounds()
-            .offset(p0)
-            .expand(reach + unstick + 2.0 * CONTACT);
+        // Gather only the space the checks can touch: both ends with a step and the
+        // contact margin, and the unsticking search's reach only when it will run.
+        let stand = mv.stand().bounds();
+        let near = stand.offset(p0).expand(2.0 * CONTACT);
+        let stuck = self.collider(near, poses, others, s).solid(hull_p, p0);
+        let margin = cfg.step_height + cfg.ground_distance + 2.0 * CONTACT + 1.0;
+        let from = stand.offset(p0).expand(if stuck { unstick } else { 0.0 });
+        let around = from.union(&stand.offset(c)).expand(margin);
         let mut col = self.collider(around, poses, others, s);
         let start = unstuck_position(&mut col, hull_p, p0).unwrap_or(p0);
         let unstuck = start != p0;
@@ -231,10 +234,11 @@ impl Sim {
             .any(|h| ground_sweep(&mut col, h, start, v, cfg).1.is_some());
         // Landing turns a fall's speed along the ground, which may be level or up a slope.
         let landing = claim.on_ground() && !grounded;
-        let contact = unstuck || landing || touching(&mut col, hull_c, start, c, false);
+        let probe = |floor| self.contact.probe(claim.crouched(), floor);
+        let contact = unstuck || landing || touching(&mut col, probe(false), start, c);
         // For gravity, a floor under the player counts too (it stops a fall without
         // giving ground, at an edge or on a steep face).
-        let supported = contact || touching(&mut col, hull_c, start, c, true);
+        let supported = contact || touching(&mut col, probe(true), start, c);
         let w = cfg.max_speed;
         let gain = |accel: f64| {
             let a = (accel * dt * w).min(w);
@@ -377,17 +381,44 @@ fn friction(v: DVec3, stop_speed: f64, drop_rate: f64) -> DVec3 {
     v * ((speed - drop) / speed).max(0.0)
 }
 
-/// Whether anything solid lies within [`CONTACT`] of the hull anywhere between `a` and `b`;
-/// without `floor`, apart from a floor right under it (a level floor turns no speed).
-fn touching<C: Collider>(col: &mut C, hull: &Hull, a: DVec3, b: DVec3, floor: bool) -> bool {
-    let mut swept = hull.swept_bounds(a, b).expand(CONTACT);
-    if !floor {
-        swept.min.z += CONTACT + 0.25;
+/// The player's hulls grown by [`CONTACT`]: with the floor margin and without it (the
+/// bottom not lowered, so a level floor right under the player is no contact).
+#[derive(Debug)]
+pub struct ContactHulls {
+    stand: [Hull; 2],
+    crouch: [Hull; 2],
+}
+
+impl ContactHulls {
+    /// The probes for `movement`'s hulls.
+    pub fn new(movement: &crate::movement::Movement) -> ContactHulls {
+        let grow = |h: &Hull, floor: bool| {
+            let b = h.bounds().expand(CONTACT);
+            let min = if floor {
+                b.min
+            } else {
+                DVec3::new(b.min.x, b.min.y, h.bounds().min.z + 0.25)
+            };
+            Hull::aabb(min, b.max).unwrap_or_else(|_| h.clone())
+        };
+        let (s, c) = (movement.stand(), movement.crouch());
+        ContactHulls {
+            stand: [grow(s, false), grow(s, true)],
+            crouch: [grow(c, false), grow(c, true)],
+        }
     }
-    match Hull::aabb(swept.min, swept.max) {
-        Ok(h) => col.solid(&h, DVec3::ZERO),
-        Err(_) => true,
+
+    fn probe(&self, crouched: bool, floor: bool) -> &Hull {
+        let set = if crouched { &self.crouch } else { &self.stand };
+        &set[usize::from(floor)]
     }
+}
+
+/// Whether anything solid lies within [`CONTACT`] of the hull anywhere between `a` and `b`
+/// (the probe swept along the move); without `floor`, apart from a floor right under it
+/// (a level floor turns no speed).
+fn touching<C: Collider>(col: &mut C, probe: &Hull, a: DVec3, b: DVec3) -> bool {
+    col.solid(probe, a) || col.sweep(probe, a, b).hit.is_some()
 }
 
 /// Whether walkable ground lies under the hull at `p`, within the ground test's reach

@@ -25,7 +25,8 @@
 mod claims;
 
 pub use claims::{
-    claim_from_values, ClaimOutcome, ClaimReport, ClaimValidator, TickClaim, TickView, MAX_SPAN,
+    claim_from_values, ClaimOutcome, ClaimReport, ClaimValidator, ContactHulls, TickClaim,
+    TickView, MAX_SPAN,
 };
 
 use crate::movement::{buttons, MoveCommand, PlayerState};
