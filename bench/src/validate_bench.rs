@@ -4,6 +4,8 @@
 //! `cargo run --release -p expel-bench --bin validate-bench [MAP...]` (default: the
 //! embedded arena and, when present, ../shared/maps/oa_q3dm6ish.bsp).
 
+mod bench_maps;
+
 use anyhow::Result;
 use expel_shared::movement::buttons;
 use expel_shared::validate::ClaimValidator;
@@ -11,7 +13,6 @@ use expel_shared::{CollisionModel, MapData, MoveCommand, Movement, PlayerState, 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -23,15 +24,7 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
 }
 
 fn main() -> Result<()> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut maps: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
-    if maps.is_empty() {
-        maps.push(root.join("maps/arena.map"));
-        let real = root.join("../shared/maps/oa_q3dm6ish.bsp");
-        if real.exists() {
-            maps.push(real);
-        }
-    }
+    let maps = bench_maps::from_args();
     println!(
         "{:<22} {:>7} {:>12} {:>10} {:>12} {:>10} {:>8} {:>9}",
         "map", "claims", "judge med us", "p99 us", "pmove med us", "p99 us", "ratio", "rejected"
