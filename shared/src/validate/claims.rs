@@ -48,6 +48,8 @@ const SPEED_TOL: f64 = 9.0;
 const MOVE_TOL: f64 = 1.0 / 32.0;
 /// Longest span of ticks a claim is judged over (see [`TickView::span`]).
 pub const MAX_SPAN: u32 = 30;
+/// How far past a ledge the ground test reaches level: twice a position's rounding.
+const GROUND_SLACK: f64 = 2.0 / 256.0;
 /// How near a surface counts as contact for the fly and speed bounds.
 const CONTACT: f64 = 1.0;
 
@@ -211,6 +213,20 @@ impl Sim {
         let mut col = self.collider(around, poses, others, s);
         let start = unstuck_position(&mut col, hull_p, p0).unwrap_or(p0);
         let unstuck = start != p0;
+        let accept = |claim: &PlayerState| {
+            let mut state = *claim;
+            state.flags = claimable(claim);
+            ClaimOutcome {
+                state,
+                accepted: true,
+                violation: None,
+            }
+        };
+        // Stuck in solid with nothing free nearby, the movement leaves a player where it
+        // is, whatever its speed and ground say.
+        if stuck && !unstuck && claim.origin == prev.origin {
+            return accept(claim);
+        }
         let d = c - start;
         if d.length() > reach + MOVE_TOL {
             return verdict(
@@ -307,7 +323,11 @@ impl Sim {
                 at_rest(prev.origin),
             );
         }
-        if claim.on_ground() && !has_ground(&mut col, hull_c, c, cfg) {
+        let feet = self.contact.ground(claim.crouched());
+        if claim.on_ground()
+            && !has_ground(&mut col, hull_c, c, cfg)
+            && !has_ground(&mut col, feet, c, cfg)
+        {
             return verdict(
                 ViolationKind::Fly,
                 "ground claimed where there is none".into(),
@@ -315,8 +335,9 @@ impl Sim {
             );
         }
         if !grounded && !claim.on_ground() && !supported {
-            // Free fall over the span (exact for the trapezoidal step the movement takes).
-            let vz = v.z - cfg.gravity * dt * k;
+            // Free fall over the span (exact for the trapezoidal step the movement takes),
+            // the speed capped as the movement caps it.
+            let vz = (v.z - cfg.gravity * dt * k).max(-cfg.max_velocity);
             let dz = (v.z * k - cfg.gravity * dt * k * k * 0.5) * dt;
             if cv.z > vz + SPEED_TOL * k || d.z > dz + MOVE_TOL {
                 return verdict(
@@ -356,13 +377,7 @@ impl Sim {
                 state,
             );
         }
-        let mut state = *claim;
-        state.flags = claimable(claim);
-        ClaimOutcome {
-            state,
-            accepted: true,
-            violation: None,
-        }
+        accept(claim)
     }
 
     /// Whether the box of half-size `margin` around `p` lies in the arena.
@@ -382,11 +397,13 @@ fn friction(v: DVec3, stop_speed: f64, drop_rate: f64) -> DVec3 {
 }
 
 /// The player's hulls grown by [`CONTACT`]: with the floor margin and without it (the
-/// bottom not lowered, so a level floor right under the player is no contact).
+/// bottom not lowered, so a level floor right under the player is no contact); and grown
+/// level by a rounding step, for the ground test (a tick can end with the hull's corner a
+/// hair over a ledge that rounding the position then leaves).
 #[derive(Debug)]
 pub struct ContactHulls {
-    stand: [Hull; 2],
-    crouch: [Hull; 2],
+    stand: [Hull; 3],
+    crouch: [Hull; 3],
 }
 
 impl ContactHulls {
@@ -401,16 +418,26 @@ impl ContactHulls {
             };
             Hull::aabb(min, b.max).unwrap_or_else(|_| h.clone())
         };
+        let level = |h: &Hull| {
+            let b = h.bounds();
+            let d = DVec3::new(GROUND_SLACK, GROUND_SLACK, 0.0);
+            Hull::aabb(b.min - d, b.max + d).unwrap_or_else(|_| h.clone())
+        };
         let (s, c) = (movement.stand(), movement.crouch());
         ContactHulls {
-            stand: [grow(s, false), grow(s, true)],
-            crouch: [grow(c, false), grow(c, true)],
+            stand: [grow(s, false), grow(s, true), level(s)],
+            crouch: [grow(c, false), grow(c, true), level(c)],
         }
     }
 
     fn probe(&self, crouched: bool, floor: bool) -> &Hull {
         let set = if crouched { &self.crouch } else { &self.stand };
         &set[usize::from(floor)]
+    }
+
+    fn ground(&self, crouched: bool) -> &Hull {
+        let set = if crouched { &self.crouch } else { &self.stand };
+        &set[2]
     }
 }
 
