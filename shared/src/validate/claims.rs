@@ -157,6 +157,15 @@ impl Sim {
             flags: prev.flags & flags::CROUCHED,
             mode: prev.mode,
         };
+        let accept = || {
+            let mut state = *claim;
+            state.flags = claimable(claim);
+            ClaimOutcome {
+                state,
+                accepted: true,
+                violation: None,
+            }
+        };
         let c = claim.origin();
         if !in_range(c) || claim.mode != prev.mode {
             let why = if claim.mode != prev.mode {
@@ -182,23 +191,18 @@ impl Sim {
             && claim.velocity == [0; 3]
             && !self.in_arena_by(p0, reach + unstick)
         {
-            return ClaimOutcome {
-                state: *claim,
-                accepted: true,
-                violation: None,
-            };
+            return accept();
         }
+        let teleport = |moved: f64| {
+            verdict(
+                ViolationKind::Teleport,
+                format!("moved {moved:.1} units in a tick, at most {reach:.1} reachable"),
+                at_rest(prev.origin),
+            )
+        };
         // A gross bound first, so a teleport never makes us gather a far region.
         if (c - p0).length() > reach + unstick + MOVE_TOL {
-            return verdict(
-                ViolationKind::Teleport,
-                format!(
-                    "moved {:.1} units in a tick, at most {:.1} reachable",
-                    (c - p0).length(),
-                    reach
-                ),
-                at_rest(prev.origin),
-            );
+            return teleport((c - p0).length());
         }
         let hull_p = mv.hull(prev);
         let hull_c = mv.hull(claim);
@@ -213,31 +217,14 @@ impl Sim {
         let mut col = self.collider(around, poses, others, s);
         let start = unstuck_position(&mut col, hull_p, p0).unwrap_or(p0);
         let unstuck = start != p0;
-        let accept = |claim: &PlayerState| {
-            let mut state = *claim;
-            state.flags = claimable(claim);
-            ClaimOutcome {
-                state,
-                accepted: true,
-                violation: None,
-            }
-        };
         // Stuck in solid with nothing free nearby, the movement leaves a player where it
         // is, whatever its speed and ground say.
         if stuck && !unstuck && claim.origin == prev.origin {
-            return accept(claim);
+            return accept();
         }
         let d = c - start;
         if d.length() > reach + MOVE_TOL {
-            return verdict(
-                ViolationKind::Teleport,
-                format!(
-                    "moved {:.1} units in a tick, at most {:.1} reachable",
-                    d.length(),
-                    reach
-                ),
-                at_rest(prev.origin),
-            );
+            return teleport(d.length());
         }
 
         // Speed bounds from one tick of friction and acceleration.
@@ -274,7 +261,8 @@ impl Sim {
         }
         if contact {
             // A surface may turn any of the speed into any direction.
-            let all = h2 + up.max(v.z.abs()).powi(2);
+            let most = up.max(v.z.abs());
+            let all = h2 + most * most;
             h2 = all;
             up = all.sqrt();
         }
@@ -377,7 +365,7 @@ impl Sim {
                 state,
             );
         }
-        accept(claim)
+        accept()
     }
 
     /// Whether the box of half-size `margin` around `p` lies in the arena.
