@@ -453,6 +453,7 @@ fn serve_prints_one_line_plays_a_client_and_exits_cleanly_on_sigterm() {
     assert_eq!(v["map"], "arena");
     assert_eq!(v["map_hash"].as_str().unwrap().len(), 64);
     assert_eq!(v["tick_rate"], 60);
+    assert_eq!(v["movement"], "server", "authoritative by default");
     let (token, _, ok) = expel(
         &[
             "token",
@@ -554,7 +555,7 @@ fn serve_reads_a_toml_config_with_flags_winning_and_generates_a_secret() {
     let config = cache.join("server.toml");
     std::fs::write(
         &config,
-        "addr = \"127.0.0.1:0\"\ntick_rate = 30\nsnapshot_rate = 10\nmax_players = 4\n",
+        "addr = \"127.0.0.1:0\"\ntick_rate = 30\nsnapshot_rate = 10\nmax_players = 4\nmovement = \"client\"\n",
     )
     .unwrap();
     let (child, v) = serve(
@@ -562,6 +563,7 @@ fn serve_reads_a_toml_config_with_flags_winning_and_generates_a_secret() {
         &[("EXPEL_CACHE_DIR", &cache), ("XDG_STATE_HOME", &cache)],
     );
     assert_eq!(v["tick_rate"], 20, "the flag wins over the file");
+    assert_eq!(v["movement"], "client", "from the file");
     assert!(v["metrics"].is_null());
     let secret = std::fs::read_to_string(cache.join("expel/secret")).unwrap();
     assert_eq!(secret.trim().len(), 64);
@@ -574,6 +576,11 @@ fn serve_reads_a_toml_config_with_flags_winning_and_generates_a_secret() {
     std::fs::write(&config, "tick_rate = 30\nbogus = 1\n").unwrap();
     let (_, err, ok) = expel(&["serve", "--config", config.to_str().unwrap()], "", &cache);
     assert!(!ok && err.contains("bogus"), "{err}");
+    std::fs::write(&config, "movement = \"both\"\n").unwrap();
+    let (_, err, ok) = expel(&["serve", "--config", config.to_str().unwrap()], "", &cache);
+    assert!(!ok && err.contains("unknown movement"), "{err}");
+    let (_, err, ok) = expel(&["serve", "--movement", "clients"], "", &cache);
+    assert!(!ok && err.contains("unknown movement"), "{err}");
 }
 
 /// Parses `expel validate` output: one verdict object per line.
