@@ -295,6 +295,7 @@ async fn tick_loop(
     let period = Duration::from_secs_f64(1.0 / rate as f64);
     let snapshot_every = (rate / shared.cfg.snapshot_rate).max(1) as u64;
     let mut interval = tokio::time::interval(period);
+    let began = Instant::now();
     // A late tick is stepped at once: the simulation keeps to wall-clock time, which the
     // clients' clocks follow.
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
@@ -344,6 +345,8 @@ async fn tick_loop(
             s.budget = (s.budget + refill).min(cap);
         }
         let next = world.tick + 1;
+        // Wall-clock ticks since the loop began: what an honest client's clock follows.
+        let clock = (began.elapsed().as_secs_f64() * rate as f64) as u64;
         let trusted = shared.cfg.movement == MovementAuthority::Client;
         let mut commands: BTreeMap<u32, MoveCommand> = BTreeMap::new();
         for (id, s) in sessions.iter_mut() {
@@ -352,7 +355,7 @@ async fn tick_loop(
                 Err(_) => Vec::new(),
             };
             for msg in msgs {
-                if let Some(v) = s.validator.input(&msg, next) {
+                if let Some(v) = s.validator.input(&msg, next, clock) {
                     let invalid = v.kind == ViolationKind::Invalid;
                     violation(m, *id, s, &v);
                     if invalid {
@@ -369,9 +372,13 @@ async fn tick_loop(
                         }
                     }
                 } else if let Some(p) = msg.predicted {
-                    // The state the client predicted after its last command: compared
-                    // when the server steps that tick.
+                    // The state the client predicted after its last command: checked
+                    // against its previous one now, compared when the server steps that
+                    // tick.
                     let at = msg.first_tick + msg.commands.len() as u64 - 1;
+                    if let Some(v) = s.validator.report(&sim, *id, at, &p, msg.ack) {
+                        violation(m, *id, s, &v);
+                    }
                     if at >= next && s.claims.len() < CLAIMS {
                         s.claims.insert(at, p);
                     }

@@ -33,6 +33,9 @@ use crate::movement::{buttons, MoveCommand, PlayerState};
 use crate::protocol::InputMsg;
 use std::collections::VecDeque;
 
+/// Comparisons of reported predictions remembered (about two seconds at 60 Hz).
+const COMPARED: usize = 128;
+
 /// What a violation is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ViolationKind {
@@ -153,6 +156,13 @@ pub struct Validator {
     timing_flagged_at: Option<u64>,
     diverging_since: Option<u64>,
     recent: VecDeque<u64>,
+    /// Ticks whose reported prediction was compared with the server's state, and whether
+    /// they matched (the newest few).
+    compared: VecDeque<(u64, bool)>,
+    /// The newest snapshot the client acknowledged.
+    acked: u64,
+    /// The newest reported prediction.
+    last_report: Option<(u64, PlayerState)>,
 }
 
 impl Validator {
@@ -165,11 +175,17 @@ impl Validator {
             timing_flagged_at: None,
             diverging_since: None,
             recent: VecDeque::new(),
+            compared: VecDeque::new(),
+            acked: 0,
+            last_report: None,
         }
     }
 
-    /// Checks an input message received while the server is at `server_tick`.
-    pub fn input(&mut self, msg: &InputMsg, server_tick: u64) -> Option<Violation> {
+    /// Checks an input message received while the server is at `server_tick` and the
+    /// wall clock at `clock` (in ticks since the server started). Commands are counted
+    /// against the wall clock: a server that falls behind for a while (a loaded machine)
+    /// steps fewer ticks than an honest client sends, but no fewer wall-clock ticks pass.
+    pub fn input(&mut self, msg: &InputMsg, server_tick: u64, clock: u64) -> Option<Violation> {
         if let Some(e) = msg.commands.iter().find_map(invalid_command) {
             return Some(Violation {
                 kind: ViolationKind::Invalid,
@@ -185,16 +201,16 @@ impl Validator {
             last.saturating_sub(self.newest)
         };
         self.newest = self.newest.max(last);
-        self.arrivals.push_back((server_tick, new));
+        self.arrivals.push_back((clock, new));
         while self
             .arrivals
             .front()
-            .is_some_and(|(t, _)| t + self.cfg.timing_window < server_tick)
+            .is_some_and(|(t, _)| t + self.cfg.timing_window < clock)
         {
             self.arrivals.pop_front();
         }
-        let since = self.arrivals.front().map_or(server_tick, |(t, _)| *t);
-        let elapsed = server_tick - since;
+        let since = self.arrivals.front().map_or(clock, |(t, _)| *t);
+        let elapsed = clock.saturating_sub(since);
         // Judge only a (nearly) full window.
         if elapsed < self.cfg.timing_window * 9 / 10 {
             return None;
@@ -229,6 +245,10 @@ impl Validator {
         actual: &PlayerState,
         contact: bool,
     ) -> Option<Violation> {
+        if self.compared.len() >= COMPARED {
+            self.compared.pop_front();
+        }
+        self.compared.push_back((tick, claimed == actual));
         if claimed == actual || contact {
             self.diverging_since = None;
             return None;
@@ -246,6 +266,42 @@ impl Validator {
                 claimed.origin(),
                 actual.origin(),
                 tick - since
+            ),
+        })
+    }
+
+    /// Checks a reported prediction as it arrives, against the client's own previous one:
+    /// consecutive predictions of an honest client are one tick of movement apart, so one
+    /// that jumps farther than a tick reaches is a teleport, flagged that tick. The check
+    /// stands down when the client may have replaced its path since: it acknowledged a
+    /// snapshot whose state was not seen to match its prediction (a correction replays).
+    pub fn report(
+        &mut self,
+        sim: &crate::Sim,
+        id: crate::sim::PlayerId,
+        tick: u64,
+        state: &PlayerState,
+        ack: u64,
+    ) -> Option<Violation> {
+        let replaced =
+            ack > self.acked && !self.compared.iter().any(|(t, same)| *t == ack && *same);
+        self.acked = self.acked.max(ack);
+        let prev = match self.last_report {
+            Some((t, _)) if t >= tick => return None, // reordered or duplicated
+            last => last,
+        };
+        self.last_report = Some((tick, *state));
+        let (t, p) = prev?;
+        if replaced || t + 1 != tick || state.origin == sim.spawn_state(id, state.mode).origin {
+            return None;
+        }
+        let moved = (state.origin() - p.origin()).length();
+        let reach = sim.reach(&p) + crate::movement::pmove::UNSTICK_REACH;
+        (moved > reach).then(|| Violation {
+            kind: ViolationKind::Teleport,
+            tick,
+            evidence: format!(
+                "reported prediction moved {moved:.1} units in a tick, at most {reach:.1} reachable"
             ),
         })
     }
@@ -299,7 +355,7 @@ mod tests {
                 client += stall as f64;
             }
             let t = client as u64;
-            if let Some(x) = v.input(&input(t.saturating_sub(3).max(1), 4), server) {
+            if let Some(x) = v.input(&input(t.saturating_sub(3).max(1), 4), server, server) {
                 assert_eq!(x.kind, ViolationKind::Timing);
                 return Some(server);
             }
