@@ -286,7 +286,7 @@ pub(crate) fn ground_sweep<C: Collider>(
 
 /// Removes the part of `v` going into the plane with normal `n`, pushing `overclip`
 /// further out.
-pub(crate) fn clip(v: DVec3, n: DVec3, overclip: f64) -> DVec3 {
+fn clip(v: DVec3, n: DVec3, overclip: f64) -> DVec3 {
     let backoff = v.dot(n);
     let backoff = if backoff < 0.0 {
         backoff * overclip

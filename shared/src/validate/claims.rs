@@ -389,14 +389,14 @@ fn friction(v: DVec3, stop_speed: f64, drop_rate: f64) -> DVec3 {
 /// level by a rounding step, for the ground test (a tick can end with the hull's corner a
 /// hair over a ledge that rounding the position then leaves).
 #[derive(Debug)]
-pub struct ContactHulls {
+pub(crate) struct ContactHulls {
     stand: [Hull; 3],
     crouch: [Hull; 3],
 }
 
 impl ContactHulls {
     /// The probes for `movement`'s hulls.
-    pub fn new(movement: &crate::movement::Movement) -> ContactHulls {
+    pub(crate) fn new(movement: &crate::movement::Movement) -> ContactHulls {
         let grow = |h: &Hull, floor: bool| {
             let b = h.bounds().expand(CONTACT);
             let min = if floor {

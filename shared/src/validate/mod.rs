@@ -24,9 +24,9 @@
 
 mod claims;
 
+pub(crate) use claims::ContactHulls;
 pub use claims::{
-    claim_from_values, ClaimOutcome, ClaimReport, ClaimValidator, ContactHulls, TickClaim,
-    TickView, MAX_SPAN,
+    claim_from_values, ClaimOutcome, ClaimReport, ClaimValidator, TickClaim, TickView, MAX_SPAN,
 };
 
 use crate::movement::{buttons, MoveCommand, PlayerState};
