@@ -1,6 +1,8 @@
 //! `expel`: command-line front end to Expel's shared core.
 
+mod bots;
 mod cli_trace;
+mod demo;
 mod lines;
 mod load;
 mod net;
@@ -53,6 +55,11 @@ enum Command {
     },
     /// One headless client: plays inputs (or wanders) and prints its figures as JSON.
     Connect(net::ConnectArgs),
+    /// Runs a swarm of bots (real QUIC clients, some cheating) against a server and
+    /// reports what they and the server measured.
+    Bots(bots::BotsArgs),
+    /// A server and a crowd of bots in one process, with a live view to watch them.
+    Demo(demo::DemoArgs),
     /// Simulate one player from a file of per-tick JSON inputs; print each tick and the
     /// final state hash.
     Sim {
@@ -156,6 +163,8 @@ fn main() -> Result<()> {
             ttl,
         } => println!("{}", net::mint_token(&secret, player, ttl)?),
         Command::Connect(args) => net::connect(args)?,
+        Command::Bots(args) => bots::run(args)?,
+        Command::Demo(args) => demo::run(args)?,
         Command::Walk { map, bots, seconds } => {
             let loaded = load::load_model(map.as_deref())?;
             walk::run(loaded, bots, seconds)?;

@@ -37,7 +37,9 @@ pub struct ServeArgs {
     /// Connect-token secret (else $EXPEL_SECRET, else one is generated and stored).
     #[arg(long)]
     pub secret: Option<String>,
-    /// HTTP address for /metrics, /healthz and /readyz (port 0 picks a free one).
+    /// HTTP address for the live view (/), /metrics, /healthz, /readyz and /players.json
+    /// (default: TCP on the QUIC address's IP and port, where bots look for it; port 0
+    /// picks a free one).
     #[arg(long)]
     pub metrics: Option<SocketAddr>,
     /// Other players per snapshot (default 32).
@@ -145,8 +147,8 @@ fn map_name(path: Option<&Path>) -> String {
         .map_or("arena".to_string(), |s| s.to_string_lossy().into_owned())
 }
 
-/// Runs the server until SIGTERM or Ctrl-C, then tells clients why and exits.
-pub fn serve(args: ServeArgs) -> Result<()> {
+/// The server's simulation and configuration from its settings, and the map's name.
+pub fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, ServerConfig, String)> {
     let args = args.merged()?;
     let mut loaded: Loaded = load::load_model(args.map.as_deref())?;
     let name = map_name(args.map.as_deref());
@@ -164,12 +166,14 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         (None, None) => Identity::self_signed()?,
         _ => bail!("--cert and --key go together"),
     };
+    let addr = args.addr.unwrap_or_else(|| ([127, 0, 0, 1], 27960).into());
     let cfg = ServerConfig {
-        addr: args.addr.unwrap_or_else(|| ([127, 0, 0, 1], 27960).into()),
+        addr,
         snapshot_rate: args.snapshot_rate.unwrap_or(30),
         max_players: args.max_players.unwrap_or(64),
         secret: secret(args.secret)?,
-        metrics: args.metrics,
+        // QUIC is UDP, so the same port number on TCP is normally free.
+        metrics: Some(args.metrics.unwrap_or(addr)),
         interest: args.interest.unwrap_or(DEFAULT_INTEREST),
         client_budget: 32 * 1024,
         map_name: name.clone(),
@@ -179,20 +183,35 @@ pub fn serve(args: ServeArgs) -> Result<()> {
         input_timeout: Duration::from_secs(10),
         movement: args.movement.unwrap_or_default(),
     };
+    Ok((sim, cfg, name))
+}
+
+/// The one line `expel serve` prints once it accepts connections.
+pub fn ready_line(
+    running: &expel_server::Running,
+    sim: &expel_shared::Sim,
+    cfg_movement: MovementAuthority,
+    name: &str,
+) -> serde_json::Value {
+    json!({
+        "listening": running.addr.to_string(),
+        "fingerprint": running.fingerprint,
+        "metrics": running.metrics_addr.map(|a| a.to_string()),
+        "map": name,
+        "map_hash": running.map_hash,
+        "tick_rate": sim.config().tick_rate,
+        "movement": cfg_movement.name(),
+    })
+}
+
+/// Runs the server until SIGTERM or Ctrl-C, then tells clients why and exits.
+pub fn serve(args: ServeArgs) -> Result<()> {
+    let (sim, cfg, name) = prepare(args)?;
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
     rt.block_on(async move {
-        let tick_rate = sim.config().tick_rate;
         let movement = cfg.movement;
-        let running = expel_server::start(sim, cfg).await?;
-        let line = json!({
-            "listening": running.addr.to_string(),
-            "fingerprint": running.fingerprint,
-            "metrics": running.metrics_addr.map(|a| a.to_string()),
-            "map": name,
-            "map_hash": running.map_hash,
-            "tick_rate": tick_rate,
-            "movement": movement.name(),
-        });
+        let running = expel_server::start(sim.clone(), cfg).await?;
+        let line = ready_line(&running, &sim, movement, &name);
         {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
@@ -206,7 +225,8 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     })
 }
 
-async fn wait_for_signal() {
+/// Waits for SIGTERM or Ctrl-C.
+pub async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

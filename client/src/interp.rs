@@ -67,6 +67,8 @@ mod tests {
             last_command: 0,
             input_lead: None,
             corrected: 0,
+            contact: 0,
+            missed: 0,
             own: PlayerState::default(),
             players,
             movers: BTreeMap::new(),

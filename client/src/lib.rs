@@ -8,6 +8,8 @@
 //! and duplication to its datagrams, for tests and tools.
 
 #[cfg(feature = "cheats")]
+pub mod bots;
+#[cfg(feature = "cheats")]
 mod cheats;
 mod interp;
 mod predict;
@@ -24,7 +26,7 @@ use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
 use expel_shared::protocol::snapshot::SnapshotDecoder;
 use expel_shared::protocol::{
     decode, encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl,
-    Welcome, ALPN, INPUT_REDUNDANCY, MAX_MAP_BYTES, VERSION,
+    Welcome, ALPN, CLOSE_KICKED, INPUT_REDUNDANCY, MAX_MAP_BYTES, VERSION,
 };
 use expel_shared::{CollisionModel, MapData, MoveCommand, PlayerState, Sim};
 use rand::{Rng, SeedableRng};
@@ -293,6 +295,11 @@ pub struct RunReport {
     pub cheating_after: Option<f64>,
     /// The farthest east (largest x) the server ever held this player, in units.
     pub max_server_x: Option<f64>,
+    /// Whether the server kicked this client.
+    pub kicked: bool,
+    /// Corrections that neither the server's contact with another player nor a command
+    /// it lacked explain: the prediction itself was wrong.
+    pub unexplained_corrections: u64,
 }
 
 impl RunReport {
@@ -505,7 +512,15 @@ pub async fn run(
                     report.max_snapshot_gap = report.max_snapshot_gap.max(snap.tick - last);
                 }
                 span = Some(span.map_or((snap.tick, snap.tick), |(a, _)| (a, snap.tick)));
+                // A correction is explained when the server's move met another player, the
+                // server lacked our command, or our prediction met a player where the
+                // last snapshot showed it; any other is the prediction's own error.
+                let before = predictor.base_tick();
+                let met = predictor.touched_player(before, snap.tick);
                 let correction = predictor.snapshot(&snap);
+                if correction.is_some() && snap.contact <= before && snap.missed <= before && !met {
+                    report.unexplained_corrections += 1;
+                }
                 report.final_match = correction.is_none();
                 report.final_state = Some(snap.own);
                 interp.push(&snap);
@@ -534,12 +549,18 @@ pub async fn run(
                 // Closed by the server without a control message (a kick for cheating).
                 if let quinn::ConnectionError::ApplicationClosed(c) = why {
                     report.ended_by_server = Some(String::from_utf8_lossy(&c.reason).into_owned());
+                    report.kicked = c.error_code == CLOSE_KICKED.into();
                 }
                 break;
             }
             Some(m) = ctl_rx.recv() => {
                 match m {
-                    ServerControl::Kick { reason } | ServerControl::Shutdown { reason } => {
+                    ServerControl::Kick { reason } => {
+                        report.ended_by_server = Some(reason);
+                        report.kicked = true;
+                        break;
+                    }
+                    ServerControl::Shutdown { reason } => {
                         report.ended_by_server = Some(reason);
                         break;
                     }

@@ -38,6 +38,8 @@ pub struct Predictor {
     commands: BTreeMap<u64, MoveCommand>,
     /// Own state predicted after each tick.
     predicted: BTreeMap<u64, PlayerState>,
+    /// Predicted ticks whose move touched another player (as the snapshot showed them).
+    touched: BTreeMap<u64, ()>,
     /// The world at the newest predicted tick (others held where the snapshot showed them).
     world: WorldState,
     /// The newest snapshot's tick.
@@ -60,6 +62,7 @@ impl Predictor {
             id,
             commands: BTreeMap::new(),
             predicted: BTreeMap::new(),
+            touched: BTreeMap::new(),
             world,
             base_tick: 0,
             scratch: SimScratch::new(),
@@ -78,6 +81,11 @@ impl Predictor {
             .unwrap_or_default()
     }
 
+    /// The newest snapshot's tick (0: none yet).
+    pub fn base_tick(&self) -> u64 {
+        self.base_tick
+    }
+
     /// Whether a snapshot has arrived (prediction needs the server's state to start from).
     pub fn ready(&self) -> bool {
         self.base_tick != 0
@@ -94,6 +102,7 @@ impl Predictor {
         self.commands.insert(t, cmd);
         keep_recent(&mut self.commands, t);
         keep_recent(&mut self.predicted, t);
+        keep_recent(&mut self.touched, t);
         if !self.ready() {
             return None;
         }
@@ -114,7 +123,19 @@ impl Predictor {
                 break; // our player is not in the world
             };
             self.predicted.insert(next, r.state);
+            if r.events.touched.any_player() {
+                self.touched.insert(next, ());
+            } else {
+                self.touched.remove(&next);
+            }
         }
+    }
+
+    /// Whether the prediction of a tick in `after+1..=upto` touched another player: a
+    /// prediction that met a player where the last snapshot showed it cannot know it
+    /// moved on, so a correction there is explained.
+    pub fn touched_player(&self, after: u64, upto: u64) -> bool {
+        after < upto && self.touched.range(after + 1..=upto).next().is_some()
     }
 
     /// The commands for ticks `from..=to`, for an input datagram.

@@ -11,6 +11,8 @@
 //!   the clients' predictions compared) or the clients' ([`MovementAuthority::Client`]:
 //!   each claimed state judged by [`Sim::step_claims`], a rejected one corrected).
 
+mod http;
+mod live;
 mod metrics;
 mod tls;
 
@@ -25,7 +27,7 @@ use expel_shared::protocol::snapshot::{Feedback, SnapshotEncoder};
 use expel_shared::protocol::token::{self, ReplayGuard, TokenError};
 use expel_shared::protocol::{
     decode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl, Welcome,
-    MAP_CHUNK, VERSION,
+    CLOSE_KICKED, CLOSE_REFUSED, CLOSE_SHUTDOWN, MAP_CHUNK, VERSION,
 };
 use expel_shared::validate::{
     TickClaim, ValidationConfig, Validator, Violation, ViolationKind, MAX_SPAN,
@@ -44,10 +46,6 @@ use tracing::{debug, info, warn};
 const INBOX: usize = 64;
 /// Predictions (or claims) remembered per client until the server reaches their tick.
 const CLAIMS: usize = 256;
-/// QUIC close codes.
-const CLOSE_SHUTDOWN: u32 = 0;
-const CLOSE_REFUSED: u32 = 1;
-const CLOSE_KICKED: u32 = 2;
 
 /// Why the server could not start.
 #[derive(Debug, Error)]
@@ -78,7 +76,8 @@ pub struct ServerConfig {
     pub max_players: usize,
     /// Connect-token secret.
     pub secret: Vec<u8>,
-    /// HTTP address for metrics and health (port 0 picks one).
+    /// HTTP address for the live view, metrics, health and flagged players (port 0 picks
+    /// one; equal to `addr`, it takes the QUIC port over TCP once that is chosen).
     pub metrics: Option<SocketAddr>,
     /// Other players per snapshot (the nearest).
     pub interest: usize,
@@ -149,6 +148,7 @@ struct Shared {
     replay: Mutex<ReplayGuard>,
     tick: AtomicU64,
     events: mpsc::UnboundedSender<Event>,
+    live: Arc<live::Live>,
 }
 
 /// Starts the server: binds QUIC (and metrics), starts the tick and accept tasks.
@@ -176,9 +176,13 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
         addr: cfg.addr,
         source,
     })?;
-    let metrics = Arc::new(Metrics::default());
+    let metrics = Arc::new(Metrics::new());
+    let live = Arc::new(live::Live::new(&sim, &cfg.map_name));
     let mut tasks = Vec::new();
-    let metrics_addr = match cfg.metrics {
+    // The HTTP endpoint at the QUIC address means the QUIC port once chosen (TCP and UDP
+    // ports are separate, so it is normally free).
+    let http = cfg.metrics.map(|a| if a == cfg.addr { addr } else { a });
+    let metrics_addr = match http {
         Some(a) => {
             let l = tokio::net::TcpListener::bind(a)
                 .await
@@ -186,7 +190,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
             let local = l
                 .local_addr()
                 .map_err(|source| ServerError::Bind { addr: a, source })?;
-            tokio::spawn(metrics::serve(l, metrics.clone()));
+            tokio::spawn(http::serve(l, metrics.clone(), live.clone()));
             Some(local)
         }
         None => None,
@@ -204,6 +208,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
         replay: Mutex::new(ReplayGuard::new()),
         tick: AtomicU64::new(0),
         events,
+        live,
     });
     tasks.push(tokio::spawn(tick_loop(
         shared.clone(),
@@ -269,14 +274,16 @@ struct Session {
     missed: u32,
     /// Trusted-client mode: the newest tick whose claim was rejected.
     corrected: u64,
+    /// The newest tick on which this player's move touched another player.
+    contact: u64,
+    /// The newest tick without this client's command (or claim).
+    missed_tick: u64,
 }
 
 /// Counts, logs and, past the threshold, acts on a violation: the player is kicked with
 /// the reason (in the close frame; its connection task then sees it leave).
 fn violation(m: &Metrics, id: u32, s: &mut Session, v: &Violation) {
-    if let Some(i) = ViolationKind::ALL.iter().position(|k| *k == v.kind) {
-        m.violations[i].fetch_add(1, Relaxed);
-    }
+    m.violation(id, v.kind);
     warn!(player = id, kind = v.kind.name(), evidence = %v.evidence, "violation");
     if s.validator.record(v) {
         let reason = format!("kicked for cheating ({}: {})", v.kind.name(), v.evidence);
@@ -294,6 +301,8 @@ async fn tick_loop(
     let rate = sim.config().tick_rate;
     let period = Duration::from_secs_f64(1.0 / rate as f64);
     let snapshot_every = (rate / shared.cfg.snapshot_rate).max(1) as u64;
+    let frame_every = (rate / live::FRAME_RATE).max(1) as u64;
+    let mut longest = Duration::ZERO;
     let mut interval = tokio::time::interval(period);
     let began = Instant::now();
     // A late tick is stepped at once: the simulation keeps to wall-clock time, which the
@@ -329,6 +338,8 @@ async fn tick_loop(
                                 validator: Validator::new(ValidationConfig::for_tick_rate(rate)),
                                 missed: 0,
                                 corrected: 0,
+                                contact: 0,
+                                missed_tick: 0,
                             },
                         );
                     }
@@ -409,7 +420,13 @@ async fn tick_loop(
             send_snapshots(&shared, &world, &mut sessions);
         }
         m.players.store(world.players.len() as u64, Relaxed);
+        if world.tick.is_multiple_of(frame_every) && shared.live.watched() {
+            let ms = longest.as_secs_f64() * 1000.0;
+            shared.live.publish(live::frame(&sim, &world, m, ms));
+            longest = Duration::ZERO;
+        }
         let took = started.elapsed();
+        longest = longest.max(took);
         if took > period {
             m.overruns.fetch_add(1, Relaxed);
         }
@@ -444,6 +461,9 @@ fn by_claims(
             None => (s.missed + 1).min(MAX_SPAN - 1),
             Some(_) => 0,
         };
+        if r.outcome.is_none() {
+            s.missed_tick = world.tick;
+        }
         match r.outcome {
             None => m.claims_missing.fetch_add(1, Relaxed),
             Some(o) if o.accepted => m.claims_accepted.fetch_add(1, Relaxed),
@@ -470,6 +490,20 @@ fn authoritative(
     scratch: &mut SimScratch,
 ) {
     let reports = sim.step(world, commands, scratch);
+    for r in &reports {
+        let Some(s) = sessions.get_mut(&r.id) else {
+            continue;
+        };
+        if r.reverted || r.events.touched.any_player() {
+            s.contact = world.tick;
+        }
+        if r.repeated_command {
+            s.missed_tick = world.tick;
+        }
+        if r.respawned {
+            s.validator.relocated(world.tick);
+        }
+    }
     for (id, s) in sessions.iter_mut() {
         // Claims for ticks already stepped can never be checked: forget them.
         s.claims = s.claims.split_off(&world.tick);
@@ -487,7 +521,7 @@ fn authoritative(
                         .iter()
                         .any(|o| matches!(o, Obstacle::Player(_) | Obstacle::Mover(_)))
             });
-            if let Some(v) = s.validator.claim(world.tick, &claim, p, contact) {
+            if let Some(v) = s.validator.claim(sim, world.tick, &claim, p, contact) {
                 violation(m, *id, s, &v);
             }
         }
@@ -508,6 +542,8 @@ fn send_snapshots(shared: &Shared, world: &WorldState, sessions: &mut BTreeMap<u
             last_command: s.inputs.last_applied(),
             input_lead: s.inputs.take_lead(),
             corrected: s.corrected,
+            contact: s.contact,
+            missed: s.missed_tick,
         };
         let interest = shared.cfg.interest;
         let Some(bytes) = s

@@ -1,17 +1,27 @@
-//! Prometheus text metrics and the health endpoints, served over plain HTTP/1.1 by a small
-//! listener (GET only, one request per connection).
+//! The server's counters and their Prometheus text exposition, and the table of players
+//! flagged by move validation (served as JSON to operators and the live view).
 
 use expel_shared::validate::ViolationKind;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use std::sync::Mutex;
+use std::time::Instant;
 
-/// Upper bounds (seconds) of the tick duration histogram's buckets.
-const TICK_BUCKETS: [f64; 10] = [
-    0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128,
+/// Upper bounds (seconds) of the tick duration histogram's buckets: fine enough (about
+/// ×1.25 apart) that quantiles read off them are within a few percent.
+const TICK_BUCKETS: [f64; 30] = [
+    0.00005, 0.0001, 0.00015, 0.0002, 0.00025, 0.0003, 0.0004, 0.0005, 0.0006, 0.0008, 0.001,
+    0.00125, 0.0015, 0.002, 0.0025, 0.003, 0.004, 0.005, 0.006, 0.008, 0.01, 0.0125, 0.016, 0.02,
+    0.025, 0.032, 0.05, 0.064, 0.1, 0.25,
 ];
+
+/// Seconds over which the longest tick is reported (a scraper polling at least this often
+/// sees every maximum).
+const MAX_WINDOW: usize = 5;
+
+/// Players kept in the flagged table; past it, new players' violations are only counted.
+const FLAGGED_CAP: usize = 65_536;
 
 /// Why connections were refused, as label values.
 pub const REFUSALS: [&str; 8] = [
@@ -77,12 +87,107 @@ pub struct Metrics {
     pub violations: [AtomicU64; 7],
     /// Refusals by reason, in [`REFUSALS`] order.
     pub refusals: [AtomicU64; REFUSALS.len()],
-    tick_hist: Mutex<([u64; TICK_BUCKETS.len()], u64, f64)>,
+    tick_hist: Mutex<TickHistogram>,
+    /// Violations by player (ids that had any), in [`ViolationKind::ALL`] order.
+    flagged: Mutex<BTreeMap<u32, [u64; 7]>>,
     /// Whether the server accepts players (false while shutting down).
     pub ready: AtomicBool,
+    started: Option<Instant>,
+}
+
+#[derive(Debug, Default)]
+struct TickHistogram {
+    buckets: [u64; TICK_BUCKETS.len()],
+    count: u64,
+    sum: f64,
+    /// The longest tick of each of the last seconds, with the second it was in.
+    max: [(u64, f64); MAX_WINDOW],
+}
+
+/// The process's CPU time (user + system), seconds, where the platform tells it.
+fn process_cpu_seconds() -> Option<f64> {
+    // Linux: fields 14 and 15 of /proc/self/stat, in clock ticks (USER_HZ, 100 on every
+    // Linux platform Rust supports).
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
 }
 
 impl Metrics {
+    /// Metrics for a server starting now.
+    pub fn new() -> Metrics {
+        Metrics {
+            started: Some(Instant::now()),
+            ..Metrics::default()
+        }
+    }
+
+    /// Counts a violation by `player`.
+    pub fn violation(&self, player: u32, kind: ViolationKind) {
+        let Some(i) = ViolationKind::ALL.iter().position(|k| *k == kind) else {
+            return;
+        };
+        self.violations[i].fetch_add(1, Relaxed);
+        if let Ok(mut t) = self.flagged.lock() {
+            if t.len() < FLAGGED_CAP || t.contains_key(&player) {
+                t.entry(player).or_default()[i] += 1;
+            }
+        }
+    }
+
+    /// Players with violations: id and counts in [`ViolationKind::ALL`] order.
+    pub fn flagged(&self) -> BTreeMap<u32, [u64; 7]> {
+        self.flagged.lock().map(|t| t.clone()).unwrap_or_default()
+    }
+
+    /// Whether `player` has any violation.
+    pub fn is_flagged(&self, player: u32) -> bool {
+        self.flagged.lock().is_ok_and(|t| t.contains_key(&player))
+    }
+
+    /// The flagged players as JSON: `{"players":[{"id":7,"violations":{"speed":2}}]}`.
+    pub fn flagged_json(&self) -> String {
+        let mut o = String::from("{\"players\":[");
+        for (n, (id, counts)) in self.flagged().iter().enumerate() {
+            if n > 0 {
+                o.push(',');
+            }
+            let _ = write!(o, "{{\"id\":{id},\"violations\":{{");
+            let mut first = true;
+            for (k, c) in ViolationKind::ALL.iter().zip(counts) {
+                if *c > 0 {
+                    if !first {
+                        o.push(',');
+                    }
+                    first = false;
+                    let _ = write!(o, "\"{}\":{c}", k.name());
+                }
+            }
+            o.push_str("}}");
+        }
+        o.push_str("]}");
+        o
+    }
+
+    /// The longest tick of the last few seconds, seconds.
+    pub fn recent_max_tick(&self) -> f64 {
+        let now = self.second();
+        self.tick_hist.lock().map_or(0.0, |h| {
+            h.max
+                .iter()
+                .filter(|(s, _)| s + MAX_WINDOW as u64 > now)
+                .map(|(_, m)| *m)
+                .fold(0.0, f64::max)
+        })
+    }
+
+    fn second(&self) -> u64 {
+        self.started.map_or(0, |s| s.elapsed().as_secs())
+    }
+
     /// Counts a refusal by its label.
     pub fn refused(&self, reason: &str) {
         if let Some(i) = REFUSALS.iter().position(|r| *r == reason) {
@@ -93,14 +198,20 @@ impl Metrics {
     /// Records one tick's duration.
     pub fn tick(&self, seconds: f64) {
         self.ticks.fetch_add(1, Relaxed);
+        let now = self.second();
         if let Ok(mut h) = self.tick_hist.lock() {
             for (i, b) in TICK_BUCKETS.iter().enumerate() {
                 if seconds <= *b {
-                    h.0[i] += 1;
+                    h.buckets[i] += 1;
                 }
             }
-            h.1 += 1;
-            h.2 += seconds;
+            h.count += 1;
+            h.sum += seconds;
+            let slot = &mut h.max[now as usize % MAX_WINDOW];
+            if slot.0 != now {
+                *slot = (now, 0.0);
+            }
+            slot.1 = slot.1.max(seconds);
         }
     }
 
@@ -268,80 +379,28 @@ impl Metrics {
         }
         let _ = writeln!(o, "# HELP expel_tick_duration_seconds Time to step one tick and send its snapshots.\n# TYPE expel_tick_duration_seconds histogram");
         if let Ok(h) = self.tick_hist.lock() {
-            for (b, c) in TICK_BUCKETS.iter().zip(h.0) {
+            for (b, c) in TICK_BUCKETS.iter().zip(h.buckets) {
                 let _ = writeln!(o, "expel_tick_duration_seconds_bucket{{le=\"{b}\"}} {c}");
             }
             let _ = writeln!(
                 o,
                 "expel_tick_duration_seconds_bucket{{le=\"+Inf\"}} {}",
-                h.1
+                h.count
             );
-            let _ = writeln!(o, "expel_tick_duration_seconds_sum {}", h.2);
-            let _ = writeln!(o, "expel_tick_duration_seconds_count {}", h.1);
+            let _ = writeln!(o, "expel_tick_duration_seconds_sum {}", h.sum);
+            let _ = writeln!(o, "expel_tick_duration_seconds_count {}", h.count);
+        }
+        let _ = writeln!(
+            o,
+            "# HELP expel_tick_duration_max_seconds The longest tick of the last {MAX_WINDOW} seconds.\n# TYPE expel_tick_duration_max_seconds gauge\nexpel_tick_duration_max_seconds {}",
+            self.recent_max_tick()
+        );
+        if let Some(cpu) = process_cpu_seconds() {
+            let _ = writeln!(
+                o,
+                "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {cpu}"
+            );
         }
         o
-    }
-}
-
-/// Serves `/metrics`, `/healthz` and `/readyz` until the listener task is dropped.
-pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>) {
-    loop {
-        let Ok((mut sock, _)) = listener.accept().await else {
-            continue;
-        };
-        let m = metrics.clone();
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; 4096];
-            let mut n = 0;
-            // Read the request head (bounded); only the request line matters.
-            let read = tokio::time::timeout(std::time::Duration::from_secs(5), async {
-                while n < buf.len() {
-                    let k = sock.read(&mut buf[n..]).await.ok()?;
-                    if k == 0 {
-                        break;
-                    }
-                    n += k;
-                    if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                        break;
-                    }
-                }
-                Some(())
-            })
-            .await;
-            if !matches!(read, Ok(Some(()))) {
-                return;
-            }
-            let head = String::from_utf8_lossy(&buf[..n]);
-            let mut parts = head.split_whitespace();
-            let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-            let (status, ctype, body) = match (method, path) {
-                ("GET", "/metrics") => (
-                    "200 OK",
-                    "text/plain; version=0.0.4; charset=utf-8",
-                    m.render(),
-                ),
-                ("GET", "/healthz") => ("200 OK", "text/plain", "ok\n".to_string()),
-                ("GET", "/readyz") if m.ready.load(Relaxed) => {
-                    ("200 OK", "text/plain", "ready\n".to_string())
-                }
-                ("GET", "/readyz") => (
-                    "503 Service Unavailable",
-                    "text/plain",
-                    "not ready\n".to_string(),
-                ),
-                ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_string()),
-                _ => (
-                    "405 Method Not Allowed",
-                    "text/plain",
-                    "GET only\n".to_string(),
-                ),
-            };
-            let resp = format!(
-                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            );
-            let _ = sock.write_all(resp.as_bytes()).await;
-            let _ = sock.shutdown().await;
-        });
     }
 }

@@ -404,8 +404,12 @@ impl Sim {
             region: &s.region,
             boxes: &s.boxes,
             poses,
+            blocked_by: None,
         };
-        let (state, events) = pmove(player, cmd, &self.movement, &mut col);
+        let (state, mut events) = pmove(player, cmd, &self.movement, &mut col);
+        if let Some(id) = col.blocked_by {
+            events.touched.add(crate::Obstacle::Player(id));
+        }
         PlayerTick { state, events }
     }
 
@@ -553,6 +557,7 @@ impl Sim {
             region: &s.region,
             boxes: others,
             poses,
+            blocked_by: None,
         }
     }
 
@@ -758,6 +763,9 @@ pub(crate) struct SimCollider<'a> {
     region: &'a Region,
     boxes: &'a [PlayerBox],
     poses: &'a [Pose],
+    /// A player whose box made a position test fail (the move's outcome hung on where
+    /// that player stands, though no sweep touched it).
+    blocked_by: Option<PlayerId>,
 }
 
 impl Collider for SimCollider<'_> {
@@ -811,11 +819,13 @@ impl Collider for SimCollider<'_> {
     fn solid(&mut self, hull: &Hull, pos: DVec3) -> bool {
         let me = hull.bounds().offset(pos);
         let inner = me.expand(-POSITION_EPS);
-        self.boxes.iter().any(|b| inner.overlaps(&b.bounds))
-            || self
-                .sim
-                .map
-                .position_solid(hull, pos, Contents::PLAYER, self.scratch)
+        if let Some(b) = self.boxes.iter().find(|b| inner.overlaps(&b.bounds)) {
+            self.blocked_by = Some(b.id);
+            return true;
+        }
+        self.sim
+            .map
+            .position_solid(hull, pos, Contents::PLAYER, self.scratch)
             || self.sim.movers.iter().zip(self.poses).any(|(m, pose)| {
                 m.world_bounds(pose).overlaps(&me) && m.overlaps(hull, pos, pose, self.scratch)
             })

@@ -19,7 +19,7 @@ fn fb(last_command: u64) -> Feedback {
     Feedback {
         last_command,
         input_lead: Some(3),
-        corrected: 0,
+        ..Feedback::default()
     }
 }
 

@@ -64,7 +64,7 @@ impl Default for Touches {
 }
 
 impl Touches {
-    fn add(&mut self, o: Obstacle) {
+    pub(crate) fn add(&mut self, o: Obstacle) {
         let n = self.len as usize;
         if n < MAX_TOUCHES && !self.items[..n].contains(&o) {
             self.items[n] = o;

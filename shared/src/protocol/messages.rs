@@ -191,6 +191,13 @@ pub struct SnapshotMsg {
     /// does the client take the server's state for its own; a state the server merely
     /// holds while claims are in flight is no correction.
     pub corrected: u64,
+    /// The newest tick on which the server's move of this player touched another player
+    /// (0: none). A prediction cannot know where others go, so a correction that spans
+    /// such a tick is explained; every other one is the prediction's fault.
+    pub contact: u64,
+    /// The newest tick for which the server had no command (or claim) from this client
+    /// and repeated its last one (0: none): a late or lost input, also explained.
+    pub missed: u64,
     /// The client's own state, exact.
     pub own: PlayerState,
     /// Other players in view, against the baseline (in full when new to it).

@@ -30,9 +30,15 @@ pub use messages::{
 use thiserror::Error;
 
 /// Protocol version carried in the hello; a server refuses any other.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// The QUIC application protocol name.
-pub const ALPN: &[u8] = b"expel/2";
+pub const ALPN: &[u8] = b"expel/3";
+/// QUIC application close code: the server shut down.
+pub const CLOSE_SHUTDOWN: u32 = 0;
+/// QUIC application close code: the hello was refused.
+pub const CLOSE_REFUSED: u32 = 1;
+/// QUIC application close code: the client was kicked (cheating, silence, bad messages).
+pub const CLOSE_KICKED: u32 = 2;
 /// Commands repeated in every input datagram (the last N), so a lost datagram costs nothing.
 pub const INPUT_REDUNDANCY: usize = 4;
 /// Most commands one input datagram may carry.

@@ -22,6 +22,12 @@ pub struct Feedback {
     pub input_lead: Option<i32>,
     /// The newest tick whose claim was rejected (0: none).
     pub corrected: u64,
+    /// The newest tick on which the server's move of this player touched another player
+    /// (0: none).
+    pub contact: u64,
+    /// The newest tick on which the server had no command (or claim) from this client and
+    /// repeated its last one (0: none).
+    pub missed: u64,
 }
 use std::collections::{BTreeMap, VecDeque};
 
@@ -257,6 +263,8 @@ fn frame_msg(frame: &Frame, base: Option<&Frame>, own: PlayerState, fb: Feedback
         last_command: fb.last_command,
         input_lead: fb.input_lead,
         corrected: fb.corrected,
+        contact: fb.contact,
+        missed: fb.missed,
         own,
         players: frame
             .players
@@ -313,6 +321,10 @@ pub struct Snapshot {
     pub input_lead: Option<i32>,
     /// The newest tick whose claim was rejected (0: none).
     pub corrected: u64,
+    /// The newest tick on which the server's move of this player touched another player.
+    pub contact: u64,
+    /// The newest tick on which the server had no command from this client.
+    pub missed: u64,
     /// The client's own state.
     pub own: PlayerState,
     /// Other players in view.
@@ -394,6 +406,8 @@ impl SnapshotDecoder {
             last_command: msg.last_command,
             input_lead: msg.input_lead,
             corrected: msg.corrected,
+            contact: msg.contact,
+            missed: msg.missed,
             own: msg.own,
             players,
             movers,

@@ -165,6 +165,14 @@ pub struct Validator {
     acked: u64,
     /// The newest reported prediction.
     last_report: Option<(u64, PlayerState)>,
+    /// (tick, acknowledged snapshot) of recent reports: the snapshot each prediction
+    /// was replayed from.
+    report_acks: VecDeque<(u64, u64)>,
+    /// The newest tick the server moved the player by a rule no prediction follows (a
+    /// respawn).
+    relocated: u64,
+    /// When a divergence beyond any honest prediction's reach was last flagged.
+    far_flagged_at: Option<u64>,
 }
 
 impl Validator {
@@ -180,6 +188,9 @@ impl Validator {
             compared: VecDeque::new(),
             acked: 0,
             last_report: None,
+            report_acks: VecDeque::new(),
+            relocated: 0,
+            far_flagged_at: None,
         }
     }
 
@@ -240,10 +251,21 @@ impl Validator {
         None
     }
 
+    /// The server moved the player at `tick` by a rule no prediction follows (a respawn).
+    pub fn relocated(&mut self, tick: u64) {
+        self.relocated = tick;
+    }
+
     /// Compares the state the client reported for `tick` with the server's. `contact`:
     /// the player touched another player that tick (prediction cannot know their moves).
+    ///
+    /// Contact explains a difference, but only so far: the report was predicted from the
+    /// server's own state at the snapshot it acknowledged, and over the ticks since, an
+    /// honest prediction and the server's move part by at most both their reaches per
+    /// tick. A difference beyond that is a modified client however crowded it is.
     pub fn claim(
         &mut self,
+        sim: &crate::Sim,
         tick: u64,
         claimed: &PlayerState,
         actual: &PlayerState,
@@ -253,6 +275,33 @@ impl Validator {
             self.compared.pop_front();
         }
         self.compared.push_back((tick, claimed == actual));
+        let from = self
+            .report_acks
+            .iter()
+            .find(|(t, _)| *t == tick)
+            .map(|(_, a)| *a)
+            .filter(|a| *a > 0 && *a < tick && *a >= self.relocated);
+        let recently = self
+            .far_flagged_at
+            .is_some_and(|t| t + self.cfg.divergence_ticks / 2 > tick);
+        if let (Some(ack), false) = (from, recently) {
+            let ticks = (tick - ack) as f64;
+            let apart = (claimed.origin() - actual.origin()).length();
+            let reach =
+                2.0 * ticks * sim.reach(actual) + 2.0 * crate::movement::pmove::UNSTICK_REACH;
+            if apart > reach {
+                self.far_flagged_at = Some(tick);
+                return Some(Violation {
+                    kind: ViolationKind::Divergence,
+                    tick,
+                    evidence: format!(
+                        "reported prediction {apart:.1} units from the server's state, {:.1} at most from its snapshot {} ticks back",
+                        reach,
+                        tick - ack
+                    ),
+                });
+            }
+        }
         if claimed == actual || contact {
             self.diverging_since = None;
             return None;
@@ -290,6 +339,10 @@ impl Validator {
         let replaced =
             ack > self.acked && !self.compared.iter().any(|(t, same)| *t == ack && *same);
         self.acked = self.acked.max(ack);
+        if self.report_acks.len() >= COMPARED {
+            self.report_acks.pop_front();
+        }
+        self.report_acks.push_back((tick, ack));
         let prev = match self.last_report {
             Some((t, _)) if t >= tick => return None, // reordered or duplicated
             last => last,
@@ -399,19 +452,53 @@ mod tests {
         assert!(invalid_command(&c).unwrap().contains("buttons"));
     }
 
+    fn arena() -> crate::Sim {
+        let text = include_str!("../../../maps/arena.map");
+        let map = crate::MapData::parse_map(text).unwrap();
+        let movement = crate::MoveConfig::default().validate().unwrap();
+        let model = std::sync::Arc::new(crate::CollisionModel::build(&map));
+        crate::Sim::from_map(model, &map, movement).0
+    }
+
+    #[test]
+    fn a_divergence_beyond_reach_of_the_acknowledged_snapshot_is_flagged_through_contact() {
+        let sim = arena();
+        let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
+        let server = PlayerState::at(glam::DVec3::new(0.0, 0.0, 24.0));
+        let at = |x: f64| PlayerState::at(glam::DVec3::new(x, 0.0, 24.0));
+        // Predicted 6 ticks after the snapshot it acknowledged: a bump by another player
+        // parts the paths by a few units, within reach.
+        v.report(&sim, 1, 100, &at(40.0), 94);
+        assert!(v.claim(&sim, 100, &at(40.0), &server, true).is_none());
+        // Hundreds of units apart: no contact explains that.
+        v.report(&sim, 1, 101, &at(900.0), 95);
+        let f = v.claim(&sim, 101, &at(900.0), &server, true);
+        assert!(f.is_some_and(|f| f.kind == ViolationKind::Divergence));
+        // A respawn since the snapshot: the server moved the player by a rule no
+        // prediction follows.
+        let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
+        v.relocated(97);
+        v.report(&sim, 1, 101, &at(900.0), 95);
+        assert!(v.claim(&sim, 101, &at(900.0), &server, true).is_none());
+    }
+
     #[test]
     fn divergence_counts_only_when_it_persists_without_contact() {
+        let sim = arena();
         let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
         let a = PlayerState::at(glam::DVec3::ZERO);
         let b = PlayerState::at(glam::DVec3::X);
         for t in 1..100 {
-            assert!(v.claim(t, &b, &a, false).is_none());
+            assert!(v.claim(&sim, t, &b, &a, false).is_none());
         }
-        assert!(v.claim(100, &a, &a, false).is_none());
+        assert!(v.claim(&sim, 100, &a, &a, false).is_none());
         for t in 101..400 {
-            assert!(v.claim(t, &b, &a, true).is_none(), "contact explains it");
+            assert!(
+                v.claim(&sim, t, &b, &a, true).is_none(),
+                "contact explains it"
+            );
         }
-        let flagged = (400..700).find_map(|t| v.claim(t, &b, &a, false));
+        let flagged = (400..700).find_map(|t| v.claim(&sim, t, &b, &a, false));
         assert!(flagged
             .as_ref()
             .is_some_and(|f| f.tick == 520 && f.kind == ViolationKind::Divergence));

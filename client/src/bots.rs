@@ -1,0 +1,772 @@
+//! Bot swarms for load tests (feature `cheats`): many real clients in one process, each
+//! predicting with the client library, some of them cheating; what they saw summed up in a
+//! [`SwarmReport`], with the server's own figures read from its HTTP endpoint.
+//!
+//! The behaviours and cheats are pure ([`driver`], [`CheatKind::cheats`]); [`swarm`] is the
+//! async part (one task per bot on the caller's runtime, handshakes bounded), and
+//! [`ServerFigures`] reads the server's Prometheus text.
+
+use crate::{connect, run, Cheats, ConnectOptions, LinkConditioner, RunOptions, RunReport, Trust};
+use expel_shared::movement::buttons;
+use expel_shared::{MoveCommand, PlayerState, Sim};
+use glam::DVec3;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Semaphore;
+
+/// How a bot moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Behavior {
+    /// Runs forward, turning to a random heading every second and a half.
+    Wander,
+    /// Strafe-jumps: forward and sideways at once, view swinging, jumping on landing.
+    Strafe,
+    /// Walks between the lowest and the highest spawn points, over whatever stairs and
+    /// ramps join them.
+    Stairs,
+    /// Runs into walls and slides along them, jumping now and then.
+    Walls,
+    /// The four above, by bot.
+    Mixed,
+}
+
+impl Behavior {
+    /// Every behaviour, as the command line names them.
+    pub const NAMES: [(&'static str, Behavior); 5] = [
+        ("wander", Behavior::Wander),
+        ("strafe", Behavior::Strafe),
+        ("stairs", Behavior::Stairs),
+        ("walls", Behavior::Walls),
+        ("mixed", Behavior::Mixed),
+    ];
+
+    /// By name.
+    pub fn parse(s: &str) -> Option<Behavior> {
+        Self::NAMES.iter().find(|(n, _)| *n == s).map(|(_, b)| *b)
+    }
+}
+
+/// A cheat a bot can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheatKind {
+    /// Moves through walls.
+    Noclip,
+    /// Jumps 300 units once.
+    Teleport,
+    /// Moves twice as fast.
+    Speed,
+    /// Rises into the air.
+    Fly,
+    /// A clock 25 % fast (a speedhack on the command stream).
+    Timing,
+}
+
+impl CheatKind {
+    /// Every cheat, as the command line names them.
+    pub const ALL: [(&'static str, CheatKind); 5] = [
+        ("noclip", CheatKind::Noclip),
+        ("teleport", CheatKind::Teleport),
+        ("speed", CheatKind::Speed),
+        ("fly", CheatKind::Fly),
+        ("timing", CheatKind::Timing),
+    ];
+
+    /// By name.
+    pub fn parse(s: &str) -> Option<CheatKind> {
+        Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, k)| *k)
+    }
+
+    /// The name.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("", |(n, _)| n)
+    }
+
+    /// The client cheats, starting after `after_ticks` of honest play.
+    pub fn cheats(self, after_ticks: u64) -> Cheats {
+        let c = Cheats {
+            after_ticks,
+            ..Cheats::default()
+        };
+        match self {
+            CheatKind::Noclip => Cheats { noclip: true, ..c },
+            CheatKind::Teleport => Cheats {
+                teleport: Some(DVec3::new(0.0, 300.0, 0.0)),
+                ..c
+            },
+            CheatKind::Speed => Cheats { speed: 2.0, ..c },
+            CheatKind::Fly => Cheats { fly: 120.0, ..c },
+            CheatKind::Timing => Cheats {
+                clock_factor: 1.25,
+                ..c
+            },
+        }
+    }
+}
+
+/// A bot's command source for `behavior` (bot number `n`, seeded by `seed`).
+pub fn driver(
+    behavior: Behavior,
+    n: u32,
+    seed: u64,
+    sim: &Sim,
+) -> impl FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand> + Send + 'static {
+    let behavior = match behavior {
+        Behavior::Mixed => [
+            Behavior::Wander,
+            Behavior::Strafe,
+            Behavior::Stairs,
+            Behavior::Walls,
+        ][n as usize % 4],
+        b => b,
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ u64::from(n) << 20);
+    let mut yaw: f64 = rng.gen_range(0.0..360.0);
+    // Stairs: the lowest and the highest spawn points (the map's floors far apart in height).
+    let mut spawns: Vec<DVec3> = sim.spawns().to_vec();
+    spawns.sort_by(|a, b| a.z.total_cmp(&b.z));
+    let ends = match (spawns.first(), spawns.last()) {
+        (Some(a), Some(b)) => [*a, *b],
+        _ => [DVec3::ZERO; 2],
+    };
+    let mut goal = 1usize;
+    let mut last_pos: Option<(u64, DVec3)> = None;
+    move |tick, state| {
+        let on_ground = state.is_some_and(|s| s.on_ground());
+        let at = state.map(|s| s.origin());
+        let cmd = match behavior {
+            Behavior::Wander | Behavior::Mixed => {
+                if tick % 90 == 0 {
+                    yaw = rng.gen_range(0.0..360.0);
+                }
+                MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0)
+            }
+            Behavior::Strafe => {
+                // The view swings ±20° over a second while forward and side are held.
+                let swing = 20.0 * libm::sin(tick as f64 * std::f64::consts::TAU / 60.0);
+                if tick % 240 == 0 {
+                    yaw = rng.gen_range(0.0..360.0);
+                }
+                let side = if (tick / 60) % 2 == 0 { 1.0 } else { -1.0 };
+                let mut c = MoveCommand::new(1.0, side, 0.0, yaw + swing, 0.0);
+                if on_ground && tick % 2 == 0 {
+                    c.buttons |= buttons::JUMP;
+                }
+                c
+            }
+            Behavior::Stairs => {
+                let here = at.unwrap_or(DVec3::ZERO);
+                let to = ends[goal] - here;
+                if to.truncate().length() < 48.0 {
+                    goal ^= 1;
+                }
+                // Stuck for two seconds: a random detour for one.
+                let stuck = match last_pos {
+                    Some((t, p)) if tick >= t + 120 => {
+                        let s = (here - p).length() < 32.0;
+                        last_pos = Some((tick, here));
+                        s
+                    }
+                    None => {
+                        last_pos = Some((tick, here));
+                        false
+                    }
+                    _ => false,
+                };
+                if stuck {
+                    yaw = rng.gen_range(0.0..360.0);
+                } else if tick % 120 > 60 || last_pos.is_none() {
+                    yaw = libm::atan2(to.y, to.x).to_degrees();
+                }
+                MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0)
+            }
+            Behavior::Walls => {
+                // Hold one heading for four seconds (into a wall, then along it).
+                if tick % 240 == 0 {
+                    yaw = rng.gen_range(0.0..360.0);
+                }
+                let mut c = MoveCommand::new(1.0, 0.4, 0.0, yaw, 0.0);
+                if on_ground && tick % 97 == 0 {
+                    c.buttons |= buttons::JUMP;
+                }
+                c
+            }
+        };
+        Some(cmd)
+    }
+}
+
+/// A map one bot fetched, with its simulation, for the others to reuse.
+type KnownMap = (Arc<Vec<u8>>, Arc<Sim>);
+
+/// A swarm's settings.
+#[derive(Clone, Debug)]
+pub struct SwarmOptions {
+    /// The server.
+    pub server: SocketAddr,
+    /// How to trust it.
+    pub trust: Trust,
+    /// One connect token per bot.
+    pub tokens: Vec<String>,
+    /// Seconds each bot plays.
+    pub seconds: f64,
+    /// How honest bots move (cheaters move the same way).
+    pub behavior: Behavior,
+    /// The cheats: the first `cheaters` bots per kind run that kind.
+    pub cheats: Vec<CheatKind>,
+    /// Cheaters per kind.
+    pub cheaters: usize,
+    /// Datagram conditions for every bot.
+    pub link: LinkConditioner,
+    /// Handshakes in flight at once.
+    pub concurrent_connects: usize,
+    /// Seconds of honest play before a cheater starts cheating.
+    pub cheat_after: f64,
+}
+
+/// One bot's outcome.
+#[derive(Clone, Debug)]
+pub struct BotOutcome {
+    /// Bot number.
+    pub n: u32,
+    /// Its player id, once it joined.
+    pub player: Option<u32>,
+    /// The cheat it ran, if any.
+    pub cheat: Option<CheatKind>,
+    /// Why it could not connect or play.
+    pub error: Option<String>,
+    /// What it measured.
+    pub report: Option<RunReport>,
+}
+
+/// Live counts for a progress line.
+#[derive(Debug, Default)]
+pub struct SwarmProgress {
+    /// Bots connected.
+    pub connected: AtomicU64,
+    /// Bots that could not connect.
+    pub failed: AtomicU64,
+    /// Bots done.
+    pub finished: AtomicU64,
+}
+
+/// Runs the swarm: every bot connects (a bounded number of handshakes at once), plays for
+/// the duration and says goodbye. Returns each bot's outcome, in bot order.
+pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotOutcome> {
+    let gate = Arc::new(Semaphore::new(opts.concurrent_connects.max(1)));
+    let shared_map: Arc<tokio::sync::Mutex<Option<KnownMap>>> = Arc::default();
+    let mut tasks = Vec::with_capacity(opts.tokens.len());
+    let mut kinds = opts
+        .cheats
+        .iter()
+        .flat_map(|k| std::iter::repeat_n(*k, opts.cheaters));
+    for (n, token) in opts.tokens.iter().enumerate() {
+        let n = n as u32;
+        let cheat = kinds.next();
+        let (gate, progress, shared_map) = (gate.clone(), progress.clone(), shared_map.clone());
+        let (addr, trust, token) = (opts.server, opts.trust.clone(), token.clone());
+        let o = opts.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut out = BotOutcome {
+                n,
+                player: None,
+                cheat,
+                error: None,
+                report: None,
+            };
+            let joined = {
+                let _permit = gate.acquire().await;
+                // The first bot fetches the map; the rest reuse it and its simulation.
+                let mut known = shared_map.lock().await;
+                let c = ConnectOptions {
+                    token,
+                    trust,
+                    have_map: known.as_ref().map(|k| k.0.clone()),
+                    sim: known.as_ref().map(|k| k.1.clone()),
+                };
+                let first = known.is_none();
+                if !first {
+                    drop(known);
+                    connect(addr, &c).await
+                } else {
+                    let j = connect(addr, &c).await;
+                    if let Ok(j) = &j {
+                        *known = Some((j.map.clone(), j.sim.clone()));
+                    }
+                    j
+                }
+            };
+            let joined = match joined {
+                Ok(j) => j,
+                Err(e) => {
+                    progress.failed.fetch_add(1, Relaxed);
+                    out.error = Some(e.to_string());
+                    return out;
+                }
+            };
+            progress.connected.fetch_add(1, Relaxed);
+            out.player = Some(joined.welcome.player_id);
+            let rate = joined.welcome.tick_rate as f64;
+            // A cheater keeps moving in the open (a mixed crowd's stair climbers and wall
+            // huggers stand still for long stretches, where no cheat shows).
+            let behavior = match (cheat, o.behavior) {
+                (Some(_), Behavior::Mixed) => Behavior::Wander,
+                (_, b) => b,
+            };
+            let d = driver(behavior, n, 0x6b6f7473, &joined.sim);
+            let run_opts = RunOptions {
+                seconds: o.seconds,
+                link: o.link,
+                seed: u64::from(n) + 1,
+                cheats: cheat
+                    .map_or_else(Cheats::default, |k| k.cheats((o.cheat_after * rate) as u64)),
+                ..RunOptions::default()
+            };
+            match run(joined, d, run_opts).await {
+                Ok(r) => out.report = Some(r),
+                Err(e) => out.error = Some(e.to_string()),
+            }
+            progress.finished.fetch_add(1, Relaxed);
+            out
+        }));
+    }
+    let mut outcomes = Vec::with_capacity(tasks.len());
+    for (n, t) in tasks.into_iter().enumerate() {
+        outcomes.push(t.await.unwrap_or_else(|e| BotOutcome {
+            n: n as u32,
+            player: None,
+            cheat: None,
+            error: Some(format!("bot task failed: {e}")),
+            report: None,
+        }));
+    }
+    outcomes
+}
+
+/// Fetches `path` from the server's HTTP endpoint (a body of at most 16 MiB).
+pub async fn http_get(addr: SocketAddr, path: &str) -> Result<String, String> {
+    let get = async {
+        let mut s = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("connecting to {addr}: {e}"))?;
+        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut body = Vec::new();
+        s.take(16 << 20)
+            .read_to_end(&mut body)
+            .await
+            .map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&body).into_owned();
+        let (head, rest) = text
+            .split_once("\r\n\r\n")
+            .ok_or_else(|| format!("{addr}{path}: no HTTP response"))?;
+        if !head.starts_with("HTTP/1.1 200") {
+            return Err(format!(
+                "{addr}{path}: {}",
+                head.lines().next().unwrap_or("")
+            ));
+        }
+        Ok(rest.to_string())
+    };
+    tokio::time::timeout(Duration::from_secs(5), get)
+        .await
+        .map_err(|_| format!("{addr}{path}: no answer within 5 s"))?
+}
+
+/// One reading of the server's metrics that the report uses.
+#[derive(Clone, Debug, Default)]
+pub struct Scrape {
+    /// Seconds since the swarm started.
+    pub at: f64,
+    /// `expel_tick_duration_seconds` buckets: (upper bound, cumulative count).
+    pub buckets: Vec<(f64, f64)>,
+    /// `expel_tick_duration_max_seconds`.
+    pub tick_max: f64,
+    /// `process_cpu_seconds_total`, if the platform reports it.
+    pub cpu: Option<f64>,
+    /// `expel_players`.
+    pub players: f64,
+    /// `expel_bytes_out_total` and `expel_bytes_in_total`.
+    pub bytes_out: f64,
+    /// Bytes received by the server.
+    pub bytes_in: f64,
+}
+
+impl Scrape {
+    /// Parses the Prometheus text exposition (only the series the report needs).
+    pub fn parse(text: &str, at: f64) -> Scrape {
+        let mut s = Scrape {
+            at,
+            ..Scrape::default()
+        };
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let Some((name, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let Ok(v) = value.parse::<f64>() else {
+                continue;
+            };
+            if let Some(le) = name
+                .strip_prefix("expel_tick_duration_seconds_bucket{le=\"")
+                .and_then(|r| r.strip_suffix("\"}"))
+            {
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().unwrap_or(f64::INFINITY)
+                };
+                s.buckets.push((le, v));
+                continue;
+            }
+            match name {
+                "expel_tick_duration_max_seconds" => s.tick_max = v,
+                "process_cpu_seconds_total" => s.cpu = Some(v),
+                "expel_players" => s.players = v,
+                "expel_bytes_out_total" => s.bytes_out = v,
+                "expel_bytes_in_total" => s.bytes_in = v,
+                _ => {}
+            }
+        }
+        s.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        s
+    }
+}
+
+/// The `q` quantile of the ticks between two readings, as Prometheus's
+/// `histogram_quantile` reads it: linear within the bucket the rank falls in.
+pub fn tick_quantile(from: &Scrape, to: &Scrape, q: f64) -> Option<f64> {
+    let count = |s: &Scrape, le: f64| {
+        s.buckets
+            .iter()
+            .find(|(b, _)| *b == le)
+            .map_or(0.0, |(_, c)| *c)
+    };
+    let deltas: Vec<(f64, f64)> = to
+        .buckets
+        .iter()
+        .map(|(le, c)| (*le, c - count(from, *le)))
+        .collect();
+    let total = deltas.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let mut lower = (0.0, 0.0);
+    for (le, c) in deltas {
+        if c >= rank {
+            if le.is_infinite() {
+                return Some(lower.0); // beyond the last bound: the bound is all we know
+            }
+            let within = if c > lower.1 {
+                (rank - lower.1) / (c - lower.1)
+            } else {
+                1.0
+            };
+            return Some(lower.0 + (le - lower.0) * within);
+        }
+        lower = (le, c);
+    }
+    None
+}
+
+/// One point of the run's timeline (for the chart).
+#[derive(Clone, Debug, Serialize)]
+pub struct TimelinePoint {
+    /// Seconds since the start.
+    pub t: f64,
+    /// Players on the server.
+    pub players: f64,
+    /// Longest tick of the last seconds, ms.
+    pub tick_ms_max: f64,
+    /// 99th percentile tick over the last interval, ms.
+    pub tick_ms_p99: Option<f64>,
+    /// Server bytes sent per second, all players.
+    pub down_bytes_per_s: f64,
+    /// Server bytes received per second, all players.
+    pub up_bytes_per_s: f64,
+}
+
+/// The server's figures over the run, from readings of its metrics.
+#[derive(Clone, Debug, Default)]
+pub struct ServerFigures {
+    /// The readings, oldest first.
+    pub scrapes: Vec<Scrape>,
+}
+
+impl ServerFigures {
+    /// Tick time quantile over the whole run, ms.
+    pub fn tick_ms(&self, q: f64) -> Option<f64> {
+        let (a, b) = (self.scrapes.first()?, self.scrapes.last()?);
+        tick_quantile(a, b, q).map(|s| s * 1000.0)
+    }
+
+    /// The longest tick seen, ms.
+    pub fn tick_ms_max(&self) -> Option<f64> {
+        if self.scrapes.len() < 2 {
+            return None;
+        }
+        Some(self.scrapes.iter().map(|s| s.tick_max).fold(0.0, f64::max) * 1000.0)
+    }
+
+    /// The server's CPU use over the run, percent of one core.
+    pub fn cpu_percent(&self) -> Option<f64> {
+        let (a, b) = (self.scrapes.first()?, self.scrapes.last()?);
+        let dt = b.at - a.at;
+        (dt > 0.0).then_some(())?;
+        Some((b.cpu? - a.cpu?) / dt * 100.0)
+    }
+
+    /// Point by point.
+    pub fn timeline(&self) -> Vec<TimelinePoint> {
+        self.scrapes
+            .windows(2)
+            .map(|w| {
+                let dt = (w[1].at - w[0].at).max(1e-9);
+                TimelinePoint {
+                    t: w[1].at,
+                    players: w[1].players,
+                    tick_ms_max: w[1].tick_max * 1000.0,
+                    tick_ms_p99: tick_quantile(&w[0], &w[1], 0.99).map(|s| s * 1000.0),
+                    down_bytes_per_s: (w[1].bytes_out - w[0].bytes_out) / dt,
+                    up_bytes_per_s: (w[1].bytes_in - w[0].bytes_in) / dt,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Reads the server's metrics every `every` until `stop` is set; the readings so far.
+pub async fn watch_server(
+    http: SocketAddr,
+    every: Duration,
+    stop: Arc<tokio::sync::Notify>,
+) -> Result<ServerFigures, String> {
+    let started = Instant::now();
+    let mut figures = ServerFigures::default();
+    let mut ticker = tokio::time::interval(every);
+    loop {
+        let text = http_get(http, "/metrics").await?;
+        figures
+            .scrapes
+            .push(Scrape::parse(&text, started.elapsed().as_secs_f64()));
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = stop.notified() => {
+                let text = http_get(http, "/metrics").await?;
+                figures.scrapes.push(Scrape::parse(&text, started.elapsed().as_secs_f64()));
+                return Ok(figures);
+            }
+        }
+    }
+}
+
+/// The report of a swarm run (field names are a contract).
+#[derive(Clone, Debug, Serialize)]
+pub struct SwarmReport {
+    /// Bots that joined.
+    pub connected: u64,
+    /// Bots that could not join.
+    pub failed: u64,
+    /// Joined bots whose session ended early, not by a kick (connection lost, shutdown).
+    pub disconnected: u64,
+    /// Bots the server kicked.
+    pub kicked: u64,
+    /// Round trip, ms, over every bot's samples.
+    pub rtt_ms_p50: f64,
+    /// Round trip, 99th percentile.
+    pub rtt_ms_p99: f64,
+    /// Snapshots received per second, per bot (mean).
+    pub snapshots_per_s: f64,
+    /// Bytes received per second, per bot (mean, all of QUIC).
+    pub down_bytes_per_s: f64,
+    /// Bytes sent per second, per bot (mean).
+    pub up_bytes_per_s: f64,
+    /// Honest bots' corrections per minute of play.
+    pub corrections_per_min_honest: f64,
+    /// Honest corrections the server's contact with other players and missing commands
+    /// do not explain.
+    pub unexplained_corrections: u64,
+    /// Cheaters' corrections per minute of play.
+    pub corrections_per_min_cheaters: f64,
+    /// Cheaters whose cheat began.
+    pub cheats_attempted: u64,
+    /// Cheaters the server flagged or kicked.
+    pub cheaters_detected: u64,
+    /// Honest bots the server flagged.
+    pub honest_flagged: u64,
+    /// Server tick time, median over the run, ms (from its metrics).
+    pub server_tick_ms_p50: Option<f64>,
+    /// Server tick time, 99th percentile, ms.
+    pub server_tick_ms_p99: Option<f64>,
+    /// Longest server tick, ms.
+    pub server_tick_ms_max: Option<f64>,
+    /// Server CPU, percent of one core.
+    pub server_cpu_percent: Option<f64>,
+    /// Bots that ran each cheat, and how many of them were detected.
+    pub cheaters: BTreeMap<String, (u64, u64)>,
+    /// Why bots failed (the first few distinct reasons).
+    pub errors: Vec<String>,
+    /// The server's figures second by second.
+    pub timeline: Vec<TimelinePoint>,
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Parses `/players.json`: flagged player ids.
+pub fn flagged_players(json: &str) -> Result<Vec<u32>, String> {
+    #[derive(serde::Deserialize)]
+    struct Flagged {
+        players: Vec<Entry>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        id: u32,
+    }
+    let f: Flagged = serde_json::from_str(json).map_err(|e| format!("players.json: {e}"))?;
+    Ok(f.players.into_iter().map(|e| e.id).collect())
+}
+
+/// Sums the bots' outcomes and the server's figures into the report. `flagged`: player ids
+/// the server flagged (from `/players.json`), if it could be read.
+pub fn summarize(
+    outcomes: &[BotOutcome],
+    server: Option<&ServerFigures>,
+    flagged: &[u32],
+) -> SwarmReport {
+    let mut rtt = Vec::new();
+    let (mut snaps, mut down, mut up, mut played) = (0.0, 0.0, 0.0, 0u64);
+    let (mut honest_corr, mut honest_min, mut cheat_corr, mut cheat_min) = (0u64, 0.0, 0u64, 0.0);
+    let mut r = SwarmReport {
+        connected: 0,
+        failed: 0,
+        disconnected: 0,
+        kicked: 0,
+        rtt_ms_p50: 0.0,
+        rtt_ms_p99: 0.0,
+        snapshots_per_s: 0.0,
+        down_bytes_per_s: 0.0,
+        up_bytes_per_s: 0.0,
+        corrections_per_min_honest: 0.0,
+        unexplained_corrections: 0,
+        corrections_per_min_cheaters: 0.0,
+        cheats_attempted: 0,
+        cheaters_detected: 0,
+        honest_flagged: 0,
+        server_tick_ms_p50: server.and_then(|s| s.tick_ms(0.5)),
+        server_tick_ms_p99: server.and_then(|s| s.tick_ms(0.99)),
+        server_tick_ms_max: server.and_then(|s| s.tick_ms_max()),
+        server_cpu_percent: server.and_then(|s| s.cpu_percent()),
+        cheaters: BTreeMap::new(),
+        errors: Vec::new(),
+        timeline: server.map(|s| s.timeline()).unwrap_or_default(),
+    };
+    for o in outcomes {
+        if let Some(e) = &o.error {
+            if r.errors.len() < 8 && !r.errors.contains(e) {
+                r.errors.push(e.clone());
+            }
+        }
+        let Some(player) = o.player else {
+            r.failed += 1;
+            continue;
+        };
+        r.connected += 1;
+        let flagged = flagged.contains(&player);
+        let Some(rep) = &o.report else {
+            r.disconnected += 1;
+            continue;
+        };
+        if rep.kicked {
+            r.kicked += 1;
+        } else if rep.ended_by_server.is_some() {
+            r.disconnected += 1;
+        }
+        rtt.extend_from_slice(&rep.rtt_ms);
+        let secs = rep.ended_after.max(1e-9);
+        snaps += rep.predict.snapshots as f64 / secs;
+        down += rep.down_bytes_per_s;
+        up += rep.up_bytes_per_s;
+        played += 1;
+        match o.cheat {
+            None => {
+                honest_corr += rep.predict.corrections;
+                honest_min += secs / 60.0;
+                r.unexplained_corrections += rep.unexplained_corrections;
+                r.honest_flagged += flagged as u64;
+            }
+            Some(k) => {
+                cheat_corr += rep.predict.corrections;
+                cheat_min += secs / 60.0;
+                let began = k == CheatKind::Timing || rep.cheating_after.is_some();
+                let detected = flagged || rep.kicked;
+                r.cheats_attempted += began as u64;
+                r.cheaters_detected += detected as u64;
+                let e = r.cheaters.entry(k.name().to_string()).or_default();
+                e.0 += 1;
+                e.1 += detected as u64;
+            }
+        }
+    }
+    r.rtt_ms_p50 = percentile(&mut rtt, 0.5);
+    r.rtt_ms_p99 = percentile(&mut rtt, 0.99);
+    if played > 0 {
+        let n = played as f64;
+        (r.snapshots_per_s, r.down_bytes_per_s, r.up_bytes_per_s) = (snaps / n, down / n, up / n);
+    }
+    if honest_min > 0.0 {
+        r.corrections_per_min_honest = honest_corr as f64 / honest_min;
+    }
+    if cheat_min > 0.0 {
+        r.corrections_per_min_cheaters = cheat_corr as f64 / cheat_min;
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scrape(counts: &[(f64, f64)]) -> Scrape {
+        Scrape {
+            buckets: counts.to_vec(),
+            ..Scrape::default()
+        }
+    }
+
+    #[test]
+    fn quantiles_interpolate_within_the_bucket_of_the_rank() {
+        let a = scrape(&[(0.001, 10.0), (0.002, 10.0), (f64::INFINITY, 10.0)]);
+        // 100 more ticks: 50 up to 1 ms, 50 between 1 and 2 ms.
+        let b = scrape(&[(0.001, 60.0), (0.002, 110.0), (f64::INFINITY, 110.0)]);
+        assert_eq!(tick_quantile(&a, &b, 0.5), Some(0.001));
+        let p75 = tick_quantile(&a, &b, 0.75).unwrap();
+        assert!((p75 - 0.0015).abs() < 1e-12, "{p75}");
+        assert_eq!(tick_quantile(&a, &a, 0.5), None, "no ticks, no quantile");
+    }
+
+    #[test]
+    fn the_exposition_is_read_by_name() {
+        let text = "# HELP x y\nexpel_players 7\nexpel_tick_duration_seconds_bucket{le=\"0.001\"} 3\nexpel_tick_duration_seconds_bucket{le=\"+Inf\"} 4\nexpel_tick_duration_max_seconds 0.0042\nprocess_cpu_seconds_total 1.5\n";
+        let s = Scrape::parse(text, 1.0);
+        assert_eq!(s.players, 7.0);
+        assert_eq!(s.buckets, vec![(0.001, 3.0), (f64::INFINITY, 4.0)]);
+        assert_eq!((s.tick_max, s.cpu), (0.0042, Some(1.5)));
+    }
+}

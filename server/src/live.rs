@@ -1,0 +1,146 @@
+//! The live view's data: the map drawn from above (once, as JSON) and a frame of the world
+//! (players, movers, flagged cheaters, tick time, traffic) that the tick loop publishes
+//! about ten times a second while someone watches. The page itself is `view.html`.
+
+use crate::metrics::Metrics;
+use expel_shared::{Sim, WorldState};
+use std::fmt::Write as _;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+/// The live view page: plain HTML, CSS and JavaScript, nothing fetched from elsewhere.
+pub const PAGE: &str = include_str!("view.html");
+
+/// Viewers streaming at once.
+const MAX_VIEWERS: usize = 32;
+
+/// Frames per second published to viewers.
+pub const FRAME_RATE: u32 = 10;
+
+/// The live view's shared state.
+pub struct Live {
+    /// The map from above, as JSON.
+    pub map_json: String,
+    frames: watch::Sender<Arc<str>>,
+    viewers: Arc<Semaphore>,
+}
+
+impl Live {
+    /// The view of `sim`'s map, named `name`.
+    pub fn new(sim: &Sim, name: &str) -> Live {
+        Live {
+            map_json: map_json(sim, name),
+            frames: watch::Sender::new(Arc::from("")),
+            viewers: Arc::new(Semaphore::new(MAX_VIEWERS)),
+        }
+    }
+
+    /// A viewer's seat, while there is room.
+    pub fn seat(&self) -> Option<OwnedSemaphorePermit> {
+        self.viewers.clone().try_acquire_owned().ok()
+    }
+
+    /// The stream of frames.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<str>> {
+        self.frames.subscribe()
+    }
+
+    /// Whether anyone is watching (frames are built only then).
+    pub fn watched(&self) -> bool {
+        self.frames.receiver_count() > 0
+    }
+
+    /// Publishes a frame; a viewer that has not sent the previous one skips it.
+    pub fn publish(&self, frame: String) {
+        self.frames.send_replace(Arc::from(frame));
+    }
+}
+
+/// A coordinate to a tenth of a unit (plenty for a drawing, and short).
+fn r(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
+
+/// The map from above: floors (faces looking up, with their height) as polygons and walls
+/// (faces looking sideways) as segments; ceilings would hide the floors and are left out.
+fn map_json(sim: &Sim, name: &str) -> String {
+    let model = sim.map();
+    let b = model.bounds();
+    let mut floors = String::new();
+    let mut walls = String::new();
+    for (i, p) in model.polygons().iter().enumerate() {
+        let n = p.plane.normal;
+        let pts: Vec<_> = model.polygon_points(i).collect();
+        if pts.len() < 2 {
+            continue;
+        }
+        if n.z > 0.2 {
+            let z = pts.iter().map(|v| v.z).sum::<f64>() / pts.len() as f64;
+            let sep = if floors.is_empty() { "" } else { "," };
+            let _ = write!(floors, "{sep}[{}", r(z));
+            for v in &pts {
+                let _ = write!(floors, ",{},{}", r(v.x), r(v.y));
+            }
+            floors.push(']');
+        } else if n.z > -0.2 {
+            // A wall seen from above is the segment between its extremes along the wall.
+            let along = glam::DVec2::new(-n.y, n.x);
+            let key = |v: &&glam::DVec3| along.dot(v.truncate());
+            let (Some(a), Some(c)) = (
+                pts.iter().min_by(|x, y| key(x).total_cmp(&key(y))),
+                pts.iter().max_by(|x, y| key(x).total_cmp(&key(y))),
+            ) else {
+                continue;
+            };
+            let sep = if walls.is_empty() { "" } else { "," };
+            let _ = write!(walls, "{sep}[{},{},{},{}]", r(a.x), r(a.y), r(c.x), r(c.y));
+        }
+    }
+    let name = name.replace(['"', '\\'], "_");
+    format!(
+        "{{\"name\":\"{name}\",\"tick_rate\":{},\"bounds\":[{},{},{},{},{},{}],\"floors\":[{floors}],\"walls\":[{walls}]}}",
+        sim.config().tick_rate,
+        r(b.min.x),
+        r(b.min.y),
+        r(b.max.x),
+        r(b.max.y),
+        r(b.min.z),
+        r(b.max.z)
+    )
+}
+
+/// One frame of the world: `players` as `[id, x, y, z, flagged]`, `movers` as their
+/// bounds from above `[x0, y0, x1, y1]`, the longest tick since the last frame (ms) and
+/// the traffic totals (bytes), from which the page draws its charts.
+pub fn frame(sim: &Sim, world: &WorldState, m: &Metrics, tick_ms: f64) -> String {
+    let flagged = m.flagged();
+    let mut o = format!(
+        "{{\"tick\":{},\"tick_ms\":{:.3},\"bytes_out\":{},\"bytes_in\":{},\"players\":[",
+        world.tick,
+        tick_ms,
+        m.bytes_out.load(Relaxed),
+        m.bytes_in.load(Relaxed)
+    );
+    for (n, (id, p)) in world.players.iter().enumerate() {
+        let v = p.state.origin();
+        let sep = if n > 0 { "," } else { "" };
+        let f = flagged.contains_key(id) as u8;
+        let _ = write!(o, "{sep}[{id},{},{},{},{f}]", r(v.x), r(v.y), r(v.z));
+    }
+    o.push_str("],\"movers\":[");
+    for (n, (mover, s)) in sim.movers().iter().zip(&world.movers).enumerate() {
+        let b = mover.world_bounds(&mover.pose(s));
+        let sep = if n > 0 { "," } else { "" };
+        let _ = write!(
+            o,
+            "{sep}[{},{},{},{}]",
+            r(b.min.x),
+            r(b.min.y),
+            r(b.max.x),
+            r(b.max.y)
+        );
+    }
+    o.push_str("]}");
+    o
+}

@@ -1,0 +1,365 @@
+//! `expel bots`: a swarm of real QUIC clients against a server, with a JSON report and an
+//! SVG chart. The swarm itself is `expel_client::bots`; this is its command line.
+
+use anyhow::{bail, Context, Result};
+use expel_client::bots::{
+    self, Behavior, CheatKind, ServerFigures, SwarmOptions, SwarmProgress, SwarmReport,
+};
+use expel_client::{LinkConditioner, Trust};
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `expel bots` settings.
+#[derive(Debug, clap::Args)]
+pub struct BotsArgs {
+    /// Server address (HOST:PORT).
+    #[arg(long)]
+    pub server: SocketAddr,
+    /// The server's secret: tokens are minted here, for players --first-player onwards.
+    #[arg(long, conflicts_with = "tokens", required_unless_present = "tokens")]
+    pub secret: Option<String>,
+    /// A file of connect tokens, one per line (one per bot).
+    #[arg(long)]
+    pub tokens: Option<PathBuf>,
+    /// SHA-256 fingerprint of the server's certificate, as `expel serve` prints it.
+    #[arg(long)]
+    pub fingerprint: String,
+    /// Bots (one QUIC connection each).
+    #[arg(long)]
+    pub count: usize,
+    /// Seconds each bot plays.
+    #[arg(long)]
+    pub duration: f64,
+    /// wander, strafe, stairs, walls or mixed.
+    #[arg(long, default_value = "mixed", value_parser = parse_behavior)]
+    pub behavior: Behavior,
+    /// Cheats, comma separated: noclip, teleport, speed, fly, timing.
+    #[arg(long, value_delimiter = ',', value_parser = parse_cheat)]
+    pub cheat: Vec<CheatKind>,
+    /// Cheaters per cheat kind (default 1 when --cheat is given).
+    #[arg(long)]
+    pub cheaters: Option<usize>,
+    /// Seconds of honest play before cheaters start.
+    #[arg(long, default_value_t = 2.0)]
+    pub cheat_after: f64,
+    /// Datagram loss probability in each direction.
+    #[arg(long, default_value_t = 0.0)]
+    pub loss: f64,
+    /// One-way datagram delay, milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub delay: f64,
+    /// Datagram delay jitter, ± milliseconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub jitter: f64,
+    /// Write the JSON report here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Draw tick time, players and bandwidth over the run here (SVG).
+    #[arg(long)]
+    pub chart: Option<PathBuf>,
+    /// The server's HTTP endpoint for its metrics (default: the server address, TCP).
+    #[arg(long)]
+    pub metrics: Option<SocketAddr>,
+    /// First player id for minted tokens (default: random, so runs do not collide).
+    #[arg(long)]
+    pub first_player: Option<u32>,
+    /// Handshakes in flight at once.
+    #[arg(long, default_value_t = 32)]
+    pub concurrent_connects: usize,
+}
+
+fn parse_behavior(s: &str) -> Result<Behavior, String> {
+    Behavior::parse(s)
+        .ok_or_else(|| format!("unknown behavior '{s}' (wander, strafe, stairs, walls, mixed)"))
+}
+
+fn parse_cheat(s: &str) -> Result<CheatKind, String> {
+    CheatKind::parse(s)
+        .ok_or_else(|| format!("unknown cheat '{s}' (noclip, teleport, speed, fly, timing)"))
+}
+
+/// The tokens: read from the file, or minted with the secret.
+fn tokens(args: &BotsArgs) -> Result<Vec<String>> {
+    if let Some(path) = &args.tokens {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading tokens from {}", path.display()))?;
+        let list: Vec<String> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect();
+        if list.len() < args.count {
+            bail!(
+                "{}: {} tokens for {} bots",
+                path.display(),
+                list.len(),
+                args.count
+            );
+        }
+        return Ok(list.into_iter().take(args.count).collect());
+    }
+    let secret = args.secret.as_deref().unwrap_or_default();
+    let first = args
+        .first_player
+        .unwrap_or_else(|| rand::Rng::gen_range(&mut rand::thread_rng(), 1..1u32 << 30));
+    (0..args.count as u32)
+        .map(|i| crate::net::mint_token(secret, first.wrapping_add(i), 3600))
+        .collect()
+}
+
+fn check(args: &BotsArgs) -> Result<()> {
+    if args.count == 0 || args.count > 100_000 {
+        bail!("--count must be 1 to 100000, got {}", args.count);
+    }
+    if !(args.duration.is_finite() && args.duration > 0.0 && args.duration <= 86_400.0) {
+        bail!(
+            "--duration must be above 0 and at most 86400, got {}",
+            args.duration
+        );
+    }
+    for (name, v, hi) in [
+        ("--loss", args.loss, 1.0),
+        ("--delay", args.delay, 10_000.0),
+        ("--jitter", args.jitter, 10_000.0),
+        ("--cheat-after", args.cheat_after, 86_400.0),
+    ] {
+        if !(v.is_finite() && (0.0..=hi).contains(&v)) {
+            bail!("{name} must be 0 to {hi}, got {v}");
+        }
+    }
+    let cheaters = args.cheaters.unwrap_or(1) * args.cheat.len();
+    if cheaters > args.count {
+        bail!("{cheaters} cheaters do not fit in {} bots", args.count);
+    }
+    if args.cheaters.is_some_and(|k| k > 0) && args.cheat.is_empty() {
+        bail!("--cheaters needs --cheat");
+    }
+    Ok(())
+}
+
+/// The swarm, with the server's metrics read once a second alongside.
+pub async fn run_swarm(
+    opts: SwarmOptions,
+    http: SocketAddr,
+    progress: Arc<SwarmProgress>,
+) -> SwarmReport {
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let watcher = tokio::spawn(bots::watch_server(
+        http,
+        Duration::from_secs(1),
+        stop.clone(),
+    ));
+    let outcomes = bots::swarm(opts, progress).await;
+    stop.notify_one();
+    let figures: Option<ServerFigures> = match watcher.await {
+        Ok(Ok(f)) => Some(f),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "no server metrics: the server_* fields are null");
+            None
+        }
+        Err(_) => None,
+    };
+    let flagged = match bots::http_get(http, "/players.json").await {
+        Ok(text) => bots::flagged_players(&text).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "flagged players unreadable");
+            Vec::new()
+        }),
+        Err(e) => {
+            tracing::warn!(error = %e, "no flagged players: only kicks count as detections");
+            Vec::new()
+        }
+    };
+    bots::summarize(&outcomes, figures.as_ref(), &flagged)
+}
+
+/// Runs `expel bots`.
+pub fn run(args: BotsArgs) -> Result<()> {
+    check(&args)?;
+    let tokens = tokens(&args)?;
+    let opts = SwarmOptions {
+        server: args.server,
+        trust: Trust::Fingerprint(args.fingerprint.clone()),
+        tokens,
+        seconds: args.duration,
+        behavior: args.behavior,
+        cheats: args.cheat.clone(),
+        cheaters: if args.cheat.is_empty() {
+            0
+        } else {
+            args.cheaters.unwrap_or(1)
+        },
+        link: LinkConditioner {
+            loss: args.loss,
+            delay_ms: args.delay,
+            jitter_ms: args.jitter,
+            duplicate: 0.0,
+        },
+        concurrent_connects: args.concurrent_connects,
+        cheat_after: args.cheat_after,
+    };
+    let http = args.metrics.unwrap_or(args.server);
+    let progress = Arc::new(SwarmProgress::default());
+    let bar = progress_line(args.count, args.duration, progress.clone());
+    let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    let report = rt.block_on(run_swarm(opts, http, progress));
+    if let Some((bar, task)) = bar {
+        bar.finish_and_clear();
+        let _ = task.join();
+    }
+    if let Some(path) = &args.report {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json + "\n")
+            .with_context(|| format!("writing the report {}", path.display()))?;
+    }
+    if let Some(path) = &args.chart {
+        chart(&report, path)?;
+    }
+    print_summary(&report);
+    Ok(())
+}
+
+/// The live progress line, on a terminal only (never in piped output).
+fn progress_line(
+    count: usize,
+    seconds: f64,
+    p: Arc<SwarmProgress>,
+) -> Option<(indicatif::ProgressBar, std::thread::JoinHandle<()>)> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(count as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    let b = bar.clone();
+    let task = std::thread::spawn(move || {
+        while !b.is_finished() {
+            b.set_message(format!(
+                "{} connected, {} failed, {} done of {count} ({seconds} s each)",
+                p.connected.load(Relaxed),
+                p.failed.load(Relaxed),
+                p.finished.load(Relaxed)
+            ));
+            b.tick();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    Some((bar, task))
+}
+
+/// Prints the summary, a few lines on stdout.
+fn print_summary(r: &SwarmReport) {
+    let opt = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.2}"));
+    println!(
+        "bots: {} connected, {} failed, {} disconnected, {} kicked",
+        r.connected, r.failed, r.disconnected, r.kicked
+    );
+    println!(
+        "per bot: rtt p50 {:.1} ms, p99 {:.1} ms; {:.1} snapshots/s; down {:.0} B/s, up {:.0} B/s",
+        r.rtt_ms_p50, r.rtt_ms_p99, r.snapshots_per_s, r.down_bytes_per_s, r.up_bytes_per_s
+    );
+    println!(
+        "corrections: honest {:.2}/min ({} unexplained), cheaters {:.2}/min",
+        r.corrections_per_min_honest, r.unexplained_corrections, r.corrections_per_min_cheaters
+    );
+    println!(
+        "cheats: {} attempted, {} detected; honest flagged {}",
+        r.cheats_attempted, r.cheaters_detected, r.honest_flagged
+    );
+    println!(
+        "server: tick p50 {} ms, p99 {} ms, max {} ms; cpu {} %",
+        opt(r.server_tick_ms_p50),
+        opt(r.server_tick_ms_p99),
+        opt(r.server_tick_ms_max),
+        opt(r.server_cpu_percent)
+    );
+    for e in &r.errors {
+        println!("error: {e}");
+    }
+}
+
+/// Tick time, players and bandwidth over the run, one panel each.
+pub fn chart(r: &SwarmReport, path: &Path) -> Result<()> {
+    use plotters::prelude::*;
+    let t = &r.timeline;
+    let end = t.last().map_or(1.0, |p| p.t).max(1.0);
+    let root = SVGBackend::new(path, (900, 720)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let panels = root.split_evenly((3, 1));
+    type Series = (&'static str, RGBColor, Vec<(f64, f64)>);
+    let tick_p99: Vec<(f64, f64)> = t
+        .iter()
+        .filter_map(|p| p.tick_ms_p99.map(|v| (p.t, v)))
+        .collect();
+    let sets: [(&str, Vec<Series>); 3] = [
+        (
+            "server tick, ms",
+            vec![
+                ("p99 per second", BLUE, tick_p99),
+                (
+                    "longest",
+                    RED,
+                    t.iter().map(|p| (p.t, p.tick_ms_max)).collect(),
+                ),
+            ],
+        ),
+        (
+            "players",
+            vec![(
+                "players",
+                BLACK,
+                t.iter().map(|p| (p.t, p.players)).collect(),
+            )],
+        ),
+        (
+            "server bandwidth, KB/s",
+            vec![
+                (
+                    "down (to clients)",
+                    BLUE,
+                    t.iter()
+                        .map(|p| (p.t, p.down_bytes_per_s / 1024.0))
+                        .collect(),
+                ),
+                (
+                    "up (from clients)",
+                    GREEN,
+                    t.iter().map(|p| (p.t, p.up_bytes_per_s / 1024.0)).collect(),
+                ),
+            ],
+        ),
+    ];
+    for (area, (title, series)) in panels.iter().zip(sets) {
+        let top = series
+            .iter()
+            .flat_map(|s| s.2.iter().map(|p| p.1))
+            .fold(0.0, f64::max)
+            .max(1e-3)
+            * 1.15;
+        let mut c = ChartBuilder::on(area)
+            .caption(title, ("sans-serif", 18))
+            .margin(8)
+            .x_label_area_size(28)
+            .y_label_area_size(56)
+            .build_cartesian_2d(0.0..end, 0.0..top)?;
+        c.configure_mesh().x_desc("seconds").draw()?;
+        for (name, colour, points) in series {
+            c.draw_series(LineSeries::new(points, colour.stroke_width(2)))?
+                .label(name)
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], colour));
+        }
+        c.configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()
+        .with_context(|| format!("writing the chart {}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! `expel demo`: a server and a crowd of bots (a few of them cheating) in one process, and
+//! the address of the live view to watch them. Bots play in rounds, so cheaters that were
+//! kicked come back and are caught again.
+
+use crate::net::{self, ServeArgs};
+use anyhow::{Context, Result};
+use expel_client::bots::{Behavior, CheatKind, SwarmOptions, SwarmProgress};
+use expel_client::{LinkConditioner, Trust};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// `expel demo` settings.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Map file (default: the embedded arena).
+    pub map: Option<PathBuf>,
+    /// QUIC address; the live view is on the same address and port over TCP.
+    #[arg(long, default_value = "127.0.0.1:27960")]
+    pub addr: SocketAddr,
+    /// Bots.
+    #[arg(long, default_value_t = 64)]
+    pub bots: usize,
+    /// Cheaters of each kind (noclip, teleport, speed, fly, timing).
+    #[arg(long, default_value_t = 1)]
+    pub cheaters: usize,
+    /// Seconds to run (default: until Ctrl-C).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// Seconds per round of bots.
+    #[arg(long, default_value_t = 60.0)]
+    pub round: f64,
+}
+
+/// Runs the demo.
+pub fn run(args: DemoArgs) -> Result<()> {
+    let cheats: Vec<CheatKind> = CheatKind::ALL.iter().map(|(_, k)| *k).collect();
+    let cheaters = args.cheaters.min(args.bots / cheats.len().max(1));
+    let secret = hex::encode(rand::random::<[u8; 16]>());
+    let (sim, cfg, name) = net::prepare(ServeArgs {
+        map: args.map.clone(),
+        addr: Some(args.addr),
+        max_players: Some(args.bots + 16),
+        secret: Some(secret.clone()),
+        ..ServeArgs::default()
+    })?;
+    let movement = cfg.movement;
+    let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    rt.block_on(async move {
+        let running = expel_server::start(sim.clone(), cfg).await?;
+        let http = running.metrics_addr.unwrap_or(running.addr);
+        println!("{}", net::ready_line(&running, &sim, movement, &name));
+        println!(
+            "live view: http://{http}/   ({} bots, {} cheating; Ctrl-C stops)",
+            args.bots,
+            cheaters * cheats.len()
+        );
+        let started = std::time::Instant::now();
+        let mut round = 0u32;
+        let rounds = async {
+            loop {
+                let left = args.duration.map_or(f64::INFINITY, |d| d - started.elapsed().as_secs_f64());
+                if left <= 0.5 {
+                    return Ok::<_, anyhow::Error>(());
+                }
+                let first = 1 + round * (args.bots as u32 + 1);
+                let tokens = (0..args.bots as u32)
+                    .map(|i| net::mint_token(&secret, first + i, 3600))
+                    .collect::<Result<Vec<_>>>()?;
+                let opts = SwarmOptions {
+                    server: running.addr,
+                    trust: Trust::Fingerprint(running.fingerprint.clone()),
+                    tokens,
+                    seconds: args.round.min(left),
+                    behavior: Behavior::Mixed,
+                    cheats: cheats.clone(),
+                    cheaters,
+                    link: LinkConditioner::default(),
+                    concurrent_connects: 16,
+                    cheat_after: 5.0,
+                };
+                let r = crate::bots::run_swarm(opts, http, Arc::new(SwarmProgress::default())).await;
+                println!(
+                    "round {}: {} bots connected, {} kicked; {} of {} cheaters caught, {} honest flagged; tick p99 {} ms",
+                    round + 1,
+                    r.connected,
+                    r.kicked,
+                    r.cheaters_detected,
+                    cheaters * cheats.len(),
+                    r.honest_flagged,
+                    r.server_tick_ms_p99.map_or("n/a".into(), |v| format!("{v:.2}"))
+                );
+                round += 1;
+            }
+        };
+        tokio::select! {
+            r = rounds => r?,
+            _ = net::wait_for_signal() => {}
+        }
+        running.shutdown("demo over").await;
+        Ok(())
+    })
+}
