@@ -27,8 +27,8 @@ pub enum Behavior {
     Wander,
     /// Strafe-jumps: forward and sideways at once, view swinging, jumping on landing.
     Strafe,
-    /// Walks between the lowest and the highest spawn points, over whatever stairs and
-    /// ramps join them.
+    /// Walks between a low and a high spawn point, over whatever stairs and ramps join
+    /// them.
     Stairs,
     /// Runs into walls and slides along them, jumping now and then.
     Walls,
@@ -131,11 +131,16 @@ pub fn driver(
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ u64::from(n) << 20);
     let mut yaw: f64 = rng.gen_range(0.0..360.0);
-    // Stairs: the lowest and the highest spawn points (the map's floors far apart in height).
+    // Stairs: a low and a high spawn point (floors apart in height), a different pair
+    // for each bot so they do not all queue for one staircase.
     let mut spawns: Vec<DVec3> = sim.spawns().to_vec();
     spawns.sort_by(|a, b| a.z.total_cmp(&b.z));
-    let ends = match (spawns.first(), spawns.last()) {
-        (Some(a), Some(b)) => [*a, *b],
+    let half = (spawns.len() / 2).max(1);
+    let ends = match (
+        spawns.get(n as usize % half),
+        spawns.len().checked_sub(1 + n as usize % half),
+    ) {
+        (Some(a), Some(b)) => [*a, spawns[b]],
         _ => [DVec3::ZERO; 2],
     };
     let mut goal = 1usize;

@@ -521,7 +521,7 @@ fn authoritative(
                         .iter()
                         .any(|o| matches!(o, Obstacle::Player(_) | Obstacle::Mover(_)))
             });
-            if let Some(v) = s.validator.claim(sim, world.tick, &claim, p, contact) {
+            if let Some(v) = s.validator.claim(sim, world, *id, &claim, contact) {
                 violation(m, *id, s, &v);
             }
         }

@@ -256,21 +256,27 @@ impl Validator {
         self.relocated = tick;
     }
 
-    /// Compares the state the client reported for `tick` with the server's. `contact`:
-    /// the player touched another player that tick (prediction cannot know their moves).
+    /// Compares the state player `id` reported for the world's tick with the server's,
+    /// once the server has stepped it. `contact`: the server's move of the player touched
+    /// another player (or a mover) that tick.
     ///
-    /// Contact explains a difference, but only so far: the report was predicted from the
-    /// server's own state at the snapshot it acknowledged, and over the ticks since, an
-    /// honest prediction and the server's move part by at most both their reaches per
-    /// tick. A difference beyond that is a modified client however crowded it is.
+    /// The report was predicted from the server's own state at the snapshot it
+    /// acknowledged, with the other players held where that snapshot showed them. So a
+    /// difference is explained while the server's move meets a player, or another player
+    /// stood near enough for the prediction to have met it where it was (within both
+    /// players' reach over the ticks since that snapshot). It is explained only so far:
+    /// an honest prediction and the server's move part by at most both their reaches per
+    /// tick since; a difference beyond that is a modified client however crowded it is.
     pub fn claim(
         &mut self,
         sim: &crate::Sim,
-        tick: u64,
+        world: &crate::WorldState,
+        id: crate::sim::PlayerId,
         claimed: &PlayerState,
-        actual: &PlayerState,
         contact: bool,
     ) -> Option<Violation> {
+        let tick = world.tick;
+        let actual = world.player(id)?;
         if self.compared.len() >= COMPARED {
             self.compared.pop_front();
         }
@@ -302,7 +308,23 @@ impl Validator {
                 });
             }
         }
-        if claimed == actual || contact {
+        let near = || {
+            // Ticks the prediction ran on the snapshot's picture of the others.
+            let ticks = from.map_or(self.cfg.divergence_ticks, |a| tick - a) as f64;
+            let radius = 2.0 * ticks * sim.reach(actual);
+            let me = sim.player_box(id, actual).map(|b| b.bounds);
+            world.players.iter().any(|(other, o)| {
+                let theirs = sim.player_box(*other, &o.state).map(|b| b.bounds);
+                match (*other != id, me, theirs) {
+                    (true, Some(a), Some(b)) => {
+                        let gap = (a.min - b.max).max(b.min - a.max).max_element();
+                        gap <= radius
+                    }
+                    _ => false,
+                }
+            })
+        };
+        if claimed == actual || contact || near() {
             self.diverging_since = None;
             return None;
         }
@@ -460,48 +482,79 @@ mod tests {
         crate::Sim::from_map(model, &map, movement).0
     }
 
+    /// The world at `tick` with player 1 in `state` and the `others`.
+    fn world(
+        sim: &crate::Sim,
+        tick: u64,
+        state: PlayerState,
+        others: &[(u32, PlayerState)],
+    ) -> crate::WorldState {
+        let mut w = sim.new_state();
+        sim.add_player(&mut w, 1, state).unwrap();
+        for (id, o) in others {
+            sim.add_player(&mut w, *id, *o).unwrap();
+        }
+        w.tick = tick;
+        w
+    }
+
     #[test]
     fn a_divergence_beyond_reach_of_the_acknowledged_snapshot_is_flagged_through_contact() {
         let sim = arena();
         let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
-        let server = PlayerState::at(glam::DVec3::new(0.0, 0.0, 24.0));
         let at = |x: f64| PlayerState::at(glam::DVec3::new(x, 0.0, 24.0));
+        let server = at(0.0);
         // Predicted 6 ticks after the snapshot it acknowledged: a bump by another player
         // parts the paths by a few units, within reach.
         v.report(&sim, 1, 100, &at(40.0), 94);
-        assert!(v.claim(&sim, 100, &at(40.0), &server, true).is_none());
+        assert!(v
+            .claim(&sim, &world(&sim, 100, server, &[]), 1, &at(40.0), true)
+            .is_none());
         // Hundreds of units apart: no contact explains that.
         v.report(&sim, 1, 101, &at(900.0), 95);
-        let f = v.claim(&sim, 101, &at(900.0), &server, true);
+        let f = v.claim(&sim, &world(&sim, 101, server, &[]), 1, &at(900.0), true);
         assert!(f.is_some_and(|f| f.kind == ViolationKind::Divergence));
         // A respawn since the snapshot: the server moved the player by a rule no
         // prediction follows.
         let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
         v.relocated(97);
         v.report(&sim, 1, 101, &at(900.0), 95);
-        assert!(v.claim(&sim, 101, &at(900.0), &server, true).is_none());
+        assert!(v
+            .claim(&sim, &world(&sim, 101, server, &[]), 1, &at(900.0), true)
+            .is_none());
     }
 
     #[test]
     fn divergence_counts_only_when_it_persists_without_contact() {
         let sim = arena();
         let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
-        let a = PlayerState::at(glam::DVec3::ZERO);
-        let b = PlayerState::at(glam::DVec3::X);
+        let a = PlayerState::at(glam::DVec3::new(0.0, 0.0, 24.0));
+        let b = PlayerState::at(glam::DVec3::new(1.0, 0.0, 24.0));
+        let alone = |t| world(&sim, t, a, &[]);
         for t in 1..100 {
-            assert!(v.claim(&sim, t, &b, &a, false).is_none());
+            assert!(v.claim(&sim, &alone(t), 1, &b, false).is_none());
         }
-        assert!(v.claim(&sim, 100, &a, &a, false).is_none());
+        assert!(v.claim(&sim, &alone(100), 1, &a, false).is_none());
         for t in 101..400 {
             assert!(
-                v.claim(&sim, t, &b, &a, true).is_none(),
+                v.claim(&sim, &alone(t), 1, &b, true).is_none(),
                 "contact explains it"
             );
         }
-        let flagged = (400..700).find_map(|t| v.claim(&sim, t, &b, &a, false));
+        // A player standing close by: the prediction may have met it where the client
+        // saw it, though the server's move did not.
+        let crowd = PlayerState::at(glam::DVec3::new(40.0, 0.0, 24.0));
+        for t in 400..700 {
+            let w = world(&sim, t, a, &[(2, crowd)]);
+            assert!(
+                v.claim(&sim, &w, 1, &b, false).is_none(),
+                "a neighbour explains it"
+            );
+        }
+        let flagged = (700..1000).find_map(|t| v.claim(&sim, &alone(t), 1, &b, false));
         assert!(flagged
             .as_ref()
-            .is_some_and(|f| f.tick == 520 && f.kind == ViolationKind::Divergence));
+            .is_some_and(|f| f.tick == 820 && f.kind == ViolationKind::Divergence));
         assert!(!v.record(flagged.as_ref().unwrap()));
         // Divergence alone never kicks; timing does, the third time.
         for t in 0..5 {

@@ -1,0 +1,230 @@
+//! `expel bots` against `expel serve`, both the real binaries over loopback QUIC: the
+//! report's contract, honest prediction, and every cheater caught.
+
+use serde_json::Value;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("expel-bots-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `expel serve` on free ports with its log in `dir`: the child and its ready line.
+fn serve(dir: &Path, secret: &str) -> (Child, Value) {
+    let log = std::fs::File::create(dir.join("serve.log")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_expel"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--max-players", "200"])
+        .args(["--secret", secret])
+        .env("EXPEL_CACHE_DIR", dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .expect("run expel serve");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    (child, v)
+}
+
+/// Runs `expel bots` with `extra` flags; returns the report and the printed summary.
+fn bots(dir: &Path, ready: &Value, secret: &str, extra: &[&str], name: &str) -> (Value, String) {
+    let report = dir.join(format!("{name}.json"));
+    let chart = dir.join(format!("{name}.svg"));
+    let out = Command::new(env!("CARGO_BIN_EXE_expel"))
+        .args(["bots", "--server", ready["listening"].as_str().unwrap()])
+        .args(["--secret", secret])
+        .args(["--fingerprint", ready["fingerprint"].as_str().unwrap()])
+        .args(["--report", report.to_str().unwrap()])
+        .args(["--chart", chart.to_str().unwrap()])
+        .args(extra)
+        .env("EXPEL_CACHE_DIR", dir)
+        .output()
+        .expect("run expel bots");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "expel bots failed: {stdout}\n{stderr}"
+    );
+    // Piped output: the summary, never the progress line's control codes.
+    assert!(!stdout.contains('\r') && !stderr.contains('\r'), "{stderr}");
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("server tick"),
+        "chart"
+    );
+    let text = std::fs::read_to_string(&report).unwrap();
+    (serde_json::from_str(&text).unwrap(), stdout)
+}
+
+fn num(r: &Value, k: &str) -> f64 {
+    r[k].as_f64()
+        .unwrap_or_else(|| panic!("{k} missing or not a number: {r}"))
+}
+
+/// Every contract field is there, with a value that makes sense for `bots` bots.
+fn sane(r: &Value, bots: f64) {
+    for k in [
+        "connected",
+        "failed",
+        "disconnected",
+        "kicked",
+        "rtt_ms_p50",
+        "rtt_ms_p99",
+        "snapshots_per_s",
+        "down_bytes_per_s",
+        "up_bytes_per_s",
+        "corrections_per_min_honest",
+        "unexplained_corrections",
+        "corrections_per_min_cheaters",
+        "cheats_attempted",
+        "cheaters_detected",
+        "honest_flagged",
+        "server_tick_ms_p50",
+        "server_tick_ms_p99",
+        "server_tick_ms_max",
+        "server_cpu_percent",
+    ] {
+        let v = num(r, k);
+        assert!(v.is_finite() && v >= 0.0, "{k} = {v}");
+    }
+    assert_eq!(num(r, "connected"), bots, "{r}");
+    assert_eq!(num(r, "failed"), 0.0, "{r}");
+    assert_eq!(num(r, "disconnected"), 0.0, "{r}");
+    let rtt = (num(r, "rtt_ms_p50"), num(r, "rtt_ms_p99"));
+    assert!(rtt.0 > 0.0 && rtt.0 <= rtt.1 && rtt.1 < 1000.0, "{r}");
+    // 30 snapshots a second; a loaded machine loses a few.
+    let snaps = num(r, "snapshots_per_s");
+    assert!((20.0..=31.0).contains(&snaps), "{r}");
+    let (down, up) = (num(r, "down_bytes_per_s"), num(r, "up_bytes_per_s"));
+    assert!((1000.0..64_000.0).contains(&down), "{r}");
+    assert!((1000.0..64_000.0).contains(&up), "{r}");
+    let tick = (
+        num(r, "server_tick_ms_p50"),
+        num(r, "server_tick_ms_p99"),
+        num(r, "server_tick_ms_max"),
+    );
+    assert!(
+        tick.0 > 0.0 && tick.0 <= tick.1 && tick.1 <= tick.2 * 1.3 && tick.2 < 1000.0,
+        "{r}"
+    );
+    let cpu = num(r, "server_cpu_percent");
+    assert!(cpu > 0.0 && cpu <= 200.0 * 1.1, "{r}");
+}
+
+#[test]
+fn fifty_bots_play_honestly_and_every_cheater_is_caught() {
+    let dir = temp_dir("swarm");
+    let secret = "bots-secret";
+    let (mut server, ready) = serve(&dir, secret);
+
+    // Fifty honest bots, no loss: all stay, and every correction is explained by
+    // another player (prediction cannot know where others go) or a command the server
+    // lacked.
+    let (r, summary) = bots(
+        &dir,
+        &ready,
+        secret,
+        &[
+            "--count",
+            "50",
+            "--duration",
+            "15",
+            "--first-player",
+            "1000",
+        ],
+        "honest",
+    );
+    eprintln!("honest: {summary}");
+    sane(&r, 50.0);
+    assert_eq!(num(&r, "kicked"), 0.0, "{r}");
+    assert_eq!(num(&r, "unexplained_corrections"), 0.0, "{r}");
+    assert_eq!(num(&r, "honest_flagged"), 0.0, "{r}");
+    assert_eq!(num(&r, "cheats_attempted"), 0.0, "{r}");
+    assert!(summary.contains("50 connected"), "{summary}");
+
+    // Fifty honest bots and five cheaters of each kind.
+    let (r, summary) = bots(
+        &dir,
+        &ready,
+        secret,
+        &[
+            "--count",
+            "75",
+            "--duration",
+            "15",
+            "--first-player",
+            "2000",
+            "--cheat",
+            "noclip,teleport,speed,fly,timing",
+            "--cheaters",
+            "5",
+        ],
+        "cheaters",
+    );
+    eprintln!("cheaters: {summary}");
+    sane(&r, 75.0);
+    assert_eq!(num(&r, "cheats_attempted"), 25.0, "{r}");
+    assert_eq!(num(&r, "cheaters_detected"), 25.0, "{r}");
+    for kind in ["noclip", "teleport", "speed", "fly", "timing"] {
+        assert_eq!(
+            r["cheaters"][kind],
+            serde_json::json!([5, 5]),
+            "{kind}: {r}"
+        );
+    }
+    assert_eq!(num(&r, "honest_flagged"), 0.0, "{r}");
+    // Only cheaters are kicked (timing cheats earn it; the others are flagged).
+    assert!(num(&r, "kicked") <= 25.0, "{r}");
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+#[test]
+fn bad_arguments_are_refused_with_a_reason() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_expel"))
+            .arg("bots")
+            .args([
+                "--server",
+                "127.0.0.1:9",
+                "--secret",
+                "s",
+                "--fingerprint",
+                "00",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, err) = run(&["--count", "0", "--duration", "5"]);
+    assert!(!ok && err.contains("--count"), "{err}");
+    let (ok, err) = run(&["--count", "2", "--duration", "0"]);
+    assert!(!ok && err.contains("duration"), "{err}");
+    let (ok, err) = run(&["--count", "2", "--duration", "5", "--cheat", "wallhack"]);
+    assert!(!ok && err.contains("unknown cheat"), "{err}");
+    let (ok, err) = run(&[
+        "--count",
+        "2",
+        "--duration",
+        "5",
+        "--cheat",
+        "fly",
+        "--cheaters",
+        "3",
+    ]);
+    assert!(!ok && err.contains("do not fit"), "{err}");
+    let (ok, err) = run(&["--count", "2", "--duration", "5", "--behavior", "dance"]);
+    assert!(!ok && err.contains("unknown behavior"), "{err}");
+}
