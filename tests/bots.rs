@@ -13,8 +13,18 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
+/// Kills the child when dropped (a failed assertion must not leave a server running).
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// `expel serve` on free ports with its log in `dir`: the child and its ready line.
-fn serve(dir: &Path, secret: &str) -> (Child, Value) {
+fn serve(dir: &Path, secret: &str) -> (Killed, Value) {
     let log = std::fs::File::create(dir.join("serve.log")).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_expel"))
         .args(["serve", "--addr", "127.0.0.1:0", "--max-players", "200"])
@@ -30,7 +40,7 @@ fn serve(dir: &Path, secret: &str) -> (Child, Value) {
         .read_line(&mut line)
         .unwrap();
     let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
-    (child, v)
+    (Killed(child), v)
 }
 
 /// Runs `expel bots` with `extra` flags; returns the report and the printed summary.
@@ -123,7 +133,7 @@ fn sane(r: &Value, bots: f64) {
 fn fifty_bots_play_honestly_and_every_cheater_is_caught() {
     let dir = temp_dir("swarm");
     let secret = "bots-secret";
-    let (mut server, ready) = serve(&dir, secret);
+    let (server, ready) = serve(&dir, secret);
 
     // Fifty honest bots, no loss: all stay, and every correction is explained by
     // another player (prediction cannot know where others go) or a command the server
@@ -183,8 +193,8 @@ fn fifty_bots_play_honestly_and_every_cheater_is_caught() {
     assert_eq!(num(&r, "honest_flagged"), 0.0, "{r}");
     // Only cheaters are kicked (timing cheats earn it; the others are flagged).
     assert!(num(&r, "kicked") <= 25.0, "{r}");
-    let _ = server.kill();
-    let _ = server.wait();
+    drop(server);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -564,7 +564,8 @@ fn serve_reads_a_toml_config_with_flags_winning_and_generates_a_secret() {
     );
     assert_eq!(v["tick_rate"], 20, "the flag wins over the file");
     assert_eq!(v["movement"], "client", "from the file");
-    assert!(v["metrics"].is_null());
+    // The HTTP endpoint defaults to the QUIC address and port, over TCP.
+    assert_eq!(v["metrics"], v["listening"], "{v}");
     let secret = std::fs::read_to_string(cache.join("expel/secret")).unwrap();
     assert_eq!(secret.trim().len(), 64);
     let (status, err) = terminate(child);

@@ -534,8 +534,11 @@ pub async fn run(
                     None => snap.tick as f64 + lead(rtt) - tick as f64,
                 };
                 if error > rate {
-                    // Far behind (at the start, or after a stall): jump forward only.
-                    tick += error.round() as u64;
+                    // Far behind (at the start, or after a stall): jump forward only, to
+                    // where the server's tick and the round trip put us. The reported lead
+                    // is the worst since the last snapshot, and a stalled client has since
+                    // caught up on its own; adding it whole would overshoot.
+                    tick = tick.max(snap.tick + lead(rtt).ceil() as u64);
                 } else {
                     period = base_period / (1.0 + (error * 0.02).clamp(-0.2, 0.2));
                 }

@@ -416,9 +416,7 @@ async fn tick_loop(
             authoritative(&sim, m, &mut world, &commands, &mut sessions, &mut scratch);
         }
         shared.tick.store(world.tick, Relaxed);
-        if world.tick.is_multiple_of(snapshot_every) {
-            send_snapshots(&shared, &world, &mut sessions);
-        }
+        send_snapshots(&shared, &world, &mut sessions, snapshot_every);
         m.players.store(world.players.len() as u64, Relaxed);
         if world.tick.is_multiple_of(frame_every) && shared.live.watched() {
             let ms = longest.as_secs_f64() * 1000.0;
@@ -528,10 +526,21 @@ fn authoritative(
     }
 }
 
-/// Sends each client its snapshot, within its byte budget.
-fn send_snapshots(shared: &Shared, world: &WorldState, sessions: &mut BTreeMap<u32, Session>) {
+/// Sends each client due this tick its snapshot, within its byte budget. Clients are
+/// spread over the `every` ticks between snapshots by id, so each tick encodes a share
+/// of them rather than every other tick all of them (the tick's worst case halves at
+/// 60 Hz ticks and 30 Hz snapshots); each client still gets one every `every` ticks.
+fn send_snapshots(
+    shared: &Shared,
+    world: &WorldState,
+    sessions: &mut BTreeMap<u32, Session>,
+    every: u64,
+) {
     let m = &shared.metrics;
-    for (id, s) in sessions.iter_mut() {
+    let due = sessions
+        .iter_mut()
+        .filter(|(id, _)| (world.tick + u64::from(**id)).is_multiple_of(every));
+    for (id, s) in due {
         let max = s
             .client
             .conn

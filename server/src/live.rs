@@ -15,6 +15,10 @@ pub const PAGE: &str = include_str!("view.html");
 /// Viewers streaming at once.
 const MAX_VIEWERS: usize = 32;
 
+/// Height above the highest spawn point beyond which an upward face is taken for the top
+/// of a roof (several storeys of a map).
+const ROOF_ABOVE_SPAWNS: f64 = 384.0;
+
 /// Frames per second published to viewers.
 pub const FRAME_RATE: u32 = 10;
 
@@ -63,10 +67,22 @@ fn r(v: f64) -> f64 {
 }
 
 /// The map from above: floors (faces looking up, with their height) as polygons and walls
-/// (faces looking sideways) as segments; ceilings would hide the floors and are left out.
+/// (faces looking sideways) as segments; ceilings would hide the floors and are left out,
+/// and so are the tops of roofs (faces looking up far above every spawn point: outside
+/// the playable space, they would cover everything).
 fn map_json(sim: &Sim, name: &str) -> String {
     let model = sim.map();
     let b = model.bounds();
+    let roof = sim
+        .spawns()
+        .iter()
+        .map(|s| s.z + ROOF_ABOVE_SPAWNS)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let roof = if roof.is_finite() {
+        roof
+    } else {
+        f64::INFINITY
+    };
     let mut floors = String::new();
     let mut walls = String::new();
     for (i, p) in model.polygons().iter().enumerate() {
@@ -75,8 +91,11 @@ fn map_json(sim: &Sim, name: &str) -> String {
         if pts.len() < 2 {
             continue;
         }
+        let z = pts.iter().map(|v| v.z).sum::<f64>() / pts.len() as f64;
         if n.z > 0.2 {
-            let z = pts.iter().map(|v| v.z).sum::<f64>() / pts.len() as f64;
+            if z > roof {
+                continue;
+            }
             let sep = if floors.is_empty() { "" } else { "," };
             let _ = write!(floors, "{sep}[{}", r(z));
             for v in &pts {

@@ -366,6 +366,20 @@ impl Sim {
         (speed + c.gravity * dt + gain) * dt + c.step_height + 1.0
     }
 
+    /// How far a player can move level in one tick, generously: its capped horizontal
+    /// speed and a tick of acceleration, and slack (steps and falls are vertical).
+    pub(crate) fn level_reach(&self, p: &PlayerState) -> f64 {
+        let c = self.config();
+        let dt = self.movement.dt();
+        let gain = match p.mode {
+            MoveMode::Walk => c.max_speed * c.accelerate * dt,
+            MoveMode::Noclip | MoveMode::Spectator => c.fly_speed,
+        };
+        let v = p.velocity();
+        let level = glam::DVec2::new(v.x, v.y).length().min(c.max_velocity);
+        (level + gain) * dt + 1.0
+    }
+
     /// Moves one player one tick for `cmd` against the map, the movers at `poses` and the
     /// boxes of `others` (a box with the player's own id is ignored). The server's
     /// [`Sim::step`] calls exactly this for every player, so a client that passes the same

@@ -19,7 +19,9 @@ fn fb(last_command: u64) -> Feedback {
     Feedback {
         last_command,
         input_lead: Some(3),
-        ..Feedback::default()
+        corrected: last_command / 3,
+        contact: last_command / 2,
+        missed: last_command / 5,
     }
 }
 
@@ -82,6 +84,11 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
             if let Some(snap) = dec.decode(&bytes).unwrap() {
                 decoded += 1;
                 assert_eq!(snap.tick, t);
+                let sent = fb(t - 1);
+                assert_eq!(
+                    (snap.last_command, snap.corrected, snap.contact, snap.missed),
+                    (sent.last_command, sent.corrected, sent.contact, sent.missed)
+                );
                 assert_eq!(snap.own, truth[&0]);
                 assert_eq!(snap.players.len(), 16.min(truth.len() - 1));
                 for (id, p) in &snap.players {

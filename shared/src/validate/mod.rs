@@ -290,35 +290,41 @@ impl Validator {
         let recently = self
             .far_flagged_at
             .is_some_and(|t| t + self.cfg.divergence_ticks / 2 > tick);
+        // Per tick, how far the two paths can part: level (speed and acceleration) and in
+        // all (steps, jumps, falls too); a claimed velocity counts only up to the cap.
+        let level = sim.level_reach(actual).max(sim.level_reach(claimed));
+        let all = sim.reach(actual).max(sim.reach(claimed));
         if let (Some(ack), false) = (from, recently) {
             let ticks = (tick - ack) as f64;
-            let apart = (claimed.origin() - actual.origin()).length();
-            let reach =
-                2.0 * ticks * sim.reach(actual) + 2.0 * crate::movement::pmove::UNSTICK_REACH;
-            if apart > reach {
+            let d = claimed.origin() - actual.origin();
+            let slack = 2.0 * crate::movement::pmove::UNSTICK_REACH;
+            let (level_apart, apart) = (d.truncate().length(), d.length());
+            let (level_max, all_max) = (2.0 * ticks * level + slack, 2.0 * ticks * all + slack);
+            if level_apart > level_max || apart > all_max {
                 self.far_flagged_at = Some(tick);
                 return Some(Violation {
                     kind: ViolationKind::Divergence,
                     tick,
                     evidence: format!(
-                        "reported prediction {apart:.1} units from the server's state, {:.1} at most from its snapshot {} ticks back",
-                        reach,
+                        "reported prediction {level_apart:.1} units level and {apart:.1} in all from the server's state, at most {level_max:.1} and {all_max:.1} from its snapshot {} ticks back",
                         tick - ack
                     ),
                 });
             }
         }
         let near = || {
-            // Ticks the prediction ran on the snapshot's picture of the others.
+            // Ticks the prediction ran on the snapshot's picture of the others: within
+            // them, both players' level reach apart, and their steps and falls in height.
             let ticks = from.map_or(self.cfg.divergence_ticks, |a| tick - a) as f64;
-            let radius = 2.0 * ticks * sim.reach(actual);
             let me = sim.player_box(id, actual).map(|b| b.bounds);
             world.players.iter().any(|(other, o)| {
                 let theirs = sim.player_box(*other, &o.state).map(|b| b.bounds);
                 match (*other != id, me, theirs) {
                     (true, Some(a), Some(b)) => {
-                        let gap = (a.min - b.max).max(b.min - a.max).max_element();
-                        gap <= radius
+                        let gap = (a.min - b.max).max(b.min - a.max);
+                        let level_near = ticks * (level + sim.level_reach(&o.state));
+                        let height_near = ticks * (all + sim.reach(&o.state));
+                        gap.x.max(gap.y) <= level_near && gap.z <= height_near
                     }
                     _ => false,
                 }
@@ -371,7 +377,14 @@ impl Validator {
         };
         self.last_report = Some((tick, *state));
         let (t, p) = prev?;
-        if replaced || t + 1 != tick || state.origin == sim.spawn_state(id, state.mode).origin {
+        // A client whose newest snapshot is at or past the tick it reports is behind the
+        // server (a stalled machine): its report is not a prediction of that tick.
+        let behind = ack >= t;
+        if replaced
+            || behind
+            || t + 1 != tick
+            || state.origin == sim.spawn_state(id, state.mode).origin
+        {
             return None;
         }
         let moved = (state.origin() - p.origin()).length();
