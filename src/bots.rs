@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 use expel_client::bots::{
     self, Behavior, CheatKind, ServerFigures, SwarmOptions, SwarmProgress, SwarmReport,
 };
-use expel_client::{LinkConditioner, Trust};
+use expel_client::Trust;
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -46,15 +46,9 @@ pub struct BotsArgs {
     /// Seconds of honest play before cheaters start.
     #[arg(long, default_value_t = 2.0)]
     pub cheat_after: f64,
-    /// Datagram loss probability in each direction.
-    #[arg(long, default_value_t = 0.0)]
-    pub loss: f64,
-    /// One-way datagram delay, milliseconds.
-    #[arg(long, default_value_t = 0.0)]
-    pub delay: f64,
-    /// Datagram delay jitter, ± milliseconds.
-    #[arg(long, default_value_t = 0.0)]
-    pub jitter: f64,
+    /// The link conditioner, for every bot.
+    #[command(flatten)]
+    pub link: crate::net::LinkArgs,
     /// Write the JSON report here.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -122,16 +116,10 @@ fn check(args: &BotsArgs) -> Result<()> {
             args.duration
         );
     }
-    for (name, v, hi) in [
-        ("--loss", args.loss, 1.0),
-        ("--delay", args.delay, 10_000.0),
-        ("--jitter", args.jitter, 10_000.0),
-        ("--cheat-after", args.cheat_after, 86_400.0),
-    ] {
-        if !(v.is_finite() && (0.0..=hi).contains(&v)) {
-            bail!("{name} must be 0 to {hi}, got {v}");
-        }
+    if !(args.cheat_after.is_finite() && (0.0..=86_400.0).contains(&args.cheat_after)) {
+        bail!("--cheat-after must be 0 to 86400, got {}", args.cheat_after);
     }
+    args.link.conditioner()?;
     let cheaters = args.cheaters.unwrap_or(1) * args.cheat.len();
     if cheaters > args.count {
         bail!("{cheaters} cheaters do not fit in {} bots", args.count);
@@ -193,12 +181,7 @@ pub fn run(args: BotsArgs) -> Result<()> {
         } else {
             args.cheaters.unwrap_or(1)
         },
-        link: LinkConditioner {
-            loss: args.loss,
-            delay_ms: args.delay,
-            jitter_ms: args.jitter,
-            duplicate: 0.0,
-        },
+        link: args.link.conditioner()?,
         concurrent_connects: args.concurrent_connects,
         cheat_after: args.cheat_after,
     };

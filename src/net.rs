@@ -295,6 +295,14 @@ pub struct ConnectArgs {
     /// Seconds to play (default: until the inputs end, or 10 for the bot).
     #[arg(long)]
     pub seconds: Option<f64>,
+    /// The link conditioner.
+    #[command(flatten)]
+    pub link: LinkArgs,
+}
+
+/// Link conditioner flags, shared by `connect` and `bots`.
+#[derive(Debug, clap::Args)]
+pub struct LinkArgs {
     /// Datagram loss probability in each direction (link conditioner).
     #[arg(long, default_value_t = 0.0)]
     pub loss: f64,
@@ -304,6 +312,27 @@ pub struct ConnectArgs {
     /// Datagram delay jitter, ± milliseconds.
     #[arg(long, default_value_t = 0.0)]
     pub jitter: f64,
+}
+
+impl LinkArgs {
+    /// The conditioner, once every value is in range.
+    pub fn conditioner(&self) -> Result<LinkConditioner> {
+        for (name, v, hi) in [
+            ("--loss", self.loss, 1.0),
+            ("--delay", self.delay, 10_000.0),
+            ("--jitter", self.jitter, 10_000.0),
+        ] {
+            if !(v.is_finite() && (0.0..=hi).contains(&v)) {
+                bail!("{name} must be 0 to {hi}, got {v}");
+            }
+        }
+        Ok(LinkConditioner {
+            loss: self.loss,
+            delay_ms: self.delay,
+            jitter_ms: self.jitter,
+            duplicate: 0.0,
+        })
+    }
 }
 
 /// Plays one headless client and prints its figures as one JSON line.
@@ -330,15 +359,7 @@ pub fn connect(args: ConnectArgs) -> Result<()> {
         .as_deref()
         .map(crate::sim::read_inputs)
         .transpose()?;
-    for (name, v, hi) in [
-        ("--loss", args.loss, 1.0),
-        ("--delay", args.delay, 10_000.0),
-        ("--jitter", args.jitter, 10_000.0),
-    ] {
-        if !(v.is_finite() && (0.0..=hi).contains(&v)) {
-            bail!("{name} must be 0 to {hi}, got {v}");
-        }
-    }
+    let link = args.link.conditioner()?;
     let seconds = args.seconds.unwrap_or(match &inputs {
         Some(c) => c.len() as f64 / 10.0 + 30.0,
         None => 10.0,
@@ -379,12 +400,7 @@ pub fn connect(args: ConnectArgs) -> Result<()> {
         };
         let run = RunOptions {
             seconds,
-            link: LinkConditioner {
-                loss: args.loss,
-                delay_ms: args.delay,
-                jitter_ms: args.jitter,
-                duplicate: 0.0,
-            },
+            link,
             ..RunOptions::default()
         };
         Ok::<_, anyhow::Error>(expel_client::run(joined, driver, run).await?)
