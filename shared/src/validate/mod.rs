@@ -291,9 +291,12 @@ impl Validator {
             .far_flagged_at
             .is_some_and(|t| t + self.cfg.divergence_ticks / 2 > tick);
         // Per tick, how far the two paths can part: level (speed and acceleration) and in
-        // all (steps, jumps, falls too); a claimed velocity counts only up to the cap.
-        let level = sim.level_reach(actual).max(sim.level_reach(claimed));
-        let all = sim.reach(actual).max(sim.reach(claimed));
+        // all (steps, jumps, falls too). The server's state sets the reach, plus a run at
+        // full speed for a prediction the server's move did not hold back; the client's
+        // own claimed velocity never widens its bound.
+        let run = sim.config().max_speed * sim.movement().dt();
+        let level = sim.level_reach(actual) + run;
+        let all = sim.reach(actual) + run;
         if let (Some(ack), false) = (from, recently) {
             let ticks = (tick - ack) as f64;
             let d = claimed.origin() - actual.origin();
@@ -523,9 +526,12 @@ mod tests {
         assert!(v
             .claim(&sim, &world(&sim, 100, server, &[]), 1, &at(40.0), true)
             .is_none());
-        // Hundreds of units apart: no contact explains that.
-        v.report(&sim, 1, 101, &at(900.0), 95);
-        let f = v.claim(&sim, &world(&sim, 101, server, &[]), 1, &at(900.0), true);
+        // Hundreds of units apart: no contact explains that, nor a velocity the client
+        // claims to widen its own bound.
+        let mut fast = at(400.0);
+        fast.set_velocity(glam::DVec3::new(1.0e5, 0.0, 0.0));
+        v.report(&sim, 1, 101, &fast, 95);
+        let f = v.claim(&sim, &world(&sim, 101, server, &[]), 1, &fast, true);
         assert!(f.is_some_and(|f| f.kind == ViolationKind::Divergence));
         // A respawn since the snapshot: the server moved the player by a rule no
         // prediction follows.
