@@ -6,7 +6,9 @@
 //! async part (one task per bot on the caller's runtime, handshakes bounded), and
 //! [`ServerFigures`] reads the server's Prometheus text.
 
-use crate::{connect, run, Cheats, ConnectOptions, LinkConditioner, RunOptions, RunReport, Trust};
+use crate::{
+    connect, percentile, run, Cheats, ConnectOptions, LinkConditioner, RunOptions, RunReport, Trust,
+};
 use expel_shared::movement::buttons;
 use expel_shared::{MoveCommand, PlayerState, Sim};
 use glam::DVec3;
@@ -652,14 +654,6 @@ pub struct SwarmReport {
     pub errors: Vec<String>,
     /// The server's figures second by second.
     pub timeline: Vec<TimelinePoint>,
-}
-
-fn percentile(v: &mut [f64], p: f64) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
 /// Parses `/players.json`: flagged player ids.

@@ -305,13 +305,17 @@ pub struct RunReport {
 impl RunReport {
     /// The `p`-th percentile of the RTT samples (milliseconds).
     pub fn rtt_percentile(&self, p: f64) -> f64 {
-        if self.rtt_ms.is_empty() {
-            return 0.0;
-        }
-        let mut v = self.rtt_ms.clone();
-        v.sort_by(f64::total_cmp);
-        v[((v.len() - 1) as f64 * p).round() as usize]
+        percentile(&mut self.rtt_ms.clone(), p)
     }
+}
+
+/// The `p`-th percentile (0..=1, nearest rank) of `v`, sorting it; 0 when empty.
+pub fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
 /// How to run.

@@ -511,7 +511,12 @@ fn authoritative(
             }
             // Contact with players, and with movers (whose state may hang on triggers
             // by players outside this client's view), explains a divergence.
-            let contact = reports.iter().find(|r| r.id == *id).is_some_and(|r| {
+            // Reports come in id order: a search, not a scan per player.
+            let report = reports
+                .binary_search_by_key(id, |r| r.id)
+                .ok()
+                .map(|i| &reports[i]);
+            let contact = report.is_some_and(|r| {
                 r.reverted
                     || r.events
                         .touched

@@ -143,11 +143,6 @@ impl Metrics {
         self.flagged.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
-    /// Whether `player` has any violation.
-    pub fn is_flagged(&self, player: u32) -> bool {
-        self.flagged.lock().is_ok_and(|t| t.contains_key(&player))
-    }
-
     /// The flagged players as JSON: `{"players":[{"id":7,"violations":{"speed":2}}]}`.
     pub fn flagged_json(&self) -> String {
         let mut o = String::from("{\"players\":[");

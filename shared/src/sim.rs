@@ -429,6 +429,7 @@ impl Sim {
 
     /// Advances the world one tick (see the module docs for the order). Players without a
     /// command in `commands` repeat their last one; commands for unknown ids are ignored.
+    /// Returns a report per player, in id order.
     pub fn step(
         &self,
         world: &mut WorldState,
