@@ -25,7 +25,8 @@ use tokio::sync::Semaphore;
 /// How a bot moves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Behavior {
-    /// Runs forward, turning to a random heading every second and a half.
+    /// Runs forward, turning to a random heading every second and a half, and at once
+    /// when a second's running got it nowhere.
     Wander,
     /// Strafe-jumps: forward and sideways at once, view swinging, jumping on landing.
     Strafe,
@@ -150,9 +151,22 @@ pub fn driver(
     move |tick, state| {
         let on_ground = state.is_some_and(|s| s.on_ground());
         let at = state.map(|s| s.origin());
+        // Once a second: has the bot got anywhere? (a corner, a crowd)
+        let here = at.unwrap_or(DVec3::ZERO);
+        let stuck = match last_pos {
+            Some((t, p)) if tick >= t + 60 => {
+                last_pos = Some((tick, here));
+                (here - p).length() < 32.0
+            }
+            None => {
+                last_pos = Some((tick, here));
+                false
+            }
+            _ => false,
+        };
         let cmd = match behavior {
             Behavior::Wander | Behavior::Mixed => {
-                if tick % 90 == 0 {
+                if tick % 90 == 0 || stuck {
                     yaw = rng.gen_range(0.0..360.0);
                 }
                 MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0)
@@ -160,7 +174,7 @@ pub fn driver(
             Behavior::Strafe => {
                 // The view swings ±20° over a second while forward and side are held.
                 let swing = 20.0 * libm::sin(tick as f64 * std::f64::consts::TAU / 60.0);
-                if tick % 240 == 0 {
+                if tick % 240 == 0 || stuck {
                     yaw = rng.gen_range(0.0..360.0);
                 }
                 let side = if (tick / 60) % 2 == 0 { 1.0 } else { -1.0 };
@@ -171,27 +185,14 @@ pub fn driver(
                 c
             }
             Behavior::Stairs => {
-                let here = at.unwrap_or(DVec3::ZERO);
                 let to = ends[goal] - here;
                 if to.truncate().length() < 48.0 {
                     goal ^= 1;
                 }
-                // Stuck for two seconds: a random detour for one.
-                let stuck = match last_pos {
-                    Some((t, p)) if tick >= t + 120 => {
-                        let s = (here - p).length() < 32.0;
-                        last_pos = Some((tick, here));
-                        s
-                    }
-                    None => {
-                        last_pos = Some((tick, here));
-                        false
-                    }
-                    _ => false,
-                };
+                // Stuck: a random detour for a second.
                 if stuck {
                     yaw = rng.gen_range(0.0..360.0);
-                } else if tick % 120 > 60 || last_pos.is_none() {
+                } else if tick % 120 > 60 {
                     yaw = libm::atan2(to.y, to.x).to_degrees();
                 }
                 MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0)
