@@ -71,6 +71,14 @@ impl Plane {
         })
     }
 
+    /// The same plane facing the other way.
+    pub fn flipped(&self) -> Plane {
+        Plane {
+            normal: -self.normal,
+            dist: -self.dist,
+        }
+    }
+
     #[inline]
     /// Signed distance of `p` from the plane (positive in front).
     pub fn distance(&self, p: DVec3) -> f64 {

@@ -306,6 +306,7 @@ impl Mover {
             entities: vec![Entity {
                 properties: vec![("classname".into(), "worldspawn".into())],
                 brushes: local,
+                patches: Vec::new(),
                 line: e.line,
             }],
             ..Default::default()

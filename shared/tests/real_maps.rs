@@ -60,7 +60,9 @@ fn every_map_loads_and_builds() {
         );
         assert_eq!(st.degenerate_brushes, 0, "{}", p.display());
         if p.file_name().unwrap() == "oa_am_underworks.map" {
-            assert_eq!(st.patches_skipped, 56);
+            assert_eq!((st.patches, st.patches_skipped), (56, 0));
+            assert!(st.patch_polygons >= 56, "{st:?}");
+            assert!(st.patch_deviation <= expel_shared::collision::patch::PATCH_TOLERANCE);
         }
     }
 }

@@ -1,6 +1,7 @@
-//! Compiling a map's solid brushes into a [`CollisionModel`].
+//! Compiling a map's solid brushes and curved patches into a [`CollisionModel`].
 
-use super::mesh::{build_edges, RawPolygon, Welder};
+use super::mesh::{build_edges, RawPolygon, Surface, Welder};
+use super::patch::{self, PATCH_TOLERANCE};
 use super::tree::AxialTree;
 use super::{CollisionModel, Contents, ModelStats, Polygon, SolidBrush};
 use crate::geom::{planes_to_polygons, Aabb, Plane};
@@ -26,6 +27,60 @@ fn brush_contents(b: &Brush) -> Contents {
     }
 }
 
+/// Most triangles all of a map's patches become together; beyond it every patch is cut
+/// proportionally coarser (and `patch_deviation` reports how close they stay).
+const MAP_PATCH_TRIANGLES: usize = 1 << 20;
+
+/// Triangles this thin (height under this fraction of their longest side) have no usable
+/// plane; dropping them leaves gaps far narrower than the expel zone, which seals them.
+const SLIVER: f64 = 1e-9;
+
+/// A solid patch cut into triangles, wound the same way.
+struct Sheet {
+    triangles: Vec<[DVec3; 3]>,
+    contents: Contents,
+    line: usize,
+}
+
+/// Contents of a solid patch: player clip, or solid.
+fn patch_contents(p: &crate::map::Patch) -> Contents {
+    if solidity::patch_is_player_clip(p) {
+        Contents::PLAYER_CLIP
+    } else {
+        Contents::SOLID
+    }
+}
+
+/// The world's solid patches, tessellated within [`PATCH_TOLERANCE`] (and the map's
+/// triangle budget).
+fn sheets(map: &MapData, stats: &mut ModelStats) -> Vec<Sheet> {
+    let solid: Vec<&crate::map::Patch> = map.world_solid_patches().collect();
+    stats.patches = solid.len();
+    stats.patches_skipped = map.patch_count() - solid.len();
+    let need: Vec<usize> = solid
+        .iter()
+        .map(|p| patch::triangles_needed(p, PATCH_TOLERANCE))
+        .collect();
+    let total: usize = need.iter().sum();
+    solid
+        .iter()
+        .zip(&need)
+        .map(|(p, &n)| {
+            let mut budget = patch::MAX_PATCH_TRIANGLES;
+            if total > MAP_PATCH_TRIANGLES {
+                budget = budget.min(n * MAP_PATCH_TRIANGLES / total);
+            }
+            let t = patch::tessellate(p, PATCH_TOLERANCE, budget);
+            stats.patch_deviation = stats.patch_deviation.max(t.bound);
+            Sheet {
+                triangles: t.triangles().collect(),
+                contents: patch_contents(p),
+                line: p.line,
+            }
+        })
+        .collect()
+}
+
 struct BrushGeom {
     planes: Vec<Plane>,
     faces: Vec<(usize, Vec<DVec3>)>,
@@ -35,14 +90,15 @@ struct BrushGeom {
 }
 
 impl CollisionModel {
-    /// Compiles the world's solid brushes (see [`solidity::is_world_solid`]).
+    /// Compiles the world's solid brushes (see [`solidity::is_world_solid`]) and solid
+    /// patches (see [`solidity::is_world_solid_patch`]).
     pub fn build(map: &MapData) -> CollisionModel {
         let mut stats = ModelStats {
             entities: map.entities.len(),
             brushes: map.brush_count(),
-            patches_skipped: map.patches_skipped,
             ..Default::default()
         };
+        let sheets = sheets(map, &mut stats);
         let mut geoms: Vec<BrushGeom> = Vec::new();
         for b in map.world_solid_brushes() {
             stats.solid_brushes += 1;
@@ -61,10 +117,14 @@ impl CollisionModel {
                 bounds,
             });
         }
-        Self::from_brushes(geoms, stats)
+        Self::from_parts(geoms, sheets, stats)
     }
 
-    fn from_brushes(geoms: Vec<BrushGeom>, mut stats: ModelStats) -> CollisionModel {
+    fn from_parts(
+        geoms: Vec<BrushGeom>,
+        sheets: Vec<Sheet>,
+        mut stats: ModelStats,
+    ) -> CollisionModel {
         let mut m = CollisionModel {
             vertices: Vec::new(),
             vertex_active: Vec::new(),
@@ -155,13 +215,68 @@ impl CollisionModel {
                     verts.pop();
                 }
                 if verts.len() >= 3 {
-                    raw.push(RawPolygon { plane, verts });
+                    raw.push(RawPolygon {
+                        plane,
+                        verts,
+                        surface: Surface::Solid,
+                    });
                     raw_meta.push((g.contents, bi as u32));
                 }
             }
         }
+        // Patch triangles: the front faces of two-sided sheets (the meta's second field
+        // holds the patch's line until the sheet's brushes exist).
+        for sheet in &sheets {
+            for tri in &sheet.triangles {
+                let verts: Vec<u32> = tri.iter().map(|p| welder.vertex(*p)).collect();
+                if verts[0] == verts[1] || verts[1] == verts[2] || verts[0] == verts[2] {
+                    continue;
+                }
+                let [a, b, c] = [0, 1, 2].map(|k| welder.vertices[verts[k] as usize]);
+                let n = (b - a).cross(c - a);
+                let longest = (b - a)
+                    .length_squared()
+                    .max((c - b).length_squared())
+                    .max((a - c).length_squared());
+                let len = n.length();
+                if !(len > 1e-12 && len > SLIVER * longest) {
+                    continue;
+                }
+                let normal = n / len;
+                raw.push(RawPolygon {
+                    plane: Plane {
+                        normal,
+                        dist: normal.dot(a),
+                    },
+                    verts,
+                    surface: Surface::SheetFront,
+                });
+                raw_meta.push((sheet.contents, sheet.line as u32));
+            }
+        }
         m.vertices = welder.vertices;
         stats.merged_polygons = merge_coplanar(&m.vertices, &mut raw, &mut raw_meta);
+        // Each sheet polygon gets a zero-thickness brush for position tests and a mirrored
+        // back face, so the sheet blocks from both sides.
+        for i in 0..raw.len() {
+            if raw[i].surface != Surface::SheetFront {
+                continue;
+            }
+            let line = raw_meta[i].1;
+            raw_meta[i].1 = m.brushes.len() as u32;
+            m.push_sheet_brush(&raw[i], raw_meta[i].0, line);
+            stats.patch_polygons += 1;
+            let mut back = raw[i].clone();
+            back.plane = back.plane.flipped();
+            back.verts.reverse();
+            back.surface = Surface::SheetBack;
+            raw.push(back);
+            raw_meta.push(raw_meta[i]);
+        }
+        if stats.patch_polygons > 0 {
+            let brush_bounds: Vec<Aabb> = m.brushes.iter().map(|b| b.bounds).collect();
+            m.brush_tree = AxialTree::build(&brush_bounds);
+        }
         let (edges, poly_edges) = build_edges(&m.vertices, &raw);
         m.vertex_active = vec![false; m.vertices.len()];
         for e in edges.iter().filter(|e| !e.internal) {
@@ -178,6 +293,7 @@ impl CollisionModel {
                 count: pe.len() as u32,
                 contents: *contents,
                 brush: *brush,
+                sheet: p.surface != Surface::Solid,
             });
             m.poly_edges.extend_from_slice(pe);
         }
@@ -193,6 +309,49 @@ impl CollisionModel {
         stats.broad_phase_nodes = m.poly_tree.nodes.len();
         m.stats = stats;
         m
+    }
+}
+
+impl CollisionModel {
+    /// Adds the zero-thickness brush of a sheet polygon: its plane both ways, the side
+    /// plane of each edge, its corners and edge directions.
+    fn push_sheet_brush(&mut self, p: &RawPolygon, contents: Contents, line: u32) {
+        let pts: Vec<DVec3> = p.verts.iter().map(|&v| self.vertices[v as usize]).collect();
+        let n = p.plane.normal;
+        let p0 = self.brush_planes.len() as u32;
+        self.brush_planes.push(p.plane);
+        self.brush_planes.push(p.plane.flipped());
+        let a0 = self.brush_axes.len() as u32;
+        for k in 0..pts.len() {
+            let (a, b) = (pts[k], pts[(k + 1) % pts.len()]);
+            let out = (b - a).cross(n).normalize_or_zero();
+            if out != DVec3::ZERO {
+                self.brush_planes.push(Plane {
+                    normal: out,
+                    dist: out.dot(a),
+                });
+            }
+            let d = (b - a).normalize_or_zero();
+            if d != DVec3::ZERO
+                && !self.brush_axes[a0 as usize..]
+                    .iter()
+                    .any(|x| x.cross(d).length_squared() < 1e-18)
+            {
+                self.brush_axes.push(d);
+            }
+        }
+        let q0 = self.brush_points.len() as u32;
+        self.brush_points.extend_from_slice(&pts);
+        let planes = &self.brush_planes[p0 as usize..];
+        self.brushes.push(SolidBrush {
+            bounds: Aabb::from_points(&pts),
+            contents,
+            planes: (p0, self.brush_planes.len() as u32),
+            points: (q0, self.brush_points.len() as u32),
+            axes: (a0, self.brush_axes.len() as u32),
+            axial: planes.iter().all(|q| q.normal.abs().max_element() == 1.0),
+            line,
+        });
     }
 }
 
@@ -229,6 +388,15 @@ fn merge_coplanar(
                 continue;
             }
             if let Some(verts) = union_loop(vertices, &pa.verts, &pb.verts, e.v, pa.plane.normal) {
+                // A sheet's triangles follow a curved outline: joined into long slanted
+                // strips they would overlap each other's bounds everywhere and choke the
+                // broad phase, so sheets merge only where the bounds do not grow.
+                if pa.surface != Surface::Solid
+                    && bounds_area(vertices, &verts)
+                        > bounds_area(vertices, &pa.verts) + bounds_area(vertices, &pb.verts)
+                {
+                    continue;
+                }
                 polys[a as usize].verts = verts;
                 gone[b as usize] = true;
                 merged_any = true;
@@ -249,6 +417,12 @@ fn merge_coplanar(
             !gone[k - 1]
         });
     }
+}
+
+/// Surface area of the bounds of a polygon's corners.
+fn bounds_area(vertices: &[DVec3], verts: &[u32]) -> f64 {
+    let s = Aabb::from_points(verts.iter().map(|&v| &vertices[v as usize])).size();
+    2.0 * (s.x * s.y + s.y * s.z + s.z * s.x)
 }
 
 /// The outline of two polygons joined along the edge `e` (walked `e[0] -> e[1]` by the

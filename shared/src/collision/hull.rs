@@ -1,6 +1,6 @@
 //! Convex trace models ("hulls"): the shape that moves.
 
-use super::mesh::{build_edges, RawPolygon, Welder};
+use super::mesh::{build_edges, RawPolygon, Surface, Welder};
 use crate::geom::{planes_to_polygons, Aabb, Plane, MAX_COORD};
 use glam::DVec3;
 use thiserror::Error;
@@ -254,6 +254,7 @@ impl Hull {
                 raw.push(RawPolygon {
                     plane: planes[*pi],
                     verts,
+                    surface: Surface::Solid,
                 });
             }
         }

@@ -61,11 +61,22 @@ impl Welder {
     }
 }
 
+/// Which surface a polygon belongs to. Edges pair only within one surface: a solid's
+/// faces with each other, a two-sided sheet's front faces with each other and its back
+/// faces with each other (its rims then stay open edges on both sides).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Surface {
+    Solid,
+    SheetFront,
+    SheetBack,
+}
+
 /// A polygon as welded vertex indices, counter-clockwise seen from the front.
 #[derive(Clone, Debug)]
 pub(crate) struct RawPolygon {
     pub plane: Plane,
     pub verts: Vec<u32>,
+    pub surface: Surface,
 }
 
 /// An edge of the mesh with everything the narrow phase needs.
@@ -88,9 +99,9 @@ pub struct Edge {
 /// Edges of welded polygons. Returns the edges and, per polygon, its edge uses in winding
 /// order as `edge << 1 | reversed` (reversed: the polygon walks the edge from `v[1]`).
 ///
-/// An edge used by exactly two polygons in opposite directions is shared; any other use
-/// (dangling, T-junction, or three or more polygons) gets an edge of its own, which treats
-/// it conservatively as a boundary.
+/// An edge used by exactly two polygons of one [`Surface`] in opposite directions is
+/// shared; any other use (dangling, T-junction, or three or more polygons) gets an edge of
+/// its own, which treats it conservatively as a boundary.
 pub(crate) fn build_edges(vertices: &[DVec3], polys: &[RawPolygon]) -> (Vec<Edge>, Vec<Vec<u32>>) {
     // (lo, hi) vertex pair -> uses as (polygon, slot, walks lo -> hi).
     type Uses = Vec<(u32, u32, bool)>;
@@ -112,18 +123,25 @@ pub(crate) fn build_edges(vertices: &[DVec3], polys: &[RawPolygon]) -> (Vec<Edge
     let mut edges = Vec::new();
     for key in order {
         let list = &uses[&key];
-        let shared = list.len() == 2 && list[0].2 != list[1].2;
-        let groups: Vec<&[(u32, u32, bool)]> = if shared {
-            vec![&list[..]]
-        } else {
-            list.chunks(1).collect()
-        };
+        let mut groups: Vec<Vec<(u32, u32, bool)>> = Vec::new();
+        for surface in [Surface::Solid, Surface::SheetFront, Surface::SheetBack] {
+            let part: Vec<_> = list
+                .iter()
+                .copied()
+                .filter(|u| polys[u.0 as usize].surface == surface)
+                .collect();
+            if part.len() == 2 && part[0].2 != part[1].2 {
+                groups.push(part);
+            } else {
+                groups.extend(part.into_iter().map(|u| vec![u]));
+            }
+        }
         for g in groups {
             // Orient the edge as its first polygon walks it.
             let (p0, _, fwd0) = g[0];
             let v = if fwd0 { [key.0, key.1] } else { [key.1, key.0] };
             let ei = edges.len() as u32;
-            for &(pi, slot, fwd) in g {
+            for &(pi, slot, fwd) in &g {
                 let reversed = fwd != fwd0;
                 poly_edges[pi as usize][slot as usize] = ei << 1 | reversed as u32;
             }
@@ -145,8 +163,10 @@ fn edge_geometry(vertices: &[DVec3], polys: &[RawPolygon], v: [u32; 2], p: [u32;
         let n2 = polys[p[1] as usize].plane.normal;
         // Direction from the edge into the second polygon, in its plane.
         let into2 = n2.cross(a - b).normalize_or_zero();
-        // Flat or concave when the second polygon rises in front of the first.
-        (n2, n1.dot(into2) >= -1e-9)
+        // Flat or concave when the second polygon rises in front of the first; never a
+        // fold, where the two lie back to back (two coincident sheets facing apart): that
+        // edge is as sharp as an edge can be.
+        (n2, n1.dot(into2) >= -1e-9 && n1.dot(n2) > -1.0 + 1e-9)
     };
     let sum = n1 + n2;
     let dir = if sum.length() > 1e-6 {

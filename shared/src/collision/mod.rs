@@ -1,13 +1,15 @@
 //! The compiled collision model and its queries.
 //!
 //! [`CollisionModel::build`] turns a map's solid brushes into one-sided convex polygons with
-//! shared vertices and edges; [`CollisionModel::trace`] sweeps a [`Hull`] through them.
+//! shared vertices and edges, and its solid curved patches into two-sided sheets of them;
+//! [`CollisionModel::trace`] sweeps a [`Hull`] through them.
 
 mod build;
 mod cache;
 pub mod hull;
 pub(crate) mod mesh;
 mod overlap;
+pub mod patch;
 pub mod rotate;
 mod trace;
 pub(crate) mod tree;
@@ -47,7 +49,8 @@ impl Contents {
     }
 }
 
-/// A convex polygon of the model, one-sided: it blocks only from the front.
+/// A convex polygon of the model, one-sided: it blocks only from the front (a patch's
+/// sheet is two polygons back to back).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Polygon {
     /// Plane of the polygon (normal out of the solid).
@@ -60,11 +63,16 @@ pub struct Polygon {
     pub count: u32,
     /// What the polygon is made of.
     pub contents: Contents,
-    /// Index of the source brush in [`CollisionModel::brushes`].
+    /// Index of the source brush in [`CollisionModel::brushes`] (for a patch polygon, its
+    /// sheet's zero-thickness brush).
     pub brush: u32,
+    /// One side of a two-sided sheet (a patch), whose rims have no faces of their own.
+    pub sheet: bool,
 }
 
-/// A solid brush kept for position tests: planes, corner points and edge directions.
+/// A solid brush kept for position tests: planes, corner points and edge directions. A
+/// patch polygon has one too, of no thickness (its plane both ways and its edges' side
+/// planes): a hull is in it only when the sheet crosses the hull's interior.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SolidBrush {
     /// World bounds.
@@ -213,8 +221,18 @@ pub struct ModelStats {
     pub vertices: usize,
     /// Nodes of the axial BSP trees.
     pub broad_phase_nodes: usize,
-    /// Curved patches skipped.
+    /// Curved patches collided (solid world patches).
+    pub patches: usize,
+    /// Convex polygons the collided patches became, counted once per surface (each
+    /// collides from both sides).
+    pub patch_polygons: usize,
+    /// Curved patches skipped because they are not solid (tool or liquid shaders, or not
+    /// world geometry).
     pub patches_skipped: usize,
+    /// Largest distance between a collided patch's polygons and its true curved surface,
+    /// as proven by its tessellation (at most [`patch::PATCH_TOLERANCE`] unless a patch
+    /// needed more than [`patch::MAX_PATCH_TRIANGLES`]).
+    pub patch_deviation: f64,
 }
 
 /// The immutable collision model of a map's world geometry. `Send + Sync`; share it by
@@ -243,7 +261,7 @@ pub struct CollisionModel {
 impl CollisionModel {
     /// Version of the compiled model's layout and build rules; caches of compiled models
     /// key on it, so a change here invalidates them.
-    pub const FORMAT_VERSION: u32 = 4;
+    pub const FORMAT_VERSION: u32 = 5;
 
     /// Counts describing the model.
     pub fn stats(&self) -> &ModelStats {

@@ -477,8 +477,11 @@ impl<'a> Query<'a> {
         }
         let n = poly.plane.normal;
         let nd = n.dot(self.dir);
-        if nd >= 0.0 {
-            return; // back-facing or parallel: cannot be entered
+        // Back-facing or parallel: the face cannot be entered. A solid's edges are then
+        // reached through its other faces; a sheet has none, so moving exactly along it,
+        // its rim is still met edge-on.
+        if nd > 0.0 || (nd == 0.0 && !poly.sheet) {
+            return;
         }
         if !self.path_reaches(&poly.bounds, best.f) {
             return;
@@ -496,7 +499,9 @@ impl<'a> Query<'a> {
             max: sweep.max - self.start,
         };
         let edges = &m.poly_edges[poly.first as usize..(poly.first + poly.count) as usize];
-        self.hull_vertices_vs_polygon(pi, n, nd, pd, edges, s, best);
+        if nd < 0.0 {
+            self.hull_vertices_vs_polygon(pi, n, nd, pd, edges, s, best);
+        }
         self.model_vertices_vs_hull(pi, edges, &rel, s, best);
         if !self.hull.edges.is_empty() {
             self.edges_vs_edges(pi, edges, &rel, s, best);

@@ -113,8 +113,13 @@ impl AxialTree {
                         front.push(i);
                     }
                 }
-                // A split that separates nothing would recurse forever.
-                if back.len() < items.len() || front.len() < items.len() {
+                // A split that separates nothing would recurse forever, and one that copies
+                // most items to both sides (many items meeting at one point, like a fan
+                // of patch triangles round a pole) would multiply them at every level.
+                let copies = back.len() + front.len() - items.len();
+                if (back.len() < items.len() || front.len() < items.len())
+                    && copies <= items.len() / 2
+                {
                     let (mut bc, mut fc) = (cell, cell);
                     bc.max[axis] = dist;
                     fc.min[axis] = dist;

@@ -3,8 +3,10 @@
 //! The compiler keeps every brush as plane-bounded sides (plus bevel planes, which cut
 //! nothing and so produce no polygons). Model 0 holds the world (func_group and detail
 //! brushes merged in); model `*N` holds the brushes of the entity whose `model` is `*N`.
+//! Curved patches come from the models' patch surfaces: their control grids (drawn vertices)
+//! and their shaders' contents.
 
-use super::{parse, Brush, Entity, Face, MapData, MapError, MAX_BRUSH_FACES};
+use super::{parse, Brush, Entity, Face, MapData, MapError, Patch, MAX_BRUSH_FACES};
 use crate::geom::{planes_to_polygons, Plane, MAX_COORD};
 use glam::DVec3;
 
@@ -14,6 +16,10 @@ const LUMP_PLANES: usize = 2;
 const LUMP_MODELS: usize = 7;
 const LUMP_BRUSHES: usize = 8;
 const LUMP_BRUSHSIDES: usize = 9;
+const LUMP_DRAWVERTS: usize = 10;
+const LUMP_SURFACES: usize = 13;
+/// Surface type of a patch (`MST_PATCH`).
+const SURFACE_PATCH: i32 = 2;
 const LUMP_COUNT: usize = 17;
 
 fn err<T>(m: impl Into<String>) -> Result<T, MapError> {
@@ -82,6 +88,14 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
             String::from_utf8_lossy(&name[..end]).into_owned()
         })
         .collect();
+    let shader_contents: Vec<u32> = shaders
+        .chunks_exact(72)
+        .map(|s| i32_at(s, 68) as u32)
+        .collect();
+    let surfaces = lump(bytes, LUMP_SURFACES, 104, "surfaces")?;
+    let nsurfaces = surfaces.len() / 104;
+    let verts = lump(bytes, LUMP_DRAWVERTS, 44, "drawverts")?;
+    let nverts = verts.len() / 44;
     let planes: Vec<Plane> = lump(bytes, LUMP_PLANES, 16, "planes")?
         .chunks_exact(16)
         .map(|p| Plane {
@@ -171,6 +185,57 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
             .collect()
     };
 
+    // The patch surfaces of model `mi`: a grid of `width x height` drawn vertices, `width`
+    // varying fastest.
+    let model_patches = |mi: usize| -> Result<Vec<Patch>, MapError> {
+        let m = &models[mi * 40..];
+        let (first, n) = (i32_at(m, 24), i32_at(m, 28));
+        if first < 0 || n < 0 || first as usize + n as usize > nsurfaces {
+            return err(format!(
+                "model {mi} surfaces {first}..{first}+{n} out of range (0..{nsurfaces})"
+            ));
+        }
+        let mut out = Vec::new();
+        for si in first as usize..first as usize + n as usize {
+            let s = &surfaces[si * 104..];
+            if i32_at(s, 8) != SURFACE_PATCH {
+                continue;
+            }
+            let shader = index(i32_at(s, 0), shader_names.len(), "shader", si)?;
+            let (fv, nv) = (i32_at(s, 12), i32_at(s, 16));
+            let (w, h) = (i32_at(s, 96), i32_at(s, 100));
+            let size = |v: i32| usize::try_from(v).unwrap_or(0);
+            Patch::check_size(size(w), size(h)).or_else(|e| err(format!("surface {si}: {e}")))?;
+            let (w, h) = (size(w), size(h));
+            if fv < 0 || nv as usize != w * h || fv as usize + w * h > nverts {
+                return err(format!(
+                    "surface {si}: patch vertices {fv}..{fv}+{nv} do not hold its {w} x {h} \
+                     grid within the {nverts} drawn vertices"
+                ));
+            }
+            let at = |i: usize, j: usize| {
+                let v = &verts[(fv as usize + j * w + i) * 44..];
+                DVec3::new(f32_at(v, 0), f32_at(v, 4), f32_at(v, 8))
+            };
+            let patch = Patch {
+                width: w,
+                height: h,
+                points: (0..w)
+                    .flat_map(|i| (0..h).map(move |j| (i, j)))
+                    .map(|(i, j)| at(i, j))
+                    .collect(),
+                texture: shader_names[shader].clone(),
+                contents: Some(shader_contents[shader]),
+                line: 0,
+            };
+            patch
+                .check()
+                .or_else(|e| err(format!("surface {si}: {e}")))?;
+            out.push(patch);
+        }
+        Ok(out)
+    };
+
     let nmodels = models.len() / 40;
     for e in map.entities.iter_mut() {
         let mi = if e.classname() == "worldspawn" {
@@ -183,6 +248,7 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
         if let Some(mi) = mi {
             if mi < nmodels {
                 e.brushes = model_brushes(mi)?;
+                e.patches = model_patches(mi)?;
             }
         }
     }
@@ -192,6 +258,7 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
             Entity {
                 properties: vec![("classname".into(), "worldspawn".into())],
                 brushes: model_brushes(0)?,
+                patches: model_patches(0)?,
                 line: 0,
             },
         );

@@ -62,13 +62,85 @@ pub struct Brush {
     pub line: usize,
 }
 
-/// An entity with its key/value pairs in file order and its brushes.
+/// Largest patch control grid along either side (Quake 3's own limit).
+pub const MAX_PATCH_GRID: usize = 129;
+
+/// A curved surface: a grid of biquadratic Bézier control points (`patchDef2`/`patchDef3`
+/// in a `.map`, a patch surface in a `.bsp`). Both sides are odd, from 3 to
+/// [`MAX_PATCH_GRID`]; each 3 × 3 block sharing its border rows with its neighbours is one
+/// Bézier piece.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Patch {
+    /// Control points along the first grid index.
+    pub width: usize,
+    /// Control points along the second grid index.
+    pub height: usize,
+    /// Control points: `points[i * height + j]` for `i < width`, `j < height` (the order
+    /// a `.map` writes them).
+    pub points: Vec<DVec3>,
+    /// Texture or shader name as written.
+    pub texture: String,
+    /// Contents flags of the shader as the compiler recorded them (`.bsp` only); a `.map`
+    /// patch is judged by its texture name.
+    pub contents: Option<u32>,
+    /// Source line of the patch's opening brace (0 for `.bsp` patches).
+    pub line: usize,
+}
+
+impl Patch {
+    /// Control point `(i, j)`.
+    pub fn point(&self, i: usize, j: usize) -> DVec3 {
+        self.points[i * self.height + j]
+    }
+
+    /// Checks a grid size before reading (or allocating) its points.
+    pub fn check_size(width: usize, height: usize) -> Result<(), String> {
+        for (side, n) in [("width", width), ("height", height)] {
+            if n < 3 || n % 2 == 0 || n > MAX_PATCH_GRID {
+                return Err(format!(
+                    "patch {side} {n} is not an odd number from 3 to {MAX_PATCH_GRID}"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the grid's shape and coordinates: what a reader must refuse.
+    pub fn check(&self) -> Result<(), String> {
+        Self::check_size(self.width, self.height)?;
+        if self.points.len() != self.width * self.height {
+            return Err(format!(
+                "patch has {} control points; {} x {} needs {}",
+                self.points.len(),
+                self.width,
+                self.height,
+                self.width * self.height
+            ));
+        }
+        if let Some(p) = self
+            .points
+            .iter()
+            .find(|p| !(p.is_finite() && p.abs().max_element() <= crate::geom::MAX_COORD))
+        {
+            return Err(format!(
+                "patch control point {:?} is outside the supported coordinates (±{})",
+                p.to_array(),
+                crate::geom::MAX_COORD
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// An entity with its key/value pairs in file order, its brushes and its patches.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Entity {
     /// Key/value pairs in file order.
     pub properties: Vec<(String, String)>,
     /// The brushes.
     pub brushes: Vec<Brush>,
+    /// The curved patches.
+    pub patches: Vec<Patch>,
     /// Source line of the entity's opening brace.
     pub line: usize,
 }
@@ -103,8 +175,6 @@ impl Entity {
 pub struct MapData {
     /// Entities in file order.
     pub entities: Vec<Entity>,
-    /// Curved patches (`patchDef2`/`patchDef3`) that were skipped.
-    pub patches_skipped: usize,
     /// Entities dropped because their TrenchBroom layer is omitted from export.
     pub omitted_entities: usize,
 }
@@ -151,6 +221,21 @@ impl MapData {
                 .iter()
                 .filter(move |b| solidity::is_world_solid(class, b))
         })
+    }
+
+    /// Patches that are solid world geometry, by [`solidity::is_world_solid_patch`].
+    pub fn world_solid_patches(&self) -> impl Iterator<Item = &Patch> {
+        self.entities.iter().flat_map(|e| {
+            let class = e.classname();
+            e.patches
+                .iter()
+                .filter(move |p| solidity::is_world_solid_patch(class, p))
+        })
+    }
+
+    /// Total patch count over all entities.
+    pub fn patch_count(&self) -> usize {
+        self.entities.iter().map(|e| e.patches.len()).sum()
     }
 
     /// Total brush count over all entities.

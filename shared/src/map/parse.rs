@@ -1,11 +1,12 @@
 //! Reader for `.map` text: Quake standard, Valve 220, Quake 3 legacy (trailing flags) and
-//! Quake 3 brush primitives (`brushDef`), with `patchDef2`/`patchDef3` curves skipped.
+//! Quake 3 brush primitives (`brushDef`), and Quake 3 curved patches (`patchDef2`,
+//! `patchDef3`).
 //!
 //! All dialects share one face grammar: three points, an optional brush-primitive texture
 //! matrix, a raw texture token (names like `{trigger` and `*04water1` exist), then texture
 //! fields (numbers, Valve's `[ ... ]` axes, Quake 3's trailing flags) up to the next face.
 
-use super::{Brush, Entity, Face, MapData, MapError, MAX_BRUSH_FACES};
+use super::{Brush, Entity, Face, MapData, MapError, Patch, MAX_BRUSH_FACES};
 use crate::geom::{Plane, MAX_COORD};
 use glam::DVec3;
 
@@ -155,33 +156,72 @@ impl<'a> Lexer<'a> {
         self.expect(b')')
     }
 
-    /// Skips a `{ ... }` block with nested braces (patch bodies).
-    fn skip_block(&mut self) -> Result<(), MapError> {
-        let start_line = self.line;
-        self.expect(b'{')?;
-        let mut depth = 1usize;
-        while depth > 0 {
-            match self.peek() {
-                None => {
-                    return Err(MapError::Syntax {
-                        line: start_line,
-                        message: "unterminated block".into(),
-                    })
-                }
-                Some(b'{') => depth += 1,
-                Some(b'}') => depth -= 1,
-                Some(b'"') => {
-                    self.quoted()?;
-                    continue;
-                }
-                Some(_) => {
-                    self.word()?;
-                    continue;
-                }
+    /// A `( n n ... )` group of numbers (at most `max`).
+    fn numbers(&mut self, max: usize, what: &str) -> Result<Vec<f64>, MapError> {
+        self.expect(b'(')?;
+        let mut v = Vec::new();
+        while self.peek() != Some(b')') {
+            if v.len() == max {
+                return self.err(format!("{what} has more than {max} numbers"));
             }
-            self.pos += 1;
+            v.push(self.number()?);
         }
-        Ok(())
+        self.pos += 1;
+        Ok(v)
+    }
+
+    /// A texture name: quoted (Doom 3) or a raw token.
+    fn texture(&mut self) -> Result<String, MapError> {
+        if self.peek() == Some(b'"') {
+            self.quoted()
+        } else {
+            Ok(self.word()?.to_string())
+        }
+    }
+
+    /// The body of a patch after its keyword: `{ texture ( w h ... ) ( rows ) }`, where
+    /// each of the `w` rows is `( ( x y z s t ) ... )` with `h` points.
+    fn patch(&mut self, line: usize) -> Result<Patch, MapError> {
+        self.expect(b'{')?;
+        let texture = self.texture()?;
+        let header = self.numbers(8, "patch header")?;
+        let dim = |k: usize| -> Result<usize, MapError> {
+            match header.get(k) {
+                Some(&v) if v.fract() == 0.0 && (0.0..=1e6).contains(&v) => Ok(v as usize),
+                _ => self.err(format!(
+                    "patch header needs whole-number sizes, found {header:?}"
+                )),
+            }
+        };
+        let (width, height) = (dim(0)?, dim(1)?);
+        // Size first, so a forged size cannot make us allocate without bound.
+        Patch::check_size(width, height).map_err(|message| MapError::Syntax { line, message })?;
+        let mut patch = Patch {
+            width,
+            height,
+            points: Vec::with_capacity(width * height),
+            texture,
+            contents: None,
+            line,
+        };
+        self.expect(b'(')?;
+        for _ in 0..width {
+            self.expect(b'(')?;
+            for _ in 0..height {
+                let v = self.numbers(8, "patch control point")?;
+                if v.len() < 3 {
+                    return self.err("patch control point needs x y z");
+                }
+                patch.points.push(DVec3::new(v[0], v[1], v[2]));
+            }
+            self.expect(b')')?;
+        }
+        self.expect(b')')?;
+        self.expect(b'}')?;
+        patch
+            .check()
+            .map_err(|message| MapError::Syntax { line, message })?;
+        Ok(patch)
     }
 }
 
@@ -209,11 +249,10 @@ pub(super) fn parse(text: &str) -> Result<MapData, MapError> {
                     let v = lx.quoted()?;
                     ent.properties.push((k, v));
                 }
-                Some(b'{') => {
-                    if let Some(b) = parse_brush(&mut lx, &mut map.patches_skipped)? {
-                        ent.brushes.push(b);
-                    }
-                }
+                Some(b'{') => match parse_brush(&mut lx)? {
+                    Part::Brush(b) => ent.brushes.push(b),
+                    Part::Patch(p) => ent.patches.push(p),
+                },
                 Some(b'}') => {
                     lx.pos += 1;
                     break;
@@ -235,8 +274,14 @@ pub(super) fn parse(text: &str) -> Result<MapData, MapError> {
     Ok(map)
 }
 
-/// Parses one `{ ... }` inside an entity: a brush (either grammar) or a skipped patch.
-fn parse_brush(lx: &mut Lexer, patches: &mut usize) -> Result<Option<Brush>, MapError> {
+/// One `{ ... }` inside an entity.
+enum Part {
+    Brush(Brush),
+    Patch(Patch),
+}
+
+/// Parses one `{ ... }` inside an entity: a brush (either grammar) or a patch.
+fn parse_brush(lx: &mut Lexer) -> Result<Part, MapError> {
     let line = lx.line;
     lx.expect(b'{')?;
     let mut faces = Vec::new();
@@ -253,10 +298,9 @@ fn parse_brush(lx: &mut Lexer, patches: &mut usize) -> Result<Option<Brush>, Map
                     lx.expect(b'}')?;
                 }
                 "patchDef2" | "patchDef3" | "patchDefWS" | "patchDef3WS" => {
-                    lx.skip_block()?;
-                    *patches += 1;
+                    let patch = lx.patch(line)?;
                     lx.expect(b'}')?;
-                    return Ok(None);
+                    return Ok(Part::Patch(patch));
                 }
                 other => return lx.err(format!("unknown brush type '{other}'")),
             }
@@ -273,7 +317,7 @@ fn parse_brush(lx: &mut Lexer, patches: &mut usize) -> Result<Option<Brush>, Map
             ),
         });
     }
-    Ok(Some(Brush { faces, line }))
+    Ok(Part::Brush(Brush { faces, line }))
 }
 
 /// Faces up to (not including) the closing `}`.
@@ -293,11 +337,7 @@ fn parse_faces(lx: &mut Lexer, faces: &mut Vec<Face>, brush_line: usize) -> Resu
             lx.texture_row()?;
             lx.expect(b')')?;
         }
-        let texture = if lx.peek() == Some(b'"') {
-            lx.quoted()?
-        } else {
-            lx.word()?.to_string()
-        };
+        let texture = lx.texture()?;
         // Texture fields: numbers and Valve 220's bracketed axes.
         loop {
             match lx.peek() {
@@ -340,11 +380,35 @@ mod tests {
     }
 
     #[test]
-    fn patches_are_skipped_and_counted() {
-        let t = "{\n\"classname\" \"worldspawn\"\n{\npatchDef2\n{\nbase/tex\n( 3 3 0 0 0 )\n(\n( ( 0 0 0 0 0 ) ( 1 0 0 0 0 ) ( 2 0 0 0 0 ) )\n)\n}\n}\n}\n";
-        let m = parse(t).unwrap();
-        assert_eq!(m.patches_skipped, 1);
-        assert_eq!(m.entities[0].brushes.len(), 0);
+    fn patches_are_read_with_their_grid() {
+        let rows: String = (0..3)
+            .map(|i| {
+                let pts: String = (0..5)
+                    .map(|j| format!("( {i} {j} {} 0 0 ) ", i * j))
+                    .collect();
+                format!("( {pts})\n")
+            })
+            .collect();
+        for (kw, header) in [
+            ("patchDef2", "( 3 5 0 0 0 )"),
+            ("patchDef3", "( 3 5 4 4 0 0 0 )"),
+        ] {
+            let t = format!(
+                "{{\n\"classname\" \"worldspawn\"\n{{\n{kw}\n{{\nbase/tex\n{header}\n(\n{rows})\n}}\n}}\n}}\n"
+            );
+            let m = parse(&t).unwrap();
+            let p = &m.entities[0].patches[0];
+            assert_eq!((p.width, p.height, p.line), (3, 5, 3));
+            assert_eq!(p.texture, "base/tex");
+            assert_eq!(p.point(2, 4), DVec3::new(2.0, 4.0, 8.0));
+            assert_eq!(m.entities[0].brushes.len(), 0);
+        }
+        // Even sizes and short grids are refused with the patch's line.
+        let bad =
+            "{\n\"classname\" \"worldspawn\"\n{\npatchDef2\n{\nt\n( 4 3 0 0 0 )\n(\n)\n}\n}\n}\n";
+        assert!(matches!(parse(bad), Err(MapError::Syntax { line: 3, .. })));
+        let short = "{\n{\npatchDef2\n{\nt\n( 3 3 0 0 0 )\n(\n( ( 0 0 0 ) ( 1 0 0 ) ( 2 0 0 ) )\n)\n}\n}\n}\n";
+        assert!(parse(short).is_err());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Which brushes collide: the one place that decides solidity.
 
-use super::{Brush, Entity};
+use super::{Brush, Entity, Patch};
 
 /// Entity classes whose brushes are static world geometry.
 pub const WORLD_CLASSES: [&str; 5] = [
@@ -65,6 +65,32 @@ pub fn brush_is_solid(brush: &Brush) -> bool {
 /// The solidity rule: a brush of a world entity class that is solid by its textures.
 pub fn is_world_solid(classname: &str, brush: &Brush) -> bool {
     WORLD_CLASSES.contains(&classname) && brush_is_solid(brush)
+}
+
+/// Quake 3's contents bits that block players: solid and player clip.
+const BSP_SOLID: u32 = 1;
+const BSP_PLAYER_CLIP: u32 = 0x1_0000;
+
+/// Whether a patch is solid: by the contents its compiler recorded (`.bsp`), or by the
+/// same texture rule as brush faces (`.map`: not a tool texture, not a liquid).
+pub fn patch_is_solid(patch: &Patch) -> bool {
+    match patch.contents {
+        Some(c) => c & (BSP_SOLID | BSP_PLAYER_CLIP) != 0,
+        None => !is_tool_texture(&patch.texture) && !is_liquid_texture(&patch.texture),
+    }
+}
+
+/// Whether a solid patch blocks players only (player clip).
+pub fn patch_is_player_clip(patch: &Patch) -> bool {
+    match patch.contents {
+        Some(c) => c & BSP_SOLID == 0 && c & BSP_PLAYER_CLIP != 0,
+        None => is_player_clip_texture(&patch.texture),
+    }
+}
+
+/// The solidity rule for patches: a patch of a world entity class that is solid.
+pub fn is_world_solid_patch(classname: &str, patch: &Patch) -> bool {
+    WORLD_CLASSES.contains(&classname) && patch_is_solid(patch)
 }
 
 /// Removes the entities of TrenchBroom layers marked `_tb_layer_omit_from_export`, and
