@@ -79,6 +79,18 @@ class Map:
         self.entities = []
         self.message = message
 
+    def patch(self, grid, texture="expel/curve"):
+        """A Quake 3 patchDef2: grid[i][j] control points, both sides odd."""
+        w, h = len(grid), len(grid[0])
+        assert w % 2 == 1 and h % 2 == 1 and all(len(r) == h for r in grid)
+        lines = ["patchDef2", "{", texture, "( %d %d 0 0 0 )" % (w, h), "("]
+        for i, row in enumerate(grid):
+            pts = " ".join("( %s %s %s %s %s )" % (fmt(p[0]), fmt(p[1]), fmt(p[2]), fmt(Fraction(i, w - 1)), fmt(Fraction(j, h - 1)))
+                           for j, p in enumerate(row))
+            lines.append("( %s )" % pts)
+        lines += [")", "}"]
+        self.brushes.append(lines)
+
     def brush(self, pts, texture="expel/wall", top=None):
         faces = hull_faces(pts)
         assert len(faces) >= 4, pts
@@ -223,6 +235,32 @@ def terrain():
     m.write("terrain.map")
 
 
+def curves():
+    m = Map("Expel curves: a curved ramp, a humped deck, a curved wall and an arch (Quake 3 patches)")
+    room(m, (-768, -768, 0), (768, 768, 384))
+    # A concave ramp rising along +y from the floor to a 64-unit plateau (slope 0 to 27 degrees).
+    xs = (-640, -576, -512)
+    m.patch([[(x, -256, 0), (x, -128, 0), (x, 0, 64)] for x in xs])
+    m.box((-640, 0, 0), (-512, 128, 64), "expel/floor")
+    # A humped deck in the air: edges at z 96, the middle rising to 128; nothing beneath it.
+    xs, ys = (0, 128, 256), (-512, -384, -256)
+    m.patch([[(x, y, 224 if (x, y) == (128, -384) else 96) for y in ys] for x in xs])
+    # A half-cylinder wall (radius 128 about (384, 256)), floor to z 192.
+    arc = [(512, 256), (512, 384), (384, 384), (256, 384), (256, 256)]
+    m.patch([[(x, y, z) for z in (0, 96, 192)] for (x, y) in arc])
+    # An arch over a passage along y: springs at z 64 from two walls 256 apart, top at z 192.
+    m.box((-400, 256, 0), (-384, 512, 64))
+    m.box((-128, 256, 0), (-112, 512, 64))
+    arch = [(-384, 64), (-384, 192), (-256, 192), (-128, 192), (-128, 64)]
+    m.patch([[(x, y, z) for y in (256, 384, 512)] for (x, z) in arch])
+    # Not solid: a water patch and a trigger-textured patch, skipped.
+    m.patch([[(x, y, 8) for y in (512, 576, 640)] for x in (0, 64, 128)], "expel/water")
+    m.patch([[(x, y, 16) for y in (512, 576, 640)] for x in (256, 320, 384)], "common/trigger")
+    for (x, y, z) in ((-576, -400, 24), (128, -384, 160), (384, 100, 24), (-256, 200, 24), (0, 0, 24)):
+        m.entity("info_player_deathmatch", (x, y, z), angle="90")
+    m.write("curves.map")
+
+
 def stress():
     m = Map("Expel stress: many small and thin brushes")
     room(m, (-640, -640, 0), (640, 640, 256))
@@ -259,3 +297,4 @@ if __name__ == "__main__":
     arena()
     terrain()
     stress()
+    curves()

@@ -186,6 +186,84 @@ fn boxes_never_penetrate_random_brushes() {
     );
 }
 
+/// Random curved patches (gentle to wild, any orientation), alone and among brushes:
+/// boxes, flat boxes and points at any speed never end in nor pass through a sheet, from
+/// either side, and start in one exactly when the oracle says so.
+#[test]
+fn hulls_never_pass_through_random_curved_patches() {
+    let mut rng = ChaCha8Rng::seed_from_u64(21);
+    let mut s = TraceScratch::new();
+    let small = (
+        Hull::aabb(DVec3::splat(-2.0), DVec3::new(3.0, 1.0, 4.0)).unwrap(),
+        OHull::aabb(DVec3::splat(-2.0), DVec3::new(3.0, 1.0, 4.0)),
+    );
+    let (fmin, fmax) = (DVec3::new(-8.0, -6.0, 0.0), DVec3::new(8.0, 6.0, 0.0));
+    let flat = (Hull::aabb(fmin, fmax).unwrap(), OHull::aabb(fmin, fmax));
+    let point = (Hull::point(), OHull::aabb(DVec3::ZERO, DVec3::ZERO));
+    let hulls = [player_box(), small, flat, point];
+    let mut st = Stats {
+        traces: 0,
+        hits: 0,
+        tight: 0,
+    };
+    let mut sheet_hits = 0;
+    for k in 0..40 {
+        let brushes = rng.gen_range(0..4);
+        let mut scene = random_scene(&mut rng, brushes.max(1), 48.0, 24.0);
+        if brushes == 0 {
+            scene.brushes.clear();
+            scene.map.entities[0].brushes.clear();
+        }
+        let bend = [2.0, 16.0, 48.0][k % 3];
+        let patches = (0..rng.gen_range(1..5))
+            .map(|_| {
+                let c = random_point(&mut rng, 32.0);
+                random_patch(&mut rng, c, 96.0, bend)
+            })
+            .collect();
+        let model = scene.with_patches(patches);
+        assert!(model.stats().patches >= 1 && model.stats().patch_polygons >= 1);
+        for _ in 0..150 {
+            let (hull, oh) = &hulls[rng.gen_range(0..hulls.len())];
+            let start = random_point(&mut rng, 80.0);
+            if scene.min_separation(oh, start) < 0.0 && rng.gen_bool(0.9) {
+                continue;
+            }
+            let len = [4.0, 32.0, 128.0, 1e4][rng.gen_range(0..4)];
+            // Half the moves head for the patches, at any speed.
+            let aim = if rng.gen_bool(0.5) {
+                (random_point(&mut rng, 40.0) - start).normalize_or(DVec3::X)
+            } else {
+                unit(&mut rng)
+            };
+            let end = start + aim * rng.gen_range(0.0..len);
+            let o = check_trace(&scene, &model, hull, oh, start, end, &mut s);
+            let t = model.trace(hull, start, end, Contents::ALL, &mut s).sweep;
+            if let Some(h) = t.hit {
+                let sheet = match h.target {
+                    expel_shared::Target::Model(expel_shared::Feature::HullVertex {
+                        polygon,
+                        ..
+                    }) => model.polygons()[polygon as usize].sheet,
+                    _ => false,
+                };
+                sheet_hits += sheet as usize;
+            }
+            st.add(o);
+        }
+    }
+    st.assert_stops_at_the_zone();
+    eprintln!(
+        "{} hits of {} traces, {sheet_hits} on a sheet's face",
+        st.hits, st.traces
+    );
+    assert!(st.hits > 1000, "{} hits of {}", st.hits, st.traces);
+    assert!(
+        sheet_hits > 500,
+        "only {sheet_hits} stops on a sheet's face"
+    );
+}
+
 #[test]
 fn points_never_penetrate_random_brushes() {
     let p = (Hull::point(), OHull::aabb(DVec3::ZERO, DVec3::ZERO));

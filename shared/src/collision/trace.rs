@@ -477,10 +477,11 @@ impl<'a> Query<'a> {
         }
         let n = poly.plane.normal;
         let nd = n.dot(self.dir);
-        // Back-facing or parallel: the face cannot be entered. A solid's edges are then
-        // reached through its other faces; a sheet has none, so moving exactly along it,
-        // its rim is still met edge-on.
-        if nd > 0.0 || (nd == 0.0 && !poly.sheet) {
+        // Back-facing or parallel: the face cannot be entered, and a solid's edges and
+        // corners are then reached through its other faces (a contact normal between two
+        // faces' normals faces the motion only if one of them does). A sheet's rim has a
+        // face on one side only: its edges and corners are met even moving away from it.
+        if nd >= 0.0 && !poly.sheet {
             return;
         }
         if !self.path_reaches(&poly.bounds, best.f) {
@@ -490,8 +491,10 @@ impl<'a> Query<'a> {
         let pd = poly.plane.distance(self.start);
         let (hl, hh) = self.hull.project(n);
         let dmin = pd + hl;
-        if dmin + nd * best.f >= EXPEL || pd + hh < -EXPEL {
-            return; // stays outside the zone, or lies wholly behind the plane
+        // Stays in front outside the zone all along, or wholly behind all along (a sheet
+        // may be approached from behind and passed beyond its rim, or left).
+        if dmin + nd.min(0.0) * best.f >= EXPEL || pd + hh + nd.max(0.0) * best.f < -EXPEL {
+            return;
         }
         // Features are culled against the swept box relative to the start.
         let rel = Aabb {

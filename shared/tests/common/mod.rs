@@ -2,8 +2,8 @@
 //! (it shares no geometry code with it), and random scene generators.
 #![allow(dead_code)]
 
-use expel_shared::map::{Brush, Entity, Face, MapData};
-use expel_shared::Plane;
+use expel_shared::map::{Brush, Entity, Face, MapData, Patch};
+use expel_shared::{CollisionModel, Plane};
 use glam::DVec3;
 use rand::Rng;
 
@@ -202,6 +202,60 @@ pub fn map_brushes(map: &MapData) -> Vec<(OBrush, DVec3, DVec3)> {
         .collect()
 }
 
+/// The oracle's view of a model's patch sheets, one per sheet polygon: a flat convex set
+/// with the polygon's plane as its only face axis and its sides as edge directions (the
+/// separating-axis test of a polygon against a convex hull). Taken from the model's own
+/// tessellation: the oracle checks the traces, the tessellation has tests of its own.
+pub fn model_sheets(model: &CollisionModel) -> Vec<(OBrush, DVec3, DVec3)> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut out = Vec::new();
+    for (i, p) in model.polygons().iter().enumerate() {
+        if !p.sheet || !seen.insert(p.brush) {
+            continue;
+        }
+        let pts: Vec<DVec3> = model.polygon_points(i).collect();
+        let n = (pts[1] - pts[0]).cross(pts[2] - pts[0]).normalize();
+        let edge_dirs = (0..pts.len())
+            .map(|k| (pts[(k + 1) % pts.len()] - pts[k]).normalize())
+            .collect();
+        let lo = pts.iter().fold(DVec3::INFINITY, |a, p| a.min(*p));
+        let hi = pts.iter().fold(DVec3::NEG_INFINITY, |a, p| a.max(*p));
+        out.push((
+            OBrush {
+                planes: vec![(n, n.dot(pts[0]))],
+                pts,
+                edge_dirs,
+            },
+            lo,
+            hi,
+        ));
+    }
+    out
+}
+
+/// A random curved patch near `c`: a `w x h` grid spanning two random directions, its
+/// control points pushed up to `bend` units off the grid.
+pub fn random_patch(rng: &mut impl Rng, c: DVec3, size: f64, bend: f64) -> Patch {
+    let (w, h) = ([3, 5][rng.gen_range(0..2)], [3, 5][rng.gen_range(0..2)]);
+    let du = unit(rng) * size / (w - 1) as f64;
+    let dv = unit(rng) * size / (h - 1) as f64;
+    let points = (0..w * h)
+        .map(|k| {
+            let (i, j) = ((k / h) as f64, (k % h) as f64);
+            let off = unit(rng) * rng.gen_range(0.0..bend);
+            c + du * (i - (w - 1) as f64 / 2.0) + dv * (j - (h - 1) as f64 / 2.0) + off
+        })
+        .collect();
+    Patch {
+        width: w,
+        height: h,
+        points,
+        texture: "curve".into(),
+        contents: None,
+        line: 0,
+    }
+}
+
 /// A scene: brushes for the library and the same brushes for the oracle.
 pub struct Scene {
     pub map: MapData,
@@ -248,6 +302,16 @@ impl Scene {
             .iter()
             .map(|b| separation(h, pos, b))
             .fold(f64::INFINITY, f64::min)
+    }
+
+    /// Adds patches to the map (call before building the model), returning the model with
+    /// its sheets added to the oracle's solids.
+    pub fn with_patches(&mut self, patches: Vec<Patch>) -> CollisionModel {
+        self.map.entities[0].patches.extend(patches);
+        let model = CollisionModel::build(&self.map);
+        self.brushes
+            .extend(model_sheets(&model).into_iter().map(|(b, _, _)| b));
+        model
     }
 
     /// Earliest time the moving hull overlaps any brush deeper than `tol`.
