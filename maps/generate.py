@@ -248,10 +248,11 @@ def curves():
     # A half-cylinder wall (radius 128 about (384, 256)), floor to z 192.
     arc = [(512, 256), (512, 384), (384, 384), (256, 384), (256, 256)]
     m.patch([[(x, y, z) for z in (0, 96, 192)] for (x, y) in arc])
-    # An arch over a passage along y: springs at z 64 from two walls 256 apart, top at z 192.
-    m.box((-400, 256, 0), (-384, 512, 64))
-    m.box((-128, 256, 0), (-112, 512, 64))
-    arch = [(-384, 64), (-384, 192), (-256, 192), (-128, 192), (-128, 64)]
+    # A low arch over a passage along y: springs at z 8 from two kerbs 256 apart, top at
+    # z 88 (room to walk under, not to jump).
+    m.box((-400, 256, 0), (-384, 512, 8))
+    m.box((-128, 256, 0), (-112, 512, 8))
+    arch = [(-384, 8), (-384, 88), (-256, 88), (-128, 88), (-128, 8)]
     m.patch([[(x, y, z) for y in (256, 384, 512)] for (x, z) in arch])
     # Not solid: a water patch and a trigger-textured patch, skipped.
     m.patch([[(x, y, 8) for y in (512, 576, 640)] for x in (0, 64, 128)], "expel/water")

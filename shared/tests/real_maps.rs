@@ -1,6 +1,6 @@
 //! Real maps from `../shared/maps` (skipped when that folder is absent): every file loads,
 //! solid brush counts agree between a map and its compiled `.bsp`, spawn points are free,
-//! and random traces from the spawn points never end in solid by the oracle.
+//! and random traces from the spawn points never end in solid nor pass a patch by the oracle.
 
 mod common;
 
@@ -129,7 +129,9 @@ fn spawn_points_are_free_and_traces_from_them_never_end_in_solid() {
     for p in map_files() {
         let map = load(&p);
         let model = CollisionModel::build(&map);
-        let brushes = map_brushes(&map);
+        // Solids and patch sheets alike (the sheets exact per polygon of the model).
+        let mut brushes = map_brushes(&map);
+        brushes.extend(model_sheets(&model));
         let spawns = map.spawn_points();
         assert!(!spawns.is_empty(), "{}: no spawn points", p.display());
         let mut box_walks = 0;
@@ -163,6 +165,18 @@ fn spawn_points_are_free_and_traces_from_them_never_end_in_solid() {
                         p.display(),
                         -sep
                     );
+                    // Nothing crossed on the way, not even a sheet thinner than any box.
+                    let (lo, hi) = (pos.min(t.end), pos.max(t.end));
+                    for (b, blo, bhi) in &brushes {
+                        let reach = DVec3::splat(64.0);
+                        if (lo - reach).cmple(*bhi).all() && (hi + reach).cmpge(*blo).all() {
+                            assert!(
+                                overlap_interval(oh, pos, t.end - pos, b, 1e-6).is_none(),
+                                "{}: trace {pos:?} -> {end:?} passes through solid or a patch",
+                                p.display()
+                            );
+                        }
+                    }
                     pos = t.end;
                 }
             }

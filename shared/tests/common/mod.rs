@@ -413,3 +413,73 @@ pub fn brush(min: DVec3, max: DVec3) -> String {
     .fold(String::from("{\n"), |s, l| s + l + "\n")
         + "}\n"
 }
+
+/// A patch surface for [`ibsp_file`]: its shader and the contents flags the compiler gave
+/// it.
+pub struct BspPatch<'a> {
+    pub patch: &'a Patch,
+    pub shader: &'a str,
+    pub contents: i32,
+}
+
+/// An IBSP v46 file written the way q3map2 lays it out: the world model's brushes (one
+/// shader, solid) from their planes, and its patch surfaces as control grids of drawn
+/// vertices (width varying fastest).
+pub fn ibsp_file(brushes: &[Vec<(DVec3, f64)>], patches: &[BspPatch]) -> Vec<u8> {
+    let le = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let f32s =
+        |v: &[f64]| -> Vec<u8> { v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect() };
+    let shader = |name: &str, contents: i32| {
+        let mut s = vec![0u8; 72];
+        s[..name.len()].copy_from_slice(name.as_bytes());
+        s[68..72].copy_from_slice(&contents.to_le_bytes());
+        s
+    };
+    let mut lumps: Vec<Vec<u8>> = vec![Vec::new(); 17];
+    lumps[0] = b"{\n\"classname\" \"worldspawn\"\n}\n\0".to_vec();
+    lumps[1] = shader("textures/base/wall", 1);
+    let (mut planes, mut sides, mut brush_recs) = (Vec::new(), Vec::new(), Vec::new());
+    for b in brushes {
+        brush_recs.extend(le(&[(sides.len() / 8) as i32, b.len() as i32, 0]));
+        for (n, d) in b {
+            sides.extend(le(&[(planes.len() / 16) as i32, 0]));
+            planes.extend(f32s(&[n.x, n.y, n.z, *d]));
+        }
+    }
+    let (mut surfaces, mut verts) = (Vec::new(), Vec::new());
+    for (k, bp) in patches.iter().enumerate() {
+        lumps[1].extend(shader(bp.shader, bp.contents));
+        let p = bp.patch;
+        let first = (verts.len() / 44) as i32;
+        for j in 0..p.height {
+            for i in 0..p.width {
+                let q = p.point(i, j);
+                verts.extend(f32s(&[q.x, q.y, q.z]));
+                verts.extend(vec![0u8; 32]);
+            }
+        }
+        let mut s = le(&[k as i32 + 1, -1, 2, first, (p.width * p.height) as i32]);
+        s.extend(vec![0u8; 96 - s.len()]);
+        s.extend(le(&[p.width as i32, p.height as i32]));
+        surfaces.extend(s);
+    }
+    lumps[2] = planes;
+    let mut model = f32s(&[-4096.0, -4096.0, -4096.0, 4096.0, 4096.0, 4096.0]);
+    model.extend(le(&[0, patches.len() as i32, 0, brushes.len() as i32]));
+    lumps[7] = model;
+    lumps[8] = brush_recs;
+    lumps[9] = sides;
+    lumps[10] = verts;
+    lumps[13] = surfaces;
+    let mut out = b"IBSP".to_vec();
+    out.extend_from_slice(&46i32.to_le_bytes());
+    let mut off = 8 + 17 * 8;
+    for l in &lumps {
+        out.extend(le(&[off as i32, l.len() as i32]));
+        off += l.len();
+    }
+    for l in &lumps {
+        out.extend_from_slice(l);
+    }
+    out
+}
