@@ -35,6 +35,7 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 }
 
 const ARENA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/maps/arena.map");
+const CURVES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/maps/curves.map");
 
 #[test]
 fn map_info_prints_one_json_object_and_caches_the_model() {
@@ -52,11 +53,24 @@ fn map_info_prints_one_json_object_and_caches_the_model() {
         "internal_edges",
         "vertices",
         "broad_phase_nodes",
+        "patches",
+        "patch_polygons",
         "patches_skipped",
+        "patch_deviation",
         "build_ms",
     ] {
         assert!(v[key].is_number(), "{key} missing in {out}");
     }
+    // Curved patches: collided ones counted apart from the non-solid ones skipped.
+    let (out, err, ok) = expel(&["map", "info", CURVES], "", &cache);
+    assert!(ok, "{err}");
+    let c: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (c["patches"].as_u64(), c["patches_skipped"].as_u64()),
+        (Some(4), Some(2))
+    );
+    assert!(c["patch_polygons"].as_u64().unwrap() > 100);
+    assert!(c["patch_deviation"].as_f64().unwrap() <= 0.5);
     assert!(v["bounds"]["mins"].is_array() && v["bounds"]["maxs"].is_array());
     assert_eq!(v["cached"], false);
     assert!(v["solid_brushes"].as_u64().unwrap() <= v["brushes"].as_u64().unwrap());

@@ -91,9 +91,9 @@ pub fn evaluate(p: &Patch, u: f64, v: f64) -> DVec3 {
 /// Bounds on the second derivatives of a piece: `(A_uu, A_uv, A_vv)`.
 fn curvature(c: &[[DVec3; 3]; 3]) -> (f64, f64, f64) {
     let (mut uu, mut uv, mut vv) = (0.0f64, 0.0f64, 0.0f64);
-    for k in 0..3 {
+    for (k, row) in c.iter().enumerate() {
         uu = uu.max(2.0 * (c[0][k] - c[1][k] * 2.0 + c[2][k]).length());
-        vv = vv.max(2.0 * (c[k][0] - c[k][1] * 2.0 + c[k][2]).length());
+        vv = vv.max(2.0 * (row[0] - row[1] * 2.0 + row[2]).length());
     }
     for a in 0..2 {
         for b in 0..2 {
