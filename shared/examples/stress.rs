@@ -15,7 +15,8 @@ fn main() {
         .unwrap_or(100000);
     let map = MapData::parse_any(&std::fs::read(&path).unwrap()).unwrap();
     let model = CollisionModel::build(&map);
-    let brushes = map_brushes(&map);
+    let mut brushes = map_brushes(&map);
+    brushes.extend(model_sheets(&model));
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(
         std::env::args()
             .nth(3)

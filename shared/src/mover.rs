@@ -7,7 +7,7 @@
 
 use crate::collision::{hull::Hull, CollisionModel, Contents, Sweep, Target, TraceScratch};
 use crate::geom::{axis_angle, radians, Aabb, Plane, MAX_COORD};
-use crate::map::{solidity, Brush, Entity, Face, MapData, MapWarning};
+use crate::map::{solidity, Brush, Entity, Face, MapData, MapWarning, Patch};
 use glam::{DQuat, DVec3};
 use serde::{Deserialize, Serialize};
 
@@ -306,7 +306,16 @@ impl Mover {
             entities: vec![Entity {
                 properties: vec![("classname".into(), "worldspawn".into())],
                 brushes: local,
-                patches: Vec::new(),
+                // Solid curved patches ride along, moved the same way.
+                patches: e
+                    .patches
+                    .iter()
+                    .filter(|p| solidity::patch_is_solid(p))
+                    .map(|p| Patch {
+                        points: p.points.iter().map(|q| *q - pivot).collect(),
+                        ..p.clone()
+                    })
+                    .collect(),
                 line: e.line,
             }],
             ..Default::default()

@@ -21,7 +21,7 @@ const PLAYERS: usize = 50;
 /// Overlap the oracle tolerates (rounding).
 const TOL: f64 = 1e-6;
 
-/// The oracle's brushes with a uniform grid over their bounds.
+/// The oracle's brushes and patch sheets with a uniform grid over their bounds.
 struct Oracle {
     brushes: Vec<(OBrush, DVec3, DVec3)>,
     grid: HashMap<(i32, i32, i32), Vec<usize>>,
@@ -30,8 +30,9 @@ struct Oracle {
 const CELL: f64 = 128.0;
 
 impl Oracle {
-    fn new(map: &MapData) -> Oracle {
-        let brushes = map_brushes(map);
+    fn new(map: &MapData, model: &CollisionModel) -> Oracle {
+        let mut brushes = map_brushes(map);
+        brushes.extend(model_sheets(model));
         let mut grid: HashMap<(i32, i32, i32), Vec<usize>> = HashMap::new();
         for (i, (_, lo, hi)) in brushes.iter().enumerate() {
             let (a, b) = ((*lo / CELL).floor(), (*hi / CELL).floor());
@@ -131,7 +132,7 @@ fn random_command(rng: &mut ChaCha8Rng, prev: &MoveCommand) -> MoveCommand {
 fn run_map(path: &std::path::Path) {
     let map = MapData::parse_any(&std::fs::read(path).unwrap()).unwrap();
     let model = CollisionModel::build(&map);
-    let oracle = Oracle::new(&map);
+    let oracle = Oracle::new(&map, &model);
     let mv = Movement::default();
     let (stand, crouch) = (mv.stand().clone(), mv.crouch().clone());
     let ohull = |h: &Hull| {
@@ -204,6 +205,7 @@ fn maps() -> Vec<PathBuf> {
         root.join("maps/arena.map"),
         root.join("maps/terrain.map"),
         root.join("maps/stress.map"),
+        root.join("maps/curves.map"),
     ];
     let real = root.join("../shared/maps");
     if let Ok(rd) = std::fs::read_dir(&real) {
