@@ -429,3 +429,36 @@ fn bsp_patch_surfaces_collide_exactly_like_their_map_source() {
         "{e}"
     );
 }
+
+/// A hostile patch (the largest grid, control points thrown across the map) builds within
+/// the triangle budget, quickly, and says how far its polygons may stray from the surface.
+#[test]
+fn a_wild_patch_is_cut_within_the_budget_and_reports_its_deviation() {
+    let mut rng = ChaCha8Rng::seed_from_u64(8);
+    let n = expel_shared::map::MAX_PATCH_GRID;
+    let wild = Patch {
+        width: n,
+        height: n,
+        points: (0..n * n)
+            .map(|_| {
+                DVec3::new(
+                    rng.gen_range(-1e5..1e5),
+                    rng.gen_range(-1e5..1e5),
+                    rng.gen_range(-1e5..1e5),
+                )
+            })
+            .collect(),
+        texture: "wild".into(),
+        contents: None,
+        line: 7,
+    };
+    let mut map = curves().map.clone();
+    map.entities[0].patches.push(wild);
+    let t = std::time::Instant::now();
+    let model = CollisionModel::build(&map);
+    let st = model.stats();
+    assert_eq!(st.patches, 5);
+    assert!(st.patch_polygons <= expel_shared::collision::patch::MAX_PATCH_TRIANGLES + 2000);
+    assert!(st.patch_deviation > PATCH_TOLERANCE, "{}", st.patch_deviation);
+    assert!(t.elapsed().as_secs() < 60, "took {:?}", t.elapsed());
+}
