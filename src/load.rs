@@ -58,6 +58,7 @@ impl Loaded {
             "patches_skipped": s.patches_skipped,
             "patch_deviation": s.patch_deviation,
             "spawn_points": self.map.spawn_points().len(),
+            "warnings": self.map.warnings.len(),
             "bounds": bounds,
             "build_ms": self.build_ms,
             "cached": self.cached,
@@ -89,6 +90,9 @@ pub fn load_model(path: Option<&Path>) -> Result<Loaded> {
     };
     let t0 = Instant::now();
     let map = MapData::parse_any(&bytes).with_context(|| format!("loading map {name}"))?;
+    for w in &map.warnings {
+        tracing::warn!(map = %name, "{w}");
+    }
     // The cache is keyed by the map's bytes; the file repeats that hash inside, so a
     // cache copied under another map's key is refused too.
     let source: [u8; 32] = *blake3::hash(&bytes).as_bytes();

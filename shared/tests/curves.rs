@@ -459,6 +459,10 @@ fn a_wild_patch_is_cut_within_the_budget_and_reports_its_deviation() {
     let st = model.stats();
     assert_eq!(st.patches, 5);
     assert!(st.patch_polygons <= expel_shared::collision::patch::MAX_PATCH_TRIANGLES + 2000);
-    assert!(st.patch_deviation > PATCH_TOLERANCE, "{}", st.patch_deviation);
+    assert!(
+        st.patch_deviation > PATCH_TOLERANCE,
+        "{}",
+        st.patch_deviation
+    );
     assert!(t.elapsed().as_secs() < 60, "took {:?}", t.elapsed());
 }

@@ -1,7 +1,10 @@
 //! Map readers: layers, dialect details, and robustness against malformed input.
 
+mod common;
+
 use expel_shared::map::MapData;
-use expel_shared::{CollisionModel, MapError};
+use expel_shared::{CollisionModel, Contents, Hull, MapError, TraceScratch};
+use glam::DVec3;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -134,4 +137,130 @@ fn corrupt_bsp_is_an_error() {
             }
         }
     }
+}
+
+/// A box 64 units across about the origin, as Doom 3 writes it (`brushDef3` planes with
+/// outward normals), with a patch beside it (quoted material) and a `patchDef3`.
+const DOOM3: &str = r#"Version 2
+// entity 0
+{
+"classname" "worldspawn"
+// primitive 0
+{
+ brushDef3
+ {
+  ( 0 0 -1 -32 ) ( ( 0.03125 0 0 ) ( 0 0.03125 0 ) ) "textures/base_wall/a" 0 0 0
+  ( 0 0 1 -32 ) ( ( 0.03125 0 0 ) ( 0 0.03125 0 ) ) "textures/base_wall/a" 0 0 0
+  ( 0 -1 0 -32 ) ( ( 0.03125 0 0 ) ( 0 0.03125 0 ) ) "textures/base_wall/a" 0 0 0
+  ( 2 0 0 -64 ) ( ( 0.03125 0 0 ) ( 0 0.03125 0 ) ) "textures/base_wall/a" 0 0 0
+  ( 0 1 0 -32 ) ( ( 0.03125 0 0 ) ( 0 0.03125 0 ) ) "textures/base_wall/a" 0 0 0
+  ( -1 0 0 -32 ) ( ( 0.03125 0 0 ) ( 0 0.03125 0 ) ) "textures/base_wall/a" 0 0 0
+ }
+}
+// primitive 1
+{
+ patchDef2
+ {
+  "textures/base_floor/b"
+  ( 3 3 0 0 0 )
+  (
+   ( ( 64 -32 0 0 0 ) ( 64 0 16 0 0.5 ) ( 64 32 0 0 1 ) )
+   ( ( 96 -32 0 0.5 0 ) ( 96 0 16 0.5 0.5 ) ( 96 32 0 0.5 1 ) )
+   ( ( 128 -32 0 1 0 ) ( 128 0 16 1 0.5 ) ( 128 32 0 1 1 ) )
+  )
+ }
+}
+// primitive 2
+{
+ patchDef3
+ {
+  "textures/common/trigger"
+  ( 3 3 4 4 0 0 0 )
+  (
+   ( ( 64 64 0 0 0 ) ( 64 96 0 0 0.5 ) ( 64 128 0 0 1 ) )
+   ( ( 96 64 0 0.5 0 ) ( 96 96 0 0.5 0.5 ) ( 96 128 0 0.5 1 ) )
+   ( ( 128 64 0 1 0 ) ( 128 96 0 1 0.5 ) ( 128 128 0 1 1 ) )
+  )
+ }
+}
+}
+"#;
+
+#[test]
+fn doom3_maps_read_with_planes_materials_and_patches() {
+    let m = MapData::parse_map(DOOM3).unwrap();
+    assert!(m.warnings.is_empty(), "{:?}", m.warnings);
+    let model = CollisionModel::build(&m);
+    let st = model.stats();
+    assert_eq!(
+        (st.solid_brushes, st.patches, st.patches_skipped),
+        (1, 1, 1)
+    );
+    // The same box written in the Quake format gives the same planes and the same traces.
+    let quake = MapData::parse_map(&format!(
+        "{{\n\"classname\" \"worldspawn\"\n{}}}\n",
+        common::brush(DVec3::splat(-32.0), DVec3::splat(32.0))
+    ))
+    .unwrap();
+    let q = CollisionModel::build(&quake);
+    let mut s = TraceScratch::new();
+    let hull = Hull::aabb(DVec3::splat(-4.0), DVec3::splat(4.0)).unwrap();
+    for (from, to) in [
+        (DVec3::new(-100.0, 0.0, 0.0), DVec3::new(0.0, 0.0, 0.0)),
+        (DVec3::new(0.0, 0.0, 100.0), DVec3::new(10.0, 5.0, 0.0)),
+        (DVec3::new(0.0, -90.0, 3.0), DVec3::new(0.0, 90.0, 3.0)),
+    ] {
+        let a = model.trace(&hull, from, to, Contents::ALL, &mut s).sweep;
+        let b = q.trace(&hull, from, to, Contents::ALL, &mut s).sweep;
+        assert_eq!((a.fraction, a.normal()), (b.fraction, b.normal()));
+        assert!(a.fraction < 1.0);
+    }
+    // The curved floor beside it collides; the trigger patch does not.
+    let down = model.trace(
+        &hull,
+        DVec3::new(96.0, 0.0, 60.0),
+        DVec3::new(96.0, 0.0, -60.0),
+        Contents::ALL,
+        &mut s,
+    );
+    assert!(
+        (down.sweep.end.z - (8.0 + 4.0)).abs() < 0.6,
+        "{:?}",
+        down.sweep.end
+    );
+    let through = model.trace(
+        &hull,
+        DVec3::new(96.0, 96.0, 60.0),
+        DVec3::new(96.0, 96.0, -60.0),
+        Contents::ALL,
+        &mut s,
+    );
+    assert_eq!(through.sweep.fraction, 1.0);
+}
+
+#[test]
+fn forgivable_faults_are_warnings_naming_their_line() {
+    // Line 5: collinear points; line 7 repeats line 6's plane; the brush keeps six faces.
+    let brush = common::brush(DVec3::splat(-32.0), DVec3::splat(32.0));
+    let faces: Vec<&str> = brush.lines().filter(|l| l.starts_with('(')).collect();
+    let (first, box_faces) = (faces[0], faces.join("\n"));
+    let text = format!(
+        "; written by QuArK\n{{\n\"classname\" \"worldspawn\"\n{{\n\
+         ( 0 0 0 ) ( 1 1 1 ) ( 2 2 2 ) t 0 0 0 1 1\n{first}\n{box_faces}\n}}\n}}\n"
+    );
+    let m = MapData::parse_map(&text).unwrap();
+    let lines: Vec<usize> = m.warnings.iter().map(|w| w.line).collect();
+    assert_eq!(lines, vec![5, 7], "{:?}", m.warnings);
+    assert!(m.warnings[0].message.contains("collinear"));
+    assert!(m.warnings[1].message.contains("repeats"));
+    assert_eq!(m.entities[0].brushes[0].faces.len(), 6);
+    assert_eq!(CollisionModel::build(&m).stats().solid_brushes, 1);
+
+    // Loose brushes (an editor's clipboard): world geometry, with a warning.
+    let loose = format!("// clipboard\n{brush}");
+    let m = MapData::parse_map(&loose).unwrap();
+    assert_eq!(m.warnings.len(), 1);
+    assert!(m.warnings[0].message.contains("outside any entity"));
+    assert_eq!(m.entities[0].classname(), "worldspawn");
+    assert_eq!(CollisionModel::build(&m).stats().solid_brushes, 1);
 }

@@ -177,6 +177,8 @@ pub struct MapData {
     pub entities: Vec<Entity>,
     /// Entities dropped because their TrenchBroom layer is omitted from export.
     pub omitted_entities: usize,
+    /// What the reader forgave (dropped faces, loose brushes), each naming its line.
+    pub warnings: Vec<MapWarning>,
 }
 
 impl MapData {

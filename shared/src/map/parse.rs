@@ -1,12 +1,16 @@
-//! Reader for `.map` text: Quake standard, Valve 220, Quake 3 legacy (trailing flags) and
-//! Quake 3 brush primitives (`brushDef`), and Quake 3 curved patches (`patchDef2`,
-//! `patchDef3`).
+//! Reader for `.map` text: Quake standard, Valve 220, Quake 3 legacy (trailing flags),
+//! Quake 3 brush primitives (`brushDef`), curved patches (`patchDef2`, `patchDef3`), and the
+//! Doom 3 family (a `Version` header, `brushDef3` planes, quoted material names).
+//!
+//! Forgiving where editors and compilers are: a face whose points are collinear, or that
+//! repeats a plane of its brush, is dropped with a warning naming its line; `;` lines are
+//! comments (QuArK); brushes outside any entity join the world with a warning.
 //!
 //! All dialects share one face grammar: three points, an optional brush-primitive texture
 //! matrix, a raw texture token (names like `{trigger` and `*04water1` exist), then texture
 //! fields (numbers, Valve's `[ ... ]` axes, Quake 3's trailing flags) up to the next face.
 
-use super::{Brush, Entity, Face, MapData, MapError, Patch, MAX_BRUSH_FACES};
+use super::{Brush, Entity, Face, MapData, MapError, MapWarning, Patch, MAX_BRUSH_FACES};
 use crate::geom::{Plane, MAX_COORD};
 use glam::DVec3;
 
@@ -14,6 +18,7 @@ struct Lexer<'a> {
     src: &'a [u8],
     pos: usize,
     line: usize,
+    warnings: Vec<MapWarning>,
 }
 
 impl<'a> Lexer<'a> {
@@ -24,7 +29,21 @@ impl<'a> Lexer<'a> {
         })
     }
 
-    /// Skips white space and `//` comments; returns the next byte without consuming it.
+    fn warn(&mut self, line: usize, message: String) {
+        self.warnings.push(MapWarning { line, message });
+    }
+
+    /// Whether only white space precedes `pos` on its line.
+    fn at_line_start(&self) -> bool {
+        self.src[..self.pos]
+            .iter()
+            .rev()
+            .take_while(|&&b| b != b'\n')
+            .all(|b| b.is_ascii_whitespace())
+    }
+
+    /// Skips white space, `//` comments and `;` comment lines; returns the next byte
+    /// without consuming it.
     fn peek(&mut self) -> Option<u8> {
         loop {
             let c = *self.src.get(self.pos)?;
@@ -33,7 +52,9 @@ impl<'a> Lexer<'a> {
                 self.pos += 1;
             } else if c.is_ascii_whitespace() {
                 self.pos += 1;
-            } else if c == b'/' && self.src.get(self.pos + 1) == Some(&b'/') {
+            } else if (c == b'/' && self.src.get(self.pos + 1) == Some(&b'/'))
+                || (c == b';' && self.at_line_start())
+            {
                 while let Some(&c) = self.src.get(self.pos) {
                     if c == b'\n' {
                         break;
@@ -230,11 +251,35 @@ pub(super) fn parse(text: &str) -> Result<MapData, MapError> {
         src: text.as_bytes(),
         pos: 0,
         line: 1,
+        warnings: Vec::new(),
     };
     let mut map = MapData::default();
+    // Doom 3 family: `Version 2` (Doom 3) or `Version 3` (Quake 4) before the entities.
+    if lx.peek() == Some(b'V') && lx.word_preview(b'V') == "Version" {
+        lx.word()?;
+        lx.number()?;
+    }
+    // Brushes and patches outside any entity (editor clipboard files).
+    let mut loose = Entity {
+        properties: vec![("classname".into(), "worldspawn".into())],
+        ..Default::default()
+    };
     while lx.peek().is_some() {
         let line = lx.line;
+        let (pos, at_line) = (lx.pos, lx.line);
         lx.expect(b'{')?;
+        if !matches!(lx.peek(), Some(b'"') | Some(b'{') | Some(b'}') | None) {
+            (lx.pos, lx.line) = (pos, at_line);
+            match parse_brush(&mut lx)? {
+                Part::Brush(b) => loose.brushes.push(b),
+                Part::Patch(p) => loose.patches.push(p),
+            }
+            lx.warn(
+                line,
+                format!("line {line}: brush outside any entity; treated as world geometry"),
+            );
+            continue;
+        }
         let mut ent = Entity {
             line,
             ..Default::default()
@@ -271,6 +316,21 @@ pub(super) fn parse(text: &str) -> Result<MapData, MapError> {
         }
         map.entities.push(ent);
     }
+    if !loose.brushes.is_empty() || !loose.patches.is_empty() {
+        // Into the map's world if it has one, else as the world.
+        match map
+            .entities
+            .iter_mut()
+            .find(|e| e.classname() == "worldspawn")
+        {
+            Some(w) => {
+                w.brushes.append(&mut loose.brushes);
+                w.patches.append(&mut loose.patches);
+            }
+            None => map.entities.insert(0, loose),
+        }
+    }
+    map.warnings = lx.warnings;
     Ok(map)
 }
 
@@ -295,6 +355,11 @@ fn parse_brush(lx: &mut Lexer) -> Result<Part, MapError> {
                 "brushDef" => {
                     lx.expect(b'{')?;
                     parse_faces(lx, &mut faces, line)?;
+                    lx.expect(b'}')?;
+                }
+                "brushDef3" => {
+                    lx.expect(b'{')?;
+                    parse_plane_faces(lx, &mut faces)?;
                     lx.expect(b'}')?;
                 }
                 "patchDef2" | "patchDef3" | "patchDefWS" | "patchDef3WS" => {
@@ -348,11 +413,71 @@ fn parse_faces(lx: &mut Lexer, faces: &mut Vec<Face>, brush_line: usize) -> Resu
                 }
             }
         }
-        let plane = Plane::from_points(p1, p2, p3).ok_or(MapError::Syntax {
+        match Plane::from_points(p1, p2, p3) {
+            Some(plane) => push_face(lx, faces, Face { plane, texture }, line),
+            None => lx.warn(
+                line,
+                format!("line {line}: face points are collinear; face dropped"),
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// Adds a face unless its brush already has that plane (then it is dropped with a
+/// warning: the brush is the same without it).
+fn push_face(lx: &mut Lexer, faces: &mut Vec<Face>, face: Face, line: usize) {
+    if faces
+        .iter()
+        .any(|f| f.plane.same_as(&face.plane, 1e-9, 1e-6))
+    {
+        lx.warn(
             line,
-            message: "face points are collinear".into(),
-        })?;
-        faces.push(Face { plane, texture });
+            format!("line {line}: face repeats a plane of its brush; face dropped"),
+        );
+    } else {
+        faces.push(face);
+    }
+}
+
+/// Doom 3 `brushDef3` faces up to the closing `}`: `( a b c d )`, the plane
+/// `a·x + b·y + c·z + d = 0` with its normal out of the brush, a texture matrix
+/// `( ( .. ) ( .. ) )`, a material, and trailing numbers.
+fn parse_plane_faces(lx: &mut Lexer, faces: &mut Vec<Face>) -> Result<(), MapError> {
+    while lx.peek() == Some(b'(') {
+        let line = lx.line;
+        let v = lx.numbers(4, "brushDef3 plane")?;
+        if v.len() != 4 {
+            return lx.err(format!("brushDef3 plane needs a b c d, found {v:?}"));
+        }
+        lx.expect(b'(')?;
+        lx.texture_row()?;
+        lx.texture_row()?;
+        lx.expect(b')')?;
+        let texture = lx.texture()?;
+        while !matches!(lx.peek(), Some(b'(') | Some(b'}') | None) {
+            lx.number()?;
+        }
+        let n = DVec3::new(v[0], v[1], v[2]);
+        let len = n.length();
+        if len <= 1e-9 || !len.is_finite() {
+            lx.warn(
+                line,
+                format!("line {line}: plane normal is zero or not finite; face dropped"),
+            );
+            continue;
+        }
+        let dist = -v[3] / len;
+        if dist.abs() > MAX_COORD {
+            return lx.err(format!(
+                "plane distance {dist} is outside the supported coordinates (±{MAX_COORD})"
+            ));
+        }
+        let plane = Plane {
+            normal: n / len,
+            dist,
+        };
+        push_face(lx, faces, Face { plane, texture }, line);
     }
     Ok(())
 }
@@ -425,9 +550,9 @@ mod tests {
             parse("{\n\"a\" \"b\"\n"),
             Err(MapError::Syntax { line: 1, .. })
         ));
-        assert!(matches!(
-            parse("{\n{\n( 0 0 0 ) ( 0 0 0 ) ( 1 0 0 ) t\n}\n}"),
-            Err(MapError::Syntax { line: 3, .. })
-        ));
+        // A face of collinear points is forgiven: dropped, with a warning naming its line.
+        let m = parse("{\n{\n( 0 0 0 ) ( 0 0 0 ) ( 1 0 0 ) t\n}\n}").unwrap();
+        assert_eq!(m.warnings[0].line, 3);
+        assert!(m.entities[0].brushes[0].faces.is_empty());
     }
 }

@@ -11,7 +11,14 @@ pub const WORLD_CLASSES: [&str; 5] = [
     "func_wall",
 ];
 
-const TOOL_TEXTURES: [&str; 11] = [
+const TOOL_TEXTURES: [&str; 17] = [
+    // Doom 3 family: clips for monsters, moveables and IK only, portals, shadow casters.
+    "monster_clip",
+    "moveable_clip",
+    "ik_clip",
+    "visportal",
+    "shadow",
+    "shadow2",
     "trigger",
     "hint",
     "hintskip",
@@ -51,7 +58,10 @@ pub fn is_liquid_texture(texture: &str) -> bool {
 
 /// Player clip textures: solid for players only.
 pub fn is_player_clip_texture(texture: &str) -> bool {
-    matches!(base_name(texture).as_str(), "clip" | "playerclip")
+    matches!(
+        base_name(texture).as_str(),
+        "clip" | "playerclip" | "player_clip"
+    )
 }
 
 /// Whether a brush is solid by its textures alone (independent of its entity): not when
@@ -179,6 +189,9 @@ mod tests {
         assert!(brush_is_solid(&brush(&["common/clip"])));
         assert!(brush_is_solid(&brush(&["common/caulk", "common/nodraw"])));
         assert!(brush_is_solid(&brush(&["sky1"])));
+        assert!(!brush_is_solid(&brush(&["textures/common/monster_clip"])));
+        assert!(!brush_is_solid(&brush(&["textures/editor/visportal"])));
+        assert!(is_player_clip_texture("textures/common/player_clip"));
         assert!(is_world_solid("func_detail_wall", &brush(&["stone"])));
         assert!(!is_world_solid("func_door", &brush(&["stone"])));
     }
