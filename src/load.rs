@@ -108,7 +108,17 @@ pub fn load_model(path: Option<&Path>) -> Result<Loaded> {
     let cached_model = cache_file.as_ref().and_then(|f| {
         let data = std::fs::read(f).ok()?;
         match CollisionModel::from_cache_bytes(&data, &source) {
-            Ok(m) => Some(m),
+            Ok(m) => {
+                // A hit counts as a use: eviction goes by modification time.
+                let used = std::fs::File::options()
+                    .append(true)
+                    .open(f)
+                    .and_then(|h| h.set_modified(std::time::SystemTime::now()));
+                if let Err(e) = used {
+                    tracing::debug!(file = %f.display(), error = %e, "could not mark cache use");
+                }
+                Some(m)
+            }
             Err(e) => {
                 tracing::warn!(file = %f.display(), error = %e, "model cache refused; rebuilding");
                 None
@@ -124,6 +134,7 @@ pub fn load_model(path: Option<&Path>) -> Result<Loaded> {
                 if let Err(e) = write_cache(f, &m.to_cache_bytes(&source)) {
                     tracing::warn!(file = %f.display(), error = %e, "could not write model cache");
                 }
+                evict(f, cache_max_bytes());
             }
             m
         }
@@ -138,6 +149,61 @@ pub fn load_model(path: Option<&Path>) -> Result<Loaded> {
         build_ms,
         cached,
     })
+}
+
+/// Default bound on the model cache (MB), overridden by `EXPEL_CACHE_MAX_MB`.
+const CACHE_MAX_MB: f64 = 512.0;
+
+fn cache_max_bytes() -> u64 {
+    let mb = match std::env::var("EXPEL_CACHE_MAX_MB") {
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(mb) if mb.is_finite() && mb >= 0.0 => mb,
+            _ => {
+                tracing::warn!(value = %v, "EXPEL_CACHE_MAX_MB is not a size in MB; using {CACHE_MAX_MB}");
+                CACHE_MAX_MB
+            }
+        },
+        Err(_) => CACHE_MAX_MB,
+    };
+    (mb * 1024.0 * 1024.0) as u64
+}
+
+/// Deletes the least recently used compiled models beside `keep` (never `keep` itself)
+/// until the cache holds at most `max` bytes.
+fn evict(keep: &Path, max: u64) {
+    let Some(dir) = keep.parent() else { return };
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut files: Vec<(std::time::SystemTime, u64, PathBuf)> = rd
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let path = e.path();
+            if path.extension()? != "model" {
+                return None;
+            }
+            let meta = e.metadata().ok()?;
+            Some((meta.modified().ok()?, meta.len(), path))
+        })
+        .collect();
+    let mut total: u64 = files.iter().map(|f| f.1).sum();
+    // Oldest first; the path breaks ties so the order never depends on the listing.
+    files.sort();
+    for (_, len, path) in files {
+        if total <= max {
+            break;
+        }
+        if path == keep {
+            continue;
+        }
+        match std::fs::remove_file(&path) {
+            Ok(()) => {
+                total -= len;
+                tracing::info!(file = %path.display(), bytes = len, "evicted from the model cache");
+            }
+            Err(e) => tracing::warn!(file = %path.display(), error = %e, "could not evict"),
+        }
+    }
 }
 
 fn write_cache(file: &Path, bytes: &[u8]) -> Result<()> {

@@ -694,3 +694,78 @@ fn validate_refuses_bad_values_and_huge_lines_without_a_panic() {
         assert_eq!(l["origin"], v[0]["origin"], "the player stays put");
     }
 }
+
+/// The model cache stays within `EXPEL_CACHE_MAX_MB`, evicting the least recently used
+/// model (a cache hit counts as a use) and never the one just built.
+#[test]
+fn the_model_cache_is_bounded_and_evicts_the_least_recently_used() {
+    let cache = temp_dir("lru");
+    let root = env!("CARGO_MANIFEST_DIR");
+    let info = |map: &str, max_mb: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_expel"))
+            .args(["map", "info", &format!("{root}/maps/{map}")])
+            .env("EXPEL_CACHE_DIR", &cache)
+            .env("EXPEL_CACHE_MAX_MB", max_mb)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["cached"].as_bool().unwrap()
+    };
+    let files = || -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = std::fs::read_dir(&cache)
+            .unwrap()
+            .map(|e| e.unwrap())
+            .map(|e| {
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    e.metadata().unwrap().len(),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(!info("arena.map", "512"));
+    let arena = files();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(!info("terrain.map", "512"));
+    let terrain: u64 = files().iter().map(|f| f.1).sum::<u64>() - arena[0].1;
+    // A hit on the arena makes the terrain the least recently used...
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert!(info("arena.map", "512"));
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    // ...so a bound that holds the arena and the curves but not all three evicts the
+    // terrain, not the arena.
+    let curves = {
+        let out = Command::new(env!("CARGO_BIN_EXE_expel"))
+            .args(["map", "info", &format!("{root}/maps/curves.map")])
+            .env("EXPEL_CACHE_DIR", cache.join("sizes"))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        std::fs::read_dir(cache.join("sizes"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .metadata()
+            .unwrap()
+            .len()
+    };
+    std::fs::remove_dir_all(cache.join("sizes")).unwrap();
+    assert!(terrain > 1024);
+    let mb = (arena[0].1 + curves + 1024) as f64 / (1024.0 * 1024.0);
+    assert!(!info("curves.map", &format!("{mb}")));
+    let left = files();
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(left.contains(&arena[0]), "the arena was evicted: {left:?}");
+    assert!(left.iter().map(|f| f.1).sum::<u64>() as f64 <= mb * 1024.0 * 1024.0 + 1e6);
+    // A bound of zero keeps only the model just built.
+    assert!(!info("terrain.map", "0"));
+    assert_eq!(files().len(), 1);
+}
