@@ -264,3 +264,156 @@ fn forgivable_faults_are_warnings_naming_their_line() {
     assert_eq!(m.entities[0].classname(), "worldspawn");
     assert_eq!(CollisionModel::build(&m).stats().solid_brushes, 1);
 }
+
+/// A room 256 units across with a pillar, compiled as Quake (BSP29), Hexen 2 (BSP29 with
+/// 80-byte models) and Half-Life (BSP30) write it: the solid leaves of the tree become
+/// brushes, and every trace inside agrees with the same room written as brushes.
+#[test]
+fn bsp29_and_bsp30_solid_leaves_collide_like_brushes() {
+    const SOLID: i32 = -2;
+    const EMPTY: i32 = -1;
+    let axes = [
+        DVec3::X,
+        -DVec3::X,
+        DVec3::Y,
+        -DVec3::Y,
+        DVec3::Z,
+        -DVec3::Z,
+    ];
+    let mut planes: Vec<(DVec3, f64)> = axes.iter().map(|a| (*a, 128.0)).collect();
+    planes.extend(axes[..4].iter().map(|a| (*a, 16.0)));
+    planes.push((DVec3::Z, 0.0));
+    use common::BspChild::{Leaf, Node};
+    let mut nodes: Vec<(usize, common::BspChild, common::BspChild)> =
+        (0..6).map(|i| (i, Leaf(SOLID), Node(i + 1))).collect();
+    nodes.extend((6..10).map(|i| (i, Leaf(EMPTY), Node(i + 1))));
+    nodes.push((10, Leaf(EMPTY), Leaf(SOLID)));
+    let ents = "{\n\"classname\" \"worldspawn\"\n}\n{\n\"classname\" \"info_player_start\"\n\"origin\" \"64 64 -100\"\n}\n";
+    let bounds = (DVec3::splat(-144.0), DVec3::splat(144.0));
+
+    let walls = [
+        (
+            DVec3::new(128.0, -144.0, -144.0),
+            DVec3::new(144.0, 144.0, 144.0),
+        ),
+        (
+            DVec3::new(-144.0, -144.0, -144.0),
+            DVec3::new(-128.0, 144.0, 144.0),
+        ),
+        (
+            DVec3::new(-144.0, 128.0, -144.0),
+            DVec3::new(144.0, 144.0, 144.0),
+        ),
+        (
+            DVec3::new(-144.0, -144.0, -144.0),
+            DVec3::new(144.0, -128.0, 144.0),
+        ),
+        (
+            DVec3::new(-144.0, -144.0, 128.0),
+            DVec3::new(144.0, 144.0, 144.0),
+        ),
+        (
+            DVec3::new(-144.0, -144.0, -144.0),
+            DVec3::new(144.0, 144.0, -128.0),
+        ),
+        (
+            DVec3::new(-16.0, -16.0, -128.0),
+            DVec3::new(16.0, 16.0, 0.0),
+        ),
+    ];
+    let text = format!(
+        "{{\n\"classname\" \"worldspawn\"\n{}}}\n",
+        walls
+            .iter()
+            .map(|(a, b)| common::brush(*a, *b))
+            .collect::<String>()
+    );
+    let reference = CollisionModel::build(&MapData::parse_map(&text).unwrap());
+    let hull = Hull::aabb(
+        DVec3::new(-16.0, -16.0, -24.0),
+        DVec3::new(16.0, 16.0, 32.0),
+    )
+    .unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(29);
+    let mut s = TraceScratch::new();
+    for (version, hexen) in [(29, false), (29, true), (30, false)] {
+        let bytes = common::bsp29_file(version, ents, &planes, &nodes, bounds, hexen);
+        let map = MapData::parse_any(&bytes).unwrap();
+        assert_eq!(map.spawn_points(), vec![DVec3::new(64.0, 64.0, -100.0)]);
+        let model = CollisionModel::build(&map);
+        assert_eq!(model.stats().solid_brushes, 7, "version {version}");
+        // The oracle, on the cells as the reader made them.
+        let cells = common::map_brushes(&map);
+        let ohull = common::OHull::aabb(
+            DVec3::new(-16.0, -16.0, -24.0),
+            DVec3::new(16.0, 16.0, 32.0),
+        );
+        let mut hits = 0;
+        for _ in 0..400 {
+            let from = DVec3::new(
+                rng.gen_range(40.0..90.0),
+                rng.gen_range(-90.0..90.0),
+                rng.gen_range(-90.0..90.0),
+            );
+            let to = DVec3::new(
+                rng.gen_range(-300.0..300.0),
+                rng.gen_range(-300.0..300.0),
+                rng.gen_range(-300.0..300.0),
+            );
+            let a = model.trace(&hull, from, to, Contents::ALL, &mut s);
+            let b = reference.trace(&hull, from, to, Contents::ALL, &mut s);
+            assert_eq!(a.start_solid, b.start_solid);
+            assert!(
+                (a.sweep.end - b.sweep.end).length() < 1e-6,
+                "{from:?} -> {to:?}"
+            );
+            assert_eq!(a.sweep.normal(), b.sweep.normal());
+            let clear = cells
+                .iter()
+                .map(|(c, _, _)| common::separation(&ohull, a.sweep.end, c))
+                .fold(f64::INFINITY, f64::min);
+            assert!(clear >= -1e-6, "{from:?} -> {to:?} ends in a cell");
+            for (c, _, _) in &cells {
+                let d = a.sweep.end - from;
+                assert!(common::overlap_interval(&ohull, from, d, c, 1e-6).is_none());
+            }
+            hits += a.sweep.hit.is_some() as usize;
+        }
+        assert!(hits > 300);
+    }
+
+    // Other compiled formats are named; a broken tree is refused, not walked forever.
+    let mut vbsp = b"VBSP".to_vec();
+    vbsp.extend(20i32.to_le_bytes());
+    vbsp.extend(vec![0xffu8; 64]);
+    let e = MapData::parse_any(&vbsp).unwrap_err().to_string();
+    assert!(e.contains("VBSP") && e.contains("version 20"), "{e}");
+    let mut old = common::bsp29_file(29, ents, &planes, &nodes, bounds, false);
+    old[..4].copy_from_slice(&28i32.to_le_bytes());
+    old.push(0xff);
+    let e = MapData::parse_any(&old).unwrap_err().to_string();
+    assert!(e.contains("version 28"), "{e}");
+    let mut looped: Vec<_> = nodes
+        .iter()
+        .map(|(p, f, b)| (*p, f.clone(), b.clone()))
+        .collect();
+    looped[10] = (10, Leaf(EMPTY), Node(3));
+    let e = MapData::parse_any(&common::bsp29_file(
+        29, ents, &planes, &looped, bounds, false,
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("not a tree"), "{e}");
+    // Random corruption: an error or a map, never a panic.
+    let good = common::bsp29_file(30, ents, &planes, &nodes, bounds, false);
+    for _ in 0..2000 {
+        let mut b = good.clone();
+        for _ in 0..rng.gen_range(1..6) {
+            let i = rng.gen_range(0..b.len());
+            b[i] = rng.gen();
+        }
+        if let Ok(m) = MapData::parse_any(&b) {
+            CollisionModel::build(&m);
+        }
+    }
+}

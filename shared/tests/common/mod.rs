@@ -483,3 +483,70 @@ pub fn ibsp_file(brushes: &[Vec<(DVec3, f64)>], patches: &[BspPatch]) -> Vec<u8>
     }
     out
 }
+
+/// A child in a hand-built BSP29 tree: another node, or a new leaf with these contents.
+#[derive(Clone)]
+pub enum BspChild {
+    Node(usize),
+    Leaf(i32),
+}
+
+/// A BSP29/BSP30 file (`version` 29 or 30) with one model: planes, hull-0 nodes as
+/// `(plane, front, back)` from node 0, the model's bounds, and the entity text; models of
+/// 80 bytes (Hexen 2) when `hexen`.
+pub fn bsp29_file(
+    version: i32,
+    entities: &str,
+    planes: &[(DVec3, f64)],
+    nodes: &[(usize, BspChild, BspChild)],
+    bounds: (DVec3, DVec3),
+    hexen: bool,
+) -> Vec<u8> {
+    let mut lumps: Vec<Vec<u8>> = vec![Vec::new(); 15];
+    lumps[0] = format!("{entities}\0").into_bytes();
+    for (n, d) in planes {
+        for v in [n.x, n.y, n.z, *d] {
+            lumps[1].extend((v as f32).to_le_bytes());
+        }
+        lumps[1].extend(0i32.to_le_bytes());
+    }
+    let mut leaves: Vec<i32> = Vec::new();
+    for (p, front, back) in nodes {
+        lumps[5].extend((*p as i32).to_le_bytes());
+        for c in [front, back] {
+            let v: i16 = match c {
+                BspChild::Node(n) => *n as i16,
+                BspChild::Leaf(contents) => {
+                    leaves.push(*contents);
+                    -(leaves.len() as i16)
+                }
+            };
+            lumps[5].extend(v.to_le_bytes());
+        }
+        lumps[5].extend(vec![0u8; 16]);
+    }
+    for c in leaves {
+        lumps[10].extend(c.to_le_bytes());
+        lumps[10].extend(vec![0u8; 24]);
+    }
+    let (lo, hi) = bounds;
+    for v in [lo.x, lo.y, lo.z, hi.x, hi.y, hi.z, 0.0, 0.0, 0.0] {
+        lumps[14].extend((v as f32).to_le_bytes());
+    }
+    let heads = if hexen { 8 } else { 4 };
+    for _ in 0..heads {
+        lumps[14].extend(0i32.to_le_bytes());
+    }
+    lumps[14].extend(vec![0u8; 12]);
+    let mut out = version.to_le_bytes().to_vec();
+    let mut off = 4 + 15 * 8;
+    for l in &lumps {
+        out.extend((off as i32).to_le_bytes());
+        out.extend((l.len() as i32).to_le_bytes());
+        off += l.len();
+    }
+    for l in &lumps {
+        out.extend_from_slice(l);
+    }
+    out
+}

@@ -1,0 +1,294 @@
+//! Compiled Quake and Hexen 2 (BSP29) and Half-Life (BSP30) maps.
+//!
+//! These keep no brushes, so the solid geometry comes from the BSP tree itself: each solid
+//! leaf of a model's hull-0 tree is a convex cell bounded by the planes on its path from
+//! the root (and, where the path leaves it open, by the model's bounds). Each cell becomes
+//! one brush of the same collision model as any other map's; entities come from the entity
+//! lump as text.
+
+use super::{parse, Brush, Face, MapData, MapError};
+use crate::geom::{planes_to_polygons, Plane, MAX_COORD};
+use glam::DVec3;
+
+const LUMP_ENTITIES: usize = 0;
+const LUMP_PLANES: usize = 1;
+const LUMP_NODES: usize = 5;
+const LUMP_LEAVES: usize = 10;
+const LUMP_MODELS: usize = 14;
+const LUMP_COUNT: usize = 15;
+/// Leaf contents that are solid for a player: solid and sky.
+const CONTENTS_SOLID: i32 = -2;
+const CONTENTS_SKY: i32 = -6;
+/// Deepest tree read (real maps stay far below; each level adds a plane to every cell).
+const MAX_TREE_DEPTH: usize = 256;
+/// The texture name cell brushes carry (solid by the one solidity rule).
+pub const CELL_TEXTURE: &str = "bsp/solid";
+
+fn err<T>(m: impl Into<String>) -> Result<T, MapError> {
+    Err(MapError::Bsp(m.into()))
+}
+
+fn i32_at(b: &[u8], off: usize) -> i32 {
+    i32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
+}
+
+fn i16_at(b: &[u8], off: usize) -> i16 {
+    i16::from_le_bytes([b[off], b[off + 1]])
+}
+
+fn f32_at(b: &[u8], off: usize) -> f64 {
+    f32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]) as f64
+}
+
+/// Whether the bytes start like a BSP29 or BSP30 file.
+pub(super) fn is_bsp29(bytes: &[u8]) -> bool {
+    bytes.len() >= 4 && matches!(i32_at(bytes, 0), 29 | 30)
+}
+
+fn lump<'a>(bytes: &'a [u8], i: usize, rec: usize, name: &str) -> Result<&'a [u8], MapError> {
+    let h = 4 + i * 8;
+    let (off, len) = (i32_at(bytes, h), i32_at(bytes, h + 4));
+    if off < 0 || len < 0 {
+        return err(format!("{name} lump has a negative offset or length"));
+    }
+    let (off, len) = (off as usize, len as usize);
+    if off.checked_add(len).is_none_or(|end| end > bytes.len()) {
+        return err(format!(
+            "{name} lump (offset {off}, length {len}) runs past the end of the file ({} bytes)",
+            bytes.len()
+        ));
+    }
+    if len % rec != 0 {
+        return err(format!(
+            "{name} lump length {len} is not a multiple of its {rec}-byte record"
+        ));
+    }
+    Ok(&bytes[off..off + len])
+}
+
+/// A child of a node: another node, or a leaf (stored as `-1 - leaf`).
+enum Child {
+    Node(usize),
+    Leaf(usize),
+}
+
+struct Tree<'a> {
+    planes: Vec<Plane>,
+    nodes: &'a [u8],
+    leaves: &'a [u8],
+}
+
+impl Tree<'_> {
+    fn child(&self, v: i16, owner: usize) -> Result<Child, MapError> {
+        let (nn, nl) = (self.nodes.len() / 24, self.leaves.len() / 28);
+        if v >= 0 {
+            let n = v as usize;
+            if n >= nn {
+                return err(format!(
+                    "node {owner}: child node {n} out of range (0..{nn})"
+                ));
+            }
+            Ok(Child::Node(n))
+        } else {
+            let l = (-1 - v as i32) as usize;
+            if l >= nl {
+                return err(format!(
+                    "node {owner}: child leaf {l} out of range (0..{nl})"
+                ));
+            }
+            Ok(Child::Leaf(l))
+        }
+    }
+
+    /// The solid cells under `root`, each as its bounding planes (outward normals).
+    fn solid_cells(&self, root: usize, bounds: [Plane; 6]) -> Result<Vec<Vec<Plane>>, MapError> {
+        let mut out = Vec::new();
+        // Depth-first with an explicit stack: (child, planes on the path). Each node is
+        // reached once in a tree; a file whose nodes are shared or loop is refused.
+        let mut stack = vec![(Child::Node(root), Vec::new())];
+        let mut seen = vec![false; self.nodes.len() / 24];
+        while let Some((c, path)) = stack.pop() {
+            match c {
+                Child::Leaf(l) => {
+                    let contents = i32_at(self.leaves, l * 28);
+                    if contents == CONTENTS_SOLID || contents == CONTENTS_SKY {
+                        let mut planes: Vec<Plane> = bounds.to_vec();
+                        planes.extend(path);
+                        out.push(planes);
+                    }
+                }
+                Child::Node(n) => {
+                    if std::mem::replace(&mut seen[n], true) {
+                        return err(format!("node {n} is reached twice: not a tree"));
+                    }
+                    if path.len() > MAX_TREE_DEPTH {
+                        return err(format!("node {n}: tree deeper than {MAX_TREE_DEPTH}"));
+                    }
+                    let rec = &self.nodes[n * 24..];
+                    let pi = i32_at(rec, 0);
+                    if pi < 0 || pi as usize >= self.planes.len() {
+                        return err(format!(
+                            "node {n}: plane {pi} out of range (0..{})",
+                            self.planes.len()
+                        ));
+                    }
+                    let p = self.planes[pi as usize];
+                    let (front, back) = (
+                        self.child(i16_at(rec, 4), n)?,
+                        self.child(i16_at(rec, 6), n)?,
+                    );
+                    // Front: n·x >= d, bounded by the flipped plane; back: n·x <= d.
+                    let mut fp = path.clone();
+                    fp.push(p.flipped());
+                    let mut bp = path;
+                    bp.push(p);
+                    stack.push((back, bp));
+                    stack.push((front, fp));
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
+    let version = i32_at(bytes, 0);
+    if bytes.len() < 4 + LUMP_COUNT * 8 {
+        return err(format!("BSP{version} header is truncated"));
+    }
+    let ent_text = lump(bytes, LUMP_ENTITIES, 1, "entities")?;
+    let ent_text = String::from_utf8_lossy(ent_text);
+    let mut map = parse::parse(ent_text.trim_end_matches('\0'))
+        .map_err(|e| MapError::Bsp(format!("entities: {e}")))?;
+    let planes: Vec<Plane> = lump(bytes, LUMP_PLANES, 20, "planes")?
+        .chunks_exact(20)
+        .enumerate()
+        .map(|(i, p)| {
+            let n = DVec3::new(f32_at(p, 0), f32_at(p, 4), f32_at(p, 8));
+            let (len, d) = (n.length(), f32_at(p, 12));
+            if !(len.is_finite() && (len - 1.0).abs() <= 1e-3) {
+                return err(format!(
+                    "plane {i}: normal {:?} is not a unit vector",
+                    n.to_array()
+                ));
+            }
+            if !(d.is_finite() && d.abs() <= MAX_COORD) {
+                return err(format!(
+                    "plane {i}: distance {d} is outside the supported coordinates (±{MAX_COORD})"
+                ));
+            }
+            Ok(Plane {
+                normal: n / len,
+                dist: d / len,
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let tree = Tree {
+        planes,
+        nodes: lump(bytes, LUMP_NODES, 24, "nodes")?,
+        leaves: lump(bytes, LUMP_LEAVES, 28, "leaves")?,
+    };
+    let models_raw = lump(bytes, LUMP_MODELS, 1, "models")?;
+    // Quake and Half-Life models hold 4 hull heads (64 bytes), Hexen 2's 8 (80 bytes); the
+    // fields read here sit at the same offsets in both.
+    let referenced = map
+        .entities
+        .iter()
+        .filter_map(|e| e.get("model")?.strip_prefix('*')?.parse::<usize>().ok())
+        .max()
+        .map_or(1, |m| m + 1);
+    let stride = match (models_raw.len() % 64 == 0, models_raw.len() % 80 == 0) {
+        (true, false) => 64,
+        (false, true) => 80,
+        (true, true) if models_raw.len() / 80 == referenced => 80,
+        (true, true) => 64,
+        (false, false) => {
+            return err(format!(
+                "models lump length {} fits neither 64- nor 80-byte models",
+                models_raw.len()
+            ))
+        }
+    };
+    let nmodels = models_raw.len() / stride;
+    let model_brushes = |mi: usize| -> Result<Vec<Brush>, MapError> {
+        let m = &models_raw[mi * stride..];
+        let lo = DVec3::new(f32_at(m, 0), f32_at(m, 4), f32_at(m, 8));
+        let hi = DVec3::new(f32_at(m, 12), f32_at(m, 16), f32_at(m, 20));
+        if !(lo.is_finite() && hi.is_finite() && lo.cmple(hi).all())
+            || lo.abs().max_element() > MAX_COORD
+            || hi.abs().max_element() > MAX_COORD
+        {
+            return err(format!("model {mi}: bounds {lo:?}..{hi:?} are not usable"));
+        }
+        let head = i32_at(m, 36);
+        if head < 0 || head as usize >= tree.nodes.len() / 24 {
+            return err(format!("model {mi}: head node {head} out of range"));
+        }
+        // Cells left open by the tree (outside the map) end a unit beyond the model.
+        let (lo, hi) = (lo - DVec3::ONE, hi + DVec3::ONE);
+        let bounds = [
+            Plane {
+                normal: DVec3::X,
+                dist: hi.x,
+            },
+            Plane {
+                normal: -DVec3::X,
+                dist: -lo.x,
+            },
+            Plane {
+                normal: DVec3::Y,
+                dist: hi.y,
+            },
+            Plane {
+                normal: -DVec3::Y,
+                dist: -lo.y,
+            },
+            Plane {
+                normal: DVec3::Z,
+                dist: hi.z,
+            },
+            Plane {
+                normal: -DVec3::Z,
+                dist: -lo.z,
+            },
+        ];
+        let mut brushes = Vec::new();
+        for cell in tree.solid_cells(head as usize, bounds)? {
+            // Keep only the planes that bound the cell (most on the path cut nothing).
+            let faces: Vec<Face> = planes_to_polygons(&cell, 1e-6)
+                .into_iter()
+                .map(|(i, _)| Face {
+                    plane: cell[i],
+                    texture: CELL_TEXTURE.into(),
+                })
+                .collect();
+            if faces.len() >= 4 && faces.len() <= super::MAX_BRUSH_FACES {
+                brushes.push(Brush { faces, line: 0 });
+            }
+        }
+        Ok(brushes)
+    };
+    for e in map.entities.iter_mut() {
+        let mi = if e.classname() == "worldspawn" {
+            Some(0)
+        } else {
+            e.get("model")
+                .and_then(|m| m.strip_prefix('*'))
+                .and_then(|n| n.parse::<usize>().ok())
+        };
+        if let Some(mi) = mi.filter(|&m| m < nmodels) {
+            e.brushes = model_brushes(mi)?;
+        }
+    }
+    if !map.entities.iter().any(|e| e.classname() == "worldspawn") && nmodels > 0 {
+        map.entities.insert(
+            0,
+            super::Entity {
+                properties: vec![("classname".into(), "worldspawn".into())],
+                brushes: model_brushes(0)?,
+                ..Default::default()
+            },
+        );
+    }
+    Ok(map)
+}
