@@ -583,3 +583,70 @@ fn flat_and_thin_boxes_moving_along_their_flat_side_never_pass_through() {
         }
     }
 }
+
+/// No snags: a box resting inside the zone above a floor (0.0005 to 0.004 units up, where
+/// a previous move can leave it) and moving along it stops only where the exact path meets
+/// geometry, whatever convex rims (overhangs included) the floor has.
+#[test]
+fn a_box_resting_in_the_zone_slides_along_a_floor_without_snagging() {
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    let (hull, oh) = player_box();
+    let mut s = TraceScratch::new();
+    let (mut moves, mut over_rims) = (0, 0);
+    for _ in 0..150 {
+        let c = DVec3::new(0.0, 0.0, -16.0);
+        let half = DVec3::new(64.0, 64.0, 16.0);
+        let mut planes = box_planes(c - half, c + half);
+        for _ in 0..rng.gen_range(1..4) {
+            let mut n = unit(&mut rng);
+            n.z *= 0.8;
+            let n = n.normalize();
+            planes.push((n, n.dot(c) + n.abs().dot(half) * rng.gen_range(0.3..0.9)));
+        }
+        let scene = Scene::new(vec![planes]);
+        if scene.brushes.is_empty() {
+            continue;
+        }
+        let model = CollisionModel::build(&scene.map);
+        for _ in 0..100 {
+            let h = rng.gen_range(0.0005..0.004);
+            let xy = DVec3::new(rng.gen_range(-70.0..70.0), rng.gen_range(-70.0..70.0), 0.0);
+            let down = model.trace(
+                &hull,
+                xy + DVec3::Z * 200.0,
+                xy - DVec3::Z * 200.0,
+                Contents::ALL,
+                &mut s,
+            );
+            if down.sweep.hit.is_none() {
+                continue;
+            }
+            let start = down.sweep.end - DVec3::Z * (EXPEL - h);
+            if scene.min_separation(&oh, start) < h * 0.5 {
+                continue;
+            }
+            let a = rng.gen_range(0.0..std::f64::consts::TAU);
+            let end =
+                start + DVec3::new(libm::cos(a), libm::sin(a), 0.0) * rng.gen_range(1.0..40.0);
+            let t = model.trace(&hull, start, end, Contents::ALL, &mut s).sweep;
+            // The exact path keeps at least h/2 from everything: any stop is a snag.
+            let clear = scene
+                .brushes
+                .iter()
+                .all(|b| overlap_interval(&oh, start, end - start, b, -h * 0.5).is_none());
+            if clear {
+                moves += 1;
+                over_rims += (scene.min_separation(&oh, end) > 1.0) as usize;
+                assert_eq!(
+                    t.fraction, 1.0,
+                    "snag: {start:?} -> {end:?} stopped at {:?}",
+                    t.hit
+                );
+            }
+        }
+    }
+    assert!(
+        moves > 8000 && over_rims > 1000,
+        "{moves} moves, {over_rims} off a rim"
+    );
+}

@@ -17,6 +17,11 @@ use glam::DVec3;
 /// The zone test reaches at most `EXPEL * MITRE_CAP` from an edge; broad-phase margins
 /// use this plus slack.
 const MARGIN: f64 = EXPEL * super::mesh::MITRE_CAP + 1e-3;
+/// How far outside a feature a contact may pass and still count where no welding crack can
+/// open: rounding only. That is a hull's own faces and edges, and a map polygon's shared
+/// convex edges; elsewhere the map gets [`SIDE_EPS`]. A wider margin there would catch a
+/// floor's rim passing just under a box that rests inside the zone (a snag).
+const EXACT_SIDE_EPS: f64 = POSITION_EPS;
 
 /// Per-query working memory. Keep one per thread and reuse it: it grows to the model's
 /// size once and then allocates nothing.
@@ -46,6 +51,8 @@ struct PolyEdge {
     m: DVec3,
     len: f64,
     a: DVec3,
+    /// How far outside this edge a vertex may pass and still count (see [`SIDE_EPS`]).
+    tol: f64,
 }
 
 impl TraceScratch {
@@ -569,11 +576,21 @@ impl<'a> Query<'a> {
                 for &c in edges {
                     let (a, b, _) = self.edge_points(c);
                     let w = b - a;
+                    // Welding can open a hairline crack only where the neighbour does not
+                    // share this exact edge, or lies flat or concave beside it; across a
+                    // shared convex edge the neighbour takes over exactly.
+                    let e = &self.model.edges[(c >> 1) as usize];
+                    let tol = if e.internal || e.polys[1] == super::mesh::NONE {
+                        SIDE_EPS
+                    } else {
+                        EXACT_SIDE_EPS
+                    };
                     s.pe.push(PolyEdge {
                         w,
                         m: a.cross(b),
                         len: w.length(),
                         a,
+                        tol,
                     });
                 }
                 have_edges = true;
@@ -581,7 +598,7 @@ impl<'a> Query<'a> {
             let xv = s.vert_moment[vi as usize];
             let inside =
                 s.pe.iter()
-                    .all(|e| side(self.dir, xv, e.w, e.m) >= -SIDE_EPS * self.dir_len * e.len);
+                    .all(|e| side(self.dir, xv, e.w, e.m) >= -e.tol * self.dir_len * e.len);
             if !inside {
                 continue;
             }
@@ -592,7 +609,7 @@ impl<'a> Query<'a> {
                 d1 / -nd,
                 s.pe.iter().map(|e| {
                     let o = e.w.cross(n) / e.len;
-                    (o.dot(h - e.a) - SIDE_EPS, o.dot(self.dir))
+                    (o.dot(h - e.a) - e.tol, o.dot(self.dir))
                 }),
             ) else {
                 continue;
@@ -661,7 +678,7 @@ impl<'a> Query<'a> {
                     }
                 };
                 let inside = fedges.iter().map(oriented).all(|(w, mm, _)| {
-                    side(neg, xv, w, mm) >= -SIDE_EPS * self.dir_len * w.length()
+                    side(neg, xv, w, mm) >= -EXACT_SIDE_EPS * self.dir_len * w.length()
                 });
                 if !inside {
                     continue;
@@ -671,7 +688,7 @@ impl<'a> Query<'a> {
                     d1 / rate,
                     fedges.iter().map(oriented).map(|(w, _, a)| {
                         let o = w.cross(nf) / w.length();
-                        (o.dot(rel_a - a) - SIDE_EPS, o.dot(neg))
+                        (o.dot(rel_a - a) - EXACT_SIDE_EPS, o.dot(neg))
                     }),
                 ) else {
                     continue;
@@ -762,7 +779,7 @@ impl<'a> Query<'a> {
                 }
                 // The swept hull edge must cross the model edge's line, and the model edge
                 // (moving by -dir) the hull edge's line: opposite sides at both ends.
-                let tol_m = SIDE_EPS * self.dir_len * wl;
+                let tol_m = EXACT_SIDE_EPS * self.dir_len * wl;
                 let sa = side(dir, s.vert_moment[he.v[0] as usize], w, mm);
                 let sb = side(dir, s.vert_moment[he.v[1] as usize], w, mm);
                 if (sa > tol_m && sb > tol_m) || (sa < -tol_m && sb < -tol_m) {
@@ -783,7 +800,7 @@ impl<'a> Query<'a> {
                 let (s0, sr) = (delta.cross(w).dot(uw) / c2, -dir.cross(w).dot(uw) / c2);
                 let (r0, rr) = (delta.cross(u).dot(uw) / c2, -dir.cross(u).dot(uw) / c2);
                 // The same tolerance as the side tests, as a fraction of each edge.
-                let (ts, tr) = (SIDE_EPS / ul, SIDE_EPS / wl);
+                let (ts, tr) = (EXACT_SIDE_EPS / ul, SIDE_EPS / wl);
                 let Some(f) = entry_time(
                     f,
                     d1 / rate,
