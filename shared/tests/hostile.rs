@@ -2,6 +2,8 @@
 //! models, movement settings, mover keys, rotation requests and world states. Each gets a
 //! clear error or a correct answer; none panics, overflows or stalls.
 
+mod common;
+
 use expel_shared::collision::rotate::Rotation;
 use expel_shared::mover::{Mover, MoverState, Phase};
 use expel_shared::{
@@ -93,46 +95,11 @@ fn a_byte_order_mark_and_bad_spawn_origins_are_handled() {
 
 /// A minimal IBSP v46 file: one world brush (a box) from six planes.
 fn ibsp(planes: &[([f32; 3], f32)]) -> Vec<u8> {
-    let ents = b"{\n\"classname\" \"worldspawn\"\n}\n\0".to_vec();
-    let mut shader = vec![0u8; 72];
-    shader[..18].copy_from_slice(b"textures/base/wall");
-    let plane_bytes: Vec<u8> = planes
+    let planes: Vec<(DVec3, f64)> = planes
         .iter()
-        .flat_map(|(n, d)| {
-            n.iter()
-                .chain(std::iter::once(d))
-                .flat_map(|v| v.to_le_bytes())
-                .collect::<Vec<u8>>()
-        })
+        .map(|(n, d)| (DVec3::new(n[0] as f64, n[1] as f64, n[2] as f64), *d as f64))
         .collect();
-    let sides: Vec<u8> = (0..planes.len() as i32)
-        .flat_map(|i| [i.to_le_bytes(), 0i32.to_le_bytes()].concat())
-        .collect();
-    let brushes = [0i32, planes.len() as i32, 0]
-        .iter()
-        .flat_map(|v| v.to_le_bytes())
-        .collect::<Vec<u8>>();
-    let mut model = vec![0u8; 40];
-    model[36..40].copy_from_slice(&1i32.to_le_bytes());
-    let mut lumps: Vec<Vec<u8>> = vec![Vec::new(); 17];
-    lumps[0] = ents;
-    lumps[1] = shader;
-    lumps[2] = plane_bytes;
-    lumps[7] = model;
-    lumps[8] = brushes;
-    lumps[9] = sides;
-    let mut out = b"IBSP".to_vec();
-    out.extend_from_slice(&46i32.to_le_bytes());
-    let mut off = 8 + 17 * 8;
-    for l in &lumps {
-        out.extend_from_slice(&(off as i32).to_le_bytes());
-        out.extend_from_slice(&(l.len() as i32).to_le_bytes());
-        off += l.len();
-    }
-    for l in &lumps {
-        out.extend_from_slice(l);
-    }
-    out
+    common::ibsp_file(&[planes], &[])
 }
 
 fn box_planes() -> Vec<([f32; 3], f32)> {

@@ -6,6 +6,7 @@
 //! one brush of the same collision model as any other map's; entities come from the entity
 //! lump as text.
 
+use super::lumps::{assign_models, err, f32_at, i16_at, i32_at, unit_plane};
 use super::{parse, Brush, Face, MapData, MapError};
 use crate::geom::{planes_to_polygons, Plane, MAX_COORD};
 use glam::DVec3;
@@ -24,46 +25,9 @@ const MAX_TREE_DEPTH: usize = 256;
 /// The texture name cell brushes carry (solid by the one solidity rule).
 pub const CELL_TEXTURE: &str = "bsp/solid";
 
-fn err<T>(m: impl Into<String>) -> Result<T, MapError> {
-    Err(MapError::Bsp(m.into()))
-}
-
-fn i32_at(b: &[u8], off: usize) -> i32 {
-    i32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
-}
-
-fn i16_at(b: &[u8], off: usize) -> i16 {
-    i16::from_le_bytes([b[off], b[off + 1]])
-}
-
-fn f32_at(b: &[u8], off: usize) -> f64 {
-    f32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]) as f64
-}
-
 /// Whether the bytes start like a BSP29 or BSP30 file.
 pub(super) fn is_bsp29(bytes: &[u8]) -> bool {
     bytes.len() >= 4 && matches!(i32_at(bytes, 0), 29 | 30)
-}
-
-fn lump<'a>(bytes: &'a [u8], i: usize, rec: usize, name: &str) -> Result<&'a [u8], MapError> {
-    let h = 4 + i * 8;
-    let (off, len) = (i32_at(bytes, h), i32_at(bytes, h + 4));
-    if off < 0 || len < 0 {
-        return err(format!("{name} lump has a negative offset or length"));
-    }
-    let (off, len) = (off as usize, len as usize);
-    if off.checked_add(len).is_none_or(|end| end > bytes.len()) {
-        return err(format!(
-            "{name} lump (offset {off}, length {len}) runs past the end of the file ({} bytes)",
-            bytes.len()
-        ));
-    }
-    if len % rec != 0 {
-        return err(format!(
-            "{name} lump length {len} is not a multiple of its {rec}-byte record"
-        ));
-    }
-    Ok(&bytes[off..off + len])
 }
 
 /// A child of a node: another node, or a leaf (stored as `-1 - leaf`).
@@ -156,39 +120,24 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
     if bytes.len() < 4 + LUMP_COUNT * 8 {
         return err(format!("BSP{version} header is truncated"));
     }
-    let ent_text = lump(bytes, LUMP_ENTITIES, 1, "entities")?;
+    let ent_text = super::lumps::lump(bytes, 4, LUMP_ENTITIES, 1, "entities")?;
     let ent_text = String::from_utf8_lossy(ent_text);
     let mut map = parse::parse(ent_text.trim_end_matches('\0'))
         .map_err(|e| MapError::Bsp(format!("entities: {e}")))?;
-    let planes: Vec<Plane> = lump(bytes, LUMP_PLANES, 20, "planes")?
+    let planes: Vec<Plane> = super::lumps::lump(bytes, 4, LUMP_PLANES, 20, "planes")?
         .chunks_exact(20)
         .enumerate()
         .map(|(i, p)| {
             let n = DVec3::new(f32_at(p, 0), f32_at(p, 4), f32_at(p, 8));
-            let (len, d) = (n.length(), f32_at(p, 12));
-            if !(len.is_finite() && (len - 1.0).abs() <= 1e-3) {
-                return err(format!(
-                    "plane {i}: normal {:?} is not a unit vector",
-                    n.to_array()
-                ));
-            }
-            if !(d.is_finite() && d.abs() <= MAX_COORD) {
-                return err(format!(
-                    "plane {i}: distance {d} is outside the supported coordinates (±{MAX_COORD})"
-                ));
-            }
-            Ok(Plane {
-                normal: n / len,
-                dist: d / len,
-            })
+            unit_plane(n, f32_at(p, 12), &format!("plane {i}"))
         })
         .collect::<Result<_, _>>()?;
     let tree = Tree {
         planes,
-        nodes: lump(bytes, LUMP_NODES, 24, "nodes")?,
-        leaves: lump(bytes, LUMP_LEAVES, 28, "leaves")?,
+        nodes: super::lumps::lump(bytes, 4, LUMP_NODES, 24, "nodes")?,
+        leaves: super::lumps::lump(bytes, 4, LUMP_LEAVES, 28, "leaves")?,
     };
-    let models_raw = lump(bytes, LUMP_MODELS, 1, "models")?;
+    let models_raw = super::lumps::lump(bytes, 4, LUMP_MODELS, 1, "models")?;
     // Quake and Half-Life models hold 4 hull heads (64 bytes), Hexen 2's 8 (80 bytes); the
     // fields read here sit at the same offsets in both.
     let referenced = map
@@ -268,27 +217,6 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
         }
         Ok(brushes)
     };
-    for e in map.entities.iter_mut() {
-        let mi = if e.classname() == "worldspawn" {
-            Some(0)
-        } else {
-            e.get("model")
-                .and_then(|m| m.strip_prefix('*'))
-                .and_then(|n| n.parse::<usize>().ok())
-        };
-        if let Some(mi) = mi.filter(|&m| m < nmodels) {
-            e.brushes = model_brushes(mi)?;
-        }
-    }
-    if !map.entities.iter().any(|e| e.classname() == "worldspawn") && nmodels > 0 {
-        map.entities.insert(
-            0,
-            super::Entity {
-                properties: vec![("classname".into(), "worldspawn".into())],
-                brushes: model_brushes(0)?,
-                ..Default::default()
-            },
-        );
-    }
+    assign_models(&mut map, nmodels, |mi| Ok((model_brushes(mi)?, Vec::new())))?;
     Ok(map)
 }

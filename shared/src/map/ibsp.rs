@@ -6,8 +6,9 @@
 //! Curved patches come from the models' patch surfaces: their control grids (drawn vertices)
 //! and their shaders' contents.
 
-use super::{parse, Brush, Entity, Face, MapData, MapError, Patch, MAX_BRUSH_FACES};
-use crate::geom::{planes_to_polygons, Plane, MAX_COORD};
+use super::lumps::{assign_models, err, f32_at, i32_at, unit_plane};
+use super::{parse, Brush, Face, MapData, MapError, Patch, MAX_BRUSH_FACES};
+use crate::geom::{planes_to_polygons, Plane};
 use glam::DVec3;
 
 const LUMP_ENTITIES: usize = 0;
@@ -21,41 +22,6 @@ const LUMP_SURFACES: usize = 13;
 /// Surface type of a patch (`MST_PATCH`).
 const SURFACE_PATCH: i32 = 2;
 const LUMP_COUNT: usize = 17;
-
-fn err<T>(m: impl Into<String>) -> Result<T, MapError> {
-    Err(MapError::Bsp(m.into()))
-}
-
-fn i32_at(b: &[u8], off: usize) -> i32 {
-    i32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
-}
-
-fn f32_at(b: &[u8], off: usize) -> f64 {
-    f32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]) as f64
-}
-
-/// Lump `i` as a slice of whole records of `rec` bytes.
-fn lump<'a>(bytes: &'a [u8], i: usize, rec: usize, name: &str) -> Result<&'a [u8], MapError> {
-    let h = 8 + i * 8;
-    let off = i32_at(bytes, h);
-    let len = i32_at(bytes, h + 4);
-    if off < 0 || len < 0 {
-        return err(format!("{name} lump has a negative offset or length"));
-    }
-    let (off, len) = (off as usize, len as usize);
-    if off.checked_add(len).is_none_or(|end| end > bytes.len()) {
-        return err(format!(
-            "{name} lump (offset {off}, length {len}) runs past the end of the file ({} bytes)",
-            bytes.len()
-        ));
-    }
-    if len % rec != 0 {
-        return err(format!(
-            "{name} lump length {len} is not a multiple of its {rec}-byte record"
-        ));
-    }
-    Ok(&bytes[off..off + len])
-}
 
 fn index(v: i32, count: usize, what: &str, owner: usize) -> Result<usize, MapError> {
     if v < 0 || v as usize >= count {
@@ -74,12 +40,12 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
     if version != 46 {
         return err(format!("IBSP version {version} is not supported (need 46)"));
     }
-    let ent_text = lump(bytes, LUMP_ENTITIES, 1, "entities")?;
+    let ent_text = super::lumps::lump(bytes, 8, LUMP_ENTITIES, 1, "entities")?;
     let ent_text = String::from_utf8_lossy(ent_text);
     let ent_text = ent_text.trim_end_matches('\0');
     let mut map = parse::parse(ent_text).map_err(|e| MapError::Bsp(format!("entities: {e}")))?;
 
-    let shaders = lump(bytes, LUMP_SHADERS, 72, "shaders")?;
+    let shaders = super::lumps::lump(bytes, 8, LUMP_SHADERS, 72, "shaders")?;
     let shader_names: Vec<String> = shaders
         .chunks_exact(72)
         .map(|s| {
@@ -92,22 +58,22 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
         .chunks_exact(72)
         .map(|s| i32_at(s, 68) as u32)
         .collect();
-    let surfaces = lump(bytes, LUMP_SURFACES, 104, "surfaces")?;
+    let surfaces = super::lumps::lump(bytes, 8, LUMP_SURFACES, 104, "surfaces")?;
     let nsurfaces = surfaces.len() / 104;
-    let verts = lump(bytes, LUMP_DRAWVERTS, 44, "drawverts")?;
+    let verts = super::lumps::lump(bytes, 8, LUMP_DRAWVERTS, 44, "drawverts")?;
     let nverts = verts.len() / 44;
-    let planes: Vec<Plane> = lump(bytes, LUMP_PLANES, 16, "planes")?
+    let planes: Vec<Plane> = super::lumps::lump(bytes, 8, LUMP_PLANES, 16, "planes")?
         .chunks_exact(16)
         .map(|p| Plane {
             normal: DVec3::new(f32_at(p, 0), f32_at(p, 4), f32_at(p, 8)),
             dist: f32_at(p, 12),
         })
         .collect();
-    let sides = lump(bytes, LUMP_BRUSHSIDES, 8, "brushsides")?;
+    let sides = super::lumps::lump(bytes, 8, LUMP_BRUSHSIDES, 8, "brushsides")?;
     let nsides = sides.len() / 8;
-    let brushes_raw = lump(bytes, LUMP_BRUSHES, 12, "brushes")?;
+    let brushes_raw = super::lumps::lump(bytes, 8, LUMP_BRUSHES, 12, "brushes")?;
     let nbrushes = brushes_raw.len() / 12;
-    let models = lump(bytes, LUMP_MODELS, 40, "models")?;
+    let models = super::lumps::lump(bytes, 8, LUMP_MODELS, 40, "models")?;
 
     let read_brush = |bi: usize| -> Result<Brush, MapError> {
         let b = &brushes_raw[bi * 12..];
@@ -127,27 +93,12 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
         for si in first as usize..first as usize + n as usize {
             let s = &sides[si * 8..];
             let pi = index(i32_at(s, 0), planes.len(), "plane", si)?;
-            let plane = planes[pi];
-            // Stored as f32: a unit normal is within about 1e-6 of length 1.
-            let len = plane.normal.length();
-            if !(len.is_finite() && (len - 1.0).abs() <= 1e-3) {
-                return err(format!(
-                    "plane {pi} (side {si} of brush {bi}): normal {:?} is not a unit vector",
-                    plane.normal.to_array()
-                ));
-            }
-            if !(plane.dist.is_finite() && plane.dist.abs() <= MAX_COORD) {
-                return err(format!(
-                    "plane {pi} (side {si} of brush {bi}): distance {} is outside the \
-                     supported coordinates (±{MAX_COORD})",
-                    plane.dist
-                ));
-            }
-            // Exactly unit, as everything downstream assumes (n·x = d scales as one).
-            let plane = Plane {
-                normal: plane.normal / len,
-                dist: plane.dist / len,
-            };
+            let p = planes[pi];
+            let plane = unit_plane(
+                p.normal,
+                p.dist,
+                &format!("plane {pi} (side {si} of brush {bi})"),
+            )?;
             let shader = i32_at(s, 4);
             let texture = if shader < 0 {
                 String::new()
@@ -236,32 +187,8 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
         Ok(out)
     };
 
-    let nmodels = models.len() / 40;
-    for e in map.entities.iter_mut() {
-        let mi = if e.classname() == "worldspawn" {
-            Some(0)
-        } else {
-            e.get("model")
-                .and_then(|m| m.strip_prefix('*'))
-                .and_then(|n| n.parse::<usize>().ok())
-        };
-        if let Some(mi) = mi {
-            if mi < nmodels {
-                e.brushes = model_brushes(mi)?;
-                e.patches = model_patches(mi)?;
-            }
-        }
-    }
-    if !map.entities.iter().any(|e| e.classname() == "worldspawn") && nmodels > 0 {
-        map.entities.insert(
-            0,
-            Entity {
-                properties: vec![("classname".into(), "worldspawn".into())],
-                brushes: model_brushes(0)?,
-                patches: model_patches(0)?,
-                line: 0,
-            },
-        );
-    }
+    assign_models(&mut map, models.len() / 40, |mi| {
+        Ok((model_brushes(mi)?, model_patches(mi)?))
+    })?;
     Ok(map)
 }

@@ -2,6 +2,7 @@
 
 mod bsp29;
 mod ibsp;
+mod lumps;
 mod parse;
 pub mod solidity;
 
