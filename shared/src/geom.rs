@@ -39,9 +39,12 @@ pub const EXPEL: f64 = 1.0 / 32.0;
 pub const MAX_COORD: f64 = 1_048_576.0;
 /// Sines of edge–edge angles below this are treated as parallel (see module docs).
 pub const PARALLEL_SIN: f64 = 1e-7;
-/// How far outside an edge (in units) a feature may pass and still count as inside. It
-/// covers vertex welding (up to 2e-3 per axis, see `collision::mesh::WELD`), so polygons
-/// that meet at welded or T-junction edges overlap a hair instead of leaving a crack.
+/// How far outside a map polygon's edge (in units) a feature may pass and still count as
+/// inside. It covers vertex welding (up to 2e-3 per axis, see `collision::mesh::WELD`), so
+/// polygons that meet at welded or T-junction edges overlap a hair instead of leaving a
+/// crack. Only edges where a crack can open take it (flat or concave seams, unshared
+/// edges); a hull's own features and shared convex edges are exact, or a box resting inside
+/// the zone would snag on a rim passing just under it.
 pub const SIDE_EPS: f64 = 4e-3;
 /// Overlap deeper than this (units) makes a position solid; touching is not solid.
 pub const POSITION_EPS: f64 = 1e-6;

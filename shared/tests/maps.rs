@@ -215,6 +215,30 @@ fn doom3_maps_read_with_planes_materials_and_patches() {
         assert_eq!((a.fraction, a.normal()), (b.fraction, b.normal()));
         assert!(a.fraction < 1.0);
     }
+    // The oracle agrees: random box moves around the Doom 3 box never end in it or cross it.
+    let solids = common::map_brushes(&m);
+    let ohull = common::OHull::aabb(DVec3::splat(-4.0), DVec3::splat(4.0));
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    for _ in 0..500 {
+        let from = DVec3::new(
+            rng.gen_range(-60.0..-40.0),
+            rng.gen_range(-80.0..80.0),
+            rng.gen_range(-80.0..80.0),
+        );
+        let to = DVec3::new(
+            rng.gen_range(-80.0..80.0),
+            rng.gen_range(-80.0..80.0),
+            rng.gen_range(-80.0..80.0),
+        );
+        let t = model.trace(&hull, from, to, Contents::ALL, &mut s).sweep;
+        for (b, _, _) in &solids {
+            assert!(
+                common::separation(&ohull, t.end, b) >= -1e-6,
+                "{from:?} -> {to:?}"
+            );
+            assert!(common::overlap_interval(&ohull, from, t.end - from, b, 1e-6).is_none());
+        }
+    }
     // The curved floor beside it collides; the trigger patch does not.
     let down = model.trace(
         &hull,
