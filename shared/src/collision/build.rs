@@ -158,14 +158,7 @@ impl CollisionModel {
             let a0 = m.brush_axes.len() as u32;
             for (_, w) in &g.faces {
                 for k in 0..w.len() {
-                    let d = (w[(k + 1) % w.len()] - w[k]).normalize_or_zero();
-                    if d != DVec3::ZERO
-                        && !m.brush_axes[a0 as usize..]
-                            .iter()
-                            .any(|a| a.cross(d).length_squared() < 1e-18)
-                    {
-                        m.brush_axes.push(d);
-                    }
+                    push_axis(&mut m.brush_axes, a0 as usize, w[(k + 1) % w.len()] - w[k]);
                 }
             }
             m.brushes.push(SolidBrush {
@@ -310,9 +303,7 @@ impl CollisionModel {
         m.stats = stats;
         m
     }
-}
 
-impl CollisionModel {
     /// Adds the zero-thickness brush of a sheet polygon: its plane both ways, the side
     /// plane of each edge, its corners and edge directions.
     fn push_sheet_brush(&mut self, p: &RawPolygon, contents: Contents, line: u32) {
@@ -331,14 +322,7 @@ impl CollisionModel {
                     dist: out.dot(a),
                 });
             }
-            let d = (b - a).normalize_or_zero();
-            if d != DVec3::ZERO
-                && !self.brush_axes[a0 as usize..]
-                    .iter()
-                    .any(|x| x.cross(d).length_squared() < 1e-18)
-            {
-                self.brush_axes.push(d);
-            }
+            push_axis(&mut self.brush_axes, a0 as usize, b - a);
         }
         let q0 = self.brush_points.len() as u32;
         self.brush_points.extend_from_slice(&pts);
@@ -352,6 +336,19 @@ impl CollisionModel {
             axial: planes.iter().all(|q| q.normal.abs().max_element() == 1.0),
             line,
         });
+    }
+}
+
+/// Adds the direction of `v` to a brush's axes (those from index `first` on) unless it is
+/// zero or parallel to one already there.
+fn push_axis(axes: &mut Vec<DVec3>, first: usize, v: DVec3) {
+    let d = v.normalize_or_zero();
+    if d != DVec3::ZERO
+        && !axes[first..]
+            .iter()
+            .any(|a| a.cross(d).length_squared() < 1e-18)
+    {
+        axes.push(d);
     }
 }
 
