@@ -324,9 +324,12 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
             progress.connected.fetch_add(1, Relaxed);
             out.player = Some(joined.welcome.player_id);
             let rate = joined.welcome.tick_rate as f64;
-            // A cheater keeps moving in the open (a mixed crowd's stair climbers and wall
-            // huggers stand still for long stretches, where no cheat shows).
+            // A cheater plays where its cheat shows: a noclip cheater runs at walls (in the
+            // open it cheats nothing, and a wanderer turns away from a wall within a
+            // second), the others keep moving in the open (a mixed crowd's stair climbers
+            // and wall huggers stand still for long stretches).
             let behavior = match (cheat, o.behavior) {
+                (Some(CheatKind::Noclip), Behavior::Mixed) => Behavior::Walls,
                 (Some(_), Behavior::Mixed) => Behavior::Wander,
                 (_, b) => b,
             };
