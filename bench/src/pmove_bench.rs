@@ -41,6 +41,7 @@ fn main() -> Result<()> {
             let mut s = TraceScratch::new();
             let b = model.bounds();
             let mut placed = 0;
+            let mut boxes = Vec::new();
             while placed < players {
                 let p = DVec3::new(
                     rng.gen_range(b.min.x..b.max.x),
@@ -54,7 +55,17 @@ fn main() -> Result<()> {
                 if t.hit.is_none() {
                     continue;
                 }
-                sim.add_player(&mut world, placed as u32, PlayerState::at(t.end + DVec3::Z))?;
+                // Not inside another player: nobody starts the bench stuck.
+                let at = t.end + DVec3::Z;
+                let me = hull.bounds().offset(at).expand(1.0);
+                if boxes
+                    .iter()
+                    .any(|b: &expel_shared::geom::Aabb| b.overlaps(&me))
+                {
+                    continue;
+                }
+                boxes.push(me);
+                sim.add_player(&mut world, placed as u32, PlayerState::at(at))?;
                 placed += 1;
             }
             let ticks = (200_000 / players).clamp(60, 3000);

@@ -55,7 +55,7 @@ pub type PlayerId = u32;
 pub const OUT_OF_BOUNDS_MARGIN: f64 = 1024.0;
 
 /// Cell size of the per-tick grid that finds nearby players.
-const PLAYER_CELL: f64 = 256.0;
+const PLAYER_CELL: f64 = 128.0;
 
 /// A request the simulation refuses.
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -171,7 +171,8 @@ pub struct SimScratch {
     region: Region,
     boxes: Vec<PlayerBox>,
     near: Vec<PlayerBox>,
-    grid: Vec<((i64, i64, i64), PlayerBox)>,
+    grid: PlayerGrid,
+    starts: Vec<PlayerBox>,
     poses: Vec<Pose>,
 }
 
@@ -349,6 +350,12 @@ impl Sim {
         })
     }
 
+    /// The box every sweep of a player's tick stays within.
+    fn around(&self, p: &PlayerState) -> Aabb {
+        let stand = self.movement.stand().bounds().offset(p.origin());
+        stand.expand(self.reach(p) + 1.0)
+    }
+
     /// How far a player can move in one tick, generously: its capped speed, a tick of
     /// gravity and acceleration, a step, and slack.
     pub(crate) fn reach(&self, p: &PlayerState) -> f64 {
@@ -393,15 +400,9 @@ impl Sim {
         others: &[PlayerBox],
         s: &mut SimScratch,
     ) -> PlayerTick {
-        let o = player.origin();
         // Every sweep of this tick stays within the player's reach: one broad-phase query
         // serves them all, and only players whose boxes reach into it matter.
-        let around = self
-            .movement
-            .stand()
-            .bounds()
-            .offset(o)
-            .expand(self.reach(player) + 1.0);
+        let around = self.around(player);
         s.boxes.clear();
         if player.mode == MoveMode::Walk {
             let zone = around.expand(EXPEL);
@@ -441,16 +442,11 @@ impl Sim {
         self.poses(&world.movers, &mut poses);
         let start: Vec<(PlayerId, PlayerState)> =
             world.players.iter().map(|(k, v)| (*k, v.state)).collect();
-        // A grid of the start boxes, as a sorted list (no hash-map order anywhere).
-        s.grid.clear();
-        let mut max_reach: f64 = 0.0;
-        for (id, p) in &start {
-            if let Some(b) = self.player_box(*id, p) {
-                s.grid.push((cell(b.bounds.center()), b));
-            }
-            max_reach = max_reach.max(self.reach(p));
-        }
-        s.grid.sort_unstable_by_key(|(c, b)| (*c, b.id));
+        // A grid of the start boxes (no hash-map order anywhere).
+        s.starts.clear();
+        s.starts
+            .extend(start.iter().filter_map(|(id, p)| self.player_box(*id, p)));
+        s.grid.build(&s.starts);
         let hull_size = self.movement.stand().bounds().size().max_element();
         let mut moved: Vec<(PlayerId, PlayerTick, bool)> = Vec::with_capacity(start.len());
         let mut near = std::mem::take(&mut s.near);
@@ -460,8 +456,13 @@ impl Sim {
                 Some(c) => (*c, false),
                 None => (slot.last_command, true),
             };
-            let margin = self.reach(p) + max_reach + hull_size;
-            near_boxes(&s.grid, p.origin(), margin, &mut near);
+            // Others stand where they started, so only their start boxes that reach into
+            // this player's zone matter (what `player_tick` keeps).
+            near.clear();
+            if p.mode == MoveMode::Walk {
+                let zone = self.around(p).expand(EXPEL);
+                s.grid.near(&zone, hull_size, &mut near);
+            }
             let t = self.player_tick(*id, p, &cmd, &poses, &near, s);
             moved.push((*id, t, repeated));
             if let Some(slot) = world.players.get_mut(id) {
@@ -698,45 +699,125 @@ fn check_origin(id: PlayerId, p: &PlayerState) -> Result<(), SimError> {
     }
 }
 
-fn cell(p: DVec3) -> (i64, i64, i64) {
-    // Origins are within ±2^23 (quantized i32), so cells fit easily.
-    let c = (p / PLAYER_CELL).floor();
-    (c.x as i64, c.y as i64, c.z as i64)
+/// The players' start boxes binned by the (x, y) cell of their centres: a flat grid,
+/// counting-sorted once per tick, so a query reads a few cells directly. Boxes go in by
+/// id, so each cell lists them in id order.
+#[derive(Debug, Default)]
+struct PlayerGrid {
+    cell: f64,
+    /// Cell coordinates of the grid's first cell.
+    origin: [i64; 2],
+    dims: [usize; 2],
+    /// Per cell, where its boxes begin in `boxes` (one extra entry closes the last).
+    starts: Vec<u32>,
+    boxes: Vec<PlayerBox>,
 }
 
-/// The boxes of `grid` (sorted by cell) whose cells lie within `margin` of `o`, in id
-/// order. Falls back to a scan when the query spans more cells than there are players.
-fn near_boxes(
-    grid: &[((i64, i64, i64), PlayerBox)],
-    o: DVec3,
-    margin: f64,
-    out: &mut Vec<PlayerBox>,
-) {
-    out.clear();
-    let (lo, hi) = (
-        cell(o - DVec3::splat(margin)),
-        cell(o + DVec3::splat(margin)),
-    );
-    let span = |a: i64, b: i64| (b - a + 1) as u128;
-    let cells = span(lo.0, hi.0) * span(lo.1, hi.1);
-    if cells > grid.len() as u128 {
-        out.extend(grid.iter().filter_map(|(c, b)| {
-            let inside = (lo.0..=hi.0).contains(&c.0)
-                && (lo.1..=hi.1).contains(&c.1)
-                && (lo.2..=hi.2).contains(&c.2);
-            inside.then_some(*b)
-        }));
-    } else {
-        for x in lo.0..=hi.0 {
-            for y in lo.1..=hi.1 {
-                let from = grid.partition_point(|(c, _)| *c < (x, y, lo.2));
-                let to = grid.partition_point(|(c, _)| *c <= (x, y, hi.2));
-                out.extend(grid[from..to].iter().map(|(_, b)| *b));
+impl PlayerGrid {
+    /// Bins `input`, given in id order. The cell doubles from [`PLAYER_CELL`] until the
+    /// grid holds at most a few cells per box (players spread over a huge map).
+    fn build(&mut self, input: &[PlayerBox]) {
+        self.boxes.clear();
+        self.starts.clear();
+        let mut cell = PLAYER_CELL;
+        let cells_of = |cell: f64| {
+            let mut lo = [i64::MAX; 2];
+            let mut hi = [i64::MIN; 2];
+            for b in input {
+                let c = Self::coords(b.bounds.center(), cell);
+                for a in 0..2 {
+                    lo[a] = lo[a].min(c[a]);
+                    hi[a] = hi[a].max(c[a]);
+                }
             }
+            (lo, hi)
+        };
+        let (lo, hi) = loop {
+            let (lo, hi) = cells_of(cell);
+            let n = (0..2)
+                .map(|a| (hi[a] - lo[a] + 1).max(0) as u128)
+                .product::<u128>();
+            if n <= 4 * input.len() as u128 + 64 {
+                break (lo, hi);
+            }
+            cell *= 2.0;
+        };
+        self.cell = cell;
+        self.origin = lo;
+        if input.is_empty() {
+            self.dims = [0, 0];
+            return;
+        }
+        self.dims = [(hi[0] - lo[0] + 1) as usize, (hi[1] - lo[1] + 1) as usize];
+        let n = self.dims[0] * self.dims[1];
+        self.starts.resize(n + 1, 0);
+        for b in input {
+            let k = self.index(b);
+            self.starts[k + 1] += 1;
+        }
+        for k in 0..n {
+            self.starts[k + 1] += self.starts[k];
+        }
+        self.boxes.resize(
+            input.len(),
+            input.first().copied().unwrap_or(PlayerBox {
+                id: 0,
+                bounds: Aabb::EMPTY,
+            }),
+        );
+        let mut fill = self.starts.clone();
+        for b in input {
+            let k = self.index(b);
+            self.boxes[fill[k] as usize] = *b;
+            fill[k] += 1;
         }
     }
-    // Deterministic order, whatever the walk's.
-    out.sort_unstable_by_key(|b| b.id);
+
+    fn coords(p: DVec3, cell: f64) -> [i64; 2] {
+        // Origins are within ±2^23 (quantized i32), so cells fit easily.
+        [(p.x / cell).floor() as i64, (p.y / cell).floor() as i64]
+    }
+
+    fn index(&self, b: &PlayerBox) -> usize {
+        let c = Self::coords(b.bounds.center(), self.cell);
+        let x = (c[0] - self.origin[0]) as usize;
+        let y = (c[1] - self.origin[1]) as usize;
+        x * self.dims[1] + y
+    }
+
+    /// The boxes that overlap `zone`, in id order; `size` bounds a box's extent, so a
+    /// box's centre lies within it of the zone.
+    fn near(&self, zone: &Aabb, size: f64, out: &mut Vec<PlayerBox>) {
+        out.clear();
+        if self.boxes.is_empty() {
+            return;
+        }
+        let lo = Self::coords(zone.min - DVec3::splat(size), self.cell);
+        let hi = Self::coords(zone.max + DVec3::splat(size), self.cell);
+        let clamp =
+            |v: i64, a: usize| (v - self.origin[a]).clamp(0, self.dims[a] as i64 - 1) as usize;
+        if hi[0] < self.origin[0]
+            || hi[1] < self.origin[1]
+            || lo[0] >= self.origin[0] + self.dims[0] as i64
+            || lo[1] >= self.origin[1] + self.dims[1] as i64
+        {
+            return;
+        }
+        for x in clamp(lo[0], 0)..=clamp(hi[0], 0) {
+            let row = x * self.dims[1];
+            let (from, to) = (
+                self.starts[row + clamp(lo[1], 1)] as usize,
+                self.starts[row + clamp(hi[1], 1) + 1] as usize,
+            );
+            out.extend(
+                self.boxes[from..to]
+                    .iter()
+                    .filter(|b| b.bounds.overlaps(zone)),
+            );
+        }
+        // Deterministic order, whatever the walk's.
+        out.sort_unstable_by_key(|b| b.id);
+    }
 }
 
 /// Index pairs of boxes that overlap deeper than [`POSITION_EPS`] (sweep and prune on x).

@@ -145,15 +145,14 @@ impl AxialTree {
         id
     }
 
-    pub fn leaf_items(&self, first: u32, count: u32) -> &[u32] {
-        &self.items[first as usize..(first + count) as usize]
-    }
-
-    /// Calls `f` with every item index in leaves whose cell overlaps `q` (with repeats).
+    /// Calls `f` with every item whose stored bounds overlap `q`, from the leaves whose cell
+    /// overlaps `q` (with repeats). The stored bounds are rounded outward, so no item whose
+    /// true bounds overlap is left out.
     pub fn query_aabb(&self, q: &Aabb, mut f: impl FnMut(u32)) {
         if self.nodes.is_empty() {
             return;
         }
+        let q32 = Bounds32::new(q);
         // Depth-first, one entry per level at most besides the current path.
         let mut stack = [0u32; MAX_DEPTH + 2];
         let mut sp = 1;
@@ -161,8 +160,14 @@ impl AxialTree {
             sp -= 1;
             match &self.nodes[stack[sp] as usize] {
                 Node::Leaf { first, count } => {
-                    for &i in self.leaf_items(*first, *count) {
-                        f(i);
+                    let range = *first as usize..(*first + *count) as usize;
+                    for (&i, b) in self.items[range.clone()]
+                        .iter()
+                        .zip(&self.item_bounds[range])
+                    {
+                        if b.overlaps(&q32) {
+                            f(i);
+                        }
                     }
                 }
                 Node::Split {
