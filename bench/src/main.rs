@@ -1,7 +1,8 @@
 //! Trace benchmark: Expel against parry3d's `cast_shapes` (a cuboid against a `TriMesh` of
 //! the same polygons), on the same seeded player-hull moves.
 //!
-//! Prints, per map and move class, the median ns per trace (medians of 256-trace batch
+//! Prints, per map and move class (random moves, and player-like kinds: walks along
+//! floors, walk-downs, short falls), the median ns per trace (medians of 256-trace batch
 //! averages), the ratio, and how often each engine's result penetrates by the independent
 //! separating-axis oracle of the test suite.
 //!
@@ -15,7 +16,7 @@ use anyhow::Result;
 use expel_shared::collision::rotate::Rotation;
 use expel_shared::{CollisionModel, Contents, Hull, MapData, TraceScratch};
 use glam::DVec3;
-use oracle::{separation, OBrush, OHull};
+use oracle::{overlap_interval, separation, OBrush, OHull};
 use parry3d::math::{Pose, Vector};
 use parry3d::query::{cast_shapes, cast_shapes_nonlinear, NonlinearRigidMotion, ShapeCastOptions};
 use parry3d::shape::{Cuboid, TriMesh};
@@ -73,6 +74,27 @@ fn penetration(sc: &Scene, oh: &OHull, pos: DVec3) -> f64 {
         .filter(|(_, lo, hi)| (pos + MINS).cmple(*hi).all() && (pos + MAXS).cmpge(*lo).all())
         .map(|(b, _, _)| -separation(oh, pos, b))
         .fold(f64::NEG_INFINITY, f64::max)
+}
+
+/// parry3d's cast of the cuboid along a move against the map's triangles: where it ends.
+fn parry_cast(sc: &Scene, cuboid: &Cuboid, centre: DVec3, m: &Move) -> DVec3 {
+    let c = m.start + centre;
+    let pos = Pose::from_translation(Vector::new(c.x as f32, c.y as f32, c.z as f32));
+    let d = m.end - m.start;
+    let vel = Vector::new(d.x as f32, d.y as f32, d.z as f32);
+    let hit = cast_shapes(
+        &pos,
+        vel,
+        cuboid,
+        &Pose::IDENTITY,
+        Vector::ZERO,
+        &sc.trimesh,
+        ShapeCastOptions::with_max_time_of_impact(1.0),
+    )
+    .ok()
+    .flatten();
+    let toi = hit.map_or(1.0, |h| h.time_of_impact as f64);
+    m.start + d * toi
 }
 
 /// Seeded moves from free positions: half of them resting on the floor below.
@@ -142,7 +164,7 @@ fn main() -> Result<()> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut paths = vec![root.join("maps/arena.map"), root.join("maps/terrain.map")];
     let real = root.join("../shared/maps");
-    for m in ["lq_e0m3.map", "oa_q3dm6ish.bsp"] {
+    for m in ["lq_e0m3.map", "oa_fan.bsp", "oa_q3dm6ish.bsp"] {
         if real.join(m).exists() {
             paths.push(real.join(m));
         } else {
@@ -154,7 +176,6 @@ fn main() -> Result<()> {
     let half = (MAXS - MINS) * 0.5;
     let centre = (MAXS + MINS) * 0.5;
     let cuboid = Cuboid::new(Vector::new(half.x as f32, half.y as f32, half.z as f32));
-    let identity = Pose::IDENTITY;
     println!(
         "{:<18} {:>6} {:>7} {:>9} {:>11} {:>9} {:>7} {:>10} {:>10}",
         "map",
@@ -183,25 +204,7 @@ fn main() -> Result<()> {
                     .sweep(&hull, m.start, m.end, Contents::ALL, &mut s)
                     .end
             });
-            let (parry_ns, parry_ends) = time_engine(&mv, |m| {
-                let c = m.start + centre;
-                let pos = Pose::from_translation(Vector::new(c.x as f32, c.y as f32, c.z as f32));
-                let d = m.end - m.start;
-                let vel = Vector::new(d.x as f32, d.y as f32, d.z as f32);
-                let hit = cast_shapes(
-                    &pos,
-                    vel,
-                    &cuboid,
-                    &identity,
-                    Vector::ZERO,
-                    &sc.trimesh,
-                    ShapeCastOptions::with_max_time_of_impact(1.0),
-                )
-                .ok()
-                .flatten();
-                let toi = hit.map_or(1.0, |h| h.time_of_impact as f64);
-                m.start + d * toi
-            });
+            let (parry_ns, parry_ends) = time_engine(&mv, |m| parry_cast(&sc, &cuboid, centre, m));
             let count = |ends: &[DVec3]| {
                 ends.iter()
                     .filter(|e| penetration(&sc, &oh, **e) > PENETRATION)
@@ -223,6 +226,7 @@ fn main() -> Result<()> {
     }
     println!("sweep = Expel's continuous trace; +solid = with the start-solid test (what `expel map trace` runs); ratio = parry / sweep");
     println!("pen = moves ending more than {PENETRATION} units inside solid by the oracle");
+    player_like(&paths)?;
     rotations(&paths, &hull, &cuboid, centre)?;
     Ok(())
 }
@@ -336,5 +340,165 @@ fn rotations(paths: &[PathBuf], hull: &Hull, cuboid: &Cuboid, centre: DVec3) -> 
             pen(&parry_f)
         );
     }
+    Ok(())
+}
+
+/// Kinds of player-like moves.
+const KINDS: [&str; 3] = ["walk", "walk-down", "fall"];
+
+/// Smallest oracle separation between the hull at `pos` and the brushes near it.
+fn min_separation(sc: &Scene, oh: &OHull, pos: DVec3) -> f64 {
+    let (lo, hi) = (
+        pos + MINS - DVec3::splat(2.0),
+        pos + MAXS + DVec3::splat(2.0),
+    );
+    sc.brushes
+        .iter()
+        .filter(|(_, blo, bhi)| lo.cmple(*bhi).all() && hi.cmpge(*blo).all())
+        .map(|(b, _, _)| separation(oh, pos, b))
+        .fold(f64::INFINITY, f64::min)
+}
+
+/// Seeded player-like moves of `kind` from free starts near floors: walks of 1–40 units
+/// along the floor from rest (0.0005–0.004 units up, inside the zone, where a previous
+/// move leaves a player), walk-downs (the same with a drop of up to 18 units), and short
+/// falls (1–64 units down with a little drift, from up to 64 units above a floor).
+fn player_moves(sc: &Scene, hull: &Hull, oh: &OHull, kind: usize, n: usize) -> Vec<Move> {
+    let mut rng = ChaCha8Rng::seed_from_u64(77 + kind as u64);
+    let mut s = TraceScratch::new();
+    let b = sc.model.bounds();
+    let mut out = Vec::new();
+    while out.len() < n {
+        let p = DVec3::new(
+            rng.gen_range(b.min.x..b.max.x),
+            rng.gen_range(b.min.y..b.max.y),
+            rng.gen_range(b.min.z..b.max.z),
+        );
+        if sc.model.position_solid(hull, p, Contents::ALL, &mut s) {
+            continue;
+        }
+        let down = sc
+            .model
+            .sweep(hull, p, p - DVec3::Z * 512.0, Contents::ALL, &mut s);
+        // Floors only (walkable normals), as a player stands on.
+        if !down.hit.is_some_and(|h| h.normal.z >= 0.7) {
+            continue;
+        }
+        let a = rng.gen_range(0.0..std::f64::consts::TAU);
+        let flat = DVec3::new(libm::cos(a), libm::sin(a), 0.0);
+        let (start, d) = match kind {
+            0 | 1 => {
+                let start =
+                    down.end - DVec3::Z * (expel_shared::EXPEL - rng.gen_range(0.0005..0.004));
+                let drop = if kind == 1 {
+                    rng.gen_range(0.0..18.0)
+                } else {
+                    0.0
+                };
+                (start, flat * rng.gen_range(1.0..40.0) - DVec3::Z * drop)
+            }
+            _ => {
+                let up = rng.gen_range(0.0..64.0f64).min((p - down.end).z);
+                let start = down.end + DVec3::Z * up;
+                (
+                    start,
+                    flat * rng.gen_range(0.0..8.0) - DVec3::Z * rng.gen_range(1.0..64.0),
+                )
+            }
+        };
+        if min_separation(sc, oh, start) <= 0.0 {
+            continue;
+        }
+        out.push(Move {
+            start,
+            end: start + d,
+        });
+    }
+    out
+}
+
+/// Whether a move that stopped at `end` stopped early: going on to its target, the hull
+/// would never come nearer to any brush than the expel zone (or than it already is, when
+/// inside the zone), so nothing the exact path meets explains the stop.
+fn early_stop(sc: &Scene, oh: &OHull, m: &Move, end: DVec3) -> bool {
+    if end == m.end {
+        return false;
+    }
+    sc.brushes.iter().all(|(b, _, _)| {
+        let keep = separation(oh, end, b).min(expel_shared::EXPEL) - 1e-4;
+        overlap_interval(oh, end, m.end - end, b, -keep).is_none()
+    })
+}
+
+/// The player-like set: per kind, medians for Expel and parry3d from one run, the
+/// oracle's penetrations, and Expel's early stops (see [`early_stop`]).
+fn player_like(paths: &[PathBuf]) -> Result<()> {
+    // Quake 3's player box.
+    let (mins, maxs) = (
+        DVec3::new(-15.0, -15.0, -24.0),
+        DVec3::new(15.0, 15.0, 32.0),
+    );
+    let hull = &Hull::aabb(mins, maxs)?;
+    let oh = &OHull::aabb(mins, maxs);
+    let half = (maxs - mins) * 0.5;
+    let centre = (maxs + mins) * 0.5;
+    let cuboid = &Cuboid::new(Vector::new(half.x as f32, half.y as f32, half.z as f32));
+    println!();
+    println!(
+        "{:<18} {:<10} {:>6} {:>9} {:>11} {:>9} {:>7} {:>10} {:>10} {:>6}",
+        "map",
+        "player",
+        "moves",
+        "sweep ns",
+        "+solid ns",
+        "parry ns",
+        "ratio",
+        "expel pen",
+        "parry pen",
+        "early"
+    );
+    for p in paths {
+        let sc = load(p)?;
+        for (kind, label) in KINDS.iter().enumerate() {
+            let mv = player_moves(&sc, hull, oh, kind, 10_000);
+            let mut s = TraceScratch::new();
+            let (trace_ns, ends) = time_engine(&mv, |m| {
+                sc.model
+                    .trace(hull, m.start, m.end, Contents::ALL, &mut s)
+                    .sweep
+                    .end
+            });
+            let (sweep_ns, _) = time_engine(&mv, |m| {
+                sc.model
+                    .sweep(hull, m.start, m.end, Contents::ALL, &mut s)
+                    .end
+            });
+            let (parry_ns, parry_ends) = time_engine(&mv, |m| parry_cast(&sc, cuboid, centre, m));
+            let pen = |ends: &[DVec3]| {
+                ends.iter()
+                    .filter(|e| penetration(&sc, oh, **e) > PENETRATION)
+                    .count()
+            };
+            let early = mv
+                .iter()
+                .zip(&ends)
+                .filter(|(m, e)| early_stop(&sc, oh, m, **e))
+                .count();
+            println!(
+                "{:<18} {:<10} {:>6} {:>9.0} {:>11.0} {:>9.0} {:>6.1}x {:>10} {:>10} {:>6}",
+                sc.name,
+                label,
+                mv.len(),
+                sweep_ns,
+                trace_ns,
+                parry_ns,
+                parry_ns / trace_ns,
+                pen(&ends),
+                pen(&parry_ends),
+                early
+            );
+        }
+    }
+    println!("player: box ±15 × −24..32; ratio = parry / (+solid); early = stops the exact path does not explain (moves ending short of their target with nothing within the zone ahead)");
     Ok(())
 }

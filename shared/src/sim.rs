@@ -921,7 +921,7 @@ impl Collider for SimCollider<'_> {
         }
         self.sim
             .map
-            .position_solid(hull, pos, Contents::PLAYER, self.scratch)
+            .position_solid_in(self.region, hull, pos, Contents::PLAYER, self.scratch)
             || self.sim.movers.iter().zip(self.poses).any(|(m, pose)| {
                 m.world_bounds(pose).overlaps(&me) && m.overlaps(hull, pos, pose, self.scratch)
             })

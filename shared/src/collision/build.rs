@@ -1,6 +1,6 @@
 //! Compiling a map's solid brushes and curved patches into a [`CollisionModel`].
 
-use super::mesh::{build_edges, RawPolygon, Surface, Welder};
+use super::mesh::{build_edges, split_t_junctions, RawPolygon, Surface, Welder};
 use super::patch::{self, PATCH_TOLERANCE};
 use super::tree::AxialTree;
 use super::{CollisionModel, Contents, ModelStats, Polygon, SolidBrush};
@@ -174,7 +174,10 @@ impl CollisionModel {
         let brush_bounds: Vec<Aabb> = m.brushes.iter().map(|b| b.bounds).collect();
         m.brush_tree = AxialTree::build(&brush_bounds);
 
-        // Faces, minus those buried inside another brush of the same contents.
+        // Faces, minus their parts buried inside other brushes of the same contents. A face
+        // partly inside a neighbour keeps only its exposed part: left whole, its rim would
+        // stand where the neighbour's surface runs on (a floor's edge under a floor), and a
+        // box sliding along that surface would catch on it.
         let mut welder = Welder::new(super::mesh::WELD);
         let mut raw: Vec<RawPolygon> = Vec::new();
         let mut raw_meta: Vec<(Contents, u32)> = Vec::new();
@@ -188,32 +191,42 @@ impl CollisionModel {
                     .query_aabb(&pb.expand(BURIED_EPS), |i| candidates.push(i));
                 candidates.sort_unstable();
                 candidates.dedup();
-                let buried = candidates.iter().any(|&bj| {
-                    bj as usize != bi
-                        && geoms[bj as usize].contents == g.contents
-                        && buried_in(w, &plane, &geoms[bj as usize].planes)
-                });
-                if buried {
-                    stats.buried_faces += 1;
-                    continue;
-                }
-                let mut verts: Vec<u32> = Vec::with_capacity(w.len());
-                for p in w {
-                    let v = welder.vertex(*p);
-                    if verts.last() != Some(&v) {
-                        verts.push(v);
+                let mut pieces = vec![w.clone()];
+                for &bj in &candidates {
+                    let other = &geoms[bj as usize];
+                    if bj as usize == bi || other.contents != g.contents {
+                        continue;
+                    }
+                    pieces = pieces
+                        .into_iter()
+                        .flat_map(|piece| exposed_parts(piece, &plane, &other.planes))
+                        .collect();
+                    if pieces.is_empty() {
+                        break;
                     }
                 }
-                while verts.len() > 1 && verts.first() == verts.last() {
-                    verts.pop();
+                if pieces.is_empty() {
+                    stats.buried_faces += 1;
                 }
-                if verts.len() >= 3 {
-                    raw.push(RawPolygon {
-                        plane,
-                        verts,
-                        surface: Surface::Solid,
-                    });
-                    raw_meta.push((g.contents, bi as u32));
+                for piece in pieces {
+                    let mut verts: Vec<u32> = Vec::with_capacity(piece.len());
+                    for p in &piece {
+                        let v = welder.vertex(*p);
+                        if verts.last() != Some(&v) {
+                            verts.push(v);
+                        }
+                    }
+                    while verts.len() > 1 && verts.first() == verts.last() {
+                        verts.pop();
+                    }
+                    if verts.len() >= 3 {
+                        raw.push(RawPolygon {
+                            plane,
+                            verts,
+                            surface: Surface::Solid,
+                        });
+                        raw_meta.push((g.contents, bi as u32));
+                    }
                 }
             }
         }
@@ -248,6 +261,7 @@ impl CollisionModel {
             }
         }
         m.vertices = welder.vertices;
+        split_t_junctions(&m.vertices, &mut raw);
         stats.merged_polygons = merge_coplanar(&m.vertices, &mut raw, &mut raw_meta);
         // Each sheet polygon gets a zero-thickness brush for position tests and a mirrored
         // back face, so the sheet blocks from both sides.
@@ -352,13 +366,75 @@ fn push_axis(axes: &mut Vec<DVec3>, first: usize, v: DVec3) {
     }
 }
 
-/// A face lies within brush `other` (closed), and not on one of its planes facing the same
-/// way (then `other` has a face of its own there, and dropping both would open a hole).
-fn buried_in(face: &[DVec3], plane: &Plane, other: &[Plane]) -> bool {
-    other.iter().all(|q| {
-        let inside = face.iter().all(|p| q.distance(*p) <= BURIED_EPS);
-        inside && !q.same_as(plane, 1e-9, BURIED_EPS)
-    })
+/// The parts of convex `face` (in `plane`) outside brush `other` (closed: a part lying on
+/// its surface counts as inside), as convex pieces. A face on one of `other`'s planes
+/// facing the same way is kept whole: `other` has a face of its own there, and dropping
+/// both would open a hole.
+fn exposed_parts(face: Vec<DVec3>, plane: &Plane, other: &[Plane]) -> Vec<Vec<DVec3>> {
+    if other.iter().any(|q| q.same_as(plane, 1e-9, BURIED_EPS)) {
+        return vec![face];
+    }
+    // Wholly in front of one plane (touching it at most): untouched.
+    let outside = other.iter().any(|q| {
+        face.iter().all(|p| q.distance(*p) >= -BURIED_EPS)
+            && face.iter().any(|p| q.distance(*p) > BURIED_EPS)
+    });
+    if outside {
+        return vec![face];
+    }
+    let mut out = Vec::new();
+    let mut rest = face;
+    for q in other {
+        if rest.iter().all(|p| q.distance(*p) <= BURIED_EPS) {
+            continue;
+        }
+        let front = clip(&rest, q, 1.0);
+        if front.len() >= 3 && area(&front, plane.normal) > SLIVER_AREA {
+            out.push(front);
+        }
+        rest = clip(&rest, q, -1.0);
+        if rest.len() < 3 {
+            return out;
+        }
+    }
+    // What is left lies within `other`: buried.
+    out
+}
+
+/// Pieces thinner than this (square units) are dropped as clipping noise.
+const SLIVER_AREA: f64 = 1e-6;
+
+/// The part of convex polygon `poly` where `side * q.distance(p) >= 0`.
+fn clip(poly: &[DVec3], q: &Plane, side: f64) -> Vec<DVec3> {
+    let mut out = Vec::with_capacity(poly.len() + 1);
+    for k in 0..poly.len() {
+        let (a, b) = (poly[k], poly[(k + 1) % poly.len()]);
+        let (da, db) = (side * q.distance(a), side * q.distance(b));
+        if da >= 0.0 {
+            out.push(a);
+        }
+        if (da > 0.0 && db < 0.0) || (da < 0.0 && db > 0.0) {
+            let t = da / (da - db);
+            let mut p = a + (b - a) * t;
+            // Points on an axial plane land exactly on it.
+            for ax in 0..3 {
+                if q.normal[ax].abs() == 1.0 {
+                    p[ax] = q.dist * q.normal[ax];
+                }
+            }
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Area of planar polygon `poly` with unit normal `n`.
+fn area(poly: &[DVec3], n: DVec3) -> f64 {
+    let mut c = DVec3::ZERO;
+    for k in 0..poly.len() {
+        c += poly[k].cross(poly[(k + 1) % poly.len()]);
+    }
+    0.5 * c.dot(n).abs()
 }
 
 /// Merges neighbouring polygons that lie in one plane, share an edge, have the same
@@ -448,7 +524,9 @@ fn union_loop(vertices: &[DVec3], a: &[u32], b: &[u32], e: [u32; 2], n: DVec3) -
         let q = vertices[out[(i + 1) % k] as usize];
         let r = vertices[out[(i + 2) % k] as usize];
         let turn = (q - p).cross(r - q).dot(n);
-        if turn < -1e-9 * (q - p).length() * (r - q).length() {
+        let scale = 1e-9 * (q - p).length() * (r - q).length();
+        // A straight corner goes on; one that doubles back would wind the loop over itself.
+        if turn < -scale || (turn <= scale && (q - p).dot(r - q) <= 0.0) {
             return None;
         }
     }

@@ -188,3 +188,89 @@ fn edge_geometry(vertices: &[DVec3], polys: &[RawPolygon], v: [u32; 2], p: [u32;
         internal,
     }
 }
+
+/// How far off an edge's line (units) a vertex may lie and still split it.
+const T_JUNCTION_EPS: f64 = 1e-4;
+
+/// Splits every polygon edge at the other polygons' vertices lying on it (T-junctions), so
+/// neighbours share edges exactly: an edge left unshared would be treated as a rim, with the
+/// wider welding margin, where a box sliding past would catch on it.
+///
+/// Brush faces only: a patch's tessellation shares its edges by construction, and edges
+/// pair only within one surface anyway.
+pub(crate) fn split_t_junctions(vertices: &[DVec3], polys: &mut [RawPolygon]) {
+    let solid = |p: &RawPolygon| p.surface == Surface::Solid;
+    // Cells of 32 units; an edge longer than MAX_STEPS half-cells is left unsplit, so a
+    // hostile map cannot make this walk long (it keeps the wider margin, as before).
+    const CELL: f64 = 32.0;
+    const MAX_STEPS: usize = 1024;
+    let key = |p: DVec3| {
+        let c = (p / CELL).floor();
+        [c.x as i64, c.y as i64, c.z as i64]
+    };
+    let mut used: Vec<u32> = polys
+        .iter()
+        .filter(|p| solid(p))
+        .flat_map(|p| p.verts.iter().copied())
+        .collect();
+    used.sort_unstable();
+    used.dedup();
+    let mut grid: HashMap<[i64; 3], Vec<u32>> = HashMap::new();
+    for &v in &used {
+        grid.entry(key(vertices[v as usize])).or_default().push(v);
+    }
+    let mut cells: Vec<[i64; 3]> = Vec::new();
+    let mut found: Vec<(f64, u32)> = Vec::new();
+    for poly in polys.iter_mut().filter(|p| solid(p)) {
+        let mut out: Vec<u32> = Vec::with_capacity(poly.verts.len());
+        let n = poly.verts.len();
+        for k in 0..n {
+            let (ia, ib) = (poly.verts[k], poly.verts[(k + 1) % n]);
+            out.push(ia);
+            let (a, b) = (vertices[ia as usize], vertices[ib as usize]);
+            let d = b - a;
+            let len2 = d.length_squared();
+            if len2 == 0.0 {
+                continue;
+            }
+            // Cells along the edge, each with its neighbours (a vertex near a cell's side).
+            cells.clear();
+            let steps = (d.length() / (CELL * 0.5)).ceil() as usize;
+            if steps > MAX_STEPS {
+                continue;
+            }
+            for s in 0..=steps {
+                let c = key(a + d * (s as f64 / steps.max(1) as f64));
+                for dx in -1..=1 {
+                    for dy in -1..=1 {
+                        for dz in -1..=1 {
+                            cells.push([c[0] + dx, c[1] + dy, c[2] + dz]);
+                        }
+                    }
+                }
+            }
+            cells.sort_unstable();
+            cells.dedup();
+            found.clear();
+            for c in &cells {
+                for &v in grid.get(c).map(Vec::as_slice).unwrap_or(&[]) {
+                    if v == ia || v == ib {
+                        continue;
+                    }
+                    let p = vertices[v as usize];
+                    let t = (p - a).dot(d) / len2;
+                    if t <= 0.0 || t >= 1.0 {
+                        continue;
+                    }
+                    if (a + d * t - p).length() <= T_JUNCTION_EPS {
+                        found.push((t, v));
+                    }
+                }
+            }
+            found.sort_unstable_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
+            found.dedup_by_key(|x| x.1);
+            out.extend(found.iter().map(|x| x.1));
+        }
+        poly.verts = out;
+    }
+}

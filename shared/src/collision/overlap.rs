@@ -2,7 +2,7 @@
 //! exact separating-axis test serves upright and turned hulls alike.
 
 use super::hull::Hull;
-use super::{CollisionModel, Contents, TraceScratch};
+use super::{CollisionModel, Contents, Region, TraceScratch};
 use crate::geom::{Aabb, POSITION_EPS};
 use glam::{DQuat, DVec3};
 
@@ -139,6 +139,27 @@ impl CollisionModel {
         self.first_overlap(&placed, mask, s).is_some()
     }
 
+    /// [`CollisionModel::position_solid`] over the brushes of a [`Region`] gathered
+    /// beforehand, when the hull lies inside it (else over the whole model).
+    pub fn position_solid_in(
+        &self,
+        region: &Region,
+        hull: &Hull,
+        pos: DVec3,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> bool {
+        let h = Upright { hull, pos };
+        if !region.contains(&h.bounds()) {
+            return self.first_overlap(&h, mask, s).is_some();
+        }
+        let inner = h.bounds().expand(-POSITION_EPS);
+        region
+            .brushes()
+            .iter()
+            .any(|&bi| self.brush_blocks(&h, bi as usize, mask, &inner))
+    }
+
     /// The first brush (in the brush tree's order) the placed hull overlaps.
     fn first_overlap(
         &self,
@@ -157,11 +178,17 @@ impl CollisionModel {
                 return false;
             }
             s.brush_mark[bi] = s.stamp;
-            let b = &self.brushes[bi];
-            b.contents.intersects(mask) && b.bounds.overlaps(&inner) && self.overlaps_brush(h, bi)
+            self.brush_blocks(h, bi, mask, &inner)
         });
         s.candidates = cand;
         found
+    }
+
+    /// Whether brush `bi` meets `mask` and the placed hull (whose bounds shrunk by
+    /// [`POSITION_EPS`] are `inner`) overlaps it.
+    fn brush_blocks(&self, h: &impl Placed, bi: usize, mask: Contents, inner: &Aabb) -> bool {
+        let b = &self.brushes[bi];
+        b.contents.intersects(mask) && b.bounds.overlaps(inner) && self.overlaps_brush(h, bi)
     }
 
     /// Separating-axis test of the placed hull against brush `bi`, the brush's bounds

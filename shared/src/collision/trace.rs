@@ -85,12 +85,14 @@ impl TraceScratch {
     }
 }
 
-/// The polygons around one place, for [`CollisionModel::sweep_in`].
+/// The polygons and solid brushes around one place, for [`CollisionModel::sweep_in`] and
+/// [`CollisionModel::position_solid_in`].
 #[derive(Clone, Debug)]
 pub struct Region {
     bounds: Aabb,
     polygons: Vec<u32>,
     bounds32: Vec<Bounds32>,
+    brushes: Vec<u32>,
 }
 
 impl Default for Region {
@@ -99,6 +101,7 @@ impl Default for Region {
             bounds: Aabb::EMPTY,
             polygons: Vec::new(),
             bounds32: Vec::new(),
+            brushes: Vec::new(),
         }
     }
 }
@@ -113,6 +116,11 @@ impl Region {
     /// The box the region was gathered for.
     pub fn bounds(&self) -> Aabb {
         self.bounds
+    }
+
+    /// The solid brushes whose bounds meet the region, in index order.
+    pub(super) fn brushes(&self) -> &[u32] {
+        &self.brushes
     }
 }
 
@@ -253,12 +261,23 @@ impl CollisionModel {
         }
     }
 
-    /// Gathers into `region` every polygon whose bounds meet `bounds`.
+    /// Gathers into `region` every polygon and solid brush whose bounds meet `bounds`.
     pub fn gather_region(&self, bounds: Aabb, region: &mut Region, s: &mut TraceScratch) {
         s.begin(self);
         region.bounds = bounds;
         region.polygons.clear();
         region.bounds32.clear();
+        region.brushes.clear();
+        let brushes = &mut region.brushes;
+        let marks = &mut s.brush_mark;
+        let stamp = s.stamp;
+        self.brush_tree.query_aabb(&bounds, |i| {
+            if marks[i as usize] != stamp && self.brushes[i as usize].bounds.overlaps(&bounds) {
+                marks[i as usize] = stamp;
+                brushes.push(i);
+            }
+        });
+        region.brushes.sort_unstable();
         let marks = &mut s.poly_mark;
         let stamp = s.stamp;
         let polys = &mut region.polygons;
