@@ -650,3 +650,91 @@ fn a_box_resting_in_the_zone_slides_along_a_floor_without_snagging() {
         "{moves} moves, {over_rims} off a rim"
     );
 }
+
+/// No snags where brushes meet: a floor built of several brushes (neighbours of different
+/// depths, partial overlaps, edges meeting at T-junctions, some a step lower) is walked from
+/// rest inside the zone, and a move stops only where the exact path meets geometry. This is
+/// how real maps are built; a face partly buried in its neighbour, or an edge its neighbour
+/// shares only in part, used to leave a rim at floor level that caught the box.
+#[test]
+fn a_box_walks_across_seams_between_floor_brushes_without_snagging() {
+    let mut rng = ChaCha8Rng::seed_from_u64(31);
+    let (hull, oh) = player_box();
+    let mut s = TraceScratch::new();
+    let (mut moves, mut across) = (0, 0);
+    for _ in 0..120 {
+        let mut brushes = Vec::new();
+        for _ in 0..rng.gen_range(2..6) {
+            let lo = DVec3::new(
+                rng.gen_range(-96.0..32.0f64).round(),
+                rng.gen_range(-96.0..32.0f64).round(),
+                -rng.gen_range(4.0..64.0f64).round(),
+            );
+            let size = DVec3::new(rng.gen_range(16.0..128.0), rng.gen_range(16.0..128.0), 0.0);
+            // Most tops at floor level; some a step below, leaving a ledge.
+            let top = if rng.gen_bool(0.8) { 0.0 } else { -8.0 };
+            let hi = (lo + size).round().with_z(top);
+            if lo.z < top {
+                brushes.push(box_planes(lo, hi));
+            }
+        }
+        let scene = Scene::new(brushes);
+        if scene.brushes.is_empty() {
+            continue;
+        }
+        let model = CollisionModel::build(&scene.map);
+        for _ in 0..100 {
+            let h = rng.gen_range(0.0005..0.004);
+            let xy = DVec3::new(rng.gen_range(-90.0..90.0), rng.gen_range(-90.0..90.0), 0.0);
+            let down = model.trace(
+                &hull,
+                xy + DVec3::Z * 200.0,
+                xy - DVec3::Z * 200.0,
+                Contents::ALL,
+                &mut s,
+            );
+            if down.sweep.hit.is_none() {
+                continue;
+            }
+            let start = down.sweep.end - DVec3::Z * (EXPEL - h);
+            if scene.min_separation(&oh, start) < h * 0.5 {
+                continue;
+            }
+            let a = rng.gen_range(0.0..std::f64::consts::TAU);
+            let end =
+                start + DVec3::new(libm::cos(a), libm::sin(a), 0.0) * rng.gen_range(1.0..40.0);
+            let t = model.trace(&hull, start, end, Contents::ALL, &mut s).sweep;
+            // The exact path keeps at least h/2 from everything: any stop is a snag.
+            let clear = scene
+                .brushes
+                .iter()
+                .all(|b| overlap_interval(&oh, start, end - start, b, -h * 0.5).is_none());
+            if clear {
+                moves += 1;
+                // Under the box's middle at the end: another brush than at the start.
+                let under = |p: DVec3| {
+                    scene.brushes.iter().position(|b| {
+                        overlap_interval(
+                            &OHull::aabb(DVec3::ZERO, DVec3::ZERO),
+                            p - DVec3::Z * 24.5,
+                            DVec3::ZERO,
+                            b,
+                            0.0,
+                        )
+                        .is_some()
+                    })
+                };
+                across += (under(start) != under(end)) as usize;
+                assert_eq!(
+                    t.fraction, 1.0,
+                    "snag: {start:?} -> {end:?} stopped at {:?}",
+                    t.hit
+                );
+            }
+        }
+    }
+    assert!(
+        moves > 5000 && across > 500,
+        "{moves} moves, {across} from one brush onto another"
+    );
+}

@@ -199,7 +199,9 @@ impl CollisionModel {
                     }
                     pieces = pieces
                         .into_iter()
-                        .flat_map(|piece| exposed_parts(piece, &plane, &other.planes))
+                        .flat_map(|piece| {
+                            exposed_parts(piece, &plane, &other.planes, (bj as usize) < bi)
+                        })
                         .collect();
                     if pieces.is_empty() {
                         break;
@@ -367,11 +369,16 @@ fn push_axis(axes: &mut Vec<DVec3>, first: usize, v: DVec3) {
 }
 
 /// The parts of convex `face` (in `plane`) outside brush `other` (closed: a part lying on
-/// its surface counts as inside), as convex pieces. A face on one of `other`'s planes
-/// facing the same way is kept whole: `other` has a face of its own there, and dropping
-/// both would open a hole.
-fn exposed_parts(face: Vec<DVec3>, plane: &Plane, other: &[Plane]) -> Vec<Vec<DVec3>> {
-    if other.iter().any(|q| q.same_as(plane, 1e-9, BURIED_EPS)) {
+/// its surface counts as inside), as convex pieces. Where `other` has a face in the same
+/// plane facing the same way, one of the two overlapping faces must stay: the earlier
+/// brush's (`other_first`) keeps it, so the later one's covered part goes.
+fn exposed_parts(
+    face: Vec<DVec3>,
+    plane: &Plane,
+    other: &[Plane],
+    other_first: bool,
+) -> Vec<Vec<DVec3>> {
+    if !other_first && other.iter().any(|q| q.same_as(plane, 1e-9, BURIED_EPS)) {
         return vec![face];
     }
     // Wholly in front of one plane (touching it at most): untouched.

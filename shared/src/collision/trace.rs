@@ -804,7 +804,15 @@ impl<'a> Query<'a> {
                 if (sa > tol_m && sb > tol_m) || (sa < -tol_m && sb < -tol_m) {
                     continue;
                 }
-                let tol_h = SIDE_EPS * self.dir_len * ul;
+                // The model edge's ends: welded neighbours share them exactly, so only an
+                // unshared edge needs the welding margin there (a wider one would catch a
+                // box passing just over a corner post's top, at floor level).
+                let end_eps = if edge.polys[1] == super::mesh::NONE {
+                    SIDE_EPS
+                } else {
+                    EXACT_SIDE_EPS
+                };
+                let tol_h = end_eps * self.dir_len * ul;
                 let ta = side(neg, xa, u, he.moment);
                 let tb = side(neg, xb, u, he.moment);
                 if (ta > tol_h && tb > tol_h) || (ta < -tol_h && tb < -tol_h) {
@@ -819,7 +827,7 @@ impl<'a> Query<'a> {
                 let (s0, sr) = (delta.cross(w).dot(uw) / c2, -dir.cross(w).dot(uw) / c2);
                 let (r0, rr) = (delta.cross(u).dot(uw) / c2, -dir.cross(u).dot(uw) / c2);
                 // The same tolerance as the side tests, as a fraction of each edge.
-                let (ts, tr) = (EXACT_SIDE_EPS / ul, SIDE_EPS / wl);
+                let (ts, tr) = (EXACT_SIDE_EPS / ul, end_eps / wl);
                 let Some(f) = entry_time(
                     f,
                     d1 / rate,
