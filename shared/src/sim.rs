@@ -719,6 +719,10 @@ impl PlayerGrid {
     fn build(&mut self, input: &[PlayerBox]) {
         self.boxes.clear();
         self.starts.clear();
+        if input.is_empty() {
+            self.dims = [0, 0];
+            return;
+        }
         let mut cell = PLAYER_CELL;
         let cells_of = |cell: f64| {
             let mut lo = [i64::MAX; 2];
@@ -744,10 +748,6 @@ impl PlayerGrid {
         };
         self.cell = cell;
         self.origin = lo;
-        if input.is_empty() {
-            self.dims = [0, 0];
-            return;
-        }
         self.dims = [(hi[0] - lo[0] + 1) as usize, (hi[1] - lo[1] + 1) as usize];
         let n = self.dims[0] * self.dims[1];
         self.starts.resize(n + 1, 0);
@@ -758,13 +758,7 @@ impl PlayerGrid {
         for k in 0..n {
             self.starts[k + 1] += self.starts[k];
         }
-        self.boxes.resize(
-            input.len(),
-            input.first().copied().unwrap_or(PlayerBox {
-                id: 0,
-                bounds: Aabb::EMPTY,
-            }),
-        );
+        self.boxes.resize(input.len(), input[0]);
         let mut fill = self.starts.clone();
         for b in input {
             let k = self.index(b);
