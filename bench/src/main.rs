@@ -97,21 +97,31 @@ fn parry_cast(sc: &Scene, cuboid: &Cuboid, centre: DVec3, m: &Move) -> DVec3 {
     m.start + d * toi
 }
 
+/// A random point of the map's bounds where the hull is free, if the draw found one.
+fn free_point(
+    sc: &Scene,
+    hull: &Hull,
+    rng: &mut ChaCha8Rng,
+    s: &mut TraceScratch,
+) -> Option<DVec3> {
+    let b = sc.model.bounds();
+    let p = DVec3::new(
+        rng.gen_range(b.min.x..b.max.x),
+        rng.gen_range(b.min.y..b.max.y),
+        rng.gen_range(b.min.z..b.max.z),
+    );
+    (!sc.model.position_solid(hull, p, Contents::ALL, s)).then_some(p)
+}
+
 /// Seeded moves from free positions: half of them resting on the floor below.
 fn moves(sc: &Scene, hull: &Hull, n: usize, max_len: f64, seed: u64) -> Vec<Move> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut s = TraceScratch::new();
-    let b = sc.model.bounds();
     let mut out = Vec::new();
     while out.len() < n {
-        let p = DVec3::new(
-            rng.gen_range(b.min.x..b.max.x),
-            rng.gen_range(b.min.y..b.max.y),
-            rng.gen_range(b.min.z..b.max.z),
-        );
-        if sc.model.position_solid(hull, p, Contents::ALL, &mut s) {
+        let Some(p) = free_point(sc, hull, &mut rng, &mut s) else {
             continue;
-        }
+        };
         let mut start = p;
         if rng.gen_bool(0.5) {
             let t = sc
@@ -366,17 +376,11 @@ fn min_separation(sc: &Scene, oh: &OHull, pos: DVec3) -> f64 {
 fn player_moves(sc: &Scene, hull: &Hull, oh: &OHull, kind: usize, n: usize) -> Vec<Move> {
     let mut rng = ChaCha8Rng::seed_from_u64(77 + kind as u64);
     let mut s = TraceScratch::new();
-    let b = sc.model.bounds();
     let mut out = Vec::new();
     while out.len() < n {
-        let p = DVec3::new(
-            rng.gen_range(b.min.x..b.max.x),
-            rng.gen_range(b.min.y..b.max.y),
-            rng.gen_range(b.min.z..b.max.z),
-        );
-        if sc.model.position_solid(hull, p, Contents::ALL, &mut s) {
+        let Some(p) = free_point(sc, hull, &mut rng, &mut s) else {
             continue;
-        }
+        };
         let down = sc
             .model
             .sweep(hull, p, p - DVec3::Z * 512.0, Contents::ALL, &mut s);

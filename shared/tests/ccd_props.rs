@@ -590,7 +590,7 @@ fn flat_and_thin_boxes_moving_along_their_flat_side_never_pass_through() {
 #[test]
 fn a_box_resting_in_the_zone_slides_along_a_floor_without_snagging() {
     let mut rng = ChaCha8Rng::seed_from_u64(12);
-    let (hull, oh) = player_box();
+    let (_, oh) = player_box();
     let mut s = TraceScratch::new();
     let (mut moves, mut over_rims) = (0, 0);
     for _ in 0..150 {
@@ -609,39 +609,9 @@ fn a_box_resting_in_the_zone_slides_along_a_floor_without_snagging() {
         }
         let model = CollisionModel::build(&scene.map);
         for _ in 0..100 {
-            let h = rng.gen_range(0.0005..0.004);
-            let xy = DVec3::new(rng.gen_range(-70.0..70.0), rng.gen_range(-70.0..70.0), 0.0);
-            let down = model.trace(
-                &hull,
-                xy + DVec3::Z * 200.0,
-                xy - DVec3::Z * 200.0,
-                Contents::ALL,
-                &mut s,
-            );
-            if down.sweep.hit.is_none() {
-                continue;
-            }
-            let start = down.sweep.end - DVec3::Z * (EXPEL - h);
-            if scene.min_separation(&oh, start) < h * 0.5 {
-                continue;
-            }
-            let a = rng.gen_range(0.0..std::f64::consts::TAU);
-            let end =
-                start + DVec3::new(libm::cos(a), libm::sin(a), 0.0) * rng.gen_range(1.0..40.0);
-            let t = model.trace(&hull, start, end, Contents::ALL, &mut s).sweep;
-            // The exact path keeps at least h/2 from everything: any stop is a snag.
-            let clear = scene
-                .brushes
-                .iter()
-                .all(|b| overlap_interval(&oh, start, end - start, b, -h * 0.5).is_none());
-            if clear {
+            if let Some((_, end)) = walk_from_rest(&mut rng, &model, &scene, 70.0, &mut s) {
                 moves += 1;
                 over_rims += (scene.min_separation(&oh, end) > 1.0) as usize;
-                assert_eq!(
-                    t.fraction, 1.0,
-                    "snag: {start:?} -> {end:?} stopped at {:?}",
-                    t.hit
-                );
             }
         }
     }
@@ -659,7 +629,6 @@ fn a_box_resting_in_the_zone_slides_along_a_floor_without_snagging() {
 #[test]
 fn a_box_walks_across_seams_between_floor_brushes_without_snagging() {
     let mut rng = ChaCha8Rng::seed_from_u64(31);
-    let (hull, oh) = player_box();
     let mut s = TraceScratch::new();
     let (mut moves, mut across) = (0, 0);
     for _ in 0..120 {
@@ -684,52 +653,16 @@ fn a_box_walks_across_seams_between_floor_brushes_without_snagging() {
         }
         let model = CollisionModel::build(&scene.map);
         for _ in 0..100 {
-            let h = rng.gen_range(0.0005..0.004);
-            let xy = DVec3::new(rng.gen_range(-90.0..90.0), rng.gen_range(-90.0..90.0), 0.0);
-            let down = model.trace(
-                &hull,
-                xy + DVec3::Z * 200.0,
-                xy - DVec3::Z * 200.0,
-                Contents::ALL,
-                &mut s,
-            );
-            if down.sweep.hit.is_none() {
-                continue;
-            }
-            let start = down.sweep.end - DVec3::Z * (EXPEL - h);
-            if scene.min_separation(&oh, start) < h * 0.5 {
-                continue;
-            }
-            let a = rng.gen_range(0.0..std::f64::consts::TAU);
-            let end =
-                start + DVec3::new(libm::cos(a), libm::sin(a), 0.0) * rng.gen_range(1.0..40.0);
-            let t = model.trace(&hull, start, end, Contents::ALL, &mut s).sweep;
-            // The exact path keeps at least h/2 from everything: any stop is a snag.
-            let clear = scene
-                .brushes
-                .iter()
-                .all(|b| overlap_interval(&oh, start, end - start, b, -h * 0.5).is_none());
-            if clear {
+            if let Some((start, end)) = walk_from_rest(&mut rng, &model, &scene, 90.0, &mut s) {
                 moves += 1;
                 // Under the box's middle at the end: another brush than at the start.
                 let under = |p: DVec3| {
                     scene.brushes.iter().position(|b| {
-                        overlap_interval(
-                            &OHull::aabb(DVec3::ZERO, DVec3::ZERO),
-                            p - DVec3::Z * 24.5,
-                            DVec3::ZERO,
-                            b,
-                            0.0,
-                        )
-                        .is_some()
+                        let point = OHull::aabb(DVec3::ZERO, DVec3::ZERO);
+                        overlap_interval(&point, p - DVec3::Z * 24.5, DVec3::ZERO, b, 0.0).is_some()
                     })
                 };
                 across += (under(start) != under(end)) as usize;
-                assert_eq!(
-                    t.fraction, 1.0,
-                    "snag: {start:?} -> {end:?} stopped at {:?}",
-                    t.hit
-                );
             }
         }
     }
@@ -737,4 +670,47 @@ fn a_box_walks_across_seams_between_floor_brushes_without_snagging() {
         moves > 5000 && across > 500,
         "{moves} moves, {across} from one brush onto another"
     );
+}
+
+/// One walk of the player box from rest inside the zone above the floor at a random spot
+/// within `reach` of the origin: 1–40 units level in a random direction. When the exact
+/// path keeps at least h/2 from everything (h: the start's height in the zone), asserts
+/// the trace is not stopped (any stop is a snag) and returns the move.
+fn walk_from_rest(
+    rng: &mut ChaCha8Rng,
+    model: &CollisionModel,
+    scene: &Scene,
+    reach: f64,
+    s: &mut TraceScratch,
+) -> Option<(DVec3, DVec3)> {
+    let (hull, oh) = player_box();
+    let h = rng.gen_range(0.0005..0.004);
+    let xy = DVec3::new(
+        rng.gen_range(-reach..reach),
+        rng.gen_range(-reach..reach),
+        0.0,
+    );
+    let top = xy + DVec3::Z * 200.0;
+    let down = model.trace(&hull, top, xy - DVec3::Z * 200.0, Contents::ALL, s);
+    down.sweep.hit?;
+    let start = down.sweep.end - DVec3::Z * (EXPEL - h);
+    if scene.min_separation(&oh, start) < h * 0.5 {
+        return None;
+    }
+    let a = rng.gen_range(0.0..std::f64::consts::TAU);
+    let end = start + DVec3::new(libm::cos(a), libm::sin(a), 0.0) * rng.gen_range(1.0..40.0);
+    let t = model.trace(&hull, start, end, Contents::ALL, s).sweep;
+    let clear = scene
+        .brushes
+        .iter()
+        .all(|b| overlap_interval(&oh, start, end - start, b, -h * 0.5).is_none());
+    if !clear {
+        return None;
+    }
+    assert_eq!(
+        t.fraction, 1.0,
+        "snag: {start:?} -> {end:?} stopped at {:?}",
+        t.hit
+    );
+    Some((start, end))
 }
