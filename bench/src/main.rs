@@ -68,12 +68,11 @@ fn load(path: &Path) -> Result<Scene> {
     })
 }
 
-fn penetration(sc: &Scene, oh: &OHull, pos: DVec3) -> f64 {
-    sc.brushes
-        .iter()
-        .filter(|(_, lo, hi)| (pos + MINS).cmple(*hi).all() && (pos + MAXS).cmpge(*lo).all())
-        .map(|(b, _, _)| -separation(oh, pos, b))
-        .fold(f64::NEG_INFINITY, f64::max)
+/// How many of `ends` lie more than [`PENETRATION`] inside a brush, by the oracle.
+fn penetrating(sc: &Scene, oh: &OHull, ends: &[DVec3]) -> usize {
+    ends.iter()
+        .filter(|e| -min_separation(sc, oh, **e) > PENETRATION)
+        .count()
 }
 
 /// parry3d's cast of the cuboid along a move against the map's triangles: where it ends.
@@ -215,11 +214,6 @@ fn main() -> Result<()> {
                     .end
             });
             let (parry_ns, parry_ends) = time_engine(&mv, |m| parry_cast(&sc, &cuboid, centre, m));
-            let count = |ends: &[DVec3]| {
-                ends.iter()
-                    .filter(|e| penetration(&sc, &oh, **e) > PENETRATION)
-                    .count()
-            };
             println!(
                 "{:<18} {:>6} {:>7} {:>9.0} {:>11.0} {:>9.0} {:>6.1}x {:>10} {:>10}",
                 sc.name,
@@ -229,8 +223,8 @@ fn main() -> Result<()> {
                 expel_ns,
                 parry_ns,
                 parry_ns / sweep_ns,
-                count(&expel_ends),
-                count(&parry_ends)
+                penetrating(&sc, &oh, &expel_ends),
+                penetrating(&sc, &oh, &parry_ends)
             );
         }
     }
@@ -356,7 +350,8 @@ fn rotations(paths: &[PathBuf], hull: &Hull, cuboid: &Cuboid, centre: DVec3) -> 
 /// Kinds of player-like moves.
 const KINDS: [&str; 3] = ["walk", "walk-down", "fall"];
 
-/// Smallest oracle separation between the hull at `pos` and the brushes near it.
+/// Smallest oracle separation between the hull at `pos` and the brushes near it (negative:
+/// the depth of the deepest overlap).
 fn min_separation(sc: &Scene, oh: &OHull, pos: DVec3) -> f64 {
     let (lo, hi) = (
         pos + MINS - DVec3::splat(2.0),
@@ -478,11 +473,6 @@ fn player_like(paths: &[PathBuf]) -> Result<()> {
                     .end
             });
             let (parry_ns, parry_ends) = time_engine(&mv, |m| parry_cast(&sc, cuboid, centre, m));
-            let pen = |ends: &[DVec3]| {
-                ends.iter()
-                    .filter(|e| penetration(&sc, oh, **e) > PENETRATION)
-                    .count()
-            };
             let early = mv
                 .iter()
                 .zip(&ends)
@@ -497,8 +487,8 @@ fn player_like(paths: &[PathBuf]) -> Result<()> {
                 trace_ns,
                 parry_ns,
                 parry_ns / trace_ns,
-                pen(&ends),
-                pen(&parry_ends),
+                penetrating(&sc, oh, &ends),
+                penetrating(&sc, oh, &parry_ends),
                 early
             );
         }

@@ -172,7 +172,7 @@ pub struct SimScratch {
     boxes: Vec<PlayerBox>,
     near: Vec<PlayerBox>,
     grid: PlayerGrid,
-    starts: Vec<PlayerBox>,
+    start_boxes: Vec<PlayerBox>,
     poses: Vec<Pose>,
 }
 
@@ -443,10 +443,10 @@ impl Sim {
         let start: Vec<(PlayerId, PlayerState)> =
             world.players.iter().map(|(k, v)| (*k, v.state)).collect();
         // A grid of the start boxes (no hash-map order anywhere).
-        s.starts.clear();
-        s.starts
+        s.start_boxes.clear();
+        s.start_boxes
             .extend(start.iter().filter_map(|(id, p)| self.player_box(*id, p)));
-        s.grid.build(&s.starts);
+        s.grid.build(&s.start_boxes);
         let hull_size = self.movement.stand().bounds().size().max_element();
         let mut moved: Vec<(PlayerId, PlayerTick, bool)> = Vec::with_capacity(start.len());
         let mut near = std::mem::take(&mut s.near);
@@ -739,7 +739,7 @@ impl PlayerGrid {
         let (lo, hi) = loop {
             let (lo, hi) = cells_of(cell);
             let n = (0..2)
-                .map(|a| (hi[a] - lo[a] + 1).max(0) as u128)
+                .map(|a| (hi[a] - lo[a] + 1) as u128)
                 .product::<u128>();
             if n <= 4 * input.len() as u128 + 64 {
                 break (lo, hi);

@@ -211,16 +211,7 @@ impl CollisionModel {
                     stats.buried_faces += 1;
                 }
                 for piece in pieces {
-                    let mut verts: Vec<u32> = Vec::with_capacity(piece.len());
-                    for p in &piece {
-                        let v = welder.vertex(*p);
-                        if verts.last() != Some(&v) {
-                            verts.push(v);
-                        }
-                    }
-                    while verts.len() > 1 && verts.first() == verts.last() {
-                        verts.pop();
-                    }
+                    let verts = welded_loop(&mut welder, &piece);
                     if verts.len() >= 3 {
                         raw.push(RawPolygon {
                             plane,
@@ -366,6 +357,22 @@ fn push_axis(axes: &mut Vec<DVec3>, first: usize, v: DVec3) {
     {
         axes.push(d);
     }
+}
+
+/// The welded vertices of a polygon's corner loop, with corners that welded together
+/// (neighbours, or the last and the first) kept once.
+fn welded_loop(welder: &mut Welder, pts: &[DVec3]) -> Vec<u32> {
+    let mut verts: Vec<u32> = Vec::with_capacity(pts.len());
+    for p in pts {
+        let v = welder.vertex(*p);
+        if verts.last() != Some(&v) {
+            verts.push(v);
+        }
+    }
+    while verts.len() > 1 && verts.first() == verts.last() {
+        verts.pop();
+    }
+    verts
 }
 
 /// The parts of convex `face` (in `plane`) outside brush `other` (closed: a part lying on

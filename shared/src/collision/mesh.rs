@@ -230,6 +230,7 @@ pub(crate) fn split_t_junctions(vertices: &[DVec3], polys: &mut [RawPolygon]) {
             let (a, b) = (vertices[ia as usize], vertices[ib as usize]);
             let d = b - a;
             let len2 = d.length_squared();
+            // (A polygon's consecutive vertices differ, so `steps` is at least 1.)
             if len2 == 0.0 {
                 continue;
             }
@@ -240,7 +241,7 @@ pub(crate) fn split_t_junctions(vertices: &[DVec3], polys: &mut [RawPolygon]) {
                 continue;
             }
             for s in 0..=steps {
-                let c = key(a + d * (s as f64 / steps.max(1) as f64));
+                let c = key(a + d * (s as f64 / steps as f64));
                 for dx in -1..=1 {
                     for dy in -1..=1 {
                         for dz in -1..=1 {
