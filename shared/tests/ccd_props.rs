@@ -106,9 +106,18 @@ fn check_trace(
             );
         }
     }
+    // Clearance from what lies ahead: the brushes that going on by 2e would run into (a
+    // box may slide along another brush in exact contact, which is no stop at all).
+    let ahead = (end - start).normalize_or_zero() * (2.0 * EXPEL);
+    let clearance = scene
+        .brushes
+        .iter()
+        .filter(|b| overlap_interval(oh, t.end, ahead, b, TOL).is_some())
+        .map(|b| separation(oh, t.end, b))
+        .fold(f64::INFINITY, f64::min);
     Outcome {
         hit: t.hit.is_some(),
-        tight: head_on && t.fraction > 0.0 && sep1 < EXPEL / 4.0,
+        tight: head_on && t.fraction > 0.0 && clearance < EXPEL / 4.0,
     }
 }
 
@@ -245,6 +254,9 @@ fn hulls_never_pass_through_random_curved_patches() {
                         polygon,
                         ..
                     }) => model.polygons()[polygon as usize].sheet,
+                    expel_shared::Target::Model(expel_shared::Feature::BoxBrush { brush }) => {
+                        model.polygons().iter().any(|p| p.sheet && p.brush == brush)
+                    }
                     _ => false,
                 };
                 sheet_hits += sheet as usize;

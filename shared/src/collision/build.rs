@@ -3,7 +3,7 @@
 use super::mesh::{build_edges, split_t_junctions, RawPolygon, Surface, Welder};
 use super::patch::{self, PATCH_TOLERANCE};
 use super::tree::AxialTree;
-use super::{CollisionModel, Contents, ModelStats, Polygon, SolidBrush};
+use super::{CollisionModel, Contents, ModelStats, Polygon, SatAxis, SolidBrush};
 use crate::geom::{planes_to_polygons, Aabb, Plane};
 use crate::map::{solidity, Brush, MapData};
 use glam::DVec3;
@@ -135,6 +135,7 @@ impl CollisionModel {
             brush_planes: Vec::new(),
             brush_points: Vec::new(),
             brush_axes: Vec::new(),
+            brush_sat: Vec::new(),
             poly_bounds32: Vec::new(),
             poly_tree: AxialTree::build(&[]),
             brush_tree: AxialTree::build(&[]),
@@ -161,12 +162,14 @@ impl CollisionModel {
                     push_axis(&mut m.brush_axes, a0 as usize, w[(k + 1) % w.len()] - w[k]);
                 }
             }
+            let sat = m.push_sat(p0, q0, a0);
             m.brushes.push(SolidBrush {
                 bounds: g.bounds,
                 contents: g.contents,
                 planes: (p0, m.brush_planes.len() as u32),
                 points: (q0, m.brush_points.len() as u32),
                 axes: (a0, m.brush_axes.len() as u32),
+                sat,
                 axial: g.planes.iter().all(|p| p.normal.abs().max_element() == 1.0),
                 line: g.line as u32,
             });
@@ -333,6 +336,7 @@ impl CollisionModel {
         }
         let q0 = self.brush_points.len() as u32;
         self.brush_points.extend_from_slice(&pts);
+        let sat = self.push_sat(p0, q0, a0);
         let planes = &self.brush_planes[p0 as usize..];
         self.brushes.push(SolidBrush {
             bounds: Aabb::from_points(&pts),
@@ -340,9 +344,42 @@ impl CollisionModel {
             planes: (p0, self.brush_planes.len() as u32),
             points: (q0, self.brush_points.len() as u32),
             axes: (a0, self.brush_axes.len() as u32),
+            sat,
             axial: planes.iter().all(|q| q.normal.abs().max_element() == 1.0),
             line,
         });
+    }
+}
+
+impl CollisionModel {
+    /// Adds the box sweep's cross axes of the brush whose planes, points and axes start at
+    /// `p0`, `q0` and `a0` (the last brush added): each edge direction × each coordinate
+    /// axis, once, unless it is a coordinate axis or a plane normal (the sweep has those
+    /// already). Returns their range.
+    fn push_sat(&mut self, p0: u32, q0: u32, a0: u32) -> (u32, u32) {
+        let s0 = self.brush_sat.len();
+        let parallel = |a: DVec3, b: DVec3| a.cross(b).length_squared() < 1e-18;
+        for w in &self.brush_axes[a0 as usize..] {
+            for k in DVec3::AXES {
+                let n = w.cross(k).normalize_or_zero();
+                if n == DVec3::ZERO
+                    || DVec3::AXES.iter().any(|&a| parallel(a, n))
+                    || self.brush_planes[p0 as usize..]
+                        .iter()
+                        .any(|p| parallel(p.normal, n))
+                    || self.brush_sat[s0..].iter().any(|a| parallel(a.normal, n))
+                {
+                    continue;
+                }
+                let (lo, hi) = self.brush_points[q0 as usize..]
+                    .iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
+                        (l.min(n.dot(*p)), h.max(n.dot(*p)))
+                    });
+                self.brush_sat.push(SatAxis { normal: n, lo, hi });
+            }
+        }
+        (s0 as u32, self.brush_sat.len() as u32)
     }
 }
 

@@ -4,6 +4,7 @@
 //! shared vertices and edges, and its solid curved patches into two-sided sheets of them;
 //! [`CollisionModel::trace`] sweeps a [`Hull`] through them.
 
+mod boxsweep;
 mod build;
 mod cache;
 pub mod hull;
@@ -85,10 +86,26 @@ pub struct SolidBrush {
     pub points: (u32, u32),
     /// Range into the model's brush axis list.
     pub axes: (u32, u32),
+    /// Range into the model's list of the brush's edge × coordinate-axis directions (see
+    /// [`SatAxis`]); empty for an axial brush.
+    pub sat: (u32, u32),
     /// Every plane is axis-aligned.
     pub axial: bool,
     /// Source line in the `.map` (0 for `.bsp`).
     pub line: u32,
+}
+
+/// The direction across one of a brush's edges and a coordinate axis (their cross
+/// product), with the brush's extent along it. With the brush's planes and the coordinate
+/// axes these are every separating axis an upright box can have against the brush.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+pub struct SatAxis {
+    /// Unit direction.
+    pub normal: DVec3,
+    /// Least `normal · x` over the brush.
+    pub lo: f64,
+    /// Greatest `normal · x` over the brush.
+    pub hi: f64,
 }
 
 /// Which pair of features touched first.
@@ -114,6 +131,12 @@ pub enum Feature {
         hull_edge: u8,
         /// Index of the model's edge.
         edge: u32,
+    },
+    /// An upright box reached a brush's zone across one of its separating axes (the box
+    /// sweep, [`CollisionModel::sweep`] for boxes and points).
+    BoxBrush {
+        /// Index of the brush in [`CollisionModel::brushes`].
+        brush: u32,
     },
 }
 
@@ -250,6 +273,7 @@ pub struct CollisionModel {
     pub(crate) brush_planes: Vec<Plane>,
     pub(crate) brush_points: Vec<DVec3>,
     pub(crate) brush_axes: Vec<DVec3>,
+    pub(crate) brush_sat: Vec<SatAxis>,
     /// Outward-rounded `f32` copies of the polygon bounds, for quick culling.
     pub(crate) poly_bounds32: Vec<tree::Bounds32>,
     pub(crate) poly_tree: AxialTree,
@@ -261,7 +285,7 @@ pub struct CollisionModel {
 impl CollisionModel {
     /// Version of the compiled model's layout and build rules; caches of compiled models
     /// key on it, so a change here invalidates them.
-    pub const FORMAT_VERSION: u32 = 6;
+    pub const FORMAT_VERSION: u32 = 7;
 
     /// Counts describing the model.
     pub fn stats(&self) -> &ModelStats {
@@ -320,6 +344,13 @@ impl CollisionModel {
     pub fn brush_axes(&self, i: usize) -> &[DVec3] {
         let (a, b) = self.brushes[i].axes;
         &self.brush_axes[a as usize..b as usize]
+    }
+
+    /// The edge × coordinate-axis directions of solid brush `i` with its extents along
+    /// them (none for an axial brush).
+    pub fn brush_sat(&self, i: usize) -> &[SatAxis] {
+        let (a, b) = self.brushes[i].sat;
+        &self.brush_sat[a as usize..b as usize]
     }
 }
 

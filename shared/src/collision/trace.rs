@@ -9,7 +9,7 @@
 //! the zone, and a feature already inside may move away but never deeper.
 
 use super::hull::Hull;
-use super::tree::{Bounds32, Node};
+use super::tree::Bounds32;
 use super::{CollisionModel, Contact, Contents, Feature, Hit, Sweep, Target, Trace};
 use crate::geom::{Aabb, EXPEL, PARALLEL_SIN, POSITION_EPS, SIDE_EPS};
 use glam::DVec3;
@@ -31,7 +31,7 @@ pub struct TraceScratch {
     poly_mark: Vec<u32>,
     pub(super) brush_mark: Vec<u32>,
     /// Traversal stack: (node, and the interval of the move spent in its cell).
-    stack: Vec<(u32, f64, f64)>,
+    pub(super) stack: Vec<(u32, f64, f64)>,
     vert_mark: Vec<u32>,
     edge_mark: Vec<u32>,
     /// Per polygon being tested: edge direction, Plücker moment relative to the start,
@@ -184,7 +184,9 @@ impl CollisionModel {
         }
     }
 
-    /// The sweep alone (no start-solid test): the continuous collision query.
+    /// The sweep alone (no start-solid test): the continuous collision query. Upright
+    /// boxes and points take the box sweep (an exact swept separating-axis test per brush);
+    /// other hulls the polygon sweep.
     pub fn sweep(
         &self,
         hull: &Hull,
@@ -211,7 +213,37 @@ impl CollisionModel {
         self.sweep_with(hull, start, end, mask, Some(region), s)
     }
 
+    /// The polygon sweep (van Waveren's feature tests against the model's polygons) for
+    /// any hull, boxes included, where [`CollisionModel::sweep`] takes the box sweep for
+    /// boxes: the two stand side by side in tests and benchmarks.
+    pub fn sweep_polygons(
+        &self,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> Sweep {
+        self.sweep_polygons_in(hull, start, end, mask, None, s)
+    }
+
     fn sweep_with(
+        &self,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+        mask: Contents,
+        region: Option<&Region>,
+        s: &mut TraceScratch,
+    ) -> Sweep {
+        if hull.is_box() {
+            self.sweep_box(hull, start, end, mask, region, s)
+        } else {
+            self.sweep_polygons_in(hull, start, end, mask, region, s)
+        }
+    }
+
+    fn sweep_polygons_in(
         &self,
         hull: &Hull,
         start: DVec3,
@@ -420,78 +452,27 @@ impl<'a> Query<'a> {
         self.hull.swept_bounds(self.start, end).expand(MARGIN)
     }
 
-    /// Front-to-back walk of the polygon tree. Each cell is entered with the interval of
-    /// the move during which the hull (padded by the zone margin) is inside it, so a cell
-    /// is skipped once the best hit so far comes before that interval begins.
+    /// Front-to-back walk of the polygon tree, skipping cells the move reaches only after
+    /// the best hit so far.
     fn traverse(&self, s: &mut TraceScratch, best: &mut Best) {
-        let tree = &self.model.poly_tree;
-        if tree.nodes.is_empty() {
-            return;
-        }
         let hb = self.hull.bounds();
-        let lo = (hb.min - DVec3::splat(MARGIN)).to_array();
-        let hi = (hb.max + DVec3::splat(MARGIN)).to_array();
-        let start = self.start.to_array();
-        let dir = self.dir.to_array();
-        let inv = dir.map(|d| if d != 0.0 { 1.0 / d } else { 0.0 });
         let mut stack = std::mem::take(&mut s.stack);
-        stack.clear();
-        stack.push((0, 0.0, 1.0));
-        while let Some((node, t0, t1)) = stack.pop() {
-            if t0 > best.f {
-                continue;
-            }
-            match &tree.nodes[node as usize] {
-                Node::Leaf { first, count } => {
-                    let range = *first as usize..(*first + *count) as usize;
-                    for (&pi, b) in tree.items[range.clone()]
-                        .iter()
-                        .zip(&tree.item_bounds[range])
-                    {
-                        if b.overlaps(&best.sweep32) && s.poly_mark[pi as usize] != s.stamp {
-                            s.poly_mark[pi as usize] = s.stamp;
-                            self.test_polygon(pi, s, best);
-                        }
+        self.model.poly_tree.walk_segment(
+            self.start,
+            self.dir,
+            hb.min - DVec3::splat(MARGIN),
+            hb.max + DVec3::splat(MARGIN),
+            &mut stack,
+            |items, bounds| {
+                for (&pi, b) in items.iter().zip(bounds) {
+                    if b.overlaps(&best.sweep32) && s.poly_mark[pi as usize] != s.stamp {
+                        s.poly_mark[pi as usize] = s.stamp;
+                        self.test_polygon(pi, s, best);
                     }
                 }
-                Node::Split {
-                    axis,
-                    dist,
-                    back,
-                    front,
-                } => {
-                    let a = *axis as usize;
-                    let t1 = t1.min(best.f);
-                    let (d, p0) = (dir[a], start[a]);
-                    // Back cell x <= dist while p(t) + lo <= dist; front while p(t) + hi >= dist.
-                    let (back_iv, front_iv) = if d == 0.0 {
-                        (
-                            (p0 + lo[a] <= *dist).then_some((t0, t1)),
-                            (p0 + hi[a] >= *dist).then_some((t0, t1)),
-                        )
-                    } else {
-                        let tb = (*dist - lo[a] - p0) * inv[a];
-                        let tf = (*dist - hi[a] - p0) * inv[a];
-                        let clip = |a: f64, b: f64| (a <= b).then_some((a, b));
-                        if d > 0.0 {
-                            (clip(t0, t1.min(tb)), clip(t0.max(tf), t1))
-                        } else {
-                            (clip(t0.max(tb), t1), clip(t0, t1.min(tf)))
-                        }
-                    };
-                    let b = back_iv.map(|(x, y)| (*back, x, y));
-                    let f = front_iv.map(|(x, y)| (*front, x, y));
-                    // Push the far cell first so the near one (where the move starts) pops first.
-                    let (near, far) = if d >= 0.0 { (b, f) } else { (f, b) };
-                    if let Some(c) = far {
-                        stack.push(c);
-                    }
-                    if let Some(c) = near {
-                        stack.push(c);
-                    }
-                }
-            }
-        }
+                best.f
+            },
+        );
         s.stack = stack;
     }
 

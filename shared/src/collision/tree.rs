@@ -7,6 +7,7 @@
 //! best hit so far is nearer than the next cell.
 
 use crate::geom::Aabb;
+use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
 /// Cells no smaller than this (units) on their longest axis stop splitting...
@@ -184,6 +185,79 @@ impl AxialTree {
                     if q.max.as_ref()[a] >= *dist {
                         stack[sp] = *front;
                         sp += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl AxialTree {
+    /// Front-to-back walk of the cells that a box `[lo, hi]` (relative to the path) meets
+    /// while its reference point moves from `start` by `dir` (fractions 0 to 1). Each cell
+    /// is entered with the interval of the move spent in it; `visit` scans a leaf's items
+    /// and bounds and returns the fraction the walk must still reach (the best hit so far),
+    /// so cells entered later are skipped.
+    pub fn walk_segment(
+        &self,
+        start: DVec3,
+        dir: DVec3,
+        lo: DVec3,
+        hi: DVec3,
+        stack: &mut Vec<(u32, f64, f64)>,
+        mut visit: impl FnMut(&[u32], &[Bounds32]) -> f64,
+    ) {
+        if self.nodes.is_empty() {
+            return;
+        }
+        let (lo, hi, start, dir) = (lo.to_array(), hi.to_array(), start.to_array(), dir.to_array());
+        let inv = dir.map(|d| if d != 0.0 { 1.0 / d } else { 0.0 });
+        let mut reach = 1.0f64;
+        stack.clear();
+        stack.push((0, 0.0, 1.0));
+        while let Some((node, t0, t1)) = stack.pop() {
+            if t0 > reach {
+                continue;
+            }
+            match &self.nodes[node as usize] {
+                Node::Leaf { first, count } => {
+                    let range = *first as usize..(*first + *count) as usize;
+                    reach = visit(&self.items[range.clone()], &self.item_bounds[range]);
+                }
+                Node::Split {
+                    axis,
+                    dist,
+                    back,
+                    front,
+                } => {
+                    let a = *axis as usize;
+                    let t1 = t1.min(reach);
+                    let (d, p0) = (dir[a], start[a]);
+                    // Back cell x <= dist while p(t) + lo <= dist; front while p(t) + hi >= dist.
+                    let (back_iv, front_iv) = if d == 0.0 {
+                        (
+                            (p0 + lo[a] <= *dist).then_some((t0, t1)),
+                            (p0 + hi[a] >= *dist).then_some((t0, t1)),
+                        )
+                    } else {
+                        let tb = (*dist - lo[a] - p0) * inv[a];
+                        let tf = (*dist - hi[a] - p0) * inv[a];
+                        let clip = |a: f64, b: f64| (a <= b).then_some((a, b));
+                        if d > 0.0 {
+                            (clip(t0, t1.min(tb)), clip(t0.max(tf), t1))
+                        } else {
+                            (clip(t0.max(tb), t1), clip(t0, t1.min(tf)))
+                        }
+                    };
+                    let b = back_iv.map(|(x, y)| (*back, x, y));
+                    let f = front_iv.map(|(x, y)| (*front, x, y));
+                    // Push the far cell first so the near one (where the move starts) pops first.
+                    let (near, far) = if d >= 0.0 { (b, f) } else { (f, b) };
+                    if let Some(c) = far {
+                        stack.push(c);
+                    }
+                    if let Some(c) = near {
+                        stack.push(c);
                     }
                 }
             }

@@ -152,6 +152,7 @@ impl CollisionModel {
             range("brush planes", i, b.planes, self.brush_planes.len())?;
             range("brush points", i, b.points, self.brush_points.len())?;
             range("brush axes", i, b.axes, self.brush_axes.len())?;
+            range("brush separating axes", i, b.sat, self.brush_sat.len())?;
             finite_box("brush", i, &b.bounds)?;
         }
         for (i, p) in self.brush_planes.iter().enumerate() {
@@ -159,6 +160,12 @@ impl CollisionModel {
         }
         for (i, v) in self.brush_points.iter().chain(&self.brush_axes).enumerate() {
             finite_vec("brush point or axis", i, *v)?;
+        }
+        for (i, a) in self.brush_sat.iter().enumerate() {
+            let ok = a.lo.is_finite() && a.hi.is_finite() && (a.normal.length() - 1.0).abs() <= 1e-6;
+            if !ok {
+                return fail(format!("brush separating axis {i}: {a:?} is not a unit axis"));
+            }
         }
         self.poly_tree.validate("polygon tree", np)?;
         self.brush_tree.validate("brush tree", nb)?;
