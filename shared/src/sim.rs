@@ -412,7 +412,8 @@ impl Sim {
                     .filter(|b| b.id != id && b.bounds.overlaps(&zone)),
             );
         }
-        self.map.gather_region(around, &mut s.region, &mut s.trace);
+        self.map
+            .gather_region(around, self.movement.stand(), &mut s.region, &mut s.trace);
         let mut col = SimCollider {
             sim: self,
             scratch: &mut s.trace,
@@ -566,7 +567,8 @@ impl Sim {
         others: &'a [PlayerBox],
         s: &'a mut SimScratch,
     ) -> SimCollider<'a> {
-        self.map.gather_region(around, &mut s.region, &mut s.trace);
+        self.map
+            .gather_region(around, self.movement.stand(), &mut s.region, &mut s.trace);
         SimCollider {
             sim: self,
             scratch: &mut s.trace,

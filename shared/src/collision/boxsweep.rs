@@ -114,7 +114,6 @@ struct BoxBest {
     normal: DVec3,
     point: DVec3,
     sweep: Aabb,
-    sweep32: Bounds32,
 }
 
 impl CollisionModel {
@@ -148,7 +147,6 @@ impl CollisionModel {
             normal: DVec3::ZERO,
             point: DVec3::ZERO,
             sweep: whole,
-            sweep32: Bounds32::new(&whole),
         };
         let test = |bi: u32, best: &mut BoxBest| {
             let b = &self.brushes[bi as usize];
@@ -164,10 +162,8 @@ impl CollisionModel {
                 best.brush = bi;
                 best.normal = c.n_in;
                 // The point of the hit plane nearest the box's centre.
-                best.point =
-                    centre - c.n_in * (c.n_in.abs().dot(mv.half) + c.g_in + c.r_in * t);
+                best.point = centre - c.n_in * (c.n_in.abs().dot(mv.half) + c.g_in + c.r_in * t);
                 best.sweep = sweep_box(t);
-                best.sweep32 = Bounds32::new(&best.sweep);
             }
         };
         match region {
@@ -180,6 +176,9 @@ impl CollisionModel {
                 s.begin(self);
                 let mut stack = std::mem::take(&mut s.stack);
                 let (marks, stamp) = (&mut s.brush_mark, s.stamp);
+                // The leaves' f32 bounds cull against the sweep box as it stood when the
+                // leaf was reached; the brush's own bounds then against the current one.
+                let mut culled = (best.f, Bounds32::new(&whole));
                 self.brush_tree.walk_segment(
                     start,
                     dir,
@@ -187,8 +186,11 @@ impl CollisionModel {
                     hb.max + DVec3::splat(MARGIN),
                     &mut stack,
                     |items, bounds| {
+                        if culled.0 != best.f {
+                            culled = (best.f, Bounds32::new(&best.sweep));
+                        }
                         for (&bi, b) in items.iter().zip(bounds) {
-                            if b.overlaps(&best.sweep32) && marks[bi as usize] != stamp {
+                            if b.overlaps(&culled.1) && marks[bi as usize] != stamp {
                                 marks[bi as usize] = stamp;
                                 test(bi, &mut best);
                             }

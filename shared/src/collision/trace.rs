@@ -90,6 +90,8 @@ impl TraceScratch {
 #[derive(Clone, Debug)]
 pub struct Region {
     bounds: Aabb,
+    /// Whether the polygons were gathered (only hulls other than upright boxes sweep them).
+    with_polygons: bool,
     polygons: Vec<u32>,
     bounds32: Vec<Bounds32>,
     brushes: Vec<u32>,
@@ -99,6 +101,7 @@ impl Default for Region {
     fn default() -> Self {
         Region {
             bounds: Aabb::EMPTY,
+            with_polygons: false,
             polygons: Vec::new(),
             bounds32: Vec::new(),
             brushes: Vec::new(),
@@ -118,7 +121,8 @@ impl Region {
         self.bounds
     }
 
-    /// The solid brushes whose bounds meet the region, in index order.
+    /// The solid brushes whose bounds meet the region (in no particular order: the queries
+    /// over them do not depend on it).
     pub(super) fn brushes(&self) -> &[u32] {
         &self.brushes
     }
@@ -268,7 +272,7 @@ impl CollisionModel {
             q.prepare_hull(s);
             best = q.best(best);
             match region {
-                Some(r) if r.contains(&best.sweep) => {
+                Some(r) if r.with_polygons && r.contains(&best.sweep) => {
                     for (&pi, b) in r.polygons.iter().zip(&r.bounds32) {
                         if b.overlaps(&best.sweep32) {
                             q.test_polygon(pi, s, &mut best);
@@ -293,10 +297,19 @@ impl CollisionModel {
         }
     }
 
-    /// Gathers into `region` every polygon and solid brush whose bounds meet `bounds`.
-    pub fn gather_region(&self, bounds: Aabb, region: &mut Region, s: &mut TraceScratch) {
+    /// Gathers into `region` what sweeps and position tests of `hull` within `bounds`
+    /// need: every solid brush whose bounds meet them, and for a hull other than an upright
+    /// box (which sweeps the brushes) every such polygon.
+    pub fn gather_region(
+        &self,
+        bounds: Aabb,
+        hull: &Hull,
+        region: &mut Region,
+        s: &mut TraceScratch,
+    ) {
         s.begin(self);
         region.bounds = bounds;
+        region.with_polygons = !hull.is_box();
         region.polygons.clear();
         region.bounds32.clear();
         region.brushes.clear();
@@ -309,7 +322,9 @@ impl CollisionModel {
                 brushes.push(i);
             }
         });
-        region.brushes.sort_unstable();
+        if !region.with_polygons {
+            return;
+        }
         let marks = &mut s.poly_mark;
         let stamp = s.stamp;
         let polys = &mut region.polygons;

@@ -210,7 +210,12 @@ impl AxialTree {
         if self.nodes.is_empty() {
             return;
         }
-        let (lo, hi, start, dir) = (lo.to_array(), hi.to_array(), start.to_array(), dir.to_array());
+        let (lo, hi, start, dir) = (
+            lo.to_array(),
+            hi.to_array(),
+            start.to_array(),
+            dir.to_array(),
+        );
         let inv = dir.map(|d| if d != 0.0 { 1.0 / d } else { 0.0 });
         let mut reach = 1.0f64;
         stack.clear();

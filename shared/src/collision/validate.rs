@@ -162,9 +162,12 @@ impl CollisionModel {
             finite_vec("brush point or axis", i, *v)?;
         }
         for (i, a) in self.brush_sat.iter().enumerate() {
-            let ok = a.lo.is_finite() && a.hi.is_finite() && (a.normal.length() - 1.0).abs() <= 1e-6;
+            let ok =
+                a.lo.is_finite() && a.hi.is_finite() && (a.normal.length() - 1.0).abs() <= 1e-6;
             if !ok {
-                return fail(format!("brush separating axis {i}: {a:?} is not a unit axis"));
+                return fail(format!(
+                    "brush separating axis {i}: {a:?} is not a unit axis"
+                ));
             }
         }
         self.poly_tree.validate("polygon tree", np)?;
