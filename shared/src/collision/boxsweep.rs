@@ -4,7 +4,10 @@
 //! An upright box and a convex brush are apart exactly when one of a known, small set of
 //! axes separates them: the brush's plane normals, the three coordinate axes (the box's
 //! faces; the brush's extent along them is its bounds) and each brush edge direction ×
-//! each coordinate axis, precomputed with the brush's extent along it ([`SatAxis`]).
+//! each coordinate axis, precomputed with the brush's extent along it ([`SatAxis`]); to
+//! those the build adds the faces of neighbouring brushes across shared edges (any
+//! direction is a valid axis, and these are the ones that keep a sliding box clear of a
+//! crease, below).
 //! Along each axis the gap between the two is linear in the move, so the moment the box
 //! comes within the expel zone [`EXPEL`] of the brush is the latest moment any axis's
 //! gap closes to [`EXPEL`], provided no other axis has opened past it by then: a slab
@@ -17,8 +20,8 @@
 //! * An axis whose gap is open at the start and does not close keeps the box out of the
 //!   brush for the whole move, so the brush cannot stop it, however near along other axes.
 //!   A box resting in the zone over a floor built of many brushes slides over the seams
-//!   (each neighbour's top plane is such an axis), where a zone around each brush's side
-//!   would catch it.
+//!   and convex creases (the floor's plane is such an axis of the next brush: its own top,
+//!   or the face across the crease), where a zone around each brush's side would catch it.
 //!
 //! A box starting inside a brush (deeper than [`POSITION_EPS`]) is not stopped by it: the
 //! start-solid test reports that, and the move out is free, as with the polygon path.
@@ -27,12 +30,16 @@
 
 use super::hull::Hull;
 use super::tree::Bounds32;
-use super::{CollisionModel, Contents, Feature, Hit, Region, Sweep, Target, TraceScratch};
+use super::{CollisionModel, Contents, Feature, Hit, Region, Sweep, Target, Trace, TraceScratch};
 use crate::geom::{Aabb, EXPEL, POSITION_EPS};
 use glam::DVec3;
 
 /// Broad-phase padding around the swept box: the zone and some slack.
 const MARGIN: f64 = EXPEL + 1e-3;
+/// A gap that changes by less than this over the whole move counts as steady: a move
+/// slid along a plane has a rate of rounding size and either sign, and a box resting in
+/// the zone must not stop on its sign.
+const RATE_EPS: f64 = 1e-9;
 
 /// The box's centre at the start, its half extents and the move.
 struct BoxMove {
@@ -43,8 +50,9 @@ struct BoxMove {
 
 /// The clip of one brush's axes against the move.
 struct Clip {
-    /// Latest moment a closing gap reaches the zone, with that axis and its gap and rate.
+    /// Latest moment a closing gap reaches the zone.
     t_in: f64,
+    /// The closing axis that enters last, with its gap and rate: it names the contact.
     n_in: DVec3,
     g_in: f64,
     r_in: f64,
@@ -70,7 +78,7 @@ impl Clip {
     #[inline]
     fn axis(&mut self, n: DVec3, g: f64, r: f64) -> bool {
         self.top = self.top.max(g);
-        if r >= 0.0 {
+        if r >= -RATE_EPS {
             if g > -POSITION_EPS {
                 return false;
             }
@@ -81,19 +89,34 @@ impl Clip {
             let t = (g - EXPEL) / -r;
             if t > self.t_in {
                 self.t_in = t;
-                self.n_in = n;
-                self.g_in = g;
-                self.r_in = r;
+                (self.n_in, self.g_in, self.r_in) = (n, g, r);
             }
         }
         true
     }
 
-    /// The moment the box enters the brush's zone, if before `limit`.
-    fn entry(&self, limit: f64) -> Option<f64> {
+    /// What the finished clip says about the brush.
+    fn meets(self, limit: f64) -> Meets {
+        if self.top < -POSITION_EPS {
+            return Meets::Inside;
+        }
         let t = self.t_in.max(0.0);
-        (self.top >= -POSITION_EPS && t <= self.t_out && t <= limit).then_some(t)
+        if t <= self.t_out && t <= limit {
+            Meets::At(t, self)
+        } else {
+            Meets::No
+        }
     }
+}
+
+/// How a moving box meets one brush.
+enum Meets {
+    /// Not within the move (or not before the limit).
+    No,
+    /// The box starts inside the brush (deeper than [`POSITION_EPS`]).
+    Inside,
+    /// It enters the brush's zone at this fraction.
+    At(f64, Clip),
 }
 
 impl BoxMove {
@@ -117,9 +140,29 @@ struct BoxBest {
 }
 
 impl CollisionModel {
+    /// [`CollisionModel::trace`] of an upright box or a point: its sweep, whose clips also
+    /// tell whether it starts inside a brush (every brush the start box meets is clipped).
+    pub(super) fn trace_box(
+        &self,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> Trace {
+        match self.sweep_box(hull, start, end, mask, None, s) {
+            Some((sweep, start_solid)) => Trace { sweep, start_solid },
+            None => Trace {
+                sweep: Sweep::clear(end),
+                start_solid: self.position_solid(hull, start, mask, s),
+            },
+        }
+    }
+
     /// [`CollisionModel::sweep`] of an upright box or a point: the swept separating-axis
     /// test per brush (see the module docs), over the region's brushes when the move lies
-    /// inside it, else over the brush tree front to back.
+    /// inside it, else over the brush tree front to back. Also whether the box starts
+    /// inside a brush. `None` for no move (or a move not finite).
     pub(super) fn sweep_box(
         &self,
         hull: &Hull,
@@ -128,10 +171,10 @@ impl CollisionModel {
         mask: Contents,
         region: Option<&Region>,
         s: &mut TraceScratch,
-    ) -> Sweep {
+    ) -> Option<(Sweep, bool)> {
         let dir = end - start;
         if !(dir.length_squared() > 0.0 && dir.is_finite() && start.is_finite()) {
-            return Sweep::clear(end);
+            return None;
         }
         let hb = hull.bounds();
         let mv = BoxMove {
@@ -148,13 +191,19 @@ impl CollisionModel {
             point: DVec3::ZERO,
             sweep: whole,
         };
-        let test = |bi: u32, best: &mut BoxBest| {
+        let mut inside = false;
+        let mut test = |bi: u32, best: &mut BoxBest| {
             let b = &self.brushes[bi as usize];
             if !b.contents.intersects(mask) || !b.bounds.overlaps(&best.sweep) {
                 return;
             }
-            let Some((t, c)) = self.box_vs_brush(&mv, bi as usize, best.f) else {
-                return;
+            let (t, c) = match self.box_vs_brush(&mv, bi as usize, best.f) {
+                Meets::No => return,
+                Meets::Inside => {
+                    inside = true;
+                    return;
+                }
+                Meets::At(t, c) => (t, c),
             };
             if t < best.f || (t == best.f && bi < best.brush) {
                 let centre = mv.centre + dir * t;
@@ -201,24 +250,25 @@ impl CollisionModel {
                 s.stack = stack;
             }
         }
-        if best.brush == u32::MAX {
-            return Sweep::clear(end);
-        }
-        Sweep {
-            fraction: best.f,
-            end: start + dir * best.f,
-            hit: Some(Hit {
-                normal: best.normal,
-                point: best.point,
-                contents: self.brushes[best.brush as usize].contents,
-                target: Target::Model(Feature::BoxBrush { brush: best.brush }),
-            }),
-        }
+        let sweep = if best.brush == u32::MAX {
+            Sweep::clear(end)
+        } else {
+            Sweep {
+                fraction: best.f,
+                end: start + dir * best.f,
+                hit: Some(Hit {
+                    normal: best.normal,
+                    point: best.point,
+                    contents: self.brushes[best.brush as usize].contents,
+                    target: Target::Model(Feature::BoxBrush { brush: best.brush }),
+                }),
+            }
+        };
+        Some((sweep, inside))
     }
 
-    /// The moment the moving box enters brush `bi`'s zone, if no later than `limit`, with
-    /// the clip that found it.
-    fn box_vs_brush(&self, mv: &BoxMove, bi: usize, limit: f64) -> Option<(f64, Clip)> {
+    /// How the moving box meets brush `bi`, up to fraction `limit`.
+    fn box_vs_brush(&self, mv: &BoxMove, bi: usize, limit: f64) -> Meets {
         let b = &self.brushes[bi];
         let mut c = Clip::NEW;
         // The coordinate axes, both ways: the brush's bounds.
@@ -229,24 +279,24 @@ impl CollisionModel {
             if !c.axis(n, lo - b.bounds.max[k], mv.dir[k])
                 || !c.axis(-n, b.bounds.min[k] - hi, -mv.dir[k])
             {
-                return None;
+                return Meets::No;
             }
         }
         if !b.axial {
             for p in self.brush_planes(bi) {
                 let (g, r) = mv.gap(p.normal, p.dist);
                 if !c.axis(p.normal, g, r) {
-                    return None;
-                }
-            }
-            for a in self.brush_sat(bi) {
-                let (g, r) = mv.gap(a.normal, a.hi);
-                let (g2, r2) = mv.gap(-a.normal, -a.lo);
-                if !c.axis(a.normal, g, r) || !c.axis(-a.normal, g2, r2) {
-                    return None;
+                    return Meets::No;
                 }
             }
         }
-        c.entry(limit).map(|t| (t, c))
+        for a in self.brush_sat(bi) {
+            let (g, r) = mv.gap(a.normal, a.hi);
+            let (g2, r2) = mv.gap(-a.normal, -a.lo);
+            if !c.axis(a.normal, g, r) || !c.axis(-a.normal, g2, r2) {
+                return Meets::No;
+            }
+        }
+        c.meets(limit)
     }
 }

@@ -2,7 +2,7 @@
 
 use super::mesh::{build_edges, split_t_junctions, RawPolygon, Surface, Welder};
 use super::patch::{self, PATCH_TOLERANCE};
-use super::tree::AxialTree;
+use super::tree::{AxialTree, Shape};
 use super::{CollisionModel, Contents, ModelStats, Polygon, SatAxis, SolidBrush};
 use crate::geom::{planes_to_polygons, Aabb, Plane};
 use crate::map::{solidity, Brush, MapData};
@@ -137,8 +137,8 @@ impl CollisionModel {
             brush_axes: Vec::new(),
             brush_sat: Vec::new(),
             poly_bounds32: Vec::new(),
-            poly_tree: AxialTree::build(&[]),
-            brush_tree: AxialTree::build(&[]),
+            poly_tree: AxialTree::build(&[], Shape::POLYGONS),
+            brush_tree: AxialTree::build(&[], Shape::POLYGONS),
             bounds: Aabb::EMPTY,
             stats: ModelStats::default(),
         };
@@ -162,20 +162,19 @@ impl CollisionModel {
                     push_axis(&mut m.brush_axes, a0 as usize, w[(k + 1) % w.len()] - w[k]);
                 }
             }
-            let sat = m.push_sat(p0, q0, a0);
             m.brushes.push(SolidBrush {
                 bounds: g.bounds,
                 contents: g.contents,
                 planes: (p0, m.brush_planes.len() as u32),
                 points: (q0, m.brush_points.len() as u32),
                 axes: (a0, m.brush_axes.len() as u32),
-                sat,
+                sat: (0, 0),
                 axial: g.planes.iter().all(|p| p.normal.abs().max_element() == 1.0),
                 line: g.line as u32,
             });
         }
         let brush_bounds: Vec<Aabb> = m.brushes.iter().map(|b| b.bounds).collect();
-        m.brush_tree = AxialTree::build(&brush_bounds);
+        m.brush_tree = AxialTree::build(&brush_bounds, Shape::BRUSHES);
 
         // Faces, minus their parts buried inside other brushes of the same contents. A face
         // partly inside a neighbour keeps only its exposed part: left whole, its rim would
@@ -278,7 +277,7 @@ impl CollisionModel {
         }
         if stats.patch_polygons > 0 {
             let brush_bounds: Vec<Aabb> = m.brushes.iter().map(|b| b.bounds).collect();
-            m.brush_tree = AxialTree::build(&brush_bounds);
+            m.brush_tree = AxialTree::build(&brush_bounds, Shape::BRUSHES);
         }
         let (edges, poly_edges) = build_edges(&m.vertices, &raw);
         m.vertex_active = vec![false; m.vertices.len()];
@@ -301,9 +300,10 @@ impl CollisionModel {
             m.poly_edges.extend_from_slice(pe);
         }
         m.edges = edges;
+        m.build_sat();
         let poly_bounds: Vec<Aabb> = m.polygons.iter().map(|p| p.bounds).collect();
         m.poly_bounds32 = poly_bounds.iter().map(super::tree::Bounds32::new).collect();
-        m.poly_tree = AxialTree::build(&poly_bounds);
+        m.poly_tree = AxialTree::build(&poly_bounds, Shape::POLYGONS);
 
         stats.polygons = m.polygons.len();
         stats.edges = m.edges.len();
@@ -336,7 +336,6 @@ impl CollisionModel {
         }
         let q0 = self.brush_points.len() as u32;
         self.brush_points.extend_from_slice(&pts);
-        let sat = self.push_sat(p0, q0, a0);
         let planes = &self.brush_planes[p0 as usize..];
         self.brushes.push(SolidBrush {
             bounds: Aabb::from_points(&pts),
@@ -344,7 +343,7 @@ impl CollisionModel {
             planes: (p0, self.brush_planes.len() as u32),
             points: (q0, self.brush_points.len() as u32),
             axes: (a0, self.brush_axes.len() as u32),
-            sat,
+            sat: (0, 0),
             axial: planes.iter().all(|q| q.normal.abs().max_element() == 1.0),
             line,
         });
@@ -352,36 +351,71 @@ impl CollisionModel {
 }
 
 impl CollisionModel {
-    /// Adds the box sweep's cross axes of the brush whose planes, points and axes start at
-    /// `p0`, `q0` and `a0` (the last brush added): each edge direction × each coordinate
-    /// axis, once, unless it is a coordinate axis or a plane normal (the sweep has those
-    /// already). Returns their range.
-    fn push_sat(&mut self, p0: u32, q0: u32, a0: u32) -> (u32, u32) {
-        let s0 = self.brush_sat.len();
+    /// Every brush's separating axes for the box sweep besides its planes and the
+    /// coordinate axes ([`SatAxis`]), once the polygons exist: each edge direction × each
+    /// coordinate axis, and the plane of every polygon of another brush or patch that the
+    /// brush reaches from behind (the plane a box sliding over their crease keeps its gap
+    /// along: without it a convex crease between two brushes, two patch facets or a patch
+    /// and a brush would catch a box resting in the zone). Each once, and none that is a
+    /// coordinate axis or one of the brush's planes.
+    fn build_sat(&mut self) {
+        let mut across: Vec<Vec<DVec3>> = vec![Vec::new(); self.brushes.len()];
+        let mut near = Vec::new();
+        for p in &self.polygons {
+            near.clear();
+            self.brush_tree
+                .query_aabb(&p.bounds.expand(CREASE_EPS), |i| near.push(i));
+            near.sort_unstable();
+            near.dedup();
+            for &bi in &near {
+                let b = &self.brushes[bi as usize];
+                if bi == p.brush || !b.bounds.overlaps(&p.bounds.expand(CREASE_EPS)) {
+                    continue;
+                }
+                let top = self.brush_points[b.points.0 as usize..b.points.1 as usize]
+                    .iter()
+                    .fold(f64::NEG_INFINITY, |h, q| h.max(p.plane.distance(*q)));
+                // The brush reaches the polygon's plane from behind: the plane separates it
+                // from a box resting on the polygon.
+                if top.abs() <= CREASE_EPS {
+                    across[bi as usize].push(p.plane.normal);
+                }
+            }
+        }
+        self.brush_sat.clear();
         let parallel = |a: DVec3, b: DVec3| a.cross(b).length_squared() < 1e-18;
-        for w in &self.brush_axes[a0 as usize..] {
-            for k in DVec3::AXES {
-                let n = w.cross(k).normalize_or_zero();
+        for (bi, extra) in across.iter().enumerate() {
+            let b = &self.brushes[bi];
+            let planes = &self.brush_planes[b.planes.0 as usize..b.planes.1 as usize];
+            let points = &self.brush_points[b.points.0 as usize..b.points.1 as usize];
+            let axes = &self.brush_axes[b.axes.0 as usize..b.axes.1 as usize];
+            let s0 = self.brush_sat.len();
+            let crosses = axes
+                .iter()
+                .flat_map(|w| DVec3::AXES.map(|k| w.cross(k).normalize_or_zero()));
+            for n in crosses.chain(extra.iter().copied()) {
                 if n == DVec3::ZERO
                     || DVec3::AXES.iter().any(|&a| parallel(a, n))
-                    || self.brush_planes[p0 as usize..]
-                        .iter()
-                        .any(|p| parallel(p.normal, n))
+                    || planes.iter().any(|p| parallel(p.normal, n))
                     || self.brush_sat[s0..].iter().any(|a| parallel(a.normal, n))
                 {
                     continue;
                 }
-                let (lo, hi) = self.brush_points[q0 as usize..]
+                let (lo, hi) = points
                     .iter()
                     .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
                         (l.min(n.dot(*p)), h.max(n.dot(*p)))
                     });
                 self.brush_sat.push(SatAxis { normal: n, lo, hi });
             }
+            self.brushes[bi].sat = (s0 as u32, self.brush_sat.len() as u32);
         }
-        (s0 as u32, self.brush_sat.len() as u32)
     }
 }
+
+/// How near a neighbouring brush must come to a polygon's plane and bounds for the plane
+/// to become one of its box-sweep axes (the weld, with room).
+const CREASE_EPS: f64 = 1e-3;
 
 /// Adds the direction of `v` to a brush's axes (those from index `first` on) unless it is
 /// zero or parallel to one already there.

@@ -2,7 +2,9 @@
 //!
 //! [`CollisionModel::build`] turns a map's solid brushes into one-sided convex polygons with
 //! shared vertices and edges, and its solid curved patches into two-sided sheets of them;
-//! [`CollisionModel::trace`] sweeps a [`Hull`] through them.
+//! [`CollisionModel::trace`] sweeps a [`Hull`] through them: an upright box or a point by
+//! a swept separating-axis test per brush (`boxsweep`), any other hull by the feature tests
+//! against the polygons (`trace`).
 
 mod boxsweep;
 mod build;

@@ -182,6 +182,9 @@ impl CollisionModel {
         mask: Contents,
         scratch: &mut TraceScratch,
     ) -> Trace {
+        if hull.is_box() {
+            return self.trace_box(hull, start, end, mask, scratch);
+        }
         Trace {
             sweep: self.sweep(hull, start, end, mask, scratch),
             start_solid: self.position_solid(hull, start, mask, scratch),
@@ -242,6 +245,7 @@ impl CollisionModel {
     ) -> Sweep {
         if hull.is_box() {
             self.sweep_box(hull, start, end, mask, region, s)
+                .map_or(Sweep::clear(end), |(sweep, _)| sweep)
         } else {
             self.sweep_polygons_in(hull, start, end, mask, region, s)
         }

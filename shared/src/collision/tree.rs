@@ -10,12 +10,32 @@ use crate::geom::Aabb;
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
-/// Cells no smaller than this (units) on their longest axis stop splitting...
-const MIN_NODE_SIZE: f64 = 64.0;
-/// ...unless they hold more items than this.
-const FORCE_SPLIT: usize = 128;
-/// Leaves this small are not split further.
-const LEAF_ITEMS: usize = 8;
+/// When a cell stops splitting.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Shape {
+    /// Cells smaller than this (units) on their longest axis stop splitting...
+    pub min_size: f64,
+    /// ...unless they hold more items than this.
+    pub force_split: usize,
+    /// Leaves this small are not split further.
+    pub leaf_items: usize,
+}
+
+impl Shape {
+    /// For polygons, tested by the feature tests, which cull by bounds anyway.
+    pub const POLYGONS: Shape = Shape {
+        min_size: 64.0,
+        force_split: 128,
+        leaf_items: 8,
+    };
+    /// For brushes: a box's test against a brush is as cheap as a bounds check, so the
+    /// walk is most of a query and short leaves pay.
+    pub const BRUSHES: Shape = Shape {
+        min_size: 16.0,
+        force_split: 16,
+        leaf_items: 2,
+    };
+}
 pub(crate) const MAX_DEPTH: usize = 40;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -82,7 +102,7 @@ impl Bounds32 {
 }
 
 impl AxialTree {
-    pub fn build(item_bounds: &[Aabb]) -> AxialTree {
+    pub fn build(item_bounds: &[Aabb], shape: Shape) -> AxialTree {
         let mut t = AxialTree {
             nodes: Vec::new(),
             items: Vec::new(),
@@ -91,17 +111,24 @@ impl AxialTree {
         };
         let all: Vec<u32> = (0..item_bounds.len() as u32).collect();
         let b = t.bounds;
-        t.build_node(item_bounds, all, b, 0);
+        t.build_node(item_bounds, all, b, 0, shape);
         t
     }
 
-    fn build_node(&mut self, ib: &[Aabb], items: Vec<u32>, cell: Aabb, depth: usize) -> u32 {
+    fn build_node(
+        &mut self,
+        ib: &[Aabb],
+        items: Vec<u32>,
+        cell: Aabb,
+        depth: usize,
+        shape: Shape,
+    ) -> u32 {
         let id = self.nodes.len() as u32;
         self.nodes.push(Node::Leaf { first: 0, count: 0 });
         let size = cell.size();
-        let want_split = items.len() > LEAF_ITEMS
+        let want_split = items.len() > shape.leaf_items
             && depth < MAX_DEPTH
-            && (size.max_element() >= MIN_NODE_SIZE || items.len() > FORCE_SPLIT);
+            && (size.max_element() >= shape.min_size || items.len() > shape.force_split);
         if want_split {
             if let Some((axis, dist)) = choose_split(ib, &items, &cell) {
                 let (mut back, mut front) = (Vec::new(), Vec::new());
@@ -124,8 +151,8 @@ impl AxialTree {
                     let (mut bc, mut fc) = (cell, cell);
                     bc.max[axis] = dist;
                     fc.min[axis] = dist;
-                    let b = self.build_node(ib, back, bc, depth + 1);
-                    let f = self.build_node(ib, front, fc, depth + 1);
+                    let b = self.build_node(ib, back, bc, depth + 1, shape);
+                    let f = self.build_node(ib, front, fc, depth + 1, shape);
                     self.nodes[id as usize] = Node::Split {
                         axis: axis as u8,
                         dist,
