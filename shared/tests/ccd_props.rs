@@ -684,6 +684,131 @@ fn a_box_walks_across_seams_between_floor_brushes_without_snagging() {
     );
 }
 
+/// No snags on convex creases: a ramp meets a floor (or a steeper ramp a gentler one) at a
+/// convex edge, the scene turned to any heading. A box resting in the zone walks along the
+/// plane under it, up and over the crease or down across it, and stops only where the
+/// exact path meets geometry. Each brush alone has a zone around its rim at the crease;
+/// the neighbour's plane is what keeps the box clear of it.
+#[test]
+fn a_box_walks_over_convex_creases_between_brushes_without_snagging() {
+    let mut rng = ChaCha8Rng::seed_from_u64(41);
+    let mut s = TraceScratch::new();
+    let (mut moves, mut over) = (0, 0);
+    for _ in 0..80 {
+        let yaw = if rng.gen_bool(0.3) {
+            0.0
+        } else {
+            rng.gen_range(0.0..std::f64::consts::TAU)
+        };
+        let turn = |v: DVec3| {
+            let (c, sn) = (libm::cos(yaw), libm::sin(yaw));
+            DVec3::new(c * v.x - sn * v.y, sn * v.x + c * v.y, v.z)
+        };
+        // Both brushes under z = 0 at the crease line x = 0: the far one sloping down at
+        // `steep` towards -x, the near one level or sloping down towards +x more gently.
+        let steep = rng.gen_range(0.05..0.7f64);
+        let gentle = if rng.gen_bool(0.5) {
+            0.0
+        } else {
+            rng.gen_range(0.0..steep * 0.8)
+        };
+        let slab = |x0: f64, x1: f64, top: DVec3| {
+            let mut planes: Vec<(DVec3, f64)> = vec![
+                (DVec3::X, x1),
+                (-DVec3::X, -x0),
+                (DVec3::Y, 96.0),
+                (-DVec3::Y, 96.0),
+                (-DVec3::Z, 256.0),
+                (top.normalize(), 0.0),
+            ];
+            for p in &mut planes {
+                p.0 = turn(p.0);
+            }
+            planes
+        };
+        let scene = Scene::new(vec![
+            slab(
+                -160.0,
+                0.0,
+                DVec3::new(-libm::sin(steep), 0.0, libm::cos(steep)),
+            ),
+            slab(
+                0.0,
+                160.0,
+                DVec3::new(libm::sin(gentle), 0.0, libm::cos(gentle)),
+            ),
+        ]);
+        if scene.brushes.len() < 2 {
+            continue;
+        }
+        let model = CollisionModel::build(&scene.map);
+        for _ in 0..100 {
+            if let Some((start, end)) =
+                walk_from_rest_on(&mut rng, &model, &scene, 48.0, true, &mut s)
+            {
+                moves += 1;
+                // The crease's side, in the scene's own frame.
+                let side = |p: DVec3| turn(DVec3::X).dot(p) > 0.0;
+                over += (side(start) != side(end)) as usize;
+            }
+        }
+    }
+    assert!(
+        moves > 3000 && over > 300,
+        "{moves} moves, {over} over the crease"
+    );
+}
+
+/// A box in the zone beside a wall far from the origin, slid along it the way movement
+/// and validation clip a move (the part into the wall removed), is not stopped: the clipped
+/// move's rate along the wall is rounding, of either sign.
+#[test]
+fn a_box_in_the_zone_slides_along_a_wall_far_from_the_origin() {
+    let mut rng = ChaCha8Rng::seed_from_u64(43);
+    let (hull, _) = player_box();
+    let mut s = TraceScratch::new();
+    let mut slides = 0;
+    for _ in 0..200 {
+        let far = DVec3::new(
+            rng.gen_range(-4000.0..4000.0f64).round(),
+            rng.gen_range(-4000.0..4000.0f64).round(),
+            rng.gen_range(-1000.0..1000.0f64).round(),
+        );
+        let a = rng.gen_range(0.0..std::f64::consts::TAU);
+        let n = DVec3::new(libm::cos(a), libm::sin(a), 0.0);
+        // A wall through `far` facing along n, tall and wide.
+        let t = n.cross(DVec3::Z);
+        let planes = vec![
+            (n, n.dot(far)),
+            (-n, -n.dot(far) + 64.0),
+            (t, t.dot(far) + 512.0),
+            (-t, -t.dot(far) + 512.0),
+            (DVec3::Z, far.z + 512.0),
+            (-DVec3::Z, -far.z + 512.0),
+        ];
+        let scene = Scene::new(vec![planes]);
+        let model = CollisionModel::build(&scene.map);
+        let from = far + n * 100.0 + t * rng.gen_range(-200.0..200.0);
+        let hit = model
+            .trace(&hull, from, from - n * 200.0, Contents::ALL, &mut s)
+            .sweep;
+        let Some(wall) = hit.normal() else { continue };
+        // In the zone: a little nearer than where the trace stopped.
+        let start = hit.end - wall * rng.gen_range(0.0..EXPEL * 0.5);
+        let want = (t * rng.gen_range(-1.0..1.0) - n) * rng.gen_range(1.0..40.0);
+        let along = want - wall * want.dot(wall).min(0.0);
+        let slid = model.trace(&hull, start, start + along, Contents::ALL, &mut s);
+        assert!(!slid.start_solid);
+        assert_eq!(
+            slid.sweep.fraction, 1.0,
+            "{start:?} + {along:?} stopped along the wall at {:?}",
+            slid.sweep.hit
+        );
+        slides += 1;
+    }
+    assert!(slides > 150, "{slides} slides");
+}
+
 /// One walk of the player box from rest inside the zone above the floor at a random spot
 /// within `reach` of the origin: 1–40 units level in a random direction. When the exact
 /// path keeps at least h/2 from everything (h: the start's height in the zone), asserts
@@ -693,6 +818,19 @@ fn walk_from_rest(
     model: &CollisionModel,
     scene: &Scene,
     reach: f64,
+    s: &mut TraceScratch,
+) -> Option<(DVec3, DVec3)> {
+    walk_from_rest_on(rng, model, scene, reach, false, s)
+}
+
+/// [`walk_from_rest`], and with `along_slope` the walk follows the plane of the floor under
+/// the start (up or down a ramp) instead of the level.
+fn walk_from_rest_on(
+    rng: &mut ChaCha8Rng,
+    model: &CollisionModel,
+    scene: &Scene,
+    reach: f64,
+    along_slope: bool,
     s: &mut TraceScratch,
 ) -> Option<(DVec3, DVec3)> {
     let (hull, oh) = player_box();
@@ -710,7 +848,12 @@ fn walk_from_rest(
         return None;
     }
     let a = rng.gen_range(0.0..std::f64::consts::TAU);
-    let end = start + DVec3::new(libm::cos(a), libm::sin(a), 0.0) * rng.gen_range(1.0..40.0);
+    let mut dir = DVec3::new(libm::cos(a), libm::sin(a), 0.0);
+    if along_slope {
+        let n = down.sweep.normal()?;
+        dir = (dir - n * dir.dot(n)).normalize();
+    }
+    let end = start + dir * rng.gen_range(1.0..40.0);
     let t = model.trace(&hull, start, end, Contents::ALL, s).sweep;
     let clear = scene
         .brushes

@@ -50,12 +50,14 @@ struct BoxMove {
 
 /// The clip of one brush's axes against the move.
 struct Clip {
-    /// Latest moment a closing gap reaches the zone.
+    /// Latest moment an open, closing gap reaches the zone (`-inf` if none).
     t_in: f64,
-    /// The closing axis that enters last, with its gap and rate: it names the contact.
+    /// The axis that names the contact, with its gap and rate: the open, closing one
+    /// entering last, else the closing one least shut.
     n_in: DVec3,
     g_in: f64,
     r_in: f64,
+    named_open: bool,
     /// Earliest moment an opening gap leaves the zone.
     t_out: f64,
     /// Largest gap at the start (negative: the box starts overlapping the brush).
@@ -66,8 +68,9 @@ impl Clip {
     const NEW: Clip = Clip {
         t_in: f64::NEG_INFINITY,
         n_in: DVec3::ZERO,
-        g_in: 0.0,
+        g_in: f64::NEG_INFINITY,
         r_in: 0.0,
+        named_open: false,
         t_out: f64::INFINITY,
         top: f64::NEG_INFINITY,
     };
@@ -85,12 +88,17 @@ impl Clip {
             if r > 0.0 {
                 self.t_out = self.t_out.min((EXPEL - g) / r);
             }
-        } else {
+        } else if g > 0.0 {
             let t = (g - EXPEL) / -r;
-            if t > self.t_in {
+            if !self.named_open || t > self.t_in {
                 self.t_in = t;
+                self.named_open = true;
                 (self.n_in, self.g_in, self.r_in) = (n, g, r);
             }
+        } else if !self.named_open && g > self.g_in {
+            // Already shut, this gap sets no entry (the box is past it); it names the
+            // contact only when none is open (the box starts touching the brush).
+            (self.n_in, self.g_in, self.r_in) = (n, g, r);
         }
         true
     }
