@@ -44,7 +44,7 @@ use crate::movement::{
 use crate::mover::{Mover, MoverState, Pose};
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -169,6 +169,7 @@ pub struct PlayerReport {
 pub struct SimScratch {
     trace: TraceScratch,
     region: Region,
+    regions: RegionCache,
     boxes: Vec<PlayerBox>,
     near: Vec<PlayerBox>,
     grid: PlayerGrid,
@@ -180,6 +181,50 @@ impl SimScratch {
     /// Empty scratch; it grows to the map's size once.
     pub fn new() -> Self {
         Self::default()
+    }
+}
+
+/// How much a player's gathered region exceeds its reach, so that the next ticks reuse it.
+const REGION_SLACK: f64 = 32.0;
+
+/// Per player, the region its last tick gathered (with [`REGION_SLACK`] to spare): while
+/// the player's reach stays inside it, later ticks reuse it. A larger region only adds
+/// brushes that a query tests and finds apart, so results never depend on the cache.
+#[derive(Default, Debug)]
+struct RegionCache {
+    /// The model the regions index, held so that comparing pointers is sound.
+    model: Option<Arc<CollisionModel>>,
+    by_player: HashMap<PlayerId, Region>,
+}
+
+impl RegionCache {
+    /// A region of `map` around `around` for player `id`, gathered anew only when the
+    /// cached one does not contain it.
+    fn get(
+        &mut self,
+        map: &Arc<CollisionModel>,
+        id: PlayerId,
+        around: Aabb,
+        hull: &Hull,
+        s: &mut TraceScratch,
+    ) -> &Region {
+        if !self.model.as_ref().is_some_and(|m| Arc::ptr_eq(m, map)) {
+            self.by_player.clear();
+            self.model = Some(map.clone());
+        }
+        let r = self.by_player.entry(id).or_default();
+        if !r.contains(&around) {
+            map.gather_region(around.expand(REGION_SLACK), hull, r, s);
+        }
+        r
+    }
+
+    /// Forgets the players no longer in `world` once they are many.
+    fn prune(&mut self, world: &WorldState) {
+        if self.by_player.len() > 2 * world.players.len() + 64 {
+            self.by_player
+                .retain(|id, _| world.players.contains_key(id));
+        }
     }
 }
 
@@ -412,12 +457,13 @@ impl Sim {
                     .filter(|b| b.id != id && b.bounds.overlaps(&zone)),
             );
         }
-        self.map
-            .gather_region(around, self.movement.stand(), &mut s.region, &mut s.trace);
+        let region = s
+            .regions
+            .get(&self.map, id, around, self.movement.stand(), &mut s.trace);
         let mut col = SimCollider {
             sim: self,
             scratch: &mut s.trace,
-            region: &s.region,
+            region,
             boxes: &s.boxes,
             poses,
             blocked_by: None,
@@ -441,22 +487,32 @@ impl Sim {
         self.advance_movers(world, s);
         let mut poses = std::mem::take(&mut s.poses);
         self.poses(&world.movers, &mut poses);
-        let start: Vec<(PlayerId, PlayerState)> =
-            world.players.iter().map(|(k, v)| (*k, v.state)).collect();
+        // Each player's start state and command (a merge of two id-ordered maps: no
+        // lookups per player).
+        let mut given = commands.iter().peekable();
+        let start: Vec<(PlayerId, PlayerState, MoveCommand, bool)> = world
+            .players
+            .iter()
+            .map(|(id, slot)| {
+                while given.next_if(|(c, _)| *c < id).is_some() {}
+                match given.next_if(|(c, _)| *c == id) {
+                    Some((_, cmd)) => (*id, slot.state, *cmd, false),
+                    None => (*id, slot.state, slot.last_command, true),
+                }
+            })
+            .collect();
         // A grid of the start boxes (no hash-map order anywhere).
         s.start_boxes.clear();
-        s.start_boxes
-            .extend(start.iter().filter_map(|(id, p)| self.player_box(*id, p)));
+        s.start_boxes.extend(
+            start
+                .iter()
+                .filter_map(|(id, p, ..)| self.player_box(*id, p)),
+        );
         s.grid.build(&s.start_boxes);
         let hull_size = self.movement.stand().bounds().size().max_element();
         let mut moved: Vec<(PlayerId, PlayerTick, bool)> = Vec::with_capacity(start.len());
         let mut near = std::mem::take(&mut s.near);
-        for (id, p) in &start {
-            let slot = &world.players[id];
-            let (cmd, repeated) = match commands.get(id) {
-                Some(c) => (*c, false),
-                None => (slot.last_command, true),
-            };
+        for (id, p, cmd, repeated) in &start {
             // Others stand where they started, so only their start boxes that reach into
             // this player's zone matter (what `player_tick` keeps).
             near.clear();
@@ -464,11 +520,8 @@ impl Sim {
                 let zone = self.around(p).expand(EXPEL);
                 s.grid.near(&zone, hull_size, &mut near);
             }
-            let t = self.player_tick(*id, p, &cmd, &poses, &near, s);
-            moved.push((*id, t, repeated));
-            if let Some(slot) = world.players.get_mut(id) {
-                slot.last_command = cmd;
-            }
+            let t = self.player_tick(*id, p, cmd, &poses, &near, s);
+            moved.push((*id, t, *repeated));
         }
         s.near = near;
         s.poses = poses;
@@ -486,7 +539,10 @@ impl Sim {
             reverted[i] = partners[i].iter().any(|&j| !reverted[j]);
         }
         let mut reports = Vec::with_capacity(moved.len());
-        for (i, ((id, t, repeated), (_, before))) in moved.into_iter().zip(&start).enumerate() {
+        let slots = world.players.values_mut();
+        for (i, (((id, t, repeated), (_, before, cmd, _)), slot)) in
+            moved.into_iter().zip(&start).zip(slots).enumerate()
+        {
             let mut state = t.state;
             if reverted[i] {
                 // Where it stood, at rest, keeping only the jump button's latch.
@@ -498,9 +554,8 @@ impl Sim {
                 };
             }
             let respawned = self.respawn_if_lost(id, &mut state);
-            if let Some(slot) = world.players.get_mut(&id) {
-                slot.state = state;
-            }
+            slot.state = state;
+            slot.last_command = *cmd;
             reports.push(PlayerReport {
                 id,
                 events: t.events,
@@ -509,6 +564,7 @@ impl Sim {
                 respawned,
             });
         }
+        s.regions.prune(world);
         world.tick = world.tick.wrapping_add(1);
         reports
     }
