@@ -55,7 +55,7 @@ pub type PlayerId = u32;
 pub const OUT_OF_BOUNDS_MARGIN: f64 = 1024.0;
 
 /// Cell size of the per-tick grid that finds nearby players.
-const PLAYER_CELL: f64 = 128.0;
+const PLAYER_CELL: f64 = 32.0;
 
 /// A request the simulation refuses.
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -509,7 +509,12 @@ impl Sim {
                 .filter_map(|(id, p, ..)| self.player_box(*id, p)),
         );
         s.grid.build(&s.start_boxes);
-        let hull_size = self.movement.stand().bounds().size().max_element();
+        // How far across (x, y) a player's box reaches from its centre: the grid bins by
+        // centre.
+        let half_xy = [self.movement.stand(), self.movement.crouch()]
+            .iter()
+            .map(|h| (h.bounds().size() * 0.5).truncate().max_element())
+            .fold(0.0, f64::max);
         let mut moved: Vec<(PlayerId, PlayerTick, bool)> = Vec::with_capacity(start.len());
         let mut near = std::mem::take(&mut s.near);
         for (id, p, cmd, repeated) in &start {
@@ -518,7 +523,7 @@ impl Sim {
             near.clear();
             if p.mode == MoveMode::Walk {
                 let zone = self.around(p).expand(EXPEL);
-                s.grid.near(&zone, hull_size, &mut near);
+                s.grid.near(&zone, half_xy, &mut near);
             }
             let t = self.player_tick(*id, p, cmd, &poses, &near, s);
             moved.push((*id, t, *repeated));
@@ -773,7 +778,7 @@ struct PlayerGrid {
 
 impl PlayerGrid {
     /// Bins `input`, given in id order. The cell doubles from [`PLAYER_CELL`] until the
-    /// grid holds at most a few cells per box (players spread over a huge map).
+    /// grid holds at most 16 cells per box (players spread over a huge map).
     fn build(&mut self, input: &[PlayerBox]) {
         self.boxes.clear();
         self.starts.clear();
@@ -799,7 +804,7 @@ impl PlayerGrid {
             let n = (0..2)
                 .map(|a| (hi[a] - lo[a] + 1) as u128)
                 .product::<u128>();
-            if n <= 4 * input.len() as u128 + 64 {
+            if n <= 16 * input.len() as u128 + 64 {
                 break (lo, hi);
             }
             cell *= 2.0;
@@ -837,8 +842,9 @@ impl PlayerGrid {
         x * self.dims[1] + y
     }
 
-    /// The boxes that overlap `zone`, in id order; `size` bounds a box's extent, so a
-    /// box's centre lies within it of the zone.
+    /// The boxes that overlap `zone`, in id order; `size` bounds how far a box reaches
+    /// across (x, y) from its centre, so the centre of a box that overlaps lies within it
+    /// of the zone.
     fn near(&self, zone: &Aabb, size: f64, out: &mut Vec<PlayerBox>) {
         out.clear();
         if self.boxes.is_empty() {
