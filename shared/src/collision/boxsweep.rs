@@ -5,9 +5,10 @@
 //! axes separates them: the brush's plane normals, the three coordinate axes (the box's
 //! faces; the brush's extent along them is its bounds) and each brush edge direction ×
 //! each coordinate axis, precomputed with the brush's extent along it ([`SatAxis`]); to
-//! those the build adds the faces of neighbouring brushes across shared edges (any
-//! direction is a valid axis, and these are the ones that keep a sliding box clear of a
-//! crease, below).
+//! those the build adds the planes of neighbouring polygons that the brush reaches from
+//! behind (any direction is a valid axis, and these are the ones that keep a sliding box
+//! clear of a crease, below).
+//!
 //! Along each axis the gap between the two is linear in the move, so the moment the box
 //! comes within the expel zone [`EXPEL`] of the brush is the latest moment any axis's
 //! gap closes to [`EXPEL`], provided no other axis has opened past it by then: a slab
@@ -15,8 +16,10 @@
 //! Quake 3 does). An axial brush needs its bounds only.
 //!
 //! Two rules make the zone behave as a player expects:
-//! * A box already in the zone may move away, never deeper: when the gap that separates
-//!   it most is closing, it stops at once.
+//! * A box already in the zone may move away, never deeper: when the gaps that separate
+//!   it are all closing, it stops at once. A gap that changes by less than [`RATE_EPS`]
+//!   over the move counts as steady (a move slid along a plane has a rate of rounding
+//!   size and either sign).
 //! * An axis whose gap is open at the start and does not close keeps the box out of the
 //!   brush for the whole move, so the brush cannot stop it, however near along other axes.
 //!   A box resting in the zone over a floor built of many brushes slides over the seams
