@@ -6,8 +6,8 @@
 //! averages), the ratio, and how often each engine's result penetrates by the independent
 //! separating-axis oracle of the test suite.
 //!
-//! `cargo run --release -p expel-bench` (real maps are read from `../shared/maps` when
-//! present).
+//! `cargo run --release -p expel-bench [random] [player] [rotate]` (all three sets when
+//! none is named; real maps are read from `../shared/maps` when present).
 
 #[path = "../../shared/tests/common/mod.rs"]
 mod oracle;
@@ -185,6 +185,34 @@ fn main() -> Result<()> {
     let half = (MAXS - MINS) * 0.5;
     let centre = (MAXS + MINS) * 0.5;
     let cuboid = Cuboid::new(Vector::new(half.x as f32, half.y as f32, half.z as f32));
+    let sets: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(bad) = sets
+        .iter()
+        .find(|a| !["random", "player", "rotate"].contains(&a.as_str()))
+    {
+        anyhow::bail!("unknown set {bad:?}: name random, player or rotate (or none for all)");
+    }
+    let wants = |set: &str| sets.is_empty() || sets.iter().any(|a| a == set);
+    if wants("random") {
+        random_moves(&paths, &hull, &oh, &cuboid, centre)?;
+    }
+    if wants("player") {
+        player_like(&paths)?;
+    }
+    if wants("rotate") {
+        rotations(&paths, &hull, &cuboid, centre)?;
+    }
+    Ok(())
+}
+
+/// The random set: moves of up to 64 and up to 1,024 units from free points anywhere.
+fn random_moves(
+    paths: &[PathBuf],
+    hull: &Hull,
+    oh: &OHull,
+    cuboid: &Cuboid,
+    centre: DVec3,
+) -> Result<()> {
     println!(
         "{:<18} {:>6} {:>7} {:>9} {:>11} {:>9} {:>7} {:>10} {:>10}",
         "map",
@@ -197,23 +225,23 @@ fn main() -> Result<()> {
         "expel pen",
         "parry pen"
     );
-    for p in &paths {
+    for p in paths {
         let sc = load(p)?;
         for (label, max_len) in [("<=64", 64.0), ("<=1024", 1024.0)] {
-            let mv = moves(&sc, &hull, 10_000, max_len, 42);
+            let mv = moves(&sc, hull, 10_000, max_len, 42);
             let mut s = TraceScratch::new();
             let (expel_ns, expel_ends) = time_engine(&mv, |m| {
                 sc.model
-                    .trace(&hull, m.start, m.end, Contents::ALL, &mut s)
+                    .trace(hull, m.start, m.end, Contents::ALL, &mut s)
                     .sweep
                     .end
             });
             let (sweep_ns, _) = time_engine(&mv, |m| {
                 sc.model
-                    .sweep(&hull, m.start, m.end, Contents::ALL, &mut s)
+                    .sweep(hull, m.start, m.end, Contents::ALL, &mut s)
                     .end
             });
-            let (parry_ns, parry_ends) = time_engine(&mv, |m| parry_cast(&sc, &cuboid, centre, m));
+            let (parry_ns, parry_ends) = time_engine(&mv, |m| parry_cast(&sc, cuboid, centre, m));
             println!(
                 "{:<18} {:>6} {:>7} {:>9.0} {:>11.0} {:>9.0} {:>6.1}x {:>10} {:>10}",
                 sc.name,
@@ -223,15 +251,13 @@ fn main() -> Result<()> {
                 expel_ns,
                 parry_ns,
                 parry_ns / sweep_ns,
-                penetrating(&sc, &oh, &expel_ends),
-                penetrating(&sc, &oh, &parry_ends)
+                penetrating(&sc, oh, &expel_ends),
+                penetrating(&sc, oh, &parry_ends)
             );
         }
     }
     println!("sweep = Expel's continuous trace; +solid = with the start-solid test (what `expel map trace` runs); ratio = parry / sweep");
     println!("pen = moves ending more than {PENETRATION} units inside solid by the oracle");
-    player_like(&paths)?;
-    rotations(&paths, &hull, &cuboid, centre)?;
     Ok(())
 }
 

@@ -44,7 +44,7 @@ use crate::movement::{
 use crate::mover::{Mover, MoverState, Pose};
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -194,7 +194,7 @@ const REGION_SLACK: f64 = 32.0;
 struct RegionCache {
     /// The model the regions index, held so that comparing pointers is sound.
     model: Option<Arc<CollisionModel>>,
-    by_player: HashMap<PlayerId, Region>,
+    by_player: BTreeMap<PlayerId, Region>,
 }
 
 impl RegionCache {
