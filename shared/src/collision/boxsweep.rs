@@ -39,6 +39,8 @@ use glam::DVec3;
 
 /// Broad-phase padding around the swept box: the zone and some slack.
 const MARGIN: f64 = EXPEL + 1e-3;
+/// Moves no longer than this along every axis query the brush tree with their swept box.
+const SHORT_MOVE: f64 = 64.0;
 /// A gap that changes by less than this over the whole move counts as steady: a move
 /// slid along a plane has a rate of rounding size and either sign, and a box resting in
 /// the zone must not stop on its sign.
@@ -231,6 +233,18 @@ impl CollisionModel {
                 for &bi in r.brushes() {
                     test(bi, &mut best);
                 }
+            }
+            // A short move's swept box is small: one plain box query of the tree beats a
+            // walk that tracks the move's interval in every cell.
+            _ if dir.abs().max_element() <= SHORT_MOVE => {
+                s.begin(self);
+                let (marks, stamp) = (&mut s.brush_mark, s.stamp);
+                self.brush_tree.query_aabb(&whole, |bi| {
+                    if marks[bi as usize] != stamp {
+                        marks[bi as usize] = stamp;
+                        test(bi, &mut best);
+                    }
+                });
             }
             _ => {
                 s.begin(self);
