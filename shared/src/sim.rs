@@ -842,7 +842,8 @@ impl PlayerGrid {
         x * self.dims[1] + y
     }
 
-    /// The boxes that overlap `zone`, in id order; `size` bounds how far a box reaches
+    /// The boxes that overlap `zone`, in cell order (the queries over them break ties by
+    /// id, so nothing depends on it); `size` bounds how far a box reaches
     /// across (x, y) from its centre, so the centre of a box that overlaps lies within it
     /// of the zone.
     fn near(&self, zone: &Aabb, size: f64, out: &mut Vec<PlayerBox>) {
@@ -873,8 +874,6 @@ impl PlayerGrid {
                     .filter(|b| b.bounds.overlaps(zone)),
             );
         }
-        // Deterministic order, whatever the walk's.
-        out.sort_unstable_by_key(|b| b.id);
     }
 }
 
@@ -951,7 +950,15 @@ impl Collider for SimCollider<'_> {
                 max: b.bounds.max - hb.min,
             };
             if let Some((f, n)) = point_vs_box(start, end - start, &sum) {
-                if f < t.fraction {
+                // Of two players hit at once the lower id, whatever order they come in.
+                let first = match t.hit {
+                    Some(Hit {
+                        target: Target::Player(other),
+                        ..
+                    }) => f < t.fraction || (f == t.fraction && b.id < other),
+                    _ => f < t.fraction,
+                };
+                if first {
                     let at = start + (end - start) * f;
                     t = Sweep {
                         fraction: f,
@@ -973,7 +980,8 @@ impl Collider for SimCollider<'_> {
     fn solid(&mut self, hull: &Hull, pos: DVec3) -> bool {
         let me = hull.bounds().offset(pos);
         let inner = me.expand(-POSITION_EPS);
-        if let Some(b) = self.boxes.iter().find(|b| inner.overlaps(&b.bounds)) {
+        let blocking = self.boxes.iter().filter(|b| inner.overlaps(&b.bounds));
+        if let Some(b) = blocking.min_by_key(|b| b.id) {
             self.blocked_by = Some(b.id);
             return true;
         }
