@@ -206,8 +206,8 @@ impl CollisionModel {
         };
         let mut inside = false;
         let mut test = |bi: u32, best: &mut BoxBest| {
-            let b = &self.brushes[bi as usize];
-            if !b.contents.intersects(mask) || !b.bounds.overlaps(&best.sweep) {
+            // (Its bounds are known to meet the sweep box.)
+            if !self.brushes[bi as usize].contents.intersects(mask) {
                 return;
             }
             let (t, c) = match self.box_vs_brush(&mv, bi as usize, best.f) {
@@ -230,8 +230,10 @@ impl CollisionModel {
         };
         match region {
             Some(r) if r.contains(&whole) => {
-                for &bi in r.brushes() {
-                    test(bi, &mut best);
+                for (&bi, b) in r.brushes().iter().zip(r.brush_bounds()) {
+                    if b.overlaps(&best.sweep) {
+                        test(bi, &mut best);
+                    }
                 }
             }
             // A short move's swept box is small: one plain box query of the tree beats a
@@ -242,7 +244,9 @@ impl CollisionModel {
                 self.brush_tree.query_aabb(&whole, |bi| {
                     if marks[bi as usize] != stamp {
                         marks[bi as usize] = stamp;
-                        test(bi, &mut best);
+                        if self.brushes[bi as usize].bounds.overlaps(&best.sweep) {
+                            test(bi, &mut best);
+                        }
                     }
                 });
             }
@@ -266,7 +270,9 @@ impl CollisionModel {
                         for (&bi, b) in items.iter().zip(bounds) {
                             if b.overlaps(&culled.1) && marks[bi as usize] != stamp {
                                 marks[bi as usize] = stamp;
-                                test(bi, &mut best);
+                                if self.brushes[bi as usize].bounds.overlaps(&best.sweep) {
+                                    test(bi, &mut best);
+                                }
                             }
                         }
                         best.f

@@ -157,7 +157,8 @@ impl CollisionModel {
         region
             .brushes()
             .iter()
-            .any(|&bi| self.brush_blocks(&h, bi as usize, mask, &inner))
+            .zip(region.brush_bounds())
+            .any(|(&bi, b)| b.overlaps(&inner) && self.brush_blocks(&h, bi as usize, mask, &inner))
     }
 
     /// The first brush (in the brush tree's order) the placed hull overlaps.

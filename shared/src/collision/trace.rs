@@ -95,6 +95,8 @@ pub struct Region {
     polygons: Vec<u32>,
     bounds32: Vec<Bounds32>,
     brushes: Vec<u32>,
+    /// The bounds of each of `brushes`, beside them so a scan reads one array.
+    brush_bounds: Vec<Aabb>,
 }
 
 impl Default for Region {
@@ -105,6 +107,7 @@ impl Default for Region {
             polygons: Vec::new(),
             bounds32: Vec::new(),
             brushes: Vec::new(),
+            brush_bounds: Vec::new(),
         }
     }
 }
@@ -125,6 +128,11 @@ impl Region {
     /// over them do not depend on it).
     pub(super) fn brushes(&self) -> &[u32] {
         &self.brushes
+    }
+
+    /// The bounds of each of [`Region::brushes`].
+    pub(super) fn brush_bounds(&self) -> &[Aabb] {
+        &self.brush_bounds
     }
 }
 
@@ -317,6 +325,7 @@ impl CollisionModel {
         region.polygons.clear();
         region.bounds32.clear();
         region.brushes.clear();
+        region.brush_bounds.clear();
         let brushes = &mut region.brushes;
         let marks = &mut s.brush_mark;
         let stamp = s.stamp;
@@ -326,6 +335,12 @@ impl CollisionModel {
                 brushes.push(i);
             }
         });
+        region.brush_bounds.extend(
+            region
+                .brushes
+                .iter()
+                .map(|&i| self.brushes[i as usize].bounds),
+        );
         if !region.with_polygons {
             return;
         }
