@@ -185,7 +185,7 @@ impl SimScratch {
 }
 
 /// How much a player's gathered region exceeds its reach, so that the next ticks reuse it.
-const REGION_SLACK: f64 = 32.0;
+const REGION_SLACK: f64 = 16.0;
 
 /// Per player, the region its last tick gathered (with [`REGION_SLACK`] to spare): while
 /// the player's reach stays inside it, later ticks reuse it. A larger region only adds

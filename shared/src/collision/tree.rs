@@ -94,6 +94,18 @@ impl Bounds32 {
         ])
     }
 
+    /// Whether these bounds overlap `q` (compared in `f64`, to which `f32` widens exactly).
+    #[inline]
+    pub fn overlaps_aabb(&self, q: &Aabb) -> bool {
+        let a = self.0.map(f64::from);
+        a[0] <= q.max.x
+            && a[3] >= q.min.x
+            && a[1] <= q.max.y
+            && a[4] >= q.min.y
+            && a[2] <= q.max.z
+            && a[5] >= q.min.z
+    }
+
     #[inline]
     pub fn overlaps(&self, o: &Bounds32) -> bool {
         let (a, b) = (&self.0, &o.0);
@@ -180,7 +192,6 @@ impl AxialTree {
         if self.nodes.is_empty() {
             return;
         }
-        let q32 = Bounds32::new(q);
         // Depth-first, one entry per level at most besides the current path.
         let mut stack = [0u32; MAX_DEPTH + 2];
         let mut sp = 1;
@@ -193,7 +204,7 @@ impl AxialTree {
                         .iter()
                         .zip(&self.item_bounds[range])
                     {
-                        if b.overlaps(&q32) {
+                        if b.overlaps_aabb(q) {
                             f(i);
                         }
                     }
