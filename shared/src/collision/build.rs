@@ -2,7 +2,7 @@
 
 use super::mesh::{build_edges, split_t_junctions, RawPolygon, Surface, Welder};
 use super::patch::{self, PATCH_TOLERANCE};
-use super::tree::{AxialTree, Shape};
+use super::tree::AxialTree;
 use super::{CollisionModel, Contents, ModelStats, Polygon, SatAxis, SolidBrush};
 use crate::geom::{planes_to_polygons, Aabb, Plane};
 use crate::map::{solidity, Brush, MapData};
@@ -137,8 +137,8 @@ impl CollisionModel {
             brush_axes: Vec::new(),
             brush_sat: Vec::new(),
             poly_bounds32: Vec::new(),
-            poly_tree: AxialTree::build(&[], Shape::POLYGONS),
-            brush_tree: AxialTree::build(&[], Shape::POLYGONS),
+            poly_tree: AxialTree::build(&[]),
+            brush_tree: AxialTree::build(&[]),
             bounds: Aabb::EMPTY,
             stats: ModelStats::default(),
         };
@@ -174,7 +174,7 @@ impl CollisionModel {
             });
         }
         let brush_bounds: Vec<Aabb> = m.brushes.iter().map(|b| b.bounds).collect();
-        m.brush_tree = AxialTree::build(&brush_bounds, Shape::BRUSHES);
+        m.brush_tree = AxialTree::build(&brush_bounds);
 
         // Faces, minus their parts buried inside other brushes of the same contents. A face
         // partly inside a neighbour keeps only its exposed part: left whole, its rim would
@@ -277,7 +277,7 @@ impl CollisionModel {
         }
         if stats.patch_polygons > 0 {
             let brush_bounds: Vec<Aabb> = m.brushes.iter().map(|b| b.bounds).collect();
-            m.brush_tree = AxialTree::build(&brush_bounds, Shape::BRUSHES);
+            m.brush_tree = AxialTree::build(&brush_bounds);
         }
         let (edges, poly_edges) = build_edges(&m.vertices, &raw);
         m.vertex_active = vec![false; m.vertices.len()];
@@ -303,7 +303,7 @@ impl CollisionModel {
         m.build_sat();
         let poly_bounds: Vec<Aabb> = m.polygons.iter().map(|p| p.bounds).collect();
         m.poly_bounds32 = poly_bounds.iter().map(super::tree::Bounds32::new).collect();
-        m.poly_tree = AxialTree::build(&poly_bounds, Shape::POLYGONS);
+        m.poly_tree = AxialTree::build(&poly_bounds);
 
         stats.polygons = m.polygons.len();
         stats.edges = m.edges.len();
@@ -362,14 +362,14 @@ impl CollisionModel {
         let mut across: Vec<Vec<DVec3>> = vec![Vec::new(); self.brushes.len()];
         let mut near = Vec::new();
         for p in &self.polygons {
+            let reach = p.bounds.expand(CREASE_EPS);
             near.clear();
-            self.brush_tree
-                .query_aabb(&p.bounds.expand(CREASE_EPS), |i| near.push(i));
+            self.brush_tree.query_aabb(&reach, |i| near.push(i));
             near.sort_unstable();
             near.dedup();
             for &bi in &near {
                 let b = &self.brushes[bi as usize];
-                if bi == p.brush || !b.bounds.overlaps(&p.bounds.expand(CREASE_EPS)) {
+                if bi == p.brush || !b.bounds.overlaps(&reach) {
                     continue;
                 }
                 let top = self.brush_points[b.points.0 as usize..b.points.1 as usize]
@@ -383,7 +383,6 @@ impl CollisionModel {
             }
         }
         self.brush_sat.clear();
-        let parallel = |a: DVec3, b: DVec3| a.cross(b).length_squared() < 1e-18;
         for (bi, extra) in across.iter().enumerate() {
             let b = &self.brushes[bi];
             let planes = &self.brush_planes[b.planes.0 as usize..b.planes.1 as usize];
@@ -401,11 +400,7 @@ impl CollisionModel {
                 {
                     continue;
                 }
-                let (lo, hi) = points
-                    .iter()
-                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
-                        (l.min(n.dot(*p)), h.max(n.dot(*p)))
-                    });
+                let (lo, hi) = super::overlap::range(points, n);
                 self.brush_sat.push(SatAxis { normal: n, lo, hi });
             }
             self.brushes[bi].sat = (s0 as u32, self.brush_sat.len() as u32);
@@ -421,13 +416,14 @@ const CREASE_EPS: f64 = 1e-3;
 /// zero or parallel to one already there.
 fn push_axis(axes: &mut Vec<DVec3>, first: usize, v: DVec3) {
     let d = v.normalize_or_zero();
-    if d != DVec3::ZERO
-        && !axes[first..]
-            .iter()
-            .any(|a| a.cross(d).length_squared() < 1e-18)
-    {
+    if d != DVec3::ZERO && !axes[first..].iter().any(|&a| parallel(a, d)) {
         axes.push(d);
     }
+}
+
+/// Whether unit directions `a` and `b` are parallel (either way) to within 1e-9 radians.
+fn parallel(a: DVec3, b: DVec3) -> bool {
+    a.cross(b).length_squared() < 1e-18
 }
 
 /// The welded vertices of a polygon's corner loop, with corners that welded together

@@ -82,7 +82,8 @@ impl Placed for Turned {
     }
 }
 
-fn range(set: &[DVec3], axis: DVec3) -> (f64, f64) {
+/// `min` and `max` of `axis · p` over the points.
+pub(super) fn range(set: &[DVec3], axis: DVec3) -> (f64, f64) {
     set.iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), p| {
             let d = axis.dot(*p);

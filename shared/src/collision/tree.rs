@@ -10,32 +10,12 @@ use crate::geom::Aabb;
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
-/// When a cell stops splitting.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Shape {
-    /// Cells smaller than this (units) on their longest axis stop splitting...
-    pub min_size: f64,
-    /// ...unless they hold more items than this.
-    pub force_split: usize,
-    /// Leaves this small are not split further.
-    pub leaf_items: usize,
-}
-
-impl Shape {
-    /// For polygons, tested by the feature tests, which cull by bounds anyway.
-    pub const POLYGONS: Shape = Shape {
-        min_size: 64.0,
-        force_split: 128,
-        leaf_items: 8,
-    };
-    /// For brushes: a box's test against a brush is as cheap as a bounds check, so the
-    /// walk is most of a query and short leaves pay.
-    pub const BRUSHES: Shape = Shape {
-        min_size: 16.0,
-        force_split: 16,
-        leaf_items: 2,
-    };
-}
+/// Cells no smaller than this (units) on their longest axis stop splitting...
+const MIN_NODE_SIZE: f64 = 64.0;
+/// ...unless they hold more items than this.
+const FORCE_SPLIT: usize = 128;
+/// Leaves this small are not split further.
+const LEAF_ITEMS: usize = 8;
 pub(crate) const MAX_DEPTH: usize = 40;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -114,7 +94,7 @@ impl Bounds32 {
 }
 
 impl AxialTree {
-    pub fn build(item_bounds: &[Aabb], shape: Shape) -> AxialTree {
+    pub fn build(item_bounds: &[Aabb]) -> AxialTree {
         let mut t = AxialTree {
             nodes: Vec::new(),
             items: Vec::new(),
@@ -123,24 +103,17 @@ impl AxialTree {
         };
         let all: Vec<u32> = (0..item_bounds.len() as u32).collect();
         let b = t.bounds;
-        t.build_node(item_bounds, all, b, 0, shape);
+        t.build_node(item_bounds, all, b, 0);
         t
     }
 
-    fn build_node(
-        &mut self,
-        ib: &[Aabb],
-        items: Vec<u32>,
-        cell: Aabb,
-        depth: usize,
-        shape: Shape,
-    ) -> u32 {
+    fn build_node(&mut self, ib: &[Aabb], items: Vec<u32>, cell: Aabb, depth: usize) -> u32 {
         let id = self.nodes.len() as u32;
         self.nodes.push(Node::Leaf { first: 0, count: 0 });
         let size = cell.size();
-        let want_split = items.len() > shape.leaf_items
+        let want_split = items.len() > LEAF_ITEMS
             && depth < MAX_DEPTH
-            && (size.max_element() >= shape.min_size || items.len() > shape.force_split);
+            && (size.max_element() >= MIN_NODE_SIZE || items.len() > FORCE_SPLIT);
         if want_split {
             if let Some((axis, dist)) = choose_split(ib, &items, &cell) {
                 let (mut back, mut front) = (Vec::new(), Vec::new());
@@ -163,8 +136,8 @@ impl AxialTree {
                     let (mut bc, mut fc) = (cell, cell);
                     bc.max[axis] = dist;
                     fc.min[axis] = dist;
-                    let b = self.build_node(ib, back, bc, depth + 1, shape);
-                    let f = self.build_node(ib, front, fc, depth + 1, shape);
+                    let b = self.build_node(ib, back, bc, depth + 1);
+                    let f = self.build_node(ib, front, fc, depth + 1);
                     self.nodes[id as usize] = Node::Split {
                         axis: axis as u8,
                         dist,
