@@ -148,12 +148,13 @@ impl Aabb {
     #[inline]
     /// Whether the boxes touch or overlap.
     pub fn overlaps(&self, o: &Aabb) -> bool {
-        self.min.x <= o.max.x
-            && self.max.x >= o.min.x
-            && self.min.y <= o.max.y
-            && self.max.y >= o.min.y
-            && self.min.z <= o.max.z
-            && self.max.z >= o.min.z
+        // `&`, not `&&`: one branch, where six would mispredict on scattered boxes.
+        (self.min.x <= o.max.x)
+            & (self.max.x >= o.min.x)
+            & (self.min.y <= o.max.y)
+            & (self.max.y >= o.min.y)
+            & (self.min.z <= o.max.z)
+            & (self.max.z >= o.min.z)
     }
 
     /// The box moved by `by` (a hull's local bounds placed at a position).

@@ -32,15 +32,16 @@
 //! [`SatAxis`]: super::SatAxis
 
 use super::hull::Hull;
-use super::tree::Bounds32;
 use super::{CollisionModel, Contents, Feature, Hit, Region, Sweep, Target, Trace, TraceScratch};
 use crate::geom::{Aabb, EXPEL, POSITION_EPS};
 use glam::DVec3;
 
 /// Broad-phase padding around the swept box: the zone and some slack.
 const MARGIN: f64 = EXPEL + 1e-3;
-/// Moves no longer than this along every axis query the brush tree with their swept box.
+/// Moves longer than this along some axis query the grid in pieces this long.
 const SHORT_MOVE: f64 = 64.0;
+/// At most this many pieces (a longer piece only costs time).
+const MAX_PIECES: u32 = 1024;
 /// A gap that changes by less than this over the whole move counts as steady: a move
 /// slid along a plane has a rate of rounding size and either sign, and a box resting in
 /// the zone must not stop on its sign.
@@ -53,16 +54,20 @@ struct BoxMove {
     dir: DVec3,
 }
 
-/// The clip of one brush's axes against the move.
+/// No axis (an index of [`Clip`]).
+const NO_AXIS: u32 = u32::MAX;
+
+/// The clip of one brush's axes against the move. Axes are known by their index in the
+/// brush's list (see [`CollisionModel::box_axis`]); the one that names the contact is
+/// looked up again at the end, so the loop over the axes only keeps numbers.
 struct Clip {
-    /// Latest moment an open, closing gap reaches the zone (`-inf` if none).
+    /// Latest moment an open, closing gap reaches the zone (`-inf` if none), and its axis.
     t_in: f64,
-    /// The axis that names the contact, with its gap and rate: the open, closing one
-    /// entering last, else the closing one least shut.
-    n_in: DVec3,
-    g_in: f64,
-    r_in: f64,
-    named_open: bool,
+    open: u32,
+    /// The closing gap least shut (the box is past it), and its axis: it names the contact
+    /// only when no gap is open (the box starts touching the brush).
+    g_shut: f64,
+    shut: u32,
     /// Earliest moment an opening gap leaves the zone.
     t_out: f64,
     /// Largest gap at the start (negative: the box starts overlapping the brush).
@@ -72,50 +77,56 @@ struct Clip {
 impl Clip {
     const NEW: Clip = Clip {
         t_in: f64::NEG_INFINITY,
-        n_in: DVec3::ZERO,
-        g_in: f64::NEG_INFINITY,
-        r_in: 0.0,
-        named_open: false,
+        open: NO_AXIS,
+        g_shut: f64::NEG_INFINITY,
+        shut: NO_AXIS,
         t_out: f64::INFINITY,
         top: f64::NEG_INFINITY,
     };
 
-    /// Adds the axis `n` (unit, out of the brush) with the box's gap `g` beyond the brush
-    /// along it at the start and its rate `r` per unit of the move. False when this axis
-    /// alone keeps the box out of the brush (an open gap that does not close).
-    #[inline]
-    fn axis(&mut self, n: DVec3, g: f64, r: f64) -> bool {
-        self.top = self.top.max(g);
-        if r >= -RATE_EPS {
-            if g > -POSITION_EPS {
-                return false;
-            }
-            if r > 0.0 {
-                self.t_out = self.t_out.min((EXPEL - g) / r);
-            }
-        } else if g > 0.0 {
-            let t = (g - EXPEL) / -r;
-            if !self.named_open || t > self.t_in {
-                self.t_in = t;
-                self.named_open = true;
-                (self.n_in, self.g_in, self.r_in) = (n, g, r);
-            }
-        } else if !self.named_open && g > self.g_in {
-            // Already shut, this gap sets no entry (the box is past it); it names the
-            // contact only when none is open (the box starts touching the brush).
-            (self.n_in, self.g_in, self.r_in) = (n, g, r);
+    /// Adds axis `ix` with the box's gap `g` beyond the brush along it at the start and
+    /// its rate `r` per unit of the move. False when this axis alone keeps the box out of
+    /// the brush (an open gap that does not close). Written as selects, not branches: the
+    /// signs of gaps and rates follow no pattern a predictor could learn.
+    #[inline(always)]
+    fn axis(&mut self, ix: u32, g: f64, r: f64) -> bool {
+        let closing = r < -RATE_EPS;
+        if !closing && g > -POSITION_EPS {
+            return false;
         }
+        self.top = if g > self.top { g } else { self.top };
+        let leave = (EXPEL - g) / r;
+        self.t_out = if r > 0.0 && leave < self.t_out {
+            leave
+        } else {
+            self.t_out
+        };
+        let t = (g - EXPEL) / -r;
+        let enters = closing && g > 0.0 && t > self.t_in;
+        self.t_in = if enters { t } else { self.t_in };
+        self.open = if enters { ix } else { self.open };
+        let shut = closing && g <= 0.0 && g > self.g_shut;
+        self.g_shut = if shut { g } else { self.g_shut };
+        self.shut = if shut { ix } else { self.shut };
         true
     }
 
-    /// What the finished clip says about the brush.
-    fn meets(self, limit: f64) -> Meets {
+    /// What the finished clip says about the brush: where the box meets it, and the axis
+    /// that names the contact ([`NO_AXIS`] if none does).
+    fn meets(&self, limit: f64) -> Meets {
         if self.top < -POSITION_EPS {
             return Meets::Inside;
         }
         let t = self.t_in.max(0.0);
         if t <= self.t_out && t <= limit {
-            Meets::At(t, self)
+            Meets::At(
+                t,
+                if self.open != NO_AXIS {
+                    self.open
+                } else {
+                    self.shut
+                },
+            )
         } else {
             Meets::No
         }
@@ -128,8 +139,8 @@ enum Meets {
     No,
     /// The box starts inside the brush (deeper than [`POSITION_EPS`]).
     Inside,
-    /// It enters the brush's zone at this fraction.
-    At(f64, Clip),
+    /// It enters the brush's zone at this fraction; the axis that names the contact.
+    At(f64, u32),
 }
 
 impl BoxMove {
@@ -140,6 +151,28 @@ impl BoxMove {
             n.dot(self.centre) - n.abs().dot(self.half) - hi,
             n.dot(self.dir),
         )
+    }
+
+    /// Gap and rate along the coordinate axis `k`, outward (`up`) or inward, against
+    /// bounds `b`.
+    #[inline(always)]
+    fn coord(&self, k: usize, up: bool, b: &Aabb) -> (f64, f64) {
+        if up {
+            (self.centre[k] - self.half[k] - b.max[k], self.dir[k])
+        } else {
+            (b.min[k] - (self.centre[k] + self.half[k]), -self.dir[k])
+        }
+    }
+
+    /// Gaps and rates both ways along a precomputed axis: out past `hi`, in past `lo`.
+    #[inline(always)]
+    fn both(&self, a: &super::SatAxis) -> [(f64, f64); 2] {
+        let (centre, reach, r) = (
+            a.normal.dot(self.centre),
+            a.normal.abs().dot(self.half),
+            a.normal.dot(self.dir),
+        );
+        [(centre - reach - a.hi, r), (a.lo - centre - reach, -r)]
     }
 }
 
@@ -210,21 +243,22 @@ impl CollisionModel {
             if !self.brushes[bi as usize].contents.intersects(mask) {
                 return;
             }
-            let (t, c) = match self.box_vs_brush(&mv, bi as usize, best.f) {
+            let (t, ix) = match self.box_vs_brush(&mv, bi as usize, best.f) {
                 Meets::No => return,
                 Meets::Inside => {
                     inside = true;
                     return;
                 }
-                Meets::At(t, c) => (t, c),
+                Meets::At(t, ix) => (t, ix),
             };
             if t < best.f || (t == best.f && bi < best.brush) {
+                let (n, g, r) = self.box_axis(&mv, bi as usize, ix);
                 let centre = mv.centre + dir * t;
                 best.f = t;
                 best.brush = bi;
-                best.normal = c.n_in;
+                best.normal = n;
                 // The point of the hit plane nearest the box's centre.
-                best.point = centre - c.n_in * (c.n_in.abs().dot(mv.half) + c.g_in + c.r_in * t);
+                best.point = centre - n * (n.abs().dot(mv.half) + g + r * t);
                 best.sweep = sweep_box(t);
             }
         };
@@ -236,49 +270,55 @@ impl CollisionModel {
                     }
                 }
             }
-            // A short move's swept box is small: one plain box query of the tree beats a
-            // walk that tracks the move's interval in every cell.
             _ if dir.abs().max_element() <= SHORT_MOVE => {
-                s.begin(self);
-                let (marks, stamp) = (&mut s.brush_mark, s.stamp);
-                self.brush_tree.query_aabb(&whole, |bi| {
-                    if marks[bi as usize] != stamp {
-                        marks[bi as usize] = stamp;
-                        if self.brushes[bi as usize].bounds.overlaps(&best.sweep) {
-                            test(bi, &mut best);
-                        }
+                self.brush_grid.query(&whole, |bi, _| {
+                    if self.brushes[bi as usize].bounds.overlaps(&best.sweep) {
+                        test(bi, &mut best);
                     }
                 });
             }
+            // The grid, over the move in pieces of at most SHORT_MOVE units, nearest first:
+            // a brush the box meets before the end of a piece overlaps the swept box of
+            // that piece or an earlier one, so once the best hit lies within the pieces
+            // queried, the rest are skipped.
             _ => {
-                s.begin(self);
-                let mut stack = std::mem::take(&mut s.stack);
+                let Some((f0, f1)) = self.grid_span(&mv) else {
+                    return Some((Sweep::clear(end), false));
+                };
+                let pieces = ((dir.abs().max_element() * (f1 - f0) / SHORT_MOVE).ceil() as u32)
+                    .clamp(1, MAX_PIECES);
+                if pieces > 1 {
+                    s.begin(self);
+                }
                 let (marks, stamp) = (&mut s.brush_mark, s.stamp);
-                // The leaves' f32 bounds cull against the sweep box as it stood when the
-                // leaf was reached; the brush's own bounds then against the current one.
-                let mut culled = (best.f, Bounds32::new(&whole));
-                self.brush_tree.walk_segment(
-                    start,
-                    dir,
-                    hb.min - DVec3::splat(MARGIN),
-                    hb.max + DVec3::splat(MARGIN),
-                    &mut stack,
-                    |items, bounds| {
-                        if culled.0 != best.f {
-                            culled = (best.f, Bounds32::new(&best.sweep));
-                        }
-                        for (&bi, b) in items.iter().zip(bounds) {
-                            if b.overlaps(&culled.1) && marks[bi as usize] != stamp {
-                                marks[bi as usize] = stamp;
-                                if self.brushes[bi as usize].bounds.overlaps(&best.sweep) {
-                                    test(bi, &mut best);
-                                }
+                for k in 0..pieces {
+                    let a = f0 + (f1 - f0) * (k as f64 / pieces as f64);
+                    if a > best.f {
+                        break;
+                    }
+                    let b = if k + 1 == pieces {
+                        f1
+                    } else {
+                        f0 + (f1 - f0) * ((k + 1) as f64 / pieces as f64)
+                    };
+                    let q = hull
+                        .swept_bounds(start + dir * a, start + dir * b)
+                        .expand(MARGIN);
+                    self.brush_grid.query(&q, |bi, _| {
+                        if pieces > 1 {
+                            if marks[bi as usize] == stamp {
+                                return;
                             }
+                            marks[bi as usize] = stamp;
                         }
-                        best.f
-                    },
-                );
-                s.stack = stack;
+                        if self.brushes[bi as usize].bounds.overlaps(&best.sweep) {
+                            test(bi, &mut best);
+                        }
+                    });
+                    if best.f <= b {
+                        break;
+                    }
+                }
             }
         }
         let sweep = if best.brush == u32::MAX {
@@ -298,36 +338,99 @@ impl CollisionModel {
         Some((sweep, inside))
     }
 
-    /// How the moving box meets brush `bi`, up to fraction `limit`.
+    /// The fractions of the move during which the box (with the margin) may meet the
+    /// grid's brushes: the move clipped to their bounds. `None` when it never does.
+    fn grid_span(&self, mv: &BoxMove) -> Option<(f64, f64)> {
+        let g = self.brush_grid.bounds();
+        let (mut t0, mut t1) = (0.0f64, 1.0f64);
+        for k in 0..3 {
+            let half = mv.half[k] + MARGIN;
+            let (lo, hi) = (
+                g.min[k] - half - mv.centre[k],
+                g.max[k] + half - mv.centre[k],
+            );
+            let d = mv.dir[k];
+            if d == 0.0 {
+                if !(lo <= 0.0 && 0.0 <= hi) {
+                    return None;
+                }
+            } else {
+                let (a, b) = (lo / d, hi / d);
+                t0 = t0.max(a.min(b));
+                t1 = t1.min(a.max(b));
+            }
+        }
+        // (Widened a little: rounding must not drop a brush at the ends.)
+        (t0 <= t1).then(|| ((t0 - 1e-9).max(0.0), (t1 + 1e-9).min(1.0)))
+    }
+
+    /// How the moving box meets brush `bi`, up to fraction `limit`. Its axes, numbered in
+    /// this order: the brush's slanted planes first (for a box resting on a slope, or
+    /// passing over the brushes under a floor, one of them is most often the axis that
+    /// keeps the brush out), then the coordinate axes both ways (its bounds), then the
+    /// precomputed axes both ways.
     fn box_vs_brush(&self, mv: &BoxMove, bi: usize, limit: f64) -> Meets {
         let b = &self.brushes[bi];
         let mut c = Clip::NEW;
-        // The coordinate axes, both ways: the brush's bounds.
-        for k in 0..3 {
-            let (lo, hi) = (mv.centre[k] - mv.half[k], mv.centre[k] + mv.half[k]);
-            let mut n = DVec3::ZERO;
-            n[k] = 1.0;
-            if !c.axis(n, lo - b.bounds.max[k], mv.dir[k])
-                || !c.axis(-n, b.bounds.min[k] - hi, -mv.dir[k])
-            {
-                return Meets::No;
-            }
-        }
+        let mut ix = 0u32;
         if !b.axial {
             for p in self.brush_planes(bi) {
                 let (g, r) = mv.gap(p.normal, p.dist);
-                if !c.axis(p.normal, g, r) {
+                if !c.axis(ix, g, r) {
                     return Meets::No;
                 }
+                ix += 1;
+            }
+        }
+        for k in 0..3 {
+            for up in [true, false] {
+                let (g, r) = mv.coord(k, up, &b.bounds);
+                if !c.axis(ix, g, r) {
+                    return Meets::No;
+                }
+                ix += 1;
             }
         }
         for a in self.brush_sat(bi) {
-            let (g, r) = mv.gap(a.normal, a.hi);
-            let (g2, r2) = mv.gap(-a.normal, -a.lo);
-            if !c.axis(a.normal, g, r) || !c.axis(-a.normal, g2, r2) {
-                return Meets::No;
+            for (g, r) in mv.both(a) {
+                if !c.axis(ix, g, r) {
+                    return Meets::No;
+                }
+                ix += 1;
             }
         }
         c.meets(limit)
+    }
+
+    /// Axis `ix` of brush `bi` as [`CollisionModel::box_vs_brush`] numbers them: its
+    /// direction out of the brush, and the box's gap and rate along it (the same numbers
+    /// the clip saw). [`NO_AXIS`] has no direction and no gap.
+    fn box_axis(&self, mv: &BoxMove, bi: usize, ix: u32) -> (DVec3, f64, f64) {
+        let b = &self.brushes[bi];
+        let planes = if b.axial {
+            &[][..]
+        } else {
+            self.brush_planes(bi)
+        };
+        let mut i = ix as usize;
+        if let Some(p) = planes.get(i) {
+            let (g, r) = mv.gap(p.normal, p.dist);
+            return (p.normal, g, r);
+        }
+        i -= planes.len();
+        if i < 6 {
+            let (k, up) = (i / 2, i % 2 == 0);
+            let (g, r) = mv.coord(k, up, &b.bounds);
+            let n = DVec3::AXES[k] * if up { 1.0 } else { -1.0 };
+            return (n, g, r);
+        }
+        i -= 6;
+        match self.brush_sat(bi).get(i / 2) {
+            Some(a) => {
+                let (g, r) = mv.both(a)[i % 2];
+                (a.normal * if i % 2 == 0 { 1.0 } else { -1.0 }, g, r)
+            }
+            None => (DVec3::ZERO, f64::NEG_INFINITY, 0.0),
+        }
     }
 }

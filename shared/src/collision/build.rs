@@ -1,5 +1,6 @@
 //! Compiling a map's solid brushes and curved patches into a [`CollisionModel`].
 
+use super::grid::BrushGrid;
 use super::mesh::{build_edges, split_t_junctions, RawPolygon, Surface, Welder};
 use super::patch::{self, PATCH_TOLERANCE};
 use super::tree::AxialTree;
@@ -138,7 +139,7 @@ impl CollisionModel {
             brush_sat: Vec::new(),
             poly_bounds32: Vec::new(),
             poly_tree: AxialTree::build(&[]),
-            brush_tree: AxialTree::build(&[]),
+            brush_grid: BrushGrid::build(&[]),
             bounds: Aabb::EMPTY,
             stats: ModelStats::default(),
         };
@@ -174,7 +175,7 @@ impl CollisionModel {
             });
         }
         let brush_bounds: Vec<Aabb> = m.brushes.iter().map(|b| b.bounds).collect();
-        m.brush_tree = AxialTree::build(&brush_bounds);
+        m.brush_grid = BrushGrid::build(&brush_bounds);
 
         // Faces, minus their parts buried inside other brushes of the same contents. A face
         // partly inside a neighbour keeps only its exposed part: left whole, its rim would
@@ -189,10 +190,9 @@ impl CollisionModel {
                 let plane = g.planes[*pi];
                 let pb = Aabb::from_points(w);
                 candidates.clear();
-                m.brush_tree
-                    .query_aabb(&pb.expand(BURIED_EPS), |i| candidates.push(i));
+                m.brush_grid
+                    .query(&pb.expand(BURIED_EPS), |i, _| candidates.push(i));
                 candidates.sort_unstable();
-                candidates.dedup();
                 let mut pieces = vec![w.clone()];
                 for &bj in &candidates {
                     let other = &geoms[bj as usize];
@@ -277,7 +277,7 @@ impl CollisionModel {
         }
         if stats.patch_polygons > 0 {
             let brush_bounds: Vec<Aabb> = m.brushes.iter().map(|b| b.bounds).collect();
-            m.brush_tree = AxialTree::build(&brush_bounds);
+            m.brush_grid = BrushGrid::build(&brush_bounds);
         }
         let (edges, poly_edges) = build_edges(&m.vertices, &raw);
         m.vertex_active = vec![false; m.vertices.len()];
@@ -364,9 +364,8 @@ impl CollisionModel {
         for p in &self.polygons {
             let reach = p.bounds.expand(CREASE_EPS);
             near.clear();
-            self.brush_tree.query_aabb(&reach, |i| near.push(i));
+            self.brush_grid.query(&reach, |i, _| near.push(i));
             near.sort_unstable();
-            near.dedup();
             for &bi in &near {
                 let b = &self.brushes[bi as usize];
                 if bi == p.brush || !b.bounds.overlaps(&reach) {

@@ -9,13 +9,14 @@
 mod boxsweep;
 mod build;
 mod cache;
+mod grid;
 pub mod hull;
 pub(crate) mod mesh;
 mod overlap;
 pub mod patch;
 pub mod rotate;
 mod trace;
-pub(crate) mod tree;
+mod tree;
 mod validate;
 
 pub use cache::CacheError;
@@ -279,7 +280,7 @@ pub struct CollisionModel {
     /// Outward-rounded `f32` copies of the polygon bounds, for quick culling.
     pub(crate) poly_bounds32: Vec<tree::Bounds32>,
     pub(crate) poly_tree: AxialTree,
-    pub(crate) brush_tree: AxialTree,
+    pub(crate) brush_grid: grid::BrushGrid,
     pub(crate) bounds: Aabb,
     pub(crate) stats: ModelStats,
 }
@@ -287,7 +288,7 @@ pub struct CollisionModel {
 impl CollisionModel {
     /// Version of the compiled model's layout and build rules; caches of compiled models
     /// key on it, so a change here invalidates them.
-    pub const FORMAT_VERSION: u32 = 9;
+    pub const FORMAT_VERSION: u32 = 10;
 
     /// Counts describing the model.
     pub fn stats(&self) -> &ModelStats {

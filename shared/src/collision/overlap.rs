@@ -162,7 +162,7 @@ impl CollisionModel {
             .any(|(&bi, b)| b.overlaps(&inner) && self.brush_blocks(&h, bi as usize, mask, &inner))
     }
 
-    /// The first brush (in the brush tree's order) the placed hull overlaps.
+    /// The lowest-numbered brush the placed hull overlaps.
     fn first_overlap(
         &self,
         h: &impl Placed,
@@ -170,18 +170,15 @@ impl CollisionModel {
         s: &mut TraceScratch,
     ) -> Option<usize> {
         let q = h.bounds();
-        s.begin(self);
         let mut cand = std::mem::take(&mut s.candidates);
         cand.clear();
-        self.brush_tree.query_aabb(&q, |i| cand.push(i));
+        self.brush_grid.query(&q, |i, _| cand.push(i));
+        cand.sort_unstable();
         let inner = q.expand(-POSITION_EPS);
-        let found = cand.iter().map(|&i| i as usize).find(|&bi| {
-            if s.brush_mark[bi] == s.stamp {
-                return false;
-            }
-            s.brush_mark[bi] = s.stamp;
-            self.brush_blocks(h, bi, mask, &inner)
-        });
+        let found = cand
+            .iter()
+            .map(|&i| i as usize)
+            .find(|&bi| self.brush_blocks(h, bi, mask, &inner));
         s.candidates = cand;
         found
     }

@@ -327,11 +327,8 @@ impl CollisionModel {
         region.brushes.clear();
         region.brush_bounds.clear();
         let brushes = &mut region.brushes;
-        let marks = &mut s.brush_mark;
-        let stamp = s.stamp;
-        self.brush_tree.query_aabb(&bounds, |i| {
-            if marks[i as usize] != stamp && self.brushes[i as usize].bounds.overlaps(&bounds) {
-                marks[i as usize] = stamp;
+        self.brush_grid.query(&bounds, |i, _| {
+            if self.brushes[i as usize].bounds.overlaps(&bounds) {
                 brushes.push(i);
             }
         });

@@ -3,6 +3,7 @@
 //! finite, trees acyclic and no deeper than the traversals allow. A model that passes
 //! cannot make a query panic or loop.
 
+use super::grid::BrushGrid;
 use super::tree::{AxialTree, Node, MAX_DEPTH};
 use super::{mesh::NONE, CollisionModel};
 use crate::geom::{Aabb, Plane};
@@ -103,6 +104,55 @@ impl AxialTree {
     }
 }
 
+impl BrushGrid {
+    /// Checks the grid over `count` brushes: its cell lists cover the entries exactly and
+    /// name only brushes that exist.
+    fn validate(&self, count: usize) -> Result<(), ModelError> {
+        let cells = self.dims.iter().try_fold(1u64, |n, &d| {
+            (d > 0).then(|| n.checked_mul(d as u64)).flatten()
+        });
+        if cells.is_none_or(|c| c + 1 != self.starts.len() as u64) {
+            return fail(format!(
+                "brush grid: {} cell starts for dims {:?}",
+                self.starts.len(),
+                self.dims
+            ));
+        }
+        if !(self.cell > 0.0 && self.cell.is_finite() && self.inv_cell == 1.0 / self.cell)
+            || !self.origin.is_finite()
+        {
+            return fail(format!(
+                "brush grid: cell {} (inverse {}) at {:?}",
+                self.cell, self.inv_cell, self.origin
+            ));
+        }
+        if self.starts.first() != Some(&0)
+            || self.starts.windows(2).any(|w| w[0] > w[1])
+            || self.starts.last().map(|&e| e as usize) != Some(self.entries.len())
+        {
+            return fail("brush grid: cell starts do not cover the entries".into());
+        }
+        if let Some(e) = self.entries.iter().find(|e| e.brush as usize >= count) {
+            return fail(format!("brush grid: brush {} outside 0..{count}", e.brush));
+        }
+        if self
+            .entries
+            .iter()
+            .any(|e| e.bounds.0.iter().any(|v| v.is_nan()))
+        {
+            return fail("brush grid: entry bounds are NaN".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+impl BrushGrid {
+    pub(super) fn validate_for_test(&self, count: usize) {
+        self.validate(count).unwrap();
+    }
+}
+
 impl CollisionModel {
     /// Checks the model's structure; see the module docs.
     pub fn validate(&self) -> Result<(), ModelError> {
@@ -171,7 +221,7 @@ impl CollisionModel {
             }
         }
         self.poly_tree.validate("polygon tree", np)?;
-        self.brush_tree.validate("brush tree", nb)?;
+        self.brush_grid.validate(nb)?;
         finite_box("model", 0, &self.bounds)
     }
 }
