@@ -483,10 +483,53 @@ fn player_like(paths: &[PathBuf]) -> Result<()> {
         "early"
     );
     for p in paths {
+        if let Ok(m) = std::env::var("PROFMAP") {
+            if !p.to_string_lossy().contains(&m) {
+                continue;
+            }
+        }
         let sc = load(p)?;
-        for (kind, label) in KINDS.iter().enumerate() {
-            let mv = player_moves(&sc, hull, oh, kind, 10_000);
+        let mut sets: Vec<(&str, Vec<Move>)> = KINDS
+            .iter()
+            .enumerate()
+            .map(|(kind, label)| (*label, player_moves(&sc, hull, oh, kind, 10_000)))
+            .collect();
+        // The whole set, its kinds interleaved (what a server's tick mixes).
+        let all = (0..10_000)
+            .map(|i| {
+                let m = &sets[i % KINDS.len()].1[i / KINDS.len()];
+                Move {
+                    start: m.start,
+                    end: m.end,
+                }
+            })
+            .collect();
+        sets.push(("all", all));
+        for (label, mv) in &sets {
+            if let Ok(k) = std::env::var("PROFKIND") {
+                if *label != k {
+                    continue;
+                }
+            }
             let mut s = TraceScratch::new();
+            if let Ok(secs) = std::env::var("PROF") {
+                let t0 = Instant::now();
+                loop {
+                    for m in mv {
+                        std::hint::black_box(sc.model.trace(
+                            hull,
+                            m.start,
+                            m.end,
+                            Contents::ALL,
+                            &mut s,
+                        ));
+                    }
+                    if t0.elapsed().as_secs_f64() >= secs.parse::<f64>().unwrap() {
+                        break;
+                    }
+                }
+                continue;
+            }
             let (trace_ns, ends) = time_engine(&mv, |m| {
                 sc.model
                     .trace(hull, m.start, m.end, Contents::ALL, &mut s)

@@ -419,7 +419,7 @@ impl CollisionModel {
         }
         i -= planes.len();
         if i < 6 {
-            let (k, up) = (i / 2, i % 2 == 0);
+            let (k, up) = (i / 2, i.is_multiple_of(2));
             let (g, r) = mv.coord(k, up, &b.bounds);
             let n = DVec3::AXES[k] * if up { 1.0 } else { -1.0 };
             return (n, g, r);
@@ -428,7 +428,11 @@ impl CollisionModel {
         match self.brush_sat(bi).get(i / 2) {
             Some(a) => {
                 let (g, r) = mv.both(a)[i % 2];
-                (a.normal * if i % 2 == 0 { 1.0 } else { -1.0 }, g, r)
+                (
+                    a.normal * if i.is_multiple_of(2) { 1.0 } else { -1.0 },
+                    g,
+                    r,
+                )
             }
             None => (DVec3::ZERO, f64::NEG_INFINITY, 0.0),
         }

@@ -118,9 +118,8 @@ impl BrushGrid {
                 self.dims
             ));
         }
-        if !(self.cell > 0.0 && self.cell.is_finite() && self.inv_cell == 1.0 / self.cell)
-            || !self.origin.is_finite()
-        {
+        let finite = self.cell > 0.0 && self.cell.is_finite() && self.origin.is_finite();
+        if !(finite && self.inv_cell == 1.0 / self.cell) {
             return fail(format!(
                 "brush grid: cell {} (inverse {}) at {:?}",
                 self.cell, self.inv_cell, self.origin
