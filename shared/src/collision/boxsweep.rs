@@ -95,13 +95,14 @@ impl Clip {
             return false;
         }
         self.top = if g > self.top { g } else { self.top };
-        let leave = (EXPEL - g) / r;
-        self.t_out = if r > 0.0 && leave < self.t_out {
-            leave
+        // When the gap reaches the zone: entering if closing, leaving if opening (one
+        // division: `(g - E) / -r` is `(E - g) / r` exactly).
+        let t = (g - EXPEL) / -r;
+        self.t_out = if r > 0.0 && t < self.t_out {
+            t
         } else {
             self.t_out
         };
-        let t = (g - EXPEL) / -r;
         let enters = closing && g > 0.0 && t > self.t_in;
         self.t_in = if enters { t } else { self.t_in };
         self.open = if enters { ix } else { self.open };
@@ -109,6 +110,13 @@ impl Clip {
         self.g_shut = if shut { g } else { self.g_shut };
         self.shut = if shut { ix } else { self.shut };
         true
+    }
+
+    /// Whether the axes so far already keep the box out until `limit`: more axes only
+    /// delay the entry or hasten the exit, so the rest need not be looked at.
+    #[inline(always)]
+    fn missed(&self, limit: f64) -> bool {
+        self.t_in > self.t_out || self.t_in > limit
     }
 
     /// What the finished clip says about the brush: where the box meets it, and the axis
@@ -392,6 +400,9 @@ impl CollisionModel {
             }
         }
         for a in self.brush_sat(bi) {
+            if c.missed(limit) {
+                return Meets::No;
+            }
             for (g, r) in mv.both(a) {
                 if !c.axis(ix, g, r) {
                     return Meets::No;

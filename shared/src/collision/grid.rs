@@ -1,5 +1,5 @@
-//! Uniform grid over the brushes' bounds: the broad phase of box sweeps, start-solid
-//! tests and regions.
+//! Hierarchical uniform grid over the brushes' bounds: the broad phase of box sweeps,
+//! start-solid tests and regions.
 //!
 //! A player's trace asks about a box a few dozen units across. A grid finds the cells of
 //! that box by arithmetic and scans short lists of neighbouring brushes, where a tree
@@ -7,39 +7,44 @@
 //! real maps). Polygons keep the axial tree (`tree.rs`), whose front-to-back walk the
 //! polygon sweep needs.
 //!
-//! A brush is listed in every cell its bounds touch. Cells are found by the same monotone
-//! function of a coordinate for brushes and queries, so a query never misses a brush
-//! whose bounds meet it, and each brush is reported once: from the first query cell it
-//! lies in along each axis.
+//! Levels of cells [`LEVEL_RATIO`] times coarser each (Ericson, *Real-Time Collision
+//! Detection*, §7.2): a brush is listed at the finest level where it touches at most
+//! [`SPAN`] cells along each axis, so in a bounded number of cells whatever its size; a
+//! floor across the map sits in a few coarse cells, not in hundreds of fine ones. Cells are found by the
+//! same monotone function of a coordinate for brushes and queries, so a query never misses
+//! a brush whose bounds meet it, and each brush is reported once: from the first query
+//! cell it lies in along each axis.
 
 use super::tree::Bounds32;
 use crate::geom::Aabb;
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
-/// Edge of a cell (units), unless the map is too large for that many cells...
+/// Edge of the finest cells (units), unless the map is too large for that many of them,
+/// in which case the edge doubles until they number at most [`MAX_CELLS`].
 const CELL: f64 = 128.0;
-/// ...in which case the edge doubles until the cells number at most this many...
 const MAX_CELLS: u64 = 1 << 18;
-/// ...and until the entries (brushes times the cells each touches) are no more than this
-/// many per brush, with this floor: a few huge brushes must not fill memory.
-const ENTRIES_PER_BRUSH: u64 = 64;
-const MIN_ENTRY_CAP: u64 = 1 << 16;
+/// Each level's cells are this many times wider than the level's below...
+const LEVEL_RATIO: f64 = 4.0;
+/// ...and a brush is listed at the finest level where it touches at most this many cells
+/// along each axis.
+const SPAN: u32 = 4;
+/// A level with no more brushes than this is scanned whole, cells unlooked at.
+const SHORT_LIST: usize = 16;
+/// Most levels a grid has (the coarsest then holds whatever is left).
+pub(crate) const MAX_LEVELS: usize = 16;
 
-/// One brush in one cell: its outward-rounded bounds beside its index, so a cell is
-/// scanned in one sequential pass.
+/// One brush: its outward-rounded bounds beside its index, so a list is scanned in one
+/// sequential pass.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub(crate) struct Entry {
     pub bounds: Bounds32,
     pub brush: u32,
 }
 
+/// One level of cells.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub(crate) struct BrushGrid {
-    /// Union of the listed brushes' (outward-rounded) bounds.
-    pub bounds: Aabb,
-    /// Least corner of cell (0, 0, 0).
-    pub origin: DVec3,
+pub(crate) struct Level {
     /// Cell edge and its inverse.
     pub cell: f64,
     pub inv_cell: f64,
@@ -49,6 +54,19 @@ pub(crate) struct BrushGrid {
     /// fastest, then y, then z.
     pub starts: Vec<u32>,
     pub entries: Vec<Entry>,
+    /// The level's brushes once each, scanned instead of the cells by a query that spans
+    /// more cells than this list is long.
+    pub brushes: Vec<Entry>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct BrushGrid {
+    /// Union of the listed brushes' (outward-rounded) bounds.
+    pub bounds: Aabb,
+    /// Least corner of cell (0, 0, 0) at every level.
+    pub origin: DVec3,
+    /// Finest first; levels with no brushes are left out.
+    pub levels: Vec<Level>,
 }
 
 impl BrushGrid {
@@ -64,50 +82,90 @@ impl BrushGrid {
             .iter()
             .flatten()
             .fold(Aabb::EMPTY, |a, b| a.union(&b.aabb()));
-        let origin = if all.is_empty() { DVec3::ZERO } else { all.min };
-        let size = if all.is_empty() {
-            DVec3::ZERO
+        let (origin, size) = if all.is_empty() {
+            (DVec3::ZERO, DVec3::ZERO)
         } else {
-            all.size()
+            (all.min, all.size())
         };
-        let cap = (bounds.len() as u64 * ENTRIES_PER_BRUSH).max(MIN_ENTRY_CAP);
-        let mut cell = CELL;
-        loop {
-            let mut g = BrushGrid {
-                bounds: all,
-                origin,
+        let level = |cell: f64| {
+            // (At most 2^18 cells along any axis, so the casts are exact.)
+            let dims = [0, 1, 2].map(|k| ((size[k] / cell) as u32).saturating_add(1));
+            Level {
                 cell,
                 inv_cell: 1.0 / cell,
-                dims: [0; 3],
+                dims,
                 starts: Vec::new(),
                 entries: Vec::new(),
-            };
-            // (Widths in cells are at most 2^18 here, so the casts are exact.)
-            g.dims = [0, 1, 2].map(|k| ((size[k] * g.inv_cell) as u32).saturating_add(1));
-            let cells = g.dims.iter().map(|&d| d as u64).product::<u64>();
-            let entries: u64 = b32
-                .iter()
-                .flatten()
-                .map(|b| {
-                    let (lo, hi) = g.range(&b.aabb());
-                    (0..3).map(|k| (hi[k] - lo[k] + 1) as u64).product::<u64>()
-                })
-                .sum();
-            if (cells > MAX_CELLS || entries > cap) && cell < 1e30 {
-                cell *= 2.0;
-                continue;
+                brushes: Vec::new(),
             }
-            g.fill(&b32);
-            return g;
+        };
+        let mut cell = CELL;
+        while level(cell).cells() > MAX_CELLS && cell < 1e30 {
+            cell *= 2.0;
         }
+        let mut levels = Vec::new();
+        let mut left: Vec<(Entry, Aabb)> = b32
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| {
+                let bounds = *b.as_ref()?;
+                Some((
+                    Entry {
+                        bounds,
+                        brush: i as u32,
+                    },
+                    bounds.aabb(),
+                ))
+            })
+            .collect();
+        while !left.is_empty() {
+            let mut lv = level(cell);
+            let last = levels.len() + 1 == MAX_LEVELS || lv.cells() == 1;
+            let (here, rest): (Vec<_>, Vec<_>) = left.into_iter().partition(|(_, b)| {
+                let (lo, hi) = lv.range(&origin, b);
+                last || (0..3).all(|k| hi[k] - lo[k] < SPAN)
+            });
+            if !here.is_empty() {
+                lv.fill(&origin, &here);
+                levels.push(lv);
+            }
+            left = rest;
+            cell *= LEVEL_RATIO;
+        }
+        BrushGrid {
+            bounds: all,
+            origin,
+            levels,
+        }
+    }
+
+    /// Calls `f` once with each brush whose bounds meet `q` (and perhaps a few more just
+    /// apart: both are compared in `f32`, rounded outward), and its `f32` bounds.
+    #[inline]
+    pub fn query(&self, q: &Aabb, mut f: impl FnMut(u32, &Bounds32)) {
+        let q32 = Bounds32::around(q);
+        for lv in &self.levels {
+            lv.query(&self.origin, q, &q32, &mut f);
+        }
+    }
+
+    /// Union of the listed brushes' bounds (empty when there are none).
+    pub fn bounds(&self) -> Aabb {
+        self.bounds
+    }
+}
+
+impl Level {
+    fn cells(&self) -> u64 {
+        self.dims.iter().map(|&d| d as u64).product()
     }
 
     /// Lists each brush in the cells it touches (a counting sort by cell, brushes in
     /// index order within a cell).
-    fn fill(&mut self, b32: &[Option<Bounds32>]) {
-        let n = self.dims.iter().map(|&d| d as usize).product::<usize>();
+    fn fill(&mut self, origin: &DVec3, brushes: &[(Entry, Aabb)]) {
+        let n = self.cells() as usize;
         let mut counts = vec![0u32; n + 1];
-        self.for_each_cell(b32, |c, _| counts[c + 1] += 1);
+        self.for_each_cell(origin, brushes, |c, _| counts[c + 1] += 1);
         for i in 0..n {
             counts[i + 1] += counts[i];
         }
@@ -117,25 +175,26 @@ impl BrushGrid {
             brush: 0,
         };
         let mut entries = vec![placeholder; counts[n] as usize];
-        self.for_each_cell(b32, |c, e| {
+        self.for_each_cell(origin, brushes, |c, e| {
             entries[counts[c] as usize] = e;
             counts[c] += 1;
         });
         self.entries = entries;
+        self.brushes = brushes.iter().map(|e| e.0).collect();
     }
 
-    fn for_each_cell(&self, b32: &[Option<Bounds32>], mut f: impl FnMut(usize, Entry)) {
-        for (i, b) in b32.iter().enumerate() {
-            let Some(b) = b else { continue };
-            let (lo, hi) = self.range(&b.aabb());
+    fn for_each_cell(
+        &self,
+        origin: &DVec3,
+        brushes: &[(Entry, Aabb)],
+        mut f: impl FnMut(usize, Entry),
+    ) {
+        for (entry, b) in brushes {
+            let (lo, hi) = self.range(origin, b);
             for z in lo[2]..=hi[2] {
                 for y in lo[1]..=hi[1] {
                     for x in lo[0]..=hi[0] {
-                        let entry = Entry {
-                            bounds: *b,
-                            brush: i as u32,
-                        };
-                        f(self.index(x, y, z), entry);
+                        f(self.index(x, y, z), *entry);
                     }
                 }
             }
@@ -146,24 +205,24 @@ impl BrushGrid {
     /// `v`, so boxes that overlap have overlapping cell ranges. (Truncation is the floor
     /// once negatives are clamped to 0; NaN maps to cell 0.)
     #[inline]
-    fn cell_of(&self, v: f64, k: usize) -> u32 {
-        let c = ((v - self.origin[k]) * self.inv_cell).max(0.0);
+    fn cell_of(&self, origin: &DVec3, v: f64, k: usize) -> u32 {
+        let c = ((v - origin[k]) * self.inv_cell).max(0.0);
         (c as u32).min(self.dims[k] - 1)
     }
 
     /// First and last cell along each axis that a box touches.
     #[inline]
-    fn range(&self, b: &Aabb) -> ([u32; 3], [u32; 3]) {
+    fn range(&self, o: &DVec3, b: &Aabb) -> ([u32; 3], [u32; 3]) {
         (
             [
-                self.cell_of(b.min.x, 0),
-                self.cell_of(b.min.y, 1),
-                self.cell_of(b.min.z, 2),
+                self.cell_of(o, b.min.x, 0),
+                self.cell_of(o, b.min.y, 1),
+                self.cell_of(o, b.min.z, 2),
             ],
             [
-                self.cell_of(b.max.x, 0),
-                self.cell_of(b.max.y, 1),
-                self.cell_of(b.max.z, 2),
+                self.cell_of(o, b.max.x, 0),
+                self.cell_of(o, b.max.y, 1),
+                self.cell_of(o, b.max.z, 2),
             ],
         )
     }
@@ -173,15 +232,26 @@ impl BrushGrid {
         (x as usize) + self.dims[0] as usize * (y as usize + self.dims[1] as usize * z as usize)
     }
 
-    /// Calls `f` once with each brush whose bounds meet `q` (and perhaps a few more just
-    /// apart: both are compared in `f32`, rounded outward), and its `f32` bounds.
     #[inline]
-    pub fn query(&self, q: &Aabb, mut f: impl FnMut(u32, &Bounds32)) {
-        if self.starts.is_empty() {
+    fn query(&self, o: &DVec3, q: &Aabb, q32: &Bounds32, f: &mut impl FnMut(u32, &Bounds32)) {
+        if self.brushes.len() <= SHORT_LIST {
+            for e in &self.brushes {
+                if e.bounds.overlaps(q32) {
+                    f(e.brush, &e.bounds);
+                }
+            }
             return;
         }
-        let (lo, hi) = self.range(q);
-        let q32 = Bounds32::around(q);
+        let (lo, hi) = self.range(o, q);
+        let cells: u64 = (0..3).map(|k| (hi[k] - lo[k] + 1) as u64).product();
+        if cells > self.brushes.len() as u64 {
+            for e in &self.brushes {
+                if e.bounds.overlaps(q32) {
+                    f(e.brush, &e.bounds);
+                }
+            }
+            return;
+        }
         for z in lo[2]..=hi[2] {
             for y in lo[1]..=hi[1] {
                 let row = self.index(0, y, z);
@@ -189,13 +259,13 @@ impl BrushGrid {
                     let c = row + x as usize;
                     let cell = &self.entries[self.starts[c] as usize..self.starts[c + 1] as usize];
                     for e in cell {
-                        if !e.bounds.overlaps(&q32) {
+                        if !e.bounds.overlaps(q32) {
                             continue;
                         }
                         // Report a brush only from the first query cell it touches along
                         // each axis (it is listed in all of them).
                         let first = |k: usize, at: u32| {
-                            at == lo[k] || self.cell_of(f64::from(e.bounds.0[k]), k) == at
+                            at == lo[k] || self.cell_of(o, f64::from(e.bounds.0[k]), k) == at
                         };
                         if first(0, x) && first(1, y) && first(2, z) {
                             f(e.brush, &e.bounds);
@@ -204,11 +274,6 @@ impl BrushGrid {
                 }
             }
         }
-    }
-
-    /// Union of the listed brushes' bounds (empty when there are none).
-    pub fn bounds(&self) -> Aabb {
-        self.bounds
     }
 }
 
@@ -256,6 +321,10 @@ mod tests {
             }
             let g = BrushGrid::build(&bounds);
             g.validate_for_test(bounds.len());
+            assert!(
+                g.levels.len() > 1,
+                "case {case}: huge brushes sit on coarser levels"
+            );
             for _ in 0..200 {
                 let q = random_box(&mut rng, 5000.0, 200.0);
                 let mut got = Vec::new();
@@ -270,8 +339,7 @@ mod tests {
                 let may: Vec<u32> = (0..n as u32).filter(|&i| meets(i, &wide)).collect();
                 assert!(
                     want.iter().all(|i| got.contains(i)) && got.iter().all(|i| may.contains(i)),
-                    "case {case}, query {q:?}, cell {}: got {got:?}, want {want:?}",
-                    g.cell
+                    "case {case}, query {q:?}: got {got:?}, want {want:?}"
                 );
                 let mut once = got.clone();
                 once.dedup();

@@ -3,7 +3,7 @@
 //! finite, trees acyclic and no deeper than the traversals allow. A model that passes
 //! cannot make a query panic or loop.
 
-use super::grid::BrushGrid;
+use super::grid::{BrushGrid, MAX_LEVELS};
 use super::tree::{AxialTree, Node, MAX_DEPTH};
 use super::{mesh::NONE, CollisionModel};
 use crate::geom::{Aabb, Plane};
@@ -105,41 +105,51 @@ impl AxialTree {
 }
 
 impl BrushGrid {
-    /// Checks the grid over `count` brushes: its cell lists cover the entries exactly and
-    /// name only brushes that exist.
+    /// Checks the grid over `count` brushes: each level's cell lists cover its entries
+    /// exactly and name only brushes that exist.
     fn validate(&self, count: usize) -> Result<(), ModelError> {
-        let cells = self.dims.iter().try_fold(1u64, |n, &d| {
-            (d > 0).then(|| n.checked_mul(d as u64)).flatten()
-        });
-        if cells.is_none_or(|c| c + 1 != self.starts.len() as u64) {
+        if self.levels.len() > MAX_LEVELS || !self.origin.is_finite() {
             return fail(format!(
-                "brush grid: {} cell starts for dims {:?}",
-                self.starts.len(),
-                self.dims
+                "brush grid: {} levels from {:?}",
+                self.levels.len(),
+                self.origin
             ));
         }
-        let finite = self.cell > 0.0 && self.cell.is_finite() && self.origin.is_finite();
-        if !(finite && self.inv_cell == 1.0 / self.cell) {
-            return fail(format!(
-                "brush grid: cell {} (inverse {}) at {:?}",
-                self.cell, self.inv_cell, self.origin
-            ));
-        }
-        if self.starts.first() != Some(&0)
-            || self.starts.windows(2).any(|w| w[0] > w[1])
-            || self.starts.last().map(|&e| e as usize) != Some(self.entries.len())
-        {
-            return fail("brush grid: cell starts do not cover the entries".into());
-        }
-        if let Some(e) = self.entries.iter().find(|e| e.brush as usize >= count) {
-            return fail(format!("brush grid: brush {} outside 0..{count}", e.brush));
-        }
-        if self
-            .entries
-            .iter()
-            .any(|e| e.bounds.0.iter().any(|v| v.is_nan()))
-        {
-            return fail("brush grid: entry bounds are NaN".into());
+        for (i, lv) in self.levels.iter().enumerate() {
+            let cells = lv.dims.iter().try_fold(1u64, |n, &d| {
+                (d > 0).then(|| n.checked_mul(d as u64)).flatten()
+            });
+            if cells.is_none_or(|c| c + 1 != lv.starts.len() as u64) {
+                return fail(format!(
+                    "brush grid level {i}: {} cell starts for dims {:?}",
+                    lv.starts.len(),
+                    lv.dims
+                ));
+            }
+            if !(lv.cell > 0.0 && lv.cell.is_finite() && lv.inv_cell == 1.0 / lv.cell) {
+                return fail(format!(
+                    "brush grid level {i}: cell {} (inverse {})",
+                    lv.cell, lv.inv_cell
+                ));
+            }
+            if lv.starts.first() != Some(&0)
+                || lv.starts.windows(2).any(|w| w[0] > w[1])
+                || lv.starts.last().map(|&e| e as usize) != Some(lv.entries.len())
+            {
+                return fail(format!(
+                    "brush grid level {i}: cell starts do not cover the entries"
+                ));
+            }
+            let all = || lv.entries.iter().chain(&lv.brushes);
+            if let Some(e) = all().find(|e| e.brush as usize >= count) {
+                return fail(format!(
+                    "brush grid level {i}: brush {} outside 0..{count}",
+                    e.brush
+                ));
+            }
+            if all().any(|e| e.bounds.0.iter().any(|v| v.is_nan())) {
+                return fail(format!("brush grid level {i}: entry bounds are NaN"));
+            }
         }
         Ok(())
     }
