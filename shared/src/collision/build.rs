@@ -175,7 +175,9 @@ impl CollisionModel {
             });
         }
         let brush_bounds: Vec<Aabb> = m.brushes.iter().map(|b| b.bounds).collect();
-        m.brush_grid = BrushGrid::build(&brush_bounds);
+        // The build's own queries are as large as faces and polygons, up to the whole map:
+        // there a tree's pruning beats the grid, which is made for player-sized queries.
+        let build_tree = AxialTree::build(&brush_bounds);
 
         // Faces, minus their parts buried inside other brushes of the same contents. A face
         // partly inside a neighbour keeps only its exposed part: left whole, its rim would
@@ -190,9 +192,9 @@ impl CollisionModel {
                 let plane = g.planes[*pi];
                 let pb = Aabb::from_points(w);
                 candidates.clear();
-                m.brush_grid
-                    .query(&pb.expand(BURIED_EPS), |i, _| candidates.push(i));
+                build_tree.query_aabb(&pb.expand(BURIED_EPS), |i| candidates.push(i));
                 candidates.sort_unstable();
+                candidates.dedup();
                 let mut pieces = vec![w.clone()];
                 for &bj in &candidates {
                     let other = &geoms[bj as usize];
@@ -275,10 +277,7 @@ impl CollisionModel {
             raw.push(back);
             raw_meta.push(raw_meta[i]);
         }
-        if stats.patch_polygons > 0 {
-            let brush_bounds: Vec<Aabb> = m.brushes.iter().map(|b| b.bounds).collect();
-            m.brush_grid = BrushGrid::build(&brush_bounds);
-        }
+        if stats.patch_polygons > 0 {}
         let (edges, poly_edges) = build_edges(&m.vertices, &raw);
         m.vertex_active = vec![false; m.vertices.len()];
         for e in edges.iter().filter(|e| !e.internal) {
@@ -301,6 +300,8 @@ impl CollisionModel {
         }
         m.edges = edges;
         m.build_sat();
+        let brush_bounds: Vec<Aabb> = m.brushes.iter().map(|b| b.bounds).collect();
+        m.brush_grid = BrushGrid::build(&brush_bounds);
         let poly_bounds: Vec<Aabb> = m.polygons.iter().map(|p| p.bounds).collect();
         m.poly_bounds32 = poly_bounds.iter().map(super::tree::Bounds32::new).collect();
         m.poly_tree = AxialTree::build(&poly_bounds);
@@ -359,13 +360,16 @@ impl CollisionModel {
     /// and a brush would catch a box resting in the zone). Each once, and none that is a
     /// coordinate axis or one of the brush's planes.
     fn build_sat(&mut self) {
+        let brush_bounds: Vec<Aabb> = self.brushes.iter().map(|b| b.bounds).collect();
+        let tree = AxialTree::build(&brush_bounds);
         let mut across: Vec<Vec<DVec3>> = vec![Vec::new(); self.brushes.len()];
         let mut near = Vec::new();
         for p in &self.polygons {
             let reach = p.bounds.expand(CREASE_EPS);
             near.clear();
-            self.brush_grid.query(&reach, |i, _| near.push(i));
+            tree.query_aabb(&reach, |i| near.push(i));
             near.sort_unstable();
+            near.dedup();
             for &bi in &near {
                 let b = &self.brushes[bi as usize];
                 if bi == p.brush || !b.bounds.overlaps(&reach) {
