@@ -277,7 +277,6 @@ impl CollisionModel {
             raw.push(back);
             raw_meta.push(raw_meta[i]);
         }
-        if stats.patch_polygons > 0 {}
         let (edges, poly_edges) = build_edges(&m.vertices, &raw);
         m.vertex_active = vec![false; m.vertices.len()];
         for e in edges.iter().filter(|e| !e.internal) {
