@@ -2,12 +2,17 @@
 //! the same polygons), on the same seeded player-hull moves.
 //!
 //! Prints, per map and move class (random moves, and player-like kinds: walks along
-//! floors, walk-downs, short falls), the median ns per trace (medians of 256-trace batch
+//! floors, walk-downs, short falls, and the three interleaved), the median ns per trace (medians of 256-trace batch
 //! averages), the ratio, and how often each engine's result penetrates by the independent
 //! separating-axis oracle of the test suite.
 //!
 //! `cargo run --release -p expel-bench [random] [player] [rotate]` (all three sets when
 //! none is named; real maps are read from `../shared/maps` when present).
+//!
+//! For profiling the player set: `EXPEL_BENCH_MAP` (part of a map's path) and
+//! `EXPEL_BENCH_KIND` (`walk`, `walk-down`, `fall` or `all`) pick the rows, and
+//! `EXPEL_BENCH_PROFILE_SECS` runs only Expel's traces of each row, at least once and for
+//! that long, and prints no figures (for `perf record` or `valgrind --tool=callgrind`).
 
 #[path = "../../shared/tests/common/mod.rs"]
 mod oracle;
@@ -455,8 +460,9 @@ fn early_stop(sc: &Scene, oh: &OHull, m: &Move, end: DVec3) -> bool {
     })
 }
 
-/// The player-like set: per kind, medians for Expel and parry3d from one run, the
-/// oracle's penetrations, and Expel's early stops (see [`early_stop`]).
+/// The player-like set: per kind and for the kinds interleaved (`all`, the issue's
+/// "player-like" row), medians for Expel and parry3d from one run, the oracle's
+/// penetrations, and Expel's early stops (see [`early_stop`]).
 fn player_like(paths: &[PathBuf]) -> Result<()> {
     // Quake 3's player box.
     let (mins, maxs) = (
@@ -483,10 +489,8 @@ fn player_like(paths: &[PathBuf]) -> Result<()> {
         "early"
     );
     for p in paths {
-        if let Ok(m) = std::env::var("PROFMAP") {
-            if !p.to_string_lossy().contains(&m) {
-                continue;
-            }
+        if std::env::var("EXPEL_BENCH_MAP").is_ok_and(|m| !p.to_string_lossy().contains(&m)) {
+            continue;
         }
         let sc = load(p)?;
         let mut sets: Vec<(&str, Vec<Move>)> = KINDS
@@ -506,13 +510,12 @@ fn player_like(paths: &[PathBuf]) -> Result<()> {
             .collect();
         sets.push(("all", all));
         for (label, mv) in &sets {
-            if let Ok(k) = std::env::var("PROFKIND") {
-                if *label != k {
-                    continue;
-                }
+            if std::env::var("EXPEL_BENCH_KIND").is_ok_and(|k| *label != k) {
+                continue;
             }
             let mut s = TraceScratch::new();
-            if let Ok(secs) = std::env::var("PROF") {
+            if let Ok(secs) = std::env::var("EXPEL_BENCH_PROFILE_SECS") {
+                let secs: f64 = secs.parse()?;
                 let t0 = Instant::now();
                 loop {
                     for m in mv {
@@ -524,24 +527,24 @@ fn player_like(paths: &[PathBuf]) -> Result<()> {
                             &mut s,
                         ));
                     }
-                    if t0.elapsed().as_secs_f64() >= secs.parse::<f64>().unwrap() {
+                    if t0.elapsed().as_secs_f64() >= secs {
                         break;
                     }
                 }
                 continue;
             }
-            let (trace_ns, ends) = time_engine(&mv, |m| {
+            let (trace_ns, ends) = time_engine(mv, |m| {
                 sc.model
                     .trace(hull, m.start, m.end, Contents::ALL, &mut s)
                     .sweep
                     .end
             });
-            let (sweep_ns, _) = time_engine(&mv, |m| {
+            let (sweep_ns, _) = time_engine(mv, |m| {
                 sc.model
                     .sweep(hull, m.start, m.end, Contents::ALL, &mut s)
                     .end
             });
-            let (parry_ns, parry_ends) = time_engine(&mv, |m| parry_cast(&sc, cuboid, centre, m));
+            let (parry_ns, parry_ends) = time_engine(mv, |m| parry_cast(&sc, cuboid, centre, m));
             let early = mv
                 .iter()
                 .zip(&ends)
