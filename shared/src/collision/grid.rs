@@ -29,7 +29,8 @@ const LEVEL_RATIO: f64 = 4.0;
 /// ...and a brush is listed at the finest level where it touches at most this many cells
 /// along each axis.
 const SPAN: u32 = 4;
-/// A level with no more brushes than this is scanned whole, cells unlooked at.
+/// A level with no more brushes than this keeps no cells: its brushes join one short
+/// list every query scans whole.
 const SHORT_LIST: usize = 16;
 /// Most levels a grid has (the coarsest then holds whatever is left).
 pub(crate) const MAX_LEVELS: usize = 16;
@@ -65,8 +66,10 @@ pub(crate) struct BrushGrid {
     pub bounds: Aabb,
     /// Least corner of cell (0, 0, 0) at every level.
     pub origin: DVec3,
-    /// Finest first; levels with no brushes are left out.
+    /// Finest first; levels with no more than [`SHORT_LIST`] brushes are left out...
     pub levels: Vec<Level>,
+    /// ...and their brushes listed here, scanned whole by every query.
+    pub loose: Vec<Entry>,
 }
 
 impl BrushGrid {
@@ -104,6 +107,7 @@ impl BrushGrid {
             cell *= 2.0;
         }
         let mut levels = Vec::new();
+        let mut loose = Vec::new();
         let mut left: Vec<(Entry, Aabb)> = b32
             .iter()
             .enumerate()
@@ -125,17 +129,21 @@ impl BrushGrid {
                 let (lo, hi) = lv.range(&origin, b);
                 last || (0..3).all(|k| hi[k] - lo[k] < SPAN)
             });
-            if !here.is_empty() {
+            if here.len() > SHORT_LIST {
                 lv.fill(&origin, &here);
                 levels.push(lv);
+            } else {
+                loose.extend(here.iter().map(|e| e.0));
             }
             left = rest;
             cell *= LEVEL_RATIO;
         }
+        loose.sort_by_key(|e| e.brush);
         BrushGrid {
             bounds: all,
             origin,
             levels,
+            loose,
         }
     }
 
@@ -144,6 +152,11 @@ impl BrushGrid {
     #[inline]
     pub fn query(&self, q: &Aabb, mut f: impl FnMut(u32, &Bounds32)) {
         let q32 = Bounds32::around(q);
+        for e in &self.loose {
+            if e.bounds.overlaps(&q32) {
+                f(e.brush, &e.bounds);
+            }
+        }
         for lv in &self.levels {
             lv.query(&self.origin, q, &q32, &mut f);
         }
@@ -234,14 +247,6 @@ impl Level {
 
     #[inline]
     fn query(&self, o: &DVec3, q: &Aabb, q32: &Bounds32, f: &mut impl FnMut(u32, &Bounds32)) {
-        if self.brushes.len() <= SHORT_LIST {
-            for e in &self.brushes {
-                if e.bounds.overlaps(q32) {
-                    f(e.brush, &e.bounds);
-                }
-            }
-            return;
-        }
         let (lo, hi) = self.range(o, q);
         // Scan the list instead when the cells in range hold more entries than it, on
         // average (a query as large as the level, or a level of large, crowded brushes).
@@ -326,7 +331,7 @@ mod tests {
             let g = BrushGrid::build(&bounds);
             g.validate_for_test(bounds.len());
             assert!(
-                !huge || g.levels.len() > 1,
+                !huge || g.levels.len() > 1 || !g.loose.is_empty(),
                 "case {case}: huge brushes sit on coarser levels"
             );
             for _ in 0..200 {

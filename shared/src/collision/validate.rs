@@ -3,7 +3,7 @@
 //! finite, trees acyclic and no deeper than the traversals allow. A model that passes
 //! cannot make a query panic or loop.
 
-use super::grid::{BrushGrid, MAX_LEVELS};
+use super::grid::{BrushGrid, Entry, MAX_LEVELS};
 use super::tree::{AxialTree, Node, MAX_DEPTH};
 use super::{mesh::NONE, CollisionModel};
 use crate::geom::{Aabb, Plane};
@@ -115,6 +115,19 @@ impl BrushGrid {
                 self.origin
             ));
         }
+        // Every entry names a brush that exists, with bounds that are numbers.
+        let entries = |what: &str, list: &mut dyn Iterator<Item = &Entry>| {
+            for e in list {
+                if e.brush as usize >= count || e.bounds.0.iter().any(|v| v.is_nan()) {
+                    return fail(format!(
+                        "brush grid {what}: brush {} (of {count}) with bounds {:?}",
+                        e.brush, e.bounds.0
+                    ));
+                }
+            }
+            Ok(())
+        };
+        entries("loose list", &mut self.loose.iter())?;
         for (i, lv) in self.levels.iter().enumerate() {
             let cells = lv.dims.iter().try_fold(1u64, |n, &d| {
                 (d > 0).then(|| n.checked_mul(d as u64)).flatten()
@@ -140,16 +153,10 @@ impl BrushGrid {
                     "brush grid level {i}: cell starts do not cover the entries"
                 ));
             }
-            let all = || lv.entries.iter().chain(&lv.brushes);
-            if let Some(e) = all().find(|e| e.brush as usize >= count) {
-                return fail(format!(
-                    "brush grid level {i}: brush {} outside 0..{count}",
-                    e.brush
-                ));
-            }
-            if all().any(|e| e.bounds.0.iter().any(|v| v.is_nan())) {
-                return fail(format!("brush grid level {i}: entry bounds are NaN"));
-            }
+            entries(
+                &format!("level {i}"),
+                &mut lv.entries.iter().chain(&lv.brushes),
+            )?;
         }
         Ok(())
     }
