@@ -215,7 +215,7 @@ impl CollisionModel {
 
     /// [`CollisionModel::sweep`] of an upright box or a point: the swept separating-axis
     /// test per brush (see the module docs), over the region's brushes when the move lies
-    /// inside it, else over the brush tree front to back. Also whether the box starts
+    /// inside it, else over the brush grid, nearest piece first. Also whether the box starts
     /// inside a brush. `None` for no move (or a move not finite).
     pub(super) fn sweep_box(
         &self,

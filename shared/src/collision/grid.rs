@@ -152,11 +152,7 @@ impl BrushGrid {
     #[inline]
     pub fn query(&self, q: &Aabb, mut f: impl FnMut(u32, &Bounds32)) {
         let q32 = Bounds32::around(q);
-        for e in &self.loose {
-            if e.bounds.overlaps(&q32) {
-                f(e.brush, &e.bounds);
-            }
-        }
+        scan(&self.loose, &q32, &mut f);
         for lv in &self.levels {
             lv.query(&self.origin, q, &q32, &mut f);
         }
@@ -165,6 +161,16 @@ impl BrushGrid {
     /// Union of the listed brushes' bounds (empty when there are none).
     pub fn bounds(&self) -> Aabb {
         self.bounds
+    }
+}
+
+/// Calls `f` with each entry of a list (each brush once) whose bounds overlap `q32`.
+#[inline]
+fn scan(list: &[Entry], q32: &Bounds32, f: &mut impl FnMut(u32, &Bounds32)) {
+    for e in list {
+        if e.bounds.overlaps(q32) {
+            f(e.brush, &e.bounds);
+        }
     }
 }
 
@@ -252,12 +258,7 @@ impl Level {
         // average (a query as large as the level, or a level of large, crowded brushes).
         let cells: u64 = (0..3).map(|k| (hi[k] - lo[k] + 1) as u64).product();
         if cells * self.entries.len() as u64 > self.cells() * self.brushes.len() as u64 {
-            for e in &self.brushes {
-                if e.bounds.overlaps(q32) {
-                    f(e.brush, &e.bounds);
-                }
-            }
-            return;
+            return scan(&self.brushes, q32, f);
         }
         for z in lo[2]..=hi[2] {
             for y in lo[1]..=hi[1] {

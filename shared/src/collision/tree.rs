@@ -1,4 +1,5 @@
-//! Axial BSP tree over item bounds (seed 000 §5): the broad phase for polygons and brushes.
+//! Axial BSP tree over item bounds (seed 000 §5): the broad phase for polygons (and the
+//! model build's own face-sized queries of brushes; traces find brushes in `grid.rs`).
 //!
 //! Each node splits space by an axis-aligned plane taken from the items' own bound planes
 //! (the one nearest the node centre on its longest axis). Items straddling the plane go to
@@ -44,8 +45,8 @@ pub(crate) struct AxialTree {
 
 /// How far [`Bounds32::around`] moves each side out: relative, and absolute (for sides near
 /// zero; far above `f32`'s least normal number).
-pub(crate) const AROUND_REL: f64 = 1.0 / (1u64 << 20) as f64;
-pub(crate) const AROUND_ABS: f64 = 1e-30;
+const AROUND_REL: f64 = 1.0 / (1u64 << 20) as f64;
+const AROUND_ABS: f64 = 1e-30;
 
 /// An outward-rounded `f32` copy of an [`Aabb`]: `min[0..3]`, `max[0..3]`.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
