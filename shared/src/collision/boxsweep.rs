@@ -279,7 +279,7 @@ impl CollisionModel {
                 }
             }
             _ if dir.abs().max_element() <= SHORT_MOVE => {
-                self.brush_grid.query(&whole, |bi, _| {
+                self.brush_grid.query(&whole, |bi| {
                     if self.brushes[bi as usize].bounds.overlaps(&best.sweep) {
                         test(bi, &mut best);
                     }
@@ -312,7 +312,7 @@ impl CollisionModel {
                     let q = hull
                         .swept_bounds(start + dir * a, start + dir * b)
                         .expand(MARGIN);
-                    self.brush_grid.query(&q, |bi, _| {
+                    self.brush_grid.query(&q, |bi| {
                         if pieces > 1 {
                             if marks[bi as usize] == stamp {
                                 return;

@@ -35,12 +35,69 @@ const SHORT_LIST: usize = 16;
 /// Most levels a grid has (the coarsest then holds whatever is left).
 pub(crate) const MAX_LEVELS: usize = 16;
 
-/// One brush: its outward-rounded bounds beside its index, so a list is scanned in one
-/// sequential pass.
+/// One brush in a list: its outward-rounded `f32` bounds as `[min.x, min.y, min.z, -max.x,
+/// -max.y, -max.z]`, so that it meets a query exactly when every lane is at most the
+/// query's [`Probe`]'s (one vector compare and no branches, where a test per side
+/// mispredicts on scattered boxes), and where this copy lies.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize)]
+#[repr(C, align(32))]
 pub(crate) struct Entry {
-    pub bounds: Bounds32,
+    pub key: [f32; 6],
     pub brush: u32,
+    /// This copy's cell along x (below [`FIRST_Z`]) and whether it is the brush's first
+    /// cell along x, y and z (the bits [`FIRST_X`], [`FIRST_Y`], [`FIRST_Z`]; all three in
+    /// a list that is not a cell's).
+    pub place: u32,
+}
+
+const FIRST_X: u32 = 1 << 31;
+const FIRST_Y: u32 = 1 << 30;
+pub(crate) const FIRST_Z: u32 = 1 << 29;
+pub(crate) const FIRST_ALL: u32 = FIRST_X | FIRST_Y | FIRST_Z;
+
+impl Entry {
+    fn new(b: &Bounds32, brush: u32, place: u32) -> Entry {
+        let b = &b.0;
+        Entry {
+            key: [b[0], b[1], b[2], -b[3], -b[4], -b[5]],
+            brush,
+            place,
+        }
+    }
+
+    /// The bounds (exactly: negation is exact).
+    pub fn bounds(&self) -> Bounds32 {
+        let k = &self.key;
+        Bounds32([k[0], k[1], k[2], -k[3], -k[4], -k[5]])
+    }
+
+    /// This copy's cell along x.
+    pub fn x(&self) -> u32 {
+        self.place & !FIRST_ALL
+    }
+
+    /// Whether the bounds meet the probe's (false for NaN on either side). Written as one
+    /// fold so the compiler makes it a vector compare.
+    #[inline(always)]
+    fn meets(&self, p: &Probe) -> bool {
+        let mut all = true;
+        for k in 0..6 {
+            all &= self.key[k] <= p.0[k];
+        }
+        all
+    }
+}
+
+/// A query's bounds as `[max.x, max.y, max.z, -min.x, -min.y, -min.z]`, widened outward
+/// past `f32` rounding ([`Bounds32::around`]), to compare with [`Entry::key`].
+struct Probe([f32; 6]);
+
+impl Probe {
+    #[inline]
+    fn around(q: &Aabb) -> Probe {
+        let b = Bounds32::around(q).0;
+        Probe([b[3], b[4], b[5], -b[0], -b[1], -b[2]])
+    }
 }
 
 /// One level of cells.
@@ -112,14 +169,8 @@ impl BrushGrid {
             .iter()
             .enumerate()
             .filter_map(|(i, b)| {
-                let bounds = *b.as_ref()?;
-                Some((
-                    Entry {
-                        bounds,
-                        brush: i as u32,
-                    },
-                    bounds.aabb(),
-                ))
+                let bounds = b.as_ref()?;
+                Some((Entry::new(bounds, i as u32, FIRST_ALL), bounds.aabb()))
             })
             .collect();
         while !left.is_empty() {
@@ -148,13 +199,13 @@ impl BrushGrid {
     }
 
     /// Calls `f` once with each brush whose bounds meet `q` (and perhaps a few more just
-    /// apart: both are compared in `f32`, rounded outward), and its `f32` bounds.
+    /// apart: both are compared in `f32`, rounded outward).
     #[inline]
-    pub fn query(&self, q: &Aabb, mut f: impl FnMut(u32, &Bounds32)) {
-        let q32 = Bounds32::around(q);
-        scan(&self.loose, &q32, &mut f);
+    pub fn query(&self, q: &Aabb, mut f: impl FnMut(u32)) {
+        let p = Probe::around(q);
+        scan(&self.loose, &p, &mut f);
         for lv in &self.levels {
-            lv.query(&self.origin, q, &q32, &mut f);
+            lv.query(&self.origin, q, &p, &mut f);
         }
     }
 
@@ -164,12 +215,12 @@ impl BrushGrid {
     }
 }
 
-/// Calls `f` with each entry of a list (each brush once) whose bounds overlap `q32`.
+/// Calls `f` with each entry of a list (each brush once) that meets the probe.
 #[inline]
-fn scan(list: &[Entry], q32: &Bounds32, f: &mut impl FnMut(u32, &Bounds32)) {
+fn scan(list: &[Entry], p: &Probe, f: &mut impl FnMut(u32)) {
     for e in list {
-        if e.bounds.overlaps(q32) {
-            f(e.brush, &e.bounds);
+        if e.meets(p) {
+            f(e.brush);
         }
     }
 }
@@ -190,8 +241,9 @@ impl Level {
         }
         self.starts = counts.clone();
         let placeholder = Entry {
-            bounds: Bounds32([0.0; 6]),
+            key: [0.0; 6],
             brush: 0,
+            place: 0,
         };
         let mut entries = vec![placeholder; counts[n] as usize];
         self.for_each_cell(origin, brushes, |c, e| {
@@ -202,6 +254,7 @@ impl Level {
         self.brushes = brushes.iter().map(|e| e.0).collect();
     }
 
+    /// Calls `f` with each cell a brush touches and its entry there.
     fn for_each_cell(
         &self,
         origin: &DVec3,
@@ -213,11 +266,23 @@ impl Level {
             for z in lo[2]..=hi[2] {
                 for y in lo[1]..=hi[1] {
                     for x in lo[0]..=hi[0] {
-                        f(self.index(x, y, z), *entry);
+                        let place = x
+                            | if x == lo[0] { FIRST_X } else { 0 }
+                            | if y == lo[1] { FIRST_Y } else { 0 }
+                            | if z == lo[2] { FIRST_Z } else { 0 };
+                        f(self.index(x, y, z), Entry { place, ..*entry });
                     }
                 }
             }
         }
+    }
+
+    /// The place bits the copy of a brush with bounds `b` in cell (x, y, z) must have.
+    pub(crate) fn place_of(&self, origin: &DVec3, b: &Aabb, [x, y, z]: [u32; 3]) -> u32 {
+        let (lo, _) = self.range(origin, b);
+        x | if x == lo[0] { FIRST_X } else { 0 }
+            | if y == lo[1] { FIRST_Y } else { 0 }
+            | if z == lo[2] { FIRST_Z } else { 0 }
     }
 
     /// The cell holding coordinate `v` along axis `k`, clamped to the grid: monotone in
@@ -252,31 +317,28 @@ impl Level {
     }
 
     #[inline]
-    fn query(&self, o: &DVec3, q: &Aabb, q32: &Bounds32, f: &mut impl FnMut(u32, &Bounds32)) {
+    fn query(&self, o: &DVec3, q: &Aabb, p: &Probe, f: &mut impl FnMut(u32)) {
         let (lo, hi) = self.range(o, q);
         // Scan the list instead when the cells in range hold more entries than it, on
         // average (a query as large as the level, or a level of large, crowded brushes).
         let cells: u64 = (0..3).map(|k| (hi[k] - lo[k] + 1) as u64).product();
         if cells * self.entries.len() as u64 > self.cells() * self.brushes.len() as u64 {
-            return scan(&self.brushes, q32, f);
+            return scan(&self.brushes, p, f);
         }
+        // The cells of a row along x are consecutive: one pass over their entries. A
+        // brush is listed in every cell it touches; it is reported from the first query
+        // cell it lies in along each axis, which is the query's first or its own first.
         for z in lo[2]..=hi[2] {
             for y in lo[1]..=hi[1] {
                 let row = self.index(0, y, z);
-                for x in lo[0]..=hi[0] {
-                    let c = row + x as usize;
-                    let cell = &self.entries[self.starts[c] as usize..self.starts[c + 1] as usize];
-                    for e in cell {
-                        if !e.bounds.overlaps(q32) {
-                            continue;
-                        }
-                        // Report a brush only from the first query cell it touches along
-                        // each axis (it is listed in all of them).
-                        let first = |k: usize, at: u32| {
-                            at == lo[k] || self.cell_of(o, f64::from(e.bounds.0[k]), k) == at
-                        };
-                        if first(0, x) && first(1, y) && first(2, z) {
-                            f(e.brush, &e.bounds);
+                let (a, b) = (row + lo[0] as usize, row + hi[0] as usize + 1);
+                let need =
+                    if y == lo[1] { 0 } else { FIRST_Y } | if z == lo[2] { 0 } else { FIRST_Z };
+                for e in &self.entries[self.starts[a] as usize..self.starts[b] as usize] {
+                    if e.meets(p) {
+                        let need = need | if e.x() == lo[0] { 0 } else { FIRST_X };
+                        if e.place & need == need {
+                            f(e.brush);
                         }
                     }
                 }
@@ -338,7 +400,7 @@ mod tests {
             for _ in 0..200 {
                 let q = random_box(&mut rng, 5000.0, 200.0);
                 let mut got = Vec::new();
-                g.query(&q, |i, _| got.push(i));
+                g.query(&q, |i| got.push(i));
                 got.sort_unstable();
                 let meets = |i: u32, q: &Aabb| {
                     let b = &bounds[i as usize];

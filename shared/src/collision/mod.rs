@@ -288,7 +288,7 @@ pub struct CollisionModel {
 impl CollisionModel {
     /// Version of the compiled model's layout and build rules; caches of compiled models
     /// key on it, so a change here invalidates them.
-    pub const FORMAT_VERSION: u32 = 10;
+    pub const FORMAT_VERSION: u32 = 11;
 
     /// Counts describing the model.
     pub fn stats(&self) -> &ModelStats {

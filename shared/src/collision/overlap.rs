@@ -172,7 +172,7 @@ impl CollisionModel {
         let q = h.bounds();
         let mut cand = std::mem::take(&mut s.candidates);
         cand.clear();
-        self.brush_grid.query(&q, |i, _| cand.push(i));
+        self.brush_grid.query(&q, |i| cand.push(i));
         cand.sort_unstable();
         let inner = q.expand(-POSITION_EPS);
         let found = cand

@@ -327,7 +327,7 @@ impl CollisionModel {
         region.brushes.clear();
         region.brush_bounds.clear();
         let brushes = &mut region.brushes;
-        self.brush_grid.query(&bounds, |i, _| {
+        self.brush_grid.query(&bounds, |i| {
             if self.brushes[i as usize].bounds.overlaps(&bounds) {
                 brushes.push(i);
             }

@@ -3,7 +3,7 @@
 //! finite, trees acyclic and no deeper than the traversals allow. A model that passes
 //! cannot make a query panic or loop.
 
-use super::grid::{BrushGrid, Entry, MAX_LEVELS};
+use super::grid::{BrushGrid, Entry, FIRST_ALL, FIRST_Z, MAX_LEVELS};
 use super::tree::{AxialTree, Node, MAX_DEPTH};
 use super::{mesh::NONE, CollisionModel};
 use crate::geom::{Aabb, Plane};
@@ -118,21 +118,28 @@ impl BrushGrid {
         // Every entry names a brush that exists, with bounds that are numbers.
         let entries = |what: &str, list: &mut dyn Iterator<Item = &Entry>| {
             for e in list {
-                if e.brush as usize >= count || e.bounds.0.iter().any(|v| v.is_nan()) {
+                if e.brush as usize >= count || e.key.iter().any(|v| v.is_nan()) {
                     return fail(format!(
                         "brush grid {what}: brush {} (of {count}) with bounds {:?}",
-                        e.brush, e.bounds.0
+                        e.brush,
+                        e.bounds()
                     ));
                 }
             }
             Ok(())
         };
         entries("loose list", &mut self.loose.iter())?;
+        if let Some(e) = self.loose.iter().find(|e| e.place != FIRST_ALL) {
+            return fail(format!(
+                "brush grid loose list: brush {} placed {:#x}",
+                e.brush, e.place
+            ));
+        }
         for (i, lv) in self.levels.iter().enumerate() {
             let cells = lv.dims.iter().try_fold(1u64, |n, &d| {
                 (d > 0).then(|| n.checked_mul(d as u64)).flatten()
             });
-            if cells.is_none_or(|c| c + 1 != lv.starts.len() as u64) {
+            if cells.is_none_or(|c| c + 1 != lv.starts.len() as u64) || lv.dims[0] >= FIRST_Z {
                 return fail(format!(
                     "brush grid level {i}: {} cell starts for dims {:?}",
                     lv.starts.len(),
@@ -157,6 +164,35 @@ impl BrushGrid {
                 &format!("level {i}"),
                 &mut lv.entries.iter().chain(&lv.brushes),
             )?;
+            // Each copy knows its cell and whether it is its brush's first along each
+            // axis (a query reports it from there); a list that is no cell's, that it is.
+            let [nx, ny, nz] = lv.dims;
+            let mut c = 0;
+            for z in 0..nz {
+                for y in 0..ny {
+                    for x in 0..nx {
+                        let list = &lv.entries[lv.starts[c] as usize..lv.starts[c + 1] as usize];
+                        for e in list {
+                            let want = lv.place_of(&self.origin, &e.bounds().aabb(), [x, y, z]);
+                            if e.place != want {
+                                return fail(format!(
+                                    "brush grid level {i}: brush {} in cell {:?} placed {:#x}, not {want:#x}",
+                                    e.brush,
+                                    [x, y, z],
+                                    e.place
+                                ));
+                            }
+                        }
+                        c += 1;
+                    }
+                }
+            }
+            if let Some(e) = lv.brushes.iter().find(|e| e.place != FIRST_ALL) {
+                return fail(format!(
+                    "brush grid level {i}: brush {} of the level's list placed {:#x}",
+                    e.brush, e.place
+                ));
+            }
         }
         Ok(())
     }
