@@ -35,6 +35,7 @@ use super::hull::Hull;
 use super::{CollisionModel, Contents, Feature, Hit, Region, Sweep, Target, Trace, TraceScratch};
 use crate::geom::{Aabb, EXPEL, POSITION_EPS};
 use glam::DVec3;
+use std::hint::select_unpredictable;
 
 /// Broad-phase padding around the swept box: the zone and some slack.
 const MARGIN: f64 = EXPEL + 1e-3;
@@ -94,21 +95,19 @@ impl Clip {
         if !closing && g > -POSITION_EPS {
             return false;
         }
-        self.top = if g > self.top { g } else { self.top };
+        self.top = self.top.max(g);
         // When the gap reaches the zone: entering if closing, leaving if opening (one
         // division: `(g - E) / -r` is `(E - g) / r` exactly).
         let t = (g - EXPEL) / -r;
-        self.t_out = if r > 0.0 && t < self.t_out {
-            t
-        } else {
-            self.t_out
-        };
-        let enters = closing && g > 0.0 && t > self.t_in;
-        self.t_in = if enters { t } else { self.t_in };
-        self.open = if enters { ix } else { self.open };
-        let shut = closing && g <= 0.0 && g > self.g_shut;
-        self.g_shut = if shut { g } else { self.g_shut };
-        self.shut = if shut { ix } else { self.shut };
+        self.t_out = self
+            .t_out
+            .min(select_unpredictable(r > 0.0, t, f64::INFINITY));
+        let enters = closing & (g > 0.0) & (t > self.t_in);
+        self.t_in = select_unpredictable(enters, t, self.t_in);
+        self.open = select_unpredictable(enters, ix, self.open);
+        let shut = closing & (g <= 0.0) & (g > self.g_shut);
+        self.g_shut = select_unpredictable(shut, g, self.g_shut);
+        self.shut = select_unpredictable(shut, ix, self.shut);
         true
     }
 

@@ -76,27 +76,69 @@ impl Entry {
         self.place & !FIRST_ALL
     }
 
-    /// Whether the bounds meet the probe's (false for NaN on either side). Written as one
-    /// fold so the compiler makes it a vector compare.
+    /// Whether the bounds meet the probe's (false for NaN on either side): one vector
+    /// compare, where the compiler splits a scalar fold into a branch per lane.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn meets(&self, p: &Probe) -> bool {
+        // SAFETY: SSE is part of the x86-64 baseline, so every x86-64 CPU has it.
+        unsafe { self.meets_sse(p) }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "sse")]
+    #[inline]
+    fn meets_sse(&self, p: &Probe) -> bool {
+        use std::arch::x86_64::{_mm_and_ps, _mm_cmple_ps, _mm_movemask_ps, _mm_setr_ps};
+        let k = &self.key;
+        let (a, b) = (
+            _mm_setr_ps(k[0], k[1], k[2], k[3]),
+            _mm_setr_ps(k[2], k[3], k[4], k[5]),
+        );
+        _mm_movemask_ps(_mm_and_ps(_mm_cmple_ps(a, p.a), _mm_cmple_ps(b, p.b))) == 0xF
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
     #[inline(always)]
     fn meets(&self, p: &Probe) -> bool {
         let mut all = true;
         for k in 0..6 {
-            all &= self.key[k] <= p.0[k];
+            all &= self.key[k] <= p.lanes[k];
         }
         all
     }
 }
 
 /// A query's bounds as `[max.x, max.y, max.z, -min.x, -min.y, -min.z]`, widened outward
-/// past `f32` rounding ([`Bounds32::around`]), to compare with [`Entry::key`].
-struct Probe([f32; 6]);
+/// past `f32` rounding ([`Bounds32::around`]), to compare with [`Entry::key`] (on x86-64
+/// as lanes 0–3 and 2–5).
+struct Probe {
+    #[cfg(target_arch = "x86_64")]
+    a: std::arch::x86_64::__m128,
+    #[cfg(target_arch = "x86_64")]
+    b: std::arch::x86_64::__m128,
+    #[cfg(not(target_arch = "x86_64"))]
+    lanes: [f32; 6],
+}
 
 impl Probe {
     #[inline]
     fn around(q: &Aabb) -> Probe {
         let b = Bounds32::around(q).0;
-        Probe([b[3], b[4], b[5], -b[0], -b[1], -b[2]])
+        let p = [b[3], b[4], b[5], -b[0], -b[1], -b[2]];
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::_mm_setr_ps;
+            // SAFETY: SSE is part of the x86-64 baseline.
+            unsafe {
+                Probe {
+                    a: _mm_setr_ps(p[0], p[1], p[2], p[3]),
+                    b: _mm_setr_ps(p[2], p[3], p[4], p[5]),
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        Probe { lanes: p }
     }
 }
 
