@@ -13,7 +13,7 @@
 //! comes within the expel zone [`EXPEL`] of the brush is the latest moment any axis's
 //! gap closes to [`EXPEL`], provided no other axis has opened past it by then: a slab
 //! clip, exact in `f64` up to rounding, with no bevel planes to approximate (the way
-//! Quake 3 does). An axial brush needs its bounds only.
+//! Quake 3 does). An axial brush needs its bounds only. The clip itself is `clip.rs`.
 //!
 //! Two rules make the zone behave as a player expects:
 //! * A box already in the zone may move away, never deeper: when the gaps that separate
@@ -30,12 +30,14 @@
 //! start-solid test reports that, and the move out is free, as with the polygon path.
 //!
 //! [`SatAxis`]: super::SatAxis
+//! [`RATE_EPS`]: super::clip::RATE_EPS
+//! [`POSITION_EPS`]: crate::geom::POSITION_EPS
 
+use super::clip::{Axis, Meets, PairClip, NEUTRAL};
 use super::hull::Hull;
 use super::{CollisionModel, Contents, Feature, Hit, Region, Sweep, Target, Trace, TraceScratch};
-use crate::geom::{Aabb, EXPEL, POSITION_EPS};
+use crate::geom::{Aabb, Plane, EXPEL};
 use glam::DVec3;
-use std::hint::select_unpredictable;
 
 /// Broad-phase padding around the swept box: the zone and some slack.
 const MARGIN: f64 = EXPEL + 1e-3;
@@ -43,11 +45,6 @@ const MARGIN: f64 = EXPEL + 1e-3;
 const SHORT_MOVE: f64 = 64.0;
 /// At most this many pieces (a longer piece only costs time).
 const MAX_PIECES: u32 = 1024;
-/// A gap that changes by less than this over the whole move counts as steady: a move
-/// slid along a plane has a rate of rounding size and either sign, and a box resting in
-/// the zone must not stop on its sign.
-const RATE_EPS: f64 = 1e-9;
-
 /// The box's centre at the start, its half extents and the move.
 struct BoxMove {
     centre: DVec3,
@@ -55,105 +52,10 @@ struct BoxMove {
     dir: DVec3,
 }
 
-/// No axis (an index of [`Clip`]).
-const NO_AXIS: u32 = u32::MAX;
-
-/// The clip of one brush's axes against the move. Axes are known by their index in the
-/// brush's list (see [`CollisionModel::box_axis`]); the one that names the contact is
-/// looked up again at the end, so the loop over the axes only keeps numbers.
-struct Clip {
-    /// Latest moment an open, closing gap reaches the zone (`-inf` if none), and its axis.
-    t_in: f64,
-    open: u32,
-    /// The closing gap least shut (the box is past it), and its axis: it names the contact
-    /// only when no gap is open (the box starts touching the brush).
-    g_shut: f64,
-    shut: u32,
-    /// Earliest moment an opening gap leaves the zone.
-    t_out: f64,
-    /// Largest gap at the start (negative: the box starts overlapping the brush).
-    top: f64,
-}
-
-impl Clip {
-    const NEW: Clip = Clip {
-        t_in: f64::NEG_INFINITY,
-        open: NO_AXIS,
-        g_shut: f64::NEG_INFINITY,
-        shut: NO_AXIS,
-        t_out: f64::INFINITY,
-        top: f64::NEG_INFINITY,
-    };
-
-    /// Adds axis `ix` with the box's gap `g` beyond the brush along it at the start and
-    /// its rate `r` per unit of the move. False when this axis alone keeps the box out of
-    /// the brush (an open gap that does not close). Written as selects, not branches: the
-    /// signs of gaps and rates follow no pattern a predictor could learn.
-    #[inline(always)]
-    fn axis(&mut self, ix: u32, g: f64, r: f64) -> bool {
-        let closing = r < -RATE_EPS;
-        if !closing && g > -POSITION_EPS {
-            return false;
-        }
-        self.top = self.top.max(g);
-        // When the gap reaches the zone: entering if closing, leaving if opening (one
-        // division: `(g - E) / -r` is `(E - g) / r` exactly).
-        let t = (g - EXPEL) / -r;
-        self.t_out = self
-            .t_out
-            .min(select_unpredictable(r > 0.0, t, f64::INFINITY));
-        let enters = closing & (g > 0.0) & (t > self.t_in);
-        self.t_in = select_unpredictable(enters, t, self.t_in);
-        self.open = select_unpredictable(enters, ix, self.open);
-        let shut = closing & (g <= 0.0) & (g > self.g_shut);
-        self.g_shut = select_unpredictable(shut, g, self.g_shut);
-        self.shut = select_unpredictable(shut, ix, self.shut);
-        true
-    }
-
-    /// Whether the axes so far already keep the box out until `limit`: more axes only
-    /// delay the entry or hasten the exit, so the rest need not be looked at.
-    #[inline(always)]
-    fn missed(&self, limit: f64) -> bool {
-        self.t_in > self.t_out || self.t_in > limit
-    }
-
-    /// What the finished clip says about the brush: where the box meets it, and the axis
-    /// that names the contact ([`NO_AXIS`] if none does).
-    fn meets(&self, limit: f64) -> Meets {
-        if self.top < -POSITION_EPS {
-            return Meets::Inside;
-        }
-        let t = self.t_in.max(0.0);
-        if t <= self.t_out && t <= limit {
-            Meets::At(
-                t,
-                if self.open != NO_AXIS {
-                    self.open
-                } else {
-                    self.shut
-                },
-            )
-        } else {
-            Meets::No
-        }
-    }
-}
-
-/// How a moving box meets one brush.
-enum Meets {
-    /// Not within the move (or not before the limit).
-    No,
-    /// The box starts inside the brush (deeper than [`POSITION_EPS`]).
-    Inside,
-    /// It enters the brush's zone at this fraction; the axis that names the contact.
-    At(f64, u32),
-}
-
 impl BoxMove {
     /// Gap and rate along `n` against a brush whose extent along `n` ends at `hi`.
     #[inline]
-    fn gap(&self, n: DVec3, hi: f64) -> (f64, f64) {
+    fn gap(&self, n: DVec3, hi: f64) -> Axis {
         (
             n.dot(self.centre) - n.abs().dot(self.half) - hi,
             n.dot(self.dir),
@@ -163,7 +65,7 @@ impl BoxMove {
     /// Gap and rate along the coordinate axis `k`, outward (`up`) or inward, against
     /// bounds `b`.
     #[inline(always)]
-    fn coord(&self, k: usize, up: bool, b: &Aabb) -> (f64, f64) {
+    fn coord(&self, k: usize, up: bool, b: &Aabb) -> Axis {
         if up {
             (self.centre[k] - self.half[k] - b.max[k], self.dir[k])
         } else {
@@ -173,7 +75,7 @@ impl BoxMove {
 
     /// Gaps and rates both ways along a precomputed axis: out past `hi`, in past `lo`.
     #[inline(always)]
-    fn both(&self, a: &super::SatAxis) -> [(f64, f64); 2] {
+    fn both(&self, a: &super::SatAxis) -> [Axis; 2] {
         let (centre, reach, r) = (
             a.normal.dot(self.centre),
             a.normal.abs().dot(self.half),
@@ -378,43 +280,43 @@ impl CollisionModel {
     /// precomputed axes both ways.
     fn box_vs_brush(&self, mv: &BoxMove, bi: usize, limit: f64) -> Meets {
         let b = &self.brushes[bi];
-        let mut c = Clip::NEW;
+        let mut c = PairClip::new();
         let mut ix = 0u32;
         if !b.axial {
-            for p in self.brush_planes(bi) {
-                let (g, r) = mv.gap(p.normal, p.dist);
-                if !c.axis(ix, g, r) {
+            for p in self.brush_planes(bi).chunks(2) {
+                let gap = |p: &Plane| mv.gap(p.normal, p.dist);
+                if !c.pair(ix, gap(&p[0]), p.get(1).map_or(NEUTRAL, gap)) {
                     return Meets::No;
                 }
-                ix += 1;
+                ix += p.len() as u32;
             }
         }
         for k in 0..3 {
-            for up in [true, false] {
-                let (g, r) = mv.coord(k, up, &b.bounds);
-                if !c.axis(ix, g, r) {
-                    return Meets::No;
-                }
-                ix += 1;
+            if !c.pair(
+                ix,
+                mv.coord(k, true, &b.bounds),
+                mv.coord(k, false, &b.bounds),
+            ) {
+                return Meets::No;
             }
+            ix += 2;
         }
         for a in self.brush_sat(bi) {
             if c.missed(limit) {
                 return Meets::No;
             }
-            for (g, r) in mv.both(a) {
-                if !c.axis(ix, g, r) {
-                    return Meets::No;
-                }
-                ix += 1;
+            let [hi, lo] = mv.both(a);
+            if !c.pair(ix, hi, lo) {
+                return Meets::No;
             }
+            ix += 2;
         }
-        c.meets(limit)
+        c.finish().meets(limit)
     }
 
     /// Axis `ix` of brush `bi` as [`CollisionModel::box_vs_brush`] numbers them: its
     /// direction out of the brush, and the box's gap and rate along it (the same numbers
-    /// the clip saw). [`NO_AXIS`] has no direction and no gap.
+    /// the clip saw). [`NO_AXIS`](super::clip::NO_AXIS) has no direction and no gap.
     fn box_axis(&self, mv: &BoxMove, bi: usize, ix: u32) -> (DVec3, f64, f64) {
         let b = &self.brushes[bi];
         let planes = if b.axial {

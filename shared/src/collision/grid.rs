@@ -81,21 +81,16 @@ impl Entry {
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     fn meets(&self, p: &Probe) -> bool {
-        // SAFETY: SSE is part of the x86-64 baseline, so every x86-64 CPU has it.
-        unsafe { self.meets_sse(p) }
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "sse")]
-    #[inline]
-    fn meets_sse(&self, p: &Probe) -> bool {
         use std::arch::x86_64::{_mm_and_ps, _mm_cmple_ps, _mm_movemask_ps, _mm_setr_ps};
         let k = &self.key;
-        let (a, b) = (
-            _mm_setr_ps(k[0], k[1], k[2], k[3]),
-            _mm_setr_ps(k[2], k[3], k[4], k[5]),
-        );
-        _mm_movemask_ps(_mm_and_ps(_mm_cmple_ps(a, p.a), _mm_cmple_ps(b, p.b))) == 0xF
+        // SAFETY: SSE is part of the x86-64 baseline; no pointer is read.
+        unsafe {
+            let (a, b) = (
+                _mm_setr_ps(k[0], k[1], k[2], k[3]),
+                _mm_setr_ps(k[2], k[3], k[4], k[5]),
+            );
+            _mm_movemask_ps(_mm_and_ps(_mm_cmple_ps(a, p.a), _mm_cmple_ps(b, p.b))) == 0xF
+        }
     }
 
     #[cfg(not(target_arch = "x86_64"))]

@@ -9,6 +9,7 @@
 mod boxsweep;
 mod build;
 mod cache;
+mod clip;
 mod grid;
 pub mod hull;
 pub(crate) mod mesh;
