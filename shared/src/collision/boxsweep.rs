@@ -33,7 +33,7 @@
 //! [`RATE_EPS`]: super::clip::RATE_EPS
 //! [`POSITION_EPS`]: crate::geom::POSITION_EPS
 
-use super::clip::{Axis, Meets, PairClip, NEUTRAL};
+use super::clip::{least_shut, Axis, Meets, PairClip, NEUTRAL, NO_AXIS};
 use super::hull::Hull;
 use super::{CollisionModel, Contents, Feature, Hit, Region, Sweep, Target, Trace, TraceScratch};
 use crate::geom::{Aabb, Plane, EXPEL};
@@ -283,12 +283,20 @@ impl CollisionModel {
         let mut c = PairClip::new();
         let mut ix = 0u32;
         if !b.axial {
-            for p in self.brush_planes(bi).chunks(2) {
-                let gap = |p: &Plane| mv.gap(p.normal, p.dist);
-                if !c.pair(ix, gap(&p[0]), p.get(1).map_or(NEUTRAL, gap)) {
+            let gap = |p: &Plane| mv.gap(p.normal, p.dist);
+            let pairs = self.brush_planes(bi).chunks_exact(2);
+            let odd = pairs.remainder();
+            for p in pairs {
+                if !c.pair(ix, gap(&p[0]), gap(&p[1])) {
                     return Meets::No;
                 }
-                ix += p.len() as u32;
+                ix += 2;
+            }
+            if let [p] = odd {
+                if !c.pair(ix, gap(p), NEUTRAL) {
+                    return Meets::No;
+                }
+                ix += 1;
             }
         }
         for k in 0..3 {
@@ -314,38 +322,44 @@ impl CollisionModel {
         c.finish().meets(limit)
     }
 
-    /// Axis `ix` of brush `bi` as [`CollisionModel::box_vs_brush`] numbers them: its
-    /// direction out of the brush, and the box's gap and rate along it (the same numbers
-    /// the clip saw). [`NO_AXIS`](super::clip::NO_AXIS) has no direction and no gap.
-    fn box_axis(&self, mv: &BoxMove, bi: usize, ix: u32) -> (DVec3, f64, f64) {
+    /// The axes of brush `bi` in the order [`CollisionModel::box_vs_brush`] numbers them:
+    /// each direction out of the brush, and the box's gap and rate along it (the same
+    /// numbers the clip sees).
+    fn box_axes<'a>(
+        &'a self,
+        mv: &'a BoxMove,
+        bi: usize,
+    ) -> impl Iterator<Item = (DVec3, Axis)> + 'a {
         let b = &self.brushes[bi];
         let planes = if b.axial {
             &[][..]
         } else {
             self.brush_planes(bi)
         };
-        let mut i = ix as usize;
-        if let Some(p) = planes.get(i) {
-            let (g, r) = mv.gap(p.normal, p.dist);
-            return (p.normal, g, r);
-        }
-        i -= planes.len();
-        if i < 6 {
-            let (k, up) = (i / 2, i.is_multiple_of(2));
-            let (g, r) = mv.coord(k, up, &b.bounds);
+        let planes = planes.iter().map(|p| (p.normal, mv.gap(p.normal, p.dist)));
+        let coords = (0..6).map(|i| {
+            let (k, up) = (i / 2, i % 2 == 0);
             let n = DVec3::AXES[k] * if up { 1.0 } else { -1.0 };
-            return (n, g, r);
-        }
-        i -= 6;
-        match self.brush_sat(bi).get(i / 2) {
-            Some(a) => {
-                let (g, r) = mv.both(a)[i % 2];
-                (
-                    a.normal * if i.is_multiple_of(2) { 1.0 } else { -1.0 },
-                    g,
-                    r,
-                )
-            }
+            (n, mv.coord(k, up, &b.bounds))
+        });
+        let sat = self.brush_sat(bi).iter().flat_map(|a| {
+            let [hi, lo] = mv.both(a);
+            [(a.normal, hi), (-a.normal, lo)]
+        });
+        planes.chain(coords).chain(sat)
+    }
+
+    /// Axis `ix` of brush `bi` (see [`CollisionModel::box_axes`]): its direction, and the
+    /// box's gap and rate along it. [`NO_AXIS`] names the least shut axis
+    /// ([`least_shut`]); when there is none either, no direction and no gap.
+    fn box_axis(&self, mv: &BoxMove, bi: usize, ix: u32) -> (DVec3, f64, f64) {
+        let ix = if ix == NO_AXIS {
+            least_shut(self.box_axes(mv, bi).map(|(_, a)| a))
+        } else {
+            ix
+        };
+        match self.box_axes(mv, bi).nth(ix as usize) {
+            Some((n, (g, r))) => (n, g, r),
             None => (DVec3::ZERO, f64::NEG_INFINITY, 0.0),
         }
     }

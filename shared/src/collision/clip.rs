@@ -31,13 +31,11 @@ pub(super) const NEUTRAL: Axis = (f64::NEG_INFINITY, 0.0);
 /// keeps numbers.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Clip {
-    /// Latest moment an open, closing gap reaches the zone (`-inf` if none), and its axis.
+    /// Latest moment an open, closing gap reaches the zone (`-inf` if none), and its axis
+    /// ([`NO_AXIS`] if none: then the box starts touching the brush, and [`least_shut`]
+    /// names the contact).
     t_in: f64,
     open: u32,
-    /// The closing gap least shut (the box is past it), and its axis: it names the contact
-    /// only when no gap is open (the box starts touching the brush).
-    g_shut: f64,
-    shut: u32,
     /// Earliest moment an opening gap leaves the zone.
     t_out: f64,
     /// Largest gap at the start (negative: the box starts overlapping the brush).
@@ -61,8 +59,6 @@ impl Clip {
     pub const NEW: Clip = Clip {
         t_in: f64::NEG_INFINITY,
         open: NO_AXIS,
-        g_shut: f64::NEG_INFINITY,
-        shut: NO_AXIS,
         t_out: f64::INFINITY,
         top: f64::NEG_INFINITY,
     };
@@ -91,10 +87,6 @@ impl Clip {
             self.t_in = t;
             self.open = ix;
         }
-        if closing && g <= 0.0 && g > self.g_shut {
-            self.g_shut = g;
-            self.shut = ix;
-        }
         true
     }
 
@@ -117,26 +109,33 @@ impl Clip {
 }
 
 impl Clip {
-    /// What the finished clip says about the brush: where the box meets it, and the axis
-    /// that names the contact ([`NO_AXIS`] if none does).
+    /// What the finished clip says about the brush: where the box meets it, and the open
+    /// axis that names the contact ([`NO_AXIS`] if none does).
     pub fn meets(&self, limit: f64) -> Meets {
         if self.top < -POSITION_EPS {
             return Meets::Inside;
         }
         let t = self.t_in.max(0.0);
         if t <= self.t_out && t <= limit {
-            Meets::At(
-                t,
-                if self.open != NO_AXIS {
-                    self.open
-                } else {
-                    self.shut
-                },
-            )
+            Meets::At(t, self.open)
         } else {
             Meets::No
         }
     }
+}
+
+/// The axis that names a contact when no gap is open (the box starts touching the brush):
+/// the closing gap least shut (the box is past it), the earliest on a tie; [`NO_AXIS`] if
+/// none. Found again from all the axes when needed, which is seldom, rather than kept by
+/// every clip.
+pub(super) fn least_shut(axes: impl Iterator<Item = Axis>) -> u32 {
+    let (mut best, mut ix) = (f64::NEG_INFINITY, NO_AXIS);
+    for (i, (g, r)) in axes.enumerate() {
+        if r < -RATE_EPS && g <= 0.0 && g > best {
+            (best, ix) = (g, i as u32);
+        }
+    }
+    ix
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -162,8 +161,6 @@ mod lanes {
     pub(in crate::collision) struct Clip2 {
         t_in: __m128d,
         open: __m128i,
-        g_shut: __m128d,
-        shut: __m128i,
         t_out: __m128d,
         top: __m128d,
     }
@@ -203,8 +200,6 @@ mod lanes {
                 Clip2 {
                     t_in: _mm_set1_pd(f64::NEG_INFINITY),
                     open: _mm_set1_epi64x(i64::from(NO_AXIS)),
-                    g_shut: _mm_set1_pd(f64::NEG_INFINITY),
-                    shut: _mm_set1_epi64x(i64::from(NO_AXIS)),
                     t_out: _mm_set1_pd(f64::INFINITY),
                     top: _mm_set1_pd(f64::NEG_INFINITY),
                 }
@@ -239,12 +234,6 @@ mod lanes {
                 );
                 self.t_in = pick(enters, t, self.t_in);
                 self.open = pick_ix(enters, ix, self.open);
-                let shut = _mm_and_pd(
-                    closing,
-                    _mm_and_pd(_mm_cmple_pd(g, zero), _mm_cmpgt_pd(g, self.g_shut)),
-                );
-                self.g_shut = pick(shut, g, self.g_shut);
-                self.shut = pick_ix(shut, ix, self.shut);
                 true
             }
         }
@@ -268,13 +257,10 @@ mod lanes {
                 }
             };
             let (t_in, open) = first(lanes(self.t_in), lanes_ix(self.open));
-            let (g_shut, shut) = first(lanes(self.g_shut), lanes_ix(self.shut));
             let ([o0, o1], [p0, p1]) = (lanes(self.t_out), lanes(self.top));
             Clip {
                 t_in,
                 open,
-                g_shut,
-                shut,
                 t_out: o0.min(o1),
                 top: p0.max(p1),
             }
@@ -342,12 +328,10 @@ mod lanes {
                 }
                 if kept {
                     let (one, merged) = (one.finish(), two.finish());
-                    // The entry and the naming axes bit for bit; the exit and the top
+                    // The entry and its axis bit for bit; the exit and the top
                     // as numbers (a lane's min or max may keep either zero of a tie).
                     let same = one.t_in.to_bits() == merged.t_in.to_bits()
                         && one.open == merged.open
-                        && one.g_shut.to_bits() == merged.g_shut.to_bits()
-                        && one.shut == merged.shut
                         && one.t_out == merged.t_out
                         && one.top == merged.top;
                     assert!(same, "axes {axes:?}: {one:?} against {merged:?}");

@@ -112,7 +112,6 @@ struct Probe {
     a: std::arch::x86_64::__m128,
     #[cfg(target_arch = "x86_64")]
     b: std::arch::x86_64::__m128,
-    #[cfg(not(target_arch = "x86_64"))]
     lanes: [f32; 6],
 }
 
@@ -129,6 +128,7 @@ impl Probe {
                 Probe {
                     a: _mm_setr_ps(p[0], p[1], p[2], p[3]),
                     b: _mm_setr_ps(p[2], p[3], p[4], p[5]),
+                    lanes: p,
                 }
             }
         }
@@ -163,7 +163,7 @@ pub(crate) struct BrushGrid {
     /// Finest first; levels with no more than [`SHORT_LIST`] brushes are left out...
     pub levels: Vec<Level>,
     /// ...and their brushes listed here, scanned whole by every query.
-    pub loose: Vec<Entry>,
+    pub loose: Quads,
 }
 
 impl BrushGrid {
@@ -231,7 +231,7 @@ impl BrushGrid {
             bounds: all,
             origin,
             levels,
-            loose,
+            loose: Quads::new(&loose),
         }
     }
 
@@ -240,7 +240,7 @@ impl BrushGrid {
     #[inline]
     pub fn query(&self, q: &Aabb, mut f: impl FnMut(u32)) {
         let p = Probe::around(q);
-        scan(&self.loose, &p, &mut f);
+        self.loose.scan(&p, &mut f);
         for lv in &self.levels {
             lv.query(&self.origin, q, &p, &mut f);
         }
@@ -260,6 +260,80 @@ fn scan(list: &[Entry], p: &Probe, f: &mut impl FnMut(u32)) {
             f(e.brush);
         }
     }
+}
+
+/// A short list four entries to a group, each side of the four in one vector, so that a
+/// group meets a probe in six vector compares: the list every query scans whole.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Quads {
+    /// Per group, [`Entry::key`] side by side: `sides[g][k][i]` is side `k` of entry `i`.
+    /// Slots past the end are NaN, which meets nothing.
+    pub sides: Vec<[[f32; 4]; 6]>,
+    /// Per group, the brushes ([`Quads::NONE`] in slots past the end).
+    pub brushes: Vec<[u32; 4]>,
+}
+
+impl Quads {
+    pub const NONE: u32 = u32::MAX;
+
+    fn new(list: &[Entry]) -> Quads {
+        let mut q = Quads {
+            sides: Vec::new(),
+            brushes: Vec::new(),
+        };
+        for group in list.chunks(4) {
+            let mut sides = [[f32::NAN; 4]; 6];
+            let mut brushes = [Quads::NONE; 4];
+            for (i, e) in group.iter().enumerate() {
+                for (side, &v) in sides.iter_mut().zip(&e.key) {
+                    side[i] = v;
+                }
+                brushes[i] = e.brush;
+            }
+            q.sides.push(sides);
+            q.brushes.push(brushes);
+        }
+        q
+    }
+
+    /// Calls `f` with each brush that meets the probe, in list order.
+    #[inline]
+    fn scan(&self, p: &Probe, f: &mut impl FnMut(u32)) {
+        for (sides, brushes) in self.sides.iter().zip(&self.brushes) {
+            let mut hits = meets4(sides, p);
+            while hits != 0 {
+                f(brushes[hits.trailing_zeros() as usize]);
+                hits &= hits - 1;
+            }
+        }
+    }
+}
+
+/// Which of a group's four entries meet the probe, as the low four bits.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn meets4(sides: &[[f32; 4]; 6], p: &Probe) -> u32 {
+    use std::arch::x86_64::*;
+    // SAFETY: SSE is part of the x86-64 baseline; no pointer is read.
+    unsafe {
+        let side = |k: usize| {
+            let s = &sides[k];
+            _mm_cmple_ps(_mm_setr_ps(s[0], s[1], s[2], s[3]), _mm_set1_ps(p.lanes[k]))
+        };
+        let m = _mm_and_ps(
+            _mm_and_ps(side(0), side(1)),
+            _mm_and_ps(_mm_and_ps(side(2), side(3)), _mm_and_ps(side(4), side(5))),
+        );
+        _mm_movemask_ps(m) as u32
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn meets4(sides: &[[f32; 4]; 6], p: &Probe) -> u32 {
+    (0..4)
+        .filter(|&i| (0..6).all(|k| sides[k][i] <= p.lanes[k]))
+        .fold(0, |m, i| m | 1 << i)
 }
 
 impl Level {
@@ -324,7 +398,9 @@ impl Level {
 
     /// The cell holding coordinate `v` along axis `k`, clamped to the grid: monotone in
     /// `v`, so boxes that overlap have overlapping cell ranges. (Truncation is the floor
-    /// once negatives are clamped to 0; NaN maps to cell 0.)
+    /// once negatives are clamped to 0; NaN maps to cell 0.) On x86-64 [`Level::range`]
+    /// computes this two at a time; a test holds it to this.
+    #[cfg_attr(all(target_arch = "x86_64", not(test)), allow(dead_code))]
     #[inline]
     fn cell_of(&self, origin: &DVec3, v: f64, k: usize) -> u32 {
         let c = ((v - origin[k]) * self.inv_cell).max(0.0);
@@ -332,6 +408,7 @@ impl Level {
     }
 
     /// First and last cell along each axis that a box touches.
+    #[cfg(not(target_arch = "x86_64"))]
     #[inline]
     fn range(&self, o: &DVec3, b: &Aabb) -> ([u32; 3], [u32; 3]) {
         (
@@ -346,6 +423,36 @@ impl Level {
                 self.cell_of(o, b.max.z, 2),
             ],
         )
+    }
+
+    /// [`Level::cell_of`] for the six sides at once, two to a register: the same numbers
+    /// (clamping before the cast instead of after changes nothing for a whole clamp).
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    fn range(&self, o: &DVec3, b: &Aabb) -> ([u32; 3], [u32; 3]) {
+        use std::arch::x86_64::*;
+        let [dx, dy, dz] = self.dims.map(|d| f64::from(d - 1));
+        // SAFETY: SSE2 is part of the x86-64 baseline; no pointer is read.
+        let cells = |v: [f64; 2], o: [f64; 2], last: [f64; 2]| unsafe {
+            let c = _mm_mul_pd(
+                _mm_sub_pd(_mm_setr_pd(v[0], v[1]), _mm_setr_pd(o[0], o[1])),
+                _mm_set1_pd(self.inv_cell),
+            );
+            // (`maxpd` gives its second operand for NaN: cell 0, as `f64::max` does.)
+            let c = _mm_min_pd(
+                _mm_max_pd(c, _mm_setzero_pd()),
+                _mm_setr_pd(last[0], last[1]),
+            );
+            let c = _mm_cvttpd_epi32(c);
+            [
+                _mm_cvtsi128_si32(c) as u32,
+                _mm_cvtsi128_si32(_mm_srli_si128::<4>(c)) as u32,
+            ]
+        };
+        let [x0, y0] = cells([b.min.x, b.min.y], [o.x, o.y], [dx, dy]);
+        let [z0, x1] = cells([b.min.z, b.max.x], [o.z, o.x], [dz, dx]);
+        let [y1, z1] = cells([b.max.y, b.max.z], [o.y, o.z], [dy, dz]);
+        ([x0, y0, z0], [x1, y1, z1])
     }
 
     #[inline]
@@ -365,8 +472,9 @@ impl Level {
         // The cells of a row along x are consecutive: one pass over their entries. A
         // brush is listed in every cell it touches; it is reported from the first query
         // cell it lies in along each axis, which is the query's first or its own first.
-        for z in lo[2]..=hi[2] {
-            for y in lo[1]..=hi[1] {
+        // (Half-open ranges: an inclusive range's iterator keeps an extra flag and branch.)
+        for z in lo[2]..hi[2] + 1 {
+            for y in lo[1]..hi[1] + 1 {
                 let row = self.index(0, y, z);
                 let (a, b) = (row + lo[0] as usize, row + hi[0] as usize + 1);
                 let need =
@@ -431,7 +539,7 @@ mod tests {
             let g = BrushGrid::build(&bounds);
             g.validate_for_test(bounds.len());
             assert!(
-                !huge || g.levels.len() > 1 || !g.loose.is_empty(),
+                !huge || g.levels.len() > 1 || !g.loose.brushes.is_empty(),
                 "case {case}: huge brushes sit on coarser levels"
             );
             for _ in 0..200 {
@@ -454,6 +562,50 @@ mod tests {
                 once.dedup();
                 assert_eq!(once, got, "case {case}: a brush reported twice");
             }
+        }
+    }
+
+    /// [`Level::range`] finds the cells [`Level::cell_of`] does, side by side, for
+    /// coordinates inside, outside and at the edges of the grid, and for NaN.
+    #[test]
+    fn ranges_are_the_cells_of_their_sides() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        for _ in 0..2000 {
+            let cell = 2f64.powi(rng.gen_range(-2..12));
+            let dims = [0; 3].map(|_| rng.gen_range(1..300u32));
+            let lv = Level {
+                cell,
+                inv_cell: 1.0 / cell,
+                dims,
+                starts: Vec::new(),
+                entries: Vec::new(),
+                brushes: Vec::new(),
+            };
+            let origin = DVec3::new(
+                rng.gen_range(-1e4..1e4),
+                rng.gen_range(-1e4..1e4),
+                rng.gen_range(-1e4..1e4),
+            );
+            let mut coord = |k: usize| match rng.gen_range(0..8) {
+                0 => f64::NAN,
+                1 => f64::INFINITY,
+                2 => f64::NEG_INFINITY,
+                3 => origin[k] + cell * rng.gen_range(0..dims[k] + 2) as f64,
+                _ => origin[k] + rng.gen_range(-2.0..1.2) * cell * dims[k] as f64,
+            };
+            let b = Aabb {
+                min: DVec3::new(coord(0), coord(1), coord(2)),
+                max: DVec3::new(coord(0), coord(1), coord(2)),
+            };
+            let want = (
+                [0, 1, 2].map(|k| lv.cell_of(&origin, b.min[k], k)),
+                [0, 1, 2].map(|k| lv.cell_of(&origin, b.max[k], k)),
+            );
+            assert_eq!(
+                lv.range(&origin, &b),
+                want,
+                "{b:?} from {origin:?}, cells {cell}"
+            );
         }
     }
 }

@@ -289,7 +289,7 @@ pub struct CollisionModel {
 impl CollisionModel {
     /// Version of the compiled model's layout and build rules; caches of compiled models
     /// key on it, so a change here invalidates them.
-    pub const FORMAT_VERSION: u32 = 11;
+    pub const FORMAT_VERSION: u32 = 12;
 
     /// Counts describing the model.
     pub fn stats(&self) -> &ModelStats {

@@ -3,7 +3,7 @@
 //! finite, trees acyclic and no deeper than the traversals allow. A model that passes
 //! cannot make a query panic or loop.
 
-use super::grid::{BrushGrid, Entry, FIRST_ALL, FIRST_Z, MAX_LEVELS};
+use super::grid::{BrushGrid, Entry, Quads, FIRST_ALL, FIRST_Z, MAX_LEVELS};
 use super::tree::{AxialTree, Node, MAX_DEPTH};
 use super::{mesh::NONE, CollisionModel};
 use crate::geom::{Aabb, Plane};
@@ -128,12 +128,31 @@ impl BrushGrid {
             }
             Ok(())
         };
-        entries("loose list", &mut self.loose.iter())?;
-        if let Some(e) = self.loose.iter().find(|e| e.place != FIRST_ALL) {
+        // The short list: a brush that exists with bounds that are numbers in each slot,
+        // or no brush and NaN bounds (meeting nothing).
+        let q = &self.loose;
+        if q.sides.len() != q.brushes.len() {
             return fail(format!(
-                "brush grid loose list: brush {} placed {:#x}",
-                e.brush, e.place
+                "brush grid loose list: {} groups of bounds for {} of brushes",
+                q.sides.len(),
+                q.brushes.len()
             ));
+        }
+        for (sides, brushes) in q.sides.iter().zip(&q.brushes) {
+            for (i, &b) in brushes.iter().enumerate() {
+                let nan = sides.iter().map(|s| s[i].is_nan());
+                let ok = if b == Quads::NONE {
+                    nan.into_iter().all(|n| n)
+                } else {
+                    (b as usize) < count && !nan.into_iter().any(|n| n)
+                };
+                if !ok {
+                    return fail(format!(
+                        "brush grid loose list: brush {b} (of {count}) with bounds {:?}",
+                        sides.map(|s| s[i])
+                    ));
+                }
+            }
         }
         for (i, lv) in self.levels.iter().enumerate() {
             let cells = lv.dims.iter().try_fold(1u64, |n, &d| {
