@@ -12,7 +12,8 @@
 //! For profiling the player set: `EXPEL_BENCH_MAP` (part of a map's path) and
 //! `EXPEL_BENCH_KIND` (`walk`, `walk-down`, `fall` or `all`) pick the rows, and
 //! `EXPEL_BENCH_PROFILE_SECS` runs only Expel's traces of each row, at least once and for
-//! that long, and prints no figures (for `perf record` or `valgrind --tool=callgrind`).
+//! that long, and prints only their mean time (for `perf record` or `valgrind
+//! --tool=callgrind`, or a quick comparison of two builds).
 
 #[path = "../../shared/tests/common/mod.rs"]
 mod oracle;
@@ -517,6 +518,7 @@ fn player_like(paths: &[PathBuf]) -> Result<()> {
             if let Ok(secs) = std::env::var("EXPEL_BENCH_PROFILE_SECS") {
                 let secs: f64 = secs.parse()?;
                 let t0 = Instant::now();
+                let mut n = 0usize;
                 loop {
                     for m in mv {
                         std::hint::black_box(sc.model.trace(
@@ -527,10 +529,13 @@ fn player_like(paths: &[PathBuf]) -> Result<()> {
                             &mut s,
                         ));
                     }
+                    n += mv.len();
                     if t0.elapsed().as_secs_f64() >= secs {
                         break;
                     }
                 }
+                let ns = t0.elapsed().as_secs_f64() * 1e9 / n as f64;
+                println!("{} {label}: {n} traces, {ns:.1} ns per trace", sc.name);
                 continue;
             }
             let (trace_ns, ends) = time_engine(mv, |m| {

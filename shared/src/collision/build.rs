@@ -137,6 +137,7 @@ impl CollisionModel {
             brush_points: Vec::new(),
             brush_axes: Vec::new(),
             brush_sat: Vec::new(),
+            box_planes: Vec::new(),
             poly_bounds32: Vec::new(),
             poly_tree: AxialTree::build(&[]),
             brush_grid: BrushGrid::build(&[]),
@@ -170,6 +171,7 @@ impl CollisionModel {
                 points: (q0, m.brush_points.len() as u32),
                 axes: (a0, m.brush_axes.len() as u32),
                 sat: (0, 0),
+                box_planes: (0, 0),
                 axial: g.planes.iter().all(|p| p.normal.abs().max_element() == 1.0),
                 line: g.line as u32,
             });
@@ -344,6 +346,7 @@ impl CollisionModel {
             points: (q0, self.brush_points.len() as u32),
             axes: (a0, self.brush_axes.len() as u32),
             sat: (0, 0),
+            box_planes: (0, 0),
             axial: planes.iter().all(|q| q.normal.abs().max_element() == 1.0),
             line,
         });
@@ -407,7 +410,31 @@ impl CollisionModel {
             }
             self.brushes[bi].sat = (s0 as u32, self.brush_sat.len() as u32);
         }
+        // A plane that is exactly a side of the bounds gives the box the same gap and rate,
+        // bit for bit, as that coordinate axis (a unit normal's zero components add
+        // nothing): the clip needs it once.
+        self.box_planes.clear();
+        for b in &mut self.brushes {
+            let s0 = self.box_planes.len() as u32;
+            if !b.axial {
+                let planes = &self.brush_planes[b.planes.0 as usize..b.planes.1 as usize];
+                let sides = planes.iter().filter(|p| !bounds_side(&b.bounds, p));
+                self.box_planes.extend(sides);
+            }
+            b.box_planes = (s0, self.box_planes.len() as u32);
+        }
     }
+}
+
+/// Whether `p` is exactly a side of `b`: its normal a coordinate axis either way (the
+/// other components zero) and its distance that side's.
+fn bounds_side(b: &Aabb, p: &Plane) -> bool {
+    (0..3).any(|k| {
+        let others_zero = (0..3).all(|j| j == k || p.normal[j] == 0.0);
+        others_zero
+            && ((p.normal[k] == 1.0 && p.dist == b.max[k])
+                || (p.normal[k] == -1.0 && -p.dist == b.min[k]))
+    })
 }
 
 /// How near a neighbouring brush must come to a polygon's plane and bounds for the plane

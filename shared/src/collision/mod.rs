@@ -93,6 +93,10 @@ pub struct SolidBrush {
     /// Range into the model's list of the brush's edge × coordinate-axis directions (see
     /// [`SatAxis`]); empty for an axial brush.
     pub sat: (u32, u32),
+    /// Range into the model's list of the planes a box sweep clips: the brush's planes but
+    /// those that are sides of its bounds (exactly), which the bounds already clip; empty
+    /// for an axial brush.
+    pub box_planes: (u32, u32),
     /// Every plane is axis-aligned.
     pub axial: bool,
     /// Source line in the `.map` (0 for `.bsp`).
@@ -278,6 +282,7 @@ pub struct CollisionModel {
     pub(crate) brush_points: Vec<DVec3>,
     pub(crate) brush_axes: Vec<DVec3>,
     pub(crate) brush_sat: Vec<SatAxis>,
+    pub(crate) box_planes: Vec<Plane>,
     /// Outward-rounded `f32` copies of the polygon bounds, for quick culling.
     pub(crate) poly_bounds32: Vec<tree::Bounds32>,
     pub(crate) poly_tree: AxialTree,
@@ -289,7 +294,7 @@ pub struct CollisionModel {
 impl CollisionModel {
     /// Version of the compiled model's layout and build rules; caches of compiled models
     /// key on it, so a change here invalidates them.
-    pub const FORMAT_VERSION: u32 = 12;
+    pub const FORMAT_VERSION: u32 = 13;
 
     /// Counts describing the model.
     pub fn stats(&self) -> &ModelStats {
@@ -355,6 +360,13 @@ impl CollisionModel {
     pub fn brush_sat(&self, i: usize) -> &[SatAxis] {
         let (a, b) = self.brushes[i].sat;
         &self.brush_sat[a as usize..b as usize]
+    }
+
+    /// The planes of solid brush `i` that the box sweep clips (see
+    /// [`SolidBrush::box_planes`]).
+    pub fn brush_box_planes(&self, i: usize) -> &[Plane] {
+        let (a, b) = self.brushes[i].box_planes;
+        &self.box_planes[a as usize..b as usize]
     }
 }
 
