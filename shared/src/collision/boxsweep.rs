@@ -307,10 +307,11 @@ impl CollisionModel {
             }
             ix += 2;
         }
-        for a in self.brush_sat(bi) {
-            if c.missed(limit) {
-                return Meets::No;
-            }
+        let sat = self.brush_sat(bi);
+        if !sat.is_empty() && c.missed(limit) {
+            return Meets::No;
+        }
+        for a in sat {
             let [hi, lo] = mv.both(a);
             if !c.pair(ix, hi, lo) {
                 return Meets::No;
