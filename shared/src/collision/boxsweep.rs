@@ -13,7 +13,8 @@
 //! comes within the expel zone [`EXPEL`] of the brush is the latest moment any axis's
 //! gap closes to [`EXPEL`], provided no other axis has opened past it by then: a slab
 //! clip, exact in `f64` up to rounding, with no bevel planes to approximate (the way
-//! Quake 3 does). An axial brush needs its bounds only. The clip itself is `clip.rs`.
+//! Quake 3 does). An axial brush needs its bounds only, and a plane that is exactly a side
+//! of the bounds is clipped as that side. The clip itself is `clip.rs`.
 //!
 //! Two rules make the zone behave as a player expects:
 //! * A box already in the zone may move away, never deeper: when the gaps that separate
@@ -274,10 +275,10 @@ impl CollisionModel {
     }
 
     /// How the moving box meets brush `bi`, up to fraction `limit`. Its axes, numbered in
-    /// this order: the brush's planes that are not sides of its bounds first (for a box resting on a slope, or
-    /// passing over the brushes under a floor, one of them is most often the axis that
-    /// keeps the brush out), then the coordinate axes both ways (its bounds), then the
-    /// precomputed axes both ways.
+    /// this order: the brush's planes that are not sides of its bounds first (for a box
+    /// resting on a slope, or passing over the brushes under a floor, one of them is most
+    /// often the axis that keeps the brush out), then the coordinate axes both ways (its
+    /// bounds), then the precomputed axes both ways; two at a time (`clip.rs`).
     fn box_vs_brush(&self, mv: &BoxMove, bi: usize, limit: f64) -> Meets {
         let b = &self.brushes[bi];
         let mut c = PairClip::new();

@@ -7,8 +7,8 @@
 //! division for both, and selects as masks. A scalar select on `f64` compiles to a branch
 //! there, and the signs of gaps and rates follow no pattern a predictor could learn. The
 //! lanes keep their own running extremes and are merged at the end, earlier axis first on
-//! ties, so the result is the scalar clip's, bit for bit (a test checks that on random
-//! axes); other targets use the scalar clip.
+//! ties, so the entry and its axis are the scalar clip's, bit for bit (a test checks that
+//! on random axes); other targets use the scalar clip.
 
 use crate::geom::{EXPEL, POSITION_EPS};
 
@@ -49,7 +49,8 @@ pub(super) enum Meets {
     No,
     /// The box starts inside the brush (deeper than [`POSITION_EPS`]).
     Inside,
-    /// It enters the brush's zone at this fraction; the axis that names the contact.
+    /// It enters the brush's zone at this fraction; the open axis that names the contact
+    /// ([`NO_AXIS`] when none is open: then [`least_shut`] names it).
     At(f64, u32),
 }
 

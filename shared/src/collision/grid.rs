@@ -186,15 +186,10 @@ impl BrushGrid {
         };
         let level = |cell: f64| {
             // (At most 2^18 cells along any axis, so the casts are exact.)
-            let dims = [0, 1, 2].map(|k| ((size[k] / cell) as u32).saturating_add(1));
-            Level {
+            Level::empty(
                 cell,
-                inv_cell: 1.0 / cell,
-                dims,
-                starts: Vec::new(),
-                entries: Vec::new(),
-                brushes: Vec::new(),
-            }
+                [0, 1, 2].map(|k| ((size[k] / cell) as u32).saturating_add(1)),
+            )
         };
         let mut cell = CELL;
         while level(cell).cells() > MAX_CELLS && cell < 1e30 {
@@ -336,7 +331,26 @@ fn meets4(sides: &[[f32; 4]; 6], p: &Probe) -> u32 {
         .fold(0, |m, i| m | 1 << i)
 }
 
+/// [`Entry::place`] of the copy in cell `at` of a brush whose first cell is `lo`.
+fn place(lo: [u32; 3], [x, y, z]: [u32; 3]) -> u32 {
+    x | if x == lo[0] { FIRST_X } else { 0 }
+        | if y == lo[1] { FIRST_Y } else { 0 }
+        | if z == lo[2] { FIRST_Z } else { 0 }
+}
+
 impl Level {
+    /// A level of `dims` cells of edge `cell`, listing nothing yet.
+    fn empty(cell: f64, dims: [u32; 3]) -> Level {
+        Level {
+            cell,
+            inv_cell: 1.0 / cell,
+            dims,
+            starts: Vec::new(),
+            entries: Vec::new(),
+            brushes: Vec::new(),
+        }
+    }
+
     fn cells(&self) -> u64 {
         self.dims.iter().map(|&d| d as u64).product()
     }
@@ -377,10 +391,7 @@ impl Level {
             for z in lo[2]..=hi[2] {
                 for y in lo[1]..=hi[1] {
                     for x in lo[0]..=hi[0] {
-                        let place = x
-                            | if x == lo[0] { FIRST_X } else { 0 }
-                            | if y == lo[1] { FIRST_Y } else { 0 }
-                            | if z == lo[2] { FIRST_Z } else { 0 };
+                        let place = place(lo, [x, y, z]);
                         f(self.index(x, y, z), Entry { place, ..*entry });
                     }
                 }
@@ -388,12 +399,9 @@ impl Level {
         }
     }
 
-    /// The place bits the copy of a brush with bounds `b` in cell (x, y, z) must have.
-    pub(crate) fn place_of(&self, origin: &DVec3, b: &Aabb, [x, y, z]: [u32; 3]) -> u32 {
-        let (lo, _) = self.range(origin, b);
-        x | if x == lo[0] { FIRST_X } else { 0 }
-            | if y == lo[1] { FIRST_Y } else { 0 }
-            | if z == lo[2] { FIRST_Z } else { 0 }
+    /// The place bits the copy of a brush with bounds `b` in cell `at` must have.
+    pub(crate) fn place_of(&self, origin: &DVec3, b: &Aabb, at: [u32; 3]) -> u32 {
+        place(self.range(origin, b).0, at)
     }
 
     /// The cell holding coordinate `v` along axis `k`, clamped to the grid: monotone in
@@ -573,14 +581,7 @@ mod tests {
         for _ in 0..2000 {
             let cell = 2f64.powi(rng.gen_range(-2..12));
             let dims = [0; 3].map(|_| rng.gen_range(1..300u32));
-            let lv = Level {
-                cell,
-                inv_cell: 1.0 / cell,
-                dims,
-                starts: Vec::new(),
-                entries: Vec::new(),
-                brushes: Vec::new(),
-            };
+            let lv = Level::empty(cell, dims);
             let origin = DVec3::new(
                 rng.gen_range(-1e4..1e4),
                 rng.gen_range(-1e4..1e4),
