@@ -322,41 +322,42 @@ impl CollisionModel {
         c.finish().meets(limit)
     }
 
-    /// The axes of brush `bi` in the order [`CollisionModel::box_vs_brush`] numbers them:
-    /// each direction out of the brush, and the box's gap and rate along it (the same
-    /// numbers the clip sees).
-    fn box_axes<'a>(
-        &'a self,
-        mv: &'a BoxMove,
-        bi: usize,
-    ) -> impl Iterator<Item = (DVec3, Axis)> + 'a {
+    /// Axis `ix` of brush `bi` as [`CollisionModel::box_vs_brush`] numbers them: its
+    /// direction out of the brush, and the box's gap and rate along it (the same numbers
+    /// the clip sees); `None` past the last. Found by index, not by walking the axes
+    /// before it: it runs for each new best hit.
+    fn box_axis_at(&self, mv: &BoxMove, bi: usize, ix: usize) -> Option<(DVec3, Axis)> {
         let b = &self.brushes[bi];
-        let planes = self
-            .brush_box_planes(bi)
-            .iter()
-            .map(|p| (p.normal, mv.gap(p.normal, p.dist)));
-        let coords = (0..6).map(|i| {
-            let (k, up) = (i / 2, i % 2 == 0);
+        let planes = self.brush_box_planes(bi);
+        if let Some(p) = planes.get(ix) {
+            return Some((p.normal, mv.gap(p.normal, p.dist)));
+        }
+        let i = ix - planes.len();
+        if i < 6 {
+            let (k, up) = (i / 2, i.is_multiple_of(2));
             let n = DVec3::AXES[k] * if up { 1.0 } else { -1.0 };
-            (n, mv.coord(k, up, &b.bounds))
-        });
-        let sat = self.brush_sat(bi).iter().flat_map(|a| {
-            let [hi, lo] = mv.both(a);
-            [(a.normal, hi), (-a.normal, lo)]
-        });
-        planes.chain(coords).chain(sat)
+            return Some((n, mv.coord(k, up, &b.bounds)));
+        }
+        let a = self.brush_sat(bi).get((i - 6) / 2)?;
+        let [hi, lo] = mv.both(a);
+        Some(if i.is_multiple_of(2) {
+            (a.normal, hi)
+        } else {
+            (-a.normal, lo)
+        })
     }
 
-    /// Axis `ix` of brush `bi` (see [`CollisionModel::box_axes`]): its direction, and the
-    /// box's gap and rate along it. [`NO_AXIS`] names the least shut axis
+    /// Axis `ix` of brush `bi` (see [`CollisionModel::box_axis_at`]): its direction, and
+    /// the box's gap and rate along it. [`NO_AXIS`] names the least shut axis
     /// ([`least_shut`]); when there is none either, no direction and no gap.
     fn box_axis(&self, mv: &BoxMove, bi: usize, ix: u32) -> (DVec3, f64, f64) {
         let ix = if ix == NO_AXIS {
-            least_shut(self.box_axes(mv, bi).map(|(_, a)| a))
+            let axes = (0..).map_while(|i| self.box_axis_at(mv, bi, i));
+            least_shut(axes.map(|(_, a)| a))
         } else {
             ix
         };
-        match self.box_axes(mv, bi).nth(ix as usize) {
+        match self.box_axis_at(mv, bi, ix as usize) {
             Some((n, (g, r))) => (n, g, r),
             None => (DVec3::ZERO, f64::NEG_INFINITY, 0.0),
         }

@@ -57,15 +57,13 @@ pub(super) enum Meets {
 // (On x86-64 the lanes clip instead; this one is the reference their test checks.)
 #[cfg_attr(all(target_arch = "x86_64", not(test)), allow(dead_code))]
 impl Clip {
-    pub const NEW: Clip = Clip {
-        t_in: f64::NEG_INFINITY,
-        open: NO_AXIS,
-        t_out: f64::INFINITY,
-        top: f64::NEG_INFINITY,
-    };
-
     pub fn new() -> Clip {
-        Clip::NEW
+        Clip {
+            t_in: f64::NEG_INFINITY,
+            open: NO_AXIS,
+            t_out: f64::INFINITY,
+            top: f64::NEG_INFINITY,
+        }
     }
 
     /// Adds axis `ix` with the box's gap `g` beyond the brush along it at the start and
