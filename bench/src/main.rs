@@ -2,9 +2,9 @@
 //! the same polygons), on the same seeded player-hull moves.
 //!
 //! Prints, per map and move class (random moves, and player-like kinds: walks along
-//! floors, walk-downs, short falls, and the three interleaved), the median ns per trace (medians of 256-trace batch
-//! averages), the ratio, and how often each engine's result penetrates by the independent
-//! separating-axis oracle of the test suite.
+//! floors, walk-downs, short falls, and the three interleaved), the median ns per trace
+//! (medians of 256-trace batch averages), the ratio, and how often each engine's result
+//! penetrates by the independent separating-axis oracle of the test suite.
 //!
 //! `cargo run --release -p expel-bench [random] [player] [rotate]` (all three sets when
 //! none is named; real maps are read from `../shared/maps` when present).

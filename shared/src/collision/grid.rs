@@ -10,10 +10,10 @@
 //! Levels of cells [`LEVEL_RATIO`] times coarser each (Ericson, *Real-Time Collision
 //! Detection*, §7.2): a brush is listed at the finest level where it touches at most
 //! [`SPAN`] cells along each axis, so in a bounded number of cells whatever its size; a
-//! floor across the map sits in a few coarse cells, not in hundreds of fine ones. Cells are found by the
-//! same monotone function of a coordinate for brushes and queries, so a query never misses
-//! a brush whose bounds meet it, and each brush is reported once: from the first query
-//! cell it lies in along each axis.
+//! floor across the map sits in a few coarse cells, not in hundreds of fine ones. Cells
+//! are found by the same monotone function of a coordinate for brushes and queries, so a
+//! query never misses a brush whose bounds meet it, and each brush is reported once: from
+//! the first query cell it lies in along each axis (each copy carries its place bits).
 
 use super::tree::Bounds32;
 use crate::geom::Aabb;
