@@ -182,6 +182,7 @@ pub fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, ServerConfig,
         hello_timeout: Duration::from_secs(5),
         input_timeout: Duration::from_secs(10),
         movement: args.movement.unwrap_or_default(),
+        limits: Default::default(),
     };
     Ok((sim, cfg, name))
 }

@@ -1,95 +1,19 @@
 //! Networked play end to end: the real server and real clients over QUIC on loopback.
 
-use expel_client::{
-    Cheats, ClientError, ConnectOptions, LinkConditioner, RunOptions, RunReport, Trust,
-};
-use expel_server::{Identity, Running, ServerConfig};
-use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
-use expel_shared::protocol::token::{mint, Claims};
-use expel_shared::protocol::{decode, ClientControl, MovementAuthority, ServerControl, ALPN};
-use expel_shared::validate::ViolationKind;
-use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+mod common;
 
-const SECRET: &[u8] = b"test-secret";
+use common::*;
+use expel_client::{Cheats, ClientError, LinkConditioner, RunOptions, RunReport, Trust};
+use expel_server::{Identity, Running};
+use expel_shared::protocol::{MovementAuthority, ServerControl, ALPN};
+use expel_shared::validate::ViolationKind;
+use expel_shared::{MoveCommand, PlayerState};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 
 /// One networked test at a time: they measure timing-sensitive behaviour (commands
 /// arriving before their tick) and the machines have two cores.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-const ARENA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/maps/arena.map");
-
-fn arena() -> (Arc<Sim>, Arc<Vec<u8>>) {
-    let bytes = std::fs::read(ARENA).unwrap();
-    let map = MapData::parse_any(&bytes).unwrap();
-    let movement = MoveConfig::default().validate().unwrap();
-    let (sim, _) = Sim::from_map(Arc::new(CollisionModel::build(&map)), &map, movement);
-    (Arc::new(sim), Arc::new(bytes))
-}
-
-/// The test servers' configuration: the arena on a loopback port, short timeouts.
-fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
-    ServerConfig {
-        addr: "127.0.0.1:0".parse().unwrap(),
-        snapshot_rate: 30,
-        max_players,
-        secret: SECRET.to_vec(),
-        metrics: Some("127.0.0.1:0".parse().unwrap()),
-        interest: 32,
-        client_budget: 32 * 1024,
-        map_name: "arena".into(),
-        map_bytes: bytes,
-        identity: Identity::self_signed().unwrap(),
-        hello_timeout: Duration::from_secs(1),
-        input_timeout: Duration::from_secs(3),
-        movement: MovementAuthority::Server,
-    }
-}
-
-async fn server(max_players: usize) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
-    server_with(max_players, |_| {}).await
-}
-
-async fn server_with(
-    max_players: usize,
-    change: impl FnOnce(&mut ServerConfig),
-) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
-    let (sim, bytes) = arena();
-    let mut cfg = config(bytes.clone(), max_players);
-    change(&mut cfg);
-    let running = expel_server::start(sim.clone(), cfg).await.unwrap();
-    (running, sim, bytes)
-}
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
-
-fn token_with(secret: &[u8], id: u32, expires: u64, n: u8) -> String {
-    let mut nonce = [n; 16];
-    nonce[..4].copy_from_slice(&id.to_le_bytes());
-    mint(
-        secret,
-        &Claims {
-            player_id: id,
-            expires,
-            nonce,
-        },
-    )
-}
-
-fn options(r: &Running, id: u32) -> ConnectOptions {
-    ConnectOptions {
-        token: token_with(SECRET, id, now() + 600, 1),
-        trust: Trust::Fingerprint(r.fingerprint.clone()),
-        have_map: None,
-        sim: None,
-    }
-}
 
 /// The recorded inputs, as `expel sim` reads them.
 fn replay() -> Vec<MoveCommand> {
@@ -120,16 +44,6 @@ fn player(list: Vec<MoveCommand>) -> impl FnMut(u64, Option<&PlayerState>) -> Op
     move |_, _| {
         i += 1;
         list.get(i - 1).copied()
-    }
-}
-
-fn wander(seed: u32) -> impl FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand> {
-    let mut k = seed.wrapping_mul(2_654_435_761);
-    move |t, _| {
-        if t % 90 == 0 {
-            k = k.wrapping_mul(1_103_515_245).wrapping_add(12_345);
-        }
-        Some(MoveCommand::new(1.0, 0.0, 0.0, (k % 360) as f64, 0.0))
     }
 }
 
@@ -308,68 +222,6 @@ fn spawn_wanderer(r: &Running, id: u32, opts: RunOptions) -> tokio::task::JoinHa
         let j = expel_client::connect(addr, &o).await.unwrap();
         expel_client::run(j, wander(id), opts).await.unwrap()
     })
-}
-
-/// A raw QUIC connection with ALPN `alpn`, trusting the server's fingerprint.
-async fn raw(r: &Running, alpn: &[u8]) -> Result<(quinn::Endpoint, quinn::Connection), String> {
-    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
-    let cfg = expel_client::client_config(&Trust::Fingerprint(r.fingerprint.clone()), alpn)
-        .map_err(|e| e.to_string())?;
-    ep.set_default_client_config(cfg);
-    let c = ep
-        .connect(r.addr, "localhost")
-        .map_err(|e| e.to_string())?
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok((ep, c))
-}
-
-async fn hello(
-    c: &quinn::Connection,
-    version: u16,
-    token: String,
-) -> (quinn::SendStream, ServerControl) {
-    let (mut send, mut recv) = c.open_bi().await.unwrap();
-    let h = ClientControl::Hello {
-        version,
-        token,
-        have_map: None,
-    };
-    send.write_all(&encode_frame(&h)).await.unwrap();
-    let mut dec = FrameDecoder::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        if let Some(f) = dec.next_frame().unwrap() {
-            return (send, decode("control", &f).unwrap());
-        }
-        let n = recv.read(&mut buf).await.unwrap().unwrap();
-        dec.push(&buf[..n]);
-    }
-}
-
-/// A raw connection that said hello as player `id` and was welcomed.
-async fn joined_raw(
-    r: &Running,
-    id: u32,
-    n: u8,
-) -> (quinn::Endpoint, quinn::Connection, quinn::SendStream) {
-    let (ep, c) = raw(r, ALPN).await.unwrap();
-    let (s, reply) = hello(
-        &c,
-        expel_shared::protocol::VERSION,
-        token_with(SECRET, id, now() + 60, n),
-    )
-    .await;
-    assert!(matches!(reply, ServerControl::Welcome(_)), "{reply:?}");
-    (ep, c, s)
-}
-
-/// The reason the server closed `c` with, waiting at most `secs`.
-async fn close_reason(c: &quinn::Connection, secs: u64) -> String {
-    let why = tokio::time::timeout(Duration::from_secs(secs), c.closed())
-        .await
-        .unwrap();
-    format!("{why}")
 }
 
 fn refused(e: Result<expel_client::Joined, ClientError>) -> String {

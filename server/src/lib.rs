@@ -11,17 +11,20 @@
 //!   the clients' predictions compared) or the clients' ([`MovementAuthority::Client`]:
 //!   each claimed state judged by [`Sim::step_claims`], a rejected one corrected).
 
+mod admission;
 mod http;
 mod live;
 mod metrics;
 mod tls;
 
+use admission::{Admission, Pending};
+pub use admission::{Decision, Limits};
 pub use metrics::{Metrics, REFUSALS};
 pub use tls::{fingerprint, Identity};
 
 use bytes::Bytes;
 use dashmap::DashMap;
-use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
+use expel_shared::protocol::frame::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
 use expel_shared::protocol::input::{InputBuffer, InputStats};
 use expel_shared::protocol::snapshot::{Feedback, SnapshotEncoder};
 use expel_shared::protocol::token::{self, ReplayGuard, TokenError};
@@ -35,7 +38,7 @@ use expel_shared::validate::{
 use expel_shared::{MoveCommand, MoveMode, Obstacle, PlayerState, Sim, SimScratch, WorldState};
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
@@ -96,6 +99,8 @@ pub struct ServerConfig {
     pub input_timeout: Duration,
     /// Who moves the players.
     pub movement: MovementAuthority,
+    /// Bounds on connections not yet joined and on how long the server waits for a peer.
+    pub limits: Limits,
 }
 
 /// A running server.
@@ -146,6 +151,9 @@ struct Shared {
     metrics: Arc<Metrics>,
     clients: DashMap<u32, Arc<Client>>,
     replay: Mutex<ReplayGuard>,
+    /// Player slots held: from the welcome (map transfer included) until the client leaves.
+    slots: AtomicUsize,
+    admission: Admission,
     tick: AtomicU64,
     events: mpsc::UnboundedSender<Event>,
     live: Arc<live::Live>,
@@ -201,14 +209,16 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
     let fingerprint = cfg.identity.fingerprint.clone();
     let shared = Arc::new(Shared {
         sim,
-        cfg,
         map_hash,
         metrics: metrics.clone(),
         clients: DashMap::new(),
         replay: Mutex::new(ReplayGuard::new()),
+        slots: AtomicUsize::new(0),
+        admission: Admission::new(cfg.limits.clone()),
         tick: AtomicU64::new(0),
         events,
         live,
+        cfg,
     });
     tasks.push(tokio::spawn(tick_loop(
         shared.clone(),
@@ -240,11 +250,42 @@ async fn accept_loop(
     mut shutdown: watch::Receiver<Option<String>>,
 ) {
     let mut conns = tokio::task::JoinSet::new();
+    let m = &shared.metrics;
     loop {
         tokio::select! {
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
-                conns.spawn(connection(incoming, shared.clone(), shutdown.clone()));
+                let from = incoming.remote_address();
+                let (decision, pending) = shared
+                    .admission
+                    .decide(from.ip(), incoming.remote_address_validated());
+                m.incoming(decision);
+                m.pending.store(shared.admission.pending() as u64, Relaxed);
+                match (decision, pending) {
+                    (Decision::Accept, Some(p)) => {
+                        conns.spawn(connection(incoming, p, shared.clone(), shutdown.clone()));
+                    }
+                    (Decision::Retry, _) => {
+                        // Stateless: the peer must echo the token from its address.
+                        if let Err(e) = incoming.retry() {
+                            e.into_incoming().refuse();
+                        }
+                    }
+                    (d, _) => {
+                        debug!(%from, outcome = d.label(), "connection attempt refused");
+                        incoming.refuse();
+                    }
+                }
+            }
+            // Reap finished connection tasks (a JoinSet keeps them until joined); a panic
+            // is a bug, logged and counted where the task's player is cleaned up.
+            Some(done) = conns.join_next(), if !conns.is_empty() => {
+                if let Err(e) = done {
+                    if e.is_panic() {
+                        tracing::error!(error = %e, "connection task panicked");
+                    }
+                }
+                m.pending.store(shared.admission.pending() as u64, Relaxed);
             }
             _ = shutdown.changed() => break,
         }
@@ -324,7 +365,7 @@ async fn tick_loop(
                     let Some(client) = shared.clients.get(&id).map(|c| c.clone()) else {
                         continue;
                     };
-                    let spawn = sim.spawn_state(id, MoveMode::Walk);
+                    let spawn = sim.join_state(&world, id, MoveMode::Walk);
                     if sim.add_player(&mut world, id, spawn).is_ok() {
                         sessions.insert(
                             id,
@@ -386,7 +427,7 @@ async fn tick_loop(
                     // The state the client predicted after its last command: checked
                     // against its previous one now, compared when the server steps that
                     // tick.
-                    let at = msg.first_tick + msg.commands.len() as u64 - 1;
+                    let at = msg.newest_tick();
                     if let Some(v) = s.validator.report(&sim, *id, at, &p, msg.ack) {
                         violation(m, *id, s, &v);
                     }
@@ -624,46 +665,159 @@ async fn next_frame(
     }
 }
 
-async fn send_control(send: &mut quinn::SendStream, msg: &ServerControl) -> bool {
-    send.write_all(&encode_frame(msg)).await.is_ok()
+/// Why a write to a peer did not happen: the stream went away, or the peer granted no
+/// flow-control credit before the deadline (it stalled, on purpose or not).
+enum WriteError {
+    Lost,
+    Stalled,
+}
+
+/// Writes one control message, waiting for the peer's credit until `deadline` at most.
+async fn send_control(
+    send: &mut quinn::SendStream,
+    msg: &ServerControl,
+    deadline: Instant,
+) -> Result<(), WriteError> {
+    match tokio::time::timeout_at(deadline.into(), send.write_all(&encode_frame(msg))).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(WriteError::Lost),
+        Err(_) => Err(WriteError::Stalled),
+    }
+}
+
+/// Writes a last message (a refusal, kick or shutdown notice) within the write timeout,
+/// gives the peer a moment to read it, and closes with `code` and the reason. A peer that
+/// stalls the write is closed all the same, and counted.
+async fn last_word(
+    shared: &Shared,
+    conn: &quinn::Connection,
+    send: Option<&mut quinn::SendStream>,
+    msg: ServerControl,
+    code: u32,
+    reason: &str,
+) {
+    if let Some(send) = send {
+        let deadline = Instant::now() + shared.cfg.limits.write_timeout;
+        match send_control(send, &msg, deadline).await {
+            Ok(()) => {
+                let _ = send.finish();
+                // Let the client read it before the close frame, which can overtake it.
+                let _ = tokio::time::timeout(Duration::from_millis(500), conn.closed()).await;
+            }
+            Err(WriteError::Stalled) => {
+                shared.metrics.stalls.fetch_add(1, Relaxed);
+                debug!(remote = %conn.remote_address(), "stalled before its last message");
+            }
+            Err(WriteError::Lost) => {}
+        }
+    }
+    conn.close(code.into(), reason.as_bytes());
 }
 
 /// Refuses a connection: the reason on the control stream and in the close frame.
 async fn refuse(
+    shared: &Shared,
     conn: &quinn::Connection,
     send: Option<&mut quinn::SendStream>,
-    m: &Metrics,
     label: &str,
     reason: String,
 ) {
-    m.refused(label);
+    shared.metrics.refused(label);
     info!(remote = %conn.remote_address(), %reason, "refused");
-    if let Some(send) = send {
-        send_control(
-            send,
-            &ServerControl::Refused {
-                reason: reason.clone(),
-            },
-        )
-        .await;
-        let _ = send.finish();
-        // Give the client a moment to read it before the close frame.
-        let _ = tokio::time::timeout(Duration::from_millis(500), conn.closed()).await;
+    let msg = ServerControl::Refused {
+        reason: reason.clone(),
+    };
+    last_word(shared, conn, send, msg, CLOSE_REFUSED, &reason).await;
+}
+
+/// A player slot held from the welcome until the client leaves: dropping it (on any
+/// exit, a panic included) frees the slot, removes the client and tells the tick loop.
+struct Seat<'a> {
+    shared: &'a Shared,
+    id: u32,
+}
+
+impl Drop for Seat<'_> {
+    fn drop(&mut self) {
+        let s = self.shared;
+        s.clients.remove(&self.id);
+        let held = s.slots.fetch_sub(1, Relaxed).saturating_sub(1);
+        s.metrics.clients.store(held as u64, Relaxed);
+        let _ = s.events.send(Event::Leave(self.id));
     }
-    conn.close(CLOSE_REFUSED.into(), reason.as_bytes());
+}
+
+/// Takes a slot for player `id` and burns its token's nonce, in that order and only if
+/// both succeed: a token refused because the server is full or its player is connected
+/// stays good for later.
+fn take_seat<'a>(
+    shared: &'a Shared,
+    id: u32,
+    grant: &token::Claims,
+    client: &Arc<Client>,
+    now: u64,
+) -> Result<Seat<'a>, (&'static str, String)> {
+    let max = shared.cfg.max_players;
+    shared
+        .slots
+        .fetch_update(Relaxed, Relaxed, |n| (n < max).then_some(n + 1))
+        .map_err(|_| ("full", format!("server full ({max} players)")))?;
+    let free = |why| {
+        shared.slots.fetch_sub(1, Relaxed);
+        why
+    };
+    match shared.clients.entry(id) {
+        dashmap::mapref::entry::Entry::Occupied(_) => Err(free((
+            "player_in_use",
+            format!("player {id} is already connected"),
+        ))),
+        dashmap::mapref::entry::Entry::Vacant(v) => {
+            let admitted = match shared.replay.lock() {
+                Ok(mut g) => g.admit(grant, now),
+                Err(_) => Err(TokenError::Malformed),
+            };
+            if let Err(e) = admitted {
+                return Err(free((token_label(&e), e.to_string())));
+            }
+            v.insert(client.clone());
+            let held = shared.slots.load(Relaxed);
+            shared.metrics.clients.store(held as u64, Relaxed);
+            Ok(Seat { shared, id })
+        }
+    }
+}
+
+fn token_label(e: &TokenError) -> &'static str {
+    match e {
+        TokenError::Malformed => "token_malformed",
+        TokenError::Forged => "token_forged",
+        TokenError::Expired => "token_expired",
+        TokenError::Replayed => "token_replayed",
+    }
 }
 
 async fn connection(
     incoming: quinn::Incoming,
+    pending: Pending,
     shared: Arc<Shared>,
     mut shutdown: watch::Receiver<Option<String>>,
 ) {
     let m = &shared.metrics;
-    let conn = match incoming.await {
-        Ok(c) => c,
-        Err(e) => {
+    let limits = &shared.cfg.limits;
+    let handshake = match incoming.accept() {
+        Ok(c) => tokio::time::timeout(limits.handshake_timeout, c).await,
+        Err(e) => Ok(Err(e)),
+    };
+    let conn = match handshake {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
             m.handshake_failures.fetch_add(1, Relaxed);
             debug!(error = %e, "handshake failed");
+            return;
+        }
+        Err(_) => {
+            // Dropping the handshake closes it.
+            m.handshake_timeouts.fetch_add(1, Relaxed);
             return;
         }
     };
@@ -674,7 +828,7 @@ async fn connection(
             .accept_bi()
             .await
             .map_err(|e| FrameError::Lost(e.to_string()))?;
-        let mut dec = FrameDecoder::new();
+        let mut dec = FrameDecoder::with_limit(MAX_CLIENT_FRAME);
         let frame = next_frame(&mut recv, &mut dec).await?.ok_or_else(|| {
             FrameError::Malformed("control stream closed before the hello".into())
         })?;
@@ -684,14 +838,8 @@ async fn connection(
     let (mut send, mut recv, mut dec, frame) = match hello {
         Err(_) => {
             let t = shared.cfg.hello_timeout.as_secs_f64();
-            refuse(
-                &conn,
-                None,
-                m,
-                "hello_timeout",
-                format!("no hello within {t} s"),
-            )
-            .await;
+            let reason = format!("no hello within {t} s");
+            refuse(&shared, &conn, None, "hello_timeout", reason).await;
             return;
         }
         Ok(Err(FrameError::Lost(e))) => {
@@ -714,62 +862,48 @@ async fn connection(
         Ok(_) | Err(_) => {
             m.malformed_control.fetch_add(1, Relaxed);
             let reason = "the first message must be a hello".to_string();
-            send_control(
-                &mut send,
-                &ServerControl::Refused {
-                    reason: reason.clone(),
-                },
-            )
-            .await;
-            let _ = send.finish();
-            conn.close(CLOSE_REFUSED.into(), reason.as_bytes());
+            let msg = ServerControl::Refused {
+                reason: reason.clone(),
+            };
+            last_word(&shared, &conn, Some(&mut send), msg, CLOSE_REFUSED, &reason).await;
             return;
         }
     };
     if version != VERSION {
         let reason =
             format!("protocol version {version} is not supported (this server speaks {VERSION})");
-        refuse(&conn, Some(&mut send), m, "version", reason).await;
+        refuse(&shared, &conn, Some(&mut send), "version", reason).await;
         return;
     }
     let now = now_unix();
-    let claims = token::verify(&shared.cfg.secret, &token, now).and_then(|c| {
-        let mut g = shared.replay.lock().map_err(|_| TokenError::Malformed)?;
-        g.admit(&c, now).map(|()| c)
-    });
-    let claims = match claims {
+    let grant = match token::verify(&shared.cfg.secret, &token, now) {
         Ok(c) => c,
         Err(e) => {
-            let label = match e {
-                TokenError::Malformed => "token_malformed",
-                TokenError::Forged => "token_forged",
-                TokenError::Expired => "token_expired",
-                TokenError::Replayed => "token_replayed",
-            };
-            refuse(&conn, Some(&mut send), m, label, e.to_string()).await;
+            refuse(
+                &shared,
+                &conn,
+                Some(&mut send),
+                token_label(&e),
+                e.to_string(),
+            )
+            .await;
             return;
         }
     };
-    let id = claims.player_id;
-    if shared.clients.len() >= shared.cfg.max_players {
-        let reason = format!("server full ({} players)", shared.cfg.max_players);
-        refuse(&conn, Some(&mut send), m, "full", reason).await;
-        return;
-    }
+    let id = grant.player_id;
     let client = Arc::new(Client {
         conn: conn.clone(),
         inbox: Mutex::new(VecDeque::new()),
     });
-    match shared.clients.entry(id) {
-        dashmap::mapref::entry::Entry::Occupied(_) => {
-            let reason = format!("player {id} is already connected");
-            refuse(&conn, Some(&mut send), m, "player_in_use", reason).await;
+    let seat = match take_seat(&shared, id, &grant, &client, now) {
+        Ok(s) => s,
+        Err((label, reason)) => {
+            refuse(&shared, &conn, Some(&mut send), label, reason).await;
             return;
         }
-        dashmap::mapref::entry::Entry::Vacant(v) => {
-            v.insert(client.clone());
-        }
-    }
+    };
+    // Joined: it now counts against the player slots, no longer against admission.
+    drop(pending);
     let sending_map = have_map != Some(shared.map_hash);
     let welcome = Welcome {
         player_id: id,
@@ -783,35 +917,81 @@ async fn connection(
         server_tick: shared.tick.load(Relaxed),
         movement: shared.cfg.movement,
     };
-    let mut ok = send_control(&mut send, &ServerControl::Welcome(Box::new(welcome))).await;
-    if sending_map {
-        for (i, chunk) in shared.cfg.map_bytes.chunks(MAP_CHUNK).enumerate() {
-            let msg = ServerControl::MapData {
-                offset: (i * MAP_CHUNK) as u64,
-                bytes: chunk.to_vec(),
-            };
-            ok &= send_control(&mut send, &msg).await;
+    let welcomed = welcome_and_map(&shared, &mut send, welcome).await;
+    let reason = match welcomed {
+        Ok(()) => {
+            info!(id, remote = %conn.remote_address(), sending_map, "joined");
+            let _ = shared.events.send(Event::Join(id));
+            serve_client(
+                &shared,
+                &conn,
+                &client,
+                &mut send,
+                &mut recv,
+                &mut dec,
+                &mut shutdown,
+            )
+            .await
         }
-    }
-    info!(id, remote = %conn.remote_address(), sending_map, "joined");
-    let _ = shared.events.send(Event::Join(id));
-    let reason = if ok {
-        serve_client(
-            &shared,
-            &conn,
-            &client,
-            &mut send,
-            &mut recv,
-            &mut dec,
-            &mut shutdown,
-        )
-        .await
-    } else {
-        "control stream failed".into()
+        Err(WriteError::Lost) => "control stream failed".into(),
+        Err(WriteError::Stalled) => {
+            m.stalls.fetch_add(1, Relaxed);
+            let reason = "stalled: the welcome or map transfer got no flow-control credit in time";
+            conn.close(CLOSE_KICKED.into(), reason.as_bytes());
+            reason.into()
+        }
     };
     info!(id, %reason, "left");
-    shared.clients.remove(&id);
-    let _ = shared.events.send(Event::Leave(id));
+    drop(seat);
+}
+
+/// Sends the welcome and, when the client lacks the map, the map: each write within the
+/// write timeout, the whole transfer within the write timeout plus the map's size at the
+/// slowest rate accepted.
+async fn welcome_and_map(
+    shared: &Shared,
+    send: &mut quinn::SendStream,
+    welcome: Welcome,
+) -> Result<(), WriteError> {
+    let limits = &shared.cfg.limits;
+    let sending_map = welcome.sending_map;
+    let began = Instant::now();
+    send_control(
+        send,
+        &ServerControl::Welcome(Box::new(welcome)),
+        began + limits.write_timeout,
+    )
+    .await?;
+    if !sending_map {
+        return Ok(());
+    }
+    let bytes = &shared.cfg.map_bytes;
+    let transfer = Duration::from_secs_f64(bytes.len() as f64 / limits.min_map_rate.max(1) as f64);
+    let whole = began + limits.write_timeout + transfer;
+    for (i, chunk) in bytes.chunks(MAP_CHUNK).enumerate() {
+        let msg = ServerControl::MapData {
+            offset: (i * MAP_CHUNK) as u64,
+            bytes: chunk.to_vec(),
+        };
+        send_control(send, &msg, whole.min(Instant::now() + limits.write_timeout)).await?;
+    }
+    Ok(())
+}
+
+/// Kicks a joined client with the reason (told on the control stream, within the write
+/// timeout, and in the close frame); returns the reason.
+async fn kick(
+    shared: &Shared,
+    conn: &quinn::Connection,
+    send: &mut quinn::SendStream,
+    reason: String,
+) -> String {
+    shared.metrics.kicks.fetch_add(1, Relaxed);
+    let msg = ServerControl::Kick {
+        reason: reason.clone(),
+    };
+    last_word(shared, conn, Some(send), msg, CLOSE_KICKED, &reason).await;
+    reason
 }
 
 /// Serves a joined client until it leaves, is kicked, or the server shuts down; returns why.
@@ -826,10 +1006,6 @@ async fn serve_client(
 ) -> String {
     let m = &shared.metrics;
     let mut last_input = Instant::now();
-    let kick = |reason: String| async move {
-        m.kicks.fetch_add(1, Relaxed);
-        reason
-    };
     loop {
         let deadline = last_input + shared.cfg.input_timeout;
         tokio::select! {
@@ -863,29 +1039,18 @@ async fn serve_client(
                     Some(ClientControl::Bye { reason }) => return format!("said bye: {reason}"),
                     Some(ClientControl::Hello { .. }) | None => {
                         m.malformed_control.fetch_add(1, Relaxed);
-                        let reason = "malformed control message".to_string();
-                        send_control(send, &ServerControl::Kick { reason: reason.clone() }).await;
-                        let _ = send.finish();
-                        conn.close(CLOSE_KICKED.into(), reason.as_bytes());
-                        return kick(reason).await;
+                        return kick(shared, conn, send, "malformed control message".into()).await;
                     }
                 }
             }
             _ = tokio::time::sleep_until(deadline.into()) => {
                 let t = shared.cfg.input_timeout.as_secs_f64();
-                let reason = format!("no input for {t} s");
-                send_control(send, &ServerControl::Kick { reason: reason.clone() }).await;
-                let _ = send.finish();
-                let _ = tokio::time::timeout(Duration::from_millis(200), conn.closed()).await;
-                conn.close(CLOSE_KICKED.into(), reason.as_bytes());
-                return kick(reason).await;
+                return kick(shared, conn, send, format!("no input for {t} s")).await;
             }
             _ = shutdown.changed() => {
                 let reason = shutdown.borrow().clone().unwrap_or_else(|| "server shutting down".into());
-                send_control(send, &ServerControl::Shutdown { reason: reason.clone() }).await;
-                let _ = send.finish();
-                let _ = tokio::time::timeout(Duration::from_millis(500), conn.closed()).await;
-                conn.close(CLOSE_SHUTDOWN.into(), reason.as_bytes());
+                let msg = ServerControl::Shutdown { reason: reason.clone() };
+                last_word(shared, conn, Some(send), msg, CLOSE_SHUTDOWN, &reason).await;
                 return format!("shutdown: {reason}");
             }
         }

@@ -2,18 +2,22 @@
 //! (players, movers, flagged cheaters, tick time, traffic) that the tick loop publishes
 //! about ten times a second while someone watches. The page itself is `view.html`.
 
+use crate::admission::{Held, PerAddress};
 use crate::metrics::Metrics;
 use expel_shared::{Sim, WorldState};
 use std::fmt::Write as _;
+use std::net::IpAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::watch;
 
 /// The live view page: plain HTML, CSS and JavaScript, nothing fetched from elsewhere.
 pub const PAGE: &str = include_str!("view.html");
 
 /// Viewers streaming at once.
 const MAX_VIEWERS: usize = 32;
+/// Viewers streaming at once from one IP address.
+const VIEWERS_PER_ADDRESS: usize = 4;
 
 /// Height above the highest spawn point beyond which an upward face is taken for the top
 /// of a roof (several storeys of a map).
@@ -27,7 +31,7 @@ pub struct Live {
     /// The map from above, as JSON.
     pub map_json: String,
     frames: watch::Sender<Arc<str>>,
-    viewers: Arc<Semaphore>,
+    viewers: PerAddress,
 }
 
 impl Live {
@@ -36,13 +40,13 @@ impl Live {
         Live {
             map_json: map_json(sim, name),
             frames: watch::Sender::new(Arc::from("")),
-            viewers: Arc::new(Semaphore::new(MAX_VIEWERS)),
+            viewers: PerAddress::new(),
         }
     }
 
-    /// A viewer's seat, while there is room.
-    pub fn seat(&self) -> Option<OwnedSemaphorePermit> {
-        self.viewers.clone().try_acquire_owned().ok()
+    /// A seat for a viewer at `from`, while there is room in all and for its address.
+    pub fn seat(&self, from: IpAddr) -> Option<Held> {
+        self.viewers.take(from, VIEWERS_PER_ADDRESS, MAX_VIEWERS)
     }
 
     /// The stream of frames.

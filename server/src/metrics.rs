@@ -1,6 +1,7 @@
 //! The server's counters and their Prometheus text exposition, and the table of players
 //! flagged by move validation (served as JSON to operators and the live view).
 
+use crate::admission::Decision;
 use expel_shared::validate::ViolationKind;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -83,6 +84,26 @@ pub struct Metrics {
     pub handshake_failures: AtomicU64,
     /// Clients kicked.
     pub kicks: AtomicU64,
+    /// Clients holding a player slot: welcomed, whether still receiving the map or in the
+    /// world.
+    pub clients: AtomicU64,
+    /// Connections not yet joined (handshaking, or before their hello is answered).
+    pub pending: AtomicU64,
+    /// Connection attempts by what admission decided, in [`Decision::ALL`] order.
+    pub incoming: [AtomicU64; 4],
+    /// QUIC handshakes that did not finish within the handshake timeout.
+    pub handshake_timeouts: AtomicU64,
+    /// Connections dropped because a write to the peer waited past its deadline (the
+    /// peer granted no flow-control credit).
+    pub stalls: AtomicU64,
+    /// HTTP connections accepted.
+    pub http_connections: AtomicU64,
+    /// HTTP connections closed at once: too many from the address.
+    pub http_refused: AtomicU64,
+    /// Errors accepting HTTP connections (such as the descriptor limit); each backs off.
+    pub http_accept_errors: AtomicU64,
+    /// Live viewers dropped for not reading their stream.
+    pub live_dropped: AtomicU64,
     /// Move-validation violations, by kind in [`ViolationKind::ALL`] order.
     pub violations: [AtomicU64; 7],
     /// Refusals by reason, in [`REFUSALS`] order.
@@ -181,6 +202,13 @@ impl Metrics {
 
     fn second(&self) -> u64 {
         self.started.map_or(0, |s| s.elapsed().as_secs())
+    }
+
+    /// Counts an admission decision.
+    pub fn incoming(&self, d: Decision) {
+        if let Some(i) = Decision::ALL.iter().position(|x| *x == d) {
+            self.incoming[i].fetch_add(1, Relaxed);
+        }
     }
 
     /// Counts a refusal by its label.
@@ -352,6 +380,63 @@ impl Metrics {
             &self.kicks,
             "counter",
         );
+        counter(
+            "expel_clients",
+            "Clients holding a player slot (welcomed, receiving the map or playing).",
+            &self.clients,
+            "gauge",
+        );
+        counter(
+            "expel_pending_connections",
+            "Connections not yet joined (handshaking or before their hello is answered).",
+            &self.pending,
+            "gauge",
+        );
+        counter(
+            "expel_handshake_timeouts_total",
+            "QUIC handshakes that did not finish in time.",
+            &self.handshake_timeouts,
+            "counter",
+        );
+        counter(
+            "expel_stalls_total",
+            "Connections dropped because the peer granted no flow-control credit in time.",
+            &self.stalls,
+            "counter",
+        );
+        counter(
+            "expel_http_connections_total",
+            "HTTP connections accepted.",
+            &self.http_connections,
+            "counter",
+        );
+        counter(
+            "expel_http_refused_total",
+            "HTTP connections closed at once (too many from one address).",
+            &self.http_refused,
+            "counter",
+        );
+        counter(
+            "expel_http_accept_errors_total",
+            "Errors accepting HTTP connections (each one backs off).",
+            &self.http_accept_errors,
+            "counter",
+        );
+        counter(
+            "expel_live_viewers_dropped_total",
+            "Live viewers dropped for not reading their stream.",
+            &self.live_dropped,
+            "counter",
+        );
+        let _ = writeln!(o, "# HELP expel_incoming_total Connection attempts, by what admission decided.\n# TYPE expel_incoming_total counter");
+        for (d, v) in Decision::ALL.iter().zip(&self.incoming) {
+            let _ = writeln!(
+                o,
+                "expel_incoming_total{{outcome=\"{}\"}} {}",
+                d.label(),
+                v.load(Relaxed)
+            );
+        }
         let _ = writeln!(o, "# HELP expel_refusals_total Connections refused, by reason.\n# TYPE expel_refusals_total counter");
         for (r, v) in REFUSALS.iter().zip(&self.refusals) {
             let _ = writeln!(

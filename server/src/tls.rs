@@ -61,18 +61,52 @@ impl Identity {
         let quic = quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
             .map_err(|e| tls(e.to_string()))?;
         let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(quic));
-        let mut transport = quinn::TransportConfig::default();
-        transport.max_idle_timeout(Some(
-            std::time::Duration::from_secs(15)
-                .try_into()
-                .map_err(|_| tls("idle timeout".into()))?,
-        ));
-        transport.keep_alive_interval(Some(std::time::Duration::from_secs(2)));
-        transport.datagram_receive_buffer_size(Some(256 * 1024));
-        transport.datagram_send_buffer_size(256 * 1024);
-        cfg.transport_config(Arc::new(transport));
+        cfg.transport_config(Arc::new(transport()?));
+        // Connection attempts the accept loop has not decided on yet, and what quinn
+        // buffers for them meanwhile (it decides at once, so these stay small).
+        cfg.max_incoming(MAX_INCOMING);
+        cfg.incoming_buffer_size(INCOMING_BUFFER);
+        cfg.incoming_buffer_size_total(MAX_INCOMING as u64 * INCOMING_BUFFER / 4);
         Ok(cfg)
     }
+}
+
+/// Connection attempts quinn holds until the accept loop decides on them.
+const MAX_INCOMING: usize = 1024;
+/// Bytes quinn buffers for one undecided attempt.
+const INCOMING_BUFFER: u64 = 16 * 1024;
+/// The client's control frames are a hello and a bye, a few hundred bytes: the window
+/// for its one stream, and for the whole connection.
+const CONTROL_WINDOW: u32 = 8 * 1024;
+/// Input datagrams held until the connection task reads them (it reads continuously; an
+/// input datagram is at most about 1.2 KB).
+const DATAGRAM_IN: usize = 16 * 1024;
+/// Snapshot datagrams held while congestion control holds them back (older ones are
+/// dropped first, and a newer snapshot supersedes them anyway).
+const DATAGRAM_OUT: usize = 16 * 1024;
+/// Control-stream bytes in flight and unsent (the map transfer): a write waits for room.
+const SEND_WINDOW: u64 = 256 * 1024;
+
+/// The transport as the protocol uses it, so no peer costs more than a small fixed amount:
+/// one bidirectional stream (the control stream, opened by the client) and no
+/// unidirectional ones, small receive windows (the server reads everything it lets in),
+/// bounded datagram buffers both ways.
+fn transport() -> Result<quinn::TransportConfig, crate::ServerError> {
+    let mut t = quinn::TransportConfig::default();
+    t.max_idle_timeout(Some(
+        std::time::Duration::from_secs(15)
+            .try_into()
+            .map_err(|_| crate::ServerError::Tls("idle timeout".into()))?,
+    ));
+    t.keep_alive_interval(Some(std::time::Duration::from_secs(2)));
+    t.max_concurrent_bidi_streams(1u32.into());
+    t.max_concurrent_uni_streams(0u32.into());
+    t.stream_receive_window(CONTROL_WINDOW.into());
+    t.receive_window(CONTROL_WINDOW.into());
+    t.send_window(SEND_WINDOW);
+    t.datagram_receive_buffer_size(Some(DATAGRAM_IN));
+    t.datagram_send_buffer_size(DATAGRAM_OUT);
+    Ok(t)
 }
 
 fn rustls_pemfile_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, crate::ServerError> {

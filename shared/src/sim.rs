@@ -54,6 +54,12 @@ pub type PlayerId = u32;
 /// How far outside the map's solid bounds a player may go before it is respawned.
 pub const OUT_OF_BOUNDS_MARGIN: f64 = 1024.0;
 
+/// Space kept between a joining player's box and every other player's, units.
+pub const JOIN_CLEARANCE: f64 = 4.0;
+
+/// Rings of places tried around the spawn points when players stand on all of them.
+pub const JOIN_RINGS: i32 = 4;
+
 /// Cell size of the per-tick grid that finds nearby players.
 const PLAYER_CELL: f64 = 32.0;
 
@@ -374,6 +380,71 @@ impl Sim {
         let mut s = PlayerState::at(if in_range(at) { at } else { DVec3::ZERO });
         s.mode = mode;
         s
+    }
+
+    /// A joining player's state, at rest where nobody stands: the first spawn point, from
+    /// `id mod count` on, whose place meets no other walking player's box (grown by
+    /// [`JOIN_CLEARANCE`]); when players stand on every one, the nearest place on rings
+    /// around them, a box's width and the clearance apart, that is free of solid and that
+    /// the player's box reaches from its spawn point in a straight sweep (so never the far
+    /// side of a wall). Only where nothing within [`JOIN_RINGS`] rings is free does it
+    /// fall back to [`Sim::spawn_state`]. Placing a player on another would push the two
+    /// apart by a move no prediction makes, which validation rightly takes for a teleport.
+    pub fn join_state(&self, world: &WorldState, id: PlayerId, mode: MoveMode) -> PlayerState {
+        let base = self.spawn_state(id, mode);
+        if mode != MoveMode::Walk || self.spawns.is_empty() {
+            return base;
+        }
+        let taken: Vec<Aabb> = world
+            .players
+            .iter()
+            .filter(|(k, _)| **k != id)
+            .filter_map(|(k, p)| self.player_box(*k, &p.state))
+            .map(|b| b.bounds.expand(JOIN_CLEARANCE))
+            .collect();
+        let at_rest = |at: DVec3| {
+            let mut p = PlayerState::at(at);
+            p.mode = mode;
+            p
+        };
+        let free = |at: DVec3| {
+            let b = self.movement.player_box(&at_rest(at));
+            !taken.iter().any(|t| t.overlaps(&b))
+        };
+        let hull = self.movement.stand();
+        let size = hull.bounds().max - hull.bounds().min;
+        let step = size.x.max(size.y) + JOIN_CLEARANCE;
+        let n = self.spawns.len();
+        let mut scratch = TraceScratch::new();
+        for ring in 0..=JOIN_RINGS {
+            for k in 0..n {
+                let spawn = self.spawns[(id as usize).wrapping_add(k) % n];
+                if !in_range(spawn) {
+                    continue;
+                }
+                for (i, j) in ring_offsets(ring) {
+                    let at = spawn + DVec3::new(i as f64 * step, j as f64 * step, 0.0);
+                    if !in_range(at) || !self.in_arena(at) || !free(at) {
+                        continue;
+                    }
+                    if ring > 0 {
+                        let sweep = self
+                            .map
+                            .sweep(hull, spawn, at, Contents::PLAYER, &mut scratch);
+                        if sweep.hit.is_some()
+                            || sweep.fraction < 1.0
+                            || self
+                                .map
+                                .position_solid(hull, at, Contents::PLAYER, &mut scratch)
+                        {
+                            continue;
+                        }
+                    }
+                    return at_rest(at);
+                }
+            }
+        }
+        base
     }
 
     /// The movers' poses for their states (missing states read as at rest).
@@ -746,6 +817,17 @@ impl Sim {
 }
 
 /// Whether a point lies within the supported coordinates.
+/// The offsets, in steps, of ring `r` around a place (the place itself for 0), in a fixed
+/// order: the square of side `2r + 1`'s border, nearest the centre first.
+fn ring_offsets(r: i32) -> Vec<(i32, i32)> {
+    let mut v: Vec<(i32, i32)> = (-r..=r)
+        .flat_map(|i| (-r..=r).map(move |j| (i, j)))
+        .filter(|(i, j)| i.abs().max(j.abs()) == r)
+        .collect();
+    v.sort_by_key(|(i, j)| (i * i + j * j, *i, *j));
+    v
+}
+
 pub(crate) fn in_range(p: DVec3) -> bool {
     p.is_finite() && p.abs().max_element() <= MAX_COORD
 }

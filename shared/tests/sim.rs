@@ -250,3 +250,69 @@ fn results_do_not_depend_on_what_the_scratch_remembers() {
         "a scratch shared with another world changed the results"
     );
 }
+
+/// Players join where nobody stands: two whose ids share a spawn point, and a crowd larger
+/// than the spawn points, all get places whose boxes meet no other and no solid, so idle
+/// they are never pushed apart (a push is a move no client predicts).
+#[test]
+fn players_join_where_nobody_stands() {
+    let sim = arena_sim();
+    let n = sim.spawns().len() as u32;
+    assert!(n > 1 && n < 64, "{n} spawn points");
+    let mut w = sim.new_state();
+    let mut s = SimScratch::new();
+    // Ids that share a spawn point join first, then a crowd of 64 in all.
+    let ids: Vec<u32> = [3, 3 + n].into_iter().chain(100..162).collect();
+    for id in &ids {
+        let p = sim.join_state(&w, *id, expel_shared::MoveMode::Walk);
+        sim.add_player(&mut w, *id, p).unwrap();
+    }
+    let a = w.players[&3].state.origin();
+    let b = w.players[&(3 + n)].state.origin();
+    assert!(
+        a != b,
+        "ids 3 and {} share a spawn point: {a} and {b}",
+        3 + n
+    );
+    let boxes: Vec<(u32, expel_shared::Aabb)> = w
+        .players
+        .iter()
+        .map(|(id, p)| (*id, sim.movement().player_box(&p.state)))
+        .collect();
+    for (i, (ia, ba)) in boxes.iter().enumerate() {
+        assert!(
+            !sim.map().position_solid(
+                sim.movement().stand(),
+                w.players[ia].state.origin(),
+                expel_shared::Contents::PLAYER,
+                &mut expel_shared::TraceScratch::new()
+            ),
+            "player {ia} joined inside solid"
+        );
+        for (ib, bb) in &boxes[i + 1..] {
+            assert!(
+                !ba.overlaps(bb),
+                "players {ia} and {ib} overlap: {ba:?} {bb:?}"
+            );
+        }
+    }
+    // Idle for a second: they settle onto the floor, and nobody is pushed sideways.
+    let before: BTreeMap<u32, DVec3> = w
+        .players
+        .iter()
+        .map(|(id, p)| (*id, p.state.origin()))
+        .collect();
+    for _ in 0..60 {
+        let reports = sim.step(&mut w, &BTreeMap::new(), &mut s);
+        for r in reports {
+            assert!(!r.reverted && !r.events.touched.any_player(), "{}", r.id);
+        }
+    }
+    for (id, p) in &w.players {
+        let d = p.state.origin() - before[id];
+        assert!(
+            d.x == 0.0 && d.y == 0.0,
+            "player {id} pushed by {d} from where it joined"
+        );
+    }
+}

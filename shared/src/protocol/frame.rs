@@ -16,16 +16,35 @@ pub fn encode_frame<T: serde::Serialize>(msg: &T) -> Vec<u8> {
     out
 }
 
+/// Longest frame a client sends (a hello or a bye: a token, a hash, a reason).
+pub const MAX_CLIENT_FRAME: usize = 4 * 1024;
+
 /// Splits a byte stream into frames.
-#[derive(Default, Debug)]
+#[derive(Debug)]
 pub struct FrameDecoder {
     buf: Vec<u8>,
+    limit: usize,
+}
+
+impl Default for FrameDecoder {
+    fn default() -> Self {
+        Self::with_limit(MAX_FRAME)
+    }
 }
 
 impl FrameDecoder {
-    /// An empty decoder.
+    /// An empty decoder for frames up to [`MAX_FRAME`].
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty decoder for frames up to `limit` bytes (the server reads the client's
+    /// small frames with [`MAX_CLIENT_FRAME`], so a peer cannot make it hold more).
+    pub fn with_limit(limit: usize) -> Self {
+        FrameDecoder {
+            buf: Vec::new(),
+            limit,
+        }
     }
 
     /// Adds received bytes.
@@ -33,15 +52,15 @@ impl FrameDecoder {
         self.buf.extend_from_slice(bytes);
     }
 
-    /// The next whole frame's body, if one has arrived. A length over [`MAX_FRAME`] is an
+    /// The next whole frame's body, if one has arrived. A length over the limit is an
     /// error (the stream is unusable after it).
     pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>, ProtocolError> {
         if self.buf.len() < 4 {
             return Ok(None);
         }
         let len = u32::from_le_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
-        if len > MAX_FRAME {
-            return Err(ProtocolError::FrameTooLong(len, MAX_FRAME));
+        if len > self.limit {
+            return Err(ProtocolError::FrameTooLong(len, self.limit));
         }
         if self.buf.len() < 4 + len {
             return Ok(None);

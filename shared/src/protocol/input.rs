@@ -55,8 +55,9 @@ impl InputBuffer {
     /// `server_tick`.
     pub fn receive(&mut self, msg: &InputMsg, server_tick: u64) {
         // How far ahead the newest command came: what the client's clock steers by.
-        let newest = msg.first_tick + msg.commands.len() as u64 - 1;
-        let lead = newest as i64 - server_tick as i64;
+        // In i128: ticks from a client can be anything up to 2^64 - 1.
+        let lead = (i128::from(msg.newest_tick()) - i128::from(server_tick))
+            .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
         self.lead = Some(self.lead.map_or(lead, |l| l.min(lead)));
         for (t, c) in msg.ticked() {
             if t <= self.consumed {

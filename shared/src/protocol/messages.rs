@@ -145,12 +145,19 @@ impl InputMsg {
         Ok(())
     }
 
+    /// The tick of the last command (the first's for an empty message, which
+    /// [`InputMsg::validate`] refuses; saturating, so any message has one).
+    pub fn newest_tick(&self) -> u64 {
+        self.first_tick
+            .saturating_add((self.commands.len() as u64).saturating_sub(1))
+    }
+
     /// The commands with their ticks.
     pub fn ticked(&self) -> impl Iterator<Item = (u64, MoveCommand)> + '_ {
         self.commands
             .iter()
             .enumerate()
-            .map(|(i, c)| (self.first_tick + i as u64, *c))
+            .map(|(i, c)| (self.first_tick.saturating_add(i as u64), *c))
     }
 }
 

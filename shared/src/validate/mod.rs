@@ -32,6 +32,7 @@ pub use claims::{
 };
 
 use crate::movement::{buttons, MoveCommand, PlayerState};
+use crate::protocol::input::MAX_AHEAD;
 use crate::protocol::InputMsg;
 use std::collections::VecDeque;
 
@@ -148,6 +149,28 @@ pub fn invalid_command(c: &MoveCommand) -> Option<String> {
     None
 }
 
+/// Why an input message lies outside the server's tick window, if it does: its newest
+/// command more than [`MAX_AHEAD`] ticks past the later of the tick about to be stepped
+/// and the wall clock, or an acknowledgement of a snapshot the server has not made yet.
+pub fn outside_window(msg: &InputMsg, server_tick: u64, clock: u64) -> Option<String> {
+    let now = server_tick.max(clock);
+    let newest = msg.newest_tick();
+    if newest > now.saturating_add(MAX_AHEAD) {
+        return Some(format!(
+            "commands up to tick {newest}, {} ticks ahead of the server's {now} (at most {MAX_AHEAD})",
+            newest - now
+        ));
+    }
+    if msg.ack >= server_tick {
+        return Some(format!(
+            "acknowledges snapshot {} while the server has stepped only to {}",
+            msg.ack,
+            server_tick.saturating_sub(1)
+        ));
+    }
+    None
+}
+
 /// One player's checks, fed as its inputs arrive and the server steps.
 #[derive(Debug)]
 pub struct Validator {
@@ -198,15 +221,27 @@ impl Validator {
     /// wall clock at `clock` (in ticks since the server started). Commands are counted
     /// against the wall clock: a server that falls behind for a while (a loaded machine)
     /// steps fewer ticks than an honest client sends, but no fewer wall-clock ticks pass.
+    ///
+    /// A message outside the server's tick window is [`ViolationKind::Invalid`] and
+    /// changes nothing here: its newest command at most [`MAX_AHEAD`] ticks past the later
+    /// of `server_tick` and `clock`, its acknowledgement no newer than the last tick
+    /// stepped (`server_tick - 1`). Nothing a client sends can move this state beyond
+    /// what the window allows, so one datagram cannot switch the checks off.
     pub fn input(&mut self, msg: &InputMsg, server_tick: u64, clock: u64) -> Option<Violation> {
-        if let Some(e) = msg.commands.iter().find_map(invalid_command) {
-            return Some(Violation {
+        let invalid = |evidence: String| {
+            Some(Violation {
                 kind: ViolationKind::Invalid,
                 tick: server_tick,
-                evidence: e,
-            });
+                evidence,
+            })
+        };
+        if let Some(e) = msg.commands.iter().find_map(invalid_command) {
+            return invalid(e);
         }
-        let last = msg.first_tick + msg.commands.len() as u64 - 1;
+        if let Some(e) = outside_window(msg, server_tick, clock) {
+            return invalid(e);
+        }
+        let last = msg.newest_tick();
         // The first message only sets where the client starts.
         let new = if self.newest == 0 {
             0
@@ -474,6 +509,50 @@ mod tests {
         assert_eq!(run(catches_up, server_stalls), None);
         // ...while a speedhack is caught even through a stalling server.
         assert!(run(fast(1.10), server_stalls).is_some());
+    }
+
+    #[test]
+    fn ticks_outside_the_window_are_refused_and_leave_the_checks_working() {
+        let on_time = |c: u64| c;
+        for first in [u64::MAX - 40, 1 << 63, (1 << 63) - 1, 5_000] {
+            let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
+            let mut flagged = None;
+            for clock in 1..1200u64 {
+                // The fast clock's commands, and once a datagram from far in the future.
+                let msg = if clock == 30 {
+                    input(first, 4)
+                } else {
+                    let t = 5 + (clock as f64 * 1.10) as u64;
+                    input(t.saturating_sub(3).max(1), 4)
+                };
+                match v.input(&msg, on_time(clock), clock) {
+                    Some(x) if clock == 30 => {
+                        assert_eq!(x.kind, ViolationKind::Invalid, "{first}");
+                        assert!(x.evidence.contains("ahead"), "{}", x.evidence);
+                    }
+                    None if clock == 30 => panic!("tick {first} accepted at 30"),
+                    Some(x) => {
+                        assert_eq!(x.kind, ViolationKind::Timing);
+                        flagged = Some(clock);
+                        break;
+                    }
+                    None => {}
+                }
+            }
+            let at = flagged.unwrap_or_else(|| panic!("speedhack after tick {first} unflagged"));
+            assert!(at <= 300, "flagged after {at} ticks");
+        }
+        // The edge of the window is honest; one past it is not; nor an ack from the future.
+        let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
+        assert!(v.input(&input(100 + MAX_AHEAD, 1), 100, 90).is_none());
+        assert!(v.input(&input(101 + MAX_AHEAD, 1), 100, 90).is_some());
+        assert!(v.input(&input(101 + MAX_AHEAD, 1), 90, 101).is_none());
+        let mut future_ack = input(100, 1);
+        future_ack.ack = 100;
+        let x = v.input(&future_ack, 100, 100).unwrap();
+        assert!(x.evidence.contains("acknowledges"), "{}", x.evidence);
+        future_ack.ack = 99;
+        assert!(v.input(&future_ack, 100, 100).is_none());
     }
 
     #[test]

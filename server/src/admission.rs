@@ -1,0 +1,240 @@
+//! Who may start a connection: connections that have not joined yet (a QUIC handshake in
+//! flight, or a hello not yet answered) cost the server memory before anyone has shown a
+//! token, so they are bounded per address and in total. Past a lower mark, addresses QUIC
+//! has not validated are sent a stateless retry first (quinn's `Incoming::retry`): a
+//! flood of Initials from forged addresses then costs one packet each and no state.
+//!
+//! Pure bookkeeping, no I/O: the accept loop asks [`Admission::decide`] and holds the
+//! [`Pending`] it gets until the connection joins or ends. [`PerAddress`] counts the same
+//! way for the HTTP endpoint's connections and live viewers.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Bounds on what a peer may hold or make the server wait for.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Connections not yet joined, from all addresses.
+    pub pending_total: usize,
+    /// Connections not yet joined, from one IP address.
+    pub pending_per_address: usize,
+    /// Not-yet-joined connections beyond which an address QUIC has not validated gets a
+    /// stateless retry instead of a handshake.
+    pub retry_above: usize,
+    /// How long a QUIC handshake may take.
+    pub handshake_timeout: Duration,
+    /// How long one write to a peer may wait for its flow-control credit: a peer that
+    /// grants none for this long has stalled and is dropped.
+    pub write_timeout: Duration,
+    /// Slowest map transfer accepted, bytes per second: the whole transfer must finish
+    /// within `write_timeout` plus the map's size at this rate.
+    pub min_map_rate: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            pending_total: 256,
+            pending_per_address: 64,
+            retry_above: 32,
+            handshake_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(5),
+            min_map_rate: 64 * 1024,
+        }
+    }
+}
+
+/// What to do with a new connection attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Start the handshake.
+    Accept,
+    /// Ask the peer to prove its address first (stateless).
+    Retry,
+    /// Refuse: too many not-yet-joined connections in total.
+    RefuseTotal,
+    /// Refuse: too many not-yet-joined connections from this address.
+    RefuseAddress,
+}
+
+impl Decision {
+    /// The metric label of the outcome.
+    pub fn label(self) -> &'static str {
+        match self {
+            Decision::Accept => "accepted",
+            Decision::Retry => "retried",
+            Decision::RefuseTotal => "refused_total",
+            Decision::RefuseAddress => "refused_address",
+        }
+    }
+
+    /// Every outcome, in the order metrics list them.
+    pub const ALL: [Decision; 4] = [
+        Decision::Accept,
+        Decision::Retry,
+        Decision::RefuseTotal,
+        Decision::RefuseAddress,
+    ];
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    total: usize,
+    by_address: BTreeMap<IpAddr, usize>,
+}
+
+/// Things held per IP address (connections, viewers), counted while their [`Held`] lives.
+#[derive(Clone, Debug, Default)]
+pub struct PerAddress {
+    counts: Arc<Mutex<Counts>>,
+}
+
+/// One thing counted against its address; dropping it gives the room back.
+#[derive(Debug)]
+pub struct Held {
+    ip: IpAddr,
+    counts: Arc<Mutex<Counts>>,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Ok(mut c) = self.counts.lock() {
+            c.total = c.total.saturating_sub(1);
+            if let Some(n) = c.by_address.get_mut(&self.ip) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    c.by_address.remove(&self.ip);
+                }
+            }
+        }
+    }
+}
+
+impl PerAddress {
+    /// Nothing held.
+    pub fn new() -> PerAddress {
+        PerAddress::default()
+    }
+
+    /// Counts one more for `ip` if that leaves at most `per_address` from it and `total`
+    /// in all.
+    pub fn take(&self, ip: IpAddr, per_address: usize, total: usize) -> Option<Held> {
+        let mut c = self.counts.lock().ok()?;
+        let from = c.by_address.get(&ip).copied().unwrap_or(0);
+        if from >= per_address || c.total >= total {
+            return None;
+        }
+        c.total += 1;
+        *c.by_address.entry(ip).or_default() += 1;
+        Some(Held {
+            ip,
+            counts: self.counts.clone(),
+        })
+    }
+
+    /// (held in all, held from `ip`).
+    pub fn held(&self, ip: IpAddr) -> (usize, usize) {
+        self.counts.lock().map_or((usize::MAX, usize::MAX), |c| {
+            (c.total, c.by_address.get(&ip).copied().unwrap_or(0))
+        })
+    }
+
+    /// Held in all.
+    pub fn total(&self) -> usize {
+        self.held(IpAddr::from([0, 0, 0, 0])).0
+    }
+}
+
+/// The not-yet-joined connections, shared by the accept loop and the connection tasks.
+#[derive(Clone, Debug)]
+pub struct Admission {
+    limits: Limits,
+    pending: PerAddress,
+}
+
+/// One not-yet-joined connection counted against its address, until dropped (the
+/// connection joined or ended).
+pub type Pending = Held;
+
+impl Admission {
+    /// Admission under `limits`, nothing pending.
+    pub fn new(limits: Limits) -> Admission {
+        Admission {
+            limits,
+            pending: PerAddress::new(),
+        }
+    }
+
+    /// Decides on an attempt from `ip` (`validated`: QUIC has seen the peer answer at
+    /// that address, after a retry). On [`Decision::Accept`] the attempt is counted until
+    /// the returned [`Pending`] is dropped. (One accept loop decides, so the count read
+    /// here is the one taken.)
+    pub fn decide(&self, ip: IpAddr, validated: bool) -> (Decision, Option<Pending>) {
+        let l = &self.limits;
+        let (total, from) = self.pending.held(ip);
+        let decision = if total >= l.pending_total {
+            Decision::RefuseTotal
+        } else if from >= l.pending_per_address {
+            Decision::RefuseAddress
+        } else if !validated && total >= l.retry_above {
+            Decision::Retry
+        } else {
+            Decision::Accept
+        };
+        if decision != Decision::Accept {
+            return (decision, None);
+        }
+        match self
+            .pending
+            .take(ip, l.pending_per_address, l.pending_total)
+        {
+            Some(p) => (decision, Some(p)),
+            None => (Decision::RefuseTotal, None),
+        }
+    }
+
+    /// Not-yet-joined connections now.
+    pub fn pending(&self) -> usize {
+        self.pending.total()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_per_address_and_in_total_with_retry_in_between() {
+        let a = Admission::new(Limits {
+            pending_total: 6,
+            pending_per_address: 3,
+            retry_above: 4,
+            ..Limits::default()
+        });
+        let ip = |n: u8| IpAddr::from([127, 0, 0, n]);
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            let (d, p) = a.decide(ip(1), false);
+            assert_eq!(d, Decision::Accept);
+            held.push(p.unwrap());
+        }
+        assert_eq!(a.decide(ip(1), true).0, Decision::RefuseAddress);
+        held.push(a.decide(ip(2), false).1.unwrap());
+        // Four pending: an unvalidated address is asked to retry, a validated one enters.
+        assert_eq!(a.decide(ip(3), false).0, Decision::Retry);
+        held.push(a.decide(ip(3), true).1.unwrap());
+        held.push(a.decide(ip(4), true).1.unwrap());
+        assert_eq!(a.pending(), 6);
+        assert_eq!(a.decide(ip(5), true).0, Decision::RefuseTotal);
+        // Room comes back as connections join or end.
+        held.truncate(2);
+        assert_eq!(a.pending(), 2);
+        // (The attempt accepted here is dropped at once, as a connection that ended.)
+        assert_eq!(a.decide(ip(1), false).0, Decision::Accept);
+        assert_eq!(a.pending(), 2);
+        drop(held);
+        assert_eq!(a.pending(), 0);
+    }
+}

@@ -1,0 +1,605 @@
+//! The holes an outside attacker found, each attacked again on loopback: memory for the
+//! asking (unread streams, half-open handshakes), writes that waited forever, one
+//! datagram that switched cheat detection off, honest players kicked for sharing a
+//! spawn point, the HTTP endpoint at the descriptor limit, and a token burned by a
+//! refusal. Memory and CPU are read from a real `expel serve` process; the rest runs the
+//! server in this process with short timeouts. Every attack is bounded in count and time.
+
+mod common;
+
+use common::*;
+use expel_client::{RunOptions, Trust};
+use expel_server::Limits;
+use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
+use expel_shared::protocol::{
+    encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl, ALPN,
+    VERSION,
+};
+use expel_shared::validate::ViolationKind;
+use expel_shared::{MoveCommand, PlayerState};
+use serde_json::Value;
+use std::io::{BufRead, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The resident memory no single attack may take the server past.
+const MEMORY_BOUND_MB: f64 = 64.0;
+
+/// One attack at a time: they measure a process's memory and CPU, and the machines have
+/// two cores.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+const PROCESS_SECRET: &str = "attack-secret";
+
+/// `expel serve` as its own process (so its memory is its own), killed when dropped.
+struct Served {
+    child: Child,
+    addr: SocketAddr,
+    http: SocketAddr,
+    fingerprint: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Served {
+    /// Starts `expel serve` on free loopback ports; `shell` runs before it (a `ulimit`).
+    fn start(shell: &str) -> Served {
+        let dir = std::env::temp_dir().join(format!("expel-attacks-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // EXPEL_ATTACKS_BIN attacks another build of the server (an older one, to compare).
+        let bin = std::env::var("EXPEL_ATTACKS_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_expel").to_string());
+        let cmd = format!(
+            "{shell} exec '{bin}' serve --addr 127.0.0.1:0 --secret {PROCESS_SECRET} --max-players 64"
+        );
+        let mut child = Command::new("sh")
+            .args(["-c", &cmd])
+            .env("EXPEL_CACHE_DIR", &dir)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run expel serve");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        Served {
+            child,
+            addr: v["listening"].as_str().unwrap().parse().unwrap(),
+            http: v["metrics"].as_str().unwrap().parse().unwrap(),
+            fingerprint: v["fingerprint"].as_str().unwrap().to_string(),
+        }
+    }
+
+    /// A field of /proc/PID/status, in MB (VmRSS now, VmHWM the peak so far).
+    fn memory_mb(&self, field: &str) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .unwrap_or_else(|| panic!("no {field}"));
+        let kb: f64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        kb / 1024.0
+    }
+
+    /// The process's CPU seconds (user + system).
+    fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+            .split_whitespace()
+            .collect();
+        (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
+    }
+
+    /// A sample's value from /metrics (`name` with its labels, as the text has it).
+    fn metric(&self, name: &str) -> f64 {
+        let text = http_get(self.http, "/metrics").1;
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} not in /metrics"))
+    }
+
+    fn token(&self, id: u32, n: u8) -> String {
+        token_with(PROCESS_SECRET.as_bytes(), id, now() + 600, n)
+    }
+
+    /// An honest client plays for `secs`; returns its snapshots.
+    async fn honest_snapshots(&self, id: u32, secs: f64) -> u64 {
+        let o = expel_client::ConnectOptions {
+            token: self.token(id, 200),
+            trust: Trust::Fingerprint(self.fingerprint.clone()),
+            have_map: None,
+            sim: None,
+        };
+        let joined = expel_client::connect(self.addr, &o)
+            .await
+            .unwrap_or_else(|e| panic!("honest client refused: {e}"));
+        let opts = RunOptions {
+            seconds: secs,
+            ..Default::default()
+        };
+        let report = expel_client::run(joined, wander(id), opts).await.unwrap();
+        assert!(report.ended_by_server.is_none(), "{report:?}");
+        report.predict.snapshots
+    }
+}
+
+/// One GET over plain TCP: (status line, body).
+fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    )
+}
+
+/// A TCP connection to `to` from loopback address `from`, with a receive buffer of
+/// `rcvbuf` bytes if given.
+fn tcp_from(from: [u8; 4], to: SocketAddr, rcvbuf: Option<usize>) -> TcpStream {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    if let Some(n) = rcvbuf {
+        sock.set_recv_buffer_size(n).unwrap();
+    }
+    sock.bind(&SocketAddr::from((from, 0)).into()).unwrap();
+    sock.connect(&to.into()).unwrap();
+    sock.into()
+}
+
+/// A quinn client connection to `addr` trusting `fingerprint`, with `transport` (the
+/// attacker's own flow-control windows).
+async fn attacker(
+    addr: SocketAddr,
+    fingerprint: &str,
+    transport: Option<quinn::TransportConfig>,
+) -> (quinn::Endpoint, quinn::Connection) {
+    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    let mut cfg =
+        expel_client::client_config(&Trust::Fingerprint(fingerprint.into()), ALPN).unwrap();
+    if let Some(t) = transport {
+        cfg.transport_config(Arc::new(t));
+    }
+    ep.set_default_client_config(cfg);
+    let c = ep.connect(addr, "localhost").unwrap().await.unwrap();
+    (ep, c)
+}
+
+/// Opens as many streams as the server lets it (up to 100 of each kind) and writes
+/// 1.25 MB into each, never reading: what quinn's defaults let every peer make the server
+/// hold. Each stream gives up after `secs`.
+async fn fill_streams(c: quinn::Connection, secs: u64) {
+    let mut tasks = tokio::task::JoinSet::new();
+    let chunk = vec![0x55u8; 64 * 1024];
+    for i in 0..200 {
+        let c = c.clone();
+        let chunk = chunk.clone();
+        tasks.spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(secs), async {
+                let mut s = if i % 2 == 0 {
+                    c.open_uni().await.ok()?
+                } else {
+                    c.open_bi().await.ok()?.0
+                };
+                for _ in 0..20 {
+                    s.write_all(&chunk).await.ok()?;
+                }
+                Some(())
+            })
+            .await;
+        });
+    }
+    while tasks.join_next().await.is_some() {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unread_streams_cost_the_server_a_small_fixed_amount() {
+    let _serial = SERIAL.lock().await;
+    let s = Served::start("");
+    let before = s.memory_mb("VmRSS");
+    // Four connections that never say hello, and a joined player, fill every stream
+    // they can open, all at once.
+    let mut conns = Vec::new();
+    for _ in 0..4 {
+        conns.push(attacker(s.addr, &s.fingerprint, None).await);
+    }
+    let (ep, joined) = attacker(s.addr, &s.fingerprint, None).await;
+    let (_control, reply) = hello(&joined, VERSION, s.token(7, 1)).await;
+    assert!(matches!(reply, ServerControl::Welcome(_)), "{reply:?}");
+    conns.push((ep, joined));
+    let fills: Vec<_> = conns
+        .iter()
+        .map(|(_, c)| tokio::spawn(fill_streams(c.clone(), 3)))
+        .collect();
+    for f in fills {
+        f.await.unwrap();
+    }
+    let peak = s.memory_mb("VmHWM");
+    eprintln!("server memory: {before:.1} MB before, peak {peak:.1} MB under five stream fillers");
+    assert!(
+        peak < MEMORY_BOUND_MB,
+        "unread streams took the server to {peak:.1} MB"
+    );
+    drop(conns);
+    // It still serves.
+    assert!(s.honest_snapshots(20, 2.0).await > 30);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thousands_of_half_open_handshakes_cost_little_and_honest_players_still_join() {
+    let _serial = SERIAL.lock().await;
+    let s = Served::start("");
+    let before = s.memory_mb("VmRSS");
+    // 3,000 Initials (a whole ClientHello each) from 100 loopback addresses, none ever
+    // answered: a QUIC client state machine driven by hand, its replies never read.
+    let mut ep = quinn_proto::Endpoint::new(
+        Arc::new(quinn_proto::EndpointConfig::default()),
+        None,
+        false,
+        None,
+    );
+    let cfg =
+        expel_client::client_config(&Trust::Fingerprint(s.fingerprint.clone()), ALPN).unwrap();
+    let mut sockets = Vec::new();
+    for n in 1..=100u8 {
+        sockets
+            .push(std::net::UdpSocket::bind((std::net::Ipv4Addr::new(127, 0, 1, n), 0)).unwrap());
+    }
+    let mut held = Vec::new();
+    let mut buf = Vec::new();
+    let started = Instant::now();
+    for i in 0..3000 {
+        let now = Instant::now();
+        let (_, mut conn) = ep.connect(now, cfg.clone(), s.addr, "localhost").unwrap();
+        buf.clear();
+        let t = conn.poll_transmit(now, 1, &mut buf).expect("an Initial");
+        sockets[i % sockets.len()]
+            .send_to(&buf[..t.size], s.addr)
+            .unwrap();
+        held.push(conn);
+    }
+    eprintln!(
+        "3000 Initials sent in {:.2} s",
+        started.elapsed().as_secs_f64()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    // An honest player joins while they are outstanding.
+    assert!(s.honest_snapshots(21, 2.0).await > 30);
+    let peak = s.memory_mb("VmHWM");
+    let retried = s.metric("expel_incoming_total{outcome=\"retried\"}");
+    let accepted = s.metric("expel_incoming_total{outcome=\"accepted\"}");
+    eprintln!(
+        "server memory: {before:.1} MB before, peak {peak:.1} MB; attempts accepted {accepted}, retried {retried}"
+    );
+    assert!(
+        peak < MEMORY_BOUND_MB,
+        "half-open handshakes took it to {peak:.1} MB"
+    );
+    assert!(
+        retried >= 2000.0,
+        "only {retried} attempts were sent a retry"
+    );
+    assert!(accepted < 300.0, "{accepted} handshakes started");
+    // None of them is counted as a failed handshake (they are retries, or timeouts).
+    assert_eq!(s.metric("expel_handshake_failures_total"), 0.0);
+}
+
+/// The in-process test server's limits: short deadlines, so stalls show quickly.
+fn short(c: &mut expel_server::ServerConfig) {
+    c.limits = Limits {
+        write_timeout: Duration::from_secs(1),
+        pending_per_address: 200,
+        pending_total: 400,
+        ..Limits::default()
+    };
+    c.input_timeout = Duration::from_secs(2);
+}
+
+/// An attacker's transport that grants the server `window` bytes of stream credit and,
+/// never reading, no more.
+fn stingy(window: u32) -> quinn::TransportConfig {
+    let mut t = quinn::TransportConfig::default();
+    t.stream_receive_window(window.into());
+    t.receive_window(window.into());
+    t
+}
+
+/// Says hello on a new control stream and reads nothing back; the stream stays open while
+/// the returned halves live.
+async fn hello_unread(
+    c: &quinn::Connection,
+    token: String,
+    have_map: Option<[u8; 32]>,
+) -> (quinn::SendStream, quinn::RecvStream) {
+    let (mut send, recv) = c.open_bi().await.unwrap();
+    let h = ClientControl::Hello {
+        version: VERSION,
+        token,
+        have_map,
+    };
+    send.write_all(&encode_frame(&h)).await.unwrap();
+    (send, recv)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_that_grant_no_credit_are_dropped_and_free_their_slots() {
+    let _serial = SERIAL.lock().await;
+    let (r, _, bytes) = server_with(2, short).await;
+    let m = r.metrics.clone();
+    // 50 connections with forged tokens whose streams take one byte: the refusal cannot
+    // be written, and each is closed within the write timeout all the same.
+    let mut refused = Vec::new();
+    for i in 0..50u32 {
+        let (ep, c) = attacker(r.addr, &r.fingerprint, Some(stingy(1))).await;
+        let streams = hello_unread(&c, token_with(b"forged", 100 + i, now() + 60, 9), None).await;
+        refused.push((ep, c, streams));
+    }
+    for (_, c, _) in &refused {
+        let why = close_reason(c, 6).await;
+        assert!(why.contains("forged"), "{why}");
+    }
+    assert!(
+        m.stalls.load(Relaxed) >= 50,
+        "{} stalls",
+        m.stalls.load(Relaxed)
+    );
+    // Two players that stall the map transfer hold both slots of a two-player server,
+    // and show as clients, until the write timeout ends them; then an honest player joins.
+    let mut stallers = Vec::new();
+    for id in [30, 31] {
+        let (ep, c) = attacker(r.addr, &r.fingerprint, Some(stingy(1024))).await;
+        let streams = hello_unread(&c, token_with(SECRET, id, now() + 60, 1), None).await;
+        stallers.push((ep, c, streams));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(m.clients.load(Relaxed), 2, "the stallers hold both slots");
+    let full = expel_client::connect(r.addr, &options(&r, 32)).await;
+    assert!(
+        matches!(&full, Err(expel_client::ClientError::Refused(why)) if why.contains("full")),
+        "{:?}",
+        full.err()
+    );
+    for (_, c, _) in &stallers {
+        let why = close_reason(c, 5).await;
+        assert!(why.contains("stalled"), "{why}");
+    }
+    let mut o = options(&r, 33);
+    o.token = token_with(SECRET, 33, now() + 60, 2);
+    let joined = expel_client::connect(r.addr, &o).await;
+    assert!(joined.is_ok(), "{:?}", joined.err());
+    drop(joined);
+    // A joined player that accepts exactly the welcome's bytes and falls silent: its
+    // input timeout fires, the kick cannot be written, and it is closed all the same.
+    while m.clients.load(Relaxed) > 0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let have = Some(*blake3::hash(&bytes).as_bytes());
+    let (_ep, probe) = raw(&r, ALPN).await.unwrap();
+    let welcome_len = {
+        let (mut send, mut recv) = probe.open_bi().await.unwrap();
+        let h = ClientControl::Hello {
+            version: VERSION,
+            token: token_with(SECRET, 34, now() + 60, 3),
+            have_map: have,
+        };
+        send.write_all(&encode_frame(&h)).await.unwrap();
+        let mut dec = FrameDecoder::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(f) = dec.next_frame().unwrap() {
+                break 4 + f.len();
+            }
+            let n = recv.read(&mut buf).await.unwrap().unwrap();
+            dec.push(&buf[..n]);
+        }
+    };
+    probe.close(0u32.into(), b"probe done");
+    while m.clients.load(Relaxed) > 0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let kicks = m.kicks.load(Relaxed);
+    let (_ep, silent) = attacker(r.addr, &r.fingerprint, Some(stingy(welcome_len as u32))).await;
+    let _streams = hello_unread(&silent, token_with(SECRET, 35, now() + 60, 4), have).await;
+    let why = close_reason(&silent, 6).await;
+    assert!(why.contains("no input"), "{why}");
+    assert_eq!(m.kicks.load(Relaxed), kicks + 1);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(m.clients.load(Relaxed), 0);
+    assert_eq!(
+        m.players.load(Relaxed),
+        0,
+        "the silent player left the world"
+    );
+    r.shutdown("test over").await;
+}
+
+/// An input datagram: `n` idle commands from `first`.
+fn input(first: u64, n: usize, ack: u64) -> Vec<u8> {
+    encode(&ClientDatagram::Input(InputMsg {
+        ack,
+        first_tick: first,
+        commands: vec![MoveCommand::default(); n],
+        predicted: None,
+        claims: Vec::new(),
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn far_future_ticks_are_refused_and_a_speedhack_after_them_is_still_kicked() {
+    let _serial = SERIAL.lock().await;
+    let (r, _, _) = server(4).await;
+    let m = r.metrics.clone();
+    let (_ep, c, _s) = joined_raw(&r, 40, 1).await;
+    let start = m.ticks.load(Relaxed) + 5;
+    // One datagram at 2^63 (which overflowed the lead arithmetic: a panic in the tick
+    // task), one near 2^64 (which froze the timing check). A third invalid one would
+    // earn the kick by itself; acknowledgements from the future are the validator's
+    // unit test's.
+    c.send_datagram(input(1 << 63, 4, 0).into()).unwrap();
+    c.send_datagram(input(u64::MAX - 40, 4, 0).into()).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ticks = m.ticks.load(Relaxed);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(m.ticks.load(Relaxed) > ticks + 5, "the tick task stopped");
+    assert_eq!(m.violations[6].load(Relaxed), 2, "two invalid datagrams");
+    // Then a clock running 50% fast: still caught, and the player kicked.
+    let began = Instant::now();
+    let kicked = loop {
+        let elapsed = began.elapsed().as_secs_f64();
+        let t = start + (elapsed * 60.0 * 1.5) as u64;
+        if c.send_datagram(input(t, 4, 0).into()).is_err() || elapsed > 20.0 {
+            break c.close_reason();
+        }
+        tokio::time::sleep(Duration::from_millis(16)).await;
+    };
+    let why = format!("{kicked:?}");
+    assert!(
+        why.contains("timing"),
+        "{why} after {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
+    assert!(
+        began.elapsed() < Duration::from_secs(8),
+        "kicked after {:?}",
+        began.elapsed()
+    );
+    assert!(m.violations[4].load(Relaxed) >= 1, "no timing violation");
+    r.shutdown("test over").await;
+}
+
+/// Clients `ids` stand idle for `secs` in a server of `movement`: none may be flagged,
+/// corrected or kicked.
+async fn idle_together(movement: MovementAuthority, ids: [u32; 2], secs: f64) {
+    let (r, _, _) = server_with(8, |c| c.movement = movement).await;
+    let mut tasks = Vec::new();
+    for id in ids {
+        let o = options(&r, id);
+        let addr = r.addr;
+        tasks.push(tokio::spawn(async move {
+            let j = expel_client::connect(addr, &o).await.unwrap();
+            let idle = |_: u64, _: Option<&PlayerState>| Some(MoveCommand::default());
+            let opts = RunOptions {
+                seconds: secs,
+                ..Default::default()
+            };
+            expel_client::run(j, idle, opts).await.unwrap()
+        }));
+    }
+    for t in tasks {
+        let report = t.await.unwrap();
+        assert!(report.ended_by_server.is_none(), "{movement:?}: {report:?}");
+    }
+    let flagged: Vec<_> = ViolationKind::ALL
+        .iter()
+        .zip(&r.metrics.violations)
+        .filter(|(_, v)| v.load(Relaxed) > 0)
+        .map(|(k, v)| (k.name(), v.load(Relaxed)))
+        .collect();
+    assert_eq!(flagged, vec![], "{movement:?}");
+    assert_eq!(r.metrics.corrections.load(Relaxed), 0, "{movement:?}");
+    r.shutdown("test over").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn players_whose_ids_share_a_spawn_point_are_neither_pushed_nor_flagged() {
+    let _serial = SERIAL.lock().await;
+    let n = arena().0.spawns().len() as u32;
+    for movement in [MovementAuthority::Client, MovementAuthority::Server] {
+        idle_together(movement, [10, 10 + n], 3.0).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_refused_because_its_player_is_connected_stays_good() {
+    let _serial = SERIAL.lock().await;
+    let (r, _, _) = server(4).await;
+    let first = expel_client::connect(r.addr, &options(&r, 50))
+        .await
+        .unwrap();
+    let mut second = options(&r, 50);
+    second.token = token_with(SECRET, 50, now() + 60, 77);
+    let why = match expel_client::connect(r.addr, &second).await {
+        Err(expel_client::ClientError::Refused(why)) => why,
+        other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
+    };
+    assert!(why.contains("already connected"), "{why}");
+    drop(first);
+    while r.metrics.clients.load(Relaxed) > 0 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let again = expel_client::connect(r.addr, &second).await;
+    assert!(again.is_ok(), "the same token again: {:?}", again.err());
+    r.shutdown("test over").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http_endpoint_backs_off_at_the_descriptor_limit_and_bounds_viewers() {
+    let _serial = SERIAL.lock().await;
+    let s = Served::start("ulimit -n 256 &&");
+    // 300 idle connections from 30 addresses: past the server's descriptor limit.
+    let idle: Vec<TcpStream> = (0..300)
+        .map(|i| tcp_from([127, 0, 2, 1 + (i % 30) as u8], s.http, None))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cpu = s.cpu_seconds();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let busy = (s.cpu_seconds() - cpu) / 3.0;
+    eprintln!(
+        "server CPU with 300 idle HTTP connections at a 256 descriptor limit: {:.0}%",
+        busy * 100.0
+    );
+    assert!(
+        busy < 0.3,
+        "the server spun at {:.0}% of a core",
+        busy * 100.0
+    );
+    drop(idle);
+    // The head timeout frees what the idle ones held; the endpoint answers again.
+    let (status, _) = http_get(s.http, "/healthz");
+    assert!(status.contains("200"), "{status}");
+    assert!(s.metric("expel_http_accept_errors_total") >= 1.0);
+    // Viewers that never read: only a few seats per address, and they lose them.
+    let viewer = |from: [u8; 4]| {
+        let mut t = tcp_from(from, s.http, Some(4096));
+        write!(t, "GET /live HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        t.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut head = [0u8; 12];
+        t.read_exact(&mut head).unwrap();
+        (String::from_utf8_lossy(&head).into_owned(), t)
+    };
+    let crowd: Vec<(String, TcpStream)> = (0..10).map(|_| viewer([127, 0, 0, 1])).collect();
+    let seated = crowd.iter().filter(|(h, _)| h.contains("200")).count();
+    assert_eq!(seated, 4, "viewers seated from one address");
+    let (other, _keep) = viewer([127, 0, 0, 2]);
+    assert!(other.contains("200"), "{other}");
+    // The four never read: each is dropped once its small buffers fill.
+    let began = Instant::now();
+    while s.metric("expel_live_viewers_dropped_total") < 4.0 {
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "non-reading viewers kept their seats"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    eprintln!(
+        "non-reading viewers dropped after {:.1} s",
+        began.elapsed().as_secs_f64()
+    );
+    let (again, _t) = viewer([127, 0, 0, 1]);
+    assert!(again.contains("200"), "{again}");
+    drop(crowd);
+}

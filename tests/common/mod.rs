@@ -1,0 +1,160 @@
+//! What the networked tests share: the arena server on loopback, tokens, raw QUIC
+//! connections that speak the protocol by hand.
+#![allow(dead_code)] // each test binary uses its own part
+
+use expel_client::{ConnectOptions, Trust};
+use expel_server::{Identity, Running, ServerConfig};
+use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
+use expel_shared::protocol::token::{mint, Claims};
+use expel_shared::protocol::{decode, ClientControl, MovementAuthority, ServerControl, ALPN};
+use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub const SECRET: &[u8] = b"test-secret";
+
+pub const ARENA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/maps/arena.map");
+
+pub fn arena() -> (Arc<Sim>, Arc<Vec<u8>>) {
+    let bytes = std::fs::read(ARENA).unwrap();
+    let map = MapData::parse_any(&bytes).unwrap();
+    let movement = MoveConfig::default().validate().unwrap();
+    let (sim, _) = Sim::from_map(Arc::new(CollisionModel::build(&map)), &map, movement);
+    (Arc::new(sim), Arc::new(bytes))
+}
+
+/// The test servers' configuration: the arena on a loopback port, short timeouts.
+pub fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
+    ServerConfig {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        snapshot_rate: 30,
+        max_players,
+        secret: SECRET.to_vec(),
+        metrics: Some("127.0.0.1:0".parse().unwrap()),
+        interest: 32,
+        client_budget: 32 * 1024,
+        map_name: "arena".into(),
+        map_bytes: bytes,
+        identity: Identity::self_signed().unwrap(),
+        hello_timeout: Duration::from_secs(1),
+        input_timeout: Duration::from_secs(3),
+        movement: MovementAuthority::Server,
+        limits: Default::default(),
+    }
+}
+
+pub async fn server(max_players: usize) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
+    server_with(max_players, |_| {}).await
+}
+
+pub async fn server_with(
+    max_players: usize,
+    change: impl FnOnce(&mut ServerConfig),
+) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
+    let (sim, bytes) = arena();
+    let mut cfg = config(bytes.clone(), max_players);
+    change(&mut cfg);
+    let running = expel_server::start(sim.clone(), cfg).await.unwrap();
+    (running, sim, bytes)
+}
+
+pub fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+pub fn token_with(secret: &[u8], id: u32, expires: u64, n: u8) -> String {
+    let mut nonce = [n; 16];
+    nonce[..4].copy_from_slice(&id.to_le_bytes());
+    mint(
+        secret,
+        &Claims {
+            player_id: id,
+            expires,
+            nonce,
+        },
+    )
+}
+
+pub fn options(r: &Running, id: u32) -> ConnectOptions {
+    ConnectOptions {
+        token: token_with(SECRET, id, now() + 600, 1),
+        trust: Trust::Fingerprint(r.fingerprint.clone()),
+        have_map: None,
+        sim: None,
+    }
+}
+
+pub fn wander(seed: u32) -> impl FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand> {
+    let mut k = seed.wrapping_mul(2_654_435_761);
+    move |t, _| {
+        if t % 90 == 0 {
+            k = k.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+        }
+        Some(MoveCommand::new(1.0, 0.0, 0.0, (k % 360) as f64, 0.0))
+    }
+}
+
+/// A raw QUIC connection with ALPN `alpn`, trusting the server's fingerprint.
+pub async fn raw(r: &Running, alpn: &[u8]) -> Result<(quinn::Endpoint, quinn::Connection), String> {
+    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    let cfg = expel_client::client_config(&Trust::Fingerprint(r.fingerprint.clone()), alpn)
+        .map_err(|e| e.to_string())?;
+    ep.set_default_client_config(cfg);
+    let c = ep
+        .connect(r.addr, "localhost")
+        .map_err(|e| e.to_string())?
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((ep, c))
+}
+
+pub async fn hello(
+    c: &quinn::Connection,
+    version: u16,
+    token: String,
+) -> (quinn::SendStream, ServerControl) {
+    let (mut send, mut recv) = c.open_bi().await.unwrap();
+    let h = ClientControl::Hello {
+        version,
+        token,
+        have_map: None,
+    };
+    send.write_all(&encode_frame(&h)).await.unwrap();
+    let mut dec = FrameDecoder::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(f) = dec.next_frame().unwrap() {
+            return (send, decode("control", &f).unwrap());
+        }
+        let n = recv.read(&mut buf).await.unwrap().unwrap();
+        dec.push(&buf[..n]);
+    }
+}
+
+/// A raw connection that said hello as player `id` and was welcomed.
+pub async fn joined_raw(
+    r: &Running,
+    id: u32,
+    n: u8,
+) -> (quinn::Endpoint, quinn::Connection, quinn::SendStream) {
+    let (ep, c) = raw(r, ALPN).await.unwrap();
+    let (s, reply) = hello(
+        &c,
+        expel_shared::protocol::VERSION,
+        token_with(SECRET, id, now() + 60, n),
+    )
+    .await;
+    assert!(matches!(reply, ServerControl::Welcome(_)), "{reply:?}");
+    (ep, c, s)
+}
+
+/// The reason the server closed `c` with, waiting at most `secs`.
+pub async fn close_reason(c: &quinn::Connection, secs: u64) -> String {
+    let why = tokio::time::timeout(Duration::from_secs(secs), c.closed())
+        .await
+        .unwrap();
+    format!("{why}")
+}
