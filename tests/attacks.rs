@@ -244,7 +244,7 @@ async fn thousands_of_half_open_handshakes_cost_little_and_honest_players_still_
     let _serial = SERIAL.lock().await;
     let s = Served::start("");
     let before = s.memory_mb("VmRSS");
-    // 3,000 Initials (a whole ClientHello each) from 100 loopback addresses, none ever
+    // 5,000 Initials (a whole ClientHello each) from 100 loopback addresses, none ever
     // answered: a QUIC client state machine driven by hand, its replies never read.
     let mut ep = quinn_proto::Endpoint::new(
         Arc::new(quinn_proto::EndpointConfig::default()),
@@ -262,7 +262,7 @@ async fn thousands_of_half_open_handshakes_cost_little_and_honest_players_still_
     let mut held = Vec::new();
     let mut buf = Vec::new();
     let started = Instant::now();
-    for i in 0..3000 {
+    for i in 0..5000 {
         let now = Instant::now();
         let (_, mut conn) = ep.connect(now, cfg.clone(), s.addr, "localhost").unwrap();
         buf.clear();
@@ -273,24 +273,25 @@ async fn thousands_of_half_open_handshakes_cost_little_and_honest_players_still_
         held.push(conn);
     }
     eprintln!(
-        "3000 Initials sent in {:.2} s",
+        "5000 Initials sent in {:.2} s",
         started.elapsed().as_secs_f64()
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
     // An honest player joins while they are outstanding.
     assert!(s.honest_snapshots(21, 2.0).await > 30);
     let peak = s.memory_mb("VmHWM");
-    let retried = s.metric("expel_incoming_total{outcome=\"retried\"}");
-    let accepted = s.metric("expel_incoming_total{outcome=\"accepted\"}");
     eprintln!(
-        "server memory: {before:.1} MB before, peak {peak:.1} MB; attempts accepted {accepted}, retried {retried}"
+        "server memory: {before:.1} MB before, peak {peak:.1} MB under 5000 half-open handshakes"
     );
     assert!(
         peak < MEMORY_BOUND_MB,
         "half-open handshakes took it to {peak:.1} MB"
     );
+    let retried = s.metric("expel_incoming_total{outcome=\"retried\"}");
+    let accepted = s.metric("expel_incoming_total{outcome=\"accepted\"}");
+    eprintln!("attempts accepted {accepted}, retried {retried}");
     assert!(
-        retried >= 2000.0,
+        retried >= 4000.0,
         "only {retried} attempts were sent a retry"
     );
     assert!(accepted < 300.0, "{accepted} handshakes started");

@@ -441,3 +441,63 @@ fn bsp29_and_bsp30_solid_leaves_collide_like_brushes() {
         }
     }
 }
+
+/// Quake text with bytes past 127 in a string (the "gold" letters of Quake's charset in a
+/// `message`) loads, read as Latin-1, with a warning naming the line of the first such byte;
+/// the brushes and the rest of the entity are as in the same map without them.
+#[test]
+fn quake_charset_in_strings_loads_as_latin_1() {
+    let text = |msg: &[u8]| {
+        let mut t = b"{\n\"classname\" \"worldspawn\"\n\"message\" \"".to_vec();
+        t.extend_from_slice(msg);
+        t.extend_from_slice(format!("\"\n{}}}\n", brush("x")).as_bytes());
+        t
+    };
+    let gold = MapData::parse_any(&text(b"The \xc7\xef\xec\xe4 Keep")).unwrap();
+    let plain = MapData::parse_any(&text(b"The Gold Keep")).unwrap();
+    assert_eq!(gold.brush_count(), 1);
+    assert_eq!(gold.brush_count(), plain.brush_count());
+    assert_eq!(
+        gold.entities[0].get("message"),
+        Some("The \u{c7}\u{ef}\u{ec}\u{e4} Keep")
+    );
+    assert!(plain.warnings.is_empty(), "{:?}", plain.warnings);
+    assert_eq!(gold.warnings.len(), 1, "{:?}", gold.warnings);
+    assert_eq!(gold.warnings[0].line, 3);
+    assert!(gold.warnings[0].message.contains("Latin-1"));
+}
+
+/// A brush that loses a face (collinear points) and is no longer closed by the planes left
+/// is dropped with a warning naming its line; it never becomes solid reaching far outside
+/// the map.
+#[test]
+fn a_brush_its_planes_do_not_close_is_dropped() {
+    let good = common::brush(DVec3::splat(-64.0), DVec3::splat(64.0));
+    let mut faces: Vec<&str> = good.lines().collect();
+    assert_eq!(faces.len(), 8, "{good}");
+    // The last face's points made collinear: the face is dropped, the brush left open.
+    faces[6] = "( 0 0 64 ) ( 1 1 64 ) ( 2 2 64 ) t 0 0 0 1 1";
+    let open = faces.join("\n");
+    let text = format!("{{\n\"classname\" \"worldspawn\"\n{good}\n{open}\n}}\n");
+    let map = MapData::parse_map(&text).unwrap();
+    assert_eq!(
+        map.brush_count(),
+        1,
+        "only the closed brush is kept: {:?}",
+        map.warnings
+    );
+    let dropped: Vec<_> = map
+        .warnings
+        .iter()
+        .filter(|w| w.message.contains("brush dropped"))
+        .collect();
+    assert_eq!(dropped.len(), 1, "{:?}", map.warnings);
+    assert_eq!(dropped[0].line, 12, "{:?}", dropped[0]);
+    let model = CollisionModel::build(&map);
+    assert_eq!(model.brushes().len(), 1);
+    let b = model.bounds();
+    assert!(
+        b.min.abs().max_element() <= 64.0 && b.max.abs().max_element() <= 64.0,
+        "{b:?}"
+    );
+}

@@ -5,7 +5,7 @@ use super::mesh::{build_edges, split_t_junctions, RawPolygon, Surface, Welder};
 use super::patch::{self, PATCH_TOLERANCE};
 use super::tree::AxialTree;
 use super::{CollisionModel, Contents, ModelStats, Polygon, SatAxis, SolidBrush};
-use crate::geom::{planes_to_polygons, Aabb, Plane};
+use crate::geom::{planes_to_polygons, Aabb, Plane, MAX_COORD};
 use crate::map::{solidity, Brush, MapData};
 use glam::DVec3;
 
@@ -110,6 +110,13 @@ impl CollisionModel {
                 continue;
             }
             let bounds = Aabb::from_points(faces.iter().flat_map(|(_, w)| w.iter()));
+            // Planes that do not close the brush within the supported coordinates (the
+            // readers drop such brushes with a warning; this holds for any MapData).
+            let beyond = |v: glam::DVec3| !v.is_finite() || v.abs().max_element() > MAX_COORD;
+            if beyond(bounds.min) || beyond(bounds.max) {
+                stats.degenerate_brushes += 1;
+                continue;
+            }
             geoms.push(BrushGeom {
                 planes,
                 faces,

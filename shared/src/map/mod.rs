@@ -237,18 +237,32 @@ impl MapData {
                 )));
             }
         }
-        let text = std::str::from_utf8(bytes).map_err(|e| {
-            let line = bytes[..e.valid_up_to()]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count()
-                + 1;
-            MapError::Syntax {
-                line,
-                message: "map text is not valid UTF-8".into(),
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Self::parse_map(text),
+            Err(e) => {
+                // Quake-era text: bytes past 127 are Quake's charset (the "gold" letters of
+                // a `message`), not UTF-8. Read it byte for byte as Latin-1: every byte is
+                // one character, so the syntax, the numbers and the line count are as the
+                // tools that wrote it saw them.
+                let line = bytes[..e.valid_up_to()]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count()
+                    + 1;
+                let text: String = bytes.iter().map(|&b| char::from(b)).collect();
+                let mut map = Self::parse_map(&text)?;
+                map.warnings.insert(
+                    0,
+                    MapWarning {
+                        line,
+                        message: format!(
+                            "line {line}: map text is not UTF-8; read as Latin-1 (Quake's charset in strings)"
+                        ),
+                    },
+                );
+                Ok(map)
             }
-        })?;
-        Self::parse_map(text)
+        }
     }
 
     /// Brushes that are solid world geometry, by [`solidity::is_world_solid`].

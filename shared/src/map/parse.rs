@@ -11,7 +11,7 @@
 //! fields (numbers, Valve's `[ ... ]` axes, Quake 3's trailing flags) up to the next face.
 
 use super::{Brush, Entity, Face, MapData, MapError, MapWarning, Patch, MAX_BRUSH_FACES};
-use crate::geom::{Plane, MAX_COORD};
+use crate::geom::{planes_to_polygons, Plane, MAX_COORD};
 use glam::DVec3;
 
 struct Lexer<'a> {
@@ -273,6 +273,7 @@ pub(super) fn parse(text: &str) -> Result<MapData, MapError> {
             match parse_brush(&mut lx)? {
                 Part::Brush(b) => loose.brushes.push(b),
                 Part::Patch(p) => loose.patches.push(p),
+                Part::Dropped => {}
             }
             lx.warn(
                 line,
@@ -297,6 +298,7 @@ pub(super) fn parse(text: &str) -> Result<MapData, MapError> {
                 Some(b'{') => match parse_brush(&mut lx)? {
                     Part::Brush(b) => ent.brushes.push(b),
                     Part::Patch(p) => ent.patches.push(p),
+                    Part::Dropped => {}
                 },
                 Some(b'}') => {
                     lx.pos += 1;
@@ -338,6 +340,8 @@ pub(super) fn parse(text: &str) -> Result<MapData, MapError> {
 enum Part {
     Brush(Brush),
     Patch(Patch),
+    /// A brush left out, with a warning.
+    Dropped,
 }
 
 /// Parses one `{ ... }` inside an entity: a brush (either grammar) or a patch.
@@ -382,7 +386,33 @@ fn parse_brush(lx: &mut Lexer) -> Result<Part, MapError> {
             ),
         });
     }
+    if let Some(far) = outside_range(&faces) {
+        lx.warn(
+            line,
+            format!(
+                "line {line}: brush is not closed within ±{MAX_COORD} by its planes (a corner at {far:?}: a face dropped, or a brush open or far outside the map); brush dropped"
+            ),
+        );
+        return Ok(Part::Dropped);
+    }
     Ok(Part::Brush(Brush { faces, line }))
+}
+
+/// A corner of the region the faces' planes enclose that lies beyond the supported
+/// coordinates, if there is one: the planes do not bound the brush (a face was dropped,
+/// or the brush was written open), or it lies far outside any map. Solid must never reach
+/// past ±[`MAX_COORD`]. Brushes of fewer than four faces enclose no volume and are left
+/// to the collision build, which counts them as degenerate.
+fn outside_range(faces: &[Face]) -> Option<[f64; 3]> {
+    if faces.len() < 4 {
+        return None;
+    }
+    let planes: Vec<Plane> = faces.iter().map(|f| f.plane).collect();
+    planes_to_polygons(&planes, 0.0)
+        .iter()
+        .flat_map(|(_, w)| w.iter())
+        .find(|p| !p.is_finite() || p.abs().max_element() > MAX_COORD)
+        .map(|p| p.to_array())
 }
 
 /// Faces up to (not including) the closing `}`.
