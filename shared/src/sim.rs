@@ -243,8 +243,6 @@ pub struct Sim {
     spawns: Vec<DVec3>,
     /// Players whose origin leaves this box are respawned.
     arena: Aabb,
-    /// The validator's contact probes, built once.
-    pub(crate) contact: crate::validate::ContactHulls,
 }
 
 impl Sim {
@@ -270,7 +268,6 @@ impl Sim {
         };
         let limit = DVec3::splat(MAX_COORD);
         Sim {
-            contact: crate::validate::ContactHulls::new(&movement),
             map,
             movement,
             movers,

@@ -127,12 +127,14 @@ pub struct TickView<'a> {
 impl Sim {
     /// Judges `claim`, the state player `id` says it reached this tick, against `prev`:
     /// its last accepted state, after this tick's mover phase.
-    pub fn check_claim(
+    /// `probes` are the player's contact probes for this movement ([`ContactHulls`]).
+    fn check_claim(
         &self,
         id: PlayerId,
         prev: &PlayerState,
         claim: &PlayerState,
         view: TickView<'_>,
+        probes: &ContactHulls,
         s: &mut SimScratch,
     ) -> ClaimOutcome {
         let TickView {
@@ -237,7 +239,7 @@ impl Sim {
             .any(|h| ground_sweep(&mut col, h, start, v, cfg).1.is_some());
         // Landing turns a fall's speed along the ground, which may be level or up a slope.
         let landing = claim.on_ground() && !grounded;
-        let probe = |floor| self.contact.probe(claim.crouched(), floor);
+        let probe = |floor| probes.probe(claim.crouched(), floor);
         let contact = unstuck || landing || touching(&mut col, probe(false), start, c);
         // For gravity, a floor under the player counts too (it stops a fall without
         // giving ground, at an edge or on a steep face).
@@ -311,7 +313,7 @@ impl Sim {
                 at_rest(prev.origin),
             );
         }
-        let feet = self.contact.ground(claim.crouched());
+        let feet = probes.ground(claim.crouched());
         if claim.on_ground()
             && !has_ground(&mut col, hull_c, c, cfg)
             && !has_ground(&mut col, feet, c, cfg)
@@ -389,14 +391,14 @@ fn friction(v: DVec3, stop_speed: f64, drop_rate: f64) -> DVec3 {
 /// level by a rounding step, for the ground test (a tick can end with the hull's corner a
 /// hair over a ledge that rounding the position then leaves).
 #[derive(Debug)]
-pub(crate) struct ContactHulls {
+struct ContactHulls {
     stand: [Hull; 3],
     crouch: [Hull; 3],
 }
 
 impl ContactHulls {
     /// The probes for `movement`'s hulls.
-    pub(crate) fn new(movement: &crate::movement::Movement) -> ContactHulls {
+    fn new(movement: &crate::movement::Movement) -> ContactHulls {
         let grow = |h: &Hull, floor: bool| {
             let b = h.bounds().expand(CONTACT);
             let min = if floor {
@@ -555,6 +557,19 @@ impl Sim {
         claims: &BTreeMap<PlayerId, TickClaim>,
         s: &mut SimScratch,
     ) -> Vec<ClaimReport> {
+        let probes = ContactHulls::new(self.movement());
+        self.step_claims_with(&probes, world, claims, s)
+    }
+
+    /// [`Sim::step_claims`] with the contact probes built beforehand (a validator that
+    /// judges one tick per call keeps them).
+    fn step_claims_with(
+        &self,
+        probes: &ContactHulls,
+        world: &mut WorldState,
+        claims: &BTreeMap<PlayerId, TickClaim>,
+        s: &mut SimScratch,
+    ) -> Vec<ClaimReport> {
         self.advance_movers(world, s);
         let tick = world.tick.wrapping_add(1);
         let mut poses = Vec::new();
@@ -577,7 +592,7 @@ impl Sim {
                     others: &others,
                     span: claim.span,
                 };
-                self.check_claim(*id, &prev, &claim.state, view, s)
+                self.check_claim(*id, &prev, &claim.state, view, probes, s)
             });
             if let Some(o) = &outcome {
                 slot.state = o.state;
@@ -595,6 +610,7 @@ impl Sim {
 pub struct ClaimValidator {
     world: WorldState,
     scratch: SimScratch,
+    probes: ContactHulls,
 }
 
 /// The player id the standalone validator uses (as `expel sim` does).
@@ -608,6 +624,7 @@ impl ClaimValidator {
         Ok(ClaimValidator {
             world,
             scratch: SimScratch::new(),
+            probes: ContactHulls::new(sim.movement()),
         })
     }
 
@@ -625,7 +642,8 @@ impl ClaimValidator {
                 span: 1,
             },
         )]);
-        let reports = sim.step_claims(&mut self.world, &claims, &mut self.scratch);
+        let reports =
+            sim.step_claims_with(&self.probes, &mut self.world, &claims, &mut self.scratch);
         // The player never leaves this world, so its claim is always judged.
         let judged = reports.into_iter().find_map(|r| r.outcome);
         judged.unwrap_or_else(|| ClaimOutcome {

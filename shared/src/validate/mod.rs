@@ -26,7 +26,6 @@
 
 mod claims;
 
-pub(crate) use claims::ContactHulls;
 pub use claims::{
     claim_from_values, ClaimOutcome, ClaimReport, ClaimValidator, TickClaim, TickView, MAX_SPAN,
 };
