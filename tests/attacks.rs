@@ -17,8 +17,7 @@ use expel_shared::protocol::{
 };
 use expel_shared::validate::ViolationKind;
 use expel_shared::{MoveCommand, PlayerState};
-use serde_json::Value;
-use std::io::{BufRead, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering::Relaxed;
@@ -69,11 +68,7 @@ impl Served {
             .stderr(Stdio::null())
             .spawn()
             .expect("run expel serve");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        let v = ready_line(&mut child);
         Served {
             child,
             addr: v["listening"].as_str().unwrap().parse().unwrap(),

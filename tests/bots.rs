@@ -1,8 +1,10 @@
 //! `expel bots` against `expel serve`, both the real binaries over loopback QUIC: the
 //! report's contract, honest prediction, and every cheater caught.
 
+mod common;
+
+use common::ready_line;
 use serde_json::Value;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
@@ -35,11 +37,7 @@ fn serve(dir: &Path, secret: &str) -> (Killed, Value) {
         .stderr(log)
         .spawn()
         .expect("run expel serve");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+    let v = ready_line(&mut child);
     (Killed(child), v)
 }
 

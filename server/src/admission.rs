@@ -134,7 +134,7 @@ impl PerAddress {
         })
     }
 
-    /// (held in all, held from `ip`).
+    /// (held in all, held from `ip`); a poisoned count reads as full.
     pub fn held(&self, ip: IpAddr) -> (usize, usize) {
         self.counts.lock().map_or((usize::MAX, usize::MAX), |c| {
             (c.total, c.by_address.get(&ip).copied().unwrap_or(0))
@@ -143,7 +143,7 @@ impl PerAddress {
 
     /// Held in all.
     pub fn total(&self) -> usize {
-        self.held(IpAddr::from([0, 0, 0, 0])).0
+        self.counts.lock().map_or(usize::MAX, |c| c.total)
     }
 }
 

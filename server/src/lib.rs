@@ -277,8 +277,8 @@ async fn accept_loop(
                     }
                 }
             }
-            // Reap finished connection tasks (a JoinSet keeps them until joined); a panic
-            // is a bug, logged and counted where the task's player is cleaned up.
+            // Reap finished connection tasks (a JoinSet keeps them until joined). A panic
+            // is a bug: logged here; the task's guards gave back its slot and admission.
             Some(done) = conns.join_next(), if !conns.is_empty() => {
                 if let Err(e) = done {
                     if e.is_panic() {
@@ -904,6 +904,7 @@ async fn connection(
     };
     // Joined: it now counts against the player slots, no longer against admission.
     drop(pending);
+    m.pending.store(shared.admission.pending() as u64, Relaxed);
     let sending_map = have_map != Some(shared.map_hash);
     let welcome = Welcome {
         player_id: id,

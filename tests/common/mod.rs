@@ -158,3 +158,14 @@ pub async fn close_reason(c: &quinn::Connection, secs: u64) -> String {
         .unwrap();
     format!("{why}")
 }
+
+/// The one JSON line `expel serve` prints once it accepts connections, read from the
+/// child's piped stdout.
+pub fn ready_line(child: &mut std::process::Child) -> serde_json::Value {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout piped"))
+        .read_line(&mut line)
+        .unwrap();
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+}
