@@ -52,7 +52,8 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, live: Arc<Live>
             }
         };
         backoff = Duration::from_millis(10);
-        let Some(held) = open.take(from.ip(), PER_ADDRESS, MAX_CONNECTIONS) else {
+        // The total is the semaphore's (past it, connections wait in the backlog).
+        let Some(held) = open.take(from.ip(), PER_ADDRESS, usize::MAX) else {
             metrics.http_refused.fetch_add(1, Relaxed);
             continue; // dropped: closed at once
         };
