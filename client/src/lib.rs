@@ -11,14 +11,12 @@
 pub mod bots;
 #[cfg(feature = "cheats")]
 mod cheats;
-mod interp;
-mod predict;
 mod tls;
 
 #[cfg(feature = "cheats")]
 pub use cheats::{CheatState, Cheats};
-pub use interp::Interpolator;
-pub use predict::{PredictStats, Predictor};
+pub use expel_shared::protocol::interp::Interpolator;
+pub use expel_shared::protocol::predict::{PredictStats, Predictor};
 pub use tls::{client_config, Trust};
 
 use bytes::Bytes;

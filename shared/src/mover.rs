@@ -5,7 +5,9 @@
 //! through the pivot). Its state is integer (progress in 1/256 units or degrees, and a
 //! wait timer in ticks), so every client advances it exactly as the server does.
 
-use crate::collision::{hull::Hull, CollisionModel, Contents, Sweep, Target, TraceScratch};
+use crate::collision::{
+    hull::Hull, CollisionModel, Contents, Sweep, Target, TraceScratch, ROTATED_KEPT,
+};
 use crate::geom::{axis_angle, radians, Aabb, Plane, MAX_COORD};
 use crate::map::{solidity, Brush, Entity, Face, MapData, MapWarning, Patch};
 use glam::{DQuat, DVec3};
@@ -532,17 +534,6 @@ impl Mover {
         n
     }
 
-    /// The hull as the mover's frame sees it when the mover is turned by `q` (`None`: not
-    /// turned, use the hull as it is).
-    pub fn local_hull(&self, hull: &Hull, q: DQuat) -> Option<Hull> {
-        if q == DQuat::IDENTITY {
-            return None;
-        }
-        let inv = q.inverse();
-        let pts: Vec<DVec3> = hull.vertices().iter().map(|v| inv * *v).collect();
-        Hull::convex(&pts).ok()
-    }
-
     /// A world point in the mover's frame at `pose`.
     pub fn to_local(&self, p: DVec3, pose: &Pose) -> DVec3 {
         pose.rotation.inverse() * (p - self.pivot - pose.offset)
@@ -565,10 +556,10 @@ impl Mover {
         pose: &Pose,
         s: &mut TraceScratch,
     ) -> Sweep {
-        let lh = self.local_hull(hull, pose.rotation);
-        let h = lh.as_ref().unwrap_or(hull);
         let (a, b) = (self.to_local(start, pose), self.to_local(end, pose));
-        let t = self.model.sweep(h, a, b, Contents::ALL, s);
+        let t = with_local_hull(hull, pose.rotation, s, |h, s| {
+            self.model.sweep(h, a, b, Contents::ALL, s)
+        });
         Sweep {
             fraction: t.fraction,
             end: if t.hit.is_some() {
@@ -593,10 +584,54 @@ impl Mover {
     /// Whether `hull` at `pos` overlaps the mover standing at `pose`.
     pub fn overlaps(&self, hull: &Hull, pos: DVec3, pose: &Pose, s: &mut TraceScratch) -> bool {
         let lp = self.to_local(pos, pose);
-        match self.local_hull(hull, pose.rotation) {
-            Some(h) => self.model.position_solid(&h, lp, Contents::ALL, s),
-            None => self.model.position_solid(hull, lp, Contents::ALL, s),
+        with_local_hull(hull, pose.rotation, s, |h, s| {
+            self.model.position_solid(h, lp, Contents::ALL, s)
+        })
+    }
+}
+
+/// Runs `f` with `hull` as a frame turned by `q` sees it (the hull itself when `q` is no
+/// turn, or when the turned hull cannot be built), reusing the one kept in `s` when it is
+/// the same hull at the same angle.
+fn with_local_hull<R>(
+    hull: &Hull,
+    q: DQuat,
+    s: &mut TraceScratch,
+    f: impl FnOnce(&Hull, &mut TraceScratch) -> R,
+) -> R {
+    if q == DQuat::IDENTITY {
+        return f(hull, s);
+    }
+    let bits = q.to_array().map(f64::to_bits);
+    let kept = &mut s.rotated;
+    let found = kept
+        .kept
+        .iter()
+        .position(|(b, src, _)| *b == bits && src.as_slice() == hull.vertices());
+    let slot = match found {
+        Some(i) => i,
+        None => {
+            let inv = q.inverse();
+            let pts: Vec<DVec3> = hull.vertices().iter().map(|v| inv * *v).collect();
+            let entry = (bits, hull.vertices().to_vec(), Hull::convex(&pts).ok());
+            if kept.kept.len() < ROTATED_KEPT {
+                kept.kept.push(entry);
+                kept.kept.len() - 1
+            } else {
+                let i = kept.next;
+                kept.next = (i + 1) % ROTATED_KEPT;
+                kept.kept[i] = entry;
+                i
+            }
         }
+    };
+    match s.rotated.kept[slot].2.take() {
+        Some(h) => {
+            let r = f(&h, s);
+            s.rotated.kept[slot].2 = Some(h);
+            r
+        }
+        None => f(hull, s),
     }
 }
 

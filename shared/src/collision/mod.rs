@@ -22,6 +22,7 @@ mod validate;
 
 pub use cache::CacheError;
 pub use mesh::Edge;
+pub(crate) use trace::ROTATED_KEPT;
 pub use trace::{Region, TraceScratch};
 pub use validate::ModelError;
 

@@ -43,7 +43,24 @@ pub struct TraceScratch {
     lead_edges: Vec<u8>,
     vert_moment: Vec<DVec3>,
     pub(super) candidates: Vec<u32>,
+    /// Hulls turned into rotated movers' frames, kept (see [`RotatedHulls`]).
+    pub(crate) rotated: RotatedHulls,
 }
+
+/// Hulls as turned movers' frames see them, kept between queries: every sweep of a player
+/// tick meets a rotator at the same angle, and a client's replay of its unacknowledged
+/// ticks meets the same angles again; building a hull is far dearer than finding it.
+#[derive(Default, Debug)]
+pub(crate) struct RotatedHulls {
+    /// (rotation bits, source hull's vertices, the turned hull or `None` when it could
+    /// not be built), replaced oldest first.
+    pub(crate) kept: Vec<([u64; 4], Vec<DVec3>, Option<crate::collision::hull::Hull>)>,
+    /// The next slot to replace once full.
+    pub(crate) next: usize,
+}
+
+/// Turned hulls kept per scratch: a replay's ticks times the rotators and hull sizes.
+pub(crate) const ROTATED_KEPT: usize = 64;
 
 #[derive(Clone, Copy, Debug)]
 struct PolyEdge {

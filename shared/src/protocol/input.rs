@@ -38,7 +38,9 @@ pub struct InputBuffer {
     /// The last tick whose command was applied (0: none yet).
     last_applied: u64,
     missed: BTreeSet<u64>,
-    started: bool,
+    /// The earliest tick a command was received for: ticks before it are not missing,
+    /// the client had not started.
+    first: Option<u64>,
     /// Smallest lead (command tick minus server tick) seen since [`InputBuffer::take_lead`].
     lead: Option<i64>,
     /// What the buffer saw.
@@ -72,13 +74,13 @@ impl InputBuffer {
                 self.stats.duplicate += 1;
             } else {
                 self.stats.received += 1;
-                self.started = true;
+                self.first = Some(self.first.map_or(t, |f| f.min(t)));
             }
         }
     }
 
     /// The command for `tick`, if it arrived in time. A tick without one counts as missing
-    /// once the client has started sending (before that it is simply idle).
+    /// from the client's first command on (before that it is simply idle).
     pub fn take(&mut self, tick: u64) -> Option<MoveCommand> {
         // Anything older than this tick can no longer be applied.
         while let Some((&t, _)) = self.pending.first_key_value() {
@@ -96,7 +98,7 @@ impl InputBuffer {
                 Some(c)
             }
             None => {
-                if self.started {
+                if self.first.is_some_and(|f| f <= tick) {
                     self.stats.missing += 1;
                     self.missed.insert(tick);
                     while self.missed.len() > MISSING_MEMORY {
@@ -152,11 +154,15 @@ mod tests {
         assert_eq!(b.stats.received, 4);
         assert_eq!(b.stats.duplicate, 2);
         assert_eq!(b.take(2), None);
-        assert_eq!(b.stats.missing, 1);
+        assert_eq!(
+            b.stats.missing, 0,
+            "tick 2 is before the client's first command"
+        );
         for t in 3..=6 {
             assert!(b.take(t).is_some());
         }
         assert_eq!(b.take(7), None);
+        assert_eq!(b.stats.missing, 1);
         b.receive(&msg(7, 1), 7); // tick 7 already passed: late
         b.receive(&msg(5, 1), 7); // applied long ago: a redundant copy
         assert_eq!(b.stats.late, 1);

@@ -16,9 +16,15 @@
 //!   players and the movers near it as per-entity deltas with changed-field masks against
 //!   the newest snapshot the client acknowledged ([`snapshot`]).
 
+pub mod client;
+pub mod conditioner;
 pub mod frame;
 pub mod input;
+pub mod interp;
 mod messages;
+pub mod predict;
+pub mod server;
+pub mod simnet;
 pub mod snapshot;
 pub mod token;
 

@@ -356,6 +356,19 @@ impl Sim {
             } else {
                 at_rest(prev.origin)
             };
+            // Only another player in the way is a correction, not a cheat: the client
+            // could not know where that player went since its last snapshot.
+            let by_players = !others.is_empty() && {
+                let mut bare = self.collider(around, poses, &[], s);
+                reachable(&mut bare, hull_c, start, c, cfg.step_height).is_ok()
+            };
+            if by_players {
+                return ClaimOutcome {
+                    state,
+                    accepted: false,
+                    violation: None,
+                };
+            }
             return verdict(
                 ViolationKind::Blocked,
                 format!(

@@ -4,10 +4,10 @@
 //! has not yet applied. A prediction that differed from the server is a correction; the
 //! visual error it leaves is smoothed away over a few frames.
 
-use expel_shared::mover::MoverState;
-use expel_shared::protocol::snapshot::Snapshot;
-use expel_shared::sim::PlayerSlot;
-use expel_shared::{MoveCommand, PlayerState, Sim, SimScratch, WorldState};
+use super::snapshot::Snapshot;
+use crate::mover::MoverState;
+use crate::sim::PlayerSlot;
+use crate::{Aabb, MoveCommand, PlayerState, Sim, SimScratch, WorldState};
 use glam::DVec3;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,6 +16,10 @@ use std::sync::Arc;
 const KEEP: u64 = 512;
 /// Fraction of the remaining visual error removed per rendered frame.
 const SMOOTHING: f64 = 0.25;
+/// How near our predicted path another player must come before a snapshot's news of it
+/// can change the path (units): a player box's width and height, a step and the ground
+/// probe, with room to spare.
+const PLAYER_REACH: f64 = 128.0;
 
 /// Prediction statistics.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -40,6 +44,10 @@ pub struct Predictor {
     predicted: BTreeMap<u64, PlayerState>,
     /// Predicted ticks whose move touched another player (as the snapshot showed them).
     touched: BTreeMap<u64, ()>,
+    /// The movers as predicted after each tick.
+    movers_at: BTreeMap<u64, Vec<MoverState>>,
+    /// Snapshots whose replay was skipped because it could change nothing.
+    pub replays_skipped: u64,
     /// The world at the newest predicted tick (others held where the snapshot showed them).
     world: WorldState,
     /// The newest snapshot's tick.
@@ -63,6 +71,8 @@ impl Predictor {
             commands: BTreeMap::new(),
             predicted: BTreeMap::new(),
             touched: BTreeMap::new(),
+            movers_at: BTreeMap::new(),
+            replays_skipped: 0,
             world,
             base_tick: 0,
             scratch: SimScratch::new(),
@@ -103,6 +113,7 @@ impl Predictor {
         keep_recent(&mut self.commands, t);
         keep_recent(&mut self.predicted, t);
         keep_recent(&mut self.touched, t);
+        keep_recent(&mut self.movers_at, t);
         if !self.ready() {
             return None;
         }
@@ -123,6 +134,7 @@ impl Predictor {
                 break; // our player is not in the world
             };
             self.predicted.insert(next, r.state);
+            self.movers_at.insert(next, self.world.movers.clone());
             if r.events.touched.any_player() {
                 self.touched.insert(next, ());
             } else {
@@ -172,6 +184,19 @@ impl Predictor {
             self.stats.corrections += 1;
             self.stats.max_correction = self.stats.max_correction.max(c);
         }
+        if correction.is_none() && self.replay_changes_nothing(snap) {
+            // Our state for the tick matches, and nothing the snapshot tells can reach
+            // the ticks predicted since: replaying them would give the same states.
+            self.replays_skipped += 1;
+            self.base_tick = snap.tick;
+            for (i, m) in &snap.movers {
+                if let Some(slot) = self.movers.get_mut(*i as usize) {
+                    *slot = *m;
+                }
+            }
+            self.set_others(snap);
+            return None;
+        }
         // The server's world at the snapshot's tick, as far as we see it.
         for (i, m) in &snap.movers {
             if let Some(slot) = self.movers.get_mut(*i as usize) {
@@ -214,6 +239,79 @@ impl Predictor {
             }
         }
         correction
+    }
+
+    /// Takes a snapshot that leaves our own path standing (a trusted client's, when the
+    /// server corrected nothing): the other players move to where it shows them, for the
+    /// ticks still to predict, and nothing already predicted changes. Claims already sent
+    /// must stay one consistent chain.
+    pub fn observe(&mut self, snap: &Snapshot) {
+        if snap.tick <= self.base_tick {
+            self.stats.stale += 1;
+            return;
+        }
+        self.stats.snapshots += 1;
+        self.base_tick = snap.tick;
+        self.set_others(snap);
+    }
+
+    /// The other players where the snapshot shows them, for the ticks still to predict.
+    fn set_others(&mut self, snap: &Snapshot) {
+        let me = self.id;
+        self.world.players.retain(|id, _| *id == me);
+        for (id, p) in &snap.players {
+            if *id != me {
+                let slot = PlayerSlot {
+                    state: *p,
+                    last_command: MoveCommand::default(),
+                };
+                self.world.players.insert(*id, slot);
+            }
+        }
+    }
+
+    /// Whether replaying the ticks after `snap` (whose own state matched) would predict
+    /// exactly what is predicted now. It would when the movers in the snapshot stand as
+    /// predicted, and no other player, where we held it or where the snapshot shows it,
+    /// comes near our path since or stands in a mover's trigger (a door it opens could
+    /// reach us). Otherwise the replay runs: this only saves work, it never guesses.
+    fn replay_changes_nothing(&self, snap: &Snapshot) -> bool {
+        let Some(movers) = self.movers_at.get(&snap.tick) else {
+            return false;
+        };
+        let merged_equal = snap
+            .movers
+            .iter()
+            .all(|(i, m)| movers.get(*i as usize) == Some(m));
+        let rest_equal = movers
+            .iter()
+            .enumerate()
+            .all(|(i, m)| snap.movers.contains_key(&(i as u32)) || self.movers.get(i) == Some(m));
+        if !merged_equal || !rest_equal {
+            return false;
+        }
+        let path: Vec<_> = self
+            .predicted
+            .range(snap.tick..)
+            .map(|(_, p)| p.origin())
+            .collect();
+        if path.is_empty() {
+            return false;
+        }
+        let near = Aabb::from_points(&path).expand(PLAYER_REACH);
+        let triggers: Vec<Aabb> = self.sim.movers().iter().map(|m| m.trigger).collect();
+        let me = self.id;
+        let held = self
+            .world
+            .players
+            .iter()
+            .filter(|(id, _)| **id != me)
+            .map(|(_, p)| p.state.origin());
+        let shown = snap.players.values().map(|p| p.origin());
+        held.chain(shown).all(|o| {
+            let b = Aabb::from_points(&[o]).expand(PLAYER_REACH);
+            !b.overlaps(&near) && !triggers.iter().any(|t| t.overlaps(&b))
+        })
     }
 
     /// The predicted origin at the newest tick.

@@ -2,7 +2,7 @@
 //! between the two snapshots around that moment, so they move smoothly however snapshots
 //! arrive.
 
-use expel_shared::protocol::snapshot::Snapshot;
+use super::snapshot::Snapshot;
 use glam::DVec3;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -57,7 +57,7 @@ impl Interpolator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use expel_shared::PlayerState;
+    use crate::PlayerState;
 
     fn snap(tick: u64, x: f64) -> Snapshot {
         let mut players = BTreeMap::new();

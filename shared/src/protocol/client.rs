@@ -1,0 +1,727 @@
+//! The client's side of the protocol as a state machine: no sockets, no clock, no async.
+//!
+//! A shell (the `expel-client` crate over quinn, or a test's simulated network) feeds it
+//! the control stream's bytes ([`Client::handle_control`]), datagrams
+//! ([`Client::handle_datagram`]) and the passing of time ([`Client::handle_timeout`], due at
+//! [`Client::poll_timeout`]); the game gives it this frame's input ([`Client::input`]). It
+//! says hello, takes the welcome and the map (building the [`Sim`] from it), keeps its tick
+//! ahead of the server's by the path's delay plus a small buffer (steering its tick period,
+//! never stepping back), sends each tick's command with the previous few, predicts its own
+//! player ([`Predictor`]), reconciles each snapshot and interpolates the others
+//! ([`Interpolator`]). What to send comes out of [`Client::poll_output`], what happened
+//! out of [`Client::poll_event`].
+
+use super::frame::{encode_frame, FrameDecoder};
+use super::interp::Interpolator;
+use super::predict::{PredictStats, Predictor};
+use super::snapshot::{Snapshot, SnapshotDecoder};
+use super::{
+    decode, encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl,
+    Welcome, CLOSE_KICKED, INPUT_REDUNDANCY, MAX_MAP_BYTES, VERSION,
+};
+use crate::collision::CollisionModel;
+use crate::map::MapData;
+use crate::movement::{MoveCommand, PlayerState};
+use crate::mover::MoverState;
+use crate::sim::{PlayerId, Sim};
+use glam::DVec3;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Round trip assumed before any is measured.
+const FIRST_RTT: f64 = 0.05;
+/// Ticks stepped at most per [`Client::handle_timeout`]; a game that stopped calling
+/// for longer resumes from now (the steering then catches the server up).
+const MAX_CATCH_UP: u32 = 32;
+/// Send instants remembered per command tick, for the round-trip estimate.
+const SENT_KEPT: usize = 256;
+
+/// How a client plays.
+#[derive(Clone, Debug)]
+pub struct ClientSettings {
+    /// The connect token.
+    pub token: String,
+    /// A map the client already has (the server sends its map otherwise).
+    pub have_map: Option<Arc<Vec<u8>>>,
+    /// A simulation of `have_map` to reuse (many bots in one process share one), used
+    /// when the server's map and movement settings match it.
+    pub sim: Option<Arc<Sim>>,
+    /// Ticks the client stays ahead of the server beyond the path's delay.
+    pub buffer_ticks: f64,
+    /// Ticks behind the newest snapshot that other players are drawn.
+    pub interpolation_ticks: f64,
+}
+
+impl ClientSettings {
+    /// Settings for `token`, with no map of its own.
+    pub fn new(token: impl Into<String>) -> Self {
+        ClientSettings {
+            token: token.into(),
+            have_map: None,
+            sim: None,
+            buffer_ticks: 2.0,
+            interpolation_ticks: 4.0,
+        }
+    }
+}
+
+/// What the shell must send.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClientOutput {
+    /// Bytes for the control stream.
+    Control(Vec<u8>),
+    /// One datagram.
+    Datagram(Vec<u8>),
+}
+
+/// What happened.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClientEvent {
+    /// The server accepted us; the map follows when `sending_map`.
+    Welcomed {
+        /// Our player.
+        player: PlayerId,
+        /// Whether the map is coming.
+        sending_map: bool,
+    },
+    /// The map is here and the simulation built: we are playing.
+    Joined {
+        /// Our player.
+        player: PlayerId,
+    },
+    /// A snapshot differed from our prediction for its tick.
+    Corrected {
+        /// The snapshot's tick.
+        tick: u64,
+        /// How far off we were, in units.
+        distance: f64,
+    },
+    /// The session ended.
+    Ended(End),
+}
+
+/// How a session ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum End {
+    /// The server refused the hello.
+    Refused(String),
+    /// The server removed us (cheating, silence, a bad message).
+    Kicked(String),
+    /// The server is shutting down.
+    Shutdown(String),
+    /// We said goodbye.
+    Left(String),
+    /// The server broke the protocol (or sent a map we cannot use).
+    Protocol(String),
+    /// The transport went away.
+    Disconnected(String),
+}
+
+impl End {
+    /// The reason, whatever the kind.
+    pub fn reason(&self) -> &str {
+        match self {
+            End::Refused(r)
+            | End::Kicked(r)
+            | End::Shutdown(r)
+            | End::Left(r)
+            | End::Protocol(r)
+            | End::Disconnected(r) => r,
+        }
+    }
+
+    /// Whether the server ended it (a refusal, kick or shutdown).
+    pub fn by_server(&self) -> bool {
+        matches!(self, End::Refused(_) | End::Kicked(_) | End::Shutdown(_))
+    }
+}
+
+/// Where the session stands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Status {
+    /// Hello sent; waiting for the welcome.
+    Connecting,
+    /// Welcomed; the map is arriving.
+    ReceivingMap,
+    /// In the world.
+    Playing,
+    /// Over.
+    Ended(End),
+}
+
+/// What the session measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClientStats {
+    /// Ticks predicted and sent.
+    pub ticks: u64,
+    /// Prediction: snapshots, corrections, the largest correction.
+    pub predict: PredictStats,
+    /// Corrections that neither the server's contact with another player, nor a command
+    /// it lacked, nor our own contact with one explains: the prediction itself was wrong.
+    pub unexplained_corrections: u64,
+    /// Snapshots that never arrived (gaps in the server's snapshot ticks).
+    pub snapshots_lost: u64,
+    /// Longest stretch of server ticks between two snapshots received.
+    pub max_snapshot_gap: u64,
+    /// Whether the last snapshot matched the prediction for its tick exactly.
+    pub final_match: bool,
+    /// The last snapshot's state of our player.
+    pub final_state: Option<PlayerState>,
+    /// The newest tick on which the server's move of our player touched another player
+    /// (0: never).
+    pub last_contact: u64,
+    /// The farthest east (largest x) the server ever held our player.
+    pub max_server_x: Option<f64>,
+    /// The round trip, seconds (the transport's, or measured from our commands' echo).
+    pub rtt: f64,
+    /// How early our commands reach the server, in ticks (the newest snapshot's word).
+    pub input_lead: Option<i32>,
+    /// Datagrams received.
+    pub datagrams_in: u64,
+    /// Datagrams sent.
+    pub datagrams_out: u64,
+    /// Datagram bytes received.
+    pub bytes_in: u64,
+    /// Datagram bytes sent.
+    pub bytes_out: u64,
+    /// Datagrams that did not decode.
+    pub malformed: u64,
+}
+
+/// A test's way to make a client misbehave, for proving that a server catches it: it may
+/// rewrite each input message before it is sent, and override the tick period. A game's
+/// client never sets one.
+pub trait Tamper: Send {
+    /// Rewrites `msg`, made at `tick` from `predictor`'s honest predictions.
+    fn input(&mut self, sim: &Sim, predictor: &Predictor, tick: u64, msg: &mut InputMsg);
+    /// The tick period (seconds) to use instead of the steered `period`.
+    fn period(&mut self, period: f64) -> f64 {
+        period
+    }
+}
+
+/// The welcomed session: the map, the simulation, prediction and the clock.
+struct Play {
+    welcome: Welcome,
+    sim: Arc<Sim>,
+    map: Arc<Vec<u8>>,
+    predictor: Predictor,
+    snapshots: SnapshotDecoder,
+    interp: Interpolator,
+    /// The newest tick predicted and sent.
+    tick: u64,
+    /// The first tick sent.
+    first_tick: u64,
+    /// Seconds per tick, as steered.
+    period: f64,
+    next_at: Instant,
+    /// The newest snapshot's tick and when it arrived.
+    newest: Option<(u64, Instant)>,
+    /// First and last snapshot tick seen.
+    span: Option<(u64, u64)>,
+    seen_correction: u64,
+    sent_at: BTreeMap<u64, Instant>,
+}
+
+/// The client's protocol state machine.
+pub struct Client {
+    settings: ClientSettings,
+    status: Status,
+    dec: FrameDecoder,
+    welcome: Option<Welcome>,
+    map: Vec<u8>,
+    play: Option<Play>,
+    input: MoveCommand,
+    outputs: VecDeque<ClientOutput>,
+    events: VecDeque<ClientEvent>,
+    stats: ClientStats,
+    transport_rtt: Option<f64>,
+    tamper: Option<Box<dyn Tamper>>,
+    /// When the hello was sent, and the welcome came: a first round trip.
+    hello_at: Instant,
+    welcome_at: Instant,
+}
+
+impl Client {
+    /// A client that says hello at `now` (the hello is the first output).
+    pub fn new(settings: ClientSettings, now: Instant) -> Client {
+        let have_map = settings
+            .have_map
+            .as_ref()
+            .map(|m| *blake3::hash(m).as_bytes());
+        let hello = ClientControl::Hello {
+            version: VERSION,
+            token: settings.token.clone(),
+            have_map,
+        };
+        let mut outputs = VecDeque::new();
+        outputs.push_back(ClientOutput::Control(encode_frame(&hello)));
+        Client {
+            settings,
+            status: Status::Connecting,
+            dec: FrameDecoder::new(),
+            welcome: None,
+            map: Vec::new(),
+            play: None,
+            input: MoveCommand::default(),
+            outputs,
+            events: VecDeque::new(),
+            stats: ClientStats {
+                rtt: FIRST_RTT,
+                ..ClientStats::default()
+            },
+            transport_rtt: None,
+            tamper: None,
+            hello_at: now,
+            welcome_at: now,
+        }
+    }
+
+    /// Makes this client misbehave (tests of a server's validation only).
+    pub fn set_tamper(&mut self, tamper: Box<dyn Tamper>) {
+        self.tamper = Some(tamper);
+    }
+
+    /// Where the session stands.
+    pub fn status(&self) -> &Status {
+        &self.status
+    }
+
+    /// The welcome, once it came.
+    pub fn welcome(&self) -> Option<&Welcome> {
+        self.welcome.as_ref()
+    }
+
+    /// The simulation, once the map is here.
+    pub fn sim(&self) -> Option<&Arc<Sim>> {
+        self.play.as_ref().map(|p| &p.sim)
+    }
+
+    /// The map's bytes, once here.
+    pub fn map(&self) -> Option<&Arc<Vec<u8>>> {
+        self.play.as_ref().map(|p| &p.map)
+    }
+
+    /// What the session measured.
+    pub fn stats(&self) -> &ClientStats {
+        &self.stats
+    }
+
+    /// The predictor (our player's predicted states), once playing.
+    pub fn predictor(&self) -> Option<&Predictor> {
+        self.play.as_ref().map(|p| &p.predictor)
+    }
+
+    /// The newest tick predicted.
+    pub fn tick(&self) -> u64 {
+        self.play.as_ref().map_or(0, |p| p.tick)
+    }
+
+    /// The next output to send, if any.
+    pub fn poll_output(&mut self) -> Option<ClientOutput> {
+        self.outputs.pop_front()
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`Client::handle_timeout`] next has work (the next tick), while playing.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.status {
+            Status::Playing => self.play.as_ref().map(|p| p.next_at),
+            _ => None,
+        }
+    }
+
+    /// This frame's input: the command for every tick from the next one until another
+    /// is given.
+    pub fn input(&mut self, cmd: MoveCommand) {
+        self.input = cmd;
+    }
+
+    /// The command in force.
+    pub fn current_input(&self) -> MoveCommand {
+        self.input
+    }
+
+    /// The transport's round-trip estimate, when it has one (QUIC's is better than ours).
+    pub fn set_rtt(&mut self, rtt: Duration) {
+        self.transport_rtt = Some(rtt.as_secs_f64());
+        self.stats.rtt = rtt.as_secs_f64();
+    }
+
+    /// Says goodbye on the control stream; the session is over.
+    pub fn leave(&mut self, reason: &str) {
+        if matches!(self.status, Status::Ended(_)) {
+            return;
+        }
+        let bye = ClientControl::Bye {
+            reason: reason.to_string(),
+        };
+        self.outputs
+            .push_back(ClientOutput::Control(encode_frame(&bye)));
+        self.end(End::Left(reason.to_string()));
+    }
+
+    /// The transport closed: `code` and `reason` from the peer's close frame, if any.
+    pub fn handle_closed(&mut self, code: Option<u32>, reason: &str) {
+        if matches!(self.status, Status::Ended(_)) {
+            return;
+        }
+        let end = match (code, &self.status) {
+            (Some(c), _) if c == CLOSE_KICKED => End::Kicked(reason.to_string()),
+            (Some(_), Status::Connecting) => End::Refused(reason.to_string()),
+            (Some(0), _) => End::Shutdown(reason.to_string()),
+            _ => End::Disconnected(reason.to_string()),
+        };
+        self.end(end);
+    }
+
+    fn end(&mut self, end: End) {
+        self.status = Status::Ended(end.clone());
+        self.events.push_back(ClientEvent::Ended(end));
+    }
+
+    /// Bytes arrived on the control stream.
+    pub fn handle_control(&mut self, bytes: &[u8], now: Instant) {
+        if matches!(self.status, Status::Ended(_)) {
+            return;
+        }
+        self.dec.push(bytes);
+        loop {
+            if matches!(self.status, Status::Ended(_)) {
+                return;
+            }
+            let msg = match self.dec.next_frame() {
+                Ok(Some(f)) => decode::<ServerControl>("control", &f),
+                Ok(None) => return,
+                Err(e) => Err(e),
+            };
+            match msg {
+                Ok(m) => self.control(m, now),
+                Err(e) => self.end(End::Protocol(e.to_string())),
+            }
+        }
+    }
+
+    fn control(&mut self, msg: ServerControl, now: Instant) {
+        match (msg, &self.status) {
+            (ServerControl::Welcome(w), Status::Connecting) => self.welcomed(*w, now),
+            (ServerControl::MapData { offset, bytes }, Status::ReceivingMap) => {
+                self.map_chunk(offset, &bytes, now)
+            }
+            (ServerControl::Refused { reason }, _) => self.end(End::Refused(reason)),
+            (ServerControl::Kick { reason }, _) => self.end(End::Kicked(reason)),
+            (ServerControl::Shutdown { reason }, _) => self.end(End::Shutdown(reason)),
+            (other, _) => self.end(End::Protocol(format!("unexpected {other:?}"))),
+        }
+    }
+
+    fn welcomed(&mut self, w: Welcome, now: Instant) {
+        self.welcome_at = now;
+        if self.transport_rtt.is_none() {
+            self.stats.rtt = now.saturating_duration_since(self.hello_at).as_secs_f64();
+        }
+        self.events.push_back(ClientEvent::Welcomed {
+            player: w.player_id,
+            sending_map: w.sending_map,
+        });
+        if w.sending_map {
+            if w.map_size > MAX_MAP_BYTES {
+                let why = format!("a map of {} bytes is over the limit", w.map_size);
+                return self.end(End::Protocol(why));
+            }
+            self.status = Status::ReceivingMap;
+            self.welcome = Some(w);
+            if self.welcome.as_ref().is_some_and(|w| w.map_size == 0) {
+                self.map_done(now);
+            }
+            return;
+        }
+        let Some(map) = self.settings.have_map.clone() else {
+            return self.end(End::Protocol("the server sent no map".into()));
+        };
+        self.welcome = Some(w);
+        self.start(map, now);
+    }
+
+    fn map_chunk(&mut self, offset: u64, bytes: &[u8], now: Instant) {
+        let Some(size) = self.welcome.as_ref().map(|w| w.map_size) else {
+            return;
+        };
+        if let Err(e) = ServerControl::check_map_chunk(offset, bytes.len(), size) {
+            return self.end(End::Protocol(e.to_string()));
+        }
+        if offset != self.map.len() as u64 {
+            let why = format!("map chunk at {offset}, expected {}", self.map.len());
+            return self.end(End::Protocol(why));
+        }
+        self.map.extend_from_slice(bytes);
+        if self.map.len() as u64 == size {
+            self.map_done(now);
+        }
+    }
+
+    fn map_done(&mut self, now: Instant) {
+        let map = Arc::new(std::mem::take(&mut self.map));
+        let hash = self.welcome.as_ref().map(|w| w.map_hash);
+        if hash != Some(*blake3::hash(&map).as_bytes()) {
+            return self.end(End::Protocol("received map does not match its hash".into()));
+        }
+        self.start(map, now);
+    }
+
+    /// Builds (or reuses) the simulation and starts the clock.
+    fn start(&mut self, map: Arc<Vec<u8>>, now: Instant) {
+        let Some(welcome) = self.welcome.clone() else {
+            return;
+        };
+        let reuse = self
+            .settings
+            .sim
+            .clone()
+            .filter(|s| !welcome.sending_map && *s.config() == welcome.config);
+        let sim = match reuse {
+            Some(s) => s,
+            None => match build_sim(&map, &welcome) {
+                Ok(s) => s,
+                Err(e) => return self.end(End::Protocol(e)),
+            },
+        };
+        // Commands sent now reach the server a round trip and the time spent on the map
+        // after the welcome left it: start that far, and the buffer, ahead of its tick.
+        let period = 1.0 / f64::from(welcome.tick_rate.max(1));
+        let since = now.saturating_duration_since(self.welcome_at).as_secs_f64();
+        let lead = (self.stats.rtt + since) / period + self.settings.buffer_ticks;
+        let tick = welcome.server_tick + lead.ceil() as u64;
+        let player = welcome.player_id;
+        self.play = Some(Play {
+            predictor: Predictor::new(sim.clone(), player),
+            sim,
+            map,
+            snapshots: SnapshotDecoder::new(),
+            interp: Interpolator::new(),
+            tick,
+            first_tick: tick + 1,
+            period,
+            next_at: now,
+            newest: None,
+            span: None,
+            seen_correction: 0,
+            sent_at: BTreeMap::new(),
+            welcome,
+        });
+        self.status = Status::Playing;
+        self.events.push_back(ClientEvent::Joined { player });
+    }
+
+    /// Runs the ticks due by `now`: each predicts this tick's command and sends it with
+    /// the previous few.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.status != Status::Playing {
+            return;
+        }
+        let Some(p) = self.play.as_mut() else {
+            return;
+        };
+        let mut n = 0;
+        while p.next_at <= now {
+            n += 1;
+            if n > MAX_CATCH_UP {
+                p.next_at = now + Duration::from_secs_f64(p.period);
+                break;
+            }
+            p.next_at += Duration::from_secs_f64(p.period);
+            p.tick += 1;
+            let tick = p.tick;
+            let cmd = self.input;
+            let predicted = p.predictor.command(tick, cmd);
+            // The last few commands, none from before the first.
+            let first = tick
+                .saturating_sub(INPUT_REDUNDANCY as u64 - 1)
+                .max(p.first_tick);
+            // Trusted-client mode: the state reached after each command, as claimed.
+            let claims = if p.welcome.movement == MovementAuthority::Client {
+                p.predictor.states_between(first, tick).unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            let mut msg = InputMsg {
+                ack: p.snapshots.newest(),
+                first_tick: first,
+                commands: p.predictor.commands_between(first, tick),
+                predicted,
+                claims,
+            };
+            if let Some(t) = self.tamper.as_mut() {
+                t.input(&p.sim, &p.predictor, tick, &mut msg);
+            }
+            let bytes = encode(&ClientDatagram::Input(msg));
+            self.stats.ticks += 1;
+            self.stats.datagrams_out += 1;
+            self.stats.bytes_out += bytes.len() as u64;
+            self.outputs.push_back(ClientOutput::Datagram(bytes));
+            p.sent_at.entry(tick).or_insert(now);
+            while p.sent_at.len() > SENT_KEPT {
+                p.sent_at.pop_first();
+            }
+            p.predictor.frame();
+        }
+    }
+
+    /// A datagram arrived.
+    pub fn handle_datagram(&mut self, bytes: &[u8], now: Instant) {
+        if self.status != Status::Playing {
+            return;
+        }
+        let Some(p) = self.play.as_mut() else {
+            return;
+        };
+        self.stats.datagrams_in += 1;
+        self.stats.bytes_in += bytes.len() as u64;
+        let mut snap = match p.snapshots.decode(bytes) {
+            Ok(Some(s)) => s,
+            Ok(None) => return,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        let st = &mut self.stats;
+        let x = snap.own.origin().x;
+        st.max_server_x = Some(st.max_server_x.map_or(x, |m| m.max(x)));
+        // A trusted client's own path stands unless the server rejected a claim: a state
+        // the server holds while claims are in flight is no correction.
+        let trusted = p.welcome.movement == MovementAuthority::Client;
+        let own_path = trusted && snap.corrected <= p.seen_correction && p.predictor.ready();
+        p.seen_correction = p.seen_correction.max(snap.corrected);
+        if let Some((_, last)) = p.span {
+            st.max_snapshot_gap = st.max_snapshot_gap.max(snap.tick - last);
+        }
+        p.span = Some(
+            p.span
+                .map_or((snap.tick, snap.tick), |(a, _)| (a, snap.tick)),
+        );
+        // A correction is explained when the server's move met another player, the server
+        // lacked our command, or our prediction met a player where the last snapshot
+        // showed it; any other is the prediction's own error.
+        let before = p.predictor.base_tick();
+        let met = p.predictor.touched_player(before, snap.tick);
+        let correction = if own_path {
+            p.predictor.observe(&snap);
+            if let Some(s) = p.predictor.predicted_at(snap.tick) {
+                snap.own = s;
+            }
+            None
+        } else {
+            p.predictor.snapshot(&snap)
+        };
+        if let Some(distance) = correction {
+            if snap.contact <= before && snap.missed <= before && !met {
+                st.unexplained_corrections += 1;
+            }
+            self.events.push_back(ClientEvent::Corrected {
+                tick: snap.tick,
+                distance,
+            });
+        }
+        st.predict = p.predictor.stats;
+        st.final_match = correction.is_none();
+        st.final_state = Some(snap.own);
+        st.input_lead = snap.input_lead;
+        st.last_contact = st.last_contact.max(snap.contact);
+        let every = u64::from((p.welcome.tick_rate / p.welcome.snapshot_rate.max(1)).max(1));
+        if let Some((a, b)) = p.span {
+            st.snapshots_lost = ((b - a) / every + 1).saturating_sub(st.predict.snapshots);
+        }
+        p.interp.push(&snap);
+        p.newest = Some((snap.tick, now));
+        // Our own round-trip estimate, when the transport gives none: from sending the
+        // command the server last applied to seeing it applied.
+        if self.transport_rtt.is_none() {
+            if let Some(sent) = p.sent_at.get(&snap.last_command) {
+                let sample = now.saturating_duration_since(*sent).as_secs_f64();
+                st.rtt += (sample - st.rtt) * 0.125;
+            }
+        }
+        steer(p, &snap, st.rtt, self.settings.buffer_ticks);
+        if let Some(t) = self.tamper.as_mut() {
+            p.period = t.period(p.period);
+        }
+    }
+
+    /// Our player, predicted at the newest tick.
+    pub fn local_player(&self) -> Option<PlayerState> {
+        self.play.as_ref()?.predictor.state()
+    }
+
+    /// Where to draw our player: the prediction plus what is left of the last
+    /// correction, fading.
+    pub fn display_origin(&self) -> Option<DVec3> {
+        self.play.as_ref()?.predictor.display_origin()
+    }
+
+    /// The server tick to draw others at, `now`: the newest snapshot's tick advanced by
+    /// the time since it came, less the interpolation delay.
+    pub fn render_tick(&self, now: Instant) -> f64 {
+        let Some(p) = self.play.as_ref() else {
+            return 0.0;
+        };
+        let Some((tick, at)) = p.newest else {
+            return 0.0;
+        };
+        let since = now.saturating_duration_since(at).as_secs_f64() / p.period;
+        tick as f64 + since.min(4.0) - self.settings.interpolation_ticks
+    }
+
+    /// The other players' positions at server tick `at` (see [`Client::render_tick`]).
+    pub fn others(&self, at: f64) -> BTreeMap<PlayerId, DVec3> {
+        self.play
+            .as_ref()
+            .map(|p| p.interp.at(at))
+            .unwrap_or_default()
+    }
+
+    /// The movers as the newest prediction has them.
+    pub fn movers(&self) -> &[MoverState] {
+        self.play
+            .as_ref()
+            .map_or(&[], |p| p.predictor.world().movers.as_slice())
+    }
+}
+
+/// Clock steering: stay ahead of the server by the path's delay plus the buffer. The
+/// server says how early our commands arrive, which covers every delay on the path;
+/// before it has, the round trip stands in.
+fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64) {
+    let base = 1.0 / f64::from(p.welcome.tick_rate.max(1));
+    let lead = rtt / base + buffer;
+    let error = match snap.input_lead {
+        Some(l) => buffer - f64::from(l),
+        None => snap.tick as f64 + lead - p.tick as f64,
+    };
+    if error > f64::from(p.welcome.tick_rate) {
+        // Far behind (at the start, or after a stall): jump forward only, to where the
+        // server's tick and the round trip put us. The reported lead is the worst since
+        // the last snapshot, and a stalled client has since caught up on its own; adding
+        // it whole would overshoot.
+        p.tick = p.tick.max(snap.tick + lead.ceil() as u64);
+    } else {
+        p.period = base / (1.0 + (error * 0.02).clamp(-0.2, 0.2));
+    }
+}
+
+/// The simulation of a map the server sent, with the server's movement settings.
+fn build_sim(map: &[u8], welcome: &Welcome) -> Result<Arc<Sim>, String> {
+    let data = MapData::parse_any(map).map_err(|e| format!("map: {e}"))?;
+    let movement = welcome
+        .config
+        .clone()
+        .validate()
+        .map_err(|e| format!("movement settings: {e}"))?;
+    let model = Arc::new(CollisionModel::build(&data));
+    Ok(Arc::new(Sim::from_map(model, &data, movement).0))
+}

@@ -1,0 +1,978 @@
+//! The server's side of the protocol as a state machine: no sockets, no clock, no async.
+//!
+//! A shell (the `expel-server` crate over quinn, or a test's simulated network) tells it
+//! what happened and when: a connection arrived ([`Server::connected`]), bytes arrived on
+//! a connection's control stream ([`Server::handle_control`]) or as a datagram
+//! ([`Server::handle_datagram`]), the map finished sending ([`Server::handle_map_sent`]),
+//! a connection went away ([`Server::handle_closed`]), time passed
+//! ([`Server::handle_timeout`], due at [`Server::poll_timeout`]). It reads out what to do
+//! ([`Server::poll_output`]: control bytes and datagrams to send, the map to stream,
+//! connections to close) and what happened ([`Server::poll_event`]: joins, leaves,
+//! violations). Every figure an operator watches is in [`Server::stats`].
+//!
+//! Each tick drains nothing: inputs are judged as they arrive, against the tick the
+//! server will step next and the wall-clock tick `now` gives, and buffered per client
+//! ([`InputBuffer`]); the tick steps the [`Sim`] once and encodes each due client's
+//! snapshot within its byte budget.
+
+use super::frame::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
+use super::input::{InputBuffer, InputStats};
+use super::snapshot::{Feedback, SnapshotEncoder};
+use super::token::{self, ReplayGuard, TokenError};
+use super::{
+    decode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl, Welcome,
+    CLOSE_KICKED, CLOSE_REFUSED, CLOSE_SHUTDOWN, MAP_CHUNK, VERSION,
+};
+use crate::movement::{MoveCommand, MoveMode, Obstacle, PlayerState};
+use crate::sim::{PlayerId, Sim, SimScratch, WorldState};
+use crate::validate::{TickClaim, ValidationConfig, Validator, Violation, ViolationKind, MAX_SPAN};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A connection, as the shell numbers them (never reused while the machine knows it).
+pub type ConnId = u64;
+
+/// Predictions (or claims) remembered per client until the server reaches their tick.
+const CLAIMS: usize = 256;
+/// Ticks stepped at most in one [`Server::handle_timeout`]; a shell that fell further
+/// behind (a paused process) skips the rest rather than bursting through them.
+const MAX_CATCH_UP: u64 = 64;
+/// Datagram size assumed until the shell says otherwise (QUIC's minimum, less headers).
+const DEFAULT_DATAGRAM: usize = 1200;
+
+/// Why connections were refused, as metric label values.
+pub const REFUSALS: [&str; 8] = [
+    "version",
+    "token_malformed",
+    "token_forged",
+    "token_expired",
+    "token_replayed",
+    "full",
+    "player_in_use",
+    "hello_timeout",
+];
+
+/// How the server plays (the transport's own limits are the shell's).
+#[derive(Clone, Debug)]
+pub struct ServerSettings {
+    /// Snapshots per second (1 to the tick rate).
+    pub snapshot_rate: u32,
+    /// Most players at once.
+    pub max_players: usize,
+    /// Connect-token secret.
+    pub secret: Vec<u8>,
+    /// Other players per snapshot (the nearest).
+    pub interest: usize,
+    /// Snapshot bytes per second each client may receive.
+    pub client_budget: usize,
+    /// The map's name, as clients see it.
+    pub map_name: String,
+    /// The map file's bytes (sent to clients that lack it).
+    pub map_bytes: Arc<Vec<u8>>,
+    /// How long a new connection may take to say hello.
+    pub hello_timeout: Duration,
+    /// How long a joined client may go without sending input.
+    pub input_timeout: Duration,
+    /// Who moves the players.
+    pub movement: MovementAuthority,
+}
+
+/// A setting out of range.
+#[derive(Debug, thiserror::Error)]
+#[error("server settings: {0}")]
+pub struct SettingsError(String);
+
+/// What the shell must do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    /// Write these bytes (whole frames) on the connection's control stream, in order.
+    Control {
+        /// To whom.
+        conn: ConnId,
+        /// The frames.
+        bytes: Vec<u8>,
+    },
+    /// Stream the map after what was written before: the frames of [`map_frames`].
+    Map {
+        /// To whom.
+        conn: ConnId,
+    },
+    /// Send one datagram (dropping it is allowed: snapshots are not retransmitted).
+    Datagram {
+        /// To whom.
+        conn: ConnId,
+        /// The datagram.
+        bytes: Vec<u8>,
+    },
+    /// Finish writing what is queued (within the shell's write deadline), then close the
+    /// connection with this application code and reason. The machine has already
+    /// forgotten the player.
+    Close {
+        /// Whom.
+        conn: ConnId,
+        /// [`CLOSE_SHUTDOWN`], [`CLOSE_REFUSED`] or [`CLOSE_KICKED`].
+        code: u32,
+        /// Why, for the close frame.
+        reason: String,
+    },
+}
+
+/// What happened, for logs and per-player tables.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// A player joined (it is in the world once its map has arrived).
+    Joined {
+        /// Its connection.
+        conn: ConnId,
+        /// Its player.
+        player: PlayerId,
+        /// Whether the map is being sent.
+        sending_map: bool,
+    },
+    /// A player left the world, and why.
+    Left {
+        /// Its player.
+        player: PlayerId,
+        /// Why.
+        reason: String,
+    },
+    /// A connection was refused before joining.
+    Refused {
+        /// Its connection.
+        conn: ConnId,
+        /// Why.
+        reason: String,
+    },
+    /// Move validation found a violation.
+    Violation {
+        /// Who.
+        player: PlayerId,
+        /// What kind.
+        kind: ViolationKind,
+        /// What was seen.
+        evidence: String,
+    },
+}
+
+/// Counts of everything the machine saw and did: plain numbers, copied out by the shell.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerStats {
+    /// Ticks stepped.
+    pub ticks: u64,
+    /// Ticks skipped because the shell called too late to catch up.
+    pub ticks_skipped: u64,
+    /// Datagrams received.
+    pub datagrams_in: u64,
+    /// Datagram bytes received.
+    pub bytes_in: u64,
+    /// Snapshot datagrams handed out to send.
+    pub datagrams_out: u64,
+    /// Their bytes.
+    pub bytes_out: u64,
+    /// Snapshots not sent (no room within the size or byte budget).
+    pub snapshot_drops: u64,
+    /// What the input buffers saw, summed over every client that ever joined.
+    pub inputs: InputStats,
+    /// Predictions that differed from the server's state, and rejected claims.
+    pub corrections: u64,
+    /// Trusted-client claims accepted.
+    pub claims_accepted: u64,
+    /// Trusted-client claims rejected.
+    pub claims_rejected: u64,
+    /// Trusted-client ticks without a claim.
+    pub claims_missing: u64,
+    /// Datagrams that did not decode (or came before the player was in the world).
+    pub malformed_datagrams: u64,
+    /// Control messages that did not decode or came out of turn.
+    pub malformed_control: u64,
+    /// Clients kicked.
+    pub kicks: u64,
+    /// Refusals by reason, in [`REFUSALS`] order.
+    pub refusals: [u64; REFUSALS.len()],
+    /// Violations by kind, in [`ViolationKind::ALL`] order.
+    pub violations: [u64; ViolationKind::ALL.len()],
+    /// Player slots held (welcomed, in the world or receiving the map).
+    pub clients: u64,
+    /// Connections that have not said hello yet.
+    pub awaiting_hello: u64,
+}
+
+/// Where a connection stands.
+#[derive(Debug)]
+enum Phase {
+    /// Connected; its hello must come before the deadline.
+    Hello { deadline: Instant },
+    /// Welcomed; the map is on its way; the player enters the world once it has arrived.
+    Map { player: PlayerId },
+    /// In the world.
+    Playing { player: PlayerId },
+    /// Told to close; whatever it still sends is ignored.
+    Closing,
+}
+
+#[derive(Debug)]
+struct Conn {
+    phase: Phase,
+    dec: FrameDecoder,
+    max_datagram: usize,
+}
+
+/// Per-player state of the tick.
+#[derive(Debug)]
+struct Session {
+    conn: ConnId,
+    inputs: InputBuffer,
+    /// What `inputs.stats` held when last added to the totals.
+    counted: InputStats,
+    snapshots: SnapshotEncoder,
+    /// States the client predicted (authoritative mode) or claims (trusted-client mode),
+    /// by tick, to compare or judge once the server steps that tick.
+    expected: BTreeMap<u64, PlayerState>,
+    /// Snapshot bytes this client may still receive (a token bucket).
+    budget: f64,
+    validator: Validator,
+    /// Trusted-client mode: ticks since the last claim was judged.
+    unjudged: u32,
+    /// What each snapshot tells the client about its commands.
+    feedback: Feedback,
+    /// Trusted-client mode: a claim was rejected and no snapshot has told the client yet.
+    correcting: bool,
+    /// Trusted-client mode: the first snapshot that told the client of its newest
+    /// correction. Claims sent before the client saw it were made from a state that no
+    /// longer stands: they are dropped, not judged.
+    correction_snapshot: u64,
+    last_input: Instant,
+}
+
+/// The server's protocol state machine.
+pub struct Server {
+    sim: Arc<Sim>,
+    settings: ServerSettings,
+    map_hash: [u8; 32],
+    world: WorldState,
+    scratch: SimScratch,
+    conns: BTreeMap<ConnId, Conn>,
+    sessions: BTreeMap<PlayerId, Session>,
+    replay: ReplayGuard,
+    /// When tick 0 was: tick `t` is due at `began + t / rate`.
+    began: Instant,
+    /// Unix seconds at `began`, for token expiry.
+    unix_began: u64,
+    outputs: VecDeque<Output>,
+    events: VecDeque<Event>,
+    stats: ServerStats,
+    shut: bool,
+}
+
+impl Server {
+    /// A server whose tick 0 is `now`, which is `unix_now` in Unix seconds (token expiry
+    /// is judged on that clock).
+    pub fn new(
+        sim: Arc<Sim>,
+        settings: ServerSettings,
+        now: Instant,
+        unix_now: u64,
+    ) -> Result<Server, SettingsError> {
+        let rate = sim.config().tick_rate;
+        if settings.snapshot_rate == 0 || settings.snapshot_rate > rate {
+            return Err(SettingsError(format!(
+                "snapshot rate {} must be 1 to the tick rate {rate}",
+                settings.snapshot_rate
+            )));
+        }
+        if settings.max_players == 0 || settings.secret.is_empty() {
+            return Err(SettingsError(
+                "max players and the secret must not be empty".into(),
+            ));
+        }
+        Ok(Server {
+            world: sim.new_state(),
+            map_hash: *blake3::hash(&settings.map_bytes).as_bytes(),
+            sim,
+            settings,
+            scratch: SimScratch::new(),
+            conns: BTreeMap::new(),
+            sessions: BTreeMap::new(),
+            replay: ReplayGuard::new(),
+            began: now,
+            unix_began: unix_now,
+            outputs: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: ServerStats::default(),
+            shut: false,
+        })
+    }
+
+    /// The simulation.
+    pub fn sim(&self) -> &Arc<Sim> {
+        &self.sim
+    }
+
+    /// The world after the last tick.
+    pub fn world(&self) -> &WorldState {
+        &self.world
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &ServerSettings {
+        &self.settings
+    }
+
+    /// BLAKE3 of the map's bytes.
+    pub fn map_hash(&self) -> [u8; 32] {
+        self.map_hash
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+
+    /// The next instant [`Server::handle_timeout`] has work (the next tick).
+    pub fn poll_timeout(&self) -> Instant {
+        self.tick_at(self.world.tick + 1)
+    }
+
+    /// The next thing to do, if any.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        self.outputs.pop_front()
+    }
+
+    /// The next thing that happened, if any.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn rate(&self) -> u32 {
+        self.sim.config().tick_rate
+    }
+
+    fn tick_at(&self, t: u64) -> Instant {
+        self.began + Duration::from_secs_f64(t as f64 / f64::from(self.rate()))
+    }
+
+    /// Wall-clock ticks since tick 0: what an honest client's clock follows.
+    fn clock(&self, now: Instant) -> u64 {
+        (now.saturating_duration_since(self.began).as_secs_f64() * f64::from(self.rate())) as u64
+    }
+
+    /// A connection finished its transport handshake; its hello is due within the hello
+    /// timeout. After [`Server::shutdown`] it is closed at once.
+    pub fn connected(&mut self, conn: ConnId, now: Instant) {
+        if self.shut {
+            self.close(conn, CLOSE_SHUTDOWN, "server shutting down".into());
+            return;
+        }
+        let deadline = now + self.settings.hello_timeout;
+        self.conns.insert(
+            conn,
+            Conn {
+                phase: Phase::Hello { deadline },
+                dec: FrameDecoder::with_limit(MAX_CLIENT_FRAME),
+                max_datagram: DEFAULT_DATAGRAM,
+            },
+        );
+        self.count_pending();
+    }
+
+    /// The largest datagram the connection can carry now (QUIC discovers the path's MTU).
+    pub fn set_max_datagram(&mut self, conn: ConnId, bytes: usize) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.max_datagram = bytes;
+        }
+    }
+
+    /// The connection went away (closed by the peer, lost, or closed after an
+    /// [`Output::Close`]); its player leaves the world.
+    pub fn handle_closed(&mut self, conn: ConnId, reason: &str) {
+        if let Some(c) = self.conns.remove(&conn) {
+            if let Phase::Map { player } | Phase::Playing { player } = c.phase {
+                self.leave(player, reason.to_string());
+            }
+        }
+        self.count_pending();
+    }
+
+    /// Bytes arrived on the connection's control stream.
+    pub fn handle_control(&mut self, conn: ConnId, bytes: &[u8], now: Instant) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if matches!(c.phase, Phase::Closing) {
+            return;
+        }
+        c.dec.push(bytes);
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            if matches!(c.phase, Phase::Closing) {
+                return;
+            }
+            let frame = match c.dec.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => return,
+                Err(e) => {
+                    self.stats.malformed_control += 1;
+                    let hello = matches!(c.phase, Phase::Hello { .. });
+                    let reason = format!("malformed control frame: {e}");
+                    if hello {
+                        self.refuse_with(conn, None, reason);
+                    } else {
+                        self.kick(conn, reason);
+                    }
+                    return;
+                }
+            };
+            let msg = decode::<ClientControl>("control", &frame);
+            let hello = matches!(c.phase, Phase::Hello { .. });
+            match (hello, msg) {
+                (
+                    true,
+                    Ok(ClientControl::Hello {
+                        version,
+                        token,
+                        have_map,
+                    }),
+                ) => self.hello(conn, version, &token, have_map, now),
+                (false, Ok(ClientControl::Bye { reason })) => {
+                    let reason = format!("said bye: {reason}");
+                    self.close(conn, 0, reason);
+                }
+                (true, _) => {
+                    self.stats.malformed_control += 1;
+                    let reason = "the first message must be a hello".to_string();
+                    self.refuse_with(conn, None, reason);
+                }
+                (false, _) => {
+                    self.stats.malformed_control += 1;
+                    self.kick(conn, "malformed control message".into());
+                }
+            }
+        }
+    }
+
+    fn hello(
+        &mut self,
+        conn: ConnId,
+        version: u16,
+        token: &str,
+        have_map: Option<[u8; 32]>,
+        now: Instant,
+    ) {
+        if version != VERSION {
+            let reason = format!(
+                "protocol version {version} is not supported (this server speaks {VERSION})"
+            );
+            return self.refuse_with(conn, Some("version"), reason);
+        }
+        let unix = self
+            .unix_began
+            .saturating_add(now.saturating_duration_since(self.began).as_secs());
+        let grant = match token::verify(&self.settings.secret, token, unix) {
+            Ok(g) => g,
+            Err(e) => return self.refuse_with(conn, Some(token_label(&e)), e.to_string()),
+        };
+        let id = grant.player_id;
+        let max = self.settings.max_players;
+        if self.stats.clients as usize >= max {
+            return self.refuse_with(conn, Some("full"), format!("server full ({max} players)"));
+        }
+        if self.sessions.contains_key(&id) || self.transferring(id) {
+            let reason = format!("player {id} is already connected");
+            return self.refuse_with(conn, Some("player_in_use"), reason);
+        }
+        // The nonce is burned only once the slot is certain: a token refused because the
+        // server is full or its player connected stays good for later.
+        if let Err(e) = self.replay.admit(&grant, unix) {
+            return self.refuse_with(conn, Some(token_label(&e)), e.to_string());
+        }
+        let sending_map = have_map != Some(self.map_hash);
+        let welcome = Welcome {
+            player_id: id,
+            tick_rate: self.rate(),
+            snapshot_rate: self.settings.snapshot_rate,
+            config: self.sim.config().clone(),
+            map_name: self.settings.map_name.clone(),
+            map_hash: self.map_hash,
+            map_size: self.settings.map_bytes.len() as u64,
+            sending_map,
+            server_tick: self.world.tick,
+            movement: self.settings.movement,
+        };
+        let bytes = encode_frame(&ServerControl::Welcome(Box::new(welcome)));
+        self.outputs.push_back(Output::Control { conn, bytes });
+        self.stats.clients += 1;
+        self.events.push_back(Event::Joined {
+            conn,
+            player: id,
+            sending_map,
+        });
+        if sending_map {
+            self.outputs.push_back(Output::Map { conn });
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.phase = Phase::Map { player: id };
+            }
+        } else {
+            self.enter(conn, id, now);
+        }
+        self.count_pending();
+    }
+
+    fn transferring(&self, id: PlayerId) -> bool {
+        self.conns
+            .values()
+            .any(|c| matches!(c.phase, Phase::Map { player } if player == id))
+    }
+
+    /// The map finished sending: the player enters the world, and its input clock starts.
+    pub fn handle_map_sent(&mut self, conn: ConnId, now: Instant) {
+        if let Some(Conn {
+            phase: Phase::Map { player },
+            ..
+        }) = self.conns.get(&conn)
+        {
+            let player = *player;
+            self.enter(conn, player, now);
+        }
+    }
+
+    fn enter(&mut self, conn: ConnId, id: PlayerId, now: Instant) {
+        let spawn = self.sim.join_state(&self.world, id, MoveMode::Walk);
+        if self.sim.add_player(&mut self.world, id, spawn).is_err() {
+            self.kick(conn, "no room in the world".into());
+            return;
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.phase = Phase::Playing { player: id };
+        }
+        let rate = self.rate();
+        self.sessions.insert(
+            id,
+            Session {
+                conn,
+                inputs: InputBuffer::new(),
+                counted: InputStats::default(),
+                snapshots: SnapshotEncoder::new(),
+                expected: BTreeMap::new(),
+                budget: self.settings.client_budget as f64 / 4.0,
+                validator: Validator::new(ValidationConfig::for_tick_rate(rate)),
+                unjudged: 0,
+                feedback: Feedback::default(),
+                correcting: false,
+                correction_snapshot: 0,
+                last_input: now,
+            },
+        );
+    }
+
+    /// A datagram arrived on the connection.
+    pub fn handle_datagram(&mut self, conn: ConnId, bytes: &[u8], now: Instant) {
+        self.stats.datagrams_in += 1;
+        self.stats.bytes_in += bytes.len() as u64;
+        let player = match self.conns.get(&conn).map(|c| &c.phase) {
+            Some(Phase::Playing { player }) => *player,
+            // Inputs sent while the map is on its way, or after a close: nothing to do.
+            Some(Phase::Map { .. } | Phase::Closing) => return,
+            _ => {
+                self.stats.malformed_datagrams += 1;
+                return;
+            }
+        };
+        let msg = match decode::<ClientDatagram>("input", bytes) {
+            Ok(ClientDatagram::Input(msg)) if msg.validate().is_ok() => msg,
+            _ => {
+                self.stats.malformed_datagrams += 1;
+                return;
+            }
+        };
+        self.input(player, &msg, now);
+    }
+
+    /// Judges and buffers one input message from `id`.
+    fn input(&mut self, id: PlayerId, msg: &InputMsg, now: Instant) {
+        let next = self.world.tick + 1;
+        let clock = self.clock(now);
+        let trusted = self.settings.movement == MovementAuthority::Client;
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        if let Some(v) = s.validator.input(msg, next, clock) {
+            let invalid = v.kind == ViolationKind::Invalid;
+            self.violation(id, &v);
+            if invalid {
+                return; // refused, never clamped
+            }
+        }
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return; // kicked for it
+        };
+        s.last_input = now;
+        s.inputs.receive(msg, next);
+        s.snapshots.ack(msg.ack);
+        let stale = s.correcting || msg.ack < s.correction_snapshot;
+        if trusted && !stale {
+            // A claim per command; the first copy to arrive stands.
+            for ((t, _), c) in msg.ticked().zip(&msg.claims) {
+                if t >= next && s.expected.len() < CLAIMS {
+                    s.expected.entry(t).or_insert(*c);
+                }
+            }
+        } else if let (false, Some(p)) = (trusted, msg.predicted) {
+            // The state the client predicted after its last command: checked against its
+            // previous one now, compared when the server steps that tick.
+            let at = msg.newest_tick();
+            let v = s.validator.report(&self.sim, id, at, &p, msg.ack);
+            if at >= next && s.expected.len() < CLAIMS {
+                s.expected.insert(at, p);
+            }
+            if let Some(v) = v {
+                self.violation(id, &v);
+            }
+        }
+    }
+
+    /// Steps every tick due by `now` (and closes connections past their deadlines).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.deadlines(now);
+        let due = self.clock(now);
+        if due > self.world.tick + MAX_CATCH_UP {
+            // Paused or starved: skip ahead rather than burst; tick `t` stays due at
+            // `began + t / rate`.
+            let skip = due - self.world.tick - MAX_CATCH_UP;
+            self.stats.ticks_skipped += skip;
+            self.began += Duration::from_secs_f64(skip as f64 / f64::from(self.rate()));
+        }
+        while self.tick_at(self.world.tick + 1) <= now {
+            self.step();
+        }
+    }
+
+    fn deadlines(&mut self, now: Instant) {
+        let late: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| matches!(c.phase, Phase::Hello { deadline } if deadline <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        let t = self.settings.hello_timeout.as_secs_f64();
+        for conn in late {
+            self.refuse_with(
+                conn,
+                Some("hello_timeout"),
+                format!("no hello within {t} s"),
+            );
+        }
+        let timeout = self.settings.input_timeout;
+        let silent: Vec<ConnId> = self
+            .sessions
+            .values()
+            .filter(|s| s.last_input + timeout <= now)
+            .map(|s| s.conn)
+            .collect();
+        for conn in silent {
+            self.kick(conn, format!("no input for {} s", timeout.as_secs_f64()));
+        }
+    }
+
+    /// One tick: commands taken, the world stepped (or claims judged), snapshots encoded.
+    fn step(&mut self) {
+        let rate = f64::from(self.rate());
+        let refill = self.settings.client_budget as f64 / rate;
+        let cap = (self.settings.client_budget as f64 / 4.0).max(1200.0);
+        let next = self.world.tick + 1;
+        let mut commands: BTreeMap<PlayerId, MoveCommand> = BTreeMap::new();
+        for (id, s) in self.sessions.iter_mut() {
+            s.budget = (s.budget + refill).min(cap);
+            if let Some(c) = s.inputs.take(next) {
+                commands.insert(*id, c);
+            }
+            let st = s.inputs.stats;
+            add_inputs(&mut self.stats.inputs, &st, &s.counted);
+            s.counted = st;
+        }
+        if self.settings.movement == MovementAuthority::Client {
+            self.by_claims();
+        } else {
+            self.authoritative(&commands);
+        }
+        self.stats.ticks += 1;
+        self.send_snapshots();
+    }
+
+    /// A trusted-client tick: each player's claim for the tick is judged; a rejected one
+    /// is a violation and a correction (the snapshot carries the state that stands).
+    fn by_claims(&mut self) {
+        let next = self.world.tick + 1;
+        let mut claims = BTreeMap::new();
+        for (id, s) in self.sessions.iter_mut() {
+            s.expected = s.expected.split_off(&next);
+            if let Some(state) = s.expected.remove(&next) {
+                let span = s.unjudged + 1;
+                claims.insert(*id, TickClaim { state, span });
+            }
+        }
+        let reports = self
+            .sim
+            .step_claims(&mut self.world, &claims, &mut self.scratch);
+        let tick = self.world.tick;
+        for r in reports {
+            let Some(s) = self.sessions.get_mut(&r.id) else {
+                continue;
+            };
+            match r.outcome {
+                None => {
+                    s.unjudged = (s.unjudged + 1).min(MAX_SPAN - 1);
+                    s.feedback.missed = tick;
+                    self.stats.claims_missing += 1;
+                }
+                Some(o) if o.accepted => {
+                    s.unjudged = 0;
+                    self.stats.claims_accepted += 1;
+                }
+                Some(o) => {
+                    s.unjudged = 0;
+                    s.feedback.corrected = tick;
+                    s.correcting = true;
+                    // Claims already here were made before the client could know.
+                    s.expected.clear();
+                    self.stats.corrections += 1;
+                    self.stats.claims_rejected += 1;
+                    if let Some(v) = &o.violation {
+                        self.violation(r.id, v);
+                    }
+                }
+            }
+        }
+    }
+
+    /// An authoritative tick: every player moves by its command; the predictions clients
+    /// reported for the tick are compared with the result.
+    fn authoritative(&mut self, commands: &BTreeMap<PlayerId, MoveCommand>) {
+        let reports = self.sim.step(&mut self.world, commands, &mut self.scratch);
+        let tick = self.world.tick;
+        let mut found = Vec::new();
+        for r in &reports {
+            let Some(s) = self.sessions.get_mut(&r.id) else {
+                continue;
+            };
+            if r.reverted || r.events.touched.any_player() {
+                s.feedback.contact = tick;
+            }
+            if r.repeated_command {
+                s.feedback.missed = tick;
+            }
+            if r.respawned {
+                s.validator.relocated(tick);
+            }
+        }
+        for (id, s) in self.sessions.iter_mut() {
+            // Predictions for ticks already stepped can never be checked: forget them.
+            s.expected = s.expected.split_off(&tick);
+            let (Some(claim), Some(p)) = (s.expected.remove(&tick), self.world.player(*id)) else {
+                continue;
+            };
+            if claim != *p {
+                self.stats.corrections += 1;
+            }
+            // Contact with players, and with movers (whose state may hang on triggers by
+            // players outside this client's view), explains a divergence. Reports come in
+            // id order: a search, not a scan per player.
+            let report = reports
+                .binary_search_by_key(id, |r| r.id)
+                .ok()
+                .map(|i| &reports[i]);
+            let contact = report.is_some_and(|r| {
+                r.reverted
+                    || r.events
+                        .touched
+                        .as_slice()
+                        .iter()
+                        .any(|o| matches!(o, Obstacle::Player(_) | Obstacle::Mover(_)))
+            });
+            if let Some(v) = s
+                .validator
+                .claim(&self.sim, &self.world, *id, &claim, contact)
+            {
+                found.push((*id, v));
+            }
+        }
+        for (id, v) in found {
+            self.violation(id, &v);
+        }
+    }
+
+    /// Encodes each due client's snapshot within its byte budget. Clients are spread over
+    /// the ticks between snapshots by id, so each tick encodes a share of them; each still
+    /// gets one every `rate / snapshot_rate` ticks.
+    fn send_snapshots(&mut self) {
+        let every = u64::from((self.rate() / self.settings.snapshot_rate).max(1));
+        let tick = self.world.tick;
+        let interest = self.settings.interest;
+        for (id, s) in self.sessions.iter_mut() {
+            if !(tick + u64::from(*id)).is_multiple_of(every) {
+                continue;
+            }
+            let room = self
+                .conns
+                .get(&s.conn)
+                .map_or(DEFAULT_DATAGRAM, |c| c.max_datagram);
+            let max = room.min(s.budget.max(0.0) as usize);
+            s.feedback.last_command = s.inputs.last_applied();
+            s.feedback.input_lead = s.inputs.take_lead();
+            let encoded =
+                s.snapshots
+                    .encode(&self.sim, &self.world, *id, s.feedback, interest, max);
+            let Some(bytes) = encoded else {
+                self.stats.snapshot_drops += 1;
+                continue;
+            };
+            s.budget -= bytes.len() as f64;
+            if s.correcting {
+                s.correcting = false;
+                s.correction_snapshot = tick;
+            }
+            self.stats.datagrams_out += 1;
+            self.stats.bytes_out += bytes.len() as u64;
+            self.outputs.push_back(Output::Datagram {
+                conn: s.conn,
+                bytes,
+            });
+        }
+    }
+
+    /// Counts a violation and, past the threshold, kicks the player with the reason.
+    fn violation(&mut self, id: PlayerId, v: &Violation) {
+        if let Some(i) = ViolationKind::ALL.iter().position(|k| *k == v.kind) {
+            self.stats.violations[i] += 1;
+        }
+        self.events.push_back(Event::Violation {
+            player: id,
+            kind: v.kind,
+            evidence: v.evidence.clone(),
+        });
+        let Some(s) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        if s.validator.record(v) {
+            let reason = format!("kicked for cheating ({}: {})", v.kind.name(), v.evidence);
+            let conn = s.conn;
+            self.kick(conn, reason);
+        }
+    }
+
+    /// Tells every connection the server is shutting down and closes it; later
+    /// connections are closed at once.
+    pub fn shutdown(&mut self, reason: &str) {
+        self.shut = true;
+        let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+        for conn in conns {
+            let joined = self
+                .conns
+                .get(&conn)
+                .is_some_and(|c| matches!(c.phase, Phase::Map { .. } | Phase::Playing { .. }));
+            if joined {
+                let msg = ServerControl::Shutdown {
+                    reason: reason.to_string(),
+                };
+                let bytes = encode_frame(&msg);
+                self.outputs.push_back(Output::Control { conn, bytes });
+            }
+            self.close(conn, CLOSE_SHUTDOWN, format!("shutdown: {reason}"));
+        }
+    }
+
+    /// Refuses a connection before it joined: the reason on the control stream (when a
+    /// label is given, the refusal is counted under it) and in the close frame.
+    fn refuse_with(&mut self, conn: ConnId, label: Option<&str>, reason: String) {
+        if let Some(l) = label {
+            if let Some(i) = REFUSALS.iter().position(|r| *r == l) {
+                self.stats.refusals[i] += 1;
+            }
+        }
+        let msg = ServerControl::Refused {
+            reason: reason.clone(),
+        };
+        self.outputs.push_back(Output::Control {
+            conn,
+            bytes: encode_frame(&msg),
+        });
+        self.events.push_back(Event::Refused {
+            conn,
+            reason: reason.clone(),
+        });
+        self.close(conn, CLOSE_REFUSED, reason);
+    }
+
+    /// Kicks a joined client: the reason on the control stream and in the close frame.
+    fn kick(&mut self, conn: ConnId, reason: String) {
+        self.stats.kicks += 1;
+        let msg = ServerControl::Kick {
+            reason: reason.clone(),
+        };
+        self.outputs.push_back(Output::Control {
+            conn,
+            bytes: encode_frame(&msg),
+        });
+        self.close(conn, CLOSE_KICKED, reason);
+    }
+
+    /// Forgets the connection's player and tells the shell to close it.
+    fn close(&mut self, conn: ConnId, code: u32, reason: String) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            let phase = std::mem::replace(&mut c.phase, Phase::Closing);
+            if let Phase::Map { player } | Phase::Playing { player } = phase {
+                self.leave(player, reason.clone());
+            }
+        }
+        self.outputs.push_back(Output::Close { conn, code, reason });
+        self.count_pending();
+    }
+
+    fn leave(&mut self, player: PlayerId, reason: String) {
+        if let Some(s) = self.sessions.remove(&player) {
+            add_inputs(&mut self.stats.inputs, &s.inputs.stats, &s.counted);
+        }
+        self.world.remove_player(player);
+        self.stats.clients = self.stats.clients.saturating_sub(1);
+        self.events.push_back(Event::Left { player, reason });
+    }
+
+    fn count_pending(&mut self) {
+        self.stats.awaiting_hello = self
+            .conns
+            .values()
+            .filter(|c| matches!(c.phase, Phase::Hello { .. }))
+            .count() as u64;
+    }
+}
+
+/// Adds what an input buffer saw since `counted` to `total`.
+fn add_inputs(total: &mut InputStats, now: &InputStats, counted: &InputStats) {
+    total.received += now.received - counted.received;
+    total.applied += now.applied - counted.applied;
+    total.missing += now.missing - counted.missing;
+    total.late += now.late - counted.late;
+    total.duplicate += now.duplicate - counted.duplicate;
+    total.too_far_ahead += now.too_far_ahead - counted.too_far_ahead;
+}
+
+fn token_label(e: &TokenError) -> &'static str {
+    match e {
+        TokenError::Malformed => "token_malformed",
+        TokenError::Forged => "token_forged",
+        TokenError::Expired => "token_expired",
+        TokenError::Replayed => "token_replayed",
+    }
+}
+
+/// The control frames that carry `map` to a client, in order, made as they are written.
+pub fn map_frames(map: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+    map.chunks(MAP_CHUNK).enumerate().map(|(i, chunk)| {
+        encode_frame(&ServerControl::MapData {
+            offset: (i * MAP_CHUNK) as u64,
+            bytes: chunk.to_vec(),
+        })
+    })
+}

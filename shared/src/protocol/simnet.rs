@@ -1,0 +1,244 @@
+//! A simulated network: the server's and clients' state machines in one thread on virtual
+//! time, joined by conditioned queues. Minutes of play run in seconds, and a seed makes a
+//! run repeat exactly, so protocol behaviour is tested without sockets or wall time.
+//!
+//! Datagrams go through a [`Conditioner`] each way (loss, delay, jitter, duplication). The
+//! control stream is reliable and ordered, so it only takes the base delay. Virtual time
+//! advances in fixed steps; everything due within a step happens at its end.
+
+use super::client::ClientOutput;
+use super::client::{Client, ClientSettings, End, Status};
+use super::conditioner::{Conditioner, LinkConditioner};
+use super::server::{map_frames, ConnId, Event, Output, Server};
+use crate::movement::MoveCommand;
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+/// How the network behaves.
+#[derive(Clone, Copy, Debug)]
+pub struct NetSettings {
+    /// Client to server.
+    pub up: LinkConditioner,
+    /// Server to client.
+    pub down: LinkConditioner,
+    /// Seed of every link's randomness.
+    pub seed: u64,
+    /// Virtual time per step.
+    pub step: Duration,
+}
+
+impl Default for NetSettings {
+    fn default() -> Self {
+        NetSettings {
+            up: LinkConditioner::default(),
+            down: LinkConditioner::default(),
+            seed: 1,
+            step: Duration::from_millis(1),
+        }
+    }
+}
+
+/// What travels on a control stream: bytes, then perhaps the close.
+#[derive(Clone, Debug)]
+enum Stream {
+    Bytes(Vec<u8>),
+    Close(u32, String),
+}
+
+/// One client and its link.
+struct Peer {
+    conn: ConnId,
+    client: Client,
+    up: Conditioner<Vec<u8>>,
+    down: Conditioner<Vec<u8>>,
+    ctl_up: VecDeque<(Instant, Vec<u8>)>,
+    ctl_down: VecDeque<(Instant, Stream)>,
+    /// The server closed its side.
+    closed: bool,
+}
+
+/// The server, its clients and the links between them.
+pub struct SimNet {
+    server: Server,
+    peers: Vec<Peer>,
+    settings: NetSettings,
+    now: Instant,
+    events: Vec<Event>,
+}
+
+/// Server events kept for the test to read; later ones are dropped.
+const EVENTS_KEPT: usize = 10_000;
+
+impl SimNet {
+    /// A network around `server`, whose clock is at `now`.
+    pub fn new(server: Server, now: Instant, settings: NetSettings) -> SimNet {
+        SimNet {
+            server,
+            peers: Vec::new(),
+            settings,
+            now,
+            events: Vec::new(),
+        }
+    }
+
+    /// Connects a client (its transport handshake is taken as done); returns its index.
+    pub fn connect(&mut self, settings: ClientSettings) -> usize {
+        let i = self.peers.len();
+        let conn = i as ConnId + 1;
+        let seed = self.settings.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.peers.push(Peer {
+            conn,
+            client: Client::new(settings, self.now),
+            up: Conditioner::new(self.settings.up, seed),
+            down: Conditioner::new(self.settings.down, seed ^ 0xd0),
+            ctl_up: VecDeque::new(),
+            ctl_down: VecDeque::new(),
+            closed: false,
+        });
+        self.server.connected(conn, self.now);
+        i
+    }
+
+    /// The virtual time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// The server.
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+
+    /// The server, to change.
+    pub fn server_mut(&mut self) -> &mut Server {
+        &mut self.server
+    }
+
+    /// The server's events so far (the first [`EVENTS_KEPT`]).
+    pub fn events(&self) -> &[Event] {
+        &self.events
+    }
+
+    /// Client `i`.
+    pub fn client(&self, i: usize) -> &Client {
+        &self.peers[i].client
+    }
+
+    /// Client `i`, to change (its input, a goodbye).
+    pub fn client_mut(&mut self, i: usize) -> &mut Client {
+        &mut self.peers[i].client
+    }
+
+    /// How many clients were connected.
+    pub fn len(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// Whether none was.
+    pub fn is_empty(&self) -> bool {
+        self.peers.is_empty()
+    }
+
+    /// Runs for `d` of virtual time. Before each client's tick `input(i, client)` gives
+    /// its command.
+    pub fn run(&mut self, d: Duration, input: &mut impl FnMut(usize, &Client) -> MoveCommand) {
+        let end = self.now + d;
+        while self.now < end {
+            self.now += self.settings.step;
+            self.step(input);
+        }
+    }
+
+    fn step(&mut self, input: &mut impl FnMut(usize, &Client) -> MoveCommand) {
+        let now = self.now;
+        let up_delay = delay(self.settings.up);
+        let down_delay = delay(self.settings.down);
+        for p in &mut self.peers {
+            while p.ctl_up.front().is_some_and(|(at, _)| *at <= now) {
+                if let Some((_, b)) = p.ctl_up.pop_front() {
+                    self.server.handle_control(p.conn, &b, now);
+                }
+            }
+            while let Some(b) = p.up.pop(now) {
+                if !p.closed {
+                    self.server.handle_datagram(p.conn, &b, now);
+                }
+            }
+        }
+        if self.server.poll_timeout() <= now {
+            self.server.handle_timeout(now);
+        }
+        while let Some(out) = self.server.poll_output() {
+            let conn = match &out {
+                Output::Control { conn, .. }
+                | Output::Map { conn }
+                | Output::Datagram { conn, .. }
+                | Output::Close { conn, .. } => *conn,
+            };
+            let Some(p) = (conn as usize)
+                .checked_sub(1)
+                .and_then(|i| self.peers.get_mut(i))
+            else {
+                continue;
+            };
+            let at = now + down_delay;
+            match out {
+                Output::Control { bytes, .. } => p.ctl_down.push_back((at, Stream::Bytes(bytes))),
+                Output::Map { .. } => {
+                    for f in map_frames(&self.server.settings().map_bytes) {
+                        p.ctl_down.push_back((at, Stream::Bytes(f)));
+                    }
+                    self.server.handle_map_sent(conn, now);
+                }
+                Output::Datagram { bytes, .. } => p.down.push(bytes, now),
+                Output::Close { code, reason, .. } => {
+                    p.ctl_down
+                        .push_back((at, Stream::Close(code, reason.clone())));
+                    p.closed = true;
+                    self.server.handle_closed(conn, &reason);
+                }
+            }
+        }
+        while let Some(e) = self.server.poll_event() {
+            if self.events.len() < EVENTS_KEPT {
+                self.events.push(e);
+            }
+        }
+        for (i, p) in self.peers.iter_mut().enumerate() {
+            while p.ctl_down.front().is_some_and(|(at, _)| *at <= now) {
+                match p.ctl_down.pop_front() {
+                    Some((_, Stream::Bytes(b))) => p.client.handle_control(&b, now),
+                    Some((_, Stream::Close(code, reason))) => {
+                        p.client.handle_closed(Some(code), &reason)
+                    }
+                    None => {}
+                }
+            }
+            while let Some(b) = p.down.pop(now) {
+                p.client.handle_datagram(&b, now);
+            }
+            if p.client.poll_timeout().is_some_and(|t| t <= now) {
+                let cmd = input(i, &p.client);
+                p.client.input(cmd);
+                p.client.handle_timeout(now);
+            }
+            while let Some(out) = p.client.poll_output() {
+                match out {
+                    ClientOutput::Control(b) => p.ctl_up.push_back((now + up_delay, b)),
+                    ClientOutput::Datagram(b) => p.up.push(b, now),
+                }
+            }
+            // A client that ended on its own (a goodbye, a protocol error) hangs up.
+            if let (Status::Ended(e), false) = (p.client.status(), p.closed) {
+                if !matches!(e, End::Left(_)) || p.ctl_up.is_empty() {
+                    p.closed = true;
+                    self.server.handle_closed(p.conn, e.reason());
+                }
+            }
+        }
+    }
+}
+
+fn delay(link: LinkConditioner) -> Duration {
+    Duration::from_secs_f64(link.delay_ms.max(0.0) / 1000.0)
+}
