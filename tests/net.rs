@@ -224,7 +224,7 @@ fn spawn_wanderer(r: &Running, id: u32, opts: RunOptions) -> tokio::task::JoinHa
     })
 }
 
-fn refused(e: Result<expel_client::Joined, ClientError>) -> String {
+fn refused(e: Result<expel_client::Session, ClientError>) -> String {
     match e {
         Err(ClientError::Refused(r)) => r,
         Err(other) => panic!("expected a refusal, got {other}"),

@@ -3,8 +3,13 @@
 //! honest prediction through [`CheatState::apply`] and sends what comes out, as its claim
 //! (trusted-client mode) or its reported prediction (authoritative mode).
 
+use expel_shared::protocol::predict::Predictor;
+use expel_shared::protocol::{InputMsg, INPUT_REDUNDANCY};
 use expel_shared::{MoveCommand, PlayerState, Sim};
 use glam::DVec3;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// Which cheats, from which tick of the run.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -95,5 +100,74 @@ impl CheatState {
         out.origin = PlayerState::at(*at).origin;
         out.set_velocity(velocity);
         (out, true)
+    }
+}
+
+/// The cheats as a [`expel_shared::protocol::client::Tamper`]: each input message's
+/// reported prediction (or claims) rewritten into the cheat's own chain of states, and
+/// the clock's period overridden.
+pub(crate) struct Tamper {
+    cheats: Cheats,
+    state: CheatState,
+    /// The cheated states sent, by tick.
+    sent: BTreeMap<u64, PlayerState>,
+    /// Set once the cheat is on.
+    began: Arc<AtomicBool>,
+    /// The honest tick period, seconds.
+    base: f64,
+}
+
+impl Tamper {
+    pub(crate) fn new(cheats: Cheats, began: Arc<AtomicBool>) -> Tamper {
+        Tamper {
+            cheats,
+            state: CheatState::default(),
+            sent: BTreeMap::new(),
+            began,
+            base: 1.0 / 60.0,
+        }
+    }
+}
+
+impl expel_shared::protocol::client::Tamper for Tamper {
+    fn input(&mut self, sim: &Sim, predictor: &Predictor, tick: u64, msg: &mut InputMsg) {
+        self.base = 1.0 / f64::from(sim.config().tick_rate.max(1));
+        if !self.cheats.moves() || msg.predicted.is_none() {
+            return;
+        }
+        let Some(cmd) = msg.commands.last().copied() else {
+            return;
+        };
+        // Every predicted tick, skipped ones included, rewritten into one chain.
+        let from = self.sent.last_key_value().map_or(tick, |(t, _)| t + 1);
+        for t in from.max(tick.saturating_sub(64))..=tick {
+            let Some(honest) = predictor.predicted_at(t) else {
+                continue;
+            };
+            let (cheated, on) = self.state.apply(&self.cheats, sim, &cmd, honest);
+            if on {
+                self.began.store(true, Relaxed);
+            }
+            self.sent.insert(t, cheated);
+        }
+        self.sent = self
+            .sent
+            .split_off(&tick.saturating_sub(INPUT_REDUNDANCY as u64));
+        msg.predicted = self.sent.get(&tick).copied();
+        if !msg.claims.is_empty() {
+            msg.claims = msg
+                .ticked()
+                .map(|(t, _)| self.sent.get(&t).copied())
+                .collect::<Option<Vec<_>>>()
+                .unwrap_or_default();
+        }
+    }
+
+    fn period(&mut self, period: f64) -> f64 {
+        if self.cheats.clock_factor == 1.0 {
+            period
+        } else {
+            self.base / self.cheats.clock_factor.max(0.1)
+        }
     }
 }

@@ -1,11 +1,33 @@
-//! Expel's client library: a thin async shell (tokio + quinn) around the shared simulation
-//! and protocol. It connects with a token, pinning the server's certificate fingerprint or
-//! trusting an authority; fetches the map when it lacks it; keeps its tick ahead of the
-//! server's by about the round trip plus a small buffer (slewing its clock, never jumping
-//! back); sends each tick's command with the previous few; predicts its own player with the
-//! shared movement ([`Predictor`]); reconciles each snapshot; and interpolates the others
-//! ([`Interpolator`]). A [`LinkConditioner`] adds loss, delay, jitter (hence reordering)
-//! and duplication to its datagrams, for tests and tools.
+//! Expel's client library: what a game loop calls each frame, over a thin async shell
+//! (tokio + quinn) around the protocol's client state machine
+//! ([`expel_shared::protocol::client::Client`]).
+//!
+//! ```no_run
+//! # async fn game(addr: std::net::SocketAddr, token: String, fingerprint: String) {
+//! use expel_client::{connect, ConnectOptions, Trust};
+//! use std::time::Instant;
+//! let mut session = connect(addr, &ConnectOptions::new(token, Trust::Fingerprint(fingerprint)))
+//!     .await
+//!     .unwrap();
+//! loop {
+//!     // Each frame: this frame's input, then the update.
+//!     session.input(expel_shared::MoveCommand::new(1.0, 0.0, 0.0, 90.0, 0.0));
+//!     let now = Instant::now();
+//!     session.update(now);
+//!     let me = session.display_origin(); // our player, predicted, corrections smoothed
+//!     let others = session.others(now); // the others, interpolated
+//!     while let Some(event) = session.poll_event() { /* joined, corrected, ended */ }
+//!     # break;
+//! }
+//! # }
+//! ```
+//!
+//! [`connect`] (or [`connect_blocking`] for a loop without async) joins the server; the
+//! [`Session`] then moves bytes between quinn and the machine whenever the game calls
+//! [`Session::update`]. Background tasks only read the connection into a queue. A
+//! [`LinkConditioner`] can add loss, delay, jitter and duplication to its datagrams, to
+//! feel prediction under lag. [`run`] is a headless player built on the same API (the
+//! `expel connect` command, the bots and the tests use it).
 
 #[cfg(feature = "cheats")]
 pub mod bots;
@@ -15,20 +37,20 @@ mod tls;
 
 #[cfg(feature = "cheats")]
 pub use cheats::{CheatState, Cheats};
+pub use expel_shared::protocol::client::{ClientEvent, ClientStats, End, Status};
+pub use expel_shared::protocol::conditioner::LinkConditioner;
 pub use expel_shared::protocol::interp::Interpolator;
 pub use expel_shared::protocol::predict::{PredictStats, Predictor};
 pub use tls::{client_config, Trust};
 
 use bytes::Bytes;
-use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
-use expel_shared::protocol::snapshot::SnapshotDecoder;
-use expel_shared::protocol::{
-    decode, encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl,
-    Welcome, ALPN, CLOSE_KICKED, INPUT_REDUNDANCY, MAX_MAP_BYTES, VERSION,
-};
-use expel_shared::{CollisionModel, MapData, MoveCommand, PlayerState, Sim};
-use rand::{Rng, SeedableRng};
-
+use expel_shared::mover::MoverState;
+use expel_shared::protocol::client::{Client, ClientOutput, ClientSettings};
+use expel_shared::protocol::conditioner::Conditioner;
+use expel_shared::protocol::{Welcome, ALPN};
+use expel_shared::{MoveCommand, PlayerState, Sim};
+use glam::DVec3;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,49 +74,9 @@ pub enum ClientError {
     /// The server refused the hello.
     #[error("refused by the server: {0}")]
     Refused(String),
-    /// The server broke the protocol.
+    /// The server broke the protocol (or sent a map that cannot be used).
     #[error("protocol: {0}")]
     Protocol(String),
-    /// The map the server sent could not be used.
-    #[error("map: {0}")]
-    Map(String),
-}
-
-/// Loss, delay, jitter and duplication applied to datagrams in both directions.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct LinkConditioner {
-    /// Probability a datagram is lost.
-    pub loss: f64,
-    /// One-way delay, milliseconds.
-    pub delay_ms: f64,
-    /// Uniform ± jitter on the delay, milliseconds (reorders datagrams).
-    pub jitter_ms: f64,
-    /// Probability a datagram is delivered twice.
-    pub duplicate: f64,
-}
-
-impl LinkConditioner {
-    fn active(&self) -> bool {
-        self.loss > 0.0 || self.delay_ms > 0.0 || self.jitter_ms > 0.0 || self.duplicate > 0.0
-    }
-
-    /// Delivery delays for one datagram: none when lost, two when duplicated.
-    fn plan(&self, rng: &mut impl Rng) -> Vec<Duration> {
-        if rng.gen_bool(self.loss.clamp(0.0, 1.0)) {
-            return Vec::new();
-        }
-        let copies = 1 + rng.gen_bool(self.duplicate.clamp(0.0, 1.0)) as usize;
-        (0..copies)
-            .map(|_| {
-                let j = if self.jitter_ms > 0.0 {
-                    rng.gen_range(-self.jitter_ms..self.jitter_ms)
-                } else {
-                    0.0
-                };
-                Duration::from_secs_f64((self.delay_ms + j).max(0.0) / 1000.0)
-            })
-            .collect()
-    }
 }
 
 /// How to connect.
@@ -111,46 +93,49 @@ pub struct ConnectOptions {
     pub sim: Option<Arc<Sim>>,
 }
 
-/// A client that joined: the welcome, the map and its simulation, the connection.
-pub struct Joined {
+impl ConnectOptions {
+    /// Options with a token and a way to trust the server, and no map of its own.
+    pub fn new(token: String, trust: Trust) -> Self {
+        ConnectOptions {
+            token,
+            trust,
+            have_map: None,
+            sim: None,
+        }
+    }
+}
+
+/// What the connection's reader tasks report.
+enum Inbound {
+    Control(Bytes),
+    Datagram(Bytes),
+    Closed(Option<u32>, String),
+}
+
+/// A joined session: the protocol machine and its connection.
+pub struct Session {
     /// What the server said.
     pub welcome: Welcome,
     /// The map's bytes.
     pub map: Arc<Vec<u8>>,
     /// The simulation, as the server runs it.
     pub sim: Arc<Sim>,
+    machine: Client,
     endpoint: quinn::Endpoint,
     conn: quinn::Connection,
-    send: quinn::SendStream,
-    recv: quinn::RecvStream,
-    dec: FrameDecoder,
+    inbound: mpsc::UnboundedReceiver<Inbound>,
+    /// Inbound messages taken while waiting, not yet given to the machine.
+    held: VecDeque<Inbound>,
+    control: mpsc::UnboundedSender<Vec<u8>>,
+    /// Conditioned datagrams, when a conditioner is set: (out, in).
+    link: Option<(Conditioner<Bytes>, Conditioner<Bytes>)>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The runtime of a blocking session (its tasks run there).
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
-async fn read_frame(
-    recv: &mut quinn::RecvStream,
-    dec: &mut FrameDecoder,
-) -> Result<Option<ServerControl>, ClientError> {
-    let mut buf = [0u8; 8192];
-    loop {
-        match dec.next_frame() {
-            Ok(Some(f)) => {
-                return decode("control", &f)
-                    .map(Some)
-                    .map_err(|e| ClientError::Protocol(e.to_string()))
-            }
-            Ok(None) => {}
-            Err(e) => return Err(ClientError::Protocol(e.to_string())),
-        }
-        match recv.read(&mut buf).await {
-            Ok(Some(n)) => dec.push(&buf[..n]),
-            Ok(None) => return Ok(None),
-            Err(e) => return Err(ClientError::Protocol(e.to_string())),
-        }
-    }
-}
-
-/// Connects, says hello, and receives the welcome and (if needed) the map.
-pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Joined, ClientError> {
+/// Connects, says hello, and plays until the welcome and the map have arrived.
+pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session, ClientError> {
     let fail = |detail: String| ClientError::Connect { addr, detail };
     let bind: SocketAddr = if addr.is_ipv4() {
         "0.0.0.0:0"
@@ -167,113 +152,315 @@ pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Joined, 
         .await
         .map_err(|e| fail(e.to_string()))?;
     let (mut send, mut recv) = conn.open_bi().await.map_err(|e| fail(e.to_string()))?;
-    let have_map = opts.have_map.as_ref().map(|m| *blake3::hash(m).as_bytes());
-    let hello = ClientControl::Hello {
-        version: VERSION,
-        token: opts.token.clone(),
-        have_map,
-    };
-    send.write_all(&encode_frame(&hello))
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    let mut dec = FrameDecoder::new();
-    let welcome = match read_frame(&mut recv, &mut dec).await {
-        Ok(Some(ServerControl::Welcome(w))) => *w,
-        Ok(Some(ServerControl::Refused { reason })) => return Err(ClientError::Refused(reason)),
-        Ok(Some(other)) => {
-            return Err(ClientError::Protocol(format!(
-                "expected a welcome, got {other:?}"
-            )))
+    let (tx, inbound) = mpsc::unbounded_channel();
+    let (control, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
+    let mut tasks = Vec::new();
+    // Control stream in.
+    let t = tx.clone();
+    tasks.push(tokio::spawn(async move {
+        let mut buf = vec![0u8; 16 * 1024];
+        while let Ok(Some(n)) = recv.read(&mut buf).await {
+            if t.send(Inbound::Control(Bytes::copy_from_slice(&buf[..n])))
+                .is_err()
+            {
+                break;
+            }
         }
-        Ok(None) | Err(_) => {
-            // The reason may only be in the close frame.
-            let reason = match conn.close_reason() {
-                Some(quinn::ConnectionError::ApplicationClosed(c)) => {
-                    String::from_utf8_lossy(&c.reason).into_owned()
-                }
-                other => format!("{other:?}"),
-            };
-            return Err(ClientError::Refused(reason));
+    }));
+    // Control stream out.
+    tasks.push(tokio::spawn(async move {
+        while let Some(b) = outgoing.recv().await {
+            if send.write_all(&b).await.is_err() {
+                break;
+            }
         }
-    };
-    let map = if welcome.sending_map {
-        if welcome.map_size > MAX_MAP_BYTES {
-            return Err(ClientError::Map(format!(
-                "{} bytes is over the limit",
-                welcome.map_size
-            )));
-        }
-        let mut map = Vec::with_capacity(welcome.map_size as usize);
-        while (map.len() as u64) < welcome.map_size {
-            match read_frame(&mut recv, &mut dec).await? {
-                Some(ServerControl::MapData { offset, bytes }) => {
-                    ServerControl::check_map_chunk(offset, bytes.len(), welcome.map_size)
-                        .map_err(|e| ClientError::Map(e.to_string()))?;
-                    if offset != map.len() as u64 {
-                        return Err(ClientError::Map(format!(
-                            "chunk at {offset}, expected {}",
-                            map.len()
-                        )));
+        let _ = send.finish();
+    }));
+    // Datagrams in, and the close.
+    let c = conn.clone();
+    tasks.push(tokio::spawn(async move {
+        loop {
+            match c.read_datagram().await {
+                Ok(b) => {
+                    if tx.send(Inbound::Datagram(b)).is_err() {
+                        break;
                     }
-                    map.extend_from_slice(&bytes);
                 }
-                other => {
-                    return Err(ClientError::Map(format!(
-                        "transfer interrupted by {other:?}"
-                    )))
+                Err(e) => {
+                    let (code, reason) = match e {
+                        quinn::ConnectionError::ApplicationClosed(a) => (
+                            u32::try_from(a.error_code.into_inner()).ok(),
+                            String::from_utf8_lossy(&a.reason).into_owned(),
+                        ),
+                        other => (None, other.to_string()),
+                    };
+                    let _ = tx.send(Inbound::Closed(code, reason));
+                    break;
                 }
             }
         }
-        if *blake3::hash(&map).as_bytes() != welcome.map_hash {
-            return Err(ClientError::Map(
-                "received map does not match its hash".into(),
-            ));
-        }
-        Arc::new(map)
-    } else {
-        opts.have_map
-            .clone()
-            .ok_or_else(|| ClientError::Protocol("server sent no map".into()))?
+    }));
+    let settings = ClientSettings {
+        have_map: opts.have_map.clone(),
+        sim: opts.sim.clone(),
+        ..ClientSettings::new(opts.token.clone())
     };
-    let reuse = opts
-        .sim
-        .clone()
-        .filter(|s| !welcome.sending_map && *s.config() == welcome.config);
-    let sim = match reuse {
-        Some(s) => s,
-        None => {
-            let data = MapData::parse_any(&map).map_err(|e| ClientError::Map(e.to_string()))?;
-            let movement = welcome
-                .config
-                .clone()
-                .validate()
-                .map_err(|e| ClientError::Protocol(e.to_string()))?;
-            let model = Arc::new(CollisionModel::build(&data));
-            Arc::new(Sim::from_map(model, &data, movement).0)
+    let mut machine = Client::new(settings, Instant::now());
+    let mut held = VecDeque::new();
+    // Until the welcome and the map have come (or the session ended).
+    let mut inbound = inbound;
+    loop {
+        let now = Instant::now();
+        while let Some(m) = held.pop_front() {
+            match m {
+                Inbound::Control(b) => machine.handle_control(&b, now),
+                Inbound::Datagram(_) => {}
+                Inbound::Closed(code, reason) => machine.handle_closed(code, &reason),
+            }
         }
+        while let Some(out) = machine.poll_output() {
+            if let ClientOutput::Control(b) = out {
+                let _ = control.send(b);
+            }
+        }
+        match machine.status() {
+            Status::Playing => break,
+            Status::Ended(End::Refused(r) | End::Disconnected(r)) => {
+                return Err(ClientError::Refused(r.clone()))
+            }
+            Status::Ended(e) => return Err(ClientError::Protocol(e.reason().to_string())),
+            Status::Connecting | Status::ReceivingMap => {}
+        }
+        match inbound.recv().await {
+            Some(m) => held.push_back(m),
+            None => return Err(ClientError::Protocol("connection tasks ended".into())),
+        }
+    }
+    let (Some(welcome), Some(sim), Some(map)) = (
+        machine.welcome().cloned(),
+        machine.sim().cloned(),
+        machine.map().cloned(),
+    ) else {
+        return Err(ClientError::Protocol("joined without a welcome".into()));
     };
-    Ok(Joined {
+    Ok(Session {
         welcome,
-        map,
         sim,
+        map,
+        machine,
         endpoint,
         conn,
-        send,
-        recv,
-        dec,
+        inbound,
+        held,
+        control,
+        link: None,
+        tasks,
+        runtime: None,
     })
 }
 
-/// What a run measured.
+/// [`connect`] for a game loop that is not async: the session keeps its own runtime,
+/// whose one worker thread reads the connection in the background.
+pub fn connect_blocking(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session, ClientError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .map_err(|e| ClientError::Connect {
+            addr,
+            detail: format!("starting a runtime: {e}"),
+        })?;
+    let mut s = rt.block_on(connect(addr, opts))?;
+    s.runtime = Some(rt);
+    Ok(s)
+}
+
+impl Session {
+    /// Gives the machine everything that arrived, runs the ticks due by `now` and sends
+    /// what they made. Call it every frame (or when [`Session::next_wake`] says).
+    pub fn update(&mut self, now: Instant) {
+        while let Ok(m) = self.inbound.try_recv() {
+            self.held.push_back(m);
+        }
+        while let Some(m) = self.held.pop_front() {
+            match m {
+                Inbound::Control(b) => self.machine.handle_control(&b, now),
+                Inbound::Datagram(b) => match self.link.as_mut() {
+                    Some((_, down)) => down.push(b, now),
+                    None => self.machine.handle_datagram(&b, now),
+                },
+                Inbound::Closed(code, reason) => self.machine.handle_closed(code, &reason),
+            }
+        }
+        if let Some((_, down)) = self.link.as_mut() {
+            while let Some(b) = down.pop(now) {
+                self.machine.handle_datagram(&b, now);
+            }
+        }
+        self.machine.set_rtt(self.conn.rtt());
+        self.machine.handle_timeout(now);
+        self.flush(now);
+    }
+
+    fn flush(&mut self, now: Instant) {
+        while let Some(out) = self.machine.poll_output() {
+            match out {
+                ClientOutput::Control(b) => {
+                    let _ = self.control.send(b);
+                }
+                ClientOutput::Datagram(b) => match self.link.as_mut() {
+                    Some((up, _)) => up.push(Bytes::from(b), now),
+                    None => {
+                        let _ = self.conn.send_datagram(Bytes::from(b));
+                    }
+                },
+            }
+        }
+        if let Some((up, _)) = self.link.as_mut() {
+            while let Some(b) = up.pop(now) {
+                let _ = self.conn.send_datagram(b);
+            }
+        }
+    }
+
+    /// Waits until `until`, or until something arrives from the server (then
+    /// [`Session::update`] has work).
+    pub async fn wait(&mut self, until: Instant) {
+        tokio::select! {
+            m = self.inbound.recv() => {
+                if let Some(m) = m {
+                    self.held.push_back(m);
+                }
+            }
+            _ = tokio::time::sleep_until(until.into()) => {}
+        }
+    }
+
+    /// When the next tick is due (or a conditioned datagram), while playing.
+    pub fn next_wake(&self) -> Option<Instant> {
+        let link = self
+            .link
+            .as_ref()
+            .and_then(|(u, d)| match (u.next_due(), d.next_due()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            });
+        match (self.machine.poll_timeout(), link) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Conditions for this session's datagrams, both ways (loss, delay, jitter,
+    /// duplication), with the seed of their randomness: to feel prediction under lag.
+    pub fn set_link(&mut self, link: LinkConditioner, seed: u64) {
+        self.link = link.active().then(|| {
+            (
+                Conditioner::new(link, seed),
+                Conditioner::new(link, seed ^ 0x5eed),
+            )
+        });
+    }
+
+    /// Ticks to stay ahead of the server beyond the path's delay (2 by default).
+    pub fn set_buffer_ticks(&mut self, ticks: f64) {
+        self.machine.set_buffer_ticks(ticks);
+    }
+
+    /// This frame's input: the command for every tick from the next one on.
+    pub fn input(&mut self, cmd: MoveCommand) {
+        self.machine.input(cmd);
+    }
+
+    /// The newest tick predicted (the next one gets the input given now).
+    pub fn tick(&self) -> u64 {
+        self.machine.tick()
+    }
+
+    /// Our player, predicted at the newest tick.
+    pub fn local_player(&self) -> Option<PlayerState> {
+        self.machine.local_player()
+    }
+
+    /// Where to draw our player: the prediction, with the last correction fading.
+    pub fn display_origin(&self) -> Option<DVec3> {
+        self.machine.display_origin()
+    }
+
+    /// The other players, interpolated for drawing at `now`.
+    pub fn others(&self, now: Instant) -> BTreeMap<u32, DVec3> {
+        self.machine.others(self.machine.render_tick(now))
+    }
+
+    /// The movers as predicted.
+    pub fn movers(&self) -> &[MoverState] {
+        self.machine.movers()
+    }
+
+    /// The next event (welcomed, joined, corrected, ended with the reason).
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.machine.poll_event()
+    }
+
+    /// What the session measured so far.
+    pub fn stats(&self) -> &ClientStats {
+        self.machine.stats()
+    }
+
+    /// Where the session stands.
+    pub fn status(&self) -> &Status {
+        self.machine.status()
+    }
+
+    /// The transport's figures (bytes both ways, round trip).
+    pub fn transport(&self) -> quinn::ConnectionStats {
+        self.conn.stats()
+    }
+
+    /// Makes this client misbehave (tests of a server's validation).
+    pub fn set_tamper(&mut self, t: Box<dyn expel_shared::protocol::client::Tamper>) {
+        self.machine.set_tamper(t);
+    }
+
+    /// Says goodbye (unless the server ended the session) and closes, waiting a moment
+    /// for the server to read it.
+    pub async fn close(mut self, reason: &str) {
+        let by_server = matches!(self.machine.status(), Status::Ended(e) if e.by_server());
+        if !by_server {
+            self.machine.leave(reason);
+            self.flush(Instant::now());
+            // The server closes once it has read the goodbye; closing first could drop it.
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.conn.closed()).await;
+        }
+        self.conn.close(0u32.into(), reason.as_bytes());
+        for t in &self.tasks {
+            t.abort();
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.endpoint.wait_idle()).await;
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// What a headless run measured.
 #[derive(Clone, Debug, Default)]
 pub struct RunReport {
     /// Ticks the client predicted.
     pub ticks: u64,
     /// Prediction statistics (snapshots, corrections, largest correction).
     pub predict: PredictStats,
-    /// Round-trip time samples, milliseconds.
+    /// Round-trip time samples, milliseconds (one per update that took a snapshot).
     pub rtt_ms: Vec<f64>,
-    /// Bytes received and sent per second (UDP, all of QUIC).
+    /// Bytes received per second (UDP, all of QUIC).
     pub down_bytes_per_s: f64,
     /// Bytes sent per second.
     pub up_bytes_per_s: f64,
@@ -316,14 +503,14 @@ pub fn percentile(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
-/// How to run.
+/// How to run headless.
 #[derive(Clone, Copy, Debug)]
 pub struct RunOptions {
     /// Stop after this many seconds.
     pub seconds: f64,
     /// Datagram conditions.
     pub link: LinkConditioner,
-    /// Ticks the client stays ahead of the server beyond the round trip.
+    /// Ticks the client stays ahead of the server beyond the path's delay.
     pub buffer_ticks: f64,
     /// Seed of the conditioner's randomness.
     pub seed: u64,
@@ -345,256 +532,85 @@ impl Default for RunOptions {
     }
 }
 
-/// Plays: each tick asks `driver` for a command (it returns `None` when it has no more),
-/// then keeps the last one for a second so the server catches up, and says bye.
+/// Plays headless: before each tick asks `driver` for the command (it returns `None`
+/// when it has no more), then keeps the last one for a second so the server catches up,
+/// and says goodbye.
 pub async fn run(
-    joined: Joined,
+    mut s: Session,
     mut driver: impl FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand>,
     opts: RunOptions,
 ) -> Result<RunReport, ClientError> {
-    let Joined {
-        welcome,
-        sim,
-        endpoint,
-        conn,
-        mut send,
-        mut recv,
-        mut dec,
-        ..
-    } = joined;
-    let rate = welcome.tick_rate as f64;
-    let base_period = 1.0 / rate;
-    let mut predictor = Predictor::new(sim.clone(), welcome.player_id);
-    let mut snapshots = SnapshotDecoder::new();
-    let mut interp = Interpolator::new();
-    let mut report = RunReport::default();
-    let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed);
-    let link = opts.link;
-    // Datagrams in, through the conditioner.
-    let (dg_tx, mut dg_rx) = mpsc::unbounded_channel::<Bytes>();
-    let reader = {
-        let conn = conn.clone();
-        let mut rng = rand::rngs::StdRng::seed_from_u64(opts.seed ^ 0x5eed);
-        tokio::spawn(async move {
-            while let Ok(b) = conn.read_datagram().await {
-                if !link.active() {
-                    let _ = dg_tx.send(b);
-                    continue;
-                }
-                for d in link.plan(&mut rng) {
-                    let (tx, b) = (dg_tx.clone(), b.clone());
-                    tokio::spawn(async move {
-                        tokio::time::sleep(d).await;
-                        let _ = tx.send(b);
-                    });
-                }
-            }
-        })
-    };
-    // Control messages in (kick, shutdown).
-    let (ctl_tx, mut ctl_rx) = mpsc::unbounded_channel::<ServerControl>();
-    let control = tokio::spawn(async move {
-        while let Ok(Some(m)) = read_frame(&mut recv, &mut dec).await {
-            if ctl_tx.send(m).is_err() {
-                break;
-            }
-        }
-    });
+    s.set_link(opts.link, opts.seed);
+    s.set_buffer_ticks(opts.buffer_ticks);
     let started = Instant::now();
-    let lead = |rtt: f64| rtt / base_period + opts.buffer_ticks;
-    let mut tick = welcome.server_tick + lead(0.05).ceil() as u64 + 1;
-    let mut period = base_period;
-    let mut next_at = tokio::time::Instant::now();
-    let mut last_cmd = MoveCommand::default();
-    let mut inputs_done: Option<Instant> = None;
     let deadline = started + Duration::from_secs_f64(opts.seconds.max(0.0));
-    let stats0 = conn.stats();
-    let every = (welcome.tick_rate / welcome.snapshot_rate.max(1)).max(1) as u64;
-    let mut span: Option<(u64, u64)> = None;
-    let trusted = welcome.movement == MovementAuthority::Client;
-    let mut seen_correction = 0u64;
+    let mut report = RunReport::default();
+    let stats0 = s.transport();
+    let mut inputs_done: Option<Instant> = None;
+    let mut last = MoveCommand::default();
     #[cfg(feature = "cheats")]
-    let (mut cheat, mut sent) = (
-        CheatState::default(),
-        std::collections::BTreeMap::<u64, PlayerState>::new(),
-    );
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep_until(next_at) => {
-                next_at += Duration::from_secs_f64(period);
-                let now = Instant::now();
-                if now >= deadline || inputs_done.is_some_and(|d| now - d > Duration::from_secs(1)) {
-                    break;
-                }
-                tick += 1;
-                let cmd = if inputs_done.is_none() {
-                    match driver(tick, predictor.state().as_ref()) {
-                        Some(c) => c,
-                        None => {
-                            inputs_done = Some(now);
-                            last_cmd
-                        }
-                    }
-                } else {
-                    last_cmd
-                };
-                last_cmd = cmd;
-                #[allow(unused_mut)]
-                let mut predicted = predictor.command(tick, cmd);
-                // Cheats rewrite every predicted tick, skipped ones included, into one
-                // chain of their own.
-                #[cfg(feature = "cheats")]
-                if opts.cheats.moves() && predicted.is_some() {
-                    let from = sent.last_key_value().map_or(tick, |(t, _)| t + 1);
-                    for t in from.max(tick.saturating_sub(64))..=tick {
-                        let Some(honest) = predictor.predicted_at(t) else {
-                            continue;
-                        };
-                        let (cheated, on) = cheat.apply(&opts.cheats, &sim, &cmd, honest);
-                        if on && report.cheating_after.is_none() {
-                            report.cheating_after = Some(started.elapsed().as_secs_f64());
-                        }
-                        sent.insert(t, cheated);
-                    }
-                    sent = sent.split_off(&tick.saturating_sub(INPUT_REDUNDANCY as u64));
-                    predicted = sent.get(&tick).copied();
-                }
-                report.ticks += 1;
-                let first = tick.saturating_sub(INPUT_REDUNDANCY as u64 - 1).max(1);
-                // Trusted-client mode: the state reached after each command, as claimed.
-                let claims = if trusted {
-                    #[cfg(feature = "cheats")]
-                    if opts.cheats.moves() {
-                        (first..=tick)
-                            .map(|t| sent.get(&t).copied())
-                            .collect::<Option<Vec<_>>>()
-                            .unwrap_or_default()
-                    } else {
-                        predictor.states_between(first, tick).unwrap_or_default()
-                    }
-                    #[cfg(not(feature = "cheats"))]
-                    predictor.states_between(first, tick).unwrap_or_default()
-                } else {
-                    Vec::new()
-                };
-                let msg = InputMsg {
-                    ack: snapshots.newest(),
-                    first_tick: first,
-                    commands: predictor.commands_between(first, tick),
-                    predicted,
-                    claims,
-                };
-                let bytes = Bytes::from(encode(&ClientDatagram::Input(msg)));
-                if !link.active() {
-                    let _ = conn.send_datagram(bytes);
-                } else {
-                    for d in link.plan(&mut rng) {
-                        let (c, b) = (conn.clone(), bytes.clone());
-                        tokio::spawn(async move {
-                            tokio::time::sleep(d).await;
-                            let _ = c.send_datagram(b);
-                        });
-                    }
-                }
-                predictor.frame();
-            }
-            Some(b) = dg_rx.recv() => {
-                let Ok(Some(mut snap)) = snapshots.decode(&b) else { continue };
-                let x = snap.own.origin().x;
-                report.max_server_x = Some(report.max_server_x.map_or(x, |m| m.max(x)));
-                // A trusted client's own path stands unless the server rejected a claim:
-                // a state the server holds while claims are in flight is no correction.
-                if trusted && snap.corrected <= seen_correction {
-                    if let Some(p) = predictor.predicted_at(snap.tick) {
-                        snap.own = p;
-                    }
-                }
-                seen_correction = seen_correction.max(snap.corrected);
-                if let Some((_, last)) = span {
-                    report.max_snapshot_gap = report.max_snapshot_gap.max(snap.tick - last);
-                }
-                span = Some(span.map_or((snap.tick, snap.tick), |(a, _)| (a, snap.tick)));
-                // A correction is explained when the server's move met another player, the
-                // server lacked our command, or our prediction met a player where the
-                // last snapshot showed it; any other is the prediction's own error.
-                let before = predictor.base_tick();
-                let met = predictor.touched_player(before, snap.tick);
-                let correction = predictor.snapshot(&snap);
-                if correction.is_some() && snap.contact <= before && snap.missed <= before && !met {
-                    report.unexplained_corrections += 1;
-                }
-                report.final_match = correction.is_none();
-                report.final_state = Some(snap.own);
-                interp.push(&snap);
-                // Clock: stay ahead of the server by the round trip plus the buffer. The
-                // server says how early our commands arrive, which covers every delay on
-                // the path; before it has, the transport's RTT estimate stands in.
-                let rtt = conn.rtt().as_secs_f64();
-                report.rtt_ms.push(rtt * 1000.0);
-                let error = match snap.input_lead {
-                    Some(l) => opts.buffer_ticks - l as f64,
-                    None => snap.tick as f64 + lead(rtt) - tick as f64,
-                };
-                if error > rate {
-                    // Far behind (at the start, or after a stall): jump forward only, to
-                    // where the server's tick and the round trip put us. The reported lead
-                    // is the worst since the last snapshot, and a stalled client has since
-                    // caught up on its own; adding it whole would overshoot.
-                    tick = tick.max(snap.tick + lead(rtt).ceil() as u64);
-                } else {
-                    period = base_period / (1.0 + (error * 0.02).clamp(-0.2, 0.2));
-                }
-                // The speedhack cheat: a fast clock that ignores the server's steering.
-                #[cfg(feature = "cheats")]
-                if opts.cheats.clock_factor != 1.0 {
-                    period = base_period / opts.cheats.clock_factor.max(0.1);
-                }
-            }
-            why = conn.closed() => {
-                // Closed by the server without a control message (a kick for cheating).
-                if let quinn::ConnectionError::ApplicationClosed(c) = why {
-                    report.ended_by_server = Some(String::from_utf8_lossy(&c.reason).into_owned());
-                    report.kicked = c.error_code == CLOSE_KICKED.into();
-                }
-                break;
-            }
-            Some(m) = ctl_rx.recv() => {
-                match m {
-                    ServerControl::Kick { reason } => {
-                        report.ended_by_server = Some(reason);
-                        report.kicked = true;
-                        break;
-                    }
-                    ServerControl::Shutdown { reason } => {
-                        report.ended_by_server = Some(reason);
-                        break;
-                    }
-                    _ => {}
-                }
-            }
+    let cheating = {
+        let began = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        if opts.cheats != Cheats::default() {
+            s.set_tamper(Box::new(cheats::Tamper::new(opts.cheats, began.clone())));
         }
+        began
+    };
+    let mut snapshots = 0;
+    loop {
+        let now = Instant::now();
+        if now >= deadline || inputs_done.is_some_and(|d| now - d > Duration::from_secs(1)) {
+            break;
+        }
+        if let Status::Ended(_) = s.status() {
+            break;
+        }
+        // The command for the tick about to run.
+        if s.machine.poll_timeout().is_some_and(|t| t <= now) {
+            if inputs_done.is_none() {
+                match driver(s.tick() + 1, s.local_player().as_ref()) {
+                    Some(c) => last = c,
+                    None => inputs_done = Some(now),
+                }
+            }
+            s.input(last);
+        }
+        s.update(now);
+        #[cfg(feature = "cheats")]
+        if report.cheating_after.is_none() && cheating.load(std::sync::atomic::Ordering::Relaxed) {
+            report.cheating_after = Some(started.elapsed().as_secs_f64());
+        }
+        let st = s.stats();
+        if st.predict.snapshots > snapshots {
+            snapshots = st.predict.snapshots;
+            report.rtt_ms.push(s.conn.rtt().as_secs_f64() * 1000.0);
+        }
+        let wake = s
+            .next_wake()
+            .unwrap_or(now + Duration::from_millis(5))
+            .min(deadline);
+        s.wait(wake).await;
     }
-    report.predict = predictor.stats;
+    let st = s.stats().clone();
+    report.ticks = st.ticks;
+    report.predict = st.predict;
+    report.snapshots_lost = st.snapshots_lost;
+    report.max_snapshot_gap = st.max_snapshot_gap;
+    report.final_match = st.final_match;
+    report.final_state = st.final_state;
+    report.max_server_x = st.max_server_x;
+    report.unexplained_corrections = st.unexplained_corrections;
+    if let Status::Ended(e) = s.status() {
+        if e.by_server() {
+            report.ended_by_server = Some(e.reason().to_string());
+        }
+        report.kicked = matches!(e, End::Kicked(_));
+    }
     report.ended_after = started.elapsed().as_secs_f64();
-    if let Some((a, b)) = span {
-        report.snapshots_lost = ((b - a) / every + 1).saturating_sub(report.predict.snapshots);
-    }
-    let secs = started.elapsed().as_secs_f64().max(1e-9);
-    let stats = conn.stats();
+    let secs = report.ended_after.max(1e-9);
+    let stats = s.transport();
     report.down_bytes_per_s = (stats.udp_rx.bytes - stats0.udp_rx.bytes) as f64 / secs;
     report.up_bytes_per_s = (stats.udp_tx.bytes - stats0.udp_tx.bytes) as f64 / secs;
-    if report.ended_by_server.is_none() {
-        let bye = ClientControl::Bye {
-            reason: "done".into(),
-        };
-        let _ = send.write_all(&encode_frame(&bye)).await;
-        let _ = send.finish();
-        // The server closes once it has read the goodbye; closing first could drop it.
-        let _ = tokio::time::timeout(Duration::from_secs(1), conn.closed()).await;
-    }
-    conn.close(0u32.into(), b"done");
-    reader.abort();
-    control.abort();
-    let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
+    s.close("done").await;
     Ok(report)
 }

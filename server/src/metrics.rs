@@ -2,6 +2,7 @@
 //! flagged by move validation (served as JSON to operators and the live view).
 
 use crate::admission::Decision;
+use expel_shared::protocol::server::{ServerStats, REFUSALS};
 use expel_shared::validate::ViolationKind;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -23,18 +24,6 @@ const MAX_WINDOW: usize = 5;
 
 /// Players kept in the flagged table; past it, new players' violations are only counted.
 const FLAGGED_CAP: usize = 65_536;
-
-/// Why connections were refused, as label values.
-pub const REFUSALS: [&str; 8] = [
-    "version",
-    "token_malformed",
-    "token_forged",
-    "token_expired",
-    "token_replayed",
-    "full",
-    "player_in_use",
-    "hello_timeout",
-];
 
 /// The server's counters. Updated with relaxed atomics from any task.
 #[derive(Default, Debug)]
@@ -104,6 +93,12 @@ pub struct Metrics {
     pub http_accept_errors: AtomicU64,
     /// Live viewers dropped for not reading their stream.
     pub live_dropped: AtomicU64,
+    /// Datagrams the transport would not take (the connection gone or too small).
+    pub datagram_send_errors: AtomicU64,
+    /// Datagrams dropped because the protocol machine was behind (its inbox full).
+    pub inbox_drops: AtomicU64,
+    /// Ticks skipped because the process could not keep up (paused or starved).
+    pub ticks_skipped: AtomicU64,
     /// Move-validation violations, by kind in [`ViolationKind::ALL`] order.
     pub violations: [AtomicU64; 7],
     /// Refusals by reason, in [`REFUSALS`] order.
@@ -146,16 +141,46 @@ impl Metrics {
         }
     }
 
-    /// Counts a violation by `player`.
-    pub fn violation(&self, player: u32, kind: ViolationKind) {
+    /// Records a violation by `player` in the flagged table (the counts by kind come from
+    /// the protocol machine's [`ServerStats`]).
+    pub fn flag(&self, player: u32, kind: ViolationKind) {
         let Some(i) = ViolationKind::ALL.iter().position(|k| *k == kind) else {
             return;
         };
-        self.violations[i].fetch_add(1, Relaxed);
         if let Ok(mut t) = self.flagged.lock() {
             if t.len() < FLAGGED_CAP || t.contains_key(&player) {
                 t.entry(player).or_default()[i] += 1;
             }
+        }
+    }
+
+    /// Takes the protocol machine's counters (it owns them; these are their copies).
+    pub fn absorb(&self, s: &ServerStats) {
+        let set = |a: &AtomicU64, v: u64| a.store(v, Relaxed);
+        set(&self.datagrams_in, s.datagrams_in);
+        set(&self.bytes_in, s.bytes_in);
+        set(&self.datagrams_out, s.datagrams_out);
+        set(&self.bytes_out, s.bytes_out);
+        set(&self.snapshot_drops, s.snapshot_drops);
+        set(&self.inputs_applied, s.inputs.applied);
+        set(&self.inputs_missing, s.inputs.missing);
+        set(&self.inputs_late, s.inputs.late);
+        set(&self.inputs_duplicate, s.inputs.duplicate);
+        set(&self.inputs_too_far_ahead, s.inputs.too_far_ahead);
+        set(&self.corrections, s.corrections);
+        set(&self.claims_accepted, s.claims_accepted);
+        set(&self.claims_rejected, s.claims_rejected);
+        set(&self.claims_missing, s.claims_missing);
+        set(&self.malformed_datagrams, s.malformed_datagrams);
+        set(&self.malformed_control, s.malformed_control);
+        set(&self.kicks, s.kicks);
+        set(&self.clients, s.clients);
+        set(&self.ticks_skipped, s.ticks_skipped);
+        for (a, v) in self.refusals.iter().zip(s.refusals) {
+            set(a, v);
+        }
+        for (a, v) in self.violations.iter().zip(s.violations) {
+            set(a, v);
         }
     }
 
@@ -208,13 +233,6 @@ impl Metrics {
     pub fn incoming(&self, d: Decision) {
         if let Some(i) = Decision::ALL.iter().position(|x| *x == d) {
             self.incoming[i].fetch_add(1, Relaxed);
-        }
-    }
-
-    /// Counts a refusal by its label.
-    pub fn refused(&self, reason: &str) {
-        if let Some(i) = REFUSALS.iter().position(|r| *r == reason) {
-            self.refusals[i].fetch_add(1, Relaxed);
         }
     }
 
@@ -426,6 +444,24 @@ impl Metrics {
             "expel_live_viewers_dropped_total",
             "Live viewers dropped for not reading their stream.",
             &self.live_dropped,
+            "counter",
+        );
+        counter(
+            "expel_datagram_send_errors_total",
+            "Datagrams the transport would not take.",
+            &self.datagram_send_errors,
+            "counter",
+        );
+        counter(
+            "expel_inbox_drops_total",
+            "Datagrams dropped because the protocol machine was behind.",
+            &self.inbox_drops,
+            "counter",
+        );
+        counter(
+            "expel_ticks_skipped_total",
+            "Ticks skipped because the process could not keep up.",
+            &self.ticks_skipped,
             "counter",
         );
         let _ = writeln!(o, "# HELP expel_incoming_total Connection attempts, by what admission decided.\n# TYPE expel_incoming_total counter");

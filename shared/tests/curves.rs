@@ -454,6 +454,7 @@ fn a_wild_patch_is_cut_within_the_budget_and_reports_its_deviation() {
     };
     let mut map = curves().map.clone();
     map.entities[0].patches.push(wild);
+    #[allow(clippy::disallowed_methods)] // a wall-time figure
     let t = std::time::Instant::now();
     let model = CollisionModel::build(&map);
     let st = model.stats();

@@ -68,6 +68,7 @@ fn map_text_out_of_range_or_oversized_is_refused_with_its_line() {
         huge += &format!("( {a} 0 0 ) ( {a} 1 0 ) ( {a} 0 1 ) t 0 0 0 1 1\n");
     }
     huge += "}\n}\n";
+    #[allow(clippy::disallowed_methods)] // a wall-time figure
     let t0 = std::time::Instant::now();
     let e = err_of(&huge);
     assert!(e.starts_with("line 3:") && e.contains("5000 faces"), "{e}");

@@ -51,6 +51,7 @@ fn network(n: u32, movement: MovementAuthority, link: LinkConditioner, seed: u64
         input_timeout: Duration::from_secs(5),
         movement,
     };
+    #[allow(clippy::disallowed_methods)] // the base of virtual time, or a wall-time figure
     let t0 = Instant::now();
     let server = Server::new(sim.clone(), settings, t0, UNIX).unwrap();
     let net = NetSettings {
@@ -88,7 +89,11 @@ fn scatter(i: usize, c: &Client) -> MoveCommand {
     match t {
         0..60 => MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0),
         _ => {
-            let side = if (t / 30).is_multiple_of(2) { 0.3 } else { -0.3 };
+            let side = if (t / 30).is_multiple_of(2) {
+                0.3
+            } else {
+                -0.3
+            };
             MoveCommand::new(0.0, side, 0.0, yaw + (t % 360) as f64, 0.0)
         }
     }
@@ -132,6 +137,7 @@ fn honest_summary(net: &SimNet) -> (u64, u64, u64) {
 
 #[test]
 fn sixty_four_clients_for_ten_minutes_under_loss_delay_reordering_and_duplication() {
+    #[allow(clippy::disallowed_methods)] // the base of virtual time, or a wall-time figure
     let began = Instant::now();
     let mut net = network(64, MovementAuthority::Server, lossy(), 7);
     net.run(Duration::from_secs(600), &mut wander);

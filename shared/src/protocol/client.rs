@@ -347,6 +347,11 @@ impl Client {
         self.input
     }
 
+    /// Ticks to stay ahead of the server beyond the path's delay.
+    pub fn set_buffer_ticks(&mut self, ticks: f64) {
+        self.settings.buffer_ticks = ticks;
+    }
+
     /// The transport's round-trip estimate, when it has one (QUIC's is better than ours).
     pub fn set_rtt(&mut self, rtt: Duration) {
         self.transport_rtt = Some(rtt.as_secs_f64());

@@ -142,6 +142,7 @@ mod tests {
             jitter_ms: 30.0,
             duplicate: 0.05,
         };
+        #[allow(clippy::disallowed_methods)] // the base of virtual time, or a wall-time figure
         let t0 = Instant::now();
         let run = || {
             let mut c = Conditioner::new(link, 7);

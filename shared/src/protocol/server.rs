@@ -571,17 +571,22 @@ impl Server {
     pub fn handle_datagram(&mut self, conn: ConnId, bytes: &[u8], now: Instant) {
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += bytes.len() as u64;
-        let player = match self.conns.get(&conn).map(|c| &c.phase) {
-            Some(Phase::Playing { player }) => *player,
-            // Inputs sent while the map is on its way, or after a close: nothing to do.
-            Some(Phase::Map { .. } | Phase::Closing) => return,
+        let phase = self.conns.get(&conn).map(|c| &c.phase);
+        if matches!(phase, Some(Phase::Closing)) {
+            return; // told to close: whatever it still sends is moot
+        }
+        let msg = match decode::<ClientDatagram>("input", bytes) {
+            Ok(ClientDatagram::Input(msg)) if msg.validate().is_ok() => msg,
             _ => {
                 self.stats.malformed_datagrams += 1;
                 return;
             }
         };
-        let msg = match decode::<ClientDatagram>("input", bytes) {
-            Ok(ClientDatagram::Input(msg)) if msg.validate().is_ok() => msg,
+        let player = match phase {
+            Some(Phase::Playing { player }) => *player,
+            // Inputs sent while the map is on its way: nothing to do with them yet.
+            Some(Phase::Map { .. }) => return,
+            // Inputs before a hello, or from no connection known: out of turn.
             _ => {
                 self.stats.malformed_datagrams += 1;
                 return;
