@@ -406,16 +406,7 @@ pub fn connect(args: ConnectArgs) -> Result<()> {
         };
         Ok::<_, anyhow::Error>(expel_client::run(joined, driver, run).await?)
     })?;
-    let line = json!({
-        "ticks": report.ticks,
-        "snapshots": report.predict.snapshots,
-        "corrections": report.predict.corrections,
-        "max_correction": report.predict.max_correction,
-        "rtt_ms_p50": report.rtt_percentile(0.5),
-        "rtt_ms_p99": report.rtt_percentile(0.99),
-        "down_bytes_per_s": report.down_bytes_per_s,
-        "up_bytes_per_s": report.up_bytes_per_s,
-    });
+    let line = report.summary_line();
     println!("{line}");
     if let Some(reason) = report.ended_by_server {
         tracing::warn!(%reason, "the server ended the session");

@@ -440,6 +440,16 @@ impl Session {
     }
 }
 
+impl Session {
+    /// [`Session::close`] for a session from [`connect_blocking`].
+    pub fn close_blocking(mut self, reason: &str) {
+        if let Some(rt) = self.runtime.take() {
+            rt.block_on(self.close(reason));
+            rt.shutdown_background();
+        }
+    }
+}
+
 impl Drop for Session {
     fn drop(&mut self) {
         for t in &self.tasks {
@@ -474,6 +484,10 @@ pub struct RunReport {
     pub final_match: bool,
     /// The last snapshot's own state.
     pub final_state: Option<PlayerState>,
+    /// Units between where the server first and last held this player.
+    pub moved: f64,
+    /// Snapshots taken per second while it was followed.
+    pub snapshots_per_s: f64,
     /// Seconds from the start until the session ended.
     pub ended_after: f64,
     /// Seconds from the start until a cheat began, if one did.
@@ -491,6 +505,94 @@ impl RunReport {
     /// The `p`-th percentile of the RTT samples (milliseconds).
     pub fn rtt_percentile(&self, p: f64) -> f64 {
         percentile(&mut self.rtt_ms.clone(), p)
+    }
+
+    /// The one-line JSON summary `expel connect` and the play example print.
+    pub fn summary_line(&self) -> String {
+        serde_json::json!({
+            "ticks": self.ticks,
+            "snapshots": self.predict.snapshots,
+            "snapshots_per_s": self.snapshots_per_s,
+            "corrections": self.predict.corrections,
+            "max_correction": self.predict.max_correction,
+            "moved": self.moved,
+            "rtt_ms_p50": self.rtt_percentile(0.5),
+            "rtt_ms_p99": self.rtt_percentile(0.99),
+            "down_bytes_per_s": self.down_bytes_per_s,
+            "up_bytes_per_s": self.up_bytes_per_s,
+        })
+        .to_string()
+    }
+}
+
+/// Follows a session for its report: a round-trip sample per snapshot taken, and where
+/// the server first held our player.
+pub struct Recorder {
+    rtt_ms: Vec<f64>,
+    /// Snapshots taken when it started, and since.
+    began_with: u64,
+    snapshots: u64,
+    first: Option<PlayerState>,
+}
+
+impl Recorder {
+    /// Starts following `s`.
+    pub fn new(s: &Session) -> Recorder {
+        Recorder {
+            rtt_ms: Vec::new(),
+            began_with: s.stats().predict.snapshots,
+            snapshots: s.stats().predict.snapshots,
+            first: s.stats().final_state,
+        }
+    }
+
+    /// Takes what the last [`Session::update`] brought.
+    pub fn update(&mut self, s: &Session) {
+        let st = s.stats();
+        if st.predict.snapshots > self.snapshots {
+            self.snapshots = st.predict.snapshots;
+            self.rtt_ms.push(s.conn.rtt().as_secs_f64() * 1000.0);
+        }
+        if self.first.is_none() {
+            self.first = st.final_state;
+        }
+    }
+
+    /// The report of the session since `started`, when the transport stood at `t0`.
+    pub fn finish(self, s: &Session, started: Instant, t0: &quinn::ConnectionStats) -> RunReport {
+        let st = s.stats().clone();
+        let ended_after = started.elapsed().as_secs_f64();
+        let secs = ended_after.max(1e-9);
+        let t = s.transport();
+        let (ended_by_server, kicked) = match s.status() {
+            Status::Ended(e) => (
+                e.by_server().then(|| e.reason().to_string()),
+                matches!(e, End::Kicked(_)),
+            ),
+            _ => (None, false),
+        };
+        RunReport {
+            ticks: st.ticks,
+            predict: st.predict,
+            rtt_ms: self.rtt_ms,
+            down_bytes_per_s: (t.udp_rx.bytes - t0.udp_rx.bytes) as f64 / secs,
+            up_bytes_per_s: (t.udp_tx.bytes - t0.udp_tx.bytes) as f64 / secs,
+            ended_by_server,
+            snapshots_lost: st.snapshots_lost,
+            max_snapshot_gap: st.max_snapshot_gap,
+            final_match: st.final_match,
+            final_state: st.final_state,
+            snapshots_per_s: (st.predict.snapshots - self.began_with) as f64 / secs,
+            moved: match (self.first, st.final_state) {
+                (Some(a), Some(b)) => (b.origin() - a.origin()).length(),
+                _ => 0.0,
+            },
+            ended_after,
+            cheating_after: None,
+            max_server_x: st.max_server_x,
+            kicked,
+            unexplained_corrections: st.unexplained_corrections,
+        }
     }
 }
 
@@ -544,7 +646,6 @@ pub async fn run(
     s.set_buffer_ticks(opts.buffer_ticks);
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(opts.seconds.max(0.0));
-    let mut report = RunReport::default();
     let stats0 = s.transport();
     let mut inputs_done: Option<Instant> = None;
     let mut last = MoveCommand::default();
@@ -556,7 +657,9 @@ pub async fn run(
         }
         began
     };
-    let mut snapshots = 0;
+    let mut recorder = Recorder::new(&s);
+    #[allow(unused_mut)] // set only with the cheats
+    let mut cheating_after = None;
     loop {
         let now = Instant::now();
         if now >= deadline || inputs_done.is_some_and(|d| now - d > Duration::from_secs(1)) {
@@ -576,14 +679,10 @@ pub async fn run(
             s.input(last);
         }
         s.update(now);
+        recorder.update(&s);
         #[cfg(feature = "cheats")]
-        if report.cheating_after.is_none() && cheating.load(std::sync::atomic::Ordering::Relaxed) {
-            report.cheating_after = Some(started.elapsed().as_secs_f64());
-        }
-        let st = s.stats();
-        if st.predict.snapshots > snapshots {
-            snapshots = st.predict.snapshots;
-            report.rtt_ms.push(s.conn.rtt().as_secs_f64() * 1000.0);
+        if cheating_after.is_none() && cheating.load(std::sync::atomic::Ordering::Relaxed) {
+            cheating_after = Some(started.elapsed().as_secs_f64());
         }
         let wake = s
             .next_wake()
@@ -591,26 +690,8 @@ pub async fn run(
             .min(deadline);
         s.wait(wake).await;
     }
-    let st = s.stats().clone();
-    report.ticks = st.ticks;
-    report.predict = st.predict;
-    report.snapshots_lost = st.snapshots_lost;
-    report.max_snapshot_gap = st.max_snapshot_gap;
-    report.final_match = st.final_match;
-    report.final_state = st.final_state;
-    report.max_server_x = st.max_server_x;
-    report.unexplained_corrections = st.unexplained_corrections;
-    if let Status::Ended(e) = s.status() {
-        if e.by_server() {
-            report.ended_by_server = Some(e.reason().to_string());
-        }
-        report.kicked = matches!(e, End::Kicked(_));
-    }
-    report.ended_after = started.elapsed().as_secs_f64();
-    let secs = report.ended_after.max(1e-9);
-    let stats = s.transport();
-    report.down_bytes_per_s = (stats.udp_rx.bytes - stats0.udp_rx.bytes) as f64 / secs;
-    report.up_bytes_per_s = (stats.udp_tx.bytes - stats0.udp_tx.bytes) as f64 / secs;
+    let mut report = recorder.finish(&s, started, &stats0);
+    report.cheating_after = cheating_after;
     s.close("done").await;
     Ok(report)
 }
