@@ -15,7 +15,7 @@ use std::time::Duration;
 
 /// `expel bots` settings.
 #[derive(Debug, clap::Args)]
-pub struct BotsArgs {
+pub(crate) struct BotsArgs {
     /// Server address (HOST:PORT).
     #[arg(long)]
     pub server: SocketAddr,
@@ -131,7 +131,7 @@ fn check(args: &BotsArgs) -> Result<()> {
 }
 
 /// The swarm, with the server's metrics read once a second alongside.
-pub async fn run_swarm(
+pub(crate) async fn run_swarm(
     opts: SwarmOptions,
     http: SocketAddr,
     progress: Arc<SwarmProgress>,
@@ -166,7 +166,7 @@ pub async fn run_swarm(
 }
 
 /// Runs `expel bots`.
-pub fn run(args: BotsArgs) -> Result<()> {
+pub(crate) fn run(args: BotsArgs) -> Result<()> {
     check(&args)?;
     let tokens = tokens(&args)?;
     let opts = SwarmOptions {
@@ -268,7 +268,7 @@ fn print_summary(r: &SwarmReport) {
 }
 
 /// Tick time, players and bandwidth over the run, one panel each.
-pub fn chart(r: &SwarmReport, path: &Path) -> Result<()> {
+pub(crate) fn chart(r: &SwarmReport, path: &Path) -> Result<()> {
     use plotters::prelude::*;
     let t = &r.timeline;
     let end = t.last().map_or(1.0, |p| p.t).max(1.0);

@@ -117,13 +117,13 @@ fn answer_rotate(
 
 /// Which request format `run` reads.
 #[derive(Clone, Copy)]
-pub enum Kind {
+pub(crate) enum Kind {
     Trace,
     Rotate,
 }
 
 /// Answers every request line; a bad line gets `{"error": ...}` and the rest go on.
-pub fn run(
+pub(crate) fn run(
     model: &CollisionModel,
     kind: Kind,
     input: impl BufRead,

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 /// `expel demo` settings.
 #[derive(Debug, clap::Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// Map file (default: the embedded arena).
     pub map: Option<PathBuf>,
     /// QUIC address; the live view is on the same address and port over TCP.
@@ -33,7 +33,7 @@ pub struct DemoArgs {
 }
 
 /// Runs the demo.
-pub fn run(args: DemoArgs) -> Result<()> {
+pub(crate) fn run(args: DemoArgs) -> Result<()> {
     let cheats: Vec<CheatKind> = CheatKind::ALL.iter().map(|(_, k)| *k).collect();
     let cheaters = args.cheaters.min(args.bots / cheats.len().max(1));
     let secret = hex::encode(rand::random::<[u8; 16]>());

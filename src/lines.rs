@@ -4,7 +4,7 @@
 use std::io::{BufRead, Read};
 
 /// One line of input.
-pub enum Line {
+pub(crate) enum Line {
     /// A line (without its end-of-line bytes).
     Text(String),
     /// A line longer than the limit; the rest of it was skipped unread.
@@ -14,7 +14,7 @@ pub enum Line {
 }
 
 /// Reads lines of at most `max` bytes from `input`, numbering them from 1.
-pub struct Lines<R> {
+pub(crate) struct Lines<R> {
     input: R,
     max: usize,
     buf: Vec<u8>,
@@ -23,7 +23,7 @@ pub struct Lines<R> {
 }
 
 impl<R: BufRead> Lines<R> {
-    pub fn new(input: R, max: usize) -> Self {
+    pub(crate) fn new(input: R, max: usize) -> Self {
         Lines {
             input,
             max,
@@ -33,7 +33,7 @@ impl<R: BufRead> Lines<R> {
     }
 
     /// The next line, or `None` at the end of the input.
-    pub fn next_line(&mut self) -> std::io::Result<Option<Line>> {
+    pub(crate) fn next_line(&mut self) -> std::io::Result<Option<Line>> {
         self.buf.clear();
         let n = (&mut self.input)
             .take(self.max as u64 + 1)

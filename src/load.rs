@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 /// The embedded default map (authored for Expel, see `maps/`).
-pub const DEFAULT_MAP: &str = include_str!("../maps/arena.map");
-pub const DEFAULT_MAP_NAME: &str = "maps/arena.map (embedded)";
+pub(crate) const DEFAULT_MAP: &str = include_str!("../maps/arena.map");
+pub(crate) const DEFAULT_MAP_NAME: &str = "maps/arena.map (embedded)";
 
-pub struct Loaded {
+pub(crate) struct Loaded {
     /// The map file's bytes.
     pub bytes: Vec<u8>,
     pub model: CollisionModel,
@@ -23,7 +23,7 @@ pub struct Loaded {
 impl Loaded {
     /// The simulation of this map with `config`, logging what in the map could not be used
     /// as written.
-    pub fn into_sim(self, config: MoveConfig) -> Result<Sim> {
+    pub(crate) fn into_sim(self, config: MoveConfig) -> Result<Sim> {
         let movement = config.validate().context("movement settings")?;
         let (sim, warnings) = Sim::from_map(std::sync::Arc::new(self.model), &self.map, movement);
         for w in &warnings {
@@ -32,7 +32,7 @@ impl Loaded {
         Ok(sim)
     }
 
-    pub fn info_json(&self) -> serde_json::Value {
+    pub(crate) fn info_json(&self) -> serde_json::Value {
         let s = self.model.stats();
         let b = self.model.bounds();
         let bounds = if b.is_empty() {
@@ -77,7 +77,7 @@ fn cache_dir() -> Option<PathBuf> {
 }
 
 /// Loads `path` (or the embedded default map) and compiles or fetches its model.
-pub fn load_model(path: Option<&Path>) -> Result<Loaded> {
+pub(crate) fn load_model(path: Option<&Path>) -> Result<Loaded> {
     let (bytes, name) = match path {
         Some(p) => (
             std::fs::read(p).with_context(|| format!("reading map {}", p.display()))?,

@@ -5,7 +5,7 @@ use crate::load::{self, Loaded};
 use anyhow::{bail, Context, Result};
 use expel_client::{ConnectOptions, LinkConditioner, RunOptions, Trust};
 use expel_server::{Identity, ServerConfig};
-use expel_shared::protocol::token::{self, Claims};
+use expel_shared::protocol::token::{self, Grant};
 use expel_shared::protocol::{MovementAuthority, DEFAULT_INTEREST};
 use expel_shared::{MoveCommand, MoveConfig};
 use rand::{Rng, SeedableRng};
@@ -19,7 +19,7 @@ use std::time::Duration;
 /// `expel serve` settings; each may also come from the TOML file, flags winning.
 #[derive(Debug, Default, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Map file (default: the embedded arena).
     pub map: Option<PathBuf>,
     /// QUIC address (default 127.0.0.1:27960; port 0 picks a free one).
@@ -148,7 +148,7 @@ fn map_name(path: Option<&Path>) -> String {
 }
 
 /// The server's simulation and configuration from its settings, and the map's name.
-pub fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, ServerConfig, String)> {
+pub(crate) fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, ServerConfig, String)> {
     let args = args.merged()?;
     let mut loaded: Loaded = load::load_model(args.map.as_deref())?;
     let name = map_name(args.map.as_deref());
@@ -188,7 +188,7 @@ pub fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, ServerConfig,
 }
 
 /// The one line `expel serve` prints once it accepts connections.
-pub fn ready_line(
+pub(crate) fn ready_line(
     running: &expel_server::Running,
     sim: &expel_shared::Sim,
     cfg_movement: MovementAuthority,
@@ -206,7 +206,7 @@ pub fn ready_line(
 }
 
 /// Runs the server until SIGTERM or Ctrl-C, then tells clients why and exits.
-pub fn serve(args: ServeArgs) -> Result<()> {
+pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     let (sim, cfg, name) = prepare(args)?;
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
     rt.block_on(async move {
@@ -227,7 +227,7 @@ pub fn serve(args: ServeArgs) -> Result<()> {
 }
 
 /// Waits for SIGTERM or Ctrl-C.
-pub async fn wait_for_signal() {
+pub(crate) async fn wait_for_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -256,23 +256,23 @@ fn now_unix() -> u64 {
 }
 
 /// A fresh token for `player`, valid for `ttl` seconds.
-pub fn mint_token(secret: &str, player: u32, ttl: u64) -> Result<String> {
+pub(crate) fn mint_token(secret: &str, player: u32, ttl: u64) -> Result<String> {
     if secret.is_empty() {
         bail!("the secret must not be empty");
     }
     let mut nonce = [0u8; 16];
     rand::rngs::OsRng.fill(&mut nonce);
-    let claims = Claims {
+    let grant = Grant {
         player_id: player,
         expires: now_unix().saturating_add(ttl),
         nonce,
     };
-    Ok(token::mint(secret.as_bytes(), &claims))
+    Ok(token::mint(secret.as_bytes(), &grant))
 }
 
 /// `expel connect` settings.
 #[derive(Debug, clap::Args)]
-pub struct ConnectArgs {
+pub(crate) struct ConnectArgs {
     /// Server address (HOST:PORT).
     pub addr: SocketAddr,
     /// Connect token (from `expel token`).
@@ -303,7 +303,7 @@ pub struct ConnectArgs {
 
 /// Link conditioner flags, shared by `connect` and `bots`.
 #[derive(Debug, clap::Args)]
-pub struct LinkArgs {
+pub(crate) struct LinkArgs {
     /// Datagram loss probability in each direction (link conditioner).
     #[arg(long, default_value_t = 0.0)]
     pub loss: f64,
@@ -317,7 +317,7 @@ pub struct LinkArgs {
 
 impl LinkArgs {
     /// The conditioner, once every value is in range.
-    pub fn conditioner(&self) -> Result<LinkConditioner> {
+    pub(crate) fn conditioner(&self) -> Result<LinkConditioner> {
         for (name, v, hi) in [
             ("--loss", self.loss, 1.0),
             ("--delay", self.delay, 10_000.0),
@@ -337,7 +337,7 @@ impl LinkArgs {
 }
 
 /// Plays one headless client and prints its figures as one JSON line.
-pub fn connect(args: ConnectArgs) -> Result<()> {
+pub(crate) fn connect(args: ConnectArgs) -> Result<()> {
     let token = match (&args.token, &args.secret) {
         (Some(t), _) => t.clone(),
         (None, Some(s)) => {

@@ -33,7 +33,7 @@ struct InputLine {
     crouch: bool,
 }
 
-pub fn parse_vec3(s: &str) -> Result<DVec3> {
+pub(crate) fn parse_vec3(s: &str) -> Result<DVec3> {
     let v: Vec<f64> = s
         .split(',')
         .map(|x| x.trim().parse::<f64>())
@@ -45,7 +45,7 @@ pub fn parse_vec3(s: &str) -> Result<DVec3> {
     Ok(DVec3::new(v[0], v[1], v[2]))
 }
 
-pub struct SimArgs {
+pub(crate) struct SimArgs {
     pub spawn: Option<DVec3>,
     pub inputs: std::path::PathBuf,
     pub tick_rate: u32,
@@ -54,7 +54,7 @@ pub struct SimArgs {
 
 /// The simulation `expel sim` and `expel validate` run, and where their player starts:
 /// `spawn`, else the map's first spawn point.
-pub fn setup(loaded: Loaded, tick_rate: u32, spawn: Option<DVec3>) -> Result<(Sim, DVec3)> {
+pub(crate) fn setup(loaded: Loaded, tick_rate: u32, spawn: Option<DVec3>) -> Result<(Sim, DVec3)> {
     let config = MoveConfig {
         tick_rate,
         ..MoveConfig::default()
@@ -70,7 +70,7 @@ pub fn setup(loaded: Loaded, tick_rate: u32, spawn: Option<DVec3>) -> Result<(Si
     Ok((sim, spawn))
 }
 
-pub fn run(loaded: Loaded, args: SimArgs, mut out: impl Write) -> Result<()> {
+pub(crate) fn run(loaded: Loaded, args: SimArgs, mut out: impl Write) -> Result<()> {
     let (sim, spawn) = setup(loaded, args.tick_rate, args.spawn)?;
     let (stand, crouch) = (
         sim.movement().stand().bounds(),
@@ -129,13 +129,13 @@ pub fn run(loaded: Loaded, args: SimArgs, mut out: impl Write) -> Result<()> {
 }
 
 /// One input line (`{"forward","side","up","yaw","pitch","jump","crouch"}`) as a command.
-pub fn parse_input(text: &str) -> Result<MoveCommand> {
+pub(crate) fn parse_input(text: &str) -> Result<MoveCommand> {
     let input: InputLine = serde_json::from_str(text)?;
     input.command()
 }
 
 /// Every command of an input file (blank lines skipped); errors name the line.
-pub fn read_inputs(path: &std::path::Path) -> Result<Vec<MoveCommand>> {
+pub(crate) fn read_inputs(path: &std::path::Path) -> Result<Vec<MoveCommand>> {
     let file =
         std::fs::File::open(path).with_context(|| format!("opening inputs {}", path.display()))?;
     let mut lines = Lines::new(std::io::BufReader::new(file), MAX_LINE);

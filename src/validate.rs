@@ -53,7 +53,7 @@ fn parse(text: &str) -> Parsed {
     }
 }
 
-pub fn run(
+pub(crate) fn run(
     loaded: Loaded,
     tick_rate: u32,
     spawn: Option<DVec3>,

@@ -14,7 +14,7 @@ use std::time::Instant;
 /// Longest walk: a day of game time.
 const MAX_SECONDS: f64 = 86_400.0;
 
-pub fn run(loaded: Loaded, bots: u32, seconds: f64) -> Result<()> {
+pub(crate) fn run(loaded: Loaded, bots: u32, seconds: f64) -> Result<()> {
     ensure!(
         (1..=100_000).contains(&bots),
         "--bots must be 1 to 100000, got {bots}"

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-pub fn from_args() -> Vec<PathBuf> {
+pub(crate) fn from_args() -> Vec<PathBuf> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut maps: Vec<PathBuf> = std::env::args().skip(1).map(PathBuf::from).collect();
     if maps.is_empty() {

@@ -8,7 +8,7 @@
 
 use anyhow::{bail, Context, Result};
 use expel_client::{ConnectOptions, RunOptions, Trust};
-use expel_shared::protocol::token::{mint, Claims};
+use expel_shared::protocol::token::{mint, Grant};
 use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
@@ -101,7 +101,7 @@ fn main() -> Result<()> {
                 nonce[..4].copy_from_slice(&i.to_le_bytes());
                 let token = mint(
                     SECRET.as_bytes(),
-                    &Claims {
+                    &Grant {
                         player_id: i,
                         expires: now + 3600,
                         nonce,

@@ -154,12 +154,12 @@ fn main() -> Result<()> {
             let mut nonce = [0u8; 16];
             nonce[..8].copy_from_slice(&now.to_le_bytes());
             nonce[8..12].copy_from_slice(&std::process::id().to_le_bytes());
-            let claims = token::Claims {
+            let grant = token::Grant {
                 player_id: args.player,
                 expires: now + 3600,
                 nonce,
             };
-            token::mint(s.as_bytes(), &claims)
+            token::mint(s.as_bytes(), &grant)
         }
         (None, None) => bail!("give --token or --secret"),
     };

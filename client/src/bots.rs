@@ -323,7 +323,7 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
             };
             progress.connected.fetch_add(1, Relaxed);
             out.player = Some(joined.welcome.player_id);
-            let rate = joined.welcome.tick_rate as f64;
+            let rate = joined.welcome.tick_rate() as f64;
             // A cheater plays where its cheat shows: a noclip cheater runs at walls (in the
             // open it cheats nothing, and a wanderer turns away from a wall within a
             // second), the others keep moving in the open (a mixed crowd's stair climbers

@@ -87,13 +87,13 @@ struct Counts {
 
 /// Things held per IP address (connections, viewers), counted while their [`Held`] lives.
 #[derive(Clone, Debug, Default)]
-pub struct PerAddress {
+pub(crate) struct PerAddress {
     counts: Arc<Mutex<Counts>>,
 }
 
 /// One thing counted against its address; dropping it gives the room back.
 #[derive(Debug)]
-pub struct Held {
+pub(crate) struct Held {
     ip: IpAddr,
     counts: Arc<Mutex<Counts>>,
 }
@@ -114,13 +114,13 @@ impl Drop for Held {
 
 impl PerAddress {
     /// Nothing held.
-    pub fn new() -> PerAddress {
+    pub(crate) fn new() -> PerAddress {
         PerAddress::default()
     }
 
     /// Counts one more for `ip` if that leaves at most `per_address` from it and `total`
     /// in all.
-    pub fn take(&self, ip: IpAddr, per_address: usize, total: usize) -> Option<Held> {
+    pub(crate) fn take(&self, ip: IpAddr, per_address: usize, total: usize) -> Option<Held> {
         let mut c = self.counts.lock().ok()?;
         let from = c.by_address.get(&ip).copied().unwrap_or(0);
         if from >= per_address || c.total >= total {
@@ -135,32 +135,32 @@ impl PerAddress {
     }
 
     /// (held in all, held from `ip`); a poisoned count reads as full.
-    pub fn held(&self, ip: IpAddr) -> (usize, usize) {
+    pub(crate) fn held(&self, ip: IpAddr) -> (usize, usize) {
         self.counts.lock().map_or((usize::MAX, usize::MAX), |c| {
             (c.total, c.by_address.get(&ip).copied().unwrap_or(0))
         })
     }
 
     /// Held in all.
-    pub fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.counts.lock().map_or(usize::MAX, |c| c.total)
     }
 }
 
 /// The not-yet-joined connections, shared by the accept loop and the connection tasks.
 #[derive(Clone, Debug)]
-pub struct Admission {
+pub(crate) struct Admission {
     limits: Limits,
     pending: PerAddress,
 }
 
 /// One not-yet-joined connection counted against its address, until dropped (the
 /// connection joined or ended).
-pub type Pending = Held;
+pub(crate) type Pending = Held;
 
 impl Admission {
     /// Admission under `limits`, nothing pending.
-    pub fn new(limits: Limits) -> Admission {
+    pub(crate) fn new(limits: Limits) -> Admission {
         Admission {
             limits,
             pending: PerAddress::new(),
@@ -171,7 +171,7 @@ impl Admission {
     /// that address, after a retry). On [`Decision::Accept`] the attempt is counted until
     /// the returned [`Pending`] is dropped. (One accept loop decides, so the count read
     /// here is the one taken.)
-    pub fn decide(&self, ip: IpAddr, validated: bool) -> (Decision, Option<Pending>) {
+    pub(crate) fn decide(&self, ip: IpAddr, validated: bool) -> (Decision, Option<Pending>) {
         let l = &self.limits;
         let (total, from) = self.pending.held(ip);
         let decision = if total >= l.pending_total {
@@ -196,7 +196,7 @@ impl Admission {
     }
 
     /// Not-yet-joined connections now.
-    pub fn pending(&self) -> usize {
+    pub(crate) fn pending(&self) -> usize {
         self.pending.total()
     }
 }

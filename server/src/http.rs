@@ -33,7 +33,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Serves until the listener task is dropped. Connections are bounded in total and per
 /// address; an accept error backs off.
-pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, live: Arc<Live>) {
+pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>, live: Arc<Live>) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let open = PerAddress::new();
     let mut backoff = Duration::from_millis(10);

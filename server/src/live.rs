@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 /// The live view page: plain HTML, CSS and JavaScript, nothing fetched from elsewhere.
-pub const PAGE: &str = include_str!("view.html");
+pub(crate) const PAGE: &str = include_str!("view.html");
 
 /// Viewers streaming at once.
 const MAX_VIEWERS: usize = 32;
@@ -24,10 +24,10 @@ const VIEWERS_PER_ADDRESS: usize = 4;
 const ROOF_ABOVE_SPAWNS: f64 = 384.0;
 
 /// Frames per second published to viewers.
-pub const FRAME_RATE: u32 = 10;
+pub(crate) const FRAME_RATE: u32 = 10;
 
 /// The live view's shared state.
-pub struct Live {
+pub(crate) struct Live {
     /// The map from above, as JSON.
     pub map_json: String,
     frames: watch::Sender<Arc<str>>,
@@ -36,7 +36,7 @@ pub struct Live {
 
 impl Live {
     /// The view of `sim`'s map, named `name`.
-    pub fn new(sim: &Sim, name: &str) -> Live {
+    pub(crate) fn new(sim: &Sim, name: &str) -> Live {
         Live {
             map_json: map_json(sim, name),
             frames: watch::Sender::new(Arc::from("")),
@@ -45,22 +45,22 @@ impl Live {
     }
 
     /// A seat for a viewer at `from`, while there is room in all and for its address.
-    pub fn seat(&self, from: IpAddr) -> Option<Held> {
+    pub(crate) fn seat(&self, from: IpAddr) -> Option<Held> {
         self.viewers.take(from, VIEWERS_PER_ADDRESS, MAX_VIEWERS)
     }
 
     /// The stream of frames.
-    pub fn subscribe(&self) -> watch::Receiver<Arc<str>> {
+    pub(crate) fn subscribe(&self) -> watch::Receiver<Arc<str>> {
         self.frames.subscribe()
     }
 
     /// Whether anyone is watching (frames are built only then).
-    pub fn watched(&self) -> bool {
+    pub(crate) fn watched(&self) -> bool {
         self.frames.receiver_count() > 0
     }
 
     /// Publishes a frame; a viewer that has not sent the previous one skips it.
-    pub fn publish(&self, frame: String) {
+    pub(crate) fn publish(&self, frame: String) {
         self.frames.send_replace(Arc::from(frame));
     }
 }
@@ -136,7 +136,7 @@ fn map_json(sim: &Sim, name: &str) -> String {
 /// One frame of the world: `players` as `[id, x, y, z, flagged]`, `movers` as their
 /// bounds from above `[x0, y0, x1, y1]`, the longest tick since the last frame (ms) and
 /// the traffic totals (bytes), from which the page draws its charts.
-pub fn frame(sim: &Sim, world: &WorldState, m: &Metrics, tick_ms: f64) -> String {
+pub(crate) fn frame(sim: &Sim, world: &WorldState, m: &Metrics, tick_ms: f64) -> String {
     let flagged = m.flagged();
     let mut o = format!(
         "{{\"tick\":{},\"tick_ms\":{:.3},\"bytes_out\":{},\"bytes_in\":{},\"players\":[",

@@ -85,10 +85,7 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
                 decoded += 1;
                 assert_eq!(snap.tick, t);
                 let sent = fb(t - 1);
-                assert_eq!(
-                    (snap.last_command, snap.corrected, snap.contact, snap.missed),
-                    (sent.last_command, sent.corrected, sent.contact, sent.missed)
-                );
+                assert_eq!(snap.feedback, sent);
                 assert_eq!(snap.own, truth[&0]);
                 assert_eq!(snap.players.len(), 16.min(truth.len() - 1));
                 for (id, p) in &snap.players {

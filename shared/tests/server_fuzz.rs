@@ -7,7 +7,7 @@
 use expel_shared::movement::MoveMode;
 use expel_shared::protocol::frame::encode_frame;
 use expel_shared::protocol::server::{ConnId, Event, Output, Server, ServerSettings};
-use expel_shared::protocol::token::{self, Claims};
+use expel_shared::protocol::token::{self, Grant};
 use expel_shared::protocol::{
     encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, VERSION,
 };
@@ -43,14 +43,14 @@ fn server(movement: MovementAuthority, now: Instant) -> Server {
 fn hello(player: u32, nonce: u32) -> Vec<u8> {
     let mut n = [0u8; 16];
     n[..4].copy_from_slice(&nonce.to_le_bytes());
-    let claims = Claims {
+    let grant = Grant {
         player_id: player,
         expires: UNIX + 1_000_000_000,
         nonce: n,
     };
     encode_frame(&ClientControl::Hello {
         version: VERSION,
-        token: token::mint(SECRET, &claims),
+        token: token::mint(SECRET, &grant),
         have_map: None,
     })
 }

@@ -5,7 +5,7 @@ use expel_shared::protocol::client::{Client, ClientSettings, Status};
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::server::{Event, Server, ServerSettings};
 use expel_shared::protocol::simnet::{NetSettings, SimNet};
-use expel_shared::protocol::token::{self, Claims};
+use expel_shared::protocol::token::{self, Grant};
 use expel_shared::protocol::MovementAuthority;
 use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, Sim};
 use std::sync::Arc;
@@ -28,12 +28,12 @@ fn arena() -> (Arc<Sim>, Arc<Vec<u8>>) {
 fn token(player: u32) -> String {
     let mut nonce = [0u8; 16];
     nonce[..4].copy_from_slice(&player.to_le_bytes());
-    let claims = Claims {
+    let grant = Grant {
         player_id: player,
         expires: UNIX + 3600,
         nonce,
     };
-    token::mint(SECRET, &claims)
+    token::mint(SECRET, &grant)
 }
 
 /// A network of `n` clients on the arena, all connected (half already hold the map).

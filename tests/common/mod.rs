@@ -5,17 +5,17 @@
 use expel_client::{ConnectOptions, Trust};
 use expel_server::{Identity, Running, ServerConfig};
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
-use expel_shared::protocol::token::{mint, Claims};
+use expel_shared::protocol::token::{mint, Grant};
 use expel_shared::protocol::{decode, ClientControl, MovementAuthority, ServerControl, ALPN};
 use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-pub const SECRET: &[u8] = b"test-secret";
+pub(crate) const SECRET: &[u8] = b"test-secret";
 
-pub const ARENA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/maps/arena.map");
+pub(crate) const ARENA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/maps/arena.map");
 
-pub fn arena() -> (Arc<Sim>, Arc<Vec<u8>>) {
+pub(crate) fn arena() -> (Arc<Sim>, Arc<Vec<u8>>) {
     let bytes = std::fs::read(ARENA).unwrap();
     let map = MapData::parse_any(&bytes).unwrap();
     let movement = MoveConfig::default().validate().unwrap();
@@ -24,7 +24,7 @@ pub fn arena() -> (Arc<Sim>, Arc<Vec<u8>>) {
 }
 
 /// The test servers' configuration: the arena on a loopback port, short timeouts.
-pub fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
+pub(crate) fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
     ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         snapshot_rate: 30,
@@ -43,11 +43,11 @@ pub fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
     }
 }
 
-pub async fn server(max_players: usize) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
+pub(crate) async fn server(max_players: usize) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
     server_with(max_players, |_| {}).await
 }
 
-pub async fn server_with(
+pub(crate) async fn server_with(
     max_players: usize,
     change: impl FnOnce(&mut ServerConfig),
 ) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
@@ -58,19 +58,19 @@ pub async fn server_with(
     (running, sim, bytes)
 }
 
-pub fn now() -> u64 {
+pub(crate) fn now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs()
 }
 
-pub fn token_with(secret: &[u8], id: u32, expires: u64, n: u8) -> String {
+pub(crate) fn token_with(secret: &[u8], id: u32, expires: u64, n: u8) -> String {
     let mut nonce = [n; 16];
     nonce[..4].copy_from_slice(&id.to_le_bytes());
     mint(
         secret,
-        &Claims {
+        &Grant {
             player_id: id,
             expires,
             nonce,
@@ -78,7 +78,7 @@ pub fn token_with(secret: &[u8], id: u32, expires: u64, n: u8) -> String {
     )
 }
 
-pub fn options(r: &Running, id: u32) -> ConnectOptions {
+pub(crate) fn options(r: &Running, id: u32) -> ConnectOptions {
     ConnectOptions {
         token: token_with(SECRET, id, now() + 600, 1),
         trust: Trust::Fingerprint(r.fingerprint.clone()),
@@ -87,7 +87,7 @@ pub fn options(r: &Running, id: u32) -> ConnectOptions {
     }
 }
 
-pub fn wander(seed: u32) -> impl FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand> {
+pub(crate) fn wander(seed: u32) -> impl FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand> {
     let mut k = seed.wrapping_mul(2_654_435_761);
     move |t, _| {
         if t % 90 == 0 {
@@ -98,7 +98,10 @@ pub fn wander(seed: u32) -> impl FnMut(u64, Option<&PlayerState>) -> Option<Move
 }
 
 /// A raw QUIC connection with ALPN `alpn`, trusting the server's fingerprint.
-pub async fn raw(r: &Running, alpn: &[u8]) -> Result<(quinn::Endpoint, quinn::Connection), String> {
+pub(crate) async fn raw(
+    r: &Running,
+    alpn: &[u8],
+) -> Result<(quinn::Endpoint, quinn::Connection), String> {
     let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
     let cfg = expel_client::client_config(&Trust::Fingerprint(r.fingerprint.clone()), alpn)
         .map_err(|e| e.to_string())?;
@@ -111,7 +114,7 @@ pub async fn raw(r: &Running, alpn: &[u8]) -> Result<(quinn::Endpoint, quinn::Co
     Ok((ep, c))
 }
 
-pub async fn hello(
+pub(crate) async fn hello(
     c: &quinn::Connection,
     version: u16,
     token: String,
@@ -135,7 +138,7 @@ pub async fn hello(
 }
 
 /// A raw connection that said hello as player `id` and was welcomed.
-pub async fn joined_raw(
+pub(crate) async fn joined_raw(
     r: &Running,
     id: u32,
     n: u8,
@@ -152,7 +155,7 @@ pub async fn joined_raw(
 }
 
 /// The reason the server closed `c` with, waiting at most `secs`.
-pub async fn close_reason(c: &quinn::Connection, secs: u64) -> String {
+pub(crate) async fn close_reason(c: &quinn::Connection, secs: u64) -> String {
     let why = tokio::time::timeout(Duration::from_secs(secs), c.closed())
         .await
         .unwrap();
@@ -161,7 +164,7 @@ pub async fn close_reason(c: &quinn::Connection, secs: u64) -> String {
 
 /// The one JSON line `expel serve` prints once it accepts connections, read from the
 /// child's piped stdout.
-pub fn ready_line(child: &mut std::process::Child) -> serde_json::Value {
+pub(crate) fn ready_line(child: &mut std::process::Child) -> serde_json::Value {
     use std::io::BufRead;
     let mut line = String::new();
     std::io::BufReader::new(child.stdout.take().expect("stdout piped"))

@@ -10,6 +10,9 @@
 //! ties, so the entry and its axis are the scalar clip's, bit for bit (a test checks that
 //! on random axes); other targets use the scalar clip.
 
+// SIMD: SSE intrinsics, each block with its SAFETY note. The only unsafe code there is.
+#![allow(unsafe_code)]
+
 use crate::geom::{EXPEL, POSITION_EPS};
 
 /// A gap that changes by less than this over the whole move counts as steady: a move
@@ -57,7 +60,7 @@ pub(super) enum Meets {
 // (On x86-64 the lanes clip instead; this one is the reference their test checks.)
 #[cfg_attr(all(target_arch = "x86_64", not(test)), allow(dead_code))]
 impl Clip {
-    pub fn new() -> Clip {
+    pub(super) fn new() -> Clip {
         Clip {
             t_in: f64::NEG_INFINITY,
             open: NO_AXIS,
@@ -91,18 +94,18 @@ impl Clip {
 
     /// Adds axes `ix` and `ix + 1`. False when either keeps the box out.
     #[inline(always)]
-    pub fn pair(&mut self, ix: u32, a: Axis, b: Axis) -> bool {
+    pub(super) fn pair(&mut self, ix: u32, a: Axis, b: Axis) -> bool {
         self.axis(ix, a) && self.axis(ix + 1, b)
     }
 
     /// Whether the axes so far already keep the box out until `limit`: more axes only
     /// delay the entry or hasten the exit, so the rest need not be looked at.
     #[inline(always)]
-    pub fn missed(&self, limit: f64) -> bool {
+    pub(super) fn missed(&self, limit: f64) -> bool {
         self.t_in > self.t_out || self.t_in > limit
     }
 
-    pub fn finish(&self) -> Clip {
+    pub(super) fn finish(&self) -> Clip {
         *self
     }
 }
@@ -110,7 +113,7 @@ impl Clip {
 impl Clip {
     /// What the finished clip says about the brush: where the box meets it, and the open
     /// axis that names the contact ([`NO_AXIS`] if none does).
-    pub fn meets(&self, limit: f64) -> Meets {
+    pub(super) fn meets(&self, limit: f64) -> Meets {
         if self.top < -POSITION_EPS {
             return Meets::Inside;
         }
@@ -194,7 +197,7 @@ mod lanes {
     }
 
     impl Clip2 {
-        pub fn new() -> Clip2 {
+        pub(crate) fn new() -> Clip2 {
             unsafe {
                 Clip2 {
                     t_in: _mm_set1_pd(f64::NEG_INFINITY),
@@ -207,7 +210,7 @@ mod lanes {
 
         /// [`Clip::pair`]: axes `ix` (lane 0) and `ix + 1` (lane 1).
         #[inline(always)]
-        pub fn pair(&mut self, ix: u32, a: Axis, b: Axis) -> bool {
+        pub(crate) fn pair(&mut self, ix: u32, a: Axis, b: Axis) -> bool {
             unsafe {
                 let g = _mm_setr_pd(a.0, b.0);
                 let r = _mm_setr_pd(a.1, b.1);
@@ -239,7 +242,7 @@ mod lanes {
 
         /// [`Clip::missed`] over both lanes.
         #[inline(always)]
-        pub fn missed(&self, limit: f64) -> bool {
+        pub(crate) fn missed(&self, limit: f64) -> bool {
             let ([a, b], [c, d]) = (lanes(self.t_in), lanes(self.t_out));
             let t_in = a.max(b);
             t_in > c.min(d) || t_in > limit
@@ -247,7 +250,7 @@ mod lanes {
 
         /// The lanes merged into the axis-by-axis clip's state: the greater value, and on
         /// a tie the earlier axis (each lane already holds its own earliest).
-        pub fn finish(&self) -> Clip {
+        pub(crate) fn finish(&self) -> Clip {
             let first = |[v0, v1]: [f64; 2], [i0, i1]: [u32; 2]| {
                 if v1 > v0 || (v1 == v0 && i1 < i0) {
                     (v1, i1)

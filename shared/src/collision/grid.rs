@@ -15,6 +15,9 @@
 //! query never misses a brush whose bounds meet it, and each brush is reported once: from
 //! the first query cell it lies in along each axis (each copy carries its place bits).
 
+// SIMD: SSE intrinsics, each block with its SAFETY note. The only unsafe code there is.
+#![allow(unsafe_code)]
+
 use super::tree::Bounds32;
 use crate::geom::Aabb;
 use glam::DVec3;
@@ -66,13 +69,13 @@ impl Entry {
     }
 
     /// The bounds (exactly: negation is exact).
-    pub fn bounds(&self) -> Bounds32 {
+    pub(crate) fn bounds(&self) -> Bounds32 {
         let k = &self.key;
         Bounds32([k[0], k[1], k[2], -k[3], -k[4], -k[5]])
     }
 
     /// This copy's cell along x.
-    pub fn x(&self) -> u32 {
+    pub(crate) fn x(&self) -> u32 {
         self.place & !FIRST_ALL
     }
 
@@ -168,7 +171,7 @@ pub(crate) struct BrushGrid {
 
 impl BrushGrid {
     /// A grid over `bounds` (indexed by position); empty bounds are left out.
-    pub fn build(bounds: &[Aabb]) -> BrushGrid {
+    pub(crate) fn build(bounds: &[Aabb]) -> BrushGrid {
         let b32: Vec<Option<Bounds32>> = bounds
             .iter()
             .map(|b| {
@@ -233,7 +236,7 @@ impl BrushGrid {
     /// Calls `f` once with each brush whose bounds meet `q` (and perhaps a few more just
     /// apart: both are compared in `f32`, rounded outward).
     #[inline]
-    pub fn query(&self, q: &Aabb, mut f: impl FnMut(u32)) {
+    pub(crate) fn query(&self, q: &Aabb, mut f: impl FnMut(u32)) {
         let p = Probe::around(q);
         self.loose.scan(&p, &mut f);
         for lv in &self.levels {
@@ -242,7 +245,7 @@ impl BrushGrid {
     }
 
     /// Union of the listed brushes' bounds (empty when there are none).
-    pub fn bounds(&self) -> Aabb {
+    pub(crate) fn bounds(&self) -> Aabb {
         self.bounds
     }
 }
@@ -269,7 +272,7 @@ pub(crate) struct Quads {
 }
 
 impl Quads {
-    pub const NONE: u32 = u32::MAX;
+    pub(crate) const NONE: u32 = u32::MAX;
 
     fn new(list: &[Entry]) -> Quads {
         let mut q = Quads {

@@ -7,10 +7,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
 /// Vertices closer than this are one vertex. Real maps have edges as short as 0.04 units.
-pub const WELD: f64 = 0.002;
+pub(crate) const WELD: f64 = 0.002;
 /// Mitred edge normals are capped at this length so very sharp edges do not push the
 /// expel zone far out (DOOM III used about 3.3).
-pub const MITRE_CAP: f64 = 3.25;
+pub(crate) const MITRE_CAP: f64 = 3.25;
 pub(crate) const NONE: u32 = u32::MAX;
 
 /// Welds points on a hashed grid, checking neighbouring cells so that points straddling a
@@ -24,7 +24,7 @@ pub(crate) struct Welder {
 impl Welder {
     /// Welds points closer than `tolerance` on every axis: [`WELD`] for maps, whose
     /// corners carry `f32` noise; far less for hulls, whose thin sides must survive.
-    pub fn new(tolerance: f64) -> Self {
+    pub(crate) fn new(tolerance: f64) -> Self {
         Welder {
             vertices: Vec::new(),
             grid: HashMap::new(),
@@ -38,7 +38,7 @@ impl Welder {
         [c.x as i64, c.y as i64, c.z as i64]
     }
 
-    pub fn vertex(&mut self, p: DVec3) -> u32 {
+    pub(crate) fn vertex(&mut self, p: DVec3) -> u32 {
         let c = self.cell(p);
         for dx in -1..=1 {
             for dy in -1..=1 {

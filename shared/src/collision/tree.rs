@@ -54,7 +54,7 @@ pub(crate) struct Bounds32(pub [f32; 6]);
 
 impl Bounds32 {
     #[inline]
-    pub fn new(b: &Aabb) -> Bounds32 {
+    pub(crate) fn new(b: &Aabb) -> Bounds32 {
         let down = |v: f64| {
             let f = v as f32;
             if f as f64 > v {
@@ -82,7 +82,7 @@ impl Bounds32 {
     }
 
     /// The same bounds in `f64` (exactly).
-    pub fn aabb(&self) -> Aabb {
+    pub(crate) fn aabb(&self) -> Aabb {
         let a = self.0.map(f64::from);
         Aabb {
             min: DVec3::new(a[0], a[1], a[2]),
@@ -92,7 +92,7 @@ impl Bounds32 {
 
     /// Whether these bounds overlap `q` (compared in `f64`, to which `f32` widens exactly).
     #[inline]
-    pub fn overlaps_aabb(&self, q: &Aabb) -> bool {
+    pub(crate) fn overlaps_aabb(&self, q: &Aabb) -> bool {
         let a = self.0.map(f64::from);
         (a[0] <= q.max.x)
             & (a[3] >= q.min.x)
@@ -105,7 +105,7 @@ impl Bounds32 {
     /// Whether these bounds overlap `o` (with `&`, not `&&`: one branch, where six would
     /// mispredict on scattered boxes).
     #[inline]
-    pub fn overlaps(&self, o: &Bounds32) -> bool {
+    pub(crate) fn overlaps(&self, o: &Bounds32) -> bool {
         let (a, b) = (&self.0, &o.0);
         (a[0] <= b[3])
             & (a[3] >= b[0])
@@ -119,7 +119,7 @@ impl Bounds32 {
     /// can move it back (`2^-24` relative). Looser than [`Bounds32::new`] by a few parts
     /// in ten million, and without its branches: for culling per query.
     #[inline]
-    pub fn around(b: &Aabb) -> Bounds32 {
+    pub(crate) fn around(b: &Aabb) -> Bounds32 {
         let out = |v: f64| v.abs() * AROUND_REL + AROUND_ABS;
         Bounds32([
             (b.min.x - out(b.min.x)) as f32,
@@ -133,7 +133,7 @@ impl Bounds32 {
 }
 
 impl AxialTree {
-    pub fn build(item_bounds: &[Aabb]) -> AxialTree {
+    pub(crate) fn build(item_bounds: &[Aabb]) -> AxialTree {
         let mut t = AxialTree {
             nodes: Vec::new(),
             items: Vec::new(),
@@ -200,7 +200,7 @@ impl AxialTree {
     /// Calls `f` with every item whose stored bounds overlap `q`, from the leaves whose cell
     /// overlaps `q` (with repeats). The stored bounds are rounded outward, so no item whose
     /// true bounds overlap is left out.
-    pub fn query_aabb(&self, q: &Aabb, mut f: impl FnMut(u32)) {
+    pub(crate) fn query_aabb(&self, q: &Aabb, mut f: impl FnMut(u32)) {
         if self.nodes.is_empty() {
             return;
         }
@@ -248,7 +248,7 @@ impl AxialTree {
     /// is entered with the interval of the move spent in it; `visit` scans a leaf's items
     /// and bounds and returns the fraction the walk must still reach (the best hit so far),
     /// so cells entered later are skipped.
-    pub fn walk_segment(
+    pub(crate) fn walk_segment(
         &self,
         start: DVec3,
         dir: DVec3,

@@ -23,7 +23,7 @@ const CONTENTS_SKY: i32 = -6;
 /// Deepest tree read (real maps stay far below; each level adds a plane to every cell).
 const MAX_TREE_DEPTH: usize = 256;
 /// The texture name cell brushes carry (solid by the one solidity rule).
-pub const CELL_TEXTURE: &str = "bsp/solid";
+pub(super) const CELL_TEXTURE: &str = "bsp/solid";
 
 /// Whether the bytes start like a BSP29 or BSP30 file.
 pub(super) fn is_bsp29(bytes: &[u8]) -> bool {

@@ -498,7 +498,7 @@ impl Client {
         };
         // Commands sent now reach the server a round trip and the time spent on the map
         // after the welcome left it: start that far, and the buffer, ahead of its tick.
-        let period = 1.0 / f64::from(welcome.tick_rate.max(1));
+        let period = 1.0 / f64::from(welcome.tick_rate().max(1));
         let since = now.saturating_duration_since(self.welcome_at).as_secs_f64();
         let lead = (self.stats.rtt + since) / period + self.settings.buffer_ticks;
         let tick = welcome.server_tick + lead.ceil() as u64;
@@ -601,8 +601,9 @@ impl Client {
         // A trusted client's own path stands unless the server rejected a claim: a state
         // the server holds while claims are in flight is no correction.
         let trusted = p.welcome.movement == MovementAuthority::Client;
-        let own_path = trusted && snap.corrected <= p.seen_correction && p.predictor.ready();
-        p.seen_correction = p.seen_correction.max(snap.corrected);
+        let own_path =
+            trusted && snap.feedback.corrected <= p.seen_correction && p.predictor.ready();
+        p.seen_correction = p.seen_correction.max(snap.feedback.corrected);
         if let Some((_, last)) = p.span {
             st.max_snapshot_gap = st.max_snapshot_gap.max(snap.tick - last);
         }
@@ -625,7 +626,7 @@ impl Client {
             p.predictor.snapshot(&snap)
         };
         if let Some(distance) = correction {
-            if snap.contact <= before && snap.missed <= before && !met {
+            if snap.feedback.contact <= before && snap.feedback.missed <= before && !met {
                 st.unexplained_corrections += 1;
             }
             self.events.push_back(ClientEvent::Corrected {
@@ -636,9 +637,9 @@ impl Client {
         st.predict = p.predictor.stats;
         st.final_match = correction.is_none();
         st.final_state = Some(snap.own);
-        st.input_lead = snap.input_lead;
-        st.last_contact = st.last_contact.max(snap.contact);
-        let every = u64::from((p.welcome.tick_rate / p.welcome.snapshot_rate.max(1)).max(1));
+        st.input_lead = snap.feedback.input_lead;
+        st.last_contact = st.last_contact.max(snap.feedback.contact);
+        let every = u64::from((p.welcome.tick_rate() / p.welcome.snapshot_rate.max(1)).max(1));
         if let Some((a, b)) = p.span {
             st.snapshots_lost = ((b - a) / every + 1).saturating_sub(st.predict.snapshots);
         }
@@ -647,7 +648,7 @@ impl Client {
         // Our own round-trip estimate, when the transport gives none: from sending the
         // command the server last applied to seeing it applied.
         if self.transport_rtt.is_none() {
-            if let Some(sent) = p.sent_at.get(&snap.last_command) {
+            if let Some(sent) = p.sent_at.get(&snap.feedback.last_command) {
                 let sample = now.saturating_duration_since(*sent).as_secs_f64();
                 st.rtt += (sample - st.rtt) * 0.125;
             }
@@ -702,13 +703,13 @@ impl Client {
 /// server says how early our commands arrive, which covers every delay on the path;
 /// before it has, the round trip stands in.
 fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64) {
-    let base = 1.0 / f64::from(p.welcome.tick_rate.max(1));
+    let base = 1.0 / f64::from(p.welcome.tick_rate().max(1));
     let lead = rtt / base + buffer;
-    let error = match snap.input_lead {
+    let error = match snap.feedback.input_lead {
         Some(l) => buffer - f64::from(l),
         None => snap.tick as f64 + lead - p.tick as f64,
     };
-    if error > f64::from(p.welcome.tick_rate) {
+    if error > f64::from(p.welcome.tick_rate()) {
         // Far behind (at the start, or after a stall): jump forward only, to where the
         // server's tick and the round trip put us. The reported lead is the worst since
         // the last snapshot, and a stalled client has since caught up on its own; adding

@@ -64,11 +64,7 @@ mod tests {
         players.insert(7, PlayerState::at(DVec3::new(x, 0.0, 0.0)));
         Snapshot {
             tick,
-            last_command: 0,
-            input_lead: None,
-            corrected: 0,
-            contact: 0,
-            missed: 0,
+            feedback: Default::default(),
             own: PlayerState::default(),
             players,
             movers: BTreeMap::new(),

@@ -30,11 +30,9 @@ pub enum ClientControl {
 pub struct Welcome {
     /// The client's player.
     pub player_id: u32,
-    /// Simulation ticks per second.
-    pub tick_rate: u32,
     /// Snapshots per second.
     pub snapshot_rate: u32,
-    /// The movement settings the server simulates with.
+    /// The movement settings the server simulates with (its tick rate among them).
     pub config: MoveConfig,
     /// The map's name.
     pub map_name: String,
@@ -48,6 +46,13 @@ pub struct Welcome {
     pub server_tick: u64,
     /// Who moves the players: the server, or the clients under validation.
     pub movement: MovementAuthority,
+}
+
+impl Welcome {
+    /// Simulation ticks per second (the movement settings').
+    pub fn tick_rate(&self) -> u32 {
+        self.config.tick_rate
+    }
 }
 
 /// Who owns player movement.
@@ -181,13 +186,9 @@ pub struct EntityDelta {
     pub values: Vec<i64>,
 }
 
-/// A snapshot of the world for one client.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SnapshotMsg {
-    /// The server tick the snapshot shows (after that tick's step).
-    pub tick: u64,
-    /// The snapshot the deltas are against (0: none, every entity is in full).
-    pub baseline: u64,
+/// What the server tells a client about its commands in each snapshot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Feedback {
     /// The last tick for which the server applied a command from this client (0: none).
     pub last_command: u64,
     /// How many ticks ahead of the server the client's commands arrived since the last
@@ -205,6 +206,18 @@ pub struct SnapshotMsg {
     /// The newest tick for which the server had no command (or claim) from this client
     /// and repeated its last one (0: none): a late or lost input, also explained.
     pub missed: u64,
+}
+
+/// A snapshot of the world for one client.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SnapshotMsg {
+    /// The server tick the snapshot shows (after that tick's step).
+    pub tick: u64,
+    /// The snapshot the deltas are against (0: none, every entity is in full).
+    pub baseline: u64,
+    /// What the server tells the client about its commands (wire-identical to the five
+    /// fields inline: postcard writes a struct's fields one after another).
+    pub feedback: Feedback,
     /// The client's own state, exact.
     pub own: PlayerState,
     /// Other players in view, against the baseline (in full when new to it).

@@ -23,22 +23,25 @@ pub mod input;
 pub mod interp;
 mod messages;
 pub mod predict;
+#[cfg(feature = "server")]
 pub mod server;
+#[cfg(feature = "server")]
 pub mod simnet;
 pub mod snapshot;
+#[cfg(feature = "server")]
 pub mod token;
 
 pub use messages::{
-    ClientControl, ClientDatagram, EntityDelta, InputMsg, MovementAuthority, ServerControl,
-    ServerDatagram, SnapshotMsg, Welcome,
+    ClientControl, ClientDatagram, EntityDelta, Feedback, InputMsg, MovementAuthority,
+    ServerControl, ServerDatagram, SnapshotMsg, Welcome,
 };
 
 use thiserror::Error;
 
 /// Protocol version carried in the hello; a server refuses any other.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// The QUIC application protocol name.
-pub const ALPN: &[u8] = b"expel/3";
+pub const ALPN: &[u8] = b"expel/4";
 /// QUIC application close code: the server shut down.
 pub const CLOSE_SHUTDOWN: u32 = 0;
 /// QUIC application close code: the hello was refused.

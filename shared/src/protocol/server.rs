@@ -491,7 +491,6 @@ impl Server {
         let sending_map = have_map != Some(self.map_hash);
         let welcome = Welcome {
             player_id: id,
-            tick_rate: self.rate(),
             snapshot_rate: self.settings.snapshot_rate,
             config: self.sim.config().clone(),
             map_name: self.settings.map_name.clone(),

@@ -6,6 +6,7 @@
 //! differ from the baseline and, for each, the difference (zig-zag varints in postcard, so
 //! a small move costs a byte). An entity new to the baseline is sent against zero.
 
+pub use super::Feedback;
 use super::{
     decode, encode, EntityDelta, ProtocolError, ServerDatagram, SnapshotMsg, MOVER_INTEREST_RADIUS,
 };
@@ -13,22 +14,6 @@ use crate::movement::{MoveMode, PlayerState};
 use crate::mover::{MoverState, Phase};
 use crate::sim::{PlayerId, Sim, WorldState};
 
-/// What the server tells a client about its commands in each snapshot.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Feedback {
-    /// The last tick whose command was applied (0: none).
-    pub last_command: u64,
-    /// The worst lead of the commands received since the last snapshot.
-    pub input_lead: Option<i32>,
-    /// The newest tick whose claim was rejected (0: none).
-    pub corrected: u64,
-    /// The newest tick on which the server's move of this player touched another player
-    /// (0: none).
-    pub contact: u64,
-    /// The newest tick on which the server had no command (or claim) from this client and
-    /// repeated its last one (0: none).
-    pub missed: u64,
-}
 use std::collections::{BTreeMap, VecDeque};
 
 /// Snapshots remembered as baselines; an acknowledgement older than this gets full state.
@@ -260,11 +245,7 @@ fn frame_msg(frame: &Frame, base: Option<&Frame>, own: PlayerState, fb: Feedback
     SnapshotMsg {
         tick: frame.tick,
         baseline: base.map_or(0, |f| f.tick),
-        last_command: fb.last_command,
-        input_lead: fb.input_lead,
-        corrected: fb.corrected,
-        contact: fb.contact,
-        missed: fb.missed,
+        feedback: fb,
         own,
         players: frame
             .players
@@ -315,16 +296,8 @@ fn typed<const N: usize, T>(
 pub struct Snapshot {
     /// The server tick it shows.
     pub tick: u64,
-    /// The last tick whose command from this client the server applied.
-    pub last_command: u64,
-    /// The worst lead of the client's commands at the server since the last snapshot.
-    pub input_lead: Option<i32>,
-    /// The newest tick whose claim was rejected (0: none).
-    pub corrected: u64,
-    /// The newest tick on which the server's move of this player touched another player.
-    pub contact: u64,
-    /// The newest tick on which the server had no command from this client.
-    pub missed: u64,
+    /// What the server says of our commands.
+    pub feedback: Feedback,
     /// The client's own state.
     pub own: PlayerState,
     /// Other players in view.
@@ -403,11 +376,7 @@ impl SnapshotDecoder {
         }
         Ok(Some(Snapshot {
             tick: msg.tick,
-            last_command: msg.last_command,
-            input_lead: msg.input_lead,
-            corrected: msg.corrected,
-            contact: msg.contact,
-            missed: msg.missed,
+            feedback: msg.feedback,
             own: msg.own,
             players,
             movers,

@@ -16,7 +16,7 @@ const MAX_REMEMBERED: usize = 1 << 20;
 
 /// What a token grants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Claims {
+pub struct Grant {
     /// The player the token is for.
     pub player_id: u32,
     /// Unix time (seconds) after which it is refused.
@@ -50,19 +50,19 @@ fn mac(secret: &[u8], body: &[u8]) -> HmacSha256 {
     m
 }
 
-/// A token for `claims`, signed with `secret`.
-pub fn mint(secret: &[u8], claims: &Claims) -> String {
+/// A token for `grant`, signed with `secret`.
+pub fn mint(secret: &[u8], grant: &Grant) -> String {
     let mut body = Vec::with_capacity(LEN);
-    body.extend_from_slice(&claims.player_id.to_le_bytes());
-    body.extend_from_slice(&claims.expires.to_le_bytes());
-    body.extend_from_slice(&claims.nonce);
+    body.extend_from_slice(&grant.player_id.to_le_bytes());
+    body.extend_from_slice(&grant.expires.to_le_bytes());
+    body.extend_from_slice(&grant.nonce);
     let tag = mac(secret, &body).finalize().into_bytes();
     body.extend_from_slice(&tag);
     hex::encode(body)
 }
 
 /// Checks a token's signature and expiry at unix time `now`.
-pub fn verify(secret: &[u8], token: &str, now: u64) -> Result<Claims, TokenError> {
+pub fn verify(secret: &[u8], token: &str, now: u64) -> Result<Grant, TokenError> {
     let raw = hex::decode(token.trim()).map_err(|_| TokenError::Malformed)?;
     if raw.len() != LEN {
         return Err(TokenError::Malformed);
@@ -70,15 +70,15 @@ pub fn verify(secret: &[u8], token: &str, now: u64) -> Result<Claims, TokenError
     mac(secret, &raw[..BODY])
         .verify_slice(&raw[BODY..])
         .map_err(|_| TokenError::Forged)?;
-    let claims = Claims {
+    let grant = Grant {
         player_id: u32::from_le_bytes(raw[0..4].try_into().map_err(|_| TokenError::Malformed)?),
         expires: u64::from_le_bytes(raw[4..12].try_into().map_err(|_| TokenError::Malformed)?),
         nonce: raw[12..28].try_into().map_err(|_| TokenError::Malformed)?,
     };
-    if now > claims.expires {
+    if now > grant.expires {
         return Err(TokenError::Expired);
     }
-    Ok(claims)
+    Ok(grant)
 }
 
 /// Remembers the nonces of accepted tokens until they expire.
@@ -94,8 +94,8 @@ impl ReplayGuard {
         Self::default()
     }
 
-    /// Accepts `claims` once; a second use before expiry is [`TokenError::Replayed`].
-    pub fn admit(&mut self, claims: &Claims, now: u64) -> Result<(), TokenError> {
+    /// Accepts `grant` once; a second use before expiry is [`TokenError::Replayed`].
+    pub fn admit(&mut self, grant: &Grant, now: u64) -> Result<(), TokenError> {
         // Forget what has expired (ordered by expiry, so this stops early).
         while let Some((&(exp, nonce), _)) = self.by_expiry.first_key_value() {
             if exp >= now && self.seen.len() < MAX_REMEMBERED {
@@ -104,11 +104,11 @@ impl ReplayGuard {
             self.by_expiry.remove(&(exp, nonce));
             self.seen.remove(&nonce);
         }
-        if self.seen.contains_key(&claims.nonce) {
+        if self.seen.contains_key(&grant.nonce) {
             return Err(TokenError::Replayed);
         }
-        self.seen.insert(claims.nonce, claims.expires);
-        self.by_expiry.insert((claims.expires, claims.nonce), ());
+        self.seen.insert(grant.nonce, grant.expires);
+        self.by_expiry.insert((grant.expires, grant.nonce), ());
         Ok(())
     }
 
@@ -129,7 +129,7 @@ mod tests {
 
     #[test]
     fn tokens_verify_and_refuse_forgery_expiry_and_replay() {
-        let c = Claims {
+        let c = Grant {
             player_id: 7,
             expires: 1000,
             nonce: [3; 16],
@@ -150,7 +150,7 @@ mod tests {
         assert_eq!(g.admit(&c, 10), Ok(()));
         assert_eq!(g.admit(&c, 11), Err(TokenError::Replayed));
         // Once expired, the nonce is forgotten (the token itself is refused as expired).
-        let d = Claims {
+        let d = Grant {
             nonce: [4; 16],
             ..c
         };

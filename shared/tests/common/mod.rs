@@ -9,14 +9,14 @@ use rand::Rng;
 
 /// A convex brush as the oracle sees it: planes, corners found by intersecting plane
 /// triples, and candidate edge directions from plane-normal pairs.
-pub struct OBrush {
+pub(crate) struct OBrush {
     pub planes: Vec<(DVec3, f64)>,
     pub pts: Vec<DVec3>,
     pub edge_dirs: Vec<DVec3>,
 }
 
 impl OBrush {
-    pub fn new(planes: Vec<(DVec3, f64)>) -> Option<OBrush> {
+    pub(crate) fn new(planes: Vec<(DVec3, f64)>) -> Option<OBrush> {
         let mut pts: Vec<DVec3> = Vec::new();
         let n = planes.len();
         for i in 0..n {
@@ -58,14 +58,14 @@ impl OBrush {
 }
 
 /// A convex moving shape as points; the oracle derives every candidate axis from them.
-pub struct OHull {
+pub(crate) struct OHull {
     pub pts: Vec<DVec3>,
     normals: Vec<DVec3>,
     dirs: Vec<DVec3>,
 }
 
 impl OHull {
-    pub fn new(pts: Vec<DVec3>) -> OHull {
+    pub(crate) fn new(pts: Vec<DVec3>) -> OHull {
         let mut normals = Vec::new();
         let mut dirs = Vec::new();
         let n = pts.len();
@@ -86,7 +86,7 @@ impl OHull {
         OHull { pts, normals, dirs }
     }
 
-    pub fn aabb(mins: DVec3, maxs: DVec3) -> OHull {
+    pub(crate) fn aabb(mins: DVec3, maxs: DVec3) -> OHull {
         let mut pts = Vec::new();
         for i in 0..8 {
             pts.push(DVec3::new(
@@ -137,7 +137,7 @@ fn proj_pts(pts: &[DVec3], a: DVec3) -> (f64, f64) {
 
 /// Largest separation along any candidate axis of the hull at `pos` and the brush:
 /// negative when they overlap (then its magnitude is the smallest penetration depth).
-pub fn separation(h: &OHull, pos: DVec3, b: &OBrush) -> f64 {
+pub(crate) fn separation(h: &OHull, pos: DVec3, b: &OBrush) -> f64 {
     h.axes(b)
         .into_iter()
         .map(|a| {
@@ -151,7 +151,7 @@ pub fn separation(h: &OHull, pos: DVec3, b: &OBrush) -> f64 {
 
 /// Times t in [0, 1] at which the hull moving from `p0` by `d` overlaps the brush deeper
 /// than `tol`: the intersection over all axes of the open overlap intervals.
-pub fn overlap_interval(
+pub(crate) fn overlap_interval(
     h: &OHull,
     p0: DVec3,
     d: DVec3,
@@ -186,7 +186,7 @@ pub fn overlap_interval(
 }
 
 /// The oracle's view of a map: each world solid brush with its bounds.
-pub fn map_brushes(map: &MapData) -> Vec<(OBrush, DVec3, DVec3)> {
+pub(crate) fn map_brushes(map: &MapData) -> Vec<(OBrush, DVec3, DVec3)> {
     map.world_solid_brushes()
         .filter_map(|b| {
             let ob = OBrush::new(
@@ -206,7 +206,7 @@ pub fn map_brushes(map: &MapData) -> Vec<(OBrush, DVec3, DVec3)> {
 /// with the polygon's plane as its only face axis and its sides as edge directions (the
 /// separating-axis test of a polygon against a convex hull). Taken from the model's own
 /// tessellation: the oracle checks the traces, the tessellation has tests of its own.
-pub fn model_sheets(model: &CollisionModel) -> Vec<(OBrush, DVec3, DVec3)> {
+pub(crate) fn model_sheets(model: &CollisionModel) -> Vec<(OBrush, DVec3, DVec3)> {
     let mut seen = std::collections::BTreeSet::new();
     let mut out = Vec::new();
     for (i, p) in model.polygons().iter().enumerate() {
@@ -235,7 +235,7 @@ pub fn model_sheets(model: &CollisionModel) -> Vec<(OBrush, DVec3, DVec3)> {
 
 /// A random curved patch near `c`: a `w x h` grid spanning two random directions, its
 /// control points pushed up to `bend` units off the grid.
-pub fn random_patch(rng: &mut impl Rng, c: DVec3, size: f64, bend: f64) -> Patch {
+pub(crate) fn random_patch(rng: &mut impl Rng, c: DVec3, size: f64, bend: f64) -> Patch {
     let (w, h) = ([3, 5][rng.gen_range(0..2)], [3, 5][rng.gen_range(0..2)]);
     let du = unit(rng) * size / (w - 1) as f64;
     let dv = unit(rng) * size / (h - 1) as f64;
@@ -257,13 +257,13 @@ pub fn random_patch(rng: &mut impl Rng, c: DVec3, size: f64, bend: f64) -> Patch
 }
 
 /// A scene: brushes for the library and the same brushes for the oracle.
-pub struct Scene {
+pub(crate) struct Scene {
     pub map: MapData,
     pub brushes: Vec<OBrush>,
 }
 
 impl Scene {
-    pub fn new(planes_list: Vec<Vec<(DVec3, f64)>>) -> Scene {
+    pub(crate) fn new(planes_list: Vec<Vec<(DVec3, f64)>>) -> Scene {
         let mut ent = Entity {
             properties: vec![("classname".into(), "worldspawn".into())],
             ..Default::default()
@@ -297,7 +297,7 @@ impl Scene {
         }
     }
 
-    pub fn min_separation(&self, h: &OHull, pos: DVec3) -> f64 {
+    pub(crate) fn min_separation(&self, h: &OHull, pos: DVec3) -> f64 {
         self.brushes
             .iter()
             .map(|b| separation(h, pos, b))
@@ -306,7 +306,7 @@ impl Scene {
 
     /// Adds patches to the map (call before building the model), returning the model with
     /// its sheets added to the oracle's solids.
-    pub fn with_patches(&mut self, patches: Vec<Patch>) -> CollisionModel {
+    pub(crate) fn with_patches(&mut self, patches: Vec<Patch>) -> CollisionModel {
         self.map.entities[0].patches.extend(patches);
         let model = CollisionModel::build(&self.map);
         self.brushes
@@ -315,7 +315,7 @@ impl Scene {
     }
 
     /// Earliest time the moving hull overlaps any brush deeper than `tol`.
-    pub fn first_overlap(&self, h: &OHull, p0: DVec3, d: DVec3, tol: f64) -> Option<f64> {
+    pub(crate) fn first_overlap(&self, h: &OHull, p0: DVec3, d: DVec3, tol: f64) -> Option<f64> {
         self.brushes
             .iter()
             .filter_map(|b| overlap_interval(h, p0, d, b, tol).map(|x| x.0))
@@ -323,7 +323,7 @@ impl Scene {
     }
 }
 
-pub fn box_planes(min: DVec3, max: DVec3) -> Vec<(DVec3, f64)> {
+pub(crate) fn box_planes(min: DVec3, max: DVec3) -> Vec<(DVec3, f64)> {
     vec![
         (DVec3::X, max.x),
         (-DVec3::X, -min.x),
@@ -334,7 +334,7 @@ pub fn box_planes(min: DVec3, max: DVec3) -> Vec<(DVec3, f64)> {
     ]
 }
 
-pub fn unit(rng: &mut impl Rng) -> DVec3 {
+pub(crate) fn unit(rng: &mut impl Rng) -> DVec3 {
     loop {
         let v = DVec3::new(
             rng.gen_range(-1.0..1.0),
@@ -349,7 +349,7 @@ pub fn unit(rng: &mut impl Rng) -> DVec3 {
 }
 
 /// A random convex brush around `c`: a box cut by a few random planes, or a thin slab.
-pub fn random_brush(rng: &mut impl Rng, c: DVec3, size: f64) -> Vec<(DVec3, f64)> {
+pub(crate) fn random_brush(rng: &mut impl Rng, c: DVec3, size: f64) -> Vec<(DVec3, f64)> {
     let half = DVec3::new(
         rng.gen_range(0.125..size),
         rng.gen_range(0.125..size),
@@ -368,7 +368,7 @@ pub fn random_brush(rng: &mut impl Rng, c: DVec3, size: f64) -> Vec<(DVec3, f64)
 
 /// A Quake-format axis-aligned brush.
 #[allow(dead_code)]
-pub fn brush(min: DVec3, max: DVec3) -> String {
+pub(crate) fn brush(min: DVec3, max: DVec3) -> String {
     let f = |p: [f64; 3]| format!("( {} {} {} )", p[0], p[1], p[2]);
     let (a, b) = (min.to_array(), max.to_array());
     [
@@ -416,7 +416,7 @@ pub fn brush(min: DVec3, max: DVec3) -> String {
 
 /// A patch surface for [`ibsp_file`]: its shader and the contents flags the compiler gave
 /// it.
-pub struct BspPatch<'a> {
+pub(crate) struct BspPatch<'a> {
     pub patch: &'a Patch,
     pub shader: &'a str,
     pub contents: i32,
@@ -425,7 +425,7 @@ pub struct BspPatch<'a> {
 /// An IBSP v46 file written the way q3map2 lays it out: the world model's brushes (one
 /// shader, solid) from their planes, and its patch surfaces as control grids of drawn
 /// vertices (width varying fastest).
-pub fn ibsp_file(brushes: &[Vec<(DVec3, f64)>], patches: &[BspPatch]) -> Vec<u8> {
+pub(crate) fn ibsp_file(brushes: &[Vec<(DVec3, f64)>], patches: &[BspPatch]) -> Vec<u8> {
     let le = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
     let f32s =
         |v: &[f64]| -> Vec<u8> { v.iter().flat_map(|x| (*x as f32).to_le_bytes()).collect() };
@@ -486,7 +486,7 @@ pub fn ibsp_file(brushes: &[Vec<(DVec3, f64)>], patches: &[BspPatch]) -> Vec<u8>
 
 /// A child in a hand-built BSP29 tree: another node, or a new leaf with these contents.
 #[derive(Clone)]
-pub enum BspChild {
+pub(crate) enum BspChild {
     Node(usize),
     Leaf(i32),
 }
@@ -494,7 +494,7 @@ pub enum BspChild {
 /// A BSP29/BSP30 file (`version` 29 or 30) with one model: planes, hull-0 nodes as
 /// `(plane, front, back)` from node 0, the model's bounds, and the entity text; models of
 /// 80 bytes (Hexen 2) when `hexen`.
-pub fn bsp29_file(
+pub(crate) fn bsp29_file(
     version: i32,
     entities: &str,
     planes: &[(DVec3, f64)],
