@@ -44,7 +44,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         secret: Some(secret.clone()),
         ..ServeArgs::default()
     })?;
-    let movement = cfg.movement;
+    let movement = cfg.game.movement;
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
     rt.block_on(async move {
         let running = expel_server::start(sim.clone(), cfg).await?;

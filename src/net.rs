@@ -4,7 +4,7 @@
 use crate::load::{self, Loaded};
 use anyhow::{bail, Context, Result};
 use expel_client::{ConnectOptions, LinkConditioner, RunOptions, Trust};
-use expel_server::{Identity, ServerConfig};
+use expel_server::{Identity, ServerConfig, ServerSettings};
 use expel_shared::protocol::token::{self, Grant};
 use expel_shared::protocol::{MovementAuthority, DEFAULT_INTEREST};
 use expel_shared::{MoveCommand, MoveConfig};
@@ -169,20 +169,22 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, Server
     let addr = args.addr.unwrap_or_else(|| ([127, 0, 0, 1], 27960).into());
     let cfg = ServerConfig {
         addr,
-        snapshot_rate: args.snapshot_rate.unwrap_or(30),
-        max_players: args.max_players.unwrap_or(64),
-        secret: secret(args.secret)?,
         // QUIC is UDP, so the same port number on TCP is normally free.
         metrics: Some(args.metrics.unwrap_or(addr)),
-        interest: args.interest.unwrap_or(DEFAULT_INTEREST),
-        client_budget: 32 * 1024,
-        map_name: name.clone(),
-        map_bytes: bytes,
         identity,
-        hello_timeout: Duration::from_secs(5),
-        input_timeout: Duration::from_secs(10),
-        movement: args.movement.unwrap_or_default(),
         limits: Default::default(),
+        game: ServerSettings {
+            snapshot_rate: args.snapshot_rate.unwrap_or(30),
+            max_players: args.max_players.unwrap_or(64),
+            secret: secret(args.secret)?,
+            interest: args.interest.unwrap_or(DEFAULT_INTEREST),
+            client_budget: 32 * 1024,
+            map_name: name.clone(),
+            map_bytes: bytes,
+            hello_timeout: Duration::from_secs(5),
+            input_timeout: Duration::from_secs(10),
+            movement: args.movement.unwrap_or_default(),
+        },
     };
     Ok((sim, cfg, name))
 }
@@ -205,12 +207,13 @@ pub(crate) fn ready_line(
     })
 }
 
-/// Runs the server until SIGTERM or Ctrl-C, then tells clients why and exits.
+/// Runs the server until SIGTERM or Ctrl-C (or until one of its tasks fails), then tells
+/// clients why and exits.
 pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     let (sim, cfg, name) = prepare(args)?;
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
     rt.block_on(async move {
-        let movement = cfg.movement;
+        let movement = cfg.game.movement;
         let running = expel_server::start(sim.clone(), cfg).await?;
         let line = ready_line(&running, &sim, movement, &name);
         {
@@ -219,10 +222,21 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
             writeln!(out, "{line}")?;
             out.flush()?;
         }
-        wait_for_signal().await;
+        let failed = tokio::select! {
+            _ = wait_for_signal() => None,
+            why = running.stopped() => Some(why),
+        };
         tracing::info!("shutting down");
-        running.shutdown("server shutting down").await;
-        Ok(())
+        match failed {
+            None => {
+                running.shutdown("server shutting down").await;
+                Ok(())
+            }
+            Some(why) => {
+                running.shutdown("server failed").await;
+                Err(anyhow::anyhow!("the server stopped: {why}"))
+            }
+        }
     })
 }
 

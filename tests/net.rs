@@ -138,7 +138,7 @@ async fn sixty_four_clients_keep_their_snapshots_for_twenty_seconds() {
     let _serial = SERIAL.lock().await;
     // Sixty-four handshakes at once starve a loaded two-core machine for seconds; the
     // production input timeout (10 s) applies, not the short one other tests use.
-    let (r, sim, bytes) = server_with(64, |c| c.input_timeout = Duration::from_secs(10)).await;
+    let (r, sim, bytes) = server_with(64, |c| c.game.input_timeout = Duration::from_secs(10)).await;
     let mut tasks = Vec::new();
     for id in 0..64u32 {
         let mut o = options(&r, 100 + id);
@@ -499,7 +499,7 @@ fn violations(r: &Running) -> Vec<(&'static str, u64)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trusted_clients_playing_honestly_through_a_bad_link_are_never_flagged() {
     let _serial = SERIAL.lock().await;
-    let (r, _, _) = server_with(8, |c| c.movement = MovementAuthority::Client).await;
+    let (r, _, _) = server_with(8, |c| c.game.movement = MovementAuthority::Client).await;
     let joined = expel_client::connect(r.addr, &options(&r, 2))
         .await
         .unwrap();
@@ -574,7 +574,7 @@ fn cheater(r: &Running, cheats: Cheats, seconds: f64) -> tokio::task::JoinHandle
 }
 
 async fn movement_server(movement: MovementAuthority) -> Running {
-    server_with(4, |c| c.movement = movement).await.0
+    server_with(4, |c| c.game.movement = movement).await.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

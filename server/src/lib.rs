@@ -25,12 +25,12 @@ mod tls;
 
 use admission::{Admission, Pending};
 pub use admission::{Decision, Limits};
-pub use expel_shared::protocol::server::REFUSALS;
+pub use expel_shared::protocol::server::{ServerSettings, REFUSALS};
 pub use metrics::Metrics;
 pub use tls::{fingerprint, Identity};
 
 use bytes::Bytes;
-use expel_shared::protocol::server::{map_frames, ConnId, Event, Output, Server, ServerSettings};
+use expel_shared::protocol::server::{map_frames, ConnId, Event, Output, Server};
 use expel_shared::protocol::{MovementAuthority, CLOSE_KICKED};
 use expel_shared::Sim;
 use std::collections::BTreeMap;
@@ -65,56 +65,21 @@ pub enum ServerError {
     Config(String),
 }
 
-/// How to run a server.
+/// How to run a server: where it listens and how it guards itself; how it plays is the
+/// protocol machine's [`ServerSettings`].
 pub struct ServerConfig {
     /// UDP address for QUIC (port 0 picks one).
     pub addr: SocketAddr,
-    /// Snapshots per second (at most the tick rate).
-    pub snapshot_rate: u32,
-    /// Most players at once.
-    pub max_players: usize,
-    /// Connect-token secret.
-    pub secret: Vec<u8>,
     /// HTTP address for the live view, metrics, health and flagged players (port 0 picks
     /// one; equal to `addr`, it takes the QUIC port over TCP once that is chosen).
     pub metrics: Option<SocketAddr>,
-    /// Other players per snapshot (the nearest).
-    pub interest: usize,
-    /// Snapshot bytes per second each client may receive; a snapshot that would exceed
-    /// it carries fewer players (the farthest go first).
-    pub client_budget: usize,
-    /// The map's name, as clients see it.
-    pub map_name: String,
-    /// The map file's bytes (sent to clients that lack it).
-    pub map_bytes: Arc<Vec<u8>>,
     /// TLS certificate and key.
     pub identity: Identity,
-    /// How long a new connection may take to say hello.
-    pub hello_timeout: Duration,
-    /// How long a joined client may go without sending input.
-    pub input_timeout: Duration,
-    /// Who moves the players.
-    pub movement: MovementAuthority,
     /// Bounds on connections not yet joined and on how long the server waits for a peer.
     pub limits: Limits,
-}
-
-impl ServerConfig {
-    /// What the protocol machine needs of it.
-    fn settings(&self) -> ServerSettings {
-        ServerSettings {
-            snapshot_rate: self.snapshot_rate,
-            max_players: self.max_players,
-            secret: self.secret.clone(),
-            interest: self.interest,
-            client_budget: self.client_budget,
-            map_name: self.map_name.clone(),
-            map_bytes: self.map_bytes.clone(),
-            hello_timeout: self.hello_timeout,
-            input_timeout: self.input_timeout,
-            movement: self.movement,
-        }
-    }
+    /// How the server plays: rates, players, secret, interest, budget, map, timeouts,
+    /// who moves the players.
+    pub game: ServerSettings,
 }
 
 /// A running server.
@@ -203,7 +168,7 @@ struct Shared {
 
 /// Starts the server: binds QUIC (and metrics), starts the machine and accept tasks.
 pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerError> {
-    let machine = Server::new(sim.clone(), cfg.settings(), Instant::now(), now_unix())
+    let machine = Server::new(sim.clone(), cfg.game.clone(), Instant::now(), now_unix())
         .map_err(|e| ServerError::Config(e.to_string()))?;
     let endpoint =
         quinn::Endpoint::server(cfg.identity.quic_config()?, cfg.addr).map_err(|source| {
@@ -217,7 +182,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
         source,
     })?;
     let metrics = Arc::new(Metrics::new());
-    let live = Arc::new(live::Live::new(&sim, &cfg.map_name));
+    let live = Arc::new(live::Live::new(&sim, &cfg.game.map_name));
     let (failed_tx, failed) = watch::channel(None::<String>);
     let failed_tx = Arc::new(failed_tx);
     let mut tasks = Vec::new();
@@ -528,7 +493,7 @@ async fn write(
 /// write timeout plus the map's size at the slowest rate accepted.
 async fn send_map(shared: &Shared, send: &mut quinn::SendStream) -> Result<(), WriteError> {
     let limits = &shared.cfg.limits;
-    let bytes = &shared.cfg.map_bytes;
+    let bytes = &shared.cfg.game.map_bytes;
     let transfer = Duration::from_secs_f64(bytes.len() as f64 / limits.min_map_rate.max(1) as f64);
     let whole = Instant::now() + limits.write_timeout + transfer;
     for frame in map_frames(bytes) {
@@ -692,4 +657,35 @@ async fn read_some(
 /// Logs a warning once the server is started with a generated secret.
 pub fn warn_generated_secret(path: &std::path::Path) {
     warn!(file = %path.display(), "no --secret given: generated one and stored it");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_supervised_task_that_dies_stops_the_server_with_the_reason() {
+        let metrics = Arc::new(Metrics::new());
+        metrics.ready.store(true, Relaxed);
+        let (tx, mut rx) = watch::channel(None::<String>);
+        let tx = Arc::new(tx);
+        let dies = tokio::spawn(async { panic!("a bug") });
+        supervise("machine", dies, tx.clone(), metrics.clone())
+            .await
+            .unwrap();
+        rx.changed().await.unwrap();
+        let why = rx.borrow().clone().unwrap();
+        assert!(
+            why.contains("machine task failed") && why.contains("panicked"),
+            "{why}"
+        );
+        assert!(!metrics.ready.load(Relaxed), "no longer ready");
+        // A task stopped by shutdown reports nothing.
+        let (tx2, rx2) = watch::channel(None::<String>);
+        let done = tokio::spawn(async { None });
+        supervise("http", done, Arc::new(tx2), metrics)
+            .await
+            .unwrap();
+        assert!(rx2.borrow().is_none());
+    }
 }

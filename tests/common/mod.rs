@@ -3,7 +3,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 use expel_client::{ConnectOptions, Trust};
-use expel_server::{Identity, Running, ServerConfig};
+use expel_server::{Identity, Running, ServerConfig, ServerSettings};
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
 use expel_shared::protocol::token::{mint, Grant};
 use expel_shared::protocol::{decode, ClientControl, MovementAuthority, ServerControl, ALPN};
@@ -27,19 +27,21 @@ pub(crate) fn arena() -> (Arc<Sim>, Arc<Vec<u8>>) {
 pub(crate) fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
     ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
-        snapshot_rate: 30,
-        max_players,
-        secret: SECRET.to_vec(),
         metrics: Some("127.0.0.1:0".parse().unwrap()),
-        interest: 32,
-        client_budget: 32 * 1024,
-        map_name: "arena".into(),
-        map_bytes: bytes,
         identity: Identity::self_signed().unwrap(),
-        hello_timeout: Duration::from_secs(1),
-        input_timeout: Duration::from_secs(3),
-        movement: MovementAuthority::Server,
         limits: Default::default(),
+        game: ServerSettings {
+            snapshot_rate: 30,
+            max_players,
+            secret: SECRET.to_vec(),
+            interest: 32,
+            client_budget: 32 * 1024,
+            map_name: "arena".into(),
+            map_bytes: bytes,
+            hello_timeout: Duration::from_secs(1),
+            input_timeout: Duration::from_secs(3),
+            movement: MovementAuthority::Server,
+        },
     }
 }
 
