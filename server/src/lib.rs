@@ -31,7 +31,7 @@ pub use tls::{fingerprint, Identity};
 
 use bytes::Bytes;
 use expel_shared::protocol::server::{map_frames, ConnId, Event, Output, Server};
-use expel_shared::protocol::{MovementAuthority, CLOSE_KICKED};
+use expel_shared::protocol::CLOSE_KICKED;
 use expel_shared::Sim;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
