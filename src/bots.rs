@@ -1,8 +1,8 @@
 //! `expel bots`: a swarm of real QUIC clients against a server, with a JSON report and an
-//! SVG chart. The swarm itself is `expel_client::bots`; this is its command line.
+//! SVG chart. The swarm itself is the `expel-bots` crate; this is its command line.
 
 use anyhow::{bail, Context, Result};
-use expel_client::bots::{
+use expel_bots::{
     self, Behavior, CheatKind, ServerFigures, SwarmOptions, SwarmProgress, SwarmReport,
 };
 use expel_client::Trust;
@@ -137,12 +137,12 @@ pub(crate) async fn run_swarm(
     progress: Arc<SwarmProgress>,
 ) -> SwarmReport {
     let stop = Arc::new(tokio::sync::Notify::new());
-    let watcher = tokio::spawn(bots::watch_server(
+    let watcher = tokio::spawn(expel_bots::watch_server(
         http,
         Duration::from_secs(1),
         stop.clone(),
     ));
-    let outcomes = bots::swarm(opts, progress).await;
+    let outcomes = expel_bots::swarm(opts, progress).await;
     stop.notify_one();
     let figures: Option<ServerFigures> = match watcher.await {
         Ok(Ok(f)) => Some(f),
@@ -152,8 +152,8 @@ pub(crate) async fn run_swarm(
         }
         Err(_) => None,
     };
-    let flagged = match bots::http_get(http, "/players.json").await {
-        Ok(text) => bots::flagged_players(&text).unwrap_or_else(|e| {
+    let flagged = match expel_bots::http_get(http, "/players.json").await {
+        Ok(text) => expel_bots::flagged_players(&text).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "flagged players unreadable");
             Vec::new()
         }),
@@ -162,7 +162,7 @@ pub(crate) async fn run_swarm(
             Vec::new()
         }
     };
-    bots::summarize(&outcomes, figures.as_ref(), &flagged)
+    expel_bots::summarize(&outcomes, figures.as_ref(), &flagged)
 }
 
 /// Runs `expel bots`.

@@ -4,7 +4,7 @@
 
 use crate::net::{self, ServeArgs};
 use anyhow::{Context, Result};
-use expel_client::bots::{Behavior, CheatKind, SwarmOptions, SwarmProgress};
+use expel_bots::{Behavior, CheatKind, SwarmOptions, SwarmProgress};
 use expel_client::{LinkConditioner, Trust};
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -100,9 +100,7 @@ impl Served {
     /// A sample's value from /metrics (`name` with its labels, as the text has it).
     fn metric(&self, name: &str) -> f64 {
         let text = http_get(self.http, "/metrics").1;
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-            .unwrap_or_else(|| panic!("{name} not in /metrics"))
+        expel_bots::metrics::sample(&text, name).unwrap_or_else(|| panic!("{name} not in /metrics"))
     }
 
     fn token(&self, id: u32, n: u8) -> String {

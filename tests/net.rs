@@ -3,7 +3,8 @@
 mod common;
 
 use common::*;
-use expel_client::{Cheats, ClientError, LinkConditioner, RunOptions, RunReport, Trust};
+use expel_bots::{run_cheating, Cheats};
+use expel_client::{ClientError, LinkConditioner, RunOptions, RunReport, Trust};
 use expel_server::{Identity, Running};
 use expel_shared::protocol::{MovementAuthority, ServerControl, ALPN};
 use expel_shared::validate::ViolationKind;
@@ -93,7 +94,6 @@ async fn through_loss_delay_jitter_and_duplication_predictions_converge() {
             link: bad_link(),
             buffer_ticks: 4.0,
             seed: 7,
-            ..Default::default()
         },
     )
     .await
@@ -435,15 +435,15 @@ async fn a_speedhack_is_flagged_and_kicked_while_honest_play_is_not() {
         .await
         .unwrap();
     let started = std::time::Instant::now();
-    let cheat = tokio::spawn(expel_client::run(
+    let cheat = tokio::spawn(run_cheating(
         j,
         wander(6),
         RunOptions {
             seconds: 20.0,
-            cheats: Cheats {
-                clock_factor: 1.10,
-                ..Default::default()
-            },
+            ..Default::default()
+        },
+        Cheats {
+            clock_factor: 1.10,
             ..Default::default()
         },
     ));
@@ -453,7 +453,7 @@ async fn a_speedhack_is_flagged_and_kicked_while_honest_play_is_not() {
         "not flagged within {:?}",
         started.elapsed()
     );
-    let report = cheat.await.unwrap().unwrap();
+    let (report, _) = cheat.await.unwrap().unwrap();
     let why = report.ended_by_server.unwrap_or_default();
     assert!(why.contains("timing"), "{why}");
     let honest = honest.await.unwrap();
@@ -513,7 +513,6 @@ async fn trusted_clients_playing_honestly_through_a_bad_link_are_never_flagged()
             link: bad_link(),
             buffer_ticks: 4.0,
             seed: 9,
-            ..Default::default()
         },
     );
     let report = expel_client::run(
@@ -524,7 +523,6 @@ async fn trusted_clients_playing_honestly_through_a_bad_link_are_never_flagged()
             link: bad_link(),
             buffer_ticks: 4.0,
             seed: 8,
-            ..Default::default()
         },
     )
     .await
@@ -556,20 +554,25 @@ const CHEATER: u32 = 3;
 const WALL_X: f64 = 600.0 - 15.0;
 
 /// The cheater: a client running east with `cheats` from its second second on.
-fn cheater(r: &Running, cheats: Cheats, seconds: f64) -> tokio::task::JoinHandle<RunReport> {
+/// Also when the cheat began, in seconds of play.
+fn cheater(
+    r: &Running,
+    cheats: Cheats,
+    seconds: f64,
+) -> tokio::task::JoinHandle<(RunReport, Option<f64>)> {
     let o = options(r, CHEATER);
     let addr = r.addr;
     tokio::spawn(async move {
         let j = expel_client::connect(addr, &o).await.unwrap();
         let opts = RunOptions {
             seconds,
-            cheats: Cheats {
-                after_ticks: 60,
-                ..cheats
-            },
             ..Default::default()
         };
-        expel_client::run(j, east(), opts).await.unwrap()
+        let cheats = Cheats {
+            after_ticks: 60,
+            ..cheats
+        };
+        run_cheating(j, east(), opts, cheats).await.unwrap()
     })
 }
 
@@ -634,11 +637,11 @@ async fn trusted_mode_catches_noclip_teleport_speed_fly_and_timing_cheats() {
                 "timing: not flagged within {within} s"
             );
         }
-        let report = run.await.unwrap();
+        let (report, cheating_after) = run.await.unwrap();
         let why = report.ended_by_server.clone().unwrap_or_default();
         eprintln!(
             "{kind}: {why}; kicked {:.2} s after the cheat began; violations {:?}",
-            report.ended_after - report.cheating_after.unwrap_or(0.0),
+            report.ended_after - cheating_after.unwrap_or(0.0),
             violations(&r)
         );
         assert!(why.contains("kicked for cheating"), "{kind}: {why}");
@@ -649,7 +652,7 @@ async fn trusted_mode_catches_noclip_teleport_speed_fly_and_timing_cheats() {
         );
         if !timing {
             // Kicked on the third violation: a few ticks after the first.
-            let began = report.cheating_after.expect("the cheat began");
+            let began = cheating_after.expect("the cheat began");
             let took = report.ended_after - began;
             assert!(
                 took < within + 0.3,
@@ -699,7 +702,7 @@ async fn authoritative_mode_neutralises_position_cheats_and_reports_them() {
     ];
     for (cheats, kinds) in cases {
         let r = movement_server(MovementAuthority::Server).await;
-        let report = cheater(&r, cheats, 5.0).await.unwrap();
+        let (report, _) = cheater(&r, cheats, 5.0).await.unwrap();
         let flagged = violations(&r);
         eprintln!("{cheats:?}: {flagged:?}");
         let names: Vec<&str> = flagged.iter().map(|(k, _)| *k).collect();

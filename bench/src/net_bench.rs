@@ -32,9 +32,7 @@ fn metric(addr: &str, name: &str) -> Result<f64> {
     write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")?;
     let mut body = String::new();
     s.read_to_string(&mut body)?;
-    body.lines()
-        .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
-        .with_context(|| format!("{name} not in metrics"))
+    expel_bots::metrics::sample(&body, name).with_context(|| format!("{name} not in metrics"))
 }
 
 fn main() -> Result<()> {

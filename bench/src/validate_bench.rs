@@ -7,6 +7,7 @@
 mod bench_maps;
 
 use anyhow::Result;
+use expel_client::percentile;
 use expel_shared::movement::buttons;
 use expel_shared::validate::ClaimValidator;
 use expel_shared::{CollisionModel, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch};
@@ -17,11 +18,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 const TICKS: usize = 20_000;
-
-fn percentile(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[((v.len() - 1) as f64 * p).round() as usize]
-}
 
 fn main() -> Result<()> {
     let maps = bench_maps::from_args();

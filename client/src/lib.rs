@@ -29,14 +29,8 @@
 //! feel prediction under lag. [`run`] is a headless player built on the same API (the
 //! `expel connect` command, the bots and the tests use it).
 
-#[cfg(feature = "cheats")]
-pub mod bots;
-#[cfg(feature = "cheats")]
-mod cheats;
 mod tls;
 
-#[cfg(feature = "cheats")]
-pub use cheats::{CheatState, Cheats};
 pub use expel_shared::protocol::client::{ClientEvent, ClientStats, End, Status};
 pub use expel_shared::protocol::conditioner::LinkConditioner;
 pub use expel_shared::protocol::interp::Interpolator;
@@ -490,8 +484,6 @@ pub struct RunReport {
     pub snapshots_per_s: f64,
     /// Seconds from the start until the session ended.
     pub ended_after: f64,
-    /// Seconds from the start until a cheat began, if one did.
-    pub cheating_after: Option<f64>,
     /// The farthest east (largest x) the server ever held this player, in units.
     pub max_server_x: Option<f64>,
     /// Whether the server kicked this client.
@@ -588,7 +580,6 @@ impl Recorder {
                 _ => 0.0,
             },
             ended_after,
-            cheating_after: None,
             max_server_x: st.max_server_x,
             kicked,
             unexplained_corrections: st.unexplained_corrections,
@@ -616,9 +607,6 @@ pub struct RunOptions {
     pub buffer_ticks: f64,
     /// Seed of the conditioner's randomness.
     pub seed: u64,
-    /// Test-only cheats.
-    #[cfg(feature = "cheats")]
-    pub cheats: Cheats,
 }
 
 impl Default for RunOptions {
@@ -628,8 +616,6 @@ impl Default for RunOptions {
             link: LinkConditioner::default(),
             buffer_ticks: 2.0,
             seed: 1,
-            #[cfg(feature = "cheats")]
-            cheats: Cheats::default(),
         }
     }
 }
@@ -649,17 +635,7 @@ pub async fn run(
     let stats0 = s.transport();
     let mut inputs_done: Option<Instant> = None;
     let mut last = MoveCommand::default();
-    #[cfg(feature = "cheats")]
-    let cheating = {
-        let began = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        if opts.cheats != Cheats::default() {
-            s.set_tamper(Box::new(cheats::Tamper::new(opts.cheats, began.clone())));
-        }
-        began
-    };
     let mut recorder = Recorder::new(&s);
-    #[allow(unused_mut)] // set only with the cheats
-    let mut cheating_after = None;
     loop {
         let now = Instant::now();
         if now >= deadline || inputs_done.is_some_and(|d| now - d > Duration::from_secs(1)) {
@@ -680,18 +656,13 @@ pub async fn run(
         }
         s.update(now);
         recorder.update(&s);
-        #[cfg(feature = "cheats")]
-        if cheating_after.is_none() && cheating.load(std::sync::atomic::Ordering::Relaxed) {
-            cheating_after = Some(started.elapsed().as_secs_f64());
-        }
         let wake = s
             .next_wake()
             .unwrap_or(now + Duration::from_millis(5))
             .min(deadline);
         s.wait(wake).await;
     }
-    let mut report = recorder.finish(&s, started, &stats0);
-    report.cheating_after = cheating_after;
+    let report = recorder.finish(&s, started, &stats0);
     s.close("done").await;
     Ok(report)
 }

@@ -1,17 +1,22 @@
-//! Bot swarms for load tests (feature `cheats`): many real clients in one process, each
-//! predicting with the client library, some of them cheating; what they saw summed up in a
+//! Bot swarms for load tests: many real clients in one process, each playing through the
+//! client library's embedded API, some of them cheating; what they saw summed up in a
 //! [`SwarmReport`], with the server's own figures read from its HTTP endpoint.
 //!
-//! The behaviours and cheats are pure ([`driver`], [`CheatKind::cheats`]); [`swarm`] is the
-//! async part (one task per bot on the caller's runtime, handshakes bounded), and
-//! [`ServerFigures`] reads the server's Prometheus text.
+//! The behaviours and cheats are pure ([`driver`], [`CheatKind::cheats`], [`cheats`]);
+//! [`swarm`] is the async part (one task per bot on the caller's runtime, handshakes
+//! bounded); [`metrics`] reads the server's Prometheus text.
 
-use crate::{
-    connect, percentile, run, Cheats, ConnectOptions, LinkConditioner, RunOptions, RunReport, Trust,
+pub mod cheats;
+pub mod metrics;
+
+pub use cheats::{run_cheating, CheatState, Cheats};
+use expel_client::{
+    connect, percentile, ConnectOptions, LinkConditioner, RunOptions, RunReport, Trust,
 };
 use expel_shared::movement::buttons;
 use expel_shared::{MoveCommand, PlayerState, Sim};
 use glam::DVec3;
+pub use metrics::{http_get, tick_quantile, Scrape};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -19,7 +24,6 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
 /// How a bot moves.
@@ -254,6 +258,8 @@ pub struct BotOutcome {
     pub error: Option<String>,
     /// What it measured.
     pub report: Option<RunReport>,
+    /// Seconds of play before its cheat began, if it did.
+    pub cheating_after: Option<f64>,
 }
 
 /// Live counts for a progress line.
@@ -290,6 +296,7 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
                 cheat,
                 error: None,
                 report: None,
+                cheating_after: None,
             };
             let joined = {
                 let _permit = gate.acquire().await;
@@ -338,12 +345,15 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
                 seconds: o.seconds,
                 link: o.link,
                 seed: u64::from(n) + 1,
-                cheats: cheat
-                    .map_or_else(Cheats::default, |k| k.cheats((o.cheat_after * rate) as u64)),
                 ..RunOptions::default()
             };
-            match run(joined, d, run_opts).await {
-                Ok(r) => out.report = Some(r),
+            let cheats =
+                cheat.map_or_else(Cheats::default, |k| k.cheats((o.cheat_after * rate) as u64));
+            match run_cheating(joined, d, run_opts, cheats).await {
+                Ok((r, began)) => {
+                    out.report = Some(r);
+                    out.cheating_after = began;
+                }
                 Err(e) => out.error = Some(e.to_string()),
             }
             progress.finished.fetch_add(1, Relaxed);
@@ -358,137 +368,10 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
             cheat: None,
             error: Some(format!("bot task failed: {e}")),
             report: None,
+            cheating_after: None,
         }));
     }
     outcomes
-}
-
-/// Fetches `path` from the server's HTTP endpoint (a body of at most 16 MiB).
-pub async fn http_get(addr: SocketAddr, path: &str) -> Result<String, String> {
-    let get = async {
-        let mut s = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| format!("connecting to {addr}: {e}"))?;
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes())
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut body = Vec::new();
-        s.take(16 << 20)
-            .read_to_end(&mut body)
-            .await
-            .map_err(|e| e.to_string())?;
-        let text = String::from_utf8_lossy(&body).into_owned();
-        let (head, rest) = text
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| format!("{addr}{path}: no HTTP response"))?;
-        if !head.starts_with("HTTP/1.1 200") {
-            return Err(format!(
-                "{addr}{path}: {}",
-                head.lines().next().unwrap_or("")
-            ));
-        }
-        Ok(rest.to_string())
-    };
-    tokio::time::timeout(Duration::from_secs(10), get)
-        .await
-        .map_err(|_| format!("{addr}{path}: no answer within 10 s"))?
-}
-
-/// One reading of the server's metrics that the report uses.
-#[derive(Clone, Debug, Default)]
-pub struct Scrape {
-    /// Seconds since the swarm started.
-    pub at: f64,
-    /// `expel_tick_duration_seconds` buckets: (upper bound, cumulative count).
-    pub buckets: Vec<(f64, f64)>,
-    /// `expel_tick_duration_max_seconds`.
-    pub tick_max: f64,
-    /// `process_cpu_seconds_total`, if the platform reports it.
-    pub cpu: Option<f64>,
-    /// `expel_players`.
-    pub players: f64,
-    /// `expel_bytes_out_total` and `expel_bytes_in_total`.
-    pub bytes_out: f64,
-    /// Bytes received by the server.
-    pub bytes_in: f64,
-}
-
-impl Scrape {
-    /// Parses the Prometheus text exposition (only the series the report needs).
-    pub fn parse(text: &str, at: f64) -> Scrape {
-        let mut s = Scrape {
-            at,
-            ..Scrape::default()
-        };
-        for line in text.lines().filter(|l| !l.starts_with('#')) {
-            let Some((name, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let Ok(v) = value.parse::<f64>() else {
-                continue;
-            };
-            if let Some(le) = name
-                .strip_prefix("expel_tick_duration_seconds_bucket{le=\"")
-                .and_then(|r| r.strip_suffix("\"}"))
-            {
-                let le = if le == "+Inf" {
-                    f64::INFINITY
-                } else {
-                    le.parse().unwrap_or(f64::INFINITY)
-                };
-                s.buckets.push((le, v));
-                continue;
-            }
-            match name {
-                "expel_tick_duration_max_seconds" => s.tick_max = v,
-                "process_cpu_seconds_total" => s.cpu = Some(v),
-                "expel_players" => s.players = v,
-                "expel_bytes_out_total" => s.bytes_out = v,
-                "expel_bytes_in_total" => s.bytes_in = v,
-                _ => {}
-            }
-        }
-        s.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-        s
-    }
-}
-
-/// The `q` quantile of the ticks between two readings, as Prometheus's
-/// `histogram_quantile` reads it: linear within the bucket the rank falls in.
-pub fn tick_quantile(from: &Scrape, to: &Scrape, q: f64) -> Option<f64> {
-    let count = |s: &Scrape, le: f64| {
-        s.buckets
-            .iter()
-            .find(|(b, _)| *b == le)
-            .map_or(0.0, |(_, c)| *c)
-    };
-    let deltas: Vec<(f64, f64)> = to
-        .buckets
-        .iter()
-        .map(|(le, c)| (*le, c - count(from, *le)))
-        .collect();
-    let total = deltas.last()?.1;
-    if total <= 0.0 {
-        return None;
-    }
-    let rank = q * total;
-    let mut lower = (0.0, 0.0);
-    for (le, c) in deltas {
-        if c >= rank {
-            if le.is_infinite() {
-                return Some(lower.0); // beyond the last bound: the bound is all we know
-            }
-            let within = if c > lower.1 {
-                (rank - lower.1) / (c - lower.1)
-            } else {
-                1.0
-            };
-            return Some(lower.0 + (le - lower.0) * within);
-        }
-        lower = (le, c);
-    }
-    None
 }
 
 /// One point of the run's timeline (for the chart).
@@ -745,7 +628,7 @@ pub fn summarize(
             Some(k) => {
                 cheat_corr += rep.predict.corrections;
                 cheat_min += secs / 60.0;
-                let began = k == CheatKind::Timing || rep.cheating_after.is_some();
+                let began = k == CheatKind::Timing || o.cheating_after.is_some();
                 let detected = flagged || rep.kicked;
                 r.cheats_attempted += began as u64;
                 r.cheaters_detected += detected as u64;

@@ -1,14 +1,15 @@
-//! Test-only cheats (feature `cheats`), for proving the server catches them: a fast clock,
-//! and states that no honest movement reaches. Free of I/O: the run loop passes each
-//! honest prediction through [`CheatState::apply`] and sends what comes out, as its claim
-//! (trusted-client mode) or its reported prediction (authoritative mode).
+//! Cheats, for proving the server catches them: a fast clock, and states that no honest
+//! movement reaches. Free of I/O: a [`Tamper`] on the client's protocol machine passes
+//! each honest prediction through [`CheatState::apply`] and sends what comes out, as its
+//! claim (trusted-client mode) or its reported prediction (authoritative mode).
 
+use expel_client::{ClientError, RunOptions, RunReport, Session};
 use expel_shared::protocol::predict::Predictor;
 use expel_shared::protocol::{InputMsg, INPUT_REDUNDANCY};
 use expel_shared::{MoveCommand, PlayerState, Sim};
 use glam::DVec3;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// Which cheats, from which tick of the run.
@@ -103,26 +104,47 @@ impl CheatState {
     }
 }
 
+/// A cheater's run: [`expel_client::run`] with `cheats` tampering with what it sends.
+/// Also returns when the cheat began, in seconds of play (ticks sent at the tick rate).
+pub async fn run_cheating(
+    mut session: Session,
+    driver: impl FnMut(u64, Option<&PlayerState>) -> Option<expel_shared::MoveCommand>,
+    opts: RunOptions,
+    cheats: Cheats,
+) -> Result<(RunReport, Option<f64>), ClientError> {
+    let began = Arc::new(AtomicU64::new(0));
+    if cheats != Cheats::default() {
+        session.set_tamper(Box::new(Tamper::new(cheats, began.clone())));
+    }
+    let rate = f64::from(session.welcome.tick_rate().max(1));
+    let report = expel_client::run(session, driver, opts).await?;
+    let at = began.load(Relaxed);
+    Ok((report, (at > 0).then(|| at as f64 / rate)))
+}
+
 /// The cheats as a [`expel_shared::protocol::client::Tamper`]: each input message's
 /// reported prediction (or claims) rewritten into the cheat's own chain of states, and
 /// the clock's period overridden.
-pub(crate) struct Tamper {
+struct Tamper {
     cheats: Cheats,
     state: CheatState,
     /// The cheated states sent, by tick.
     sent: BTreeMap<u64, PlayerState>,
-    /// Set once the cheat is on.
-    began: Arc<AtomicBool>,
+    /// Messages tampered with so far, and how many there were when the cheat began (0:
+    /// not yet).
+    calls: u64,
+    began: Arc<AtomicU64>,
     /// The honest tick period, seconds.
     base: f64,
 }
 
 impl Tamper {
-    pub(crate) fn new(cheats: Cheats, began: Arc<AtomicBool>) -> Tamper {
+    fn new(cheats: Cheats, began: Arc<AtomicU64>) -> Tamper {
         Tamper {
             cheats,
             state: CheatState::default(),
             sent: BTreeMap::new(),
+            calls: 0,
             began,
             base: 1.0 / 60.0,
         }
@@ -132,6 +154,10 @@ impl Tamper {
 impl expel_shared::protocol::client::Tamper for Tamper {
     fn input(&mut self, sim: &Sim, predictor: &Predictor, tick: u64, msg: &mut InputMsg) {
         self.base = 1.0 / f64::from(sim.config().tick_rate.max(1));
+        self.calls += 1;
+        if self.cheats.clock_factor != 1.0 && self.began.load(Relaxed) == 0 {
+            self.began.store(self.calls, Relaxed);
+        }
         if !self.cheats.moves() || msg.predicted.is_none() {
             return;
         }
@@ -145,8 +171,8 @@ impl expel_shared::protocol::client::Tamper for Tamper {
                 continue;
             };
             let (cheated, on) = self.state.apply(&self.cheats, sim, &cmd, honest);
-            if on {
-                self.began.store(true, Relaxed);
+            if on && self.began.load(Relaxed) == 0 {
+                self.began.store(self.calls, Relaxed);
             }
             self.sent.insert(t, cheated);
         }
