@@ -505,7 +505,11 @@ fn serve_prints_one_line_plays_a_client_and_exits_cleanly_on_sigterm() {
         "ticks",
         "snapshots",
         "corrections",
+        "unexplained_corrections",
         "max_correction",
+        "snapshots_lost",
+        "inputs_missed",
+        "moved",
         "rtt_ms_p50",
         "rtt_ms_p99",
         "down_bytes_per_s",
@@ -517,7 +521,10 @@ fn serve_prints_one_line_plays_a_client_and_exits_cleanly_on_sigterm() {
         r["ticks"].as_u64().unwrap() >= 120 && r["snapshots"].as_u64().unwrap() > 30,
         "{out}"
     );
+    // A clean link: every command in time from the first tick, nothing to correct.
     assert_eq!(r["corrections"], 0, "{out}");
+    assert_eq!(r["inputs_missed"], 0, "{out}");
+    assert_eq!(r["snapshots_lost"], 0, "{out}");
     // The HTTP endpoint: Prometheus text with the tick histogram, health and readiness.
     let get = |path: &str| {
         use std::io::{Read, Write};

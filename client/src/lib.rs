@@ -491,6 +491,8 @@ pub struct RunReport {
     /// Corrections that neither the server's contact with another player nor a command
     /// it lacked explain: the prediction itself was wrong.
     pub unexplained_corrections: u64,
+    /// Ticks the server had no command from this client, as it said.
+    pub inputs_missed: u64,
 }
 
 impl RunReport {
@@ -506,7 +508,10 @@ impl RunReport {
             "snapshots": self.predict.snapshots,
             "snapshots_per_s": self.snapshots_per_s,
             "corrections": self.predict.corrections,
+            "unexplained_corrections": self.unexplained_corrections,
             "max_correction": self.predict.max_correction,
+            "snapshots_lost": self.snapshots_lost,
+            "inputs_missed": self.inputs_missed,
             "moved": self.moved,
             "rtt_ms_p50": self.rtt_percentile(0.5),
             "rtt_ms_p99": self.rtt_percentile(0.99),
@@ -583,6 +588,7 @@ impl Recorder {
             max_server_x: st.max_server_x,
             kicked,
             unexplained_corrections: st.unexplained_corrections,
+            inputs_missed: st.inputs_missed,
         }
     }
 }

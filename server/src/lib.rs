@@ -147,8 +147,13 @@ enum Write {
     Map,
     /// The player joined: it no longer counts against admission.
     Joined,
-    /// Finish writing and close.
-    Close { code: u32, reason: String },
+    /// Write the last words (a refusal, kick or shutdown notice), then close: together,
+    /// so a peer that stops reading still gets the reason in the close frame.
+    Close {
+        last: Vec<u8>,
+        code: u32,
+        reason: String,
+    },
 }
 
 /// The machine task's way to one connection.
@@ -413,7 +418,17 @@ fn handle(
 
 /// Carries out the machine's outputs, logs its events and copies its counters.
 fn carry_out(server: &mut Server, conns: &mut BTreeMap<ConnId, ConnHandle>, m: &Metrics) {
-    while let Some(out) = server.poll_output() {
+    let outs: Vec<Output> = std::iter::from_fn(|| server.poll_output()).collect();
+    // Control bytes just before a close are its last words: they go with it.
+    let closing: std::collections::BTreeSet<ConnId> = outs
+        .iter()
+        .filter_map(|o| match o {
+            Output::Close { conn, .. } => Some(*conn),
+            _ => None,
+        })
+        .collect();
+    let mut last: BTreeMap<ConnId, Vec<u8>> = BTreeMap::new();
+    for out in outs {
         match out {
             Output::Datagram { conn, bytes } => {
                 let sent = conns
@@ -423,10 +438,14 @@ fn carry_out(server: &mut Server, conns: &mut BTreeMap<ConnId, ConnHandle>, m: &
                     m.datagram_send_errors.fetch_add(1, Relaxed);
                 }
             }
+            Output::Control { conn, bytes } if closing.contains(&conn) => {
+                last.entry(conn).or_default().extend(bytes);
+            }
             Output::Control { conn, bytes } => tell(conns, conn, Write::Bytes(bytes)),
             Output::Map { conn } => tell(conns, conn, Write::Map),
             Output::Close { conn, code, reason } => {
-                tell(conns, conn, Write::Close { code, reason });
+                let last = last.remove(&conn).unwrap_or_default();
+                tell(conns, conn, Write::Close { last, code, reason });
                 // The connection task closes it and reports back; nothing more goes out.
                 conns.remove(&conn);
             }
@@ -607,14 +626,24 @@ async fn pump(
                         }
                         r
                     }
-                    (Write::Close { code, reason }, send) => {
+                    (Write::Close { last, code, reason }, send) => {
                         if let Some(send) = send {
-                            let _ = send.finish();
-                            // Let the client read the last word before the close frame,
-                            // which can overtake it.
-                            let wait = Duration::from_millis(500);
-                            let _ = tokio::time::timeout(wait, conn.closed()).await;
+                            let deadline = Instant::now() + write_timeout;
+                            match write(send, &last, deadline).await {
+                                Ok(()) => {
+                                    let _ = send.finish();
+                                    // Let the client read the last word before the close
+                                    // frame, which can overtake it.
+                                    let wait = Duration::from_millis(500);
+                                    let _ = tokio::time::timeout(wait, conn.closed()).await;
+                                }
+                                Err(WriteError::Stalled) => {
+                                    m.stalls.fetch_add(1, Relaxed);
+                                }
+                                Err(WriteError::Lost) => {}
+                            }
                         }
+                        // The reason is in the close frame whatever became of the words.
                         conn.close(code.into(), reason.as_bytes());
                         return reason;
                     }
@@ -628,16 +657,8 @@ async fn pump(
                         "stalled: a write got no flow-control credit in time"
                     }
                 };
-                // The last word could not be written: the close frame still says it.
-                let mut last = None;
-                while let Ok(w) = todo.try_recv() {
-                    if let Write::Close { code, reason } = w {
-                        last = Some((code, reason));
-                    }
-                }
-                let (code, reason) = last.unwrap_or((CLOSE_KICKED, why.to_string()));
-                conn.close(code.into(), reason.as_bytes());
-                return reason;
+                conn.close(CLOSE_KICKED.into(), why.as_bytes());
+                return why.to_string();
             }
         }
     }

@@ -22,6 +22,7 @@ fn fb(last_command: u64) -> Feedback {
         corrected: last_command / 3,
         contact: last_command / 2,
         missed: last_command / 5,
+        missed_total: last_command / 7,
     }
 }
 

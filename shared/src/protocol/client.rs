@@ -171,6 +171,8 @@ pub struct ClientStats {
     /// The newest tick on which the server's move of our player touched another player
     /// (0: never).
     pub last_contact: u64,
+    /// Ticks the server had no command (or claim) from us, as it last said.
+    pub inputs_missed: u64,
     /// The farthest east (largest x) the server ever held our player.
     pub max_server_x: Option<f64>,
     /// The round trip, seconds (the transport's, or measured from our commands' echo).
@@ -639,6 +641,7 @@ impl Client {
         st.final_state = Some(snap.own);
         st.input_lead = snap.feedback.input_lead;
         st.last_contact = st.last_contact.max(snap.feedback.contact);
+        st.inputs_missed = st.inputs_missed.max(snap.feedback.missed_total);
         let every = u64::from((p.welcome.tick_rate() / p.welcome.snapshot_rate.max(1)).max(1));
         if let Some((a, b)) = p.span {
             st.snapshots_lost = ((b - a) / every + 1).saturating_sub(st.predict.snapshots);

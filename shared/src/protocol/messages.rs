@@ -206,6 +206,8 @@ pub struct Feedback {
     /// The newest tick for which the server had no command (or claim) from this client
     /// and repeated its last one (0: none): a late or lost input, also explained.
     pub missed: u64,
+    /// How many ticks so far the server had no command (or claim) from this client.
+    pub missed_total: u64,
 }
 
 /// A snapshot of the world for one client.

@@ -729,6 +729,7 @@ impl Server {
                 None => {
                     s.unjudged = (s.unjudged + 1).min(MAX_SPAN - 1);
                     s.feedback.missed = tick;
+                    s.feedback.missed_total += 1;
                     self.stats.claims_missing += 1;
                 }
                 Some(o) if o.accepted => {
@@ -824,6 +825,9 @@ impl Server {
                 .map_or(DEFAULT_DATAGRAM, |c| c.max_datagram);
             let max = room.min(s.budget.max(0.0) as usize);
             s.feedback.last_command = s.inputs.last_applied();
+            if self.settings.movement == MovementAuthority::Server {
+                s.feedback.missed_total = s.inputs.stats.missing;
+            }
             s.feedback.input_lead = s.inputs.take_lead();
             let encoded =
                 s.snapshots
