@@ -1,7 +1,13 @@
-//! The wire protocol, free of I/O: messages and their codecs, connect tokens, the server's
-//! per-client input buffer and snapshot encoder, and the client's snapshot decoder. The
-//! server and client crates are async shells that move these bytes over QUIC; tests drive
-//! everything here with bytes and ticks alone.
+//! The wire protocol, free of I/O: the messages and their codecs, and both ends as state
+//! machines over bytes and instants passed in. The server and client crates are async
+//! shells that move these bytes over QUIC and fire timers; tests drive everything here
+//! with bytes and virtual time ([`simnet`]).
+//!
+//! * [`server::Server`] (feature `server`): hellos, tokens ([`token`]), player slots, the
+//!   inputs ([`input`]), validation, the tick and each client's snapshot ([`snapshot`]).
+//! * [`client::Client`]: hello, welcome and map, clock steering, inputs, prediction and
+//!   reconciliation ([`predict`]), interpolation of the others ([`interp`]).
+//! * [`conditioner`]: loss, delay, jitter and duplication as a seeded queue.
 //!
 //! * Reliable control stream (one bidirectional QUIC stream, opened by the client):
 //!   length-prefixed frames ([`frame`]) carrying [`ClientControl`] and [`ServerControl`]:
