@@ -124,7 +124,7 @@ impl Served {
         };
         let report = expel_client::run(joined, wander(id), opts).await.unwrap();
         assert!(report.ended_by_server.is_none(), "{report:?}");
-        report.predict.snapshots
+        report.stats.predict.snapshots
     }
 }
 

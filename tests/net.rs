@@ -68,10 +68,10 @@ async fn a_replay_through_the_server_is_predicted_bit_for_bit() {
     )
     .await
     .unwrap();
-    assert_eq!(report.predict.corrections, 0, "{report:?}");
-    assert!(report.final_match);
-    assert!(report.predict.snapshots > 400, "{report:?}");
-    assert!(report.ticks >= 900);
+    assert_eq!(report.stats.predict.corrections, 0, "{report:?}");
+    assert!(report.stats.final_match);
+    assert!(report.stats.predict.snapshots > 400, "{report:?}");
+    assert!(report.stats.ticks >= 900);
     assert_eq!(r.metrics.corrections.load(Relaxed), 0);
     assert_eq!(r.metrics.inputs_late.load(Relaxed), 0);
     r.shutdown("test over").await;
@@ -104,17 +104,17 @@ async fn through_loss_delay_jitter_and_duplication_predictions_converge() {
     let late = m.inputs_late.load(Relaxed);
     eprintln!(
         "ticks {} snapshots {} corrections {} (max {:.3}); server applied {applied} missing {missing} late {late} duplicate {}",
-        report.ticks,
-        report.predict.snapshots,
-        report.predict.corrections,
-        report.predict.max_correction,
+        report.stats.ticks,
+        report.stats.predict.snapshots,
+        report.stats.predict.corrections,
+        report.stats.predict.max_correction,
         m.inputs_duplicate.load(Relaxed)
     );
     // No command applied twice: never more applied than the client made.
     assert!(
-        applied <= report.ticks,
+        applied <= report.stats.ticks,
         "{applied} applied of {} ticks",
-        report.ticks
+        report.stats.ticks
     );
     // None skipped silently: every tick the server stepped for the client is accounted.
     assert!(
@@ -128,8 +128,8 @@ async fn through_loss_delay_jitter_and_duplication_predictions_converge() {
     // Honest play through a bad link is never flagged.
     assert_eq!(violations(&r), vec![], "an honest client was flagged");
     // Whatever corrections happened, the prediction ends equal to the server.
-    assert!(report.final_match, "{report:?}");
-    assert!(report.predict.snapshots > 300);
+    assert!(report.stats.final_match, "{report:?}");
+    assert!(report.stats.predict.snapshots > 300);
     r.shutdown("test over").await;
 }
 
@@ -168,14 +168,14 @@ async fn sixty_four_clients_keep_their_snapshots_for_twenty_seconds() {
         // 30 snapshots a second for 20 s; on two cores shared by the server and 64
         // clients some are late or lost, but none of the clients goes without for long.
         assert!(
-            rep.predict.snapshots > 300,
+            rep.stats.predict.snapshots > 300,
             "client {i}: {} snapshots",
-            rep.predict.snapshots
+            rep.stats.predict.snapshots
         );
         assert!(
-            rep.max_snapshot_gap <= 60,
+            rep.stats.max_snapshot_gap <= 60,
             "client {i}: {} ticks without a snapshot",
-            rep.max_snapshot_gap
+            rep.stats.max_snapshot_gap
         );
     }
     let m = &r.metrics;
@@ -198,12 +198,12 @@ async fn sixty_four_clients_keep_their_snapshots_for_twenty_seconds() {
     let down: f64 = reports.iter().map(|r| r.down_bytes_per_s).sum::<f64>() / 64.0;
     let fewest = reports
         .iter()
-        .map(|r| r.predict.snapshots)
+        .map(|r| r.stats.predict.snapshots)
         .min()
         .unwrap_or(0);
     let gap = reports
         .iter()
-        .map(|r| r.max_snapshot_gap)
+        .map(|r| r.stats.max_snapshot_gap)
         .max()
         .unwrap_or(0);
     eprintln!(
@@ -305,10 +305,10 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
     let report = honest.await.unwrap();
     assert!(report.ended_by_server.is_none());
     assert!(
-        report.predict.snapshots > 160 && report.max_snapshot_gap <= 30,
+        report.stats.predict.snapshots > 160 && report.stats.max_snapshot_gap <= 30,
         "the honest client got {} snapshots, longest gap {} ticks",
-        report.predict.snapshots,
-        report.max_snapshot_gap
+        report.stats.predict.snapshots,
+        report.stats.max_snapshot_gap
     );
     let refusals = |reason: &str| {
         let i = expel_server::REFUSALS
@@ -398,7 +398,7 @@ async fn a_client_can_trust_a_certificate_authority() {
     )
     .await
     .unwrap();
-    assert!(report.predict.snapshots > 10);
+    assert!(report.stats.predict.snapshots > 10);
     let (other, _) = authority("Someone else");
     let mut o = options(&r, 2);
     o.trust = Trust::Authority(other.pem().into_bytes());
@@ -539,7 +539,7 @@ async fn trusted_clients_playing_honestly_through_a_bad_link_are_never_flagged()
     assert_eq!(rejected, 0);
     assert!(accepted > 1000, "{accepted} claims accepted");
     assert!(report.ended_by_server.is_none() && other.ended_by_server.is_none());
-    assert!(report.final_match, "{report:?}");
+    assert!(report.stats.final_match, "{report:?}");
     r.shutdown("test over").await;
 }
 
@@ -660,7 +660,7 @@ async fn trusted_mode_catches_noclip_teleport_speed_fly_and_timing_cheats() {
             );
         }
         // Whatever the claims said, the server never held the player past the wall.
-        let x = report.max_server_x.unwrap_or(f64::NEG_INFINITY);
+        let x = report.stats.max_server_x.unwrap_or(f64::NEG_INFINITY);
         assert!(x <= WALL_X, "{kind}: the server held x = {x}");
         r.shutdown("test over").await;
     }
@@ -707,7 +707,7 @@ async fn authoritative_mode_neutralises_position_cheats_and_reports_them() {
         eprintln!("{cheats:?}: {flagged:?}");
         let names: Vec<&str> = flagged.iter().map(|(k, _)| *k).collect();
         assert_eq!(names, kinds, "{flagged:?}");
-        let x = report.max_server_x.unwrap_or(f64::NEG_INFINITY);
+        let x = report.stats.max_server_x.unwrap_or(f64::NEG_INFINITY);
         assert!(x <= WALL_X, "the server held x = {x}");
         r.shutdown("test over").await;
     }

@@ -150,7 +150,7 @@ fn main() -> Result<()> {
         let up = reports.iter().map(|r| r.up_bytes_per_s).sum::<f64>() / k;
         let snaps = reports
             .iter()
-            .map(|r| r.predict.snapshots as f64)
+            .map(|r| r.stats.predict.snapshots as f64)
             .sum::<f64>()
             / k
             / seconds;

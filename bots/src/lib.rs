@@ -614,19 +614,19 @@ pub fn summarize(
         }
         rtt.extend_from_slice(&rep.rtt_ms);
         let secs = rep.ended_after.max(1e-9);
-        snaps += rep.predict.snapshots as f64 / secs;
+        snaps += rep.stats.predict.snapshots as f64 / secs;
         down += rep.down_bytes_per_s;
         up += rep.up_bytes_per_s;
         played += 1;
         match o.cheat {
             None => {
-                honest_corr += rep.predict.corrections;
+                honest_corr += rep.stats.predict.corrections;
                 honest_min += secs / 60.0;
-                r.unexplained_corrections += rep.unexplained_corrections;
+                r.unexplained_corrections += rep.stats.unexplained_corrections;
                 r.honest_flagged += flagged as u64;
             }
             Some(k) => {
-                cheat_corr += rep.predict.corrections;
+                cheat_corr += rep.stats.predict.corrections;
                 cheat_min += secs / 60.0;
                 let began = k == CheatKind::Timing || o.cheating_after.is_some();
                 let detected = flagged || rep.kicked;

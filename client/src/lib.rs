@@ -455,13 +455,11 @@ impl Drop for Session {
     }
 }
 
-/// What a headless run measured.
+/// What a headless run measured: the session's own figures, and the transport's.
 #[derive(Clone, Debug, Default)]
 pub struct RunReport {
-    /// Ticks the client predicted.
-    pub ticks: u64,
-    /// Prediction statistics (snapshots, corrections, largest correction).
-    pub predict: PredictStats,
+    /// What the session measured (ticks, prediction, snapshots lost, the last state, ...).
+    pub stats: ClientStats,
     /// Round-trip time samples, milliseconds (one per update that took a snapshot).
     pub rtt_ms: Vec<f64>,
     /// Bytes received per second (UDP, all of QUIC).
@@ -470,29 +468,14 @@ pub struct RunReport {
     pub up_bytes_per_s: f64,
     /// Why the server ended the session, if it did (kick or shutdown).
     pub ended_by_server: Option<String>,
-    /// Snapshots that never arrived (gaps in the server's snapshot ticks).
-    pub snapshots_lost: u64,
-    /// Longest stretch of server ticks between two snapshots received.
-    pub max_snapshot_gap: u64,
-    /// Whether the last snapshot matched the prediction for its tick exactly.
-    pub final_match: bool,
-    /// The last snapshot's own state.
-    pub final_state: Option<PlayerState>,
+    /// Whether the server kicked this client.
+    pub kicked: bool,
     /// Units between where the server first and last held this player.
     pub moved: f64,
     /// Snapshots taken per second while it was followed.
     pub snapshots_per_s: f64,
     /// Seconds from the start until the session ended.
     pub ended_after: f64,
-    /// The farthest east (largest x) the server ever held this player, in units.
-    pub max_server_x: Option<f64>,
-    /// Whether the server kicked this client.
-    pub kicked: bool,
-    /// Corrections that neither the server's contact with another player nor a command
-    /// it lacked explain: the prediction itself was wrong.
-    pub unexplained_corrections: u64,
-    /// Ticks the server had no command from this client, as it said.
-    pub inputs_missed: u64,
 }
 
 impl RunReport {
@@ -504,14 +487,14 @@ impl RunReport {
     /// The one-line JSON summary `expel connect` and the play example print.
     pub fn summary_line(&self) -> String {
         serde_json::json!({
-            "ticks": self.ticks,
-            "snapshots": self.predict.snapshots,
+            "ticks": self.stats.ticks,
+            "snapshots": self.stats.predict.snapshots,
             "snapshots_per_s": self.snapshots_per_s,
-            "corrections": self.predict.corrections,
-            "unexplained_corrections": self.unexplained_corrections,
-            "max_correction": self.predict.max_correction,
-            "snapshots_lost": self.snapshots_lost,
-            "inputs_missed": self.inputs_missed,
+            "corrections": self.stats.predict.corrections,
+            "unexplained_corrections": self.stats.unexplained_corrections,
+            "max_correction": self.stats.predict.max_correction,
+            "snapshots_lost": self.stats.snapshots_lost,
+            "inputs_missed": self.stats.inputs_missed,
             "moved": self.moved,
             "rtt_ms_p50": self.rtt_percentile(0.5),
             "rtt_ms_p99": self.rtt_percentile(0.99),
@@ -569,26 +552,18 @@ impl Recorder {
             _ => (None, false),
         };
         RunReport {
-            ticks: st.ticks,
-            predict: st.predict,
             rtt_ms: self.rtt_ms,
             down_bytes_per_s: (t.udp_rx.bytes - t0.udp_rx.bytes) as f64 / secs,
             up_bytes_per_s: (t.udp_tx.bytes - t0.udp_tx.bytes) as f64 / secs,
             ended_by_server,
-            snapshots_lost: st.snapshots_lost,
-            max_snapshot_gap: st.max_snapshot_gap,
-            final_match: st.final_match,
-            final_state: st.final_state,
+            kicked,
             snapshots_per_s: (st.predict.snapshots - self.began_with) as f64 / secs,
             moved: match (self.first, st.final_state) {
                 (Some(a), Some(b)) => (b.origin() - a.origin()).length(),
                 _ => 0.0,
             },
             ended_after,
-            max_server_x: st.max_server_x,
-            kicked,
-            unexplained_corrections: st.unexplained_corrections,
-            inputs_missed: st.inputs_missed,
+            stats: st,
         }
     }
 }
