@@ -418,17 +418,7 @@ fn handle(
 
 /// Carries out the machine's outputs, logs its events and copies its counters.
 fn carry_out(server: &mut Server, conns: &mut BTreeMap<ConnId, ConnHandle>, m: &Metrics) {
-    let outs: Vec<Output> = std::iter::from_fn(|| server.poll_output()).collect();
-    // Control bytes just before a close are its last words: they go with it.
-    let closing: std::collections::BTreeSet<ConnId> = outs
-        .iter()
-        .filter_map(|o| match o {
-            Output::Close { conn, .. } => Some(*conn),
-            _ => None,
-        })
-        .collect();
-    let mut last: BTreeMap<ConnId, Vec<u8>> = BTreeMap::new();
-    for out in outs {
+    while let Some(out) = server.poll_output() {
         match out {
             Output::Datagram { conn, bytes } => {
                 let sent = conns
@@ -438,13 +428,14 @@ fn carry_out(server: &mut Server, conns: &mut BTreeMap<ConnId, ConnHandle>, m: &
                     m.datagram_send_errors.fetch_add(1, Relaxed);
                 }
             }
-            Output::Control { conn, bytes } if closing.contains(&conn) => {
-                last.entry(conn).or_default().extend(bytes);
-            }
             Output::Control { conn, bytes } => tell(conns, conn, Write::Bytes(bytes)),
             Output::Map { conn } => tell(conns, conn, Write::Map),
-            Output::Close { conn, code, reason } => {
-                let last = last.remove(&conn).unwrap_or_default();
+            Output::Close {
+                conn,
+                last,
+                code,
+                reason,
+            } => {
                 tell(conns, conn, Write::Close { last, code, reason });
                 // The connection task closes it and reports back; nothing more goes out.
                 conns.remove(&conn);

@@ -344,11 +344,6 @@ impl Client {
         self.input = cmd;
     }
 
-    /// The command in force.
-    pub fn current_input(&self) -> MoveCommand {
-        self.input
-    }
-
     /// Ticks to stay ahead of the server beyond the path's delay.
     pub fn set_buffer_ticks(&mut self, ticks: f64) {
         self.settings.buffer_ticks = ticks;

@@ -75,11 +75,6 @@ impl<T: Clone> Conditioner<T> {
         }
     }
 
-    /// The conditions.
-    pub fn link(&self) -> LinkConditioner {
-        self.link
-    }
-
     /// Sends `packet` at `now`.
     pub fn push(&mut self, packet: T, now: Instant) {
         if self.rng.chance(self.link.loss) {

@@ -46,8 +46,6 @@ pub struct Predictor {
     touched: BTreeMap<u64, ()>,
     /// The movers as predicted after each tick.
     movers_at: BTreeMap<u64, Vec<MoverState>>,
-    /// Snapshots whose replay was skipped because it could change nothing.
-    pub replays_skipped: u64,
     /// The world at the newest predicted tick (others held where the snapshot showed them).
     world: WorldState,
     /// The newest snapshot's tick.
@@ -72,7 +70,6 @@ impl Predictor {
             predicted: BTreeMap::new(),
             touched: BTreeMap::new(),
             movers_at: BTreeMap::new(),
-            replays_skipped: 0,
             world,
             base_tick: 0,
             scratch: SimScratch::new(),
@@ -187,7 +184,6 @@ impl Predictor {
         if correction.is_none() && self.replay_changes_nothing(snap) {
             // Our state for the tick matches, and nothing the snapshot tells can reach
             // the ticks predicted since: replaying them would give the same states.
-            self.replays_skipped += 1;
             self.base_tick = snap.tick;
             for (i, m) in &snap.movers {
                 if let Some(slot) = self.movers.get_mut(*i as usize) {

@@ -105,12 +105,16 @@ pub enum Output {
         /// The datagram.
         bytes: Vec<u8>,
     },
-    /// Finish writing what is queued (within the shell's write deadline), then close the
-    /// connection with this application code and reason. The machine has already
-    /// forgotten the player.
+    /// Finish writing what is queued and then `last` (within the shell's write deadline),
+    /// then close the connection with this application code and reason. The reason goes
+    /// in the close frame whatever becomes of the write, so a peer that stops reading
+    /// still learns it. The machine has already forgotten the player.
     Close {
         /// Whom.
         conn: ConnId,
+        /// The last words on the control stream (a refusal, kick or shutdown notice;
+        /// empty for none).
+        last: Vec<u8>,
         /// [`CLOSE_SHUTDOWN`], [`CLOSE_REFUSED`] or [`CLOSE_KICKED`].
         code: u32,
         /// Why, for the close frame.
@@ -361,7 +365,12 @@ impl Server {
     /// timeout. After [`Server::shutdown`] it is closed at once.
     pub fn connected(&mut self, conn: ConnId, now: Instant) {
         if self.shut {
-            self.close(conn, CLOSE_SHUTDOWN, "server shutting down".into());
+            self.close(
+                conn,
+                Vec::new(),
+                CLOSE_SHUTDOWN,
+                "server shutting down".into(),
+            );
             return;
         }
         let deadline = now + self.settings.hello_timeout;
@@ -438,7 +447,7 @@ impl Server {
                 ) => self.hello(conn, version, &token, have_map, now),
                 (false, Ok(ClientControl::Bye { reason })) => {
                     let reason = format!("said bye: {reason}");
-                    self.close(conn, 0, reason);
+                    self.close(conn, Vec::new(), 0, reason);
                 }
                 (true, _) => {
                     self.stats.malformed_control += 1;
@@ -880,14 +889,14 @@ impl Server {
                 .conns
                 .get(&conn)
                 .is_some_and(|c| matches!(c.phase, Phase::Map { .. } | Phase::Playing { .. }));
-            if joined {
-                let msg = ServerControl::Shutdown {
+            let last = if joined {
+                encode_frame(&ServerControl::Shutdown {
                     reason: reason.to_string(),
-                };
-                let bytes = encode_frame(&msg);
-                self.outputs.push_back(Output::Control { conn, bytes });
-            }
-            self.close(conn, CLOSE_SHUTDOWN, format!("shutdown: {reason}"));
+                })
+            } else {
+                Vec::new()
+            };
+            self.close(conn, last, CLOSE_SHUTDOWN, format!("shutdown: {reason}"));
         }
     }
 
@@ -899,42 +908,39 @@ impl Server {
                 self.stats.refusals[i] += 1;
             }
         }
-        let msg = ServerControl::Refused {
+        let last = encode_frame(&ServerControl::Refused {
             reason: reason.clone(),
-        };
-        self.outputs.push_back(Output::Control {
-            conn,
-            bytes: encode_frame(&msg),
         });
         self.events.push_back(Event::Refused {
             conn,
             reason: reason.clone(),
         });
-        self.close(conn, CLOSE_REFUSED, reason);
+        self.close(conn, last, CLOSE_REFUSED, reason);
     }
 
     /// Kicks a joined client: the reason on the control stream and in the close frame.
     fn kick(&mut self, conn: ConnId, reason: String) {
         self.stats.kicks += 1;
-        let msg = ServerControl::Kick {
+        let last = encode_frame(&ServerControl::Kick {
             reason: reason.clone(),
-        };
-        self.outputs.push_back(Output::Control {
-            conn,
-            bytes: encode_frame(&msg),
         });
-        self.close(conn, CLOSE_KICKED, reason);
+        self.close(conn, last, CLOSE_KICKED, reason);
     }
 
-    /// Forgets the connection's player and tells the shell to close it.
-    fn close(&mut self, conn: ConnId, code: u32, reason: String) {
+    /// Forgets the connection's player and tells the shell to close it after `last`.
+    fn close(&mut self, conn: ConnId, last: Vec<u8>, code: u32, reason: String) {
         if let Some(c) = self.conns.get_mut(&conn) {
             let phase = std::mem::replace(&mut c.phase, Phase::Closing);
             if let Phase::Map { player } | Phase::Playing { player } = phase {
                 self.leave(player, reason.clone());
             }
         }
-        self.outputs.push_back(Output::Close { conn, code, reason });
+        self.outputs.push_back(Output::Close {
+            conn,
+            last,
+            code,
+            reason,
+        });
         self.count_pending();
     }
 

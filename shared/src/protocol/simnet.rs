@@ -109,11 +109,6 @@ impl SimNet {
         &self.server
     }
 
-    /// The server, to change.
-    pub fn server_mut(&mut self) -> &mut Server {
-        &mut self.server
-    }
-
     /// The server's events so far (the first [`EVENTS_KEPT`]).
     pub fn events(&self) -> &[Event] {
         &self.events
@@ -122,11 +117,6 @@ impl SimNet {
     /// Client `i`.
     pub fn client(&self, i: usize) -> &Client {
         &self.peers[i].client
-    }
-
-    /// Client `i`, to change (its input, a goodbye).
-    pub fn client_mut(&mut self, i: usize) -> &mut Client {
-        &mut self.peers[i].client
     }
 
     /// How many clients were connected.
@@ -191,7 +181,12 @@ impl SimNet {
                     self.server.handle_map_sent(conn, now);
                 }
                 Output::Datagram { bytes, .. } => p.down.push(bytes, now),
-                Output::Close { code, reason, .. } => {
+                Output::Close {
+                    last, code, reason, ..
+                } => {
+                    if !last.is_empty() {
+                        p.ctl_down.push_back((at, Stream::Bytes(last)));
+                    }
                     p.ctl_down
                         .push_back((at, Stream::Close(code, reason.clone())));
                     p.closed = true;
