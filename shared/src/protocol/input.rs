@@ -5,10 +5,9 @@
 
 use super::InputMsg;
 use crate::movement::MoveCommand;
+use crate::validate::MAX_AHEAD;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Ticks a command may be stamped ahead of the server's.
-pub const MAX_AHEAD: u64 = 128;
 /// Missing ticks remembered, to tell a late command from a duplicate.
 const MISSING_MEMORY: usize = 256;
 
@@ -58,7 +57,7 @@ impl InputBuffer {
     pub fn receive(&mut self, msg: &InputMsg, server_tick: u64) {
         // How far ahead the newest command came: what the client's clock steers by.
         // In i128: ticks from a client can be anything up to 2^64 - 1.
-        let lead = (i128::from(msg.newest_tick()) - i128::from(server_tick))
+        let lead = (i128::from(msg.batch().newest_tick()) - i128::from(server_tick))
             .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
         self.lead = Some(self.lead.map_or(lead, |l| l.min(lead)));
         for (t, c) in msg.ticked() {

@@ -3,6 +3,7 @@
 
 use super::{ProtocolError, MAX_INPUT_COMMANDS, MAX_MAP_BYTES};
 use crate::movement::{MoveCommand, MoveConfig, PlayerState};
+use crate::validate::Commands;
 use serde::{Deserialize, Serialize};
 
 /// What a client sends on the control stream.
@@ -150,11 +151,13 @@ impl InputMsg {
         Ok(())
     }
 
-    /// The tick of the last command (the first's for an empty message, which
-    /// [`InputMsg::validate`] refuses; saturating, so any message has one).
-    pub fn newest_tick(&self) -> u64 {
-        self.first_tick
-            .saturating_add((self.commands.len() as u64).saturating_sub(1))
+    /// What the checks judge: the commands with their ticks and the acknowledgement.
+    pub fn batch(&self) -> Commands<'_> {
+        Commands {
+            first_tick: self.first_tick,
+            commands: &self.commands,
+            ack: self.ack,
+        }
     }
 
     /// The commands with their ticks.

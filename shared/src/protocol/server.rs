@@ -611,7 +611,7 @@ impl Server {
         let Some(s) = self.sessions.get_mut(&id) else {
             return;
         };
-        if let Some(v) = s.validator.input(msg, next, clock) {
+        if let Some(v) = s.validator.input(&msg.batch(), next, clock) {
             let invalid = v.kind == ViolationKind::Invalid;
             self.violation(id, &v);
             if invalid {
@@ -635,7 +635,7 @@ impl Server {
         } else if let (false, Some(p)) = (trusted, msg.predicted) {
             // The state the client predicted after its last command: checked against its
             // previous one now, compared when the server steps that tick.
-            let at = msg.newest_tick();
+            let at = msg.batch().newest_tick();
             let v = s.validator.report(&self.sim, id, at, &p, msg.ack);
             if at >= next && s.expected.len() < CLAIMS {
                 s.expected.insert(at, p);

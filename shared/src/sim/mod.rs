@@ -35,11 +35,11 @@
 //! stable across platforms, builds and runs.
 
 use crate::collision::TraceScratch;
-use crate::collision::{hull::Hull, CollisionModel, Contents, Hit, Region, Sweep, Target};
-use crate::geom::{Aabb, EXPEL, MAX_COORD, POSITION_EPS};
+use crate::collision::{hull::Hull, CollisionModel, Contents, Region};
+use crate::geom::{Aabb, EXPEL, MAX_COORD};
 use crate::map::{MapData, MapWarning};
 use crate::movement::{
-    pmove, Collider, MoveCommand, MoveConfig, MoveEvents, MoveMode, Movement, PlayerState,
+    pmove, MoveCommand, MoveConfig, MoveEvents, MoveMode, Movement, PlayerState,
 };
 use crate::mover::{Mover, MoverState, Pose};
 use glam::DVec3;
@@ -47,6 +47,13 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use thiserror::Error;
+
+mod collider;
+mod players;
+mod push;
+
+pub(crate) use collider::SimCollider;
+use players::{overlapping_pairs, PlayerGrid};
 
 /// A player's id, unique within a world.
 pub type PlayerId = u32;
@@ -59,9 +66,6 @@ pub const JOIN_CLEARANCE: f64 = 4.0;
 
 /// Rings of places tried around the spawn points when players stand on all of them.
 pub const JOIN_RINGS: i32 = 4;
-
-/// Cell size of the per-tick grid that finds nearby players.
-const PLAYER_CELL: f64 = 32.0;
 
 /// A request the simulation refuses.
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -716,104 +720,8 @@ impl Sim {
         *state = self.spawn_state(id, state.mode);
         true
     }
-
-    /// Advances every mover one tick, carrying its riders and pushing the players in its
-    /// way; a mover that cannot push a player does not move and turns back if its kind
-    /// does, so nobody is ever left inside it.
-    pub(crate) fn advance_movers(&self, world: &mut WorldState, s: &mut SimScratch) {
-        world
-            .movers
-            .resize(self.movers.len(), MoverState::default());
-        let rate = self.movement.tick_rate();
-        let reach = self.config().ground_distance + EXPEL * 2.0;
-        let walkable = self.config().walkable_normal_z;
-        let s = &mut s.trace;
-        for (i, mover) in self.movers.iter().enumerate() {
-            let now = world.movers[i];
-            let triggered = world.players.values().any(|p| {
-                let o = p.state.origin();
-                o.cmpge(mover.trigger.min).all() && o.cmple(mover.trigger.max).all()
-            });
-            let next = mover.advance(&now, triggered, rate);
-            let (p0, p1) = (mover.pose(&now), mover.pose(&next));
-            if p0 == p1 {
-                world.movers[i] = next;
-                continue;
-            }
-            let mut moves: Vec<(PlayerId, PlayerState)> = Vec::new();
-            let mut blocked = false;
-            // Only players near where the mover is, or goes, can ride or be pushed.
-            let near = mover
-                .world_bounds(&p0)
-                .union(&mover.world_bounds(&p1))
-                .expand(reach);
-            for (id, slot) in &world.players {
-                let p = &slot.state;
-                if p.mode == MoveMode::Noclip {
-                    continue;
-                }
-                let hull = self.movement.hull(p);
-                let o = p.origin();
-                if !near.overlaps(&hull.bounds().offset(o)) {
-                    continue;
-                }
-                // Riding: standing on the mover as it was.
-                let rides = p.on_ground()
-                    && mover
-                        .sweep(i as u32, hull, o, o - DVec3::Z * reach, &p0, s)
-                        .normal()
-                        .is_some_and(|n| n.z >= walkable);
-                let hit = mover.overlaps(hull, o, &p1, s);
-                if !rides && !hit {
-                    continue;
-                }
-                // Where the mover takes the point under the player...
-                let mut target = mover.to_world(mover.to_local(o, &p0), &p1);
-                if hit && p0.rotation != p1.rotation {
-                    // ...but a turning mover sweeps the far side of the player faster than
-                    // its centre: come back along the sweep until just clear of it.
-                    let d = (target - o).normalize_or_zero();
-                    let out = target + d * hull.bounds().size().length();
-                    let back = mover.sweep(i as u32, hull, out, o, &p1, s);
-                    if back.hit.is_some() {
-                        target = back.end;
-                    }
-                }
-                let to = self.map.sweep(hull, o, target, Contents::PLAYER, s).end;
-                if hit && mover.overlaps(hull, to, &p1, s) {
-                    blocked = true;
-                    break;
-                }
-                let mut np = *p;
-                np.origin = PlayerState::at(to).origin;
-                if mover.overlaps(hull, np.origin(), &p1, s)
-                    || self
-                        .map
-                        .position_solid(hull, np.origin(), Contents::PLAYER, s)
-                {
-                    np.origin = p.origin;
-                    if hit {
-                        blocked = true;
-                        break;
-                    }
-                }
-                moves.push((*id, np));
-            }
-            if blocked {
-                world.movers[i] = mover.blocked(&now);
-                continue;
-            }
-            for (id, np) in moves {
-                if let Some(slot) = world.players.get_mut(&id) {
-                    slot.state = np;
-                }
-            }
-            world.movers[i] = next;
-        }
-    }
 }
 
-/// Whether a point lies within the supported coordinates.
 /// The offsets, in steps, of ring `r` around a place (the place itself for 0), in a fixed
 /// order: the square of side `2r + 1`'s border, nearest the centre first.
 fn ring_offsets(r: i32) -> Vec<(i32, i32)> {
@@ -825,6 +733,7 @@ fn ring_offsets(r: i32) -> Vec<(i32, i32)> {
     v
 }
 
+/// Whether a point lies within the supported coordinates.
 pub(crate) fn in_range(p: DVec3) -> bool {
     p.is_finite() && p.abs().max_element() <= MAX_COORD
 }
@@ -841,143 +750,6 @@ fn check_origin(id: PlayerId, p: &PlayerState) -> Result<(), SimError> {
     }
 }
 
-/// The players' start boxes binned by the (x, y) cell of their centres: a flat grid,
-/// counting-sorted once per tick, so a query reads a few cells directly. Boxes go in by
-/// id, so each cell lists them in id order.
-#[derive(Debug, Default)]
-struct PlayerGrid {
-    cell: f64,
-    /// Cell coordinates of the grid's first cell.
-    origin: [i64; 2],
-    dims: [usize; 2],
-    /// Per cell, where its boxes begin in `boxes` (one extra entry closes the last).
-    starts: Vec<u32>,
-    boxes: Vec<PlayerBox>,
-}
-
-impl PlayerGrid {
-    /// Bins `input`, given in id order. The cell doubles from [`PLAYER_CELL`] until the
-    /// grid holds at most 16 cells per box (players spread over a huge map).
-    fn build(&mut self, input: &[PlayerBox]) {
-        self.boxes.clear();
-        self.starts.clear();
-        if input.is_empty() {
-            self.dims = [0, 0];
-            return;
-        }
-        let mut cell = PLAYER_CELL;
-        let cells_of = |cell: f64| {
-            let mut lo = [i64::MAX; 2];
-            let mut hi = [i64::MIN; 2];
-            for b in input {
-                let c = Self::coords(b.bounds.center(), cell);
-                for a in 0..2 {
-                    lo[a] = lo[a].min(c[a]);
-                    hi[a] = hi[a].max(c[a]);
-                }
-            }
-            (lo, hi)
-        };
-        let (lo, hi) = loop {
-            let (lo, hi) = cells_of(cell);
-            let n = (0..2)
-                .map(|a| (hi[a] - lo[a] + 1) as u128)
-                .product::<u128>();
-            if n <= 16 * input.len() as u128 + 64 {
-                break (lo, hi);
-            }
-            cell *= 2.0;
-        };
-        self.cell = cell;
-        self.origin = lo;
-        self.dims = [(hi[0] - lo[0] + 1) as usize, (hi[1] - lo[1] + 1) as usize];
-        let n = self.dims[0] * self.dims[1];
-        self.starts.resize(n + 1, 0);
-        for b in input {
-            let k = self.index(b);
-            self.starts[k + 1] += 1;
-        }
-        for k in 0..n {
-            self.starts[k + 1] += self.starts[k];
-        }
-        self.boxes.resize(input.len(), input[0]);
-        let mut fill = self.starts.clone();
-        for b in input {
-            let k = self.index(b);
-            self.boxes[fill[k] as usize] = *b;
-            fill[k] += 1;
-        }
-    }
-
-    fn coords(p: DVec3, cell: f64) -> [i64; 2] {
-        // Origins are within ±2^23 (quantized i32), so cells fit easily.
-        [(p.x / cell).floor() as i64, (p.y / cell).floor() as i64]
-    }
-
-    fn index(&self, b: &PlayerBox) -> usize {
-        let c = Self::coords(b.bounds.center(), self.cell);
-        let x = (c[0] - self.origin[0]) as usize;
-        let y = (c[1] - self.origin[1]) as usize;
-        x * self.dims[1] + y
-    }
-
-    /// The boxes that overlap `zone`, in cell order (the queries over them break ties by
-    /// id, so nothing depends on it); `size` bounds how far a box reaches
-    /// across (x, y) from its centre, so the centre of a box that overlaps lies within it
-    /// of the zone.
-    fn near(&self, zone: &Aabb, size: f64, out: &mut Vec<PlayerBox>) {
-        out.clear();
-        if self.boxes.is_empty() {
-            return;
-        }
-        let lo = Self::coords(zone.min - DVec3::splat(size), self.cell);
-        let hi = Self::coords(zone.max + DVec3::splat(size), self.cell);
-        let clamp =
-            |v: i64, a: usize| (v - self.origin[a]).clamp(0, self.dims[a] as i64 - 1) as usize;
-        if hi[0] < self.origin[0]
-            || hi[1] < self.origin[1]
-            || lo[0] >= self.origin[0] + self.dims[0] as i64
-            || lo[1] >= self.origin[1] + self.dims[1] as i64
-        {
-            return;
-        }
-        for x in clamp(lo[0], 0)..=clamp(hi[0], 0) {
-            let row = x * self.dims[1];
-            let (from, to) = (
-                self.starts[row + clamp(lo[1], 1)] as usize,
-                self.starts[row + clamp(hi[1], 1) + 1] as usize,
-            );
-            out.extend(
-                self.boxes[from..to]
-                    .iter()
-                    .filter(|b| b.bounds.overlaps(zone)),
-            );
-        }
-    }
-}
-
-/// Index pairs of boxes that overlap deeper than [`POSITION_EPS`] (sweep and prune on x).
-fn overlapping_pairs(boxes: &[Option<Aabb>]) -> Vec<(usize, usize)> {
-    let mut order: Vec<(usize, Aabb)> = boxes
-        .iter()
-        .enumerate()
-        .filter_map(|(i, b)| b.map(|b| (i, b.expand(-POSITION_EPS))))
-        .collect();
-    order.sort_unstable_by(|a, b| a.1.min.x.total_cmp(&b.1.min.x).then(a.0.cmp(&b.0)));
-    let mut pairs = Vec::new();
-    for (k, (i, a)) in order.iter().enumerate() {
-        for (j, b) in &order[k + 1..] {
-            if b.min.x > a.max.x {
-                break;
-            }
-            if a.overlaps(b) {
-                pairs.push((*i, *j));
-            }
-        }
-    }
-    pairs
-}
-
 /// FNV-1a, 64-bit.
 pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -986,144 +758,6 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
         h = h.wrapping_mul(0x0100_0000_01b3);
     }
     h
-}
-
-/// The map, the movers at their poses, and other players' boxes.
-pub(crate) struct SimCollider<'a> {
-    sim: &'a Sim,
-    scratch: &'a mut TraceScratch,
-    region: &'a Region,
-    boxes: &'a [PlayerBox],
-    poses: &'a [Pose],
-    /// A player whose box made a position test fail (the move's outcome hung on where
-    /// that player stands, though no sweep touched it).
-    blocked_by: Option<PlayerId>,
-}
-
-impl Collider for SimCollider<'_> {
-    fn sweep(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Sweep {
-        let map = &self.sim.map;
-        let mut t = map.sweep_in(
-            self.region,
-            hull,
-            start,
-            end,
-            Contents::PLAYER,
-            self.scratch,
-        );
-        let hb = hull.bounds();
-        let swept = hull.swept_bounds(start, end).expand(EXPEL * 4.0);
-        for (i, (m, pose)) in self.sim.movers.iter().zip(self.poses).enumerate() {
-            if !m.world_bounds(pose).overlaps(&swept) {
-                continue;
-            }
-            let mt = m.sweep(i as u32, hull, start, end, pose, self.scratch);
-            if mt.hit.is_some() && mt.fraction < t.fraction {
-                t = mt;
-            }
-        }
-        for b in self.boxes.iter().filter(|b| b.bounds.overlaps(&swept)) {
-            // The moving box against a standing one is a point against their sum.
-            let sum = Aabb {
-                min: b.bounds.min - hb.max,
-                max: b.bounds.max - hb.min,
-            };
-            if let Some((f, n)) = point_vs_box(start, end - start, &sum) {
-                // Of two players hit at once the lower id, whatever order they come in.
-                let first = match t.hit {
-                    Some(Hit {
-                        target: Target::Player(other),
-                        ..
-                    }) => f < t.fraction || (f == t.fraction && b.id < other),
-                    _ => f < t.fraction,
-                };
-                if first {
-                    let at = start + (end - start) * f;
-                    t = Sweep {
-                        fraction: f,
-                        end: at,
-                        hit: Some(Hit {
-                            normal: n,
-                            // The nearest point of the other box to the hull's centre.
-                            point: (at + hb.center()).clamp(b.bounds.min, b.bounds.max),
-                            contents: Contents::PLAYER,
-                            target: Target::Player(b.id),
-                        }),
-                    };
-                }
-            }
-        }
-        t
-    }
-
-    fn solid(&mut self, hull: &Hull, pos: DVec3) -> bool {
-        let me = hull.bounds().offset(pos);
-        let inner = me.expand(-POSITION_EPS);
-        let blocking = self.boxes.iter().filter(|b| inner.overlaps(&b.bounds));
-        if let Some(b) = blocking.min_by_key(|b| b.id) {
-            self.blocked_by = Some(b.id);
-            return true;
-        }
-        self.sim
-            .map
-            .position_solid_in(self.region, hull, pos, Contents::PLAYER, self.scratch)
-            || self.sim.movers.iter().zip(self.poses).any(|(m, pose)| {
-                m.world_bounds(pose).overlaps(&me) && m.overlaps(hull, pos, pose, self.scratch)
-            })
-    }
-}
-
-/// A point moving from `p` by `d` against box `b` with the expel zone of
-/// [`EXPEL`] (the box inflated by e): the fraction where it enters, with the face normal.
-/// A point already in the zone may move along or away, never deeper; a point inside the
-/// box itself is left free to leave.
-fn point_vs_box(p: DVec3, d: DVec3, b: &Aabb) -> Option<(f64, DVec3)> {
-    let inflated = b.expand(EXPEL);
-    let inside = |q: DVec3, bb: &Aabb| q.cmpgt(bb.min).all() && q.cmplt(bb.max).all();
-    if inside(p, b) {
-        return None;
-    }
-    if inside(p, &inflated) {
-        // In the zone: blocked if moving towards the box on an axis where it is outside.
-        for a in 0..3 {
-            if p[a] >= b.max[a] && d[a] < 0.0 {
-                return Some((0.0, DVec3::AXES[a]));
-            }
-            if p[a] <= b.min[a] && d[a] > 0.0 {
-                return Some((0.0, -DVec3::AXES[a]));
-            }
-        }
-        return None;
-    }
-    // Slab test against the inflated box.
-    let (mut t0, mut t1) = (0.0f64, 1.0f64);
-    let mut normal = DVec3::ZERO;
-    for a in 0..3 {
-        if d[a] == 0.0 {
-            if p[a] <= inflated.min[a] || p[a] >= inflated.max[a] {
-                return None;
-            }
-            continue;
-        }
-        let (mut lo, mut hi) = (
-            (inflated.min[a] - p[a]) / d[a],
-            (inflated.max[a] - p[a]) / d[a],
-        );
-        let mut n = -DVec3::AXES[a];
-        if lo > hi {
-            std::mem::swap(&mut lo, &mut hi);
-            n = DVec3::AXES[a];
-        }
-        if lo > t0 {
-            t0 = lo;
-            normal = n;
-        }
-        t1 = t1.min(hi);
-        if t0 >= t1 {
-            return None;
-        }
-    }
-    (normal != DVec3::ZERO).then_some((t0, normal))
 }
 
 /// Compile-time proof that a simulation can be shared between threads.

@@ -1,0 +1,146 @@
+//! The players' broad phase: which boxes a player's move can meet, and which end boxes
+//! of a tick overlap.
+
+use super::PlayerBox;
+use crate::geom::{Aabb, POSITION_EPS};
+use glam::DVec3;
+
+/// The grid's smallest cell, about a player's width.
+const PLAYER_CELL: f64 = 32.0;
+
+/// The players' start boxes binned by the (x, y) cell of their centres: a flat grid,
+/// counting-sorted once per tick, so a query reads a few cells directly. Boxes go in by
+/// id, so each cell lists them in id order.
+#[derive(Debug, Default)]
+pub(super) struct PlayerGrid {
+    cell: f64,
+    /// Cell coordinates of the grid's first cell.
+    origin: [i64; 2],
+    dims: [usize; 2],
+    /// Per cell, where its boxes begin in `boxes` (one extra entry closes the last).
+    starts: Vec<u32>,
+    boxes: Vec<PlayerBox>,
+}
+
+impl PlayerGrid {
+    /// Bins `input`, given in id order. The cell doubles from [`PLAYER_CELL`] until the
+    /// grid holds at most 16 cells per box (players spread over a huge map).
+    pub(super) fn build(&mut self, input: &[PlayerBox]) {
+        self.boxes.clear();
+        self.starts.clear();
+        if input.is_empty() {
+            self.dims = [0, 0];
+            return;
+        }
+        let mut cell = PLAYER_CELL;
+        let cells_of = |cell: f64| {
+            let mut lo = [i64::MAX; 2];
+            let mut hi = [i64::MIN; 2];
+            for b in input {
+                let c = Self::coords(b.bounds.center(), cell);
+                for a in 0..2 {
+                    lo[a] = lo[a].min(c[a]);
+                    hi[a] = hi[a].max(c[a]);
+                }
+            }
+            (lo, hi)
+        };
+        let (lo, hi) = loop {
+            let (lo, hi) = cells_of(cell);
+            let n = (0..2)
+                .map(|a| (hi[a] - lo[a] + 1) as u128)
+                .product::<u128>();
+            if n <= 16 * input.len() as u128 + 64 {
+                break (lo, hi);
+            }
+            cell *= 2.0;
+        };
+        self.cell = cell;
+        self.origin = lo;
+        self.dims = [(hi[0] - lo[0] + 1) as usize, (hi[1] - lo[1] + 1) as usize];
+        let n = self.dims[0] * self.dims[1];
+        self.starts.resize(n + 1, 0);
+        for b in input {
+            let k = self.index(b);
+            self.starts[k + 1] += 1;
+        }
+        for k in 0..n {
+            self.starts[k + 1] += self.starts[k];
+        }
+        self.boxes.resize(input.len(), input[0]);
+        let mut fill = self.starts.clone();
+        for b in input {
+            let k = self.index(b);
+            self.boxes[fill[k] as usize] = *b;
+            fill[k] += 1;
+        }
+    }
+
+    fn coords(p: DVec3, cell: f64) -> [i64; 2] {
+        // Origins are within ±2^23 (quantized i32), so cells fit easily.
+        [(p.x / cell).floor() as i64, (p.y / cell).floor() as i64]
+    }
+
+    fn index(&self, b: &PlayerBox) -> usize {
+        let c = Self::coords(b.bounds.center(), self.cell);
+        let x = (c[0] - self.origin[0]) as usize;
+        let y = (c[1] - self.origin[1]) as usize;
+        x * self.dims[1] + y
+    }
+
+    /// The boxes that overlap `zone`, in cell order (the queries over them break ties by
+    /// id, so nothing depends on it); `size` bounds how far a box reaches
+    /// across (x, y) from its centre, so the centre of a box that overlaps lies within it
+    /// of the zone.
+    pub(super) fn near(&self, zone: &Aabb, size: f64, out: &mut Vec<PlayerBox>) {
+        out.clear();
+        if self.boxes.is_empty() {
+            return;
+        }
+        let lo = Self::coords(zone.min - DVec3::splat(size), self.cell);
+        let hi = Self::coords(zone.max + DVec3::splat(size), self.cell);
+        let clamp =
+            |v: i64, a: usize| (v - self.origin[a]).clamp(0, self.dims[a] as i64 - 1) as usize;
+        if hi[0] < self.origin[0]
+            || hi[1] < self.origin[1]
+            || lo[0] >= self.origin[0] + self.dims[0] as i64
+            || lo[1] >= self.origin[1] + self.dims[1] as i64
+        {
+            return;
+        }
+        for x in clamp(lo[0], 0)..=clamp(hi[0], 0) {
+            let row = x * self.dims[1];
+            let (from, to) = (
+                self.starts[row + clamp(lo[1], 1)] as usize,
+                self.starts[row + clamp(hi[1], 1) + 1] as usize,
+            );
+            out.extend(
+                self.boxes[from..to]
+                    .iter()
+                    .filter(|b| b.bounds.overlaps(zone)),
+            );
+        }
+    }
+}
+
+/// Index pairs of boxes that overlap deeper than [`POSITION_EPS`] (sweep and prune on x).
+pub(super) fn overlapping_pairs(boxes: &[Option<Aabb>]) -> Vec<(usize, usize)> {
+    let mut order: Vec<(usize, Aabb)> = boxes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| b.map(|b| (i, b.expand(-POSITION_EPS))))
+        .collect();
+    order.sort_unstable_by(|a, b| a.1.min.x.total_cmp(&b.1.min.x).then(a.0.cmp(&b.0)));
+    let mut pairs = Vec::new();
+    for (k, (i, a)) in order.iter().enumerate() {
+        for (j, b) in &order[k + 1..] {
+            if b.min.x > a.max.x {
+                break;
+            }
+            if a.overlaps(b) {
+                pairs.push((*i, *j));
+            }
+        }
+    }
+    pairs
+}

@@ -1,0 +1,106 @@
+//! Movers in a tick: each advances, carrying the players standing on it and pushing the
+//! players in its way, or stays put when it cannot.
+
+use super::{PlayerId, Sim, SimScratch, WorldState};
+use crate::collision::Contents;
+use crate::geom::EXPEL;
+use crate::movement::{MoveMode, PlayerState};
+use crate::mover::MoverState;
+use glam::DVec3;
+
+impl Sim {
+    /// Advances every mover one tick, carrying its riders and pushing the players in its
+    /// way; a mover that cannot push a player does not move and turns back if its kind
+    /// does, so nobody is ever left inside it.
+    pub(crate) fn advance_movers(&self, world: &mut WorldState, s: &mut SimScratch) {
+        world
+            .movers
+            .resize(self.movers.len(), MoverState::default());
+        let rate = self.movement.tick_rate();
+        let reach = self.config().ground_distance + EXPEL * 2.0;
+        let walkable = self.config().walkable_normal_z;
+        let s = &mut s.trace;
+        for (i, mover) in self.movers.iter().enumerate() {
+            let now = world.movers[i];
+            let triggered = world.players.values().any(|p| {
+                let o = p.state.origin();
+                o.cmpge(mover.trigger.min).all() && o.cmple(mover.trigger.max).all()
+            });
+            let next = mover.advance(&now, triggered, rate);
+            let (p0, p1) = (mover.pose(&now), mover.pose(&next));
+            if p0 == p1 {
+                world.movers[i] = next;
+                continue;
+            }
+            let mut moves: Vec<(PlayerId, PlayerState)> = Vec::new();
+            let mut blocked = false;
+            // Only players near where the mover is, or goes, can ride or be pushed.
+            let near = mover
+                .world_bounds(&p0)
+                .union(&mover.world_bounds(&p1))
+                .expand(reach);
+            for (id, slot) in &world.players {
+                let p = &slot.state;
+                if p.mode == MoveMode::Noclip {
+                    continue;
+                }
+                let hull = self.movement.hull(p);
+                let o = p.origin();
+                if !near.overlaps(&hull.bounds().offset(o)) {
+                    continue;
+                }
+                // Riding: standing on the mover as it was.
+                let rides = p.on_ground()
+                    && mover
+                        .sweep(i as u32, hull, o, o - DVec3::Z * reach, &p0, s)
+                        .normal()
+                        .is_some_and(|n| n.z >= walkable);
+                let hit = mover.overlaps(hull, o, &p1, s);
+                if !rides && !hit {
+                    continue;
+                }
+                // Where the mover takes the point under the player...
+                let mut target = mover.to_world(mover.to_local(o, &p0), &p1);
+                if hit && p0.rotation != p1.rotation {
+                    // ...but a turning mover sweeps the far side of the player faster than
+                    // its centre: come back along the sweep until just clear of it.
+                    let d = (target - o).normalize_or_zero();
+                    let out = target + d * hull.bounds().size().length();
+                    let back = mover.sweep(i as u32, hull, out, o, &p1, s);
+                    if back.hit.is_some() {
+                        target = back.end;
+                    }
+                }
+                let to = self.map.sweep(hull, o, target, Contents::PLAYER, s).end;
+                if hit && mover.overlaps(hull, to, &p1, s) {
+                    blocked = true;
+                    break;
+                }
+                let mut np = *p;
+                np.origin = PlayerState::at(to).origin;
+                if mover.overlaps(hull, np.origin(), &p1, s)
+                    || self
+                        .map
+                        .position_solid(hull, np.origin(), Contents::PLAYER, s)
+                {
+                    np.origin = p.origin;
+                    if hit {
+                        blocked = true;
+                        break;
+                    }
+                }
+                moves.push((*id, np));
+            }
+            if blocked {
+                world.movers[i] = mover.blocked(&now);
+                continue;
+            }
+            for (id, np) in moves {
+                if let Some(slot) = world.players.get_mut(&id) {
+                    slot.state = np;
+                }
+            }
+            world.movers[i] = next;
+        }
+    }
+}
