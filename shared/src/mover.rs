@@ -611,9 +611,7 @@ fn with_local_hull<R>(
     let slot = match found {
         Some(i) => i,
         None => {
-            let inv = q.inverse();
-            let pts: Vec<DVec3> = hull.vertices().iter().map(|v| inv * *v).collect();
-            let entry = (bits, hull.vertices().to_vec(), Hull::convex(&pts).ok());
+            let entry = (bits, hull.vertices().to_vec(), Some(hull.turned(q)));
             if kept.kept.len() < ROTATED_KEPT {
                 kept.kept.push(entry);
                 kept.kept.len() - 1

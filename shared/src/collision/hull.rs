@@ -2,7 +2,7 @@
 
 use super::mesh::{build_edges, RawPolygon, Surface, Welder};
 use crate::geom::{planes_to_polygons, Aabb, Plane, MAX_COORD};
-use glam::DVec3;
+use glam::{DQuat, DVec3};
 use thiserror::Error;
 
 /// Most points accepted by [`Hull::convex`].
@@ -39,7 +39,7 @@ pub enum HullError {
     },
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct HullEdge {
     pub v: [u8; 2],
     /// Faces on either side (a flat hull's edges border its two faces).
@@ -49,7 +49,7 @@ pub(crate) struct HullEdge {
     pub moment: DVec3,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct HullFace {
     pub plane: Plane,
     /// Bit i set when vertex i is a corner of the face.
@@ -295,6 +295,51 @@ impl Hull {
                 .extend(pe.iter().map(|&c| ((c >> 1) as u8, c & 1 == 1)));
         }
         Ok(h)
+    }
+
+    /// This hull as a frame turned by `q` sees it (every point `v` at `q⁻¹·v`): the same
+    /// faces, edges and vertices, turned. Exact topology, no hull to rebuild; used for
+    /// each angle a rotating mover takes, so it must stay cheap.
+    pub(crate) fn turned(&self, q: DQuat) -> Hull {
+        let inv = q.inverse();
+        let vertices: Vec<DVec3> = self.vertices.iter().map(|v| inv * *v).collect();
+        let edges = self
+            .edges
+            .iter()
+            .map(|e| {
+                let (a, b) = (vertices[e.v[0] as usize], vertices[e.v[1] as usize]);
+                HullEdge {
+                    dir: b - a,
+                    moment: a.cross(b),
+                    ..*e
+                }
+            })
+            .collect();
+        let faces = self
+            .faces
+            .iter()
+            .map(|f| {
+                let normal = (inv * f.plane.normal).normalize();
+                // Through the face's farthest corner, so every corner stays inside.
+                let dist = (0..vertices.len())
+                    .filter(|i| f.vertex_mask >> i & 1 == 1)
+                    .map(|i| normal.dot(vertices[i]))
+                    .fold(f64::NEG_INFINITY, f64::max);
+                HullFace {
+                    plane: Plane { normal, dist },
+                    ..*f
+                }
+            })
+            .collect();
+        Hull {
+            bounds: Aabb::from_points(&vertices),
+            vertices,
+            edges,
+            faces,
+            face_edges: self.face_edges.clone(),
+            is_box: false,
+            box_leads: Vec::new(),
+        }
     }
 
     /// An axis-aligned box (or a point): its faces are the coordinate planes.

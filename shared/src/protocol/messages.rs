@@ -186,7 +186,64 @@ pub struct EntityDelta {
     /// Changed fields.
     pub mask: u16,
     /// The changed fields' values, in field order.
-    pub values: Vec<i64>,
+    pub values: FieldValues,
+}
+
+/// Up to 16 field values (one per `mask` bit), kept inline: a snapshot carries one list
+/// per entity, and a heap allocation each cost more than the rest of its decoding. On
+/// the wire it is exactly a `Vec<i64>` (a length, then the values).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FieldValues {
+    len: u8,
+    values: [i64; 16],
+}
+
+impl FieldValues {
+    /// Appends a value; `false` (and nothing kept) when all 16 places are taken.
+    pub fn push(&mut self, v: i64) -> bool {
+        let Some(slot) = self.values.get_mut(usize::from(self.len)) else {
+            return false;
+        };
+        *slot = v;
+        self.len += 1;
+        true
+    }
+
+    /// The values, in order.
+    pub fn as_slice(&self) -> &[i64] {
+        &self.values[..usize::from(self.len)]
+    }
+}
+
+impl Serialize for FieldValues {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.as_slice())
+    }
+}
+
+impl<'de> Deserialize<'de> for FieldValues {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = FieldValues;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("at most 16 field values")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<FieldValues, A::Error> {
+                let mut out = FieldValues::default();
+                while let Some(v) = seq.next_element::<i64>()? {
+                    if !out.push(v) {
+                        return Err(serde::de::Error::invalid_length(17, &self));
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(Visit)
+    }
 }
 
 /// What the server tells a client about its commands in each snapshot.
@@ -253,5 +310,27 @@ impl ServerControl {
             });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_values_are_a_vec_on_the_wire_and_refuse_a_seventeenth() {
+        for n in [0usize, 1, 7, 16] {
+            let list: Vec<i64> = (0..n as i64).map(|i| (i - 3) * 1_000_003).collect();
+            let mut v = FieldValues::default();
+            assert!(list.iter().all(|x| v.push(*x)));
+            let bytes = postcard::to_allocvec(&v).unwrap();
+            assert_eq!(bytes, postcard::to_allocvec(&list).unwrap());
+            assert_eq!(postcard::from_bytes::<FieldValues>(&bytes).unwrap(), v);
+        }
+        let mut v = FieldValues::default();
+        assert!((0..16).all(|x| v.push(x)));
+        assert!(!v.push(16));
+        let long = postcard::to_allocvec(&vec![1i64; 17]).unwrap();
+        assert!(postcard::from_bytes::<FieldValues>(&long).is_err());
     }
 }

@@ -38,7 +38,7 @@ pub mod snapshot;
 pub mod token;
 
 pub use messages::{
-    ClientControl, ClientDatagram, EntityDelta, Feedback, InputMsg, MovementAuthority,
+    ClientControl, ClientDatagram, EntityDelta, Feedback, FieldValues, InputMsg, MovementAuthority,
     ServerControl, ServerDatagram, SnapshotMsg, Welcome,
 };
 
@@ -94,8 +94,9 @@ pub enum ProtocolError {
 
 /// Encodes a message with postcard.
 pub fn encode<T: serde::Serialize>(msg: &T) -> Vec<u8> {
-    // Plain data into a Vec cannot fail.
-    postcard::to_allocvec(msg).unwrap_or_default()
+    // Plain data into a Vec cannot fail. Most messages fit a datagram: reserve one, so
+    // encoding does not grow the buffer byte by byte.
+    postcard::to_extend(msg, Vec::with_capacity(1200)).unwrap_or_default()
 }
 
 /// Decodes a message with postcard; trailing bytes are an error.

@@ -16,10 +16,9 @@ use std::sync::Arc;
 const KEEP: u64 = 512;
 /// Fraction of the remaining visual error removed per rendered frame.
 const SMOOTHING: f64 = 0.25;
-/// How near our predicted path another player must come before a snapshot's news of it
-/// can change the path (units): a player box's width and height, a step and the ground
-/// probe, with room to spare.
-const PLAYER_REACH: f64 = 128.0;
+/// Room added to every reach the replay skip measures (units): the expel zone's probes
+/// and rounding, many times over.
+const REACH_SLACK: f64 = 8.0;
 
 /// Prediction statistics.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -32,6 +31,8 @@ pub struct PredictStats {
     pub max_correction: f64,
     /// Snapshots older than one already reconciled.
     pub stale: u64,
+    /// Snapshots whose replay was skipped: nothing they told could change the path.
+    pub replays_skipped: u64,
 }
 
 /// The client's own player, predicted.
@@ -54,6 +55,9 @@ pub struct Predictor {
     scratch: SimScratch,
     /// Visual offset still to smooth away.
     error: DVec3,
+    /// Replays every snapshot (the skip's reference in tests).
+    #[cfg(test)]
+    always_replay: bool,
     /// What happened.
     pub stats: PredictStats,
 }
@@ -74,6 +78,8 @@ impl Predictor {
             base_tick: 0,
             scratch: SimScratch::new(),
             error: DVec3::ZERO,
+            #[cfg(test)]
+            always_replay: false,
             stats: PredictStats::default(),
         }
     }
@@ -181,9 +187,14 @@ impl Predictor {
             self.stats.corrections += 1;
             self.stats.max_correction = self.stats.max_correction.max(c);
         }
-        if correction.is_none() && self.replay_changes_nothing(snap) {
+        #[cfg(test)]
+        let skip = !self.always_replay;
+        #[cfg(not(test))]
+        let skip = true;
+        if skip && correction.is_none() && self.replay_changes_nothing(snap) {
             // Our state for the tick matches, and nothing the snapshot tells can reach
             // the ticks predicted since: replaying them would give the same states.
+            self.stats.replays_skipped += 1;
             self.base_tick = snap.tick;
             for (i, m) in &snap.movers {
                 if let Some(slot) = self.movers.get_mut(*i as usize) {
@@ -267,10 +278,14 @@ impl Predictor {
     }
 
     /// Whether replaying the ticks after `snap` (whose own state matched) would predict
-    /// exactly what is predicted now. It would when the movers in the snapshot stand as
-    /// predicted, and no other player, where we held it or where the snapshot shows it,
-    /// comes near our path since or stands in a mover's trigger (a door it opens could
-    /// reach us). Otherwise the replay runs: this only saves work, it never guesses.
+    /// exactly what is predicted now. A replay differs from the predictions only through
+    /// its inputs: our state and the movers at the snapshot's tick (compared), our
+    /// commands (the same), and the other players, held where the snapshot shows them
+    /// instead of where we held them. A player held exactly where the snapshot shows it
+    /// changes nothing unless a mover could push it (its box in a mover's reach). One that
+    /// moved, appeared or left changes nothing when, where we held it and where it is
+    /// shown, its box stays out of our moves' reach, every mover's trigger and every
+    /// mover's reach. Otherwise the replay runs: this only saves work, it never guesses.
     fn replay_changes_nothing(&self, snap: &Snapshot) -> bool {
         let Some(movers) = self.movers_at.get(&snap.tick) else {
             return false;
@@ -286,28 +301,82 @@ impl Predictor {
         if !merged_equal || !rest_equal {
             return false;
         }
-        let path: Vec<_> = self
-            .predicted
-            .range(snap.tick..)
-            .map(|(_, p)| p.origin())
-            .collect();
+        let movement = self.sim.movement();
+        let cfg = movement.config();
+        // Our reach: the boxes along the path, grown by what one tick's sweeps can cover
+        // (the fastest speed on the path plus what a tick can add, a step up, the ground
+        // probe).
+        let mut path = Aabb::EMPTY;
+        let mut speed: f64 = 0.0;
+        for p in self.predicted.range(snap.tick..).map(|(_, p)| p) {
+            path = path.union(&movement.player_box(p));
+            speed = speed.max(p.velocity().length());
+        }
         if path.is_empty() {
             return false;
         }
-        let near = Aabb::from_points(&path).expand(PLAYER_REACH);
-        let triggers: Vec<Aabb> = self.sim.movers().iter().map(|m| m.trigger).collect();
+        let dt = movement.dt();
+        let gain = cfg.jump_velocity
+            + cfg.gravity * dt
+            + cfg.max_speed.max(cfg.fly_speed) * cfg.accelerate.max(cfg.air_accelerate) * dt;
+        let travel = ((speed + gain) * dt).min(cfg.max_velocity * 3f64.sqrt() * dt);
+        let ours = path.expand(travel + cfg.step_height + cfg.ground_distance + REACH_SLACK);
+        // The movers' reach over the replayed ticks: where they stand, grown by how far
+        // they look for riders and players to push.
+        let push = cfg.ground_distance + crate::geom::EXPEL * 2.0 + REACH_SLACK;
+        let mut reach: Vec<Aabb> = vec![Aabb::EMPTY; self.sim.movers().len()];
+        for states in self.movers_at.range(snap.tick..).map(|(_, m)| m) {
+            for ((r, m), st) in reach.iter_mut().zip(self.sim.movers()).zip(states) {
+                *r = r.union(&m.world_bounds(&m.pose(st)).expand(push));
+            }
+        }
+        let pushable = |b: &Aabb| reach.iter().any(|r| r.overlaps(b));
+        let inert = |p: &PlayerState| {
+            let b = movement.player_box(p);
+            !b.overlaps(&ours)
+                && !pushable(&b)
+                && !self.sim.movers().iter().any(|m| m.trigger.overlaps(&b))
+        };
+        // Both lists in id order: merge them.
         let me = self.id;
-        let held = self
+        let mut held = self
             .world
             .players
             .iter()
             .filter(|(id, _)| **id != me)
-            .map(|(_, p)| p.state.origin());
-        let shown = snap.players.values().map(|p| p.origin());
-        held.chain(shown).all(|o| {
-            let b = Aabb::from_points(&[o]).expand(PLAYER_REACH);
-            !b.overlaps(&near) && !triggers.iter().any(|t| t.overlaps(&b))
-        })
+            .peekable();
+        let mut shown = snap.players.iter().filter(|(id, _)| **id != me).peekable();
+        loop {
+            let h = held.peek().map(|(id, p)| (**id, p.state));
+            let s = shown.peek().map(|(id, p)| (**id, **p));
+            let ok = match (h, s) {
+                (None, None) => return true,
+                (Some((a, hp)), Some((b, sp))) if a == b => {
+                    held.next();
+                    shown.next();
+                    if hp == sp {
+                        !pushable(&movement.player_box(&sp))
+                    } else {
+                        inert(&hp) && inert(&sp)
+                    }
+                }
+                (Some((a, hp)), Some((b, _))) if a < b => {
+                    held.next();
+                    inert(&hp)
+                }
+                (Some((_, hp)), None) => {
+                    held.next();
+                    inert(&hp)
+                }
+                (_, Some((_, sp))) => {
+                    shown.next();
+                    inert(&sp)
+                }
+            };
+            if !ok {
+                return false;
+            }
+        }
     }
 
     /// The predicted origin at the newest tick.
@@ -345,5 +414,106 @@ impl Predictor {
 fn keep_recent<V>(m: &mut BTreeMap<u64, V>, t: u64) {
     while m.first_key_value().is_some_and(|(k, _)| k + KEEP < t) {
         m.pop_first();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::movement::buttons;
+    use crate::{CollisionModel, MapData, MoveConfig, MoveMode};
+
+    /// A server world of wandering, jumping and crouching players on the arena (movers
+    /// included), and two predictors for player 1 fed the same snapshots: one skips the
+    /// replays it judges idle, the other replays every snapshot. Their predictions must
+    /// be equal after every snapshot, or the skip guessed.
+    #[test]
+    fn skipping_a_replay_predicts_exactly_what_the_replay_would() {
+        let bytes =
+            std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../maps/arena.map")).unwrap();
+        let map = MapData::parse_any(&bytes).unwrap();
+        let movement = MoveConfig::default().validate().unwrap();
+        let model = Arc::new(CollisionModel::build(&map));
+        let sim = Arc::new(Sim::from_map(model, &map, movement).0);
+        let mut world = sim.new_state();
+        let players = 24u32;
+        for id in 1..=players {
+            let p = sim.join_state(&world, id, MoveMode::Walk);
+            sim.add_player(&mut world, id, p).unwrap();
+        }
+        // Player i's command for tick t: a heading per second, some jumps and crouches;
+        // half the players stop now and then (so some stand still between snapshots).
+        let command = |i: u32, t: u64| {
+            let k = (u64::from(i) * 2_654_435_761).wrapping_add((t / 60) * 40_503);
+            let moving = i <= 2 || (t / 90 + u64::from(i)) % 3 != 0;
+            let mut c = MoveCommand::new(
+                if moving { 1.0 } else { 0.0 },
+                0.0,
+                0.0,
+                (k % 360) as f64,
+                0.0,
+            );
+            if (t + u64::from(i) * 7) % 97 < 3 {
+                c.buttons |= buttons::JUMP;
+            }
+            if (t / 120 + u64::from(i)) % 7 == 0 {
+                c.buttons |= buttons::CROUCH;
+            }
+            c
+        };
+        let mut skip = Predictor::new(sim.clone(), 1);
+        let mut replay = Predictor::new(sim.clone(), 1);
+        replay.always_replay = true;
+        let mut scratch = SimScratch::new();
+        let mut history = vec![world.clone()];
+        let lead = 9; // the client's commands run this many ticks ahead of the server
+        for t in 1..=1800u64 {
+            let cmds: BTreeMap<u32, MoveCommand> =
+                (1..=players).map(|i| (i, command(i, t))).collect();
+            sim.step(&mut world, &cmds, &mut scratch);
+            history.push(world.clone());
+            for p in [&mut skip, &mut replay] {
+                p.command(t + lead, command(1, t + lead));
+            }
+            // A snapshot every other tick, of the world three ticks ago (delay).
+            if t % 2 == 0 && t > 3 {
+                let w = &history[(t - 3) as usize];
+                let snap = Snapshot {
+                    tick: w.tick,
+                    feedback: Default::default(),
+                    own: w.players[&1].state,
+                    players: w
+                        .players
+                        .iter()
+                        .filter(|(id, _)| **id != 1)
+                        .map(|(id, p)| (*id, p.state))
+                        .collect(),
+                    movers: w
+                        .movers
+                        .iter()
+                        .enumerate()
+                        .map(|(i, m)| (i as u32, *m))
+                        .collect(),
+                };
+                let a = skip.snapshot(&snap);
+                let b = replay.snapshot(&snap);
+                assert_eq!(a, b, "correction at tick {t}");
+                assert_eq!(skip.predicted, replay.predicted, "predictions at tick {t}");
+                assert_eq!(skip.world.players[&1], replay.world.players[&1], "tick {t}");
+                assert_eq!(skip.world.movers, replay.world.movers, "tick {t}");
+            }
+        }
+        let s = skip.stats;
+        assert_eq!(replay.stats.replays_skipped, 0);
+        assert!(
+            s.replays_skipped * 10 > s.snapshots && s.replays_skipped < s.snapshots,
+            "{} of {} replays skipped: the test shows nothing",
+            s.replays_skipped,
+            s.snapshots
+        );
+        println!(
+            "{} of {} replays skipped, {} corrections",
+            s.replays_skipped, s.snapshots, s.corrections
+        );
     }
 }

@@ -24,6 +24,9 @@ pub const HISTORY: usize = 64;
 /// only positions, so velocity would only cost bytes (the client's own state is exact).
 const PLAYER_FIELDS: usize = 5;
 const MOVER_FIELDS: usize = 3;
+// A delta's mask has 16 bits, and its values 16 places.
+const _: () = assert!(PLAYER_FIELDS <= 16 && MOVER_FIELDS <= 16);
+
 type PlayerFields = [i64; PLAYER_FIELDS];
 type MoverFields = [i64; MOVER_FIELDS];
 
@@ -77,11 +80,12 @@ fn delta<const N: usize>(id: u32, old: Option<&[i64; N]>, new: &[i64; N]) -> Opt
     let mut d = EntityDelta {
         id,
         mask: 0,
-        values: Vec::new(),
+        values: Default::default(),
     };
     for i in 0..N {
         if new[i] != old[i] {
             d.mask |= 1 << i;
+            // N is at most 16 (the mask's bits): every push fits.
             d.values.push(new[i].wrapping_sub(old[i]));
         }
     }
@@ -98,16 +102,16 @@ fn apply<const N: usize>(
         what: "snapshot",
         detail,
     };
-    if d.mask >> N != 0 || d.values.len() != d.mask.count_ones() as usize {
+    if d.mask >> N != 0 || d.values.as_slice().len() != d.mask.count_ones() as usize {
         return Err(invalid(format!(
             "entity {}: mask {:#x} does not match {} values",
             d.id,
             d.mask,
-            d.values.len()
+            d.values.as_slice().len()
         )));
     }
     let mut out = old.copied().unwrap_or([0; N]);
-    let mut vals = d.values.iter();
+    let mut vals = d.values.as_slice().iter();
     for (i, o) in out.iter_mut().enumerate() {
         if d.mask & (1 << i) != 0 {
             let v = vals.next().copied().unwrap_or(0);
@@ -119,11 +123,54 @@ fn apply<const N: usize>(
     Ok(out)
 }
 
+/// Entities' fields by id, in id order: a flat list, so a frame is cloned, searched and
+/// walked without a node per entity (a frame holds a few dozen).
+#[derive(Clone, Debug)]
+struct Entities<const N: usize>(Vec<(u32, [i64; N])>);
+
+impl<const N: usize> Default for Entities<N> {
+    fn default() -> Self {
+        Entities(Vec::new())
+    }
+}
+
+impl<const N: usize> Entities<N> {
+    /// From entities given in id order.
+    fn sorted(list: Vec<(u32, [i64; N])>) -> Self {
+        debug_assert!(list.windows(2).all(|w| w[0].0 < w[1].0));
+        Entities(list)
+    }
+
+    fn get(&self, id: u32) -> Option<&[i64; N]> {
+        let i = self.0.binary_search_by_key(&id, |e| e.0).ok()?;
+        Some(&self.0[i].1)
+    }
+
+    fn contains(&self, id: u32) -> bool {
+        self.get(id).is_some()
+    }
+
+    fn set(&mut self, id: u32, f: [i64; N]) {
+        match self.0.binary_search_by_key(&id, |e| e.0) {
+            Ok(i) => self.0[i].1 = f,
+            Err(i) => self.0.insert(i, (id, f)),
+        }
+    }
+
+    fn remove(&mut self, ids: &[u32]) {
+        self.0.retain(|(id, _)| !ids.contains(id));
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u32, &[i64; N])> + '_ {
+        self.0.iter().map(|(id, f)| (*id, f))
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct Frame {
     tick: u64,
-    players: BTreeMap<u32, PlayerFields>,
-    movers: BTreeMap<u32, MoverFields>,
+    players: Entities<PLAYER_FIELDS>,
+    movers: Entities<MOVER_FIELDS>,
 }
 
 /// The server's snapshot state for one client.
@@ -195,19 +242,20 @@ impl SnapshotEncoder {
         others.sort_by(nearer);
         let mut poses = Vec::new();
         sim.poses(&world.movers, &mut poses);
-        let movers: BTreeMap<u32, MoverFields> = sim
-            .movers()
-            .iter()
-            .zip(&poses)
-            .enumerate()
-            .filter(|(_, (m, pose))| {
-                (m.world_bounds(pose).center() - o).length() <= MOVER_INTEREST_RADIUS
-            })
-            .filter_map(|(i, _)| {
-                let s = world.movers.get(i)?;
-                Some((i as u32, mover_fields(s)))
-            })
-            .collect();
+        let movers = Entities::sorted(
+            sim.movers()
+                .iter()
+                .zip(&poses)
+                .enumerate()
+                .filter(|(_, (m, pose))| {
+                    (m.world_bounds(pose).center() - o).length() <= MOVER_INTEREST_RADIUS
+                })
+                .filter_map(|(i, _)| {
+                    let s = world.movers.get(i)?;
+                    Some((i as u32, mover_fields(s)))
+                })
+                .collect(),
+        );
         let base = self
             .history
             .iter()
@@ -217,9 +265,12 @@ impl SnapshotEncoder {
         }
         let mut count = others.len();
         loop {
+            let mut players: Vec<(u32, PlayerFields)> =
+                others[..count].iter().map(|(_, id, f)| (*id, *f)).collect();
+            players.sort_unstable_by_key(|e| e.0);
             let frame = Frame {
                 tick: world.tick,
-                players: others[..count].iter().map(|(_, id, f)| (*id, *f)).collect(),
+                players: Entities::sorted(players),
                 movers: movers.clone(),
             };
             let msg = frame_msg(&frame, base.map(|i| &self.history[i]), own, feedback);
@@ -250,31 +301,31 @@ fn frame_msg(frame: &Frame, base: Option<&Frame>, own: PlayerState, fb: Feedback
         players: frame
             .players
             .iter()
-            .filter_map(|(id, f)| delta(*id, b.players.get(id), f))
+            .filter_map(|(id, f)| delta(id, b.players.get(id), f))
             .collect(),
         removed: b
             .players
-            .keys()
-            .filter(|id| !frame.players.contains_key(id))
-            .copied()
+            .iter()
+            .map(|(id, _)| id)
+            .filter(|id| !frame.players.contains(*id))
             .collect(),
         movers: frame
             .movers
             .iter()
-            .filter_map(|(id, f)| delta(*id, b.movers.get(id), f))
+            .filter_map(|(id, f)| delta(id, b.movers.get(id), f))
             .collect(),
         removed_movers: b
             .movers
-            .keys()
-            .filter(|id| !frame.movers.contains_key(id))
-            .copied()
+            .iter()
+            .map(|(id, _)| id)
+            .filter(|id| !frame.movers.contains(*id))
             .collect(),
     }
 }
 
 /// Field lists as typed entities, refusing out-of-range values.
 fn typed<const N: usize, T>(
-    fields: &BTreeMap<u32, [i64; N]>,
+    fields: &Entities<N>,
     from: fn(&[i64; N]) -> Option<T>,
     what: &str,
 ) -> Result<BTreeMap<u32, T>, ProtocolError> {
@@ -282,7 +333,7 @@ fn typed<const N: usize, T>(
         .iter()
         .map(|(id, f)| {
             from(f)
-                .map(|t| (*id, t))
+                .map(|t| (id, t))
                 .ok_or_else(|| ProtocolError::Invalid {
                     what: "snapshot",
                     detail: format!("{what} {id} has out-of-range fields"),
@@ -353,19 +404,15 @@ impl SnapshotDecoder {
             players: base.players.clone(),
             movers: base.movers.clone(),
         };
-        for id in &msg.removed {
-            frame.players.remove(id);
-        }
-        for id in &msg.removed_movers {
-            frame.movers.remove(id);
-        }
+        frame.players.remove(&msg.removed);
+        frame.movers.remove(&msg.removed_movers);
         for d in &msg.players {
-            let f = apply(base.players.get(&d.id), d)?;
-            frame.players.insert(d.id, f);
+            let f = apply(base.players.get(d.id), d)?;
+            frame.players.set(d.id, f);
         }
         for d in &msg.movers {
-            let f = apply(base.movers.get(&d.id), d)?;
-            frame.movers.insert(d.id, f);
+            let f = apply(base.movers.get(d.id), d)?;
+            frame.movers.set(d.id, f);
         }
         let players = typed(&frame.players, player_from, "player")?;
         let movers = typed(&frame.movers, mover_from, "mover")?;

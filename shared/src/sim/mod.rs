@@ -185,6 +185,7 @@ pub struct SimScratch {
     grid: PlayerGrid,
     start_boxes: Vec<PlayerBox>,
     poses: Vec<Pose>,
+    bodies: Vec<push::Body>,
 }
 
 impl SimScratch {
