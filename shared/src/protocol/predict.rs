@@ -445,7 +445,7 @@ mod tests {
         // half the players stop now and then (so some stand still between snapshots).
         let command = |i: u32, t: u64| {
             let k = (u64::from(i) * 2_654_435_761).wrapping_add((t / 60) * 40_503);
-            let moving = i <= 2 || (t / 90 + u64::from(i)) % 3 != 0;
+            let moving = i <= 2 || !(t / 90 + u64::from(i)).is_multiple_of(3);
             let mut c = MoveCommand::new(
                 if moving { 1.0 } else { 0.0 },
                 0.0,
@@ -456,7 +456,7 @@ mod tests {
             if (t + u64::from(i) * 7) % 97 < 3 {
                 c.buttons |= buttons::JUMP;
             }
-            if (t / 120 + u64::from(i)) % 7 == 0 {
+            if (t / 120 + u64::from(i)).is_multiple_of(7) {
                 c.buttons |= buttons::CROUCH;
             }
             c
