@@ -114,7 +114,7 @@ pub async fn run_cheating(
 ) -> Result<(RunReport, Option<f64>), ClientError> {
     let began = Arc::new(AtomicU64::new(0));
     if cheats != Cheats::default() {
-        session.set_tamper(Box::new(Tamper::new(cheats, began.clone())));
+        session.set_tamper(Box::new(CheatTamper::new(cheats, began.clone())));
     }
     let rate = f64::from(session.welcome.tick_rate().max(1));
     let report = expel_client::run(session, driver, opts).await?;
@@ -124,8 +124,9 @@ pub async fn run_cheating(
 
 /// The cheats as a [`expel_shared::protocol::client::Tamper`]: each input message's
 /// reported prediction (or claims) rewritten into the cheat's own chain of states, and
-/// the clock's period overridden.
-struct Tamper {
+/// the clock's period overridden. Set it on a client's protocol machine (a
+/// [`Session`] or a bare [`expel_shared::protocol::client::Client`]).
+pub struct CheatTamper {
     cheats: Cheats,
     state: CheatState,
     /// The cheated states sent, by tick.
@@ -138,9 +139,11 @@ struct Tamper {
     base: f64,
 }
 
-impl Tamper {
-    fn new(cheats: Cheats, began: Arc<AtomicU64>) -> Tamper {
-        Tamper {
+impl CheatTamper {
+    /// Cheats as `cheats` says; `began` is set to the number of input messages sent when
+    /// the cheat began (it stays 0 until then).
+    pub fn new(cheats: Cheats, began: Arc<AtomicU64>) -> CheatTamper {
+        CheatTamper {
             cheats,
             state: CheatState::default(),
             sent: BTreeMap::new(),
@@ -151,7 +154,7 @@ impl Tamper {
     }
 }
 
-impl expel_shared::protocol::client::Tamper for Tamper {
+impl expel_shared::protocol::client::Tamper for CheatTamper {
     fn input(&mut self, sim: &Sim, predictor: &Predictor, tick: u64, msg: &mut InputMsg) {
         self.base = 1.0 / f64::from(sim.config().tick_rate.max(1));
         self.calls += 1;

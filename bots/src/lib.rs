@@ -9,7 +9,7 @@
 pub mod cheats;
 pub mod metrics;
 
-pub use cheats::{run_cheating, CheatState, Cheats};
+pub use cheats::{run_cheating, CheatState, CheatTamper, Cheats};
 use expel_client::{
     connect, percentile, ConnectOptions, LinkConditioner, RunOptions, RunReport, Trust,
 };

@@ -119,6 +119,11 @@ impl SimNet {
         &self.peers[i].client
     }
 
+    /// Client `i`, to change (a tamper, a buffer).
+    pub fn client_mut(&mut self, i: usize) -> &mut Client {
+        &mut self.peers[i].client
+    }
+
     /// How many clients were connected.
     pub fn len(&self) -> usize {
         self.peers.len()

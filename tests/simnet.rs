@@ -1,39 +1,26 @@
 //! The protocol on a simulated network: the server's and clients' state machines in one
 //! thread on virtual time, joined by seeded conditioned queues (no sockets, no wall time).
 
+mod common;
+
+use common::{arena, token_with, SECRET};
+
+use expel_bots::{CheatTamper, Cheats};
 use expel_shared::protocol::client::{Client, ClientSettings, Status};
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::server::{Event, Server, ServerSettings};
 use expel_shared::protocol::simnet::{NetSettings, SimNet};
-use expel_shared::protocol::token::{self, Grant};
 use expel_shared::protocol::MovementAuthority;
-use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, Sim};
+use expel_shared::validate::ViolationKind;
+use expel_shared::MoveCommand;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const SECRET: &[u8] = b"simnet secret";
 const UNIX: u64 = 1_800_000_000;
 
-fn arena() -> (Arc<Sim>, Arc<Vec<u8>>) {
-    let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../maps/arena.map")).unwrap();
-    let map = MapData::parse_any(&bytes).unwrap();
-    let movement = MoveConfig::default().validate().unwrap();
-    let model = Arc::new(CollisionModel::build(&map));
-    (
-        Arc::new(Sim::from_map(model, &map, movement).0),
-        Arc::new(bytes),
-    )
-}
-
 fn token(player: u32) -> String {
-    let mut nonce = [0u8; 16];
-    nonce[..4].copy_from_slice(&player.to_le_bytes());
-    let grant = Grant {
-        player_id: player,
-        expires: UNIX + 3600,
-        nonce,
-    };
-    token::mint(SECRET, &grant)
+    token_with(SECRET, player, UNIX + 3600, 0)
 }
 
 /// A network of `n` clients on the arena, all connected (half already hold the map).
@@ -246,4 +233,229 @@ fn trusted_clients_under_loss_are_never_flagged() {
         s.claims_accepted, s.claims_rejected, s.claims_missing
     );
     assert!(s.claims_accepted > u64::from(TRUSTED_N) * 60 * 100);
+}
+
+/// Player 3 spawns at (-200, 700): east of it, the arena's 4-unit thin wall at x = 600.
+const CHEATER: u32 = 3;
+/// The farthest east the cheater's hull centre may be: the thin wall minus its half width.
+const WALL_X: f64 = 600.0 - 15.0;
+
+/// How a cheat went: when it began, was first flagged and when the cheater was gone
+/// (virtual seconds from the start), how the session ended, the violations counted by kind and whether any
+/// honest player was flagged.
+struct CheatRun {
+    began: Option<f64>,
+    flagged: Option<f64>,
+    ended: Option<f64>,
+    end: String,
+    violations: Vec<(&'static str, u64)>,
+    max_server_x: f64,
+}
+
+/// Four players on a clean 20 ms link: player 3 runs east into the thin wall with
+/// `cheats` from its second second of play, the others wander. Runs up to `secs` of
+/// virtual time, or until the cheater's session ends.
+fn cheat(movement: MovementAuthority, cheats: Cheats, secs: f64) -> CheatRun {
+    let link = LinkConditioner {
+        delay_ms: 20.0,
+        ..LinkConditioner::default()
+    };
+    let mut net = network(4, movement, link, 11);
+    let cheater = (CHEATER - 1) as usize;
+    let began = Arc::new(AtomicU64::new(0));
+    let cheats = Cheats {
+        after_ticks: if cheats.clock_factor != 1.0 { 0 } else { 60 },
+        ..cheats
+    };
+    net.client_mut(cheater)
+        .set_tamper(Box::new(CheatTamper::new(cheats, began.clone())));
+    let start = net.now();
+    let mut out = CheatRun {
+        began: None,
+        flagged: None,
+        ended: None,
+        end: String::new(),
+        violations: Vec::new(),
+        max_server_x: f64::NEG_INFINITY,
+    };
+    let east = MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0);
+    let step = Duration::from_millis(10);
+    while (net.now() - start).as_secs_f64() < secs {
+        net.run(step, &mut |i, c| {
+            if i == cheater {
+                east
+            } else {
+                wander(i, c)
+            }
+        });
+        let at = (net.now() - start).as_secs_f64();
+        if out.began.is_none() && began.load(Relaxed) > 0 {
+            out.began = Some(at);
+        }
+        if out.flagged.is_none() && net.server().stats().violations.iter().any(|n| *n > 0) {
+            out.flagged = Some(at);
+        }
+        if let Some(p) = net.server().world().player(CHEATER) {
+            out.max_server_x = out.max_server_x.max(p.origin().x);
+        }
+        if let Status::Ended(e) = net.client(cheater).status() {
+            out.ended = Some(at);
+            out.end = e.reason().to_string();
+            break;
+        }
+    }
+    let flagged: Vec<u32> = net
+        .events()
+        .iter()
+        .filter_map(|e| match e {
+            Event::Violation { player, .. } => Some(*player),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        flagged.iter().all(|p| *p == CHEATER),
+        "honest players flagged: {flagged:?}"
+    );
+    let counts = net.server().stats().violations;
+    out.violations = ViolationKind::ALL
+        .iter()
+        .zip(counts)
+        .map(|(k, n)| (k.name(), n))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    out
+}
+
+#[test]
+fn trusted_mode_catches_noclip_teleport_speed_fly_and_timing_cheats() {
+    let cases: [(&str, Cheats, f64); 5] = [
+        (
+            "blocked",
+            Cheats {
+                noclip: true,
+                ..Default::default()
+            },
+            f64::INFINITY,
+        ),
+        (
+            "teleport",
+            Cheats {
+                teleport: Some(glam::DVec3::new(0.0, -300.0, 0.0)),
+                ..Default::default()
+            },
+            0.5,
+        ),
+        (
+            "speed",
+            Cheats {
+                speed: 2.0,
+                ..Default::default()
+            },
+            1.0,
+        ),
+        (
+            "fly",
+            Cheats {
+                fly: 120.0,
+                ..Default::default()
+            },
+            0.5,
+        ),
+        (
+            "timing",
+            Cheats {
+                clock_factor: 1.10,
+                ..Default::default()
+            },
+            5.0,
+        ),
+    ];
+    for (kind, cheats, within) in cases {
+        let run = cheat(MovementAuthority::Client, cheats, 12.0);
+        let began = run.began.expect("the cheat began");
+        let ended = run.ended.unwrap_or_else(|| panic!("{kind}: never kicked"));
+        println!(
+            "{kind}: {}; flagged {:.2} s and kicked {:.2} s after the cheat began; violations {:?}",
+            run.end,
+            run.flagged.unwrap_or(f64::NAN) - began,
+            ended - began,
+            run.violations
+        );
+        assert!(
+            run.end.contains("kicked for cheating"),
+            "{kind}: {}",
+            run.end
+        );
+        assert!(
+            run.violations.iter().any(|(k, _)| *k == kind),
+            "{kind}: flagged {:?}",
+            run.violations
+        );
+        // Flagged within its bound; a position cheat is kicked on the third violation, a
+        // few ticks after the first (a clock needs a window per verdict).
+        let flagged = run.flagged.expect("flagged") - began;
+        assert!(
+            flagged < within,
+            "{kind}: flagged {flagged:.2} s after it began"
+        );
+        if kind != "timing" {
+            assert!(
+                ended - began < within + 0.3,
+                "{kind}: kicked {:.2} s after the cheat began",
+                ended - began
+            );
+        }
+        // Whatever the claims said, the server never held the player past the wall.
+        assert!(
+            run.max_server_x <= WALL_X,
+            "{kind}: the server held x = {}",
+            run.max_server_x
+        );
+    }
+}
+
+#[test]
+fn authoritative_mode_neutralises_position_cheats_and_reports_them() {
+    let cases = [
+        (
+            Cheats {
+                noclip: true,
+                ..Default::default()
+            },
+            vec!["divergence"],
+        ),
+        (
+            Cheats {
+                teleport: Some(glam::DVec3::new(0.0, -300.0, 0.0)),
+                ..Default::default()
+            },
+            // The jump in the reported path is flagged the tick it arrives.
+            vec!["teleport", "divergence"],
+        ),
+        (
+            Cheats {
+                speed: 2.0,
+                ..Default::default()
+            },
+            vec!["divergence"],
+        ),
+        (
+            Cheats {
+                fly: 120.0,
+                ..Default::default()
+            },
+            vec!["divergence"],
+        ),
+    ];
+    for (cheats, kinds) in cases {
+        let run = cheat(MovementAuthority::Server, cheats, 5.0);
+        println!("{cheats:?}: {:?}, {}", run.violations, run.end);
+        let names: Vec<&str> = run.violations.iter().map(|(k, _)| *k).collect();
+        assert_eq!(names, kinds, "{:?}", run.violations);
+        assert!(
+            run.max_server_x <= WALL_X,
+            "the server held x = {}",
+            run.max_server_x
+        );
+    }
 }
