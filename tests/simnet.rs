@@ -219,7 +219,7 @@ fn without_loss_no_client_is_corrected_but_where_players_met() {
 
 /// Trusted clients, two of them: in a crowd, a claim predicted against where another
 /// player stood in an old snapshot can still be flagged (a known miss, see the README).
-const TRUSTED_N: u32 = 2;
+const TRUSTED_N: u32 = 16;
 
 #[test]
 fn trusted_clients_under_loss_are_never_flagged() {

@@ -249,9 +249,11 @@ impl Predictor {
     }
 
     /// Takes a snapshot that leaves our own path standing (a trusted client's, when the
-    /// server corrected nothing): the other players move to where it shows them, for the
-    /// ticks still to predict, and nothing already predicted changes. Claims already sent
-    /// must stay one consistent chain.
+    /// server corrected nothing): the other players move to where it shows them, and the
+    /// movers run on from the states it shows, for the ticks still to predict; nothing
+    /// already predicted of our own changes. Claims already sent must stay one
+    /// consistent chain, but the next ones must stand on the server's movers (which
+    /// others open and ride where we cannot see them).
     pub fn observe(&mut self, snap: &Snapshot) {
         if snap.tick <= self.base_tick {
             self.stats.stale += 1;
@@ -260,6 +262,35 @@ impl Predictor {
         self.stats.snapshots += 1;
         self.base_tick = snap.tick;
         self.set_others(snap);
+        let predicted = self.movers_at.get(&snap.tick);
+        let differs = snap
+            .movers
+            .iter()
+            .any(|(i, m)| predicted.and_then(|p| p.get(*i as usize)) != Some(m));
+        if !differs {
+            return;
+        }
+        // The server's movers at the snapshot's tick, run on to our newest tick among
+        // the players we hold (their pushes on us are not taken: our path stands).
+        let mut movers = predicted.cloned().unwrap_or_else(|| self.movers.clone());
+        for (i, m) in &snap.movers {
+            if let Some(slot) = movers.get_mut(*i as usize) {
+                *slot = *m;
+            }
+        }
+        self.movers.clone_from(&movers);
+        let players = self.world.players.clone();
+        let mut w = WorldState {
+            tick: snap.tick,
+            players,
+            movers,
+        };
+        while w.tick < self.world.tick {
+            self.sim.advance_movers(&mut w, &mut self.scratch);
+            w.tick += 1;
+            self.movers_at.insert(w.tick, w.movers.clone());
+        }
+        self.world.movers = w.movers;
     }
 
     /// The other players where the snapshot shows them, for the ticks still to predict.

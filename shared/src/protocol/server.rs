@@ -25,7 +25,9 @@ use super::{
 };
 use crate::movement::{MoveCommand, MoveMode, Obstacle, PlayerState};
 use crate::sim::{PlayerId, Sim, SimScratch, WorldState};
-use crate::validate::{TickClaim, ValidationConfig, Validator, Violation, ViolationKind, MAX_SPAN};
+use crate::validate::{
+    SeenBoxes, TickClaim, ValidationConfig, Validator, Violation, ViolationKind, MAX_SPAN,
+};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -232,7 +234,7 @@ struct Session {
     snapshots: SnapshotEncoder,
     /// States the client predicted (authoritative mode) or claims (trusted-client mode),
     /// by tick, to compare or judge once the server steps that tick.
-    expected: BTreeMap<u64, PlayerState>,
+    expected: BTreeMap<u64, (PlayerState, u64)>,
     /// Snapshot bytes this client may still receive (a token bucket).
     budget: f64,
     validator: Validator,
@@ -256,6 +258,8 @@ pub struct Server {
     map_hash: [u8; 32],
     world: WorldState,
     scratch: SimScratch,
+    /// The players' boxes after recent ticks (trusted mode: what claims were made against).
+    seen: SeenBoxes,
     conns: BTreeMap<ConnId, Conn>,
     sessions: BTreeMap<PlayerId, Session>,
     replay: ReplayGuard,
@@ -296,6 +300,7 @@ impl Server {
             sim,
             settings,
             scratch: SimScratch::new(),
+            seen: SeenBoxes::default(),
             conns: BTreeMap::new(),
             sessions: BTreeMap::new(),
             replay: ReplayGuard::new(),
@@ -629,7 +634,7 @@ impl Server {
             // A claim per command; the first copy to arrive stands.
             for ((t, _), c) in msg.ticked().zip(&msg.claims) {
                 if t >= next && s.expected.len() < CLAIMS {
-                    s.expected.entry(t).or_insert(*c);
+                    s.expected.entry(t).or_insert((*c, msg.ack));
                 }
             }
         } else if let (false, Some(p)) = (trusted, msg.predicted) {
@@ -638,7 +643,7 @@ impl Server {
             let at = msg.batch().newest_tick();
             let v = s.validator.report(&self.sim, id, at, &p, msg.ack);
             if at >= next && s.expected.len() < CLAIMS {
-                s.expected.insert(at, p);
+                s.expected.insert(at, (p, msg.ack));
             }
             if let Some(v) = v {
                 self.violation(id, &v);
@@ -721,14 +726,15 @@ impl Server {
         let mut claims = BTreeMap::new();
         for (id, s) in self.sessions.iter_mut() {
             s.expected = s.expected.split_off(&next);
-            if let Some(state) = s.expected.remove(&next) {
+            if let Some((state, seen)) = s.expected.remove(&next) {
                 let span = s.unjudged + 1;
-                claims.insert(*id, TickClaim { state, span });
+                claims.insert(*id, TickClaim { state, span, seen });
             }
         }
         let reports = self
             .sim
-            .step_claims(&mut self.world, &claims, &mut self.scratch);
+            .step_claims(&mut self.world, &claims, &self.seen, &mut self.scratch);
+        self.seen.record(&self.sim, &self.world);
         let tick = self.world.tick;
         for r in reports {
             let Some(s) = self.sessions.get_mut(&r.id) else {
@@ -784,7 +790,8 @@ impl Server {
         for (id, s) in self.sessions.iter_mut() {
             // Predictions for ticks already stepped can never be checked: forget them.
             s.expected = s.expected.split_off(&tick);
-            let (Some(claim), Some(p)) = (s.expected.remove(&tick), self.world.player(*id)) else {
+            let (Some((claim, _)), Some(p)) = (s.expected.remove(&tick), self.world.player(*id))
+            else {
                 continue;
             };
             if claim != *p {

@@ -36,7 +36,7 @@ use crate::movement::{flags, PlayerState};
 use crate::mover::Pose;
 use crate::sim::{in_range, PlayerBox, PlayerId, Sim, SimScratch, WorldState};
 use glam::DVec3;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// How close a path must come to the claimed position: the expel zone on both sides and
 /// the rounding of a quantized position.
@@ -547,6 +547,57 @@ pub struct TickClaim {
     pub state: PlayerState,
     /// See [`TickView::span`].
     pub span: u32,
+    /// The newest snapshot the client had when it sent the claim (0: none): the others
+    /// it predicted against stood as that tick left them.
+    pub seen: u64,
+}
+
+/// Snapshots before the acknowledged one a claim may have been predicted against: a
+/// claim travels in [`crate::protocol::INPUT_REDUNDANCY`] messages, and the first copy
+/// to arrive is judged.
+const SEEN_BACK: u64 = 8;
+
+/// The players' boxes after each recent tick: what the snapshot of that tick showed, so
+/// what a claim acknowledging it was predicted against.
+#[derive(Debug, Default)]
+pub struct SeenBoxes {
+    ticks: VecDeque<(u64, Vec<PlayerBox>)>,
+}
+
+impl SeenBoxes {
+    /// Ticks kept: as far back as a command may be stamped ahead.
+    const KEPT: usize = super::MAX_AHEAD as usize;
+
+    /// Records the boxes after `world`'s tick.
+    pub fn record(&mut self, sim: &Sim, world: &WorldState) {
+        let mut boxes = if self.ticks.len() >= Self::KEPT {
+            self.ticks.pop_front().map(|(_, b)| b).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        boxes.clear();
+        boxes.extend(
+            world
+                .players
+                .iter()
+                .filter_map(|(id, p)| sim.player_box(*id, &p.state)),
+        );
+        self.ticks.push_back((world.tick, boxes));
+    }
+
+    /// The boxes after `tick` (none when it is not kept).
+    pub fn at(&self, tick: u64) -> &[PlayerBox] {
+        let Some(&(first, _)) = self.ticks.front() else {
+            return &[];
+        };
+        let i = tick
+            .checked_sub(first)
+            .and_then(|i| usize::try_from(i).ok());
+        match i.and_then(|i| self.ticks.get(i)) {
+            Some((t, b)) if *t == tick => b,
+            _ => &[],
+        }
+    }
 }
 
 /// What a trusted-client tick did to one player.
@@ -568,10 +619,11 @@ impl Sim {
         &self,
         world: &mut WorldState,
         claims: &BTreeMap<PlayerId, TickClaim>,
+        seen: &SeenBoxes,
         s: &mut SimScratch,
     ) -> Vec<ClaimReport> {
         let probes = ContactHulls::new(self.movement());
-        self.step_claims_with(&probes, world, claims, s)
+        self.step_claims_with(&probes, world, claims, seen, s)
     }
 
     /// [`Sim::step_claims`] with the contact probes built beforehand (a validator that
@@ -581,6 +633,7 @@ impl Sim {
         probes: &ContactHulls,
         world: &mut WorldState,
         claims: &BTreeMap<PlayerId, TickClaim>,
+        seen: &SeenBoxes,
         s: &mut SimScratch,
     ) -> Vec<ClaimReport> {
         self.advance_movers(world, s);
@@ -593,6 +646,7 @@ impl Sim {
             .filter_map(|(id, p)| self.player_box(*id, &p.state))
             .collect();
         let mut others = Vec::with_capacity(boxes.len());
+        let mut seen_others = Vec::new();
         let mut reports = Vec::with_capacity(world.players.len());
         for (id, slot) in world.players.iter_mut() {
             others.clear();
@@ -605,7 +659,30 @@ impl Sim {
                     others: &others,
                     span: claim.span,
                 };
-                self.check_claim(*id, &prev, &claim.state, view, probes, s)
+                let outcome = self.check_claim(*id, &prev, &claim.state, view, probes, s);
+                if outcome.violation.is_none() {
+                    return outcome;
+                }
+                // The client predicted against the others where a snapshot showed them:
+                // the one it acknowledged, or (for an older copy of the claim) one of the
+                // few before. A claim honest there is honest; the players it met there
+                // have moved on since.
+                for t in (claim.seen.saturating_sub(SEEN_BACK)..=claim.seen).rev() {
+                    seen_others.clear();
+                    seen_others.extend(seen.at(t).iter().filter(|b| b.id != *id));
+                    if seen_others.is_empty() {
+                        continue;
+                    }
+                    let then = TickView {
+                        others: &seen_others,
+                        ..view
+                    };
+                    let o = self.check_claim(*id, &prev, &claim.state, then, probes, s);
+                    if o.accepted {
+                        return o;
+                    }
+                }
+                outcome
             });
             if let Some(o) = &outcome {
                 slot.state = o.state;
@@ -653,10 +730,16 @@ impl ClaimValidator {
             TickClaim {
                 state: *claim,
                 span: 1,
+                seen: 0,
             },
         )]);
-        let reports =
-            sim.step_claims_with(&self.probes, &mut self.world, &claims, &mut self.scratch);
+        let reports = sim.step_claims_with(
+            &self.probes,
+            &mut self.world,
+            &claims,
+            &SeenBoxes::default(),
+            &mut self.scratch,
+        );
         // The player never leaves this world, so its claim is always judged.
         let judged = reports.into_iter().find_map(|r| r.outcome);
         judged.unwrap_or_else(|| ClaimOutcome {

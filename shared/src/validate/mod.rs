@@ -27,7 +27,8 @@
 mod claims;
 
 pub use claims::{
-    claim_from_values, ClaimOutcome, ClaimReport, ClaimValidator, TickClaim, TickView, MAX_SPAN,
+    claim_from_values, ClaimOutcome, ClaimReport, ClaimValidator, SeenBoxes, TickClaim, TickView,
+    MAX_SPAN,
 };
 
 use crate::movement::{buttons, MoveCommand, PlayerState};
