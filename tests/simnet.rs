@@ -449,7 +449,17 @@ fn authoritative_mode_neutralises_position_cheats_and_reports_them() {
     ];
     for (cheats, kinds) in cases {
         let run = cheat(MovementAuthority::Server, cheats, 5.0);
-        println!("{cheats:?}: {:?}, {}", run.violations, run.end);
+        let flagged = run.flagged.zip(run.began).map(|(f, b)| f - b);
+        println!(
+            "{cheats:?}: {:?} {flagged:?} s after it began, {}",
+            run.violations, run.end
+        );
+        // The server moves the player itself, so a cheat moves nothing here; its report
+        // is flagged once the difference outgrows what another player could explain.
+        assert!(
+            flagged.is_some_and(|s| s <= 3.0),
+            "{cheats:?}: flagged {flagged:?}"
+        );
         let names: Vec<&str> = run.violations.iter().map(|(k, _)| *k).collect();
         assert_eq!(names, kinds, "{:?}", run.violations);
         assert!(

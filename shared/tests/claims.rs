@@ -327,3 +327,122 @@ fn bad_values_are_refused_before_quantization() {
         Some(ViolationKind::Teleport)
     );
 }
+
+/// A vertical prism brush over the triangle `tri` (counter-clockwise seen from above),
+/// from `z0` to `z1`: a wall at any angle.
+fn prism(tri: [(f64, f64); 3], z0: f64, z1: f64) -> String {
+    let f = |(x, y): (f64, f64), z: f64| format!("( {x} {y} {z} )");
+    let [a, b, c] = tri;
+    let face = |p1: String, p2: String, p3: String| format!("{p1} {p2} {p3} t 0 0 0 1 1\n");
+    let mut s = String::from("{\n");
+    // Sides: p1 at the edge's start, p2 above it, p3 at its end (normal outward).
+    for (p, q) in [(a, b), (b, c), (c, a)] {
+        s += &face(f(p, z0), f(p, z1), f(q, z0));
+    }
+    s += &face(f(a, z0), f(b, z0), f(c, z0));
+    s += &face(f(a, z1), f(c, z1), f(b, z1));
+    s + "}\n"
+}
+
+/// A floor with walls facing every way: one across x at 0 (facing -x), one across y at
+/// 600 (facing -y), a diagonal one facing (-1, -1), a corner of two walls, and a wall
+/// under a ceiling slab 120 units up.
+fn walls_map() -> MapData {
+    let mut text = String::from("{\n\"classname\" \"worldspawn\"\n");
+    let b = |x0, y0, z0, x1, y1, z1| brush(DVec3::new(x0, y0, z0), DVec3::new(x1, y1, z1));
+    text += &b(-2048.0, -2048.0, -16.0, 2048.0, 2048.0, 0.0);
+    text += &b(0.0, -300.0, 0.0, 16.0, 300.0, 512.0); // facing -x
+    text += &b(-600.0, 600.0, 0.0, -200.0, 616.0, 512.0); // facing -y
+    text += &prism(
+        [(-900.0, -600.0), (-500.0, -1000.0), (-500.0, -600.0)],
+        0.0,
+        512.0,
+    ); // facing (-1, -1)
+    text += &b(1000.0, 1000.0, 0.0, 1016.0, 1400.0, 512.0); // a corner: facing -x...
+    text += &b(600.0, 1384.0, 0.0, 1016.0, 1400.0, 512.0); // ...and -y
+    text += &b(1600.0, -300.0, 0.0, 1616.0, 300.0, 512.0); // facing -x, under...
+    text += &b(1300.0, -300.0, 120.0, 1616.0, 300.0, 136.0); // ...a ceiling
+    text += "}\n";
+    MapData::parse_map(&text).unwrap()
+}
+
+/// Honest play from `from` for `cmds`, then the state after the last.
+fn after(sim: &Sim, from: DVec3, cmds: &[MoveCommand]) -> PlayerState {
+    *claims_of(sim, PlayerState::at(from), cmds).last().unwrap()
+}
+
+#[test]
+fn a_flyhack_along_a_wall_is_flagged_within_thirty_ticks_and_wall_hugging_never() {
+    let map = walls_map();
+    let sim = sim_of(&map, Movement::default());
+    let crouch = |yaw: f64, jump: bool| {
+        let mut c = MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0);
+        c.buttons = buttons::CROUCH | if jump { buttons::JUMP } else { 0 };
+        c
+    };
+    // (name, where the player starts, the heading into the wall)
+    let places: [(&str, DVec3, f64); 5] = [
+        ("east wall", DVec3::new(-100.0, 0.0, 30.0), 0.0),
+        ("north wall", DVec3::new(-400.0, 500.0, 30.0), 90.0),
+        ("diagonal wall", DVec3::new(-800.0, -900.0, 30.0), 45.0),
+        ("corner", DVec3::new(900.0, 1300.0, 30.0), 45.0),
+        ("under a ceiling", DVec3::new(1500.0, 0.0, 30.0), 0.0),
+    ];
+    for (name, from, yaw) in places {
+        // Pressed against the wall, crouched: at rest on the floor, and in the air (a
+        // crouched jump into the wall, 12 ticks in).
+        let mut grounded: Vec<MoveCommand> = vec![crouch(yaw, false); 90];
+        let ground = after(&sim, from, &grounded);
+        grounded.push(crouch(yaw, true));
+        grounded.extend(vec![crouch(yaw, false); 12]);
+        let air = after(&sim, from, &grounded);
+        assert!(!air.on_ground(), "{name}: not airborne");
+        for (when, start) in [("on the ground", ground), ("in the air", air)] {
+            // The cheat: rise 4 units a tick at 240 units/s, crouched, airborne.
+            let claims: Vec<PlayerState> = (1..=50)
+                .map(|i| {
+                    let o = start.origin() + DVec3::new(0.0, 0.0, 4.0 * i as f64);
+                    claim_from_values(o.to_array(), [0.0, 0.0, 240.0], false, true).unwrap()
+                })
+                .collect();
+            let outs = judge(&sim, start, &claims);
+            let (at, kind) = first_violation(&outs)
+                .unwrap_or_else(|| panic!("{name}, {when}: the flyhack was never flagged"));
+            println!("{name}, {when}: {kind:?} at tick {}", at + 1);
+            assert!(at < 30, "{name}, {when}: flagged at tick {}", at + 1);
+            let risen = outs[..at]
+                .iter()
+                .map(|o| o.state.origin().z)
+                .fold(0.0, f64::max)
+                - start.origin().z;
+            assert!(risen <= 50.0, "{name}, {when}: rose {risen} units first");
+        }
+        // Honest play against the same wall: running and jumping into it, strafing
+        // along it with jumps and crouch-jumps, and sliding down it from high up.
+        let mut honest: Vec<MoveCommand> = Vec::new();
+        for i in 0..600u32 {
+            let mut c = MoveCommand::new(1.0, if i % 80 < 40 { 1.0 } else { -1.0 }, 0.0, yaw, 0.0);
+            if i % 37 < 2 {
+                c.buttons |= buttons::JUMP;
+            }
+            if (i / 100) % 2 == 1 {
+                c.buttons |= buttons::CROUCH;
+            }
+            honest.push(c);
+        }
+        for start in [
+            PlayerState::at(from),
+            PlayerState::at(from + DVec3::new(0.0, 0.0, 200.0)),
+        ] {
+            let claims = claims_of(&sim, start, &honest);
+            for (i, out) in judge(&sim, start, &claims).iter().enumerate() {
+                assert!(
+                    out.accepted,
+                    "{name}: honest tick {} flagged: {:?}",
+                    i + 1,
+                    out.violation
+                );
+            }
+        }
+    }
+}

@@ -241,9 +241,10 @@ impl Sim {
         let landing = claim.on_ground() && !grounded;
         let probe = |floor| probes.probe(claim.crouched(), floor);
         let contact = unstuck || landing || touching(&mut col, probe(false), start, c);
-        // For gravity, a floor under the player counts too (it stops a fall without
-        // giving ground, at an edge or on a steep face).
-        let supported = contact || touching(&mut col, probe(true), start, c);
+        // Only a surface that faces up (a floor, a slope, a steep face, a mover's top,
+        // another player's head) can hold a player up against gravity or turn its speed
+        // upward; a wall or a ceiling cannot, however hard the player presses into it.
+        let lift = unstuck || landing || under(&mut col, probes.under(claim.crouched()), start, c);
         let w = cfg.max_speed;
         let gain = |accel: f64| {
             let a = (accel * dt * w).min(w);
@@ -262,11 +263,14 @@ impl Sim {
             up = up.max(walk.sqrt());
         }
         if contact {
-            // A surface may turn any of the speed into any direction.
+            // A slanted surface may turn vertical speed level; one facing up may turn
+            // any of the speed upward.
             let most = up.max(v.z.abs());
             let all = h2 + most * most;
             h2 = all;
-            up = all.sqrt();
+            if lift {
+                up = all.sqrt();
+            }
         }
         let h_max = h2.sqrt() + SPEED_TOL * k;
         let cv = claim.velocity();
@@ -324,7 +328,14 @@ impl Sim {
                 at_rest(prev.origin),
             );
         }
-        if !grounded && !claim.on_ground() && !supported {
+        // Pressed into a crease or a corner, the movement stops dead (Quake's rule):
+        // at rest, no higher than the tick's motion began to take it. From rest, the
+        // next tick falls again, so this cannot be held.
+        let stopped_dead = contact
+            && claim.velocity == [0; 3]
+            && prev.velocity != [0; 3]
+            && d.z <= v.z.max(0.0) * dt * k + MOVE_TOL;
+        if !grounded && !claim.on_ground() && !lift && !stopped_dead {
             // Free fall over the span (exact for the trapezoidal step the movement takes),
             // the speed capped as the movement caps it.
             let vz = (v.z - cfg.gravity * dt * k).max(-cfg.max_velocity);
@@ -400,13 +411,14 @@ fn friction(v: DVec3, stop_speed: f64, drop_rate: f64) -> DVec3 {
 }
 
 /// The player's hulls grown by [`CONTACT`]: with the floor margin and without it (the
-/// bottom not lowered, so a level floor right under the player is no contact); and grown
+/// bottom not lowered, so a level floor right under the player is no contact); grown
 /// level by a rounding step, for the ground test (a tick can end with the hull's corner a
-/// hair over a ledge that rounding the position then leaves).
+/// hair over a ledge that rounding the position then leaves); and lowered only, for what
+/// holds the player up.
 #[derive(Debug)]
 struct ContactHulls {
-    stand: [Hull; 3],
-    crouch: [Hull; 3],
+    stand: [Hull; 4],
+    crouch: [Hull; 4],
 }
 
 impl ContactHulls {
@@ -426,10 +438,14 @@ impl ContactHulls {
             let d = DVec3::new(GROUND_SLACK, GROUND_SLACK, 0.0);
             Hull::aabb(b.min - d, b.max + d).unwrap_or_else(|_| h.clone())
         };
+        let down = |h: &Hull| {
+            let b = h.bounds();
+            Hull::aabb(b.min - DVec3::Z * CONTACT, b.max).unwrap_or_else(|_| h.clone())
+        };
         let (s, c) = (movement.stand(), movement.crouch());
         ContactHulls {
-            stand: [grow(s, false), grow(s, true), level(s)],
-            crouch: [grow(c, false), grow(c, true), level(c)],
+            stand: [grow(s, false), grow(s, true), level(s), down(s)],
+            crouch: [grow(c, false), grow(c, true), level(c), down(c)],
         }
     }
 
@@ -442,6 +458,13 @@ impl ContactHulls {
         let set = if crouched { &self.crouch } else { &self.stand };
         &set[2]
     }
+
+    /// The hull with its bottom lowered by [`CONTACT`] and its sides as they are: it
+    /// meets what lies under the player, never a wall beside it.
+    fn under(&self, crouched: bool) -> &Hull {
+        let set = if crouched { &self.crouch } else { &self.stand };
+        &set[3]
+    }
 }
 
 /// Whether anything solid lies within [`CONTACT`] of the hull anywhere between `a` and `b`
@@ -449,6 +472,15 @@ impl ContactHulls {
 /// (a level floor turns no speed).
 fn touching<C: Collider>(col: &mut C, probe: &Hull, a: DVec3, b: DVec3) -> bool {
     col.solid(probe, a) || col.sweep(probe, a, b).hit.is_some()
+}
+
+/// Whether something facing up lies under the player anywhere between `a` and `b`: the
+/// `under` probe overlaps it at either end, or meets a face whose normal points up along
+/// the way.
+fn under<C: Collider>(col: &mut C, under: &Hull, a: DVec3, b: DVec3) -> bool {
+    col.solid(under, a)
+        || col.solid(under, b)
+        || col.sweep(under, a, b).normal().is_some_and(|n| n.z > 1e-6)
 }
 
 /// Whether walkable ground lies under the hull at `p`, within the ground test's reach
