@@ -52,15 +52,53 @@ fn err_of(text: &str) -> String {
 }
 
 #[test]
-fn map_text_out_of_range_or_oversized_is_refused_with_its_line() {
-    for far in ["1e7", "1e17", "-2000000", "1e300"] {
-        let text = floor_map("").replacen("( -512 ", &format!("( {far} "), 1);
-        let e = err_of(&text);
-        assert!(
-            e.starts_with("line 4: brush at line 3:") && e.contains("outside the supported"),
-            "{far}: {e}"
+fn a_stray_brush_out_of_range_is_dropped_and_an_oversized_one_refused() {
+    // A brush with a point beyond ±2^20 (the field's was 1.28e8 units out): the map loads
+    // without it, and the warning names its line.
+    let stray = brush(DVec3::splat(-64.0), DVec3::splat(64.0), "t");
+    for far in ["1e7", "1.28e8", "-2000000", "1e300"] {
+        let extra = stray.replacen("( -64 ", &format!("( {far} "), 1);
+        let text = floor_map("").replacen(
+            "}\n{\n\"classname\" \"info_player_start\"",
+            &format!("{extra}}}\n{{\n\"classname\" \"info_player_start\""),
+            1,
+        );
+        let map = MapData::parse_map(&text).unwrap_or_else(|e| panic!("{far}: {e}"));
+        assert_eq!(map.brush_count(), 1, "{far}: {:?}", map.warnings);
+        let w = map
+            .warnings
+            .iter()
+            .find(|w| w.message.contains("outside the supported"))
+            .unwrap_or_else(|| panic!("{far}: {:?}", map.warnings));
+        assert_eq!(w.line, 11, "{far}: {w:?}"); // the stray brush opens after the floor
+        let b = CollisionModel::build(&map).bounds();
+        assert!(b.max.abs().max_element() <= 512.0, "{far}: {b:?}");
+    }
+    // A cylinder of 144 sides (real editors make such brushes; the id compilers take up
+    // to 1024): loaded, and solid where it stands.
+    let sides = 144;
+    let mut cyl = String::from("{\n\"classname\" \"worldspawn\"\n{\n");
+    cyl += "( 0 0 0 ) ( 1 0 0 ) ( 0 1 0 ) t 0 0 0 1 1\n"; // bottom, z = 0, facing down
+    cyl += "( 0 0 64 ) ( 0 1 64 ) ( 1 0 64 ) t 0 0 0 1 1\n"; // top, z = 64, facing up
+    for i in 0..sides {
+        let a = std::f64::consts::TAU * i as f64 / sides as f64;
+        let (c, s) = (libm::cos(a), libm::sin(a));
+        // The tangent plane at radius 100: p1 on it, p2 above p1, p3 along the tangent.
+        let p = (100.0 * c, 100.0 * s);
+        let t = (p.0 - s, p.1 + c);
+        cyl += &format!(
+            "( {} {} 0 ) ( {} {} 1 ) ( {} {} 0 ) t 0 0 0 1 1\n",
+            p.0, p.1, p.0, p.1, t.0, t.1
         );
     }
+    cyl += "}\n}\n";
+    let map = MapData::parse_map(&cyl).unwrap_or_else(|e| panic!("144 sides: {e}"));
+    assert_eq!(map.brush_count(), 1, "{:?}", map.warnings);
+    let b = CollisionModel::build(&map).bounds();
+    assert!(
+        (b.max.x - 100.0).abs() < 1.0 && (b.min.z).abs() < 1e-6 && (b.max.z - 64.0).abs() < 1e-6,
+        "{b:?}"
+    );
     // A brush of thousands of faces: refused at once, naming its line.
     let mut huge = String::from("{\n\"classname\" \"worldspawn\"\n{\n");
     for i in 0..5000 {
@@ -72,6 +110,7 @@ fn map_text_out_of_range_or_oversized_is_refused_with_its_line() {
     let t0 = std::time::Instant::now();
     let e = err_of(&huge);
     assert!(e.starts_with("line 3:") && e.contains("5000 faces"), "{e}");
+    assert!(e.contains("at most 1024"), "{e}");
     assert!(t0.elapsed().as_secs() < 5);
 }
 

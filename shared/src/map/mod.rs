@@ -10,9 +10,11 @@ use crate::geom::Plane;
 use glam::DVec3;
 use thiserror::Error;
 
-/// Most faces one brush may have. Real maps stay far below (16 in the largest seen); a
-/// brush with thousands would make loading quadratic and every trace near it slow.
-pub const MAX_BRUSH_FACES: usize = 128;
+/// Most faces one brush may have: the id-family compilers' own limit (qbsp's
+/// MAX_BRUSH_SIDES is 1024 in its later forks; editors make cylinders and arches of a
+/// few hundred). Loading such a brush costs its faces squared once; a trace near it tests
+/// each face once. Thousands are refused: a brush like that is made to slow the server.
+pub const MAX_BRUSH_FACES: usize = 1024;
 
 /// A map file that could not be read.
 #[derive(Debug, Error, Clone, PartialEq)]

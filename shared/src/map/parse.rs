@@ -19,6 +19,9 @@ struct Lexer<'a> {
     pos: usize,
     line: usize,
     warnings: Vec<MapWarning>,
+    /// A point of the brush being read that lies beyond the supported coordinates: the
+    /// brush is dropped (a stray brush far outside a map must not refuse the map).
+    far: Option<DVec3>,
 }
 
 impl<'a> Lexer<'a> {
@@ -152,18 +155,16 @@ impl<'a> Lexer<'a> {
         }
     }
 
-    /// A point of a face of the brush opening at `brush_line`; its coordinates must lie
-    /// in the supported range.
-    fn point(&mut self, brush_line: usize) -> Result<DVec3, MapError> {
+    /// A point of a brush face; one beyond the supported range is noted in `far` (and
+    /// clamped).
+    fn point(&mut self) -> Result<DVec3, MapError> {
         self.expect(b'(')?;
         let p = DVec3::new(self.number()?, self.number()?, self.number()?);
         self.expect(b')')?;
         if p.abs().max_element() > MAX_COORD {
-            return self.err(format!(
-                "brush at line {brush_line}: point ( {} {} {} ) is outside the supported \
-                 coordinates (±{MAX_COORD})",
-                p.x, p.y, p.z
-            ));
+            // Kept within range so the face's plane stays finite; the brush is dropped.
+            self.far.get_or_insert(p);
+            return Ok(p.clamp(DVec3::splat(-MAX_COORD), DVec3::splat(MAX_COORD)));
         }
         Ok(p)
     }
@@ -252,6 +253,7 @@ pub(super) fn parse(text: &str) -> Result<MapData, MapError> {
         pos: 0,
         line: 1,
         warnings: Vec::new(),
+        far: None,
     };
     let mut map = MapData::default();
     // Doom 3 family: `Version 2` (Doom 3) or `Version 3` (Quake 4) before the entities.
@@ -351,14 +353,14 @@ fn parse_brush(lx: &mut Lexer) -> Result<Part, MapError> {
     let mut faces = Vec::new();
     match lx.peek() {
         Some(b'(') => {
-            parse_faces(lx, &mut faces, line)?;
+            parse_faces(lx, &mut faces)?;
         }
         Some(_) => {
             let kw = lx.word()?;
             match kw {
                 "brushDef" => {
                     lx.expect(b'{')?;
-                    parse_faces(lx, &mut faces, line)?;
+                    parse_faces(lx, &mut faces)?;
                     lx.expect(b'}')?;
                 }
                 "brushDef3" => {
@@ -385,6 +387,16 @@ fn parse_brush(lx: &mut Lexer) -> Result<Part, MapError> {
                 faces.len()
             ),
         });
+    }
+    if let Some(p) = lx.far.take() {
+        lx.warn(
+            line,
+            format!(
+                "line {line}: brush has a point ( {} {} {} ) outside the supported coordinates (±{MAX_COORD}); brush dropped",
+                p.x, p.y, p.z
+            ),
+        );
+        return Ok(Part::Dropped);
     }
     if let Some(far) = outside_range(&faces) {
         lx.warn(
@@ -416,15 +428,10 @@ fn outside_range(faces: &[Face]) -> Option<[f64; 3]> {
 }
 
 /// Faces up to (not including) the closing `}`.
-/// `brush_line` is where the brush opens, for messages.
-fn parse_faces(lx: &mut Lexer, faces: &mut Vec<Face>, brush_line: usize) -> Result<(), MapError> {
+fn parse_faces(lx: &mut Lexer, faces: &mut Vec<Face>) -> Result<(), MapError> {
     while lx.peek() == Some(b'(') {
         let line = lx.line;
-        let (p1, p2, p3) = (
-            lx.point(brush_line)?,
-            lx.point(brush_line)?,
-            lx.point(brush_line)?,
-        );
+        let (p1, p2, p3) = (lx.point()?, lx.point()?, lx.point()?);
         if lx.peek() == Some(b'(') {
             // Brush primitives: ( ( a b c ) ( d e f ) ) texture matrix.
             lx.expect(b'(')?;
