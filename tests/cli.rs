@@ -776,3 +776,108 @@ fn the_model_cache_is_bounded_and_evicts_the_least_recently_used() {
     assert!(!info("terrain.map", "0"));
     assert_eq!(files().len(), 1);
 }
+
+/// The field's finding: one client alone on a clean loopback link was corrected, and the
+/// server counted missing and late inputs. On every shipped map, a lone client walking,
+/// turning, jumping and crouching for a minute (`EXPEL_CLEAN_SECONDS`) sees no correction
+/// from its first tick, and the server no missing or late command.
+#[test]
+fn a_lone_client_on_a_clean_link_is_never_corrected_on_any_shipped_map() {
+    let seconds: u64 = std::env::var("EXPEL_CLEAN_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let maps = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("maps");
+    let mut files: Vec<_> = std::fs::read_dir(&maps)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "map"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 4, "{files:?}");
+    let ticks = seconds * 60;
+    let inputs: String = (0..ticks)
+        .map(|t| {
+            let yaw = (t as f64 * 0.7) % 360.0;
+            let jump = t % 90 < 2;
+            let crouch = (t / 300) % 4 == 3;
+            format!("{{\"forward\":1,\"side\":0.3,\"yaw\":{yaw},\"jump\":{jump},\"crouch\":{crouch}}}\n")
+        })
+        .collect();
+    for map in files {
+        let name = map.file_stem().unwrap().to_string_lossy().to_string();
+        let cache = temp_dir(&format!("clean-{name}"));
+        let (child, v) = serve(
+            &[
+                map.to_str().unwrap(),
+                "--addr",
+                "127.0.0.1:0",
+                "--metrics",
+                "127.0.0.1:0",
+                "--secret",
+                "clean-secret",
+            ],
+            &[("EXPEL_CACHE_DIR", &cache)],
+        );
+        let (token, _, ok) = expel(
+            &[
+                "token",
+                "--secret",
+                "clean-secret",
+                "--player",
+                "1",
+                "--ttl",
+                "600",
+            ],
+            "",
+            &cache,
+        );
+        assert!(ok);
+        let file = cache.join("in.jsonl");
+        std::fs::write(&file, &inputs).unwrap();
+        let (out, err, ok) = expel(
+            &[
+                "connect",
+                v["listening"].as_str().unwrap(),
+                "--token",
+                token.trim(),
+                "--fingerprint",
+                v["fingerprint"].as_str().unwrap(),
+                "--inputs",
+                file.to_str().unwrap(),
+            ],
+            "",
+            &cache,
+        );
+        assert!(ok, "{name}: {err}");
+        let r: Value = serde_json::from_str(out.trim()).unwrap();
+        let metrics = {
+            use std::io::{Read, Write};
+            let mut s = std::net::TcpStream::connect(v["metrics"].as_str().unwrap()).unwrap();
+            write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut body = String::new();
+            s.read_to_string(&mut body).unwrap();
+            body
+        };
+        let counter = |name: &str| -> f64 {
+            metrics
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{name} missing"))
+        };
+        let (missing, late) = (
+            counter("expel_inputs_missing_total"),
+            counter("expel_inputs_late_total"),
+        );
+        println!(
+            "{name}: {} ticks, {} corrections, {} inputs missed, server missing {missing} late {late}",
+            r["ticks"], r["corrections"], r["inputs_missed"]
+        );
+        assert!(r["ticks"].as_u64().unwrap() >= ticks, "{name}: {out}");
+        assert_eq!(r["corrections"], 0, "{name}: {out}");
+        assert_eq!(r["inputs_missed"], 0, "{name}: {out}");
+        assert_eq!((missing, late), (0.0, 0.0), "{name}: {out}");
+        let (status, err) = terminate(child);
+        assert!(status.success(), "{name}: {status}: {err}");
+    }
+}
