@@ -543,7 +543,7 @@ impl Sim {
         };
         let (state, mut events) = pmove(player, cmd, &self.movement, &mut col);
         if let Some(id) = col.blocked_by {
-            events.touched.add(crate::Obstacle::Player(id));
+            events.touched.add(crate::movement::Obstacle::Player(id));
         }
         PlayerTick { state, events }
     }
