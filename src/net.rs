@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use expel_client::{ConnectOptions, LinkConditioner, RunOptions, Trust};
 use expel_server::{Identity, ServerConfig, ServerSettings};
 use expel_shared::protocol::token::{self, Grant};
-use expel_shared::protocol::{MovementAuthority, DEFAULT_INTEREST};
+use expel_shared::protocol::MovementAuthority;
 use expel_shared::{MoveCommand, MoveConfig};
 use rand::{Rng, SeedableRng};
 use serde::Deserialize;
@@ -14,7 +14,6 @@ use serde_json::json;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// `expel serve` settings; each may also come from the TOML file, flags winning.
 #[derive(Debug, Default, Deserialize, clap::Args)]
@@ -173,17 +172,15 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, Server
         metrics: Some(args.metrics.unwrap_or(addr)),
         identity,
         limits: Default::default(),
-        game: ServerSettings {
-            snapshot_rate: args.snapshot_rate.unwrap_or(30),
-            max_players: args.max_players.unwrap_or(64),
-            secret: secret(args.secret)?,
-            interest: args.interest.unwrap_or(DEFAULT_INTEREST),
-            client_budget: 32 * 1024,
-            map_name: name.clone(),
-            map_bytes: bytes,
-            hello_timeout: Duration::from_secs(5),
-            input_timeout: Duration::from_secs(10),
-            movement: args.movement.unwrap_or_default(),
+        game: {
+            let d = ServerSettings::new(name.clone(), bytes, secret(args.secret)?);
+            ServerSettings {
+                snapshot_rate: args.snapshot_rate.unwrap_or(d.snapshot_rate),
+                max_players: args.max_players.unwrap_or(d.max_players),
+                interest: args.interest.unwrap_or(d.interest),
+                movement: args.movement.unwrap_or_default(),
+                ..d
+            }
         },
     };
     Ok((sim, cfg, name))

@@ -27,16 +27,11 @@ fn token(player: u32) -> String {
 fn network(n: u32, movement: MovementAuthority, link: LinkConditioner, seed: u64) -> SimNet {
     let (sim, map) = arena();
     let settings = ServerSettings {
-        snapshot_rate: 30,
         max_players: 128,
-        secret: SECRET.to_vec(),
-        interest: 32,
         client_budget: 64 * 1024,
-        map_name: "arena".into(),
-        map_bytes: map.clone(),
-        hello_timeout: Duration::from_secs(5),
         input_timeout: Duration::from_secs(5),
         movement,
+        ..ServerSettings::new("arena", map.clone(), SECRET.to_vec())
     };
     #[allow(clippy::disallowed_methods)] // the base of virtual time, or a wall-time figure
     let t0 = Instant::now();

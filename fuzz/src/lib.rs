@@ -50,16 +50,11 @@ pub fn hello(id: u32) -> Vec<u8> {
 /// and 2 (their map taken as sent).
 pub fn server(movement: MovementAuthority, now: Instant) -> Server {
     let settings = ServerSettings {
-        snapshot_rate: 30,
         max_players: 8,
-        secret: SECRET.to_vec(),
-        interest: 32,
         client_budget: 64 * 1024,
-        map_name: "arena".into(),
-        map_bytes: Arc::new(ARENA.to_vec()),
-        hello_timeout: Duration::from_secs(5),
         input_timeout: Duration::from_secs(5),
         movement,
+        ..ServerSettings::new("arena", Arc::new(ARENA.to_vec()), SECRET.to_vec())
     };
     let mut s = Server::new(sim(), settings, now, UNIX).expect("settings are valid");
     for id in 1..=2 {

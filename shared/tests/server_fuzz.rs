@@ -26,16 +26,11 @@ fn server(movement: MovementAuthority, now: Instant) -> Server {
     let model = Arc::new(CollisionModel::build(&map));
     let sim = Sim::from_map(model, &map, MoveConfig::default().validate().unwrap()).0;
     let settings = ServerSettings {
-        snapshot_rate: 30,
         max_players: 8,
-        secret: SECRET.to_vec(),
-        interest: 32,
         client_budget: 64 * 1024,
-        map_name: "arena".into(),
-        map_bytes: Arc::new(bytes),
-        hello_timeout: Duration::from_secs(5),
         input_timeout: Duration::from_secs(5),
         movement,
+        ..ServerSettings::new("arena", Arc::new(bytes), SECRET.to_vec())
     };
     Server::new(Arc::new(sim), settings, now, UNIX).unwrap()
 }

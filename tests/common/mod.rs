@@ -6,7 +6,7 @@ use expel_client::{ConnectOptions, Trust};
 use expel_server::{Identity, Running, ServerConfig, ServerSettings};
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
 use expel_shared::protocol::token::{mint, Grant};
-use expel_shared::protocol::{decode, ClientControl, MovementAuthority, ServerControl, ALPN};
+use expel_shared::protocol::{decode, ClientControl, ServerControl, ALPN};
 use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -31,16 +31,10 @@ pub(crate) fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
         identity: Identity::self_signed().unwrap(),
         limits: Default::default(),
         game: ServerSettings {
-            snapshot_rate: 30,
             max_players,
-            secret: SECRET.to_vec(),
-            interest: 32,
-            client_budget: 32 * 1024,
-            map_name: "arena".into(),
-            map_bytes: bytes,
             hello_timeout: Duration::from_secs(1),
             input_timeout: Duration::from_secs(3),
-            movement: MovementAuthority::Server,
+            ..ServerSettings::new("arena", bytes, SECRET.to_vec())
         },
     }
 }

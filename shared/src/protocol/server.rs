@@ -80,6 +80,27 @@ pub struct ServerSettings {
     pub movement: MovementAuthority,
 }
 
+impl ServerSettings {
+    /// `expel serve`'s defaults for a map and a secret: 30 snapshots a second, 64
+    /// players, the nearest [`super::DEFAULT_INTEREST`] in each snapshot, 32 KiB/s of
+    /// snapshots per client, 5 s to say hello, 10 s without input, the server moving
+    /// every player.
+    pub fn new(map_name: impl Into<String>, map_bytes: Arc<Vec<u8>>, secret: Vec<u8>) -> Self {
+        ServerSettings {
+            snapshot_rate: 30,
+            max_players: 64,
+            secret,
+            interest: super::DEFAULT_INTEREST,
+            client_budget: 32 * 1024,
+            map_name: map_name.into(),
+            map_bytes,
+            hello_timeout: Duration::from_secs(5),
+            input_timeout: Duration::from_secs(10),
+            movement: MovementAuthority::Server,
+        }
+    }
+}
+
 /// A setting out of range.
 #[derive(Debug, thiserror::Error)]
 #[error("server settings: {0}")]
