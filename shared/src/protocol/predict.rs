@@ -196,20 +196,12 @@ impl Predictor {
             // the ticks predicted since: replaying them would give the same states.
             self.stats.replays_skipped += 1;
             self.base_tick = snap.tick;
-            for (i, m) in &snap.movers {
-                if let Some(slot) = self.movers.get_mut(*i as usize) {
-                    *slot = *m;
-                }
-            }
+            merge_movers(&mut self.movers, snap);
             self.set_others(snap);
             return None;
         }
         // The server's world at the snapshot's tick, as far as we see it.
-        for (i, m) in &snap.movers {
-            if let Some(slot) = self.movers.get_mut(*i as usize) {
-                *slot = *m;
-            }
-        }
+        merge_movers(&mut self.movers, snap);
         let mut players = BTreeMap::new();
         for (id, p) in &snap.players {
             players.insert(
@@ -273,11 +265,7 @@ impl Predictor {
         // The server's movers at the snapshot's tick, run on to our newest tick among
         // the players we hold (their pushes on us are not taken: our path stands).
         let mut movers = predicted.cloned().unwrap_or_else(|| self.movers.clone());
-        for (i, m) in &snap.movers {
-            if let Some(slot) = movers.get_mut(*i as usize) {
-                *slot = *m;
-            }
-        }
+        merge_movers(&mut movers, snap);
         self.movers.clone_from(&movers);
         let players = self.world.players.clone();
         let mut w = WorldState {
@@ -442,6 +430,15 @@ impl Predictor {
 }
 
 /// Forgets entries more than [`KEEP`] ticks older than `t`.
+/// The movers the snapshot shows, over `movers` (the others as they were).
+fn merge_movers(movers: &mut [MoverState], snap: &Snapshot) {
+    for (i, m) in &snap.movers {
+        if let Some(slot) = movers.get_mut(*i as usize) {
+            *slot = *m;
+        }
+    }
+}
+
 fn keep_recent<V>(m: &mut BTreeMap<u64, V>, t: u64) {
     while m.first_key_value().is_some_and(|(k, _)| k + KEEP < t) {
         m.pop_first();

@@ -239,8 +239,8 @@ impl Sim {
             .any(|h| ground_sweep(&mut col, h, start, v, cfg).1.is_some());
         // Landing turns a fall's speed along the ground, which may be level or up a slope.
         let landing = claim.on_ground() && !grounded;
-        let probe = |floor| probes.probe(claim.crouched(), floor);
-        let contact = unstuck || landing || touching(&mut col, probe(false), start, c);
+        let contact =
+            unstuck || landing || touching(&mut col, probes.probe(claim.crouched()), start, c);
         // Only a surface that faces up (a floor, a slope, a steep face, a mover's top,
         // another player's head) can hold a player up against gravity or turn its speed
         // upward; a wall or a ceiling cannot, however hard the player presses into it.
@@ -410,27 +410,23 @@ fn friction(v: DVec3, stop_speed: f64, drop_rate: f64) -> DVec3 {
     v * ((speed - drop) / speed).max(0.0)
 }
 
-/// The player's hulls grown by [`CONTACT`]: with the floor margin and without it (the
-/// bottom not lowered, so a level floor right under the player is no contact); grown
-/// level by a rounding step, for the ground test (a tick can end with the hull's corner a
-/// hair over a ledge that rounding the position then leaves); and lowered only, for what
-/// holds the player up.
+/// The player's hulls as the checks probe with them: grown by [`CONTACT`] with the bottom
+/// not lowered (a level floor right under the player is no contact); grown level by a
+/// rounding step, for the ground test (a tick can end with the hull's corner a hair over a
+/// ledge that rounding the position then leaves); and lowered only, for what holds the
+/// player up.
 #[derive(Debug)]
 struct ContactHulls {
-    stand: [Hull; 4],
-    crouch: [Hull; 4],
+    stand: [Hull; 3],
+    crouch: [Hull; 3],
 }
 
 impl ContactHulls {
     /// The probes for `movement`'s hulls.
     fn new(movement: &crate::movement::Movement) -> ContactHulls {
-        let grow = |h: &Hull, floor: bool| {
+        let grow = |h: &Hull| {
             let b = h.bounds().expand(CONTACT);
-            let min = if floor {
-                b.min
-            } else {
-                DVec3::new(b.min.x, b.min.y, h.bounds().min.z + 0.25)
-            };
+            let min = DVec3::new(b.min.x, b.min.y, h.bounds().min.z + 0.25);
             Hull::aabb(min, b.max).unwrap_or_else(|_| h.clone())
         };
         let level = |h: &Hull| {
@@ -444,32 +440,33 @@ impl ContactHulls {
         };
         let (s, c) = (movement.stand(), movement.crouch());
         ContactHulls {
-            stand: [grow(s, false), grow(s, true), level(s), down(s)],
-            crouch: [grow(c, false), grow(c, true), level(c), down(c)],
+            stand: [grow(s), level(s), down(s)],
+            crouch: [grow(c), level(c), down(c)],
         }
     }
 
-    fn probe(&self, crouched: bool, floor: bool) -> &Hull {
+    /// The contact probe: anything within [`CONTACT`] of the hull but the floor under it.
+    fn probe(&self, crouched: bool) -> &Hull {
         let set = if crouched { &self.crouch } else { &self.stand };
-        &set[usize::from(floor)]
+        &set[0]
     }
 
     fn ground(&self, crouched: bool) -> &Hull {
         let set = if crouched { &self.crouch } else { &self.stand };
-        &set[2]
+        &set[1]
     }
 
     /// The hull with its bottom lowered by [`CONTACT`] and its sides as they are: it
     /// meets what lies under the player, never a wall beside it.
     fn under(&self, crouched: bool) -> &Hull {
         let set = if crouched { &self.crouch } else { &self.stand };
-        &set[3]
+        &set[2]
     }
 }
 
 /// Whether anything solid lies within [`CONTACT`] of the hull anywhere between `a` and `b`
-/// (the probe swept along the move); without `floor`, apart from a floor right under it
-/// (a level floor turns no speed).
+/// (the probe swept along the move), apart from a floor right under it (a level floor
+/// turns no speed).
 fn touching<C: Collider>(col: &mut C, probe: &Hull, a: DVec3, b: DVec3) -> bool {
     col.solid(probe, a) || col.sweep(probe, a, b).hit.is_some()
 }
