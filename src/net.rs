@@ -182,6 +182,8 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, Server
                 ..d
             }
         },
+        // Under Agones, the SDK sidecar's port is in the environment.
+        agones: expel_server::AgonesConfig::from_env().map_err(anyhow::Error::msg)?,
     };
     Ok((sim, cfg, name))
 }

@@ -104,7 +104,12 @@ async fn request(mut sock: TcpStream, from: IpAddr, m: Arc<Metrics>, live: Arc<L
             "text/plain; version=0.0.4; charset=utf-8",
             m.render(),
         ),
-        ("GET", "/healthz") => ("200 OK", "text/plain", "ok\n".into()),
+        ("GET", "/healthz") if m.tick_healthy() => ("200 OK", "text/plain", "ok\n".into()),
+        ("GET", "/healthz") => (
+            "503 Service Unavailable",
+            "text/plain",
+            "tick stalled\n".into(),
+        ),
         ("GET", "/readyz") if m.ready.load(Relaxed) => ("200 OK", "text/plain", "ready\n".into()),
         ("GET", "/readyz") => (
             "503 Service Unavailable",

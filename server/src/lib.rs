@@ -13,11 +13,14 @@
 //!   report, calls its timeout when a tick is due, sends its datagrams, hands its control
 //!   writes and closes to the connection tasks, and copies its counters into [`Metrics`].
 //! * The HTTP task serves metrics, health, flagged players and the live view.
+//! * Under Agones, a task reports readiness, health, players and shutdown to the SDK
+//!   sidecar ([`agones`]).
 //!
-//! The machine and HTTP tasks are supervised: if either ends on its own (a panic is a
+//! The machine, HTTP and Agones tasks are supervised: if either ends on its own (a panic is a
 //! bug), [`Running::stopped`] says why and the server stops accepting players.
 
 mod admission;
+pub mod agones;
 mod http;
 mod live;
 mod metrics;
@@ -25,6 +28,7 @@ mod tls;
 
 use admission::{Admission, Pending};
 pub use admission::{Decision, Limits};
+pub use agones::AgonesConfig;
 pub use expel_shared::protocol::server::{ServerSettings, REFUSALS};
 pub use metrics::Metrics;
 pub use tls::{fingerprint, Identity};
@@ -80,6 +84,8 @@ pub struct ServerConfig {
     /// How the server plays: rates, players, secret, interest, budget, map, timeouts,
     /// who moves the players.
     pub game: ServerSettings,
+    /// Report to an Agones SDK sidecar ([`AgonesConfig::from_env`]).
+    pub agones: Option<AgonesConfig>,
 }
 
 /// A running server.
@@ -98,6 +104,7 @@ pub struct Running {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     failed: watch::Receiver<Option<String>>,
     endpoint: quinn::Endpoint,
+    inbox: mpsc::Sender<ToMachine>,
 }
 
 impl Running {
@@ -113,6 +120,12 @@ impl Running {
             expel_shared::protocol::CLOSE_SHUTDOWN.into(),
             reason.as_bytes(),
         );
+    }
+
+    /// Fault injection for drills and tests: the tick loop blocks for `d` as a stuck
+    /// simulation would (its thread held, nothing stepped), then runs on.
+    pub async fn stall_tick(&self, d: Duration) {
+        let _ = self.inbox.send(ToMachine::Stall(d)).await;
     }
 
     /// Resolves when a supervised task (the machine or the HTTP endpoint) ended on its
@@ -137,6 +150,8 @@ enum ToMachine {
     Datagram { conn: ConnId, bytes: Bytes },
     MapSent { conn: ConnId },
     Closed { conn: ConnId, reason: String },
+    /// Block the machine task this long ([`Running::stall_tick`]).
+    Stall(Duration),
 }
 
 /// What the machine task tells a connection task to do.
@@ -169,6 +184,8 @@ struct Shared {
     admission: Admission,
     inbox: mpsc::Sender<ToMachine>,
     next_conn: AtomicU64,
+    /// Players in the server, for the Agones reporter.
+    players: Arc<agones::Players>,
 }
 
 /// Starts the server: binds QUIC (and metrics), starts the machine and accept tasks.
@@ -219,11 +236,24 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
     let (inbox, inbox_rx) = mpsc::channel(INBOX);
     let map_hash = hex::encode(machine.map_hash());
     let fingerprint = cfg.identity.fingerprint.clone();
+    let players = Arc::new(agones::Players::default());
+    if let Some(a) = cfg.agones.clone() {
+        let m = metrics.clone();
+        let status = move || (m.ready.load(Relaxed), m.tick_healthy());
+        let capacity = cfg.game.max_players as u64;
+        let report = agones::run(a, capacity, players.clone(), status, shutdown_rx.clone());
+        let task = tokio::spawn(async move {
+            report.await;
+            None
+        });
+        tasks.push(supervise("agones", task, failed_tx.clone(), metrics.clone()));
+    }
     let shared = Arc::new(Shared {
         metrics: metrics.clone(),
         admission: Admission::new(cfg.limits.clone()),
-        inbox,
+        inbox: inbox.clone(),
         next_conn: AtomicU64::new(1),
+        players,
         cfg,
     });
     let task = tokio::spawn(machine_loop(
@@ -251,6 +281,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
         tasks,
         failed,
         endpoint,
+        inbox,
     })
 }
 
@@ -384,11 +415,11 @@ async fn machine_loop(
                     .clone()
                     .unwrap_or_else(|| "server shutting down".into());
                 server.shutdown(&reason);
-                carry_out(&mut server, &mut conns, &m);
+                carry_out(&mut server, &mut conns, &shared);
                 return None;
             }
         }
-        carry_out(&mut server, &mut conns, &m);
+        carry_out(&mut server, &mut conns, &shared);
     }
 }
 
@@ -413,11 +444,16 @@ fn handle(
             conns.remove(&conn);
             server.handle_closed(conn, &reason);
         }
+        ToMachine::Stall(d) => {
+            warn!(ms = d.as_millis() as u64, "tick stalled on purpose (fault injection)");
+            std::thread::sleep(d);
+        }
     }
 }
 
 /// Carries out the machine's outputs, logs its events and copies its counters.
-fn carry_out(server: &mut Server, conns: &mut BTreeMap<ConnId, ConnHandle>, m: &Metrics) {
+fn carry_out(server: &mut Server, conns: &mut BTreeMap<ConnId, ConnHandle>, shared: &Shared) {
+    let m = &shared.metrics;
     while let Some(out) = server.poll_output() {
         match out {
             Output::Datagram { conn, bytes } => {
@@ -451,8 +487,12 @@ fn carry_out(server: &mut Server, conns: &mut BTreeMap<ConnId, ConnHandle>, m: &
             } => {
                 info!(player, conn, sending_map, "joined");
                 tell(conns, conn, Write::Joined);
+                shared.players.joined(player);
             }
-            Event::Left { player, reason } => info!(player, %reason, "left"),
+            Event::Left { player, reason } => {
+                info!(player, %reason, "left");
+                shared.players.left(player);
+            }
             Event::Refused { conn, reason } => info!(conn, %reason, "refused"),
             Event::Violation {
                 player,

@@ -109,7 +109,12 @@ pub struct Metrics {
     /// Whether the server accepts players (false while shutting down).
     pub ready: AtomicBool,
     started: Option<Instant>,
+    /// When the last tick ran: milliseconds after `started`, plus one (0: never).
+    last_tick_ms: AtomicU64,
 }
+
+/// A tick loop that has not run for this long is stalled: health checks fail.
+pub(crate) const STALL: std::time::Duration = std::time::Duration::from_secs(1);
 
 #[derive(Debug, Default)]
 struct TickHistogram {
@@ -225,6 +230,17 @@ impl Metrics {
         })
     }
 
+    /// Whether the tick ran within [`STALL`] (or, before the first tick, the server
+    /// started within it).
+    pub fn tick_healthy(&self) -> bool {
+        let Some(started) = self.started else {
+            return false;
+        };
+        let now = started.elapsed().as_millis() as u64;
+        let last = self.last_tick_ms.load(Relaxed).saturating_sub(1);
+        now.saturating_sub(last) < STALL.as_millis() as u64
+    }
+
     fn second(&self) -> u64 {
         self.started.map_or(0, |s| s.elapsed().as_secs())
     }
@@ -239,6 +255,8 @@ impl Metrics {
     /// Records one tick's duration.
     pub fn tick(&self, seconds: f64) {
         self.ticks.fetch_add(1, Relaxed);
+        let at = self.started.map_or(0, |s| s.elapsed().as_millis() as u64);
+        self.last_tick_ms.store(at + 1, Relaxed);
         let now = self.second();
         if let Ok(mut h) = self.tick_hist.lock() {
             for (i, b) in TICK_BUCKETS.iter().enumerate() {

@@ -36,6 +36,7 @@ pub(crate) fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
             input_timeout: Duration::from_secs(3),
             ..ServerSettings::new("arena", bytes, SECRET.to_vec())
         },
+        agones: None,
     }
 }
 

@@ -1,0 +1,263 @@
+//! Operations: the server under an orchestrator. A small stand-in of the Agones SDK's
+//! local REST interface records every call the server makes (method, path, body, when):
+//! their order, their timing, and that health stops while the tick stalls.
+
+mod common;
+
+use common::*;
+use expel_server::AgonesConfig;
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// One call the stand-in received.
+#[derive(Clone, Debug)]
+struct Call {
+    at: Instant,
+    method: String,
+    path: String,
+    body: String,
+}
+
+/// The SDK sidecar's REST gateway, as far as a game server sees it: it answers every call
+/// with 200 and JSON, and keeps what it was sent.
+struct StandIn {
+    addr: SocketAddr,
+    calls: Arc<Mutex<Vec<Call>>>,
+}
+
+impl StandIn {
+    async fn start() -> StandIn {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let calls: Arc<Mutex<Vec<Call>>> = Arc::default();
+        let c = calls.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = l.accept().await {
+                tokio::spawn(connection(sock, c.clone()));
+            }
+        });
+        StandIn { addr, calls }
+    }
+
+    fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    fn paths(&self) -> Vec<String> {
+        self.calls().into_iter().map(|c| c.path).collect()
+    }
+
+    async fn wait_for(&self, path: &str, secs: u64) -> Call {
+        let until = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(c) = self.calls().into_iter().find(|c| c.path == path) {
+                return c;
+            }
+            assert!(
+                Instant::now() < until,
+                "no {path} in {secs} s: {:?}",
+                self.paths()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// HTTP/1.1 with keep-alive: requests one after another, each with its body.
+async fn connection(mut sock: tokio::net::TcpStream, calls: Arc<Mutex<Vec<Call>>>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let head_end = loop {
+            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break i + 4;
+            }
+            match sock.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+        let mut words = head.split_whitespace();
+        let method = words.next().unwrap_or_default().to_string();
+        let path = words.next().unwrap_or_default().to_string();
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse().ok())?
+            })
+            .unwrap_or(0);
+        while buf.len() < head_end + length {
+            match sock.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let body = String::from_utf8_lossy(&buf[head_end..head_end + length]).to_string();
+        buf.drain(..head_end + length);
+        let reply = if path.starts_with("/alpha/player/connect")
+            || path.starts_with("/alpha/player/disconnect")
+        {
+            "{\"bool\":true}"
+        } else {
+            "{}"
+        };
+        calls.lock().unwrap().push(Call {
+            at: Instant::now(),
+            method,
+            path,
+            body,
+        });
+        let resp = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{reply}",
+            reply.len()
+        );
+        if sock.write_all(resp.as_bytes()).await.is_err() {
+            return;
+        }
+    }
+}
+
+fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body:?}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agones_hears_capacity_ready_health_players_and_shutdown_and_no_health_while_the_tick_stalls(
+) {
+    let sdk = StandIn::start().await;
+    let every = Duration::from_millis(200);
+    let (r, _, _) = server_with(8, |c| {
+        c.agones = Some(AgonesConfig {
+            sdk: sdk.addr,
+            health_every: every,
+        });
+    })
+    .await;
+    let ready = sdk.wait_for("/ready", 5).await;
+    // Two players come and go.
+    for id in [41u32, 42] {
+        let joined = expel_client::connect(r.addr, &options(&r, id)).await.unwrap();
+        let opts = expel_client::RunOptions {
+            seconds: 0.5,
+            ..Default::default()
+        };
+        expel_client::run(joined, wander(id), opts).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The tick stalls for 2.5 s.
+    let stall_at = Instant::now();
+    let stall = Duration::from_millis(2500);
+    r.stall_tick(stall).await;
+    let stall_end = stall_at + stall;
+    tokio::time::sleep(stall + Duration::from_millis(1500)).await;
+    r.shutdown("match over").await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let calls = sdk.calls();
+    let paths = sdk.paths();
+
+    // Order: capacity, then ready, then the rest; shutdown last and once.
+    assert_eq!(paths[0], "/alpha/player/capacity", "{paths:?}");
+    assert_eq!(calls[0].method, "PUT");
+    assert_eq!(json(&calls[0].body)["count"], "8", "capacity is max players");
+    assert_eq!(paths[1], "/ready", "{paths:?}");
+    assert_eq!(paths.last().map(String::as_str), Some("/shutdown"), "{paths:?}");
+    for once in ["/alpha/player/capacity", "/ready", "/shutdown"] {
+        assert_eq!(paths.iter().filter(|p| *p == once).count(), 1, "{once}: {paths:?}");
+    }
+    assert!(calls.iter().all(|c| c.method == "POST" || c.path.ends_with("capacity")));
+
+    // Each player connected, then disconnected, by id.
+    for id in ["41", "42"] {
+        let at = |path: &str| {
+            calls
+                .iter()
+                .position(|c| c.path == path && json(&c.body)["playerID"] == id)
+                .unwrap_or_else(|| panic!("no {path} for {id}: {paths:?}"))
+        };
+        assert!(at("/alpha/player/connect") < at("/alpha/player/disconnect"));
+    }
+    assert_eq!(
+        paths.iter().filter(|p| p.ends_with("/connect")).count(),
+        2,
+        "{paths:?}"
+    );
+
+    // Health: from ready on, about every `every` while the tick runs; none from one stall
+    // threshold (1 s) into the stall until it ends; again soon after.
+    let health: Vec<Instant> = calls
+        .iter()
+        .filter(|c| c.path == "/health")
+        .map(|c| c.at)
+        .collect();
+    assert!(health[0] >= ready.at);
+    let quiet_from = stall_at + Duration::from_millis(1100);
+    let during: Vec<_> = health
+        .iter()
+        .filter(|t| **t > quiet_from && **t < stall_end)
+        .collect();
+    assert!(during.is_empty(), "{} pings while stalled", during.len());
+    let resumed = health
+        .iter()
+        .find(|t| **t >= stall_end)
+        .expect("health resumes after the stall");
+    assert!(
+        *resumed - stall_end < Duration::from_millis(800),
+        "health resumed {:?} after the stall",
+        *resumed - stall_end
+    );
+    let before_stall: Vec<Instant> = health
+        .iter()
+        .copied()
+        .filter(|t| *t < stall_at)
+        .collect();
+    assert!(before_stall.len() >= 4, "{} pings before the stall", before_stall.len());
+    for w in before_stall.windows(2) {
+        let gap = w[1] - w[0];
+        assert!(
+            gap >= every - Duration::from_millis(20) && gap < every * 3,
+            "health gap {gap:?} (every {every:?})"
+        );
+    }
+    let shutdown = calls.last().unwrap().at;
+    assert!(health.iter().all(|t| *t <= shutdown));
+}
+
+#[test]
+fn expel_serve_under_agones_reports_ready_and_on_sigterm_shutdown_then_exits_zero() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sdk = rt.block_on(StandIn::start());
+    let cache = std::env::temp_dir().join(format!("expel-ops-{}", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_expel"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--secret", "ops"])
+        .env("AGONES_SDK_HTTP_PORT", sdk.addr.port().to_string())
+        .env("EXPEL_CACHE_DIR", &cache)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _ = ready_line(&mut child);
+    rt.block_on(sdk.wait_for("/health", 10));
+    let paths = sdk.paths();
+    assert_eq!(&paths[..3], ["/alpha/player/capacity", "/ready", "/health"]);
+    assert_eq!(json(&sdk.calls()[0].body)["count"], "64");
+    let term = Instant::now();
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let status = child.wait().unwrap();
+    let took = term.elapsed();
+    assert!(status.success(), "{status}");
+    assert!(took < Duration::from_secs(10), "drained in {took:?}");
+    let paths = sdk.paths();
+    assert_eq!(paths.last().map(String::as_str), Some("/shutdown"), "{paths:?}");
+}
