@@ -142,7 +142,9 @@ async fn agones_hears_capacity_ready_health_players_and_shutdown_and_no_health_w
     let ready = sdk.wait_for("/ready", 5).await;
     // Two players come and go.
     for id in [41u32, 42] {
-        let joined = expel_client::connect(r.addr, &options(&r, id)).await.unwrap();
+        let joined = expel_client::connect(r.addr, &options(&r, id))
+            .await
+            .unwrap();
         let opts = expel_client::RunOptions {
             seconds: 0.5,
             ..Default::default()
@@ -164,13 +166,27 @@ async fn agones_hears_capacity_ready_health_players_and_shutdown_and_no_health_w
     // Order: capacity, then ready, then the rest; shutdown last and once.
     assert_eq!(paths[0], "/alpha/player/capacity", "{paths:?}");
     assert_eq!(calls[0].method, "PUT");
-    assert_eq!(json(&calls[0].body)["count"], "8", "capacity is max players");
+    assert_eq!(
+        json(&calls[0].body)["count"],
+        "8",
+        "capacity is max players"
+    );
     assert_eq!(paths[1], "/ready", "{paths:?}");
-    assert_eq!(paths.last().map(String::as_str), Some("/shutdown"), "{paths:?}");
+    assert_eq!(
+        paths.last().map(String::as_str),
+        Some("/shutdown"),
+        "{paths:?}"
+    );
     for once in ["/alpha/player/capacity", "/ready", "/shutdown"] {
-        assert_eq!(paths.iter().filter(|p| *p == once).count(), 1, "{once}: {paths:?}");
+        assert_eq!(
+            paths.iter().filter(|p| *p == once).count(),
+            1,
+            "{once}: {paths:?}"
+        );
     }
-    assert!(calls.iter().all(|c| c.method == "POST" || c.path.ends_with("capacity")));
+    assert!(calls
+        .iter()
+        .all(|c| c.method == "POST" || c.path.ends_with("capacity")));
 
     // Each player connected, then disconnected, by id.
     for id in ["41", "42"] {
@@ -211,12 +227,12 @@ async fn agones_hears_capacity_ready_health_players_and_shutdown_and_no_health_w
         "health resumed {:?} after the stall",
         *resumed - stall_end
     );
-    let before_stall: Vec<Instant> = health
-        .iter()
-        .copied()
-        .filter(|t| *t < stall_at)
-        .collect();
-    assert!(before_stall.len() >= 4, "{} pings before the stall", before_stall.len());
+    let before_stall: Vec<Instant> = health.iter().copied().filter(|t| *t < stall_at).collect();
+    assert!(
+        before_stall.len() >= 4,
+        "{} pings before the stall",
+        before_stall.len()
+    );
     for w in before_stall.windows(2) {
         let gap = w[1] - w[0];
         assert!(
@@ -259,5 +275,97 @@ fn expel_serve_under_agones_reports_ready_and_on_sigterm_shutdown_then_exits_zer
     assert!(status.success(), "{status}");
     assert!(took < Duration::from_secs(10), "drained in {took:?}");
     let paths = sdk.paths();
-    assert_eq!(paths.last().map(String::as_str), Some("/shutdown"), "{paths:?}");
+    assert_eq!(
+        paths.last().map(String::as_str),
+        Some("/shutdown"),
+        "{paths:?}"
+    );
+}
+
+/// The value after `key:` on the first line that has it, in a deploy file.
+fn yaml_value(text: &str, key: &str) -> String {
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .find_map(|l| l.trim().strip_prefix(&format!("{key}:")))
+        .unwrap_or_else(|| panic!("no {key}"))
+        .trim()
+        .trim_matches('"')
+        .to_string()
+}
+
+#[test]
+fn the_deploy_files_match_the_server() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let read = |f: &str| std::fs::read_to_string(format!("{root}/deploy/{f}")).unwrap();
+    let fleet = read("fleet.yaml");
+    let docker = read("Dockerfile");
+    // One port number, both protocols: QUIC on UDP, the HTTP endpoint on TCP.
+    let port = yaml_value(&fleet, "containerPort");
+    assert_eq!(port, "27960", "the default port of expel serve");
+    assert_eq!(yaml_value(&fleet, "protocol"), "TCPUDP");
+    assert!(
+        fleet.contains(&format!("0.0.0.0:{port}")),
+        "listens on the port"
+    );
+    assert!(docker.contains(&format!("EXPOSE {port}/udp {port}/tcp")));
+    // Agones marks a server unhealthy after `failureThreshold` periods without a ping; the
+    // server pings every 2 s while the tick runs, so a healthy one never misses a period
+    // and a stalled one is caught.
+    let period: u64 = yaml_value(&fleet, "periodSeconds").parse().unwrap();
+    let misses: u64 = yaml_value(&fleet, "failureThreshold").parse().unwrap();
+    let ping = AgonesConfig {
+        sdk: "127.0.0.1:1".parse().unwrap(),
+        health_every: Duration::from_secs(2),
+    };
+    assert!(period >= 2 * ping.health_every.as_secs() && misses >= 2);
+    // The container's arguments, one per `- ` line under `args:`.
+    let args: Vec<String> = fleet
+        .lines()
+        .skip_while(|l| l.trim() != "args:")
+        .skip(1)
+        .take_while(|l| l.trim_start().starts_with("- "))
+        .map(|l| l.trim()[2..].trim_matches('"').to_string())
+        .collect();
+    assert_eq!(args[0], "serve");
+    // Player capacity equals the server's player limit.
+    let capacity = yaml_value(&fleet, "initialCapacity");
+    let at = args.iter().position(|a| a == "--max-players").unwrap();
+    assert_eq!(args[at + 1], capacity);
+    // The runtime image runs as a user, not root, and carries the maps it names.
+    assert!(docker.contains("USER nonroot"));
+    assert!(docker.contains("COPY --from=build /src/maps /opt/expel/maps"));
+    // The arguments are ones expel serve takes: run them here, on loopback, with the
+    // repository's maps and a certificate of its own.
+    let mut serve: Vec<String> = Vec::new();
+    let mut it = args[1..].iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--cert" | "--key" => {
+                it.next();
+            }
+            "--addr" => {
+                it.next();
+                serve.extend(["--addr".into(), "127.0.0.1:0".into()]);
+            }
+            m => match m.strip_prefix("/opt/expel/maps/") {
+                Some(map) => serve.push(format!("{root}/maps/{map}")),
+                None => serve.push(a.clone()),
+            },
+        }
+    }
+    let cache = std::env::temp_dir().join(format!("expel-deploy-{}", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_expel"))
+        .arg("serve")
+        .args(&serve)
+        .args(["--secret", "deploy"])
+        .env("EXPEL_CACHE_DIR", &cache)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let line = ready_line(&mut child);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(line["map"], "arena", "{serve:?}");
 }

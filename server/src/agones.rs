@@ -67,10 +67,18 @@ impl Call {
     pub fn request(&self) -> (&'static str, &'static str, String) {
         match self {
             // int64 travels as a JSON string through the SDK's gateway.
-            Call::Capacity(n) => ("PUT", "/alpha/player/capacity", format!("{{\"count\":\"{n}\"}}")),
+            Call::Capacity(n) => (
+                "PUT",
+                "/alpha/player/capacity",
+                format!("{{\"count\":\"{n}\"}}"),
+            ),
             Call::Ready => ("POST", "/ready", "{}".into()),
             Call::Health => ("POST", "/health", "{}".into()),
-            Call::Connect(p) => ("POST", "/alpha/player/connect", format!("{{\"playerID\":\"{p}\"}}")),
+            Call::Connect(p) => (
+                "POST",
+                "/alpha/player/connect",
+                format!("{{\"playerID\":\"{p}\"}}"),
+            ),
             Call::Disconnect(p) => (
                 "POST",
                 "/alpha/player/disconnect",
@@ -385,7 +393,11 @@ mod tests {
         );
         assert_eq!(
             Call::Connect(12).request(),
-            ("POST", "/alpha/player/connect", "{\"playerID\":\"12\"}".into())
+            (
+                "POST",
+                "/alpha/player/connect",
+                "{\"playerID\":\"12\"}".into()
+            )
         );
         assert_eq!(Call::Ready.request(), ("POST", "/ready", "{}".into()));
     }

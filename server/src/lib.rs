@@ -145,11 +145,25 @@ impl Running {
 
 /// What a connection task tells the machine task.
 enum ToMachine {
-    Connected { conn: ConnId, handle: ConnHandle },
-    Control { conn: ConnId, bytes: Vec<u8> },
-    Datagram { conn: ConnId, bytes: Bytes },
-    MapSent { conn: ConnId },
-    Closed { conn: ConnId, reason: String },
+    Connected {
+        conn: ConnId,
+        handle: ConnHandle,
+    },
+    Control {
+        conn: ConnId,
+        bytes: Vec<u8>,
+    },
+    Datagram {
+        conn: ConnId,
+        bytes: Bytes,
+    },
+    MapSent {
+        conn: ConnId,
+    },
+    Closed {
+        conn: ConnId,
+        reason: String,
+    },
     /// Block the machine task this long ([`Running::stall_tick`]).
     Stall(Duration),
 }
@@ -246,7 +260,12 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
             report.await;
             None
         });
-        tasks.push(supervise("agones", task, failed_tx.clone(), metrics.clone()));
+        tasks.push(supervise(
+            "agones",
+            task,
+            failed_tx.clone(),
+            metrics.clone(),
+        ));
     }
     let shared = Arc::new(Shared {
         metrics: metrics.clone(),
@@ -445,7 +464,10 @@ fn handle(
             server.handle_closed(conn, &reason);
         }
         ToMachine::Stall(d) => {
-            warn!(ms = d.as_millis() as u64, "tick stalled on purpose (fault injection)");
+            warn!(
+                ms = d.as_millis() as u64,
+                "tick stalled on purpose (fault injection)"
+            );
             std::thread::sleep(d);
         }
     }
