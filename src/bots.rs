@@ -64,6 +64,10 @@ pub(crate) struct BotsArgs {
     /// Handshakes in flight at once.
     #[arg(long, default_value_t = 32)]
     pub concurrent_connects: usize,
+    /// A bot whose server goes away (killed, restarting, draining) connects again with
+    /// jittered, capped backoff and plays on until its time is up.
+    #[arg(long)]
+    pub reconnect: bool,
 }
 
 fn parse_behavior(s: &str) -> Result<Behavior, String> {
@@ -184,6 +188,7 @@ pub(crate) fn run(args: BotsArgs) -> Result<()> {
         link: args.link.conditioner()?,
         concurrent_connects: args.concurrent_connects,
         cheat_after: args.cheat_after,
+        reconnect: args.reconnect,
     };
     let http = args.metrics.unwrap_or(args.server);
     let progress = Arc::new(SwarmProgress::default());

@@ -78,6 +78,8 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
                     link: LinkConditioner::default(),
                     concurrent_connects: 16,
                     cheat_after: 5.0,
+                    // Rounds bring bots back; a lost one waits for the next.
+                    reconnect: false,
                 };
                 let r = crate::bots::run_swarm(opts, http, Arc::new(SwarmProgress::default())).await;
                 println!(

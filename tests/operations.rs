@@ -369,3 +369,153 @@ fn the_deploy_files_match_the_server() {
     let _ = child.wait();
     assert_eq!(line["map"], "arena", "{serve:?}");
 }
+
+/// `expel serve` on a fixed address with a certificate and secret that survive it, so a
+/// server started again is the same server to its clients.
+fn serve_at(addr: SocketAddr, dir: &std::path::Path) -> (std::process::Child, serde_json::Value) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_expel"))
+        .arg("serve")
+        .args(["--addr", &addr.to_string(), "--secret", "restart"])
+        .arg("--cert")
+        .arg(dir.join("cert.pem"))
+        .arg("--key")
+        .arg(dir.join("key.pem"))
+        .env("EXPEL_CACHE_DIR", dir)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let line = ready_line(&mut child);
+    (child, line)
+}
+
+fn sigterm(child: &std::process::Child) {
+    assert!(Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// Players in the world, from the server's /metrics.
+async fn players(http: SocketAddr) -> f64 {
+    expel_bots::http_get(http, "/metrics")
+        .await
+        .ok()
+        .and_then(|t| expel_bots::metrics::sample(&t, "expel_players"))
+        .unwrap_or(-1.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bots_reconnect_after_a_kill_and_after_a_drain_and_play_on() {
+    let dir = std::env::temp_dir().join(format!("expel-restart-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    std::fs::write(dir.join("cert.pem"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), cert.key_pair.serialize_pem()).unwrap();
+    let addr = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (first, line) = serve_at(addr, &dir);
+    let fingerprint = line["fingerprint"].as_str().unwrap().to_string();
+    let bots = 10u32;
+    let opts = expel_bots::SwarmOptions {
+        server: addr,
+        trust: expel_client::Trust::Fingerprint(fingerprint.clone()),
+        tokens: (0..bots)
+            .map(|i| token_with(b"restart", 500 + i, now() + 600, 1))
+            .collect(),
+        seconds: 22.0,
+        behavior: expel_bots::Behavior::Wander,
+        cheats: Vec::new(),
+        cheaters: 0,
+        link: Default::default(),
+        concurrent_connects: 16,
+        cheat_after: 0.0,
+        reconnect: true,
+    };
+    let swarm = tokio::spawn(expel_bots::swarm(opts, Arc::default()));
+    let all_in = |what: &str, since: Instant| {
+        let what = what.to_string();
+        async move {
+            loop {
+                let n = players(addr).await;
+                if n == f64::from(bots) {
+                    break;
+                }
+                assert!(
+                    since.elapsed() < Duration::from_secs(20),
+                    "{what}: {n} players after {:?}",
+                    since.elapsed()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            since.elapsed()
+        }
+    };
+    all_in("first start", Instant::now()).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // SIGKILL mid-game: no goodbye, no close frame. It comes back a second later.
+    let mut first = first;
+    let killed = Instant::now();
+    first.kill().unwrap();
+    first.wait().unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (second, line) = serve_at(addr, &dir);
+    assert_eq!(line["fingerprint"], fingerprint.as_str());
+    let after_kill = all_in("after the kill", killed).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // SIGTERM: a drain. Clients are told, the process exits 0 in bounded time.
+    let mut second = second;
+    let drained = Instant::now();
+    sigterm(&second);
+    let status = second.wait().unwrap();
+    let drain = drained.elapsed();
+    assert!(status.success(), "{status}");
+    assert!(drain < Duration::from_secs(8), "drained in {drain:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (mut third, _) = serve_at(addr, &dir);
+    let after_drain = all_in("after the drain", drained).await;
+    eprintln!(
+        "restart: {bots} bots all back {:.2} s after SIGKILL (1 s down), {:.2} s after SIGTERM (drain took {:.2} s, 0.5 s down)",
+        after_kill.as_secs_f64(),
+        after_drain.as_secs_f64(),
+        drain.as_secs_f64()
+    );
+
+    let outcomes = swarm.await.unwrap();
+    sigterm(&third);
+    assert!(third.wait().unwrap().success());
+    for o in &outcomes {
+        assert!(o.error.is_none(), "bot {}: {:?}", o.n, o.error);
+        assert_eq!(o.reconnects.len(), 2, "bot {}: {:?}", o.n, o.reconnects);
+        let last = o.report.as_ref().unwrap();
+        assert!(!last.kicked && !last.lost, "bot {}: {last:?}", o.n);
+        assert!(
+            last.stats.predict.snapshots > 60,
+            "bot {} played on: {last:?}",
+            o.n
+        );
+        // Jittered backoff: no reconnect is instant, none waits long.
+        for t in &o.reconnects {
+            assert!(
+                *t > 0.05 && *t < 10.0,
+                "bot {}: reconnected after {t} s",
+                o.n
+            );
+        }
+    }
+    let mut delays: Vec<f64> = outcomes.iter().flat_map(|o| o.reconnects.clone()).collect();
+    delays.sort_by(f64::total_cmp);
+    assert!(delays.first() != delays.last(), "jittered: {delays:?}");
+    eprintln!(
+        "restart: reconnect delays (loss to playing) {:.2}..{:.2} s",
+        delays[0],
+        delays[delays.len() - 1]
+    );
+}

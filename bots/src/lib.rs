@@ -11,7 +11,8 @@ pub mod metrics;
 
 pub use cheats::{run_cheating, CheatState, CheatTamper, Cheats};
 use expel_client::{
-    connect, percentile, ConnectOptions, LinkConditioner, RunOptions, RunReport, Trust,
+    connect, percentile, Backoff, ConnectOptions, LinkConditioner, RunOptions, RunReport, Session,
+    Trust,
 };
 use expel_shared::movement::buttons;
 use expel_shared::{MoveCommand, PlayerState, Sim};
@@ -243,6 +244,42 @@ pub struct SwarmOptions {
     pub concurrent_connects: usize,
     /// Seconds of honest play before a cheater starts cheating.
     pub cheat_after: f64,
+    /// Whether a bot whose server went away (killed, restarting, shutting down) connects
+    /// again, with jittered capped backoff, until its time is up; its report is then its
+    /// last session's.
+    pub reconnect: bool,
+}
+
+/// First reconnect delay, and the most any grows to.
+const RECONNECT_FIRST: Duration = Duration::from_millis(200);
+const RECONNECT_CAP: Duration = Duration::from_secs(3);
+
+/// One attempt to join: a bounded number of handshakes at once; the first bot to join
+/// keeps the map and its simulation for the rest to reuse.
+async fn join(
+    gate: &Semaphore,
+    shared_map: &tokio::sync::Mutex<Option<KnownMap>>,
+    addr: SocketAddr,
+    trust: &Trust,
+    token: &str,
+) -> Result<Session, expel_client::ClientError> {
+    let _permit = gate.acquire().await;
+    let mut known = shared_map.lock().await;
+    let c = ConnectOptions {
+        token: token.to_string(),
+        trust: trust.clone(),
+        have_map: known.as_ref().map(|k| k.0.clone()),
+        sim: known.as_ref().map(|k| k.1.clone()),
+    };
+    if known.is_some() {
+        drop(known);
+        return connect(addr, &c).await;
+    }
+    let j = connect(addr, &c).await;
+    if let Ok(j) = &j {
+        *known = Some((j.map.clone(), j.sim.clone()));
+    }
+    j
 }
 
 /// One bot's outcome.
@@ -260,6 +297,9 @@ pub struct BotOutcome {
     pub report: Option<RunReport>,
     /// Seconds of play before its cheat began, if it did.
     pub cheating_after: Option<f64>,
+    /// Each time its session was lost and it joined again: seconds from the loss to
+    /// playing again.
+    pub reconnects: Vec<f64>,
 }
 
 /// Live counts for a progress line.
@@ -297,64 +337,72 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
                 error: None,
                 report: None,
                 cheating_after: None,
+                reconnects: Vec::new(),
             };
-            let joined = {
-                let _permit = gate.acquire().await;
-                // The first bot fetches the map; the rest reuse it and its simulation.
-                let mut known = shared_map.lock().await;
-                let c = ConnectOptions {
-                    token,
-                    trust,
-                    have_map: known.as_ref().map(|k| k.0.clone()),
-                    sim: known.as_ref().map(|k| k.1.clone()),
-                };
-                let first = known.is_none();
-                if !first {
-                    drop(known);
-                    connect(addr, &c).await
-                } else {
-                    let j = connect(addr, &c).await;
-                    if let Ok(j) = &j {
-                        *known = Some((j.map.clone(), j.sim.clone()));
+            let deadline = Instant::now() + Duration::from_secs_f64(o.seconds.max(0.0));
+            let mut backoff = Backoff::new(RECONNECT_FIRST, RECONNECT_CAP, u64::from(n) + 1);
+            // When the last session was lost (to time the reconnect).
+            let mut lost_at: Option<Instant> = None;
+            loop {
+                let joined = match join(&gate, &shared_map, addr, &trust, &token).await {
+                    Ok(j) => j,
+                    Err(e) => {
+                        let now = Instant::now();
+                        if o.reconnect && e.is_transient() && now < deadline {
+                            let wait = backoff.next_delay().min(deadline - now);
+                            tokio::time::sleep(wait).await;
+                            continue;
+                        }
+                        if out.player.is_none() {
+                            progress.failed.fetch_add(1, Relaxed);
+                        }
+                        out.error = Some(e.to_string());
+                        break;
                     }
-                    j
+                };
+                backoff.reset();
+                if let Some(t) = lost_at.take() {
+                    out.reconnects.push(t.elapsed().as_secs_f64());
                 }
-            };
-            let joined = match joined {
-                Ok(j) => j,
-                Err(e) => {
-                    progress.failed.fetch_add(1, Relaxed);
-                    out.error = Some(e.to_string());
-                    return out;
+                if out.player.is_none() {
+                    progress.connected.fetch_add(1, Relaxed);
                 }
-            };
-            progress.connected.fetch_add(1, Relaxed);
-            out.player = Some(joined.welcome.player_id);
-            let rate = joined.welcome.tick_rate() as f64;
-            // A cheater plays where its cheat shows: a noclip cheater runs at walls (in the
-            // open it cheats nothing, and a wanderer turns away from a wall within a
-            // second), the others keep moving in the open (a mixed crowd's stair climbers
-            // and wall huggers stand still for long stretches).
-            let behavior = match (cheat, o.behavior) {
-                (Some(CheatKind::Noclip), Behavior::Mixed) => Behavior::Walls,
-                (Some(_), Behavior::Mixed) => Behavior::Wander,
-                (_, b) => b,
-            };
-            let d = driver(behavior, n, 0x6b6f7473, &joined.sim);
-            let run_opts = RunOptions {
-                seconds: o.seconds,
-                link: o.link,
-                seed: u64::from(n) + 1,
-                ..RunOptions::default()
-            };
-            let cheats =
-                cheat.map_or_else(Cheats::default, |k| k.cheats((o.cheat_after * rate) as u64));
-            match run_cheating(joined, d, run_opts, cheats).await {
-                Ok((r, began)) => {
-                    out.report = Some(r);
-                    out.cheating_after = began;
+                out.player = Some(joined.welcome.player_id);
+                let rate = joined.welcome.tick_rate() as f64;
+                // A cheater plays where its cheat shows: a noclip cheater runs at walls (in
+                // the open it cheats nothing, and a wanderer turns away from a wall within
+                // a second), the others keep moving in the open (a mixed crowd's stair
+                // climbers and wall huggers stand still for long stretches).
+                let behavior = match (cheat, o.behavior) {
+                    (Some(CheatKind::Noclip), Behavior::Mixed) => Behavior::Walls,
+                    (Some(_), Behavior::Mixed) => Behavior::Wander,
+                    (_, b) => b,
+                };
+                let d = driver(behavior, n, 0x6b6f7473, &joined.sim);
+                let run_opts = RunOptions {
+                    seconds: deadline
+                        .saturating_duration_since(Instant::now())
+                        .as_secs_f64(),
+                    link: o.link,
+                    seed: u64::from(n) + 1 + ((out.reconnects.len() as u64) << 32),
+                    ..RunOptions::default()
+                };
+                let cheats =
+                    cheat.map_or_else(Cheats::default, |k| k.cheats((o.cheat_after * rate) as u64));
+                match run_cheating(joined, d, run_opts, cheats).await {
+                    Ok((r, began)) => {
+                        let again = o.reconnect && r.lost && Instant::now() < deadline;
+                        out.report = Some(r);
+                        out.cheating_after = out.cheating_after.or(began);
+                        if again {
+                            lost_at = Some(Instant::now());
+                            tokio::time::sleep(backoff.next_delay()).await;
+                            continue;
+                        }
+                    }
+                    Err(e) => out.error = Some(e.to_string()),
                 }
-                Err(e) => out.error = Some(e.to_string()),
+                break;
             }
             progress.finished.fetch_add(1, Relaxed);
             out
@@ -369,6 +417,7 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
             error: Some(format!("bot task failed: {e}")),
             report: None,
             cheating_after: None,
+            reconnects: Vec::new(),
         }));
     }
     outcomes
@@ -539,6 +588,10 @@ pub struct SwarmReport {
     pub cheaters: BTreeMap<String, (u64, u64)>,
     /// Why bots failed (the first few distinct reasons).
     pub errors: Vec<String>,
+    /// Times a bot lost its server and joined again (`--reconnect`).
+    pub reconnects: u64,
+    /// Longest time from losing the server to playing again, seconds.
+    pub reconnect_s_max: Option<f64>,
     /// The server's figures second by second.
     pub timeline: Vec<TimelinePoint>,
 }
@@ -590,12 +643,18 @@ pub fn summarize(
         cheaters: BTreeMap::new(),
         errors: Vec::new(),
         timeline: server.map(|s| s.timeline()).unwrap_or_default(),
+        reconnects: 0,
+        reconnect_s_max: None,
     };
     for o in outcomes {
         if let Some(e) = &o.error {
             if r.errors.len() < 8 && !r.errors.contains(e) {
                 r.errors.push(e.clone());
             }
+        }
+        for t in &o.reconnects {
+            r.reconnects += 1;
+            r.reconnect_s_max = Some(r.reconnect_s_max.map_or(*t, |m: f64| m.max(*t)));
         }
         let Some(player) = o.player else {
             r.failed += 1;

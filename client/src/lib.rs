@@ -31,6 +31,7 @@
 
 mod tls;
 
+pub use expel_shared::protocol::backoff::Backoff;
 pub use expel_shared::protocol::client::{ClientEvent, ClientStats, End, Status};
 pub use expel_shared::protocol::conditioner::LinkConditioner;
 pub use expel_shared::protocol::interp::Interpolator;
@@ -50,6 +51,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::sync::mpsc;
+
+/// How long a QUIC handshake may take before the attempt fails.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a client could not connect or play.
 #[derive(Debug, Error)]
@@ -71,6 +75,23 @@ pub enum ClientError {
     /// The server broke the protocol (or sent a map that cannot be used).
     #[error("protocol: {0}")]
     Protocol(String),
+}
+
+impl ClientError {
+    /// Whether trying again later may work: the server could not be reached, or refused
+    /// for now (full, or this player's previous connection not yet gone), in the server's
+    /// wording of those refusals.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Connect { .. } => true,
+            ClientError::Refused(r) => {
+                r.starts_with("server full")
+                    || r.ends_with("is already connected")
+                    || r.contains("shutting down")
+            }
+            ClientError::Tls(_) | ClientError::Protocol(_) => false,
+        }
+    }
 }
 
 /// How to connect.
@@ -140,10 +161,18 @@ pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session,
     .map_err(|_| fail("bind address".into()))?;
     let mut endpoint = quinn::Endpoint::client(bind).map_err(|e| fail(e.to_string()))?;
     endpoint.set_default_client_config(client_config(&opts.trust, ALPN)?);
-    let conn = endpoint
+    let connecting = endpoint
         .connect(addr, "localhost")
-        .map_err(|e| fail(e.to_string()))?
+        .map_err(|e| fail(e.to_string()))?;
+    // A server that is down answers nothing: give up long before QUIC's idle timeout.
+    let conn = tokio::time::timeout(HANDSHAKE_TIMEOUT, connecting)
         .await
+        .map_err(|_| {
+            fail(format!(
+                "no handshake within {} s",
+                HANDSHAKE_TIMEOUT.as_secs()
+            ))
+        })?
         .map_err(|e| fail(e.to_string()))?;
     let (mut send, mut recv) = conn.open_bi().await.map_err(|e| fail(e.to_string()))?;
     let (tx, inbound) = mpsc::unbounded_channel();
@@ -470,6 +499,9 @@ pub struct RunReport {
     pub ended_by_server: Option<String>,
     /// Whether the server kicked this client.
     pub kicked: bool,
+    /// Whether the session ended because the server went away or shut down (connecting
+    /// again may work).
+    pub lost: bool,
     /// Units between where the server first and last held this player.
     pub moved: f64,
     /// Snapshots taken per second while it was followed.
@@ -544,12 +576,13 @@ impl Recorder {
         let ended_after = started.elapsed().as_secs_f64();
         let secs = ended_after.max(1e-9);
         let t = s.transport();
-        let (ended_by_server, kicked) = match s.status() {
+        let (ended_by_server, kicked, lost) = match s.status() {
             Status::Ended(e) => (
                 e.by_server().then(|| e.reason().to_string()),
                 matches!(e, End::Kicked(_)),
+                e.worth_reconnecting(),
             ),
-            _ => (None, false),
+            _ => (None, false, false),
         };
         RunReport {
             rtt_ms: self.rtt_ms,
@@ -557,6 +590,7 @@ impl Recorder {
             up_bytes_per_s: (t.udp_tx.bytes - t0.udp_tx.bytes) as f64 / secs,
             ended_by_server,
             kicked,
+            lost,
             snapshots_per_s: (st.predict.snapshots - self.began_with) as f64 / secs,
             moved: match (self.first, st.final_state) {
                 (Some(a), Some(b)) => (b.origin() - a.origin()).length(),

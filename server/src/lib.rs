@@ -206,13 +206,7 @@ struct Shared {
 pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerError> {
     let machine = Server::new(sim.clone(), cfg.game.clone(), Instant::now(), now_unix())
         .map_err(|e| ServerError::Config(e.to_string()))?;
-    let endpoint =
-        quinn::Endpoint::server(cfg.identity.quic_config()?, cfg.addr).map_err(|source| {
-            ServerError::Bind {
-                addr: cfg.addr,
-                source,
-            }
-        })?;
+    let endpoint = endpoint(&cfg)?;
     let addr = endpoint.local_addr().map_err(|source| ServerError::Bind {
         addr: cfg.addr,
         source,
@@ -302,6 +296,39 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
         endpoint,
         inbox,
     })
+}
+
+/// The QUIC endpoint. Its stateless-reset key comes from the server's secret, so a
+/// server started again after a crash (same secret, same address) resets the connections
+/// of its previous life the moment their clients send anything: they learn at once that
+/// they must reconnect, instead of waiting out an idle timeout (or the client's silence
+/// limit).
+fn endpoint(cfg: &ServerConfig) -> Result<quinn::Endpoint, ServerError> {
+    let bind = |source| ServerError::Bind {
+        addr: cfg.addr,
+        source,
+    };
+    let derive = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &cfg.game.secret);
+    let reset = ring::hmac::sign(&derive, b"expel quic stateless reset key");
+    let reset = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, reset.as_ref());
+    // Connection ids carry a keyed hash the endpoint checks before resetting: the key
+    // must survive the restart too, or the old ids are dropped as forged.
+    let cid = ring::hmac::sign(&derive, b"expel quic connection id key");
+    let mut cid_key = [0u8; 8];
+    cid_key.copy_from_slice(&cid.as_ref()[..8]);
+    let cid_key = u64::from_le_bytes(cid_key);
+    let mut endpoint_cfg = quinn::EndpointConfig::new(Arc::new(reset));
+    endpoint_cfg.cid_generator(move || {
+        Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+    });
+    let socket = std::net::UdpSocket::bind(cfg.addr).map_err(bind)?;
+    quinn::Endpoint::new(
+        endpoint_cfg,
+        Some(cfg.identity.quic_config()?),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(bind)
 }
 
 /// Watches a task that must run until shutdown: if it ends otherwise (a panic is a bug),

@@ -36,6 +36,8 @@ const FIRST_RTT: f64 = 0.05;
 const MAX_CATCH_UP: u32 = 32;
 /// Send instants remembered per command tick, for the round-trip estimate.
 const SENT_KEPT: usize = 256;
+/// Silence from the server (no datagram while playing) after which it is taken as gone.
+pub const SERVER_SILENCE: Duration = Duration::from_secs(5);
 
 /// How a client plays.
 #[derive(Clone, Debug)]
@@ -135,6 +137,12 @@ impl End {
     pub fn by_server(&self) -> bool {
         matches!(self, End::Refused(_) | End::Kicked(_) | End::Shutdown(_))
     }
+
+    /// Whether connecting again may work: the server went away or is restarting (a kick,
+    /// a refusal, a broken protocol or our own goodbye are final).
+    pub fn worth_reconnecting(&self) -> bool {
+        matches!(self, End::Disconnected(_) | End::Shutdown(_))
+    }
 }
 
 /// Where the session stands.
@@ -224,6 +232,8 @@ struct Play {
     span: Option<(u64, u64)>,
     seen_correction: u64,
     sent_at: BTreeMap<u64, Instant>,
+    /// When a datagram last came from the server.
+    heard_at: Instant,
 }
 
 /// The client's protocol state machine.
@@ -510,6 +520,7 @@ impl Client {
             first_tick: tick + 1,
             period,
             next_at: now,
+            heard_at: now,
             newest: None,
             span: None,
             seen_correction: 0,
@@ -529,6 +540,14 @@ impl Client {
         let Some(p) = self.play.as_mut() else {
             return;
         };
+        // A server that sends nothing for this long is gone (killed, or the path cut): a
+        // QUIC idle timeout would take many seconds longer, and a restarted server cannot
+        // reset a connection it never knew.
+        if now.saturating_duration_since(p.heard_at) > SERVER_SILENCE {
+            let why = format!("no word from the server for {} s", SERVER_SILENCE.as_secs());
+            self.end(End::Disconnected(why));
+            return;
+        }
         let mut n = 0;
         while p.next_at <= now {
             n += 1;
@@ -582,6 +601,7 @@ impl Client {
         let Some(p) = self.play.as_mut() else {
             return;
         };
+        p.heard_at = now;
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += bytes.len() as u64;
         let mut snap = match p.snapshots.decode(bytes) {

@@ -22,6 +22,7 @@
 //!   players and the movers near it as per-entity deltas with changed-field masks against
 //!   the newest snapshot the client acknowledged ([`snapshot`]).
 
+pub mod backoff;
 pub mod client;
 pub mod conditioner;
 pub mod frame;
