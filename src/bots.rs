@@ -189,6 +189,7 @@ pub(crate) fn run(args: BotsArgs) -> Result<()> {
         concurrent_connects: args.concurrent_connects,
         cheat_after: args.cheat_after,
         reconnect: args.reconnect,
+        buffer_ticks: expel_client::RunOptions::default().buffer_ticks,
     };
     let http = args.metrics.unwrap_or(args.server);
     let progress = Arc::new(SwarmProgress::default());

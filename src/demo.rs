@@ -80,6 +80,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
                     cheat_after: 5.0,
                     // Rounds bring bots back; a lost one waits for the next.
                     reconnect: false,
+                    buffer_ticks: expel_client::RunOptions::default().buffer_ticks,
                 };
                 let r = crate::bots::run_swarm(opts, http, Arc::new(SwarmProgress::default())).await;
                 println!(

@@ -19,7 +19,6 @@ use expel_shared::validate::ViolationKind;
 use expel_shared::{MoveCommand, PlayerState};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,117 +29,6 @@ const MEMORY_BOUND_MB: f64 = 64.0;
 /// One attack at a time: they measure a process's memory and CPU, and the machines have
 /// two cores.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-const PROCESS_SECRET: &str = "attack-secret";
-
-/// `expel serve` as its own process (so its memory is its own), killed when dropped.
-struct Served {
-    child: Child,
-    addr: SocketAddr,
-    http: SocketAddr,
-    fingerprint: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Served {
-    /// Starts `expel serve` on free loopback ports; `shell` runs before it (a `ulimit`).
-    fn start(shell: &str) -> Served {
-        let dir = std::env::temp_dir().join(format!("expel-attacks-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        // EXPEL_ATTACKS_BIN attacks another build of the server (an older one, to compare).
-        let bin = std::env::var("EXPEL_ATTACKS_BIN")
-            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_expel").to_string());
-        let cmd = format!(
-            "{shell} exec '{bin}' serve --addr 127.0.0.1:0 --secret {PROCESS_SECRET} --max-players 64"
-        );
-        let mut child = Command::new("sh")
-            .args(["-c", &cmd])
-            .env("EXPEL_CACHE_DIR", &dir)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run expel serve");
-        let v = ready_line(&mut child);
-        Served {
-            child,
-            addr: v["listening"].as_str().unwrap().parse().unwrap(),
-            http: v["metrics"].as_str().unwrap().parse().unwrap(),
-            fingerprint: v["fingerprint"].as_str().unwrap().to_string(),
-        }
-    }
-
-    /// A field of /proc/PID/status, in MB (VmRSS now, VmHWM the peak so far).
-    fn memory_mb(&self, field: &str) -> f64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let line = status
-            .lines()
-            .find(|l| l.starts_with(field))
-            .unwrap_or_else(|| panic!("no {field}"));
-        let kb: f64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-        kb / 1024.0
-    }
-
-    /// The process's CPU seconds (user + system).
-    fn cpu_seconds(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
-        let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
-            .split_whitespace()
-            .collect();
-        (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
-    }
-
-    /// A sample's value from /metrics (`name` with its labels, as the text has it).
-    fn metric(&self, name: &str) -> f64 {
-        let text = http_get(self.http, "/metrics").1;
-        expel_bots::metrics::sample(&text, name).unwrap_or_else(|| panic!("{name} not in /metrics"))
-    }
-
-    fn token(&self, id: u32, n: u8) -> String {
-        token_with(PROCESS_SECRET.as_bytes(), id, now() + 600, n)
-    }
-
-    /// An honest client plays for `secs`; returns its snapshots.
-    async fn honest_snapshots(&self, id: u32, secs: f64) -> u64 {
-        let o = expel_client::ConnectOptions {
-            token: self.token(id, 200),
-            trust: Trust::Fingerprint(self.fingerprint.clone()),
-            have_map: None,
-            sim: None,
-        };
-        let joined = expel_client::connect(self.addr, &o)
-            .await
-            .unwrap_or_else(|e| panic!("honest client refused: {e}"));
-        let opts = RunOptions {
-            seconds: secs,
-            ..Default::default()
-        };
-        let report = expel_client::run(joined, wander(id), opts).await.unwrap();
-        assert!(report.ended_by_server.is_none(), "{report:?}");
-        report.stats.predict.snapshots
-    }
-}
-
-/// One GET over plain TCP: (status line, body).
-fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    (
-        head.lines().next().unwrap_or("").to_string(),
-        body.to_string(),
-    )
-}
 
 /// A TCP connection to `to` from loopback address `from`, with a receive buffer of
 /// `rcvbuf` bytes if given.

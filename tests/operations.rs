@@ -436,6 +436,7 @@ async fn bots_reconnect_after_a_kill_and_after_a_drain_and_play_on() {
         concurrent_connects: 16,
         cheat_after: 0.0,
         reconnect: true,
+        buffer_ticks: 2.0,
     };
     let swarm = tokio::spawn(expel_bots::swarm(opts, Arc::default()));
     let all_in = |what: &str, since: Instant| {

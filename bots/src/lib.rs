@@ -248,6 +248,9 @@ pub struct SwarmOptions {
     /// again, with jittered capped backoff, until its time is up; its report is then its
     /// last session's.
     pub reconnect: bool,
+    /// Ticks each bot stays ahead of the server beyond the path's delay (a jittery link
+    /// needs more for its commands to arrive in time).
+    pub buffer_ticks: f64,
 }
 
 /// First reconnect delay, and the most any grows to.
@@ -385,6 +388,7 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
                         .as_secs_f64(),
                     link: o.link,
                     seed: u64::from(n) + 1 + ((out.reconnects.len() as u64) << 32),
+                    buffer_ticks: o.buffer_ticks,
                     ..RunOptions::default()
                 };
                 let cheats =
