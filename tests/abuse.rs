@@ -116,3 +116,199 @@ async fn a_hundred_bots_through_a_bad_link_for_a_minute_leave_no_memory_behind()
         "server memory {before:.1} MB before, {after:.1} MB after"
     );
 }
+
+/// 50 honest bots for `secs`: their mean snapshot rate, and whether every one played to
+/// the end (none refused, dropped or kicked).
+async fn honest_round(s: &Served, first_id: u32, secs: f64) -> (f64, u64, u64) {
+    let outcomes = expel_bots::swarm(swarm_options(s, first_id, 50, secs), Arc::default()).await;
+    let r = expel_bots::summarize(&outcomes, None, &[]);
+    (r.snapshots_per_s, r.connected, r.disconnected + r.kicked)
+}
+
+/// A raw connection and its control stream (dropping the stream would end the session).
+type Raw = (
+    quinn::Endpoint,
+    quinn::Connection,
+    quinn::SendStream,
+    quinn::RecvStream,
+);
+
+/// A raw QUIC connection that says hello with `token`; returns it once the server has
+/// answered (or closed it).
+async fn hello_with(addr: std::net::SocketAddr, fingerprint: String, token: String) -> Option<Raw> {
+    use expel_shared::protocol::frame::encode_frame;
+    use expel_shared::protocol::{ClientControl, ALPN, VERSION};
+    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).ok()?;
+    let cfg = expel_client::client_config(&Trust::Fingerprint(fingerprint), ALPN).ok()?;
+    ep.set_default_client_config(cfg);
+    let c = tokio::time::timeout(Duration::from_secs(5), ep.connect(addr, "localhost").ok()?)
+        .await
+        .ok()?
+        .ok()?;
+    let (mut send, mut recv) = c.open_bi().await.ok()?;
+    let hello = ClientControl::Hello {
+        version: VERSION,
+        token,
+        // The server's map: a player enters the world at once.
+        have_map: Some(blake3::hash(&std::fs::read(ARENA).unwrap()).into()),
+    };
+    send.write_all(&encode_frame(&hello)).await.ok()?;
+    let mut buf = [0u8; 256];
+    let _ = tokio::time::timeout(Duration::from_secs(3), recv.read(&mut buf)).await;
+    Some((ep, c, send, recv))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn honest_bots_keep_their_snapshot_rate_while_the_server_is_flooded() {
+    let _one = SERIAL.lock().await;
+    let s = Served::start_with("", 128);
+    let secs = 8.0;
+    let (calm, joined, lost) = honest_round(&s, 2000, secs).await;
+    assert_eq!((joined, lost), (50, 0));
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut abuse = tokio::task::JoinSet::new();
+    // Garbage UDP at the QUIC port from four sockets, random sizes, ~2,000 a second.
+    for k in 0..4u64 {
+        let (addr, stop) = (s.addr, stop.clone());
+        abuse.spawn(async move {
+            let sock = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+            let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ k;
+            let mut sent = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut buf = vec![0u8; 1 + (x % 1400) as usize];
+                for b in buf.iter_mut() {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    *b = x as u8;
+                }
+                let _ = sock.send_to(&buf, addr).await;
+                sent += 1;
+                if sent.is_multiple_of(50) {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+            sent
+        });
+    }
+    // Half-open handshakes: 1,000 Initials from 50 addresses, never answered.
+    {
+        let (addr, fp) = (s.addr, s.fingerprint.clone());
+        abuse.spawn(async move {
+            let mut ep = quinn_proto::Endpoint::new(
+                Arc::new(quinn_proto::EndpointConfig::default()),
+                None,
+                false,
+                None,
+            );
+            let cfg =
+                expel_client::client_config(&Trust::Fingerprint(fp), expel_shared::protocol::ALPN)
+                    .unwrap();
+            let socks: Vec<_> = (1..=50u8)
+                .map(|n| {
+                    std::net::UdpSocket::bind((std::net::Ipv4Addr::new(127, 0, 3, n), 0)).unwrap()
+                })
+                .collect();
+            let mut held = Vec::new();
+            let mut buf = Vec::new();
+            for i in 0..1000 {
+                let now = std::time::Instant::now();
+                let (_, mut conn) = ep.connect(now, cfg.clone(), addr, "localhost").unwrap();
+                buf.clear();
+                if let Some(t) = conn.poll_transmit(now, 1, &mut buf) {
+                    let _ = socks[i % socks.len()].send_to(&buf[..t.size], addr);
+                }
+                held.push(conn);
+                if i % 100 == 99 {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+            1000
+        });
+    }
+    // Forged tokens (another secret) and replayed ones (the calm round's, spent).
+    for i in 0..20u32 {
+        let forged = token_with(b"not the secret", 3000 + i, now() + 600, 1);
+        let replayed = token_with(PROCESS_SECRET.as_bytes(), 2000 + i, now() + 600, 1);
+        let fp = s.fingerprint.clone();
+        let (a, b) = (
+            hello_with(s.addr, fp.clone(), forged),
+            hello_with(s.addr, fp, replayed),
+        );
+        abuse.spawn(async move {
+            let _ = tokio::join!(a, b);
+            2
+        });
+    }
+    // Malformed datagrams from a player who joined.
+    {
+        let good = token_with(PROCESS_SECRET.as_bytes(), 3900, now() + 600, 9);
+        let (ep, c, send, recv) = hello_with(s.addr, s.fingerprint.clone(), good)
+            .await
+            .expect("the abuser joins");
+        abuse.spawn(async move {
+            let _held = (ep, send, recv);
+            let mut sent = 0u64;
+            for i in 0..400u32 {
+                let size = 1 + (i as usize * 37) % c.max_datagram_size().unwrap_or(1200);
+                // 0xff bytes: no message starts so (an over-long variant number).
+                if c.send_datagram(vec![0xff; size].into()).is_ok() {
+                    sent += 1;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            sent
+        });
+    }
+    // Idle TCP connections to the HTTP endpoint: 40 from each of 8 addresses, never
+    // sending a request.
+    let mut idle = Vec::new();
+    for a in 1..=8u8 {
+        for _ in 0..40 {
+            let sock =
+                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+            sock.bind(&std::net::SocketAddr::from(([127, 0, 4, a], 0)).into())
+                .unwrap();
+            if sock.connect(&s.http.into()).is_ok() {
+                idle.push(sock);
+            }
+        }
+    }
+    let (flooded, joined, lost) = honest_round(&s, 2100, secs).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut garbage = 0;
+    while let Some(n) = abuse.join_next().await {
+        garbage += n.unwrap();
+    }
+    drop(idle);
+    let m = |name: &str| s.metric(name);
+    eprintln!(
+        "flood: honest snapshot rate {calm:.2}/s calm, {flooded:.2}/s flooded ({:+.1}%); abuse sent {garbage}; counted: forged {}, replayed {}, malformed datagrams {}, retried {}, refused {}, handshake timeouts {}, http refused {}",
+        (flooded / calm - 1.0) * 100.0,
+        m("expel_refusals_total{reason=\"token_forged\"}"),
+        m("expel_refusals_total{reason=\"token_replayed\"}"),
+        m("expel_malformed_datagrams_total"),
+        m("expel_incoming_total{outcome=\"retried\"}"),
+        m("expel_incoming_total{outcome=\"refused_address\"}") + m("expel_incoming_total{outcome=\"refused_total\"}"),
+        m("expel_handshake_timeouts_total"),
+        m("expel_http_refused_total"),
+    );
+    assert_eq!(
+        (joined, lost),
+        (50, 0),
+        "every honest bot played to the end"
+    );
+    assert!(
+        flooded >= calm * 0.9,
+        "honest snapshot rate {calm:.2}/s calm, {flooded:.2}/s flooded"
+    );
+    assert!(m("expel_refusals_total{reason=\"token_forged\"}") >= 20.0);
+    assert!(m("expel_refusals_total{reason=\"token_replayed\"}") >= 20.0);
+    assert!(m("expel_malformed_datagrams_total") >= 300.0);
+    assert!(m("expel_incoming_total{outcome=\"retried\"}") > 0.0);
+    assert!(
+        m("expel_http_refused_total") >= 8.0 * 8.0,
+        "past 32 per address"
+    );
+}

@@ -389,7 +389,6 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
                     link: o.link,
                     seed: u64::from(n) + 1 + ((out.reconnects.len() as u64) << 32),
                     buffer_ticks: o.buffer_ticks,
-                    ..RunOptions::default()
                 };
                 let cheats =
                     cheat.map_or_else(Cheats::default, |k| k.cheats((o.cheat_after * rate) as u64));
