@@ -25,6 +25,7 @@ mod http;
 mod live;
 mod metrics;
 mod tls;
+pub mod udp;
 
 use admission::{Admission, Pending};
 pub use admission::{Decision, Limits};
@@ -206,12 +207,12 @@ struct Shared {
 pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerError> {
     let machine = Server::new(sim.clone(), cfg.game.clone(), Instant::now(), now_unix())
         .map_err(|e| ServerError::Config(e.to_string()))?;
-    let endpoint = endpoint(&cfg)?;
+    let metrics = Arc::new(Metrics::new());
+    let endpoint = endpoint(&cfg, metrics.clone())?;
     let addr = endpoint.local_addr().map_err(|source| ServerError::Bind {
         addr: cfg.addr,
         source,
     })?;
-    let metrics = Arc::new(Metrics::new());
     let live = Arc::new(live::Live::new(&sim, &cfg.game.map_name));
     let (failed_tx, failed) = watch::channel(None::<String>);
     let failed_tx = Arc::new(failed_tx);
@@ -303,7 +304,8 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
 /// of its previous life the moment their clients send anything: they learn at once that
 /// they must reconnect, instead of waiting out an idle timeout (or the client's silence
 /// limit).
-fn endpoint(cfg: &ServerConfig) -> Result<quinn::Endpoint, ServerError> {
+fn endpoint(cfg: &ServerConfig, metrics: Arc<Metrics>) -> Result<quinn::Endpoint, ServerError> {
+    use quinn::Runtime as _;
     let bind = |source| ServerError::Bind {
         addr: cfg.addr,
         source,
@@ -321,11 +323,16 @@ fn endpoint(cfg: &ServerConfig) -> Result<quinn::Endpoint, ServerError> {
     endpoint_cfg.cid_generator(move || {
         Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
     });
+    // Clients then keep the fixed bit set, and the socket's doorman can drop packets
+    // without it.
+    endpoint_cfg.grease_quic_bit(false);
     let socket = std::net::UdpSocket::bind(cfg.addr).map_err(bind)?;
-    quinn::Endpoint::new(
+    let socket = quinn::TokioRuntime.wrap_udp_socket(socket).map_err(bind)?;
+    let doorman = udp::Doorman::new(socket, cid_key, metrics);
+    quinn::Endpoint::new_with_abstract_socket(
         endpoint_cfg,
         Some(cfg.identity.quic_config()?),
-        socket,
+        Arc::new(doorman),
         Arc::new(quinn::TokioRuntime),
     )
     .map_err(bind)

@@ -2,6 +2,7 @@
 //! flagged by move validation (served as JSON to operators and the live view).
 
 use crate::admission::Decision;
+use crate::udp::Rejected;
 use expel_shared::protocol::server::{ServerStats, REFUSALS};
 use expel_shared::validate::ViolationKind;
 use std::collections::BTreeMap;
@@ -80,6 +81,13 @@ pub struct Metrics {
     pub pending: AtomicU64,
     /// Connection attempts by what admission decided, in [`Decision::ALL`] order.
     pub incoming: [AtomicU64; 4],
+    /// UDP datagrams at the QUIC socket (each of a coalesced batch counted).
+    pub udp_datagrams: AtomicU64,
+    /// Of them, dropped as not QUIC for this server, in [`Rejected::ALL`] order.
+    pub udp_rejected: [AtomicU64; 4],
+    /// Of them, long-header packets of another QUIC version (answered by version
+    /// negotiation).
+    pub udp_other_version: AtomicU64,
     /// QUIC handshakes that did not finish within the handshake timeout.
     pub handshake_timeouts: AtomicU64,
     /// Connections dropped because a write to the peer waited past its deadline (the
@@ -243,6 +251,13 @@ impl Metrics {
 
     fn second(&self) -> u64 {
         self.started.map_or(0, |s| s.elapsed().as_secs())
+    }
+
+    /// Counts a datagram dropped at the socket.
+    pub fn udp_rejected(&self, why: Rejected) {
+        if let Some(i) = Rejected::ALL.iter().position(|x| *x == why) {
+            self.udp_rejected[i].fetch_add(1, Relaxed);
+        }
     }
 
     /// Counts an admission decision.
@@ -482,6 +497,27 @@ impl Metrics {
             &self.ticks_skipped,
             "counter",
         );
+        counter(
+            "expel_udp_datagrams_total",
+            "UDP datagrams received at the QUIC socket.",
+            &self.udp_datagrams,
+            "counter",
+        );
+        counter(
+            "expel_udp_other_version_total",
+            "Long-header packets of a QUIC version other than 1 (answered by version negotiation).",
+            &self.udp_other_version,
+            "counter",
+        );
+        let _ = writeln!(o, "# HELP expel_udp_rejected_total UDP datagrams dropped at the socket as not QUIC for this server, by reason.\n# TYPE expel_udp_rejected_total counter");
+        for (r, v) in Rejected::ALL.iter().zip(&self.udp_rejected) {
+            let _ = writeln!(
+                o,
+                "expel_udp_rejected_total{{reason=\"{}\"}} {}",
+                r.label(),
+                v.load(Relaxed)
+            );
+        }
         let _ = writeln!(o, "# HELP expel_incoming_total Connection attempts, by what admission decided.\n# TYPE expel_incoming_total counter");
         for (d, v) in Decision::ALL.iter().zip(&self.incoming) {
             let _ = writeln!(

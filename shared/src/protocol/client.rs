@@ -36,6 +36,9 @@ const FIRST_RTT: f64 = 0.05;
 const MAX_CATCH_UP: u32 = 32;
 /// Send instants remembered per command tick, for the round-trip estimate.
 const SENT_KEPT: usize = 256;
+/// Weight of each new lead report in the running mean and deviation (about a second of
+/// snapshots).
+const LEAD_SMOOTHING: f64 = 0.05;
 /// Silence from the server (no datagram while playing) after which it is taken as gone.
 pub const SERVER_SILENCE: Duration = Duration::from_secs(5);
 
@@ -234,6 +237,10 @@ struct Play {
     sent_at: BTreeMap<u64, Instant>,
     /// When a datagram last came from the server.
     heard_at: Instant,
+    /// The server's reports of how early our commands arrive: their running mean and
+    /// mean deviation, ticks (the path's jitter as the server sees it).
+    lead_mean: Option<f64>,
+    lead_deviation: f64,
 }
 
 /// The client's protocol state machine.
@@ -521,6 +528,8 @@ impl Client {
             period,
             next_at: now,
             heard_at: now,
+            lead_mean: None,
+            lead_deviation: 0.0,
             newest: None,
             span: None,
             seen_correction: 0,
@@ -717,14 +726,27 @@ impl Client {
     }
 }
 
-/// Clock steering: stay ahead of the server by the path's delay plus the buffer. The
-/// server says how early our commands arrive, which covers every delay on the path;
-/// before it has, the round trip stands in.
+/// Clock steering: stay ahead of the server by the path's delay plus the buffer, plus
+/// the path's jitter. The server says how early our commands arrive (the worst since its
+/// last snapshot), which covers every delay on the path; before it has, the round trip
+/// stands in. How much that report wanders is the jitter: a command that arrives a few
+/// ticks late on a jittery path is as lost as a dropped one, so the lead keeps twice the
+/// report's mean deviation in hand (nothing on a steady path).
 fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64) {
     let base = 1.0 / f64::from(p.welcome.tick_rate().max(1));
     let lead = rtt / base + buffer;
     let error = match snap.feedback.input_lead {
-        Some(l) => buffer - f64::from(l),
+        Some(l) => {
+            let l = f64::from(l);
+            let mean = *p.lead_mean.get_or_insert(l);
+            p.lead_deviation += ((l - mean).abs() - p.lead_deviation) * LEAD_SMOOTHING;
+            p.lead_mean = Some(mean + (l - mean) * LEAD_SMOOTHING);
+            // At most an eighth of a second: beyond it the lead would read as a fast
+            // clock to the server's speedhack check.
+            let most = f64::from(p.welcome.tick_rate()) / 8.0;
+            let jitter = (2.0 * p.lead_deviation).min(most);
+            buffer + jitter - l
+        }
         None => snap.tick as f64 + lead - p.tick as f64,
     };
     if error > f64::from(p.welcome.tick_rate()) {

@@ -423,8 +423,21 @@ impl Validator {
         state: &PlayerState,
         ack: u64,
     ) -> Option<Violation> {
-        let replaced =
-            ack > self.acked && !self.compared.iter().any(|(t, same)| *t == ack && *same);
+        // The client replays from each snapshot it takes whose state differs from what it
+        // then predicts for that tick, and that may differ from what it first reported:
+        // a replay from an earlier snapshot can have changed its path after it reported
+        // the later ticks, and it reports `tick - ack` ticks ahead. So the path may have
+        // been replaced unless every tick from that far before the snapshot up to it was
+        // compared and matched as reported.
+        let replaced = ack > self.acked && {
+            let from = ack.saturating_sub(tick.saturating_sub(ack));
+            let matched = self
+                .compared
+                .iter()
+                .filter(|(t, same)| *t >= from && *t <= ack && *same)
+                .count() as u64;
+            matched < ack - from + 1
+        };
         self.acked = self.acked.max(ack);
         if self.report_acks.len() >= COMPARED {
             self.report_acks.pop_front();

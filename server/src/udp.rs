@@ -1,0 +1,250 @@
+//! The QUIC socket, with a doorman: datagrams that cannot be QUIC for this server are
+//! dropped and counted before quinn sees them. QUIC itself drops them silently; an
+//! operator under a flood wants to know what is arriving and how much.
+//!
+//! A datagram is dropped when (RFC 9000 and 8999):
+//! * it is shorter than any QUIC packet can be (21 bytes);
+//! * it claims QUIC v1 but its fixed bit is clear (this server does not advertise
+//!   greasing that bit, so no client of it clears it);
+//! * it is a v1 Initial in a datagram under 1,200 bytes (servers must discard those);
+//! * it is a short-header packet whose connection id this server never issued (ids carry
+//!   a keyed hash; a packet for a connection of a previous run of the same server passes,
+//!   so that it can be reset).
+//!
+//! Long-header packets of other versions pass (quinn answers them with version
+//! negotiation) and are counted apart.
+
+use crate::metrics::Metrics;
+use quinn::udp::{RecvMeta, Transmit};
+use quinn::{AsyncUdpSocket, UdpPoller};
+use quinn_proto::ConnectionIdGenerator;
+use std::fmt;
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// Why a datagram was dropped, as the metrics label it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejected {
+    /// Shorter than any QUIC packet.
+    Short,
+    /// QUIC v1 or short header with the fixed bit clear.
+    FixedBit,
+    /// A QUIC v1 Initial in a datagram under 1,200 bytes.
+    SmallInitial,
+    /// A short-header packet for a connection id this server did not issue.
+    UnknownConnection,
+}
+
+impl Rejected {
+    /// Every reason, in the order metrics list them.
+    pub const ALL: [Rejected; 4] = [
+        Rejected::Short,
+        Rejected::FixedBit,
+        Rejected::SmallInitial,
+        Rejected::UnknownConnection,
+    ];
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Rejected::Short => "short",
+            Rejected::FixedBit => "fixed_bit",
+            Rejected::SmallInitial => "small_initial",
+            Rejected::UnknownConnection => "unknown_connection",
+        }
+    }
+}
+
+/// What one datagram is, by its first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Hand it to QUIC.
+    Pass,
+    /// A long-header packet of a version this server does not speak: QUIC answers it
+    /// with version negotiation.
+    OtherVersion,
+    /// Drop it.
+    Drop(Rejected),
+}
+
+/// Judges one datagram; `issued` says whether a short header's connection id (the 8
+/// bytes after its first) is one this server could have issued.
+pub fn judge(d: &[u8], issued: impl Fn(&[u8]) -> bool) -> Verdict {
+    const MIN_PACKET: usize = 21;
+    const CID_LEN: usize = 8;
+    const MIN_INITIAL_DATAGRAM: usize = 1200;
+    if d.len() < MIN_PACKET {
+        return Verdict::Drop(Rejected::Short);
+    }
+    let first = d[0];
+    if first & 0x80 == 0 {
+        // Short header: only ever for a connection this server made.
+        if first & 0x40 == 0 {
+            return Verdict::Drop(Rejected::FixedBit);
+        }
+        if !issued(&d[1..1 + CID_LEN]) {
+            return Verdict::Drop(Rejected::UnknownConnection);
+        }
+        return Verdict::Pass;
+    }
+    let version = u32::from_be_bytes([d[1], d[2], d[3], d[4]]);
+    if version != 1 {
+        return Verdict::OtherVersion;
+    }
+    if first & 0x40 == 0 {
+        return Verdict::Drop(Rejected::FixedBit);
+    }
+    let initial = first & 0x30 == 0;
+    if initial && d.len() < MIN_INITIAL_DATAGRAM {
+        return Verdict::Drop(Rejected::SmallInitial);
+    }
+    Verdict::Pass
+}
+
+/// The endpoint's socket with [`judge`] in front of its receive path.
+pub(crate) struct Doorman {
+    inner: Arc<dyn AsyncUdpSocket>,
+    cids: quinn_proto::HashedConnectionIdGenerator,
+    metrics: Arc<Metrics>,
+}
+
+impl fmt::Debug for Doorman {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Doorman")
+            .field("inner", &self.inner)
+            .finish()
+    }
+}
+
+impl Doorman {
+    pub(crate) fn new(
+        inner: Arc<dyn AsyncUdpSocket>,
+        cid_key: u64,
+        metrics: Arc<Metrics>,
+    ) -> Doorman {
+        Doorman {
+            inner,
+            cids: quinn_proto::HashedConnectionIdGenerator::from_key(cid_key),
+            metrics,
+        }
+    }
+
+    /// Filters one received buffer (several datagrams of `stride` bytes each when the
+    /// kernel coalesced them): the dropped ones are cut out and `meta.len` shrinks.
+    fn filter(&self, buf: &mut [u8], meta: &mut RecvMeta) {
+        let stride = meta.stride.max(1);
+        let issued = |cid: &[u8]| {
+            self.cids
+                .validate(&quinn_proto::ConnectionId::new(cid))
+                .is_ok()
+        };
+        let mut kept = 0;
+        let mut at = 0;
+        while at < meta.len {
+            let end = (at + stride).min(meta.len);
+            self.metrics.udp_datagrams.fetch_add(1, Relaxed);
+            let keep = match judge(&buf[at..end], issued) {
+                Verdict::Pass => true,
+                Verdict::OtherVersion => {
+                    self.metrics.udp_other_version.fetch_add(1, Relaxed);
+                    true
+                }
+                Verdict::Drop(why) => {
+                    self.metrics.udp_rejected(why);
+                    false
+                }
+            };
+            if keep {
+                if kept != at {
+                    buf.copy_within(at..end, kept);
+                }
+                kept += end - at;
+            }
+            at = end;
+        }
+        meta.len = kept;
+    }
+}
+
+impl AsyncUdpSocket for Doorman {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
+        self.inner.clone().create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+        self.inner.try_send(transmit)
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut Context,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        let got = self.inner.poll_recv(cx, bufs, meta);
+        if let Poll::Ready(Ok(n)) = &got {
+            for (buf, m) in bufs.iter_mut().zip(meta.iter_mut()).take(*n) {
+                self.filter(buf, m);
+            }
+        }
+        got
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.inner.max_transmit_segments()
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.inner.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_cannot_be_quic_for_this_server_is_dropped_and_the_rest_passes() {
+        let ours = |cid: &[u8]| cid[0] == 7;
+        assert_eq!(judge(&[0x40; 20], ours), Verdict::Drop(Rejected::Short));
+        // Short headers: fixed bit, then the connection id.
+        let mut short = vec![0x41u8; 40];
+        short[1] = 7;
+        assert_eq!(judge(&short, ours), Verdict::Pass);
+        short[1] = 8;
+        assert_eq!(
+            judge(&short, ours),
+            Verdict::Drop(Rejected::UnknownConnection)
+        );
+        short[0] = 0x01;
+        assert_eq!(judge(&short, ours), Verdict::Drop(Rejected::FixedBit));
+        // Long headers: v1 Initials must fill 1,200 bytes; other versions pass.
+        let mut initial = vec![0u8; 1200];
+        initial[0] = 0xc0;
+        initial[1..5].copy_from_slice(&1u32.to_be_bytes());
+        assert_eq!(judge(&initial, ours), Verdict::Pass);
+        assert_eq!(
+            judge(&initial[..1199], ours),
+            Verdict::Drop(Rejected::SmallInitial)
+        );
+        let mut handshake = initial[..100].to_vec();
+        handshake[0] = 0xe0;
+        assert_eq!(judge(&handshake, ours), Verdict::Pass);
+        handshake[0] = 0xa0;
+        assert_eq!(judge(&handshake, ours), Verdict::Drop(Rejected::FixedBit));
+        initial[1..5].copy_from_slice(&0x0a0a_0a0au32.to_be_bytes());
+        assert_eq!(judge(&initial[..100], ours), Verdict::OtherVersion);
+    }
+}
