@@ -730,8 +730,10 @@ impl Client {
 /// the path's jitter. The server says how early our commands arrive (the worst since its
 /// last snapshot), which covers every delay on the path; before it has, the round trip
 /// stands in. How much that report wanders is the jitter: a command that arrives a few
-/// ticks late on a jittery path is as lost as a dropped one, so the lead keeps twice the
-/// report's mean deviation in hand (nothing on a steady path).
+/// ticks late on a jittery path is as lost as a dropped one, so the lead keeps the
+/// report's mean deviation in hand (nothing on a steady path). Not more: a trusted client
+/// predicts further ahead on an older picture of the others, and its claims meet them
+/// where they no longer stand.
 fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64) {
     let base = 1.0 / f64::from(p.welcome.tick_rate().max(1));
     let lead = rtt / base + buffer;
@@ -744,7 +746,7 @@ fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64) {
             // At most an eighth of a second: beyond it the lead would read as a fast
             // clock to the server's speedhack check.
             let most = f64::from(p.welcome.tick_rate()) / 8.0;
-            let jitter = (2.0 * p.lead_deviation).min(most);
+            let jitter = p.lead_deviation.min(most);
             buffer + jitter - l
         }
         None => snap.tick as f64 + lead - p.tick as f64,
