@@ -197,35 +197,8 @@ async fn honest_bots_keep_their_snapshot_rate_while_the_server_is_flooded() {
     {
         let (addr, fp) = (s.addr, s.fingerprint.clone());
         abuse.spawn(async move {
-            let mut ep = quinn_proto::Endpoint::new(
-                Arc::new(quinn_proto::EndpointConfig::default()),
-                None,
-                false,
-                None,
-            );
-            let cfg =
-                expel_client::client_config(&Trust::Fingerprint(fp), expel_shared::protocol::ALPN)
-                    .unwrap();
-            let socks: Vec<_> = (1..=50u8)
-                .map(|n| {
-                    std::net::UdpSocket::bind((std::net::Ipv4Addr::new(127, 0, 3, n), 0)).unwrap()
-                })
-                .collect();
-            let mut held = Vec::new();
-            let mut buf = Vec::new();
-            for i in 0..1000 {
-                let now = std::time::Instant::now();
-                let (_, mut conn) = ep.connect(now, cfg.clone(), addr, "localhost").unwrap();
-                buf.clear();
-                if let Some(t) = conn.poll_transmit(now, 1, &mut buf) {
-                    let _ = socks[i % socks.len()].send_to(&buf[..t.size], addr);
-                }
-                held.push(conn);
-                if i % 100 == 99 {
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-            }
-            1000
+            let pace = Some((100, Duration::from_millis(500)));
+            half_open(addr, &fp, 1000, 3, 50, pace).await.len() as u64
         });
     }
     // Forged tokens (another secret) and replayed ones (the calm round's, spent).

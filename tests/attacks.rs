@@ -125,34 +125,9 @@ async fn thousands_of_half_open_handshakes_cost_little_and_honest_players_still_
     let _serial = SERIAL.lock().await;
     let s = Served::start("");
     let before = s.memory_mb("VmRSS");
-    // 5,000 Initials (a whole ClientHello each) from 100 loopback addresses, none ever
-    // answered: a QUIC client state machine driven by hand, its replies never read.
-    let mut ep = quinn_proto::Endpoint::new(
-        Arc::new(quinn_proto::EndpointConfig::default()),
-        None,
-        false,
-        None,
-    );
-    let cfg =
-        expel_client::client_config(&Trust::Fingerprint(s.fingerprint.clone()), ALPN).unwrap();
-    let mut sockets = Vec::new();
-    for n in 1..=100u8 {
-        sockets
-            .push(std::net::UdpSocket::bind((std::net::Ipv4Addr::new(127, 0, 1, n), 0)).unwrap());
-    }
-    let mut held = Vec::new();
-    let mut buf = Vec::new();
+    // 5,000 Initials from 100 loopback addresses, none ever answered.
     let started = Instant::now();
-    for i in 0..5000 {
-        let now = Instant::now();
-        let (_, mut conn) = ep.connect(now, cfg.clone(), s.addr, "localhost").unwrap();
-        buf.clear();
-        let t = conn.poll_transmit(now, 1, &mut buf).expect("an Initial");
-        sockets[i % sockets.len()]
-            .send_to(&buf[..t.size], s.addr)
-            .unwrap();
-        held.push(conn);
-    }
+    let _held = half_open(s.addr, &s.fingerprint, 5000, 1, 100, None).await;
     eprintln!(
         "5000 Initials sent in {:.2} s",
         started.elapsed().as_secs_f64()

@@ -123,6 +123,26 @@ async fn connection(mut sock: tokio::net::TcpStream, calls: Arc<Mutex<Vec<Call>>
     }
 }
 
+/// `expel serve ARGS` with `env` added, logs quiet; its ready line.
+fn expel_serve<S: AsRef<std::ffi::OsStr>>(
+    args: &[S],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (std::process::Child, serde_json::Value) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_expel"));
+    cmd.arg("serve")
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let line = ready_line(&mut child);
+    (child, line)
+}
+
 fn json(body: &str) -> serde_json::Value {
     serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body:?}"))
 }
@@ -249,17 +269,14 @@ fn expel_serve_under_agones_reports_ready_and_on_sigterm_shutdown_then_exits_zer
     let rt = tokio::runtime::Runtime::new().unwrap();
     let sdk = rt.block_on(StandIn::start());
     let cache = std::env::temp_dir().join(format!("expel-ops-{}", std::process::id()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_expel"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--secret", "ops"])
-        .env("AGONES_SDK_HTTP_PORT", sdk.addr.port().to_string())
-        .env("EXPEL_CACHE_DIR", &cache)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _ = ready_line(&mut child);
+    let port = sdk.addr.port().to_string();
+    let (child, _) = expel_serve(
+        &["--addr", "127.0.0.1:0", "--secret", "ops"],
+        &[
+            ("AGONES_SDK_HTTP_PORT", port.as_ref()),
+            ("EXPEL_CACHE_DIR", cache.as_os_str()),
+        ],
+    );
     rt.block_on(sdk.wait_for("/health", 10));
     let paths = sdk.paths();
     assert_eq!(&paths[..3], ["/alpha/player/capacity", "/ready", "/health"]);
@@ -270,6 +287,7 @@ fn expel_serve_under_agones_reports_ready_and_on_sigterm_shutdown_then_exits_zer
         .status()
         .unwrap()
         .success());
+    let mut child = child;
     let status = child.wait().unwrap();
     let took = term.elapsed();
     assert!(status.success(), "{status}");
@@ -354,17 +372,8 @@ fn the_deploy_files_match_the_server() {
         }
     }
     let cache = std::env::temp_dir().join(format!("expel-deploy-{}", std::process::id()));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_expel"))
-        .arg("serve")
-        .args(&serve)
-        .args(["--secret", "deploy"])
-        .env("EXPEL_CACHE_DIR", &cache)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let line = ready_line(&mut child);
+    serve.extend(["--secret".into(), "deploy".into()]);
+    let (mut child, line) = expel_serve(&serve, &[("EXPEL_CACHE_DIR", cache.as_os_str())]);
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(line["map"], "arena", "{serve:?}");
@@ -373,22 +382,18 @@ fn the_deploy_files_match_the_server() {
 /// `expel serve` on a fixed address with a certificate and secret that survive it, so a
 /// server started again is the same server to its clients.
 fn serve_at(addr: SocketAddr, dir: &std::path::Path) -> (std::process::Child, serde_json::Value) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_expel"))
-        .arg("serve")
-        .args(["--addr", &addr.to_string(), "--secret", "restart"])
-        .arg("--cert")
-        .arg(dir.join("cert.pem"))
-        .arg("--key")
-        .arg(dir.join("key.pem"))
-        .env("EXPEL_CACHE_DIR", dir)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let line = ready_line(&mut child);
-    (child, line)
+    let (cert, key, addr) = (dir.join("cert.pem"), dir.join("key.pem"), addr.to_string());
+    let args: [&std::ffi::OsStr; 8] = [
+        "--addr".as_ref(),
+        addr.as_ref(),
+        "--secret".as_ref(),
+        "restart".as_ref(),
+        "--cert".as_ref(),
+        cert.as_os_str(),
+        "--key".as_ref(),
+        key.as_os_str(),
+    ];
+    expel_serve(&args, &[("EXPEL_CACHE_DIR", dir.as_os_str())])
 }
 
 fn sigterm(child: &std::process::Child) {

@@ -328,7 +328,7 @@ fn endpoint(cfg: &ServerConfig, metrics: Arc<Metrics>) -> Result<quinn::Endpoint
     endpoint_cfg.grease_quic_bit(false);
     let socket = std::net::UdpSocket::bind(cfg.addr).map_err(bind)?;
     let socket = quinn::TokioRuntime.wrap_udp_socket(socket).map_err(bind)?;
-    let doorman = udp::Doorman::new(socket, cid_key, metrics);
+    let doorman = udp::Doorman::new(socket, cid_key, metrics.udp.clone());
     quinn::Endpoint::new_with_abstract_socket(
         endpoint_cfg,
         Some(cfg.identity.quic_config()?),

@@ -2,13 +2,13 @@
 //! flagged by move validation (served as JSON to operators and the live view).
 
 use crate::admission::Decision;
-use crate::udp::Rejected;
+use crate::udp::{Rejected, UdpCounts};
 use expel_shared::protocol::server::{ServerStats, REFUSALS};
 use expel_shared::validate::ViolationKind;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 /// Upper bounds (seconds) of the tick duration histogram's buckets: fine enough (about
@@ -81,13 +81,8 @@ pub struct Metrics {
     pub pending: AtomicU64,
     /// Connection attempts by what admission decided, in [`Decision::ALL`] order.
     pub incoming: [AtomicU64; 4],
-    /// UDP datagrams at the QUIC socket (each of a coalesced batch counted).
-    pub udp_datagrams: AtomicU64,
-    /// Of them, dropped as not QUIC for this server, in [`Rejected::ALL`] order.
-    pub udp_rejected: [AtomicU64; 4],
-    /// Of them, long-header packets of another QUIC version (answered by version
-    /// negotiation).
-    pub udp_other_version: AtomicU64,
+    /// What arrived at the QUIC socket, and what its doorman dropped.
+    pub udp: Arc<UdpCounts>,
     /// QUIC handshakes that did not finish within the handshake timeout.
     pub handshake_timeouts: AtomicU64,
     /// Connections dropped because a write to the peer waited past its deadline (the
@@ -251,13 +246,6 @@ impl Metrics {
 
     fn second(&self) -> u64 {
         self.started.map_or(0, |s| s.elapsed().as_secs())
-    }
-
-    /// Counts a datagram dropped at the socket.
-    pub fn udp_rejected(&self, why: Rejected) {
-        if let Some(i) = Rejected::ALL.iter().position(|x| *x == why) {
-            self.udp_rejected[i].fetch_add(1, Relaxed);
-        }
     }
 
     /// Counts an admission decision.
@@ -500,17 +488,17 @@ impl Metrics {
         counter(
             "expel_udp_datagrams_total",
             "UDP datagrams received at the QUIC socket.",
-            &self.udp_datagrams,
+            &self.udp.datagrams,
             "counter",
         );
         counter(
             "expel_udp_other_version_total",
             "Long-header packets of a QUIC version other than 1 (answered by version negotiation).",
-            &self.udp_other_version,
+            &self.udp.other_version,
             "counter",
         );
         let _ = writeln!(o, "# HELP expel_udp_rejected_total UDP datagrams dropped at the socket as not QUIC for this server, by reason.\n# TYPE expel_udp_rejected_total counter");
-        for (r, v) in Rejected::ALL.iter().zip(&self.udp_rejected) {
+        for (r, v) in Rejected::ALL.iter().zip(&self.udp.rejected) {
             let _ = writeln!(
                 o,
                 "expel_udp_rejected_total{{reason=\"{}\"}} {}",

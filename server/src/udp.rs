@@ -14,7 +14,6 @@
 //! Long-header packets of other versions pass (quinn answers them with version
 //! negotiation) and are counted apart.
 
-use crate::metrics::Metrics;
 use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, UdpPoller};
 use quinn_proto::ConnectionIdGenerator;
@@ -22,7 +21,7 @@ use std::fmt;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -55,6 +54,25 @@ impl Rejected {
             Rejected::FixedBit => "fixed_bit",
             Rejected::SmallInitial => "small_initial",
             Rejected::UnknownConnection => "unknown_connection",
+        }
+    }
+}
+
+/// What the doorman saw (the metrics render these).
+#[derive(Debug, Default)]
+pub struct UdpCounts {
+    /// Datagrams received (each of a coalesced batch counted).
+    pub datagrams: AtomicU64,
+    /// Of them, dropped, in [`Rejected::ALL`] order.
+    pub rejected: [AtomicU64; 4],
+    /// Of them, long-header packets of another QUIC version (passed on).
+    pub other_version: AtomicU64,
+}
+
+impl UdpCounts {
+    fn reject(&self, why: Rejected) {
+        if let Some(i) = Rejected::ALL.iter().position(|x| *x == why) {
+            self.rejected[i].fetch_add(1, Relaxed);
         }
     }
 }
@@ -109,7 +127,7 @@ pub fn judge(d: &[u8], issued: impl Fn(&[u8]) -> bool) -> Verdict {
 pub(crate) struct Doorman {
     inner: Arc<dyn AsyncUdpSocket>,
     cids: quinn_proto::HashedConnectionIdGenerator,
-    metrics: Arc<Metrics>,
+    counts: Arc<UdpCounts>,
 }
 
 impl fmt::Debug for Doorman {
@@ -124,12 +142,12 @@ impl Doorman {
     pub(crate) fn new(
         inner: Arc<dyn AsyncUdpSocket>,
         cid_key: u64,
-        metrics: Arc<Metrics>,
+        counts: Arc<UdpCounts>,
     ) -> Doorman {
         Doorman {
             inner,
             cids: quinn_proto::HashedConnectionIdGenerator::from_key(cid_key),
-            metrics,
+            counts,
         }
     }
 
@@ -146,15 +164,15 @@ impl Doorman {
         let mut at = 0;
         while at < meta.len {
             let end = (at + stride).min(meta.len);
-            self.metrics.udp_datagrams.fetch_add(1, Relaxed);
+            self.counts.datagrams.fetch_add(1, Relaxed);
             let keep = match judge(&buf[at..end], issued) {
                 Verdict::Pass => true,
                 Verdict::OtherVersion => {
-                    self.metrics.udp_other_version.fetch_add(1, Relaxed);
+                    self.counts.other_version.fetch_add(1, Relaxed);
                     true
                 }
                 Verdict::Drop(why) => {
-                    self.metrics.udp_rejected(why);
+                    self.counts.reject(why);
                     false
                 }
             };

@@ -289,3 +289,45 @@ pub(crate) fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
         body.to_string(),
     )
 }
+
+/// Half-open QUIC handshakes: `count` Initials (a whole ClientHello each) to `to`, sent
+/// in turn from `addresses` loopback addresses 127.0.`net`.1 onwards, none ever answered
+/// (a QUIC client state machine driven by hand, its replies never read). After each
+/// `pace.0` Initials it pauses `pace.1`. The connections are returned so they stay open.
+pub(crate) async fn half_open(
+    to: SocketAddr,
+    fingerprint: &str,
+    count: usize,
+    net: u8,
+    addresses: u8,
+    pace: Option<(usize, Duration)>,
+) -> Vec<quinn_proto::Connection> {
+    let mut ep = quinn_proto::Endpoint::new(
+        Arc::new(quinn_proto::EndpointConfig::default()),
+        None,
+        false,
+        None,
+    );
+    let cfg = expel_client::client_config(&Trust::Fingerprint(fingerprint.into()), ALPN).unwrap();
+    let sockets: Vec<_> = (1..=addresses)
+        .map(|n| std::net::UdpSocket::bind((std::net::Ipv4Addr::new(127, 0, net, n), 0)).unwrap())
+        .collect();
+    let mut held = Vec::with_capacity(count);
+    let mut buf = Vec::new();
+    for i in 0..count {
+        let now = std::time::Instant::now();
+        let (_, mut conn) = ep.connect(now, cfg.clone(), to, "localhost").unwrap();
+        buf.clear();
+        let t = conn.poll_transmit(now, 1, &mut buf).expect("an Initial");
+        sockets[i % sockets.len()]
+            .send_to(&buf[..t.size], to)
+            .unwrap();
+        held.push(conn);
+        if let Some((every, pause)) = pace {
+            if (i + 1) % every == 0 {
+                tokio::time::sleep(pause).await;
+            }
+        }
+    }
+    held
+}
