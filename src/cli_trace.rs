@@ -76,6 +76,7 @@ fn answer(
         "endpos": t.sweep.end.to_array(),
         "normal": t.sweep.normal().map(|n| n.to_array()),
         "startsolid": t.start_solid,
+        "allsolid": t.all_solid,
     }))
 }
 

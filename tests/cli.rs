@@ -108,6 +108,9 @@ fn map_trace_answers_every_line_and_reports_bad_ones() {
         r#"{"start":[-300,-300,-8],"end":[-300,-300,100],"mins":[-4,-4,-4],"maxs":[4,4,4]}"#,
         // Touching the floor exactly is not solid.
         r#"{"start":[-300,-300,24],"end":[-290,-300,24],"mins":[-16,-16,-24],"maxs":[16,16,32]}"#,
+        // Inside the 16-unit floor slab, nearer its top, going down (deeper): it does not
+        // start.
+        r#"{"start":[-300,-300,-5],"end":[-300,-300,-1000],"mins":[-4,-4,-4],"maxs":[4,4,4]}"#,
     ]
     .join("\n");
     let (out, err, ok) = expel(&["map", "trace", ARENA], &input, &cache);
@@ -116,7 +119,7 @@ fn map_trace_answers_every_line_and_reports_bad_ones() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), 9, "{out}");
+    assert_eq!(lines.len(), 10, "{out}");
     let drop = &lines[0];
     let z = drop["endpos"][2].as_f64().unwrap();
     assert!(z > 24.0 && z < 24.2, "box rests on the floor: {z}");
@@ -137,8 +140,21 @@ fn map_trace_answers_every_line_and_reports_bad_ones() {
             .unwrap()
             .starts_with(&format!("line {}", i + 1)));
     }
+    // Out of the slab upwards: it starts in solid and leaves it.
     assert_eq!(lines[7]["startsolid"], true);
+    assert_eq!(lines[7]["allsolid"], false);
+    assert!(
+        lines[7]["endpos"][2].as_f64().unwrap() > 4.0,
+        "{}",
+        lines[7]
+    );
     assert_eq!(lines[8]["startsolid"], false);
+    assert_eq!(lines[8]["allsolid"], false);
+    // Deeper into the slab: stopped at once, all in solid, the normal the way out.
+    assert_eq!(lines[9]["startsolid"], true);
+    assert_eq!(lines[9]["allsolid"], true);
+    assert_eq!(lines[9]["fraction"], 0.0);
+    assert_eq!(lines[9]["normal"], serde_json::json!([0.0, 0.0, 1.0]));
     assert_eq!(lines[8]["fraction"], 1.0);
     assert!(
         err.is_empty() || !err.contains('\r'),

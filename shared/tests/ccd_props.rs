@@ -78,10 +78,16 @@ fn check_trace_by(
     let sep0 = scene.min_separation(oh, start);
     let full = match path {
         Path::Default => model.trace(hull, start, end, Contents::ALL, s),
-        Path::Polygons => Trace {
-            sweep: model.sweep_polygons(hull, start, end, Contents::ALL, s),
-            start_solid: model.position_solid(hull, start, Contents::ALL, s),
-        },
+        Path::Polygons => {
+            let sweep = model.sweep_polygons(hull, start, end, Contents::ALL, s);
+            let start_solid = model.position_solid(hull, start, Contents::ALL, s);
+            let all_solid = start_solid && model.position_solid(hull, sweep.end, Contents::ALL, s);
+            Trace {
+                sweep,
+                start_solid,
+                all_solid,
+            }
+        }
     };
     let t = full.sweep;
     assert_eq!(
@@ -89,11 +95,13 @@ fn check_trace_by(
         sep0 < -TOL,
         "start_solid disagrees with the oracle (separation {sep0}) at {start:?}"
     );
-    if sep0 < TOL {
-        // Starting overlapped or exactly touching: only the zone rule below applies.
-        if sep0 < -TOL {
-            return Outcome::default();
+    if sep0 < -TOL {
+        // Starting inside solid. A box never goes deeper into a brush it starts in, nor
+        // into one it does not; `allsolid` says it ends inside (so never left).
+        if matches!(path, Path::Default) && hull.is_box() {
+            check_inside_start(scene, oh, start, end, &full);
         }
+        return Outcome::default();
     }
     let d = t.end - start;
     let sep1 = scene.min_separation(oh, t.end);
@@ -145,6 +153,41 @@ fn check_trace_by(
     Outcome {
         hit: t.hit.is_some(),
         tight: head_on && t.fraction > 0.0 && clearance < EXPEL / 4.0,
+    }
+}
+
+/// The rule for a box that starts inside solid, against the oracle: no brush gets deeper
+/// (those it starts outside it never enters), a move that stops at once goes deeper into
+/// one it starts in, and `allsolid` is ending inside.
+fn check_inside_start(scene: &Scene, oh: &OHull, start: DVec3, end: DVec3, full: &Trace) {
+    let t = full.sweep;
+    for b in &scene.brushes {
+        let before = separation(oh, start, b);
+        let after = separation(oh, t.end, b);
+        assert!(
+            after >= before.min(0.0) - TOL,
+            "a box starting in solid went deeper: {before} -> {after} ({start:?} -> {end:?}, fraction {})",
+            t.fraction
+        );
+    }
+    let inside_at_end = scene.min_separation(oh, t.end) < -TOL;
+    assert_eq!(
+        full.all_solid, inside_at_end,
+        "allsolid disagrees with the oracle at the end of {start:?} -> {end:?} (fraction {})",
+        t.fraction
+    );
+    if t.fraction == 0.0 && end != start {
+        // Stopped at once: a step along the move would take it deeper into a brush it
+        // starts in, or closer to one whose zone it is in.
+        let step = start + (end - start).normalize() * 1e-3;
+        let justified = scene.brushes.iter().any(|b| {
+            let before = separation(oh, start, b);
+            before < NEAR && separation(oh, step, b) <= before + 1e-9
+        });
+        assert!(
+            justified,
+            "{start:?} -> {end:?} stopped at once for nothing"
+        );
     }
 }
 
@@ -206,6 +249,78 @@ fn run_scenes_by(
         }
     }
     st
+}
+
+#[test]
+fn boxes_that_start_in_solid_never_go_deeper_and_say_allsolid() {
+    let mut rng = ChaCha8Rng::seed_from_u64(23);
+    let mut s = TraceScratch::new();
+    let (hull, oh) = player_box();
+    let small = OHull::aabb(DVec3::splat(-2.0), DVec3::new(3.0, 1.0, 4.0));
+    let small_hull = Hull::aabb(DVec3::splat(-2.0), DVec3::new(3.0, 1.0, 4.0)).unwrap();
+    let (mut inside, mut stopped, mut all_solid, mut left) = (0, 0, 0, 0);
+    for _ in 0..120 {
+        let count = rng.gen_range(1..8);
+        let scene = random_scene(&mut rng, count, 32.0, 24.0);
+        let model = CollisionModel::build(&scene.map);
+        for _ in 0..300 {
+            let (h, o) = if rng.gen_bool(0.5) {
+                (&hull, &oh)
+            } else {
+                (&small_hull, &small)
+            };
+            let start = random_point(&mut rng, 48.0);
+            if scene.min_separation(o, start) >= -TOL {
+                continue;
+            }
+            inside += 1;
+            let len = [2.0, 16.0, 64.0, 1e3][rng.gen_range(0..4)];
+            let end = start + unit(&mut rng) * rng.gen_range(0.0..len);
+            let t = model.trace(h, start, end, Contents::ALL, &mut s);
+            assert!(t.start_solid);
+            check_inside_start(&scene, o, start, end, &t);
+            stopped += (t.sweep.fraction == 0.0) as usize;
+            all_solid += t.all_solid as usize;
+            left += (!t.all_solid) as usize;
+        }
+    }
+    println!("{inside} traces from inside solid: {stopped} stopped at once, {all_solid} allsolid, {left} left");
+    assert!(
+        inside > 5000 && stopped > 500 && left > 500,
+        "{inside} {stopped} {left}"
+    );
+}
+
+#[test]
+fn a_box_stuck_in_a_wall_leaves_by_the_nearer_side_and_never_through() {
+    // A wall 8 units thick, x from 0 to 8; the player box overlaps it by 3 from the west.
+    let wall = box_planes(DVec3::new(0.0, -256.0, -64.0), DVec3::new(8.0, 256.0, 64.0));
+    let scene = Scene::new(vec![wall]);
+    let model = CollisionModel::build(&scene.map);
+    let mut s = TraceScratch::new();
+    let (hull, oh) = player_box();
+    let start = DVec3::new(-13.0, 0.0, 0.0);
+    let go =
+        |d: DVec3, s: &mut TraceScratch| model.trace(&hull, start, start + d, Contents::ALL, s);
+    // Through the wall, however long the move: it does not start.
+    for len in [1.0, 20.0, 1000.0] {
+        let t = go(DVec3::new(len, 0.0, 0.0), &mut s);
+        assert_eq!(t.sweep.fraction, 0.0, "{len}");
+        assert!(t.start_solid && t.all_solid);
+        assert_eq!(t.sweep.normal(), Some(DVec3::NEG_X));
+    }
+    // Diagonally through: still deeper.
+    let t = go(DVec3::new(50.0, 50.0, 0.0), &mut s);
+    assert_eq!((t.sweep.fraction, t.all_solid), (0.0, true));
+    // Back out west: it leaves, and the trace says so.
+    let t = go(DVec3::new(-40.0, 0.0, 0.0), &mut s);
+    assert_eq!(t.sweep.fraction, 1.0);
+    assert!(t.start_solid && !t.all_solid);
+    assert!(scene.min_separation(&oh, t.sweep.end) > 0.0);
+    // Along the wall: as deep all the way, so it never left.
+    let t = go(DVec3::new(0.0, 100.0, 0.0), &mut s);
+    assert_eq!((t.sweep.fraction, t.all_solid), (1.0, true));
+    assert!((separation(&oh, t.sweep.end, &scene.brushes[0]) + 3.0).abs() < 1e-9);
 }
 
 fn player_box() -> (Hull, OHull) {

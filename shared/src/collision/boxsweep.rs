@@ -34,10 +34,10 @@
 //! [`RATE_EPS`]: super::clip::RATE_EPS
 //! [`POSITION_EPS`]: crate::geom::POSITION_EPS
 
-use super::clip::{least_shut, Axis, Meets, PairClip, NEUTRAL, NO_AXIS};
+use super::clip::{least_shut, Axis, Meets, PairClip, NEUTRAL, NO_AXIS, RATE_EPS};
 use super::hull::Hull;
 use super::{CollisionModel, Contents, Feature, Hit, Region, Sweep, Target, Trace, TraceScratch};
-use crate::geom::{Aabb, Plane, EXPEL};
+use crate::geom::{Aabb, Plane, EXPEL, POSITION_EPS};
 use glam::DVec3;
 
 /// Broad-phase padding around the swept box: the zone and some slack.
@@ -106,12 +106,17 @@ impl CollisionModel {
         mask: Contents,
         s: &mut TraceScratch,
     ) -> Trace {
-        match self.sweep_box(hull, start, end, mask, None, s) {
-            Some((sweep, start_solid)) => Trace { sweep, start_solid },
-            None => Trace {
-                sweep: Sweep::clear(end),
-                start_solid: self.position_solid(hull, start, mask, s),
-            },
+        let (sweep, start_solid) = match self.sweep_box(hull, start, end, mask, None, s) {
+            Some(found) => found,
+            None => (Sweep::clear(end), self.position_solid(hull, start, mask, s)),
+        };
+        // A box that starts inside a brush never goes deeper into it (see
+        // `start_inside`), so one that ends inside never left.
+        let all_solid = start_solid && self.position_solid(hull, sweep.end, mask, s);
+        Trace {
+            sweep,
+            start_solid,
+            all_solid,
         }
     }
 
@@ -157,7 +162,12 @@ impl CollisionModel {
                 Meets::No => return,
                 Meets::Inside => {
                     inside = true;
-                    return;
+                    // Out of a brush it starts in, the box goes where it likes, except
+                    // deeper: such a move does not start.
+                    match self.start_inside(&mv, bi as usize) {
+                        Some(ix) => (0.0, ix),
+                        None => return,
+                    }
                 }
                 Meets::At(t, ix) => (t, ix),
             };
@@ -320,6 +330,30 @@ impl CollisionModel {
             ix += 2;
         }
         c.finish().meets(limit)
+    }
+
+    /// For a box that starts inside brush `bi` (deeper than the position tolerance on
+    /// every axis): the axis that stops the move, when the move goes deeper. How deep the
+    /// box is, is its least penetration: the largest gap over the axes (an exact measure,
+    /// since the axes include every separating axis of a box and a brush). Along the move
+    /// that largest gap is a maximum of linear functions, so convex: it never shrinks
+    /// anywhere along the move if it does not shrink at the start, that is if one of the
+    /// axes of least penetration (within the tolerance) is not closing. A move that
+    /// closes them all goes deeper and is stopped at once (the first of them names it);
+    /// any other never takes the box deeper than it started, so never through a wall.
+    fn start_inside(&self, mv: &BoxMove, bi: usize) -> Option<u32> {
+        let axes = || (0..).map_while(|i| self.box_axis_at(mv, bi, i));
+        let top = axes().fold(f64::NEG_INFINITY, |m, (_, (g, _))| m.max(g));
+        let mut first = None;
+        for (i, (_, (g, r))) in axes().enumerate() {
+            if g >= top - POSITION_EPS {
+                if r >= -RATE_EPS {
+                    return None;
+                }
+                first.get_or_insert(i as u32);
+            }
+        }
+        first
     }
 
     /// Axis `ix` of brush `bi` as [`CollisionModel::box_vs_brush`] numbers them: its

@@ -213,6 +213,9 @@ pub struct Trace {
     /// The hull at the start overlaps a solid brush (touching or lying inside the expel
     /// zone does not count).
     pub start_solid: bool,
+    /// It starts and ends overlapping solid: for a box, it never left solid along the
+    /// move (a box never goes deeper into a brush it starts in).
+    pub all_solid: bool,
 }
 
 /// A contact within a distance, from [`CollisionModel::contacts`].

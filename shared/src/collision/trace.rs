@@ -210,9 +210,12 @@ impl CollisionModel {
         if hull.is_box() {
             return self.trace_box(hull, start, end, mask, scratch);
         }
+        let sweep = self.sweep(hull, start, end, mask, scratch);
+        let start_solid = self.position_solid(hull, start, mask, scratch);
         Trace {
-            sweep: self.sweep(hull, start, end, mask, scratch),
-            start_solid: self.position_solid(hull, start, mask, scratch),
+            sweep,
+            start_solid,
+            all_solid: start_solid && self.position_solid(hull, sweep.end, mask, scratch),
         }
     }
 
