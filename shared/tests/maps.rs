@@ -406,6 +406,25 @@ fn bsp29_and_bsp30_solid_leaves_collide_like_brushes() {
         assert!(hits > 300);
     }
 
+    // A model whose bounds cross by a unit (a compiler's rounding) loads with a warning,
+    // as the box between them; crossed further, it is refused.
+    let crossed = |by: f64| {
+        let (lo, hi) = bounds;
+        let lo = DVec3::new(hi.x + by, lo.y, lo.z);
+        common::bsp29_file(29, ents, &planes, &nodes, (lo, hi), false)
+    };
+    let map = MapData::parse_any(&crossed(1.0)).unwrap();
+    assert!(
+        map.warnings
+            .iter()
+            .any(|w| w.message.contains("crossed by 1")),
+        "{:?}",
+        map.warnings
+    );
+    assert!(CollisionModel::build(&map).stats().solid_brushes > 0);
+    let e = MapData::parse_any(&crossed(3.0)).unwrap_err().to_string();
+    assert!(e.contains("not usable"), "{e}");
+
     // Other compiled formats are named; a broken tree is refused, not walked forever.
     let mut vbsp = b"VBSP".to_vec();
     vbsp.extend(20i32.to_le_bytes());

@@ -7,7 +7,7 @@
 //! lump as text.
 
 use super::lumps::{assign_models, err, f32_at, i16_at, i32_at, unit_plane};
-use super::{parse, Brush, Face, MapData, MapError};
+use super::{parse, Brush, Face, MapData, MapError, MapWarning};
 use crate::geom::{planes_to_polygons, Plane, MAX_COORD};
 use glam::DVec3;
 
@@ -22,6 +22,8 @@ const CONTENTS_SOLID: i32 = -2;
 const CONTENTS_SKY: i32 = -6;
 /// Deepest tree read (real maps stay far below; each level adds a plane to every cell).
 const MAX_TREE_DEPTH: usize = 256;
+/// How far a model's bounds may cross (min above max) and still be taken as a box.
+const INVERTED_SLACK: f64 = 1.0;
 /// The texture name cell brushes carry (solid by the one solidity rule).
 pub(super) const CELL_TEXTURE: &str = "bsp/solid";
 
@@ -159,10 +161,25 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
         }
     };
     let nmodels = models_raw.len() / stride;
+    let repaired = std::cell::RefCell::new(Vec::new());
     let model_brushes = |mi: usize| -> Result<Vec<Brush>, MapError> {
         let m = &models_raw[mi * stride..];
-        let lo = DVec3::new(f32_at(m, 0), f32_at(m, 4), f32_at(m, 8));
-        let hi = DVec3::new(f32_at(m, 12), f32_at(m, 16), f32_at(m, 20));
+        let mut lo = DVec3::new(f32_at(m, 0), f32_at(m, 4), f32_at(m, 8));
+        let mut hi = DVec3::new(f32_at(m, 12), f32_at(m, 16), f32_at(m, 20));
+        // Compilers round bounds outward from float geometry; a thin model can come out
+        // with its bounds crossed by a unit. That is the box between them.
+        let crossed = (lo - hi).max_element();
+        if crossed > 0.0 && crossed <= INVERTED_SLACK {
+            repaired.borrow_mut().push(MapWarning {
+                line: 0,
+                message: format!(
+                    "model {mi}: bounds {:?}..{:?} are crossed by {crossed} (compiler rounding); taken as the box between them",
+                    lo.to_array(),
+                    hi.to_array()
+                ),
+            });
+            (lo, hi) = (lo.min(hi), lo.max(hi));
+        }
         if !(lo.is_finite() && hi.is_finite() && lo.cmple(hi).all())
             || lo.abs().max_element() > MAX_COORD
             || hi.abs().max_element() > MAX_COORD
@@ -218,5 +235,6 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
         Ok(brushes)
     };
     assign_models(&mut map, nmodels, |mi| Ok((model_brushes(mi)?, Vec::new())))?;
+    map.warnings.extend(repaired.into_inner());
     Ok(map)
 }
