@@ -360,9 +360,18 @@ fn bsp29_and_bsp30_solid_leaves_collide_like_brushes() {
     .unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(29);
     let mut s = TraceScratch::new();
-    for (version, hexen) in [(29, false), (29, true), (30, false)] {
-        let bytes = common::bsp29_file(version, ents, &planes, &nodes, bounds, hexen);
-        let map = MapData::parse_any(&bytes).unwrap();
+    // Quake's large-map variants of BSP29 hold the same tree in wider records.
+    let classic = common::bsp29_file(29, ents, &planes, &nodes, bounds, false);
+    let variants = [
+        common::bsp29_file(29, ents, &planes, &nodes, bounds, false),
+        common::bsp29_file(29, ents, &planes, &nodes, bounds, true),
+        common::bsp29_file(30, ents, &planes, &nodes, bounds, false),
+        common::widen_bsp29(&classic, b"BSP2"),
+        common::widen_bsp29(&classic, b"2PSB"),
+    ];
+    for (variant, bytes) in variants.iter().enumerate() {
+        let version = ["29", "29 (Hexen 2)", "30", "BSP2", "2PSB"][variant];
+        let map = MapData::parse_any(bytes).unwrap();
         assert_eq!(map.spawn_points(), vec![DVec3::new(64.0, 64.0, -100.0)]);
         let model = CollisionModel::build(&map);
         assert_eq!(model.stats().solid_brushes, 7, "version {version}");

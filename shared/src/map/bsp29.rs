@@ -1,4 +1,5 @@
-//! Compiled Quake and Hexen 2 (BSP29) and Half-Life (BSP30) maps.
+//! Compiled Quake and Hexen 2 (BSP29), Half-Life (BSP30) maps, and Quake's large-map
+//! variants of BSP29 (BSP2, 2PSB).
 //!
 //! These keep no brushes, so the solid geometry comes from the BSP tree itself: each solid
 //! leaf of a model's hull-0 tree is a convex cell bounded by the planes on its path from
@@ -27,9 +28,50 @@ const INVERTED_SLACK: f64 = 1.0;
 /// The texture name cell brushes carry (solid by the one solidity rule).
 pub(super) const CELL_TEXTURE: &str = "bsp/solid";
 
-/// Whether the bytes start like a BSP29 or BSP30 file.
+/// How a file of the BSP29 family lays out its nodes and leaves (everything else read here
+/// is the same in all of them). BSP2 and 2PSB are Quake's large-map variants: 32-bit
+/// children and face ranges, bounds as floats (BSP2) or still as shorts (2PSB).
+#[derive(Clone, Copy, Debug)]
+struct Layout {
+    /// The format's name for messages.
+    name: &'static str,
+    node: usize,
+    leaf: usize,
+    /// Children are 32-bit (at 4 and 8), else 16-bit (at 4 and 6).
+    wide: bool,
+}
+
+const CLASSIC: Layout = Layout {
+    name: "BSP29",
+    node: 24,
+    leaf: 28,
+    wide: false,
+};
+const BSP2: Layout = Layout {
+    name: "BSP2",
+    node: 44,
+    leaf: 44,
+    wide: true,
+};
+const PSB2: Layout = Layout {
+    name: "2PSB",
+    node: 32,
+    leaf: 32,
+    wide: true,
+};
+
+/// The layout the bytes start like: BSP version 29 or 30, or the `BSP2` or `2PSB` magic.
+fn layout(bytes: &[u8]) -> Option<Layout> {
+    match bytes.get(..4)? {
+        b"BSP2" => Some(BSP2),
+        b"2PSB" => Some(PSB2),
+        _ => matches!(i32_at(bytes, 0), 29 | 30).then_some(CLASSIC),
+    }
+}
+
+/// Whether the bytes start like a file of the BSP29 family (BSP29, BSP30, BSP2, 2PSB).
 pub(super) fn is_bsp29(bytes: &[u8]) -> bool {
-    bytes.len() >= 4 && matches!(i32_at(bytes, 0), 29 | 30)
+    layout(bytes).is_some()
 }
 
 /// A child of a node: another node, or a leaf (stored as `-1 - leaf`).
@@ -39,14 +81,28 @@ enum Child {
 }
 
 struct Tree<'a> {
+    layout: Layout,
     planes: Vec<Plane>,
     nodes: &'a [u8],
     leaves: &'a [u8],
 }
 
 impl Tree<'_> {
-    fn child(&self, v: i16, owner: usize) -> Result<Child, MapError> {
-        let (nn, nl) = (self.nodes.len() / 24, self.leaves.len() / 28);
+    /// Child `k` (0 front, 1 back) of the node record `rec`.
+    fn child_of(&self, rec: &[u8], k: usize, owner: usize) -> Result<Child, MapError> {
+        let v = if self.layout.wide {
+            i32_at(rec, 4 + 4 * k)
+        } else {
+            i32::from(i16_at(rec, 4 + 2 * k))
+        };
+        self.child(v, owner)
+    }
+
+    fn child(&self, v: i32, owner: usize) -> Result<Child, MapError> {
+        let (nn, nl) = (
+            self.nodes.len() / self.layout.node,
+            self.leaves.len() / self.layout.leaf,
+        );
         if v >= 0 {
             let n = v as usize;
             if n >= nn {
@@ -56,7 +112,7 @@ impl Tree<'_> {
             }
             Ok(Child::Node(n))
         } else {
-            let l = (-1 - v as i32) as usize;
+            let l = (-1 - i64::from(v)) as usize;
             if l >= nl {
                 return err(format!(
                     "node {owner}: child leaf {l} out of range (0..{nl})"
@@ -72,11 +128,11 @@ impl Tree<'_> {
         // Depth-first with an explicit stack: (child, planes on the path). Each node is
         // reached once in a tree; a file whose nodes are shared or loop is refused.
         let mut stack = vec![(Child::Node(root), Vec::new())];
-        let mut seen = vec![false; self.nodes.len() / 24];
+        let mut seen = vec![false; self.nodes.len() / self.layout.node];
         while let Some((c, path)) = stack.pop() {
             match c {
                 Child::Leaf(l) => {
-                    let contents = i32_at(self.leaves, l * 28);
+                    let contents = i32_at(self.leaves, l * self.layout.leaf);
                     if contents == CONTENTS_SOLID || contents == CONTENTS_SKY {
                         let mut planes: Vec<Plane> = bounds.to_vec();
                         planes.extend(path);
@@ -90,7 +146,7 @@ impl Tree<'_> {
                     if path.len() > MAX_TREE_DEPTH {
                         return err(format!("node {n}: tree deeper than {MAX_TREE_DEPTH}"));
                     }
-                    let rec = &self.nodes[n * 24..];
+                    let rec = &self.nodes[n * self.layout.node..];
                     let pi = i32_at(rec, 0);
                     if pi < 0 || pi as usize >= self.planes.len() {
                         return err(format!(
@@ -99,10 +155,7 @@ impl Tree<'_> {
                         ));
                     }
                     let p = self.planes[pi as usize];
-                    let (front, back) = (
-                        self.child(i16_at(rec, 4), n)?,
-                        self.child(i16_at(rec, 6), n)?,
-                    );
+                    let (front, back) = (self.child_of(rec, 0, n)?, self.child_of(rec, 1, n)?);
                     // Front: n·x >= d, bounded by the flipped plane; back: n·x <= d.
                     let mut fp = path.clone();
                     fp.push(p.flipped());
@@ -118,9 +171,11 @@ impl Tree<'_> {
 }
 
 pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
-    let version = i32_at(bytes, 0);
+    let Some(layout) = layout(bytes) else {
+        return err("not a BSP29, BSP30, BSP2 or 2PSB file");
+    };
     if bytes.len() < 4 + LUMP_COUNT * 8 {
-        return err(format!("BSP{version} header is truncated"));
+        return err(format!("{} header is truncated", layout.name));
     }
     let ent_text = super::lumps::lump(bytes, 4, LUMP_ENTITIES, 1, "entities")?;
     let ent_text = String::from_utf8_lossy(ent_text);
@@ -135,9 +190,10 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
         })
         .collect::<Result<_, _>>()?;
     let tree = Tree {
+        layout,
         planes,
-        nodes: super::lumps::lump(bytes, 4, LUMP_NODES, 24, "nodes")?,
-        leaves: super::lumps::lump(bytes, 4, LUMP_LEAVES, 28, "leaves")?,
+        nodes: super::lumps::lump(bytes, 4, LUMP_NODES, layout.node, "nodes")?,
+        leaves: super::lumps::lump(bytes, 4, LUMP_LEAVES, layout.leaf, "leaves")?,
     };
     let models_raw = super::lumps::lump(bytes, 4, LUMP_MODELS, 1, "models")?;
     // Quake and Half-Life models hold 4 hull heads (64 bytes), Hexen 2's 8 (80 bytes); the
@@ -187,7 +243,7 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
             return err(format!("model {mi}: bounds {lo:?}..{hi:?} are not usable"));
         }
         let head = i32_at(m, 36);
-        if head < 0 || head as usize >= tree.nodes.len() / 24 {
+        if head < 0 || head as usize >= tree.nodes.len() / layout.node {
             return err(format!("model {mi}: head node {head} out of range"));
         }
         // Cells left open by the tree (outside the map) end a unit beyond the model.

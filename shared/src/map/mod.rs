@@ -200,16 +200,15 @@ impl MapData {
         ibsp::parse(bytes)
     }
 
-    /// Reads a compiled Quake or Hexen 2 (BSP29) or Half-Life (BSP30) map: the solid
-    /// leaves of its BSP trees as brushes, and its entities.
+    /// Reads a compiled Quake or Hexen 2 (BSP29) or Half-Life (BSP30) map, or one of
+    /// Quake's large-map variants (BSP2, 2PSB): the solid leaves of its BSP trees as
+    /// brushes, and its entities.
     pub fn parse_bsp29(bytes: &[u8]) -> Result<MapData, MapError> {
-        if !bsp29::is_bsp29(bytes) {
-            return Err(MapError::Bsp("not a BSP29 or BSP30 file".into()));
-        }
         bsp29::parse(bytes)
     }
 
-    /// Picks the reader by content: `IBSP` magic, BSP version 29 or 30, or map text. Other
+    /// Picks the reader by content: `IBSP` magic, BSP version 29 or 30, the `BSP2` or
+    /// `2PSB` magic, or map text. Other
     /// compiled formats get an error naming their magic and version.
     pub fn parse_any(bytes: &[u8]) -> Result<MapData, MapError> {
         if bytes.starts_with(b"IBSP") {
@@ -218,16 +217,14 @@ impl MapData {
         if bsp29::is_bsp29(bytes) {
             return bsp29::parse(bytes);
         }
-        const OTHER: [&[u8; 4]; 7] = [
-            b"VBSP", b"RBSP", b"FBSP", b"BSP2", b"2PSB", b"FAKK", b"EF2!",
-        ];
+        const OTHER: [&[u8; 4]; 5] = [b"VBSP", b"RBSP", b"FBSP", b"FAKK", b"EF2!"];
         if let Some(magic) = OTHER.iter().find(|m| bytes.starts_with(&m[..])) {
             let version = bytes
                 .get(4..8)
                 .map(|v| i32::from_le_bytes([v[0], v[1], v[2], v[3]]).to_string())
                 .unwrap_or_else(|| "(truncated)".into());
             return Err(MapError::Bsp(format!(
-                "compiled map format {} version {version} is not supported (IBSP 46, BSP 29 and BSP 30 are)",
+                "compiled map format {} version {version} is not supported (IBSP 46, BSP 29, BSP 30, BSP2 and 2PSB are)",
                 String::from_utf8_lossy(&magic[..])
             )));
         }
@@ -235,7 +232,7 @@ impl MapData {
             let v = i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
             if (0..256).contains(&v) {
                 return Err(MapError::Bsp(format!(
-                    "compiled map with version {v} is not supported (IBSP 46, BSP 29 and BSP 30 are)"
+                    "compiled map with version {v} is not supported (IBSP 46, BSP 29, BSP 30, BSP2 and 2PSB are)"
                 )));
             }
         }

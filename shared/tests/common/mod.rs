@@ -550,3 +550,64 @@ pub(crate) fn bsp29_file(
     }
     out
 }
+
+/// A BSP29 file rewritten as one of Quake's large-map variants (`BSP2`: 32-bit children
+/// and face ranges, float bounds; `2PSB`: the same with short bounds): the same tree,
+/// leaves and everything else.
+pub(crate) fn widen_bsp29(bytes: &[u8], magic: &[u8; 4]) -> Vec<u8> {
+    let float_bounds = magic == b"BSP2";
+    let i16_at = |b: &[u8], o: usize| i16::from_le_bytes([b[o], b[o + 1]]);
+    let u16_at = |b: &[u8], o: usize| u16::from_le_bytes([b[o], b[o + 1]]);
+    let i32_at = |b: &[u8], o: usize| i32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+    let bounds = |out: &mut Vec<u8>, rec: &[u8], at: usize| {
+        for k in 0..6 {
+            let v = i16_at(rec, at + 2 * k);
+            if float_bounds {
+                out.extend((v as f32).to_le_bytes());
+            } else {
+                out.extend(v.to_le_bytes());
+            }
+        }
+    };
+    let mut lumps: Vec<Vec<u8>> = (0..15)
+        .map(|i| {
+            let (off, len) = (
+                i32_at(bytes, 4 + i * 8) as usize,
+                i32_at(bytes, 8 + i * 8) as usize,
+            );
+            bytes[off..off + len].to_vec()
+        })
+        .collect();
+    let mut nodes = Vec::new();
+    for rec in lumps[5].chunks_exact(24) {
+        nodes.extend(&rec[..4]);
+        for k in 0..2 {
+            nodes.extend(i32::from(i16_at(rec, 4 + 2 * k)).to_le_bytes());
+        }
+        bounds(&mut nodes, rec, 8);
+        for k in 0..2 {
+            nodes.extend(u32::from(u16_at(rec, 20 + 2 * k)).to_le_bytes());
+        }
+    }
+    let mut leaves = Vec::new();
+    for rec in lumps[10].chunks_exact(28) {
+        leaves.extend(&rec[..8]);
+        bounds(&mut leaves, rec, 8);
+        for k in 0..2 {
+            leaves.extend(u32::from(u16_at(rec, 20 + 2 * k)).to_le_bytes());
+        }
+        leaves.extend(&rec[24..28]);
+    }
+    (lumps[5], lumps[10]) = (nodes, leaves);
+    let mut out = magic.to_vec();
+    let mut off = 4 + 15 * 8;
+    for l in &lumps {
+        out.extend((off as i32).to_le_bytes());
+        out.extend((l.len() as i32).to_le_bytes());
+        off += l.len();
+    }
+    for l in &lumps {
+        out.extend(l);
+    }
+    out
+}
