@@ -470,6 +470,122 @@ fn bsp29_and_bsp30_solid_leaves_collide_like_brushes() {
     }
 }
 
+/// A Quake 2 `.bsp` (IBSP 38): the brushes its models' leaves name, solid and clip brushes
+/// colliding as the same brushes written as a `.map`, water left out, bevels dropped, a
+/// door's brush with the door.
+#[test]
+fn quake_2_bsp_brushes_collide_like_the_same_brushes() {
+    use common::Q2Brush;
+    let walls = [
+        (
+            DVec3::new(128.0, -144.0, -144.0),
+            DVec3::new(144.0, 144.0, 144.0),
+        ),
+        (
+            DVec3::new(-144.0, -144.0, -144.0),
+            DVec3::new(-128.0, 144.0, 144.0),
+        ),
+        (
+            DVec3::new(-144.0, -144.0, -144.0),
+            DVec3::new(144.0, 144.0, -128.0),
+        ),
+        (
+            DVec3::new(-16.0, -16.0, -128.0),
+            DVec3::new(16.0, 16.0, 0.0),
+        ),
+    ];
+    let mut brushes: Vec<Q2Brush> = walls
+        .iter()
+        .enumerate()
+        .map(|(i, (a, b))| {
+            let mut planes = common::box_planes(*a, *b);
+            if i == 3 {
+                // A bevel: a plane that cuts nothing (the pillar's top edge, pushed out).
+                planes.push((DVec3::new(1.0, 0.0, 1.0).normalize(), 1000.0));
+            }
+            // Solid, then window, then player clip, then solid.
+            Q2Brush {
+                planes,
+                contents: [0x1, 0x2, 0x10000, 0x1][i],
+                model: 0,
+            }
+        })
+        .collect();
+    // Water fills the room's bottom: it does not collide.
+    brushes.push(Q2Brush {
+        planes: common::box_planes(
+            DVec3::new(-128.0, -128.0, -128.0),
+            DVec3::new(128.0, 128.0, -64.0),
+        ),
+        contents: 0x20,
+        model: 0,
+    });
+    // A door in model 1.
+    let door = (
+        DVec3::new(-128.0, 100.0, -128.0),
+        DVec3::new(-100.0, 128.0, 0.0),
+    );
+    brushes.push(Q2Brush {
+        planes: common::box_planes(door.0, door.1),
+        contents: 0x1,
+        model: 1,
+    });
+    let ents =
+        "{\n\"classname\" \"worldspawn\"\n}\n{\n\"classname\" \"func_door\"\n\"model\" \"*1\"\n}\n";
+    let map = MapData::parse_any(&common::q2bsp_file(ents, &brushes)).unwrap();
+    assert_eq!(map.entities[0].brushes.len(), 4, "water left out");
+    assert_eq!(map.entities[1].brushes.len(), 1, "the door's brush");
+    assert!(
+        map.entities[0].brushes.iter().all(|b| b.faces.len() == 6),
+        "bevel dropped"
+    );
+    let text = format!(
+        "{{\n\"classname\" \"worldspawn\"\n{}}}\n",
+        walls
+            .iter()
+            .map(|(a, b)| common::brush(*a, *b))
+            .collect::<String>()
+    );
+    let reference = CollisionModel::build(&MapData::parse_map(&text).unwrap());
+    let model = CollisionModel::build(&map);
+    assert_eq!(model.stats().solid_brushes, 4);
+    let hull = Hull::aabb(
+        DVec3::new(-16.0, -16.0, -24.0),
+        DVec3::new(16.0, 16.0, 32.0),
+    )
+    .unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(38);
+    let mut s = TraceScratch::new();
+    let mut hits = 0;
+    for _ in 0..400 {
+        let from = DVec3::new(
+            rng.gen_range(40.0..90.0),
+            rng.gen_range(-90.0..90.0),
+            rng.gen_range(-90.0..90.0),
+        );
+        let to = from
+            + DVec3::new(
+                rng.gen_range(-300.0..300.0),
+                rng.gen_range(-300.0..300.0),
+                rng.gen_range(-300.0..300.0),
+            );
+        let a = model.trace(&hull, from, to, Contents::ALL, &mut s);
+        let b = reference.trace(&hull, from, to, Contents::ALL, &mut s);
+        assert_eq!(a.start_solid, b.start_solid);
+        assert!(
+            (a.sweep.end - b.sweep.end).length() < 1e-6,
+            "{from:?} -> {to:?}"
+        );
+        hits += a.sweep.hit.is_some() as usize;
+    }
+    assert!(hits > 200, "{hits}");
+    // Another IBSP version is named.
+    let mut other = common::q2bsp_file(ents, &brushes);
+    other[4..8].copy_from_slice(&37i32.to_le_bytes());
+    let e = MapData::parse_any(&other).unwrap_err().to_string();
+    assert!(e.contains("version 37"), "{e}");
+}
+
 /// Quake text with bytes past 127 in a string (the "gold" letters of Quake's charset in a
 /// `message`) loads, read as Latin-1, with a warning naming the line of the first such byte;
 /// the brushes and the rest of the entity are as in the same map without them.

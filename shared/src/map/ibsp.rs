@@ -38,7 +38,9 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
     }
     let version = i32_at(bytes, 4);
     if version != 46 {
-        return err(format!("IBSP version {version} is not supported (need 46)"));
+        return err(format!(
+            "IBSP version {version} is not supported (46 for Quake 3, 38 for Quake 2)"
+        ));
     }
     let ent_text = super::lumps::lump(bytes, 8, LUMP_ENTITIES, 1, "entities")?;
     let ent_text = String::from_utf8_lossy(ent_text);

@@ -4,6 +4,7 @@ mod bsp29;
 mod ibsp;
 mod lumps;
 mod parse;
+mod q2bsp;
 pub mod solidity;
 
 use crate::geom::Plane;
@@ -207,10 +208,14 @@ impl MapData {
         bsp29::parse(bytes)
     }
 
-    /// Picks the reader by content: `IBSP` magic, BSP version 29 or 30, the `BSP2` or
+    /// Picks the reader by content: `IBSP` magic (version 46, Quake 3; 38, Quake 2), BSP
+    /// version 29 or 30, the `BSP2` or
     /// `2PSB` magic, or map text. Other
     /// compiled formats get an error naming their magic and version.
     pub fn parse_any(bytes: &[u8]) -> Result<MapData, MapError> {
+        if q2bsp::is_q2bsp(bytes) {
+            return q2bsp::parse(bytes);
+        }
         if bytes.starts_with(b"IBSP") {
             return Self::parse_ibsp(bytes);
         }
@@ -224,7 +229,7 @@ impl MapData {
                 .map(|v| i32::from_le_bytes([v[0], v[1], v[2], v[3]]).to_string())
                 .unwrap_or_else(|| "(truncated)".into());
             return Err(MapError::Bsp(format!(
-                "compiled map format {} version {version} is not supported (IBSP 46, BSP 29, BSP 30, BSP2 and 2PSB are)",
+                "compiled map format {} version {version} is not supported (IBSP 46 and 38, BSP 29, BSP 30, BSP2 and 2PSB are)",
                 String::from_utf8_lossy(&magic[..])
             )));
         }
@@ -232,7 +237,7 @@ impl MapData {
             let v = i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
             if (0..256).contains(&v) {
                 return Err(MapError::Bsp(format!(
-                    "compiled map with version {v} is not supported (IBSP 46, BSP 29, BSP 30, BSP2 and 2PSB are)"
+                    "compiled map with version {v} is not supported (IBSP 46 and 38, BSP 29, BSP 30, BSP2 and 2PSB are)"
                 )));
             }
         }

@@ -611,3 +611,78 @@ pub(crate) fn widen_bsp29(bytes: &[u8], magic: &[u8; 4]) -> Vec<u8> {
     }
     out
 }
+
+/// One brush of a hand-built Quake 2 `.bsp`: its planes (outward), its contents flags and
+/// the model it belongs to.
+pub(crate) struct Q2Brush {
+    pub planes: Vec<(DVec3, f64)>,
+    pub contents: i32,
+    pub model: usize,
+}
+
+/// A Quake 2 IBSP (version 38) file: the entity text, and brushes by model. Model 0's
+/// tree is one node (plane 0 of its first brush) over two leaves, each naming the model's
+/// brushes up to and from the middle one (so it is named twice); every other model's head
+/// is a single leaf naming its brushes.
+pub(crate) fn q2bsp_file(entities: &str, brushes: &[Q2Brush]) -> Vec<u8> {
+    let le = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+    let u16s =
+        |v: &[usize]| -> Vec<u8> { v.iter().flat_map(|x| (*x as u16).to_le_bytes()).collect() };
+    let mut lumps: Vec<Vec<u8>> = vec![Vec::new(); 19];
+    lumps[0] = format!("{entities}\0").into_bytes();
+    for b in brushes {
+        let first_side = (lumps[15].len() / 4) as i32;
+        lumps[14].extend(le(&[first_side, b.planes.len() as i32, b.contents]));
+        for (n, d) in &b.planes {
+            let plane = lumps[1].len() / 20;
+            lumps[15].extend(u16s(&[plane]));
+            lumps[15].extend(0i16.to_le_bytes());
+            for v in [n.x, n.y, n.z, *d] {
+                lumps[1].extend((v as f32).to_le_bytes());
+            }
+            lumps[1].extend(0i32.to_le_bytes());
+        }
+    }
+    let models = brushes.iter().map(|b| b.model).max().map_or(0, |m| m + 1);
+    let leaf = |lumps: &mut Vec<Vec<u8>>, list: &[usize]| -> i32 {
+        let first = lumps[10].len() / 2;
+        lumps[10].extend(u16s(list));
+        let mut rec = le(&[1, 0]);
+        rec.extend(vec![0u8; 16]);
+        rec.extend(u16s(&[first, list.len()]));
+        lumps[8].extend(rec);
+        -(lumps[8].len() as i32 / 28)
+    };
+    for m in 0..models {
+        let own: Vec<usize> = (0..brushes.len())
+            .filter(|i| brushes[*i].model == m)
+            .collect();
+        let head = if m == 0 {
+            let mid = own.len() / 2;
+            let (a, b) = (
+                leaf(&mut lumps, &own[..=mid.min(own.len() - 1)]),
+                leaf(&mut lumps, &own[mid..]),
+            );
+            let mut node = le(&[0, a, b]);
+            node.extend(vec![0u8; 16]);
+            lumps[4].extend(node);
+            (lumps[4].len() / 28 - 1) as i32
+        } else {
+            leaf(&mut lumps, &own)
+        };
+        let mut model = vec![0u8; 36];
+        model.extend(le(&[head, 0, 0]));
+        lumps[13].extend(model);
+    }
+    let mut out = b"IBSP".to_vec();
+    out.extend(38i32.to_le_bytes());
+    let mut off = 8 + 19 * 8;
+    for l in &lumps {
+        out.extend(le(&[off as i32, l.len() as i32]));
+        off += l.len();
+    }
+    for l in &lumps {
+        out.extend_from_slice(l);
+    }
+    out
+}

@@ -1,0 +1,164 @@
+//! Brushes and entities of a compiled Quake 2 `.bsp` (IBSP version 38).
+//!
+//! Like Quake 3's, the compiler keeps every brush as plane-bounded sides (plus bevels,
+//! which bound nothing and are dropped). Quake 2's models do not list their brushes: a
+//! model's brushes are those its BSP tree's leaves name (the leaf-brush lists), found by
+//! walking the tree from the model's head node. A brush's contents decide whether it
+//! collides: solid, window and player-clip brushes do; water, slime, lava, mist and the
+//! rest do not, and are left out.
+
+use super::bsp29::CELL_TEXTURE;
+use super::lumps::{assign_models, err, f32_at, i32_at, unit_plane};
+use super::{parse, Brush, Face, MapData, MapError, MAX_BRUSH_FACES};
+use crate::geom::{planes_to_polygons, Plane};
+use glam::DVec3;
+use std::collections::BTreeSet;
+
+const LUMP_ENTITIES: usize = 0;
+const LUMP_PLANES: usize = 1;
+const LUMP_NODES: usize = 4;
+const LUMP_LEAVES: usize = 8;
+const LUMP_LEAF_BRUSHES: usize = 10;
+const LUMP_MODELS: usize = 13;
+const LUMP_BRUSHES: usize = 14;
+const LUMP_BRUSH_SIDES: usize = 15;
+const LUMP_COUNT: usize = 19;
+
+const NODE: usize = 28;
+const LEAF: usize = 28;
+const MODEL: usize = 48;
+
+/// Contents that stop a player: solid, window, player clip.
+const BLOCKS_PLAYERS: i32 = 0x1 | 0x2 | 0x10000;
+/// Deepest tree walked (a file whose tree is deeper is refused).
+const MAX_TREE_DEPTH: usize = 1024;
+
+fn u16_at(b: &[u8], off: usize) -> usize {
+    usize::from(u16::from_le_bytes([b[off], b[off + 1]]))
+}
+
+/// Whether the bytes are a Quake 2 IBSP (version 38).
+pub(super) fn is_q2bsp(bytes: &[u8]) -> bool {
+    bytes.len() >= 8 && &bytes[..4] == b"IBSP" && i32_at(bytes, 4) == 38
+}
+
+pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
+    if bytes.len() < 8 + LUMP_COUNT * 8 || !is_q2bsp(bytes) {
+        return err("not a Quake 2 IBSP file (bad magic or truncated header)");
+    }
+    let lump = |i: usize, rec: usize, name: &str| super::lumps::lump(bytes, 8, i, rec, name);
+    let ent_text = String::from_utf8_lossy(lump(LUMP_ENTITIES, 1, "entities")?);
+    let mut map = parse::parse(ent_text.trim_end_matches('\0'))
+        .map_err(|e| MapError::Bsp(format!("entities: {e}")))?;
+    let planes: Vec<Plane> = lump(LUMP_PLANES, 20, "planes")?
+        .chunks_exact(20)
+        .enumerate()
+        .map(|(i, p)| {
+            let n = DVec3::new(f32_at(p, 0), f32_at(p, 4), f32_at(p, 8));
+            unit_plane(n, f32_at(p, 12), &format!("plane {i}"))
+        })
+        .collect::<Result<_, _>>()?;
+    let nodes = lump(LUMP_NODES, NODE, "nodes")?;
+    let leaves = lump(LUMP_LEAVES, LEAF, "leaves")?;
+    let leaf_brushes = lump(LUMP_LEAF_BRUSHES, 2, "leaf brushes")?;
+    let models = lump(LUMP_MODELS, MODEL, "models")?;
+    let brushes = lump(LUMP_BRUSHES, 12, "brushes")?;
+    let sides = lump(LUMP_BRUSH_SIDES, 4, "brush sides")?;
+    let (nnodes, nleaves) = (nodes.len() / NODE, leaves.len() / LEAF);
+    let (nbrushes, nsides) = (brushes.len() / 12, sides.len() / 4);
+
+    // The brushes the leaves under `head` name, in index order.
+    let brushes_under = |head: i32, mi: usize| -> Result<BTreeSet<usize>, MapError> {
+        let mut found = BTreeSet::new();
+        let mut seen = vec![false; nnodes];
+        let mut stack = vec![(head, 0usize)];
+        while let Some((c, depth)) = stack.pop() {
+            if depth > MAX_TREE_DEPTH {
+                return err(format!("model {mi}: tree deeper than {MAX_TREE_DEPTH}"));
+            }
+            if c >= 0 {
+                let n = c as usize;
+                if n >= nnodes {
+                    return err(format!("model {mi}: node {n} out of range (0..{nnodes})"));
+                }
+                if std::mem::replace(&mut seen[n], true) {
+                    return err(format!("node {n} is reached twice: not a tree"));
+                }
+                let rec = &nodes[n * NODE..];
+                stack.push((i32_at(rec, 4), depth + 1));
+                stack.push((i32_at(rec, 8), depth + 1));
+            } else {
+                let l = (-1 - i64::from(c)) as usize;
+                if l >= nleaves {
+                    return err(format!("leaf {l} out of range (0..{nleaves})"));
+                }
+                let rec = &leaves[l * LEAF..];
+                let (first, n) = (u16_at(rec, 24), u16_at(rec, 26));
+                if first + n > leaf_brushes.len() / 2 {
+                    return err(format!("leaf {l}: brush list runs past its lump"));
+                }
+                for k in first..first + n {
+                    let b = u16_at(leaf_brushes, k * 2);
+                    if b >= nbrushes {
+                        return err(format!("leaf {l}: brush {b} out of range (0..{nbrushes})"));
+                    }
+                    found.insert(b);
+                }
+            }
+        }
+        Ok(found)
+    };
+
+    // A brush that stops players, as its bounding sides; `None` for one that does not.
+    let read_brush = |bi: usize| -> Result<Option<Brush>, MapError> {
+        let b = &brushes[bi * 12..];
+        let (first, n, contents) = (i32_at(b, 0), i32_at(b, 4), i32_at(b, 8));
+        if contents & BLOCKS_PLAYERS == 0 {
+            return Ok(None);
+        }
+        if first < 0 || n < 0 || first as usize + n as usize > nsides {
+            return err(format!(
+                "brush {bi} sides {first}..{first}+{n} out of range (0..{nsides})"
+            ));
+        }
+        if n as usize > MAX_BRUSH_FACES {
+            return err(format!(
+                "brush {bi} has {n} sides; at most {MAX_BRUSH_FACES} are supported"
+            ));
+        }
+        let mut own = Vec::with_capacity(n as usize);
+        for si in first as usize..first as usize + n as usize {
+            let pi = u16_at(sides, si * 4);
+            let Some(p) = planes.get(pi) else {
+                return err(format!(
+                    "side {si} of brush {bi}: plane {pi} out of range (0..{})",
+                    planes.len()
+                ));
+            };
+            // (Its texinfo, at +2, names a texture: the contents already decided.)
+            own.push(*p);
+        }
+        // Only the sides that bound it (the compiler's bevels cut nothing).
+        let faces: Vec<Face> = planes_to_polygons(&own, 1e-6)
+            .into_iter()
+            .map(|(i, _)| Face {
+                plane: own[i],
+                texture: CELL_TEXTURE.into(),
+            })
+            .collect();
+        Ok((faces.len() >= 4).then_some(Brush { faces, line: 0 }))
+    };
+
+    let model_brushes = |mi: usize| -> Result<Vec<Brush>, MapError> {
+        let head = i32_at(&models[mi * MODEL..], 36);
+        let mut out = Vec::new();
+        for bi in brushes_under(head, mi)? {
+            out.extend(read_brush(bi)?);
+        }
+        Ok(out)
+    };
+    assign_models(&mut map, models.len() / MODEL, |mi| {
+        Ok((model_brushes(mi)?, Vec::new()))
+    })?;
+    Ok(map)
+}
