@@ -399,7 +399,8 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
                         out.cheating_after = out.cheating_after.or(began);
                         if again {
                             lost_at = Some(Instant::now());
-                            tokio::time::sleep(backoff.next_delay()).await;
+                            let left = deadline.saturating_duration_since(Instant::now());
+                            tokio::time::sleep(backoff.next_delay().min(left)).await;
                             continue;
                         }
                     }

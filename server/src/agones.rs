@@ -297,11 +297,13 @@ pub(crate) async fn run(
         if r.shut_down() {
             return;
         }
+        // The next ping when it is ahead; while the tick is stalled (a ping overdue) or
+        // before the server accepts, look again a quarter period on.
+        let soon = now + cfg.health_every / 4;
         let wake = r
             .wake_at()
-            .unwrap_or(now + cfg.health_every)
-            // While the tick is stalled (or before the server accepts), look again soon.
-            .min(now + cfg.health_every / 4);
+            .filter(|t| *t > now)
+            .map_or(soon, |t| t.min(soon));
         tokio::select! {
             _ = tokio::time::sleep_until(wake.into()) => {}
             _ = players.changed.notified() => {}
