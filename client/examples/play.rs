@@ -70,6 +70,9 @@ struct TopDown {
     pixels: Vec<u32>,
 }
 
+/// How far the picture's column steps down through a roof or wall (units).
+const ROOF_STEP: f64 = 4.0;
+
 impl TopDown {
     /// Draws the map at `size` pixels square; `between` runs after every row (the session
     /// keeps playing while the picture is made).
@@ -86,21 +89,34 @@ impl TopDown {
             for px in 0..size {
                 let x = b.min.x + (px as f64 + 0.5) * scale;
                 let y = b.max.y - (py as f64 + 0.5) * scale;
-                let t = sim.map().sweep(
-                    &point,
-                    DVec3::new(x, y, top),
-                    DVec3::new(x, y, bottom),
-                    Contents::ALL,
-                    &mut s,
-                );
-                pixels[py * size + px] = if t.fraction <= 0.0 {
-                    0x0020_2020 // inside solid from the top: a wall or the outside
-                } else if t.hit.is_some() {
-                    let h = 1.0 - t.fraction; // higher floors lighter
-                    let g = (60.0 + 170.0 * h) as u32;
-                    ((g / 2) << 16) | (g << 8) | (g * 3 / 4)
+                // Down from the top, out of any roof or wall first: a trace that starts
+                // inside solid goes no deeper, so it cannot pass through a roof.
+                let mut z = top;
+                while z > bottom
+                    && sim
+                        .map()
+                        .position_solid(&point, DVec3::new(x, y, z), Contents::ALL, &mut s)
+                {
+                    z -= ROOF_STEP;
+                }
+                pixels[py * size + px] = if z <= bottom {
+                    0x0020_2020 // solid all the way down: a wall or the outside
                 } else {
-                    0x0010_1018
+                    let t = sim.map().sweep(
+                        &point,
+                        DVec3::new(x, y, z),
+                        DVec3::new(x, y, bottom),
+                        Contents::ALL,
+                        &mut s,
+                    );
+                    if t.hit.is_some() {
+                        // Higher floors lighter.
+                        let h = (t.end.z - bottom) / (top - bottom).max(1.0);
+                        let g = (60.0 + 170.0 * h.clamp(0.0, 1.0)) as u32;
+                        ((g / 2) << 16) | (g << 8) | (g * 3 / 4)
+                    } else {
+                        0x0010_1018
+                    }
                 };
             }
         }
