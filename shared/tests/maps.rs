@@ -289,6 +289,27 @@ fn forgivable_faults_are_warnings_naming_their_line() {
     assert_eq!(CollisionModel::build(&m).stats().solid_brushes, 1);
 }
 
+/// The trace of `hull` from `from` to `to` in `model`, which must end where the same trace
+/// in `reference` does (the same brushes written otherwise), with the same normal.
+fn same_trace(
+    model: &CollisionModel,
+    reference: &CollisionModel,
+    hull: &Hull,
+    from: DVec3,
+    to: DVec3,
+    s: &mut TraceScratch,
+) -> expel_shared::Trace {
+    let a = model.trace(hull, from, to, Contents::ALL, s);
+    let b = reference.trace(hull, from, to, Contents::ALL, s);
+    assert_eq!(a.start_solid, b.start_solid);
+    assert!(
+        (a.sweep.end - b.sweep.end).length() < 1e-6,
+        "{from:?} -> {to:?}"
+    );
+    assert_eq!(a.sweep.normal(), b.sweep.normal());
+    a
+}
+
 /// A room 256 units across with a pillar, compiled as Quake (BSP29), Hexen 2 (BSP29 with
 /// 80-byte models) and Half-Life (BSP30) write it: the solid leaves of the tree become
 /// brushes, and every trace inside agrees with the same room written as brushes.
@@ -393,14 +414,7 @@ fn bsp29_and_bsp30_solid_leaves_collide_like_brushes() {
                 rng.gen_range(-300.0..300.0),
                 rng.gen_range(-300.0..300.0),
             );
-            let a = model.trace(&hull, from, to, Contents::ALL, &mut s);
-            let b = reference.trace(&hull, from, to, Contents::ALL, &mut s);
-            assert_eq!(a.start_solid, b.start_solid);
-            assert!(
-                (a.sweep.end - b.sweep.end).length() < 1e-6,
-                "{from:?} -> {to:?}"
-            );
-            assert_eq!(a.sweep.normal(), b.sweep.normal());
+            let a = same_trace(&model, &reference, &hull, from, to, &mut s);
             let clear = cells
                 .iter()
                 .map(|(c, _, _)| common::separation(&ohull, a.sweep.end, c))
@@ -569,13 +583,7 @@ fn quake_2_bsp_brushes_collide_like_the_same_brushes() {
                 rng.gen_range(-300.0..300.0),
                 rng.gen_range(-300.0..300.0),
             );
-        let a = model.trace(&hull, from, to, Contents::ALL, &mut s);
-        let b = reference.trace(&hull, from, to, Contents::ALL, &mut s);
-        assert_eq!(a.start_solid, b.start_solid);
-        assert!(
-            (a.sweep.end - b.sweep.end).length() < 1e-6,
-            "{from:?} -> {to:?}"
-        );
+        let a = same_trace(&model, &reference, &hull, from, to, &mut s);
         hits += a.sweep.hit.is_some() as usize;
     }
     assert!(hits > 200, "{hits}");

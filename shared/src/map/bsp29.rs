@@ -7,7 +7,7 @@
 //! one brush of the same collision model as any other map's; entities come from the entity
 //! lump as text.
 
-use super::lumps::{assign_models, err, f32_at, i16_at, i32_at, unit_plane};
+use super::lumps::{assign_models, err, f32_at, i16_at, i32_at};
 use super::{parse, Brush, Face, MapData, MapError, MapWarning};
 use crate::geom::{planes_to_polygons, Plane, MAX_COORD};
 use glam::DVec3;
@@ -181,14 +181,7 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
     let ent_text = String::from_utf8_lossy(ent_text);
     let mut map = parse::parse(ent_text.trim_end_matches('\0'))
         .map_err(|e| MapError::Bsp(format!("entities: {e}")))?;
-    let planes: Vec<Plane> = super::lumps::lump(bytes, 4, LUMP_PLANES, 20, "planes")?
-        .chunks_exact(20)
-        .enumerate()
-        .map(|(i, p)| {
-            let n = DVec3::new(f32_at(p, 0), f32_at(p, 4), f32_at(p, 8));
-            unit_plane(n, f32_at(p, 12), &format!("plane {i}"))
-        })
-        .collect::<Result<_, _>>()?;
+    let planes = super::lumps::planes20(bytes, 4, LUMP_PLANES)?;
     let tree = Tree {
         layout,
         planes,

@@ -7,7 +7,7 @@
 //! and their shaders' contents.
 
 use super::lumps::{assign_models, err, f32_at, i32_at, unit_plane};
-use super::{parse, Brush, Face, MapData, MapError, Patch, MAX_BRUSH_FACES};
+use super::{parse, Brush, Face, MapData, MapError, Patch};
 use crate::geom::{planes_to_polygons, Plane};
 use glam::DVec3;
 
@@ -79,20 +79,9 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
 
     let read_brush = |bi: usize| -> Result<Brush, MapError> {
         let b = &brushes_raw[bi * 12..];
-        let first = i32_at(b, 0);
-        let n = i32_at(b, 4);
-        if first < 0 || n < 0 || first as usize + n as usize > nsides {
-            return err(format!(
-                "brush {bi} sides {first}..{first}+{n} out of range (0..{nsides})"
-            ));
-        }
-        if n as usize > MAX_BRUSH_FACES {
-            return err(format!(
-                "brush {bi} has {n} sides; at most {MAX_BRUSH_FACES} are supported"
-            ));
-        }
-        let mut faces = Vec::with_capacity(n as usize);
-        for si in first as usize..first as usize + n as usize {
+        let range = super::lumps::brush_sides(bi, i32_at(b, 0), i32_at(b, 4), nsides)?;
+        let mut faces = Vec::with_capacity(range.len());
+        for si in range {
             let s = &sides[si * 8..];
             let pi = index(i32_at(s, 0), planes.len(), "plane", si)?;
             let p = planes[pi];

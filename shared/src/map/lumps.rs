@@ -104,3 +104,38 @@ pub(super) fn assign_models(
     }
     Ok(())
 }
+
+/// The planes of a Quake 1 or 2 style planes lump (20-byte records: normal, distance,
+/// type), each checked as [`unit_plane`] does.
+pub(super) fn planes20(bytes: &[u8], dir: usize, i: usize) -> Result<Vec<Plane>, MapError> {
+    lump(bytes, dir, i, 20, "planes")?
+        .chunks_exact(20)
+        .enumerate()
+        .map(|(i, p)| {
+            let n = DVec3::new(f32_at(p, 0), f32_at(p, 4), f32_at(p, 8));
+            unit_plane(n, f32_at(p, 12), &format!("plane {i}"))
+        })
+        .collect()
+}
+
+/// The side indices of brush `bi` (`first`, `n` as stored), checked against the `nsides`
+/// there are and the most faces a brush may have.
+pub(super) fn brush_sides(
+    bi: usize,
+    first: i32,
+    n: i32,
+    nsides: usize,
+) -> Result<std::ops::Range<usize>, MapError> {
+    if first < 0 || n < 0 || first as usize + n as usize > nsides {
+        return err(format!(
+            "brush {bi} sides {first}..{first}+{n} out of range (0..{nsides})"
+        ));
+    }
+    if n as usize > super::MAX_BRUSH_FACES {
+        return err(format!(
+            "brush {bi} has {n} sides; at most {} are supported",
+            super::MAX_BRUSH_FACES
+        ));
+    }
+    Ok(first as usize..first as usize + n as usize)
+}

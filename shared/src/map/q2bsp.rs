@@ -8,10 +8,9 @@
 //! rest do not, and are left out.
 
 use super::bsp29::CELL_TEXTURE;
-use super::lumps::{assign_models, err, f32_at, i32_at, unit_plane};
-use super::{parse, Brush, Face, MapData, MapError, MAX_BRUSH_FACES};
-use crate::geom::{planes_to_polygons, Plane};
-use glam::DVec3;
+use super::lumps::{assign_models, brush_sides, err, i32_at, planes20};
+use super::{parse, Brush, Face, MapData, MapError};
+use crate::geom::planes_to_polygons;
 use std::collections::BTreeSet;
 
 const LUMP_ENTITIES: usize = 0;
@@ -50,14 +49,7 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
     let ent_text = String::from_utf8_lossy(lump(LUMP_ENTITIES, 1, "entities")?);
     let mut map = parse::parse(ent_text.trim_end_matches('\0'))
         .map_err(|e| MapError::Bsp(format!("entities: {e}")))?;
-    let planes: Vec<Plane> = lump(LUMP_PLANES, 20, "planes")?
-        .chunks_exact(20)
-        .enumerate()
-        .map(|(i, p)| {
-            let n = DVec3::new(f32_at(p, 0), f32_at(p, 4), f32_at(p, 8));
-            unit_plane(n, f32_at(p, 12), &format!("plane {i}"))
-        })
-        .collect::<Result<_, _>>()?;
+    let planes = planes20(bytes, 8, LUMP_PLANES)?;
     let nodes = lump(LUMP_NODES, NODE, "nodes")?;
     let leaves = lump(LUMP_LEAVES, LEAF, "leaves")?;
     let leaf_brushes = lump(LUMP_LEAF_BRUSHES, 2, "leaf brushes")?;
@@ -116,18 +108,9 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
         if contents & BLOCKS_PLAYERS == 0 {
             return Ok(None);
         }
-        if first < 0 || n < 0 || first as usize + n as usize > nsides {
-            return err(format!(
-                "brush {bi} sides {first}..{first}+{n} out of range (0..{nsides})"
-            ));
-        }
-        if n as usize > MAX_BRUSH_FACES {
-            return err(format!(
-                "brush {bi} has {n} sides; at most {MAX_BRUSH_FACES} are supported"
-            ));
-        }
-        let mut own = Vec::with_capacity(n as usize);
-        for si in first as usize..first as usize + n as usize {
+        let range = brush_sides(bi, first, n, nsides)?;
+        let mut own = Vec::with_capacity(range.len());
+        for si in range {
             let pi = u16_at(sides, si * 4);
             let Some(p) = planes.get(pi) else {
                 return err(format!(

@@ -471,17 +471,7 @@ pub(crate) fn ibsp_file(brushes: &[Vec<(DVec3, f64)>], patches: &[BspPatch]) -> 
     lumps[9] = sides;
     lumps[10] = verts;
     lumps[13] = surfaces;
-    let mut out = b"IBSP".to_vec();
-    out.extend_from_slice(&46i32.to_le_bytes());
-    let mut off = 8 + 17 * 8;
-    for l in &lumps {
-        out.extend(le(&[off as i32, l.len() as i32]));
-        off += l.len();
-    }
-    for l in &lumps {
-        out.extend_from_slice(l);
-    }
-    out
+    with_lumps(b"IBSP\x2e\0\0\0", &lumps)
 }
 
 /// A child in a hand-built BSP29 tree: another node, or a new leaf with these contents.
@@ -538,14 +528,19 @@ pub(crate) fn bsp29_file(
         lumps[14].extend(0i32.to_le_bytes());
     }
     lumps[14].extend(vec![0u8; 12]);
-    let mut out = version.to_le_bytes().to_vec();
-    let mut off = 4 + 15 * 8;
-    for l in &lumps {
+    with_lumps(&version.to_le_bytes(), &lumps)
+}
+
+/// A compiled map: `header` (magic and version), the lump directory, then the lumps.
+pub(crate) fn with_lumps(header: &[u8], lumps: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = header.to_vec();
+    let mut off = header.len() + lumps.len() * 8;
+    for l in lumps {
         out.extend((off as i32).to_le_bytes());
         out.extend((l.len() as i32).to_le_bytes());
         off += l.len();
     }
-    for l in &lumps {
+    for l in lumps {
         out.extend_from_slice(l);
     }
     out
@@ -599,17 +594,7 @@ pub(crate) fn widen_bsp29(bytes: &[u8], magic: &[u8; 4]) -> Vec<u8> {
         leaves.extend(&rec[24..28]);
     }
     (lumps[5], lumps[10]) = (nodes, leaves);
-    let mut out = magic.to_vec();
-    let mut off = 4 + 15 * 8;
-    for l in &lumps {
-        out.extend((off as i32).to_le_bytes());
-        out.extend((l.len() as i32).to_le_bytes());
-        off += l.len();
-    }
-    for l in &lumps {
-        out.extend(l);
-    }
-    out
+    with_lumps(magic, &lumps)
 }
 
 /// One brush of a hand-built Quake 2 `.bsp`: its planes (outward), its contents flags and
@@ -674,15 +659,5 @@ pub(crate) fn q2bsp_file(entities: &str, brushes: &[Q2Brush]) -> Vec<u8> {
         model.extend(le(&[head, 0, 0]));
         lumps[13].extend(model);
     }
-    let mut out = b"IBSP".to_vec();
-    out.extend(38i32.to_le_bytes());
-    let mut off = 8 + 19 * 8;
-    for l in &lumps {
-        out.extend(le(&[off as i32, l.len() as i32]));
-        off += l.len();
-    }
-    for l in &lumps {
-        out.extend_from_slice(l);
-    }
-    out
+    with_lumps(b"IBSP\x26\0\0\0", &lumps)
 }
