@@ -289,6 +289,18 @@ fn forgivable_faults_are_warnings_naming_their_line() {
     assert_eq!(CollisionModel::build(&m).stats().solid_brushes, 1);
 }
 
+/// The model of a `.map` whose world is these boxes, as brushes.
+fn boxes_as_map(boxes: &[(DVec3, DVec3)]) -> CollisionModel {
+    let text = format!(
+        "{{\n\"classname\" \"worldspawn\"\n{}}}\n",
+        boxes
+            .iter()
+            .map(|(a, b)| common::brush(*a, *b))
+            .collect::<String>()
+    );
+    CollisionModel::build(&MapData::parse_map(&text).unwrap())
+}
+
 /// The trace of `hull` from `from` to `to` in `model`, which must end where the same trace
 /// in `reference` does (the same brushes written otherwise), with the same normal.
 fn same_trace(
@@ -366,14 +378,7 @@ fn bsp29_and_bsp30_solid_leaves_collide_like_brushes() {
             DVec3::new(16.0, 16.0, 0.0),
         ),
     ];
-    let text = format!(
-        "{{\n\"classname\" \"worldspawn\"\n{}}}\n",
-        walls
-            .iter()
-            .map(|(a, b)| common::brush(*a, *b))
-            .collect::<String>()
-    );
-    let reference = CollisionModel::build(&MapData::parse_map(&text).unwrap());
+    let reference = boxes_as_map(&walls);
     let hull = Hull::aabb(
         DVec3::new(-16.0, -16.0, -24.0),
         DVec3::new(16.0, 16.0, 32.0),
@@ -553,14 +558,7 @@ fn quake_2_bsp_brushes_collide_like_the_same_brushes() {
         map.entities[0].brushes.iter().all(|b| b.faces.len() == 6),
         "bevel dropped"
     );
-    let text = format!(
-        "{{\n\"classname\" \"worldspawn\"\n{}}}\n",
-        walls
-            .iter()
-            .map(|(a, b)| common::brush(*a, *b))
-            .collect::<String>()
-    );
-    let reference = CollisionModel::build(&MapData::parse_map(&text).unwrap());
+    let reference = boxes_as_map(&walls);
     let model = CollisionModel::build(&map);
     assert_eq!(model.stats().solid_brushes, 4);
     let hull = Hull::aabb(
