@@ -208,7 +208,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
     let machine = Server::new(sim.clone(), cfg.game.clone(), Instant::now(), now_unix())
         .map_err(|e| ServerError::Config(e.to_string()))?;
     let metrics = Arc::new(Metrics::new());
-    let endpoint = endpoint(&cfg, metrics.clone())?;
+    let endpoint = endpoint(&cfg, metrics.udp.clone())?;
     let addr = endpoint.local_addr().map_err(|source| ServerError::Bind {
         addr: cfg.addr,
         source,
@@ -304,7 +304,10 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
 /// of its previous life the moment their clients send anything: they learn at once that
 /// they must reconnect, instead of waiting out an idle timeout (or the client's silence
 /// limit).
-fn endpoint(cfg: &ServerConfig, metrics: Arc<Metrics>) -> Result<quinn::Endpoint, ServerError> {
+fn endpoint(
+    cfg: &ServerConfig,
+    counts: Arc<udp::UdpCounts>,
+) -> Result<quinn::Endpoint, ServerError> {
     use quinn::Runtime as _;
     let bind = |source| ServerError::Bind {
         addr: cfg.addr,
@@ -328,7 +331,7 @@ fn endpoint(cfg: &ServerConfig, metrics: Arc<Metrics>) -> Result<quinn::Endpoint
     endpoint_cfg.grease_quic_bit(false);
     let socket = std::net::UdpSocket::bind(cfg.addr).map_err(bind)?;
     let socket = quinn::TokioRuntime.wrap_udp_socket(socket).map_err(bind)?;
-    let doorman = udp::Doorman::new(socket, cid_key, metrics.udp.clone());
+    let doorman = udp::Doorman::new(socket, cid_key, counts);
     quinn::Endpoint::new_with_abstract_socket(
         endpoint_cfg,
         Some(cfg.identity.quic_config()?),
