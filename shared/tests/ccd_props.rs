@@ -1036,3 +1036,82 @@ fn walk_from_rest_on(
     );
     Some((start, end))
 }
+
+/// No snags past a brush's far corner: a box resting at the zone's edge beyond a brush,
+/// where the gap that keeps it out lies along one of the brush's planes turned the other way
+/// (the brush's far side along that normal, reached at a corner), slides across that normal
+/// from one side of the corner to the other and keeps its gap: it moves the whole way unless
+/// the exact path enters the zone somewhere. (A box sliding along a wall, at the zone's
+/// edge where the last move left it, past the corner of a brush set flush into the wall.)
+#[test]
+fn a_box_slides_past_a_brush_corner_along_the_gap_it_rests_in() {
+    let mut rng = ChaCha8Rng::seed_from_u64(77);
+    let (hull, oh) = player_box();
+    let mut s = TraceScratch::new();
+    let (mut moves, mut close) = (0, 0);
+    for _ in 0..400 {
+        let c = DVec3::ZERO;
+        let mut planes = random_brush(&mut rng, c, 64.0);
+        // At least one slanted plane, so a far side that is no side of the bounds.
+        let n = unit(&mut rng);
+        planes.push((n, n.dot(c) + rng.gen_range(4.0..32.0)));
+        let scene = Scene::new(vec![planes.clone()]);
+        let Some(b) = scene.brushes.first() else {
+            continue;
+        };
+        let model = CollisionModel::build(&scene.map);
+        for _ in 0..40 {
+            let (n, _) = planes[rng.gen_range(0..planes.len())];
+            // The brush's far side along n: a corner of least extent there.
+            let v = b
+                .pts
+                .iter()
+                .copied()
+                .min_by(|p, q| n.dot(*p).total_cmp(&n.dot(*q)))
+                .unwrap();
+            // The box's corner furthest along n, at the zone's edge (or a little beyond)
+            // short of that corner, off to one side of it.
+            let corner = DVec3::new(
+                if n.x > 0.0 { 16.0 } else { -16.0 },
+                if n.y > 0.0 { 16.0 } else { -16.0 },
+                if n.z > 0.0 { 32.0 } else { -24.0 },
+            );
+            let g0 = EXPEL + rng.gen_range(0.0..0.004);
+            let dir = unit(&mut rng);
+            let dir = dir - n * dir.dot(n);
+            if dir.length() < 0.1 {
+                continue;
+            }
+            let dir = dir.normalize();
+            let side = unit(&mut rng);
+            let side = (side - n * side.dot(n)) * rng.gen_range(0.0..2.0);
+            let back = rng.gen_range(0.0..24.0);
+            let start = v - n * g0 - corner + side - dir * back;
+            let d = dir * (back + rng.gen_range(0.5..24.0));
+            // Outside the zone, and the exact path never enters it.
+            if separation(&oh, start, b) < EXPEL
+                || overlap_interval(&oh, start, d, b, -(EXPEL - 1e-9)).is_some()
+            {
+                continue;
+            }
+            moves += 1;
+            let nearest = (0..=32)
+                .map(|k| separation(&oh, start + d * (k as f64 / 32.0), b))
+                .fold(f64::INFINITY, f64::min);
+            close += (nearest < 2.0 * EXPEL) as usize;
+            let t = model.trace(&hull, start, start + d, Contents::ALL, &mut s);
+            assert!(!t.start_solid);
+            assert_eq!(
+                t.sweep.fraction,
+                1.0,
+                "snag: {start:?} -> {:?} (gap {g0}) stopped by {:?}",
+                start + d,
+                t.sweep.hit
+            );
+        }
+    }
+    assert!(
+        moves > 2000 && close > 500,
+        "{moves} moves, {close} passing close"
+    );
+}

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use expel_shared::map::MapData;
-use expel_shared::{CollisionModel, Contents, Hull, TraceScratch};
+use expel_shared::{Aabb, CollisionModel, Contents, Hull, TraceScratch, EXPEL};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -187,4 +187,171 @@ fn spawn_points_are_free_and_traces_from_them_never_end_in_solid() {
             p.display()
         );
     }
+}
+
+/// The maps the walkers run on: the repository's own and the real ones when present.
+fn walker_maps() -> Vec<PathBuf> {
+    let own = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../maps");
+    let mut v: Vec<PathBuf> = ["arena.map", "terrain.map", "curves.map", "stress.map"]
+        .iter()
+        .map(|n| own.join(n))
+        .collect();
+    v.extend(map_files());
+    v
+}
+
+/// What a chain of resting walkers found on one map.
+#[derive(Debug, Default)]
+struct WalkFigures {
+    moves: usize,
+    early: usize,
+    early_at_zero: usize,
+    resting_starts: usize,
+    respawns: usize,
+}
+
+/// The first fraction of the move `pos -> pos + d` at which the box would go deeper than
+/// it starts, or into the zone of a brush it starts outside: by the oracle, per brush, the
+/// first time its separation falls below the lesser of its starting value and the zone.
+fn first_deeper(
+    brushes: &[(OBrush, DVec3, DVec3)],
+    oh: &OHull,
+    pos: DVec3,
+    d: DVec3,
+) -> (f64, bool) {
+    let reach = DVec3::splat(64.0);
+    let (lo, hi) = (pos.min(pos + d) - reach, pos.max(pos + d) + reach);
+    let mut first = 1.0f64;
+    let mut resting = false;
+    for (b, blo, bhi) in brushes {
+        if !(lo.cmple(*bhi).all() && hi.cmpge(*blo).all()) {
+            continue;
+        }
+        let g0 = separation(oh, pos, b);
+        resting |= g0 <= EXPEL + 1e-6;
+        // (1e-9 of slack for rounding: a move that grazes a brush's zone closes its gap by
+        // a millionth over a hundredth of a unit.)
+        let c = g0.min(EXPEL) - 1e-9;
+        if let Some((t, _)) = overlap_interval(oh, pos, d, b, -c) {
+            first = first.min(t);
+        }
+    }
+    (first, resting)
+}
+
+/// Walkers move in chains on one map, each move starting where the last one ended (so
+/// mostly resting in the zone against whatever stopped it): random directions, walks,
+/// slides along the face last hit and moves a hair off it, falls, long and short. Counts the
+/// moves that stop more than 0.01 units before the oracle's first deeper point.
+fn walk_chains(path: &std::path::Path, walkers: usize, rounds: usize, seed: u64) -> WalkFigures {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (mn, mx) = (
+        DVec3::new(-15.0, -15.0, -24.0),
+        DVec3::new(15.0, 15.0, 32.0),
+    );
+    let (hull, oh) = (Hull::aabb(mn, mx).unwrap(), OHull::aabb(mn, mx));
+    let map = load(path);
+    let model = CollisionModel::build(&map);
+    let mut brushes = map_brushes(&map);
+    brushes.extend(model_sheets(&model));
+    let mut s = TraceScratch::new();
+    let spawns: Vec<DVec3> = map
+        .spawn_points()
+        .into_iter()
+        .flat_map(|sp| [sp, sp + DVec3::Z * 9.0])
+        .filter(|q| min_sep(&brushes, &oh, *q, 64.0) > 1e-3)
+        .collect();
+    assert!(!spawns.is_empty(), "{}: no free spawn", path.display());
+    let bounds = model.bounds();
+    let mut fig = WalkFigures::default();
+    for _ in 0..walkers {
+        let mut pos = spawns[rng.gen_range(0..spawns.len())];
+        let mut normal: Option<DVec3> = None;
+        for _ in 0..rounds {
+            let len = [2.0, 16.0, 64.0, 512.0][rng.gen_range(0..4)] * rng.gen_range(0.05..1.0);
+            let a = rng.gen_range(0.0..std::f64::consts::TAU);
+            let level = DVec3::new(libm::cos(a), libm::sin(a), 0.0);
+            // (In the air, a walker falls first.)
+            let dir = match (rng.gen_range(0..4), normal) {
+                (_, None) => -DVec3::Z,
+                (0, _) => unit(&mut rng),
+                (1, _) => level,
+                (k, Some(n)) => {
+                    // Along the face last hit; or a hair off it, away or into it.
+                    let along = level - n * level.dot(n);
+                    if along.length() < 1e-3 {
+                        unit(&mut rng)
+                    } else {
+                        let tilt = if k == 2 {
+                            0.0
+                        } else {
+                            rng.gen_range(1e-4..1e-2) * if rng.gen_bool(0.5) { 1.0 } else { -1.0 }
+                        };
+                        (along.normalize() + n * tilt).normalize()
+                    }
+                }
+            };
+            let len = if normal.is_none() { 4096.0 } else { len };
+            let d = dir * len;
+            let t = model.trace(&hull, pos, pos + d, Contents::ALL, &mut s);
+            assert!(!t.start_solid, "{}: {pos:?} became solid", path.display());
+            let (deeper, resting) = first_deeper(&brushes, &oh, pos, d);
+            fig.moves += 1;
+            fig.resting_starts += resting as usize;
+            if (deeper - t.sweep.fraction) * len > 0.01 {
+                fig.early += 1;
+                fig.early_at_zero += (t.sweep.fraction == 0.0) as usize;
+                if fig.early <= 3 {
+                    eprintln!(
+                        "{}: early stop {pos:?} -> {:?} at {} (oracle {deeper}): {:?}",
+                        path.display(),
+                        pos + d,
+                        t.sweep.fraction,
+                        t.sweep.hit
+                    );
+                }
+            }
+            let sep = min_sep(&brushes, &oh, t.sweep.end, 64.0);
+            assert!(
+                sep >= -1e-6,
+                "{}: {pos:?} -> {:?} ended {} inside solid",
+                path.display(),
+                pos + d,
+                -sep
+            );
+            pos = t.sweep.end;
+            normal = t.sweep.normal();
+            if !bounds.overlaps(&Aabb::from_points([&pos])) {
+                pos = spawns[rng.gen_range(0..spawns.len())];
+                normal = None;
+                fig.respawns += 1;
+            }
+        }
+    }
+    fig
+}
+
+/// No snags from resting positions: walkers chained from the trace's own end positions, on
+/// every map at hand, stop early (before the oracle's first deeper point) on under 0.1% of
+/// moves. `EXPEL_WALKERS` sets the walkers per map (25 rounds each).
+#[test]
+fn chained_resting_walkers_stop_only_where_they_would_go_deeper() {
+    let walkers = std::env::var("EXPEL_WALKERS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let mut failed = Vec::new();
+    for (i, p) in walker_maps().iter().enumerate() {
+        let f = walk_chains(p, walkers, 25, 40 + i as u64);
+        eprintln!("{}: {f:?}", p.display());
+        assert!(
+            f.resting_starts * 5 > f.moves,
+            "{}: too few resting: {f:?}",
+            p.display()
+        );
+        if f.early * 1000 >= f.moves {
+            failed.push(format!("{}: {f:?}", p.display()));
+        }
+    }
+    assert!(failed.is_empty(), "early stops over 0.1%: {failed:#?}");
 }

@@ -362,12 +362,12 @@ impl CollisionModel {
 
 impl CollisionModel {
     /// Every brush's separating axes for the box sweep besides its planes and the
-    /// coordinate axes ([`SatAxis`]), once the polygons exist: each edge direction × each
-    /// coordinate axis, and the plane of every polygon of another brush or patch that the
+    /// coordinate axes ([`SatAxis`]), once the polygons exist: each plane's normal the
+    /// other way, each edge direction × each coordinate axis, and the plane of every polygon of another brush or patch that the
     /// brush reaches from behind (the plane a box sliding over their crease keeps its gap
     /// along: without it a convex crease between two brushes, two patch facets or a patch
     /// and a brush would catch a box resting in the zone). Each once, and none that is a
-    /// coordinate axis or one of the brush's planes.
+    /// coordinate axis or another of the brush's planes.
     fn build_sat(&mut self) {
         let brush_bounds: Vec<Aabb> = self.brushes.iter().map(|b| b.bounds).collect();
         let tree = AxialTree::build(&brush_bounds);
@@ -401,6 +401,23 @@ impl CollisionModel {
             let points = &self.brush_points[b.points.0 as usize..b.points.1 as usize];
             let axes = &self.brush_axes[b.axes.0 as usize..b.axes.1 as usize];
             let s0 = self.brush_sat.len();
+            // A plane's normal reversed: the box's gap beyond the brush's far side along it.
+            // It decides where a box edge grazes a brush edge (a box sliding along one face
+            // past the corner where the far side begins keeps its gap along it and nothing
+            // else); unneeded where an opposite plane or a coordinate axis is the same line.
+            for p in planes {
+                let n = p.normal;
+                if DVec3::AXES.iter().any(|&a| parallel(a, n))
+                    || planes
+                        .iter()
+                        .any(|q| q.normal.dot(n) < 0.0 && parallel(q.normal, n))
+                    || self.brush_sat[s0..].iter().any(|a| parallel(a.normal, n))
+                {
+                    continue;
+                }
+                let (lo, hi) = super::overlap::range(points, n);
+                self.brush_sat.push(SatAxis { normal: n, lo, hi });
+            }
             let crosses = axes
                 .iter()
                 .flat_map(|w| DVec3::AXES.map(|k| w.cross(k).normalize_or_zero()));
