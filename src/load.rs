@@ -57,6 +57,7 @@ impl Loaded {
             "patch_polygons": s.patch_polygons,
             "patches_skipped": s.patches_skipped,
             "patch_deviation": s.patch_deviation,
+            "model_bytes": self.model.memory().iter().map(|p| p.1).sum::<usize>(),
             "spawn_points": self.map.spawn_points().len(),
             "warnings": self.map.warnings.len(),
             "bounds": bounds,

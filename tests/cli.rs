@@ -57,6 +57,7 @@ fn map_info_prints_one_json_object_and_caches_the_model() {
         "patch_polygons",
         "patches_skipped",
         "patch_deviation",
+        "model_bytes",
         "build_ms",
     ] {
         assert!(v[key].is_number(), "{key} missing in {out}");
@@ -70,7 +71,8 @@ fn map_info_prints_one_json_object_and_caches_the_model() {
         (Some(4), Some(2))
     );
     assert!(c["patch_polygons"].as_u64().unwrap() > 100);
-    assert!(c["patch_deviation"].as_f64().unwrap() <= 0.5);
+    let tolerance = expel_shared::collision::patch::PATCH_TOLERANCE;
+    assert!(c["patch_deviation"].as_f64().unwrap() <= tolerance);
     assert!(v["bounds"]["mins"].is_array() && v["bounds"]["maxs"].is_array());
     assert_eq!(v["cached"], false);
     assert!(v["solid_brushes"].as_u64().unwrap() <= v["brushes"].as_u64().unwrap());
@@ -86,9 +88,24 @@ fn map_info_prints_one_json_object_and_caches_the_model() {
         "internal_edges",
         "vertices",
         "broad_phase_nodes",
+        "model_bytes",
     ] {
         assert_eq!(v[key], v2[key], "{key}");
     }
+    // A map with no solid geometry has no bounds: null, not a box of infinities.
+    let empty = cache.join("empty.map");
+    std::fs::write(
+        &empty,
+        "{\n\"classname\" \"worldspawn\"\n}\n{\n\"classname\" \"info_player_start\"\n\"origin\" \"0 0 24\"\n}\n",
+    )
+    .unwrap();
+    let (out, err, ok) = expel(&["map", "info", empty.to_str().unwrap()], "", &cache);
+    assert!(ok, "{err}");
+    let e: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (e["bounds"].clone(), e["solid_brushes"].as_u64()),
+        (Value::Null, Some(0))
+    );
 }
 
 #[test]

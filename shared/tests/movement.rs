@@ -389,3 +389,72 @@ fn replaying_the_same_inputs_gives_the_same_hash() {
     assert_eq!(a.len(), 600);
     assert!(a.windows(2).all(|w| w[0] != w[1]));
 }
+
+/// A player walking a long gentle ramp never sinks into it: the same rounding of the
+/// position every tick (here a slope of 1/8 at full speed, which rounds the climb down
+/// and the run on) must not add up tick by tick until the box sits on the ramp itself and
+/// sticks. It walks up at an even pace, always on the ground and clear of the ramp.
+#[test]
+fn walking_a_gentle_ramp_never_sinks_into_it_tick_by_tick() {
+    use expel_shared::map::{Brush, Entity, Face};
+    use expel_shared::Plane;
+    let face = |n: DVec3, d: f64| Face {
+        plane: Plane {
+            normal: n.normalize(),
+            dist: d / n.length(),
+        },
+        texture: "ramp".into(),
+    };
+    // From z = 0 at y = 0 up to z = 256 at y = 2048 (8 × 256 units), 256 wide.
+    let ramp = Brush {
+        faces: vec![
+            face(DVec3::new(0.0, -1.0, 8.0), 0.0),
+            face(-DVec3::Z, 64.0),
+            face(DVec3::X, 128.0),
+            face(-DVec3::X, 128.0),
+            face(DVec3::Y, 2048.0),
+            face(-DVec3::Y, 256.0),
+        ],
+        line: 1,
+    };
+    let map = MapData {
+        entities: vec![Entity {
+            properties: vec![("classname".into(), "worldspawn".into())],
+            brushes: vec![ramp],
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let model = Arc::new(CollisionModel::build(&map));
+    let sim = Sim::new(model.clone(), Movement::default(), Vec::new(), Vec::new());
+    let mut world = sim.new_state();
+    sim.add_player(&mut world, 1, PlayerState::at(DVec3::new(0.0, 16.0, 40.0)))
+        .unwrap();
+    let (mut s, mut ts) = (SimScratch::new(), TraceScratch::new());
+    let mut cmds = BTreeMap::new();
+    cmds.insert(1, walk(90.0));
+    let mut last = world.player(1).unwrap().origin();
+    for tick in 0..500 {
+        sim.step(&mut world, &cmds, &mut s);
+        let p = *world.player(1).unwrap();
+        let o = p.origin();
+        if o.y > 1900.0 {
+            return;
+        }
+        // The box's lowest edge above the ramp's plane at its back corner.
+        let hull = sim.movement().hull(&p);
+        let gap = (o.z + hull.bounds().min.z) - (o.y + hull.bounds().min.y) / 8.0;
+        assert!(
+            !model.position_solid(hull, o, Contents::PLAYER, &mut ts) && gap > 0.0,
+            "tick {tick}: sank into the ramp at {o:?} (gap {gap})"
+        );
+        if tick > 30 {
+            assert!(
+                p.on_ground() && o.y - last.y > 4.0,
+                "tick {tick}: stuck at {o:?}: {p:?}"
+            );
+        }
+        last = o;
+    }
+    panic!("did not reach the top: {last:?}");
+}

@@ -59,6 +59,8 @@ fn every_map_loads_and_builds() {
             p.display()
         );
         assert_eq!(st.degenerate_brushes, 0, "{}", p.display());
+        // Each patch counted once: collided, or skipped.
+        assert_eq!(st.patches + st.patches_skipped, map.patch_count());
         if p.file_name().unwrap() == "oa_am_underworks.map" {
             assert_eq!((st.patches, st.patches_skipped), (56, 0));
             assert!(st.patch_polygons >= 56, "{st:?}");

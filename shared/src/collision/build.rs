@@ -144,7 +144,6 @@ impl CollisionModel {
             brush_points: Vec::new(),
             brush_axes: Vec::new(),
             brush_sat: Vec::new(),
-            box_planes: Vec::new(),
             poly_bounds32: Vec::new(),
             poly_tree: AxialTree::build(&[]),
             brush_grid: BrushGrid::build(&[]),
@@ -180,6 +179,7 @@ impl CollisionModel {
                 sat: (0, 0),
                 box_planes: (0, 0),
                 axial: g.planes.iter().all(|p| p.normal.abs().max_element() == 1.0),
+                sheet: false,
                 line: g.line as u32,
             });
         }
@@ -355,6 +355,7 @@ impl CollisionModel {
             sat: (0, 0),
             box_planes: (0, 0),
             axial: planes.iter().all(|q| q.normal.abs().max_element() == 1.0),
+            sheet: true,
             line,
         });
     }
@@ -404,8 +405,11 @@ impl CollisionModel {
             // A plane's normal reversed: the box's gap beyond the brush's far side along it.
             // It decides where a box edge grazes a brush edge (a box sliding along one face
             // past the corner where the far side begins keeps its gap along it and nothing
-            // else); unneeded where an opposite plane or a coordinate axis is the same line.
-            for p in planes {
+            // else); unneeded where an opposite plane or a coordinate axis is the same line,
+            // and for a sheet, whose side planes are no faces (its plane both ways, the
+            // coordinate axes and its edges across them are every axis a flat polygon has).
+            let solid_planes = if b.sheet { &[][..] } else { planes };
+            for p in solid_planes {
                 let n = p.normal;
                 if DVec3::AXES.iter().any(|&a| parallel(a, n))
                     || planes
@@ -436,16 +440,21 @@ impl CollisionModel {
         }
         // A plane that is exactly a side of the bounds gives the box the same gap and rate,
         // bit for bit, as that coordinate axis (a unit normal's zero components add
-        // nothing): the clip needs it once.
-        self.box_planes.clear();
+        // nothing): the clip needs it once. The others go first among the brush's planes
+        // (in their order), so the clip's planes are a prefix of them, not a copy.
         for b in &mut self.brushes {
-            let s0 = self.box_planes.len() as u32;
+            let (p0, p1) = (b.planes.0 as usize, b.planes.1 as usize);
+            let mut kept = 0;
             if !b.axial {
-                let planes = &self.brush_planes[b.planes.0 as usize..b.planes.1 as usize];
-                let sides = planes.iter().filter(|p| !bounds_side(&b.bounds, p));
-                self.box_planes.extend(sides);
+                let planes = &mut self.brush_planes[p0..p1];
+                let (clip, sides): (Vec<Plane>, Vec<Plane>) =
+                    planes.iter().partition(|p| !bounds_side(&b.bounds, p));
+                kept = clip.len();
+                for (dst, src) in planes.iter_mut().zip(clip.into_iter().chain(sides)) {
+                    *dst = src;
+                }
             }
-            b.box_planes = (s0, self.box_planes.len() as u32);
+            b.box_planes = (b.planes.0, b.planes.0 + kept as u32);
         }
     }
 }

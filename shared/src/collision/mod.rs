@@ -94,12 +94,14 @@ pub struct SolidBrush {
     /// Range into the model's list of the brush's edge × coordinate-axis directions (see
     /// [`SatAxis`]); empty for an axial brush.
     pub sat: (u32, u32),
-    /// Range into the model's list of the planes a box sweep clips: the brush's planes but
-    /// those that are sides of its bounds (exactly), which the bounds already clip; empty
-    /// for an axial brush.
+    /// The planes a box sweep clips, a range of the model's brush planes at the start of the
+    /// brush's own: its planes but those that are sides of its bounds (exactly), which the
+    /// bounds already clip; empty for an axial brush.
     pub box_planes: (u32, u32),
     /// Every plane is axis-aligned.
     pub axial: bool,
+    /// The zero-thickness brush of a patch's sheet polygon.
+    pub sheet: bool,
     /// Source line in the `.map` (0 for `.bsp`).
     pub line: u32,
 }
@@ -286,7 +288,6 @@ pub struct CollisionModel {
     pub(crate) brush_points: Vec<DVec3>,
     pub(crate) brush_axes: Vec<DVec3>,
     pub(crate) brush_sat: Vec<SatAxis>,
-    pub(crate) box_planes: Vec<Plane>,
     /// Outward-rounded `f32` copies of the polygon bounds, for quick culling.
     pub(crate) poly_bounds32: Vec<tree::Bounds32>,
     pub(crate) poly_tree: AxialTree,
@@ -298,11 +299,47 @@ pub struct CollisionModel {
 impl CollisionModel {
     /// Version of the compiled model's layout and build rules; caches of compiled models
     /// key on it, so a change here invalidates them.
-    pub const FORMAT_VERSION: u32 = 13;
+    pub const FORMAT_VERSION: u32 = 14;
 
     /// Counts describing the model.
     pub fn stats(&self) -> &ModelStats {
         &self.stats
+    }
+
+    /// Heap bytes the model holds, part by part, in a fixed order (what a server keeps per
+    /// loaded map; the cache file is about as large).
+    pub fn memory(&self) -> Vec<(&'static str, usize)> {
+        fn bytes<T>(v: &[T]) -> usize {
+            std::mem::size_of_val(v)
+        }
+        let g = &self.brush_grid;
+        let grid = g
+            .levels
+            .iter()
+            .map(|l| bytes(&l.starts) + bytes(&l.entries) + bytes(&l.brushes))
+            .sum::<usize>()
+            + bytes(&g.loose.sides)
+            + bytes(&g.loose.brushes);
+        let t = &self.poly_tree;
+        vec![
+            (
+                "vertices",
+                bytes(&self.vertices) + bytes(&self.vertex_active),
+            ),
+            ("edges", bytes(&self.edges)),
+            ("polygons", bytes(&self.polygons) + bytes(&self.poly_edges)),
+            ("polygon_bounds", bytes(&self.poly_bounds32)),
+            (
+                "polygon_tree",
+                bytes(&t.nodes) + bytes(&t.items) + bytes(&t.item_bounds),
+            ),
+            ("brushes", bytes(&self.brushes)),
+            ("brush_planes", bytes(&self.brush_planes)),
+            ("brush_points", bytes(&self.brush_points)),
+            ("brush_axes", bytes(&self.brush_axes)),
+            ("brush_sat", bytes(&self.brush_sat)),
+            ("brush_grid", grid),
+        ]
     }
 
     /// Bounds of all solid geometry.
@@ -370,7 +407,7 @@ impl CollisionModel {
     /// [`SolidBrush::box_planes`]).
     pub fn brush_box_planes(&self, i: usize) -> &[Plane] {
         let (a, b) = self.brushes[i].box_planes;
-        &self.box_planes[a as usize..b as usize]
+        &self.brush_planes[a as usize..b as usize]
     }
 }
 

@@ -21,7 +21,7 @@ use glam::DVec3;
 /// surface everywhere, and the true surface within it of the collision surface (unless the
 /// patch needed more triangles than [`MAX_PATCH_TRIANGLES`]; then the bound it reaches is
 /// reported).
-pub const PATCH_TOLERANCE: f64 = 0.5;
+pub const PATCH_TOLERANCE: f64 = 4.0;
 /// Most triangles one patch becomes (a 128 × 128 cell grid).
 pub const MAX_PATCH_TRIANGLES: usize = 2 * 128 * 128;
 /// Most segments one Bézier piece is cut into along either side.

@@ -3,7 +3,7 @@
 //!
 //! Each node splits space by an axis-aligned plane taken from the items' own bound planes
 //! (the one nearest the node centre on its longest axis). Items straddling the plane go to
-//! both children, so a leaf holds everything that touches its cell; queries de-duplicate
+//! both children, so a leaf holds everything that crosses its cell; queries de-duplicate
 //! with a per-query stamp. Traversal of a sweep is front to back and stops as soon as the
 //! best hit so far is nearer than the next cell.
 
@@ -156,12 +156,16 @@ impl AxialTree {
         if want_split {
             if let Some((axis, dist)) = choose_split(ib, &items, &cell) {
                 let (mut back, mut front) = (Vec::new(), Vec::new());
+                // An item that only touches the plane goes to its own side (to the back if
+                // it lies in it): both walks take a cell they touch, so a query that meets
+                // the item reaches it there, and items sharing the plane of a vertex (a
+                // grid of patch triangles) are not copied.
                 for &i in &items {
                     let b = &ib[i as usize];
-                    if b.min[axis] <= dist {
+                    if b.min[axis] < dist || b.max[axis] <= dist {
                         back.push(i);
                     }
-                    if b.max[axis] >= dist {
+                    if b.max[axis] > dist {
                         front.push(i);
                     }
                 }

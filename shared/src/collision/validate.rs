@@ -274,14 +274,17 @@ impl CollisionModel {
             range("brush points", i, b.points, self.brush_points.len())?;
             range("brush axes", i, b.axes, self.brush_axes.len())?;
             range("brush separating axes", i, b.sat, self.brush_sat.len())?;
-            range("brush box planes", i, b.box_planes, self.box_planes.len())?;
+            // (The planes a box sweep clips are the first of the brush's own.)
+            let ((a, z), (c, d)) = (b.planes, b.box_planes);
+            if c != a || d < c || d > z {
+                return fail(format!(
+                    "brush box planes {i}: range {c}..{d} is no prefix of its planes {a}..{z}"
+                ));
+            }
             finite_box("brush", i, &b.bounds)?;
         }
         for (i, p) in self.brush_planes.iter().enumerate() {
             unit_plane("brush plane", i, p)?;
-        }
-        for (i, p) in self.box_planes.iter().enumerate() {
-            unit_plane("brush box plane", i, p)?;
         }
         for (i, v) in self.brush_points.iter().chain(&self.brush_axes).enumerate() {
             finite_vec("brush point or axis", i, *v)?;

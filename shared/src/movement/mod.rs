@@ -301,11 +301,13 @@ pub struct PlayerState {
 }
 
 fn quantize(v: DVec3, scale: f64) -> [i32; 3] {
-    let q = |x: f64| {
-        let r = (x * scale).round();
-        r.clamp(i32::MIN as f64, i32::MAX as f64) as i32
-    };
+    let q = |x: f64| grid_step((x * scale).round());
     [q(v.x), q(v.y), q(v.z)]
+}
+
+/// A whole number of grid steps as stored (saturating at the `i32` range).
+fn grid_step(r: f64) -> i32 {
+    r.clamp(i32::MIN as f64, i32::MAX as f64) as i32
 }
 
 impl PlayerState {

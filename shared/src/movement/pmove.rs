@@ -532,8 +532,13 @@ impl<C: Collider> Move<'_, C> {
         }
     }
 
-    /// Quantizes the result. Rounding must not put the hull into solid: each axis rounds
-    /// towards where the tick started, and if that still overlaps, the start is kept.
+    /// Quantizes the result. Rounding must not put the hull into solid, nor let a player
+    /// walking a slope sink into it tick by tick (the same rounding every tick adds up to
+    /// more than the expel zone: the box then rests on the surface itself and sticks).
+    /// On the ground each axis rounds away from the ground's plane, so the gap only grows
+    /// (and the next tick's ground snap takes it back to the zone); in the air, to the
+    /// nearest. If that overlaps, each axis rounds towards where the tick started, and if
+    /// that still overlaps, the start is kept.
     fn finish(mut self, mut out: PlayerState, safe: Option<DVec3>) -> (PlayerState, MoveEvents) {
         out.set(flags::ON_GROUND, self.ground.is_some());
         self.cap_velocity();
@@ -543,17 +548,25 @@ impl<C: Collider> Move<'_, C> {
             return (out, self.events);
         };
         let s = super::POSITION_SCALE;
-        let toward = |x: f64, from: f64| {
-            let q = x * s;
-            let r = if from * s < q { q.floor() } else { q.ceil() };
-            r.clamp(i32::MIN as f64, i32::MAX as f64) as i32
+        // Each axis rounded up where `up` says so, down where it says not, else nearest.
+        let round_by = |up: [Option<bool>; 3]| -> [i32; 3] {
+            let o = self.origin.to_array();
+            std::array::from_fn(|k| {
+                let q = o[k] * s;
+                super::grid_step(match up[k] {
+                    Some(true) => q.ceil(),
+                    Some(false) => q.floor(),
+                    None => q.round(),
+                })
+            })
         };
-        let cand = [
-            toward(self.origin.x, start.x),
-            toward(self.origin.y, start.y),
-            toward(self.origin.z, start.z),
-        ];
-        let rounded = super::quantize(self.origin, s);
+        let sign = |x: f64| (x != 0.0).then_some(x > 0.0);
+        let rounded = match self.ground {
+            Some(n) => round_by([sign(n.x), sign(n.y), sign(n.z)]),
+            None => round_by([None; 3]),
+        };
+        let d = start - self.origin;
+        let cand = round_by([sign(d.x), sign(d.y), sign(d.z)].map(|u| Some(u.unwrap_or(true))));
         let pos = |q: [i32; 3]| DVec3::new(q[0] as f64, q[1] as f64, q[2] as f64) / s;
         out.origin = if !self.world.solid(self.hull, pos(rounded)) {
             rounded
