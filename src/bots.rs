@@ -68,6 +68,11 @@ pub(crate) struct BotsArgs {
     /// jittered, capped backoff and plays on until its time is up.
     #[arg(long)]
     pub reconnect: bool,
+    /// Light bots: no prediction, honest scripted inputs, snapshots decoded and
+    /// acknowledged, so a thousand fit in one core and the server is what a load test
+    /// measures (an authoritative server; no --cheat).
+    #[arg(long, conflicts_with = "cheat")]
+    pub light: bool,
 }
 
 fn parse_behavior(s: &str) -> Result<Behavior, String> {
@@ -190,6 +195,7 @@ pub(crate) fn run(args: BotsArgs) -> Result<()> {
         cheat_after: args.cheat_after,
         reconnect: args.reconnect,
         buffer_ticks: expel_client::RunOptions::default().buffer_ticks,
+        light: args.light,
     };
     let http = args.metrics.unwrap_or(args.server);
     let progress = Arc::new(SwarmProgress::default());

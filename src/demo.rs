@@ -81,6 +81,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
                     // Rounds bring bots back; a lost one waits for the next.
                     reconnect: false,
                     buffer_ticks: expel_client::RunOptions::default().buffer_ticks,
+                    light: false,
                 };
                 let r = crate::bots::run_swarm(opts, http, Arc::new(SwarmProgress::default())).await;
                 println!(

@@ -35,6 +35,7 @@ fn swarm_options(s: &Served, first_id: u32, count: u32, seconds: f64) -> SwarmOp
         cheat_after: 2.0,
         reconnect: false,
         buffer_ticks: 2.0,
+        light: false,
     }
 }
 

@@ -158,6 +158,29 @@ fn fifty_bots_play_honestly_and_every_cheater_is_caught() {
     assert_eq!(num(&r, "cheats_attempted"), 0.0, "{r}");
     assert!(summary.contains("50 connected"), "{summary}");
 
+    // Fifty light bots (no prediction): the same report, all honest by validation, and
+    // with no prediction nothing to correct.
+    let (r, summary) = bots(
+        &dir,
+        &ready,
+        secret,
+        &[
+            "--count",
+            "50",
+            "--duration",
+            "10",
+            "--first-player",
+            "3000",
+            "--light",
+        ],
+        "light",
+    );
+    eprintln!("light: {summary}");
+    sane(&r, 50.0);
+    assert_eq!(num(&r, "kicked"), 0.0, "{r}");
+    assert_eq!(num(&r, "honest_flagged"), 0.0, "{r}");
+    assert_eq!(num(&r, "corrections_per_min_honest"), 0.0, "{r}");
+
     // Fifty honest bots and five cheaters of each kind.
     let (r, summary) = bots(
         &dir,
@@ -235,4 +258,7 @@ fn bad_arguments_are_refused_with_a_reason() {
     assert!(!ok && err.contains("do not fit"), "{err}");
     let (ok, err) = run(&["--count", "2", "--duration", "5", "--behavior", "dance"]);
     assert!(!ok && err.contains("unknown behavior"), "{err}");
+    // Light bots are honest: no cheats among them.
+    let (ok, err) = run(&["--count", "2", "--duration", "5", "--light", "--cheat", "fly"]);
+    assert!(!ok && err.contains("--light") && err.contains("--cheat"), "{err}");
 }

@@ -94,6 +94,7 @@ async fn through_loss_delay_jitter_and_duplication_predictions_converge() {
             link: bad_link(),
             buffer_ticks: 4.0,
             seed: 7,
+            light: false,
         },
     )
     .await

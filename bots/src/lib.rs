@@ -251,6 +251,10 @@ pub struct SwarmOptions {
     /// Ticks each bot stays ahead of the server beyond the path's delay (a jittery link
     /// needs more for its commands to arrive in time).
     pub buffer_ticks: f64,
+    /// Light bots: no prediction, honest scripted inputs, snapshots decoded and
+    /// acknowledged (see [`RunOptions::light`]); a thousand fit in one core, so the server
+    /// can be measured alone. For an authoritative server, and honest bots only.
+    pub light: bool,
 }
 
 /// First reconnect delay, and the most any grows to.
@@ -389,6 +393,7 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
                     link: o.link,
                     seed: u64::from(n) + 1 + ((out.reconnects.len() as u64) << 32),
                     buffer_ticks: o.buffer_ticks,
+                    light: o.light,
                 };
                 let cheats =
                     cheat.map_or_else(Cheats::default, |k| k.cheats((o.cheat_after * rate) as u64));

@@ -390,6 +390,11 @@ impl Session {
         self.machine.set_buffer_ticks(ticks);
     }
 
+    /// Plays light: no prediction (see [`ClientSettings::light`](expel_shared::protocol::client::ClientSettings::light)).
+    pub fn set_light(&mut self, light: bool) {
+        self.machine.set_light(light);
+    }
+
     /// This frame's input: the command for every tick from the next one on.
     pub fn input(&mut self, cmd: MoveCommand) {
         self.machine.input(cmd);
@@ -622,6 +627,8 @@ pub struct RunOptions {
     pub buffer_ticks: f64,
     /// Seed of the conditioner's randomness.
     pub seed: u64,
+    /// Plays light: commands and snapshots, no prediction (load tests).
+    pub light: bool,
 }
 
 impl Default for RunOptions {
@@ -631,6 +638,7 @@ impl Default for RunOptions {
             link: LinkConditioner::default(),
             buffer_ticks: 2.0,
             seed: 1,
+            light: false,
         }
     }
 }
@@ -645,6 +653,7 @@ pub async fn run(
 ) -> Result<RunReport, ClientError> {
     s.set_link(opts.link, opts.seed);
     s.set_buffer_ticks(opts.buffer_ticks);
+    s.set_light(opts.light);
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(opts.seconds.max(0.0));
     let stats0 = s.transport();

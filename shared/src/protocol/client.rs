@@ -56,6 +56,11 @@ pub struct ClientSettings {
     pub buffer_ticks: f64,
     /// Ticks behind the newest snapshot that other players are drawn.
     pub interpolation_ticks: f64,
+    /// Light: no prediction (see [`Predictor::set_light`]), for load tests whose clients
+    /// must cost far less than the server. Commands go out as ever, snapshots are decoded
+    /// and acknowledged, and our player is where the newest snapshot shows it. For an
+    /// authoritative server only: a trusted client must claim predicted states.
+    pub light: bool,
 }
 
 impl ClientSettings {
@@ -67,6 +72,7 @@ impl ClientSettings {
             sim: None,
             buffer_ticks: 2.0,
             interpolation_ticks: 4.0,
+            light: false,
         }
     }
 }
@@ -366,6 +372,14 @@ impl Client {
         self.settings.buffer_ticks = ticks;
     }
 
+    /// Plays light (see [`ClientSettings::light`]).
+    pub fn set_light(&mut self, light: bool) {
+        self.settings.light = light;
+        if let Some(p) = self.play.as_mut() {
+            p.predictor.set_light(light);
+        }
+    }
+
     /// The transport's round-trip estimate, when it has one (QUIC's is better than ours).
     pub fn set_rtt(&mut self, rtt: Duration) {
         self.transport_rtt = Some(rtt.as_secs_f64());
@@ -517,8 +531,10 @@ impl Client {
         let lead = (self.stats.rtt + since) / period + self.settings.buffer_ticks;
         let tick = welcome.server_tick + lead.ceil() as u64;
         let player = welcome.player_id;
+        let mut predictor = Predictor::new(sim.clone(), player);
+        predictor.set_light(self.settings.light);
         self.play = Some(Play {
-            predictor: Predictor::new(sim.clone(), player),
+            predictor,
             sim,
             map,
             snapshots: SnapshotDecoder::new(),

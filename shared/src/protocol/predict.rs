@@ -58,6 +58,8 @@ pub struct Predictor {
     /// Replays every snapshot (the skip's reference in tests).
     #[cfg(test)]
     always_replay: bool,
+    /// Predicts nothing: the newest snapshot's state stands (see [`Predictor::set_light`]).
+    light: bool,
     /// What happened.
     pub stats: PredictStats,
 }
@@ -80,6 +82,7 @@ impl Predictor {
             error: DVec3::ZERO,
             #[cfg(test)]
             always_replay: false,
+            light: false,
             stats: PredictStats::default(),
         }
     }
@@ -92,6 +95,13 @@ impl Predictor {
             .next_back()
             .map(|(_, c)| *c)
             .unwrap_or_default()
+    }
+
+    /// Light: commands are recorded (and sent) but nothing is simulated; each snapshot's
+    /// state is taken as ours with no replay and no correction. A bot swarm that must not
+    /// cost as much as the server it loads plays this way.
+    pub fn set_light(&mut self, light: bool) {
+        self.light = light;
     }
 
     /// The newest snapshot's tick (0: none yet).
@@ -117,7 +127,7 @@ impl Predictor {
         keep_recent(&mut self.predicted, t);
         keep_recent(&mut self.touched, t);
         keep_recent(&mut self.movers_at, t);
-        if !self.ready() {
+        if !self.ready() || self.light {
             return None;
         }
         // Catch up to `t` (ticks skipped by the clock use the repeat rule).
@@ -180,7 +190,9 @@ impl Predictor {
         self.stats.snapshots += 1;
         let before = self.display_origin();
         let correction = match self.predicted.get(&snap.tick) {
-            Some(p) if *p != snap.own => Some((p.origin() - snap.own.origin()).length()),
+            Some(p) if *p != snap.own && !self.light => {
+                Some((p.origin() - snap.own.origin()).length())
+            }
             _ => None,
         };
         if let Some(c) = correction {
@@ -191,7 +203,7 @@ impl Predictor {
         let skip = !self.always_replay;
         #[cfg(not(test))]
         let skip = true;
-        if skip && correction.is_none() && self.replay_changes_nothing(snap) {
+        if skip && !self.light && correction.is_none() && self.replay_changes_nothing(snap) {
             // Our state for the tick matches, and nothing the snapshot tells can reach
             // the ticks predicted since: replaying them would give the same states.
             self.stats.replays_skipped += 1;
@@ -229,8 +241,10 @@ impl Predictor {
         // What the server holds for its tick stands; what follows is predicted again.
         self.predicted.split_off(&snap.tick);
         self.predicted.insert(snap.tick, snap.own);
-        // Replay what the server has not applied yet.
-        self.advance_to(target);
+        // Replay what the server has not applied yet (light: nothing is predicted).
+        if !self.light {
+            self.advance_to(target);
+        }
         // Keep what is drawn continuous: the jump becomes an error that fades.
         if correction.is_some() {
             if let Some(b) = before {
