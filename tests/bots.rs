@@ -259,6 +259,17 @@ fn bad_arguments_are_refused_with_a_reason() {
     let (ok, err) = run(&["--count", "2", "--duration", "5", "--behavior", "dance"]);
     assert!(!ok && err.contains("unknown behavior"), "{err}");
     // Light bots are honest: no cheats among them.
-    let (ok, err) = run(&["--count", "2", "--duration", "5", "--light", "--cheat", "fly"]);
-    assert!(!ok && err.contains("--light") && err.contains("--cheat"), "{err}");
+    let (ok, err) = run(&[
+        "--count",
+        "2",
+        "--duration",
+        "5",
+        "--light",
+        "--cheat",
+        "fly",
+    ]);
+    assert!(
+        !ok && err.contains("--light") && err.contains("--cheat"),
+        "{err}"
+    );
 }

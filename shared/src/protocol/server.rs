@@ -17,7 +17,7 @@
 
 use super::frame::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
 use super::input::{InputBuffer, InputStats};
-use super::snapshot::{Feedback, SnapshotEncoder};
+use super::snapshot::{Crowd, Feedback, SnapshotEncoder};
 use super::token::{self, ReplayGuard, TokenError};
 use super::{
     decode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl, Welcome,
@@ -852,10 +852,12 @@ impl Server {
         let every = u64::from((self.rate() / self.settings.snapshot_rate).max(1));
         let tick = self.world.tick;
         let interest = self.settings.interest;
+        let mut crowd = None;
         for (id, s) in self.sessions.iter_mut() {
             if !(tick + u64::from(*id)).is_multiple_of(every) {
                 continue;
             }
+            let crowd = crowd.get_or_insert_with(|| Crowd::new(&self.world));
             let room = self
                 .conns
                 .get(&s.conn)
@@ -866,9 +868,15 @@ impl Server {
                 s.feedback.missed_total = s.inputs.stats.missing;
             }
             s.feedback.input_lead = s.inputs.take_lead();
-            let encoded =
-                s.snapshots
-                    .encode(&self.sim, &self.world, *id, s.feedback, interest, max);
+            let encoded = s.snapshots.encode_in(
+                &self.sim,
+                &self.world,
+                crowd,
+                *id,
+                s.feedback,
+                interest,
+                max,
+            );
             let Some(bytes) = encoded else {
                 self.stats.snapshot_drops += 1;
                 continue;

@@ -10,9 +10,12 @@ pub use super::Feedback;
 use super::{
     decode, encode, EntityDelta, ProtocolError, ServerDatagram, SnapshotMsg, MOVER_INTEREST_RADIUS,
 };
+use crate::geom::Aabb;
 use crate::movement::{MoveMode, PlayerState};
 use crate::mover::{MoverState, Phase};
-use crate::sim::{PlayerId, Sim, WorldState};
+use crate::sim::players::PlayerGrid;
+use crate::sim::{PlayerBox, PlayerId, Sim, WorldState};
+use glam::DVec3;
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -216,30 +219,29 @@ impl SnapshotEncoder {
         interest: usize,
         max_bytes: usize,
     ) -> Option<Vec<u8>> {
+        let crowd = Crowd::new(world);
+        self.encode_in(sim, world, &crowd, me, feedback, interest, max_bytes)
+    }
+
+    /// [`SnapshotEncoder::encode`] with the tick's [`Crowd`] built once for every client.
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode_in(
+        &mut self,
+        sim: &Sim,
+        world: &WorldState,
+        crowd: &Crowd,
+        me: PlayerId,
+        feedback: Feedback,
+        interest: usize,
+        max_bytes: usize,
+    ) -> Option<Vec<u8>> {
         if world.tick == 0 {
             return None;
         }
         let own = *world.player(me)?;
         let o = own.origin();
-        let mut others: Vec<(f64, u32, PlayerFields)> = world
-            .players
-            .iter()
-            .filter(|(id, _)| **id != me)
-            .map(|(id, p)| {
-                let d = p.state.origin() - o;
-                (d.length_squared(), *id, player_fields(&p.state))
-            })
-            .collect();
-        // The nearest `interest`, nearest first (ties by id): a selection, then a sort of
-        // only those, so a crowd costs linear time per client.
-        let nearer = |a: &(f64, u32, PlayerFields), b: &(f64, u32, PlayerFields)| {
-            a.0.total_cmp(&b.0).then(a.1.cmp(&b.1))
-        };
-        if interest < others.len() {
-            others.select_nth_unstable_by(interest, nearer);
-            others.truncate(interest);
-        }
-        others.sort_by(nearer);
+        let mut others = Vec::with_capacity(interest.min(world.players.len()));
+        crowd.nearest(me, o, interest, &mut others);
         let mut poses = Vec::new();
         sim.poses(&world.movers, &mut poses);
         let movers = Entities::sorted(
@@ -265,8 +267,10 @@ impl SnapshotEncoder {
         }
         let mut count = others.len();
         loop {
-            let mut players: Vec<(u32, PlayerFields)> =
-                others[..count].iter().map(|(_, id, f)| (*id, *f)).collect();
+            let mut players: Vec<(u32, PlayerFields)> = others[..count]
+                .iter()
+                .map(|&(_, id)| (id, player_fields(&world.players[&id].state)))
+                .collect();
             players.sort_unstable_by_key(|e| e.0);
             let frame = Frame {
                 tick: world.tick,
@@ -287,6 +291,91 @@ impl SnapshotEncoder {
             }
             count = count * 3 / 4;
         }
+    }
+}
+
+/// The players of one tick, binned by where they stand, so each client's nearest
+/// `interest` others are found from the cells around it rather than by measuring
+/// everyone: built once per tick for every client's snapshot.
+pub struct Crowd {
+    /// Each player as a point box at its origin.
+    grid: PlayerGrid,
+    players: usize,
+    /// Largest distance across (x, y) between any two players (bounds the search).
+    span: f64,
+}
+
+impl Crowd {
+    /// Indexes `world`'s players.
+    pub fn new(world: &WorldState) -> Crowd {
+        let points: Vec<PlayerBox> = world
+            .players
+            .iter()
+            .map(|(id, p)| PlayerBox {
+                id: *id,
+                bounds: Aabb {
+                    min: p.state.origin(),
+                    max: p.state.origin(),
+                },
+            })
+            .collect();
+        let mut grid = PlayerGrid::default();
+        grid.build(&points);
+        let all = points.iter().fold(Aabb::EMPTY, |a, b| a.union(&b.bounds));
+        let span = if points.is_empty() {
+            0.0
+        } else {
+            (all.max - all.min).truncate().max_element()
+        };
+        Crowd {
+            grid,
+            players: points.len(),
+            span,
+        }
+    }
+
+    /// Into `out`, the `k` players nearest `o` other than `me`, nearest first (ties by
+    /// id), as (squared distance, id): exactly what measuring everyone would give. A
+    /// square of half side `r` around `o` holds every player nearer than `r`, so once the
+    /// square holds `k` of them nearer than `r`, no player outside it can take a place.
+    /// The first square is sized to hold about `2k` players of an even crowd; it doubles
+    /// until it holds enough.
+    pub fn nearest(&self, me: PlayerId, o: DVec3, k: usize, out: &mut Vec<(f64, PlayerId)>) {
+        out.clear();
+        if k == 0 || self.players == 0 {
+            return;
+        }
+        let even = 2.0 * k as f64 / self.players as f64;
+        let mut r = (0.5 * self.span * even.min(1.0).sqrt()).max(32.0);
+        let mut found = Vec::new();
+        loop {
+            let whole = r >= self.span;
+            let reach = DVec3::new(r, r, f64::INFINITY);
+            let zone = Aabb {
+                min: o - reach,
+                max: o + reach,
+            };
+            self.grid.near(&zone, 0.0, &mut found);
+            out.clear();
+            out.extend(
+                found
+                    .iter()
+                    .filter(|b| b.id != me)
+                    .map(|b| ((b.bounds.min - o).length_squared(), b.id))
+                    .filter(|(d, _)| whole || *d < r * r),
+            );
+            if out.len() >= k || whole {
+                break;
+            }
+            r *= 2.0;
+        }
+        let nearer =
+            |a: &(f64, PlayerId), b: &(f64, PlayerId)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        if k < out.len() {
+            out.select_nth_unstable_by(k, nearer);
+            out.truncate(k);
+        }
+        out.sort_unstable_by(nearer);
     }
 }
 
@@ -428,5 +517,66 @@ impl SnapshotDecoder {
             players,
             movers,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::movement::MoveCommand;
+    use crate::sim::PlayerSlot;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    /// The crowd's nearest players are exactly those measuring everyone gives, in the same
+    /// order (ties by id), for crowds packed, spread, stacked on one spot and split far
+    /// apart, and any `k`.
+    #[test]
+    fn the_crowd_finds_exactly_the_nearest_players() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut out = Vec::new();
+        for round in 0..200 {
+            let n = rng.gen_range(1..400);
+            let spread: f64 = [0.0, 64.0, 1000.0, 20000.0][round % 4];
+            let mut world = WorldState {
+                tick: 1,
+                players: BTreeMap::new(),
+                movers: Vec::new(),
+            };
+            for _ in 0..n {
+                let id = rng.gen_range(0..100_000u32);
+                // Some pairs share a spot (ties), some stand in a far cluster.
+                let far = if rng.gen_bool(0.1) { 50_000.0 } else { 0.0 };
+                let p = DVec3::new(
+                    (rng.gen_range(-1.0..1.0f64) * spread + far).round(),
+                    (rng.gen_range(-1.0..1.0f64) * spread).round(),
+                    (rng.gen_range(-1.0..1.0f64) * spread * 0.1).round(),
+                );
+                world.players.insert(
+                    id,
+                    PlayerSlot {
+                        state: PlayerState::at(p),
+                        last_command: MoveCommand::default(),
+                    },
+                );
+            }
+            let crowd = Crowd::new(&world);
+            let ids: Vec<PlayerId> = world.players.keys().copied().collect();
+            for _ in 0..5 {
+                let me = ids[rng.gen_range(0..ids.len())];
+                let o = world.player(me).unwrap().origin();
+                let k = rng.gen_range(0..64);
+                let mut want: Vec<(f64, PlayerId)> = world
+                    .players
+                    .iter()
+                    .filter(|(id, _)| **id != me)
+                    .map(|(id, p)| ((p.state.origin() - o).length_squared(), *id))
+                    .collect();
+                want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+                want.truncate(k);
+                crowd.nearest(me, o, k, &mut out);
+                assert_eq!(out, want, "round {round}: {n} players, k {k}");
+            }
+        }
     }
 }

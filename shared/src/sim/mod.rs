@@ -49,7 +49,7 @@ use std::sync::Arc;
 use thiserror::Error;
 
 mod collider;
-mod players;
+pub(crate) mod players;
 mod push;
 
 pub(crate) use collider::SimCollider;

@@ -12,7 +12,7 @@ const PLAYER_CELL: f64 = 32.0;
 /// counting-sorted once per tick, so a query reads a few cells directly. Boxes go in by
 /// id, so each cell lists them in id order.
 #[derive(Debug, Default)]
-pub(super) struct PlayerGrid {
+pub(crate) struct PlayerGrid {
     cell: f64,
     /// Cell coordinates of the grid's first cell.
     origin: [i64; 2],
@@ -25,7 +25,7 @@ pub(super) struct PlayerGrid {
 impl PlayerGrid {
     /// Bins `input`, given in id order. The cell doubles from [`PLAYER_CELL`] until the
     /// grid holds at most 16 cells per box (players spread over a huge map).
-    pub(super) fn build(&mut self, input: &[PlayerBox]) {
+    pub(crate) fn build(&mut self, input: &[PlayerBox]) {
         self.boxes.clear();
         self.starts.clear();
         if input.is_empty() {
@@ -92,7 +92,7 @@ impl PlayerGrid {
     /// id, so nothing depends on it); `size` bounds how far a box reaches
     /// across (x, y) from its centre, so the centre of a box that overlaps lies within it
     /// of the zone.
-    pub(super) fn near(&self, zone: &Aabb, size: f64, out: &mut Vec<PlayerBox>) {
+    pub(crate) fn near(&self, zone: &Aabb, size: f64, out: &mut Vec<PlayerBox>) {
         out.clear();
         if self.boxes.is_empty() {
             return;
