@@ -44,6 +44,11 @@ pub(crate) struct ServeArgs {
     /// Other players per snapshot (default 32).
     #[arg(long)]
     pub interest: Option<usize>,
+    /// Threads for a tick's per-player work, the players' moves and their snapshots
+    /// (default: the cores this process may run on; the state is the same bits on any
+    /// number).
+    #[arg(long)]
+    pub threads: Option<usize>,
     /// Who moves the players: `server` (simulates every command; the default) or
     /// `client` (clients claim their states, the server validates each).
     #[arg(long, value_parser = parse_authority)]
@@ -96,6 +101,7 @@ impl ServeArgs {
             secret: self.secret.or(f.secret),
             metrics: self.metrics.or(f.metrics),
             interest: self.interest.or(f.interest),
+            threads: self.threads.or(f.threads),
             movement: self.movement.or(f.movement),
             cert: self.cert.or(f.cert),
             key: self.key.or(f.key),
@@ -179,6 +185,12 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, Server
                 max_players: args.max_players.unwrap_or(d.max_players),
                 interest: args.interest.unwrap_or(d.interest),
                 movement: args.movement.unwrap_or_default(),
+                threads: match args.threads {
+                    Some(t @ 1..=256) => t,
+                    Some(t) => bail!("--threads must be 1 to 256, got {t}"),
+                    // (The cores this process may run on: taskset and cgroups count.)
+                    None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                },
                 ..d
             }
         },

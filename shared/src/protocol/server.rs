@@ -78,6 +78,9 @@ pub struct ServerSettings {
     pub input_timeout: Duration,
     /// Who moves the players.
     pub movement: MovementAuthority,
+    /// Threads a tick's per-player work runs on (the players' moves and their snapshots;
+    /// one: the caller's). The results are the same bits on any number.
+    pub threads: usize,
 }
 
 impl ServerSettings {
@@ -97,6 +100,7 @@ impl ServerSettings {
             hello_timeout: Duration::from_secs(5),
             input_timeout: Duration::from_secs(10),
             movement: MovementAuthority::Server,
+            threads: 1,
         }
     }
 }
@@ -315,12 +319,14 @@ impl Server {
                 "max players and the secret must not be empty".into(),
             ));
         }
+        let scratch = SimScratch::with_threads(settings.threads)
+            .map_err(|e| SettingsError(format!("{} worker threads: {e}", settings.threads)))?;
         Ok(Server {
             world: sim.new_state(),
             map_hash: *blake3::hash(&settings.map_bytes).as_bytes(),
             sim,
             settings,
-            scratch: SimScratch::new(),
+            scratch,
             seen: SeenBoxes::default(),
             conns: BTreeMap::new(),
             sessions: BTreeMap::new(),
@@ -851,33 +857,44 @@ impl Server {
     fn send_snapshots(&mut self) {
         let every = u64::from((self.rate() / self.settings.snapshot_rate).max(1));
         let tick = self.world.tick;
-        let interest = self.settings.interest;
-        let mut crowd = None;
-        for (id, s) in self.sessions.iter_mut() {
-            if !(tick + u64::from(*id)).is_multiple_of(every) {
-                continue;
-            }
-            let crowd = crowd.get_or_insert_with(|| Crowd::new(&self.world));
-            let room = self
-                .conns
+        let (interest, trusted) = (
+            self.settings.interest,
+            self.settings.movement == MovementAuthority::Client,
+        );
+        let mut due: Vec<(&PlayerId, &mut Session)> = self
+            .sessions
+            .iter_mut()
+            .filter(|(id, _)| (tick + u64::from(**id)).is_multiple_of(every))
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let crowd = Crowd::new(&self.world);
+        let (sim, world, conns) = (&self.sim, &self.world, &self.conns);
+        // Each client's snapshot from its own encoder: independent, so the workers may
+        // share them out; the datagrams still go out in id order.
+        let one = |(id, s): &mut (&PlayerId, &mut Session)| {
+            let room = conns
                 .get(&s.conn)
                 .map_or(DEFAULT_DATAGRAM, |c| c.max_datagram);
             let max = room.min(s.budget.max(0.0) as usize);
             s.feedback.last_command = s.inputs.last_applied();
-            if self.settings.movement == MovementAuthority::Server {
+            if !trusted {
                 s.feedback.missed_total = s.inputs.stats.missing;
             }
             s.feedback.input_lead = s.inputs.take_lead();
-            let encoded = s.snapshots.encode_in(
-                &self.sim,
-                &self.world,
-                crowd,
-                *id,
-                s.feedback,
-                interest,
-                max,
-            );
-            let Some(bytes) = encoded else {
+            s.snapshots
+                .encode_in(sim, world, &crowd, **id, s.feedback, interest, max)
+        };
+        let encoded: Vec<Option<Vec<u8>>> = match self.scratch.pool() {
+            Some(pool) if due.len() >= 64 => {
+                use rayon::prelude::*;
+                pool.install(|| due.par_iter_mut().map(one).collect())
+            }
+            _ => due.iter_mut().map(one).collect(),
+        };
+        for ((_, s), bytes) in due.into_iter().zip(encoded) {
+            let Some(bytes) = bytes else {
                 self.stats.snapshot_drops += 1;
                 continue;
             };

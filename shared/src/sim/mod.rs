@@ -186,12 +186,42 @@ pub struct SimScratch {
     start_boxes: Vec<PlayerBox>,
     poses: Vec<Pose>,
     bodies: Vec<push::Body>,
+    /// Workers for the players' moves of a step (see [`SimScratch::with_threads`]).
+    pool: Option<rayon::ThreadPool>,
+    /// One scratch per worker.
+    workers: Vec<SimScratch>,
 }
+
+/// Fewest players per worker worth handing out (below, a step runs on one thread).
+const PLAYERS_PER_WORKER: usize = 32;
 
 impl SimScratch {
     /// Empty scratch; it grows to the map's size once.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Scratch whose steps move the players on `threads` worker threads (one: on the
+    /// caller's). Each player's move depends only on the world at the tick's start (see
+    /// the module docs), and the moves are merged in id order, so a step gives the same
+    /// bits on any number of threads. Fails only if the threads cannot be started.
+    pub fn with_threads(threads: usize) -> Result<Self, rayon::ThreadPoolBuildError> {
+        let mut s = Self::default();
+        if threads > 1 {
+            s.pool = Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("expel-step-{i}"))
+                    .build()?,
+            );
+            s.workers = (0..threads).map(|_| SimScratch::default()).collect();
+        }
+        Ok(s)
+    }
+
+    /// The worker threads, if any: other per-player work of a tick may run on them too.
+    pub fn pool(&self) -> Option<&rayon::ThreadPool> {
+        self.pool.as_ref()
     }
 }
 
@@ -588,20 +618,45 @@ impl Sim {
             .iter()
             .map(|h| (h.bounds().size() * 0.5).truncate().max_element())
             .fold(0.0, f64::max);
-        let mut moved: Vec<(PlayerId, PlayerTick, bool)> = Vec::with_capacity(start.len());
-        let mut near = std::mem::take(&mut s.near);
-        for (id, p, cmd, repeated) in &start {
-            // Others stand where they started, so only their start boxes that reach into
-            // this player's zone matter (what `player_tick` keeps).
-            near.clear();
-            if p.mode == MoveMode::Walk {
-                let zone = self.around(p).expand(EXPEL);
-                s.grid.near(&zone, half_xy, &mut near);
+        // One player's move: others stand where they started, so only their start boxes
+        // that reach into this player's zone matter (what `player_tick` keeps).
+        let one =
+            |grid: &PlayerGrid,
+             s: &mut SimScratch,
+             (id, p, cmd, repeated): &(PlayerId, PlayerState, MoveCommand, bool)| {
+                let mut near = std::mem::take(&mut s.near);
+                near.clear();
+                if p.mode == MoveMode::Walk {
+                    let zone = self.around(p).expand(EXPEL);
+                    grid.near(&zone, half_xy, &mut near);
+                }
+                let t = self.player_tick(*id, p, cmd, &poses, &near, s);
+                s.near = near;
+                (*id, t, *repeated)
+            };
+        let workers = s.workers.len();
+        let moved: Vec<(PlayerId, PlayerTick, bool)> = match &s.pool {
+            Some(pool) if start.len() >= 2 * PLAYERS_PER_WORKER => {
+                // Contiguous runs of the id order, one per worker, joined in order.
+                use rayon::prelude::*;
+                let run = start.len().div_ceil(workers).max(PLAYERS_PER_WORKER);
+                let grid = &s.grid;
+                let runs: Vec<Vec<_>> = pool.install(|| {
+                    start
+                        .par_chunks(run)
+                        .zip(s.workers.par_iter_mut())
+                        .map(|(chunk, ws)| chunk.iter().map(|x| one(grid, ws, x)).collect())
+                        .collect()
+                });
+                runs.concat()
             }
-            let t = self.player_tick(*id, p, cmd, &poses, &near, s);
-            moved.push((*id, t, *repeated));
-        }
-        s.near = near;
+            _ => {
+                let grid = std::mem::take(&mut s.grid);
+                let moved = start.iter().map(|x| one(&grid, s, x)).collect();
+                s.grid = grid;
+                moved
+            }
+        };
         s.poses = poses;
         // Conflicts: lower ids keep their moves; see the module docs.
         let ends: Vec<Option<Aabb>> = moved
@@ -643,6 +698,9 @@ impl Sim {
             });
         }
         s.regions.prune(world);
+        for w in &mut s.workers {
+            w.regions.prune(world);
+        }
         world.tick = world.tick.wrapping_add(1);
         reports
     }
