@@ -526,3 +526,40 @@ async fn bots_reconnect_after_a_kill_and_after_a_drain_and_play_on() {
         delays[delays.len() - 1]
     );
 }
+
+/// A server starved for longer than a client may run ahead (its tick stalled 4 s: it
+/// skips the missed ticks rather than burst through them, and its clock with them) flags
+/// no honest player for the commands that kept time meanwhile, and keeps them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_tick_flags_no_honest_player() {
+    let (r, _, _) = server_with(8, |_| {}).await;
+    let mut clients = Vec::new();
+    for id in [51u32, 52, 53] {
+        let joined = expel_client::connect(r.addr, &options(&r, id))
+            .await
+            .unwrap();
+        let opts = expel_client::RunOptions {
+            seconds: 11.0,
+            ..Default::default()
+        };
+        clients.push(tokio::spawn(expel_client::run(joined, wander(id), opts)));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    r.stall_tick(Duration::from_secs(4)).await;
+    for c in clients {
+        let report = c.await.unwrap().unwrap();
+        assert!(!report.lost, "{report:?}");
+    }
+    assert!(
+        r.metrics.flagged().is_empty(),
+        "honest players flagged: {:?}",
+        r.metrics.flagged()
+    );
+    assert!(
+        r.metrics
+            .ticks_skipped
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0,
+        "the stall skipped no ticks"
+    );
+}

@@ -458,11 +458,11 @@ async fn machine_loop(
             }
             msg = inbox.recv() => {
                 let Some(msg) = msg else { return Some("every sender is gone".into()) };
-                let now = Instant::now();
-                handle(&mut server, &mut conns, msg, now);
-                // Take whatever else is waiting before acting on the outputs.
+                handle(&mut server, &mut conns, msg, Instant::now());
+                // Take whatever else is waiting before acting on the outputs, each at the
+                // time it is handled (a backlog after a long tick is not all "now").
                 while let Ok(msg) = inbox.try_recv() {
-                    handle(&mut server, &mut conns, msg, now);
+                    handle(&mut server, &mut conns, msg, Instant::now());
                 }
             }
             _ = shutdown.changed() => {

@@ -40,6 +40,10 @@ const CLAIMS: usize = 256;
 /// Ticks stepped at most in one [`Server::handle_timeout`]; a shell that fell further
 /// behind (a paused process) skips the rest rather than bursting through them.
 const MAX_CATCH_UP: u64 = 64;
+/// How long ticks a starved server skipped widen the window a client's commands may run
+/// ahead in (its clock steers back within it), and how many skips are remembered.
+const SKIP_MEMORY_SECONDS: u64 = 10;
+const MAX_SKIPS_KEPT: usize = 64;
 /// Datagram size assumed until the shell says otherwise (QUIC's minimum, less headers).
 const DEFAULT_DATAGRAM: usize = 1200;
 
@@ -283,6 +287,8 @@ pub struct Server {
     map_hash: [u8; 32],
     world: WorldState,
     scratch: SimScratch,
+    /// Ticks skipped while starved, recently: (the tick before, how many).
+    skips: VecDeque<(u64, u64)>,
     /// The players' boxes after recent ticks (trusted mode: what claims were made against).
     seen: SeenBoxes,
     conns: BTreeMap<ConnId, Conn>,
@@ -327,6 +333,7 @@ impl Server {
             sim,
             settings,
             scratch,
+            skips: VecDeque::new(),
             seen: SeenBoxes::default(),
             conns: BTreeMap::new(),
             sessions: BTreeMap::new(),
@@ -640,10 +647,20 @@ impl Server {
         let next = self.world.tick + 1;
         let clock = self.clock(now);
         let trusted = self.settings.movement == MovementAuthority::Client;
+        // After the server skipped ticks (starved), a client that kept time is ahead of
+        // its clock by as many until it steers back: that is no cheat.
+        let memory = SKIP_MEMORY_SECONDS * u64::from(self.rate());
+        while self.skips.front().is_some_and(|(t, _)| t + memory < next) {
+            self.skips.pop_front();
+        }
+        let skipped: u64 = self.skips.iter().map(|(_, n)| n).sum();
         let Some(s) = self.sessions.get_mut(&id) else {
             return;
         };
-        if let Some(v) = s.validator.input(&msg.batch(), next, clock) {
+        if let Some(v) = s
+            .validator
+            .input(&msg.batch(), next, clock.saturating_add(skipped))
+        {
             let invalid = v.kind == ViolationKind::Invalid;
             self.violation(id, &v);
             if invalid {
@@ -687,6 +704,10 @@ impl Server {
             // `began + t / rate`.
             let skip = due - self.world.tick - MAX_CATCH_UP;
             self.stats.ticks_skipped += skip;
+            self.skips.push_back((self.world.tick, skip));
+            if self.skips.len() > MAX_SKIPS_KEPT {
+                self.skips.pop_front();
+            }
             self.began += Duration::from_secs_f64(skip as f64 / f64::from(self.rate()));
         }
         while self.tick_at(self.world.tick + 1) <= now {
