@@ -12,6 +12,7 @@
 #   SERVER_CPUS=0,1 BOT_CPUS=0,1 bench/load.sh 1000   # the server on both cores (bots share them)
 #   PROFILE=1 bench/load.sh 1000           # also a perf profile of the server (needs perf)
 #   FULL_BOTS=1 bench/load.sh 200          # bots that predict, as a game client does
+#   SERVER_BIN=/path/to/old/expel bench/load.sh 1000   # another build's server, same bots
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +25,8 @@ out=bench/results
 mkdir -p "$out"
 cargo build --release --bin expel >/dev/null
 bin=target/release/expel
+# SERVER_BIN: another build's server against these bots (a before/after comparison).
+server_bin=${SERVER_BIN:-$bin}
 secret=load-bench-secret
 light=(--light)
 [ "${FULL_BOTS:-0}" = 1 ] && light=()
@@ -35,9 +38,12 @@ fi
 
 rows=()
 best=0
+server=""
+# A run cut short (Ctrl-C, timeout) must not leave its server running.
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null || true' EXIT
 for n in "${counts[@]}"; do
   log="$out/serve-$n.log"
-  "${pin_server[@]}" "$bin" serve --addr 127.0.0.1:0 --secret "$secret" --max-players $((n + 16)) \
+  "${pin_server[@]}" "$server_bin" serve --addr 127.0.0.1:0 --secret "$secret" --max-players $((n + 16)) \
     >"$out/serve-$n.ready" 2>"$log" &
   server=$!
   for _ in $(seq 100); do [ -s "$out/serve-$n.ready" ] && break; sleep 0.1; done

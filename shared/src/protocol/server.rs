@@ -40,10 +40,6 @@ const CLAIMS: usize = 256;
 /// Ticks stepped at most in one [`Server::handle_timeout`]; a shell that fell further
 /// behind (a paused process) skips the rest rather than bursting through them.
 const MAX_CATCH_UP: u64 = 64;
-/// How long ticks a starved server skipped widen the window a client's commands may run
-/// ahead in (its clock steers back within it), and how many skips are remembered.
-const SKIP_MEMORY_SECONDS: u64 = 10;
-const MAX_SKIPS_KEPT: usize = 64;
 /// Datagram size assumed until the shell says otherwise (QUIC's minimum, less headers).
 const DEFAULT_DATAGRAM: usize = 1200;
 
@@ -287,15 +283,16 @@ pub struct Server {
     map_hash: [u8; 32],
     world: WorldState,
     scratch: SimScratch,
-    /// Ticks skipped while starved, recently: (the tick before, how many).
-    skips: VecDeque<(u64, u64)>,
     /// The players' boxes after recent ticks (trusted mode: what claims were made against).
     seen: SeenBoxes,
     conns: BTreeMap<ConnId, Conn>,
     sessions: BTreeMap<PlayerId, Session>,
     replay: ReplayGuard,
-    /// When tick 0 was: tick `t` is due at `began + t / rate`.
+    /// When tick 0 was: tick `t` is due at `began + t / rate` (moved on past ticks skipped
+    /// while starved).
     began: Instant,
+    /// When tick 0 was at the start, never moved: the wall clock clients keep.
+    epoch: Instant,
     /// Unix seconds at `began`, for token expiry.
     unix_began: u64,
     outputs: VecDeque<Output>,
@@ -333,12 +330,12 @@ impl Server {
             sim,
             settings,
             scratch,
-            skips: VecDeque::new(),
             seen: SeenBoxes::default(),
             conns: BTreeMap::new(),
             sessions: BTreeMap::new(),
             replay: ReplayGuard::new(),
             began: now,
+            epoch: now,
             unix_began: unix_now,
             outputs: VecDeque::new(),
             events: VecDeque::new(),
@@ -398,6 +395,11 @@ impl Server {
     /// Wall-clock ticks since tick 0: what an honest client's clock follows.
     fn clock(&self, now: Instant) -> u64 {
         (now.saturating_duration_since(self.began).as_secs_f64() * f64::from(self.rate())) as u64
+    }
+
+    /// Ticks of wall time since the server started (skips do not set it back).
+    fn wall_clock(&self, now: Instant) -> u64 {
+        (now.saturating_duration_since(self.epoch).as_secs_f64() * f64::from(self.rate())) as u64
     }
 
     /// A connection finished its transport handshake; its hello is due within the hello
@@ -645,22 +647,14 @@ impl Server {
     /// Judges and buffers one input message from `id`.
     fn input(&mut self, id: PlayerId, msg: &InputMsg, now: Instant) {
         let next = self.world.tick + 1;
-        let clock = self.clock(now);
+        // The wall clock, which ticks the server skipped while starved do not set back: an
+        // honest client keeps time with it (and steers back to the server after a skip).
+        let clock = self.wall_clock(now);
         let trusted = self.settings.movement == MovementAuthority::Client;
-        // After the server skipped ticks (starved), a client that kept time is ahead of
-        // its clock by as many until it steers back: that is no cheat.
-        let memory = SKIP_MEMORY_SECONDS * u64::from(self.rate());
-        while self.skips.front().is_some_and(|(t, _)| t + memory < next) {
-            self.skips.pop_front();
-        }
-        let skipped: u64 = self.skips.iter().map(|(_, n)| n).sum();
         let Some(s) = self.sessions.get_mut(&id) else {
             return;
         };
-        if let Some(v) = s
-            .validator
-            .input(&msg.batch(), next, clock.saturating_add(skipped))
-        {
+        if let Some(v) = s.validator.input(&msg.batch(), next, clock) {
             let invalid = v.kind == ViolationKind::Invalid;
             self.violation(id, &v);
             if invalid {
@@ -704,10 +698,6 @@ impl Server {
             // `began + t / rate`.
             let skip = due - self.world.tick - MAX_CATCH_UP;
             self.stats.ticks_skipped += skip;
-            self.skips.push_back((self.world.tick, skip));
-            if self.skips.len() > MAX_SKIPS_KEPT {
-                self.skips.pop_front();
-            }
             self.began += Duration::from_secs_f64(skip as f64 / f64::from(self.rate()));
         }
         while self.tick_at(self.world.tick + 1) <= now {
@@ -890,8 +880,8 @@ impl Server {
         if due.is_empty() {
             return;
         }
-        let crowd = Crowd::new(&self.world);
-        let (sim, world, conns) = (&self.sim, &self.world, &self.conns);
+        let crowd = Crowd::new(&self.sim, &self.world);
+        let (world, conns) = (&self.world, &self.conns);
         // Each client's snapshot from its own encoder: independent, so the workers may
         // share them out; the datagrams still go out in id order.
         let one = |(id, s): &mut (&PlayerId, &mut Session)| {
@@ -905,7 +895,7 @@ impl Server {
             }
             s.feedback.input_lead = s.inputs.take_lead();
             s.snapshots
-                .encode_in(sim, world, &crowd, **id, s.feedback, interest, max)
+                .encode_in(world, &crowd, **id, s.feedback, interest, max)
         };
         let encoded: Vec<Option<Vec<u8>>> = match self.scratch.pool() {
             Some(pool) if due.len() >= 64 => {

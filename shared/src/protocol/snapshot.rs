@@ -219,15 +219,13 @@ impl SnapshotEncoder {
         interest: usize,
         max_bytes: usize,
     ) -> Option<Vec<u8>> {
-        let crowd = Crowd::new(world);
-        self.encode_in(sim, world, &crowd, me, feedback, interest, max_bytes)
+        let crowd = Crowd::new(sim, world);
+        self.encode_in(world, &crowd, me, feedback, interest, max_bytes)
     }
 
     /// [`SnapshotEncoder::encode`] with the tick's [`Crowd`] built once for every client.
-    #[allow(clippy::too_many_arguments)]
     pub fn encode_in(
         &mut self,
-        sim: &Sim,
         world: &WorldState,
         crowd: &Crowd,
         me: PlayerId,
@@ -242,20 +240,12 @@ impl SnapshotEncoder {
         let o = own.origin();
         let mut others = Vec::with_capacity(interest.min(world.players.len()));
         crowd.nearest(me, o, interest, &mut others);
-        let mut poses = Vec::new();
-        sim.poses(&world.movers, &mut poses);
         let movers = Entities::sorted(
-            sim.movers()
+            crowd
+                .movers
                 .iter()
-                .zip(&poses)
-                .enumerate()
-                .filter(|(_, (m, pose))| {
-                    (m.world_bounds(pose).center() - o).length() <= MOVER_INTEREST_RADIUS
-                })
-                .filter_map(|(i, _)| {
-                    let s = world.movers.get(i)?;
-                    Some((i as u32, mover_fields(s)))
-                })
+                .filter(|(centre, ..)| (*centre - o).length() <= MOVER_INTEREST_RADIUS)
+                .map(|&(_, i, f)| (i, f))
                 .collect(),
         );
         let base = self
@@ -303,11 +293,23 @@ pub struct Crowd {
     players: usize,
     /// Largest distance across (x, y) between any two players (bounds the search).
     span: f64,
+    /// Each mover's centre at its pose, index and fields, in mover order.
+    movers: Vec<(DVec3, u32, MoverFields)>,
 }
 
 impl Crowd {
-    /// Indexes `world`'s players.
-    pub fn new(world: &WorldState) -> Crowd {
+    /// Indexes `world`'s players, and places its movers.
+    pub fn new(sim: &Sim, world: &WorldState) -> Crowd {
+        let mut poses = Vec::new();
+        sim.poses(&world.movers, &mut poses);
+        let movers = sim
+            .movers()
+            .iter()
+            .zip(&poses)
+            .zip(&world.movers)
+            .enumerate()
+            .map(|(i, ((m, pose), s))| (m.world_bounds(pose).center(), i as u32, mover_fields(s)))
+            .collect();
         let points: Vec<PlayerBox> = world
             .players
             .iter()
@@ -331,6 +333,7 @@ impl Crowd {
             grid,
             players: points.len(),
             span,
+            movers,
         }
     }
 
@@ -533,16 +536,18 @@ mod tests {
     /// apart, and any `k`.
     #[test]
     fn the_crowd_finds_exactly_the_nearest_players() {
+        let text = include_str!("../../../maps/arena.map");
+        let map = crate::MapData::parse_map(text).unwrap();
+        let model = std::sync::Arc::new(crate::CollisionModel::build(&map));
+        let movement = crate::MoveConfig::default().validate().unwrap();
+        let (sim, _) = Sim::from_map(model, &map, movement);
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         let mut out = Vec::new();
         for round in 0..200 {
             let n = rng.gen_range(1..400);
             let spread: f64 = [0.0, 64.0, 1000.0, 20000.0][round % 4];
-            let mut world = WorldState {
-                tick: 1,
-                players: BTreeMap::new(),
-                movers: Vec::new(),
-            };
+            let mut world = sim.new_state();
+            world.tick = 1;
             for _ in 0..n {
                 let id = rng.gen_range(0..100_000u32);
                 // Some pairs share a spot (ties), some stand in a far cluster.
@@ -560,7 +565,7 @@ mod tests {
                     },
                 );
             }
-            let crowd = Crowd::new(&world);
+            let crowd = Crowd::new(&sim, &world);
             let ids: Vec<PlayerId> = world.players.keys().copied().collect();
             for _ in 0..5 {
                 let me = ids[rng.gen_range(0..ids.len())];
