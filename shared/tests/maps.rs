@@ -489,9 +489,9 @@ fn bsp29_and_bsp30_solid_leaves_collide_like_brushes() {
     }
 }
 
-/// A Quake 2 `.bsp` (IBSP 38): the brushes its models' leaves name, solid and clip brushes
-/// colliding as the same brushes written as a `.map`, water left out, bevels dropped, a
-/// door's brush with the door.
+/// A Quake 2 `.bsp` (IBSP 38, and Qbism's QBSP with its wider records): the brushes its
+/// models' leaves name, solid and clip brushes colliding as the same brushes written as a
+/// `.map`, water left out, bevels dropped, a door's brush with the door.
 #[test]
 fn quake_2_bsp_brushes_collide_like_the_same_brushes() {
     use common::Q2Brush;
@@ -551,42 +551,44 @@ fn quake_2_bsp_brushes_collide_like_the_same_brushes() {
     });
     let ents =
         "{\n\"classname\" \"worldspawn\"\n}\n{\n\"classname\" \"func_door\"\n\"model\" \"*1\"\n}\n";
-    let map = MapData::parse_any(&common::q2bsp_file(ents, &brushes)).unwrap();
-    assert_eq!(map.entities[0].brushes.len(), 4, "water left out");
-    assert_eq!(map.entities[1].brushes.len(), 1, "the door's brush");
-    assert!(
-        map.entities[0].brushes.iter().all(|b| b.faces.len() == 6),
-        "bevel dropped"
-    );
-    let reference = boxes_as_map(&walls);
-    let model = CollisionModel::build(&map);
-    assert_eq!(model.stats().solid_brushes, 4);
-    let hull = Hull::aabb(
-        DVec3::new(-16.0, -16.0, -24.0),
-        DVec3::new(16.0, 16.0, 32.0),
-    )
-    .unwrap();
-    let mut rng = ChaCha8Rng::seed_from_u64(38);
-    let mut s = TraceScratch::new();
-    let mut hits = 0;
-    for _ in 0..400 {
-        let from = DVec3::new(
-            rng.gen_range(40.0..90.0),
-            rng.gen_range(-90.0..90.0),
-            rng.gen_range(-90.0..90.0),
+    for qbism in [false, true] {
+        let map = MapData::parse_any(&common::q2bsp_file(ents, &brushes, qbism)).unwrap();
+        assert_eq!(map.entities[0].brushes.len(), 4, "water left out");
+        assert_eq!(map.entities[1].brushes.len(), 1, "the door's brush");
+        assert!(
+            map.entities[0].brushes.iter().all(|b| b.faces.len() == 6),
+            "bevel dropped"
         );
-        let to = from
-            + DVec3::new(
-                rng.gen_range(-300.0..300.0),
-                rng.gen_range(-300.0..300.0),
-                rng.gen_range(-300.0..300.0),
+        let reference = boxes_as_map(&walls);
+        let model = CollisionModel::build(&map);
+        assert_eq!(model.stats().solid_brushes, 4);
+        let hull = Hull::aabb(
+            DVec3::new(-16.0, -16.0, -24.0),
+            DVec3::new(16.0, 16.0, 32.0),
+        )
+        .unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(38);
+        let mut s = TraceScratch::new();
+        let mut hits = 0;
+        for _ in 0..400 {
+            let from = DVec3::new(
+                rng.gen_range(40.0..90.0),
+                rng.gen_range(-90.0..90.0),
+                rng.gen_range(-90.0..90.0),
             );
-        let a = same_trace(&model, &reference, &hull, from, to, &mut s);
-        hits += a.sweep.hit.is_some() as usize;
+            let to = from
+                + DVec3::new(
+                    rng.gen_range(-300.0..300.0),
+                    rng.gen_range(-300.0..300.0),
+                    rng.gen_range(-300.0..300.0),
+                );
+            let a = same_trace(&model, &reference, &hull, from, to, &mut s);
+            hits += a.sweep.hit.is_some() as usize;
+        }
+        assert!(hits > 200, "{hits}");
     }
-    assert!(hits > 200, "{hits}");
     // Another IBSP version is named.
-    let mut other = common::q2bsp_file(ents, &brushes);
+    let mut other = common::q2bsp_file(ents, &brushes, false);
     other[4..8].copy_from_slice(&37i32.to_le_bytes());
     let e = MapData::parse_any(&other).unwrap_err().to_string();
     assert!(e.contains("version 37"), "{e}");

@@ -1,4 +1,5 @@
-//! Brushes and entities of a compiled Quake 2 `.bsp` (IBSP version 38).
+//! Brushes and entities of a compiled Quake 2 `.bsp`: IBSP version 38, and Qbism's `QBSP`
+//! (the same lumps with 32-bit indices and float bounds, for maps past IBSP's limits).
 //!
 //! Like Quake 3's, the compiler keeps every brush as plane-bounded sides (plus bevels,
 //! which bound nothing and are dropped). Quake 2's models do not list their brushes: a
@@ -23,41 +24,95 @@ const LUMP_BRUSHES: usize = 14;
 const LUMP_BRUSH_SIDES: usize = 15;
 const LUMP_COUNT: usize = 19;
 
-const NODE: usize = 28;
-const LEAF: usize = 28;
 const MODEL: usize = 48;
+
+/// Where a format's records differ: node and leaf sizes, where a leaf's brush list
+/// starts, and the widths of a leaf-brush entry and of a brush side's plane index.
+struct Layout {
+    name: &'static str,
+    node: usize,
+    leaf: usize,
+    /// Offset of the leaf's first leaf-brush index (its count follows).
+    leaf_brushes_at: usize,
+    /// Leaf-brush entries, leaf brush first and count, and side plane indices are 32-bit
+    /// (else 16-bit).
+    wide: bool,
+}
+
+const IBSP: Layout = Layout {
+    name: "IBSP",
+    node: 28,
+    leaf: 28,
+    leaf_brushes_at: 24,
+    wide: false,
+};
+const QBISM: Layout = Layout {
+    name: "QBSP",
+    node: 44,
+    leaf: 52,
+    leaf_brushes_at: 44,
+    wide: true,
+};
+
+impl Layout {
+    /// The index (16 or 32 bits) at `off`.
+    fn index(&self, b: &[u8], off: usize) -> usize {
+        if self.wide {
+            u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]) as usize
+        } else {
+            usize::from(u16::from_le_bytes([b[off], b[off + 1]]))
+        }
+    }
+
+    fn width(&self) -> usize {
+        if self.wide {
+            4
+        } else {
+            2
+        }
+    }
+}
+
+/// The layout the bytes start like, version 38 either way.
+fn layout(bytes: &[u8]) -> Option<Layout> {
+    if bytes.len() < 8 || i32_at(bytes, 4) != 38 {
+        return None;
+    }
+    match &bytes[..4] {
+        b"IBSP" => Some(IBSP),
+        b"QBSP" => Some(QBISM),
+        _ => None,
+    }
+}
 
 /// Contents that stop a player: solid, window, player clip.
 const BLOCKS_PLAYERS: i32 = 0x1 | 0x2 | 0x10000;
 /// Deepest tree walked (a file whose tree is deeper is refused).
 const MAX_TREE_DEPTH: usize = 1024;
 
-fn u16_at(b: &[u8], off: usize) -> usize {
-    usize::from(u16::from_le_bytes([b[off], b[off + 1]]))
-}
-
-/// Whether the bytes are a Quake 2 IBSP (version 38).
+/// Whether the bytes are a Quake 2 `.bsp` (IBSP or Qbism QBSP, version 38).
 pub(super) fn is_q2bsp(bytes: &[u8]) -> bool {
-    bytes.len() >= 8 && &bytes[..4] == b"IBSP" && i32_at(bytes, 4) == 38
+    layout(bytes).is_some()
 }
 
 pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
-    if bytes.len() < 8 + LUMP_COUNT * 8 || !is_q2bsp(bytes) {
-        return err("not a Quake 2 IBSP file (bad magic or truncated header)");
-    }
+    let Some(lay) = layout(bytes).filter(|_| bytes.len() >= 8 + LUMP_COUNT * 8) else {
+        return err("not a Quake 2 IBSP or QBSP file (bad magic or truncated header)");
+    };
+    let (w, name) = (lay.width(), lay.name);
     let lump = |i: usize, rec: usize, name: &str| super::lumps::lump(bytes, 8, i, rec, name);
     let ent_text = String::from_utf8_lossy(lump(LUMP_ENTITIES, 1, "entities")?);
     let mut map = parse::parse(ent_text.trim_end_matches('\0'))
         .map_err(|e| MapError::Bsp(format!("entities: {e}")))?;
     let planes = planes20(bytes, 8, LUMP_PLANES)?;
-    let nodes = lump(LUMP_NODES, NODE, "nodes")?;
-    let leaves = lump(LUMP_LEAVES, LEAF, "leaves")?;
-    let leaf_brushes = lump(LUMP_LEAF_BRUSHES, 2, "leaf brushes")?;
+    let nodes = lump(LUMP_NODES, lay.node, "nodes")?;
+    let leaves = lump(LUMP_LEAVES, lay.leaf, "leaves")?;
+    let leaf_brushes = lump(LUMP_LEAF_BRUSHES, w, "leaf brushes")?;
     let models = lump(LUMP_MODELS, MODEL, "models")?;
     let brushes = lump(LUMP_BRUSHES, 12, "brushes")?;
-    let sides = lump(LUMP_BRUSH_SIDES, 4, "brush sides")?;
-    let (nnodes, nleaves) = (nodes.len() / NODE, leaves.len() / LEAF);
-    let (nbrushes, nsides) = (brushes.len() / 12, sides.len() / 4);
+    let sides = lump(LUMP_BRUSH_SIDES, 2 * w, "brush sides")?;
+    let (nnodes, nleaves) = (nodes.len() / lay.node, leaves.len() / lay.leaf);
+    let (nbrushes, nsides) = (brushes.len() / 12, sides.len() / (2 * w));
 
     // The brushes the leaves under `head` name, in index order.
     let brushes_under = |head: i32, mi: usize| -> Result<BTreeSet<usize>, MapError> {
@@ -76,7 +131,7 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
                 if std::mem::replace(&mut seen[n], true) {
                     return err(format!("node {n} is reached twice: not a tree"));
                 }
-                let rec = &nodes[n * NODE..];
+                let rec = &nodes[n * lay.node..];
                 stack.push((i32_at(rec, 4), depth + 1));
                 stack.push((i32_at(rec, 8), depth + 1));
             } else {
@@ -84,13 +139,14 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
                 if l >= nleaves {
                     return err(format!("leaf {l} out of range (0..{nleaves})"));
                 }
-                let rec = &leaves[l * LEAF..];
-                let (first, n) = (u16_at(rec, 24), u16_at(rec, 26));
-                if first + n > leaf_brushes.len() / 2 {
-                    return err(format!("leaf {l}: brush list runs past its lump"));
+                let rec = &leaves[l * lay.leaf..];
+                let at = lay.leaf_brushes_at;
+                let (first, n) = (lay.index(rec, at), lay.index(rec, at + w));
+                if first.saturating_add(n) > leaf_brushes.len() / w {
+                    return err(format!("{name} leaf {l}: brush list runs past its lump"));
                 }
                 for k in first..first + n {
-                    let b = u16_at(leaf_brushes, k * 2);
+                    let b = lay.index(leaf_brushes, k * w);
                     if b >= nbrushes {
                         return err(format!("leaf {l}: brush {b} out of range (0..{nbrushes})"));
                     }
@@ -111,14 +167,14 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
         let range = brush_sides(bi, first, n, nsides)?;
         let mut own = Vec::with_capacity(range.len());
         for si in range {
-            let pi = u16_at(sides, si * 4);
+            let pi = lay.index(sides, si * 2 * w);
             let Some(p) = planes.get(pi) else {
                 return err(format!(
                     "side {si} of brush {bi}: plane {pi} out of range (0..{})",
                     planes.len()
                 ));
             };
-            // (Its texinfo, at +2, names a texture: the contents already decided.)
+            // (Its texinfo, after the plane, names a texture: the contents already decided.)
             own.push(*p);
         }
         // Only the sides that bound it (the compiler's bevels cut nothing).

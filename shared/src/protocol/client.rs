@@ -39,6 +39,11 @@ const SENT_KEPT: usize = 256;
 /// Weight of each new lead report in the running mean and deviation (about a second of
 /// snapshots).
 const LEAD_SMOOTHING: f64 = 0.05;
+/// Most of the round trip (seconds) the clock lead covers. A transport's estimate taken
+/// while the server is swamped (a crowd joining at once) can be seconds of queueing; a
+/// client that ran that far ahead would send commands the server must refuse as out of
+/// its window, and the feedback steers it on from here either way.
+const MAX_LEAD_RTT: f64 = 0.5;
 /// Silence from the server (no datagram while playing) after which it is taken as gone.
 pub const SERVER_SILENCE: Duration = Duration::from_secs(5);
 
@@ -528,7 +533,7 @@ impl Client {
         // after the welcome left it: start that far, and the buffer, ahead of its tick.
         let period = 1.0 / f64::from(welcome.tick_rate().max(1));
         let since = now.saturating_duration_since(self.welcome_at).as_secs_f64();
-        let lead = (self.stats.rtt + since) / period + self.settings.buffer_ticks;
+        let lead = (self.stats.rtt.min(MAX_LEAD_RTT) + since) / period + self.settings.buffer_ticks;
         let tick = welcome.server_tick + lead.ceil() as u64;
         let player = welcome.player_id;
         let mut predictor = Predictor::new(sim.clone(), player);
@@ -752,7 +757,7 @@ impl Client {
 /// where they no longer stand.
 fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64) {
     let base = 1.0 / f64::from(p.welcome.tick_rate().max(1));
-    let lead = rtt / base + buffer;
+    let lead = rtt.min(MAX_LEAD_RTT) / base + buffer;
     let error = match snap.feedback.input_lead {
         Some(l) => {
             let l = f64::from(l);

@@ -605,23 +605,35 @@ pub(crate) struct Q2Brush {
     pub model: usize,
 }
 
-/// A Quake 2 IBSP (version 38) file: the entity text, and brushes by model. Model 0's
+/// A Quake 2 IBSP (version 38) file, or with `qbism` Qbism's QBSP (32-bit indices, float
+/// bounds): the entity text, and brushes by model. Model 0's
 /// tree is one node (plane 0 of its first brush) over two leaves, each naming the model's
 /// brushes up to and from the middle one (so it is named twice); every other model's head
 /// is a single leaf naming its brushes.
-pub(crate) fn q2bsp_file(entities: &str, brushes: &[Q2Brush]) -> Vec<u8> {
+pub(crate) fn q2bsp_file(entities: &str, brushes: &[Q2Brush], qbism: bool) -> Vec<u8> {
     let le = |v: &[i32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
-    let u16s =
-        |v: &[usize]| -> Vec<u8> { v.iter().flat_map(|x| (*x as u16).to_le_bytes()).collect() };
+    // Qbism's QBSP: 32-bit indices, float bounds in nodes and leaves.
+    let (w, node_size, leaf_size) = if qbism { (4, 44, 52) } else { (2, 28, 28) };
+    let idx = move |v: &[usize]| -> Vec<u8> {
+        v.iter()
+            .flat_map(|x| {
+                if qbism {
+                    (*x as u32).to_le_bytes().to_vec()
+                } else {
+                    (*x as u16).to_le_bytes().to_vec()
+                }
+            })
+            .collect()
+    };
     let mut lumps: Vec<Vec<u8>> = vec![Vec::new(); 19];
     lumps[0] = format!("{entities}\0").into_bytes();
     for b in brushes {
-        let first_side = (lumps[15].len() / 4) as i32;
+        let first_side = (lumps[15].len() / (2 * w)) as i32;
         lumps[14].extend(le(&[first_side, b.planes.len() as i32, b.contents]));
         for (n, d) in &b.planes {
             let plane = lumps[1].len() / 20;
-            lumps[15].extend(u16s(&[plane]));
-            lumps[15].extend(0i16.to_le_bytes());
+            lumps[15].extend(idx(&[plane]));
+            lumps[15].extend(vec![0u8; w]);
             for v in [n.x, n.y, n.z, *d] {
                 lumps[1].extend((v as f32).to_le_bytes());
             }
@@ -630,13 +642,14 @@ pub(crate) fn q2bsp_file(entities: &str, brushes: &[Q2Brush]) -> Vec<u8> {
     }
     let models = brushes.iter().map(|b| b.model).max().map_or(0, |m| m + 1);
     let leaf = |lumps: &mut Vec<Vec<u8>>, list: &[usize]| -> i32 {
-        let first = lumps[10].len() / 2;
-        lumps[10].extend(u16s(list));
-        let mut rec = le(&[1, 0]);
-        rec.extend(vec![0u8; 16]);
-        rec.extend(u16s(&[first, list.len()]));
+        let first = lumps[10].len() / w;
+        lumps[10].extend(idx(list));
+        // Contents, then cluster, area, bounds and leaf faces left zero.
+        let mut rec = le(&[1]);
+        rec.extend(vec![0u8; leaf_size - 4 - 2 * w]);
+        rec.extend(idx(&[first, list.len()]));
         lumps[8].extend(rec);
-        -(lumps[8].len() as i32 / 28)
+        -((lumps[8].len() / leaf_size) as i32)
     };
     for m in 0..models {
         let own: Vec<usize> = (0..brushes.len())
@@ -649,9 +662,9 @@ pub(crate) fn q2bsp_file(entities: &str, brushes: &[Q2Brush]) -> Vec<u8> {
                 leaf(&mut lumps, &own[mid..]),
             );
             let mut node = le(&[0, a, b]);
-            node.extend(vec![0u8; 16]);
+            node.extend(vec![0u8; node_size - 12]);
             lumps[4].extend(node);
-            (lumps[4].len() / 28 - 1) as i32
+            (lumps[4].len() / node_size - 1) as i32
         } else {
             leaf(&mut lumps, &own)
         };
@@ -659,5 +672,10 @@ pub(crate) fn q2bsp_file(entities: &str, brushes: &[Q2Brush]) -> Vec<u8> {
         model.extend(le(&[head, 0, 0]));
         lumps[13].extend(model);
     }
-    with_lumps(b"IBSP\x26\0\0\0", &lumps)
+    let magic = if qbism {
+        b"QBSP\x26\0\0\0"
+    } else {
+        b"IBSP\x26\0\0\0"
+    };
+    with_lumps(magic, &lumps)
 }
