@@ -177,7 +177,7 @@ impl CollisionModel {
                 points: (q0, m.brush_points.len() as u32),
                 axes: (a0, m.brush_axes.len() as u32),
                 sat: (0, 0),
-                box_planes: (0, 0),
+                box_planes: 0,
                 axial: g.planes.iter().all(|p| p.normal.abs().max_element() == 1.0),
                 sheet: false,
                 line: g.line as u32,
@@ -353,7 +353,7 @@ impl CollisionModel {
             points: (q0, self.brush_points.len() as u32),
             axes: (a0, self.brush_axes.len() as u32),
             sat: (0, 0),
-            box_planes: (0, 0),
+            box_planes: 0,
             axial: planes.iter().all(|q| q.normal.abs().max_element() == 1.0),
             sheet: true,
             line,
@@ -364,8 +364,8 @@ impl CollisionModel {
 impl CollisionModel {
     /// Every brush's separating axes for the box sweep besides its planes and the
     /// coordinate axes ([`SatAxis`]), once the polygons exist: each plane's normal the
-    /// other way, each edge direction × each coordinate axis, and the plane of every polygon of another brush or patch that the
-    /// brush reaches from behind (the plane a box sliding over their crease keeps its gap
+    /// other way, each edge direction × each coordinate axis, and the plane of every
+    /// polygon of another brush or patch that the brush reaches from behind (the plane a box sliding over their crease keeps its gap
     /// along: without it a convex crease between two brushes, two patch facets or a patch
     /// and a brush would catch a box resting in the zone). Each once, and none that is a
     /// coordinate axis or another of the brush's planes.
@@ -454,7 +454,7 @@ impl CollisionModel {
                     *dst = src;
                 }
             }
-            b.box_planes = (b.planes.0, b.planes.0 + kept as u32);
+            b.box_planes = kept as u32;
         }
     }
 }

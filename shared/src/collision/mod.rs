@@ -94,10 +94,10 @@ pub struct SolidBrush {
     /// Range into the model's list of the brush's edge × coordinate-axis directions (see
     /// [`SatAxis`]); empty for an axial brush.
     pub sat: (u32, u32),
-    /// The planes a box sweep clips, a range of the model's brush planes at the start of the
-    /// brush's own: its planes but those that are sides of its bounds (exactly), which the
-    /// bounds already clip; empty for an axial brush.
-    pub box_planes: (u32, u32),
+    /// How many of the brush's planes, from its first, a box sweep clips: its planes but
+    /// those that are sides of its bounds (exactly), which the bounds already clip, and
+    /// which the build puts last; none for an axial brush.
+    pub box_planes: u32,
     /// Every plane is axis-aligned.
     pub axial: bool,
     /// The zero-thickness brush of a patch's sheet polygon.
@@ -299,7 +299,7 @@ pub struct CollisionModel {
 impl CollisionModel {
     /// Version of the compiled model's layout and build rules; caches of compiled models
     /// key on it, so a change here invalidates them.
-    pub const FORMAT_VERSION: u32 = 14;
+    pub const FORMAT_VERSION: u32 = 15;
 
     /// Counts describing the model.
     pub fn stats(&self) -> &ModelStats {
@@ -406,8 +406,9 @@ impl CollisionModel {
     /// The planes of solid brush `i` that the box sweep clips (see
     /// [`SolidBrush::box_planes`]).
     pub fn brush_box_planes(&self, i: usize) -> &[Plane] {
-        let (a, b) = self.brushes[i].box_planes;
-        &self.brush_planes[a as usize..b as usize]
+        let b = &self.brushes[i];
+        let first = b.planes.0 as usize;
+        &self.brush_planes[first..first + b.box_planes as usize]
     }
 }
 

@@ -898,7 +898,7 @@ impl Server {
                 .encode_in(world, &crowd, **id, s.feedback, interest, max)
         };
         let encoded: Vec<Option<Vec<u8>>> = match self.scratch.pool() {
-            Some(pool) if due.len() >= 64 => {
+            Some(pool) if due.len() >= 2 * crate::sim::PLAYERS_PER_WORKER => {
                 use rayon::prelude::*;
                 pool.install(|| due.par_iter_mut().map(one).collect())
             }

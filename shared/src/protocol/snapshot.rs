@@ -323,7 +323,7 @@ impl Crowd {
             .collect();
         let mut grid = PlayerGrid::default();
         grid.build(&points);
-        let all = points.iter().fold(Aabb::EMPTY, |a, b| a.union(&b.bounds));
+        let all = Aabb::from_points(points.iter().map(|b| &b.bounds.min));
         let span = if points.is_empty() {
             0.0
         } else {
@@ -350,7 +350,6 @@ impl Crowd {
         }
         let even = 2.0 * k as f64 / self.players as f64;
         let mut r = (0.5 * self.span * even.min(1.0).sqrt()).max(32.0);
-        let mut found = Vec::new();
         loop {
             let whole = r >= self.span;
             let reach = DVec3::new(r, r, f64::INFINITY);
@@ -358,15 +357,13 @@ impl Crowd {
                 min: o - reach,
                 max: o + reach,
             };
-            self.grid.near(&zone, 0.0, &mut found);
             out.clear();
-            out.extend(
-                found
-                    .iter()
-                    .filter(|b| b.id != me)
-                    .map(|b| ((b.bounds.min - o).length_squared(), b.id))
-                    .filter(|(d, _)| whole || *d < r * r),
-            );
+            self.grid.each_near(&zone, 0.0, |b| {
+                let d = (b.bounds.min - o).length_squared();
+                if b.id != me && (whole || d < r * r) {
+                    out.push((d, b.id));
+                }
+            });
             if out.len() >= k || whole {
                 break;
             }

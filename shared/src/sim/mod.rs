@@ -192,8 +192,9 @@ pub struct SimScratch {
     workers: Vec<SimScratch>,
 }
 
-/// Fewest players per worker worth handing out (below, a step runs on one thread).
-const PLAYERS_PER_WORKER: usize = 32;
+/// Fewest players per worker worth handing out (below, a step runs on one thread; the
+/// server's snapshots follow the same rule).
+pub(crate) const PLAYERS_PER_WORKER: usize = 32;
 
 impl SimScratch {
     /// Empty scratch; it grows to the map's size once.

@@ -94,6 +94,11 @@ impl PlayerGrid {
     /// of the zone.
     pub(crate) fn near(&self, zone: &Aabb, size: f64, out: &mut Vec<PlayerBox>) {
         out.clear();
+        self.each_near(zone, size, |b| out.push(*b));
+    }
+
+    /// [`PlayerGrid::near`], each box handed to `f` instead of collected.
+    pub(crate) fn each_near(&self, zone: &Aabb, size: f64, mut f: impl FnMut(&PlayerBox)) {
         if self.boxes.is_empty() {
             return;
         }
@@ -114,11 +119,10 @@ impl PlayerGrid {
                 self.starts[row + clamp(lo[1], 1)] as usize,
                 self.starts[row + clamp(hi[1], 1) + 1] as usize,
             );
-            out.extend(
-                self.boxes[from..to]
-                    .iter()
-                    .filter(|b| b.bounds.overlaps(zone)),
-            );
+            self.boxes[from..to]
+                .iter()
+                .filter(|b| b.bounds.overlaps(zone))
+                .for_each(&mut f);
         }
     }
 }
