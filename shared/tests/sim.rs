@@ -199,6 +199,60 @@ fn conflicts_go_to_the_lower_id_and_boxes_never_overlap() {
     assert!(touches > 50, "the crowd hardly met: {touches}");
 }
 
+/// Two players that start a tick inside each other (a mover or a respawn put them there)
+/// pass through each other until they part, then are solid again. Held solid, neither
+/// could move: every spot a tick reaches would still be inside the other.
+#[test]
+fn entangled_players_walk_apart_then_block_again() {
+    let sim = arena_sim();
+    let mut s = SimScratch::new();
+    let mut w = sim.new_state();
+    let floor = 24.03125;
+    let mut a = PlayerState::at(DVec3::new(-400.0, -300.0, floor));
+    a.flags = expel_shared::movement::flags::ON_GROUND;
+    let mut b = a;
+    b.origin = PlayerState::at(DVec3::new(-390.0, -300.0, floor)).origin;
+    sim.add_player(&mut w, 1, a).unwrap();
+    sim.add_player(&mut w, 2, b).unwrap();
+    let overlap = |w: &WorldState| {
+        let bx = |id| sim.player_box(id, w.player(id).unwrap()).unwrap().bounds;
+        bx(1).expand(-1e-6).overlaps(&bx(2))
+    };
+    assert!(overlap(&w), "the two start inside each other");
+    // Both walk apart along x; every tick both move.
+    let mut c = BTreeMap::new();
+    c.insert(1, MoveCommand::new(1.0, 0.0, 0.0, 180.0, 0.0));
+    c.insert(2, MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0));
+    let mut parted = None;
+    for tick in 0..60 {
+        let before = [1, 2].map(|id| w.player(id).unwrap().origin()[0]);
+        let r = sim.step(&mut w, &c, &mut s);
+        assert!(
+            r.iter().all(|r| !r.reverted && !r.events.unstuck),
+            "tick {tick}: {r:?}"
+        );
+        let after = [1, 2].map(|id| w.player(id).unwrap().origin()[0]);
+        assert!(
+            after[0] < before[0] && after[1] > before[1],
+            "tick {tick}: stuck at {after:?}"
+        );
+        if !overlap(&w) {
+            parted = Some(tick);
+            break;
+        }
+    }
+    assert!(parted.is_some(), "still inside each other after a second");
+    // Apart, they are obstacles again: walking back, they meet and stop.
+    c.insert(1, MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0));
+    c.insert(2, MoveCommand::new(1.0, 0.0, 0.0, 180.0, 0.0));
+    for tick in 0..120 {
+        sim.step(&mut w, &c, &mut s);
+        assert!(!overlap(&w), "tick {tick}: walked back into each other");
+    }
+    let gap = w.player(2).unwrap().origin()[0] - w.player(1).unwrap().origin()[0];
+    assert!(gap > 0.0, "they passed each other: {gap}");
+}
+
 /// The scratch remembers each player's broad-phase region across ticks; results never
 /// depend on what it remembers. A crowd stepped with one scratch, with a fresh scratch
 /// every tick, and with one scratch shared with another world (same ids elsewhere) and

@@ -1,10 +1,11 @@
 //! What a player's move collides with inside a tick: the map, the movers at their poses
 //! and the other players' boxes, behind the movement code's [`Collider`].
 
+use super::players::entangled;
 use super::{PlayerBox, PlayerId, Sim};
 use crate::collision::hull::Hull;
 use crate::collision::{Contents, Hit, Region, Sweep, Target, TraceScratch};
-use crate::geom::{Aabb, EXPEL, POSITION_EPS};
+use crate::geom::{Aabb, EXPEL};
 use crate::movement::Collider;
 use crate::mover::Pose;
 use glam::DVec3;
@@ -79,8 +80,7 @@ impl Collider for SimCollider<'_> {
 
     fn solid(&mut self, hull: &Hull, pos: DVec3) -> bool {
         let me = hull.bounds().offset(pos);
-        let inner = me.expand(-POSITION_EPS);
-        let blocking = self.boxes.iter().filter(|b| inner.overlaps(&b.bounds));
+        let blocking = self.boxes.iter().filter(|b| entangled(&me, &b.bounds));
         if let Some(b) = blocking.min_by_key(|b| b.id) {
             self.blocked_by = Some(b.id);
             return true;

@@ -27,6 +27,11 @@
 //!    reverted box never overlaps anyone (everyone moved against it), so one pass settles
 //!    every conflict. Only walking players are solid to each other; noclip and spectator
 //!    players pass through everyone.
+//!
+//!    Two players whose boxes already overlap as they start to move ([`entangled`]: a
+//!    mover pushed one into the other, a respawn put one on the other) are not solid to
+//!    each other until they part, and their pair is no conflict. Held solid, neither
+//!    could move: every spot a tick reaches would still be inside the other.
 //! 4. A player whose origin left the map's bounds (grown by [`OUT_OF_BOUNDS_MARGIN`]) is
 //!    respawned at a spawn point, at rest.
 //!
@@ -53,7 +58,7 @@ pub(crate) mod players;
 mod push;
 
 pub(crate) use collider::SimCollider;
-use players::{overlapping_pairs, PlayerGrid};
+use players::{entangled, overlapping_pairs, PlayerGrid};
 
 /// A player's id, unique within a world.
 pub type PlayerId = u32;
@@ -553,13 +558,11 @@ impl Sim {
         // serves them all, and only players whose boxes reach into it matter.
         let around = self.around(player);
         s.boxes.clear();
-        if player.mode == MoveMode::Walk {
+        if let Some(me) = self.player_box(id, player) {
             let zone = around.expand(EXPEL);
-            s.boxes.extend(
-                others
-                    .iter()
-                    .filter(|b| b.id != id && b.bounds.overlaps(&zone)),
-            );
+            s.boxes.extend(others.iter().filter(|b| {
+                b.id != id && b.bounds.overlaps(&zone) && !entangled(&me.bounds, &b.bounds)
+            }));
         }
         let region = s
             .regions
@@ -666,6 +669,13 @@ impl Sim {
             .collect();
         let mut partners: Vec<Vec<usize>> = vec![Vec::new(); moved.len()];
         for (a, b) in overlapping_pairs(&ends) {
+            // A pair already entangled at the start moved through each other freely.
+            let start_box = |i: usize| self.player_box(start[i].0, &start[i].1);
+            if let (Some(sa), Some(sb)) = (start_box(a), start_box(b)) {
+                if entangled(&sa.bounds, &sb.bounds) {
+                    continue;
+                }
+            }
             partners[a.max(b)].push(a.min(b));
         }
         let mut reverted = vec![false; moved.len()];

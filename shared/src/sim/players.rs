@@ -127,6 +127,12 @@ impl PlayerGrid {
     }
 }
 
+/// Whether player box `a` overlaps `b` deeper than [`POSITION_EPS`]: what makes a spot
+/// solid for a player, and players entangled when it holds as they start a tick.
+pub(crate) fn entangled(a: &Aabb, b: &Aabb) -> bool {
+    a.expand(-POSITION_EPS).overlaps(b)
+}
+
 /// Index pairs of boxes that overlap deeper than [`POSITION_EPS`] (sweep and prune on x).
 pub(super) fn overlapping_pairs(boxes: &[Option<Aabb>]) -> Vec<(usize, usize)> {
     let mut order: Vec<(usize, Aabb)> = boxes
