@@ -7,9 +7,7 @@
 //! a small move costs a byte). An entity new to the baseline is sent against zero.
 
 pub use super::Feedback;
-use super::{
-    decode, encode, EntityDelta, ProtocolError, ServerDatagram, SnapshotMsg, MOVER_INTEREST_RADIUS,
-};
+use super::{decode, encode, EntityDelta, ProtocolError, ServerDatagram, MOVER_INTEREST_RADIUS};
 use crate::geom::Aabb;
 use crate::movement::{MoveMode, PlayerState};
 use crate::mover::{MoverState, Phase};
@@ -76,24 +74,18 @@ fn mover_from(f: &MoverFields) -> Option<MoverState> {
     })
 }
 
-/// The delta of `new` against `old` (zeros for an entity new to the baseline).
-fn delta<const N: usize>(id: u32, old: Option<&[i64; N]>, new: &[i64; N]) -> Option<EntityDelta> {
+/// Which fields of `new` differ from `old` (zeros for an entity new to the baseline), as
+/// a delta's mask; `None` when the entity sends nothing. An unchanged entity still in
+/// view sends nothing; a new one at all zeros sends its id.
+fn changed<const N: usize>(old: Option<&[i64; N]>, new: &[i64; N]) -> Option<u16> {
     let zero = [0i64; N];
     let old = old.unwrap_or(&zero);
-    let mut d = EntityDelta {
-        id,
-        mask: 0,
-        values: Default::default(),
-    };
-    for i in 0..N {
-        if new[i] != old[i] {
-            d.mask |= 1 << i;
-            // N is at most 16 (the mask's bits): every push fits.
-            d.values.push(new[i].wrapping_sub(old[i]));
-        }
-    }
-    // An unchanged entity still in view sends nothing; a new one at all zeros sends its id.
-    (d.mask != 0 || old == &zero && new == &zero).then_some(d)
+    // N is at most 16 (the mask's bits).
+    let mask = (0..N)
+        .filter(|&i| new[i] != old[i])
+        .fold(0u16, |m, i| m | 1 << i);
+    // With no field changed, `new` is `old`: sent only when both are zeros.
+    (mask != 0 || old.iter().all(|&v| v == 0)).then_some(mask)
 }
 
 /// Applies `d` to `old`, checking its shape.
@@ -139,6 +131,7 @@ impl<const N: usize> Default for Entities<N> {
 
 impl<const N: usize> Entities<N> {
     /// From entities given in id order.
+    #[cfg(test)]
     fn sorted(list: Vec<(u32, [i64; N])>) -> Self {
         debug_assert!(list.windows(2).all(|w| w[0].0 < w[1].0));
         Entities(list)
@@ -149,6 +142,7 @@ impl<const N: usize> Entities<N> {
         Some(&self.0[i].1)
     }
 
+    #[cfg(test)]
     fn contains(&self, id: u32) -> bool {
         self.get(id).is_some()
     }
@@ -167,6 +161,27 @@ impl<const N: usize> Entities<N> {
     fn iter(&self) -> impl Iterator<Item = (u32, &[i64; N])> + '_ {
         self.0.iter().map(|(id, f)| (*id, f))
     }
+
+    /// Each entity with its entry in `old`, if any (a merge of the two id orders).
+    fn paired<'a>(
+        &'a self,
+        old: &'a Self,
+    ) -> impl Iterator<Item = (u32, Option<&'a [i64; N]>, &'a [i64; N])> + 'a {
+        let mut olds = old.0.iter().peekable();
+        self.0.iter().map(move |(id, f)| {
+            while olds.next_if(|(o, _)| o < id).is_some() {}
+            (*id, olds.next_if(|(o, _)| o == id).map(|(_, f)| f), f)
+        })
+    }
+
+    /// The ids here that `new` no longer has.
+    fn gone_from<'a>(&'a self, new: &'a Self) -> impl Iterator<Item = u32> + 'a {
+        let mut news = new.0.iter().peekable();
+        self.0.iter().map(|(id, _)| *id).filter(move |id| {
+            while news.next_if(|(n, _)| n < id).is_some() {}
+            news.next_if(|(n, _)| n == id).is_none()
+        })
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -179,10 +194,16 @@ struct Frame {
 /// The server's snapshot state for one client.
 #[derive(Debug, Default)]
 pub struct SnapshotEncoder {
+    /// Frames sent, in tick order.
     history: VecDeque<Frame>,
     acked: u64,
     /// Snapshots sent in full because no baseline was usable.
     pub full_sends: u64,
+    /// The frame that last left the history, whose lists the next frame reuses.
+    spare: Frame,
+    /// The nearest players' (squared distance, crowd index), and the chosen indices.
+    near: Vec<(f64, u32)>,
+    chosen: Vec<u32>,
 }
 
 impl SnapshotEncoder {
@@ -194,9 +215,14 @@ impl SnapshotEncoder {
     /// The client received snapshot `tick`. Acknowledgements of snapshots never sent, or
     /// older than the newest one, are ignored.
     pub fn ack(&mut self, tick: u64) {
-        if tick > self.acked && self.history.iter().any(|f| f.tick == tick) {
+        if tick > self.acked && self.sent(tick).is_some() {
             self.acked = tick;
         }
+    }
+
+    /// Where the frame of `tick` is in the history.
+    fn sent(&self, tick: u64) -> Option<usize> {
+        self.history.binary_search_by_key(&tick, |f| f.tick).ok()
     }
 
     /// The newest acknowledged snapshot.
@@ -224,6 +250,8 @@ impl SnapshotEncoder {
     }
 
     /// [`SnapshotEncoder::encode`] with the tick's [`Crowd`] built once for every client.
+    /// Writes the datagram straight from the frame and its baseline (two id-ordered lists
+    /// merged), reusing the encoder's buffers: no message is built on the way.
     pub fn encode_in(
         &mut self,
         world: &WorldState,
@@ -238,59 +266,111 @@ impl SnapshotEncoder {
         }
         let own = *world.player(me)?;
         let o = own.origin();
-        let mut others = Vec::with_capacity(interest.min(world.players.len()));
-        crowd.nearest(me, o, interest, &mut others);
-        let movers = Entities::sorted(
+        let mut near = std::mem::take(&mut self.near);
+        crowd.nearest_indices(crowd.index_of(me), o, interest, &mut near);
+        let base = (self.acked != 0).then(|| self.sent(self.acked)).flatten();
+        if base.is_none() {
+            self.full_sends += 1;
+        }
+        let mut frame = std::mem::take(&mut self.spare);
+        frame.tick = world.tick;
+        frame.movers.0.clear();
+        frame.movers.0.extend(
             crowd
                 .movers
                 .iter()
                 .filter(|(centre, ..)| (*centre - o).length() <= MOVER_INTEREST_RADIUS)
-                .map(|&(_, i, f)| (i, f))
-                .collect(),
+                .map(|&(_, i, f)| (i, f)),
         );
-        let base = self
-            .history
-            .iter()
-            .position(|f| f.tick == self.acked && self.acked != 0);
-        if base.is_none() {
-            self.full_sends += 1;
-        }
-        let mut count = others.len();
-        loop {
-            let mut players: Vec<(u32, PlayerFields)> = others[..count]
-                .iter()
-                .map(|&(_, id)| (id, player_fields(&world.players[&id].state)))
-                .collect();
-            players.sort_unstable_by_key(|e| e.0);
-            let frame = Frame {
-                tick: world.tick,
-                players: Entities::sorted(players),
-                movers: movers.clone(),
-            };
-            let msg = frame_msg(&frame, base.map(|i| &self.history[i]), own, feedback);
-            let bytes = encode(&ServerDatagram::Snapshot(msg));
+        let empty = Frame::default();
+        let b = base.map_or(&empty, |i| &self.history[i]);
+        let mut count = near.len();
+        let bytes = loop {
+            // Crowd indices follow ids: sorted indices give the id order.
+            self.chosen.clear();
+            self.chosen.extend(near[..count].iter().map(|&(_, i)| i));
+            self.chosen.sort_unstable();
+            frame.players.0.clear();
+            frame
+                .players
+                .0
+                .extend(self.chosen.iter().map(|&i| crowd.players[i as usize]));
+            let bytes = write_snapshot(&frame, b, own, feedback);
             if bytes.len() <= max_bytes {
-                self.history.push_back(frame);
-                while self.history.len() > HISTORY {
-                    self.history.pop_front();
-                }
-                return Some(bytes);
+                break Some(bytes);
             }
             if count == 0 {
-                return None;
+                break None;
             }
             count = count * 3 / 4;
+        };
+        self.near = near;
+        if bytes.is_none() {
+            self.spare = frame;
+            return None;
+        }
+        self.history.push_back(frame);
+        if self.history.len() > HISTORY {
+            self.spare = self.history.pop_front().unwrap_or_default();
+        }
+        bytes
+    }
+}
+
+/// The snapshot datagram of `frame` against baseline `base` (empty: none), byte for byte
+/// what postcard makes of the [`ServerDatagram::Snapshot`] it stands for.
+fn write_snapshot(frame: &Frame, base: &Frame, own: PlayerState, fb: Feedback) -> Vec<u8> {
+    // The variant's index (0), then the message's fields in order: postcard writes a
+    // tuple and a struct alike.
+    let head = (0u32, frame.tick, base.tick, fb, own);
+    let mut out = encode(&head);
+    put_changes(&mut out, &frame.players, &base.players);
+    put_changes(&mut out, &frame.movers, &base.movers);
+    out
+}
+
+/// A list's deltas against its baseline, then the baseline's ids no longer in it, in
+/// postcard's form: a length, then each delta's id, mask and values (zig-zag varints).
+fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, old: &Entities<N>) {
+    let count = new.paired(old).filter(|(_, o, n)| changed(*o, n).is_some());
+    put_varint(out, count.count() as u64);
+    for (id, o, n) in new.paired(old) {
+        let Some(mask) = changed(o, n) else {
+            continue;
+        };
+        put_varint(out, id.into());
+        put_varint(out, mask.into());
+        put_varint(out, mask.count_ones().into());
+        let o = o.copied().unwrap_or([0; N]);
+        for i in (0..N).filter(|i| mask & 1 << i != 0) {
+            let v = n[i].wrapping_sub(o[i]);
+            put_varint(out, ((v << 1) ^ (v >> 63)) as u64);
         }
     }
+    put_varint(out, old.gone_from(new).count() as u64);
+    for id in old.gone_from(new) {
+        put_varint(out, id.into());
+    }
+}
+
+/// postcard's unsigned varint: seven bits a byte, low first.
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
 }
 
 /// The players of one tick, binned by where they stand, so each client's nearest
 /// `interest` others are found from the cells around it rather than by measuring
-/// everyone: built once per tick for every client's snapshot.
+/// everyone: built once per tick for every client's snapshot, with each player's
+/// snapshot fields.
 pub struct Crowd {
-    /// Each player as a point box at its origin.
+    /// Each player as a point box at its origin, named by its index in `players`.
     grid: PlayerGrid,
-    players: usize,
+    /// Each player's id and fields, in id order.
+    players: Vec<(PlayerId, PlayerFields)>,
     /// Largest distance across (x, y) between any two players (bounds the search).
     span: f64,
     /// Each mover's centre at its pose, index and fields, in mover order.
@@ -310,11 +390,13 @@ impl Crowd {
             .enumerate()
             .map(|(i, ((m, pose), s))| (m.world_bounds(pose).center(), i as u32, mover_fields(s)))
             .collect();
+        // Indices fit: a world's players are far fewer than 2^32.
         let points: Vec<PlayerBox> = world
             .players
-            .iter()
-            .map(|(id, p)| PlayerBox {
-                id: *id,
+            .values()
+            .enumerate()
+            .map(|(i, p)| PlayerBox {
+                id: i as u32,
                 bounds: Aabb {
                     min: p.state.origin(),
                     max: p.state.origin(),
@@ -329,26 +411,45 @@ impl Crowd {
         } else {
             (all.max - all.min).truncate().max_element()
         };
+        let players = world
+            .players
+            .iter()
+            .map(|(id, p)| (*id, player_fields(&p.state)))
+            .collect();
         Crowd {
             grid,
-            players: points.len(),
+            players,
             span,
             movers,
         }
     }
 
+    /// Where player `id` is in the crowd's order.
+    fn index_of(&self, id: PlayerId) -> Option<u32> {
+        let i = self.players.binary_search_by_key(&id, |p| p.0).ok()?;
+        Some(i as u32)
+    }
+
     /// Into `out`, the `k` players nearest `o` other than `me`, nearest first (ties by
-    /// id), as (squared distance, id): exactly what measuring everyone would give. A
-    /// square of half side `r` around `o` holds every player nearer than `r`, so once the
-    /// square holds `k` of them nearer than `r`, no player outside it can take a place.
-    /// The first square is sized to hold about `2k` players of an even crowd; it doubles
-    /// until it holds enough.
+    /// id), as (squared distance, id): exactly what measuring everyone would give.
     pub fn nearest(&self, me: PlayerId, o: DVec3, k: usize, out: &mut Vec<(f64, PlayerId)>) {
+        let mut near = Vec::new();
+        self.nearest_indices(self.index_of(me), o, k, &mut near);
         out.clear();
-        if k == 0 || self.players == 0 {
+        out.extend(near.iter().map(|&(d, i)| (d, self.players[i as usize].0)));
+    }
+
+    /// [`Crowd::nearest`] by crowd index (the id order, so ties by index are ties by id).
+    /// A square of half side `r` around `o` holds every player nearer than `r`, so once
+    /// the square holds `k` of them nearer than `r`, no player outside it can take a
+    /// place. The first square is sized to hold about `2k` players of an even crowd; it
+    /// doubles until it holds enough.
+    fn nearest_indices(&self, me: Option<u32>, o: DVec3, k: usize, out: &mut Vec<(f64, u32)>) {
+        out.clear();
+        if k == 0 || self.players.is_empty() {
             return;
         }
-        let even = 2.0 * k as f64 / self.players as f64;
+        let even = 2.0 * k as f64 / self.players.len() as f64;
         let mut r = (0.5 * self.span * even.min(1.0).sqrt()).max(32.0);
         loop {
             let whole = r >= self.span;
@@ -360,7 +461,7 @@ impl Crowd {
             out.clear();
             self.grid.each_near(&zone, 0.0, |b| {
                 let d = (b.bounds.min - o).length_squared();
-                if b.id != me && (whole || d < r * r) {
+                if Some(b.id) != me && (whole || d < r * r) {
                     out.push((d, b.id));
                 }
             });
@@ -369,46 +470,12 @@ impl Crowd {
             }
             r *= 2.0;
         }
-        let nearer =
-            |a: &(f64, PlayerId), b: &(f64, PlayerId)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        let nearer = |a: &(f64, u32), b: &(f64, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
         if k < out.len() {
             out.select_nth_unstable_by(k, nearer);
             out.truncate(k);
         }
         out.sort_unstable_by(nearer);
-    }
-}
-
-fn frame_msg(frame: &Frame, base: Option<&Frame>, own: PlayerState, fb: Feedback) -> SnapshotMsg {
-    let empty = Frame::default();
-    let b = base.unwrap_or(&empty);
-    SnapshotMsg {
-        tick: frame.tick,
-        baseline: base.map_or(0, |f| f.tick),
-        feedback: fb,
-        own,
-        players: frame
-            .players
-            .iter()
-            .filter_map(|(id, f)| delta(id, b.players.get(id), f))
-            .collect(),
-        removed: b
-            .players
-            .iter()
-            .map(|(id, _)| id)
-            .filter(|id| !frame.players.contains(*id))
-            .collect(),
-        movers: frame
-            .movers
-            .iter()
-            .filter_map(|(id, f)| delta(id, b.movers.get(id), f))
-            .collect(),
-        removed_movers: b
-            .movers
-            .iter()
-            .map(|(id, _)| id)
-            .filter(|id| !frame.movers.contains(*id))
-            .collect(),
     }
 }
 
@@ -524,9 +591,125 @@ impl SnapshotDecoder {
 mod tests {
     use super::*;
     use crate::movement::MoveCommand;
+    use crate::protocol::SnapshotMsg;
     use crate::sim::PlayerSlot;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
+
+    /// The message the datagram stands for, built the plain way (lookups by id): the
+    /// oracle of the writer's merge.
+    fn oracle(frame: &Frame, base: &Frame, own: PlayerState, fb: Feedback) -> SnapshotMsg {
+        fn deltas<const N: usize>(new: &Entities<N>, old: &Entities<N>) -> Vec<EntityDelta> {
+            new.iter()
+                .filter_map(|(id, f)| {
+                    let o = old.get(id);
+                    let mask = changed(o, f)?;
+                    let o = o.copied().unwrap_or([0; N]);
+                    let mut values = crate::protocol::FieldValues::default();
+                    for i in (0..N).filter(|i| mask & 1 << i != 0) {
+                        values.push(f[i].wrapping_sub(o[i]));
+                    }
+                    Some(EntityDelta { id, mask, values })
+                })
+                .collect()
+        }
+        fn gone<const N: usize>(new: &Entities<N>, old: &Entities<N>) -> Vec<u32> {
+            old.iter()
+                .map(|(id, _)| id)
+                .filter(|id| !new.contains(*id))
+                .collect()
+        }
+        SnapshotMsg {
+            tick: frame.tick,
+            baseline: base.tick,
+            feedback: fb,
+            own,
+            players: deltas(&frame.players, &base.players),
+            removed: gone(&frame.players, &base.players),
+            movers: deltas(&frame.movers, &base.movers),
+            removed_movers: gone(&frame.movers, &base.movers),
+        }
+    }
+
+    /// The datagram written from a frame and its baseline is byte for byte postcard's
+    /// encoding of the message built by lookups, and decodes back to the frame, for
+    /// random frames: overlapping and disjoint ids, unchanged, zero, huge and negative
+    /// fields, with and without a baseline.
+    #[test]
+    fn snapshots_are_written_as_the_message_they_stand_for() {
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        let field = |rng: &mut ChaCha8Rng| match rng.gen_range(0..4) {
+            0 => 0,
+            1 => rng.gen_range(-3..3),
+            2 => rng.gen_range(-100_000..100_000),
+            _ => i64::from(rng.gen::<i32>()),
+        };
+        for round in 0..2000 {
+            let entities = |rng: &mut ChaCha8Rng, n: usize| -> Vec<(u32, [i64; 5])> {
+                let mut ids: Vec<u32> = (0..n).map(|_| rng.gen_range(0..64)).collect();
+                ids.sort_unstable();
+                ids.dedup();
+                ids.into_iter()
+                    .map(|id| (id, std::array::from_fn(|_| field(rng))))
+                    .collect()
+            };
+            let n = rng.gen_range(0..40);
+            let base_players = entities(&mut rng, n);
+            // Some of the baseline's entities again, some changed, some new.
+            let mut players = Vec::new();
+            for &(id, f) in &base_players {
+                match rng.gen_range(0..3) {
+                    0 => {}
+                    1 => players.push((id, f)),
+                    _ => players.push((id, f.map(|v| v ^ 1))),
+                }
+            }
+            let n = rng.gen_range(0..10);
+            players.extend(entities(&mut rng, n));
+            players.sort_by_key(|e| e.0);
+            players.dedup_by_key(|e| e.0);
+            let three = |v: Vec<(u32, [i64; 5])>| -> Vec<(u32, [i64; 3])> {
+                v.into_iter()
+                    .map(|(id, f)| (id, [f[0], f[1], f[2]]))
+                    .collect()
+            };
+            let has_base = round % 5 != 0;
+            let base = Frame {
+                tick: if has_base { 100 } else { 0 },
+                players: Entities::sorted(if has_base {
+                    base_players.clone()
+                } else {
+                    vec![]
+                }),
+                movers: Entities::sorted(if has_base {
+                    three(base_players)
+                } else {
+                    vec![]
+                }),
+            };
+            let frame = Frame {
+                tick: 104,
+                movers: Entities::sorted(three(players.clone())),
+                players: Entities::sorted(players),
+            };
+            let own = PlayerState::at(DVec3::new(1.5, -2.0, 3.25));
+            let fb = Feedback {
+                last_command: rng.gen(),
+                input_lead: rng.gen_bool(0.5).then(|| rng.gen()),
+                ..Feedback::default()
+            };
+            let want = encode(&ServerDatagram::Snapshot(oracle(&frame, &base, own, fb)));
+            let got = write_snapshot(&frame, &base, own, fb);
+            assert_eq!(got, want, "round {round}");
+            let ServerDatagram::Snapshot(msg) = decode("snapshot", &got).unwrap();
+            let mut back = base.players.clone();
+            back.remove(&msg.removed);
+            for d in &msg.players {
+                back.set(d.id, apply(base.players.get(d.id), d).unwrap());
+            }
+            assert_eq!(back.0, frame.players.0, "round {round}");
+        }
+    }
 
     /// The crowd's nearest players are exactly those measuring everyone gives, in the same
     /// order (ties by id), for crowds packed, spread, stacked on one spot and split far

@@ -1,0 +1,109 @@
+//! The server's tick without the network: a crowd on the arena stepped at 60 Hz with
+//! scripted honest commands (as the light bots send), and each player's snapshot encoded
+//! at 30 Hz against a baseline acknowledged a few ticks late, on one thread. It prints the
+//! cost of the step, of the tick's interest grid and of one client's snapshot, and the
+//! snapshot's payload per client-second (QUIC's own bytes come on top).
+//!
+//! `cargo run --release -p expel-bench --bin tick-bench [PLAYERS] [TICKS]`
+//! (default 1000 players, 600 ticks).
+
+use anyhow::{Context, Result};
+use expel_shared::movement::buttons;
+use expel_shared::protocol::snapshot::{Crowd, Feedback, SnapshotEncoder};
+use expel_shared::{MapData, MoveCommand, MoveConfig, MoveMode, Sim, SimScratch};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Ticks between a snapshot and its acknowledgement (about 70 ms at 60 Hz).
+const ACK_DELAY: u64 = 4;
+const SNAPSHOT_EVERY: u64 = 2;
+const INTEREST: usize = 32;
+const DATAGRAM: usize = 1200;
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let players: u32 = args.next().map_or(Ok(1000), |a| a.parse())?;
+    let ticks: u64 = args.next().map_or(Ok(600), |a| a.parse())?;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../maps/arena.map");
+    let map = MapData::parse_map(&std::fs::read_to_string(path).context(path)?)?;
+    let movement = MoveConfig::default().validate()?;
+    let model = Arc::new(expel_shared::CollisionModel::build(&map));
+    let (sim, _) = Sim::from_map(model, &map, movement);
+    let mut world = sim.new_state();
+    for id in 0..players {
+        let p = sim.join_state(&world, id, MoveMode::Walk);
+        sim.add_player(&mut world, id, p)?;
+    }
+    let mut s = SimScratch::with_threads(1)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut cmds: BTreeMap<u32, MoveCommand> = BTreeMap::new();
+    let mut encoders: Vec<SnapshotEncoder> = (0..players).map(|_| SnapshotEncoder::new()).collect();
+    let mut acks: VecDeque<(u64, u32, u64)> = VecDeque::new();
+    let (mut step, mut crowd_t, mut encode) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let (mut snaps, mut bytes) = (0u64, 0u64);
+    for _ in 0..ticks {
+        // Honest walkers: a heading held for about a second, now and then a jump.
+        for id in 0..players {
+            if rng.gen_bool(1.0 / 60.0) || !cmds.contains_key(&id) {
+                let jump = if rng.gen_bool(0.1) { buttons::JUMP } else { 0 };
+                let yaw = rng.gen_range(0.0..360.0);
+                let cmd = MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0).with_buttons(jump);
+                cmds.insert(id, cmd);
+            }
+        }
+        let t0 = Instant::now();
+        sim.step(&mut world, &cmds, &mut s);
+        let t1 = Instant::now();
+        let crowd = Crowd::new(&sim, &world);
+        let t2 = Instant::now();
+        let tick = world.tick;
+        while acks.front().is_some_and(|a| a.0 <= tick) {
+            let (_, id, acked) = acks.pop_front().unwrap_or_default();
+            encoders[id as usize].ack(acked);
+        }
+        for id in (0..players).filter(|id| (tick + u64::from(*id)) % SNAPSHOT_EVERY == 0) {
+            let e = &mut encoders[id as usize];
+            let fb = Feedback::default();
+            if let Some(b) = e.encode_in(&world, &crowd, id, fb, INTEREST, DATAGRAM) {
+                snaps += 1;
+                bytes += b.len() as u64;
+                acks.push_back((tick + ACK_DELAY, id, tick));
+            }
+        }
+        step += t1 - t0;
+        crowd_t += t2 - t1;
+        encode += t2.elapsed();
+    }
+    let per_tick = |d: Duration| d.as_secs_f64() * 1e6 / ticks as f64;
+    let player_ticks = f64::from(players) * ticks as f64;
+    println!("{players} players, {ticks} ticks on the arena, one thread");
+    println!(
+        "step:      {:8.1} us/tick  {:6.2} us per player-tick",
+        per_tick(step),
+        step.as_secs_f64() * 1e6 / player_ticks
+    );
+    println!(
+        "interest:  {:8.1} us/tick (the tick's grid)",
+        per_tick(crowd_t)
+    );
+    println!(
+        "snapshots: {:8.1} us/tick  {:6.2} us per snapshot ({snaps} encoded)",
+        per_tick(encode),
+        encode.as_secs_f64() * 1e6 / snaps.max(1) as f64
+    );
+    let per_snap = bytes as f64 / snaps.max(1) as f64;
+    let rate = 60.0 / SNAPSHOT_EVERY as f64;
+    println!(
+        "payload:   {per_snap:8.1} B per snapshot, {:.0} B/s per client at {rate} Hz",
+        per_snap * rate
+    );
+    let all = step + crowd_t + encode;
+    println!(
+        "total:     {:8.3} ms of CPU per player-second",
+        all.as_secs_f64() * 1e3 / player_ticks * 60.0
+    );
+    Ok(())
+}
