@@ -69,9 +69,15 @@ cpu = r['server_cpu_percent']
 # CPU per player-second: a share of one core over the players it served.
 per = None if cpu is None or r['connected'] == 0 else cpu / 100 * 1000 / r['connected']
 lost = r['disconnected'] + r['failed']
+# QUIC's own bytes per datagram down: headers, tags, acknowledgements, and packets that
+# carry nothing else.
+dg = r['down_datagrams_per_s']
+quic = None if dg == 0 else (r['down_bytes_per_s'] - r['down_payload_bytes_per_s']) / dg
 print(f"| {n} | {r['connected']} | {f(r['server_tick_ms_p50'])} | {f(r['server_tick_ms_p99'])} | "
       f"{f(r['server_tick_ms_max'])} | {f(cpu)} | {f(per)} | {r['down_bytes_per_s']:.0f} | "
-      f"{r['up_bytes_per_s']:.0f} | {lost} | {r['honest_flagged']} | {r['snapshots_per_s']:.1f} |")
+      f"{r['down_payload_bytes_per_s']:.0f} | {dg:.1f} | {f(quic)} | "
+      f"{r['up_bytes_per_s']:.0f} | {r['up_datagrams_per_s']:.1f} | {lost} | {r['honest_flagged']} | "
+      f"{r['snapshots_per_s']:.1f} |")
 ok = (r['server_tick_ms_p99'] or 1e9) < 1000 / 60 and lost == 0
 print("OK" if ok else "OVER")
 EOF
@@ -81,8 +87,8 @@ EOF
 done
 
 echo "server on CPUs $server_cpus, bots on CPUs $bot_cpus, ${secs} s per run, $([ ${#light[@]} -gt 0 ] && echo light || echo predicting) bots"
-echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s | down B/s per bot | up B/s per bot | disconnects + failures | honest flagged | snapshots/s per bot |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 echo
 echo "largest N with tick p99 under the 16.7 ms tick period and no disconnects: $best"

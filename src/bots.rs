@@ -260,6 +260,10 @@ fn print_summary(r: &SwarmReport) {
         r.rtt_ms_p50, r.rtt_ms_p99, r.snapshots_per_s, r.down_bytes_per_s, r.up_bytes_per_s
     );
     println!(
+        "per bot: {:.1} datagrams/s down, {:.1} up; snapshot payload {:.0} B/s",
+        r.down_datagrams_per_s, r.up_datagrams_per_s, r.down_payload_bytes_per_s
+    );
+    println!(
         "corrections: honest {:.2}/min ({} unexplained), cheaters {:.2}/min",
         r.corrections_per_min_honest, r.unexplained_corrections, r.corrections_per_min_cheaters
     );

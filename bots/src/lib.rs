@@ -572,6 +572,13 @@ pub struct SwarmReport {
     pub down_bytes_per_s: f64,
     /// Bytes sent per second, per bot (mean).
     pub up_bytes_per_s: f64,
+    /// UDP datagrams received per second, per bot (mean).
+    pub down_datagrams_per_s: f64,
+    /// UDP datagrams sent per second, per bot (mean).
+    pub up_datagrams_per_s: f64,
+    /// The protocol's bytes received per second, per bot (mean): snapshots without
+    /// QUIC's headers, tags and acknowledgements.
+    pub down_payload_bytes_per_s: f64,
     /// Honest bots' corrections per minute of play.
     pub corrections_per_min_honest: f64,
     /// Honest corrections the server's contact with other players and missing commands
@@ -628,6 +635,7 @@ pub fn summarize(
 ) -> SwarmReport {
     let mut rtt = Vec::new();
     let (mut snaps, mut down, mut up, mut played) = (0.0, 0.0, 0.0, 0u64);
+    let (mut down_dg, mut up_dg, mut payload) = (0.0, 0.0, 0.0);
     let (mut honest_corr, mut honest_min, mut cheat_corr, mut cheat_min) = (0u64, 0.0, 0u64, 0.0);
     let mut r = SwarmReport {
         connected: 0,
@@ -639,6 +647,9 @@ pub fn summarize(
         snapshots_per_s: 0.0,
         down_bytes_per_s: 0.0,
         up_bytes_per_s: 0.0,
+        down_datagrams_per_s: 0.0,
+        up_datagrams_per_s: 0.0,
+        down_payload_bytes_per_s: 0.0,
         corrections_per_min_honest: 0.0,
         unexplained_corrections: 0,
         corrections_per_min_cheaters: 0.0,
@@ -685,6 +696,9 @@ pub fn summarize(
         snaps += rep.stats.predict.snapshots as f64 / secs;
         down += rep.down_bytes_per_s;
         up += rep.up_bytes_per_s;
+        down_dg += rep.down_datagrams_per_s;
+        up_dg += rep.up_datagrams_per_s;
+        payload += rep.down_payload_bytes_per_s;
         played += 1;
         match o.cheat {
             None => {
@@ -711,6 +725,8 @@ pub fn summarize(
     if played > 0 {
         let n = played as f64;
         (r.snapshots_per_s, r.down_bytes_per_s, r.up_bytes_per_s) = (snaps / n, down / n, up / n);
+        (r.down_datagrams_per_s, r.up_datagrams_per_s) = (down_dg / n, up_dg / n);
+        r.down_payload_bytes_per_s = payload / n;
     }
     if honest_min > 0.0 {
         r.corrections_per_min_honest = honest_corr as f64 / honest_min;

@@ -500,6 +500,13 @@ pub struct RunReport {
     pub down_bytes_per_s: f64,
     /// Bytes sent per second.
     pub up_bytes_per_s: f64,
+    /// UDP datagrams received per second (snapshots, and packets of QUIC's own).
+    pub down_datagrams_per_s: f64,
+    /// UDP datagrams sent per second.
+    pub up_datagrams_per_s: f64,
+    /// The protocol's datagram bytes received per second (snapshots: what QUIC carries,
+    /// not its headers, tags and acknowledgements).
+    pub down_payload_bytes_per_s: f64,
     /// Why the server ended the session, if it did (kick or shutdown).
     pub ended_by_server: Option<String>,
     /// Whether the server kicked this client.
@@ -549,6 +556,8 @@ pub struct Recorder {
     /// Snapshots taken when it started, and since.
     began_with: u64,
     snapshots: u64,
+    /// The protocol's bytes received when it started.
+    payload_in: u64,
     first: Option<PlayerState>,
 }
 
@@ -559,6 +568,7 @@ impl Recorder {
             rtt_ms: Vec::new(),
             began_with: s.stats().predict.snapshots,
             snapshots: s.stats().predict.snapshots,
+            payload_in: s.stats().bytes_in,
             first: s.stats().final_state,
         }
     }
@@ -593,6 +603,9 @@ impl Recorder {
             rtt_ms: self.rtt_ms,
             down_bytes_per_s: (t.udp_rx.bytes - t0.udp_rx.bytes) as f64 / secs,
             up_bytes_per_s: (t.udp_tx.bytes - t0.udp_tx.bytes) as f64 / secs,
+            down_datagrams_per_s: (t.udp_rx.datagrams - t0.udp_rx.datagrams) as f64 / secs,
+            up_datagrams_per_s: (t.udp_tx.datagrams - t0.udp_tx.datagrams) as f64 / secs,
+            down_payload_bytes_per_s: (st.bytes_in - self.payload_in) as f64 / secs,
             ended_by_server,
             kicked,
             lost,

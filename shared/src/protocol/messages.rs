@@ -282,7 +282,9 @@ pub struct SnapshotMsg {
     pub feedback: Feedback,
     /// The client's own state, exact.
     pub own: PlayerState,
-    /// Other players in view, against the baseline (in full when new to it).
+    /// Other players in view, against the baseline (in full when new to it). In this
+    /// list and the three after it, entries go in id order and each id is sent as its
+    /// gap from the entry before (the first from 0): nearby ids cost a byte, not five.
     pub players: Vec<EntityDelta>,
     /// Players in the baseline that left the view.
     pub removed: Vec<u32>,

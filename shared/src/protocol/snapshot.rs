@@ -330,15 +330,18 @@ fn write_snapshot(frame: &Frame, base: &Frame, own: PlayerState, fb: Feedback) -
 }
 
 /// A list's deltas against its baseline, then the baseline's ids no longer in it, in
-/// postcard's form: a length, then each delta's id, mask and values (zig-zag varints).
+/// postcard's form: a length, then each delta's id (as its gap from the one before),
+/// mask and values (zig-zag varints). Ids ascend in both lists, so no gap underflows.
 fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, old: &Entities<N>) {
     let count = new.paired(old).filter(|(_, o, n)| changed(*o, n).is_some());
     put_varint(out, count.count() as u64);
+    let mut prev = 0;
     for (id, o, n) in new.paired(old) {
         let Some(mask) = changed(o, n) else {
             continue;
         };
-        put_varint(out, id.into());
+        put_varint(out, (id - prev).into());
+        prev = id;
         put_varint(out, mask.into());
         put_varint(out, mask.count_ones().into());
         let o = o.copied().unwrap_or([0; N]);
@@ -348,8 +351,10 @@ fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, old: &Entit
         }
     }
     put_varint(out, old.gone_from(new).count() as u64);
+    let mut prev = 0;
     for id in old.gone_from(new) {
-        put_varint(out, id.into());
+        put_varint(out, (id - prev).into());
+        prev = id;
     }
 }
 
@@ -479,6 +484,24 @@ impl Crowd {
     }
 }
 
+/// A list's ids from the gaps they are sent as (see [`SnapshotMsg`]), refusing ids
+/// beyond `u32`.
+///
+/// [`SnapshotMsg`]: super::SnapshotMsg
+fn ids_from_gaps<'a>(ids: impl Iterator<Item = &'a mut u32>) -> Result<(), ProtocolError> {
+    let mut prev = 0u32;
+    for id in ids {
+        prev = prev
+            .checked_add(*id)
+            .ok_or_else(|| ProtocolError::Invalid {
+                what: "snapshot",
+                detail: format!("an id past {prev} by {id} overflows"),
+            })?;
+        *id = prev;
+    }
+    Ok(())
+}
+
 /// Field lists as typed entities, refusing out-of-range values.
 fn typed<const N: usize, T>(
     fields: &Entities<N>,
@@ -538,7 +561,11 @@ impl SnapshotDecoder {
     /// Decodes a snapshot datagram. `Ok(None)` for a stale or undecodable-baseline one
     /// (counted); an error for malformed bytes.
     pub fn decode(&mut self, bytes: &[u8]) -> Result<Option<Snapshot>, ProtocolError> {
-        let ServerDatagram::Snapshot(msg) = decode("snapshot", bytes)?;
+        let ServerDatagram::Snapshot(mut msg) = decode("snapshot", bytes)?;
+        ids_from_gaps(msg.players.iter_mut().map(|d| &mut d.id))?;
+        ids_from_gaps(msg.removed.iter_mut())?;
+        ids_from_gaps(msg.movers.iter_mut().map(|d| &mut d.id))?;
+        ids_from_gaps(msg.removed_movers.iter_mut())?;
         if msg.tick <= self.newest {
             self.stale += 1;
             return Ok(None);
@@ -619,7 +646,14 @@ mod tests {
                 .filter(|id| !new.contains(*id))
                 .collect()
         }
-        SnapshotMsg {
+        // On the wire each id is its gap from the one before.
+        fn gaps<'a>(ids: impl Iterator<Item = &'a mut u32>) {
+            let mut prev = 0;
+            for id in ids {
+                (*id, prev) = (*id - prev, *id);
+            }
+        }
+        let mut msg = SnapshotMsg {
             tick: frame.tick,
             baseline: base.tick,
             feedback: fb,
@@ -628,7 +662,12 @@ mod tests {
             removed: gone(&frame.players, &base.players),
             movers: deltas(&frame.movers, &base.movers),
             removed_movers: gone(&frame.movers, &base.movers),
-        }
+        };
+        gaps(msg.players.iter_mut().map(|d| &mut d.id));
+        gaps(msg.removed.iter_mut());
+        gaps(msg.movers.iter_mut().map(|d| &mut d.id));
+        gaps(msg.removed_movers.iter_mut());
+        msg
     }
 
     /// The datagram written from a frame and its baseline is byte for byte postcard's
@@ -701,7 +740,9 @@ mod tests {
             let want = encode(&ServerDatagram::Snapshot(oracle(&frame, &base, own, fb)));
             let got = write_snapshot(&frame, &base, own, fb);
             assert_eq!(got, want, "round {round}");
-            let ServerDatagram::Snapshot(msg) = decode("snapshot", &got).unwrap();
+            let ServerDatagram::Snapshot(mut msg) = decode("snapshot", &got).unwrap();
+            ids_from_gaps(msg.players.iter_mut().map(|d| &mut d.id)).unwrap();
+            ids_from_gaps(msg.removed.iter_mut()).unwrap();
             let mut back = base.players.clone();
             back.remove(&msg.removed);
             for d in &msg.players {
@@ -709,6 +750,35 @@ mod tests {
             }
             assert_eq!(back.0, frame.players.0, "round {round}");
         }
+    }
+
+    /// Ids whose gaps add up past `u32` are refused, not wrapped.
+    #[test]
+    fn a_snapshot_whose_id_gaps_overflow_is_refused() {
+        let delta = |id| EntityDelta {
+            id,
+            mask: 0,
+            values: Default::default(),
+        };
+        let msg = |players| SnapshotMsg {
+            tick: 5,
+            baseline: 0,
+            feedback: Feedback::default(),
+            own: PlayerState::default(),
+            players,
+            removed: vec![],
+            movers: vec![],
+            removed_movers: vec![],
+        };
+        let bytes = encode(&ServerDatagram::Snapshot(msg(vec![
+            delta(u32::MAX),
+            delta(1),
+        ])));
+        let err = SnapshotDecoder::new().decode(&bytes).unwrap_err();
+        assert!(err.to_string().contains("overflows"), "{err}");
+        let bytes = encode(&ServerDatagram::Snapshot(msg(vec![delta(7), delta(3)])));
+        let snap = SnapshotDecoder::new().decode(&bytes).unwrap().unwrap();
+        assert_eq!(snap.players.keys().copied().collect::<Vec<_>>(), [7, 10]);
     }
 
     /// The crowd's nearest players are exactly those measuring everyone gives, in the same

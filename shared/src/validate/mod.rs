@@ -9,7 +9,8 @@
 //! * **Timing** (speedhack): a client whose clock runs fast sends more commands than
 //!   ticks pass, and its commands drift ever further ahead. Both must hold over a window:
 //!   more new command ticks than `timing_ratio` × the wall-clock ticks elapsed, and a lead
-//!   beyond `timing_lead` ticks over the later of the server tick and the wall clock. An
+//!   beyond `timing_lead` ticks over the later of the server tick and the wall clock,
+//!   kept by every message of the window's last third (jitter makes some early). An
 //!   honest client follows the server, which keeps to the wall clock except while its
 //!   loop stalls; it jumps forward only to catch up and otherwise slews toward a small
 //!   lead, so it never meets both. Both are judged against the wall clock because a
@@ -197,8 +198,8 @@ pub fn outside_window(msg: &Commands<'_>, server_tick: u64, clock: u64) -> Optio
 pub struct Validator {
     cfg: ValidationConfig,
     newest: u64,
-    /// (server tick, new command ticks) per input message, within the window.
-    arrivals: VecDeque<(u64, u64)>,
+    /// (wall-clock tick, new command ticks, lead) per input message, within the window.
+    arrivals: VecDeque<(u64, u64, u64)>,
     timing_flagged_at: Option<u64>,
     diverging_since: Option<u64>,
     recent: VecDeque<u64>,
@@ -270,24 +271,35 @@ impl Validator {
             last.saturating_sub(self.newest)
         };
         self.newest = self.newest.max(last);
-        self.arrivals.push_back((clock, new));
+        // Lead over the later of the server tick and the wall clock: an honest client
+        // follows the server, which keeps to the wall clock except while it stalls.
+        let lead = self.newest.saturating_sub(server_tick.max(clock));
+        self.arrivals.push_back((clock, new, lead));
         while self
             .arrivals
             .front()
-            .is_some_and(|(t, _)| t + self.cfg.timing_window < clock)
+            .is_some_and(|(t, ..)| t + self.cfg.timing_window < clock)
         {
             self.arrivals.pop_front();
         }
-        let since = self.arrivals.front().map_or(clock, |(t, _)| *t);
+        let since = self.arrivals.front().map_or(clock, |(t, ..)| *t);
         let elapsed = clock.saturating_sub(since);
         // Judge only a (nearly) full window.
         if elapsed < self.cfg.timing_window * 9 / 10 {
             return None;
         }
-        let commands: u64 = self.arrivals.iter().skip(1).map(|(_, n)| n).sum();
-        // Lead over the later of the server tick and the wall clock: an honest client
-        // follows the server, which keeps to the wall clock except while it stalls.
-        let lead = self.newest.saturating_sub(server_tick.max(clock));
+        let commands: u64 = self.arrivals.iter().skip(1).map(|(_, n, _)| n).sum();
+        // The lead kept through the window's last third: a path (or a client's host) that
+        // holds messages back and lets them go in a burst makes some arrive early, not
+        // all of them; a fast clock's lead grows under every one.
+        let recent = clock.saturating_sub(self.cfg.timing_window / 3);
+        let lead = self
+            .arrivals
+            .iter()
+            .filter(|(t, ..)| *t >= recent)
+            .map(|(.., l)| *l)
+            .min()
+            .unwrap_or(lead);
         let fast = commands as f64 > elapsed as f64 * self.cfg.timing_ratio;
         let recently = self
             .timing_flagged_at
@@ -542,6 +554,35 @@ mod tests {
         assert_eq!(run(catches_up, server_stalls), None);
         // ...while a speedhack is caught even through a stalling server.
         assert!(run(fast(1.10), server_stalls).is_some());
+    }
+
+    /// A client whose messages are held back and let go in bursts (a starved host, a
+    /// path that queues) steers so the most delayed message still arrives in time: the
+    /// last of each burst arrives far ahead. Catching up as well, it is still no
+    /// speedhack; a fast clock whose messages come the same way is.
+    #[test]
+    fn messages_let_go_in_bursts_are_no_speedhack() {
+        let first_flag = |rate: f64| {
+            let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
+            for burst in 1..180u64 {
+                let clock = burst * 20;
+                // Catching up 12 ticks over the first ten seconds, then steady.
+                let behind = (600u64.saturating_sub(clock) / 50).min(12);
+                for k in 0..20u64 {
+                    // Sent a tick apart; the oldest arrives 6 ticks early, the newest 25.
+                    let sent = clock - 19 + k;
+                    let newest = (sent as f64 * rate) as u64 + 25 - behind;
+                    if let Some(x) = v.input(&input(newest - 3, 4), clock, clock) {
+                        assert_eq!(x.kind, ViolationKind::Timing);
+                        return Some(clock);
+                    }
+                }
+            }
+            None
+        };
+        assert_eq!(first_flag(1.0), None);
+        let at = first_flag(1.10).expect("a bursty speedhack went unflagged");
+        assert!(at <= 400, "flagged after {at} ticks");
     }
 
     #[test]
