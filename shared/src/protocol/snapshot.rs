@@ -220,9 +220,12 @@ impl SnapshotEncoder {
         }
     }
 
-    /// Where the frame of `tick` is in the history.
+    /// Where the frame of `tick` is in the history. Acknowledgements are of the last few
+    /// snapshots: looking from the newest back reads the frames just written, where a
+    /// binary search would touch cold ones of a thousand clients.
     fn sent(&self, tick: u64) -> Option<usize> {
-        self.history.binary_search_by_key(&tick, |f| f.tick).ok()
+        let i = self.history.iter().rposition(|f| f.tick <= tick)?;
+        (self.history[i].tick == tick).then_some(i)
     }
 
     /// The newest acknowledged snapshot.
