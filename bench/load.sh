@@ -13,6 +13,7 @@
 #   PROFILE=1 bench/load.sh 1000           # also a perf profile of the server (needs perf)
 #   FULL_BOTS=1 bench/load.sh 200          # bots that predict, as a game client does
 #   SERVER_BIN=/path/to/old/expel bench/load.sh 1000   # another build's server, same bots
+#   INPUT_RATE=30 bench/load.sh 1000       # clients send inputs at 30 Hz, two commands each
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,6 +30,8 @@ bin=target/release/expel
 server_bin=${SERVER_BIN:-$bin}
 secret=load-bench-secret
 light=(--light)
+serve_extra=()
+[ -n "${INPUT_RATE:-}" ] && serve_extra=(--input-rate "$INPUT_RATE")
 [ "${FULL_BOTS:-0}" = 1 ] && light=()
 # Pinning (taskset execs the command, so $! is the server itself, for perf).
 pin_server=() pin_bots=()
@@ -43,7 +46,7 @@ server=""
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null || true' EXIT
 for n in "${counts[@]}"; do
   log="$out/serve-$n.log"
-  "${pin_server[@]}" "$server_bin" serve --addr 127.0.0.1:0 --secret "$secret" --max-players $((n + 16)) \
+  "${pin_server[@]}" "$server_bin" serve --addr 127.0.0.1:0 --secret "$secret" --max-players $((n + 16)) "${serve_extra[@]}" \
     >"$out/serve-$n.ready" 2>"$log" &
   server=$!
   for _ in $(seq 100); do [ -s "$out/serve-$n.ready" ] && break; sleep 0.1; done
@@ -86,7 +89,7 @@ EOF
   if [ "$(tail -n 1 <<<"$row")" = OK ] && [ "$n" -gt "$best" ]; then best=$n; fi
 done
 
-echo "server on CPUs $server_cpus, bots on CPUs $bot_cpus, ${secs} s per run, $([ ${#light[@]} -gt 0 ] && echo light || echo predicting) bots"
+echo "server on CPUs $server_cpus, bots on CPUs $bot_cpus, ${secs} s per run, $([ ${#light[@]} -gt 0 ] && echo light || echo predicting) bots, inputs at ${INPUT_RATE:-60} Hz"
 echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"

@@ -30,6 +30,10 @@ pub(crate) struct ServeArgs {
     /// Snapshots per second (default 30, at most the tick rate).
     #[arg(long)]
     pub snapshot_rate: Option<u32>,
+    /// Input datagrams per second clients send, each with the commands since the last
+    /// (default: the tick rate; half of it halves the packets a crowd sends).
+    #[arg(long)]
+    pub input_rate: Option<u32>,
     /// Most players at once (default 64).
     #[arg(long)]
     pub max_players: Option<usize>,
@@ -97,6 +101,7 @@ impl ServeArgs {
             addr: self.addr.or(f.addr),
             tick_rate: self.tick_rate.or(f.tick_rate),
             snapshot_rate: self.snapshot_rate.or(f.snapshot_rate),
+            input_rate: self.input_rate.or(f.input_rate),
             max_players: self.max_players.or(f.max_players),
             secret: self.secret.or(f.secret),
             metrics: self.metrics.or(f.metrics),
@@ -182,6 +187,7 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, Server
             let d = ServerSettings::new(name.clone(), bytes, secret(args.secret)?);
             ServerSettings {
                 snapshot_rate: args.snapshot_rate.unwrap_or(d.snapshot_rate),
+                input_rate: args.input_rate,
                 max_players: args.max_players.unwrap_or(d.max_players),
                 interest: args.interest.unwrap_or(d.interest),
                 movement: args.movement.unwrap_or_default(),

@@ -77,6 +77,51 @@ async fn a_replay_through_the_server_is_predicted_bit_for_bit() {
     r.shutdown("test over").await;
 }
 
+/// A server that asks for inputs at half its tick rate gets one datagram every other
+/// tick, each with the commands since the last: every command is applied on its tick,
+/// none is late or missing after the start, and the replay is still predicted bit for
+/// bit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_half_the_input_rate_every_command_arrives_in_half_the_datagrams() {
+    let _serial = SERIAL.lock().await;
+    let (r, _, _) = server_with(8, |c| c.game.input_rate = Some(30)).await;
+    let joined = expel_client::connect(r.addr, &options(&r, 1))
+        .await
+        .unwrap();
+    assert_eq!(joined.welcome.input_rate, 30);
+    let report = expel_client::run(
+        joined,
+        player(replay()),
+        RunOptions {
+            seconds: 20.0,
+            buffer_ticks: 6.0,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let st = &report.stats;
+    assert_eq!(st.predict.corrections, 0, "{report:?}");
+    assert!(st.final_match);
+    assert!(st.ticks >= 900, "{report:?}");
+    // One datagram every other tick (rounding at the ends).
+    assert!(
+        st.datagrams_out.abs_diff(st.ticks / 2) <= 2,
+        "{} datagrams for {} ticks",
+        st.datagrams_out,
+        st.ticks
+    );
+    let applied = r.metrics.inputs_applied.load(Relaxed);
+    assert!(
+        applied + 4 >= st.ticks - 8,
+        "{applied} applied of {} ticks",
+        st.ticks
+    );
+    assert_eq!(r.metrics.inputs_late.load(Relaxed), 0);
+    assert!(violations(&r).is_empty(), "{:?}", violations(&r));
+    r.shutdown("test over").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_loss_delay_jitter_and_duplication_predictions_converge() {
     let _serial = SERIAL.lock().await;

@@ -17,7 +17,7 @@ use super::predict::{PredictStats, Predictor};
 use super::snapshot::{Snapshot, SnapshotDecoder};
 use super::{
     decode, encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl,
-    Welcome, CLOSE_KICKED, INPUT_REDUNDANCY, MAX_MAP_BYTES, VERSION,
+    Welcome, CLOSE_KICKED, INPUT_REDUNDANCY, MAX_INPUT_COMMANDS, MAX_MAP_BYTES, VERSION,
 };
 use crate::collision::CollisionModel;
 use crate::map::MapData;
@@ -592,10 +592,16 @@ impl Client {
             let tick = p.tick;
             let cmd = self.input;
             let predicted = p.predictor.command(tick, cmd);
-            // The last few commands, none from before the first.
-            let first = tick
-                .saturating_sub(INPUT_REDUNDANCY as u64 - 1)
-                .max(p.first_tick);
+            p.predictor.frame();
+            self.stats.ticks += 1;
+            // One datagram every `every` ticks: the commands since the last, and the
+            // few datagrams' worth before them again, none from before the first.
+            let every = p.welcome.input_every();
+            if !tick.is_multiple_of(every) {
+                continue;
+            }
+            let carried = (INPUT_REDUNDANCY as u64 * every).min(MAX_INPUT_COMMANDS as u64);
+            let first = tick.saturating_sub(carried - 1).max(p.first_tick);
             // Trusted-client mode: the state reached after each command, as claimed.
             let claims = if p.welcome.movement == MovementAuthority::Client {
                 p.predictor.states_between(first, tick).unwrap_or_default()
@@ -613,7 +619,6 @@ impl Client {
                 t.input(&p.sim, &p.predictor, tick, &mut msg);
             }
             let bytes = encode(&ClientDatagram::Input(msg));
-            self.stats.ticks += 1;
             self.stats.datagrams_out += 1;
             self.stats.bytes_out += bytes.len() as u64;
             self.outputs.push_back(ClientOutput::Datagram(bytes));
@@ -621,7 +626,6 @@ impl Client {
             while p.sent_at.len() > SENT_KEPT {
                 p.sent_at.pop_first();
             }
-            p.predictor.frame();
         }
     }
 

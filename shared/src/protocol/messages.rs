@@ -33,6 +33,10 @@ pub struct Welcome {
     pub player_id: u32,
     /// Snapshots per second.
     pub snapshot_rate: u32,
+    /// Input datagrams per second the server asks for (each carries the commands since
+    /// the one before): the tick rate, or a divisor of it to halve or quarter the
+    /// packets a crowd sends it, at a tick's more delay for some commands.
+    pub input_rate: u32,
     /// The movement settings the server simulates with (its tick rate among them).
     pub config: MoveConfig,
     /// The map's name.
@@ -53,6 +57,11 @@ impl Welcome {
     /// Simulation ticks per second (the movement settings').
     pub fn tick_rate(&self) -> u32 {
         self.config.tick_rate
+    }
+
+    /// Ticks between input datagrams (at least one).
+    pub fn input_every(&self) -> u64 {
+        u64::from((self.tick_rate() / self.input_rate.max(1)).max(1))
     }
 }
 

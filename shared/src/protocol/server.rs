@@ -60,6 +60,8 @@ pub const REFUSALS: [&str; 8] = [
 pub struct ServerSettings {
     /// Snapshots per second (1 to the tick rate).
     pub snapshot_rate: u32,
+    /// Input datagrams per second clients send (1 to the tick rate; `None`: one a tick).
+    pub input_rate: Option<u32>,
     /// Most players at once.
     pub max_players: usize,
     /// Connect-token secret.
@@ -91,6 +93,7 @@ impl ServerSettings {
     pub fn new(map_name: impl Into<String>, map_bytes: Arc<Vec<u8>>, secret: Vec<u8>) -> Self {
         ServerSettings {
             snapshot_rate: 30,
+            input_rate: None,
             max_players: 64,
             secret,
             interest: super::DEFAULT_INTEREST,
@@ -315,6 +318,12 @@ impl Server {
             return Err(SettingsError(format!(
                 "snapshot rate {} must be 1 to the tick rate {rate}",
                 settings.snapshot_rate
+            )));
+        }
+        if settings.input_rate.is_some_and(|r| r == 0 || r > rate) {
+            return Err(SettingsError(format!(
+                "input rate {} must be 1 to the tick rate {rate}",
+                settings.input_rate.unwrap_or_default()
             )));
         }
         if settings.max_players == 0 || settings.secret.is_empty() {
@@ -542,6 +551,7 @@ impl Server {
         let welcome = Welcome {
             player_id: id,
             snapshot_rate: self.settings.snapshot_rate,
+            input_rate: self.settings.input_rate.unwrap_or(self.rate()),
             config: self.sim.config().clone(),
             map_name: self.settings.map_name.clone(),
             map_hash: self.map_hash,
