@@ -39,13 +39,11 @@ const SENT_KEPT: usize = 256;
 /// Weight of each new lead report in the running mean and deviation (about a second of
 /// snapshots).
 const LEAD_SMOOTHING: f64 = 0.05;
-/// Most of the round trip (seconds) the clock lead covers when it is set from the round
-/// trip (at the start, and in a jump after a stall). A transport's estimate taken while
-/// the server or this process is swamped can be far more than the path's delay; a client
-/// that jumped that far ahead, and then ran fast to keep up, would read as a speedhack
-/// (the server's check allows a quarter second of lead and four ticks more to a clock
-/// that also runs fast). The feedback steers it on from here either way.
-const MAX_LEAD_RTT: f64 = 0.25;
+/// Most of the round trip (seconds) the clock lead covers. A transport's estimate taken
+/// while the server is swamped (a crowd joining at once) can be seconds of queueing; a
+/// client that ran that far ahead would send commands the server must refuse as out of
+/// its window, and the feedback steers it on from here either way.
+const MAX_LEAD_RTT: f64 = 0.5;
 /// Silence from the server (no datagram while playing) after which it is taken as gone.
 pub const SERVER_SILENCE: Duration = Duration::from_secs(5);
 

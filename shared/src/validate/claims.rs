@@ -208,6 +208,15 @@ impl Sim {
         }
         let hull_p = mv.hull(prev);
         let hull_c = mv.hull(claim);
+        // Players the claimant stood inside as the tick began do not block it (the
+        // simulation's rule: they pass through each other until they part).
+        let me = mv.player_box(prev);
+        let others: Vec<_> = others
+            .iter()
+            .filter(|b| !crate::sim::players::entangled(&me, &b.bounds))
+            .copied()
+            .collect();
+        let others = &others[..];
         // Gather only the space the checks can touch: both ends with a step and the
         // contact margin, and the unsticking search's reach only when it will run.
         let stand = mv.stand().bounds();
