@@ -126,8 +126,9 @@ pub fn client_config(
     let mut transport = quinn::TransportConfig::default();
     transport.keep_alive_interval(Some(std::time::Duration::from_secs(2)));
     transport.datagram_receive_buffer_size(Some(256 * 1024));
-    // Inputs go out every tick, each a packet the server must acknowledge: at QUIC's
-    // default (every second packet) half its packets back would be bare ACKs. Asked to
+    // Inputs go out at the server's input rate (every tick by default), each a packet
+    // the server must acknowledge: at QUIC's default (every second packet) half its
+    // packets back would be bare ACKs. Asked to
     // wait (the ACK frequency extension, which quinn servers take), it acknowledges in
     // the snapshots it sends anyway.
     let mut acks = quinn::AckFrequencyConfig::default();

@@ -289,6 +289,25 @@ fn forgivable_faults_are_warnings_naming_their_line() {
     assert_eq!(CollisionModel::build(&m).stats().solid_brushes, 1);
 }
 
+/// A player's box (Quake's standing hull).
+const PLAYER: (DVec3, DVec3) = (
+    DVec3::new(-16.0, -16.0, -24.0),
+    DVec3::new(16.0, 16.0, 32.0),
+);
+
+fn player_hull() -> Hull {
+    Hull::aabb(PLAYER.0, PLAYER.1).unwrap()
+}
+
+/// A start inside the small room the BSP readers' test maps share.
+fn inside_the_room(rng: &mut ChaCha8Rng) -> DVec3 {
+    DVec3::new(
+        rng.gen_range(40.0..90.0),
+        rng.gen_range(-90.0..90.0),
+        rng.gen_range(-90.0..90.0),
+    )
+}
+
 /// The model of a `.map` whose world is these boxes, as brushes.
 fn boxes_as_map(boxes: &[(DVec3, DVec3)]) -> CollisionModel {
     let text = format!(
@@ -379,11 +398,7 @@ fn bsp29_and_bsp30_solid_leaves_collide_like_brushes() {
         ),
     ];
     let reference = boxes_as_map(&walls);
-    let hull = Hull::aabb(
-        DVec3::new(-16.0, -16.0, -24.0),
-        DVec3::new(16.0, 16.0, 32.0),
-    )
-    .unwrap();
+    let hull = player_hull();
     let mut rng = ChaCha8Rng::seed_from_u64(29);
     let mut s = TraceScratch::new();
     // Quake's large-map variants of BSP29 hold the same tree in wider records.
@@ -403,17 +418,10 @@ fn bsp29_and_bsp30_solid_leaves_collide_like_brushes() {
         assert_eq!(model.stats().solid_brushes, 7, "version {version}");
         // The oracle, on the cells as the reader made them.
         let cells = common::map_brushes(&map);
-        let ohull = common::OHull::aabb(
-            DVec3::new(-16.0, -16.0, -24.0),
-            DVec3::new(16.0, 16.0, 32.0),
-        );
+        let ohull = common::OHull::aabb(PLAYER.0, PLAYER.1);
         let mut hits = 0;
         for _ in 0..400 {
-            let from = DVec3::new(
-                rng.gen_range(40.0..90.0),
-                rng.gen_range(-90.0..90.0),
-                rng.gen_range(-90.0..90.0),
-            );
+            let from = inside_the_room(&mut rng);
             let to = DVec3::new(
                 rng.gen_range(-300.0..300.0),
                 rng.gen_range(-300.0..300.0),
@@ -562,20 +570,12 @@ fn quake_2_bsp_brushes_collide_like_the_same_brushes() {
         let reference = boxes_as_map(&walls);
         let model = CollisionModel::build(&map);
         assert_eq!(model.stats().solid_brushes, 4);
-        let hull = Hull::aabb(
-            DVec3::new(-16.0, -16.0, -24.0),
-            DVec3::new(16.0, 16.0, 32.0),
-        )
-        .unwrap();
+        let hull = player_hull();
         let mut rng = ChaCha8Rng::seed_from_u64(38);
         let mut s = TraceScratch::new();
         let mut hits = 0;
         for _ in 0..400 {
-            let from = DVec3::new(
-                rng.gen_range(40.0..90.0),
-                rng.gen_range(-90.0..90.0),
-                rng.gen_range(-90.0..90.0),
-            );
+            let from = inside_the_room(&mut rng);
             let to = from
                 + DVec3::new(
                     rng.gen_range(-300.0..300.0),

@@ -399,18 +399,19 @@ impl Crowd {
             .map(|(i, ((m, pose), s))| (m.world_bounds(pose).center(), i as u32, mover_fields(s)))
             .collect();
         // Indices fit: a world's players are far fewer than 2^32.
-        let points: Vec<PlayerBox> = world
+        let (points, players): (Vec<PlayerBox>, Vec<_>) = world
             .players
-            .values()
+            .iter()
             .enumerate()
-            .map(|(i, p)| PlayerBox {
-                id: i as u32,
-                bounds: Aabb {
-                    min: p.state.origin(),
-                    max: p.state.origin(),
-                },
+            .map(|(i, (id, p))| {
+                let at = p.state.origin();
+                let point = PlayerBox {
+                    id: i as u32,
+                    bounds: Aabb { min: at, max: at },
+                };
+                (point, (*id, player_fields(&p.state)))
             })
-            .collect();
+            .unzip();
         let mut grid = PlayerGrid::default();
         grid.build(&points);
         let all = Aabb::from_points(points.iter().map(|b| &b.bounds.min));
@@ -419,11 +420,6 @@ impl Crowd {
         } else {
             (all.max - all.min).truncate().max_element()
         };
-        let players = world
-            .players
-            .iter()
-            .map(|(id, p)| (*id, player_fields(&p.state)))
-            .collect();
         Crowd {
             grid,
             players,

@@ -668,9 +668,9 @@ impl Sim {
             .map(|(id, t, _)| self.player_box(*id, &t.state).map(|b| b.bounds))
             .collect();
         let mut partners: Vec<Vec<usize>> = vec![Vec::new(); moved.len()];
+        let start_box = |i: usize| self.player_box(start[i].0, &start[i].1);
         for (a, b) in overlapping_pairs(&ends) {
             // A pair already entangled at the start moved through each other freely.
-            let start_box = |i: usize| self.player_box(start[i].0, &start[i].1);
             if let (Some(sa), Some(sb)) = (start_box(a), start_box(b)) {
                 if entangled(&sa.bounds, &sb.bounds) {
                     continue;

@@ -273,8 +273,8 @@ impl Validator {
         self.newest = self.newest.max(last);
         // Lead over the later of the server tick and the wall clock: an honest client
         // follows the server, which keeps to the wall clock except while it stalls.
-        let lead = self.newest.saturating_sub(server_tick.max(clock));
-        self.arrivals.push_back((clock, new, lead));
+        let lead_now = self.newest.saturating_sub(server_tick.max(clock));
+        self.arrivals.push_back((clock, new, lead_now));
         while self
             .arrivals
             .front()
@@ -292,6 +292,7 @@ impl Validator {
         // The lead kept through the window's last third: a path (or a client's host) that
         // holds messages back and lets them go in a burst makes some arrive early, not
         // all of them; a fast clock's lead grows under every one.
+        // (This message is among them, so there is always one.)
         let recent = clock.saturating_sub(self.cfg.timing_window / 3);
         let lead = self
             .arrivals
@@ -299,7 +300,7 @@ impl Validator {
             .filter(|(t, ..)| *t >= recent)
             .map(|(.., l)| *l)
             .min()
-            .unwrap_or(lead);
+            .unwrap_or(lead_now);
         let fast = commands as f64 > elapsed as f64 * self.cfg.timing_ratio;
         let recently = self
             .timing_flagged_at
