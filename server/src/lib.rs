@@ -3,15 +3,14 @@
 //! protocol decides (hellos, tokens, player slots, inputs, validation, ticks, snapshots,
 //! kicks) is the machine's; this crate moves bytes and fires timers:
 //!
-//! * The accept loop admits QUIC connection attempts (bounds on pending handshakes, a
-//!   stateless retry under load; [`admission`]) and gives each connection a task.
-//! * A connection task finishes the handshake within its deadline, then carries the
-//!   control stream's bytes and the datagrams to the machine task, and writes what the
-//!   machine tells it to (each write within the write deadline; a peer that grants no
-//!   flow-control credit in time is dropped as stalled).
-//! * The machine task owns the [`Server`] machine: it feeds it what the connections
-//!   report, calls its timeout when a tick is due, sends its datagrams, hands its control
-//!   writes and closes to the connection tasks, and copies its counters into [`Metrics`].
+//! * The machine task owns the [`Server`] machine and, beside it, QUIC as state machines
+//!   too ([`quic`]: quinn-proto's endpoint and connections, and the socket). It admits
+//!   connection attempts (bounds on pending handshakes, a stateless retry under load;
+//!   [`admission`]), holds each handshake to its deadline, feeds the machine the control
+//!   stream's bytes and the datagrams, calls its timeout when a tick is due, and carries
+//!   out what it says: datagrams, control writes (each within the write deadline; a peer
+//!   that grants no flow-control credit in time is dropped as stalled), the map, closes.
+//!   It copies the machine's counters into [`Metrics`].
 //! * The HTTP task serves metrics, health, flagged players and the live view.
 //! * Under Agones, a task reports readiness, health, players and shutdown to the SDK
 //!   sidecar ([`agones`]).
@@ -24,32 +23,31 @@ pub mod agones;
 mod http;
 mod live;
 mod metrics;
+mod quic;
 mod tls;
 pub mod udp;
 
-use admission::{Admission, Pending};
+use admission::Admission;
 pub use admission::{Decision, Limits};
 pub use agones::AgonesConfig;
 pub use expel_shared::protocol::server::{ServerSettings, REFUSALS};
 pub use metrics::Metrics;
 pub use tls::{fingerprint, Identity};
 
-use bytes::Bytes;
-use expel_shared::protocol::server::{map_frames, ConnId, Event, Output, Server};
-use expel_shared::protocol::CLOSE_KICKED;
+use expel_shared::protocol::server::{Event, Output, Server};
 use expel_shared::Sim;
-use std::collections::BTreeMap;
+use quic::Quic;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
-/// Messages from connection tasks waiting for the machine task; datagrams beyond it are
-/// dropped (and counted), control bytes wait.
-const INBOX: usize = 4096;
+/// How long a shutdown waits for players to read their last words before it closes
+/// every connection.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 
 /// Why the server could not start.
 #[derive(Debug, Error)]
@@ -104,8 +102,7 @@ pub struct Running {
     shutdown: watch::Sender<Option<String>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     failed: watch::Receiver<Option<String>>,
-    endpoint: quinn::Endpoint,
-    inbox: mpsc::Sender<ToMachine>,
+    stall: mpsc::Sender<Duration>,
 }
 
 impl Running {
@@ -113,20 +110,16 @@ impl Running {
     pub async fn shutdown(self, reason: &str) {
         self.metrics.ready.store(false, Relaxed);
         let _ = self.shutdown.send(Some(reason.to_string()));
+        // The machine task closes every connection within its grace, then ends.
         for t in self.tasks {
-            let _ = tokio::time::timeout(Duration::from_secs(3), t).await;
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE + Duration::from_secs(2), t).await;
         }
-        let _ = tokio::time::timeout(Duration::from_secs(2), self.endpoint.wait_idle()).await;
-        self.endpoint.close(
-            expel_shared::protocol::CLOSE_SHUTDOWN.into(),
-            reason.as_bytes(),
-        );
     }
 
     /// Fault injection for drills and tests: the tick loop blocks for `d` as a stuck
     /// simulation would (its thread held, nothing stepped), then runs on.
     pub async fn stall_tick(&self, d: Duration) {
-        let _ = self.inbox.send(ToMachine::Stall(d)).await;
+        let _ = self.stall.send(d).await;
     }
 
     /// Resolves when a supervised task (the machine or the HTTP endpoint) ended on its
@@ -144,61 +137,11 @@ impl Running {
     }
 }
 
-/// What a connection task tells the machine task.
-enum ToMachine {
-    Connected {
-        conn: ConnId,
-        handle: ConnHandle,
-    },
-    Control {
-        conn: ConnId,
-        bytes: Vec<u8>,
-    },
-    Datagram {
-        conn: ConnId,
-        bytes: Bytes,
-    },
-    MapSent {
-        conn: ConnId,
-    },
-    Closed {
-        conn: ConnId,
-        reason: String,
-    },
-    /// Block the machine task this long ([`Running::stall_tick`]).
-    Stall(Duration),
-}
-
-/// What the machine task tells a connection task to do.
-enum Write {
-    /// Control frames to write.
-    Bytes(Vec<u8>),
-    /// Stream the map.
-    Map,
-    /// The player joined: it no longer counts against admission.
-    Joined,
-    /// Write the last words (a refusal, kick or shutdown notice), then close: together,
-    /// so a peer that stops reading still gets the reason in the close frame.
-    Close {
-        last: Vec<u8>,
-        code: u32,
-        reason: String,
-    },
-}
-
-/// The machine task's way to one connection.
-struct ConnHandle {
-    conn: quinn::Connection,
-    writes: mpsc::UnboundedSender<Write>,
-}
-
-/// What the accept loop and connection tasks share.
+/// What the machine task uses of the rest of the server.
 struct Shared {
     cfg: ServerConfig,
     metrics: Arc<Metrics>,
     admission: Admission,
-    inbox: mpsc::Sender<ToMachine>,
-    next_conn: AtomicU64,
     /// Players in the server, for the Agones reporter.
     players: Arc<agones::Players>,
 }
@@ -208,8 +151,8 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
     let machine = Server::new(sim.clone(), cfg.game.clone(), Instant::now(), now_unix())
         .map_err(|e| ServerError::Config(e.to_string()))?;
     let metrics = Arc::new(Metrics::new());
-    let endpoint = endpoint(&cfg, metrics.udp.clone())?;
-    let addr = endpoint.local_addr().map_err(|source| ServerError::Bind {
+    let quic = bind(&cfg, metrics.udp.clone())?;
+    let addr = quic.local_addr().map_err(|source| ServerError::Bind {
         addr: cfg.addr,
         source,
     })?;
@@ -242,7 +185,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
         }
         None => None,
     };
-    let (inbox, inbox_rx) = mpsc::channel(INBOX);
+    let (stall, stall_rx) = mpsc::channel(4);
     let map_hash = hex::encode(machine.map_hash());
     let fingerprint = cfg.identity.fingerprint.clone();
     let players = Arc::new(agones::Players::default());
@@ -265,24 +208,18 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
     let shared = Arc::new(Shared {
         metrics: metrics.clone(),
         admission: Admission::new(cfg.limits.clone()),
-        inbox: inbox.clone(),
-        next_conn: AtomicU64::new(1),
         players,
         cfg,
     });
     let task = tokio::spawn(machine_loop(
         machine,
-        shared.clone(),
+        quic,
+        shared,
         live,
-        inbox_rx,
-        shutdown_rx.clone(),
+        stall_rx,
+        shutdown_rx,
     ));
     tasks.push(supervise("machine", task, failed_tx, metrics.clone()));
-    tasks.push(tokio::spawn(accept_loop(
-        endpoint.clone(),
-        shared,
-        shutdown_rx,
-    )));
     metrics.ready.store(true, Relaxed);
     info!(%addr, "listening");
     Ok(Running {
@@ -294,21 +231,16 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
         shutdown,
         tasks,
         failed,
-        endpoint,
-        inbox,
+        stall,
     })
 }
 
-/// The QUIC endpoint. Its stateless-reset key comes from the server's secret, so a
+/// The QUIC socket and endpoint. The endpoint's stateless-reset key comes from the server's secret, so a
 /// server started again after a crash (same secret, same address) resets the connections
 /// of its previous life the moment their clients send anything: they learn at once that
 /// they must reconnect, instead of waiting out an idle timeout (or the client's silence
 /// limit).
-fn endpoint(
-    cfg: &ServerConfig,
-    counts: Arc<udp::UdpCounts>,
-) -> Result<quinn::Endpoint, ServerError> {
-    use quinn::Runtime as _;
+fn bind(cfg: &ServerConfig, counts: Arc<udp::UdpCounts>) -> Result<Quic, ServerError> {
     let bind = |source| ServerError::Bind {
         addr: cfg.addr,
         source,
@@ -322,23 +254,15 @@ fn endpoint(
     let mut cid_key = [0u8; 8];
     cid_key.copy_from_slice(&cid.as_ref()[..8]);
     let cid_key = u64::from_le_bytes(cid_key);
-    let mut endpoint_cfg = quinn::EndpointConfig::new(Arc::new(reset));
+    let mut endpoint_cfg = quinn_proto::EndpointConfig::new(Arc::new(reset));
     endpoint_cfg.cid_generator(move || {
         Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
     });
     // Clients then keep the fixed bit set, and the socket's doorman can drop packets
     // without it.
     endpoint_cfg.grease_quic_bit(false);
-    let socket = std::net::UdpSocket::bind(cfg.addr).map_err(bind)?;
-    let socket = quinn::TokioRuntime.wrap_udp_socket(socket).map_err(bind)?;
-    let doorman = udp::Doorman::new(socket, cid_key, counts);
-    quinn::Endpoint::new_with_abstract_socket(
-        endpoint_cfg,
-        Some(cfg.identity.quic_config()?),
-        Arc::new(doorman),
-        Arc::new(quinn::TokioRuntime),
-    )
-    .map_err(bind)
+    let server = Arc::new(cfg.identity.quic_config()?);
+    Quic::bind(cfg.addr, endpoint_cfg, server, cid_key, counts).map_err(bind)
 }
 
 /// Watches a task that must run until shutdown: if it ends otherwise (a panic is a bug),
@@ -361,78 +285,39 @@ fn supervise(
     })
 }
 
-async fn accept_loop(
-    endpoint: quinn::Endpoint,
-    shared: Arc<Shared>,
-    mut shutdown: watch::Receiver<Option<String>>,
-) {
-    let mut conns = tokio::task::JoinSet::new();
-    let m = &shared.metrics;
-    loop {
-        tokio::select! {
-            incoming = endpoint.accept() => {
-                let Some(incoming) = incoming else { break };
-                let from = incoming.remote_address();
-                let (decision, pending) = shared
-                    .admission
-                    .decide(from.ip(), incoming.remote_address_validated());
-                m.incoming(decision);
-                m.pending.store(shared.admission.pending() as u64, Relaxed);
-                match (decision, pending) {
-                    (Decision::Accept, Some(p)) => {
-                        conns.spawn(connection(incoming, p, shared.clone()));
-                    }
-                    (Decision::Retry, _) => {
-                        // Stateless: the peer must echo the token from its address.
-                        if let Err(e) = incoming.retry() {
-                            e.into_incoming().refuse();
-                        }
-                    }
-                    (d, _) => {
-                        debug!(%from, outcome = d.label(), "connection attempt refused");
-                        incoming.refuse();
-                    }
-                }
-            }
-            // Reap finished connection tasks (a JoinSet keeps them until joined). A panic
-            // is a bug: logged here; the task's guards gave back its admission.
-            Some(done) = conns.join_next(), if !conns.is_empty() => {
-                if let Err(e) = done {
-                    if e.is_panic() {
-                        tracing::error!(error = %e, "connection task panicked");
-                    }
-                }
-                m.pending.store(shared.admission.pending() as u64, Relaxed);
-            }
-            _ = shutdown.changed() => break,
-        }
-    }
-    // Let every connection tell its client why and close.
-    while tokio::time::timeout(Duration::from_secs(3), conns.join_next())
-        .await
-        .is_ok_and(|r| r.is_some())
-    {}
-}
-
-/// The machine task: feeds the protocol machine and carries out what it says. Returns
-/// `None` on shutdown, else why it stopped.
+/// The machine task: feeds the protocol machine what QUIC receives and carries out what
+/// it says. Returns `None` on shutdown, else why it stopped.
 async fn machine_loop(
     mut server: Server,
+    mut quic: Quic,
     shared: Arc<Shared>,
     live: Arc<live::Live>,
-    mut inbox: mpsc::Receiver<ToMachine>,
+    mut stall: mpsc::Receiver<Duration>,
     mut shutdown: watch::Receiver<Option<String>>,
 ) -> Option<String> {
     let m = shared.metrics.clone();
+    let cx = quic::Context {
+        metrics: &m,
+        admission: &shared.admission,
+        limits: &shared.cfg.limits,
+        map: &shared.cfg.game.map_bytes,
+    };
     let rate = server.sim().config().tick_rate;
     let period = Duration::from_secs_f64(1.0 / f64::from(rate));
     let frame_every = u64::from((rate / live::FRAME_RATE).max(1));
-    let mut conns: BTreeMap<ConnId, ConnHandle> = BTreeMap::new();
     let mut longest = Duration::ZERO;
+    let timer = tokio::time::sleep_until(server.poll_timeout().into());
+    tokio::pin!(timer);
     loop {
         let due = server.poll_timeout();
+        let due = quic.next_timer().map_or(due, |t| t.min(due));
+        timer.as_mut().reset(due.into());
+        // Ticks and QUIC's timers first: a flood of datagrams must not starve them.
         tokio::select! {
-            _ = tokio::time::sleep_until(due.into()) => {
+            biased;
+            _ = shutdown.changed() => break,
+            _ = &mut timer => {
+                quic.fire_timers(Instant::now());
                 let before = server.world().tick;
                 let started = Instant::now();
                 server.handle_timeout(started);
@@ -456,85 +341,99 @@ async fn machine_loop(
                     }
                 }
             }
-            msg = inbox.recv() => {
-                let Some(msg) = msg else { return Some("every sender is gone".into()) };
-                handle(&mut server, &mut conns, msg, Instant::now());
-                // Take whatever else is waiting before acting on the outputs, each at the
-                // time it is handled (a backlog after a long tick is not all "now").
-                while let Ok(msg) = inbox.try_recv() {
-                    handle(&mut server, &mut conns, msg, Instant::now());
+            r = quic.readable() => {
+                let taken = r.and_then(|()| quic.receive(Instant::now(), &cx));
+                if let Err(e) = taken {
+                    return Some(format!("the QUIC socket failed: {e}"));
                 }
             }
-            _ = shutdown.changed() => {
-                let reason = shutdown
-                    .borrow()
-                    .clone()
-                    .unwrap_or_else(|| "server shutting down".into());
-                server.shutdown(&reason);
-                carry_out(&mut server, &mut conns, &shared);
-                return None;
+            r = quic.writable() => {
+                if let Err(e) = r {
+                    return Some(format!("the QUIC socket failed: {e}"));
+                }
+                quic.unblock();
+            }
+            Some(d) = stall.recv() => {
+                warn!(
+                    ms = d.as_millis() as u64,
+                    "tick stalled on purpose (fault injection)"
+                );
+                std::thread::sleep(d);
             }
         }
-        carry_out(&mut server, &mut conns, &shared);
+        drive(&mut server, &mut quic, &shared, &cx);
     }
+    // Shutdown: every player is told why; the rest are closed; those who read their last
+    // words within the grace are closed by then too.
+    let reason = shutdown
+        .borrow()
+        .clone()
+        .unwrap_or_else(|| "server shutting down".into());
+    server.shutdown(&reason);
+    quic.stop_accepting(&reason, Instant::now());
+    drive(&mut server, &mut quic, &shared, &cx);
+    let end = Instant::now() + SHUTDOWN_GRACE;
+    while !quic.all_closed() && Instant::now() < end {
+        let due = quic.next_timer().map_or(end, |t| t.min(end));
+        tokio::select! {
+            _ = tokio::time::sleep_until(due.into()) => quic.fire_timers(Instant::now()),
+            r = quic.readable() => {
+                if r.and_then(|()| quic.receive(Instant::now(), &cx)).is_err() {
+                    break;
+                }
+            }
+            r = quic.writable() => {
+                if r.is_err() {
+                    break;
+                }
+                quic.unblock();
+            }
+        }
+        drive(&mut server, &mut quic, &shared, &cx);
+    }
+    quic.close_all(&reason, Instant::now());
+    drive(&mut server, &mut quic, &shared, &cx);
+    debug!(connections = quic.len(), "closed");
+    None
 }
 
-/// Hands one connection task's report to the machine.
-fn handle(
+/// Runs the connections something happened to, carrying out the machine's outputs as
+/// they come, until all is quiet; then copies the machine's counters.
+fn drive(server: &mut Server, quic: &mut Quic, shared: &Shared, cx: &quic::Context) {
+    let now = Instant::now();
+    loop {
+        carry_out(server, quic, shared, cx, now);
+        if !quic.service_one(now, server, cx) {
+            break;
+        }
+    }
+    shared.metrics.absorb(server.stats());
+}
+
+/// Carries out the machine's outputs and logs its events.
+fn carry_out(
     server: &mut Server,
-    conns: &mut BTreeMap<ConnId, ConnHandle>,
-    msg: ToMachine,
+    quic: &mut Quic,
+    shared: &Shared,
+    cx: &quic::Context,
     now: Instant,
 ) {
-    match msg {
-        ToMachine::Connected { conn, handle } => {
-            let room = handle.conn.max_datagram_size().unwrap_or(1200);
-            conns.insert(conn, handle);
-            server.connected(conn, now);
-            server.set_max_datagram(conn, room);
-        }
-        ToMachine::Control { conn, bytes } => server.handle_control(conn, &bytes, now),
-        ToMachine::Datagram { conn, bytes } => server.handle_datagram(conn, &bytes, now),
-        ToMachine::MapSent { conn } => server.handle_map_sent(conn, now),
-        ToMachine::Closed { conn, reason } => {
-            conns.remove(&conn);
-            server.handle_closed(conn, &reason);
-        }
-        ToMachine::Stall(d) => {
-            warn!(
-                ms = d.as_millis() as u64,
-                "tick stalled on purpose (fault injection)"
-            );
-            std::thread::sleep(d);
-        }
-    }
-}
-
-/// Carries out the machine's outputs, logs its events and copies its counters.
-fn carry_out(server: &mut Server, conns: &mut BTreeMap<ConnId, ConnHandle>, shared: &Shared) {
     let m = &shared.metrics;
     while let Some(out) = server.poll_output() {
         match out {
             Output::Datagram { conn, bytes } => {
-                let sent = conns
-                    .get(&conn)
-                    .map(|h| h.conn.send_datagram(Bytes::from(bytes)));
-                if !matches!(sent, Some(Ok(()))) {
+                if !quic.send_datagram(conn, bytes) {
                     m.datagram_send_errors.fetch_add(1, Relaxed);
                 }
             }
-            Output::Control { conn, bytes } => tell(conns, conn, Write::Bytes(bytes)),
-            Output::Map { conn } => tell(conns, conn, Write::Map),
+            Output::Control { conn, bytes } => quic.write(conn, bytes),
+            Output::Map { conn } => quic.send_map(conn, now, cx),
             Output::Close {
                 conn,
                 last,
                 code,
                 reason,
-            } => {
-                tell(conns, conn, Write::Close { last, code, reason });
-                // The connection task closes it and reports back; nothing more goes out.
-                conns.remove(&conn);
-            }
+            } => quic.close(conn, last, code, reason),
         }
     }
     while let Some(e) = server.poll_event() {
@@ -545,7 +444,7 @@ fn carry_out(server: &mut Server, conns: &mut BTreeMap<ConnId, ConnHandle>, shar
                 sending_map,
             } => {
                 info!(player, conn, sending_map, "joined");
-                tell(conns, conn, Write::Joined);
+                quic.joined(conn, cx);
                 shared.players.joined(player);
             }
             Event::Left { player, reason } => {
@@ -563,206 +462,12 @@ fn carry_out(server: &mut Server, conns: &mut BTreeMap<ConnId, ConnHandle>, shar
             }
         }
     }
-    m.absorb(server.stats());
-}
-
-fn tell(conns: &BTreeMap<ConnId, ConnHandle>, conn: ConnId, w: Write) {
-    if let Some(h) = conns.get(&conn) {
-        let _ = h.writes.send(w);
-    }
 }
 
 fn now_unix() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// Why a write to a peer did not happen: the stream went away, or the peer granted no
-/// flow-control credit before the deadline (it stalled, on purpose or not).
-enum WriteError {
-    Lost,
-    Stalled,
-}
-
-/// Writes bytes on the control stream, waiting for the peer's credit until `deadline`.
-async fn write(
-    send: &mut quinn::SendStream,
-    bytes: &[u8],
-    deadline: Instant,
-) -> Result<(), WriteError> {
-    match tokio::time::timeout_at(deadline.into(), send.write_all(bytes)).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) => Err(WriteError::Lost),
-        Err(_) => Err(WriteError::Stalled),
-    }
-}
-
-/// Streams the map: each write within the write timeout, the whole transfer within the
-/// write timeout plus the map's size at the slowest rate accepted.
-async fn send_map(shared: &Shared, send: &mut quinn::SendStream) -> Result<(), WriteError> {
-    let limits = &shared.cfg.limits;
-    let bytes = &shared.cfg.game.map_bytes;
-    let transfer = Duration::from_secs_f64(bytes.len() as f64 / limits.min_map_rate.max(1) as f64);
-    let whole = Instant::now() + limits.write_timeout + transfer;
-    for frame in map_frames(bytes) {
-        write(
-            send,
-            &frame,
-            whole.min(Instant::now() + limits.write_timeout),
-        )
-        .await?;
-    }
-    Ok(())
-}
-
-/// One connection: the handshake, then bytes to and from the machine task until the
-/// machine closes it or the peer goes away.
-async fn connection(incoming: quinn::Incoming, pending: Pending, shared: Arc<Shared>) {
-    let m = &shared.metrics;
-    let limits = &shared.cfg.limits;
-    let handshake = match incoming.accept() {
-        Ok(c) => tokio::time::timeout(limits.handshake_timeout, c).await,
-        Err(e) => Ok(Err(e)),
-    };
-    let conn = match handshake {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            m.handshake_failures.fetch_add(1, Relaxed);
-            debug!(error = %e, "handshake failed");
-            return;
-        }
-        Err(_) => {
-            // Dropping the handshake closes it.
-            m.handshake_timeouts.fetch_add(1, Relaxed);
-            return;
-        }
-    };
-    m.connections.fetch_add(1, Relaxed);
-    let id = shared.next_conn.fetch_add(1, Relaxed);
-    let (writes, mut todo) = mpsc::unbounded_channel();
-    let handle = ConnHandle {
-        conn: conn.clone(),
-        writes,
-    };
-    let connected = ToMachine::Connected { conn: id, handle };
-    if shared.inbox.send(connected).await.is_err() {
-        return;
-    }
-    let reason = pump(&shared, &conn, id, &mut todo, pending).await;
-    debug!(conn = id, %reason, "connection ended");
-    let _ = shared
-        .inbox
-        .send(ToMachine::Closed { conn: id, reason })
-        .await;
-}
-
-/// Moves one connection's bytes until it ends; returns why.
-async fn pump(
-    shared: &Shared,
-    conn: &quinn::Connection,
-    id: ConnId,
-    todo: &mut mpsc::UnboundedReceiver<Write>,
-    pending: Pending,
-) -> String {
-    let m = &shared.metrics;
-    let write_timeout = shared.cfg.limits.write_timeout;
-    let mut pending = Some(pending);
-    let mut stream: Option<(quinn::SendStream, quinn::RecvStream)> = None;
-    let mut buf = vec![0u8; 4096];
-    loop {
-        tokio::select! {
-            bi = conn.accept_bi(), if stream.is_none() => match bi {
-                Ok(s) => stream = Some(s),
-                Err(e) => return format!("connection lost: {e}"),
-            },
-            read = read_some(&mut stream, &mut buf), if stream.is_some() => {
-                match read {
-                    Ok(Some(n)) => {
-                        let bytes = buf[..n].to_vec();
-                        if shared.inbox.send(ToMachine::Control { conn: id, bytes }).await.is_err() {
-                            return "server stopped".into();
-                        }
-                    }
-                    Ok(None) => return "control stream closed".into(),
-                    Err(e) => return format!("connection lost: {e}"),
-                }
-            }
-            dg = conn.read_datagram() => match dg {
-                Ok(bytes) => {
-                    if shared.inbox.try_send(ToMachine::Datagram { conn: id, bytes }).is_err() {
-                        m.inbox_drops.fetch_add(1, Relaxed);
-                    }
-                }
-                Err(e) => return format!("connection closed: {e}"),
-            },
-            w = todo.recv() => {
-                let Some(w) = w else { return "server stopped".into() };
-                let send = stream.as_mut().map(|s| &mut s.0);
-                let done = match (w, send) {
-                    (Write::Joined, _) => {
-                        // Joined: it now counts against the player slots, not admission.
-                        drop(pending.take());
-                        m.pending.store(shared.admission.pending() as u64, Relaxed);
-                        Ok(())
-                    }
-                    (Write::Bytes(b), Some(send)) => {
-                        write(send, &b, Instant::now() + write_timeout).await
-                    }
-                    (Write::Map, Some(send)) => {
-                        let r = send_map(shared, send).await;
-                        if r.is_ok() {
-                            let _ = shared.inbox.send(ToMachine::MapSent { conn: id }).await;
-                        }
-                        r
-                    }
-                    (Write::Close { last, code, reason }, send) => {
-                        if let Some(send) = send {
-                            let deadline = Instant::now() + write_timeout;
-                            match write(send, &last, deadline).await {
-                                Ok(()) => {
-                                    let _ = send.finish();
-                                    // Let the client read the last word before the close
-                                    // frame, which can overtake it.
-                                    let wait = Duration::from_millis(500);
-                                    let _ = tokio::time::timeout(wait, conn.closed()).await;
-                                }
-                                Err(WriteError::Stalled) => {
-                                    m.stalls.fetch_add(1, Relaxed);
-                                }
-                                Err(WriteError::Lost) => {}
-                            }
-                        }
-                        // The reason is in the close frame whatever became of the words.
-                        conn.close(code.into(), reason.as_bytes());
-                        return reason;
-                    }
-                    (_, None) => Ok(()),
-                };
-                let why = match done {
-                    Ok(()) => continue,
-                    Err(WriteError::Lost) => "control stream failed",
-                    Err(WriteError::Stalled) => {
-                        m.stalls.fetch_add(1, Relaxed);
-                        "stalled: a write got no flow-control credit in time"
-                    }
-                };
-                conn.close(CLOSE_KICKED.into(), why.as_bytes());
-                return why.to_string();
-            }
-        }
-    }
-}
-
-/// Reads from the control stream once it is open (never resolves before).
-async fn read_some(
-    stream: &mut Option<(quinn::SendStream, quinn::RecvStream)>,
-    buf: &mut [u8],
-) -> Result<Option<usize>, quinn::ReadError> {
-    match stream {
-        Some((_, recv)) => recv.read(buf).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Logs a warning once the server is started with a generated secret.

@@ -98,8 +98,6 @@ pub struct Metrics {
     pub live_dropped: AtomicU64,
     /// Datagrams the transport would not take (the connection gone or too small).
     pub datagram_send_errors: AtomicU64,
-    /// Datagrams dropped because the protocol machine was behind (its inbox full).
-    pub inbox_drops: AtomicU64,
     /// Ticks skipped because the process could not keep up (paused or starved).
     pub ticks_skipped: AtomicU64,
     /// Move-validation violations, by kind in [`ViolationKind::ALL`] order.
@@ -471,12 +469,6 @@ impl Metrics {
             "expel_datagram_send_errors_total",
             "Datagrams the transport would not take.",
             &self.datagram_send_errors,
-            "counter",
-        );
-        counter(
-            "expel_inbox_drops_total",
-            "Datagrams dropped because the protocol machine was behind.",
-            &self.inbox_drops,
             "counter",
         );
         counter(

@@ -14,16 +14,10 @@
 //! Long-header packets of other versions pass (quinn answers them with version
 //! negotiation) and are counted apart.
 
-use quinn::udp::{RecvMeta, Transmit};
-use quinn::{AsyncUdpSocket, UdpPoller};
+use quinn::udp::RecvMeta;
 use quinn_proto::ConnectionIdGenerator;
-use std::fmt;
-use std::io::{self, IoSliceMut};
-use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 /// Why a datagram was dropped, as the metrics label it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -123,29 +117,15 @@ pub fn judge(d: &[u8], issued: impl Fn(&[u8]) -> bool) -> Verdict {
     Verdict::Pass
 }
 
-/// The endpoint's socket with [`judge`] in front of its receive path.
+/// [`judge`] in front of the endpoint's receive path.
 pub(crate) struct Doorman {
-    inner: Arc<dyn AsyncUdpSocket>,
     cids: quinn_proto::HashedConnectionIdGenerator,
     counts: Arc<UdpCounts>,
 }
 
-impl fmt::Debug for Doorman {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Doorman")
-            .field("inner", &self.inner)
-            .finish()
-    }
-}
-
 impl Doorman {
-    pub(crate) fn new(
-        inner: Arc<dyn AsyncUdpSocket>,
-        cid_key: u64,
-        counts: Arc<UdpCounts>,
-    ) -> Doorman {
+    pub(crate) fn new(cid_key: u64, counts: Arc<UdpCounts>) -> Doorman {
         Doorman {
-            inner,
             cids: quinn_proto::HashedConnectionIdGenerator::from_key(cid_key),
             counts,
         }
@@ -153,7 +133,7 @@ impl Doorman {
 
     /// Filters one received buffer (several datagrams of `stride` bytes each when the
     /// kernel coalesced them): the dropped ones are cut out and `meta.len` shrinks.
-    fn filter(&self, buf: &mut [u8], meta: &mut RecvMeta) {
+    pub(crate) fn filter(&self, buf: &mut [u8], meta: &mut RecvMeta) {
         let stride = meta.stride.max(1);
         let issued = |cid: &[u8]| {
             self.cids
@@ -185,47 +165,6 @@ impl Doorman {
             at = end;
         }
         meta.len = kept;
-    }
-}
-
-impl AsyncUdpSocket for Doorman {
-    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
-        self.inner.clone().create_io_poller()
-    }
-
-    fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
-        self.inner.try_send(transmit)
-    }
-
-    fn poll_recv(
-        &self,
-        cx: &mut Context,
-        bufs: &mut [IoSliceMut<'_>],
-        meta: &mut [RecvMeta],
-    ) -> Poll<io::Result<usize>> {
-        let got = self.inner.poll_recv(cx, bufs, meta);
-        if let Poll::Ready(Ok(n)) = &got {
-            for (buf, m) in bufs.iter_mut().zip(meta.iter_mut()).take(*n) {
-                self.filter(buf, m);
-            }
-        }
-        got
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
-    }
-
-    fn max_transmit_segments(&self) -> usize {
-        self.inner.max_transmit_segments()
-    }
-
-    fn max_receive_segments(&self) -> usize {
-        self.inner.max_receive_segments()
-    }
-
-    fn may_fragment(&self) -> bool {
-        self.inner.may_fragment()
     }
 }
 

@@ -1057,10 +1057,19 @@ fn token_label(e: &TokenError) -> &'static str {
 
 /// The control frames that carry `map` to a client, in order, made as they are written.
 pub fn map_frames(map: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
-    map.chunks(MAP_CHUNK).enumerate().map(|(i, chunk)| {
-        encode_frame(&ServerControl::MapData {
-            offset: (i * MAP_CHUNK) as u64,
-            bytes: chunk.to_vec(),
-        })
-    })
+    (0..).map_while(|i| map_frame(map, i))
+}
+
+/// The `i`th of [`map_frames`], or `None` past the last: a shell streaming the map to a
+/// slow peer keeps the index, not the frames.
+pub fn map_frame(map: &[u8], i: usize) -> Option<Vec<u8>> {
+    let at = i.checked_mul(MAP_CHUNK)?;
+    let chunk = map.get(at..)?.get(..MAP_CHUNK.min(map.len() - at))?;
+    if chunk.is_empty() {
+        return None;
+    }
+    Some(encode_frame(&ServerControl::MapData {
+        offset: at as u64,
+        bytes: chunk.to_vec(),
+    }))
 }

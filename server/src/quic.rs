@@ -1,0 +1,880 @@
+//! The QUIC side of the shell, driven by hand: one `quinn-proto` endpoint, its
+//! connections and the socket, all owned by the machine task, as the protocol machine is.
+//! A datagram goes from the socket through the endpoint and its connection into the
+//! machine in one call chain, and the machine's snapshots go out the same way. No task,
+//! channel or lock per connection: quinn's async layer spends a task wake, a mutex and a
+//! channel hop per datagram each way, which at a thousand players cost the server about
+//! three times what the game did.
+//!
+//! What the connection tasks used to do is bookkeeping per [`Peer`] here: the handshake
+//! deadline, the control stream (its reads go to the machine; its writes wait in a queue
+//! for the peer's flow-control credit, each within the write deadline), the map transfer,
+//! the last words before a close, and the admission slot a peer holds until it joins.
+
+use crate::admission::{Admission, Pending};
+use crate::udp::{Doorman, UdpCounts};
+use crate::{Decision, Limits, Metrics};
+use bytes::{Bytes, BytesMut};
+use expel_shared::protocol::server::{map_frame, ConnId, Server};
+use expel_shared::protocol::{CLOSE_KICKED, CLOSE_SHUTDOWN};
+use quinn::udp::{RecvMeta, Transmit as UdpTransmit, UdpSocketState};
+use quinn_proto::{
+    ConnectionHandle, DatagramEvent, Dir, Endpoint, Event, StreamEvent, StreamId, Transmit, VarInt,
+};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::Interest;
+use tracing::debug;
+
+/// Receive calls per batch (each may carry several coalesced datagrams).
+const BATCH: usize = 32;
+/// Receive batches taken before the loop looks at its timers again, so a flood cannot
+/// starve the tick.
+const BATCHES_PER_TURN: usize = 16;
+/// Bytes of one receive buffer: a coalesced (GRO) run of full-size datagrams.
+const RECV_BUF: usize = 64 * 1024;
+/// After its last words are written, how long a closing peer gets to read them before
+/// the close frame (which can overtake them) goes out.
+const LINGER: Duration = Duration::from_millis(500);
+/// Largest control-stream read handed to the machine at once.
+const READ_CHUNK: usize = 4096;
+
+/// One write waiting for the peer's credit on the control stream.
+enum Out {
+    /// Control frames, `at` bytes of them written.
+    Bytes { bytes: Vec<u8>, at: usize },
+    /// The map, from its `next` frame on; `frame` is the one being written and how far.
+    Map {
+        next: usize,
+        frame: Option<(Vec<u8>, usize)>,
+        whole: Instant,
+    },
+    /// Finish the stream (after the last words).
+    Finish,
+}
+
+/// The close the machine asked for, carried out once the last words are written.
+struct Closing {
+    code: u32,
+    reason: String,
+    /// Set once the words are written and the stream finished.
+    linger: Option<Instant>,
+}
+
+/// One QUIC connection and what the shell keeps for it.
+struct Peer {
+    conn: quinn_proto::Connection,
+    /// The machine's id once the handshake is done; `None` again once the machine has
+    /// been told the connection is gone.
+    id: Option<ConnId>,
+    /// While the handshake runs: when it must be done.
+    handshake: Option<Instant>,
+    /// The admission slot, held until the player joins or the connection ends.
+    pending: Option<Pending>,
+    stream: Option<StreamId>,
+    writes: VecDeque<Out>,
+    /// When the write at the head of the queue must be done.
+    write_deadline: Option<Instant>,
+    closing: Option<Closing>,
+    /// `close` was called (or the connection was lost): nothing more goes out but what
+    /// QUIC itself sends.
+    closed: bool,
+    /// The wake-up in the timer heap that is this peer's current one.
+    armed: Option<Instant>,
+    dirty: bool,
+    /// A transmit the socket could not take, to send first.
+    blocked: Option<(Transmit, Vec<u8>)>,
+}
+
+impl Peer {
+    /// The earliest of the connection's own timer and the shell's deadlines.
+    fn wake_at(&mut self) -> Option<Instant> {
+        let deadlines = [
+            self.conn.poll_timeout(),
+            self.handshake,
+            self.write_deadline.filter(|_| !self.writes.is_empty()),
+            self.closing.as_ref().and_then(|c| c.linger),
+        ];
+        deadlines.into_iter().flatten().min()
+    }
+}
+
+/// What the machine task needs from the rest of the server while driving QUIC.
+pub(crate) struct Context<'a> {
+    pub(crate) metrics: &'a Metrics,
+    pub(crate) admission: &'a Admission,
+    pub(crate) limits: &'a Limits,
+    pub(crate) map: &'a [u8],
+}
+
+/// The endpoint, the socket and every connection.
+pub(crate) struct Quic {
+    socket: tokio::net::UdpSocket,
+    state: UdpSocketState,
+    endpoint: Endpoint,
+    doorman: Doorman,
+    /// Indexed by the endpoint's connection handle (dense, reused once drained).
+    peers: Vec<Option<Peer>>,
+    live: usize,
+    /// The machine's ids to connection handles, for the machine's outputs.
+    ids: BTreeMap<ConnId, usize>,
+    next_id: ConnId,
+    /// Wake-ups, earliest first; an entry is stale unless it is its peer's `armed`.
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    dirty: Vec<usize>,
+    recv_buf: Vec<u8>,
+    send_buf: Vec<u8>,
+    gso: usize,
+    /// A transmit waits for the socket to become writable.
+    send_blocked: bool,
+    accepting: bool,
+}
+
+impl Quic {
+    /// Binds the socket and makes the endpoint.
+    pub(crate) fn bind(
+        addr: SocketAddr,
+        config: quinn_proto::EndpointConfig,
+        server: Arc<quinn_proto::ServerConfig>,
+        cid_key: u64,
+        counts: Arc<UdpCounts>,
+    ) -> io::Result<Quic> {
+        let std = std::net::UdpSocket::bind(addr)?;
+        std.set_nonblocking(true)?;
+        let state = UdpSocketState::new((&std).into())?;
+        // A tick's snapshots leave in one burst; inputs arrive while the tick runs.
+        let _ = state.set_recv_buffer_size((&std).into(), 4 << 20);
+        let _ = state.set_send_buffer_size((&std).into(), 4 << 20);
+        let socket = tokio::net::UdpSocket::from_std(std)?;
+        let allow_mtud = !state.may_fragment();
+        let gso = state.max_gso_segments().max(1);
+        Ok(Quic {
+            socket,
+            endpoint: Endpoint::new(Arc::new(config), Some(server), allow_mtud, None),
+            doorman: Doorman::new(cid_key, counts),
+            peers: Vec::new(),
+            live: 0,
+            ids: BTreeMap::new(),
+            next_id: 1,
+            timers: BinaryHeap::new(),
+            dirty: Vec::new(),
+            recv_buf: vec![0; BATCH * RECV_BUF],
+            send_buf: Vec::new(),
+            gso,
+            send_blocked: false,
+            accepting: true,
+            state,
+        })
+    }
+
+    pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+
+    /// Connections not yet drained.
+    pub(crate) fn len(&self) -> usize {
+        self.live
+    }
+
+    /// When a connection next needs [`Quic::fire_timers`].
+    pub(crate) fn next_timer(&mut self) -> Option<Instant> {
+        while let Some(Reverse((t, h))) = self.timers.peek().copied() {
+            if self.peer(h).is_some_and(|p| p.armed == Some(t)) {
+                return Some(t);
+            }
+            self.timers.pop();
+        }
+        None
+    }
+
+    /// Resolves when the socket may have datagrams.
+    pub(crate) async fn readable(&self) -> io::Result<()> {
+        self.socket.readable().await
+    }
+
+    /// Resolves when a blocked transmit may go (never while none is blocked).
+    pub(crate) async fn writable(&self) -> io::Result<()> {
+        if self.send_blocked {
+            self.socket.writable().await
+        } else {
+            std::future::pending().await
+        }
+    }
+
+    /// After [`Quic::writable`]: the blocked peers try again.
+    pub(crate) fn unblock(&mut self) {
+        self.send_blocked = false;
+        for h in 0..self.peers.len() {
+            if self.peer(h).is_some_and(|p| p.blocked.is_some()) {
+                self.touch(h);
+            }
+        }
+    }
+
+    /// Takes what the socket holds (a bounded amount; the caller comes back while
+    /// [`Quic::readable`] says there is more).
+    pub(crate) fn receive(&mut self, now: Instant, cx: &Context) -> io::Result<()> {
+        let mut metas = [RecvMeta::default(); BATCH];
+        for _ in 0..BATCHES_PER_TURN {
+            let got = {
+                let Quic {
+                    socket,
+                    state,
+                    recv_buf,
+                    ..
+                } = self;
+                let mut iovs: Vec<IoSliceMut> =
+                    recv_buf.chunks_mut(RECV_BUF).map(IoSliceMut::new).collect();
+                socket.try_io(Interest::READABLE, || {
+                    state.recv((&*socket).into(), &mut iovs, &mut metas)
+                })
+            };
+            let n = match got {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                // Undefined in QUIC, and an attacker can cause it.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => continue,
+                Err(e) => return Err(e),
+            };
+            for (i, meta) in metas.iter_mut().enumerate().take(n) {
+                let buf = &mut self.recv_buf[i * RECV_BUF..(i + 1) * RECV_BUF];
+                self.doorman.filter(buf, meta);
+                let mut data = BytesMut::from(&buf[..meta.len]);
+                let stride = meta.stride.max(1);
+                while !data.is_empty() {
+                    let one = data.split_to(stride.min(data.len()));
+                    self.datagram(now, meta, one, cx);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One datagram into the endpoint, and what it says.
+    fn datagram(&mut self, now: Instant, meta: &RecvMeta, data: BytesMut, cx: &Context) {
+        let mut response = Vec::new();
+        let ecn = meta
+            .ecn
+            .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
+        match self
+            .endpoint
+            .handle(now, meta.addr, meta.dst_ip, ecn, data, &mut response)
+        {
+            Some(DatagramEvent::ConnectionEvent(h, event)) => {
+                if let Some(p) = self.peer_mut(h.0) {
+                    p.conn.handle_event(event);
+                    self.touch(h.0);
+                }
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => self.incoming(now, incoming, cx),
+            Some(DatagramEvent::Response(t)) => self.respond(&t, &response),
+            None => {}
+        }
+    }
+
+    /// A connection attempt: admission decides between a handshake, a stateless retry
+    /// and a refusal.
+    fn incoming(&mut self, now: Instant, incoming: quinn_proto::Incoming, cx: &Context) {
+        let m = cx.metrics;
+        let from = incoming.remote_address();
+        let mut response = Vec::new();
+        if !self.accepting {
+            let t = self.endpoint.refuse(incoming, &mut response);
+            self.respond(&t, &response);
+            return;
+        }
+        let (decision, pending) = cx
+            .admission
+            .decide(from.ip(), incoming.remote_address_validated());
+        m.incoming(decision);
+        m.pending.store(cx.admission.pending() as u64, Relaxed);
+        let t = match (decision, pending) {
+            (Decision::Accept, Some(pending)) => {
+                match self.endpoint.accept(incoming, now, &mut response, None) {
+                    Ok((h, conn)) => {
+                        self.add(h, conn, now + cx.limits.handshake_timeout, pending);
+                        return;
+                    }
+                    Err(e) => {
+                        m.handshake_failures.fetch_add(1, Relaxed);
+                        debug!(%from, error = %e.cause, "handshake failed");
+                        match e.response {
+                            Some(t) => t,
+                            None => return,
+                        }
+                    }
+                }
+            }
+            // Stateless: the peer must echo the token from its address.
+            (Decision::Retry, _) => match self.endpoint.retry(incoming, &mut response) {
+                Ok(t) => t,
+                Err(e) => self.endpoint.refuse(e.into_incoming(), &mut response),
+            },
+            (d, _) => {
+                debug!(%from, outcome = d.label(), "connection attempt refused");
+                self.endpoint.refuse(incoming, &mut response)
+            }
+        };
+        self.respond(&t, &response);
+    }
+
+    fn add(
+        &mut self,
+        h: ConnectionHandle,
+        conn: quinn_proto::Connection,
+        deadline: Instant,
+        pending: Pending,
+    ) {
+        if self.peers.len() <= h.0 {
+            self.peers.resize_with(h.0 + 1, || None);
+        }
+        self.peers[h.0] = Some(Peer {
+            conn,
+            id: None,
+            handshake: Some(deadline),
+            pending: Some(pending),
+            stream: None,
+            writes: VecDeque::new(),
+            write_deadline: None,
+            closing: None,
+            closed: false,
+            armed: None,
+            dirty: false,
+            blocked: None,
+        });
+        self.live += 1;
+        self.touch(h.0);
+    }
+
+    /// Sends an endpoint's own answer (retry, refusal, reset, version negotiation); one
+    /// the socket cannot take now is dropped, as QUIC allows.
+    fn respond(&self, t: &Transmit, bytes: &[u8]) {
+        let _ = send(&self.socket, &self.state, t, bytes);
+    }
+
+    /// Runs the connections whose timers are due.
+    pub(crate) fn fire_timers(&mut self, now: Instant) {
+        while let Some(Reverse((t, h))) = self.timers.peek().copied() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(p) = self.peer_mut(h) else { continue };
+            if p.armed != Some(t) {
+                continue;
+            }
+            p.armed = None;
+            if p.conn.poll_timeout().is_some_and(|c| c <= now) {
+                p.conn.handle_timeout(now);
+            }
+            self.touch(h);
+        }
+    }
+
+    /// Sends the machine's datagram; a peer gone or a datagram too big is counted.
+    pub(crate) fn send_datagram(&mut self, id: ConnId, bytes: Vec<u8>) -> bool {
+        let Some(&h) = self.ids.get(&id) else {
+            return false;
+        };
+        let Some(p) = self.peer_mut(h) else {
+            return false;
+        };
+        let sent = p.conn.datagrams().send(Bytes::from(bytes), true).is_ok();
+        self.touch(h);
+        sent
+    }
+
+    /// Queues control frames for the peer (dropped if its control stream is not open).
+    pub(crate) fn write(&mut self, id: ConnId, bytes: Vec<u8>) {
+        self.queue(id, Out::Bytes { bytes, at: 0 });
+    }
+
+    /// Queues the map transfer.
+    pub(crate) fn send_map(&mut self, id: ConnId, now: Instant, cx: &Context) {
+        let limits = cx.limits;
+        let transfer =
+            Duration::from_secs_f64(cx.map.len() as f64 / limits.min_map_rate.max(1) as f64);
+        let whole = now + limits.write_timeout + transfer;
+        self.queue(
+            id,
+            Out::Map {
+                next: 0,
+                frame: None,
+                whole,
+            },
+        );
+    }
+
+    fn queue(&mut self, id: ConnId, out: Out) {
+        let Some(&h) = self.ids.get(&id) else { return };
+        let Some(p) = self.peer_mut(h) else { return };
+        if p.stream.is_none() || p.closing.is_some() {
+            return;
+        }
+        p.writes.push_back(out);
+        self.touch(h);
+    }
+
+    /// The player joined: its connection no longer counts against admission.
+    pub(crate) fn joined(&mut self, id: ConnId, cx: &Context) {
+        if let Some(p) = self.ids.get(&id).copied().and_then(|h| self.peer_mut(h)) {
+            p.pending = None;
+        }
+        cx.metrics
+            .pending
+            .store(cx.admission.pending() as u64, Relaxed);
+    }
+
+    /// Writes the last words, then closes with `code` and `reason` (together, so a peer
+    /// that stops reading still gets the reason in the close frame). Nothing more goes
+    /// out to the peer from the machine.
+    pub(crate) fn close(&mut self, id: ConnId, last: Vec<u8>, code: u32, reason: String) {
+        let Some(h) = self.ids.remove(&id) else {
+            return;
+        };
+        let Some(p) = self.peer_mut(h) else { return };
+        // After what is already queued: a frame cut short would garble the stream.
+        if p.stream.is_some() {
+            p.writes.push_back(Out::Bytes { bytes: last, at: 0 });
+            p.writes.push_back(Out::Finish);
+        }
+        p.closing = Some(Closing {
+            code,
+            reason,
+            linger: None,
+        });
+        self.touch(h);
+    }
+
+    /// Stops taking connections and closes those the machine does not know of (still
+    /// in their handshake, or without a hello answered).
+    pub(crate) fn stop_accepting(&mut self, reason: &str, now: Instant) {
+        self.accepting = false;
+        for h in 0..self.peers.len() {
+            let Some(p) = self.peer_mut(h) else { continue };
+            if p.closing.is_none() && !p.closed && p.id.is_none() {
+                p.conn.close(
+                    now,
+                    CLOSE_SHUTDOWN.into(),
+                    Bytes::copy_from_slice(reason.as_bytes()),
+                );
+                p.closed = true;
+                self.touch(h);
+            }
+        }
+    }
+
+    /// Closes every connection at once (the end of a shutdown).
+    pub(crate) fn close_all(&mut self, reason: &str, now: Instant) {
+        for h in 0..self.peers.len() {
+            let Some(p) = self.peer_mut(h) else { continue };
+            if !p.closed {
+                let code = p.closing.as_ref().map_or(CLOSE_SHUTDOWN, |c| c.code);
+                p.conn
+                    .close(now, code.into(), Bytes::copy_from_slice(reason.as_bytes()));
+                p.closed = true;
+                self.touch(h);
+            }
+        }
+    }
+
+    /// Whether every connection has been closed.
+    pub(crate) fn all_closed(&self) -> bool {
+        self.peers.iter().flatten().all(|p| p.closed)
+    }
+
+    /// Services one connection that had something happen: its events into the machine,
+    /// its queued writes, its packets out, its next wake-up. Returns false when none was
+    /// waiting. The machine's outputs are the caller's to carry out between calls.
+    pub(crate) fn service_one(&mut self, now: Instant, server: &mut Server, cx: &Context) -> bool {
+        let Some(h) = self.dirty.pop() else {
+            return false;
+        };
+        self.service(h, now, server, cx);
+        true
+    }
+
+    fn service(&mut self, h: usize, now: Instant, server: &mut Server, cx: &Context) {
+        let m = cx.metrics;
+        let Quic {
+            peers,
+            endpoint,
+            ids,
+            next_id,
+            ..
+        } = self;
+        let Some(p) = peers.get_mut(h).and_then(Option::as_mut) else {
+            return;
+        };
+        p.dirty = false;
+        let handle = ConnectionHandle(h);
+        endpoint_events(endpoint, handle, p);
+        // What happened on the connection.
+        while let Some(event) = p.conn.poll() {
+            match event {
+                Event::Connected => {
+                    p.handshake = None;
+                    let id = *next_id;
+                    *next_id += 1;
+                    p.id = Some(id);
+                    ids.insert(id, h);
+                    m.connections.fetch_add(1, Relaxed);
+                    server.connected(id, now);
+                    let room = p.conn.datagrams().max_size().unwrap_or(1200);
+                    server.set_max_datagram(id, room);
+                }
+                Event::ConnectionLost { reason } => {
+                    if p.handshake.take().is_some() {
+                        m.handshake_failures.fetch_add(1, Relaxed);
+                        debug!(error = %reason, "handshake failed");
+                    }
+                    p.closed = true;
+                    // A peer closing while it reads its last words leaves for the
+                    // machine's reason.
+                    let why = match p.closing.take() {
+                        Some(c) => c.reason,
+                        None => format!("connection lost: {reason}"),
+                    };
+                    gone(p, ids, server, &why);
+                }
+                Event::Stream(StreamEvent::Opened { dir: Dir::Bi }) => {
+                    if p.stream.is_none() {
+                        p.stream = p.conn.streams().accept(Dir::Bi);
+                    }
+                    read_control(p, ids, server, now);
+                }
+                Event::Stream(StreamEvent::Readable { .. }) => {
+                    read_control(p, ids, server, now);
+                }
+                Event::DatagramReceived => {
+                    while let Some(d) = p.conn.datagrams().recv() {
+                        if let Some(id) = p.id {
+                            server.handle_datagram(id, &d, now);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let held = p.pending.is_some();
+        if p.handshake.is_some_and(|d| d <= now) {
+            m.handshake_timeouts.fetch_add(1, Relaxed);
+            p.handshake = None;
+            p.pending = None;
+            close_now(p, now, 0, "handshake timed out");
+        }
+        if !p.closed {
+            let mut map_sent = false;
+            match write_control(p, now, cx, &mut map_sent) {
+                Ok(()) => {}
+                Err(why) => {
+                    let reason = match why {
+                        WriteError::Lost => "control stream failed",
+                        WriteError::Stalled => {
+                            m.stalls.fetch_add(1, Relaxed);
+                            "stalled: a write got no flow-control credit in time"
+                        }
+                    };
+                    let (code, reason) = match p.closing.take() {
+                        // The last words failed: the reason stands in the close frame.
+                        Some(c) => (c.code, c.reason),
+                        None => (CLOSE_KICKED, reason.to_string()),
+                    };
+                    close_now(p, now, code, &reason);
+                    gone(p, ids, server, &reason);
+                }
+            }
+            if map_sent {
+                if let Some(id) = p.id {
+                    server.handle_map_sent(id, now);
+                }
+            }
+            if let Some(c) = &p.closing {
+                // Without a stream there are no last words to wait for.
+                if p.stream.is_none() || c.linger.is_some_and(|t| t <= now) {
+                    let c = p.closing.take().expect("checked");
+                    close_now(p, now, c.code, &c.reason);
+                    gone(p, ids, server, &c.reason);
+                }
+            }
+        }
+        if p.closed {
+            p.pending = None;
+        }
+        if held && p.pending.is_none() {
+            m.pending.store(cx.admission.pending() as u64, Relaxed);
+        }
+        // Packets out.
+        let blocked = transmit(
+            p,
+            now,
+            self.gso,
+            &mut self.send_buf,
+            &self.socket,
+            &self.state,
+        );
+        if blocked {
+            self.send_blocked = true;
+        }
+        endpoint_events(endpoint, handle, p);
+        if p.conn.is_drained() {
+            gone(p, ids, server, "connection drained");
+            self.peers[h] = None;
+            self.live -= 1;
+            return;
+        }
+        let wake = p.wake_at();
+        if wake != p.armed {
+            p.armed = wake;
+            if let Some(t) = wake {
+                self.timers.push(Reverse((t, h)));
+            }
+        }
+        // Stale entries pile up while wake-ups move later: rebuild now and then.
+        if self.timers.len() > 8 * self.live + 1024 {
+            self.timers = self
+                .peers
+                .iter()
+                .enumerate()
+                .filter_map(|(h, p)| Some(Reverse((p.as_ref()?.armed?, h))))
+                .collect();
+        }
+    }
+
+    fn peer(&self, h: usize) -> Option<&Peer> {
+        self.peers.get(h).and_then(Option::as_ref)
+    }
+
+    fn peer_mut(&mut self, h: usize) -> Option<&mut Peer> {
+        self.peers.get_mut(h).and_then(Option::as_mut)
+    }
+
+    fn touch(&mut self, h: usize) {
+        if let Some(p) = self.peers.get_mut(h).and_then(Option::as_mut) {
+            if !p.dirty {
+                p.dirty = true;
+                self.dirty.push(h);
+            }
+        }
+    }
+}
+
+/// Hands the connection's events to the endpoint and the endpoint's answers back.
+fn endpoint_events(endpoint: &mut Endpoint, h: ConnectionHandle, p: &mut Peer) {
+    while let Some(e) = p.conn.poll_endpoint_events() {
+        if let Some(back) = endpoint.handle_event(h, e) {
+            p.conn.handle_event(back);
+        }
+    }
+}
+
+/// Tells the machine the connection is gone (once).
+fn gone(p: &mut Peer, ids: &mut BTreeMap<ConnId, usize>, server: &mut Server, reason: &str) {
+    if let Some(id) = p.id.take() {
+        ids.remove(&id);
+        debug!(conn = id, %reason, "connection ended");
+        server.handle_closed(id, reason);
+    }
+}
+
+fn close_now(p: &mut Peer, now: Instant, code: u32, reason: &str) {
+    if !p.closed {
+        p.conn.close(
+            now,
+            VarInt::from_u32(code),
+            Bytes::copy_from_slice(reason.as_bytes()),
+        );
+        p.closed = true;
+    }
+    p.writes.clear();
+    p.closing = None;
+}
+
+/// Reads what the control stream holds into the machine; its end, or a reset, ends the
+/// connection.
+fn read_control(
+    p: &mut Peer,
+    ids: &mut BTreeMap<ConnId, usize>,
+    server: &mut Server,
+    now: Instant,
+) {
+    let Some(s) = p.stream else { return };
+    let mut ended = None;
+    {
+        let mut recv = p.conn.recv_stream(s);
+        let Ok(mut chunks) = recv.read(true) else {
+            return;
+        };
+        loop {
+            match chunks.next(READ_CHUNK) {
+                Ok(Some(chunk)) => {
+                    if let Some(id) = p.id {
+                        server.handle_control(id, &chunk.bytes, now);
+                    }
+                }
+                Ok(None) => {
+                    ended = Some("control stream closed".to_string());
+                    break;
+                }
+                Err(quinn_proto::ReadError::Blocked) => break,
+                Err(e) => {
+                    ended = Some(format!("connection lost: {e}"));
+                    break;
+                }
+            }
+        }
+        let _ = chunks.finalize();
+    }
+    if let Some(why) = ended {
+        close_now(p, now, 0, &why);
+        gone(p, ids, server, &why);
+    }
+}
+
+enum WriteError {
+    Lost,
+    Stalled,
+}
+
+/// Writes what the peer's credit allows of the queue; a write not done by its deadline
+/// is a stall. Sets `map_sent` when the map's last frame is written.
+fn write_control(
+    p: &mut Peer,
+    now: Instant,
+    cx: &Context,
+    map_sent: &mut bool,
+) -> Result<(), WriteError> {
+    let Some(s) = p.stream else {
+        p.writes.clear();
+        return Ok(());
+    };
+    let timeout = cx.limits.write_timeout;
+    loop {
+        let Some(head) = p.writes.front_mut() else {
+            p.write_deadline = None;
+            return Ok(());
+        };
+        let deadline = *p.write_deadline.get_or_insert(now + timeout);
+        let mut send = p.conn.send_stream(s);
+        let finished = match head {
+            Out::Bytes { bytes, at } => {
+                write_some(&mut send, bytes, at)?;
+                *at == bytes.len()
+            }
+            Out::Map { next, frame, whole } => {
+                if frame.is_none() {
+                    match map_frame(cx.map, *next) {
+                        Some(f) => {
+                            *next += 1;
+                            *frame = Some((f, 0));
+                            // Each frame is a write of its own, within the whole's time.
+                            p.write_deadline = Some((*whole).min(now + timeout));
+                        }
+                        None => {
+                            *map_sent = true;
+                            p.writes.pop_front();
+                            p.write_deadline = None;
+                            continue;
+                        }
+                    }
+                }
+                if let Some((f, at)) = frame {
+                    write_some(&mut send, f, at)?;
+                    if *at == f.len() {
+                        *frame = None;
+                        p.write_deadline = None;
+                        continue;
+                    }
+                }
+                false
+            }
+            Out::Finish => {
+                let _ = send.finish();
+                if let Some(c) = &mut p.closing {
+                    c.linger = Some(now + LINGER);
+                }
+                true
+            }
+        };
+        if finished {
+            p.writes.pop_front();
+            p.write_deadline = None;
+            continue;
+        }
+        if p.write_deadline.unwrap_or(deadline) <= now {
+            return Err(WriteError::Stalled);
+        }
+        return Ok(());
+    }
+}
+
+fn write_some(
+    send: &mut quinn_proto::SendStream,
+    bytes: &[u8],
+    at: &mut usize,
+) -> Result<(), WriteError> {
+    while *at < bytes.len() {
+        match send.write(&bytes[*at..]) {
+            Ok(n) => *at += n,
+            Err(quinn_proto::WriteError::Blocked) => return Ok(()),
+            Err(_) => return Err(WriteError::Lost),
+        }
+    }
+    Ok(())
+}
+
+/// Sends what the connection has to send; returns true when the socket was full (the
+/// transmit waits in the peer).
+fn transmit(
+    p: &mut Peer,
+    now: Instant,
+    gso: usize,
+    buf: &mut Vec<u8>,
+    socket: &tokio::net::UdpSocket,
+    state: &UdpSocketState,
+) -> bool {
+    loop {
+        let (t, bytes) = match p.blocked.take() {
+            Some((t, bytes)) => (t, bytes),
+            None => {
+                buf.clear();
+                match p.conn.poll_transmit(now, gso, buf) {
+                    Some(t) => (t, std::mem::take(buf)),
+                    None => return false,
+                }
+            }
+        };
+        match send(socket, state, &t, &bytes) {
+            Ok(()) => *buf = bytes,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                p.blocked = Some((t, bytes));
+                return true;
+            }
+            // Lost, as UDP may lose it (QUIC sends it again).
+            Err(_) => *buf = bytes,
+        }
+    }
+}
+
+fn send(
+    socket: &tokio::net::UdpSocket,
+    state: &UdpSocketState,
+    t: &Transmit,
+    bytes: &[u8],
+) -> io::Result<()> {
+    let udp = UdpTransmit {
+        destination: t.destination,
+        ecn: t
+            .ecn
+            .and_then(|e| quinn::udp::EcnCodepoint::from_bits(e as u8)),
+        contents: &bytes[..t.size],
+        segment_size: t.segment_size,
+        src_ip: t.src_ip,
+    };
+    socket.try_io(Interest::WRITABLE, || state.send(socket.into(), &udp))
+}
