@@ -342,8 +342,7 @@ async fn machine_loop(
                 }
             }
             r = quic.readable() => {
-                let taken = r.and_then(|()| quic.receive(Instant::now(), &cx));
-                if let Err(e) = taken {
+                if let Err(e) = r.and_then(|()| quic.receive(Instant::now(), &cx)) {
                     return Some(format!("the QUIC socket failed: {e}"));
                 }
             }

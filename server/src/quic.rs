@@ -244,6 +244,8 @@ impl Quic {
             for (i, meta) in metas.iter_mut().enumerate().take(n) {
                 let buf = &mut self.recv_buf[i * RECV_BUF..(i + 1) * RECV_BUF];
                 self.doorman.filter(buf, meta);
+                // A copy per receive buffer, not one for the batch: what quinn keeps of a
+                // datagram (an out-of-order stream chunk) pins only its own.
                 let mut data = BytesMut::from(&buf[..meta.len]);
                 let stride = meta.stride.max(1);
                 while !data.is_empty() {

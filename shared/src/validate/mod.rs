@@ -200,6 +200,9 @@ pub struct Validator {
     newest: u64,
     /// (wall-clock tick, new command ticks, lead) per input message, within the window.
     arrivals: VecDeque<(u64, u64, u64)>,
+    /// The new command ticks of every arrival but the window's first (kept as they come
+    /// and go: the check runs on every input message).
+    arrived: u64,
     timing_flagged_at: Option<u64>,
     diverging_since: Option<u64>,
     recent: VecDeque<u64>,
@@ -227,6 +230,7 @@ impl Validator {
             cfg,
             newest: 0,
             arrivals: VecDeque::new(),
+            arrived: 0,
             timing_flagged_at: None,
             diverging_since: None,
             recent: VecDeque::new(),
@@ -274,6 +278,9 @@ impl Validator {
         // Lead over the later of the server tick and the wall clock: an honest client
         // follows the server, which keeps to the wall clock except while it stalls.
         let lead_now = self.newest.saturating_sub(server_tick.max(clock));
+        if !self.arrivals.is_empty() {
+            self.arrived += new;
+        }
         self.arrivals.push_back((clock, new, lead_now));
         while self
             .arrivals
@@ -281,6 +288,10 @@ impl Validator {
             .is_some_and(|(t, ..)| t + self.cfg.timing_window < clock)
         {
             self.arrivals.pop_front();
+            // The new first arrival's commands no longer count.
+            if let Some((_, n, _)) = self.arrivals.front() {
+                self.arrived -= n;
+            }
         }
         let since = self.arrivals.front().map_or(clock, |(t, ..)| *t);
         let elapsed = clock.saturating_sub(since);
@@ -288,7 +299,11 @@ impl Validator {
         if elapsed < self.cfg.timing_window * 9 / 10 {
             return None;
         }
-        let commands: u64 = self.arrivals.iter().skip(1).map(|(_, n, _)| n).sum();
+        let commands = self.arrived;
+        let fast = commands as f64 > elapsed as f64 * self.cfg.timing_ratio;
+        if !fast {
+            return None;
+        }
         // The lead kept through the window's last third: a path (or a client's host) that
         // holds messages back and lets them go in a burst makes some arrive early, not
         // all of them; a fast clock's lead grows under every one.
@@ -301,11 +316,10 @@ impl Validator {
             .map(|(.., l)| *l)
             .min()
             .unwrap_or(lead_now);
-        let fast = commands as f64 > elapsed as f64 * self.cfg.timing_ratio;
         let recently = self
             .timing_flagged_at
             .is_some_and(|t| t + self.cfg.timing_window > server_tick);
-        if fast && lead > self.cfg.timing_lead && !recently {
+        if lead > self.cfg.timing_lead && !recently {
             self.timing_flagged_at = Some(server_tick);
             return Some(Violation {
                 kind: ViolationKind::Timing,
