@@ -230,6 +230,39 @@ fn trusted_clients_under_loss_are_never_flagged() {
     assert!(s.claims_accepted > u64::from(TRUSTED_N) * 60 * 100);
 }
 
+/// Clients whose hosts freeze (a starved load-test machine, a laptop lid) for a tenth of
+/// a second up to three seconds, then take their backlog and catch up: a clock that
+/// jumps back to where it belongs after a freeze is no speedhack. (Server-authoritative
+/// movement; a trusted client's claims after a long freeze are still taken for speed.)
+#[test]
+fn clients_whose_hosts_freeze_then_catch_up_are_not_flagged() {
+    let link = LinkConditioner {
+        delay_ms: 20.0,
+        ..LinkConditioner::default()
+    };
+    {
+        let mut net = network(8, MovementAuthority::Server, link, 11);
+        net.run(Duration::from_secs(5), &mut wander);
+        for (i, ms) in [100u64, 400, 1000, 1500, 2500, 3000]
+            .into_iter()
+            .enumerate()
+        {
+            net.freeze(i, Duration::from_millis(ms));
+        }
+        net.run(Duration::from_secs(20), &mut wander);
+        // Twice more, while the first catch-up's lead is still in the window.
+        for i in 0..4 {
+            net.freeze(i, Duration::from_millis(1200));
+        }
+        net.run(Duration::from_secs(2), &mut wander);
+        for i in 0..4 {
+            net.freeze(i, Duration::from_millis(1200));
+        }
+        net.run(Duration::from_secs(20), &mut wander);
+        honest_summary(&net);
+    }
+}
+
 /// Player 3 spawns at (-200, 700): east of it, the arena's 4-unit thin wall at x = 600.
 const CHEATER: u32 = 3;
 /// The farthest east the cheater's hull centre may be: the thin wall minus its half width.

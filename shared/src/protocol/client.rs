@@ -705,7 +705,7 @@ impl Client {
                 st.rtt += (sample - st.rtt) * 0.125;
             }
         }
-        steer(p, &snap, st.rtt, self.settings.buffer_ticks);
+        steer(p, &snap, st.rtt, self.settings.buffer_ticks, now);
         if let Some(t) = self.tamper.as_mut() {
             p.period = t.period(p.period);
         }
@@ -759,7 +759,7 @@ impl Client {
 /// report's mean deviation in hand (nothing on a steady path). Not more: a trusted client
 /// predicts further ahead on an older picture of the others, and its claims meet them
 /// where they no longer stand.
-fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64) {
+fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64, now: Instant) {
     let base = 1.0 / f64::from(p.welcome.tick_rate().max(1));
     let lead = rtt.min(MAX_LEAD_RTT) / base + buffer;
     let error = match snap.feedback.input_lead {
@@ -781,7 +781,17 @@ fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64) {
         // server's tick and the round trip put us. The reported lead is the worst since
         // the last snapshot, and a stalled client has since caught up on its own; adding
         // it whole would overshoot.
-        p.tick = p.tick.max(snap.tick + lead.ceil() as u64);
+        // Nor beyond a quarter second: a round trip measured across a freeze of this
+        // host (its own reads held up) says nothing of the path, and a lead past what the
+        // server allows a client to run ahead reads as a fast clock.
+        let most = f64::from(p.welcome.tick_rate()) / 4.0;
+        let to = snap.tick + lead.min(most).ceil() as u64;
+        if to > p.tick {
+            p.tick = to;
+            // The jump is where the clock belongs now: the ticks the clock missed while
+            // behind (a frozen host's) are not to be run on top of it.
+            p.next_at = p.next_at.max(now + Duration::from_secs_f64(p.period));
+        }
     } else {
         p.period = base / (1.0 + (error * 0.02).clamp(-0.2, 0.2));
     }

@@ -55,6 +55,8 @@ struct Peer {
     ctl_down: VecDeque<(Instant, Stream)>,
     /// The server closed its side.
     closed: bool,
+    /// Until then the client's host is frozen: it reads and sends nothing.
+    frozen_until: Option<Instant>,
 }
 
 /// The server, its clients and the links between them.
@@ -94,6 +96,7 @@ impl SimNet {
             ctl_up: VecDeque::new(),
             ctl_down: VecDeque::new(),
             closed: false,
+            frozen_until: None,
         });
         self.server.connected(conn, self.now);
         i
@@ -141,6 +144,14 @@ impl SimNet {
         while self.now < end {
             self.now += self.settings.step;
             self.step(input);
+        }
+    }
+
+    /// Freezes client `i`'s host for `d`, as a starved or suspended machine would be: what
+    /// it is sent waits unread and it sends nothing; then it takes the backlog at once.
+    pub fn freeze(&mut self, i: usize, d: Duration) {
+        if let Some(p) = self.peers.get_mut(i) {
+            p.frozen_until = Some(self.now + d);
         }
     }
 
@@ -205,6 +216,9 @@ impl SimNet {
             }
         }
         for (i, p) in self.peers.iter_mut().enumerate() {
+            if p.frozen_until.is_some_and(|t| now < t) {
+                continue;
+            }
             while p.ctl_down.front().is_some_and(|(at, _)| *at <= now) {
                 match p.ctl_down.pop_front() {
                     Some((_, Stream::Bytes(b))) => p.client.handle_control(&b, now),
