@@ -92,6 +92,13 @@ struct Peer {
 }
 
 impl Peer {
+    /// The machine's id while the machine still talks with this peer (not once it has
+    /// asked for the close: what the peer sends while it reads its last words is not
+    /// the machine's).
+    fn talking(&self) -> Option<ConnId> {
+        self.id.filter(|_| self.closing.is_none())
+    }
+
     /// The earliest of the connection's own timer and the shell's deadlines.
     fn wake_at(&mut self) -> Option<Instant> {
         let deadlines = [
@@ -453,8 +460,8 @@ impl Quic {
         self.touch(h);
     }
 
-    /// Stops taking connections and closes those the machine does not know of (still
-    /// in their handshake, or without a hello answered).
+    /// Stops taking connections and closes those the machine does not know of yet (still
+    /// in their handshake); the machine's shutdown closes the rest.
     pub(crate) fn stop_accepting(&mut self, reason: &str, now: Instant) {
         self.accepting = false;
         for h in 0..self.peers.len() {
@@ -555,7 +562,7 @@ impl Quic {
                 }
                 Event::DatagramReceived => {
                     while let Some(d) = p.conn.datagrams().recv() {
-                        if let Some(id) = p.id {
+                        if let Some(id) = p.talking() {
                             server.handle_datagram(id, &d, now);
                         }
                     }
@@ -596,13 +603,12 @@ impl Quic {
                     server.handle_map_sent(id, now);
                 }
             }
-            if let Some(c) = &p.closing {
-                // Without a stream there are no last words to wait for.
-                if p.stream.is_none() || c.linger.is_some_and(|t| t <= now) {
-                    let c = p.closing.take().expect("checked");
-                    close_now(p, now, c.code, &c.reason);
-                    gone(p, ids, server, &c.reason);
-                }
+            // Without a stream there are no last words to wait for.
+            let stream = p.stream;
+            let due = |c: &mut Closing| stream.is_none() || c.linger.is_some_and(|t| t <= now);
+            if let Some(c) = p.closing.take_if(due) {
+                close_now(p, now, c.code, &c.reason);
+                gone(p, ids, server, &c.reason);
             }
         }
         if p.closed {
@@ -706,6 +712,7 @@ fn read_control(
     now: Instant,
 ) {
     let Some(s) = p.stream else { return };
+    let talking = p.talking();
     let mut ended = None;
     {
         let mut recv = p.conn.recv_stream(s);
@@ -715,7 +722,7 @@ fn read_control(
         loop {
             match chunks.next(READ_CHUNK) {
                 Ok(Some(chunk)) => {
-                    if let Some(id) = p.id {
+                    if let Some(id) = talking {
                         server.handle_control(id, &chunk.bytes, now);
                     }
                 }
