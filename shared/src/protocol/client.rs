@@ -650,10 +650,14 @@ impl Client {
         let x = snap.own.origin().x;
         st.max_server_x = Some(st.max_server_x.map_or(x, |m| m.max(x)));
         // A trusted client's own path stands unless the server rejected a claim: a state
-        // the server holds while claims are in flight is no correction.
+        // the server holds while claims are in flight is no correction. A snapshot past
+        // every tick we predicted (our host froze while the server went on) has no claims
+        // in flight: the state the server held is where we stand.
         let trusted = p.welcome.movement == MovementAuthority::Client;
-        let own_path =
-            trusted && snap.feedback.corrected <= p.seen_correction && p.predictor.ready();
+        let own_path = trusted
+            && snap.feedback.corrected <= p.seen_correction
+            && p.predictor.ready()
+            && p.predictor.predicted_at(snap.tick).is_some();
         p.seen_correction = p.seen_correction.max(snap.feedback.corrected);
         if let Some((_, last)) = p.span {
             st.max_snapshot_gap = st.max_snapshot_gap.max(snap.tick - last);
