@@ -1,11 +1,11 @@
 //! Who may start a connection: connections that have not joined yet (a QUIC handshake in
 //! flight, or a hello not yet answered) cost the server memory before anyone has shown a
 //! token, so they are bounded per address and in total. Past a lower mark, addresses QUIC
-//! has not validated are sent a stateless retry first (quinn's `Incoming::retry`): a
+//! has not validated are sent a stateless retry first (quinn-proto's `Endpoint::retry`): a
 //! flood of Initials from forged addresses then costs one packet each and no state.
 //!
-//! Pure bookkeeping, no I/O: the accept loop asks [`Admission::decide`] and holds the
-//! [`Pending`] it gets until the connection joins or ends. [`PerAddress`] counts the same
+//! Pure bookkeeping, no I/O: the QUIC driver asks [`Admission::decide`] for each attempt
+//! and holds the [`Pending`] it gets until the connection joins or ends. [`PerAddress`] counts the same
 //! way for the HTTP endpoint's connections and live viewers.
 
 use std::collections::BTreeMap;
@@ -147,7 +147,7 @@ impl PerAddress {
     }
 }
 
-/// The not-yet-joined connections, shared by the accept loop and the connection tasks.
+/// The not-yet-joined connections, counted for the QUIC driver.
 #[derive(Clone, Debug)]
 pub(crate) struct Admission {
     limits: Limits,
@@ -169,8 +169,8 @@ impl Admission {
 
     /// Decides on an attempt from `ip` (`validated`: QUIC has seen the peer answer at
     /// that address, after a retry). On [`Decision::Accept`] the attempt is counted until
-    /// the returned [`Pending`] is dropped. (One accept loop decides, so the count read
-    /// here is the one taken.)
+    /// the returned [`Pending`] is dropped. (One task decides, so the count read here is
+    /// the one taken.)
     pub(crate) fn decide(&self, ip: IpAddr, validated: bool) -> (Decision, Option<Pending>) {
         let l = &self.limits;
         let (total, from) = self.pending.held(ip);

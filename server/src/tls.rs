@@ -62,7 +62,7 @@ impl Identity {
             .map_err(|e| tls(e.to_string()))?;
         let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(quic));
         cfg.transport_config(Arc::new(transport()?));
-        // Connection attempts the accept loop has not decided on yet, and what quinn
+        // Connection attempts the QUIC driver has not decided on yet, and what quinn
         // buffers for them meanwhile (it decides at once, so these stay small).
         cfg.max_incoming(MAX_INCOMING);
         cfg.incoming_buffer_size(INCOMING_BUFFER);
@@ -71,15 +71,15 @@ impl Identity {
     }
 }
 
-/// Connection attempts quinn holds until the accept loop decides on them.
+/// Connection attempts quinn holds until the QUIC driver decides on them.
 const MAX_INCOMING: usize = 1024;
 /// Bytes quinn buffers for one undecided attempt.
 const INCOMING_BUFFER: u64 = 16 * 1024;
 /// The client's control frames are a hello and a bye, a few hundred bytes: the window
 /// for its one stream, and for the whole connection.
 const CONTROL_WINDOW: u32 = 8 * 1024;
-/// Input datagrams held until the connection task reads them (it reads continuously; an
-/// input datagram is at most about 1.2 KB).
+/// Input datagrams held until the QUIC driver hands them to the machine (it does as each
+/// packet is read; an input datagram is at most about 1.2 KB).
 const DATAGRAM_IN: usize = 16 * 1024;
 /// Snapshot datagrams held while congestion control holds them back (older ones are
 /// dropped first, and a newer snapshot supersedes them anyway).

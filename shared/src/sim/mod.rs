@@ -1,7 +1,8 @@
 //! The deterministic simulation, split the way a server and a predicting client use it:
 //!
 //! * [`Sim`]: immutable and validated (the map's collision model, the [`Movement`], the
-//!   movers, the spawn points); share it by `Arc` between connection tasks and the tick.
+//!   movers, the spawn points); share it by `Arc` between threads (a client's predictor,
+//!   the server's tick, its live view).
 //! * [`WorldState`]: plain `Clone + Serialize` data (tick, players with their last command,
 //!   mover states), what a snapshot carries and a client restores.
 //! * [`Sim::player_tick`]: one player, one command, against the map, the movers at their
