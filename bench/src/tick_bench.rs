@@ -2,7 +2,8 @@
 //! scripted honest commands (as the light bots send), and each player's snapshot encoded
 //! at 30 Hz against a baseline acknowledged a few ticks late, on one thread. It prints the
 //! cost of the step, of the tick's interest grid and of one client's snapshot, and the
-//! snapshot's payload per client-second (QUIC's own bytes come on top).
+//! snapshot's payload per client-second (QUIC's own bytes come on top), and the spread of
+//! the whole tick's time.
 //!
 //! `cargo run --release -p expel-bench --bin tick-bench [PLAYERS] [TICKS]`
 //! (default 1000 players, 600 ticks).
@@ -44,6 +45,8 @@ fn main() -> Result<()> {
     let mut acks: VecDeque<(u64, u32, u64)> = VecDeque::new();
     let (mut step, mut crowd_t, mut encode) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let (mut snaps, mut bytes) = (0u64, 0u64);
+    // Each tick's whole time (step, grid, snapshots), for its spread.
+    let mut whole: Vec<f64> = Vec::with_capacity(ticks as usize);
     for _ in 0..ticks {
         // Honest walkers: a heading held for about a second, now and then a jump.
         for id in 0..players {
@@ -76,6 +79,7 @@ fn main() -> Result<()> {
         step += t1 - t0;
         crowd_t += t2 - t1;
         encode += t2.elapsed();
+        whole.push(t0.elapsed().as_secs_f64() * 1e3);
     }
     let per_tick = |d: Duration| d.as_secs_f64() * 1e6 / ticks as f64;
     let player_ticks = f64::from(players) * ticks as f64;
@@ -105,5 +109,16 @@ fn main() -> Result<()> {
         "total:     {:8.3} ms of CPU per player-second",
         all.as_secs_f64() * 1e3 / player_ticks * 60.0
     );
+    whole.sort_by(f64::total_cmp);
+    let at = |q: f64| whole[((whole.len() - 1) as f64 * q).round() as usize];
+    if !whole.is_empty() {
+        println!(
+            "tick:      p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (the load test's tick \
+             without the network)",
+            at(0.5),
+            at(0.99),
+            at(1.0)
+        );
+    }
     Ok(())
 }
