@@ -128,9 +128,8 @@ pub fn client_config(
     transport.datagram_receive_buffer_size(Some(256 * 1024));
     // Inputs go out at the server's input rate (every tick by default), each a packet
     // the server must acknowledge: at QUIC's default (every second packet) half its
-    // packets back would be bare ACKs. Asked to
-    // wait (the ACK frequency extension, which quinn servers take), it acknowledges in
-    // the snapshots it sends anyway.
+    // packets back would be bare ACKs. Asked to wait (the ACK frequency extension, which
+    // quinn servers take), it acknowledges in the snapshots it sends anyway.
     let mut acks = quinn::AckFrequencyConfig::default();
     acks.ack_eliciting_threshold(ACK_AFTER_PACKETS.into())
         .max_ack_delay(Some(ACK_DELAY));

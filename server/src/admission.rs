@@ -5,8 +5,8 @@
 //! flood of Initials from forged addresses then costs one packet each and no state.
 //!
 //! Pure bookkeeping, no I/O: the QUIC driver asks [`Admission::decide`] for each attempt
-//! and holds the [`Pending`] it gets until the connection joins or ends. [`PerAddress`] counts the same
-//! way for the HTTP endpoint's connections and live viewers.
+//! and holds the [`Pending`] it gets until the connection joins or ends. [`PerAddress`]
+//! counts the same way for the HTTP endpoint's connections and live viewers.
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;

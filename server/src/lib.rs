@@ -341,16 +341,10 @@ async fn machine_loop(
                     }
                 }
             }
-            r = quic.readable() => {
-                if let Err(e) = r.and_then(|()| quic.receive(Instant::now(), &cx)) {
-                    return Some(format!("the QUIC socket failed: {e}"));
-                }
-            }
-            r = quic.writable() => {
+            r = quic.io(&cx) => {
                 if let Err(e) = r {
                     return Some(format!("the QUIC socket failed: {e}"));
                 }
-                quic.unblock();
             }
             Some(d) = stall.recv() => {
                 warn!(
@@ -376,16 +370,10 @@ async fn machine_loop(
         let due = quic.next_timer().map_or(end, |t| t.min(end));
         tokio::select! {
             _ = tokio::time::sleep_until(due.into()) => quic.fire_timers(Instant::now()),
-            r = quic.readable() => {
-                if r.and_then(|()| quic.receive(Instant::now(), &cx)).is_err() {
-                    break;
-                }
-            }
-            r = quic.writable() => {
+            r = quic.io(&cx) => {
                 if r.is_err() {
                     break;
                 }
-                quic.unblock();
             }
         }
         drive(&mut server, &mut quic, &shared, &cx);

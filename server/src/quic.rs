@@ -46,14 +46,16 @@ const READ_CHUNK: usize = 4096;
 
 /// One write waiting for the peer's credit on the control stream.
 enum Out {
-    /// Control frames, `at` bytes of them written.
-    Bytes { bytes: Vec<u8>, at: usize },
-    /// The map, from its `next` frame on; `frame` is the one being written and how far.
-    Map {
-        next: usize,
-        frame: Option<(Vec<u8>, usize)>,
-        whole: Instant,
+    /// Control frames, `at` bytes of them written; due within the write timeout, and by
+    /// `by` when set.
+    Bytes {
+        bytes: Vec<u8>,
+        at: usize,
+        by: Option<Instant>,
     },
+    /// The map, from its `next` frame on, all of it by `whole`: each frame is made when
+    /// it reaches the head of the queue, as a write of its own.
+    Map { next: usize, whole: Instant },
     /// Finish the stream (after the last words).
     Finish,
 }
@@ -199,13 +201,28 @@ impl Quic {
         None
     }
 
+    /// Waits for the socket, then takes what it holds, or sends what waited for room.
+    /// Safe to drop while it waits (nothing is taken before the socket is ready).
+    pub(crate) async fn io(&mut self, cx: &Context<'_>) -> io::Result<()> {
+        let readable = tokio::select! {
+            r = self.readable() => { r?; true }
+            r = self.writable() => { r?; false }
+        };
+        if readable {
+            self.receive(Instant::now(), cx)
+        } else {
+            self.unblock();
+            Ok(())
+        }
+    }
+
     /// Resolves when the socket may have datagrams.
-    pub(crate) async fn readable(&self) -> io::Result<()> {
+    async fn readable(&self) -> io::Result<()> {
         self.socket.readable().await
     }
 
     /// Resolves when a blocked transmit may go (never while none is blocked).
-    pub(crate) async fn writable(&self) -> io::Result<()> {
+    async fn writable(&self) -> io::Result<()> {
         if self.send_blocked {
             self.socket.writable().await
         } else {
@@ -214,7 +231,7 @@ impl Quic {
     }
 
     /// After [`Quic::writable`]: the blocked peers try again.
-    pub(crate) fn unblock(&mut self) {
+    fn unblock(&mut self) {
         self.send_blocked = false;
         for h in 0..self.peers.len() {
             if self.peer(h).is_some_and(|p| p.blocked.is_some()) {
@@ -223,9 +240,9 @@ impl Quic {
         }
     }
 
-    /// Takes what the socket holds (a bounded amount; the caller comes back while
-    /// [`Quic::readable`] says there is more).
-    pub(crate) fn receive(&mut self, now: Instant, cx: &Context) -> io::Result<()> {
+    /// Takes what the socket holds (a bounded amount; [`Quic::io`] comes back while
+    /// the socket says there is more).
+    fn receive(&mut self, now: Instant, cx: &Context) -> io::Result<()> {
         let mut metas = [RecvMeta::default(); BATCH];
         for _ in 0..BATCHES_PER_TURN {
             let got = {
@@ -400,7 +417,14 @@ impl Quic {
 
     /// Queues control frames for the peer (dropped if its control stream is not open).
     pub(crate) fn write(&mut self, id: ConnId, bytes: Vec<u8>) {
-        self.queue(id, Out::Bytes { bytes, at: 0 });
+        self.queue(
+            id,
+            Out::Bytes {
+                bytes,
+                at: 0,
+                by: None,
+            },
+        );
     }
 
     /// Queues the map transfer.
@@ -409,14 +433,7 @@ impl Quic {
         let transfer =
             Duration::from_secs_f64(cx.map.len() as f64 / limits.min_map_rate.max(1) as f64);
         let whole = now + limits.write_timeout + transfer;
-        self.queue(
-            id,
-            Out::Map {
-                next: 0,
-                frame: None,
-                whole,
-            },
-        );
+        self.queue(id, Out::Map { next: 0, whole });
     }
 
     fn queue(&mut self, id: ConnId, out: Out) {
@@ -449,7 +466,11 @@ impl Quic {
         let Some(p) = self.peer_mut(h) else { return };
         // After what is already queued: a frame cut short would garble the stream.
         if p.stream.is_some() {
-            p.writes.push_back(Out::Bytes { bytes: last, at: 0 });
+            p.writes.push_back(Out::Bytes {
+                bytes: last,
+                at: 0,
+                by: None,
+            });
             p.writes.push_back(Out::Finish);
         }
         p.closing = Some(Closing {
@@ -768,57 +789,41 @@ fn write_control(
             p.write_deadline = None;
             return Ok(());
         };
-        let deadline = *p.write_deadline.get_or_insert(now + timeout);
-        let mut send = p.conn.send_stream(s);
-        let finished = match head {
-            Out::Bytes { bytes, at } => {
-                write_some(&mut send, bytes, at)?;
-                *at == bytes.len()
+        match head {
+            Out::Map { next, whole } => {
+                let (i, by) = (*next, Some(*whole));
+                *next += 1;
+                match map_frame(cx.map, i) {
+                    Some(bytes) => p.writes.push_front(Out::Bytes { bytes, at: 0, by }),
+                    None => {
+                        *map_sent = true;
+                        p.writes.pop_front();
+                    }
+                }
+                continue;
             }
-            Out::Map { next, frame, whole } => {
-                if frame.is_none() {
-                    match map_frame(cx.map, *next) {
-                        Some(f) => {
-                            *next += 1;
-                            *frame = Some((f, 0));
-                            // Each frame is a write of its own, within the whole's time.
-                            p.write_deadline = Some((*whole).min(now + timeout));
-                        }
-                        None => {
-                            *map_sent = true;
-                            p.writes.pop_front();
-                            p.write_deadline = None;
-                            continue;
-                        }
-                    }
+            Out::Bytes { bytes, at, by } => {
+                let deadline = *p
+                    .write_deadline
+                    .get_or_insert_with(|| by.map_or(now + timeout, |b| b.min(now + timeout)));
+                write_some(&mut p.conn.send_stream(s), bytes, at)?;
+                if *at < bytes.len() {
+                    return if deadline <= now {
+                        Err(WriteError::Stalled)
+                    } else {
+                        Ok(())
+                    };
                 }
-                if let Some((f, at)) = frame {
-                    write_some(&mut send, f, at)?;
-                    if *at == f.len() {
-                        *frame = None;
-                        p.write_deadline = None;
-                        continue;
-                    }
-                }
-                false
             }
             Out::Finish => {
-                let _ = send.finish();
+                let _ = p.conn.send_stream(s).finish();
                 if let Some(c) = &mut p.closing {
                     c.linger = Some(now + LINGER);
                 }
-                true
             }
-        };
-        if finished {
-            p.writes.pop_front();
-            p.write_deadline = None;
-            continue;
         }
-        if p.write_deadline.unwrap_or(deadline) <= now {
-            return Err(WriteError::Stalled);
-        }
-        return Ok(());
+        p.writes.pop_front();
+        p.write_deadline = None;
     }
 }
 
