@@ -60,7 +60,7 @@ fn main() -> Result<()> {
         let t0 = Instant::now();
         sim.step(&mut world, &cmds, &mut s);
         let t1 = Instant::now();
-        let crowd = Crowd::new(&sim, &world);
+        let crowd = Crowd::new(&sim, &world, INTEREST);
         let t2 = Instant::now();
         let tick = world.tick;
         while acks.front().is_some_and(|a| a.0 <= tick) {

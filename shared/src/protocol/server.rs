@@ -700,7 +700,12 @@ impl Server {
     }
 
     /// Steps every tick due by `now` (and closes connections past their deadlines).
+    /// Deadlines are seconds long: they are looked at when a tick is due, not on every
+    /// call (the shell calls this for its transport's timers too).
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.poll_timeout() > now {
+            return;
+        }
         self.deadlines(now);
         let due = self.clock(now);
         if due > self.world.tick + MAX_CATCH_UP {
@@ -890,7 +895,7 @@ impl Server {
         if due.is_empty() {
             return;
         }
-        let crowd = Crowd::new(&self.sim, &self.world);
+        let crowd = Crowd::new(&self.sim, &self.world, interest);
         let (world, conns) = (&self.world, &self.conns);
         // Each client's snapshot from its own encoder: independent, so the workers may
         // share them out; the datagrams still go out in id order.

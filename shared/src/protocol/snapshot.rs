@@ -11,8 +11,8 @@ use super::{decode, encode, EntityDelta, ProtocolError, ServerDatagram, MOVER_IN
 use crate::geom::Aabb;
 use crate::movement::{MoveMode, PlayerState};
 use crate::mover::{MoverState, Phase};
-use crate::sim::players::PlayerGrid;
-use crate::sim::{PlayerBox, PlayerId, Sim, WorldState};
+use crate::sim::players::{Binned, Grid};
+use crate::sim::{PlayerId, Sim, WorldState};
 use glam::DVec3;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -248,7 +248,7 @@ impl SnapshotEncoder {
         interest: usize,
         max_bytes: usize,
     ) -> Option<Vec<u8>> {
-        let crowd = Crowd::new(sim, world);
+        let crowd = Crowd::new(sim, world, interest);
         self.encode_in(world, &crowd, me, feedback, interest, max_bytes)
     }
 
@@ -375,8 +375,8 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 /// everyone: built once per tick for every client's snapshot, with each player's
 /// snapshot fields.
 pub struct Crowd {
-    /// Each player as a point box at its origin, named by its index in `players`.
-    grid: PlayerGrid,
+    /// Each player's origin, named by its index in `players`.
+    grid: Grid<Point>,
     /// Each player's id and fields, in id order.
     players: Vec<(PlayerId, PlayerFields)>,
     /// Largest distance across (x, y) between any two players (bounds the search).
@@ -385,9 +385,28 @@ pub struct Crowd {
     movers: Vec<(DVec3, u32, MoverFields)>,
 }
 
+/// A player in the crowd's grid: where it stands and its index in the crowd (a third of
+/// a box's bytes: a query reads dozens of them).
+#[derive(Clone, Copy, Debug)]
+struct Point {
+    at: DVec3,
+    index: u32,
+}
+
+impl Binned for Point {
+    fn centre(&self) -> DVec3 {
+        self.at
+    }
+
+    fn overlaps(&self, zone: &Aabb) -> bool {
+        (zone.min.cmple(self.at) & self.at.cmple(zone.max)).all()
+    }
+}
+
 impl Crowd {
-    /// Indexes `world`'s players, and places its movers.
-    pub fn new(sim: &Sim, world: &WorldState) -> Crowd {
+    /// Indexes `world`'s players for searches of the nearest `interest`, and places its
+    /// movers.
+    pub fn new(sim: &Sim, world: &WorldState, interest: usize) -> Crowd {
         let mut poses = Vec::new();
         sim.poses(&world.movers, &mut poses);
         let movers = sim
@@ -399,33 +418,41 @@ impl Crowd {
             .map(|(i, ((m, pose), s))| (m.world_bounds(pose).center(), i as u32, mover_fields(s)))
             .collect();
         // Indices fit: a world's players are far fewer than 2^32.
-        let (points, players): (Vec<PlayerBox>, Vec<_>) = world
+        let (points, players): (Vec<Point>, Vec<_>) = world
             .players
             .iter()
             .enumerate()
             .map(|(i, (id, p))| {
                 let at = p.state.origin();
-                let point = PlayerBox {
-                    id: i as u32,
-                    bounds: Aabb { min: at, max: at },
+                let point = Point {
+                    at,
+                    index: i as u32,
                 };
                 (point, (*id, player_fields(&p.state)))
             })
             .unzip();
-        let mut grid = PlayerGrid::default();
-        grid.build(&points);
-        let all = Aabb::from_points(points.iter().map(|b| &b.bounds.min));
+        let all = Aabb::from_points(points.iter().map(|p| &p.at));
         let span = if points.is_empty() {
             0.0
         } else {
             (all.max - all.min).truncate().max_element()
         };
-        Crowd {
-            grid,
+        let mut crowd = Crowd {
+            grid: Grid::default(),
             players,
             span,
             movers,
-        }
+        };
+        // About one player to a cell of an even crowd: a search reads a few rings.
+        let cell = 0.25 * crowd.even_reach(interest);
+        crowd.grid.build_with(&points, cell);
+        crowd
+    }
+
+    /// Half the side of a square that holds about `2k` players of an even crowd.
+    fn even_reach(&self, k: usize) -> f64 {
+        let even = 2.0 * k as f64 / self.players.len().max(1) as f64;
+        (0.5 * self.span * even.min(1.0).sqrt()).max(32.0)
     }
 
     /// Where player `id` is in the crowd's order.
@@ -444,40 +471,62 @@ impl Crowd {
     }
 
     /// [`Crowd::nearest`] by crowd index (the id order, so ties by index are ties by id).
-    /// A square of half side `r` around `o` holds every player nearer than `r`, so once
-    /// the square holds `k` of them nearer than `r`, no player outside it can take a
-    /// place. The first square is sized to hold about `2k` players of an even crowd; it
-    /// doubles until it holds enough.
+    /// The grid's cells are read in rings around `o`'s cell, nearest ring first. Every
+    /// player beyond the rings read so far is at least `gap` away (the distance from `o`
+    /// across (x, y) to the square they cover), so once `k` found are nearer than that,
+    /// no player left unread can take a place. Only the best `k` found are kept as it
+    /// goes; a dense crowd stops after a ring or two, a sparse one reads further.
     fn nearest_indices(&self, me: Option<u32>, o: DVec3, k: usize, out: &mut Vec<(f64, u32)>) {
         out.clear();
         if k == 0 || self.players.is_empty() {
             return;
         }
-        let even = 2.0 * k as f64 / self.players.len() as f64;
-        let mut r = (0.5 * self.span * even.min(1.0).sqrt()).max(32.0);
-        loop {
-            let whole = r >= self.span;
-            let reach = DVec3::new(r, r, f64::INFINITY);
-            let zone = Aabb {
-                min: o - reach,
-                max: o + reach,
-            };
-            out.clear();
-            self.grid.each_near(&zone, 0.0, |b| {
-                let d = (b.bounds.min - o).length_squared();
-                if Some(b.id) != me && (whole || d < r * r) {
-                    out.push((d, b.id));
+        let nearer = |a: &(f64, u32), b: &(f64, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
+        let g = &self.grid;
+        let [cx, cy] = g.cell_at(o);
+        let [w, h] = g.dims();
+        // Rings wholly outside the grid hold nobody.
+        let first = [0, -cx, cx - (w - 1), -cy, cy - (h - 1)]
+            .into_iter()
+            .fold(0, i64::max);
+        let take = |items: &[Point], out: &mut Vec<(f64, u32)>| {
+            for p in items {
+                if Some(p.index) != me {
+                    out.push(((p.at - o).length_squared(), p.index));
                 }
-            });
-            if out.len() >= k || whole {
+            }
+        };
+        for r in first.. {
+            if r == 0 {
+                take(g.row(cx, cy, cy), out);
+            } else {
+                take(g.row(cx - r, cy - r, cy + r), out);
+                take(g.row(cx + r, cy - r, cy + r), out);
+                for x in (cx - r + 1).max(0)..=(cx + r - 1).min(w - 1) {
+                    take(g.row(x, cy - r, cy - r), out);
+                    take(g.row(x, cy + r, cy + r), out);
+                }
+            }
+            if out.len() > k {
+                out.select_nth_unstable_by(k - 1, nearer);
+                out.truncate(k);
+            }
+            if cx - r <= 0 && cy - r <= 0 && cx + r >= w - 1 && cy + r >= h - 1 {
                 break;
             }
-            r *= 2.0;
-        }
-        let nearer = |a: &(f64, u32), b: &(f64, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
-        if k < out.len() {
-            out.select_nth_unstable_by(k, nearer);
-            out.truncate(k);
+            if out.len() == k {
+                let (lo, side) = g.corner([cx - r, cy - r]);
+                let hi = lo + DVec3::splat(side * (2 * r + 1) as f64);
+                // Less a hair: a point on a cell's border may have been binned either side.
+                let gap = [o.x - lo.x, hi.x - o.x, o.y - lo.y, hi.y - o.y]
+                    .into_iter()
+                    .fold(f64::INFINITY, f64::min)
+                    - 1e-6;
+                let kth = out.iter().map(|e| e.0).fold(0.0, f64::max);
+                if gap > 0.0 && kth < gap * gap {
+                    break;
+                }
+            }
         }
         out.sort_unstable_by(nearer);
     }
@@ -814,11 +863,18 @@ mod tests {
                     },
                 );
             }
-            let crowd = Crowd::new(&sim, &world);
+            let crowd = Crowd::new(&sim, &world, rng.gen_range(0..64));
             let ids: Vec<PlayerId> = world.players.keys().copied().collect();
-            for _ in 0..5 {
-                let me = ids[rng.gen_range(0..ids.len())];
-                let o = world.player(me).unwrap().origin();
+            for q in 0..6 {
+                // Mostly from a player; once from anywhere, by someone not in the world.
+                let (me, o) = if q < 5 {
+                    let me = ids[rng.gen_range(0..ids.len())];
+                    (me, world.player(me).unwrap().origin())
+                } else {
+                    let far = [0.0, 1000.0, 100_000.0][rng.gen_range(0..3)];
+                    let mut at = || (rng.gen_range(-1.0..1.0f64) * (spread + far)).round();
+                    (u32::MAX, DVec3::new(at(), at(), at()))
+                };
                 let k = rng.gen_range(0..64);
                 let mut want: Vec<(f64, PlayerId)> = world
                     .players

@@ -17,6 +17,9 @@ pub(crate) struct SimCollider<'a> {
     pub(super) region: &'a Region,
     pub(super) boxes: &'a [PlayerBox],
     pub(super) poses: &'a [Pose],
+    /// The movers that reach into the tick's zone (index, bounds at its pose), in mover
+    /// order: a sweep looks at these, not at every mover of the map.
+    pub(super) movers: &'a [(usize, Aabb)],
     /// A player whose box made a position test fail (the move's outcome hung on where
     /// that player stands, though no sweep touched it).
     pub(crate) blocked_by: Option<PlayerId>,
@@ -35,10 +38,11 @@ impl Collider for SimCollider<'_> {
         );
         let hb = hull.bounds();
         let swept = hull.swept_bounds(start, end).expand(EXPEL * 4.0);
-        for (i, (m, pose)) in self.sim.movers.iter().zip(self.poses).enumerate() {
-            if !m.world_bounds(pose).overlaps(&swept) {
+        for &(i, bounds) in self.movers {
+            if !bounds.overlaps(&swept) {
                 continue;
             }
+            let (m, pose) = (&self.sim.movers[i], &self.poses[i]);
             let mt = m.sweep(i as u32, hull, start, end, pose, self.scratch);
             if mt.hit.is_some() && mt.fraction < t.fraction {
                 t = mt;
@@ -88,8 +92,9 @@ impl Collider for SimCollider<'_> {
         self.sim
             .map
             .position_solid_in(self.region, hull, pos, Contents::PLAYER, self.scratch)
-            || self.sim.movers.iter().zip(self.poses).any(|(m, pose)| {
-                m.world_bounds(pose).overlaps(&me) && m.overlaps(hull, pos, pose, self.scratch)
+            || self.movers.iter().any(|&(i, bounds)| {
+                bounds.overlaps(&me)
+                    && self.sim.movers[i].overlaps(hull, pos, &self.poses[i], self.scratch)
             })
     }
 }

@@ -191,6 +191,7 @@ pub struct SimScratch {
     grid: PlayerGrid,
     start_boxes: Vec<PlayerBox>,
     poses: Vec<Pose>,
+    movers: Vec<(usize, Aabb)>,
     bodies: Vec<push::Body>,
     /// Workers for the players' moves of a step (see [`SimScratch::with_threads`]).
     pool: Option<rayon::ThreadPool>,
@@ -568,12 +569,14 @@ impl Sim {
         let region = s
             .regions
             .get(&self.map, id, around, self.movement.stand(), &mut s.trace);
+        self.movers_near(&around, poses, &mut s.movers);
         let mut col = SimCollider {
             sim: self,
             scratch: &mut s.trace,
             region,
             boxes: &s.boxes,
             poses,
+            movers: &s.movers,
             blocked_by: None,
         };
         let (state, mut events) = pmove(player, cmd, &self.movement, &mut col);
@@ -773,14 +776,31 @@ impl Sim {
     ) -> SimCollider<'a> {
         self.map
             .gather_region(around, self.movement.stand(), &mut s.region, &mut s.trace);
+        self.movers_near(&around, poses, &mut s.movers);
         SimCollider {
             sim: self,
             scratch: &mut s.trace,
             region: &s.region,
             boxes: others,
             poses,
+            movers: &s.movers,
             blocked_by: None,
         }
+    }
+
+    /// Into `out`, the movers at `poses` whose bounds reach into `around` (with the
+    /// margin a sweep adds to its own bounds), with those bounds, in mover order.
+    fn movers_near(&self, around: &Aabb, poses: &[Pose], out: &mut Vec<(usize, Aabb)>) {
+        let zone = around.expand(EXPEL * 4.0);
+        out.clear();
+        out.extend(
+            self.movers
+                .iter()
+                .zip(poses)
+                .map(|(m, pose)| m.world_bounds(pose))
+                .enumerate()
+                .filter(|(_, b)| b.overlaps(&zone)),
+        );
     }
 
     /// Respawns a player whose origin left the arena; returns whether it did.

@@ -8,36 +8,73 @@ use glam::DVec3;
 /// The grid's smallest cell, about a player's width.
 const PLAYER_CELL: f64 = 32.0;
 
-/// The players' start boxes binned by the (x, y) cell of their centres: a flat grid,
-/// counting-sorted once per tick, so a query reads a few cells directly. Boxes go in by
-/// id, so each cell lists them in id order.
-#[derive(Debug, Default)]
-pub(crate) struct PlayerGrid {
+/// What a [`Grid`] holds: an item binned by the (x, y) cell of its centre.
+pub(crate) trait Binned: Copy {
+    fn centre(&self) -> DVec3;
+    /// Whether the item reaches into `zone` (the exact test after the cells' coarse one).
+    fn overlaps(&self, zone: &Aabb) -> bool;
+}
+
+impl Binned for PlayerBox {
+    fn centre(&self) -> DVec3 {
+        self.bounds.center()
+    }
+
+    fn overlaps(&self, zone: &Aabb) -> bool {
+        self.bounds.overlaps(zone)
+    }
+}
+
+/// Items binned by the (x, y) cell of their centres: a flat grid, counting-sorted once
+/// per tick, so a query reads a few cells directly. Items go in in order (the players' in
+/// id order), so each cell lists them in that order.
+#[derive(Debug)]
+pub(crate) struct Grid<T> {
     cell: f64,
     /// Cell coordinates of the grid's first cell.
     origin: [i64; 2],
     dims: [usize; 2],
-    /// Per cell, where its boxes begin in `boxes` (one extra entry closes the last).
+    /// Per cell, where its items begin in `items` (one extra entry closes the last).
     starts: Vec<u32>,
-    boxes: Vec<PlayerBox>,
+    items: Vec<T>,
 }
 
-impl PlayerGrid {
-    /// Bins `input`, given in id order. The cell doubles from [`PLAYER_CELL`] until the
-    /// grid holds at most 16 cells per box (players spread over a huge map).
-    pub(crate) fn build(&mut self, input: &[PlayerBox]) {
-        self.boxes.clear();
+impl<T> Default for Grid<T> {
+    fn default() -> Self {
+        Grid {
+            cell: PLAYER_CELL,
+            origin: [0; 2],
+            dims: [0; 2],
+            starts: Vec::new(),
+            items: Vec::new(),
+        }
+    }
+}
+
+/// The players' start boxes of a tick.
+pub(crate) type PlayerGrid = Grid<PlayerBox>;
+
+impl<T: Binned> Grid<T> {
+    /// Bins `input`, given in id order, in cells of about a player's width.
+    pub(crate) fn build(&mut self, input: &[T]) {
+        self.build_with(input, PLAYER_CELL);
+    }
+
+    /// Bins `input` in cells of `cell` units (at least [`PLAYER_CELL`]). The cell doubles
+    /// until the grid holds at most 16 cells per item (items spread over a huge map).
+    pub(crate) fn build_with(&mut self, input: &[T], cell: f64) {
+        self.items.clear();
         self.starts.clear();
         if input.is_empty() {
             self.dims = [0, 0];
             return;
         }
-        let mut cell = PLAYER_CELL;
+        let mut cell = cell.max(PLAYER_CELL);
         let cells_of = |cell: f64| {
             let mut lo = [i64::MAX; 2];
             let mut hi = [i64::MIN; 2];
             for b in input {
-                let c = Self::coords(b.bounds.center(), cell);
+                let c = Self::coords(b.centre(), cell);
                 for a in 0..2 {
                     lo[a] = lo[a].min(c[a]);
                     hi[a] = hi[a].max(c[a]);
@@ -67,11 +104,11 @@ impl PlayerGrid {
         for k in 0..n {
             self.starts[k + 1] += self.starts[k];
         }
-        self.boxes.resize(input.len(), input[0]);
+        self.items.resize(input.len(), input[0]);
         let mut fill = self.starts.clone();
         for b in input {
             let k = self.index(b);
-            self.boxes[fill[k] as usize] = *b;
+            self.items[fill[k] as usize] = *b;
             fill[k] += 1;
         }
     }
@@ -81,25 +118,58 @@ impl PlayerGrid {
         [(p.x / cell).floor() as i64, (p.y / cell).floor() as i64]
     }
 
-    fn index(&self, b: &PlayerBox) -> usize {
-        let c = Self::coords(b.bounds.center(), self.cell);
+    fn index(&self, b: &T) -> usize {
+        let c = Self::coords(b.centre(), self.cell);
         let x = (c[0] - self.origin[0]) as usize;
         let y = (c[1] - self.origin[1]) as usize;
         x * self.dims[1] + y
     }
 
-    /// The boxes that overlap `zone`, in cell order (the queries over them break ties by
-    /// id, so nothing depends on it); `size` bounds how far a box reaches
-    /// across (x, y) from its centre, so the centre of a box that overlaps lies within it
-    /// of the zone.
-    pub(crate) fn near(&self, zone: &Aabb, size: f64, out: &mut Vec<PlayerBox>) {
+    /// The cell of `p`, counted from the grid's first cell (outside the grid for a point
+    /// beyond it).
+    pub(crate) fn cell_at(&self, p: DVec3) -> [i64; 2] {
+        let c = Self::coords(p, self.cell);
+        [c[0] - self.origin[0], c[1] - self.origin[1]]
+    }
+
+    /// Where cell `c` (counted as [`Grid::cell_at`] counts) begins across (x, y), and the
+    /// cells' side.
+    pub(crate) fn corner(&self, c: [i64; 2]) -> (DVec3, f64) {
+        let at = |a: usize| (c[a] + self.origin[a]) as f64 * self.cell;
+        (DVec3::new(at(0), at(1), 0.0), self.cell)
+    }
+
+    /// How many cells the grid has across x and y.
+    pub(crate) fn dims(&self) -> [i64; 2] {
+        [self.dims[0] as i64, self.dims[1] as i64]
+    }
+
+    /// The items of cells `(x, y0..=y1)` (counted as [`Grid::cell_at`] counts), the part
+    /// within the grid: one run of the cell order.
+    pub(crate) fn row(&self, x: i64, y0: i64, y1: i64) -> &[T] {
+        let (w, h) = (self.dims[0] as i64, self.dims[1] as i64);
+        let (y0, y1) = (y0.max(0), y1.min(h - 1));
+        if x < 0 || x >= w || y0 > y1 {
+            return &[];
+        }
+        let row = x as usize * self.dims[1];
+        let from = self.starts[row + y0 as usize] as usize;
+        let to = self.starts[row + y1 as usize + 1] as usize;
+        &self.items[from..to]
+    }
+
+    /// The items that overlap `zone`, in cell order (the queries over them break ties by
+    /// id, so nothing depends on it); `size` bounds how far an item reaches
+    /// across (x, y) from its centre, so the centre of an item that overlaps lies within
+    /// it of the zone.
+    pub(crate) fn near(&self, zone: &Aabb, size: f64, out: &mut Vec<T>) {
         out.clear();
         self.each_near(zone, size, |b| out.push(*b));
     }
 
-    /// [`PlayerGrid::near`], each box handed to `f` instead of collected.
-    pub(crate) fn each_near(&self, zone: &Aabb, size: f64, mut f: impl FnMut(&PlayerBox)) {
-        if self.boxes.is_empty() {
+    /// [`Grid::near`], each item handed to `f` instead of collected.
+    pub(crate) fn each_near(&self, zone: &Aabb, size: f64, mut f: impl FnMut(&T)) {
+        if self.items.is_empty() {
             return;
         }
         let lo = Self::coords(zone.min - DVec3::splat(size), self.cell);
@@ -119,9 +189,9 @@ impl PlayerGrid {
                 self.starts[row + clamp(lo[1], 1)] as usize,
                 self.starts[row + clamp(hi[1], 1) + 1] as usize,
             );
-            self.boxes[from..to]
+            self.items[from..to]
                 .iter()
-                .filter(|b| b.bounds.overlaps(zone))
+                .filter(|b| b.overlaps(zone))
                 .for_each(&mut f);
         }
     }
