@@ -202,7 +202,7 @@ pub struct SnapshotEncoder {
     /// The frame that last left the history, whose lists the next frame reuses.
     spare: Frame,
     /// The nearest players' (squared distance, crowd index), and the chosen indices.
-    near: Vec<(f64, u32)>,
+    near: Vec<Near>,
     chosen: Vec<u32>,
 }
 
@@ -291,7 +291,7 @@ impl SnapshotEncoder {
         let bytes = loop {
             // Crowd indices follow ids: sorted indices give the id order.
             self.chosen.clear();
-            self.chosen.extend(near[..count].iter().map(|&(_, i)| i));
+            self.chosen.extend(near[..count].iter().map(|n| n.index()));
             self.chosen.sort_unstable();
             frame.players.0.clear();
             frame
@@ -336,13 +336,17 @@ fn write_snapshot(frame: &Frame, base: &Frame, own: PlayerState, fb: Feedback) -
 /// postcard's form: a length, then each delta's id (as its gap from the one before),
 /// mask and values (zig-zag varints). Ids ascend in both lists, so no gap underflows.
 fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, old: &Entities<N>) {
-    let count = new.paired(old).filter(|(_, o, n)| changed(*o, n).is_some());
-    put_varint(out, count.count() as u64);
+    // The count goes first, but is known only after: one byte is held for it (a count
+    // under 128), and the rare larger count moves the deltas up.
+    let at = out.len();
+    out.push(0);
+    let mut count = 0u64;
     let mut prev = 0;
     for (id, o, n) in new.paired(old) {
         let Some(mask) = changed(o, n) else {
             continue;
         };
+        count += 1;
         put_varint(out, (id - prev).into());
         prev = id;
         put_varint(out, mask.into());
@@ -352,6 +356,13 @@ fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, old: &Entit
             let v = n[i].wrapping_sub(o[i]);
             put_varint(out, ((v << 1) ^ (v >> 63)) as u64);
         }
+    }
+    if count < 0x80 {
+        out[at] = count as u8;
+    } else {
+        let mut head = Vec::new();
+        put_varint(&mut head, count);
+        out.splice(at..at + 1, head);
     }
     put_varint(out, old.gone_from(new).count() as u64);
     let mut prev = 0;
@@ -467,7 +478,10 @@ impl Crowd {
         let mut near = Vec::new();
         self.nearest_indices(self.index_of(me), o, k, &mut near);
         out.clear();
-        out.extend(near.iter().map(|&(d, i)| (d, self.players[i as usize].0)));
+        out.extend(
+            near.iter()
+                .map(|n| (n.distance2(), self.players[n.index() as usize].0)),
+        );
     }
 
     /// [`Crowd::nearest`] by crowd index (the id order, so ties by index are ties by id).
@@ -476,12 +490,11 @@ impl Crowd {
     /// across (x, y) to the square they cover), so once `k` found are nearer than that,
     /// no player left unread can take a place. Only the best `k` found are kept as it
     /// goes; a dense crowd stops after a ring or two, a sparse one reads further.
-    fn nearest_indices(&self, me: Option<u32>, o: DVec3, k: usize, out: &mut Vec<(f64, u32)>) {
+    fn nearest_indices(&self, me: Option<u32>, o: DVec3, k: usize, out: &mut Vec<Near>) {
         out.clear();
         if k == 0 || self.players.is_empty() {
             return;
         }
-        let nearer = |a: &(f64, u32), b: &(f64, u32)| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1));
         let g = &self.grid;
         let [cx, cy] = g.cell_at(o);
         let [w, h] = g.dims();
@@ -489,10 +502,10 @@ impl Crowd {
         let first = [0, -cx, cx - (w - 1), -cy, cy - (h - 1)]
             .into_iter()
             .fold(0, i64::max);
-        let take = |items: &[Point], out: &mut Vec<(f64, u32)>| {
+        let take = |items: &[Point], out: &mut Vec<Near>| {
             for p in items {
                 if Some(p.index) != me {
-                    out.push(((p.at - o).length_squared(), p.index));
+                    out.push(Near::new((p.at - o).length_squared(), p.index));
                 }
             }
         };
@@ -508,7 +521,7 @@ impl Crowd {
                 }
             }
             if out.len() > k {
-                out.select_nth_unstable_by(k - 1, nearer);
+                out.select_nth_unstable(k - 1);
                 out.truncate(k);
             }
             if cx - r <= 0 && cy - r <= 0 && cx + r >= w - 1 && cy + r >= h - 1 {
@@ -522,13 +535,33 @@ impl Crowd {
                     .into_iter()
                     .fold(f64::INFINITY, f64::min)
                     - 1e-6;
-                let kth = out.iter().map(|e| e.0).fold(0.0, f64::max);
+                let kth = out.iter().max().map_or(0.0, |n| n.distance2());
                 if gap > 0.0 && kth < gap * gap {
                     break;
                 }
             }
         }
-        out.sort_unstable_by(nearer);
+        out.sort_unstable();
+    }
+}
+
+/// A player found near: its squared distance and crowd index in one key, whose integer
+/// order is the order by distance, then index (a distance is never negative, and a
+/// non-negative float's bits order as it does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Near(u128);
+
+impl Near {
+    fn new(distance2: f64, index: u32) -> Near {
+        Near(u128::from(distance2.to_bits()) << 32 | u128::from(index))
+    }
+
+    fn distance2(self) -> f64 {
+        f64::from_bits((self.0 >> 32) as u64)
+    }
+
+    fn index(self) -> u32 {
+        self.0 as u32
     }
 }
 
@@ -732,15 +765,18 @@ mod tests {
             _ => i64::from(rng.gen::<i32>()),
         };
         for round in 0..2000 {
+            // Now and then a crowd: more than 127 deltas take a longer count.
+            let many = round % 7 == 0;
+            let ids_up_to = if many { 1000 } else { 64 };
             let entities = |rng: &mut ChaCha8Rng, n: usize| -> Vec<(u32, [i64; 5])> {
-                let mut ids: Vec<u32> = (0..n).map(|_| rng.gen_range(0..64)).collect();
+                let mut ids: Vec<u32> = (0..n).map(|_| rng.gen_range(0..ids_up_to)).collect();
                 ids.sort_unstable();
                 ids.dedup();
                 ids.into_iter()
                     .map(|id| (id, std::array::from_fn(|_| field(rng))))
                     .collect()
             };
-            let n = rng.gen_range(0..40);
+            let n = rng.gen_range(0..if many { 400 } else { 40 });
             let base_players = entities(&mut rng, n);
             // Some of the baseline's entities again, some changed, some new.
             let mut players = Vec::new();
@@ -751,7 +787,7 @@ mod tests {
                     _ => players.push((id, f.map(|v| v ^ 1))),
                 }
             }
-            let n = rng.gen_range(0..10);
+            let n = rng.gen_range(0..if many { 300 } else { 10 });
             players.extend(entities(&mut rng, n));
             players.sort_by_key(|e| e.0);
             players.dedup_by_key(|e| e.0);
