@@ -279,6 +279,24 @@ struct Session {
     last_input: Instant,
 }
 
+impl Session {
+    /// What the client expected of tick `t`, forgetting it and every earlier tick's (a
+    /// tick already stepped can never be checked). In place: the tree is not rebuilt
+    /// every tick.
+    fn take_expected(&mut self, t: u64) -> Option<(PlayerState, u64)> {
+        while let Some(e) = self.expected.first_entry() {
+            match e.key().cmp(&t) {
+                std::cmp::Ordering::Less => {
+                    e.remove();
+                }
+                std::cmp::Ordering::Equal => return Some(e.remove()),
+                std::cmp::Ordering::Greater => return None,
+            }
+        }
+        None
+    }
+}
+
 /// The server's protocol state machine.
 pub struct Server {
     sim: Arc<Sim>,
@@ -753,11 +771,12 @@ impl Server {
         let refill = self.settings.client_budget as f64 / rate;
         let cap = (self.settings.client_budget as f64 / 4.0).max(1200.0);
         let next = self.world.tick + 1;
-        let mut commands: BTreeMap<PlayerId, MoveCommand> = BTreeMap::new();
+        // Gathered in id order, then built in one go (no insert walks the tree).
+        let mut commands: Vec<(PlayerId, MoveCommand)> = Vec::with_capacity(self.sessions.len());
         for (id, s) in self.sessions.iter_mut() {
             s.budget = (s.budget + refill).min(cap);
             if let Some(c) = s.inputs.take(next) {
-                commands.insert(*id, c);
+                commands.push((*id, c));
             }
             let st = s.inputs.stats;
             add_inputs(&mut self.stats.inputs, &st, &s.counted);
@@ -766,7 +785,7 @@ impl Server {
         if self.settings.movement == MovementAuthority::Client {
             self.by_claims();
         } else {
-            self.authoritative(&commands);
+            self.authoritative(&commands.into_iter().collect());
         }
         self.stats.ticks += 1;
         self.send_snapshots();
@@ -778,8 +797,7 @@ impl Server {
         let next = self.world.tick + 1;
         let mut claims = BTreeMap::new();
         for (id, s) in self.sessions.iter_mut() {
-            s.expected = s.expected.split_off(&next);
-            if let Some((state, seen)) = s.expected.remove(&next) {
+            if let Some((state, seen)) = s.take_expected(next) {
                 let span = s.unjudged + 1;
                 claims.insert(*id, TickClaim { state, span, seen });
             }
@@ -841,9 +859,7 @@ impl Server {
             }
         }
         for (id, s) in self.sessions.iter_mut() {
-            // Predictions for ticks already stepped can never be checked: forget them.
-            s.expected = s.expected.split_off(&tick);
-            let (Some((claim, _)), Some(p)) = (s.expected.remove(&tick), self.world.player(*id))
+            let (Some((claim, _)), Some(p)) = (s.take_expected(tick), self.world.player(*id))
             else {
                 continue;
             };
