@@ -263,6 +263,51 @@ fn clients_whose_hosts_freeze_then_catch_up_are_not_flagged() {
     }
 }
 
+/// Hosts starved for seconds at a time (the load test's bots sharing their cores with the
+/// server): each runs in short slices, frozen most of every 100 ms, so what it sends goes
+/// late and in bursts; then it runs freely again. Nobody is flagged.
+#[test]
+fn clients_on_starved_hosts_are_not_flagged() {
+    let link = LinkConditioner {
+        delay_ms: 20.0,
+        ..LinkConditioner::default()
+    };
+    for movement in [MovementAuthority::Server, MovementAuthority::Client] {
+        let mut net = network(8, movement, link, 13);
+        net.run(Duration::from_secs(5), &mut wander);
+        // Clients 0..6 starve for 1 to 3.5 s, held 60 to 90 ms of every 100 ms.
+        for slice in 0..35u64 {
+            for i in 0..6u64 {
+                if slice < 10 + 5 * i {
+                    let held = 60 + 6 * i;
+                    net.freeze(i as usize, Duration::from_millis(held));
+                }
+            }
+            net.run(Duration::from_millis(100), &mut wander);
+        }
+        // Then their delays grow, as a host falling further behind (or a queue on the
+        // path) makes them, to 200 to 700 ms over 1 to 3 s, and fall back at once.
+        for slice in 0..30u64 {
+            for i in 0..6u64 {
+                let until = 10 + 4 * i;
+                let ms = if slice < until {
+                    20.0 + (180.0 + 100.0 * i as f64) * slice as f64 / until as f64
+                } else {
+                    20.0
+                };
+                let l = LinkConditioner {
+                    delay_ms: ms,
+                    ..LinkConditioner::default()
+                };
+                net.set_links(i as usize, l, l);
+            }
+            net.run(Duration::from_millis(100), &mut wander);
+        }
+        net.run(Duration::from_secs(20), &mut wander);
+        honest_summary(&net);
+    }
+}
+
 /// Player 3 spawns at (-200, 700): east of it, the arena's 4-unit thin wall at x = 600.
 const CHEATER: u32 = 3;
 /// The farthest east the cheater's hull centre may be: the thin wall minus its half width.

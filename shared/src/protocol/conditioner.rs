@@ -75,6 +75,12 @@ impl<T: Clone> Conditioner<T> {
         }
     }
 
+    /// Changes the link's conditions for packets sent from now on (those in flight keep
+    /// their delivery instants).
+    pub fn set_link(&mut self, link: LinkConditioner) {
+        self.link = link;
+    }
+
     /// Sends `packet` at `now`.
     pub fn push(&mut self, packet: T, now: Instant) {
         if self.rng.chance(self.link.loss) {

@@ -10,6 +10,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Missing ticks remembered, to tell a late command from a duplicate.
 const MISSING_MEMORY: usize = 256;
+/// How far behind the newest command a message's own newest may be and still count for
+/// the lead: a message overtaken on a jittery path counts (what it carries may still be
+/// needed on time), one held back for longer in a queue that has since drained does not.
+const OVERTAKEN: u64 = 8;
 
 /// Counts of what the buffer saw.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -42,6 +46,8 @@ pub struct InputBuffer {
     first: Option<u64>,
     /// Smallest lead (command tick minus server tick) seen since [`InputBuffer::take_lead`].
     lead: Option<i64>,
+    /// The newest command tick any message has brought.
+    frontier: u64,
     /// What the buffer saw.
     pub stats: InputStats,
 }
@@ -55,11 +61,19 @@ impl InputBuffer {
     /// Takes the commands of an input message received while the server is at
     /// `server_tick`.
     pub fn receive(&mut self, msg: &InputMsg, server_tick: u64) {
-        // How far ahead the newest command came: what the client's clock steers by.
+        // How far ahead the newest command came: what the client's clock steers by. A
+        // message far behind the newest command already here (held in a queue that has
+        // since drained) is as old as its commands: it says nothing of the path now, and
+        // would steer the client on ahead of a path that is fast again until it reads as
+        // a fast clock.
         // In i128: ticks from a client can be anything up to 2^64 - 1.
-        let lead = (i128::from(msg.batch().newest_tick()) - i128::from(server_tick))
-            .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
-        self.lead = Some(self.lead.map_or(lead, |l| l.min(lead)));
+        let newest = msg.batch().newest_tick();
+        self.frontier = self.frontier.max(newest);
+        if newest.saturating_add(OVERTAKEN) >= self.frontier {
+            let lead = (i128::from(newest) - i128::from(server_tick))
+                .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+            self.lead = Some(self.lead.map_or(lead, |l| l.min(lead)));
+        }
         for (t, c) in msg.ticked() {
             if t <= self.consumed {
                 if self.missed.remove(&t) {
@@ -141,6 +155,22 @@ mod tests {
             predicted: None,
             claims: Vec::new(),
         }
+    }
+
+    /// The lead reported is the smallest of the messages that say where the client's
+    /// clock is now: one overtaken by a little counts, one held back far behind the newest
+    /// command does not.
+    #[test]
+    fn the_lead_leaves_out_messages_long_overtaken() {
+        let mut b = InputBuffer::new();
+        b.receive(&msg(100, 3), 95); // newest 102: 7 ahead
+        b.receive(&msg(96, 3), 95); // newest 98, 4 behind: 3 ahead
+        assert_eq!(b.take_lead(), Some(3));
+        b.receive(&msg(110, 3), 100); // newest 112: 12 ahead
+        b.receive(&msg(90, 3), 100); // newest 92, 20 behind the newest: left out
+        assert_eq!(b.take_lead(), Some(12));
+        b.receive(&msg(60, 3), 100); // only a long-held one since: nothing to report
+        assert_eq!(b.take_lead(), None);
     }
 
     #[test]

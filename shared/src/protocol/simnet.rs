@@ -155,6 +155,15 @@ impl SimNet {
         }
     }
 
+    /// Changes client `i`'s path each way from now on, as a queue building up on the way
+    /// or a host falling behind would.
+    pub fn set_links(&mut self, i: usize, up: LinkConditioner, down: LinkConditioner) {
+        if let Some(p) = self.peers.get_mut(i) {
+            p.up.set_link(up);
+            p.down.set_link(down);
+        }
+    }
+
     fn step(&mut self, input: &mut impl FnMut(usize, &Client) -> MoveCommand) {
         let now = self.now;
         let up_delay = delay(self.settings.up);
