@@ -230,19 +230,25 @@ fn trusted_clients_under_loss_are_never_flagged() {
     assert!(s.claims_accepted > u64::from(TRUSTED_N) * 60 * 100);
 }
 
+/// Eight wandering clients on a clean 20 ms link, five seconds into play.
+fn settled(movement: MovementAuthority, seed: u64) -> SimNet {
+    let link = LinkConditioner {
+        delay_ms: 20.0,
+        ..LinkConditioner::default()
+    };
+    let mut net = network(8, movement, link, seed);
+    net.run(Duration::from_secs(5), &mut wander);
+    net
+}
+
 /// Clients whose hosts freeze (a starved load-test machine, a laptop lid) for a tenth of
 /// a second up to three seconds, then take their backlog and catch up: a clock that
 /// jumps back to where it belongs after a freeze is no speedhack, and a trusted client's
 /// claims go on from where the server held it, not from a replay of the frozen ticks.
 #[test]
 fn clients_whose_hosts_freeze_then_catch_up_are_not_flagged() {
-    let link = LinkConditioner {
-        delay_ms: 20.0,
-        ..LinkConditioner::default()
-    };
     for movement in [MovementAuthority::Server, MovementAuthority::Client] {
-        let mut net = network(8, movement, link, 11);
-        net.run(Duration::from_secs(5), &mut wander);
+        let mut net = settled(movement, 11);
         for (i, ms) in [100u64, 400, 1000, 1500, 2500, 3000]
             .into_iter()
             .enumerate()
@@ -268,13 +274,8 @@ fn clients_whose_hosts_freeze_then_catch_up_are_not_flagged() {
 /// late and in bursts; then it runs freely again. Nobody is flagged.
 #[test]
 fn clients_on_starved_hosts_are_not_flagged() {
-    let link = LinkConditioner {
-        delay_ms: 20.0,
-        ..LinkConditioner::default()
-    };
     for movement in [MovementAuthority::Server, MovementAuthority::Client] {
-        let mut net = network(8, movement, link, 13);
-        net.run(Duration::from_secs(5), &mut wander);
+        let mut net = settled(movement, 13);
         // Clients 0..6 starve for 1 to 3.5 s, held 60 to 90 ms of every 100 ms.
         for slice in 0..35u64 {
             for i in 0..6u64 {
