@@ -125,11 +125,15 @@ impl<T: Binned> Grid<T> {
         x * self.dims[1] + y
     }
 
-    /// The cell of `p`, counted from the grid's first cell (outside the grid for a point
-    /// beyond it).
+    /// The cell of `p`, counted from the grid's first cell; a point beyond the grid gets
+    /// the cell just outside it (so any point, however far, stays in range).
     pub(crate) fn cell_at(&self, p: DVec3) -> [i64; 2] {
         let c = Self::coords(p, self.cell);
-        [c[0] - self.origin[0], c[1] - self.origin[1]]
+        let at = |a: usize| {
+            c[a].saturating_sub(self.origin[a])
+                .clamp(-1, self.dims[a] as i64)
+        };
+        [at(0), at(1)]
     }
 
     /// Where cell `c` (counted as [`Grid::cell_at`] counts) begins across (x, y), and the
