@@ -10,6 +10,9 @@ use crate::movement::Collider;
 use crate::mover::Pose;
 use glam::DVec3;
 
+/// How far past a sweep's own bounds the movers and players it may meet are looked for.
+pub(super) const SWEEP_MARGIN: f64 = EXPEL * 4.0;
+
 /// The map, the movers at their poses, and other players' boxes.
 pub(crate) struct SimCollider<'a> {
     pub(super) sim: &'a Sim,
@@ -37,7 +40,7 @@ impl Collider for SimCollider<'_> {
             self.scratch,
         );
         let hb = hull.bounds();
-        let swept = hull.swept_bounds(start, end).expand(EXPEL * 4.0);
+        let swept = hull.swept_bounds(start, end).expand(SWEEP_MARGIN);
         for &(i, bounds) in self.movers {
             if !bounds.overlaps(&swept) {
                 continue;
