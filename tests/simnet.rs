@@ -543,3 +543,57 @@ fn authoritative_mode_neutralises_position_cheats_and_reports_them() {
         );
     }
 }
+
+/// Clients on a host starved in waves by a server that shares its cores: what they
+/// send queues for a second while they play on, then the host runs in slices (held most
+/// of every tenth of a second, its sends later still) for two seconds, four times over.
+/// The server reports the commands a second late, and more late ones come in every
+/// slice's burst: a clock that chased those reports would be far ahead once the queue
+/// drained.
+#[test]
+fn clients_whose_commands_queue_for_a_second_are_not_flagged() {
+    for movement in [MovementAuthority::Server, MovementAuthority::Client] {
+        let mut net = settled(movement, 17);
+        for wave in 0..4u64 {
+            for i in 0..8u64 {
+                let ms = 500 + (i * 150 + wave * 300) % 1000;
+                net.hold(i as usize, Duration::from_millis(ms));
+            }
+            net.run(Duration::from_millis(1500), &mut wander);
+            for slice in 0..20u64 {
+                for i in 0..8u64 {
+                    let held = 50 + (i * 7 + slice * 3) % 41;
+                    net.freeze(i as usize, Duration::from_millis(held));
+                    net.hold(i as usize, Duration::from_millis(held + 30));
+                }
+                net.run(Duration::from_millis(100), &mut wander);
+            }
+        }
+        net.run(Duration::from_secs(10), &mut wander);
+        honest_summary(&net);
+    }
+}
+
+/// Clients on paths of 50 to 400 ms each way whose hosts freeze for one and a half to
+/// two and a quarter seconds: the lead they come back to stays within what the server
+/// allows, and a trusted client's first claims after the gap are not judged as one
+/// move over it.
+#[test]
+fn clients_on_long_paths_whose_hosts_freeze_are_not_flagged() {
+    for movement in [MovementAuthority::Server, MovementAuthority::Client] {
+        let mut net = settled(movement, 19);
+        for i in 0..8usize {
+            let l = LinkConditioner {
+                delay_ms: 50.0 + 50.0 * i as f64,
+                ..LinkConditioner::default()
+            };
+            net.set_links(i, l, l);
+        }
+        net.run(Duration::from_secs(5), &mut wander);
+        for i in 0..8usize {
+            net.freeze(i, Duration::from_millis(1500 + 100 * i as u64));
+        }
+        net.run(Duration::from_secs(10), &mut wander);
+        honest_summary(&net);
+    }
+}

@@ -44,6 +44,9 @@ const LEAD_SMOOTHING: f64 = 0.05;
 /// client that ran that far ahead would send commands the server must refuse as out of
 /// its window, and the feedback steers it on from here either way.
 const MAX_LEAD_RTT: f64 = 0.5;
+/// How fast the least round trip seen forgets (seconds per second), so that a path
+/// that got slower for good is believed within a minute or so.
+const RTT_FLOOR_RISE: f64 = 0.005;
 /// Silence from the server (no datagram while playing) after which it is taken as gone.
 pub const SERVER_SILENCE: Duration = Duration::from_secs(5);
 
@@ -252,6 +255,11 @@ struct Play {
     /// mean deviation, ticks (the path's jitter as the server sees it).
     lead_mean: Option<f64>,
     lead_deviation: f64,
+    /// The least round trip seen lately (seconds; it creeps up when none is as small):
+    /// the path's own, without the queueing a starved host or a swamped server adds.
+    rtt_floor: f64,
+    /// When `rtt_floor` was last updated.
+    floor_at: Instant,
 }
 
 /// The client's protocol state machine.
@@ -551,6 +559,8 @@ impl Client {
             heard_at: now,
             lead_mean: None,
             lead_deviation: 0.0,
+            rtt_floor: self.stats.rtt,
+            floor_at: now,
             newest: None,
             span: None,
             seen_correction: 0,
@@ -763,41 +773,71 @@ impl Client {
 /// report's mean deviation in hand (nothing on a steady path). Not more: a trusted client
 /// predicts further ahead on an older picture of the others, and its claims meet them
 /// where they no longer stand.
+///
+/// Nor ever more than a quarter second ahead of where the server is now (its tick in
+/// this snapshot, plus the path's own one-way delay): a server that ran behind, or a
+/// host that held our commands back, can report them a second late, and a clock that
+/// chased that would be far ahead once the queue drained, which reads as a fast clock.
 fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64, now: Instant) {
-    let base = 1.0 / f64::from(p.welcome.tick_rate().max(1));
-    let lead = rtt.min(MAX_LEAD_RTT) / base + buffer;
+    let rate = f64::from(p.welcome.tick_rate().max(1));
+    let risen = now.saturating_duration_since(p.floor_at).as_secs_f64() * RTT_FLOOR_RISE;
+    p.rtt_floor = rtt.min(p.rtt_floor + risen);
+    p.floor_at = now;
+    // Ticks already due run right after this (a host that was held up has a backlog):
+    // the clock is where they put it.
+    let due = match now.checked_duration_since(p.next_at) {
+        Some(late) => {
+            (late.as_secs_f64() / p.period)
+                .floor()
+                .min(f64::from(MAX_CATCH_UP))
+                + 1.0
+        }
+        None => 0.0,
+    };
+    let clock = p.tick as f64 + due;
+    let server = snap.tick as f64 + p.rtt_floor.min(MAX_LEAD_RTT) * rate / 2.0;
+    let most = server + rate / 4.0 - clock;
     let error = match snap.feedback.input_lead {
         Some(l) => {
-            let l = f64::from(l);
+            let l = lead_now(p, snap.tick, f64::from(l), clock, rate, now);
             let mean = *p.lead_mean.get_or_insert(l);
             p.lead_deviation += ((l - mean).abs() - p.lead_deviation) * LEAD_SMOOTHING;
             p.lead_mean = Some(mean + (l - mean) * LEAD_SMOOTHING);
             // At most an eighth of a second: beyond it the lead would read as a fast
             // clock to the server's speedhack check.
-            let most = f64::from(p.welcome.tick_rate()) / 8.0;
-            let jitter = p.lead_deviation.min(most);
+            let jitter = p.lead_deviation.min(rate / 8.0);
             buffer + jitter - l
         }
-        None => snap.tick as f64 + lead - p.tick as f64,
-    };
-    if error > f64::from(p.welcome.tick_rate()) {
-        // Far behind (at the start, or after a stall): jump forward only, to where the
-        // server's tick and the round trip put us. The reported lead is the worst since
-        // the last snapshot, and a stalled client has since caught up on its own; adding
-        // it whole would overshoot.
-        // Nor beyond a quarter second: a round trip measured across a freeze of this
-        // host (its own reads held up) says nothing of the path, and a lead past what the
-        // server allows a client to run ahead reads as a fast clock.
-        let most = f64::from(p.welcome.tick_rate()) / 4.0;
-        let to = snap.tick + lead.min(most).ceil() as u64;
-        if to > p.tick {
-            p.tick = to;
-            // The jump is where the clock belongs now: the ticks the clock missed while
-            // behind (a frozen host's) are not to be run on top of it.
-            p.next_at = p.next_at.max(now + Duration::from_secs_f64(p.period));
-        }
+        None => snap.tick as f64 + rtt.min(MAX_LEAD_RTT) * rate + buffer - clock,
+    }
+    .min(most);
+    if error > rate {
+        // Far behind (at the start, or after a stall): jump forward only. The jump is
+        // where the clock belongs now: the ticks the clock missed while behind (a
+        // frozen host's) are not to be run on top of it.
+        p.tick = (clock + error.floor()) as u64;
+        p.next_at = p.next_at.max(now + Duration::from_secs_f64(p.period));
     } else {
-        p.period = base / (1.0 + (error * 0.02).clamp(-0.2, 0.2));
+        p.period = 1.0 / rate / (1.0 + (error * 0.02).clamp(-0.2, 0.2));
+    }
+}
+
+/// The lead a command sent at `clock` now would arrive with, from the server's report
+/// `l` of one sent earlier. The report is a round trip old, and since that command left
+/// the clock may have run fast or slow or jumped; or the command itself left late, in a
+/// starved host's burst. The ticks run since it left less the time passed count all of
+/// these: steering on the raw report overshoots by what the last round trip's steering
+/// already did, and reads a late burst as a slow clock (which no clock speed mends).
+fn lead_now(p: &Play, snap_tick: u64, l: f64, clock: f64, rate: f64, now: Instant) -> f64 {
+    // The server's tick at the report's arrival was about the snapshot's, so the command
+    // was about `snap_tick + l`: the newest of some message we sent then.
+    let tick = (snap_tick as f64 + l).max(0.0) as u64;
+    match p.sent_at.range(..=tick.min(p.tick)).next_back() {
+        Some((&sent, &at)) => {
+            let passed = now.saturating_duration_since(at).as_secs_f64() * rate;
+            l + (clock - sent as f64) - passed
+        }
+        None => l,
     }
 }
 

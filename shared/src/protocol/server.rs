@@ -26,7 +26,7 @@ use super::{
 use crate::movement::{MoveCommand, MoveMode, Obstacle, PlayerState};
 use crate::sim::{PlayerId, Sim, SimScratch, WorldState};
 use crate::validate::{
-    SeenBoxes, TickClaim, ValidationConfig, Validator, Violation, ViolationKind, MAX_SPAN,
+    SeenBoxes, TickClaim, ValidationConfig, Validator, Violation, ViolationKind,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -813,7 +813,7 @@ impl Server {
             };
             match r.outcome {
                 None => {
-                    s.unjudged = (s.unjudged + 1).min(MAX_SPAN - 1);
+                    s.unjudged = s.unjudged.saturating_add(1);
                     s.feedback.missed = tick;
                     s.feedback.missed_total += 1;
                     self.stats.claims_missing += 1;

@@ -57,6 +57,8 @@ struct Peer {
     closed: bool,
     /// Until then the client's host is frozen: it reads and sends nothing.
     frozen_until: Option<Instant>,
+    /// Until then what the client sends waits in a queue on the way.
+    held_until: Option<Instant>,
 }
 
 /// The server, its clients and the links between them.
@@ -97,6 +99,7 @@ impl SimNet {
             ctl_down: VecDeque::new(),
             closed: false,
             frozen_until: None,
+            held_until: None,
         });
         self.server.connected(conn, self.now);
         i
@@ -155,6 +158,15 @@ impl SimNet {
         }
     }
 
+    /// Holds what client `i` sends for `d` and then delivers it all, in order, as a queue
+    /// on the way would (a host that cannot get its packets out, a server that does not
+    /// read them); the client itself runs on and hears the server meanwhile.
+    pub fn hold(&mut self, i: usize, d: Duration) {
+        if let Some(p) = self.peers.get_mut(i) {
+            p.held_until = Some(self.now + d);
+        }
+    }
+
     /// Changes client `i`'s path each way from now on, as a queue building up on the way
     /// or a host falling behind would.
     pub fn set_links(&mut self, i: usize, up: LinkConditioner, down: LinkConditioner) {
@@ -173,6 +185,9 @@ impl SimNet {
                 if let Some((_, b)) = p.ctl_up.pop_front() {
                     self.server.handle_control(p.conn, &b, now);
                 }
+            }
+            if p.held_until.is_some_and(|t| now < t) {
+                continue;
             }
             while let Some(b) = p.up.pop(now) {
                 if !p.closed {

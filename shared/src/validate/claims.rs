@@ -46,7 +46,10 @@ const REACH_TOL: f64 = 2.0 * EXPEL + 1.0 / 64.0;
 const SPEED_TOL: f64 = 9.0;
 /// Slack on displacements (units): position quantization on both ends.
 const MOVE_TOL: f64 = 1.0 / 32.0;
-/// Longest span of ticks a claim is judged over (see [`TickView::span`]).
+/// Longest span of ticks a claim is judged over (see [`TickView::span`]). A claim after
+/// a longer gap is not judged: the bounds over so many ticks would let a cheat through,
+/// so the server's held state stands and the client is corrected to it, unflagged (an
+/// honest client whose claims queued for a second gets there too).
 pub const MAX_SPAN: u32 = 30;
 /// How far past a ledge the ground test reaches level: twice a position's rounding.
 const GROUND_SLACK: f64 = 2.0 / 256.0;
@@ -120,7 +123,7 @@ pub struct TickView<'a> {
     pub others: &'a [PlayerBox],
     /// Ticks since the state the claim is judged from: 1, or more when claims went
     /// missing and the player held its last state meanwhile; the bounds allow that many
-    /// ticks of motion.
+    /// ticks of motion, up to [`MAX_SPAN`].
     pub span: u32,
 }
 
@@ -143,7 +146,14 @@ impl Sim {
             others,
             span,
         } = view;
-        let k = span.clamp(1, MAX_SPAN) as f64;
+        if span > MAX_SPAN {
+            return ClaimOutcome {
+                state: *prev,
+                accepted: false,
+                violation: None,
+            };
+        }
+        let k = span.max(1) as f64;
         let verdict = |kind: ViolationKind, evidence: String, state: PlayerState| ClaimOutcome {
             state,
             accepted: false,
