@@ -799,10 +799,13 @@ fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64, now: Instant) {
     let most = server + rate / 4.0 - clock;
     let error = match snap.feedback.input_lead {
         Some(l) => {
-            let l = lead_now(p, snap.tick, f64::from(l), clock, rate, now);
-            let mean = *p.lead_mean.get_or_insert(l);
-            p.lead_deviation += ((l - mean).abs() - p.lead_deviation) * LEAD_SMOOTHING;
-            p.lead_mean = Some(mean + (l - mean) * LEAD_SMOOTHING);
+            // The jitter is the reports' own: a command our host sent late is as late
+            // as one the path held, and only lead covers either.
+            let raw = f64::from(l);
+            let mean = *p.lead_mean.get_or_insert(raw);
+            p.lead_deviation += ((raw - mean).abs() - p.lead_deviation) * LEAD_SMOOTHING;
+            p.lead_mean = Some(mean + (raw - mean) * LEAD_SMOOTHING);
+            let l = lead_now(p, snap.tick, raw, clock, rate, now);
             // At most an eighth of a second: beyond it the lead would read as a fast
             // clock to the server's speedhack check.
             let jitter = p.lead_deviation.min(rate / 8.0);
