@@ -241,14 +241,23 @@ fn settled(movement: MovementAuthority, seed: u64) -> SimNet {
     net
 }
 
+/// In each movement mode: eight settled clients (see [`settled`]) go through `trouble`,
+/// then nobody is flagged or kicked and everyone still plays.
+fn honest_through(seed: u64, trouble: impl Fn(&mut SimNet)) {
+    for movement in [MovementAuthority::Server, MovementAuthority::Client] {
+        let mut net = settled(movement, seed);
+        trouble(&mut net);
+        honest_summary(&net);
+    }
+}
+
 /// Clients whose hosts freeze (a starved load-test machine, a laptop lid) for a tenth of
 /// a second up to three seconds, then take their backlog and catch up: a clock that
 /// jumps back to where it belongs after a freeze is no speedhack, and a trusted client's
 /// claims go on from where the server held it, not from a replay of the frozen ticks.
 #[test]
 fn clients_whose_hosts_freeze_then_catch_up_are_not_flagged() {
-    for movement in [MovementAuthority::Server, MovementAuthority::Client] {
-        let mut net = settled(movement, 11);
+    honest_through(11, |net| {
         for (i, ms) in [100u64, 400, 1000, 1500, 2500, 3000]
             .into_iter()
             .enumerate()
@@ -265,8 +274,7 @@ fn clients_whose_hosts_freeze_then_catch_up_are_not_flagged() {
             net.freeze(i, Duration::from_millis(1200));
         }
         net.run(Duration::from_secs(20), &mut wander);
-        honest_summary(&net);
-    }
+    });
 }
 
 /// Hosts starved for seconds at a time (the load test's bots sharing their cores with the
@@ -274,8 +282,7 @@ fn clients_whose_hosts_freeze_then_catch_up_are_not_flagged() {
 /// late and in bursts; then it runs freely again. Nobody is flagged.
 #[test]
 fn clients_on_starved_hosts_are_not_flagged() {
-    for movement in [MovementAuthority::Server, MovementAuthority::Client] {
-        let mut net = settled(movement, 13);
+    honest_through(13, |net| {
         // Clients 0..6 starve for 1 to 3.5 s, held 60 to 90 ms of every 100 ms.
         for slice in 0..35u64 {
             for i in 0..6u64 {
@@ -305,8 +312,7 @@ fn clients_on_starved_hosts_are_not_flagged() {
             net.run(Duration::from_millis(100), &mut wander);
         }
         net.run(Duration::from_secs(20), &mut wander);
-        honest_summary(&net);
-    }
+    });
 }
 
 /// Player 3 spawns at (-200, 700): east of it, the arena's 4-unit thin wall at x = 600.
@@ -552,8 +558,7 @@ fn authoritative_mode_neutralises_position_cheats_and_reports_them() {
 /// drained.
 #[test]
 fn clients_whose_commands_queue_for_a_second_are_not_flagged() {
-    for movement in [MovementAuthority::Server, MovementAuthority::Client] {
-        let mut net = settled(movement, 17);
+    honest_through(17, |net| {
         for wave in 0..4u64 {
             for i in 0..8u64 {
                 let ms = 500 + (i * 150 + wave * 300) % 1000;
@@ -570,8 +575,7 @@ fn clients_whose_commands_queue_for_a_second_are_not_flagged() {
             }
         }
         net.run(Duration::from_secs(10), &mut wander);
-        honest_summary(&net);
-    }
+    });
 }
 
 /// Clients on paths of 50 to 400 ms each way whose hosts freeze for one and a half to
@@ -580,8 +584,7 @@ fn clients_whose_commands_queue_for_a_second_are_not_flagged() {
 /// move over it.
 #[test]
 fn clients_on_long_paths_whose_hosts_freeze_are_not_flagged() {
-    for movement in [MovementAuthority::Server, MovementAuthority::Client] {
-        let mut net = settled(movement, 19);
+    honest_through(19, |net| {
         for i in 0..8usize {
             let l = LinkConditioner {
                 delay_ms: 50.0 + 50.0 * i as f64,
@@ -594,8 +597,7 @@ fn clients_on_long_paths_whose_hosts_freeze_are_not_flagged() {
             net.freeze(i, Duration::from_millis(1500 + 100 * i as u64));
         }
         net.run(Duration::from_secs(10), &mut wander);
-        honest_summary(&net);
-    }
+    });
 }
 
 /// A survey, not a check: honest flags on the trusted crowd under loss, by seed
