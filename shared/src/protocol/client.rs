@@ -44,9 +44,9 @@ const LEAD_SMOOTHING: f64 = 0.05;
 /// client that ran that far ahead would send commands the server must refuse as out of
 /// its window, and the feedback steers it on from here either way.
 const MAX_LEAD_RTT: f64 = 0.5;
-/// How fast the least round trip seen forgets (seconds per second), so that a path
-/// that got slower for good is believed within a minute or so.
-const RTT_FLOOR_RISE: f64 = 0.005;
+/// How fast the least round trip seen forgets (ticks per second), so that a path that
+/// got slower for good is believed within a minute or so.
+const TRIP_FLOOR_RISE: f64 = 0.3;
 /// Silence from the server (no datagram while playing) after which it is taken as gone.
 pub const SERVER_SILENCE: Duration = Duration::from_secs(5);
 
@@ -255,10 +255,12 @@ struct Play {
     /// mean deviation, ticks (the path's jitter as the server sees it).
     lead_mean: Option<f64>,
     lead_deviation: f64,
-    /// The least round trip seen lately (seconds; it creeps up when none is as small):
+    /// The least round trip seen lately, ticks (it creeps up when none is as small):
     /// the path's own, without the queueing a starved host or a swamped server adds.
-    rtt_floor: f64,
-    /// When `rtt_floor` was last updated.
+    /// Measured by the commands the server reports on, so it counts every delay they
+    /// meet (a transport's estimate may not see a queue above it).
+    trip_floor: Option<f64>,
+    /// When `trip_floor` was last updated.
     floor_at: Instant,
 }
 
@@ -559,7 +561,7 @@ impl Client {
             heard_at: now,
             lead_mean: None,
             lead_deviation: 0.0,
-            rtt_floor: self.stats.rtt,
+            trip_floor: None,
             floor_at: now,
             newest: None,
             span: None,
@@ -774,15 +776,12 @@ impl Client {
 /// predicts further ahead on an older picture of the others, and its claims meet them
 /// where they no longer stand.
 ///
-/// Nor ever more than a quarter second ahead of where the server is now (its tick in
-/// this snapshot, plus the path's own one-way delay): a server that ran behind, or a
-/// host that held our commands back, can report them a second late, and a clock that
-/// chased that would be far ahead once the queue drained, which reads as a fast clock.
+/// Nor ever so far that a command would arrive more than a quarter second early on the
+/// path's quickest round trip of late: a server that ran behind, or a host that held our
+/// commands back, can report them a second late, and a clock that chased that would be
+/// far ahead once the queue drained, which reads as a fast clock.
 fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64, now: Instant) {
     let rate = f64::from(p.welcome.tick_rate().max(1));
-    let risen = now.saturating_duration_since(p.floor_at).as_secs_f64() * RTT_FLOOR_RISE;
-    p.rtt_floor = rtt.min(p.rtt_floor + risen);
-    p.floor_at = now;
     // Ticks already due run right after this (a host that was held up has a backlog):
     // the clock is where they put it.
     let due = match now.checked_duration_since(p.next_at) {
@@ -795,8 +794,6 @@ fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64, now: Instant) {
         None => 0.0,
     };
     let clock = p.tick as f64 + due;
-    let server = snap.tick as f64 + p.rtt_floor.min(MAX_LEAD_RTT) * rate / 2.0;
-    let most = server + rate / 4.0 - clock;
     let error = match snap.feedback.input_lead {
         Some(l) => {
             // The jitter is the reports' own: a command our host sent late is as late
@@ -805,15 +802,21 @@ fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64, now: Instant) {
             let mean = *p.lead_mean.get_or_insert(raw);
             p.lead_deviation += ((raw - mean).abs() - p.lead_deviation) * LEAD_SMOOTHING;
             p.lead_mean = Some(mean + (raw - mean) * LEAD_SMOOTHING);
-            let l = lead_now(p, snap.tick, raw, clock, rate, now);
+            let (l, trip) = lead_now(p, snap.tick, raw, clock, rate, now);
+            if let Some(trip) = trip {
+                let risen = now.saturating_duration_since(p.floor_at).as_secs_f64();
+                let floor = p.trip_floor.map_or(trip, |f| f + risen * TRIP_FLOOR_RISE);
+                p.trip_floor = Some(floor.min(trip));
+                p.floor_at = now;
+            }
             // At most an eighth of a second: beyond it the lead would read as a fast
             // clock to the server's speedhack check.
             let jitter = p.lead_deviation.min(rate / 8.0);
-            buffer + jitter - l
+            let most = snap.tick as f64 + p.trip_floor.unwrap_or(0.0) + rate / 4.0 - clock;
+            (buffer + jitter - l).min(most)
         }
-        None => snap.tick as f64 + rtt.min(MAX_LEAD_RTT) * rate + buffer - clock,
-    }
-    .min(most);
+        None => snap.tick as f64 + (rtt.min(MAX_LEAD_RTT) * rate + buffer).min(rate / 4.0) - clock,
+    };
     if error > rate {
         // Far behind (at the start, or after a stall): jump forward only. The jump is
         // where the clock belongs now: the ticks the clock missed while behind (a
@@ -826,21 +829,30 @@ fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64, now: Instant) {
 }
 
 /// The lead a command sent at `clock` now would arrive with, from the server's report
-/// `l` of one sent earlier. The report is a round trip old, and since that command left
-/// the clock may have run fast or slow or jumped; or the command itself left late, in a
-/// starved host's burst. The ticks run since it left less the time passed count all of
-/// these: steering on the raw report overshoots by what the last round trip's steering
-/// already did, and reads a late burst as a slow clock (which no clock speed mends).
-fn lead_now(p: &Play, snap_tick: u64, l: f64, clock: f64, rate: f64, now: Instant) -> f64 {
+/// `l` of one sent earlier, and the round trip (ticks) that report took. The report is a
+/// round trip old, and since that command left the clock may have run fast or slow or
+/// jumped; or the command itself left late, in a starved host's burst. The ticks run
+/// since it left less the time passed count all of these: steering on the raw report
+/// overshoots by what the last round trip's steering already did, and reads a late burst
+/// as a slow clock (which no clock speed mends).
+fn lead_now(
+    p: &Play,
+    snap_tick: u64,
+    l: f64,
+    clock: f64,
+    rate: f64,
+    now: Instant,
+) -> (f64, Option<f64>) {
     // The server's tick at the report's arrival was about the snapshot's, so the command
-    // was about `snap_tick + l`: the newest of some message we sent then.
+    // was about `snap_tick + l`: the newest of some message we sent then. From its
+    // leaving to this snapshot's coming is a round trip, whatever the lead.
     let tick = (snap_tick as f64 + l).max(0.0) as u64;
     match p.sent_at.range(..=tick.min(p.tick)).next_back() {
         Some((&sent, &at)) => {
-            let passed = now.saturating_duration_since(at).as_secs_f64() * rate;
-            l + (clock - sent as f64) - passed
+            let trip = now.saturating_duration_since(at).as_secs_f64() * rate;
+            (l + (clock - sent as f64) - trip, Some(trip))
         }
-        None => l,
+        None => (l, None),
     }
 }
 
