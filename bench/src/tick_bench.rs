@@ -47,6 +47,7 @@ fn main() -> Result<()> {
     let (mut snaps, mut bytes) = (0u64, 0u64);
     // Each tick's whole time (step, grid, snapshots), for its spread.
     let mut whole: Vec<f64> = Vec::with_capacity(ticks as usize);
+    let mut crowd = Crowd::new(&sim, &world, INTEREST);
     for _ in 0..ticks {
         // Honest walkers: a heading held for about a second, now and then a jump.
         for id in 0..players {
@@ -60,7 +61,7 @@ fn main() -> Result<()> {
         let t0 = Instant::now();
         sim.step(&mut world, &cmds, &mut s);
         let t1 = Instant::now();
-        let crowd = Crowd::new(&sim, &world, INTEREST);
+        crowd.renew(&sim, &world, INTEREST);
         let t2 = Instant::now();
         let tick = world.tick;
         while acks.front().is_some_and(|a| a.0 <= tick) {

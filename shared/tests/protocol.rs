@@ -4,7 +4,9 @@
 
 use expel_shared::mover::MoverState;
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder, MAX_FRAME};
-use expel_shared::protocol::snapshot::{Feedback, SnapshotDecoder, SnapshotEncoder};
+use expel_shared::protocol::snapshot::{
+    Crowd, Feedback, SnapshotDecoder, SnapshotEncoder, VIEW_REFRESH,
+};
 use expel_shared::protocol::{decode, ClientControl, ClientDatagram, ServerControl};
 use expel_shared::{
     CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim, SimScratch,
@@ -117,6 +119,107 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
         dec.stale,
         dec.missing_baseline
     );
+}
+
+/// A client's players, kept from one snapshot to the next: every snapshot shows its
+/// players' state of its own tick, and exactly the nearest of a tick at most
+/// `VIEW_REFRESH - 1` snapshots before; at once the nearest of its own tick after the
+/// client moves far, or a player leaves or joins.
+#[test]
+fn a_clients_players_are_chosen_again_often_and_at_once_when_the_crowd_changes() {
+    const K: usize = 16;
+    let sim = arena_sim();
+    let mut w = sim.new_state();
+    let mut rng = ChaCha8Rng::seed_from_u64(4);
+    for i in 0..120u32 {
+        let p = DVec3::new(
+            rng.gen_range(-900.0..900.0),
+            rng.gen_range(-900.0..900.0),
+            120.0,
+        );
+        sim.add_player(&mut w, i, PlayerState::at(p)).unwrap();
+    }
+    let mut s = SimScratch::new();
+    let mut enc = SnapshotEncoder::new();
+    let mut dec = SnapshotDecoder::new();
+    let mut crowd = Crowd::new(&sim, &w, K);
+    let mut cmds = BTreeMap::new();
+    // The nearest ids at each snapshot's tick, newest last.
+    let mut nearest: Vec<Vec<u32>> = Vec::new();
+    let (mut stale, mut fresh_after_change) = (0, 0);
+    let mut out = Vec::new();
+    for tick in 0..1200u64 {
+        for i in w.players.keys().copied().collect::<Vec<_>>() {
+            if rng.gen_bool(0.05) || tick == 0 {
+                let cmd = MoveCommand::new(1.0, 0.0, 0.0, rng.gen_range(0.0..360.0), 0.0);
+                cmds.insert(i, cmd);
+            }
+        }
+        sim.step(&mut w, &cmds, &mut s);
+        if tick % 2 != 0 {
+            continue;
+        }
+        // Now and then the crowd or the client's place changes at once.
+        let change = match tick % 100 {
+            30 => {
+                let gone = *w
+                    .players
+                    .keys()
+                    .nth(1 + rng.gen_range(0..w.players.len() - 1))
+                    .unwrap();
+                w.remove_player(gone);
+                cmds.remove(&gone);
+                true
+            }
+            60 => {
+                let id = 1000 + tick as u32;
+                let p = w.player(0).unwrap().origin() + DVec3::new(20.0, 0.0, 0.0);
+                sim.add_player(&mut w, id, PlayerState::at(p)).unwrap();
+                true
+            }
+            90 => {
+                let slot = w.players.get_mut(&0).unwrap();
+                let o = slot.state.origin();
+                let to = DVec3::new(-o.x, -o.y, o.z);
+                slot.state = PlayerState::at(to);
+                (to - o).length() > 128.0
+            }
+            _ => false,
+        };
+        crowd.renew(&sim, &w, K);
+        crowd.nearest(0, w.player(0).unwrap().origin(), K, &mut out);
+        let mut ids: Vec<u32> = out.iter().map(|(_, id)| *id).collect();
+        ids.sort_unstable();
+        nearest.push(ids);
+        let bytes = enc.encode_in(&w, &crowd, 0, fb(tick), K, 1200).unwrap();
+        let snap = dec.decode(&bytes).unwrap().unwrap();
+        enc.ack(dec.newest());
+        for (id, p) in &snap.players {
+            let want = PlayerState {
+                velocity: [0; 3],
+                ..*w.player(*id).unwrap()
+            };
+            assert_eq!(*p, want, "tick {tick}: player {id}");
+        }
+        let shown: Vec<u32> = snap.players.keys().copied().collect();
+        let now = nearest.len() - 1;
+        if change {
+            assert_eq!(
+                shown, nearest[now],
+                "tick {tick}: chosen at once after a change"
+            );
+            fresh_after_change += 1;
+        }
+        let back = now.saturating_sub(VIEW_REFRESH as usize - 1);
+        assert!(
+            nearest[back..].contains(&shown),
+            "tick {tick}: {shown:?} is none of the last {VIEW_REFRESH} choices"
+        );
+        stale += usize::from(shown != nearest[now]);
+    }
+    // The choice carried over (and so was stale now and then), and the changes came.
+    assert!(stale > 0, "never kept a choice");
+    assert!(fresh_after_change >= 24, "{fresh_after_change} changes");
 }
 
 #[test]

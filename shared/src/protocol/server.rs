@@ -304,6 +304,8 @@ pub struct Server {
     map_hash: [u8; 32],
     world: WorldState,
     scratch: SimScratch,
+    /// The players for the snapshots of a tick, renewed in place tick after tick.
+    crowd: Option<Crowd>,
     /// The players' boxes after recent ticks (trusted mode: what claims were made against).
     seen: SeenBoxes,
     conns: BTreeMap<ConnId, Conn>,
@@ -357,6 +359,7 @@ impl Server {
             sim,
             settings,
             scratch,
+            crowd: None,
             seen: SeenBoxes::default(),
             conns: BTreeMap::new(),
             sessions: BTreeMap::new(),
@@ -911,7 +914,16 @@ impl Server {
         if due.is_empty() {
             return;
         }
-        let crowd = Crowd::new(&self.sim, &self.world, interest);
+        let crowd = match &mut self.crowd {
+            Some(c) => {
+                c.renew(&self.sim, &self.world, interest);
+                c
+            }
+            None => self
+                .crowd
+                .insert(Crowd::new(&self.sim, &self.world, interest)),
+        };
+        let crowd = &*crowd;
         let (world, conns) = (&self.world, &self.conns);
         // Each client's snapshot from its own encoder: independent, so the workers may
         // share them out; the datagrams still go out in id order.

@@ -191,6 +191,28 @@ struct Frame {
     movers: Entities<MOVER_FIELDS>,
 }
 
+/// Snapshots one choice of a client's nearest players serves before it is made again
+/// (at 30 snapshots a second, a choice is at most a tenth of a second old). Finding the
+/// nearest of a thousand cost as much as writing the snapshot; who is nearest changes
+/// far more slowly than where they are, and every snapshot still carries the chosen
+/// players' state of its own tick.
+pub const VIEW_REFRESH: u32 = 4;
+/// How far a client may move from where its players were chosen before they are chosen
+/// again at once (a teleport or a respawn must not show the old surroundings).
+pub const VIEW_DRIFT: f64 = 128.0;
+
+/// The players a client was last sent: crowd indices in id order.
+#[derive(Debug, Default)]
+struct View {
+    chosen: Vec<u32>,
+    /// The [`Crowd::generation`] the indices belong to (0: none).
+    generation: u64,
+    /// Snapshots written from this choice.
+    uses: u32,
+    from: DVec3,
+    interest: usize,
+}
+
 /// The server's snapshot state for one client.
 #[derive(Debug, Default)]
 pub struct SnapshotEncoder {
@@ -201,9 +223,9 @@ pub struct SnapshotEncoder {
     pub full_sends: u64,
     /// The frame that last left the history, whose lists the next frame reuses.
     spare: Frame,
-    /// The nearest players' (squared distance, crowd index), and the chosen indices.
+    /// The nearest players' (squared distance, crowd index).
     near: Vec<Near>,
-    chosen: Vec<u32>,
+    view: View,
 }
 
 impl SnapshotEncoder {
@@ -269,8 +291,6 @@ impl SnapshotEncoder {
         }
         let own = *world.player(me)?;
         let o = own.origin();
-        let mut near = std::mem::take(&mut self.near);
-        crowd.nearest_indices(crowd.index_of(me), o, interest, &mut near);
         let base = (self.acked != 0).then(|| self.sent(self.acked)).flatten();
         if base.is_none() {
             self.full_sends += 1;
@@ -287,27 +307,54 @@ impl SnapshotEncoder {
         );
         let empty = Frame::default();
         let b = base.map_or(&empty, |i| &self.history[i]);
-        let mut count = near.len();
-        let bytes = loop {
-            // Crowd indices follow ids: sorted indices give the id order.
-            self.chosen.clear();
-            self.chosen.extend(near[..count].iter().map(|n| n.index()));
-            self.chosen.sort_unstable();
+        let view = &mut self.view;
+        let reuse = view.generation == crowd.generation
+            && view.uses < VIEW_REFRESH
+            && view.interest == interest
+            && (o - view.from).length_squared() < VIEW_DRIFT * VIEW_DRIFT;
+        let mut bytes = None;
+        if reuse {
+            view.uses += 1;
             frame.players.0.clear();
             frame
                 .players
                 .0
-                .extend(self.chosen.iter().map(|&i| crowd.players[i as usize]));
-            let bytes = write_snapshot(&frame, b, own, feedback);
-            if bytes.len() <= max_bytes {
-                break Some(bytes);
-            }
-            if count == 0 {
-                break None;
-            }
-            count = count * 3 / 4;
-        };
-        self.near = near;
+                .extend(view.chosen.iter().map(|&i| crowd.players[i as usize]));
+            bytes = Some(write_snapshot(&frame, b, own, feedback)).filter(|b| b.len() <= max_bytes);
+        }
+        if bytes.is_none() {
+            // Chosen afresh: the nearest, the farthest dropped until the datagram fits.
+            let mut near = std::mem::take(&mut self.near);
+            crowd.nearest_indices(crowd.index_of(me), o, interest, &mut near);
+            let mut count = near.len();
+            bytes = loop {
+                // Crowd indices follow ids: sorted indices give the id order.
+                view.chosen.clear();
+                view.chosen.extend(near[..count].iter().map(|n| n.index()));
+                view.chosen.sort_unstable();
+                frame.players.0.clear();
+                frame
+                    .players
+                    .0
+                    .extend(view.chosen.iter().map(|&i| crowd.players[i as usize]));
+                let bytes = write_snapshot(&frame, b, own, feedback);
+                if bytes.len() <= max_bytes {
+                    break Some(bytes);
+                }
+                if count == 0 {
+                    break None;
+                }
+                count = count * 3 / 4;
+            };
+            self.near = near;
+            *view = View {
+                chosen: std::mem::take(&mut view.chosen),
+                generation: if bytes.is_some() { crowd.generation } else { 0 },
+                uses: 1,
+                from: o,
+                interest,
+            };
+        }
         if bytes.is_none() {
             self.spare = frame;
             return None;
@@ -394,6 +441,19 @@ pub struct Crowd {
     span: f64,
     /// Each mover's centre at its pose, index and fields, in mover order.
     movers: Vec<(DVec3, u32, MoverFields)>,
+    /// Names the players' membership and order: the same while the same ids stand at the
+    /// same indices, unique otherwise (a client's choice of players, kept as indices, is
+    /// good for the crowds of its generation only).
+    generation: u64,
+    points: Vec<Point>,
+    poses: Vec<crate::mover::Pose>,
+}
+
+/// The last [`Crowd::generation`] handed out, across every crowd.
+static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn new_generation() -> u64 {
+    GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
 }
 
 /// A player in the crowd's grid: where it stands and its index in the crowd (a third of
@@ -418,46 +478,65 @@ impl Crowd {
     /// Indexes `world`'s players for searches of the nearest `interest`, and places its
     /// movers.
     pub fn new(sim: &Sim, world: &WorldState, interest: usize) -> Crowd {
-        let mut poses = Vec::new();
-        sim.poses(&world.movers, &mut poses);
-        let movers = sim
-            .movers()
-            .iter()
-            .zip(&poses)
-            .zip(&world.movers)
-            .enumerate()
-            .map(|(i, ((m, pose), s))| (m.world_bounds(pose).center(), i as u32, mover_fields(s)))
-            .collect();
+        let mut crowd = Crowd {
+            grid: Grid::default(),
+            players: Vec::new(),
+            span: 0.0,
+            movers: Vec::new(),
+            generation: 0,
+            points: Vec::new(),
+            poses: Vec::new(),
+        };
+        crowd.renew(sim, world, interest);
+        crowd
+    }
+
+    /// [`Crowd::new`] for a later tick, in place: the lists are reused, and the
+    /// generation kept when the same players stand in the same order (so the clients'
+    /// choices of players carry over).
+    pub fn renew(&mut self, sim: &Sim, world: &WorldState, interest: usize) {
+        sim.poses(&world.movers, &mut self.poses);
+        self.movers.clear();
+        self.movers.extend(
+            sim.movers()
+                .iter()
+                .zip(&self.poses)
+                .zip(&world.movers)
+                .enumerate()
+                .map(|(i, ((m, pose), s))| {
+                    (m.world_bounds(pose).center(), i as u32, mover_fields(s))
+                }),
+        );
+        let same = self.generation != 0
+            && self.players.len() == world.players.len()
+            && self
+                .players
+                .iter()
+                .zip(world.players.keys())
+                .all(|(p, id)| p.0 == *id);
+        if !same {
+            self.generation = new_generation();
+        }
+        self.points.clear();
+        self.players.clear();
         // Indices fit: a world's players are far fewer than 2^32.
-        let (points, players): (Vec<Point>, Vec<_>) = world
-            .players
-            .iter()
-            .enumerate()
-            .map(|(i, (id, p))| {
-                let at = p.state.origin();
-                let point = Point {
-                    at,
-                    index: i as u32,
-                };
-                (point, (*id, player_fields(&p.state)))
-            })
-            .unzip();
-        let all = Aabb::from_points(points.iter().map(|p| &p.at));
-        let span = if points.is_empty() {
+        for (i, (id, p)) in world.players.iter().enumerate() {
+            let at = p.state.origin();
+            self.points.push(Point {
+                at,
+                index: i as u32,
+            });
+            self.players.push((*id, player_fields(&p.state)));
+        }
+        let all = Aabb::from_points(self.points.iter().map(|p| &p.at));
+        self.span = if self.points.is_empty() {
             0.0
         } else {
             (all.max - all.min).truncate().max_element()
         };
-        let mut crowd = Crowd {
-            grid: Grid::default(),
-            players,
-            span,
-            movers,
-        };
         // About one player to a cell of an even crowd: a search reads a few rings.
-        let cell = 0.25 * crowd.even_reach(interest);
-        crowd.grid.build_with(&points, cell);
-        crowd
+        let cell = 0.25 * self.even_reach(interest);
+        self.grid.build_with(&self.points, cell);
     }
 
     /// Half the side of a square that holds about `2k` players of an even crowd.
