@@ -69,15 +69,17 @@ import json, sys
 r = json.load(open(sys.argv[1])); n = int(sys.argv[2])
 f = lambda v: "n/a" if v is None else f"{v:.2f}"
 cpu = r['server_cpu_percent']
-# CPU per player-second: a share of one core over the players it served.
+# CPU per player-second over the whole run (joins and the idle tail included), a share of
+# one core over the players; and while every player was on (the steady cost).
 per = None if cpu is None or r['connected'] == 0 else cpu / 100 * 1000 / r['connected']
+steady = r.get('server_cpu_ms_per_player_s')
 lost = r['disconnected'] + r['failed']
 # QUIC's own bytes per datagram down: headers, tags, acknowledgements, and packets that
 # carry nothing else.
 dg = r['down_datagrams_per_s']
 quic = None if dg == 0 else (r['down_bytes_per_s'] - r['down_payload_bytes_per_s']) / dg
 print(f"| {n} | {r['connected']} | {f(r['server_tick_ms_p50'])} | {f(r['server_tick_ms_p99'])} | "
-      f"{f(r['server_tick_ms_max'])} | {f(cpu)} | {f(per)} | {r['down_bytes_per_s']:.0f} | "
+      f"{f(r['server_tick_ms_max'])} | {f(cpu)} | {f(per)} | {f(steady)} | {r['down_bytes_per_s']:.0f} | "
       f"{r['down_payload_bytes_per_s']:.0f} | {dg:.1f} | {f(quic)} | "
       f"{r['up_bytes_per_s']:.0f} | {r['up_datagrams_per_s']:.1f} | {lost} | {r['honest_flagged']} | "
       f"{r['snapshots_per_s']:.1f} |")
@@ -90,8 +92,8 @@ EOF
 done
 
 echo "server on CPUs $server_cpus, bots on CPUs $bot_cpus, ${secs} s per run, $([ ${#light[@]} -gt 0 ] && echo light || echo predicting) bots, inputs at ${INPUT_RATE:-60} Hz"
-echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s (whole run) | the same, everyone on | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 echo
 echo "largest N with tick p99 under the 16.7 ms tick period and no disconnects: $best"

@@ -272,11 +272,12 @@ fn print_summary(r: &SwarmReport) {
         r.cheats_attempted, r.cheaters_detected, r.honest_flagged
     );
     println!(
-        "server: tick p50 {} ms, p99 {} ms, max {} ms; cpu {} %",
+        "server: tick p50 {} ms, p99 {} ms, max {} ms; cpu {} %, {} ms per player-second with everyone on",
         opt(r.server_tick_ms_p50),
         opt(r.server_tick_ms_p99),
         opt(r.server_tick_ms_max),
-        opt(r.server_cpu_percent)
+        opt(r.server_cpu_percent),
+        opt(r.server_cpu_ms_per_player_s)
     );
     for e in &r.errors {
         println!("error: {e}");

@@ -99,6 +99,7 @@ fn sane(r: &Value, bots: f64) {
         "server_tick_ms_p99",
         "server_tick_ms_max",
         "server_cpu_percent",
+        "server_cpu_ms_per_player_s",
     ] {
         let v = num(r, k);
         assert!(v.is_finite() && v >= 0.0, "{k} = {v}");
@@ -125,6 +126,9 @@ fn sane(r: &Value, bots: f64) {
     );
     let cpu = num(r, "server_cpu_percent");
     assert!(cpu > 0.0 && cpu <= 200.0 * 1.1, "{r}");
+    // A share of at most two cores over the players.
+    let per = num(r, "server_cpu_ms_per_player_s");
+    assert!(per > 0.0 && per <= 2000.0 * 1.1 / bots, "{r}");
 }
 
 #[test]

@@ -496,6 +496,23 @@ impl ServerFigures {
         Some((b.cpu? - a.cpu?) / dt * 100.0)
     }
 
+    /// The server's CPU per player-second while every player it held at its peak was on
+    /// it, ms: the CPU used over the readings' intervals that begin and end at the peak,
+    /// over the player-seconds in them. The steady cost of a crowd, without the joins
+    /// and leaves that bracket a run (handshakes and map transfers, then an idle tail),
+    /// which [`ServerFigures::cpu_percent`] spreads over the whole run.
+    pub fn cpu_ms_per_player_s(&self) -> Option<f64> {
+        let peak = self.scrapes.iter().map(|s| s.players).fold(0.0, f64::max);
+        let (mut cpu, mut player_s) = (0.0, 0.0);
+        for w in self.scrapes.windows(2) {
+            if peak > 0.0 && w[0].players == peak && w[1].players == peak {
+                cpu += w[1].cpu? - w[0].cpu?;
+                player_s += peak * (w[1].at - w[0].at);
+            }
+        }
+        (player_s > 0.0).then(|| cpu / player_s * 1000.0)
+    }
+
     /// Point by point.
     pub fn timeline(&self) -> Vec<TimelinePoint> {
         self.scrapes
@@ -600,6 +617,8 @@ pub struct SwarmReport {
     pub server_tick_ms_max: Option<f64>,
     /// Server CPU, percent of one core.
     pub server_cpu_percent: Option<f64>,
+    /// Server CPU per player-second while every player was on, ms.
+    pub server_cpu_ms_per_player_s: Option<f64>,
     /// Bots that ran each cheat, and how many of them were detected.
     pub cheaters: BTreeMap<String, (u64, u64)>,
     /// Why bots failed (the first few distinct reasons).
@@ -660,6 +679,7 @@ pub fn summarize(
         server_tick_ms_p99: server.and_then(|s| s.tick_ms(0.99)),
         server_tick_ms_max: server.and_then(|s| s.tick_ms_max()),
         server_cpu_percent: server.and_then(|s| s.cpu_percent()),
+        server_cpu_ms_per_player_s: server.and_then(|s| s.cpu_ms_per_player_s()),
         cheaters: BTreeMap::new(),
         errors: Vec::new(),
         timeline: server.map(|s| s.timeline()).unwrap_or_default(),
@@ -757,6 +777,37 @@ mod tests {
         let p75 = tick_quantile(&a, &b, 0.75).unwrap();
         assert!((p75 - 0.0015).abs() < 1e-12, "{p75}");
         assert_eq!(tick_quantile(&a, &a, 0.5), None, "no ticks, no quantile");
+    }
+
+    /// Only the intervals with every player on count: the joins before, and the idle
+    /// tail after, neither add CPU nor player-seconds.
+    #[test]
+    fn cpu_per_player_second_counts_the_time_everyone_was_on() {
+        let at = |at: f64, players: f64, cpu: f64| Scrape {
+            at,
+            players,
+            cpu: Some(cpu),
+            ..Scrape::default()
+        };
+        let f = ServerFigures {
+            // Joins cost 2 s of CPU in the first second; then 100 players at half a core
+            // for 4 s; then the tail.
+            scrapes: vec![
+                at(0.0, 0.0, 0.0),
+                at(1.0, 100.0, 2.0),
+                at(3.0, 100.0, 3.0),
+                at(5.0, 100.0, 4.0),
+                at(6.0, 0.0, 4.1),
+            ],
+        };
+        let per = f.cpu_ms_per_player_s().unwrap();
+        assert!((per - 5.0).abs() < 1e-12, "{per}");
+        assert!((f.cpu_percent().unwrap() - 4.1 / 6.0 * 100.0).abs() < 1e-9);
+        // Never everyone on for a whole interval: no figure.
+        let f = ServerFigures {
+            scrapes: vec![at(0.0, 0.0, 0.0), at(1.0, 100.0, 2.0)],
+        };
+        assert_eq!(f.cpu_ms_per_player_s(), None);
     }
 
     #[test]
