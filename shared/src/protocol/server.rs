@@ -847,35 +847,34 @@ impl Server {
         let reports = self.sim.step(&mut self.world, commands, &mut self.scratch);
         let tick = self.world.tick;
         let mut found = Vec::new();
-        for r in &reports {
-            let Some(s) = self.sessions.get_mut(&r.id) else {
-                continue;
-            };
-            if r.reverted || r.events.touched.any_player() {
-                s.feedback.contact = tick;
-            }
-            if r.repeated_command {
-                s.feedback.missed = tick;
-            }
-            if r.respawned {
-                s.validator.relocated(tick);
-            }
-        }
+        // Sessions, reports and the world's players all come in id order: one merge, no
+        // search per player.
+        let mut reports = reports.iter().peekable();
+        let mut players = self.world.players.iter().peekable();
         for (id, s) in self.sessions.iter_mut() {
-            let (Some((claim, _)), Some(p)) = (s.take_expected(tick), self.world.player(*id))
-            else {
+            while reports.next_if(|r| r.id < *id).is_some() {}
+            let report = reports.next_if(|r| r.id == *id);
+            while players.next_if(|(p, _)| *p < id).is_some() {}
+            let player = players.next_if(|(p, _)| *p == id).map(|(_, slot)| &slot.state);
+            if let Some(r) = report {
+                if r.reverted || r.events.touched.any_player() {
+                    s.feedback.contact = tick;
+                }
+                if r.repeated_command {
+                    s.feedback.missed = tick;
+                }
+                if r.respawned {
+                    s.validator.relocated(tick);
+                }
+            }
+            let (Some((claim, _)), Some(p)) = (s.take_expected(tick), player) else {
                 continue;
             };
             if claim != *p {
                 self.stats.corrections += 1;
             }
             // Contact with players, and with movers (whose state may hang on triggers by
-            // players outside this client's view), explains a divergence. Reports come in
-            // id order: a search, not a scan per player.
-            let report = reports
-                .binary_search_by_key(id, |r| r.id)
-                .ok()
-                .map(|i| &reports[i]);
+            // players outside this client's view), explains a divergence.
             let contact = report.is_some_and(|r| {
                 r.reverted
                     || r.events
