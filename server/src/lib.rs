@@ -36,7 +36,7 @@ pub use tls::{fingerprint, Identity};
 
 use expel_shared::protocol::server::{Event, Output, Server};
 use expel_shared::Sim;
-use quic::Quic;
+use quic::{Quic, QuicParts};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -158,10 +158,13 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
         .map_err(|e| ServerError::Config(e.to_string()))?;
     let metrics = Arc::new(Metrics::new());
     let quic = bind(&cfg, metrics.udp.clone())?;
-    let addr = quic.local_addr().map_err(|source| ServerError::Bind {
-        addr: cfg.addr,
-        source,
-    })?;
+    let addr = quic
+        .socket
+        .local_addr()
+        .map_err(|source| ServerError::Bind {
+            addr: cfg.addr,
+            source,
+        })?;
     let live = Arc::new(live::Live::new(&sim, &cfg.game.map_name));
     let (failed_tx, failed) = watch::channel(None::<String>);
     let failed_tx = Arc::new(failed_tx);
@@ -217,14 +220,8 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
         players,
         cfg,
     });
-    let task = tokio::spawn(machine_loop(
-        machine,
-        quic,
-        shared,
-        live,
-        stall_rx,
-        shutdown_rx,
-    ));
+    let task = spawn_machine(machine, quic, shared, live, stall_rx, shutdown_rx)
+        .map_err(|e| ServerError::Config(format!("starting the machine thread: {e}")))?;
     tasks.push(supervise("machine", task, failed_tx, metrics.clone()));
     metrics.ready.store(true, Relaxed);
     info!(%addr, "listening");
@@ -246,7 +243,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
 /// of its previous life the moment their clients send anything: they learn at once that
 /// they must reconnect, instead of waiting out an idle timeout (or the client's silence
 /// limit).
-fn bind(cfg: &ServerConfig, counts: Arc<udp::UdpCounts>) -> Result<Quic, ServerError> {
+fn bind(cfg: &ServerConfig, counts: Arc<udp::UdpCounts>) -> Result<QuicParts, ServerError> {
     let bind = |source| ServerError::Bind {
         addr: cfg.addr,
         source,
@@ -268,7 +265,13 @@ fn bind(cfg: &ServerConfig, counts: Arc<udp::UdpCounts>) -> Result<Quic, ServerE
     // without it.
     endpoint_cfg.grease_quic_bit(false);
     let server = Arc::new(cfg.identity.quic_config()?);
-    Quic::bind(cfg.addr, endpoint_cfg, server, cid_key, counts).map_err(bind)
+    Ok(QuicParts {
+        socket: std::net::UdpSocket::bind(cfg.addr).map_err(bind)?,
+        config: endpoint_cfg,
+        server,
+        cid_key,
+        counts,
+    })
 }
 
 /// Watches a task that must run until shutdown: if it ends otherwise (a panic is a bug),
@@ -289,6 +292,48 @@ fn supervise(
         metrics.ready.store(false, Relaxed);
         let _ = failed.send(Some(why));
     })
+}
+
+/// Runs [`machine_loop`] on a thread of its own, with a runtime of its own: between its
+/// looks at the socket (see READ_GAP) it sleeps without the socket's reactor, which would
+/// wake it for every datagram that arrives. The handle is a task's, for the supervisor; a
+/// panic on the thread surfaces as the task's.
+fn spawn_machine(
+    server: Server,
+    quic: QuicParts,
+    shared: Arc<Shared>,
+    live: Arc<live::Live>,
+    stall: mpsc::Receiver<Duration>,
+    shutdown: watch::Receiver<Option<String>>,
+) -> std::io::Result<tokio::task::JoinHandle<Option<String>>> {
+    let (done, ended) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("expel-machine".into())
+        .spawn(move || {
+            let run = std::panic::AssertUnwindSafe(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                let rt = match rt {
+                    Ok(rt) => rt,
+                    Err(e) => return Some(format!("the machine's runtime failed: {e}")),
+                };
+                rt.block_on(async move {
+                    match Quic::new(quic) {
+                        Ok(quic) => machine_loop(server, quic, shared, live, stall, shutdown).await,
+                        Err(e) => Some(format!("the QUIC socket failed: {e}")),
+                    }
+                })
+            });
+            let _ = done.send(std::panic::catch_unwind(run));
+        })?;
+    Ok(tokio::spawn(async move {
+        match ended.await {
+            Ok(Ok(why)) => why,
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Err(_) => Some("the machine thread ended without a word".into()),
+        }
+    }))
 }
 
 /// The machine task: feeds the protocol machine what QUIC receives and carries out what
@@ -317,8 +362,23 @@ async fn machine_loop(
     // The socket is not looked at again before this: see READ_GAP.
     let mut read_from = Instant::now();
     loop {
+        // QUIC's timers wait for the next look at the socket (they are acknowledgement
+        // delays, probes and idle limits, none of them finer than READ_GAP): a thousand
+        // connections' timers each woke the loop at their own instant.
         let due = server.poll_timeout();
-        let due = quic.next_timer().map_or(due, |t| t.min(due));
+        let due = quic.next_timer().map_or(due, |t| t.max(read_from).min(due));
+        let now = Instant::now();
+        if now < read_from {
+            // Not looking at the socket yet: asleep, the thread is not woken by what
+            // arrives meanwhile (the reactor would be, for each datagram).
+            if shutdown.has_changed().unwrap_or(true) {
+                break;
+            }
+            let until = due.min(read_from);
+            if until > now {
+                std::thread::sleep(until - now);
+            }
+        }
         let reading = Instant::now() >= read_from;
         timer
             .as_mut()

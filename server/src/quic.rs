@@ -24,7 +24,6 @@ use quinn_proto::{
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::io::{self, IoSliceMut};
-use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -144,16 +143,27 @@ pub(crate) struct Quic {
     accepting: bool,
 }
 
+/// What makes a [`Quic`]: the bound socket and the endpoint's settings. Bound where the
+/// server starts (so a taken address fails the start), made into a [`Quic`] on the
+/// machine's own thread (so the socket belongs to that thread's reactor).
+pub(crate) struct QuicParts {
+    pub(crate) socket: std::net::UdpSocket,
+    pub(crate) config: quinn_proto::EndpointConfig,
+    pub(crate) server: Arc<quinn_proto::ServerConfig>,
+    pub(crate) cid_key: u64,
+    pub(crate) counts: Arc<UdpCounts>,
+}
+
 impl Quic {
-    /// Binds the socket and makes the endpoint.
-    pub(crate) fn bind(
-        addr: SocketAddr,
-        config: quinn_proto::EndpointConfig,
-        server: Arc<quinn_proto::ServerConfig>,
-        cid_key: u64,
-        counts: Arc<UdpCounts>,
-    ) -> io::Result<Quic> {
-        let std = std::net::UdpSocket::bind(addr)?;
+    /// Makes the endpoint on the bound socket; needs a Tokio runtime.
+    pub(crate) fn new(parts: QuicParts) -> io::Result<Quic> {
+        let QuicParts {
+            socket: std,
+            config,
+            server,
+            cid_key,
+            counts,
+        } = parts;
         std.set_nonblocking(true)?;
         let state = UdpSocketState::new((&std).into())?;
         // A tick's snapshots leave in one burst; inputs arrive while the tick runs.
@@ -179,10 +189,6 @@ impl Quic {
             accepting: true,
             state,
         })
-    }
-
-    pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.socket.local_addr()
     }
 
     /// Connections not yet drained.

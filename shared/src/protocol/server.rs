@@ -855,7 +855,9 @@ impl Server {
             while reports.next_if(|r| r.id < *id).is_some() {}
             let report = reports.next_if(|r| r.id == *id);
             while players.next_if(|(p, _)| *p < id).is_some() {}
-            let player = players.next_if(|(p, _)| *p == id).map(|(_, slot)| &slot.state);
+            let player = players
+                .next_if(|(p, _)| *p == id)
+                .map(|(_, slot)| &slot.state);
             if let Some(r) = report {
                 if r.reverted || r.events.touched.any_player() {
                     s.feedback.contact = tick;
