@@ -7,7 +7,7 @@
 //! a small move costs a byte). An entity new to the baseline is sent against zero.
 
 pub use super::Feedback;
-use super::{decode, encode, EntityDelta, ProtocolError, ServerDatagram, MOVER_INTEREST_RADIUS};
+use super::{decode, EntityDelta, ProtocolError, ServerDatagram, MOVER_INTEREST_RADIUS};
 use crate::geom::Aabb;
 use crate::movement::{MoveMode, PlayerState};
 use crate::mover::{MoverState, Phase};
@@ -373,10 +373,22 @@ fn write_snapshot(frame: &Frame, base: &Frame, own: PlayerState, fb: Feedback) -
     // The variant's index (0), then the message's fields in order: postcard writes a
     // tuple and a struct alike.
     let head = (0u32, frame.tick, base.tick, fb, own);
-    let mut out = encode(&head);
-    put_changes(&mut out, &frame.players, &base.players);
-    put_changes(&mut out, &frame.movers, &base.movers);
-    out
+    SCRATCH.with_borrow_mut(|scratch| {
+        scratch.clear();
+        let mut out = postcard::to_extend(&head, std::mem::take(scratch)).unwrap_or_default();
+        put_changes(&mut out, &frame.players, &base.players);
+        put_changes(&mut out, &frame.movers, &base.movers);
+        let bytes = out.as_slice().to_vec();
+        *scratch = out;
+        bytes
+    })
+}
+
+thread_local! {
+    /// Where a snapshot is written before it is copied out at its size. Asking the
+    /// allocator for a datagram's worth each time (over 1 KiB, a large request to glibc)
+    /// made it consolidate its small free chunks on every snapshot.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A list's deltas against its baseline, then the baseline's ids no longer in it, in
@@ -780,6 +792,7 @@ impl SnapshotDecoder {
 mod tests {
     use super::*;
     use crate::movement::MoveCommand;
+    use crate::protocol::encode;
     use crate::protocol::SnapshotMsg;
     use crate::sim::PlayerSlot;
     use rand::{Rng, SeedableRng};
