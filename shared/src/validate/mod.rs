@@ -309,10 +309,13 @@ impl Validator {
         // all of them; a fast clock's lead grows under every one.
         // (This message is among them, so there is always one.)
         let recent = clock.saturating_sub(self.cfg.timing_window / 3);
+        // Arrivals are in clock order (the server's wall clock never goes back, as the
+        // window's own trimming above assumes): the recent ones are the last.
         let lead = self
             .arrivals
             .iter()
-            .filter(|(t, ..)| *t >= recent)
+            .rev()
+            .take_while(|(t, ..)| *t >= recent)
             .map(|(.., l)| *l)
             .min()
             .unwrap_or(lead_now);
