@@ -9,7 +9,7 @@ use expel_shared::protocol::snapshot::{
 };
 use expel_shared::protocol::{decode, ClientControl, ClientDatagram, ServerControl};
 use expel_shared::{
-    CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim, SimScratch,
+    CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim, SimScratch, WorldState,
 };
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
@@ -28,6 +28,21 @@ fn fb(last_command: u64) -> Feedback {
     }
 }
 
+/// `n` players scattered over the arena's floor, and the generator that placed them.
+fn scattered(sim: &Sim, n: u32, seed: u64) -> (WorldState, ChaCha8Rng) {
+    let mut w = sim.new_state();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    for i in 0..n {
+        let p = DVec3::new(
+            rng.gen_range(-900.0..900.0),
+            rng.gen_range(-900.0..900.0),
+            120.0,
+        );
+        sim.add_player(&mut w, i, PlayerState::at(p)).unwrap();
+    }
+    (w, rng)
+}
+
 fn arena_sim() -> Sim {
     let text =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../maps/arena.map")).unwrap();
@@ -42,16 +57,7 @@ fn arena_sim() -> Sim {
 #[test]
 fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
     let sim = arena_sim();
-    let mut w = sim.new_state();
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
-    for i in 0..40u32 {
-        let p = DVec3::new(
-            rng.gen_range(-900.0..900.0),
-            rng.gen_range(-900.0..900.0),
-            120.0,
-        );
-        sim.add_player(&mut w, i, PlayerState::at(p)).unwrap();
-    }
+    let (mut w, mut rng) = scattered(&sim, 40, 1);
     let mut s = SimScratch::new();
     let mut enc = SnapshotEncoder::new();
     let mut dec = SnapshotDecoder::new();
@@ -129,16 +135,7 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
 fn a_clients_players_are_chosen_again_often_and_at_once_when_the_crowd_changes() {
     const K: usize = 16;
     let sim = arena_sim();
-    let mut w = sim.new_state();
-    let mut rng = ChaCha8Rng::seed_from_u64(4);
-    for i in 0..120u32 {
-        let p = DVec3::new(
-            rng.gen_range(-900.0..900.0),
-            rng.gen_range(-900.0..900.0),
-            120.0,
-        );
-        sim.add_player(&mut w, i, PlayerState::at(p)).unwrap();
-    }
+    let (mut w, mut rng) = scattered(&sim, 120, 4);
     let mut s = SimScratch::new();
     let mut enc = SnapshotEncoder::new();
     let mut dec = SnapshotDecoder::new();

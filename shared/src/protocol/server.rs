@@ -939,7 +939,7 @@ impl Server {
             }
             s.feedback.input_lead = s.inputs.take_lead();
             s.snapshots
-                .encode_in(world, &crowd, **id, s.feedback, interest, max)
+                .encode_in(world, crowd, **id, s.feedback, interest, max)
         };
         let encoded: Vec<Option<Vec<u8>>> = match self.scratch.pool() {
             Some(pool) if due.len() >= 2 * crate::sim::PLAYERS_PER_WORKER => {
