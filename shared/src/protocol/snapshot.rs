@@ -196,6 +196,8 @@ struct Frame {
 /// nearest of a thousand cost as much as writing the snapshot; who is nearest changes
 /// far more slowly than where they are, and every snapshot still carries the chosen
 /// players' state of its own tick.
+/// Each client's refreshes fall on its own turn (see [`refresh_turn`]), so a tick
+/// chooses for about one client in four rather than for all of them every fourth time.
 pub const VIEW_REFRESH: u32 = 4;
 /// How far a client may move from where its players were chosen before they are chosen
 /// again at once (a teleport or a respawn must not show the old surroundings).
@@ -226,6 +228,20 @@ pub struct SnapshotEncoder {
     /// The nearest players' (squared distance, crowd index).
     near: Vec<Near>,
     view: View,
+    /// Snapshots written, for the turn of the view's refresh.
+    written: u64,
+}
+
+/// Whether the `written`-th snapshot of client `me` is its turn to choose its players
+/// afresh: one in [`VIEW_REFRESH`], at an offset drawn from the id. Clients that joined
+/// together (or were all made to choose at once by a change of the crowd) would
+/// otherwise choose together, and one tick in four carried every client's choice.
+fn refresh_turn(me: PlayerId, written: u64) -> bool {
+    // The id's bits mixed (Fibonacci hashing), so ids of one snapshot parity spread over
+    // every turn.
+    let offset =
+        (u64::from(me).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % u64::from(VIEW_REFRESH);
+    (written.wrapping_add(offset)) % u64::from(VIEW_REFRESH) == 0
 }
 
 impl SnapshotEncoder {
@@ -307,8 +323,11 @@ impl SnapshotEncoder {
         );
         let empty = Frame::default();
         let b = base.map_or(&empty, |i| &self.history[i]);
+        let turn = refresh_turn(me, self.written);
+        self.written = self.written.wrapping_add(1);
         let view = &mut self.view;
         let reuse = view.generation == crowd.generation
+            && !turn
             && view.uses < VIEW_REFRESH
             && view.interest == interest
             && (o - view.from).length_squared() < VIEW_DRIFT * VIEW_DRIFT;
@@ -957,6 +976,63 @@ mod tests {
         let bytes = encode(&ServerDatagram::Snapshot(msg(vec![delta(7), delta(3)])));
         let snap = SnapshotDecoder::new().decode(&bytes).unwrap().unwrap();
         assert_eq!(snap.players.keys().copied().collect::<Vec<_>>(), [7, 10]);
+    }
+
+    /// Clients that joined together, all of one snapshot parity (even ids: the server
+    /// writes their snapshots on the same ticks), choose their players afresh on their own
+    /// turns: each once every `VIEW_REFRESH` snapshots, and about a quarter of them at
+    /// each snapshot, never all at once.
+    #[test]
+    fn clients_that_joined_together_choose_their_players_on_turns_of_their_own() {
+        let text = include_str!("../../../maps/arena.map");
+        let map = crate::MapData::parse_map(text).unwrap();
+        let model = std::sync::Arc::new(crate::CollisionModel::build(&map));
+        let movement = crate::MoveConfig::default().validate().unwrap();
+        let (sim, _) = Sim::from_map(model, &map, movement);
+        let mut world = sim.new_state();
+        world.tick = 1;
+        let ids: Vec<PlayerId> = (0..400).map(|i| 2 * i).collect();
+        for &id in &ids {
+            let p = DVec3::new(f64::from(id % 40) * 40.0, f64::from(id / 40) * 40.0, 0.0);
+            let slot = PlayerSlot {
+                state: PlayerState::at(p),
+                last_command: MoveCommand::default(),
+            };
+            world.players.insert(id, slot);
+        }
+        let crowd = Crowd::new(&sim, &world, 16);
+        let mut encoders: Vec<SnapshotEncoder> =
+            ids.iter().map(|_| SnapshotEncoder::new()).collect();
+        let mut chosen = vec![0u32; ids.len()];
+        let rounds = 8 * VIEW_REFRESH;
+        for round in 0..rounds {
+            world.tick = 1 + u64::from(round);
+            let mut now = 0;
+            for (i, (&id, e)) in ids.iter().zip(&mut encoders).enumerate() {
+                e.encode_in(&world, &crowd, id, Feedback::default(), 16, 1200)
+                    .unwrap();
+                // A choice made for this snapshot has served it alone.
+                if e.view.uses == 1 && round > 0 {
+                    now += 1;
+                    chosen[i] += 1;
+                }
+            }
+            if round > 0 {
+                let even = ids.len() / VIEW_REFRESH as usize;
+                assert!(
+                    now > even / 2 && now < even * 3 / 2,
+                    "snapshot {round}: {now} of {} clients chose afresh",
+                    ids.len()
+                );
+            }
+        }
+        // Every client once per turn (the first choice, at round 0, not counted).
+        for (c, id) in chosen.iter().zip(&ids) {
+            assert!(
+                (rounds / VIEW_REFRESH - 1..=rounds / VIEW_REFRESH).contains(c),
+                "client {id} chose {c} times in {rounds} snapshots"
+            );
+        }
     }
 
     /// The crowd's nearest players are exactly those measuring everyone gives, in the same
