@@ -278,9 +278,14 @@ impl Quic {
                 // datagram (an out-of-order stream chunk) pins only its own.
                 let mut data = BytesMut::from(&buf[..meta.len]);
                 let stride = meta.stride.max(1);
-                while !data.is_empty() {
-                    let one = data.split_to(stride.min(data.len()));
+                // The last (usually the only) datagram goes whole: splitting it off would
+                // make the buffer shared, an allocation per datagram.
+                while data.len() > stride {
+                    let one = data.split_to(stride);
                     self.datagram(now, meta, one, cx);
+                }
+                if !data.is_empty() {
+                    self.datagram(now, meta, data, cx);
                 }
             }
         }
