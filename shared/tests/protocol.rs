@@ -5,7 +5,7 @@
 use expel_shared::mover::MoverState;
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder, MAX_FRAME};
 use expel_shared::protocol::snapshot::{
-    Crowd, Feedback, SnapshotDecoder, SnapshotEncoder, VIEW_REFRESH,
+    Crowd, Feedback, SnapshotDecoder, SnapshotEncoder, VIEW_DRIFT, VIEW_REFRESH,
 };
 use expel_shared::protocol::{decode, ClientControl, ClientDatagram, ServerControl};
 use expel_shared::{
@@ -129,10 +129,11 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
 
 /// A client's players, kept from one snapshot to the next: every snapshot shows its
 /// players' state of its own tick, and exactly the nearest of a tick at most
-/// `VIEW_REFRESH - 1` snapshots before; at once the nearest of its own tick after the
-/// client moves far, or a player leaves or joins.
+/// `VIEW_REFRESH - 1` snapshots before, less those who have left since (a leaver goes at
+/// once); at once the nearest of its own tick after the client moves far; a player who
+/// joins beside it within `VIEW_REFRESH` snapshots.
 #[test]
-fn a_clients_players_are_chosen_again_often_and_at_once_when_the_crowd_changes() {
+fn a_clients_players_are_chosen_again_often_at_once_when_it_moves_far_and_leavers_go_at_once() {
     const K: usize = 16;
     let sim = arena_sim();
     let (mut w, mut rng) = scattered(&sim, 120, 4);
@@ -143,7 +144,9 @@ fn a_clients_players_are_chosen_again_often_and_at_once_when_the_crowd_changes()
     let mut cmds = BTreeMap::new();
     // The nearest ids at each snapshot's tick, newest last.
     let mut nearest: Vec<Vec<u32>> = Vec::new();
-    let (mut stale, mut fresh_after_change) = (0, 0);
+    let (mut stale, mut teleports, mut joins_shown) = (0, 0, 0);
+    // A player who joined near the client, and the snapshots since.
+    let mut joined: Option<(u32, usize)> = None;
     let mut out = Vec::new();
     for tick in 0..1200u64 {
         for i in w.players.keys().copied().collect::<Vec<_>>() {
@@ -157,7 +160,7 @@ fn a_clients_players_are_chosen_again_often_and_at_once_when_the_crowd_changes()
             continue;
         }
         // Now and then the crowd or the client's place changes at once.
-        let change = match tick % 100 {
+        let teleport = match tick % 100 {
             30 => {
                 let gone = *w
                     .players
@@ -166,13 +169,14 @@ fn a_clients_players_are_chosen_again_often_and_at_once_when_the_crowd_changes()
                     .unwrap();
                 w.remove_player(gone);
                 cmds.remove(&gone);
-                true
+                false
             }
             60 => {
                 let id = 1000 + tick as u32;
                 let p = w.player(0).unwrap().origin() + DVec3::new(20.0, 0.0, 0.0);
                 sim.add_player(&mut w, id, PlayerState::at(p)).unwrap();
-                true
+                joined = Some((id, 0));
+                false
             }
             90 => {
                 let slot = w.players.get_mut(&0).unwrap();
@@ -191,6 +195,7 @@ fn a_clients_players_are_chosen_again_often_and_at_once_when_the_crowd_changes()
         let bytes = enc.encode_in(&w, &crowd, 0, fb(tick), K, 1200).unwrap();
         let snap = dec.decode(&bytes).unwrap().unwrap();
         enc.ack(dec.newest());
+        // Nobody who left is shown (the world lookup fails for them).
         for (id, p) in &snap.players {
             let want = PlayerState {
                 velocity: [0; 3],
@@ -200,23 +205,46 @@ fn a_clients_players_are_chosen_again_often_and_at_once_when_the_crowd_changes()
         }
         let shown: Vec<u32> = snap.players.keys().copied().collect();
         let now = nearest.len() - 1;
-        if change {
+        if teleport {
             assert_eq!(
                 shown, nearest[now],
-                "tick {tick}: chosen at once after a change"
+                "tick {tick}: chosen at once after a move of over {VIEW_DRIFT} units"
             );
-            fresh_after_change += 1;
+            teleports += 1;
         }
+        // One of the last choices, less those who have left since.
         let back = now.saturating_sub(VIEW_REFRESH as usize - 1);
+        let here = |ids: &Vec<u32>| -> Vec<u32> {
+            ids.iter()
+                .copied()
+                .filter(|id| w.players.contains_key(id))
+                .collect()
+        };
         assert!(
-            nearest[back..].contains(&shown),
+            nearest[back..].iter().any(|n| here(n) == shown),
             "tick {tick}: {shown:?} is none of the last {VIEW_REFRESH} choices"
         );
+        // Someone who joins beside the client is shown within a refresh.
+        if let Some((id, since)) = &mut joined {
+            if shown.contains(id) {
+                joins_shown += 1;
+                joined = None;
+            } else {
+                *since += 1;
+                assert!(
+                    *since < VIEW_REFRESH as usize,
+                    "tick {tick}: player {id}, who joined 20 units away, not shown after {since} snapshots"
+                );
+            }
+        }
         stale += usize::from(shown != nearest[now]);
     }
     // The choice carried over (and so was stale now and then), and the changes came.
     assert!(stale > 0, "never kept a choice");
-    assert!(fresh_after_change >= 24, "{fresh_after_change} changes");
+    assert!(
+        teleports >= 6 && joins_shown >= 10,
+        "{teleports} moves, {joins_shown} joins"
+    );
 }
 
 #[test]

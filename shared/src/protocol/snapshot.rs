@@ -326,6 +326,21 @@ impl SnapshotEncoder {
         let turn = refresh_turn(me, self.written);
         self.written = self.written.wrapping_add(1);
         let view = &mut self.view;
+        if view.generation != 0 && view.generation != crowd.generation {
+            // The crowd changed (someone joined or left): the players last sent who are
+            // still in it stay chosen, at their new places, until the client's turn. Every
+            // client choosing afresh at once made each join and leave a slow tick.
+            if let Some(last) = self.history.back() {
+                view.chosen.clear();
+                view.chosen.extend(
+                    last.players
+                        .0
+                        .iter()
+                        .filter_map(|(id, _)| crowd.index_of(*id)),
+                );
+                view.generation = crowd.generation;
+            }
+        }
         let reuse = view.generation == crowd.generation
             && !turn
             && view.uses < VIEW_REFRESH
@@ -981,7 +996,7 @@ mod tests {
     /// Clients that joined together, all of one snapshot parity (even ids: the server
     /// writes their snapshots on the same ticks), choose their players afresh on their own
     /// turns: each once every `VIEW_REFRESH` snapshots, and about a quarter of them at
-    /// each snapshot, never all at once.
+    /// each snapshot, never all at once, not even when someone leaves.
     #[test]
     fn clients_that_joined_together_choose_their_players_on_turns_of_their_own() {
         let text = include_str!("../../../maps/arena.map");
@@ -1000,15 +1015,24 @@ mod tests {
             };
             world.players.insert(id, slot);
         }
-        let crowd = Crowd::new(&sim, &world, 16);
+        let mut crowd = Crowd::new(&sim, &world, 16);
         let mut encoders: Vec<SnapshotEncoder> =
             ids.iter().map(|_| SnapshotEncoder::new()).collect();
         let mut chosen = vec![0u32; ids.len()];
         let rounds = 8 * VIEW_REFRESH;
+        // The last client leaves halfway (the crowd's membership changes).
+        let (leaver, leaves_at) = (ids[ids.len() - 1], rounds / 2);
         for round in 0..rounds {
             world.tick = 1 + u64::from(round);
+            if round == leaves_at {
+                world.remove_player(leaver);
+                crowd.renew(&sim, &world, 16);
+            }
             let mut now = 0;
             for (i, (&id, e)) in ids.iter().zip(&mut encoders).enumerate() {
+                if id == leaver && round >= leaves_at {
+                    continue;
+                }
                 e.encode_in(&world, &crowd, id, Feedback::default(), 16, 1200)
                     .unwrap();
                 // A choice made for this snapshot has served it alone.
@@ -1027,7 +1051,7 @@ mod tests {
             }
         }
         // Every client once per turn (the first choice, at round 0, not counted).
-        for (c, id) in chosen.iter().zip(&ids) {
+        for (c, id) in chosen.iter().zip(&ids).filter(|(_, id)| **id != leaver) {
             assert!(
                 (rounds / VIEW_REFRESH - 1..=rounds / VIEW_REFRESH).contains(c),
                 "client {id} chose {c} times in {rounds} snapshots"
