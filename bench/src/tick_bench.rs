@@ -5,8 +5,10 @@
 //! snapshot's payload per client-second (QUIC's own bytes come on top), and the spread of
 //! the whole tick's time.
 //!
-//! `cargo run --release -p expel-bench --bin tick-bench [PLAYERS] [TICKS]`
-//! (default 1000 players, 600 ticks).
+//! `cargo run --release -p expel-bench --bin tick-bench [PLAYERS] [TICKS] [CHURN]`
+//! (default 1000 players, 600 ticks, no churn). With CHURN, that many players a second
+//! leave and a new player joins in each one's place (a server in play: the crowd's
+//! membership changes while the ticks run).
 
 use anyhow::{Context, Result};
 use expel_shared::movement::buttons;
@@ -28,6 +30,7 @@ fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let players: u32 = args.next().map_or(Ok(1000), |a| a.parse())?;
     let ticks: u64 = args.next().map_or(Ok(600), |a| a.parse())?;
+    let churn: u32 = args.next().map_or(Ok(0), |a| a.parse())?;
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../maps/arena.map");
     let map = MapData::parse_map(&std::fs::read_to_string(path).context(path)?)?;
     let movement = MoveConfig::default().validate()?;
@@ -42,15 +45,31 @@ fn main() -> Result<()> {
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let mut cmds: BTreeMap<u32, MoveCommand> = BTreeMap::new();
     let mut encoders: Vec<SnapshotEncoder> = (0..players).map(|_| SnapshotEncoder::new()).collect();
-    let mut acks: VecDeque<(u64, u32, u64)> = VecDeque::new();
+    let mut acks: VecDeque<(u64, usize, u64)> = VecDeque::new();
     let (mut step, mut crowd_t, mut encode) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     let (mut snaps, mut bytes) = (0u64, 0u64);
     // Each tick's whole time (step, grid, snapshots), for its spread.
     let mut whole: Vec<f64> = Vec::with_capacity(ticks as usize);
     let mut crowd = Crowd::new(&sim, &world, INTEREST);
+    // Players who left, by slot; each slot's next player takes a new id.
+    let mut ids: Vec<u32> = (0..players).collect();
+    let mut next_id = players;
+    let mut due_churn = 0.0;
     for _ in 0..ticks {
+        due_churn += f64::from(churn) / 60.0;
+        while due_churn >= 1.0 && players > 0 {
+            due_churn -= 1.0;
+            let slot = rng.gen_range(0..players) as usize;
+            world.remove_player(ids[slot]);
+            cmds.remove(&ids[slot]);
+            ids[slot] = next_id;
+            let p = sim.join_state(&world, next_id, MoveMode::Walk);
+            sim.add_player(&mut world, next_id, p)?;
+            encoders[slot] = SnapshotEncoder::new();
+            next_id += 1;
+        }
         // Honest walkers: a heading held for about a second, now and then a jump.
-        for id in 0..players {
+        for &id in &ids {
             if rng.gen_bool(1.0 / 60.0) || !cmds.contains_key(&id) {
                 let jump = if rng.gen_bool(0.1) { buttons::JUMP } else { 0 };
                 let yaw = rng.gen_range(0.0..360.0);
@@ -65,16 +84,19 @@ fn main() -> Result<()> {
         let t2 = Instant::now();
         let tick = world.tick;
         while acks.front().is_some_and(|a| a.0 <= tick) {
-            let (_, id, acked) = acks.pop_front().unwrap_or_default();
-            encoders[id as usize].ack(acked);
+            // (A slot that changed hands meanwhile ignores an ack of what it never sent.)
+            let (_, slot, acked) = acks.pop_front().unwrap_or_default();
+            encoders[slot].ack(acked);
         }
-        for id in (0..players).filter(|id| (tick + u64::from(*id)) % SNAPSHOT_EVERY == 0) {
-            let e = &mut encoders[id as usize];
+        for (slot, &id) in ids.iter().enumerate() {
+            if (tick + u64::from(id)) % SNAPSHOT_EVERY != 0 {
+                continue;
+            }
             let fb = Feedback::default();
-            if let Some(b) = e.encode_in(&world, &crowd, id, fb, INTEREST, DATAGRAM) {
+            if let Some(b) = encoders[slot].encode_in(&world, &crowd, id, fb, INTEREST, DATAGRAM) {
                 snaps += 1;
                 bytes += b.len() as u64;
-                acks.push_back((tick + ACK_DELAY, id, tick));
+                acks.push_back((tick + ACK_DELAY, slot, tick));
             }
         }
         step += t1 - t0;
@@ -84,7 +106,9 @@ fn main() -> Result<()> {
     }
     let per_tick = |d: Duration| d.as_secs_f64() * 1e6 / ticks as f64;
     let player_ticks = f64::from(players) * ticks as f64;
-    println!("{players} players, {ticks} ticks on the arena, one thread");
+    println!(
+        "{players} players, {ticks} ticks on the arena, one thread, {churn} leaving and joining a second"
+    );
     println!(
         "step:      {:8.1} us/tick  {:6.2} us per player-tick",
         per_tick(step),
