@@ -14,6 +14,13 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
+/// jemalloc (see Cargo.toml): a thousand connections' small, short-lived buffers
+/// (datagrams in, packets out, per-tick lists) cost glibc's malloc more, not least its
+/// consolidation of free chunks whenever a tick asks for a large block.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser)]
 #[command(name = "expel", version, about = "Expel: movement that never tunnels")]
 struct Cli {
