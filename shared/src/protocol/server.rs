@@ -316,6 +316,8 @@ pub struct Server {
     began: Instant,
     /// When tick 0 was at the start, never moved: the wall clock clients keep.
     epoch: Instant,
+    /// When the hello and input deadlines are next looked at (see [`Server::deadlines`]).
+    deadlines_due: Instant,
     /// Unix seconds at `began`, for token expiry.
     unix_began: u64,
     outputs: VecDeque<Output>,
@@ -366,6 +368,7 @@ impl Server {
             replay: ReplayGuard::new(),
             began: now,
             epoch: now,
+            deadlines_due: now,
             unix_began: unix_now,
             outputs: VecDeque::new(),
             events: VecDeque::new(),
@@ -727,7 +730,9 @@ impl Server {
         if self.poll_timeout() > now {
             return;
         }
-        self.deadlines(now);
+        if now >= self.deadlines_due {
+            self.deadlines(now);
+        }
         let due = self.clock(now);
         if due > self.world.tick + MAX_CATCH_UP {
             // Paused or starved: skip ahead rather than burst; tick `t` stays due at
@@ -741,7 +746,12 @@ impl Server {
         }
     }
 
+    /// Refuses connections that sent no hello in time and kicks players whose input
+    /// stopped. Every connection and session is looked at, so not at every tick: at a
+    /// twentieth of the shorter timeout (at most 100 ms), which a deadline may pass by.
     fn deadlines(&mut self, now: Instant) {
+        let shorter = self.settings.hello_timeout.min(self.settings.input_timeout);
+        self.deadlines_due = now + (shorter / 20).min(Duration::from_millis(100));
         let late: Vec<ConnId> = self
             .conns
             .iter()
