@@ -993,17 +993,22 @@ mod tests {
         assert_eq!(snap.players.keys().copied().collect::<Vec<_>>(), [7, 10]);
     }
 
+    /// The simulation of the embedded arena.
+    fn arena_sim() -> Sim {
+        let text = include_str!("../../../maps/arena.map");
+        let map = crate::MapData::parse_map(text).unwrap();
+        let model = std::sync::Arc::new(crate::CollisionModel::build(&map));
+        let movement = crate::MoveConfig::default().validate().unwrap();
+        Sim::from_map(model, &map, movement).0
+    }
+
     /// Clients that joined together, all of one snapshot parity (even ids: the server
     /// writes their snapshots on the same ticks), choose their players afresh on their own
     /// turns: each once every `VIEW_REFRESH` snapshots, and about a quarter of them at
     /// each snapshot, never all at once, not even when someone leaves.
     #[test]
     fn clients_that_joined_together_choose_their_players_on_turns_of_their_own() {
-        let text = include_str!("../../../maps/arena.map");
-        let map = crate::MapData::parse_map(text).unwrap();
-        let model = std::sync::Arc::new(crate::CollisionModel::build(&map));
-        let movement = crate::MoveConfig::default().validate().unwrap();
-        let (sim, _) = Sim::from_map(model, &map, movement);
+        let sim = arena_sim();
         let mut world = sim.new_state();
         world.tick = 1;
         let ids: Vec<PlayerId> = (0..400).map(|i| 2 * i).collect();
@@ -1064,11 +1069,7 @@ mod tests {
     /// apart, and any `k`.
     #[test]
     fn the_crowd_finds_exactly_the_nearest_players() {
-        let text = include_str!("../../../maps/arena.map");
-        let map = crate::MapData::parse_map(text).unwrap();
-        let model = std::sync::Arc::new(crate::CollisionModel::build(&map));
-        let movement = crate::MoveConfig::default().validate().unwrap();
-        let (sim, _) = Sim::from_map(model, &map, movement);
+        let sim = arena_sim();
         let mut rng = ChaCha8Rng::seed_from_u64(5);
         let mut out = Vec::new();
         for round in 0..200 {
