@@ -406,6 +406,7 @@ pub(crate) fn connect(args: ConnectArgs) -> Result<()> {
             trust,
             have_map: None,
             sim: None,
+            endpoint: None,
         };
         let joined = expel_client::connect(args.addr, &opts).await?;
         let mut next = 0usize;

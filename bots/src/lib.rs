@@ -257,6 +257,11 @@ pub struct SwarmOptions {
     pub light: bool,
 }
 
+/// Bots that share one socket: their datagrams come in through one receive call and
+/// one task, where a socket each cost the bots' core more than the server's. Few enough
+/// that a burst of snapshots, one for each, fits the socket's receive buffer.
+const BOTS_PER_SOCKET: usize = 50;
+
 /// First reconnect delay, and the most any grows to.
 const RECONNECT_FIRST: Duration = Duration::from_millis(200);
 const RECONNECT_CAP: Duration = Duration::from_secs(3);
@@ -269,6 +274,7 @@ async fn join(
     addr: SocketAddr,
     trust: &Trust,
     token: &str,
+    endpoint: Option<&expel_client::Endpoint>,
 ) -> Result<Session, expel_client::ClientError> {
     let _permit = gate.acquire().await;
     let mut known = shared_map.lock().await;
@@ -277,6 +283,7 @@ async fn join(
         trust: trust.clone(),
         have_map: known.as_ref().map(|k| k.0.clone()),
         sim: known.as_ref().map(|k| k.1.clone()),
+        endpoint: endpoint.cloned(),
     };
     if known.is_some() {
         drop(known);
@@ -325,6 +332,12 @@ pub struct SwarmProgress {
 pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotOutcome> {
     let gate = Arc::new(Semaphore::new(opts.concurrent_connects.max(1)));
     let shared_map: Arc<tokio::sync::Mutex<Option<KnownMap>>> = Arc::default();
+    // A bot whose socket could not be made connects from one of its own (and says why
+    // if that fails too).
+    let endpoints: Vec<Option<expel_client::Endpoint>> =
+        (0..opts.tokens.len().div_ceil(BOTS_PER_SOCKET))
+            .map(|_| expel_client::client_endpoint(opts.server).ok())
+            .collect();
     let mut tasks = Vec::with_capacity(opts.tokens.len());
     let mut kinds = opts
         .cheats
@@ -336,6 +349,7 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
         let (gate, progress, shared_map) = (gate.clone(), progress.clone(), shared_map.clone());
         let (addr, trust, token) = (opts.server, opts.trust.clone(), token.clone());
         let o = opts.clone();
+        let endpoint = endpoints[n as usize / BOTS_PER_SOCKET].clone();
         tasks.push(tokio::spawn(async move {
             let mut out = BotOutcome {
                 n,
@@ -351,22 +365,23 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
             // When the last session was lost (to time the reconnect).
             let mut lost_at: Option<Instant> = None;
             loop {
-                let joined = match join(&gate, &shared_map, addr, &trust, &token).await {
-                    Ok(j) => j,
-                    Err(e) => {
-                        let now = Instant::now();
-                        if o.reconnect && e.is_transient() && now < deadline {
-                            let wait = backoff.next_delay().min(deadline - now);
-                            tokio::time::sleep(wait).await;
-                            continue;
+                let joined =
+                    match join(&gate, &shared_map, addr, &trust, &token, endpoint.as_ref()).await {
+                        Ok(j) => j,
+                        Err(e) => {
+                            let now = Instant::now();
+                            if o.reconnect && e.is_transient() && now < deadline {
+                                let wait = backoff.next_delay().min(deadline - now);
+                                tokio::time::sleep(wait).await;
+                                continue;
+                            }
+                            if out.player.is_none() {
+                                progress.failed.fetch_add(1, Relaxed);
+                            }
+                            out.error = Some(e.to_string());
+                            break;
                         }
-                        if out.player.is_none() {
-                            progress.failed.fetch_add(1, Relaxed);
-                        }
-                        out.error = Some(e.to_string());
-                        break;
-                    }
-                };
+                    };
                 backoff.reset();
                 if let Some(t) = lost_at.take() {
                     out.reconnects.push(t.elapsed().as_secs_f64());

@@ -36,6 +36,7 @@ pub use expel_shared::protocol::client::{ClientEvent, ClientStats, End, Status};
 pub use expel_shared::protocol::conditioner::LinkConditioner;
 pub use expel_shared::protocol::interp::Interpolator;
 pub use expel_shared::protocol::predict::{PredictStats, Predictor};
+pub use quinn::Endpoint;
 pub use tls::{client_config, Trust};
 
 use bytes::Bytes;
@@ -106,6 +107,9 @@ pub struct ConnectOptions {
     /// A simulation of `have_map` to reuse (many bots in one process share one), used
     /// when the server's map and movement settings match it.
     pub sim: Option<Arc<Sim>>,
+    /// The endpoint (socket) to connect from: many sessions of a swarm on a few sockets
+    /// cost far less than a socket and its task each. By default a session has its own.
+    pub endpoint: Option<quinn::Endpoint>,
 }
 
 impl ConnectOptions {
@@ -116,6 +120,7 @@ impl ConnectOptions {
             trust,
             have_map: None,
             sim: None,
+            endpoint: None,
         }
     }
 }
@@ -137,6 +142,8 @@ pub struct Session {
     pub sim: Arc<Sim>,
     machine: Client,
     endpoint: quinn::Endpoint,
+    /// Whether the endpoint is this session's alone (a shared one outlives it).
+    own_endpoint: bool,
     conn: quinn::Connection,
     inbound: mpsc::UnboundedReceiver<Inbound>,
     /// Inbound messages taken while waiting, not yet given to the machine.
@@ -149,20 +156,29 @@ pub struct Session {
     runtime: Option<tokio::runtime::Runtime>,
 }
 
+/// A client endpoint (a socket on a free port) that can reach `server`, for
+/// [`ConnectOptions::endpoint`].
+pub fn client_endpoint(server: SocketAddr) -> Result<quinn::Endpoint, ClientError> {
+    let bind = if server.is_ipv4() {
+        SocketAddr::from(([0, 0, 0, 0], 0))
+    } else {
+        SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
+    };
+    quinn::Endpoint::client(bind).map_err(|e| ClientError::Connect {
+        addr: server,
+        detail: format!("binding {bind}: {e}"),
+    })
+}
+
 /// Connects, says hello, and plays until the welcome and the map have arrived.
 pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session, ClientError> {
     let fail = |detail: String| ClientError::Connect { addr, detail };
-    let bind: SocketAddr = if addr.is_ipv4() {
-        "0.0.0.0:0"
-    } else {
-        "[::]:0"
-    }
-    .parse()
-    .map_err(|_| fail("bind address".into()))?;
-    let mut endpoint = quinn::Endpoint::client(bind).map_err(|e| fail(e.to_string()))?;
-    endpoint.set_default_client_config(client_config(&opts.trust, ALPN)?);
+    let (endpoint, own_endpoint) = match &opts.endpoint {
+        Some(e) => (e.clone(), false),
+        None => (client_endpoint(addr)?, true),
+    };
     let connecting = endpoint
-        .connect(addr, "localhost")
+        .connect_with(client_config(&opts.trust, ALPN)?, addr, "localhost")
         .map_err(|e| fail(e.to_string()))?;
     // A server that is down answers nothing: give up long before QUIC's idle timeout.
     let conn = tokio::time::timeout(HANDSHAKE_TIMEOUT, connecting)
@@ -272,6 +288,7 @@ pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session,
         map,
         machine,
         endpoint,
+        own_endpoint,
         conn,
         inbound,
         held,
@@ -464,7 +481,9 @@ impl Session {
         for t in &self.tasks {
             t.abort();
         }
-        let _ = tokio::time::timeout(Duration::from_secs(1), self.endpoint.wait_idle()).await;
+        if self.own_endpoint {
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.endpoint.wait_idle()).await;
+        }
     }
 }
 

@@ -5,7 +5,7 @@
 use expel_shared::mover::MoverState;
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder, MAX_FRAME};
 use expel_shared::protocol::snapshot::{
-    Crowd, Feedback, SnapshotDecoder, SnapshotEncoder, VIEW_DRIFT, VIEW_REFRESH,
+    Crowd, Feedback, Snapshot, SnapshotDecoder, SnapshotEncoder, VIEW_DRIFT, VIEW_REFRESH,
 };
 use expel_shared::protocol::{decode, ClientControl, ClientDatagram, ServerControl};
 use expel_shared::{
@@ -53,7 +53,8 @@ fn arena_sim() -> Sim {
 
 /// 40 wandering players; client 0 receives snapshots through 30% loss, reordering and
 /// acknowledgements that arrive late or never. Every snapshot it decodes shows exactly the
-/// server's state of the players and movers it was sent.
+/// server's state of the players and movers it was sent. A decoder told to leave the
+/// others out (a light client's) decodes the same snapshots, players left out.
 #[test]
 fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
     let sim = arena_sim();
@@ -61,6 +62,8 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
     let mut s = SimScratch::new();
     let mut enc = SnapshotEncoder::new();
     let mut dec = SnapshotDecoder::new();
+    let mut light = SnapshotDecoder::new();
+    light.set_others(false);
     type Sent = (u64, Vec<u8>, BTreeMap<u32, PlayerState>, Vec<MoverState>);
     let mut in_flight: Vec<Sent> = Vec::new();
     let mut cmds = BTreeMap::new();
@@ -90,7 +93,16 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
             if rng.gen_bool(0.3) {
                 continue; // lost
             }
-            if let Some(snap) = dec.decode(&bytes).unwrap() {
+            let without = light.decode(&bytes).unwrap();
+            let snap = dec.decode(&bytes).unwrap();
+            assert_eq!(
+                without,
+                snap.clone().map(|s| Snapshot {
+                    players: BTreeMap::new(),
+                    ..s
+                })
+            );
+            if let Some(snap) = snap {
                 decoded += 1;
                 assert_eq!(snap.tick, t);
                 let sent = fb(t - 1);

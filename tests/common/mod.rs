@@ -84,6 +84,7 @@ pub(crate) fn options(r: &Running, id: u32) -> ConnectOptions {
         trust: Trust::Fingerprint(r.fingerprint.clone()),
         have_map: None,
         sim: None,
+        endpoint: None,
     }
 }
 
@@ -262,6 +263,7 @@ impl Served {
             trust: Trust::Fingerprint(self.fingerprint.clone()),
             have_map: None,
             sim: None,
+            endpoint: None,
         };
         let joined = expel_client::connect(self.addr, &o)
             .await

@@ -66,7 +66,8 @@ pub struct ClientSettings {
     pub interpolation_ticks: f64,
     /// Light: no prediction (see [`Predictor::set_light`]), for load tests whose clients
     /// must cost far less than the server. Commands go out as ever, snapshots are decoded
-    /// and acknowledged, and our player is where the newest snapshot shows it. For an
+    /// and acknowledged, and our player is where the newest snapshot shows it; nobody is
+    /// interpolated ([`Client::others`] stays empty). For an
     /// authoritative server only: a trusted client must claim predicted states.
     pub light: bool,
 }
@@ -392,6 +393,7 @@ impl Client {
         self.settings.light = light;
         if let Some(p) = self.play.as_mut() {
             p.predictor.set_light(light);
+            p.snapshots.set_others(!light);
         }
     }
 
@@ -548,11 +550,13 @@ impl Client {
         let player = welcome.player_id;
         let mut predictor = Predictor::new(sim.clone(), player);
         predictor.set_light(self.settings.light);
+        let mut snapshots = SnapshotDecoder::new();
+        snapshots.set_others(!self.settings.light);
         self.play = Some(Play {
             predictor,
             sim,
             map,
-            snapshots: SnapshotDecoder::new(),
+            snapshots,
             interp: Interpolator::new(),
             tick,
             first_tick: tick + 1,
@@ -711,7 +715,10 @@ impl Client {
         if let Some((a, b)) = p.span {
             st.snapshots_lost = ((b - a) / every + 1).saturating_sub(st.predict.snapshots);
         }
-        p.interp.push(&snap);
+        // A light client draws nothing.
+        if !self.settings.light {
+            p.interp.push(&snap);
+        }
         p.newest = Some((snap.tick, now));
         // Our own round-trip estimate, when the transport gives none: from sending the
         // command the server last applied to seeing it applied.

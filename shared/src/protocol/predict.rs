@@ -199,6 +199,21 @@ impl Predictor {
             self.stats.corrections += 1;
             self.stats.max_correction = self.stats.max_correction.max(c);
         }
+        if self.light {
+            // Nothing predicted, nothing to replay against: our state is the server's,
+            // and the others and movers (there only for prediction) are not kept.
+            self.base_tick = snap.tick;
+            self.predicted.split_off(&snap.tick);
+            self.predicted.insert(snap.tick, snap.own);
+            self.world.tick = snap.tick;
+            self.world.players.retain(|id, _| *id == self.id);
+            let slot = PlayerSlot {
+                state: snap.own,
+                last_command: self.command_for(snap.tick),
+            };
+            self.world.players.insert(self.id, slot);
+            return None;
+        }
         #[cfg(test)]
         let skip = !self.always_replay;
         #[cfg(not(test))]
@@ -468,7 +483,8 @@ mod tests {
     /// A server world of wandering, jumping and crouching players on the arena (movers
     /// included), and two predictors for player 1 fed the same snapshots: one skips the
     /// replays it judges idle, the other replays every snapshot. Their predictions must
-    /// be equal after every snapshot, or the skip guessed.
+    /// be equal after every snapshot, or the skip guessed. A third, light, predicts
+    /// nothing: each snapshot's own state is where it stands, and its commands still go.
     #[test]
     fn skipping_a_replay_predicts_exactly_what_the_replay_would() {
         let bytes =
@@ -506,6 +522,8 @@ mod tests {
         let mut skip = Predictor::new(sim.clone(), 1);
         let mut replay = Predictor::new(sim.clone(), 1);
         replay.always_replay = true;
+        let mut light = Predictor::new(sim.clone(), 1);
+        light.set_light(true);
         let mut scratch = SimScratch::new();
         let mut history = vec![world.clone()];
         let lead = 9; // the client's commands run this many ticks ahead of the server
@@ -517,6 +535,7 @@ mod tests {
             for p in [&mut skip, &mut replay] {
                 p.command(t + lead, command(1, t + lead));
             }
+            assert_eq!(light.command(t + lead, command(1, t + lead)), None);
             // A snapshot every other tick, of the world three ticks ago (delay).
             if t % 2 == 0 && t > 3 {
                 let w = &history[(t - 3) as usize];
@@ -543,6 +562,13 @@ mod tests {
                 assert_eq!(skip.predicted, replay.predicted, "predictions at tick {t}");
                 assert_eq!(skip.world.players[&1], replay.world.players[&1], "tick {t}");
                 assert_eq!(skip.world.movers, replay.world.movers, "tick {t}");
+                assert_eq!(light.snapshot(&snap), None);
+                assert_eq!(light.state(), Some(snap.own), "light, tick {t}");
+                assert_eq!(light.world.players.len(), 1);
+                assert_eq!(
+                    light.commands_between(t, t + lead),
+                    replay.commands_between(t, t + lead)
+                );
             }
         }
         let s = skip.stats;

@@ -721,12 +721,28 @@ fn typed<const N: usize, T>(
         .map(|(id, f)| {
             from(f)
                 .map(|t| (id, t))
-                .ok_or_else(|| ProtocolError::Invalid {
-                    what: "snapshot",
-                    detail: format!("{what} {id} has out-of-range fields"),
-                })
+                .ok_or_else(|| out_of_range(what, id))
         })
         .collect()
+}
+
+/// [`typed`]'s checks alone.
+fn checked<const N: usize, T>(
+    fields: &Entities<N>,
+    from: fn(&[i64; N]) -> Option<T>,
+    what: &str,
+) -> Result<(), ProtocolError> {
+    match fields.iter().find(|(_, f)| from(f).is_none()) {
+        Some((id, _)) => Err(out_of_range(what, id)),
+        None => Ok(()),
+    }
+}
+
+fn out_of_range(what: &str, id: u32) -> ProtocolError {
+    ProtocolError::Invalid {
+        what: "snapshot",
+        detail: format!("{what} {id} has out-of-range fields"),
+    }
 }
 
 /// A snapshot as the client sees it, every entity in full.
@@ -753,12 +769,21 @@ pub struct SnapshotDecoder {
     pub missing_baseline: u64,
     /// Snapshots older than one already received (reordered or duplicated).
     pub stale: u64,
+    /// Other players are checked but not handed out (a light client uses none of them).
+    no_others: bool,
 }
 
 impl SnapshotDecoder {
     /// A client that has received nothing.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Whether decoded snapshots carry the other players (by default they do). Without
+    /// them a snapshot still decodes, checks and keeps every player as a baseline; only
+    /// its `players` stays empty, which spares a light client most of its decoding.
+    pub fn set_others(&mut self, others: bool) {
+        self.no_others = !others;
     }
 
     /// The newest snapshot received, to acknowledge (0: none).
@@ -805,7 +830,12 @@ impl SnapshotDecoder {
             let f = apply(base.movers.get(d.id), d)?;
             frame.movers.set(d.id, f);
         }
-        let players = typed(&frame.players, player_from, "player")?;
+        let players = if self.no_others {
+            checked(&frame.players, player_from, "player")?;
+            BTreeMap::new()
+        } else {
+            typed(&frame.players, player_from, "player")?
+        };
         let movers = typed(&frame.movers, mover_from, "mover")?;
         self.newest = msg.tick;
         self.history.push_back(frame);
