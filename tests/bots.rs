@@ -162,8 +162,9 @@ fn fifty_bots_play_honestly_and_every_cheater_is_caught() {
     assert_eq!(num(&r, "cheats_attempted"), 0.0, "{r}");
     assert!(summary.contains("50 connected"), "{summary}");
 
-    // Fifty light bots (no prediction): the same report, all honest by validation, and
-    // with no prediction nothing to correct.
+    // Fifty light bots (no prediction, on hand-driven QUIC): the same report, all honest
+    // by validation, with no prediction nothing to correct, and an input datagram sent
+    // every tick (60 Hz) as a real client sends.
     let (r, summary) = bots(
         &dir,
         &ready,
@@ -184,6 +185,7 @@ fn fifty_bots_play_honestly_and_every_cheater_is_caught() {
     assert_eq!(num(&r, "kicked"), 0.0, "{r}");
     assert_eq!(num(&r, "honest_flagged"), 0.0, "{r}");
     assert_eq!(num(&r, "corrections_per_min_honest"), 0.0, "{r}");
+    assert!(num(&r, "up_datagrams_per_s") > 50.0, "{r}");
 
     // Fifty honest bots and five cheaters of each kind.
     let (r, summary) = bots(

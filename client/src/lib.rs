@@ -54,7 +54,7 @@ use thiserror::Error;
 use tokio::sync::mpsc;
 
 /// How long a QUIC handshake may take before the attempt fails.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why a client could not connect or play.
 #[derive(Debug, Error)]
@@ -583,21 +583,31 @@ pub struct Recorder {
 impl Recorder {
     /// Starts following `s`.
     pub fn new(s: &Session) -> Recorder {
+        Recorder::of(s.stats())
+    }
+
+    /// Starts following a protocol machine whose stats are `st` (a shell of its own).
+    pub fn of(st: &ClientStats) -> Recorder {
         Recorder {
             rtt_ms: Vec::new(),
-            began_with: s.stats().predict.snapshots,
-            snapshots: s.stats().predict.snapshots,
-            payload_in: s.stats().bytes_in,
-            first: s.stats().final_state,
+            began_with: st.predict.snapshots,
+            snapshots: st.predict.snapshots,
+            payload_in: st.bytes_in,
+            first: st.final_state,
         }
     }
 
     /// Takes what the last [`Session::update`] brought.
     pub fn update(&mut self, s: &Session) {
-        let st = s.stats();
+        self.take(s.stats(), s.conn.rtt());
+    }
+
+    /// Takes what the machine's last update brought, when the transport's round trip is
+    /// `rtt`.
+    pub fn take(&mut self, st: &ClientStats, rtt: Duration) {
         if st.predict.snapshots > self.snapshots {
             self.snapshots = st.predict.snapshots;
-            self.rtt_ms.push(s.conn.rtt().as_secs_f64() * 1000.0);
+            self.rtt_ms.push(rtt.as_secs_f64() * 1000.0);
         }
         if self.first.is_none() {
             self.first = st.final_state;
@@ -606,11 +616,23 @@ impl Recorder {
 
     /// The report of the session since `started`, when the transport stood at `t0`.
     pub fn finish(self, s: &Session, started: Instant, t0: &quinn::ConnectionStats) -> RunReport {
-        let st = s.stats().clone();
+        self.report(s.stats(), s.status(), started, t0, &s.transport())
+    }
+
+    /// [`Recorder::finish`] from the machine's stats and status and the transport's
+    /// stats then (`t`) and when it started (`t0`).
+    pub fn report(
+        self,
+        st: &ClientStats,
+        status: &Status,
+        started: Instant,
+        t0: &quinn::ConnectionStats,
+        t: &quinn::ConnectionStats,
+    ) -> RunReport {
+        let st = st.clone();
         let ended_after = started.elapsed().as_secs_f64();
         let secs = ended_after.max(1e-9);
-        let t = s.transport();
-        let (ended_by_server, kicked, lost) = match s.status() {
+        let (ended_by_server, kicked, lost) = match status {
             Status::Ended(e) => (
                 e.by_server().then(|| e.reason().to_string()),
                 matches!(e, End::Kicked(_)),

@@ -1,0 +1,719 @@
+//! Light bots on QUIC driven by hand: every bot's connection on a few shared sockets, all
+//! of them on one task, the way the server drives its own side (`server/src/quic.rs`).
+//!
+//! A bot on the client library's [`Session`](expel_client::Session) costs tasks per
+//! connection, a channel hop and task wakes per datagram each way. A thousand light bots
+//! that way took their whole core and still sent only 40 to 50 inputs a second each, not
+//! 60, so a load test measured a server that was sent less than a real crowd sends. Here a
+//! datagram goes from the socket through the endpoint into the bot's protocol machine in
+//! one call chain, and its inputs go out the same way.
+//!
+//! For light bots (scripted honest inputs, no prediction) without a link conditioner or
+//! reconnects; every other swarm plays on sessions.
+
+use crate::{driver, BotOutcome, SwarmOptions, SwarmProgress, BOTS_PER_SOCKET};
+use bytes::{Bytes, BytesMut};
+use expel_client::{client_config, ClientError, Recorder, HANDSHAKE_TIMEOUT};
+use expel_shared::protocol::client::{Client, ClientOutput, ClientSettings, End, Status};
+use expel_shared::protocol::ALPN;
+use expel_shared::{MoveCommand, PlayerState, Sim};
+use quinn::udp::{RecvMeta, Transmit as UdpTransmit, UdpSocketState};
+use quinn_proto::{
+    ConnectionError, ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig, Event,
+    StreamEvent, StreamId, Transmit,
+};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+use tokio::io::Interest;
+
+/// Receive buffers per receive call.
+const BATCH: usize = 16;
+/// Bytes of one receive buffer: a coalesced (GRO) run of datagrams.
+const RECV_BUF: usize = 64 * 1024;
+/// Receive calls per socket before the timers are looked at again.
+const BATCHES_PER_TURN: usize = 8;
+/// Largest control-stream read handed to a machine at once.
+const READ_CHUNK: usize = 64 * 1024;
+/// After its goodbye, how long a bot waits for the server to close (as a session does).
+const GOODBYE_WAIT: Duration = Duration::from_secs(1);
+/// After its close, how long a connection gets to send the close frame.
+const DRAIN_WAIT: Duration = Duration::from_secs(1);
+/// Seed of the bots' behaviours (the sessions' swarm uses the same).
+const BEHAVIOUR_SEED: u64 = 0x6b6f7473;
+/// A bot stops sending this long after its script ran out (the server catches up).
+const AFTER_SCRIPT: Duration = Duration::from_secs(1);
+
+type Driver = Box<dyn FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand> + Send>;
+
+/// Where a bot stands.
+enum Phase {
+    /// Waiting for a handshake slot.
+    Waiting,
+    /// The QUIC handshake, due by `by`.
+    Handshake { by: Instant },
+    /// Connected and the hello sent: waiting for the welcome and the map.
+    Joining,
+    /// Playing its script.
+    Playing(Box<Play>),
+    /// Said goodbye: the server closes, or `until` passes.
+    Leaving { until: Instant },
+    /// Closed: QUIC sends its close until drained, or `until` passes.
+    Closing { until: Instant },
+    /// Nothing more to do.
+    Done,
+}
+
+/// What [`Swarm::advance`] found to do.
+enum Next {
+    Stay,
+    Fail(ClientError),
+    Joined,
+    Finish,
+    Close,
+    Done,
+}
+
+/// A playing bot's script and measurements.
+struct Play {
+    driver: Driver,
+    last: MoveCommand,
+    script_done: Option<Instant>,
+    recorder: Recorder,
+    started: Instant,
+    t0: quinn_proto::ConnectionStats,
+}
+
+struct Bot {
+    group: usize,
+    conn: Option<(ConnectionHandle, quinn_proto::Connection)>,
+    machine: Option<Client>,
+    stream: Option<StreamId>,
+    /// Control bytes the stream's credit has not taken yet.
+    unsent: Vec<u8>,
+    /// The connection was lost or closed by the server.
+    lost: bool,
+    phase: Phase,
+    /// The wake-up in the timer heap that is this bot's current one.
+    armed: Option<Instant>,
+    dirty: bool,
+    outcome: BotOutcome,
+}
+
+/// A socket and its endpoint, shared by up to [`BOTS_PER_SOCKET`] bots.
+struct Group {
+    socket: tokio::net::UdpSocket,
+    state: UdpSocketState,
+    endpoint: Endpoint,
+    gso: usize,
+    /// Bot by connection handle (the endpoint's handles are dense).
+    bots: Vec<Option<usize>>,
+}
+
+impl Group {
+    fn new(server: SocketAddr) -> io::Result<Group> {
+        let bind = if server.is_ipv4() {
+            SocketAddr::from(([0, 0, 0, 0], 0))
+        } else {
+            SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
+        };
+        let std = std::net::UdpSocket::bind(bind)?;
+        std.set_nonblocking(true)?;
+        let state = UdpSocketState::new((&std).into())?;
+        // A burst of snapshots, one per bot of the group, lands at once.
+        let _ = state.set_recv_buffer_size((&std).into(), 1 << 20);
+        let allow_mtud = !state.may_fragment();
+        let gso = state.max_gso_segments().max(1);
+        Ok(Group {
+            socket: tokio::net::UdpSocket::from_std(std)?,
+            state,
+            endpoint: Endpoint::new(Arc::new(EndpointConfig::default()), None, allow_mtud, None),
+            gso,
+            bots: Vec::new(),
+        })
+    }
+}
+
+struct Swarm {
+    opts: SwarmOptions,
+    config: quinn_proto::ClientConfig,
+    groups: Vec<Group>,
+    bots: Vec<Bot>,
+    /// The next bot to start.
+    next: usize,
+    /// Bots between their first packet and joining.
+    joining: usize,
+    /// Bots not done.
+    left: usize,
+    /// The map and simulation the first bot to join received, for the rest.
+    known: Option<(Arc<Vec<u8>>, Arc<Sim>)>,
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    dirty: Vec<usize>,
+    deadline: Instant,
+    progress: Arc<SwarmProgress>,
+    recv_buf: Vec<u8>,
+    send_buf: Vec<u8>,
+}
+
+/// Runs a light swarm (see the module docs). Returns each bot's outcome, in bot order.
+pub(crate) async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotOutcome> {
+    let deadline = Instant::now() + Duration::from_secs_f64(opts.seconds.max(0.0));
+    let n = opts.tokens.len();
+    let outcome = |n: usize| BotOutcome {
+        n: n as u32,
+        player: None,
+        cheat: None,
+        error: None,
+        report: None,
+        cheating_after: None,
+        reconnects: Vec::new(),
+    };
+    let setup = client_config(&opts.trust, ALPN).and_then(|config| {
+        let groups = (0..n.div_ceil(BOTS_PER_SOCKET))
+            .map(|_| Group::new(opts.server))
+            .collect::<io::Result<Vec<_>>>()
+            .map_err(|e| ClientError::Connect {
+                addr: opts.server,
+                detail: format!("making a socket: {e}"),
+            })?;
+        Ok((config, groups))
+    });
+    let (config, groups) = match setup {
+        Ok(s) => s,
+        Err(e) => {
+            progress.failed.fetch_add(n as u64, Relaxed);
+            return (0..n)
+                .map(|i| BotOutcome {
+                    error: Some(e.to_string()),
+                    ..outcome(i)
+                })
+                .collect();
+        }
+    };
+    let bots = (0..n)
+        .map(|i| Bot {
+            group: i / BOTS_PER_SOCKET,
+            conn: None,
+            machine: None,
+            stream: None,
+            unsent: Vec::new(),
+            lost: false,
+            phase: Phase::Waiting,
+            armed: None,
+            dirty: false,
+            outcome: outcome(i),
+        })
+        .collect();
+    let mut s = Swarm {
+        opts,
+        config,
+        groups,
+        bots,
+        next: 0,
+        joining: 0,
+        left: n,
+        known: None,
+        timers: BinaryHeap::new(),
+        dirty: Vec::new(),
+        deadline,
+        progress,
+        recv_buf: vec![0; BATCH * RECV_BUF],
+        send_buf: Vec::new(),
+    };
+    s.run().await;
+    s.bots.into_iter().map(|b| b.outcome).collect()
+}
+
+impl Swarm {
+    async fn run(&mut self) {
+        while self.left > 0 {
+            let now = Instant::now();
+            self.receive(now);
+            self.fire_timers(now);
+            self.start_bots(now);
+            while let Some(i) = self.dirty.pop() {
+                self.service(i, now);
+            }
+            if self.left == 0 {
+                break;
+            }
+            let wake = self
+                .next_timer()
+                .unwrap_or(now + Duration::from_millis(100));
+            let groups = &self.groups;
+            let readable = std::future::poll_fn(|cx| {
+                for g in groups {
+                    if g.socket.poll_recv_ready(cx).is_ready() {
+                        return Poll::Ready(());
+                    }
+                }
+                Poll::Pending
+            });
+            tokio::select! {
+                _ = readable => {}
+                _ = tokio::time::sleep_until(wake.into()) => {}
+            }
+        }
+    }
+
+    /// Starts handshakes while slots are free. The first bot joins alone: the rest reuse
+    /// the map it received.
+    fn start_bots(&mut self, now: Instant) {
+        let slots = self.opts.concurrent_connects.max(1);
+        while self.next < self.bots.len()
+            && self.joining < slots
+            && (self.known.is_some() || self.joining == 0)
+        {
+            let i = self.next;
+            self.next += 1;
+            let g = &mut self.groups[self.bots[i].group];
+            match g
+                .endpoint
+                .connect(now, self.config.clone(), self.opts.server, "localhost")
+            {
+                Ok((h, conn)) => {
+                    if g.bots.len() <= h.0 {
+                        g.bots.resize(h.0 + 1, None);
+                    }
+                    g.bots[h.0] = Some(i);
+                    let bot = &mut self.bots[i];
+                    bot.conn = Some((h, conn));
+                    bot.phase = Phase::Handshake {
+                        by: now + HANDSHAKE_TIMEOUT,
+                    };
+                    self.joining += 1;
+                    self.touch(i);
+                }
+                Err(e) => {
+                    let e = ClientError::Connect {
+                        addr: self.opts.server,
+                        detail: e.to_string(),
+                    };
+                    self.fail(i, e, now);
+                }
+            }
+        }
+    }
+
+    /// Takes what the sockets hold (a bounded amount each).
+    fn receive(&mut self, now: Instant) {
+        let mut metas = [RecvMeta::default(); BATCH];
+        let mut response = Vec::new();
+        for gi in 0..self.groups.len() {
+            for _ in 0..BATCHES_PER_TURN {
+                let got = {
+                    let g = &self.groups[gi];
+                    let mut iovs: Vec<IoSliceMut> = self
+                        .recv_buf
+                        .chunks_mut(RECV_BUF)
+                        .map(IoSliceMut::new)
+                        .collect();
+                    g.socket.try_io(Interest::READABLE, || {
+                        g.state.recv((&g.socket).into(), &mut iovs, &mut metas)
+                    })
+                };
+                let n = match got {
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionReset => continue,
+                    Err(_) => break,
+                };
+                for (k, meta) in metas.iter().enumerate().take(n) {
+                    let buf = &self.recv_buf[k * RECV_BUF..k * RECV_BUF + meta.len];
+                    let stride = meta.stride.max(1);
+                    for one in buf.chunks(stride) {
+                        let ecn = meta
+                            .ecn
+                            .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
+                        let g = &mut self.groups[gi];
+                        response.clear();
+                        match g.endpoint.handle(
+                            now,
+                            meta.addr,
+                            meta.dst_ip,
+                            ecn,
+                            BytesMut::from(one),
+                            &mut response,
+                        ) {
+                            Some(DatagramEvent::ConnectionEvent(h, event)) => {
+                                let Some(i) = g.bots.get(h.0).copied().flatten() else {
+                                    continue;
+                                };
+                                let bot = &mut self.bots[i];
+                                if let Some((_, conn)) = bot.conn.as_mut() {
+                                    conn.handle_event(event);
+                                    if !bot.dirty {
+                                        bot.dirty = true;
+                                        self.dirty.push(i);
+                                    }
+                                }
+                            }
+                            Some(DatagramEvent::Response(t)) => {
+                                let _ = send(g, &t, &response);
+                            }
+                            // A client accepts no connections.
+                            Some(DatagramEvent::NewConnection(_)) | None => {}
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn fire_timers(&mut self, now: Instant) {
+        while let Some(Reverse((t, i))) = self.timers.peek().copied() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let bot = &mut self.bots[i];
+            if bot.armed != Some(t) {
+                continue;
+            }
+            bot.armed = None;
+            if let Some((_, conn)) = bot.conn.as_mut() {
+                if conn.poll_timeout().is_some_and(|c| c <= now) {
+                    conn.handle_timeout(now);
+                }
+            }
+            self.touch(i);
+        }
+    }
+
+    fn next_timer(&mut self) -> Option<Instant> {
+        while let Some(Reverse((t, i))) = self.timers.peek().copied() {
+            if self.bots[i].armed == Some(t) {
+                return Some(t);
+            }
+            self.timers.pop();
+        }
+        None
+    }
+
+    fn touch(&mut self, i: usize) {
+        let bot = &mut self.bots[i];
+        if !bot.dirty {
+            bot.dirty = true;
+            self.dirty.push(i);
+        }
+    }
+
+    /// A bot that could not join: counted, and its connection closed.
+    fn fail(&mut self, i: usize, e: ClientError, now: Instant) {
+        let bot = &mut self.bots[i];
+        if matches!(bot.phase, Phase::Handshake { .. } | Phase::Joining) {
+            self.joining -= 1;
+        }
+        bot.outcome.error = Some(e.to_string());
+        self.progress.failed.fetch_add(1, Relaxed);
+        self.close(i, now);
+    }
+
+    /// Closes the bot's connection (QUIC still sends the close).
+    fn close(&mut self, i: usize, now: Instant) {
+        let bot = &mut self.bots[i];
+        match bot.conn.as_mut() {
+            Some((_, conn)) => {
+                if !bot.lost {
+                    conn.close(now, 0u32.into(), Bytes::from_static(b"done"));
+                }
+                bot.phase = Phase::Closing {
+                    until: now + DRAIN_WAIT,
+                };
+            }
+            None => self.done(i),
+        }
+        self.touch(i);
+    }
+
+    fn done(&mut self, i: usize) {
+        let bot = &mut self.bots[i];
+        if matches!(bot.phase, Phase::Done) {
+            return;
+        }
+        bot.phase = Phase::Done;
+        if let Some((h, _)) = bot.conn.take() {
+            if let Some(slot) = self.groups[bot.group].bots.get_mut(h.0) {
+                *slot = None;
+            }
+        }
+        self.left -= 1;
+        self.progress.finished.fetch_add(1, Relaxed);
+    }
+
+    /// Everything one bot has to do now: its connection's events into its machine, its
+    /// phase onwards, its machine's outputs and its packets out, its next wake-up.
+    fn service(&mut self, i: usize, now: Instant) {
+        self.bots[i].dirty = false;
+        self.events(i, now);
+        self.advance(i, now);
+        let bot = &mut self.bots[i];
+        let Some((h, conn)) = bot.conn.as_mut() else {
+            return;
+        };
+        if let Some(m) = bot.machine.as_mut() {
+            while let Some(out) = m.poll_output() {
+                match out {
+                    ClientOutput::Control(b) => bot.unsent.extend_from_slice(&b),
+                    ClientOutput::Datagram(b) => {
+                        let _ = conn.datagrams().send(Bytes::from(b), true);
+                    }
+                }
+            }
+        }
+        if let Some(s) = bot.stream {
+            while !bot.unsent.is_empty() {
+                match conn.send_stream(s).write(&bot.unsent) {
+                    Ok(n) => drop(bot.unsent.drain(..n)),
+                    Err(quinn_proto::WriteError::Blocked) => break,
+                    Err(_) => {
+                        bot.unsent.clear();
+                        break;
+                    }
+                }
+            }
+        }
+        let g = &mut self.groups[bot.group];
+        loop {
+            self.send_buf.clear();
+            match conn.poll_transmit(now, g.gso, &mut self.send_buf) {
+                Some(t) => {
+                    // Lost as UDP may lose it: QUIC sends again.
+                    let _ = send(g, &t, &self.send_buf);
+                }
+                None => break,
+            }
+        }
+        endpoint_events(&mut g.endpoint, *h, conn);
+        let drained = conn.is_drained();
+        let wake = [
+            conn.poll_timeout(),
+            match &bot.phase {
+                Phase::Handshake { by } => Some(*by),
+                Phase::Playing(_) => bot
+                    .machine
+                    .as_ref()
+                    .and_then(Client::poll_timeout)
+                    .map(|t| t.min(self.deadline)),
+                Phase::Leaving { until } | Phase::Closing { until } => Some(*until),
+                Phase::Waiting | Phase::Joining | Phase::Done => None,
+            },
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        if drained && matches!(bot.phase, Phase::Closing { .. }) {
+            self.done(i);
+            return;
+        }
+        if wake != bot.armed {
+            bot.armed = wake;
+            if let Some(t) = wake {
+                self.timers.push(Reverse((t, i)));
+            }
+        }
+    }
+
+    /// The connection's events, into the bot's machine.
+    fn events(&mut self, i: usize, now: Instant) {
+        let bot = &mut self.bots[i];
+        let Some((h, conn)) = bot.conn.as_mut() else {
+            return;
+        };
+        endpoint_events(&mut self.groups[bot.group].endpoint, *h, conn);
+        while let Some(event) = conn.poll() {
+            match event {
+                Event::Connected => {
+                    bot.stream = conn.streams().open(Dir::Bi);
+                    let token = self.opts.tokens[i].clone();
+                    let settings = ClientSettings {
+                        have_map: self.known.as_ref().map(|k| k.0.clone()),
+                        sim: self.known.as_ref().map(|k| k.1.clone()),
+                        buffer_ticks: self.opts.buffer_ticks,
+                        light: true,
+                        ..ClientSettings::new(token)
+                    };
+                    bot.machine = Some(Client::new(settings, now));
+                    bot.phase = Phase::Joining;
+                }
+                Event::ConnectionLost { reason } => {
+                    bot.lost = true;
+                    let (code, why) = match reason {
+                        ConnectionError::ApplicationClosed(a) => (
+                            u32::try_from(a.error_code.into_inner()).ok(),
+                            String::from_utf8_lossy(&a.reason).into_owned(),
+                        ),
+                        other => (None, other.to_string()),
+                    };
+                    match bot.machine.as_mut() {
+                        Some(m) => m.handle_closed(code, &why),
+                        // Lost in the handshake: `advance` says why.
+                        None => bot.outcome.error = Some(why),
+                    }
+                }
+                Event::Stream(StreamEvent::Readable { id }) if Some(id) == bot.stream => {
+                    let Some(m) = bot.machine.as_mut() else {
+                        continue;
+                    };
+                    let mut recv = conn.recv_stream(id);
+                    let Ok(mut chunks) = recv.read(true) else {
+                        continue;
+                    };
+                    while let Ok(Some(chunk)) = chunks.next(READ_CHUNK) {
+                        m.handle_control(&chunk.bytes, now);
+                    }
+                    let _ = chunks.finalize();
+                }
+                Event::DatagramReceived => {
+                    while let Some(d) = conn.datagrams().recv() {
+                        if let Some(m) = bot.machine.as_mut() {
+                            m.handle_datagram(&d, now);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The bot's phase onwards: joined, failed, the script's next command, done.
+    fn advance(&mut self, i: usize, now: Instant) {
+        let addr = self.opts.server;
+        let bot = &mut self.bots[i];
+        let next = match &mut bot.phase {
+            Phase::Handshake { by } if bot.lost || now >= *by => {
+                let detail = bot.outcome.error.take().unwrap_or_else(|| {
+                    format!("no handshake within {} s", HANDSHAKE_TIMEOUT.as_secs())
+                });
+                Next::Fail(ClientError::Connect { addr, detail })
+            }
+            Phase::Joining => match bot.machine.as_ref().map(Client::status) {
+                Some(Status::Playing) => Next::Joined,
+                Some(Status::Ended(End::Refused(r) | End::Disconnected(r))) => {
+                    Next::Fail(ClientError::Refused(r.clone()))
+                }
+                Some(Status::Ended(e)) => Next::Fail(ClientError::Protocol(e.reason().to_string())),
+                _ => Next::Stay,
+            },
+            Phase::Playing(play) => {
+                let (Some(m), Some((_, conn))) = (bot.machine.as_mut(), bot.conn.as_ref()) else {
+                    return;
+                };
+                let ended = matches!(m.status(), Status::Ended(_));
+                let script_over = play.script_done.is_some_and(|d| now - d > AFTER_SCRIPT);
+                if now >= self.deadline || script_over || ended {
+                    Next::Finish
+                } else {
+                    // The command for the tick about to run.
+                    if m.poll_timeout().is_some_and(|t| t <= now) {
+                        if play.script_done.is_none() {
+                            match (play.driver)(m.tick() + 1, m.local_player().as_ref()) {
+                                Some(c) => play.last = c,
+                                None => play.script_done = Some(now),
+                            }
+                        }
+                        m.input(play.last);
+                    }
+                    m.set_rtt(conn.rtt());
+                    m.handle_timeout(now);
+                    play.recorder.take(m.stats(), conn.rtt());
+                    Next::Stay
+                }
+            }
+            Phase::Leaving { until } if bot.lost || now >= *until => Next::Close,
+            Phase::Closing { until } if now >= *until => Next::Done,
+            _ => Next::Stay,
+        };
+        match next {
+            Next::Stay => {}
+            Next::Fail(e) => self.fail(i, e, now),
+            Next::Joined => self.joined(i, now),
+            Next::Finish => self.finish(i, now),
+            Next::Close => self.close(i, now),
+            Next::Done => self.done(i),
+        }
+    }
+
+    fn joined(&mut self, i: usize, now: Instant) {
+        self.joining -= 1;
+        let bot = &mut self.bots[i];
+        let (Some(m), Some((_, conn))) = (bot.machine.as_ref(), bot.conn.as_ref()) else {
+            return;
+        };
+        let (Some(sim), Some(map), Some(welcome)) = (m.sim(), m.map(), m.welcome()) else {
+            return;
+        };
+        if self.known.is_none() {
+            self.known = Some((map.clone(), sim.clone()));
+        }
+        bot.outcome.player = Some(welcome.player_id);
+        self.progress.connected.fetch_add(1, Relaxed);
+        bot.phase = Phase::Playing(Box::new(Play {
+            driver: Box::new(driver(self.opts.behavior, i as u32, BEHAVIOUR_SEED, sim)),
+            last: MoveCommand::default(),
+            script_done: None,
+            recorder: Recorder::of(m.stats()),
+            started: now,
+            t0: conn.stats(),
+        }));
+    }
+
+    /// The bot's time is up: its report, and its goodbye.
+    fn finish(&mut self, i: usize, now: Instant) {
+        let bot = &mut self.bots[i];
+        // Should the bot not be playing after all, it just closes.
+        let phase = std::mem::replace(&mut bot.phase, Phase::Leaving { until: now });
+        let (Phase::Playing(play), Some(m), Some((_, conn))) =
+            (phase, bot.machine.as_mut(), bot.conn.as_ref())
+        else {
+            return;
+        };
+        let play = *play;
+        let report =
+            play.recorder
+                .report(m.stats(), m.status(), play.started, &play.t0, &conn.stats());
+        bot.outcome.report = Some(report);
+        let by_server = matches!(m.status(), Status::Ended(e) if e.by_server());
+        if by_server || bot.lost {
+            bot.phase = Phase::Leaving { until: now };
+        } else {
+            m.leave("done");
+            bot.phase = Phase::Leaving {
+                until: now + GOODBYE_WAIT,
+            };
+        }
+        self.touch(i);
+    }
+}
+
+/// Hands the connection's events to the endpoint and the endpoint's answers back.
+fn endpoint_events(
+    endpoint: &mut Endpoint,
+    h: ConnectionHandle,
+    conn: &mut quinn_proto::Connection,
+) {
+    while let Some(e) = conn.poll_endpoint_events() {
+        if let Some(back) = endpoint.handle_event(h, e) {
+            conn.handle_event(back);
+        }
+    }
+}
+
+fn send(g: &Group, t: &Transmit, bytes: &[u8]) -> io::Result<()> {
+    let udp = UdpTransmit {
+        destination: t.destination,
+        ecn: t
+            .ecn
+            .and_then(|e| quinn::udp::EcnCodepoint::from_bits(e as u8)),
+        contents: &bytes[..t.size],
+        segment_size: t.segment_size,
+        src_ip: t.src_ip,
+    };
+    g.socket.try_io(Interest::WRITABLE, || {
+        g.state.send((&g.socket).into(), &udp)
+    })
+}
