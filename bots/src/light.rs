@@ -587,7 +587,17 @@ impl Swarm {
         let next = match &mut bot.phase {
             Phase::Handshake { by } if bot.lost || now >= *by => {
                 let detail = bot.outcome.error.take().unwrap_or_else(|| {
-                    format!("no handshake within {} s", HANDSHAKE_TIMEOUT.as_secs())
+                    let t = bot
+                        .conn
+                        .as_ref()
+                        .map(|(_, c)| c.stats())
+                        .unwrap_or_default();
+                    format!(
+                        "no handshake within {} s ({} datagrams sent, {} received)",
+                        HANDSHAKE_TIMEOUT.as_secs(),
+                        t.udp_tx.datagrams,
+                        t.udp_rx.datagrams
+                    )
                 });
                 Next::Fail(ClientError::Connect { addr, detail })
             }

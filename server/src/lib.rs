@@ -258,9 +258,7 @@ fn bind(cfg: &ServerConfig, counts: Arc<udp::UdpCounts>) -> Result<QuicParts, Se
     cid_key.copy_from_slice(&cid.as_ref()[..8]);
     let cid_key = u64::from_le_bytes(cid_key);
     let mut endpoint_cfg = quinn_proto::EndpointConfig::new(Arc::new(reset));
-    endpoint_cfg.cid_generator(move || {
-        Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
-    });
+    endpoint_cfg.cid_generator(move || Box::new(crate::udp::CidGenerator::new(cid_key)));
     // Clients then keep the fixed bit set, and the socket's doorman can drop packets
     // without it.
     endpoint_cfg.grease_quic_bit(false);
