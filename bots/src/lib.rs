@@ -317,6 +317,29 @@ pub struct BotOutcome {
     pub reconnects: Vec<f64>,
 }
 
+impl BotOutcome {
+    /// Bot `n` before it has done anything.
+    pub(crate) fn new(n: u32, cheat: Option<CheatKind>) -> BotOutcome {
+        BotOutcome {
+            n,
+            player: None,
+            cheat,
+            error: None,
+            report: None,
+            cheating_after: None,
+            reconnects: Vec::new(),
+        }
+    }
+
+    /// Bot `n`, which never played: `error` says why.
+    pub(crate) fn failed(n: u32, error: String) -> BotOutcome {
+        BotOutcome {
+            error: Some(error),
+            ..BotOutcome::new(n, None)
+        }
+    }
+}
+
 /// Live counts for a progress line.
 #[derive(Debug, Default)]
 pub struct SwarmProgress {
@@ -339,15 +362,7 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
         return match tokio::spawn(light::swarm(opts, progress)).await {
             Ok(outcomes) => outcomes,
             Err(e) => (0..n as u32)
-                .map(|n| BotOutcome {
-                    n,
-                    player: None,
-                    cheat: None,
-                    error: Some(format!("bot task failed: {e}")),
-                    report: None,
-                    cheating_after: None,
-                    reconnects: Vec::new(),
-                })
+                .map(|n| BotOutcome::failed(n, format!("bot task failed: {e}")))
                 .collect(),
         };
     }
@@ -372,15 +387,7 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
         let o = opts.clone();
         let endpoint = endpoints[n as usize / BOTS_PER_SOCKET].clone();
         tasks.push(tokio::spawn(async move {
-            let mut out = BotOutcome {
-                n,
-                player: None,
-                cheat,
-                error: None,
-                report: None,
-                cheating_after: None,
-                reconnects: Vec::new(),
-            };
+            let mut out = BotOutcome::new(n, cheat);
             let deadline = Instant::now() + Duration::from_secs_f64(o.seconds.max(0.0));
             let mut backoff = Backoff::new(RECONNECT_FIRST, RECONNECT_CAP, u64::from(n) + 1);
             // When the last session was lost (to time the reconnect).
@@ -455,15 +462,10 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
     }
     let mut outcomes = Vec::with_capacity(tasks.len());
     for (n, t) in tasks.into_iter().enumerate() {
-        outcomes.push(t.await.unwrap_or_else(|e| BotOutcome {
-            n: n as u32,
-            player: None,
-            cheat: None,
-            error: Some(format!("bot task failed: {e}")),
-            report: None,
-            cheating_after: None,
-            reconnects: Vec::new(),
-        }));
+        outcomes.push(
+            t.await
+                .unwrap_or_else(|e| BotOutcome::failed(n as u32, format!("bot task failed: {e}"))),
+        );
     }
     outcomes
 }

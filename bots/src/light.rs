@@ -164,15 +164,6 @@ struct Swarm {
 pub(crate) async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotOutcome> {
     let deadline = Instant::now() + Duration::from_secs_f64(opts.seconds.max(0.0));
     let n = opts.tokens.len();
-    let outcome = |n: usize| BotOutcome {
-        n: n as u32,
-        player: None,
-        cheat: None,
-        error: None,
-        report: None,
-        cheating_after: None,
-        reconnects: Vec::new(),
-    };
     let setup = client_config(&opts.trust, ALPN).and_then(|config| {
         let groups = (0..n.div_ceil(BOTS_PER_SOCKET))
             .map(|_| Group::new(opts.server))
@@ -188,10 +179,7 @@ pub(crate) async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> V
         Err(e) => {
             progress.failed.fetch_add(n as u64, Relaxed);
             return (0..n)
-                .map(|i| BotOutcome {
-                    error: Some(e.to_string()),
-                    ..outcome(i)
-                })
+                .map(|i| BotOutcome::failed(i as u32, e.to_string()))
                 .collect();
         }
     };
@@ -206,7 +194,7 @@ pub(crate) async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> V
             phase: Phase::Waiting,
             armed: None,
             dirty: false,
-            outcome: outcome(i),
+            outcome: BotOutcome::new(i as u32, None),
         })
         .collect();
     let mut s = Swarm {
