@@ -40,6 +40,7 @@ if command -v taskset >/dev/null 2>&1; then
 fi
 
 rows=()
+short=()
 best=0
 server=""
 # A run cut short (Ctrl-C, timeout) must not leave its server running.
@@ -64,9 +65,9 @@ for n in "${counts[@]}"; do
     --report "$out/load-$n.json" --chart "$out/load-$n.svg" >"$out/bots-$n.txt"
   [ -n "$prof" ] && wait "$prof"
   kill -TERM "$server" && wait "$server" || true
-  row=$(python3 - "$out/load-$n.json" "$n" <<'EOF'
+  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-60}" <<'EOF'
 import json, sys
-r = json.load(open(sys.argv[1])); n = int(sys.argv[2])
+r = json.load(open(sys.argv[1])); n = int(sys.argv[2]); rate = float(sys.argv[3])
 f = lambda v: "n/a" if v is None else f"{v:.2f}"
 cpu = r['server_cpu_percent']
 # CPU per player-second over the whole run (joins and the idle tail included), a share of
@@ -87,12 +88,19 @@ print(f"| {n} | {r['connected']} | {f(r['server_tick_ms_p50'])} | {f(r['server_t
       f"{r['down_payload_bytes_per_s']:.0f} | {dg:.1f} | {f(quic)} | "
       f"{r['up_bytes_per_s']:.0f} | {r['up_datagrams_per_s']:.1f} | {lost} | {r['honest_flagged']} | "
       f"{r['snapshots_per_s']:.1f} |")
-ok = (r['server_tick_ms_p99'] or 1e9) < 1000 / 60 and lost == 0
-print("OK" if ok else "OVER")
+# Bots whose core is full send fewer inputs than asked: the row then measures a lighter
+# load than a crowd of N gives, and does not count for the largest N.
+kept_up = r['up_datagrams_per_s'] >= 0.9 * rate
+ok = (r['server_tick_ms_p99'] or 1e9) < 1000 / 60 and lost == 0 and kept_up
+print("OK" if ok else "OVER" if kept_up else f"SHORT {r['up_datagrams_per_s']:.1f}")
 EOF
 )
   rows+=("$(head -n 1 <<<"$row")")
-  if [ "$(tail -n 1 <<<"$row")" = OK ] && [ "$n" -gt "$best" ]; then best=$n; fi
+  verdict=$(tail -n 1 <<<"$row")
+  if [ "$verdict" = OK ] && [ "$n" -gt "$best" ]; then best=$n; fi
+  if [ "${verdict%% *}" = SHORT ]; then
+    short+=("$n: the bots sent ${verdict#SHORT } datagrams a second each, under 90% of the ${INPUT_RATE:-60} inputs asked (their core was full): a lighter load than $n players give")
+  fi
 done
 
 echo "server on CPUs $server_cpus, bots on CPUs $bot_cpus, ${secs} s per run, $([ ${#light[@]} -gt 0 ] && echo light || echo predicting) bots, inputs at ${INPUT_RATE:-60} Hz"
@@ -100,4 +108,5 @@ echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU 
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 echo
-echo "largest N with tick p99 under the 16.7 ms tick period and no disconnects: $best"
+[ ${#short[@]} -gt 0 ] && printf '%s\n' "${short[@]}"
+echo "largest N with tick p99 under the 16.7 ms tick period, no disconnects and bots that kept up: $best"
