@@ -187,6 +187,21 @@ fn fifty_bots_play_honestly_and_every_cheater_is_caught() {
     assert_eq!(num(&r, "corrections_per_min_honest"), 0.0, "{r}");
     assert!(num(&r, "up_datagrams_per_s") > 50.0, "{r}");
 
+    // Light bots with another server's secret: each is refused and says why.
+    let (r, _) = bots(
+        &dir,
+        &ready,
+        "another-servers-secret",
+        &["--count", "3", "--duration", "2", "--light"],
+        "light-refused",
+    );
+    assert_eq!(num(&r, "connected"), 0.0, "{r}");
+    assert_eq!(num(&r, "failed"), 3.0, "{r}");
+    assert!(
+        r["errors"].to_string().contains("token signature invalid"),
+        "{r}"
+    );
+
     // Fifty honest bots and five cheaters of each kind.
     let (r, summary) = bots(
         &dir,
