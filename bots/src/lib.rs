@@ -263,6 +263,9 @@ pub struct SwarmOptions {
 /// that a burst of snapshots, one for each, fits the socket's receive buffer.
 const BOTS_PER_SOCKET: usize = 50;
 
+/// Seed of the bots' behaviours.
+const BEHAVIOUR_SEED: u64 = 0x6b6f7473;
+
 /// First reconnect delay, and the most any grows to.
 const RECONNECT_FIRST: Duration = Duration::from_millis(200);
 const RECONNECT_CAP: Duration = Duration::from_secs(3);
@@ -428,7 +431,7 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
                     (Some(_), Behavior::Mixed) => Behavior::Wander,
                     (_, b) => b,
                 };
-                let d = driver(behavior, n, 0x6b6f7473, &joined.sim);
+                let d = driver(behavior, n, BEHAVIOUR_SEED, &joined.sim);
                 let run_opts = RunOptions {
                     seconds: deadline
                         .saturating_duration_since(Instant::now())

@@ -11,9 +11,9 @@
 //! For light bots (scripted honest inputs, no prediction) without a link conditioner or
 //! reconnects; every other swarm plays on sessions.
 
-use crate::{driver, BotOutcome, SwarmOptions, SwarmProgress, BOTS_PER_SOCKET};
+use crate::{driver, BotOutcome, SwarmOptions, SwarmProgress, BEHAVIOUR_SEED, BOTS_PER_SOCKET};
 use bytes::{Bytes, BytesMut};
-use expel_client::{client_config, ClientError, Recorder, HANDSHAKE_TIMEOUT};
+use expel_client::{bind_address, client_config, ClientError, Recorder, Script, HANDSHAKE_TIMEOUT};
 use expel_shared::protocol::client::{Client, ClientOutput, ClientSettings, End, Status};
 use expel_shared::protocol::ALPN;
 use expel_shared::{MoveCommand, PlayerState, Sim};
@@ -44,11 +44,6 @@ const READ_CHUNK: usize = 64 * 1024;
 const GOODBYE_WAIT: Duration = Duration::from_secs(1);
 /// After its close, how long a connection gets to send the close frame.
 const DRAIN_WAIT: Duration = Duration::from_secs(1);
-/// Seed of the bots' behaviours (the sessions' swarm uses the same).
-const BEHAVIOUR_SEED: u64 = 0x6b6f7473;
-/// A bot stops sending this long after its script ran out (the server catches up).
-const AFTER_SCRIPT: Duration = Duration::from_secs(1);
-
 type Driver = Box<dyn FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand> + Send>;
 
 /// Where a bot stands.
@@ -81,9 +76,7 @@ enum Next {
 
 /// A playing bot's script and measurements.
 struct Play {
-    driver: Driver,
-    last: MoveCommand,
-    script_done: Option<Instant>,
+    script: Script<Driver>,
     recorder: Recorder,
     started: Instant,
     t0: quinn_proto::ConnectionStats,
@@ -105,6 +98,16 @@ struct Bot {
     outcome: BotOutcome,
 }
 
+impl Bot {
+    /// Bot `i` needs a service.
+    fn mark(&mut self, i: usize, dirty: &mut Vec<usize>) {
+        if !self.dirty {
+            self.dirty = true;
+            dirty.push(i);
+        }
+    }
+}
+
 /// A socket and its endpoint, shared by up to [`BOTS_PER_SOCKET`] bots.
 struct Group {
     socket: tokio::net::UdpSocket,
@@ -117,12 +120,7 @@ struct Group {
 
 impl Group {
     fn new(server: SocketAddr) -> io::Result<Group> {
-        let bind = if server.is_ipv4() {
-            SocketAddr::from(([0, 0, 0, 0], 0))
-        } else {
-            SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
-        };
-        let std = std::net::UdpSocket::bind(bind)?;
+        let std = std::net::UdpSocket::bind(bind_address(server))?;
         std.set_nonblocking(true)?;
         let state = UdpSocketState::new((&std).into())?;
         // A burst of snapshots, one per bot of the group, lands at once.
@@ -313,10 +311,10 @@ impl Swarm {
                 for (k, meta) in metas.iter().enumerate().take(n) {
                     let buf = &self.recv_buf[k * RECV_BUF..k * RECV_BUF + meta.len];
                     let stride = meta.stride.max(1);
+                    let ecn = meta
+                        .ecn
+                        .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
                     for one in buf.chunks(stride) {
-                        let ecn = meta
-                            .ecn
-                            .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
                         let g = &mut self.groups[gi];
                         response.clear();
                         match g.endpoint.handle(
@@ -334,10 +332,7 @@ impl Swarm {
                                 let bot = &mut self.bots[i];
                                 if let Some((_, conn)) = bot.conn.as_mut() {
                                     conn.handle_event(event);
-                                    if !bot.dirty {
-                                        bot.dirty = true;
-                                        self.dirty.push(i);
-                                    }
+                                    bot.mark(i, &mut self.dirty);
                                 }
                             }
                             Some(DatagramEvent::Response(t)) => {
@@ -383,11 +378,7 @@ impl Swarm {
     }
 
     fn touch(&mut self, i: usize) {
-        let bot = &mut self.bots[i];
-        if !bot.dirty {
-            bot.dirty = true;
-            self.dirty.push(i);
-        }
+        self.bots[i].mark(i, &mut self.dirty);
     }
 
     /// A bot that could not join: counted, and its connection closed.
@@ -602,20 +593,10 @@ impl Swarm {
                     return;
                 };
                 let ended = matches!(m.status(), Status::Ended(_));
-                let script_over = play.script_done.is_some_and(|d| now - d > AFTER_SCRIPT);
-                if now >= self.deadline || script_over || ended {
+                if now >= self.deadline || play.script.over(now) || ended {
                     Next::Finish
                 } else {
-                    // The command for the tick about to run.
-                    if m.poll_timeout().is_some_and(|t| t <= now) {
-                        if play.script_done.is_none() {
-                            match (play.driver)(m.tick() + 1, m.local_player().as_ref()) {
-                                Some(c) => play.last = c,
-                                None => play.script_done = Some(now),
-                            }
-                        }
-                        m.input(play.last);
-                    }
+                    play.script.feed(m, now);
                     m.set_rtt(conn.rtt());
                     m.handle_timeout(now);
                     play.recorder.take(m.stats(), conn.rtt());
@@ -651,9 +632,12 @@ impl Swarm {
         bot.outcome.player = Some(welcome.player_id);
         self.progress.connected.fetch_add(1, Relaxed);
         bot.phase = Phase::Playing(Box::new(Play {
-            driver: Box::new(driver(self.opts.behavior, i as u32, BEHAVIOUR_SEED, sim)),
-            last: MoveCommand::default(),
-            script_done: None,
+            script: Script::new(Box::new(driver(
+                self.opts.behavior,
+                i as u32,
+                BEHAVIOUR_SEED,
+                sim,
+            ))),
             recorder: Recorder::of(m.stats()),
             started: now,
             t0: conn.stats(),

@@ -156,14 +156,20 @@ pub struct Session {
     runtime: Option<tokio::runtime::Runtime>,
 }
 
-/// A client endpoint (a socket on a free port) that can reach `server`, for
-/// [`ConnectOptions::endpoint`].
-pub fn client_endpoint(server: SocketAddr) -> Result<quinn::Endpoint, ClientError> {
-    let bind = if server.is_ipv4() {
+/// The address a client socket binds to reach `server`: any of this host's, of the
+/// server's family, on a free port.
+pub fn bind_address(server: SocketAddr) -> SocketAddr {
+    if server.is_ipv4() {
         SocketAddr::from(([0, 0, 0, 0], 0))
     } else {
         SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
-    };
+    }
+}
+
+/// A client endpoint (a socket on a free port) that can reach `server`, for
+/// [`ConnectOptions::endpoint`].
+pub fn client_endpoint(server: SocketAddr) -> Result<quinn::Endpoint, ClientError> {
+    let bind = bind_address(server);
     quinn::Endpoint::client(bind).map_err(|e| ClientError::Connect {
         addr: server,
         detail: format!("binding {bind}: {e}"),
@@ -697,12 +703,53 @@ impl Default for RunOptions {
     }
 }
 
+/// A headless player's commands: before each tick, the driver's command for it (the
+/// driver returns `None` when it has no more); after that the last one, for a second so
+/// the server catches up.
+pub struct Script<D> {
+    driver: D,
+    last: MoveCommand,
+    /// When the driver ran out.
+    done: Option<Instant>,
+}
+
+impl<D: FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand>> Script<D> {
+    /// Commands from `driver` (tick, our player) until it returns `None`.
+    pub fn new(driver: D) -> Script<D> {
+        Script {
+            driver,
+            last: MoveCommand::default(),
+            done: None,
+        }
+    }
+
+    /// Whether the driver ran out long enough ago: time to say goodbye.
+    pub fn over(&self, now: Instant) -> bool {
+        self.done
+            .is_some_and(|d| now.saturating_duration_since(d) > Duration::from_secs(1))
+    }
+
+    /// Gives `m` the command for the tick about to run, when one is due by `now`.
+    pub fn feed(&mut self, m: &mut Client, now: Instant) {
+        if m.poll_timeout().is_none_or(|t| t > now) {
+            return;
+        }
+        if self.done.is_none() {
+            match (self.driver)(m.tick() + 1, m.local_player().as_ref()) {
+                Some(c) => self.last = c,
+                None => self.done = Some(now),
+            }
+        }
+        m.input(self.last);
+    }
+}
+
 /// Plays headless: before each tick asks `driver` for the command (it returns `None`
 /// when it has no more), then keeps the last one for a second so the server catches up,
 /// and says goodbye.
 pub async fn run(
     mut s: Session,
-    mut driver: impl FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand>,
+    driver: impl FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand>,
     opts: RunOptions,
 ) -> Result<RunReport, ClientError> {
     s.set_link(opts.link, opts.seed);
@@ -711,27 +758,17 @@ pub async fn run(
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(opts.seconds.max(0.0));
     let stats0 = s.transport();
-    let mut inputs_done: Option<Instant> = None;
-    let mut last = MoveCommand::default();
+    let mut script = Script::new(driver);
     let mut recorder = Recorder::new(&s);
     loop {
         let now = Instant::now();
-        if now >= deadline || inputs_done.is_some_and(|d| now - d > Duration::from_secs(1)) {
+        if now >= deadline || script.over(now) {
             break;
         }
         if let Status::Ended(_) = s.status() {
             break;
         }
-        // The command for the tick about to run.
-        if s.machine.poll_timeout().is_some_and(|t| t <= now) {
-            if inputs_done.is_none() {
-                match driver(s.tick() + 1, s.local_player().as_ref()) {
-                    Some(c) => last = c,
-                    None => inputs_done = Some(now),
-                }
-            }
-            s.input(last);
-        }
+        script.feed(&mut s.machine, now);
         s.update(now);
         recorder.update(&s);
         let wake = s

@@ -199,21 +199,6 @@ impl Predictor {
             self.stats.corrections += 1;
             self.stats.max_correction = self.stats.max_correction.max(c);
         }
-        if self.light {
-            // Nothing predicted, nothing to replay against: our state is the server's,
-            // and the others and movers (there only for prediction) are not kept.
-            self.base_tick = snap.tick;
-            self.predicted.split_off(&snap.tick);
-            self.predicted.insert(snap.tick, snap.own);
-            self.world.tick = snap.tick;
-            self.world.players.retain(|id, _| *id == self.id);
-            let slot = PlayerSlot {
-                state: snap.own,
-                last_command: self.command_for(snap.tick),
-            };
-            self.world.players.insert(self.id, slot);
-            return None;
-        }
         #[cfg(test)]
         let skip = !self.always_replay;
         #[cfg(not(test))]
@@ -227,10 +212,11 @@ impl Predictor {
             self.set_others(snap);
             return None;
         }
-        // The server's world at the snapshot's tick, as far as we see it.
+        // The server's world at the snapshot's tick, as far as we see it (light: our own
+        // player, the others being there only to predict against).
         merge_movers(&mut self.movers, snap);
         let mut players = BTreeMap::new();
-        for (id, p) in &snap.players {
+        for (id, p) in snap.players.iter().filter(|_| !self.light) {
             players.insert(
                 *id,
                 PlayerSlot {
