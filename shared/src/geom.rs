@@ -157,6 +157,12 @@ impl Aabb {
             & (self.max.z >= o.min.z)
     }
 
+    #[inline]
+    /// Whether `o` lies wholly within the box (faces may touch).
+    pub fn contains(&self, o: &Aabb) -> bool {
+        self.min.cmple(o.min).all() & o.max.cmple(self.max).all()
+    }
+
     /// The box moved by `by` (a hull's local bounds placed at a position).
     #[inline]
     pub fn offset(&self, by: DVec3) -> Aabb {

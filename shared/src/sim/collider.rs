@@ -19,6 +19,11 @@ pub(crate) struct SimCollider<'a> {
     pub(super) scratch: &'a mut TraceScratch,
     pub(super) region: &'a Region,
     pub(super) boxes: &'a [PlayerBox],
+    /// A zone around where the player stands and the boxes of `boxes` that reach into it
+    /// (in the same order). A query wholly inside the zone meets exactly these, and most
+    /// of a tick's queries are: in a crowd, a tick's reach holds several times more
+    /// players than one step of it touches.
+    pub(super) close: Option<(Aabb, &'a [PlayerBox])>,
     pub(super) poses: &'a [Pose],
     /// The movers that reach into the tick's zone (index, bounds at its pose), in mover
     /// order: a sweep looks at these, not at every mover of the map.
@@ -51,7 +56,11 @@ impl Collider for SimCollider<'_> {
                 t = mt;
             }
         }
-        for b in self.boxes.iter().filter(|b| b.bounds.overlaps(&swept)) {
+        for b in self
+            .boxes_for(&swept)
+            .iter()
+            .filter(|b| b.bounds.overlaps(&swept))
+        {
             // The moving box against a standing one is a point against their sum.
             let sum = Aabb {
                 min: b.bounds.min - hb.max,
@@ -87,7 +96,10 @@ impl Collider for SimCollider<'_> {
 
     fn solid(&mut self, hull: &Hull, pos: DVec3) -> bool {
         let me = hull.bounds().offset(pos);
-        let blocking = self.boxes.iter().filter(|b| entangled(&me, &b.bounds));
+        let blocking = self
+            .boxes_for(&me)
+            .iter()
+            .filter(|b| entangled(&me, &b.bounds));
         if let Some(b) = blocking.min_by_key(|b| b.id) {
             self.blocked_by = Some(b.id);
             return true;
@@ -99,6 +111,17 @@ impl Collider for SimCollider<'_> {
                 bounds.overlaps(&me)
                     && self.sim.movers[i].overlaps(hull, pos, &self.poses[i], self.scratch)
             })
+    }
+}
+
+impl<'a> SimCollider<'a> {
+    /// The boxes a query within `q` must look at: the close ones when `q` is inside their
+    /// zone (a box that overlaps `q` then overlaps the zone), else all.
+    fn boxes_for(&self, q: &Aabb) -> &'a [PlayerBox] {
+        match self.close {
+            Some((zone, close)) if zone.contains(q) => close,
+            _ => self.boxes,
+        }
     }
 }
 
@@ -153,4 +176,142 @@ fn point_vs_box(p: DVec3, d: DVec3, b: &Aabb) -> Option<(f64, DVec3)> {
         }
     }
     (normal != DVec3::ZERO).then_some((t0, normal))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SimCollider;
+    use crate::geom::Aabb;
+    use crate::movement::{buttons, Collider, MoveCommand, MoveConfig, PlayerState};
+    use crate::sim::{PlayerBox, Sim, SimScratch};
+    use crate::{CollisionModel, MapData};
+    use glam::DVec3;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    fn arena() -> Sim {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../maps/arena.map");
+        let map = MapData::parse_map(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let movement = MoveConfig::default().validate().unwrap();
+        Sim::from_map(Arc::new(CollisionModel::build(&map)), &map, movement).0
+    }
+
+    fn point_in(rng: &mut ChaCha8Rng, b: &Aabb) -> DVec3 {
+        DVec3::new(
+            rng.gen_range(b.min.x..b.max.x),
+            rng.gen_range(b.min.y..b.max.y),
+            rng.gen_range(b.min.z..b.max.z),
+        )
+    }
+
+    /// Sweeps and position tests anywhere, inside the close zone and out of it, meet the
+    /// same boxes with the close list as with all of them.
+    #[test]
+    fn queries_in_and_out_of_the_close_zone_meet_the_same_boxes() {
+        let sim = arena();
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let hull = sim.movement.stand().clone();
+        let c = sim.arena().center();
+        let cube = Aabb {
+            min: c - DVec3::splat(150.0),
+            max: c + DVec3::splat(150.0),
+        };
+        let (mut narrowed, mut checked) = (0, 0);
+        for _ in 0..200 {
+            let boxes: Vec<PlayerBox> = (0..60)
+                .map(|id| PlayerBox {
+                    id,
+                    bounds: hull.bounds().offset(point_in(&mut rng, &cube)),
+                })
+                .collect();
+            let zone = hull.bounds().offset(c).expand(rng.gen_range(5.0..80.0));
+            let close: Vec<PlayerBox> = boxes
+                .iter()
+                .filter(|b| b.bounds.overlaps(&zone))
+                .copied()
+                .collect();
+            narrowed += usize::from(close.len() < boxes.len());
+            let poses = Vec::new();
+            let (mut s1, mut s2) = (SimScratch::new(), SimScratch::new());
+            let mut wide: SimCollider = sim.collider(cube, &poses, &boxes, &mut s1);
+            let mut narrow: SimCollider = sim.collider(cube, &poses, &boxes, &mut s2);
+            narrow.close = Some((zone, &close));
+            for _ in 0..50 {
+                // Short moves near the zone's middle (mostly inside it) and long ones.
+                let reach = if rng.gen_bool(0.5) { 20.0 } else { 150.0 };
+                let start = c + DVec3::splat(reach)
+                    * DVec3::new(
+                        rng.gen_range(-1.0..1.0),
+                        rng.gen_range(-1.0..1.0),
+                        rng.gen_range(-1.0..1.0),
+                    );
+                let end = start + (point_in(&mut rng, &cube) - c) * 0.3;
+                assert_eq!(
+                    narrow.sweep(&hull, start, end),
+                    wide.sweep(&hull, start, end)
+                );
+                assert_eq!(narrow.solid(&hull, start), wide.solid(&hull, start));
+                assert_eq!(narrow.blocked_by, wide.blocked_by);
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 10_000);
+        assert!(narrowed > 100, "the close lists leave boxes out");
+    }
+
+    /// The close boxes' shortcut changes no bit of a packed crowd's ticks (players
+    /// touching, jumping and crouching), and it is taken: their lists are far shorter.
+    #[test]
+    fn a_crowd_ticks_the_same_with_close_boxes_as_with_all() {
+        let sim = arena();
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut world = sim.new_state();
+        let centre = sim.arena().center();
+        for id in 0..160u32 {
+            let (i, j) = (f64::from(id % 12), f64::from(id / 12));
+            let at = centre + DVec3::new(i * 31.5, j * 31.5, rng.gen_range(0.0..40.0));
+            sim.add_player(&mut world, id, PlayerState::at(at)).unwrap();
+        }
+        let (mut narrow, mut wide, mut step) =
+            (SimScratch::new(), SimScratch::new(), SimScratch::new());
+        let mut poses = Vec::new();
+        let (mut close, mut all) = (0, 0);
+        for _ in 0..120 {
+            let cmds: BTreeMap<u32, MoveCommand> = world
+                .players
+                .keys()
+                .map(|&id| {
+                    let b = [0, buttons::JUMP, buttons::CROUCH][rng.gen_range(0..3)];
+                    let cmd = MoveCommand::new(
+                        rng.gen_range(-1.0..1.0),
+                        rng.gen_range(-1.0..1.0),
+                        0.0,
+                        rng.gen_range(0.0..360.0),
+                        0.0,
+                    )
+                    .with_buttons(b);
+                    (id, cmd)
+                })
+                .collect();
+            sim.poses(&world.movers, &mut poses);
+            let boxes: Vec<_> = world
+                .players
+                .iter()
+                .filter_map(|(id, s)| sim.player_box(*id, &s.state))
+                .collect();
+            for (id, slot) in &world.players {
+                let cmd = &cmds[id];
+                let a =
+                    sim.player_tick_in(*id, &slot.state, cmd, &poses, &boxes, &mut narrow, true);
+                let b = sim.player_tick_in(*id, &slot.state, cmd, &poses, &boxes, &mut wide, false);
+                assert_eq!(a, b, "player {id} at tick {}", world.tick);
+                close += narrow.close.len();
+                all += narrow.boxes.len();
+            }
+            sim.step(&mut world, &cmds, &mut step);
+        }
+        assert!(close * 2 < all, "{close} close boxes of {all}");
+    }
 }

@@ -187,6 +187,7 @@ pub struct SimScratch {
     region: Region,
     regions: RegionCache,
     boxes: Vec<PlayerBox>,
+    close: Vec<PlayerBox>,
     near: Vec<PlayerBox>,
     grid: PlayerGrid,
     start_boxes: Vec<PlayerBox>,
@@ -543,6 +544,25 @@ impl Sim {
         (level + gain) * dt + 1.0
     }
 
+    /// Where a player's sweeps of one tick lie but for an unstick: its hulls where it
+    /// stands, grown by its level reach across and its whole reach up and down, and by
+    /// the margin a sweep looks past its own bounds. (Only a speed-up: a query outside it
+    /// looks at every box of the tick.)
+    fn close_zone(&self, p: &PlayerState) -> Aabb {
+        let hulls = self
+            .movement
+            .stand()
+            .bounds()
+            .union(&self.movement.crouch().bounds());
+        let level = self.level_reach(p);
+        let grow = DVec3::new(level, level, self.reach(p)) + collider::SWEEP_MARGIN;
+        let at = hulls.offset(p.origin());
+        Aabb {
+            min: at.min - grow,
+            max: at.max + grow,
+        }
+    }
+
     /// Moves one player one tick for `cmd` against the map, the movers at `poses` and the
     /// boxes of `others` (a box with the player's own id is ignored). The server's
     /// [`Sim::step`] calls exactly this for every player, so a client that passes the same
@@ -555,6 +575,22 @@ impl Sim {
         poses: &[Pose],
         others: &[PlayerBox],
         s: &mut SimScratch,
+    ) -> PlayerTick {
+        self.player_tick_in(id, player, cmd, poses, others, s, true)
+    }
+
+    /// [`Sim::player_tick`], with or without the close boxes' shortcut (`narrow`; the
+    /// same bits either way, which a test checks).
+    #[allow(clippy::too_many_arguments)]
+    fn player_tick_in(
+        &self,
+        id: PlayerId,
+        player: &PlayerState,
+        cmd: &MoveCommand,
+        poses: &[Pose],
+        others: &[PlayerBox],
+        s: &mut SimScratch,
+        narrow: bool,
     ) -> PlayerTick {
         // Every sweep of this tick stays within the player's reach: one broad-phase query
         // serves them all, and only players whose boxes reach into it matter.
@@ -570,11 +606,16 @@ impl Sim {
             .regions
             .get(&self.map, id, around, self.movement.stand(), &mut s.trace);
         self.movers_near(&around, poses, &mut s.movers);
+        let zone = self.close_zone(player);
+        s.close.clear();
+        s.close
+            .extend(s.boxes.iter().filter(|b| b.bounds.overlaps(&zone)));
         let mut col = SimCollider {
             sim: self,
             scratch: &mut s.trace,
             region,
             boxes: &s.boxes,
+            close: narrow.then_some((zone, s.close.as_slice())),
             poses,
             movers: &s.movers,
             blocked_by: None,
@@ -782,6 +823,7 @@ impl Sim {
             scratch: &mut s.trace,
             region: &s.region,
             boxes: others,
+            close: None,
             poses,
             movers: &s.movers,
             blocked_by: None,
