@@ -122,8 +122,7 @@ pub(crate) struct Context<'a> {
 
 /// The endpoint, the socket and every connection.
 pub(crate) struct Quic {
-    socket: tokio::net::UdpSocket,
-    state: UdpSocketState,
+    wire: Wire,
     endpoint: Endpoint,
     doorman: Doorman,
     /// Indexed by the endpoint's connection handle (dense, reused once drained).
@@ -137,10 +136,37 @@ pub(crate) struct Quic {
     dirty: Vec<usize>,
     recv_buf: Vec<u8>,
     send_buf: Vec<u8>,
-    gso: usize,
     /// A transmit waits for the socket to become writable.
     send_blocked: bool,
     accepting: bool,
+}
+
+/// The socket as QUIC uses it.
+struct Wire {
+    socket: tokio::net::UdpSocket,
+    state: UdpSocketState,
+    /// Most packets the socket takes in one segmented send.
+    gso: usize,
+    /// Whether each packet names its source address (the socket listens on every
+    /// address, and a reply must leave from the one its peer wrote to). Bound to one
+    /// address, the kernel sends from it anyway: naming it costs a check per packet.
+    pick_source: bool,
+}
+
+impl Wire {
+    fn send(&self, t: &Transmit, bytes: &[u8]) -> io::Result<()> {
+        let udp = UdpTransmit {
+            destination: t.destination,
+            ecn: t
+                .ecn
+                .and_then(|e| quinn::udp::EcnCodepoint::from_bits(e as u8)),
+            contents: &bytes[..t.size],
+            segment_size: t.segment_size,
+            src_ip: t.src_ip.filter(|_| self.pick_source),
+        };
+        let socket = &self.socket;
+        socket.try_io(Interest::WRITABLE, || self.state.send(socket.into(), &udp))
+    }
 }
 
 /// What makes a [`Quic`]: the bound socket and the endpoint's settings. Bound where the
@@ -171,9 +197,14 @@ impl Quic {
         let _ = state.set_send_buffer_size((&std).into(), 4 << 20);
         let socket = tokio::net::UdpSocket::from_std(std)?;
         let allow_mtud = !state.may_fragment();
-        let gso = state.max_gso_segments().max(1);
-        Ok(Quic {
+        let wire = Wire {
+            gso: state.max_gso_segments().max(1),
+            pick_source: socket.local_addr()?.ip().is_unspecified(),
             socket,
+            state,
+        };
+        Ok(Quic {
+            wire,
             endpoint: Endpoint::new(Arc::new(config), Some(server), allow_mtud, None),
             doorman: Doorman::new(cid_key, counts),
             peers: Vec::new(),
@@ -184,10 +215,8 @@ impl Quic {
             dirty: Vec::new(),
             recv_buf: vec![0; BATCH * RECV_BUF],
             send_buf: Vec::new(),
-            gso,
             send_blocked: false,
             accepting: true,
-            state,
         })
     }
 
@@ -224,13 +253,13 @@ impl Quic {
 
     /// Resolves when the socket may have datagrams.
     async fn readable(&self) -> io::Result<()> {
-        self.socket.readable().await
+        self.wire.socket.readable().await
     }
 
     /// Resolves when a blocked transmit may go (never while none is blocked).
     async fn writable(&self) -> io::Result<()> {
         if self.send_blocked {
-            self.socket.writable().await
+            self.wire.socket.writable().await
         } else {
             std::future::pending().await
         }
@@ -252,12 +281,8 @@ impl Quic {
         let mut metas = [RecvMeta::default(); BATCH];
         for _ in 0..BATCHES_PER_TURN {
             let got = {
-                let Quic {
-                    socket,
-                    state,
-                    recv_buf,
-                    ..
-                } = self;
+                let Quic { wire, recv_buf, .. } = self;
+                let Wire { socket, state, .. } = wire;
                 let mut iovs: Vec<IoSliceMut> =
                     recv_buf.chunks_mut(RECV_BUF).map(IoSliceMut::new).collect();
                 socket.try_io(Interest::READABLE, || {
@@ -391,7 +416,7 @@ impl Quic {
     /// Sends an endpoint's own answer (retry, refusal, reset, version negotiation); one
     /// the socket cannot take now is dropped, as QUIC allows.
     fn respond(&self, t: &Transmit, bytes: &[u8]) {
-        let _ = send(&self.socket, &self.state, t, bytes);
+        let _ = self.wire.send(t, bytes);
     }
 
     /// Runs the connections whose timers are due.
@@ -650,14 +675,7 @@ impl Quic {
             m.pending.store(cx.admission.pending() as u64, Relaxed);
         }
         // Packets out.
-        let blocked = transmit(
-            p,
-            now,
-            self.gso,
-            &mut self.send_buf,
-            &self.socket,
-            &self.state,
-        );
+        let blocked = transmit(p, now, &mut self.send_buf, &self.wire);
         if blocked {
             self.send_blocked = true;
         }
@@ -855,26 +873,19 @@ fn write_some(
 
 /// Sends what the connection has to send; returns true when the socket was full (the
 /// transmit waits in the peer).
-fn transmit(
-    p: &mut Peer,
-    now: Instant,
-    gso: usize,
-    buf: &mut Vec<u8>,
-    socket: &tokio::net::UdpSocket,
-    state: &UdpSocketState,
-) -> bool {
+fn transmit(p: &mut Peer, now: Instant, buf: &mut Vec<u8>, wire: &Wire) -> bool {
     loop {
         let (t, bytes) = match p.blocked.take() {
             Some((t, bytes)) => (t, bytes),
             None => {
                 buf.clear();
-                match p.conn.poll_transmit(now, gso, buf) {
+                match p.conn.poll_transmit(now, wire.gso, buf) {
                     Some(t) => (t, std::mem::take(buf)),
                     None => return false,
                 }
             }
         };
-        match send(socket, state, &t, &bytes) {
+        match wire.send(&t, &bytes) {
             Ok(()) => *buf = bytes,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 p.blocked = Some((t, bytes));
@@ -884,22 +895,4 @@ fn transmit(
             Err(_) => *buf = bytes,
         }
     }
-}
-
-fn send(
-    socket: &tokio::net::UdpSocket,
-    state: &UdpSocketState,
-    t: &Transmit,
-    bytes: &[u8],
-) -> io::Result<()> {
-    let udp = UdpTransmit {
-        destination: t.destination,
-        ecn: t
-            .ecn
-            .and_then(|e| quinn::udp::EcnCodepoint::from_bits(e as u8)),
-        contents: &bytes[..t.size],
-        segment_size: t.segment_size,
-        src_ip: t.src_ip,
-    };
-    socket.try_io(Interest::WRITABLE, || state.send(socket.into(), &udp))
 }
