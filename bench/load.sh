@@ -14,6 +14,7 @@
 #   FULL_BOTS=1 bench/load.sh 200          # bots that predict, as a game client does
 #   SERVER_BIN=/path/to/old/expel bench/load.sh 1000   # another build's server, same bots
 #   INPUT_RATE=30 bench/load.sh 1000       # clients send inputs at 30 Hz, two commands each
+#   SERVER_ARGS="--threads 1" bench/load.sh 1000   # more flags for expel serve
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +33,9 @@ secret=load-bench-secret
 light=(--light)
 serve_extra=()
 [ -n "${INPUT_RATE:-}" ] && serve_extra=(--input-rate "$INPUT_RATE")
+# SERVER_ARGS: more flags for `expel serve`, split on spaces.
+# shellcheck disable=SC2206
+serve_extra+=(${SERVER_ARGS:-})
 [ "${FULL_BOTS:-0}" = 1 ] && light=()
 # Pinning (taskset execs the command, so $! is the server itself, for perf).
 pin_server=() pin_bots=()

@@ -373,12 +373,13 @@ fn players_join_where_nobody_stands() {
 
 /// The same world on one thread and on several: a crowd of 200 jostling players (with
 /// players leaving and joining mid-run) gives the same state hash every tick whether the
-/// step moves them on the caller's thread or on 2, 3 or 4 workers.
+/// step moves them on the caller's thread or on 2, 3 or 4 workers, or on workers now and
+/// then (spreading turned on and off, as a server does by its tick times).
 #[test]
 fn a_crowd_steps_to_the_same_hash_on_one_thread_or_many() {
     let sim = arena_sim();
     let n = 200;
-    let run = |threads: usize| {
+    let run = |threads: usize, toggle: bool| {
         let mut w = crowd(&sim, n);
         let mut rng = ChaCha8Rng::seed_from_u64(17);
         let mut cmds = BTreeMap::new();
@@ -396,14 +397,27 @@ fn a_crowd_steps_to_the_same_hash_on_one_thread_or_many() {
                     let _ = sim.add_player(&mut w, id, PlayerState::at(DVec3::new(0.0, 0.0, 60.0)));
                 }
             }
+            if toggle {
+                s.set_spread(tick % 50 < 25);
+            }
             sim.step(&mut w, &cmds, &mut s);
             hashes.push(w.hash());
         }
         hashes
     };
-    assert!(SimScratch::with_threads(2).unwrap().pool().is_some());
-    let one = run(1);
+    let two = SimScratch::with_threads(2).unwrap();
+    assert!(two.pool().is_some() && two.spreading().is_some());
+    let one = run(1, false);
     for threads in [2, 3, 4] {
-        assert_eq!(one, run(threads), "{threads} threads changed the results");
+        assert_eq!(
+            one,
+            run(threads, false),
+            "{threads} threads changed the results"
+        );
     }
+    assert_eq!(
+        one,
+        run(2, true),
+        "turning spreading on and off changed the results"
+    );
 }

@@ -650,6 +650,20 @@ impl Server {
         );
     }
 
+    /// The threads a tick's per-player work runs on, if more than one. Run the machine's
+    /// loop inside them (`install`): its thread then works on each tick too, rather than
+    /// waiting for workers the system may not schedule at once (cores shared with other
+    /// processes).
+    pub fn workers(&self) -> Option<std::sync::Arc<rayon::ThreadPool>> {
+        self.scratch.pool().cloned()
+    }
+
+    /// Whether ticks spread their work over [`Server::workers`] (see
+    /// [`SimScratch::set_spread`]); the shell decides from how long its ticks take.
+    pub fn set_spread(&mut self, on: bool) {
+        self.scratch.set_spread(on);
+    }
+
     /// A datagram arrived on the connection.
     pub fn handle_datagram(&mut self, conn: ConnId, bytes: &[u8], now: Instant) {
         self.stats.datagrams_in += 1;
@@ -951,7 +965,7 @@ impl Server {
             s.snapshots
                 .encode_in(world, crowd, **id, s.feedback, interest, max)
         };
-        let encoded: Vec<Option<Vec<u8>>> = match self.scratch.pool() {
+        let encoded: Vec<Option<Vec<u8>>> = match self.scratch.spreading() {
             Some(pool) if due.len() >= 2 * crate::sim::PLAYERS_PER_WORKER => {
                 use rayon::prelude::*;
                 pool.install(|| due.par_iter_mut().map(one).collect())

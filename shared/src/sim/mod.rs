@@ -51,7 +51,7 @@ use crate::mover::{Mover, MoverState, Pose};
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use thiserror::Error;
 
 mod collider;
@@ -195,9 +195,11 @@ pub struct SimScratch {
     movers: Vec<(usize, Aabb)>,
     bodies: Vec<push::Body>,
     /// Workers for the players' moves of a step (see [`SimScratch::with_threads`]).
-    pool: Option<rayon::ThreadPool>,
-    /// One scratch per worker.
-    workers: Vec<SimScratch>,
+    pool: Option<Arc<rayon::ThreadPool>>,
+    /// Whether a tick's work goes to the workers now (see [`SimScratch::set_spread`]).
+    spread: bool,
+    /// One scratch per worker thread (each locks only its own).
+    workers: Vec<Mutex<SimScratch>>,
 }
 
 /// Fewest players per worker worth handing out (below, a step runs on one thread; the
@@ -217,20 +219,35 @@ impl SimScratch {
     pub fn with_threads(threads: usize) -> Result<Self, rayon::ThreadPoolBuildError> {
         let mut s = Self::default();
         if threads > 1 {
-            s.pool = Some(
+            s.pool = Some(Arc::new(
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(threads)
                     .thread_name(|i| format!("expel-step-{i}"))
                     .build()?,
-            );
-            s.workers = (0..threads).map(|_| SimScratch::default()).collect();
+            ));
+            s.workers = (0..threads).map(|_| Mutex::default()).collect();
+            s.spread = true;
         }
         Ok(s)
     }
 
     /// The worker threads, if any: other per-player work of a tick may run on them too.
-    pub fn pool(&self) -> Option<&rayon::ThreadPool> {
+    /// A thread that steps the world from inside the pool (`install`) takes part in the
+    /// work itself: no tick then waits for a worker the system has yet to schedule.
+    pub fn pool(&self) -> Option<&Arc<rayon::ThreadPool>> {
         self.pool.as_ref()
+    }
+
+    /// The workers to spread this tick's work over: the pool, unless spreading is off.
+    pub fn spreading(&self) -> Option<&rayon::ThreadPool> {
+        self.pool.as_deref().filter(|_| self.spread)
+    }
+
+    /// Whether steps spread their work over the workers (on by default when there are
+    /// any). Spreading costs some CPU and makes a tick wait for every worker, so a server
+    /// turns it on only while a tick on one thread is long (the same bits either way).
+    pub fn set_spread(&mut self, on: bool) {
+        self.spread = on;
     }
 }
 
@@ -683,18 +700,21 @@ impl Sim {
                 s.near = near;
                 (*id, t, *repeated)
             };
-        let workers = s.workers.len();
-        let moved: Vec<(PlayerId, PlayerTick, bool)> = match &s.pool {
+        let moved: Vec<(PlayerId, PlayerTick, bool)> = match s.spreading() {
             Some(pool) if start.len() >= 2 * PLAYERS_PER_WORKER => {
-                // Contiguous runs of the id order, one per worker, joined in order.
+                // Short runs of the id order, joined in order: a worker the system
+                // deschedules (its core shared with other processes) holds up the run it
+                // is on, not its share of the tick, whose other runs the others take.
                 use rayon::prelude::*;
-                let run = start.len().div_ceil(workers).max(PLAYERS_PER_WORKER);
-                let grid = &s.grid;
+                let (grid, workers) = (&s.grid, &s.workers);
                 let runs: Vec<Vec<_>> = pool.install(|| {
                     start
-                        .par_chunks(run)
-                        .zip(s.workers.par_iter_mut())
-                        .map(|(chunk, ws)| chunk.iter().map(|x| one(grid, ws, x)).collect())
+                        .par_chunks(PLAYERS_PER_WORKER)
+                        .map(|run| {
+                            let i = rayon::current_thread_index().unwrap_or(0) % workers.len();
+                            let mut ws = workers[i].lock().unwrap_or_else(PoisonError::into_inner);
+                            run.iter().map(|x| one(grid, &mut ws, x)).collect()
+                        })
                         .collect()
                 });
                 runs.concat()
@@ -755,6 +775,7 @@ impl Sim {
         }
         s.regions.prune(world);
         for w in &mut s.workers {
+            let w = w.get_mut().unwrap_or_else(PoisonError::into_inner);
             w.regions.prune(world);
         }
         world.tick = world.tick.wrapping_add(1);
