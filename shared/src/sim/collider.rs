@@ -276,6 +276,7 @@ mod tests {
         }
         let (mut narrow, mut wide, mut step) =
             (SimScratch::new(), SimScratch::new(), SimScratch::new());
+        wide.all_boxes = true;
         let mut poses = Vec::new();
         let (mut close, mut all) = (0, 0);
         for _ in 0..120 {
@@ -303,9 +304,8 @@ mod tests {
                 .collect();
             for (id, slot) in &world.players {
                 let cmd = &cmds[id];
-                let a =
-                    sim.player_tick_in(*id, &slot.state, cmd, &poses, &boxes, &mut narrow, true);
-                let b = sim.player_tick_in(*id, &slot.state, cmd, &poses, &boxes, &mut wide, false);
+                let a = sim.player_tick(*id, &slot.state, cmd, &poses, &boxes, &mut narrow);
+                let b = sim.player_tick(*id, &slot.state, cmd, &poses, &boxes, &mut wide);
                 assert_eq!(a, b, "player {id} at tick {}", world.tick);
                 close += narrow.close.len();
                 all += narrow.boxes.len();

@@ -188,6 +188,9 @@ pub struct SimScratch {
     regions: RegionCache,
     boxes: Vec<PlayerBox>,
     close: Vec<PlayerBox>,
+    /// Every query looks at all of a tick's boxes, not the close ones (for a test: the
+    /// same bits either way).
+    all_boxes: bool,
     near: Vec<PlayerBox>,
     grid: PlayerGrid,
     start_boxes: Vec<PlayerBox>,
@@ -593,22 +596,6 @@ impl Sim {
         others: &[PlayerBox],
         s: &mut SimScratch,
     ) -> PlayerTick {
-        self.player_tick_in(id, player, cmd, poses, others, s, true)
-    }
-
-    /// [`Sim::player_tick`], with or without the close boxes' shortcut (`narrow`; the
-    /// same bits either way, which a test checks).
-    #[allow(clippy::too_many_arguments)]
-    fn player_tick_in(
-        &self,
-        id: PlayerId,
-        player: &PlayerState,
-        cmd: &MoveCommand,
-        poses: &[Pose],
-        others: &[PlayerBox],
-        s: &mut SimScratch,
-        narrow: bool,
-    ) -> PlayerTick {
         // Every sweep of this tick stays within the player's reach: one broad-phase query
         // serves them all, and only players whose boxes reach into it matter.
         let around = self.around(player);
@@ -632,7 +619,7 @@ impl Sim {
             scratch: &mut s.trace,
             region,
             boxes: &s.boxes,
-            close: narrow.then_some((zone, s.close.as_slice())),
+            close: (!s.all_boxes).then_some((zone, s.close.as_slice())),
             poses,
             movers: &s.movers,
             blocked_by: None,
