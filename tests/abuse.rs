@@ -95,6 +95,8 @@ async fn a_hundred_bots_through_a_bad_link_for_a_minute_leave_no_memory_behind()
     // No panic: the process is alive and answers.
     assert!(s.metric("expel_ticks_total") > 0.0);
     assert_eq!(s.metric("expel_players"), 0.0, "everyone gone");
+    // A hundred players' ticks are short: they ran on one thread whatever the workers.
+    assert_eq!(s.metric("expel_tick_threads"), 1.0);
     assert_eq!(report.connected, 100, "{:?}", report.errors);
     // Cheaters whose cheat shows in the server's own simulation are caught: noclip,
     // speed and fly diverge from it, the fast clock runs ahead of it. A known miss, left

@@ -411,10 +411,12 @@ async fn machine_loop(
     let period = Duration::from_secs_f64(1.0 / f64::from(rate));
     let frame_every = u64::from((rate / live::FRAME_RATE).max(1));
     let mut longest = Duration::ZERO;
-    let mut spread = server.workers().map(|w| {
+    let workers = server.workers().map_or(1, |w| w.current_num_threads());
+    let mut spread = (workers > 1).then(|| {
         server.set_spread(false);
-        Spread::new(w.current_num_threads(), period)
+        Spread::new(workers, period)
     });
+    m.tick_threads.store(1, Relaxed);
     let timer = tokio::time::sleep_until(server.poll_timeout().into());
     tokio::pin!(timer);
     // The socket is not looked at again before this: see READ_GAP.
@@ -465,6 +467,7 @@ async fn machine_loop(
                     if let Some(on) = spread.as_mut().and_then(|s| s.tick(each)) {
                         debug!(on, "tick work spread over the workers");
                         server.set_spread(on);
+                        m.tick_threads.store(if on { workers } else { 1 } as u64, Relaxed);
                     }
                     let world = server.world();
                     m.players.store(world.players.len() as u64, Relaxed);

@@ -35,6 +35,9 @@ pub struct Metrics {
     pub ticks: AtomicU64,
     /// Tick lengths over the budget (the loop fell behind).
     pub overruns: AtomicU64,
+    /// Threads a tick's per-player work runs on now (more than one only while it
+    /// spreads over the workers).
+    pub tick_threads: AtomicU64,
     /// Datagrams received.
     pub datagrams_in: AtomicU64,
     /// Datagrams sent.
@@ -302,6 +305,12 @@ impl Metrics {
             "Ticks that took longer than the tick period.",
             &self.overruns,
             "counter",
+        );
+        counter(
+            "expel_tick_threads",
+            "Threads a tick's per-player work runs on now (more than one only while ticks are long).",
+            &self.tick_threads,
+            "gauge",
         );
         counter(
             "expel_datagrams_in_total",
