@@ -236,7 +236,7 @@ impl SimScratch {
 
     /// The worker threads, if any: other per-player work of a tick may run on them too.
     /// A thread that steps the world from inside the pool (`install`) takes part in the
-    /// work itself: no tick then waits for a worker the system has yet to schedule.
+    /// work itself: a tick then waits at most for the run a descheduled worker holds.
     pub fn pool(&self) -> Option<&Arc<rayon::ThreadPool>> {
         self.pool.as_ref()
     }
