@@ -296,10 +296,10 @@ fn supervise(
 /// thread takes over half the period, where a slow tick would soon make the next late.
 /// Under that, one thread is cheaper, and a spread tick waits for every worker it handed
 /// work to, which the system may not run at once when other processes share the cores
-/// (at 1,000 players with the bots on both cores, always spread: tick p99 6.8 to 9.5 ms;
-/// on one thread 5.9 to 7.9). The tick time is averaged over about twenty ticks; spread,
-/// a tick takes about its time on one thread over the workers, so it goes back to one
-/// thread only under half the period over the workers (no flapping at the edge).
+/// (at 1,000 players with the bots on both cores, always spread: tick p99 6.8 to 8.7 ms;
+/// on one thread 5.9 to 7.4, alternated). The tick time is averaged over about twenty
+/// ticks; spread, a tick takes about its time on one thread over the workers, so it goes
+/// back to one thread only under half the period over the workers (no flapping).
 struct Spread {
     on: bool,
     workers: f64,

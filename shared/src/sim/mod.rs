@@ -247,8 +247,9 @@ impl SimScratch {
     }
 
     /// Whether steps spread their work over the workers (on by default when there are
-    /// any). Spreading costs some CPU and makes a tick wait for every worker, so a server
-    /// turns it on only while a tick on one thread is long (the same bits either way).
+    /// any). Spreading costs some CPU and makes a tick wait for each worker's current
+    /// run, so a server turns it on only while a tick on one thread is long (the same bits
+    /// either way).
     pub fn set_spread(&mut self, on: bool) {
         self.spread = on;
     }
