@@ -46,6 +46,7 @@ fi
 rows=()
 short=()
 best=0
+best_cpu=n/a
 server=""
 # A run cut short (Ctrl-C, timeout) must not leave its server running.
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null || true' EXIT
@@ -94,6 +95,7 @@ print(f"| {n} | {r['connected']} | {f(r['server_tick_ms_p50'])} | {f(r['server_t
       f"{r['snapshots_per_s']:.1f} |")
 # Bots whose core is full send fewer inputs than asked: the row then measures a lighter
 # load than a crowd of N gives, and does not count for the largest N.
+print("n/a" if steady is None else f"{steady:.4f}")
 kept_up = r['up_datagrams_per_s'] >= 0.9 * rate
 ok = (r['server_tick_ms_p99'] or 1e9) < 1000 / 60 and lost == 0 and kept_up
 print("OK" if ok else "OVER" if kept_up else f"SHORT {r['up_datagrams_per_s']:.1f}")
@@ -101,7 +103,10 @@ EOF
 )
   rows+=("$(head -n 1 <<<"$row")")
   verdict=$(tail -n 1 <<<"$row")
-  if [ "$verdict" = OK ] && [ "$n" -gt "$best" ]; then best=$n; fi
+  if [ "$verdict" = OK ] && [ "$n" -gt "$best" ]; then
+    best=$n
+    best_cpu=$(sed -n 2p <<<"$row")
+  fi
   if [ "${verdict%% *}" = SHORT ]; then
     short+=("$n: the bots sent ${verdict#SHORT } datagrams a second each, under 90% of the ${INPUT_RATE:-60} inputs asked (their core was full): a lighter load than $n players give")
   fi
@@ -114,3 +119,24 @@ printf '%s\n' "${rows[@]}"
 echo
 [ ${#short[@]} -gt 0 ] && printf '%s\n' "${short[@]}"
 echo "largest N with tick p99 under the 16.7 ms tick period, no disconnects and bots that kept up: $best"
+# Past the N the bots here can drive (about 1,000 from one core), the server's own CPU per
+# player says where its cores run out: the tick falls behind once they are full.
+if [ "$best" -gt 0 ] && [ "$best_cpu" != n/a ] && [ ${#pin_server[@]} -gt 0 ]; then
+  python3 - "$best_cpu" "$server_cpus" "$bot_cpus" "$best" <<'PY'
+import sys
+c, server, bots, n = float(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+def cpus(spec):  # a taskset list: "0", "0,1", "0-3,6"
+    out = set()
+    for part in spec.split(","):
+        a, _, b = part.partition("-")
+        out |= set(range(int(a), int(b or a) + 1))
+    return out
+mine = cpus(server)
+if mine & cpus(bots):
+    print("(no estimate of where the server's cores run out: the bots share them)")
+else:
+    k = len(mine)
+    print(f"the server cost {c:.2f} ms of CPU per player-second at N = {n}: its {k} core(s) are full at about "
+          f"{int(k * 1000 / c)} players (an estimate, not a measured row: the tick falls behind once they are full)")
+PY
+fi
