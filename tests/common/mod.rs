@@ -177,12 +177,17 @@ pub(crate) fn ready_line(child: &mut std::process::Child) -> serde_json::Value {
 /// The secret of the `expel serve` processes tests start.
 pub(crate) const PROCESS_SECRET: &str = "attack-secret";
 
+/// Served processes started by this test binary, so each has a log of its own.
+static SERVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// `expel serve` as its own process (so its memory is its own), killed when dropped.
 pub(crate) struct Served {
     pub(crate) child: Child,
     pub(crate) addr: SocketAddr,
     pub(crate) http: SocketAddr,
     pub(crate) fingerprint: String,
+    /// Where its log (warnings and worse) goes, for a test that fails to say why.
+    pub(crate) log: std::path::PathBuf,
 }
 
 impl Drop for Served {
@@ -208,13 +213,17 @@ impl Served {
         let cmd = format!(
             "{shell} exec '{bin}' serve --addr 127.0.0.1:0 --secret {PROCESS_SECRET} --max-players {max_players}"
         );
+        let log = dir.join(format!(
+            "serve-{}.log",
+            SERVED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
         let mut child = Command::new("sh")
             .args(["-c", &cmd])
             .env("EXPEL_CACHE_DIR", &dir)
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("the server's log file"))
             .spawn()
             .expect("run expel serve");
         let v = ready_line(&mut child);
@@ -223,7 +232,21 @@ impl Served {
             addr: v["listening"].as_str().unwrap().parse().unwrap(),
             http: v["metrics"].as_str().unwrap().parse().unwrap(),
             fingerprint: v["fingerprint"].as_str().unwrap().to_string(),
+            log,
         }
+    }
+
+    /// Whether the process still runs, and the end of its log: what a failed test says.
+    pub(crate) fn state(&mut self) -> String {
+        let status = match self.child.try_wait() {
+            Ok(None) => "still running".to_string(),
+            Ok(Some(s)) => format!("exited: {s}"),
+            Err(e) => format!("status unknown: {e}"),
+        };
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        format!("the server is {status}; its log ends:\n{}", tail.join("\n"))
     }
 
     /// A field of /proc/PID/status, in MB (VmRSS now, VmHWM the peak so far).
