@@ -93,9 +93,10 @@ print(f"| {n} | {r['connected']} | {f(r['server_tick_ms_p50'])} | {f(r['server_t
       f"{r['down_payload_bytes_per_s']:.0f} | {dg:.1f} | {f(quic)} | "
       f"{r['up_bytes_per_s']:.0f} | {r['up_datagrams_per_s']:.1f} | {lost} | {r['honest_flagged']} | "
       f"{r['snapshots_per_s']:.1f} |")
+# The steady CPU, for the estimate of where the server's cores run out.
+print("n/a" if steady is None else f"{steady:.4f}")
 # Bots whose core is full send fewer inputs than asked: the row then measures a lighter
 # load than a crowd of N gives, and does not count for the largest N.
-print("n/a" if steady is None else f"{steady:.4f}")
 kept_up = r['up_datagrams_per_s'] >= 0.9 * rate
 ok = (r['server_tick_ms_p99'] or 1e9) < 1000 / 60 and lost == 0 and kept_up
 print("OK" if ok else "OVER" if kept_up else f"SHORT {r['up_datagrams_per_s']:.1f}")

@@ -187,7 +187,7 @@ pub(crate) struct Served {
     pub(crate) http: SocketAddr,
     pub(crate) fingerprint: String,
     /// Where its log (warnings and worse) goes, for a test that fails to say why.
-    pub(crate) log: std::path::PathBuf,
+    log: std::path::PathBuf,
 }
 
 impl Drop for Served {
@@ -244,9 +244,9 @@ impl Served {
             Err(e) => format!("status unknown: {e}"),
         };
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(20).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        format!("the server is {status}; its log ends:\n{}", tail.join("\n"))
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = lines[lines.len().saturating_sub(20)..].join("\n");
+        format!("the server is {status}; its log ends:\n{tail}")
     }
 
     /// A field of /proc/PID/status, in MB (VmRSS now, VmHWM the peak so far).
