@@ -127,15 +127,18 @@ impl<'a> SimCollider<'a> {
 
 /// A point moving from `p` by `d` against box `b` with the expel zone of
 /// [`EXPEL`] (the box inflated by e): the fraction where it enters, with the face normal.
-/// A point already in the zone may move along or away, never deeper; a point inside the
-/// box itself is left free to leave.
+/// A point already in the zone, its outer boundary included, may move along or away,
+/// never deeper; a point inside the box itself is left free to leave.
 fn point_vs_box(p: DVec3, d: DVec3, b: &Aabb) -> Option<(f64, DVec3)> {
     let inflated = b.expand(EXPEL);
     let inside = |q: DVec3, bb: &Aabb| q.cmpgt(bb.min).all() && q.cmplt(bb.max).all();
     if inside(p, b) {
         return None;
     }
-    if inside(p, &inflated) {
+    // The boundary counts: a sweep that stopped at the zone left the point exactly there
+    // (quantized positions and boxes make it exact), and from there the slab test below
+    // would see it enter at 0 with no face crossed, and let it through the box.
+    if p.cmpge(inflated.min).all() && p.cmple(inflated.max).all() {
         // In the zone: blocked if moving towards the box on an axis where it is outside.
         for a in 0..3 {
             if p[a] >= b.max[a] && d[a] < 0.0 {
@@ -181,7 +184,7 @@ fn point_vs_box(p: DVec3, d: DVec3, b: &Aabb) -> Option<(f64, DVec3)> {
 #[cfg(test)]
 mod tests {
     use super::SimCollider;
-    use crate::geom::Aabb;
+    use crate::geom::{Aabb, EXPEL};
     use crate::movement::{buttons, Collider, MoveCommand, MoveConfig, PlayerState};
     use crate::sim::{PlayerBox, Sim, SimScratch};
     use crate::{CollisionModel, MapData};
@@ -204,6 +207,81 @@ mod tests {
             rng.gen_range(b.min.y..b.max.y),
             rng.gen_range(b.min.z..b.max.z),
         )
+    }
+
+    /// A player pressed against another rests at the expel zone's edge, exactly (its
+    /// origin and the other's box lie on the position grid). A sweep from there into the
+    /// box once passed straight through it: the slab test saw it enter at 0 with no face
+    /// crossed. The rounding then took the whole move back (a snag, with the velocity
+    /// kept), which a trusted client claimed and the server judged as flying. Chains of
+    /// sweeps, each from where the last stopped rounded to the grid as a tick ends, must
+    /// never end inside a box (overlap deeper than 1e-6, checked here, not by the code's
+    /// own test).
+    #[test]
+    fn sweeps_from_the_expel_zone_edge_never_end_inside_a_player() {
+        let sim = arena();
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let hull = sim.movement.stand().clone();
+        let hb = hull.bounds();
+        let c = sim.arena().center();
+        let grid = |v: DVec3| (v * 256.0).round() / 256.0;
+        let inside = |me: &Aabb, b: &Aabb| {
+            (0..3).all(|a| me.min[a] + 1e-6 < b.max[a] && b.min[a] < me.max[a] - 1e-6)
+        };
+        let cube = Aabb {
+            min: c - DVec3::splat(120.0),
+            max: c + DVec3::splat(120.0),
+        };
+        let (mut from_edge, mut sweeps) = (0, 0);
+        for _ in 0..500 {
+            let boxes: Vec<PlayerBox> = (0..6)
+                .map(|id| PlayerBox {
+                    id,
+                    bounds: hb.offset(grid(c + (point_in(&mut rng, &cube) - c) * 0.4)),
+                })
+                .collect();
+            let poses = Vec::new();
+            let mut s = SimScratch::new();
+            let mut col: SimCollider = sim.collider(cube, &poses, &boxes, &mut s);
+            let mut p = grid(c + (point_in(&mut rng, &cube) - c) * 0.5);
+            if boxes.iter().any(|b| inside(&hb.offset(p), &b.bounds)) {
+                continue;
+            }
+            for _ in 0..30 {
+                // Mostly toward a box, as a crowd pushes.
+                let b = boxes[rng.gen_range(0..boxes.len())].bounds;
+                let jitter = DVec3::from_array([(); 3].map(|_| rng.gen_range(-8.0..8.0)));
+                let aim = b.center() - p + jitter;
+                let end = p + aim.normalize_or_zero() * rng.gen_range(0.5..12.0);
+                let me = hb.offset(p);
+                from_edge += usize::from(boxes.iter().any(|b| {
+                    (0..3).any(|a| {
+                        me.min[a] == b.bounds.max[a] + EXPEL || me.max[a] == b.bounds.min[a] - EXPEL
+                    })
+                }));
+                let t = col.sweep(&hull, p, end);
+                let at = hb.offset(t.end);
+                for b in &boxes {
+                    assert!(
+                        !inside(&at, &b.bounds),
+                        "from {p:?} toward {end:?} the sweep ended at {:?}, inside player {}'s box {:?}",
+                        t.end,
+                        b.id,
+                        b.bounds
+                    );
+                }
+                sweeps += 1;
+                // As a tick ends: to the grid, unless that overlaps.
+                let q = grid(t.end);
+                p = if col.solid(&hull, q) { t.end } else { q };
+            }
+        }
+        eprintln!("{sweeps} sweeps, {from_edge} from the zone's edge");
+        assert!(sweeps > 4_000, "{sweeps} sweeps");
+        assert!(
+            from_edge > 500,
+            "only {from_edge} sweeps began at the zone's edge"
+        );
     }
 
     /// Sweeps and position tests anywhere, inside the close zone and out of it, meet the

@@ -12,7 +12,7 @@ impl Sim {
     /// Advances every mover one tick, carrying its riders and pushing the players in its
     /// way; a mover that cannot push a player does not move and turns back if its kind
     /// does, so nobody is ever left inside it.
-    pub(crate) fn advance_movers(&self, world: &mut WorldState, s: &mut SimScratch) {
+    pub fn advance_movers(&self, world: &mut WorldState, s: &mut SimScratch) {
         world
             .movers
             .resize(self.movers.len(), MoverState::default());
