@@ -446,3 +446,78 @@ fn a_flyhack_along_a_wall_is_flagged_within_thirty_ticks_and_wall_hugging_never(
         }
     }
 }
+
+/// After a correction the server holds the player where it put it, at rest, and judges
+/// the client's next claim over every tick since (a round trip's worth). An honest fall
+/// over such a span rounds its velocity and position every tick, and comes short of the
+/// exact fall by more than one tick's rounding (13 ticks came 0.03 units short): it must
+/// still pass, for every span a claim may be judged over, from anywhere in mid-air.
+#[test]
+fn an_honest_fall_over_a_long_span_is_never_flagged() {
+    use expel_shared::validate::{SeenWorld, TickClaim, MAX_SPAN};
+    let sim = sim_of(&floor_map(false), Movement::default());
+    let mut rng = ChaCha8Rng::seed_from_u64(13);
+    let mut s = expel_shared::SimScratch::new();
+    let mut judged = 0;
+    for _ in 0..40 {
+        let at = DVec3::new(
+            rng.gen_range(-500.0..500.0),
+            rng.gen_range(-500.0..500.0),
+            rng.gen_range(300.0..600.0),
+        );
+        let start = PlayerState::at(at);
+        let fall = claims_of(&sim, start, &[MoveCommand::default(); MAX_SPAN as usize]);
+        for (i, claim) in fall.iter().enumerate() {
+            let mut world = sim.new_state();
+            sim.add_player(&mut world, 0, start).unwrap();
+            let span = i as u32 + 1;
+            let claims = BTreeMap::from([(
+                0,
+                TickClaim {
+                    state: *claim,
+                    span,
+                    seen: 0,
+                },
+            )]);
+            let report = &sim.step_claims(&mut world, &claims, &SeenWorld::default(), &mut s)[0];
+            let outcome = report.outcome.as_ref().unwrap();
+            assert!(
+                outcome.accepted,
+                "a fall of {span} ticks from {at:?}: {:?}",
+                outcome.violation
+            );
+            judged += 1;
+        }
+    }
+    assert_eq!(judged, 40 * MAX_SPAN);
+}
+
+/// A player level with a step's top, its box touching the plane of the step's side and
+/// over the step's end, runs off that end while drifting toward the side: its hull meets
+/// the top's edge at once and slides along it, so it does not fall that tick though
+/// nothing is under it where it ends. (Seen in a trusted crowd on the arena: flagged as
+/// flying, since the validator's lowered probe met the step's side, not its top.)
+#[test]
+fn running_off_a_steps_corner_is_not_flying() {
+    let mut text = String::from("{\n\"classname\" \"worldspawn\"\n");
+    text += &brush(
+        DVec3::new(-512.0, -512.0, -16.0),
+        DVec3::new(512.0, 512.0, 0.0),
+    );
+    text += &brush(DVec3::new(0.0, 0.0, 0.0), DVec3::new(96.0, 32.0, 18.0));
+    text += "}\n";
+    let sim = sim_of(&MapData::parse_map(&text).unwrap(), Movement::default());
+    // The box: x -26.6..3.4 (over the step's end by 3.4), y -30..0 (touching the side's
+    // plane), its feet one expel zone above the top; running -x, drifting +y.
+    let mut start = PlayerState::at(DVec3::new(-11.58984375, -15.0, 42.03125));
+    start.set_velocity(DVec3::new(-319.5625, 27.9375, 0.0));
+    start.flags = expel_shared::movement::flags::ON_GROUND;
+    let claim = claims_of(&sim, start, &[MoveCommand::default()])[0];
+    assert!(!claim.on_ground(), "the case: it ends off the step");
+    assert_eq!(
+        claim.origin[2], start.origin[2],
+        "the case: it did not fall"
+    );
+    let out = judge(&sim, start, &[claim]);
+    assert!(out[0].accepted, "{:?}", out[0].violation);
+}

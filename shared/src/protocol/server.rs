@@ -26,7 +26,7 @@ use super::{
 use crate::movement::{MoveCommand, MoveMode, Obstacle, PlayerState};
 use crate::sim::{PlayerId, Sim, SimScratch, WorldState};
 use crate::validate::{
-    SeenBoxes, TickClaim, ValidationConfig, Validator, Violation, ViolationKind,
+    SeenWorld, TickClaim, ValidationConfig, Validator, Violation, ViolationKind,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -307,7 +307,7 @@ pub struct Server {
     /// The players for the snapshots of a tick, renewed in place tick after tick.
     crowd: Option<Crowd>,
     /// The players' boxes after recent ticks (trusted mode: what claims were made against).
-    seen: SeenBoxes,
+    seen: SeenWorld,
     conns: BTreeMap<ConnId, Conn>,
     sessions: BTreeMap<PlayerId, Session>,
     replay: ReplayGuard,
@@ -362,7 +362,7 @@ impl Server {
             settings,
             scratch,
             crowd: None,
-            seen: SeenBoxes::default(),
+            seen: SeenWorld::default(),
             conns: BTreeMap::new(),
             sessions: BTreeMap::new(),
             replay: ReplayGuard::new(),

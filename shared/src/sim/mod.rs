@@ -841,7 +841,7 @@ impl Sim {
 
     /// Into `out`, the movers at `poses` whose bounds reach into `around` (with the
     /// margin a sweep adds to its own bounds), with those bounds, in mover order.
-    fn movers_near(&self, around: &Aabb, poses: &[Pose], out: &mut Vec<(usize, Aabb)>) {
+    pub(crate) fn movers_near(&self, around: &Aabb, poses: &[Pose], out: &mut Vec<(usize, Aabb)>) {
         let zone = around.expand(collider::SWEEP_MARGIN);
         out.clear();
         out.extend(

@@ -30,10 +30,10 @@
 
 use super::{Violation, ViolationKind};
 use crate::collision::hull::Hull;
-use crate::geom::EXPEL;
+use crate::geom::{Aabb, EXPEL};
 use crate::movement::pmove::{ground_sweep, unstuck_position, Collider};
 use crate::movement::{flags, PlayerState};
-use crate::mover::Pose;
+use crate::mover::{MoverState, Pose};
 use crate::sim::{in_range, PlayerBox, PlayerId, Sim, SimScratch, WorldState};
 use glam::DVec3;
 use std::collections::{BTreeMap, VecDeque};
@@ -232,9 +232,8 @@ impl Sim {
         let stand = mv.stand().bounds();
         let near = stand.offset(p0).expand(2.0 * CONTACT);
         let stuck = self.collider(near, poses, others, s).solid(hull_p, p0);
-        let margin = cfg.step_height + cfg.ground_distance + 2.0 * CONTACT + 1.0;
         let from = stand.offset(p0).expand(if stuck { unstick } else { 0.0 });
-        let around = from.union(&stand.offset(c)).expand(margin);
+        let around = self.judged_zone(from, c);
         let mut col = self.collider(around, poses, others, s);
         let start = unstuck_position(&mut col, hull_p, p0).unwrap_or(p0);
         let unstuck = start != p0;
@@ -263,7 +262,8 @@ impl Sim {
         // Only a surface that faces up (a floor, a slope, a steep face, a mover's top,
         // another player's head) can hold a player up against gravity or turn its speed
         // upward; a wall or a ceiling cannot, however hard the player presses into it.
-        let lift = unstuck || landing || under(&mut col, probes.under(claim.crouched()), start, c);
+        let lift =
+            unstuck || landing || under(&mut col, probes.under(claim.crouched()), hull_c, start, c);
         let w = cfg.max_speed;
         let gain = |accel: f64| {
             let a = (accel * dt * w).min(w);
@@ -359,7 +359,7 @@ impl Sim {
             // the speed capped as the movement caps it.
             let vz = (v.z - cfg.gravity * dt * k).max(-cfg.max_velocity);
             let dz = (v.z * k - cfg.gravity * dt * k * k * 0.5) * dt;
-            if cv.z > vz + SPEED_TOL * k || d.z > dz + MOVE_TOL {
+            if cv.z > vz + SPEED_TOL * k || d.z > dz + MOVE_TOL + fall_rounding(k, dt) {
                 return verdict(
                     ViolationKind::Fly,
                     format!(
@@ -413,6 +413,15 @@ impl Sim {
         accept()
     }
 
+    /// The space a claim's checks can touch, from the player's box at the start (`from`)
+    /// to the claimed origin: both ends with a step and the contact margin.
+    fn judged_zone(&self, from: Aabb, to: DVec3) -> Aabb {
+        let cfg = self.config();
+        let margin = cfg.step_height + cfg.ground_distance + 2.0 * CONTACT + 1.0;
+        let stand = self.movement().stand().bounds();
+        from.union(&stand.offset(to)).expand(margin)
+    }
+
     /// Whether the box of half-size `margin` around `p` lies in the arena.
     fn in_arena_by(&self, p: DVec3, margin: f64) -> bool {
         self.in_arena(p - DVec3::splat(margin)) && self.in_arena(p + DVec3::splat(margin))
@@ -420,6 +429,17 @@ impl Sim {
 }
 
 /// Friction on the ground for one tick (the speed it leaves; see `pmove`).
+/// How far a fall of `k` ticks may come short of the exact trapezoid: every tick rounds
+/// the velocity (half a quantum, and the error carries into every later tick's motion)
+/// and the position (half a quantum). Over one tick it is within [`MOVE_TOL`]; over the
+/// span after a correction (a round trip's ticks) it is not: 13 ticks of honest falling
+/// came 0.03 units short.
+fn fall_rounding(k: f64, dt: f64) -> f64 {
+    use crate::movement::{POSITION_SCALE, VELOCITY_SCALE};
+    let (dv, dp) = (0.5 / VELOCITY_SCALE, 0.5 / POSITION_SCALE);
+    dv * dt * k * k * 0.5 + dp * k
+}
+
 fn friction(v: DVec3, stop_speed: f64, drop_rate: f64) -> DVec3 {
     let speed = DVec3::new(v.x, v.y, 0.0).length();
     if speed < 1.0 {
@@ -492,11 +512,16 @@ fn touching<C: Collider>(col: &mut C, probe: &Hull, a: DVec3, b: DVec3) -> bool 
 
 /// Whether something facing up lies under the player anywhere between `a` and `b`: the
 /// `under` probe overlaps it at either end, or meets a face whose normal points up along
-/// the way.
-fn under<C: Collider>(col: &mut C, under: &Hull, a: DVec3, b: DVec3) -> bool {
+/// the way; or the hull itself, sinking by [`CONTACT`] along the way, does. The probe
+/// alone misses a step's top that the hull meets at its edge: stepping off a step's
+/// side onto its corner (the box level with the top, touching the side's plane), the
+/// lowered probe meets the side first, and the hull rests on the top.
+fn under<C: Collider>(col: &mut C, under: &Hull, hull: &Hull, a: DVec3, b: DVec3) -> bool {
+    let up = |t: crate::collision::Sweep| t.normal().is_some_and(|n| n.z > 1e-6);
     col.solid(under, a)
         || col.solid(under, b)
-        || col.sweep(under, a, b).normal().is_some_and(|n| n.z > 1e-6)
+        || up(col.sweep(under, a, b))
+        || up(col.sweep(hull, a, b - DVec3::Z * CONTACT))
 }
 
 /// Whether walkable ground lies under the hull at `p`, within the ground test's reach
@@ -605,46 +630,58 @@ pub struct TickClaim {
 /// to arrive is judged.
 const SEEN_BACK: u64 = 8;
 
-/// The players' boxes after each recent tick: what the snapshot of that tick showed, so
-/// what a claim acknowledging it was predicted against.
+/// What the snapshots of recent ticks showed, so what a claim acknowledging one was
+/// predicted against: the players' boxes and the movers' states after each tick.
 #[derive(Debug, Default)]
-pub struct SeenBoxes {
-    ticks: VecDeque<(u64, Vec<PlayerBox>)>,
+pub struct SeenWorld {
+    ticks: VecDeque<Seen>,
 }
 
-impl SeenBoxes {
+/// One tick of [`SeenWorld`].
+#[derive(Debug, Default)]
+struct Seen {
+    tick: u64,
+    boxes: Vec<PlayerBox>,
+    movers: Vec<MoverState>,
+}
+
+impl SeenWorld {
     /// Ticks kept: as far back as a command may be stamped ahead.
     const KEPT: usize = super::MAX_AHEAD as usize;
 
-    /// Records the boxes after `world`'s tick.
+    /// Records the world after its tick.
     pub fn record(&mut self, sim: &Sim, world: &WorldState) {
-        let mut boxes = if self.ticks.len() >= Self::KEPT {
-            self.ticks.pop_front().map(|(_, b)| b).unwrap_or_default()
+        let mut seen = if self.ticks.len() >= Self::KEPT {
+            self.ticks.pop_front().unwrap_or_default()
         } else {
-            Vec::new()
+            Seen::default()
         };
-        boxes.clear();
-        boxes.extend(
+        seen.tick = world.tick;
+        seen.boxes.clear();
+        seen.boxes.extend(
             world
                 .players
                 .iter()
                 .filter_map(|(id, p)| sim.player_box(*id, &p.state)),
         );
-        self.ticks.push_back((world.tick, boxes));
+        seen.movers.clone_from(&world.movers);
+        self.ticks.push_back(seen);
     }
 
-    /// The boxes after `tick` (none when it is not kept).
-    pub fn at(&self, tick: u64) -> &[PlayerBox] {
-        let Some(&(first, _)) = self.ticks.front() else {
-            return &[];
-        };
-        let i = tick
-            .checked_sub(first)
-            .and_then(|i| usize::try_from(i).ok());
-        match i.and_then(|i| self.ticks.get(i)) {
-            Some((t, b)) if *t == tick => b,
-            _ => &[],
-        }
+    fn get(&self, tick: u64) -> Option<&Seen> {
+        let first = self.ticks.front()?.tick;
+        let i = usize::try_from(tick.checked_sub(first)?).ok()?;
+        self.ticks.get(i).filter(|s| s.tick == tick)
+    }
+
+    /// The players' boxes after `tick` (none when it is not kept).
+    pub fn boxes(&self, tick: u64) -> &[PlayerBox] {
+        self.get(tick).map_or(&[], |s| &s.boxes)
+    }
+
+    /// The movers' states after `tick`, when it is kept.
+    pub fn movers(&self, tick: u64) -> Option<&[MoverState]> {
+        self.get(tick).map(|s| s.movers.as_slice())
     }
 }
 
@@ -667,7 +704,7 @@ impl Sim {
         &self,
         world: &mut WorldState,
         claims: &BTreeMap<PlayerId, TickClaim>,
-        seen: &SeenBoxes,
+        seen: &SeenWorld,
         s: &mut SimScratch,
     ) -> Vec<ClaimReport> {
         let probes = ContactHulls::new(self.movement());
@@ -681,7 +718,7 @@ impl Sim {
         probes: &ContactHulls,
         world: &mut WorldState,
         claims: &BTreeMap<PlayerId, TickClaim>,
-        seen: &SeenBoxes,
+        seen: &SeenWorld,
         s: &mut SimScratch,
     ) -> Vec<ClaimReport> {
         self.advance_movers(world, s);
@@ -694,7 +731,6 @@ impl Sim {
             .filter_map(|(id, p)| self.player_box(*id, &p.state))
             .collect();
         let mut others = Vec::with_capacity(boxes.len());
-        let mut seen_others = Vec::new();
         let mut reports = Vec::with_capacity(world.players.len());
         for (id, slot) in world.players.iter_mut() {
             others.clear();
@@ -711,22 +747,25 @@ impl Sim {
                 if outcome.violation.is_none() {
                     return outcome;
                 }
-                // The client predicted against the others where a snapshot showed them:
-                // the one it acknowledged, or (for an older copy of the claim) one of the
-                // few before. A claim honest there is honest; the players it met there
-                // have moved on since.
-                for t in (claim.seen.saturating_sub(SEEN_BACK)..=claim.seen).rev() {
-                    seen_others.clear();
-                    seen_others.extend(seen.at(t).iter().filter(|b| b.id != *id));
-                    if seen_others.is_empty() {
-                        continue;
-                    }
-                    let then = TickView {
-                        others: &seen_others,
+                if let Some(o) = self.as_the_client_saw(*id, &prev, claim, view, seen, probes, s) {
+                    return o;
+                }
+                // Held since a correction (or claims that went missing), the player stood
+                // still in every snapshot since; the client took up its path again from
+                // the newest it had, so it may have moved over fewer ticks than the span.
+                let since_seen = tick.saturating_sub(claim.seen);
+                if claim.seen < tick && since_seen < u64::from(claim.span) {
+                    let view = TickView {
+                        span: since_seen as u32,
                         ..view
                     };
-                    let o = self.check_claim(*id, &prev, &claim.state, then, probes, s);
+                    let o = self.check_claim(*id, &prev, &claim.state, view, probes, s);
                     if o.accepted {
+                        return o;
+                    }
+                    if let Some(o) =
+                        self.as_the_client_saw(*id, &prev, claim, view, seen, probes, s)
+                    {
                         return o;
                     }
                 }
@@ -739,6 +778,104 @@ impl Sim {
         }
         world.tick = tick;
         reports
+    }
+}
+
+impl Sim {
+    /// Judges a claim against the world as the client saw it, once it failed against the
+    /// world as it is: the others where a snapshot showed them (the one it acknowledged,
+    /// or for an older copy of the claim one of the few before: a claim honest there is
+    /// honest, the players it met there have moved on since), then the movers as it may
+    /// have run them. The accepted outcome, if any.
+    #[allow(clippy::too_many_arguments)]
+    fn as_the_client_saw(
+        &self,
+        id: PlayerId,
+        prev: &PlayerState,
+        claim: &TickClaim,
+        view: TickView<'_>,
+        seen: &SeenWorld,
+        probes: &ContactHulls,
+        s: &mut SimScratch,
+    ) -> Option<ClaimOutcome> {
+        let mut others = Vec::new();
+        for t in (claim.seen.saturating_sub(SEEN_BACK)..=claim.seen).rev() {
+            others.clear();
+            others.extend(seen.boxes(t).iter().filter(|b| b.id != id));
+            if others.is_empty() {
+                continue;
+            }
+            let then = TickView {
+                others: &others,
+                ..view
+            };
+            let o = self.check_claim(id, prev, &claim.state, then, probes, s);
+            if o.accepted {
+                return Some(o);
+            }
+        }
+        self.with_late_movers(id, prev, claim, view, seen, probes, s)
+    }
+
+    /// Judges a claim against the movers as the client may have run them. A mover that
+    /// another player set going where the client could not see it yet (out of its sight,
+    /// or since its snapshot) starts late on the client's side: there it stands where the
+    /// server's stood some ticks ago, though no earlier than a little before the snapshot
+    /// the client acknowledged. Only the movers near the claim count, each different set
+    /// of their poses is tried once (none when no mover near moved), against the others
+    /// where they stand and where that snapshot showed them. The accepted outcome, if any.
+    #[allow(clippy::too_many_arguments)]
+    fn with_late_movers(
+        &self,
+        id: PlayerId,
+        prev: &PlayerState,
+        claim: &TickClaim,
+        view: TickView<'_>,
+        seen: &SeenWorld,
+        probes: &ContactHulls,
+        s: &mut SimScratch,
+    ) -> Option<ClaimOutcome> {
+        let stand = self.movement().stand().bounds();
+        let zone = self.judged_zone(stand.offset(prev.origin()), claim.state.origin());
+        let mut near = Vec::new();
+        self.movers_near(&zone, view.poses, &mut near);
+        let now: Vec<usize> = near.iter().map(|&(i, _)| i).collect();
+        let acked: Vec<PlayerBox> = seen
+            .boxes(claim.seen)
+            .iter()
+            .filter(|b| b.id != id)
+            .copied()
+            .collect();
+        let (mut poses, mut tried) = (Vec::new(), view.poses.to_vec());
+        for t in (claim.seen.saturating_sub(SEEN_BACK)..view.tick).rev() {
+            let Some(states) = seen.movers(t) else {
+                continue;
+            };
+            self.poses(states, &mut poses);
+            self.movers_near(&zone, &poses, &mut near);
+            let moved = now
+                .iter()
+                .copied()
+                .chain(near.iter().map(|&(i, _)| i))
+                .any(|i| poses.get(i) != tried.get(i));
+            if !moved {
+                continue;
+            }
+            let acked = (!acked.is_empty()).then_some(&acked[..]);
+            for others in [Some(view.others), acked].into_iter().flatten() {
+                let then = TickView {
+                    poses: &poses,
+                    others,
+                    ..view
+                };
+                let o = self.check_claim(id, prev, &claim.state, then, probes, s);
+                if o.accepted {
+                    return Some(o);
+                }
+            }
+            tried.clone_from(&poses);
+        }
+        None
     }
 }
 
@@ -785,7 +922,7 @@ impl ClaimValidator {
             &self.probes,
             &mut self.world,
             &claims,
-            &SeenBoxes::default(),
+            &SeenWorld::default(),
             &mut self.scratch,
         );
         // The player never leaves this world, so its claim is always judged.

@@ -28,7 +28,7 @@
 mod claims;
 
 pub use claims::{
-    claim_from_values, ClaimOutcome, ClaimReport, ClaimValidator, SeenBoxes, TickClaim, TickView,
+    claim_from_values, ClaimOutcome, ClaimReport, ClaimValidator, SeenWorld, TickClaim, TickView,
     MAX_SPAN,
 };
 
