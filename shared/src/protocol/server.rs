@@ -832,7 +832,7 @@ impl Server {
         let reports = self
             .sim
             .step_claims(&mut self.world, &claims, &self.seen, &mut self.scratch);
-        self.seen.record(&self.sim, &self.world);
+        self.seen.record(&self.world);
         let tick = self.world.tick;
         for r in reports {
             let Some(s) = self.sessions.get_mut(&r.id) else {

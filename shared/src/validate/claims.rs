@@ -32,9 +32,9 @@ use super::{Violation, ViolationKind};
 use crate::collision::hull::Hull;
 use crate::geom::{Aabb, EXPEL};
 use crate::movement::pmove::{ground_sweep, unstuck_position, Collider};
-use crate::movement::{flags, PlayerState};
+use crate::movement::{flags, MoveCommand, PlayerState};
 use crate::mover::{MoverState, Pose};
-use crate::sim::{in_range, PlayerBox, PlayerId, Sim, SimScratch, WorldState};
+use crate::sim::{in_range, PlayerBox, PlayerId, PlayerSlot, Sim, SimScratch, WorldState};
 use glam::DVec3;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -631,7 +631,7 @@ pub struct TickClaim {
 const SEEN_BACK: u64 = 8;
 
 /// What the snapshots of recent ticks showed, so what a claim acknowledging one was
-/// predicted against: the players' boxes and the movers' states after each tick.
+/// predicted against: the players' states and the movers' states after each tick.
 #[derive(Debug, Default)]
 pub struct SeenWorld {
     ticks: VecDeque<Seen>,
@@ -641,7 +641,7 @@ pub struct SeenWorld {
 #[derive(Debug, Default)]
 struct Seen {
     tick: u64,
-    boxes: Vec<PlayerBox>,
+    players: Vec<(PlayerId, PlayerState)>,
     movers: Vec<MoverState>,
 }
 
@@ -650,20 +650,16 @@ impl SeenWorld {
     const KEPT: usize = super::MAX_AHEAD as usize;
 
     /// Records the world after its tick.
-    pub fn record(&mut self, sim: &Sim, world: &WorldState) {
+    pub fn record(&mut self, world: &WorldState) {
         let mut seen = if self.ticks.len() >= Self::KEPT {
             self.ticks.pop_front().unwrap_or_default()
         } else {
             Seen::default()
         };
         seen.tick = world.tick;
-        seen.boxes.clear();
-        seen.boxes.extend(
-            world
-                .players
-                .iter()
-                .filter_map(|(id, p)| sim.player_box(*id, &p.state)),
-        );
+        seen.players.clear();
+        seen.players
+            .extend(world.players.iter().map(|(id, p)| (*id, p.state)));
         seen.movers.clone_from(&world.movers);
         self.ticks.push_back(seen);
     }
@@ -674,14 +670,18 @@ impl SeenWorld {
         self.ticks.get(i).filter(|s| s.tick == tick)
     }
 
-    /// The players' boxes after `tick` (none when it is not kept).
-    pub fn boxes(&self, tick: u64) -> &[PlayerBox] {
-        self.get(tick).map_or(&[], |s| &s.boxes)
-    }
-
-    /// The movers' states after `tick`, when it is kept.
-    pub fn movers(&self, tick: u64) -> Option<&[MoverState]> {
-        self.get(tick).map(|s| s.movers.as_slice())
+    /// The boxes of the players but `me` after `tick` into `out` (none when it is not
+    /// kept).
+    fn boxes(&self, sim: &Sim, tick: u64, me: PlayerId, out: &mut Vec<PlayerBox>) {
+        out.clear();
+        if let Some(seen) = self.get(tick) {
+            out.extend(
+                seen.players
+                    .iter()
+                    .filter(|(id, _)| *id != me)
+                    .filter_map(|(id, p)| sim.player_box(*id, p)),
+            );
+        }
     }
 }
 
@@ -800,8 +800,7 @@ impl Sim {
     ) -> Option<ClaimOutcome> {
         let mut others = Vec::new();
         for t in (claim.seen.saturating_sub(SEEN_BACK)..=claim.seen).rev() {
-            others.clear();
-            others.extend(seen.boxes(t).iter().filter(|b| b.id != id));
+            seen.boxes(self, t, id, &mut others);
             if others.is_empty() {
                 continue;
             }
@@ -817,13 +816,19 @@ impl Sim {
         self.with_late_movers(id, prev, claim, view, seen, probes, s)
     }
 
-    /// Judges a claim against the movers as the client may have run them. A mover that
-    /// another player set going where the client could not see it yet (out of its sight,
-    /// or since its snapshot) starts late on the client's side: there it stands where the
-    /// server's stood some ticks ago, though no earlier than a little before the snapshot
-    /// the client acknowledged. Only the movers near the claim count, each different set
-    /// of their poses is tried once (none when no mover near moved), against the others
-    /// where they stand and where that snapshot showed them. The accepted outcome, if any.
+    /// Judges a claim against the movers as the client may have run them, two ways:
+    ///
+    /// - late: a mover that another player set going where the client could not see it
+    ///   yet starts late on the client's side, so there it stands where the server's stood
+    ///   some ticks ago (no earlier than a little before the snapshot it acknowledged);
+    /// - run on: from a snapshot the client takes the movers' states and runs them on with
+    ///   the others standing where it showed them, so a mover that others rode or blocked
+    ///   since stands where the server's never stood.
+    ///
+    /// Only the movers near the claim count, and a set of poses that leaves them where
+    /// they were tried last is not tried again (nothing is tried when none of them moved),
+    /// against the others where they stand and where the acknowledged snapshot showed
+    /// them. The accepted outcome, if any.
     #[allow(clippy::too_many_arguments)]
     fn with_late_movers(
         &self,
@@ -840,24 +845,27 @@ impl Sim {
         let mut near = Vec::new();
         self.movers_near(&zone, view.poses, &mut near);
         let now: Vec<usize> = near.iter().map(|&(i, _)| i).collect();
-        let acked: Vec<PlayerBox> = seen
-            .boxes(claim.seen)
-            .iter()
-            .filter(|b| b.id != id)
-            .copied()
-            .collect();
+        let mut acked = Vec::new();
+        seen.boxes(self, claim.seen, id, &mut acked);
+        let first = claim.seen.saturating_sub(SEEN_BACK);
+        let late = (first..view.tick).rev().map(|t| (t, false));
+        let run_on = (first..=claim.seen).rev().map(|t| (t, true));
         let (mut poses, mut tried) = (Vec::new(), view.poses.to_vec());
-        for t in (claim.seen.saturating_sub(SEEN_BACK)..view.tick).rev() {
-            let Some(states) = seen.movers(t) else {
+        for (t, run_on) in late.chain(run_on) {
+            let Some(then) = seen.get(t) else {
                 continue;
             };
-            self.poses(states, &mut poses);
+            if run_on {
+                let states = self.run_movers_on(id, prev, then, view.tick, s);
+                self.poses(&states, &mut poses);
+            } else {
+                self.poses(&then.movers, &mut poses);
+            }
             self.movers_near(&zone, &poses, &mut near);
             let moved = now
                 .iter()
-                .copied()
-                .chain(near.iter().map(|&(i, _)| i))
-                .any(|i| poses.get(i) != tried.get(i));
+                .chain(near.iter().map(|(i, _)| i))
+                .any(|&i| poses.get(i) != tried.get(i));
             if !moved {
                 continue;
             }
@@ -876,6 +884,38 @@ impl Sim {
             tried.clone_from(&poses);
         }
         None
+    }
+
+    /// The movers' states after `tick` as a client runs them on from the snapshot of
+    /// `from`: the others standing where it showed them, player `id` where it was.
+    fn run_movers_on(
+        &self,
+        id: PlayerId,
+        at: &PlayerState,
+        from: &Seen,
+        tick: u64,
+        s: &mut SimScratch,
+    ) -> Vec<MoverState> {
+        let slot = |state: PlayerState| PlayerSlot {
+            state,
+            last_command: MoveCommand::default(),
+        };
+        let mut players: BTreeMap<PlayerId, PlayerSlot> = from
+            .players
+            .iter()
+            .map(|&(p, state)| (p, slot(state)))
+            .collect();
+        players.insert(id, slot(*at));
+        let mut w = WorldState {
+            tick: from.tick,
+            players,
+            movers: from.movers.clone(),
+        };
+        while w.tick < tick {
+            self.advance_movers(&mut w, s);
+            w.tick += 1;
+        }
+        w.movers
     }
 }
 
