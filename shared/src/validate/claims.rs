@@ -747,7 +747,15 @@ impl Sim {
                 if outcome.violation.is_none() {
                     return outcome;
                 }
-                if let Some(o) = self.as_the_client_saw(*id, &prev, claim, view, seen, probes, s) {
+                let mut retry = Retry {
+                    id: *id,
+                    prev: &prev,
+                    claim,
+                    view,
+                    seen,
+                    probes,
+                };
+                if let Some(o) = self.as_the_client_saw(&retry, s) {
                     return o;
                 }
                 // Held since a correction (or claims that went missing), the player stood
@@ -755,17 +763,12 @@ impl Sim {
                 // the newest it had, so it may have moved over fewer ticks than the span.
                 let since_seen = tick.saturating_sub(claim.seen);
                 if claim.seen < tick && since_seen < u64::from(claim.span) {
-                    let view = TickView {
-                        span: since_seen as u32,
-                        ..view
-                    };
-                    let o = self.check_claim(*id, &prev, &claim.state, view, probes, s);
+                    retry.view.span = since_seen as u32;
+                    let o = retry.check(self, retry.view, s);
                     if o.accepted {
                         return o;
                     }
-                    if let Some(o) =
-                        self.as_the_client_saw(*id, &prev, claim, view, seen, probes, s)
-                    {
+                    if let Some(o) = self.as_the_client_saw(&retry, s) {
                         return o;
                     }
                 }
@@ -781,39 +784,46 @@ impl Sim {
     }
 }
 
+/// A claim that failed against the world as it is, and what it is judged again with.
+struct Retry<'a> {
+    id: PlayerId,
+    prev: &'a PlayerState,
+    claim: &'a TickClaim,
+    view: TickView<'a>,
+    seen: &'a SeenWorld,
+    probes: &'a ContactHulls,
+}
+
+impl Retry<'_> {
+    /// Judges the claim with the world seen as `view` says.
+    fn check(&self, sim: &Sim, view: TickView<'_>, s: &mut SimScratch) -> ClaimOutcome {
+        sim.check_claim(self.id, self.prev, &self.claim.state, view, self.probes, s)
+    }
+}
+
 impl Sim {
     /// Judges a claim against the world as the client saw it, once it failed against the
     /// world as it is: the others where a snapshot showed them (the one it acknowledged,
     /// or for an older copy of the claim one of the few before: a claim honest there is
     /// honest, the players it met there have moved on since), then the movers as it may
     /// have run them. The accepted outcome, if any.
-    #[allow(clippy::too_many_arguments)]
-    fn as_the_client_saw(
-        &self,
-        id: PlayerId,
-        prev: &PlayerState,
-        claim: &TickClaim,
-        view: TickView<'_>,
-        seen: &SeenWorld,
-        probes: &ContactHulls,
-        s: &mut SimScratch,
-    ) -> Option<ClaimOutcome> {
+    fn as_the_client_saw(&self, r: &Retry, s: &mut SimScratch) -> Option<ClaimOutcome> {
         let mut others = Vec::new();
-        for t in (claim.seen.saturating_sub(SEEN_BACK)..=claim.seen).rev() {
-            seen.boxes(self, t, id, &mut others);
+        for t in (r.claim.seen.saturating_sub(SEEN_BACK)..=r.claim.seen).rev() {
+            r.seen.boxes(self, t, r.id, &mut others);
             if others.is_empty() {
                 continue;
             }
             let then = TickView {
                 others: &others,
-                ..view
+                ..r.view
             };
-            let o = self.check_claim(id, prev, &claim.state, then, probes, s);
+            let o = r.check(self, then, s);
             if o.accepted {
                 return Some(o);
             }
         }
-        self.with_late_movers(id, prev, claim, view, seen, probes, s)
+        self.with_late_movers(r, s)
     }
 
     /// Judges a claim against the movers as the client may have run them, two ways:
@@ -829,17 +839,15 @@ impl Sim {
     /// they were tried last is not tried again (nothing is tried when none of them moved),
     /// against the others where they stand and where the acknowledged snapshot showed
     /// them. The accepted outcome, if any.
-    #[allow(clippy::too_many_arguments)]
-    fn with_late_movers(
-        &self,
-        id: PlayerId,
-        prev: &PlayerState,
-        claim: &TickClaim,
-        view: TickView<'_>,
-        seen: &SeenWorld,
-        probes: &ContactHulls,
-        s: &mut SimScratch,
-    ) -> Option<ClaimOutcome> {
+    fn with_late_movers(&self, r: &Retry, s: &mut SimScratch) -> Option<ClaimOutcome> {
+        let Retry {
+            id,
+            prev,
+            claim,
+            view,
+            seen,
+            ..
+        } = *r;
         let stand = self.movement().stand().bounds();
         let zone = self.judged_zone(stand.offset(prev.origin()), claim.state.origin());
         let mut near = Vec::new();
@@ -876,7 +884,7 @@ impl Sim {
                     others,
                     ..view
                 };
-                let o = self.check_claim(id, prev, &claim.state, then, probes, s);
+                let o = r.check(self, then, s);
                 if o.accepted {
                     return Some(o);
                 }
