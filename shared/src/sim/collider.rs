@@ -11,7 +11,7 @@ use crate::mover::Pose;
 use glam::DVec3;
 
 /// How far past a sweep's own bounds the movers and players it may meet are looked for.
-pub(super) const SWEEP_MARGIN: f64 = EXPEL * 4.0;
+pub(crate) const SWEEP_MARGIN: f64 = EXPEL * 4.0;
 
 /// The map, the movers at their poses, and other players' boxes.
 pub(crate) struct SimCollider<'a> {

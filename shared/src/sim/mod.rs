@@ -54,7 +54,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use thiserror::Error;
 
-mod collider;
+pub(crate) mod collider;
 pub(crate) mod players;
 mod push;
 

@@ -119,7 +119,7 @@ pub struct TickView<'a> {
     pub tick: u64,
     /// The movers' poses.
     pub poses: &'a [Pose],
-    /// The other players as obstacles.
+    /// The players as obstacles (the claimant among them is passed over).
     pub others: &'a [PlayerBox],
     /// Ticks since the state the claim is judged from: 1, or more when claims went
     /// missing and the player held its last state meanwhile; the bounds allow that many
@@ -219,17 +219,26 @@ impl Sim {
         let hull_p = mv.hull(prev);
         let hull_c = mv.hull(claim);
         // Players the claimant stood inside as the tick began do not block it (the
-        // simulation's rule: they pass through each other until they part).
+        // simulation's rule: they pass through each other until they part). Nor do those
+        // beyond anything the checks reach (a crowd's thousand would be looked at by every
+        // sweep).
         let me = mv.player_box(prev);
+        let stand = mv.stand().bounds();
+        let reach_zone = self
+            .judged_zone(stand.offset(p0).expand(unstick), c)
+            .expand(crate::sim::collider::SWEEP_MARGIN);
         let others: Vec<_> = others
             .iter()
-            .filter(|b| !crate::sim::players::entangled(&me, &b.bounds))
+            .filter(|b| {
+                b.id != id
+                    && b.bounds.overlaps(&reach_zone)
+                    && !crate::sim::players::entangled(&me, &b.bounds)
+            })
             .copied()
             .collect();
         let others = &others[..];
         // Gather only the space the checks can touch: both ends with a step and the
         // contact margin, and the unsticking search's reach only when it will run.
-        let stand = mv.stand().bounds();
         let near = stand.offset(p0).expand(2.0 * CONTACT);
         let stuck = self.collider(near, poses, others, s).solid(hull_p, p0);
         let from = stand.offset(p0).expand(if stuck { unstick } else { 0.0 });
@@ -428,7 +437,6 @@ impl Sim {
     }
 }
 
-/// Friction on the ground for one tick (the speed it leaves; see `pmove`).
 /// How far a fall of `k` ticks may come short of the exact trapezoid: every tick rounds
 /// the velocity (half a quantum, and the error carries into every later tick's motion)
 /// and the position (half a quantum). Over one tick it is within [`MOVE_TOL`]; over the
@@ -440,6 +448,7 @@ fn fall_rounding(k: f64, dt: f64) -> f64 {
     dv * dt * k * k * 0.5 + dp * k
 }
 
+/// Friction on the ground for one tick (the speed it leaves; see `pmove`).
 fn friction(v: DVec3, stop_speed: f64, drop_rate: f64) -> DVec3 {
     let speed = DVec3::new(v.x, v.y, 0.0).length();
     if speed < 1.0 {
@@ -629,6 +638,9 @@ pub struct TickClaim {
 /// claim travels in [`crate::protocol::INPUT_REDUNDANCY`] messages, and the first copy
 /// to arrive is judged.
 const SEEN_BACK: u64 = 8;
+/// How far from a claim the others whose riding or blocking a client's run of the
+/// movers takes in may stand (the lifts and doors near a claim are smaller than this).
+const RUN_ON_REACH: f64 = 512.0;
 
 /// What the snapshots of recent ticks showed, so what a claim acknowledging one was
 /// predicted against: the players' states and the movers' states after each tick.
@@ -730,17 +742,14 @@ impl Sim {
             .iter()
             .filter_map(|(id, p)| self.player_box(*id, &p.state))
             .collect();
-        let mut others = Vec::with_capacity(boxes.len());
         let mut reports = Vec::with_capacity(world.players.len());
         for (id, slot) in world.players.iter_mut() {
-            others.clear();
-            others.extend(boxes.iter().filter(|b| b.id != *id));
             let prev = slot.state;
             let outcome = claims.get(id).map(|claim| {
                 let view = TickView {
                     tick,
                     poses: &poses,
-                    others: &others,
+                    others: &boxes,
                     span: claim.span,
                 };
                 let outcome = self.check_claim(*id, &prev, &claim.state, view, probes, s);
@@ -857,19 +866,28 @@ impl Sim {
         seen.boxes(self, claim.seen, id, &mut acked);
         let first = claim.seen.saturating_sub(SEEN_BACK);
         let late = (first..view.tick).rev().map(|t| (t, false));
-        let run_on = (first..=claim.seen).rev().map(|t| (t, true));
+        // Running on costs a mover tick per tick since the snapshot: not past a long span.
+        let run_on = (first.max(view.tick.saturating_sub(2 * u64::from(MAX_SPAN)))..=claim.seen)
+            .rev()
+            .map(|t| (t, true));
         let (mut poses, mut tried) = (Vec::new(), view.poses.to_vec());
+        let mut any_near = !now.is_empty();
         for (t, run_on) in late.chain(run_on) {
             let Some(then) = seen.get(t) else {
                 continue;
             };
             if run_on {
-                let states = self.run_movers_on(id, prev, then, view.tick, s);
+                // No mover came near the claim at any tick kept: none ran on will.
+                if !any_near {
+                    break;
+                }
+                let states = self.run_movers_on(id, prev, then, zone, view.tick, s);
                 self.poses(&states, &mut poses);
             } else {
                 self.poses(&then.movers, &mut poses);
             }
             self.movers_near(&zone, &poses, &mut near);
+            any_near |= !near.is_empty();
             let moved = now
                 .iter()
                 .chain(near.iter().map(|(i, _)| i))
@@ -895,12 +913,15 @@ impl Sim {
     }
 
     /// The movers' states after `tick` as a client runs them on from the snapshot of
-    /// `from`: the others standing where it showed them, player `id` where it was.
+    /// `from`: the others standing where it showed them, player `id` where it was. Only
+    /// the others within [`RUN_ON_REACH`] of `zone` ride or block them (a thousand
+    /// players would make each tick of it a crowd's).
     fn run_movers_on(
         &self,
         id: PlayerId,
         at: &PlayerState,
         from: &Seen,
+        zone: Aabb,
         tick: u64,
         s: &mut SimScratch,
     ) -> Vec<MoverState> {
@@ -908,9 +929,14 @@ impl Sim {
             state,
             last_command: MoveCommand::default(),
         };
+        let reach = zone.expand(RUN_ON_REACH);
         let mut players: BTreeMap<PlayerId, PlayerSlot> = from
             .players
             .iter()
+            .filter(|(p, state)| {
+                self.player_box(*p, state)
+                    .is_some_and(|b| b.bounds.overlaps(&reach))
+            })
             .map(|&(p, state)| (p, slot(state)))
             .collect();
         players.insert(id, slot(*at));
