@@ -30,7 +30,8 @@
 //!    players pass through everyone.
 //!
 //!    Two players whose boxes already overlap as they start to move ([`entangled`]: a
-//!    mover pushed one into the other, a respawn put one on the other) are not solid to
+//!    mover pushed one into the other, a lift lowered one standing on it and on the
+//!    other's head, a respawn put one on the other) are not solid to
 //!    each other until they part, and their pair is no conflict. Held solid, neither
 //!    could move: every spot a tick reaches would still be inside the other.
 //! 4. A player whose origin left the map's bounds (grown by [`OUT_OF_BOUNDS_MARGIN`]) is
