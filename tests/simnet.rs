@@ -213,8 +213,8 @@ fn without_loss_no_client_is_corrected_but_where_players_met() {
 }
 
 /// Trusted clients in a crowd: a claim is judged as the client predicted it (the others
-/// where a snapshot showed them, movers it saw start late); larger crowds can still be
-/// flagged now and then (the survey below, and the README).
+/// where a snapshot showed them, the movers as it saw or ran them); larger crowds can
+/// still be flagged now and then (the survey below, and the README).
 const TRUSTED_N: u32 = 16;
 
 #[test]

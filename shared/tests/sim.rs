@@ -178,12 +178,12 @@ fn conflicts_go_to_the_lower_id_and_boxes_never_overlap() {
             .map(|(id, p)| sim.player_box(*id, &p.state).unwrap().bounds.expand(-1e-6))
             .collect()
     };
-    let mut carried_into = 0;
+    let (mut carried_into, mut movers_only) = (0, SimScratch::new());
     for tick in 0..1200 {
         commands(&mut rng, n, &mut cmds);
         // The boxes as the players start to move: after the movers' phase.
         let mut moved = w.clone();
-        sim.advance_movers(&mut moved, &mut SimScratch::new());
+        sim.advance_movers(&mut moved, &mut movers_only);
         let start = boxes(&moved);
         let reports = sim.step(&mut w, &cmds, &mut s);
         touches += reports

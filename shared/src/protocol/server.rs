@@ -306,7 +306,8 @@ pub struct Server {
     scratch: SimScratch,
     /// The players for the snapshots of a tick, renewed in place tick after tick.
     crowd: Option<Crowd>,
-    /// The players' boxes after recent ticks (trusted mode: what claims were made against).
+    /// The players and movers after recent ticks (trusted mode: what claims were made
+    /// against).
     seen: SeenWorld,
     conns: BTreeMap<ConnId, Conn>,
     sessions: BTreeMap<PlayerId, Session>,

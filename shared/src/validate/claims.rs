@@ -832,7 +832,7 @@ impl Sim {
                 return Some(o);
             }
         }
-        self.with_late_movers(r, s)
+        self.with_the_clients_movers(r, s)
     }
 
     /// Judges a claim against the movers as the client may have run them, two ways:
@@ -848,7 +848,7 @@ impl Sim {
     /// they were tried last is not tried again (nothing is tried when none of them moved),
     /// against the others where they stand and where the acknowledged snapshot showed
     /// them. The accepted outcome, if any.
-    fn with_late_movers(&self, r: &Retry, s: &mut SimScratch) -> Option<ClaimOutcome> {
+    fn with_the_clients_movers(&self, r: &Retry, s: &mut SimScratch) -> Option<ClaimOutcome> {
         let Retry {
             id,
             prev,
