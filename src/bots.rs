@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use expel_bots::{
-    self, Behavior, CheatKind, ServerFigures, SwarmOptions, SwarmProgress, SwarmReport,
+    self, Behavior, CheatKind, Operator, ServerFigures, SwarmOptions, SwarmProgress, SwarmReport,
 };
 use expel_client::Trust;
 use std::io::IsTerminal;
@@ -58,6 +58,13 @@ pub(crate) struct BotsArgs {
     /// The server's HTTP endpoint for its metrics (default: the server address, TCP).
     #[arg(long)]
     pub metrics: Option<SocketAddr>,
+    /// The operator token the server's HTTP endpoint asks for (else
+    /// $EXPEL_OPERATOR_TOKEN).
+    #[arg(long)]
+    pub operator_token: Option<String>,
+    /// The server's id, for tokens minted with --secret (`expel serve --server-id`).
+    #[arg(long)]
+    pub server_id: Option<String>,
     /// First player id for minted tokens (default: random, so runs do not collide).
     #[arg(long)]
     pub first_player: Option<u32>,
@@ -111,7 +118,10 @@ fn tokens(args: &BotsArgs) -> Result<Vec<String>> {
         .first_player
         .unwrap_or_else(|| rand::Rng::gen_range(&mut rand::thread_rng(), 1..1u32 << 30));
     (0..args.count as u32)
-        .map(|i| crate::net::mint_token(secret, first.wrapping_add(i), 3600))
+        .map(|i| {
+            let id = first.wrapping_add(i);
+            crate::net::mint_token(secret, id, 3600, args.server_id.as_deref())
+        })
         .collect()
 }
 
@@ -142,12 +152,12 @@ fn check(args: &BotsArgs) -> Result<()> {
 /// The swarm, with the server's metrics read once a second alongside.
 pub(crate) async fn run_swarm(
     opts: SwarmOptions,
-    http: SocketAddr,
+    http: Operator,
     progress: Arc<SwarmProgress>,
 ) -> SwarmReport {
     let stop = Arc::new(tokio::sync::Notify::new());
     let watcher = tokio::spawn(expel_bots::watch_server(
-        http,
+        http.clone(),
         Duration::from_secs(1),
         stop.clone(),
     ));
@@ -161,7 +171,7 @@ pub(crate) async fn run_swarm(
         }
         Err(_) => None,
     };
-    let flagged = match expel_bots::http_get(http, "/players.json").await {
+    let flagged = match expel_bots::http_get(&http, "/players.json").await {
         Ok(text) => expel_bots::flagged_players(&text).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "flagged players unreadable");
             Vec::new()
@@ -197,7 +207,13 @@ pub(crate) fn run(args: BotsArgs) -> Result<()> {
         buffer_ticks: expel_client::RunOptions::default().buffer_ticks,
         light: args.light,
     };
-    let http = args.metrics.unwrap_or(args.server);
+    let http = Operator {
+        addr: args.metrics.unwrap_or(args.server),
+        token: args
+            .operator_token
+            .clone()
+            .or_else(|| std::env::var("EXPEL_OPERATOR_TOKEN").ok()),
+    };
     let progress = Arc::new(SwarmProgress::default());
     let bar = progress_line(args.count, args.duration, progress.clone());
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;

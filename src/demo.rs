@@ -45,6 +45,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         ..ServeArgs::default()
     })?;
     let movement = cfg.game.movement;
+    let operator_token = cfg.operator_token.clone();
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
     rt.block_on(async move {
         let running = expel_server::start(sim.clone(), cfg).await?;
@@ -65,7 +66,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
                 }
                 let first = 1 + round * (args.bots as u32 + 1);
                 let tokens = (0..args.bots as u32)
-                    .map(|i| net::mint_token(&secret, first + i, 3600))
+                    .map(|i| net::mint_token(&secret, first + i, 3600, None))
                     .collect::<Result<Vec<_>>>()?;
                 let opts = SwarmOptions {
                     server: running.addr,
@@ -82,6 +83,10 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
                     reconnect: false,
                     buffer_ticks: expel_client::RunOptions::default().buffer_ticks,
                     light: false,
+                };
+                let http = expel_bots::Operator {
+                    addr: http,
+                    token: operator_token.clone(),
                 };
                 let r = crate::bots::run_swarm(opts, http, Arc::new(SwarmProgress::default())).await;
                 println!(

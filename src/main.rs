@@ -59,6 +59,10 @@ enum Command {
         /// Seconds the token stays valid.
         #[arg(long, default_value_t = 3600)]
         ttl: u64,
+        /// The only server that accepts it (its `expel serve --server-id`); without it,
+        /// only servers without an id do.
+        #[arg(long)]
+        server_id: Option<String>,
     },
     /// One headless client: plays inputs (or wanders) and prints its figures as JSON.
     Connect(net::ConnectArgs),
@@ -168,7 +172,11 @@ fn main() -> Result<()> {
             secret,
             player,
             ttl,
-        } => println!("{}", net::mint_token(&secret, player, ttl)?),
+            server_id,
+        } => println!(
+            "{}",
+            net::mint_token(&secret, player, ttl, server_id.as_deref())?
+        ),
         Command::Connect(args) => net::connect(args)?,
         Command::Bots(args) => bots::run(args)?,
         Command::Demo(args) => demo::run(args)?,

@@ -41,10 +41,20 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     pub secret: Option<String>,
     /// HTTP address for the live view (/), /metrics, /healthz, /readyz and /players.json
-    /// (default: TCP on the QUIC address's IP and port, where bots look for it; port 0
-    /// picks a free one).
+    /// (default: TCP on loopback at the QUIC port, where local bots look for it; port 0
+    /// picks a free one). Anywhere but loopback it needs --operator-token.
     #[arg(long)]
     pub metrics: Option<SocketAddr>,
+    /// Token the HTTP endpoint asks for on every path but /healthz and /readyz
+    /// (`Authorization: Bearer TOKEN`; else $EXPEL_OPERATOR_TOKEN). Required for a
+    /// --metrics address off loopback.
+    #[arg(long)]
+    pub operator_token: Option<String>,
+    /// This server's id: it accepts only connect tokens minted for it
+    /// (`expel token --server-id ID`); else $EXPEL_SERVER_ID, else the Agones
+    /// GameServer's name under the Fleet in deploy/, which sets it).
+    #[arg(long)]
+    pub server_id: Option<String>,
     /// Other players per snapshot (default 32).
     #[arg(long)]
     pub interest: Option<usize>,
@@ -105,6 +115,8 @@ impl ServeArgs {
             max_players: self.max_players.or(f.max_players),
             secret: self.secret.or(f.secret),
             metrics: self.metrics.or(f.metrics),
+            operator_token: self.operator_token.or(f.operator_token),
+            server_id: self.server_id.or(f.server_id),
             interest: self.interest.or(f.interest),
             threads: self.threads.or(f.threads),
             movement: self.movement.or(f.movement),
@@ -177,15 +189,31 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, Server
         _ => bail!("--cert and --key go together"),
     };
     let addr = args.addr.unwrap_or_else(|| ([127, 0, 0, 1], 27960).into());
+    let operator_token = args
+        .operator_token
+        .or_else(|| std::env::var("EXPEL_OPERATOR_TOKEN").ok());
+    let agones = expel_server::AgonesConfig::from_env().map_err(anyhow::Error::msg)?;
+    // Under Agones the Fleet sets EXPEL_SERVER_ID to the pod's name, which is the
+    // GameServer's: the name an allocation returns, for which tokens are minted.
+    let server_id = args
+        .server_id
+        .or_else(|| std::env::var("EXPEL_SERVER_ID").ok());
     let cfg = ServerConfig {
         addr,
-        // QUIC is UDP, so the same port number on TCP is normally free.
-        metrics: Some(args.metrics.unwrap_or(addr)),
+        // QUIC is UDP, so the same port number on TCP is normally free. The endpoint is
+        // the operator's: on loopback unless asked elsewhere.
+        metrics: Some(args.metrics.unwrap_or_else(|| loopback_of(addr))),
+        operator_token,
         identity,
         limits: Default::default(),
         game: {
             let d = ServerSettings::new(name.clone(), bytes, secret(args.secret)?);
             ServerSettings {
+                server_id: server_id
+                    .as_deref()
+                    .map(token::ServerId::new)
+                    .transpose()
+                    .map_err(|e| anyhow::anyhow!("--server-id: {e}"))?,
                 snapshot_rate: args.snapshot_rate.unwrap_or(d.snapshot_rate),
                 input_rate: args.input_rate,
                 max_players: args.max_players.unwrap_or(d.max_players),
@@ -201,9 +229,22 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, Server
             }
         },
         // Under Agones, the SDK sidecar's port is in the environment.
-        agones: expel_server::AgonesConfig::from_env().map_err(anyhow::Error::msg)?,
+        agones,
     };
     Ok((sim, cfg, name))
+}
+
+/// The QUIC address's port on loopback (the address itself when it is loopback).
+fn loopback_of(addr: SocketAddr) -> SocketAddr {
+    if addr.ip().is_loopback() {
+        return addr;
+    }
+    let ip: std::net::IpAddr = if addr.is_ipv6() {
+        std::net::Ipv6Addr::LOCALHOST.into()
+    } else {
+        std::net::Ipv4Addr::LOCALHOST.into()
+    };
+    SocketAddr::new(ip, addr.port())
 }
 
 /// The one line `expel serve` prints once it accepts connections.
@@ -286,17 +327,28 @@ fn now_unix() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// A fresh token for `player`, valid for `ttl` seconds.
-pub(crate) fn mint_token(secret: &str, player: u32, ttl: u64) -> Result<String> {
+/// A fresh token for `player`, valid for `ttl` seconds, on the server `server_id` only
+/// (`None`: a server without an id).
+pub(crate) fn mint_token(
+    secret: &str,
+    player: u32,
+    ttl: u64,
+    server_id: Option<&str>,
+) -> Result<String> {
     if secret.is_empty() {
         bail!("the secret must not be empty");
     }
+    let server = server_id
+        .map(token::ServerId::new)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     let mut nonce = [0u8; 16];
     rand::rngs::OsRng.fill(&mut nonce);
     let grant = Grant {
         player_id: player,
         expires: now_unix().saturating_add(ttl),
         nonce,
+        server,
     };
     Ok(token::mint(secret.as_bytes(), &grant))
 }
@@ -315,6 +367,9 @@ pub(crate) struct ConnectArgs {
     /// Player id for a token minted with --secret (default: random).
     #[arg(long)]
     pub player: Option<u32>,
+    /// The server's id, for a token minted with --secret (`expel serve --server-id`).
+    #[arg(long, requires = "secret")]
+    pub server_id: Option<String>,
     /// SHA-256 fingerprint of the server's certificate, as `expel serve` prints it.
     #[arg(long, required_unless_present = "ca")]
     pub fingerprint: Option<String>,
@@ -375,7 +430,7 @@ pub(crate) fn connect(args: ConnectArgs) -> Result<()> {
             let id = args
                 .player
                 .unwrap_or_else(|| rand::thread_rng().gen_range(1..1 << 30));
-            mint_token(s, id, 3600)?
+            mint_token(s, id, 3600, args.server_id.as_deref())?
         }
         (None, None) => bail!("give --token or --secret"),
     };

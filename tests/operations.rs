@@ -317,15 +317,18 @@ fn the_deploy_files_match_the_server() {
     let read = |f: &str| std::fs::read_to_string(format!("{root}/deploy/{f}")).unwrap();
     let fleet = read("fleet.yaml");
     let docker = read("Dockerfile");
-    // One port number, both protocols: QUIC on UDP, the HTTP endpoint on TCP.
+    // Players reach QUIC (UDP) only: the HTTP endpoint, which shows every player, is not
+    // published; it asks for the operator token off loopback.
     let port = yaml_value(&fleet, "containerPort");
     assert_eq!(port, "27960", "the default port of expel serve");
-    assert_eq!(yaml_value(&fleet, "protocol"), "TCPUDP");
+    assert_eq!(yaml_value(&fleet, "protocol"), "UDP");
+    assert!(!fleet.contains("TCPUDP") && !fleet.contains("hostPort"));
     assert!(
         fleet.contains(&format!("0.0.0.0:{port}")),
         "listens on the port"
     );
-    assert!(docker.contains(&format!("EXPOSE {port}/udp {port}/tcp")));
+    assert!(fleet.contains("EXPEL_OPERATOR_TOKEN") && fleet.contains("EXPEL_SERVER_ID"));
+    assert!(docker.contains(&format!("EXPOSE {port}/udp\n")));
     // Agones marks a server unhealthy after `failureThreshold` periods without a ping; the
     // server pings every 2 s while the tick runs, so a healthy one never misses a period
     // and a stalled one is caught.
@@ -365,6 +368,11 @@ fn the_deploy_files_match_the_server() {
                 it.next();
                 serve.extend(["--addr".into(), "127.0.0.1:0".into()]);
             }
+            // Off loopback as in the pod (which the operator token allows), on a free port.
+            "--metrics" => {
+                assert_eq!(it.next().map(String::as_str), Some("0.0.0.0:9090"));
+                serve.extend(["--metrics".into(), "0.0.0.0:0".into()]);
+            }
             m => match m.strip_prefix("/opt/expel/maps/") {
                 Some(map) => serve.push(format!("{root}/maps/{map}")),
                 None => serve.push(a.clone()),
@@ -373,7 +381,13 @@ fn the_deploy_files_match_the_server() {
     }
     let cache = std::env::temp_dir().join(format!("expel-deploy-{}", std::process::id()));
     serve.extend(["--secret".into(), "deploy".into()]);
-    let (mut child, line) = expel_serve(&serve, &[("EXPEL_CACHE_DIR", cache.as_os_str())]);
+    // The Fleet's environment, as the pod would have it.
+    let env = [
+        ("EXPEL_CACHE_DIR", cache.as_os_str()),
+        ("EXPEL_OPERATOR_TOKEN", "deploy-operator".as_ref()),
+        ("EXPEL_SERVER_ID", "expel-abcde-12345".as_ref()),
+    ];
+    let (mut child, line) = expel_serve(&serve, &env);
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(line["map"], "arena", "{serve:?}");
@@ -406,7 +420,7 @@ fn sigterm(child: &std::process::Child) {
 
 /// Players in the world, from the server's /metrics.
 async fn players(http: SocketAddr) -> f64 {
-    expel_bots::http_get(http, "/metrics")
+    expel_bots::http_get(&expel_bots::Operator::at(http), "/metrics")
         .await
         .ok()
         .and_then(|t| expel_bots::metrics::sample(&t, "expel_players"))

@@ -103,6 +103,7 @@ fn main() -> Result<()> {
                         player_id: i,
                         expires: now + 3600,
                         nonce,
+                        server: None,
                     },
                 );
                 let o = ConnectOptions {

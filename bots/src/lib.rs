@@ -18,7 +18,7 @@ use expel_client::{
 use expel_shared::movement::buttons;
 use expel_shared::{MoveCommand, PlayerState, Sim};
 use glam::DVec3;
-pub use metrics::{http_get, tick_quantile, Scrape};
+pub use metrics::{http_get, tick_quantile, Operator, Scrape};
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -577,7 +577,7 @@ impl ServerFigures {
 /// reading that fails (a loaded server answering late) is skipped; with no reading at
 /// all, the first error.
 pub async fn watch_server(
-    http: SocketAddr,
+    http: Operator,
     every: Duration,
     stop: Arc<tokio::sync::Notify>,
 ) -> Result<ServerFigures, String> {
@@ -596,9 +596,9 @@ pub async fn watch_server(
     };
     loop {
         tokio::select! {
-            _ = ticker.tick() => read(&mut figures, http_get(http, "/metrics").await),
+            _ = ticker.tick() => read(&mut figures, http_get(&http, "/metrics").await),
             _ = stop.notified() => {
-                read(&mut figures, http_get(http, "/metrics").await);
+                read(&mut figures, http_get(&http, "/metrics").await);
                 break;
             }
         }

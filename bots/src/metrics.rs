@@ -14,13 +14,36 @@ pub fn sample(text: &str, name: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
 
+/// The server's HTTP endpoint, as its operator reaches it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Operator {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The operator token it asks for (`expel serve --operator-token`), if any.
+    pub token: Option<String>,
+}
+
+impl Operator {
+    /// The endpoint at `addr`, on loopback without a token.
+    pub fn at(addr: SocketAddr) -> Operator {
+        Operator { addr, token: None }
+    }
+}
+
 /// Fetches `path` from the server's HTTP endpoint (a body of at most 16 MiB).
-pub async fn http_get(addr: SocketAddr, path: &str) -> Result<String, String> {
+pub async fn http_get(to: &Operator, path: &str) -> Result<String, String> {
+    let addr = to.addr;
     let get = async {
         let mut s = tokio::net::TcpStream::connect(addr)
             .await
             .map_err(|e| format!("connecting to {addr}: {e}"))?;
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let auth = to
+            .token
+            .as_ref()
+            .map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
+        );
         s.write_all(req.as_bytes())
             .await
             .map_err(|e| e.to_string())?;

@@ -174,6 +174,7 @@ fn main() -> Result<()> {
                 player_id: args.player,
                 expires: now + 3600,
                 nonce,
+                server: None,
             };
             token::mint(s.as_bytes(), &grant)
         }

@@ -38,6 +38,7 @@ pub fn hello(id: u32) -> Vec<u8> {
         player_id: id,
         expires: UNIX + 3600,
         nonce,
+        server: None,
     };
     encode_frame(&ClientControl::Hello {
         version: VERSION,

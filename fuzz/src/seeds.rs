@@ -81,6 +81,7 @@ fn main() {
         player_id: 9,
         expires: UNIX + 60,
         nonce: [3; 16],
+        server: None,
     };
     write(
         &dir,

@@ -1,10 +1,16 @@
 //! The server's HTTP/1.1 endpoint (GET only, one request per connection): Prometheus
 //! metrics, health, the flagged players, and the live view (a page, the map, and a
 //! server-sent events stream of the world at about 10 Hz).
+//!
+//! Everything but the bare health answers is the operator's: the live view shows every
+//! player through every wall, so with an operator token set every other path asks for it
+//! ([`OperatorAuth`]); without one the endpoint may only listen on loopback (checked
+//! where the server starts).
 
 use crate::admission::PerAddress;
 use crate::live::Live;
 use crate::metrics::Metrics;
+use base64::Engine as _;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -33,7 +39,12 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Serves until the listener task is dropped. Connections are bounded in total and per
 /// address; an accept error backs off.
-pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>, live: Arc<Live>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    live: Arc<Live>,
+    auth: Arc<OperatorAuth>,
+) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let open = PerAddress::new();
     let mut backoff = Duration::from_millis(10);
@@ -58,16 +69,25 @@ pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>, live: Ar
             continue; // dropped: closed at once
         };
         metrics.http_connections.fetch_add(1, Relaxed);
-        let (m, live) = (metrics.clone(), live.clone());
+        let (m, live, auth) = (metrics.clone(), live.clone(), auth.clone());
         tokio::spawn(async move {
-            request(sock, from.ip(), m, live).await;
+            request(sock, from.ip(), m, live, &auth).await;
             drop((permit, held));
         });
     }
 }
 
-/// The request line's path, once the head has arrived (within 5 s and `MAX_HEAD`).
-async fn read_path(sock: &mut TcpStream) -> Option<(String, String)> {
+/// What the endpoint uses of a request head.
+struct Head {
+    method: String,
+    /// Without its query string, which selects nothing.
+    path: String,
+    /// The `Authorization` header's value, if any.
+    authorization: Option<String>,
+}
+
+/// The request head, once it has arrived (within 5 s and `MAX_HEAD`).
+async fn read_head(sock: &mut TcpStream) -> Option<Head> {
     let mut buf = vec![0u8; MAX_HEAD];
     let mut n = 0;
     tokio::time::timeout(HEAD_TIMEOUT, async {
@@ -85,19 +105,103 @@ async fn read_path(sock: &mut TcpStream) -> Option<(String, String)> {
     })
     .await
     .ok()??;
-    let head = String::from_utf8_lossy(&buf[..n]);
-    let mut parts = head.split_whitespace();
-    let method = parts.next()?.to_string();
-    // The query string does not select anything.
-    let path = parts.next()?.split('?').next()?.to_string();
-    Some((method, path))
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut req = httparse::Request::new(&mut headers);
+    // A head cut short (no blank line within the limit) still names its path.
+    req.parse(&buf[..n]).ok()?;
+    let path = req.path?.split('?').next()?.to_string();
+    let authorization = req
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("authorization"))
+        .map(|h| String::from_utf8_lossy(h.value).into_owned());
+    Some(Head {
+        method: req.method?.to_string(),
+        path,
+        authorization,
+    })
 }
 
-async fn request(mut sock: TcpStream, from: IpAddr, m: Arc<Metrics>, live: Arc<Live>) {
-    let Some((method, path)) = read_path(&mut sock).await else {
+/// Who may read the operator's paths: with a token, only a request that carries it
+/// (`Authorization: Bearer TOKEN`, or HTTP Basic with the token as the password, which
+/// a browser asks for and then sends with the live view's own requests); without one,
+/// anyone who can reach the endpoint, which the server then binds to loopback only.
+#[derive(Debug, Default)]
+pub(crate) struct OperatorAuth {
+    /// SHA-256 of the token: compared digest to digest, so the time a comparison takes
+    /// says nothing of the token.
+    token: Option<[u8; 32]>,
+}
+
+impl OperatorAuth {
+    /// Requests must carry `token`, if given.
+    pub(crate) fn new(token: Option<&str>) -> OperatorAuth {
+        OperatorAuth {
+            token: token.map(digest),
+        }
+    }
+
+    /// Whether a request with this `Authorization` value may read the operator's paths.
+    fn allows(&self, authorization: Option<&str>) -> bool {
+        let Some(want) = &self.token else {
+            return true;
+        };
+        let Some((scheme, value)) = authorization.and_then(|a| a.trim().split_once(' ')) else {
+            return false;
+        };
+        let given = if scheme.eq_ignore_ascii_case("bearer") {
+            value.trim().to_string()
+        } else if scheme.eq_ignore_ascii_case("basic") {
+            let Ok(raw) = base64::engine::general_purpose::STANDARD.decode(value.trim()) else {
+                return false;
+            };
+            let text = String::from_utf8_lossy(&raw);
+            match text.split_once(':') {
+                Some((_user, password)) => password.to_string(),
+                None => return false,
+            }
+        } else {
+            return false;
+        };
+        digest(&given) == *want
+    }
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    let mut out = [0; 32];
+    out.copy_from_slice(ring::digest::digest(&ring::digest::SHA256, token.as_bytes()).as_ref());
+    out
+}
+
+/// The paths anyone may read: health answers that carry no data.
+fn public(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz")
+}
+
+async fn request(
+    mut sock: TcpStream,
+    from: IpAddr,
+    m: Arc<Metrics>,
+    live: Arc<Live>,
+    auth: &OperatorAuth,
+) {
+    let Some(head) = read_head(&mut sock).await else {
         return;
     };
-    let (status, ctype, body): (&str, &str, String) = match (method.as_str(), path.as_str()) {
+    let (method, path) = (head.method.as_str(), head.path.as_str());
+    if !public(path) && !auth.allows(head.authorization.as_deref()) {
+        m.http_unauthorized.fetch_add(1, Relaxed);
+        let body = "operator token required (Authorization: Bearer TOKEN)\n";
+        let head = format!(
+            "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"expel operator\"\r\nWWW-Authenticate: Basic realm=\"expel operator\", charset=\"UTF-8\"\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = sock.write_all(head.as_bytes()).await;
+        let _ = sock.write_all(body.as_bytes()).await;
+        let _ = sock.shutdown().await;
+        return;
+    }
+    let (status, ctype, body): (&str, &str, String) = match (method, path) {
         ("GET", "/live") => return live_stream(sock, from, &live, &m).await,
         ("GET", "/metrics") => (
             "200 OK",

@@ -80,8 +80,12 @@ pub struct ServerConfig {
     /// UDP address for QUIC (port 0 picks one).
     pub addr: SocketAddr,
     /// HTTP address for the live view, metrics, health and flagged players (port 0 picks
-    /// one; equal to `addr`, it takes the QUIC port over TCP once that is chosen).
+    /// one; equal to `addr`, it takes the QUIC port over TCP once that is chosen). Off
+    /// loopback it needs `operator_token`.
     pub metrics: Option<SocketAddr>,
+    /// The token every HTTP path but `/healthz` and `/readyz` asks for
+    /// (`Authorization: Bearer TOKEN`); without one the endpoint must be on loopback.
+    pub operator_token: Option<String>,
     /// TLS certificate and key.
     pub identity: Identity,
     /// Bounds on connections not yet joined and on how long the server waits for a peer.
@@ -175,13 +179,15 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
     let http = cfg.metrics.map(|a| if a == cfg.addr { addr } else { a });
     let metrics_addr = match http {
         Some(a) => {
+            check_operator_endpoint(a, cfg.operator_token.as_deref())?;
+            let auth = Arc::new(http::OperatorAuth::new(cfg.operator_token.as_deref()));
             let l = tokio::net::TcpListener::bind(a)
                 .await
                 .map_err(|source| ServerError::Bind { addr: a, source })?;
             let local = l
                 .local_addr()
                 .map_err(|source| ServerError::Bind { addr: a, source })?;
-            let serve = http::serve(l, metrics.clone(), live.clone());
+            let serve = http::serve(l, metrics.clone(), live.clone(), auth);
             let mut stop = shutdown_rx.clone();
             let task = tokio::spawn(async move {
                 tokio::select! {
@@ -236,6 +242,24 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
         failed,
         stall,
     })
+}
+
+/// The operator's endpoint shows every player through every wall: anywhere but loopback
+/// it needs a token, or any player who opens the address would see it.
+fn check_operator_endpoint(addr: SocketAddr, token: Option<&str>) -> Result<(), ServerError> {
+    match token {
+        Some("") => Err(ServerError::Config(
+            "the operator token must not be empty".into(),
+        )),
+        Some(_) => Ok(()),
+        None if addr.ip().is_loopback() => Ok(()),
+        None => Err(ServerError::Config(format!(
+            "the HTTP endpoint {addr} is not on loopback: it serves the live view and \
+             metrics, so it needs an operator token (--operator-token, \
+             EXPEL_OPERATOR_TOKEN or operator_token in the config), or a loopback \
+             address (--metrics 127.0.0.1:PORT)"
+        ))),
+    }
 }
 
 /// The QUIC socket and endpoint. The endpoint's stateless-reset key comes from the server's secret, so a

@@ -97,6 +97,8 @@ pub struct Metrics {
     pub http_refused: AtomicU64,
     /// Errors accepting HTTP connections (such as the descriptor limit); each backs off.
     pub http_accept_errors: AtomicU64,
+    /// HTTP requests for an operator's path without the operator token (answered 401).
+    pub http_unauthorized: AtomicU64,
     /// Live viewers dropped for not reading their stream.
     pub live_dropped: AtomicU64,
     /// Datagrams the transport would not take (the connection gone or too small).
@@ -466,6 +468,12 @@ impl Metrics {
             "expel_http_accept_errors_total",
             "Errors accepting HTTP connections (each one backs off).",
             &self.http_accept_errors,
+            "counter",
+        );
+        counter(
+            "expel_http_unauthorized_total",
+            "HTTP requests for an operator's path without the operator token (answered 401).",
+            &self.http_unauthorized,
             "counter",
         );
         counter(

@@ -42,6 +42,7 @@ fn hello(player: u32, nonce: u32) -> Vec<u8> {
         player_id: player,
         expires: UNIX + 1_000_000_000,
         nonce: n,
+        server: None,
     };
     encode_frame(&ClientControl::Hello {
         version: VERSION,

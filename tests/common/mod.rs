@@ -31,6 +31,7 @@ pub(crate) fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
     ServerConfig {
         addr: "127.0.0.1:0".parse().unwrap(),
         metrics: Some("127.0.0.1:0".parse().unwrap()),
+        operator_token: None,
         identity: Identity::self_signed().unwrap(),
         limits: Default::default(),
         game: ServerSettings {
@@ -74,6 +75,7 @@ pub(crate) fn token_with(secret: &[u8], id: u32, expires: u64, n: u8) -> String 
             player_id: id,
             expires,
             nonce,
+            server: None,
         },
     )
 }

@@ -18,7 +18,7 @@
 use super::frame::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
 use super::input::{InputBuffer, InputStats};
 use super::snapshot::{Crowd, Feedback, SnapshotEncoder};
-use super::token::{self, ReplayGuard, TokenError};
+use super::token::{self, ReplayGuard, ServerId};
 use super::{
     decode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl, Welcome,
     CLOSE_KICKED, CLOSE_REFUSED, CLOSE_SHUTDOWN, MAP_CHUNK, VERSION,
@@ -44,10 +44,12 @@ const MAX_CATCH_UP: u64 = 64;
 const DEFAULT_DATAGRAM: usize = 1200;
 
 /// Why connections were refused, as metric label values.
-pub const REFUSALS: [&str; 8] = [
+pub const REFUSALS: [&str; 10] = [
     "version",
     "token_malformed",
+    "token_version",
     "token_forged",
+    "token_wrong_server",
     "token_expired",
     "token_replayed",
     "full",
@@ -66,6 +68,9 @@ pub struct ServerSettings {
     pub max_players: usize,
     /// Connect-token secret.
     pub secret: Vec<u8>,
+    /// This server's id: it accepts only tokens minted for it (`None`: only tokens minted
+    /// for no server).
+    pub server_id: Option<ServerId>,
     /// Other players per snapshot (the nearest).
     pub interest: usize,
     /// Snapshot bytes per second each client may receive.
@@ -96,6 +101,7 @@ impl ServerSettings {
             input_rate: None,
             max_players: 64,
             secret,
+            server_id: None,
             interest: super::DEFAULT_INTEREST,
             client_budget: 32 * 1024,
             map_name: map_name.into(),
@@ -319,8 +325,9 @@ pub struct Server {
     epoch: Instant,
     /// When the hello and input deadlines are next looked at (see [`Server::deadlines`]).
     deadlines_due: Instant,
-    /// Unix seconds at `began`, for token expiry.
-    unix_began: u64,
+    /// Unix seconds at `epoch`, for token expiry: the wall clock, which ticks skipped do
+    /// not set back.
+    unix_epoch: u64,
     outputs: VecDeque<Output>,
     events: VecDeque<Event>,
     stats: ServerStats,
@@ -370,7 +377,7 @@ impl Server {
             began: now,
             epoch: now,
             deadlines_due: now,
-            unix_began: unix_now,
+            unix_epoch: unix_now,
             outputs: VecDeque::new(),
             events: VecDeque::new(),
             stats: ServerStats::default(),
@@ -552,11 +559,12 @@ impl Server {
             return self.refuse_with(conn, Some("version"), reason);
         }
         let unix = self
-            .unix_began
-            .saturating_add(now.saturating_duration_since(self.began).as_secs());
-        let grant = match token::verify(&self.settings.secret, token, unix) {
+            .unix_epoch
+            .saturating_add(now.saturating_duration_since(self.epoch).as_secs());
+        let server = self.settings.server_id.as_ref();
+        let grant = match token::verify(&self.settings.secret, token, unix, server) {
             Ok(g) => g,
-            Err(e) => return self.refuse_with(conn, Some(token_label(&e)), e.to_string()),
+            Err(e) => return self.refuse_with(conn, Some(e.label()), e.to_string()),
         };
         let id = grant.player_id;
         let max = self.settings.max_players;
@@ -570,7 +578,7 @@ impl Server {
         // The nonce is burned only once the slot is certain: a token refused because the
         // server is full or its player connected stays good for later.
         if let Err(e) = self.replay.admit(&grant, unix) {
-            return self.refuse_with(conn, Some(token_label(&e)), e.to_string());
+            return self.refuse_with(conn, Some(e.label()), e.to_string());
         }
         let sending_map = have_map != Some(self.map_hash);
         let welcome = Welcome {
@@ -1105,14 +1113,6 @@ fn add_inputs(total: &mut InputStats, now: &InputStats, counted: &InputStats) {
     total.too_far_ahead += now.too_far_ahead - counted.too_far_ahead;
 }
 
-fn token_label(e: &TokenError) -> &'static str {
-    match e {
-        TokenError::Malformed => "token_malformed",
-        TokenError::Forged => "token_forged",
-        TokenError::Expired => "token_expired",
-        TokenError::Replayed => "token_replayed",
-    }
-}
 
 /// The control frames that carry `map` to a client, in order, made as they are written.
 pub fn map_frames(map: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {

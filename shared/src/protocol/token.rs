@@ -1,18 +1,53 @@
-//! Connect tokens: HMAC-SHA256 with a server secret over the player id, an expiry time and
-//! a nonce. The token is hex: id (4 bytes LE), expiry (8, unix seconds LE), nonce (16),
-//! MAC (32). A server refuses a forged, expired or replayed token with the reason.
+//! Connect tokens: HMAC-SHA256 with a server secret over a format version, the player id,
+//! an expiry time, a nonce and the server the token is for. The token is hex: version (1
+//! byte, [`TOKEN_VERSION`]), id (4 bytes LE), expiry (8, unix seconds LE), nonce (16),
+//! server (16: a hash of the server's id, [`ServerId`]; zero for a server with none), MAC
+//! (32). A server refuses a forged, expired, replayed or another server's token with the
+//! reason.
+//!
+//! Servers of a fleet share one secret, and each remembers the nonces it admitted: a token
+//! that named no server would join each of them once. Bound to one server's id, it joins
+//! that one only.
 
 use hmac::{Hmac, Mac};
-use sha2::Sha256;
+use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
 type HmacSha256 = Hmac<Sha256>;
 
-const BODY: usize = 4 + 8 + 16;
+/// The token format this build mints and accepts.
+pub const TOKEN_VERSION: u8 = 2;
+const BODY: usize = 1 + 4 + 8 + 16 + 16;
 const LEN: usize = BODY + 32;
+/// Raw bytes of a version 1 token (no version byte, no server), to name it when refused.
+const LEN_V1: usize = 4 + 8 + 16 + 32;
 /// Most nonces remembered at once; beyond it the oldest-expiring are forgotten first.
 const MAX_REMEMBERED: usize = 1 << 20;
+
+/// The server a token is for: a hash of its id (`expel serve --server-id`, under Agones
+/// the GameServer's name), so any id fits the token's fixed size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ServerId([u8; 16]);
+
+impl ServerId {
+    /// The id `name` stands for. Refuses an empty or over-long one (256 bytes).
+    pub fn new(name: &str) -> Result<ServerId, String> {
+        if name.is_empty() || name.len() > 256 {
+            return Err(format!(
+                "a server id must be 1 to 256 bytes, got {}",
+                name.len()
+            ));
+        }
+        let h = Sha256::new()
+            .chain_update(b"expel-server-id")
+            .chain_update(name.as_bytes())
+            .finalize();
+        let mut id = [0u8; 16];
+        id.copy_from_slice(&h[..16]);
+        Ok(ServerId(id))
+    }
+}
 
 /// What a token grants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +58,8 @@ pub struct Grant {
     pub expires: u64,
     /// Makes each token unique, for replay detection.
     pub nonce: [u8; 16],
+    /// The only server that accepts it (`None`: only a server without an id).
+    pub server: Option<ServerId>,
 }
 
 /// Why a token was refused.
@@ -31,9 +68,16 @@ pub enum TokenError {
     /// Not a token at all.
     #[error("malformed token")]
     Malformed,
+    /// A format this build does not read.
+    #[error("token format v{0} is not accepted (this server reads v{TOKEN_VERSION}): mint a new one")]
+    Version(u8),
     /// The MAC does not match: not made with this server's secret.
-    #[error("token signature invalid (forged or for another server)")]
+    #[error("token signature invalid (forged, or signed with another secret)")]
     Forged,
+    /// Signed with the right secret, for another server (or for none, or for one where
+    /// this server has no id).
+    #[error("token minted for another server")]
+    WrongServer,
     /// Past its expiry.
     #[error("token expired")]
     Expired,
@@ -42,10 +86,24 @@ pub enum TokenError {
     Replayed,
 }
 
+impl TokenError {
+    /// The refusal's metric label.
+    pub fn label(&self) -> &'static str {
+        match self {
+            TokenError::Malformed => "token_malformed",
+            TokenError::Version(_) => "token_version",
+            TokenError::Forged => "token_forged",
+            TokenError::WrongServer => "token_wrong_server",
+            TokenError::Expired => "token_expired",
+            TokenError::Replayed => "token_replayed",
+        }
+    }
+}
+
 fn mac(secret: &[u8], body: &[u8]) -> HmacSha256 {
     // HMAC accepts keys of any length.
     let mut m = <HmacSha256 as Mac>::new_from_slice(secret).unwrap_or_else(|_| unreachable!());
-    m.update(b"expel-token-v1");
+    m.update(b"expel-token");
     m.update(body);
     m
 }
@@ -53,28 +111,48 @@ fn mac(secret: &[u8], body: &[u8]) -> HmacSha256 {
 /// A token for `grant`, signed with `secret`.
 pub fn mint(secret: &[u8], grant: &Grant) -> String {
     let mut body = Vec::with_capacity(LEN);
+    body.push(TOKEN_VERSION);
     body.extend_from_slice(&grant.player_id.to_le_bytes());
     body.extend_from_slice(&grant.expires.to_le_bytes());
     body.extend_from_slice(&grant.nonce);
+    body.extend_from_slice(&grant.server.map_or([0; 16], |s| s.0));
     let tag = mac(secret, &body).finalize().into_bytes();
     body.extend_from_slice(&tag);
     hex::encode(body)
 }
 
-/// Checks a token's signature and expiry at unix time `now`.
-pub fn verify(secret: &[u8], token: &str, now: u64) -> Result<Grant, TokenError> {
+/// Checks a token's format, signature, server and expiry at unix time `now`, for the
+/// server `server` (`None`: a server without an id, which takes only tokens for none).
+pub fn verify(
+    secret: &[u8],
+    token: &str,
+    now: u64,
+    server: Option<&ServerId>,
+) -> Result<Grant, TokenError> {
     let raw = hex::decode(token.trim()).map_err(|_| TokenError::Malformed)?;
-    if raw.len() != LEN {
-        return Err(TokenError::Malformed);
+    match (raw.len(), raw.first()) {
+        (LEN, Some(&TOKEN_VERSION)) => {}
+        (LEN_V1, _) => return Err(TokenError::Version(1)),
+        (_, Some(&v)) if v != TOKEN_VERSION && v > 1 && v < 16 => {
+            return Err(TokenError::Version(v))
+        }
+        _ => return Err(TokenError::Malformed),
     }
     mac(secret, &raw[..BODY])
         .verify_slice(&raw[BODY..])
         .map_err(|_| TokenError::Forged)?;
+    let field = |r: std::ops::Range<usize>| raw.get(r).ok_or(TokenError::Malformed);
+    let mut bound = [0u8; 16];
+    bound.copy_from_slice(field(29..45)?);
     let grant = Grant {
-        player_id: u32::from_le_bytes(raw[0..4].try_into().map_err(|_| TokenError::Malformed)?),
-        expires: u64::from_le_bytes(raw[4..12].try_into().map_err(|_| TokenError::Malformed)?),
-        nonce: raw[12..28].try_into().map_err(|_| TokenError::Malformed)?,
+        player_id: u32::from_le_bytes(field(1..5)?.try_into().map_err(|_| TokenError::Malformed)?),
+        expires: u64::from_le_bytes(field(5..13)?.try_into().map_err(|_| TokenError::Malformed)?),
+        nonce: field(13..29)?.try_into().map_err(|_| TokenError::Malformed)?,
+        server: (bound != [0; 16]).then_some(ServerId(bound)),
     };
+    if grant.server.as_ref() != server {
+        return Err(TokenError::WrongServer);
+    }
     if now > grant.expires {
         return Err(TokenError::Expired);
     }
@@ -133,19 +211,23 @@ mod tests {
             player_id: 7,
             expires: 1000,
             nonce: [3; 16],
+            server: None,
         };
         let t = mint(b"secret", &c);
-        assert_eq!(verify(b"secret", &t, 999), Ok(c));
-        assert_eq!(verify(b"other", &t, 999), Err(TokenError::Forged));
-        assert_eq!(verify(b"secret", &t, 1001), Err(TokenError::Expired));
+        assert_eq!(verify(b"secret", &t, 999, None), Ok(c));
+        assert_eq!(verify(b"other", &t, 999, None), Err(TokenError::Forged));
+        assert_eq!(verify(b"secret", &t, 1001, None), Err(TokenError::Expired));
         let mut tampered = hex::decode(&t).unwrap();
-        tampered[0] ^= 1;
+        tampered[1] ^= 1;
         assert_eq!(
-            verify(b"secret", &hex::encode(tampered), 999),
+            verify(b"secret", &hex::encode(tampered), 999, None),
             Err(TokenError::Forged)
         );
-        assert_eq!(verify(b"secret", "zz", 0), Err(TokenError::Malformed));
-        assert_eq!(verify(b"secret", &t[..10], 0), Err(TokenError::Malformed));
+        assert_eq!(verify(b"secret", "zz", 0, None), Err(TokenError::Malformed));
+        assert_eq!(
+            verify(b"secret", &t[..10], 0, None),
+            Err(TokenError::Malformed)
+        );
         let mut g = ReplayGuard::new();
         assert_eq!(g.admit(&c, 10), Ok(()));
         assert_eq!(g.admit(&c, 11), Err(TokenError::Replayed));
@@ -156,5 +238,55 @@ mod tests {
         };
         assert_eq!(g.admit(&d, 2000), Ok(()));
         assert_eq!(g.len(), 1);
+    }
+
+    #[test]
+    fn a_token_opens_only_the_server_it_was_minted_for() {
+        let a = ServerId::new("match-a").unwrap();
+        let b = ServerId::new("match-b").unwrap();
+        let g = Grant {
+            player_id: 1,
+            expires: 100,
+            nonce: [1; 16],
+            server: Some(a),
+        };
+        let t = mint(b"s", &g);
+        assert_eq!(verify(b"s", &t, 0, Some(&a)), Ok(g));
+        assert_eq!(verify(b"s", &t, 0, Some(&b)), Err(TokenError::WrongServer));
+        assert_eq!(verify(b"s", &t, 0, None), Err(TokenError::WrongServer));
+        let unbound = mint(b"s", &Grant { server: None, ..g });
+        assert_eq!(
+            verify(b"s", &unbound, 0, Some(&a)),
+            Err(TokenError::WrongServer)
+        );
+        // The server is signed: rewriting it is a forgery.
+        let mut raw = hex::decode(&t).unwrap();
+        raw[29] ^= 1;
+        assert_eq!(
+            verify(b"s", &hex::encode(raw), 0, Some(&a)),
+            Err(TokenError::Forged)
+        );
+        assert!(ServerId::new("").is_err());
+    }
+
+    #[test]
+    fn the_format_is_versioned() {
+        let g = Grant {
+            player_id: 1,
+            expires: 100,
+            nonce: [1; 16],
+            server: None,
+        };
+        let t = mint(b"s", &g);
+        assert!(t.starts_with("02"), "{t}");
+        // A version 1 token (60 bytes, no version byte) is named as such.
+        let v1 = hex::encode([0u8; LEN_V1]);
+        assert_eq!(verify(b"s", &v1, 0, None), Err(TokenError::Version(1)));
+        let mut v3 = hex::decode(&t).unwrap();
+        v3[0] = 3;
+        assert_eq!(
+            verify(b"s", &hex::encode(v3), 0, None),
+            Err(TokenError::Version(3))
+        );
     }
 }
