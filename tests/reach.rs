@@ -181,3 +181,92 @@ fn a_public_endpoint_without_a_token_is_refused_at_start_and_the_default_is_loop
     assert_eq!(get(metrics.parse().unwrap(), "/players.json", "").0, 200);
     stop(child);
 }
+
+fn refusal(e: Result<expel_client::Session, expel_client::ClientError>) -> String {
+    match e {
+        Err(expel_client::ClientError::Refused(r)) => r,
+        Err(other) => panic!("expected a refusal, got {other}"),
+        Ok(_) => panic!("expected a refusal, got a welcome"),
+    }
+}
+
+fn bound_token(id: u32, server: Option<&str>, expires: u64, n: u8) -> String {
+    use expel_shared::protocol::token::{mint, Grant, ServerId};
+    mint(
+        common::SECRET,
+        &Grant {
+            player_id: id,
+            expires,
+            nonce: [n; 16],
+            server: server.map(|s| ServerId::new(s).unwrap()),
+        },
+    )
+}
+
+/// Two servers of one fleet (one secret): a token minted for one joins it, and only it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_joins_only_the_server_it_was_minted_for() {
+    use expel_shared::protocol::token::ServerId;
+    let named = |id: &'static str| {
+        move |c: &mut expel_server::ServerConfig| {
+            c.game.server_id = Some(ServerId::new(id).unwrap());
+        }
+    };
+    let (a, _, _) = common::server_with(4, named("match-a")).await;
+    let (b, _, _) = common::server_with(4, named("match-b")).await;
+    let (none, _, _) = common::server(4).await;
+    let mut o = common::options(&a, 7);
+    o.token = bound_token(7, Some("match-a"), common::now() + 60, 1);
+    o.trust = expel_client::Trust::Fingerprint(b.fingerprint.clone());
+    let why = refusal(expel_client::connect(b.addr, &o).await);
+    assert!(why.contains("another server"), "{why}");
+    o.trust = expel_client::Trust::Fingerprint(none.fingerprint.clone());
+    let why = refusal(expel_client::connect(none.addr, &o).await);
+    assert!(why.contains("another server"), "{why}");
+    // Refused elsewhere, the token was not burned: it still joins its own server.
+    o.trust = expel_client::Trust::Fingerprint(a.fingerprint.clone());
+    let joined = expel_client::connect(a.addr, &o).await.expect("joins match-a");
+    drop(joined);
+    // A token for no server opens no server with an id.
+    o.token = bound_token(8, None, common::now() + 60, 2);
+    let why = refusal(expel_client::connect(a.addr, &o).await);
+    assert!(why.contains("another server"), "{why}");
+    let counted = |r: &expel_server::Running| {
+        let i = expel_server::REFUSALS
+            .iter()
+            .position(|l| *l == "token_wrong_server")
+            .unwrap();
+        r.metrics.refusals[i].load(std::sync::atomic::Ordering::Relaxed)
+    };
+    // (The counters are copied from the machine as it runs.)
+    for _ in 0..50 {
+        if counted(&a) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!((counted(&a), counted(&b), counted(&none)), (1, 1, 1));
+    for r in [a, b, none] {
+        r.shutdown("done").await;
+    }
+}
+
+/// Token expiry follows the wall clock: ticks the server skipped while stalled do not make
+/// an expired token good again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_token_stays_expired_after_the_server_skipped_ticks() {
+    let (r, _, _) = common::server(4).await;
+    // Expires at the end of the next second.
+    let expires = common::now() + 1;
+    // The tick stalls for 4 s: past MAX_CATCH_UP the server skips about 3 s of ticks.
+    r.stall_tick(Duration::from_secs(4)).await;
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    assert!(common::now() > expires + 1);
+    let skipped = r.metrics.ticks_skipped.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(skipped > 120, "ticks skipped: {skipped}");
+    let mut o = common::options(&r, 9);
+    o.token = bound_token(9, None, expires, 3);
+    let why = refusal(expel_client::connect(r.addr, &o).await);
+    assert!(why.contains("expired"), "{why}");
+    r.shutdown("done").await;
+}
