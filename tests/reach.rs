@@ -113,7 +113,10 @@ fn the_operators_endpoint_off_loopback_answers_only_the_operator() {
             let (code, head, body) = get(http, path, headers);
             assert_eq!(code, 401, "{path} with {headers:?}: {head}");
             assert!(head.contains("WWW-Authenticate: Bearer"), "{head}");
-            assert!(!body.contains("players") && !body.contains("data:"), "{body}");
+            assert!(
+                !body.contains("players") && !body.contains("data:"),
+                "{body}"
+            );
         }
     }
     // Health carries no data and asks for nothing.
@@ -151,7 +154,14 @@ fn the_operators_endpoint_off_loopback_answers_only_the_operator() {
 #[test]
 fn a_public_endpoint_without_a_token_is_refused_at_start_and_the_default_is_loopback() {
     let err = serve(
-        &["--addr", "127.0.0.1:0", "--metrics", "0.0.0.0:0", "--secret", "reach"],
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--metrics",
+            "0.0.0.0:0",
+            "--secret",
+            "reach",
+        ],
         &[],
     )
     .map(|(c, v)| {
@@ -165,14 +175,31 @@ fn a_public_endpoint_without_a_token_is_refused_at_start_and_the_default_is_loop
     );
     // The token from the environment will do.
     let (child, v) = serve(
-        &["--addr", "127.0.0.1:0", "--metrics", "0.0.0.0:0", "--secret", "reach"],
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--metrics",
+            "0.0.0.0:0",
+            "--secret",
+            "reach",
+        ],
         &[("EXPEL_OPERATOR_TOKEN", "from-env")],
     )
     .unwrap();
-    let port: u16 = v["metrics"].as_str().unwrap().rsplit(':').next().unwrap().parse().unwrap();
+    let port: u16 = v["metrics"]
+        .as_str()
+        .unwrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
     let http = SocketAddr::from(([127, 0, 0, 1], port));
     assert_eq!(get(http, "/metrics", "").0, 401);
-    assert_eq!(get(http, "/metrics", "Authorization: Bearer from-env\r\n").0, 200);
+    assert_eq!(
+        get(http, "/metrics", "Authorization: Bearer from-env\r\n").0,
+        200
+    );
     stop(child);
     // QUIC on every address: the HTTP endpoint stays on loopback, where it needs no token.
     let (child, v) = serve(&["--addr", "0.0.0.0:0", "--secret", "reach"], &[]).unwrap();
@@ -225,7 +252,9 @@ async fn a_token_joins_only_the_server_it_was_minted_for() {
     assert!(why.contains("another server"), "{why}");
     // Refused elsewhere, the token was not burned: it still joins its own server.
     o.trust = expel_client::Trust::Fingerprint(a.fingerprint.clone());
-    let joined = expel_client::connect(a.addr, &o).await.expect("joins match-a");
+    let joined = expel_client::connect(a.addr, &o)
+        .await
+        .expect("joins match-a");
     drop(joined);
     // A token for no server opens no server with an id.
     o.token = bound_token(8, None, common::now() + 60, 2);
@@ -262,11 +291,112 @@ async fn an_expired_token_stays_expired_after_the_server_skipped_ticks() {
     r.stall_tick(Duration::from_secs(4)).await;
     tokio::time::sleep(Duration::from_millis(4500)).await;
     assert!(common::now() > expires + 1);
-    let skipped = r.metrics.ticks_skipped.load(std::sync::atomic::Ordering::Relaxed);
+    let skipped = r
+        .metrics
+        .ticks_skipped
+        .load(std::sync::atomic::Ordering::Relaxed);
     assert!(skipped > 120, "ticks skipped: {skipped}");
     let mut o = common::options(&r, 9);
     o.token = bound_token(9, None, expires, 3);
     let why = refusal(expel_client::connect(r.addr, &o).await);
     assert!(why.contains("expired"), "{why}");
+    r.shutdown("done").await;
+}
+
+/// A prefix of test addresses made local on loopback (an "AnyIP" route), so sockets bound
+/// to any address in it reach the server; removed again when dropped. `None` where the
+/// route cannot be added (not root, no `ip`).
+struct LocalPrefix {
+    added: bool,
+}
+
+const PREFIX: &str = "fd65:7870:656c:6e1::/64";
+
+impl LocalPrefix {
+    fn add() -> Option<LocalPrefix> {
+        let out = Command::new("ip")
+            .args(["-6", "route", "add", "local", PREFIX, "dev", "lo"])
+            .output()
+            .ok()?;
+        let exists = String::from_utf8_lossy(&out.stderr).contains("File exists");
+        (out.status.success() || exists).then_some(LocalPrefix {
+            added: out.status.success(),
+        })
+    }
+}
+
+impl Drop for LocalPrefix {
+    fn drop(&mut self) {
+        if self.added {
+            let _ = Command::new("ip")
+                .args(["-6", "route", "del", "local", PREFIX, "dev", "lo"])
+                .status();
+        }
+    }
+}
+
+/// A TCP connection to `to` from `from` (an address of the local prefix).
+fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
+    let s = socket2::Socket::new(socket2::Domain::IPV6, socket2::Type::STREAM, None).unwrap();
+    s.set_freebind_v6(true).unwrap();
+    let from: std::net::Ipv6Addr = from.parse().unwrap();
+    s.bind(&SocketAddr::from((from, 0)).into()).unwrap();
+    s.connect(&to.into()).unwrap();
+    s.into()
+}
+
+/// One IPv6 host has a /64 of addresses: the HTTP endpoint's per-address limit counts
+/// them as one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ipv6_host_is_one_address_to_the_per_address_limits() {
+    let Some(_prefix) = LocalPrefix::add() else {
+        eprintln!("skipped: no local IPv6 prefix could be routed on loopback (needs root and ip)");
+        return;
+    };
+    let (r, _, _) = common::server_with(4, |c| {
+        c.metrics = Some("[::]:0".parse().unwrap());
+        c.operator_token = Some("t".into());
+    })
+    .await;
+    let port = r.metrics_addr.unwrap().port();
+    let to = SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port));
+    // 32 connections (the limit per address), each from its own address of the /64,
+    // each holding its seat (no request sent yet).
+    let held: Vec<TcpStream> = (1..=32)
+        .map(|i| connect_from(&format!("fd65:7870:656c:6e1::{i:x}"), to))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // The next from yet another address of the same /64 is closed at once.
+    let mut extra = connect_from("fd65:7870:656c:6e1:ffff::1", to);
+    extra
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let read = extra.read(&mut buf);
+    assert!(
+        matches!(read, Ok(0))
+            || read
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "the 33rd connection of the /64 is closed at once: {read:?}"
+    );
+    let refused = r
+        .metrics
+        .http_refused
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(refused, 1);
+    // Another host (::1) is served.
+    let (code, _, _) = tokio::task::spawn_blocking(move || {
+        let mut s = TcpStream::connect(to).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        write!(s, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut text = String::new();
+        let _ = s.read_to_string(&mut text);
+        (text.starts_with("HTTP/1.1 200"), (), ())
+    })
+    .await
+    .unwrap();
+    drop(held);
+    assert!(code, "another host is served");
     r.shutdown("done").await;
 }

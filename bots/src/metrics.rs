@@ -41,9 +41,7 @@ pub async fn http_get(to: &Operator, path: &str) -> Result<String, String> {
             .token
             .as_ref()
             .map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-        let req = format!(
-            "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
-        );
+        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n");
         s.write_all(req.as_bytes())
             .await
             .map_err(|e| e.to_string())?;

@@ -85,7 +85,21 @@ struct Counts {
     by_address: BTreeMap<IpAddr, usize>,
 }
 
-/// Things held per IP address (connections, viewers), counted while their [`Held`] lives.
+/// The address a limit counts `ip` under: an IPv4 address (also one mapped into IPv6) as
+/// itself, an IPv6 address by its /64, which one host or one customer line is given whole
+/// (2^64 addresses: counted one by one, a per-address limit would bind nobody).
+pub(crate) fn counted_as(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        },
+    }
+}
+
+/// Things held per IP address (connections, viewers), counted while their [`Held`] lives;
+/// an IPv6 address counts under its /64 ([`counted_as`]).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PerAddress {
     counts: Arc<Mutex<Counts>>,
@@ -121,6 +135,7 @@ impl PerAddress {
     /// Counts one more for `ip` if that leaves at most `per_address` from it and `total`
     /// in all.
     pub(crate) fn take(&self, ip: IpAddr, per_address: usize, total: usize) -> Option<Held> {
+        let ip = counted_as(ip);
         let mut c = self.counts.lock().ok()?;
         let from = c.by_address.get(&ip).copied().unwrap_or(0);
         if from >= per_address || c.total >= total {
@@ -136,6 +151,7 @@ impl PerAddress {
 
     /// (held in all, held from `ip`); a poisoned count reads as full.
     pub(crate) fn held(&self, ip: IpAddr) -> (usize, usize) {
+        let ip = counted_as(ip);
         self.counts.lock().map_or((usize::MAX, usize::MAX), |c| {
             (c.total, c.by_address.get(&ip).copied().unwrap_or(0))
         })
@@ -236,5 +252,34 @@ mod tests {
         assert_eq!(a.pending(), 2);
         drop(held);
         assert_eq!(a.pending(), 0);
+    }
+
+    #[test]
+    fn an_ipv6_host_counts_by_its_64_and_an_ipv4_one_by_its_address() {
+        let a = Admission::new(Limits {
+            pending_total: 100,
+            pending_per_address: 2,
+            retry_above: 100,
+            ..Limits::default()
+        });
+        let v6 = |s: &str| s.parse::<IpAddr>().unwrap();
+        let _held: Vec<_> = ["2001:db8:1:2::1", "2001:db8:1:2:ffff::9"]
+            .iter()
+            .map(|s| a.decide(v6(s), false).1.unwrap())
+            .collect();
+        // A third address of the same /64 is the same host.
+        assert_eq!(
+            a.decide(v6("2001:db8:1:2:8000::"), false).0,
+            Decision::RefuseAddress
+        );
+        // The next /64 is another.
+        assert_eq!(a.decide(v6("2001:db8:1:3::1"), false).0, Decision::Accept);
+        // IPv4 addresses count one by one, mapped into IPv6 or not.
+        let _four: Vec<_> = ["10.0.0.1", "::ffff:10.0.0.1"]
+            .iter()
+            .map(|s| a.decide(v6(s), false).1.unwrap())
+            .collect();
+        assert_eq!(a.decide(v6("10.0.0.1"), false).0, Decision::RefuseAddress);
+        assert_eq!(a.decide(v6("10.0.0.2"), false).0, Decision::Accept);
     }
 }

@@ -278,11 +278,10 @@ fn bind(cfg: &ServerConfig, counts: Arc<udp::UdpCounts>) -> Result<QuicParts, Se
     // Connection ids carry a keyed hash the endpoint checks before resetting: the key
     // must survive the restart too, or the old ids are dropped as forged.
     let cid = ring::hmac::sign(&derive, b"expel quic connection id key");
-    let mut cid_key = [0u8; 8];
-    cid_key.copy_from_slice(&cid.as_ref()[..8]);
-    let cid_key = u64::from_le_bytes(cid_key);
+    let cid_key = cid.as_ref().to_vec();
     let mut endpoint_cfg = quinn_proto::EndpointConfig::new(Arc::new(reset));
-    endpoint_cfg.cid_generator(move || Box::new(crate::udp::CidGenerator::new(cid_key)));
+    let ids = crate::udp::CidGenerator::new(&cid_key);
+    endpoint_cfg.cid_generator(move || Box::new(ids.clone()));
     // Clients then keep the fixed bit set, and the socket's doorman can drop packets
     // without it.
     endpoint_cfg.grease_quic_bit(false);

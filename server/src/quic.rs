@@ -176,7 +176,7 @@ pub(crate) struct QuicParts {
     pub(crate) socket: std::net::UdpSocket,
     pub(crate) config: quinn_proto::EndpointConfig,
     pub(crate) server: Arc<quinn_proto::ServerConfig>,
-    pub(crate) cid_key: u64,
+    pub(crate) cid_key: Vec<u8>,
     pub(crate) counts: Arc<UdpCounts>,
 }
 
@@ -206,7 +206,7 @@ impl Quic {
         Ok(Quic {
             wire,
             endpoint: Endpoint::new(Arc::new(config), Some(server), allow_mtud, None),
-            doorman: Doorman::new(cid_key, counts),
+            doorman: Doorman::new(&cid_key, counts),
             peers: Vec::new(),
             live: 0,
             ids: BTreeMap::new(),

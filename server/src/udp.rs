@@ -16,7 +16,6 @@
 
 use quinn::udp::RecvMeta;
 use quinn_proto::{ConnectionId, ConnectionIdGenerator, InvalidCid};
-use std::hash::{DefaultHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,23 +37,32 @@ pub const CID_LEN: usize = CID_NONCE + CID_SIGNATURE;
 /// connection's id, and the client's next Initial went to that connection, which dropped
 /// it; the player's handshake was lost (about once in three 1,000-player joins, "6
 /// datagrams sent, 1 received"). Eight random bytes make that one in 10^15.
-#[derive(Clone, Debug)]
+///
+/// The hash is HMAC-SHA256 (the connect tokens' algorithm): its result is fixed by its
+/// specification, so a server built with another toolchain still knows its previous
+/// life's ids and can reset them.
+#[derive(Clone)]
 pub(crate) struct CidGenerator {
-    key: u64,
+    key: ring::hmac::Key,
+}
+
+impl std::fmt::Debug for CidGenerator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CidGenerator")
+    }
 }
 
 impl CidGenerator {
-    pub(crate) fn new(key: u64) -> CidGenerator {
-        CidGenerator { key }
+    pub(crate) fn new(key: &[u8]) -> CidGenerator {
+        CidGenerator {
+            key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key),
+        }
     }
 
     fn signature(&self, nonce: &[u8]) -> [u8; CID_SIGNATURE] {
-        // SipHash (std's, fixed keys) over the secret key and the nonce.
-        let mut h = DefaultHasher::new();
-        h.write_u64(self.key);
-        h.write(nonce);
+        let tag = ring::hmac::sign(&self.key, nonce);
         let mut sig = [0; CID_SIGNATURE];
-        sig.copy_from_slice(&h.finish().to_le_bytes()[..CID_SIGNATURE]);
+        sig.copy_from_slice(&tag.as_ref()[..CID_SIGNATURE]);
         sig
     }
 
@@ -193,7 +201,7 @@ pub(crate) struct Doorman {
 }
 
 impl Doorman {
-    pub(crate) fn new(cid_key: u64, counts: Arc<UdpCounts>) -> Doorman {
+    pub(crate) fn new(cid_key: &[u8], counts: Arc<UdpCounts>) -> Doorman {
         Doorman {
             cids: CidGenerator::new(cid_key),
             counts,
@@ -272,7 +280,7 @@ mod tests {
 
     #[test]
     fn connection_ids_are_wide_unique_and_checked_by_the_key_alone() {
-        let mut g = CidGenerator::new(42);
+        let mut g = CidGenerator::new(b"42");
         let ids: std::collections::BTreeSet<Vec<u8>> =
             (0..100_000).map(|_| g.generate_cid().to_vec()).collect();
         // A 3-byte nonce (quinn's) repeats about 300 times in 100,000 draws.
@@ -280,12 +288,24 @@ mod tests {
         for id in ids.iter().take(100) {
             assert_eq!(id.len(), CID_LEN);
             // Another generator with the key (the server after a restart) knows them.
-            assert!(CidGenerator::new(42).issued(id));
-            assert!(!CidGenerator::new(43).issued(id));
+            assert!(CidGenerator::new(b"42").issued(id));
+            assert!(!CidGenerator::new(b"43").issued(id));
             let mut forged = id.clone();
             forged[0] ^= 1;
             assert!(!g.issued(&forged));
             assert!(g.validate(&ConnectionId::new(id)).is_ok());
         }
+    }
+
+    /// The signature is HMAC-SHA256, the same bits on every build: a known answer
+    /// (Python's `hmac.new(key, bytes(range(8)), hashlib.sha256)`, first four bytes).
+    #[test]
+    fn connection_id_signatures_have_a_known_answer() {
+        let g = CidGenerator::new(b"expel cid known answer");
+        let nonce: Vec<u8> = (0..8).collect();
+        assert_eq!(g.signature(&nonce), [0xde, 0xc7, 0x40, 0x10]);
+        let mut id = nonce.clone();
+        id.extend_from_slice(&[0xde, 0xc7, 0x40, 0x10]);
+        assert!(g.issued(&id));
     }
 }

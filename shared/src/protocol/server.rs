@@ -1113,7 +1113,6 @@ fn add_inputs(total: &mut InputStats, now: &InputStats, counted: &InputStats) {
     total.too_far_ahead += now.too_far_ahead - counted.too_far_ahead;
 }
 
-
 /// The control frames that carry `map` to a client, in order, made as they are written.
 pub fn map_frames(map: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
     (0..).map_while(|i| map_frame(map, i))

@@ -69,7 +69,9 @@ pub enum TokenError {
     #[error("malformed token")]
     Malformed,
     /// A format this build does not read.
-    #[error("token format v{0} is not accepted (this server reads v{TOKEN_VERSION}): mint a new one")]
+    #[error(
+        "token format v{0} is not accepted (this server reads v{TOKEN_VERSION}): mint a new one"
+    )]
     Version(u8),
     /// The MAC does not match: not made with this server's secret.
     #[error("token signature invalid (forged, or signed with another secret)")]
@@ -146,8 +148,14 @@ pub fn verify(
     bound.copy_from_slice(field(29..45)?);
     let grant = Grant {
         player_id: u32::from_le_bytes(field(1..5)?.try_into().map_err(|_| TokenError::Malformed)?),
-        expires: u64::from_le_bytes(field(5..13)?.try_into().map_err(|_| TokenError::Malformed)?),
-        nonce: field(13..29)?.try_into().map_err(|_| TokenError::Malformed)?,
+        expires: u64::from_le_bytes(
+            field(5..13)?
+                .try_into()
+                .map_err(|_| TokenError::Malformed)?,
+        ),
+        nonce: field(13..29)?
+            .try_into()
+            .map_err(|_| TokenError::Malformed)?,
         server: (bound != [0; 16]).then_some(ServerId(bound)),
     };
     if grant.server.as_ref() != server {
