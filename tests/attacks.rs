@@ -469,3 +469,72 @@ async fn the_http_endpoint_backs_off_at_the_descriptor_limit_and_bounds_viewers(
     assert!(again.contains("200"), "{again}");
     drop(crowd);
 }
+
+/// One joined client floods input datagrams at 20,000 a second (one per packet) beside two
+/// honest players: the excess is dropped before it is decoded and counted, the flooder
+/// flagged and kicked, the honest play on untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_input_flood_is_dropped_undecoded_flagged_and_kicked_and_the_honest_play_on() {
+    let _serial = SERIAL.lock().await;
+    let (r, _, bytes) = server(8).await;
+    let m = r.metrics.clone();
+    let honest: Vec<_> = [60u32, 61]
+        .into_iter()
+        .map(|id| {
+            let (o, addr) = (options(&r, id), r.addr);
+            tokio::spawn(async move {
+                let j = expel_client::connect(addr, &o).await.unwrap();
+                let opts = RunOptions {
+                    seconds: 8.0,
+                    ..Default::default()
+                };
+                expel_client::run(j, wander(id), opts).await.unwrap()
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let flooder = 62;
+    let out = expel_bots::flood::flood(
+        r.addr,
+        &Trust::Fingerprint(r.fingerprint.clone()),
+        token_with(SECRET, flooder, now() + 60, 1),
+        *blake3::hash(&bytes).as_bytes(),
+        20_000.0,
+        6.0,
+    )
+    .await
+    .unwrap();
+    assert!(out.datagram_bytes > 700, "one datagram a packet: {out:?}");
+    let why = out.closed.clone().unwrap_or_default();
+    assert!(
+        why.contains("flood"),
+        "the flooder is kicked for it: {out:?}"
+    );
+    assert!(out.seconds < 5.0, "kicked within the third second: {out:?}");
+    let over = m.datagrams_over_rate.load(Relaxed);
+    // At most the allowance (4 input rates, 240 a second, and 2 rates at once) got in.
+    let allowed = (out.seconds * 240.0 + 120.0) as u64;
+    assert!(
+        over + allowed >= m.datagrams_in.load(Relaxed) * 9 / 10 && over > 10_000,
+        "{over} dropped of {} received; {out:?}",
+        m.datagrams_in.load(Relaxed)
+    );
+    let flood = ViolationKind::ALL
+        .iter()
+        .position(|k| *k == ViolationKind::Flood)
+        .unwrap();
+    assert!(m.violations[flood].load(Relaxed) >= 3);
+    assert!(m.flagged().get(&flooder).is_some_and(|f| f[flood] >= 3));
+    for t in honest {
+        let report = t.await.unwrap();
+        assert!(report.ended_by_server.is_none(), "{report:?}");
+        assert_eq!(report.stats.predict.corrections, 0, "{report:?}");
+        assert!(report.snapshots_per_s > 25.0, "{report:?}");
+    }
+    // Nobody honest was flagged.
+    assert_eq!(
+        m.flagged().keys().copied().collect::<Vec<_>>(),
+        vec![flooder]
+    );
+    r.shutdown("test over").await;
+}

@@ -4,9 +4,11 @@
 //!
 //! The behaviours and cheats are pure ([`driver`], [`CheatKind::cheats`], [`cheats`]);
 //! [`swarm`] is the async part (one task per bot on the caller's runtime, handshakes
-//! bounded); [`metrics`] reads the server's Prometheus text.
+//! bounded); [`metrics`] reads the server's Prometheus text; [`flood`] is an input flood
+//! for the attack tests and the flood bench.
 
 pub mod cheats;
+pub mod flood;
 mod light;
 pub mod metrics;
 

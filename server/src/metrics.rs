@@ -69,6 +69,10 @@ pub struct Metrics {
     pub claims_missing: AtomicU64,
     /// Datagrams that did not decode.
     pub malformed_datagrams: AtomicU64,
+    /// Input datagrams dropped undecoded, over their connection's allowance.
+    pub datagrams_over_rate: AtomicU64,
+    /// QUIC packets dropped undecrypted: over their connection's packet rate.
+    pub packets_over_rate: AtomicU64,
     /// Control messages that did not decode.
     pub malformed_control: AtomicU64,
     /// Connections accepted at the QUIC level.
@@ -106,12 +110,12 @@ pub struct Metrics {
     /// Ticks skipped because the process could not keep up (paused or starved).
     pub ticks_skipped: AtomicU64,
     /// Move-validation violations, by kind in [`ViolationKind::ALL`] order.
-    pub violations: [AtomicU64; 7],
+    pub violations: [AtomicU64; ViolationKind::ALL.len()],
     /// Refusals by reason, in [`REFUSALS`] order.
     pub refusals: [AtomicU64; REFUSALS.len()],
     tick_hist: Mutex<TickHistogram>,
     /// Violations by player (ids that had any), in [`ViolationKind::ALL`] order.
-    flagged: Mutex<BTreeMap<u32, [u64; 7]>>,
+    flagged: Mutex<BTreeMap<u32, [u64; ViolationKind::ALL.len()]>>,
     /// Whether the server accepts players (false while shutting down).
     pub ready: AtomicBool,
     started: Option<Instant>,
@@ -183,6 +187,7 @@ impl Metrics {
         set(&self.claims_rejected, s.claims_rejected);
         set(&self.claims_missing, s.claims_missing);
         set(&self.malformed_datagrams, s.malformed_datagrams);
+        set(&self.datagrams_over_rate, s.datagrams_over_rate);
         set(&self.malformed_control, s.malformed_control);
         set(&self.kicks, s.kicks);
         set(&self.clients, s.clients);
@@ -196,7 +201,7 @@ impl Metrics {
     }
 
     /// Players with violations: id and counts in [`ViolationKind::ALL`] order.
-    pub fn flagged(&self) -> BTreeMap<u32, [u64; 7]> {
+    pub fn flagged(&self) -> BTreeMap<u32, [u64; ViolationKind::ALL.len()]> {
         self.flagged.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
@@ -402,6 +407,18 @@ impl Metrics {
             "expel_malformed_datagrams_total",
             "Datagrams that did not decode.",
             &self.malformed_datagrams,
+            "counter",
+        );
+        counter(
+            "expel_datagrams_over_rate_total",
+            "Input datagrams dropped undecoded: over their connection's allowance (a few times the input rate).",
+            &self.datagrams_over_rate,
+            "counter",
+        );
+        counter(
+            "expel_packets_over_rate_total",
+            "QUIC packets of a playing connection dropped undecrypted: over its packet rate.",
+            &self.packets_over_rate,
             "counter",
         );
         counter(

@@ -15,6 +15,7 @@ use crate::admission::{Admission, Pending};
 use crate::udp::{Doorman, UdpCounts};
 use crate::{Decision, Limits, Metrics};
 use bytes::{Bytes, BytesMut};
+use expel_shared::protocol::rate::TokenBucket;
 use expel_shared::protocol::server::{map_frame, ConnId, Server};
 use expel_shared::protocol::{CLOSE_KICKED, CLOSE_SHUTDOWN};
 use quinn::udp::{RecvMeta, Transmit as UdpTransmit, UdpSocketState};
@@ -42,6 +43,11 @@ const RECV_BUF: usize = 64 * 1024;
 const LINGER: Duration = Duration::from_millis(500);
 /// Largest control-stream read handed to the machine at once.
 const READ_CHUNK: usize = 4096;
+/// Packets a second a connection may send once it plays (its control writes done): a
+/// client sends one input datagram per tick at most (240 at the highest tick rate) and
+/// acknowledgements. Past it, packets are dropped before they are decrypted, the most a
+/// flood costs; the machine's input allowance, well under this, flags the flooder.
+const PACKET_RATE: f64 = 1000.0;
 
 /// One write waiting for the peer's credit on the control stream.
 enum Out {
@@ -90,6 +96,8 @@ struct Peer {
     dirty: bool,
     /// A transmit the socket could not take, to send first.
     blocked: Option<(Transmit, Vec<u8>)>,
+    /// What it may send (see [`PACKET_RATE`]).
+    packets: TokenBucket,
 }
 
 impl Peer {
@@ -329,6 +337,13 @@ impl Quic {
         {
             Some(DatagramEvent::ConnectionEvent(h, event)) => {
                 if let Some(p) = self.peer_mut(h.0) {
+                    // While the handshake, the welcome or the map is under way, the
+                    // peer's acknowledgements come as fast as the server sends.
+                    let limited = p.id.is_some() && p.writes.is_empty();
+                    if limited && !p.packets.take(now) {
+                        cx.metrics.packets_over_rate.fetch_add(1, Relaxed);
+                        return;
+                    }
                     p.conn.handle_event(event);
                     self.touch(h.0);
                 }
@@ -359,7 +374,7 @@ impl Quic {
             (Decision::Accept, Some(pending)) => {
                 match self.endpoint.accept(incoming, now, &mut response, None) {
                     Ok((h, conn)) => {
-                        self.add(h, conn, now + cx.limits.handshake_timeout, pending);
+                        self.add(h, conn, now, now + cx.limits.handshake_timeout, pending);
                         return;
                     }
                     Err(e) => {
@@ -389,6 +404,7 @@ impl Quic {
         &mut self,
         h: ConnectionHandle,
         conn: quinn_proto::Connection,
+        now: Instant,
         deadline: Instant,
         pending: Pending,
     ) {
@@ -408,6 +424,7 @@ impl Quic {
             armed: None,
             dirty: false,
             blocked: None,
+            packets: TokenBucket::new(PACKET_RATE, PACKET_RATE, now),
         });
         self.live += 1;
         self.touch(h.0);

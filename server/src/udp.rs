@@ -163,7 +163,7 @@ pub enum Verdict {
 
 /// Judges one datagram; `issued` says whether a short header's connection id (the
 /// [`CID_LEN`] bytes after its first) is one this server could have issued.
-pub fn judge(d: &[u8], issued: impl Fn(&[u8]) -> bool) -> Verdict {
+pub fn judge(d: &[u8], mut issued: impl FnMut(&[u8]) -> bool) -> Verdict {
     const MIN_PACKET: usize = 21;
     const MIN_INITIAL_DATAGRAM: usize = 1200;
     if d.len() < MIN_PACKET {
@@ -194,9 +194,16 @@ pub fn judge(d: &[u8], issued: impl Fn(&[u8]) -> bool) -> Verdict {
     Verdict::Pass
 }
 
+/// Connection ids whose signature was checked, remembered by their first bytes (random):
+/// a connection's packets carry the same id, so the keyed hash runs about once per id,
+/// not once per packet. Only ids that passed are kept; one that collides with another is
+/// checked again.
+const KNOWN_IDS: usize = 4096;
+
 /// [`judge`] in front of the endpoint's receive path.
 pub(crate) struct Doorman {
     cids: CidGenerator,
+    known: Vec<Option<[u8; CID_LEN]>>,
     counts: Arc<UdpCounts>,
 }
 
@@ -204,21 +211,39 @@ impl Doorman {
     pub(crate) fn new(cid_key: &[u8], counts: Arc<UdpCounts>) -> Doorman {
         Doorman {
             cids: CidGenerator::new(cid_key),
+            known: vec![None; KNOWN_IDS],
             counts,
         }
     }
 
+    /// Whether this server issued `cid`, from the remembered ids or the keyed hash.
+    fn issued(&mut self, cid: &[u8]) -> bool {
+        if cid.len() != CID_LEN {
+            return false;
+        }
+        let slot = usize::from(u16::from_le_bytes([cid[0], cid[1]])) % KNOWN_IDS;
+        if self.known[slot].is_some_and(|k| k == cid) {
+            return true;
+        }
+        let ok = self.cids.issued(cid);
+        if ok {
+            let mut id = [0; CID_LEN];
+            id.copy_from_slice(cid);
+            self.known[slot] = Some(id);
+        }
+        ok
+    }
+
     /// Filters one received buffer (several datagrams of `stride` bytes each when the
     /// kernel coalesced them): the dropped ones are cut out and `meta.len` shrinks.
-    pub(crate) fn filter(&self, buf: &mut [u8], meta: &mut RecvMeta) {
+    pub(crate) fn filter(&mut self, buf: &mut [u8], meta: &mut RecvMeta) {
         let stride = meta.stride.max(1);
-        let issued = |cid: &[u8]| self.cids.issued(cid);
         let mut kept = 0;
         let mut at = 0;
         while at < meta.len {
             let end = (at + stride).min(meta.len);
             self.counts.datagrams.fetch_add(1, Relaxed);
-            let keep = match judge(&buf[at..end], issued) {
+            let keep = match judge(&buf[at..end], |cid| self.issued(cid)) {
                 Verdict::Pass => true,
                 Verdict::OtherVersion => {
                     self.counts.other_version.fetch_add(1, Relaxed);
@@ -307,5 +332,23 @@ mod tests {
         let mut id = nonce.clone();
         id.extend_from_slice(&[0xde, 0xc7, 0x40, 0x10]);
         assert!(g.issued(&id));
+    }
+
+    #[test]
+    fn remembered_ids_pass_and_nothing_else_does() {
+        let mut door = Doorman::new(b"k", Arc::new(UdpCounts::default()));
+        let mut g = CidGenerator::new(b"k");
+        let ids: Vec<ConnectionId> = (0..10_000).map(|_| g.generate_cid()).collect();
+        for _ in 0..2 {
+            assert!(ids.iter().all(|id| door.issued(id)));
+        }
+        assert!(!door.issued(&[0; CID_LEN]), "an empty slot is no id");
+        for id in &ids {
+            // Same slot and nonce, another signature: checked, not remembered.
+            let mut forged = id.to_vec();
+            forged[CID_LEN - 1] ^= 1;
+            assert!(!door.issued(&forged));
+        }
+        assert!(!door.issued(&ids[0][..CID_LEN - 1]));
     }
 }

@@ -30,6 +30,7 @@ pub mod input;
 pub mod interp;
 mod messages;
 pub mod predict;
+pub mod rate;
 #[cfg(feature = "server")]
 pub mod server;
 #[cfg(feature = "server")]

@@ -17,6 +17,7 @@
 
 use super::frame::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
 use super::input::{InputBuffer, InputStats};
+use super::rate::TokenBucket;
 use super::snapshot::{Crowd, Feedback, SnapshotEncoder};
 use super::token::{self, ReplayGuard, ServerId};
 use super::{
@@ -42,6 +43,18 @@ const CLAIMS: usize = 256;
 const MAX_CATCH_UP: u64 = 64;
 /// Datagram size assumed until the shell says otherwise (QUIC's minimum, less headers).
 const DEFAULT_DATAGRAM: usize = 1200;
+/// Input datagrams a connection may send a second, in input rates: an honest client sends
+/// one per input period, a little faster while its clock steers ahead.
+const INPUT_ALLOWANCE: f64 = 4.0;
+/// Input datagrams a connection may send at once, in input rates (a client catching up
+/// after a stall sends up to 32 at once; a path's jitter bunches a few).
+const INPUT_BURST: f64 = 2.0;
+/// A connection whose datagrams over the allowance in one [`FLOOD_WINDOW`] reach this
+/// many input rates is flagged for flooding (the third flag within the validator's kick
+/// window kicks it).
+const FLOOD_FLAG: f64 = 1.0;
+/// The window over which a connection's excess datagrams are added up.
+const FLOOD_WINDOW: Duration = Duration::from_secs(1);
 
 /// Why connections were refused, as metric label values.
 pub const REFUSALS: [&str; 10] = [
@@ -224,6 +237,9 @@ pub struct ServerStats {
     pub claims_missing: u64,
     /// Datagrams that did not decode (or came before the player was in the world).
     pub malformed_datagrams: u64,
+    /// Datagrams dropped undecoded: over their connection's allowance (a few times the
+    /// input rate).
+    pub datagrams_over_rate: u64,
     /// Control messages that did not decode or came out of turn.
     pub malformed_control: u64,
     /// Clients kicked.
@@ -256,6 +272,49 @@ struct Conn {
     phase: Phase,
     dec: FrameDecoder,
     max_datagram: usize,
+    gate: InputGate,
+}
+
+/// A connection's datagram allowance: [`INPUT_ALLOWANCE`] input rates, [`INPUT_BURST`] at
+/// once; a datagram past it is dropped before it is decoded. The excess is added up per
+/// [`FLOOD_WINDOW`] to flag a flood.
+#[derive(Debug)]
+struct InputGate {
+    bucket: TokenBucket,
+    /// Dropped since `window`, and when that window began.
+    dropped: u64,
+    window: Instant,
+}
+
+impl InputGate {
+    fn new(rate: u32, now: Instant) -> InputGate {
+        let rate = f64::from(rate);
+        InputGate {
+            bucket: TokenBucket::new(rate * INPUT_ALLOWANCE, rate * INPUT_BURST, now),
+            dropped: 0,
+            window: now,
+        }
+    }
+
+    /// Whether a datagram arriving `now` is within the allowance.
+    fn admit(&mut self, now: Instant) -> bool {
+        let ok = self.bucket.take(now);
+        if !ok {
+            self.dropped += 1;
+        }
+        ok
+    }
+    /// Once a window is over: the datagrams dropped in it when they make a flood, and a
+    /// new window.
+    fn flood(&mut self, rate: u32, now: Instant) -> Option<(u64, Duration)> {
+        let span = now.saturating_duration_since(self.window);
+        if span < FLOOD_WINDOW {
+            return None;
+        }
+        let dropped = std::mem::take(&mut self.dropped);
+        self.window = now;
+        (dropped as f64 >= f64::from(rate) * FLOOD_FLAG).then_some((dropped, span))
+    }
 }
 
 /// Per-player state of the tick.
@@ -429,6 +488,11 @@ impl Server {
         self.sim.config().tick_rate
     }
 
+    /// Input datagrams a second a client sends.
+    fn input_rate(&self) -> u32 {
+        self.settings.input_rate.unwrap_or(self.rate())
+    }
+
     fn tick_at(&self, t: u64) -> Instant {
         self.began + Duration::from_secs_f64(t as f64 / f64::from(self.rate()))
     }
@@ -462,6 +526,7 @@ impl Server {
                 phase: Phase::Hello { deadline },
                 dec: FrameDecoder::with_limit(MAX_CLIENT_FRAME),
                 max_datagram: DEFAULT_DATAGRAM,
+                gate: InputGate::new(self.input_rate(), now),
             },
         );
         self.count_pending();
@@ -584,7 +649,7 @@ impl Server {
         let welcome = Welcome {
             player_id: id,
             snapshot_rate: self.settings.snapshot_rate,
-            input_rate: self.settings.input_rate.unwrap_or(self.rate()),
+            input_rate: self.input_rate(),
             config: self.sim.config().clone(),
             map_name: self.settings.map_name.clone(),
             map_hash: self.map_hash,
@@ -673,13 +738,42 @@ impl Server {
         self.scratch.set_spread(on);
     }
 
-    /// A datagram arrived on the connection.
+    /// A datagram arrived on the connection. Past the connection's allowance it is dropped
+    /// undecoded; a connection that keeps sending past it is flagged for flooding.
     pub fn handle_datagram(&mut self, conn: ConnId, bytes: &[u8], now: Instant) {
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += bytes.len() as u64;
+        let rate = self.input_rate();
+        let Some(c) = self.conns.get_mut(&conn) else {
+            self.stats.malformed_datagrams += 1;
+            return;
+        };
+        if matches!(c.phase, Phase::Closing) {
+            return; // told to close: whatever it still sends is moot
+        }
+        let admitted = c.gate.admit(now);
+        if let (Some((dropped, span)), Phase::Playing { player }) =
+            (c.gate.flood(rate, now), &c.phase)
+        {
+            let limit = f64::from(rate) * INPUT_ALLOWANCE;
+            let v = Violation {
+                kind: ViolationKind::Flood,
+                tick: self.world.tick,
+                evidence: format!(
+                    "{dropped} input datagrams over the limit of {limit} a second in {:.1} s",
+                    span.as_secs_f64()
+                ),
+            };
+            let player = *player;
+            self.violation(player, &v);
+        }
+        if !admitted {
+            self.stats.datagrams_over_rate += 1;
+            return;
+        }
         let phase = self.conns.get(&conn).map(|c| &c.phase);
         if matches!(phase, Some(Phase::Closing)) {
-            return; // told to close: whatever it still sends is moot
+            return; // kicked for flooding just now
         }
         let msg = match decode::<ClientDatagram>("input", bytes) {
             Ok(ClientDatagram::Input(msg)) if msg.validate().is_ok() => msg,

@@ -55,11 +55,13 @@ pub enum ViolationKind {
     Divergence,
     /// Values outside the protocol's range.
     Invalid,
+    /// Input datagrams far past the rate the protocol needs, kept up.
+    Flood,
 }
 
 impl ViolationKind {
     /// Every kind, in the order metrics list them.
-    pub const ALL: [ViolationKind; 7] = [
+    pub const ALL: [ViolationKind; 8] = [
         ViolationKind::Speed,
         ViolationKind::Fly,
         ViolationKind::Blocked,
@@ -67,6 +69,7 @@ impl ViolationKind {
         ViolationKind::Timing,
         ViolationKind::Divergence,
         ViolationKind::Invalid,
+        ViolationKind::Flood,
     ];
 
     /// Lower-case name, as metrics and logs show it.
@@ -79,6 +82,7 @@ impl ViolationKind {
             ViolationKind::Timing => "timing",
             ViolationKind::Divergence => "divergence",
             ViolationKind::Invalid => "invalid",
+            ViolationKind::Flood => "flood",
         }
     }
 }

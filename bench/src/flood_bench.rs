@@ -1,0 +1,250 @@
+//! What an input flood costs the server: the real `expel serve` in its own process, one
+//! honest client throughout, and in alternate periods one flooder sending 20,000 input
+//! datagrams a second, one per packet, joining again with a fresh token each time it is
+//! kicked (as a determined attacker would). Prints the server's CPU in each period (from
+//! `/proc/PID/schedstat`, nanoseconds on the CPU) and what the flood added.
+//!
+//! `cargo build --release && cargo run --release -p expel-bench --bin flood-bench`
+//! (`SECONDS` per period, default 5; `RATE` datagrams a second, default 20000; `ROUNDS`
+//! honest/flood pairs, default 3).
+
+use anyhow::{bail, Context, Result};
+use expel_client::{ConnectOptions, RunOptions, Trust};
+use expel_shared::protocol::token::{mint, Grant};
+use expel_shared::MoveCommand;
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const SECRET: &str = "flood-bench";
+
+/// Seconds a process's threads have spent on a CPU (each thread's
+/// `/proc/PID/task/TID/schedstat`, first field, ns; the server's threads live as long as
+/// it does).
+fn cpu_seconds(pid: u32) -> Result<f64> {
+    let mut ns = 0.0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let s = std::fs::read_to_string(task?.path().join("schedstat"))?;
+        let first: f64 = s
+            .split_whitespace()
+            .next()
+            .context("schedstat format")?
+            .parse()?;
+        ns += first;
+    }
+    Ok(ns / 1e9)
+}
+
+fn metric(addr: &str, name: &str) -> Result<f64> {
+    let mut s = std::net::TcpStream::connect(addr)?;
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")?;
+    let mut body = String::new();
+    s.read_to_string(&mut body)?;
+    expel_bots::metrics::sample(&body, name).with_context(|| format!("{name} not in metrics"))
+}
+
+fn env(name: &str, default: f64) -> f64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+fn token(player: u32, n: u32) -> Result<String> {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
+    let mut nonce = [9u8; 16];
+    nonce[..4].copy_from_slice(&n.to_le_bytes());
+    Ok(mint(
+        SECRET.as_bytes(),
+        &Grant {
+            player_id: player,
+            expires: now + 3600,
+            nonce,
+            server: None,
+        },
+    ))
+}
+
+/// What the server counted over one period.
+#[derive(Default)]
+struct Period {
+    cpu: f64,
+    seconds: f64,
+    packets: f64,
+    datagrams: f64,
+    dropped: f64,
+}
+
+const COUNTED: [&str; 3] = [
+    "expel_udp_datagrams_total",
+    "expel_datagrams_in_total",
+    "expel_datagrams_over_rate_total",
+];
+
+fn main() -> Result<()> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let bin = std::env::var("EXPEL_BIN")
+        .map(PathBuf::from)
+        .unwrap_or(root.join("target/release/expel"));
+    if !bin.exists() {
+        bail!(
+            "{} not found: run cargo build --release first",
+            bin.display()
+        );
+    }
+    let seconds = env("SECONDS", 5.0);
+    let rate = env("RATE", 20_000.0);
+    let rounds = env("ROUNDS", 3.0) as usize;
+    let map = std::fs::read(root.join("maps/arena.map"))?;
+    let map_hash = *blake3::hash(&map).as_bytes();
+    let mut child = Command::new(&bin)
+        .args(["serve", "--addr", "127.0.0.1:0", "--metrics", "127.0.0.1:0"])
+        .args(["--secret", SECRET, "--max-players", "8"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
+    let v: serde_json::Value = serde_json::from_str(&line)?;
+    let addr: std::net::SocketAddr = v["listening"].as_str().context("addr")?.parse()?;
+    let metrics = v["metrics"].as_str().context("metrics")?.to_string();
+    let trust = Trust::Fingerprint(v["fingerprint"].as_str().context("fp")?.to_string());
+    let pid = child.id();
+    let rt = tokio::runtime::Runtime::new()?;
+    let result = rt.block_on(async {
+        let o = ConnectOptions {
+            token: token(1, 0)?,
+            trust: trust.clone(),
+            have_map: Some(Arc::new(map.clone())),
+            sim: None,
+            endpoint: None,
+        };
+        let joined = expel_client::connect(addr, &o).await?;
+        let total = seconds * 2.0 * rounds as f64 + 2.0;
+        let honest = tokio::spawn(expel_client::run(
+            joined,
+            |_, _| Some(MoveCommand::new(1.0, 0.3, 0.0, 90.0, 0.0)),
+            RunOptions {
+                seconds: total,
+                ..Default::default()
+            },
+        ));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let joins = Arc::new(AtomicU64::new(0));
+        let kicks = Arc::new(AtomicU64::new(0));
+        let sent = Arc::new(AtomicU64::new(0));
+        // The flooder over one period: joins, floods until kicked, joins again.
+        let flood_for = |period: f64| {
+            let (joins, kicks, sent, trust) =
+                (joins.clone(), kicks.clone(), sent.clone(), trust.clone());
+            tokio::spawn(async move {
+                let end = Instant::now() + Duration::from_secs_f64(period);
+                while let Some(left) = end.checked_duration_since(Instant::now()) {
+                    let n = joins.fetch_add(1, Relaxed) as u32 + 1;
+                    let t = token(2, n)?;
+                    let out = expel_bots::flood::flood(
+                        addr,
+                        &trust,
+                        t,
+                        map_hash,
+                        rate,
+                        left.as_secs_f64(),
+                    )
+                    .await;
+                    match out {
+                        Ok(o) => {
+                            sent.fetch_add(o.sent, Relaxed);
+                            if o.closed.is_some() {
+                                kicks.fetch_add(1, Relaxed);
+                            }
+                        }
+                        Err(e) => {
+                            eprintln!("flood join failed: {e}");
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                    }
+                }
+                Ok::<_, anyhow::Error>(())
+            })
+        };
+        let mut honest_only = Vec::new();
+        let mut with_flood = Vec::new();
+        for _ in 0..rounds {
+            for flood in [false, true] {
+                let flooder = flood.then(|| flood_for(seconds));
+                let cpu0 = cpu_seconds(pid)?;
+                let c0: Vec<f64> = COUNTED
+                    .iter()
+                    .map(|n| metric(&metrics, n))
+                    .collect::<Result<_>>()?;
+                let t0 = Instant::now();
+                tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
+                let c1: Vec<f64> = COUNTED
+                    .iter()
+                    .map(|n| metric(&metrics, n))
+                    .collect::<Result<_>>()?;
+                if let Some(f) = flooder {
+                    f.await??;
+                }
+                let p = Period {
+                    cpu: cpu_seconds(pid)? - cpu0,
+                    seconds: t0.elapsed().as_secs_f64(),
+                    packets: c1[0] - c0[0],
+                    datagrams: c1[1] - c0[1],
+                    dropped: c1[2] - c0[2],
+                };
+                if flood {
+                    with_flood.push(p);
+                } else {
+                    honest_only.push(p);
+                }
+            }
+        }
+        let report = honest.await??;
+        Ok::<_, anyhow::Error>((
+            honest_only,
+            with_flood,
+            report,
+            joins.load(Relaxed),
+            kicks.load(Relaxed),
+            sent.load(Relaxed),
+        ))
+    });
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
+    let _ = child.wait();
+    let (honest_only, with_flood, report, joins, kicks, sent) = result?;
+    println!(
+        "{:>14} {:>14} {:>14} {:>16} {:>14}",
+        "period", "server cores", "UDP in/s", "datagrams in/s", "over rate/s"
+    );
+    let mut sums = [(0.0, 0.0); 2];
+    for (i, (a, b)) in honest_only.iter().zip(&with_flood).enumerate() {
+        for (k, (name, p)) in [("honest", a), ("honest+flood", b)].into_iter().enumerate() {
+            println!(
+                "{:>14} {:>14.4} {:>14.0} {:>16.0} {:>14.0}",
+                format!("{name} {}", i + 1),
+                p.cpu / p.seconds,
+                p.packets / p.seconds,
+                p.datagrams / p.seconds,
+                p.dropped / p.seconds
+            );
+            sums[k].0 += p.cpu;
+            sums[k].1 += p.seconds;
+        }
+    }
+    let (a, b) = (sums[0].0 / sums[0].1, sums[1].0 / sums[1].1);
+    println!(
+        "flood of {rate:.0} datagrams/s: server {a:.4} cores honest, {b:.4} with the flood: +{:.2}% of a core (target under 5%); flooder joined {joins} times, kicked {kicks}, sent {:.0} datagrams/s while flooding; honest client: {} corrections, {:.1} snapshots/s, ended by server: {:?}",
+        (b - a) * 100.0,
+        sent as f64 / sums[1].1,
+        report.stats.predict.corrections,
+        report.snapshots_per_s,
+        report.ended_by_server
+    );
+    Ok(())
+}
