@@ -521,3 +521,69 @@ fn running_off_a_steps_corner_is_not_flying() {
     let out = judge(&sim, start, &[claim]);
     assert!(out[0].accepted, "{:?}", out[0].violation);
 }
+
+/// A failing claim's retries look only at what the server keeps, and cost a fixed budget
+/// at most, whatever the client says it acknowledged: on a server up for a million ticks
+/// (simulated), a claim acknowledging nothing (tick 0) costs no more than one
+/// acknowledging a recent snapshot, and both are flagged.
+#[test]
+fn a_failing_claims_retries_cost_no_more_for_an_ancient_acknowledgement() {
+    use expel_shared::validate::{SeenWorld, TickClaim, RETRY_BUDGET};
+    let text = format!(
+        "{{\n\"classname\" \"worldspawn\"\n{}}}\n{{\n\"classname\" \"func_rotating\"\n\"origin\" \"0 0 32\"\n\"speed\" \"90\"\n{}}}\n",
+        brush(
+            DVec3::new(-512.0, -512.0, -16.0),
+            DVec3::new(512.0, 512.0, 0.0)
+        ),
+        brush(DVec3::new(-96.0, -8.0, 8.0), DVec3::new(96.0, 8.0, 56.0))
+    );
+    let map = MapData::parse_map(&text).unwrap();
+    let sim = sim_of(&map, Movement::default());
+    let mut s = expel_shared::SimScratch::new();
+    let mut world = sim.new_state();
+    // Beside the fan's sweep, and another player nearby.
+    sim.add_player(&mut world, 0, PlayerState::at(DVec3::new(0.0, 140.0, 24.0)))
+        .unwrap();
+    sim.add_player(
+        &mut world,
+        1,
+        PlayerState::at(DVec3::new(60.0, 140.0, 24.0)),
+    )
+    .unwrap();
+    world.tick = 1_000_000;
+    let mut seen = SeenWorld::default();
+    for _ in 0..200 {
+        sim.step_claims(&mut world, &BTreeMap::new(), &seen, &mut s);
+        seen.record(&world);
+    }
+    let tick = world.tick;
+    let prev = *world.player(0).unwrap();
+    // Half a map up in one tick.
+    let cheat = PlayerState::at(prev.origin() + DVec3::new(0.0, 0.0, 300.0));
+    let mut cost = Vec::new();
+    for ack in [0, tick - 10, tick - 127] {
+        let mut w = world.clone();
+        let claims = BTreeMap::from([(
+            0,
+            TickClaim {
+                state: cheat,
+                span: 1,
+                seen: ack,
+            },
+        )]);
+        let report = sim
+            .step_claims(&mut w, &claims, &seen, &mut s)
+            .into_iter()
+            .find(|r| r.id == 0)
+            .unwrap();
+        let outcome = report.outcome.unwrap();
+        assert!(!outcome.accepted, "ack {ack}");
+        assert!(outcome.violation.is_some(), "ack {ack}");
+        assert!(report.retry_cost <= RETRY_BUDGET, "ack {ack}");
+        cost.push(report.retry_cost);
+    }
+    // The recent acknowledgement's retries did look (the fan moves, the other stands).
+    assert!(cost[1] > 10, "{cost:?}");
+    assert!(cost[0] <= cost[1], "{cost:?}");
+    assert!(cost[2] <= RETRY_BUDGET, "{cost:?}");
+}

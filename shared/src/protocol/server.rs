@@ -341,6 +341,9 @@ struct Session {
     /// correction. Claims sent before the client saw it were made from a state that no
     /// longer stands: they are dropped, not judged.
     correction_snapshot: u64,
+    /// The tick it entered the world at: what a client that has acknowledged no snapshot
+    /// yet has seen.
+    entered: u64,
     last_input: Instant,
 }
 
@@ -719,6 +722,7 @@ impl Server {
                 feedback: Feedback::default(),
                 correcting: false,
                 correction_snapshot: 0,
+                entered: self.world.tick,
                 last_input: now,
             },
         );
@@ -820,10 +824,12 @@ impl Server {
         s.snapshots.ack(msg.ack);
         let stale = s.correcting || msg.ack < s.correction_snapshot;
         if trusted && !stale {
-            // A claim per command; the first copy to arrive stands.
+            // A claim per command; the first copy to arrive stands. One that acknowledges
+            // no snapshot was made from the world the player entered.
+            let seen = msg.ack.max(s.entered);
             for ((t, _), c) in msg.ticked().zip(&msg.claims) {
                 if t >= next && s.expected.len() < CLAIMS {
-                    s.expected.entry(t).or_insert((*c, msg.ack));
+                    s.expected.entry(t).or_insert((*c, seen));
                 }
             }
         } else if let (false, Some(p)) = (trusted, msg.predicted) {

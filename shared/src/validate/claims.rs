@@ -638,6 +638,12 @@ pub struct TickClaim {
 /// claim travels in [`crate::protocol::INPUT_REDUNDANCY`] messages, and the first copy
 /// to arrive is judged.
 const SEEN_BACK: u64 = 8;
+/// Work a claim's retries may take, whatever it says it saw: each tick of the kept world
+/// looked at, each mover tick run on and each judgement counts one. The retries reach
+/// back from a little before the acknowledged snapshot and no further than what is kept,
+/// which bounds them already (under a thousand); this is the fixed ceiling over all of
+/// them. Past it the claim stands rejected.
+pub const RETRY_BUDGET: u32 = 1024;
 /// How far from a claim the others whose riding or blocking a client's run of the
 /// movers takes in may stand (the lifts and doors near a claim are smaller than this).
 const RUN_ON_REACH: f64 = 512.0;
@@ -676,6 +682,11 @@ impl SeenWorld {
         self.ticks.push_back(seen);
     }
 
+    /// The oldest tick kept.
+    fn oldest(&self) -> Option<u64> {
+        self.ticks.front().map(|s| s.tick)
+    }
+
     fn get(&self, tick: u64) -> Option<&Seen> {
         let first = self.ticks.front()?.tick;
         let i = usize::try_from(tick.checked_sub(first)?).ok()?;
@@ -705,6 +716,9 @@ pub struct ClaimReport {
     /// The judgement of its claim; `None` when none came for the tick and the player
     /// held its state.
     pub outcome: Option<ClaimOutcome>,
+    /// What its retries cost: ticks of the kept world looked at and judgements made, at
+    /// most [`RETRY_BUDGET`] (0 when it was accepted at once, or none came).
+    pub retry_cost: u32,
 }
 
 impl Sim {
@@ -745,6 +759,7 @@ impl Sim {
         let mut reports = Vec::with_capacity(world.players.len());
         for (id, slot) in world.players.iter_mut() {
             let prev = slot.state;
+            let cost = std::cell::Cell::new(0);
             let outcome = claims.get(id).map(|claim| {
                 let view = TickView {
                     tick,
@@ -753,7 +768,10 @@ impl Sim {
                     span: claim.span,
                 };
                 let outcome = self.check_claim(*id, &prev, &claim.state, view, probes, s);
-                if outcome.violation.is_none() {
+                // The client's view is known only while the snapshot it acknowledged is
+                // kept: past it (an acknowledgement of long ago, or none) the world as it
+                // is decides, whatever the acknowledgement.
+                if outcome.violation.is_none() || seen.get(claim.seen).is_none() {
                     return outcome;
                 }
                 let mut retry = Retry {
@@ -763,6 +781,7 @@ impl Sim {
                     view,
                     seen,
                     probes,
+                    cost: &cost,
                 };
                 if let Some(o) = self.as_the_client_saw(&retry, s) {
                     return o;
@@ -773,8 +792,7 @@ impl Sim {
                 let since_seen = tick.saturating_sub(claim.seen);
                 if claim.seen < tick && since_seen < u64::from(claim.span) {
                     retry.view.span = since_seen as u32;
-                    let o = retry.check(self, retry.view, s);
-                    if o.accepted {
+                    if let Some(o) = retry.check(self, retry.view, s).filter(|o| o.accepted) {
                         return o;
                     }
                     if let Some(o) = self.as_the_client_saw(&retry, s) {
@@ -786,7 +804,11 @@ impl Sim {
             if let Some(o) = &outcome {
                 slot.state = o.state;
             }
-            reports.push(ClaimReport { id: *id, outcome });
+            reports.push(ClaimReport {
+                id: *id,
+                outcome,
+                retry_cost: cost.get(),
+            });
         }
         world.tick = tick;
         reports
@@ -801,12 +823,31 @@ struct Retry<'a> {
     view: TickView<'a>,
     seen: &'a SeenWorld,
     probes: &'a ContactHulls,
+    /// Work done so far (see [`RETRY_BUDGET`]).
+    cost: &'a std::cell::Cell<u32>,
 }
 
 impl Retry<'_> {
-    /// Judges the claim with the world seen as `view` says.
-    fn check(&self, sim: &Sim, view: TickView<'_>, s: &mut SimScratch) -> ClaimOutcome {
-        sim.check_claim(self.id, self.prev, &self.claim.state, view, self.probes, s)
+    /// Takes `n` from the budget; false when it is spent.
+    fn spend(&self, n: u32) -> bool {
+        let left = RETRY_BUDGET.saturating_sub(self.cost.get());
+        self.cost
+            .set(self.cost.get().saturating_add(n).min(RETRY_BUDGET));
+        left >= n
+    }
+
+    /// Judges the claim with the world seen as `view` says; `None` once the budget is
+    /// spent.
+    fn check(&self, sim: &Sim, view: TickView<'_>, s: &mut SimScratch) -> Option<ClaimOutcome> {
+        self.spend(1)
+            .then(|| sim.check_claim(self.id, self.prev, &self.claim.state, view, self.probes, s))
+    }
+
+    /// The first tick a retry looks at: a little before the acknowledged snapshot, and
+    /// never before what is kept.
+    fn first(&self) -> u64 {
+        let back = self.claim.seen.saturating_sub(SEEN_BACK);
+        back.max(self.seen.oldest().unwrap_or(back))
     }
 }
 
@@ -818,7 +859,10 @@ impl Sim {
     /// have run them. The accepted outcome, if any.
     fn as_the_client_saw(&self, r: &Retry, s: &mut SimScratch) -> Option<ClaimOutcome> {
         let mut others = Vec::new();
-        for t in (r.claim.seen.saturating_sub(SEEN_BACK)..=r.claim.seen).rev() {
+        for t in (r.first()..=r.claim.seen).rev() {
+            if !r.spend(1) {
+                return None;
+            }
             r.seen.boxes(self, t, r.id, &mut others);
             if others.is_empty() {
                 continue;
@@ -827,9 +871,10 @@ impl Sim {
                 others: &others,
                 ..r.view
             };
-            let o = r.check(self, then, s);
-            if o.accepted {
-                return Some(o);
+            match r.check(self, then, s) {
+                Some(o) if o.accepted => return Some(o),
+                Some(_) => {}
+                None => return None,
             }
         }
         self.with_the_clients_movers(r, s)
@@ -864,7 +909,7 @@ impl Sim {
         let now: Vec<usize> = near.iter().map(|&(i, _)| i).collect();
         let mut acked = Vec::new();
         seen.boxes(self, claim.seen, id, &mut acked);
-        let first = claim.seen.saturating_sub(SEEN_BACK);
+        let first = r.first();
         let late = (first..view.tick).rev().map(|t| (t, false));
         // Running on costs a mover tick per tick since the snapshot: not past a long span.
         let run_on = (first.max(view.tick.saturating_sub(2 * u64::from(MAX_SPAN)))..=claim.seen)
@@ -873,6 +918,15 @@ impl Sim {
         let (mut poses, mut tried) = (Vec::new(), view.poses.to_vec());
         let mut any_near = !now.is_empty();
         for (t, run_on) in late.chain(run_on) {
+            // Running the movers on costs a mover tick per tick since the snapshot.
+            let ticks = if run_on {
+                view.tick.saturating_sub(t)
+            } else {
+                1
+            };
+            if !r.spend(u32::try_from(ticks).unwrap_or(u32::MAX)) {
+                return None;
+            }
             let Some(then) = seen.get(t) else {
                 continue;
             };
@@ -902,9 +956,10 @@ impl Sim {
                     others,
                     ..view
                 };
-                let o = r.check(self, then, s);
-                if o.accepted {
-                    return Some(o);
+                match r.check(self, then, s) {
+                    Some(o) if o.accepted => return Some(o),
+                    Some(_) => {}
+                    None => return None,
                 }
             }
             tried.clone_from(&poses);

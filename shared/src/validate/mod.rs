@@ -29,7 +29,7 @@ mod claims;
 
 pub use claims::{
     claim_from_values, ClaimOutcome, ClaimReport, ClaimValidator, SeenWorld, TickClaim, TickView,
-    MAX_SPAN,
+    MAX_SPAN, RETRY_BUDGET,
 };
 
 use crate::movement::{buttons, MoveCommand, PlayerState};
