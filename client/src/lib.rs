@@ -48,6 +48,7 @@ use expel_shared::{MoveCommand, PlayerState, Sim};
 use glam::DVec3;
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -125,6 +126,12 @@ impl ConnectOptions {
     }
 }
 
+/// What arrived and waits for the game's next [`Session::update`], at most: past it a
+/// datagram is dropped (counted: [`Session::inbound_dropped`]) and the control stream is
+/// not read (QUIC's flow control then holds the server back), so a game that stops
+/// updating, or a server that floods, holds a bounded amount of memory.
+const INBOUND: usize = 1024;
+
 /// What the connection's reader tasks report.
 enum Inbound {
     Control(Bytes),
@@ -145,7 +152,9 @@ pub struct Session {
     /// Whether the endpoint is this session's alone (a shared one outlives it).
     own_endpoint: bool,
     conn: quinn::Connection,
-    inbound: mpsc::UnboundedReceiver<Inbound>,
+    inbound: mpsc::Receiver<Inbound>,
+    /// Datagrams dropped because [`INBOUND`] were waiting.
+    inbound_dropped: Arc<AtomicU64>,
     /// Inbound messages taken while waiting, not yet given to the machine.
     held: VecDeque<Inbound>,
     control: mpsc::UnboundedSender<Vec<u8>>,
@@ -197,7 +206,8 @@ pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session,
         })?
         .map_err(|e| fail(e.to_string()))?;
     let (mut send, mut recv) = conn.open_bi().await.map_err(|e| fail(e.to_string()))?;
-    let (tx, inbound) = mpsc::unbounded_channel();
+    let (tx, inbound) = mpsc::channel(INBOUND);
+    let inbound_dropped = Arc::new(AtomicU64::new(0));
     let (control, mut outgoing) = mpsc::unbounded_channel::<Vec<u8>>();
     let mut tasks = Vec::new();
     // Control stream in.
@@ -206,6 +216,7 @@ pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session,
         let mut buf = vec![0u8; 16 * 1024];
         while let Ok(Some(n)) = recv.read(&mut buf).await {
             if t.send(Inbound::Control(Bytes::copy_from_slice(&buf[..n])))
+                .await
                 .is_err()
             {
                 break;
@@ -223,14 +234,17 @@ pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session,
     }));
     // Datagrams in, and the close.
     let c = conn.clone();
+    let dropped = inbound_dropped.clone();
     tasks.push(tokio::spawn(async move {
         loop {
             match c.read_datagram().await {
-                Ok(b) => {
-                    if tx.send(Inbound::Datagram(b)).is_err() {
-                        break;
+                Ok(b) => match tx.try_send(Inbound::Datagram(b)) {
+                    Ok(()) => {}
+                    Err(mpsc::error::TrySendError::Full(_)) => {
+                        dropped.fetch_add(1, Relaxed);
                     }
-                }
+                    Err(mpsc::error::TrySendError::Closed(_)) => break,
+                },
                 Err(e) => {
                     let (code, reason) = match e {
                         quinn::ConnectionError::ApplicationClosed(a) => (
@@ -239,7 +253,7 @@ pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session,
                         ),
                         other => (None, other.to_string()),
                     };
-                    let _ = tx.send(Inbound::Closed(code, reason));
+                    let _ = tx.send(Inbound::Closed(code, reason)).await;
                     break;
                 }
             }
@@ -297,6 +311,7 @@ pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session,
         own_endpoint,
         conn,
         inbound,
+        inbound_dropped,
         held,
         control,
         link: None,
@@ -325,8 +340,12 @@ impl Session {
     /// Gives the machine everything that arrived, runs the ticks due by `now` and sends
     /// what they made. Call it every frame (or when [`Session::next_wake`] says).
     pub fn update(&mut self, now: Instant) {
-        while let Ok(m) = self.inbound.try_recv() {
-            self.held.push_back(m);
+        // What is waiting now, not what keeps arriving meanwhile.
+        for _ in 0..INBOUND {
+            match self.inbound.try_recv() {
+                Ok(m) => self.held.push_back(m),
+                Err(_) => break,
+            }
         }
         while let Some(m) = self.held.pop_front() {
             match m {
@@ -380,6 +399,17 @@ impl Session {
             }
             _ = tokio::time::sleep_until(until.into()) => {}
         }
+    }
+
+    /// Datagrams from the server dropped unread because the game had not called
+    /// [`Session::update`] while a full queue of them waited.
+    pub fn inbound_dropped(&self) -> u64 {
+        self.inbound_dropped.load(Relaxed)
+    }
+
+    /// What waits for the next [`Session::update`]: messages from the connection.
+    pub fn inbound_waiting(&self) -> usize {
+        self.inbound.len() + self.held.len()
     }
 
     /// When the next tick is due (or a conditioned datagram), while playing.

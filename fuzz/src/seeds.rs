@@ -4,10 +4,12 @@
 //! that traffic for the server target, a token and the arena's compiled model. `cargo run --release --bin seeds` in `fuzz/`.
 
 use expel_fuzz::{hello, server, ARENA, SECRET, UNIX};
-use expel_shared::protocol::server::Output;
+use expel_shared::protocol::frame::encode_frame;
+use expel_shared::protocol::server::{map_frames, Output};
 use expel_shared::protocol::token::{self, Grant};
 use expel_shared::protocol::{encode, ClientDatagram, InputMsg, MovementAuthority};
-use expel_shared::{CollisionModel, MapData, MoveCommand};
+use expel_shared::protocol::{ServerControl, Welcome};
+use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -27,6 +29,28 @@ fn main() {
     let mut script = vec![0u8]; // authoritative mode
     let mut datagrams = Vec::new();
     let mut controls = Vec::new();
+    // What player 1's client hears: the welcome, then each tick's time and snapshot.
+    let welcome = |sending_map: bool| {
+        encode_frame(&ServerControl::Welcome(Box::new(Welcome {
+            player_id: 1,
+            snapshot_rate: 30,
+            input_rate: 60,
+            config: MoveConfig::default(),
+            map_name: "arena".into(),
+            map_hash: *blake3::hash(ARENA).as_bytes(),
+            map_size: ARENA.len() as u64,
+            sending_map,
+            server_tick: 0,
+            movement: MovementAuthority::Server,
+        })))
+    };
+    let event = |script: &mut Vec<u8>, kind: u8, bytes: &[u8]| {
+        script.push(kind);
+        script.extend((bytes.len() as u16).to_le_bytes());
+        script.extend(bytes);
+    };
+    let mut heard = vec![0u8];
+    event(&mut heard, 0, &welcome(false));
     for tick in 1..=120u64 {
         let now = t0 + Duration::from_millis(tick * 1000 / 60);
         for conn in 1..=2u64 {
@@ -51,7 +75,11 @@ fn main() {
             script.extend([5, 0, 4]); // 16 ms pass
         }
         s.handle_timeout(now);
+        heard.extend([3, 4, 0]); // 16 ms pass
         while let Some(out) = s.poll_output() {
+            if let Output::Datagram { conn: 1, bytes } = &out {
+                event(&mut heard, 1, bytes);
+            }
             match out {
                 Output::Datagram { bytes, .. } if tick % 30 == 0 => datagrams.push(bytes),
                 Output::Control { bytes, .. } => controls.push(bytes),
@@ -74,6 +102,13 @@ fn main() {
         write(&dir, "frames", &format!("recorded-{i}"), f);
     }
     write(&dir, "server", "walking", &script);
+    write(&dir, "client", "walking", &heard);
+    let mut sent = vec![1u8];
+    event(&mut sent, 0, &welcome(true));
+    for f in map_frames(ARENA) {
+        event(&mut sent, 0, &f);
+    }
+    write(&dir, "client", "map-sent", &sent);
     let mut trusted = script.clone();
     trusted[0] = 1;
     write(&dir, "server", "walking-trusted", &trusted);

@@ -471,6 +471,9 @@ impl Client {
     }
 
     fn welcomed(&mut self, w: Welcome, now: Instant) {
+        if let Err(e) = w.validate() {
+            return self.end(End::Protocol(e.to_string()));
+        }
         self.welcome_at = now;
         if self.transport_rtt.is_none() {
             self.stats.rtt = now.saturating_duration_since(self.hello_at).as_secs_f64();
@@ -546,7 +549,8 @@ impl Client {
         let period = 1.0 / f64::from(welcome.tick_rate().max(1));
         let since = now.saturating_duration_since(self.welcome_at).as_secs_f64();
         let lead = (self.stats.rtt.min(MAX_LEAD_RTT) + since) / period + self.settings.buffer_ticks;
-        let tick = welcome.server_tick + lead.ceil() as u64;
+        // (A lead of any size saturates; the welcome's tick is at most MAX_TICK.)
+        let tick = welcome.server_tick.saturating_add(lead.ceil() as u64);
         let player = welcome.player_id;
         let mut predictor = Predictor::new(sim.clone(), player);
         predictor.set_light(self.settings.light);

@@ -63,7 +63,38 @@ impl Welcome {
     pub fn input_every(&self) -> u64 {
         u64::from((self.tick_rate() / self.input_rate.max(1)).max(1))
     }
+
+    /// Refuses a welcome no server of this protocol sends: rates out of range, or a tick
+    /// so far on that the client's own ticks from it would overflow.
+    pub fn validate(&self) -> Result<(), ProtocolError> {
+        let invalid = |detail: String| ProtocolError::Invalid {
+            what: "welcome",
+            detail,
+        };
+        let rate = self.tick_rate();
+        if !crate::movement::limits::TICK_RATE.contains(&rate) {
+            return Err(invalid(format!("tick rate {rate} out of range")));
+        }
+        for (name, r) in [("snapshot", self.snapshot_rate), ("input", self.input_rate)] {
+            if r == 0 || r > rate {
+                return Err(invalid(format!(
+                    "{name} rate {r} (1 to the tick rate {rate})"
+                )));
+            }
+        }
+        if self.server_tick > MAX_TICK {
+            return Err(invalid(format!(
+                "server tick {} (at most {MAX_TICK})",
+                self.server_tick
+            )));
+        }
+        Ok(())
+    }
 }
+
+/// The latest tick a server may say it is at: 2^48, four thousand years at 240 ticks a
+/// second, so a client's ticks counted on from it never come near overflowing.
+pub const MAX_TICK: u64 = 1 << 48;
 
 /// Who owns player movement.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -41,7 +41,7 @@ pub mod token;
 
 pub use messages::{
     ClientControl, ClientDatagram, EntityDelta, Feedback, FieldValues, InputMsg, MovementAuthority,
-    ServerControl, ServerDatagram, SnapshotMsg, Welcome,
+    ServerControl, ServerDatagram, SnapshotMsg, Welcome, MAX_TICK,
 };
 
 use thiserror::Error;
