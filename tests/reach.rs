@@ -69,6 +69,12 @@ fn get(addr: SocketAddr, path: &str, headers: &str) -> (u16, String, String) {
     (code, head.to_string(), body.to_string())
 }
 
+/// The ready line's HTTP endpoint (on every address) as reached on loopback.
+fn loopback_port(ready: &Value) -> SocketAddr {
+    let at: SocketAddr = ready["metrics"].as_str().unwrap().parse().unwrap();
+    SocketAddr::from(([127, 0, 0, 1], at.port()))
+}
+
 fn stop(mut child: Child) {
     let _ = child.kill();
     let _ = child.wait();
@@ -93,15 +99,7 @@ fn the_operators_endpoint_off_loopback_answers_only_the_operator() {
         &[],
     )
     .unwrap();
-    let port: u16 = v["metrics"]
-        .as_str()
-        .unwrap()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let http = SocketAddr::from(([127, 0, 0, 1], port));
+    let http = loopback_port(&v);
     for path in OPERATOR_PATHS {
         for headers in [
             "",
@@ -186,15 +184,7 @@ fn a_public_endpoint_without_a_token_is_refused_at_start_and_the_default_is_loop
         &[("EXPEL_OPERATOR_TOKEN", "from-env")],
     )
     .unwrap();
-    let port: u16 = v["metrics"]
-        .as_str()
-        .unwrap()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let http = SocketAddr::from(([127, 0, 0, 1], port));
+    let http = loopback_port(&v);
     assert_eq!(get(http, "/metrics", "").0, 401);
     assert_eq!(
         get(http, "/metrics", "Authorization: Bearer from-env\r\n").0,

@@ -32,11 +32,17 @@ impl Drop for Killed {
 /// A plain HTTP GET on loopback: the body, read to its Content-Length (Chromium's
 /// DevTools server keeps the connection open) or to the end.
 fn get(host: &str, path: &str) -> String {
+    get_as(host, path, None)
+}
+
+/// [`get`] with the operator token as a bearer token, if given.
+fn get_as(host: &str, path: &str, token: Option<&str>) -> String {
     let mut s = TcpStream::connect(host).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut r = BufReader::new(s);
@@ -116,6 +122,17 @@ const PROBE: &str = r#"(() => {
 
 #[test]
 fn the_live_view_draws_the_map_and_its_players_move_in_a_real_browser() {
+    live_view(None);
+}
+
+/// With an operator token the browser asks for it (HTTP Basic, the token as the password,
+/// here given in the address) and the page's own requests carry it.
+#[test]
+fn the_live_view_behind_an_operator_token_works_in_a_real_browser() {
+    live_view(Some("view-token-7"));
+}
+
+fn live_view(token: Option<&str>) {
     let Some(browser) = chromium() else {
         assert!(
             std::env::var_os("EXPEL_REQUIRE_BROWSER").is_none(),
@@ -124,7 +141,11 @@ fn the_live_view_draws_the_map_and_its_players_move_in_a_real_browser() {
         eprintln!("no Chromium: the browser test is skipped (apt-get install chromium)");
         return;
     };
-    let dir = std::env::temp_dir().join(format!("expel-view-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "expel-view-{}-{}",
+        std::process::id(),
+        token.is_some()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
 
@@ -142,6 +163,7 @@ fn the_live_view_draws_the_map_and_its_players_move_in_a_real_browser() {
             ])
             .args(["--duration", "90", "--round", "90"])
             .env("EXPEL_CACHE_DIR", &dir)
+            .envs(token.map(|t| ("EXPEL_OPERATOR_TOKEN", t)))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -160,14 +182,21 @@ fn the_live_view_draws_the_map_and_its_players_move_in_a_real_browser() {
         .trim_end_matches('/')
         .to_string();
     assert_eq!(ready["metrics"].as_str(), Some(host.as_str()), "{ready}");
+    if token.is_some() {
+        assert!(get(&host, "/").contains("operator token required"));
+    }
     // The page is self-contained: nothing fetched from anywhere else.
-    let page = get(&host, "/");
+    let page = get_as(&host, "/", token);
     assert!(page.contains("<canvas") && page.contains("EventSource"));
     assert!(
         !page.contains("https://") && !page.contains("src=\"http"),
         "external fetches"
     );
 
+    let opened = match token {
+        Some(t) => format!("http://operator:{t}@{host}/"),
+        None => url.clone(),
+    };
     let profile = dir.join("chromium");
     let mut chrome = Killed(
         Command::new(browser)
@@ -184,7 +213,7 @@ fn the_live_view_draws_the_map_and_its_players_move_in_a_real_browser() {
                 "--window-size=1200,800",
             ])
             .arg(format!("--user-data-dir={}", profile.display()))
-            .arg(&url)
+            .arg(&opened)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -218,7 +247,7 @@ fn the_live_view_draws_the_map_and_its_players_move_in_a_real_browser() {
         let found = list.as_array().and_then(|l| {
             l.iter()
                 .find(|t| {
-                    t["type"] == "page" && t["url"].as_str().is_some_and(|u| u.starts_with(&url))
+                    t["type"] == "page" && t["url"].as_str().is_some_and(|u| u.starts_with(&opened))
                 })
                 .and_then(|t| t["webSocketDebuggerUrl"].as_str().map(String::from))
         });
@@ -244,7 +273,7 @@ fn the_live_view_draws_the_map_and_its_players_move_in_a_real_browser() {
     assert!(first["error"].is_null(), "{first}");
     assert_eq!(first["status"], "live", "{first}");
     // The map: every floor and wall of the arena, and ink on the canvas.
-    let map: Value = serde_json::from_str(&get(&host, "/map.json")).unwrap();
+    let map: Value = serde_json::from_str(&get_as(&host, "/map.json", token)).unwrap();
     let shapes = map["floors"].as_array().unwrap().len() + map["walls"].as_array().unwrap().len();
     assert!(shapes > 10, "{map}");
     assert_eq!(first["polygons"].as_u64(), Some(shapes as u64), "{first}");

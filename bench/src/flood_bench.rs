@@ -8,43 +8,19 @@
 //! (`SECONDS` per period, default 5; `RATE` datagrams a second, default 20000; `ROUNDS`
 //! honest/flood pairs, default 3).
 
-use anyhow::{bail, Context, Result};
+mod served;
+
+use anyhow::Result;
 use expel_client::{ConnectOptions, RunOptions, Trust};
 use expel_shared::protocol::token::{mint, Grant};
 use expel_shared::MoveCommand;
-use std::io::{BufRead, Read, Write};
+use served::Served;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const SECRET: &str = "flood-bench";
-
-/// Seconds a process's threads have spent on a CPU (each thread's
-/// `/proc/PID/task/TID/schedstat`, first field, ns; the server's threads live as long as
-/// it does).
-fn cpu_seconds(pid: u32) -> Result<f64> {
-    let mut ns = 0.0;
-    for task in std::fs::read_dir(format!("/proc/{pid}/task"))? {
-        let s = std::fs::read_to_string(task?.path().join("schedstat"))?;
-        let first: f64 = s
-            .split_whitespace()
-            .next()
-            .context("schedstat format")?
-            .parse()?;
-        ns += first;
-    }
-    Ok(ns / 1e9)
-}
-
-fn metric(addr: &str, name: &str) -> Result<f64> {
-    let mut s = std::net::TcpStream::connect(addr)?;
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")?;
-    let mut body = String::new();
-    s.read_to_string(&mut body)?;
-    expel_bots::metrics::sample(&body, name).with_context(|| format!("{name} not in metrics"))
-}
 
 fn env(name: &str, default: f64) -> f64 {
     std::env::var(name)
@@ -86,33 +62,14 @@ const COUNTED: [&str; 3] = [
 
 fn main() -> Result<()> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let bin = std::env::var("EXPEL_BIN")
-        .map(PathBuf::from)
-        .unwrap_or(root.join("target/release/expel"));
-    if !bin.exists() {
-        bail!(
-            "{} not found: run cargo build --release first",
-            bin.display()
-        );
-    }
     let seconds = env("SECONDS", 5.0);
     let rate = env("RATE", 20_000.0);
     let rounds = env("ROUNDS", 3.0) as usize;
     let map = std::fs::read(root.join("maps/arena.map"))?;
     let map_hash = *blake3::hash(&map).as_bytes();
-    let mut child = Command::new(&bin)
-        .args(["serve", "--addr", "127.0.0.1:0", "--metrics", "127.0.0.1:0"])
-        .args(["--secret", SECRET, "--max-players", "8"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
-    let v: serde_json::Value = serde_json::from_str(&line)?;
-    let addr: std::net::SocketAddr = v["listening"].as_str().context("addr")?.parse()?;
-    let metrics = v["metrics"].as_str().context("metrics")?.to_string();
-    let trust = Trust::Fingerprint(v["fingerprint"].as_str().context("fp")?.to_string());
-    let pid = child.id();
+    let served = Served::start(&["--secret", SECRET, "--max-players", "8"])?;
+    let addr = served.addr;
+    let trust = Trust::Fingerprint(served.fingerprint.clone());
     let rt = tokio::runtime::Runtime::new()?;
     let result = rt.block_on(async {
         let o = ConnectOptions {
@@ -175,22 +132,22 @@ fn main() -> Result<()> {
         for _ in 0..rounds {
             for flood in [false, true] {
                 let flooder = flood.then(|| flood_for(seconds));
-                let cpu0 = cpu_seconds(pid)?;
+                let cpu0 = served.cpu_seconds()?;
                 let c0: Vec<f64> = COUNTED
                     .iter()
-                    .map(|n| metric(&metrics, n))
-                    .collect::<Result<_>>()?;
+                    .map(|n| served.metric(n).unwrap_or(0.0))
+                    .collect();
                 let t0 = Instant::now();
                 tokio::time::sleep(Duration::from_secs_f64(seconds)).await;
                 let c1: Vec<f64> = COUNTED
                     .iter()
-                    .map(|n| metric(&metrics, n))
-                    .collect::<Result<_>>()?;
+                    .map(|n| served.metric(n).unwrap_or(0.0))
+                    .collect();
                 if let Some(f) = flooder {
                     f.await??;
                 }
                 let p = Period {
-                    cpu: cpu_seconds(pid)? - cpu0,
+                    cpu: served.cpu_seconds()? - cpu0,
                     seconds: t0.elapsed().as_secs_f64(),
                     packets: c1[0] - c0[0],
                     datagrams: c1[1] - c0[1],
@@ -213,10 +170,7 @@ fn main() -> Result<()> {
             sent.load(Relaxed),
         ))
     });
-    let _ = Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
-        .status();
-    let _ = child.wait();
+    drop(served);
     let (honest_only, with_flood, report, joins, kicks, sent) = result?;
     println!(
         "{:>14} {:>14} {:>14} {:>16} {:>14}",

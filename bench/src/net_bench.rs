@@ -6,46 +6,21 @@
 //! (default counts: 33, 64 and 256 clients for 15 s each; `SECONDS` overrides). With 33
 //! clients packed in the arena every client has the other 32 in view.
 
-use anyhow::{bail, Context, Result};
+mod served;
+
+use anyhow::Result;
 use expel_client::{ConnectOptions, RunOptions, Trust};
 use expel_shared::protocol::token::{mint, Grant};
 use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
-use std::io::{BufRead, Read, Write};
+use served::Served;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 const SECRET: &str = "bench-secret";
 
-/// User plus system CPU seconds of a process, from /proc.
-fn cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    let after = stat.rsplit(')').next().context("stat format")?;
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks: f64 = f[11].parse::<f64>()? + f[12].parse::<f64>()?;
-    Ok(ticks / 100.0)
-}
-
-fn metric(addr: &str, name: &str) -> Result<f64> {
-    let mut s = std::net::TcpStream::connect(addr)?;
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")?;
-    let mut body = String::new();
-    s.read_to_string(&mut body)?;
-    expel_bots::metrics::sample(&body, name).with_context(|| format!("{name} not in metrics"))
-}
-
 fn main() -> Result<()> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let bin = std::env::var("EXPEL_BIN")
-        .map(PathBuf::from)
-        .unwrap_or(root.join("target/release/expel"));
-    if !bin.exists() {
-        bail!(
-            "{} not found: run cargo build --release first",
-            bin.display()
-        );
-    }
     let counts: Vec<usize> = std::env::args()
         .skip(1)
         .map(|a| a.parse())
@@ -74,24 +49,10 @@ fn main() -> Result<()> {
         "clients", "down B/s", "up B/s", "snap/s", "server CPU %", "CPU us/player", "tick ms p50~"
     );
     for n in counts {
-        let mut child = Command::new(&bin)
-            .args(["serve", "--addr", "127.0.0.1:0", "--metrics", "127.0.0.1:0"])
-            .args(["--secret", SECRET, "--max-players", &n.to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().context("stdout")?).read_line(&mut line)?;
-        let v: serde_json::Value = serde_json::from_str(&line)?;
-        let addr: std::net::SocketAddr = v["listening"].as_str().context("addr")?.parse()?;
-        let metrics = v["metrics"].as_str().context("metrics")?.to_string();
-        let fp = v["fingerprint"]
-            .as_str()
-            .context("fingerprint")?
-            .to_string();
+        let served = Served::start(&["--secret", SECRET, "--max-players", &n.to_string()])?;
+        let (addr, fp) = (served.addr, served.fingerprint.clone());
         let rt = tokio::runtime::Runtime::new()?;
         let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
-        let pid = child.id();
         let (reports, cpu, ticks) = rt.block_on(async {
             let mut joined = Vec::new();
             for i in 0..n as u32 {
@@ -115,8 +76,8 @@ fn main() -> Result<()> {
                 };
                 joined.push(expel_client::connect(addr, &o).await?);
             }
-            let cpu0 = cpu_seconds(pid)?;
-            let ticks0 = metric(&metrics, "expel_ticks_total")?;
+            let cpu0 = served.cpu_seconds()?;
+            let ticks0 = served.metric("expel_ticks_total")?;
             let mut tasks = Vec::new();
             for (i, j) in joined.into_iter().enumerate() {
                 let mut k = (i as u32).wrapping_mul(2_654_435_761);
@@ -137,16 +98,13 @@ fn main() -> Result<()> {
             for t in tasks {
                 reports.push(t.await??);
             }
-            let cpu = cpu_seconds(pid)? - cpu0;
-            let ticks = metric(&metrics, "expel_ticks_total")? - ticks0;
+            let cpu = served.cpu_seconds()? - cpu0;
+            let ticks = served.metric("expel_ticks_total")? - ticks0;
             Ok::<_, anyhow::Error>((reports, cpu, ticks))
         })?;
-        let sum = metric(&metrics, "expel_tick_duration_seconds_sum")?;
-        let count = metric(&metrics, "expel_tick_duration_seconds_count")?;
-        let _ = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
-        let _ = child.wait();
+        let sum = served.metric("expel_tick_duration_seconds_sum")?;
+        let count = served.metric("expel_tick_duration_seconds_count")?;
+        drop(served);
         let k = reports.len() as f64;
         let down = reports.iter().map(|r| r.down_bytes_per_s).sum::<f64>() / k;
         let up = reports.iter().map(|r| r.up_bytes_per_s).sum::<f64>() / k;

@@ -45,6 +45,7 @@ mod tests {
 
     #[test]
     fn a_bucket_lets_its_burst_through_then_its_rate() {
+        #[allow(clippy::disallowed_methods)] // the base of virtual time
         let t0 = Instant::now();
         let mut b = TokenBucket::new(100.0, 10.0, t0);
         assert_eq!((0..50).filter(|_| b.take(t0)).count(), 10);
