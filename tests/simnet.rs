@@ -645,3 +645,45 @@ fn trusted_crowd_flags_by_seed() {
         b.saturating_sub(a)
     );
 }
+
+/// A server that falls behind: each tick holds its thread for longer than the tick period
+/// (57.9 ticks a second of work at 60, as an overloaded host measured), so inputs wait
+/// unread and arrive in bursts; then, on time again, stalls of up to 1.2 s make it skip
+/// ticks. Its lateness is its own: nobody honest is flagged or kicked. (Known miss, left
+/// to the overload issue: a stall of 1.2 s while it runs late, or of 2.5 s at any time,
+/// gets an authoritative client flagged as teleporting once.)
+#[test]
+fn a_server_that_runs_late_or_skips_ticks_flags_nobody_honest() {
+    honest_through(17, |net| {
+        net.set_tick_cost(Duration::from_micros(17_270));
+        net.run(Duration::from_secs(20), &mut wander);
+        net.set_tick_cost(Duration::ZERO);
+        for stall in [300u64, 1200, 700] {
+            net.stall_server(Duration::from_millis(stall));
+            net.run(Duration::from_secs(5), &mut wander);
+        }
+        net.run(Duration::from_secs(10), &mut wander);
+    });
+}
+
+/// What clients sent while the server stalled (up to four seconds) arrives at once when
+/// it wakes: the input allowance counts the server's absence, so none of it is dropped as
+/// over the rate and nobody is flagged for flooding.
+#[test]
+fn a_stalled_servers_backlog_is_never_taken_for_a_flood() {
+    for movement in [MovementAuthority::Server, MovementAuthority::Client] {
+        let mut net = settled(movement, 19);
+        for stall in [300u64, 1200, 2500, 4000] {
+            net.stall_server(Duration::from_millis(stall));
+            net.run(Duration::from_secs(6), &mut wander);
+        }
+        let s = net.server().stats();
+        assert_eq!(s.datagrams_over_rate, 0, "{movement:?}");
+        let flood = ViolationKind::ALL
+            .iter()
+            .position(|k| *k == ViolationKind::Flood)
+            .unwrap();
+        assert_eq!(s.violations[flood], 0, "{movement:?}");
+        assert_eq!(s.kicks, 0, "{movement:?}");
+    }
+}

@@ -26,15 +26,33 @@ impl TokenBucket {
     /// Whether one more may go through at `now` (it takes a token). Instants earlier
     /// than one seen before add nothing.
     pub fn take(&mut self, now: Instant) -> bool {
-        let since = now.saturating_duration_since(self.at).as_secs_f64();
-        self.tokens = (self.tokens + since * self.rate).min(self.burst);
-        self.at = self.at.max(now);
+        self.refill(now);
         if self.tokens >= 1.0 {
             self.tokens -= 1.0;
             true
         } else {
             false
         }
+    }
+}
+
+impl TokenBucket {
+    /// At `now`, `n` more tokens than the refill gives, beyond the burst if need be: what
+    /// a peer could not send while the one counting was away (a stalled server) is not
+    /// held against it.
+    pub fn grant(&mut self, n: f64, now: Instant) {
+        self.refill(now);
+        self.tokens += n.max(0.0);
+    }
+
+    /// Refills for the time since the last look, up to the burst (tokens granted beyond
+    /// it stay until taken).
+    fn refill(&mut self, now: Instant) {
+        let since = now.saturating_duration_since(self.at).as_secs_f64();
+        if self.tokens < self.burst {
+            self.tokens = (self.tokens + since * self.rate).min(self.burst);
+        }
+        self.at = self.at.max(now);
     }
 }
 
@@ -58,5 +76,9 @@ mod tests {
             .filter(|i| b.take(t1 + Duration::from_millis(10 * i)))
             .count();
         assert_eq!(through, 1000);
+        // A grant goes beyond the burst, and is spent before refilling starts again.
+        let t2 = t1 + Duration::from_secs(20);
+        b.grant(25.0, t2);
+        assert_eq!((0..50).filter(|_| b.take(t2)).count(), 35);
     }
 }

@@ -55,6 +55,10 @@ const INPUT_BURST: f64 = 2.0;
 const FLOOD_FLAG: f64 = 1.0;
 /// The window over which a connection's excess datagrams are added up.
 const FLOOD_WINDOW: Duration = Duration::from_secs(1);
+/// A gap this long between two calls of the shell is the server's own absence (a stall:
+/// a healthy shell calls at least once a tick). What clients sent meanwhile arrives at
+/// once afterwards, and is not held against them.
+const ABSENCE: Duration = Duration::from_millis(50);
 
 /// Why connections were refused, as metric label values.
 pub const REFUSALS: [&str; 10] = [
@@ -284,6 +288,8 @@ struct InputGate {
     /// Dropped since `window`, and when that window began.
     dropped: u64,
     window: Instant,
+    /// The end of the newest absence of the server's credited to this connection.
+    credited: Instant,
 }
 
 impl InputGate {
@@ -293,6 +299,17 @@ impl InputGate {
             bucket: TokenBucket::new(rate * INPUT_ALLOWANCE, rate * INPUT_BURST, now),
             dropped: 0,
             window: now,
+            credited: now,
+        }
+    }
+
+    /// Credits the server's absence of `length` that ended at `end` (once): what an
+    /// honest client sent meanwhile, twice over.
+    fn credit(&mut self, rate: u32, end: Instant, length: Duration, now: Instant) {
+        if end > self.credited {
+            self.credited = end;
+            let backlog = length.as_secs_f64() * f64::from(rate) * INPUT_BURST;
+            self.bucket.grant(backlog, now);
         }
     }
 
@@ -394,6 +411,10 @@ pub struct Server {
     events: VecDeque<Event>,
     stats: ServerStats,
     shut: bool,
+    /// When the shell last called, and the newest absence (its end and length; see
+    /// [`ABSENCE`]).
+    last_call: Instant,
+    absence: Option<(Instant, Duration)>,
 }
 
 impl Server {
@@ -444,6 +465,8 @@ impl Server {
             events: VecDeque::new(),
             stats: ServerStats::default(),
             shut: false,
+            last_call: now,
+            absence: None,
         })
     }
 
@@ -498,6 +521,16 @@ impl Server {
 
     fn tick_at(&self, t: u64) -> Instant {
         self.began + Duration::from_secs_f64(t as f64 / f64::from(self.rate()))
+    }
+
+    /// Notes a call of the shell at `now`: after a gap of [`ABSENCE`] or more, the server
+    /// was away.
+    fn called(&mut self, now: Instant) {
+        let gap = now.saturating_duration_since(self.last_call);
+        if gap >= ABSENCE {
+            self.absence = Some((now, gap));
+        }
+        self.last_call = self.last_call.max(now);
     }
 
     /// Wall-clock ticks since tick 0: what an honest client's clock follows.
@@ -555,6 +588,7 @@ impl Server {
 
     /// Bytes arrived on the connection's control stream.
     pub fn handle_control(&mut self, conn: ConnId, bytes: &[u8], now: Instant) {
+        self.called(now);
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -745,15 +779,20 @@ impl Server {
     /// A datagram arrived on the connection. Past the connection's allowance it is dropped
     /// undecoded; a connection that keeps sending past it is flagged for flooding.
     pub fn handle_datagram(&mut self, conn: ConnId, bytes: &[u8], now: Instant) {
+        self.called(now);
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += bytes.len() as u64;
         let rate = self.input_rate();
+        let absence = self.absence;
         let Some(c) = self.conns.get_mut(&conn) else {
             self.stats.malformed_datagrams += 1;
             return;
         };
         if matches!(c.phase, Phase::Closing) {
             return; // told to close: whatever it still sends is moot
+        }
+        if let Some((end, length)) = absence {
+            c.gate.credit(rate, end, length, now);
         }
         let admitted = c.gate.admit(now);
         if let (Some((dropped, span)), Phase::Playing { player }) =
@@ -850,6 +889,7 @@ impl Server {
     /// Deadlines are seconds long: they are looked at when a tick is due, not on every
     /// call (the shell calls this for its transport's timers too).
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.called(now);
         if self.poll_timeout() > now {
             return;
         }

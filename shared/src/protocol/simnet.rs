@@ -68,6 +68,10 @@ pub struct SimNet {
     settings: NetSettings,
     now: Instant,
     events: Vec<Event>,
+    /// What each tick costs the server's thread (zero: nothing), and until when it is
+    /// busy with the last ones: meanwhile what arrives waits unread and no tick runs.
+    tick_cost: Duration,
+    busy_until: Instant,
 }
 
 /// Server events kept for the test to read; later ones are dropped.
@@ -82,7 +86,22 @@ impl SimNet {
             settings,
             now,
             events: Vec::new(),
+            tick_cost: Duration::ZERO,
+            busy_until: now,
         }
+    }
+
+    /// From now on each tick the server steps holds its thread for `cost` (over the tick
+    /// period: a server that falls behind, as an overloaded host's does); what arrives
+    /// meanwhile waits unread, as in a socket's queue.
+    pub fn set_tick_cost(&mut self, cost: Duration) {
+        self.tick_cost = cost;
+    }
+
+    /// Holds the server's thread for `d` from now (a stall: a page fault storm, a
+    /// neighbour taking the core): nothing is read and no tick runs until it is over.
+    pub fn stall_server(&mut self, d: Duration) {
+        self.busy_until = self.busy_until.max(self.now + d);
     }
 
     /// Connects a client (its transport handshake is taken as done); returns its index.
@@ -180,7 +199,8 @@ impl SimNet {
         let now = self.now;
         let up_delay = delay(self.settings.up);
         let down_delay = delay(self.settings.down);
-        for p in &mut self.peers {
+        let server_free = now >= self.busy_until;
+        for p in self.peers.iter_mut().filter(|_| server_free) {
             while p.ctl_up.front().is_some_and(|(at, _)| *at <= now) {
                 if let Some((_, b)) = p.ctl_up.pop_front() {
                     self.server.handle_control(p.conn, &b, now);
@@ -195,8 +215,11 @@ impl SimNet {
                 }
             }
         }
-        if self.server.poll_timeout() <= now {
+        if server_free && self.server.poll_timeout() <= now {
+            let before = self.server.world().tick;
             self.server.handle_timeout(now);
+            let stepped = self.server.world().tick - before;
+            self.busy_until = now + self.tick_cost * stepped as u32;
         }
         while let Some(out) = self.server.poll_output() {
             let conn = match &out {
