@@ -6,7 +6,7 @@
 //! (an attacker's client would): what the server drops does not slow it down.
 
 use bytes::Bytes;
-use expel_client::{client_config, Trust};
+use expel_client::{client_config, client_endpoint, Trust};
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
 use expel_shared::protocol::{
     decode, encode, ClientControl, ClientDatagram, InputMsg, ServerControl, ALPN, VERSION,
@@ -77,12 +77,7 @@ pub async fn flood(
     rate: f64,
     seconds: f64,
 ) -> Result<FloodOutcome, String> {
-    let bind: SocketAddr = if server.is_ipv6() {
-        "[::]:0".parse().map_err(|e| format!("{e}"))?
-    } else {
-        "0.0.0.0:0".parse().map_err(|e| format!("{e}"))?
-    };
-    let mut ep = quinn::Endpoint::client(bind).map_err(|e| format!("endpoint: {e}"))?;
+    let mut ep = client_endpoint(server).map_err(|e| e.to_string())?;
     let mut cfg = client_config(trust, ALPN).map_err(|e| e.to_string())?;
     let mut transport = quinn::TransportConfig::default();
     transport.congestion_controller_factory(std::sync::Arc::new(Unlimited));

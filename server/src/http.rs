@@ -191,15 +191,9 @@ async fn request(
     let (method, path) = (head.method.as_str(), head.path.as_str());
     if !public(path) && !auth.allows(head.authorization.as_deref()) {
         m.http_unauthorized.fetch_add(1, Relaxed);
+        let challenge = "WWW-Authenticate: Bearer realm=\"expel operator\"\r\nWWW-Authenticate: Basic realm=\"expel operator\", charset=\"UTF-8\"\r\n";
         let body = "operator token required (Authorization: Bearer TOKEN)\n";
-        let head = format!(
-            "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Bearer realm=\"expel operator\"\r\nWWW-Authenticate: Basic realm=\"expel operator\", charset=\"UTF-8\"\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
-            body.len()
-        );
-        let _ = sock.write_all(head.as_bytes()).await;
-        let _ = sock.write_all(body.as_bytes()).await;
-        let _ = sock.shutdown().await;
-        return;
+        return respond(sock, "401 Unauthorized", challenge, "text/plain", body).await;
     }
     let (status, ctype, body): (&str, &str, String) = match (method, path) {
         ("GET", "/live") => return live_stream(sock, from, &live, &m).await,
@@ -230,8 +224,14 @@ async fn request(
         ("GET", _) => ("404 Not Found", "text/plain", "not found\n".into()),
         _ => ("405 Method Not Allowed", "text/plain", "GET only\n".into()),
     };
+    respond(sock, status, "", ctype, &body).await;
+}
+
+/// Writes a whole response (`headers`: extra header lines, each ending in CRLF) and
+/// closes.
+async fn respond(mut sock: TcpStream, status: &str, headers: &str, ctype: &str, body: &str) {
     let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\n{headers}Content-Type: {ctype}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
         body.len()
     );
     let _ = sock.write_all(head.as_bytes()).await;
@@ -247,16 +247,7 @@ async fn request(
 async fn live_stream(mut sock: TcpStream, from: IpAddr, live: &Live, m: &Metrics) {
     let Some(_seat) = live.seat(from) else {
         let body = "too many viewers\n";
-        let _ = sock
-            .write_all(
-                format!(
-                    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                )
-                .as_bytes(),
-            )
-            .await;
-        return;
+        return respond(sock, "503 Service Unavailable", "", "text/plain", body).await;
     };
     // A small send buffer, so a viewer that stops reading blocks the writes soon rather
     // than after the kernel has queued megabytes for it.

@@ -278,10 +278,10 @@ fn bind(cfg: &ServerConfig, counts: Arc<udp::UdpCounts>) -> Result<QuicParts, Se
     // Connection ids carry a keyed hash the endpoint checks before resetting: the key
     // must survive the restart too, or the old ids are dropped as forged.
     let cid = ring::hmac::sign(&derive, b"expel quic connection id key");
-    let cid_key = cid.as_ref().to_vec();
+    let ids = crate::udp::CidGenerator::new(cid.as_ref());
     let mut endpoint_cfg = quinn_proto::EndpointConfig::new(Arc::new(reset));
-    let ids = crate::udp::CidGenerator::new(&cid_key);
-    endpoint_cfg.cid_generator(move || Box::new(ids.clone()));
+    let issue = ids.clone();
+    endpoint_cfg.cid_generator(move || Box::new(issue.clone()));
     // Clients then keep the fixed bit set, and the socket's doorman can drop packets
     // without it.
     endpoint_cfg.grease_quic_bit(false);
@@ -290,7 +290,7 @@ fn bind(cfg: &ServerConfig, counts: Arc<udp::UdpCounts>) -> Result<QuicParts, Se
         socket: std::net::UdpSocket::bind(cfg.addr).map_err(bind)?,
         config: endpoint_cfg,
         server,
-        cid_key,
+        ids,
         counts,
     })
 }

@@ -12,7 +12,7 @@
 //! the last words before a close, and the admission slot a peer holds until it joins.
 
 use crate::admission::{Admission, Pending};
-use crate::udp::{Doorman, UdpCounts};
+use crate::udp::{CidGenerator, Doorman, UdpCounts};
 use crate::{Decision, Limits, Metrics};
 use bytes::{Bytes, BytesMut};
 use expel_shared::protocol::rate::TokenBucket;
@@ -184,7 +184,8 @@ pub(crate) struct QuicParts {
     pub(crate) socket: std::net::UdpSocket,
     pub(crate) config: quinn_proto::EndpointConfig,
     pub(crate) server: Arc<quinn_proto::ServerConfig>,
-    pub(crate) cid_key: Vec<u8>,
+    /// The endpoint's connection ids, which the doorman checks.
+    pub(crate) ids: CidGenerator,
     pub(crate) counts: Arc<UdpCounts>,
 }
 
@@ -195,7 +196,7 @@ impl Quic {
             socket: std,
             config,
             server,
-            cid_key,
+            ids,
             counts,
         } = parts;
         std.set_nonblocking(true)?;
@@ -214,7 +215,7 @@ impl Quic {
         Ok(Quic {
             wire,
             endpoint: Endpoint::new(Arc::new(config), Some(server), allow_mtud, None),
-            doorman: Doorman::new(&cid_key, counts),
+            doorman: Doorman::new(ids, counts),
             peers: Vec::new(),
             live: 0,
             ids: BTreeMap::new(),

@@ -208,9 +208,9 @@ pub(crate) struct Doorman {
 }
 
 impl Doorman {
-    pub(crate) fn new(cid_key: &[u8], counts: Arc<UdpCounts>) -> Doorman {
+    pub(crate) fn new(cids: CidGenerator, counts: Arc<UdpCounts>) -> Doorman {
         Doorman {
-            cids: CidGenerator::new(cid_key),
+            cids,
             known: vec![None; KNOWN_IDS],
             counts,
         }
@@ -336,7 +336,7 @@ mod tests {
 
     #[test]
     fn remembered_ids_pass_and_nothing_else_does() {
-        let mut door = Doorman::new(b"k", Arc::new(UdpCounts::default()));
+        let mut door = Doorman::new(CidGenerator::new(b"k"), Arc::new(UdpCounts::default()));
         let mut g = CidGenerator::new(b"k");
         let ids: Vec<ConnectionId> = (0..10_000).map(|_| g.generate_cid()).collect();
         for _ in 0..2 {

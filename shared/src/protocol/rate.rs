@@ -1,7 +1,25 @@
-//! A token bucket: a rate limit over instants passed in, for what a peer may send (input
-//! datagrams in the server's machine, packets in the server's QUIC shell).
+//! Rate limits over instants passed in, for what a peer may send: a token bucket (the
+//! server's QUIC shell limits packets with it) and the server machine's input gate on
+//! it, which also flags floods.
 
-use std::time::Instant;
+use crate::validate::{Violation, ViolationKind};
+use std::time::{Duration, Instant};
+
+/// Input datagrams a connection may send a second, in input rates: an honest client sends
+/// one per input period, a little faster while its clock steers ahead.
+const INPUT_ALLOWANCE: f64 = 4.0;
+/// Input datagrams a connection may send at once, in input rates (a client catching up
+/// after a stall sends up to 32 at once; a path's jitter bunches a few).
+const INPUT_BURST: f64 = 2.0;
+/// A connection whose datagrams over the allowance in one [`FLOOD_WINDOW`] reach this
+/// many input rates is flagged for flooding (the third flag within the validator's kick
+/// window kicks it).
+const FLOOD_FLAG: f64 = 1.0;
+/// The window over which a connection's excess datagrams are added up.
+const FLOOD_WINDOW: Duration = Duration::from_secs(1);
+/// What a server's absence is credited with, in input rates over its length: what an
+/// honest client sent meanwhile, twice over.
+const ABSENCE_CREDIT: f64 = 2.0;
 
 /// Refills at `rate` tokens a second up to `burst`; each thing let through takes one.
 #[derive(Clone, Debug)]
@@ -34,9 +52,7 @@ impl TokenBucket {
             false
         }
     }
-}
 
-impl TokenBucket {
     /// At `now`, `n` more tokens than the refill gives, beyond the burst if need be: what
     /// a peer could not send while the one counting was away (a stalled server) is not
     /// held against it.
@@ -53,6 +69,71 @@ impl TokenBucket {
             self.tokens = (self.tokens + since * self.rate).min(self.burst);
         }
         self.at = self.at.max(now);
+    }
+}
+
+/// A connection's datagram allowance: [`INPUT_ALLOWANCE`] input rates, [`INPUT_BURST`] at
+/// once; a datagram past it is dropped before it is decoded. The excess is added up per
+/// [`FLOOD_WINDOW`] to flag a flood.
+#[derive(Debug)]
+pub(crate) struct InputGate {
+    bucket: TokenBucket,
+    /// Dropped since `window`, and when that window began.
+    dropped: u64,
+    window: Instant,
+    /// The end of the newest absence of the server's credited to this connection.
+    credited: Instant,
+}
+
+impl InputGate {
+    pub(crate) fn new(rate: u32, now: Instant) -> InputGate {
+        let rate = f64::from(rate);
+        InputGate {
+            bucket: TokenBucket::new(rate * INPUT_ALLOWANCE, rate * INPUT_BURST, now),
+            dropped: 0,
+            window: now,
+            credited: now,
+        }
+    }
+
+    /// Credits the server's absence of `length` that ended at `end` (once): what an
+    /// honest client sent meanwhile, twice over.
+    pub(crate) fn credit(&mut self, rate: u32, end: Instant, length: Duration, now: Instant) {
+        if end > self.credited {
+            self.credited = end;
+            let backlog = length.as_secs_f64() * f64::from(rate) * ABSENCE_CREDIT;
+            self.bucket.grant(backlog, now);
+        }
+    }
+
+    /// Whether a datagram arriving `now` is within the allowance.
+    pub(crate) fn admit(&mut self, now: Instant) -> bool {
+        let ok = self.bucket.take(now);
+        if !ok {
+            self.dropped += 1;
+        }
+        ok
+    }
+
+    /// Once a window is over: the flood its dropped datagrams make, if they do (found at
+    /// server tick `tick`), and a new window.
+    pub(crate) fn flood(&mut self, rate: u32, now: Instant, tick: u64) -> Option<Violation> {
+        let span = now.saturating_duration_since(self.window);
+        if span < FLOOD_WINDOW {
+            return None;
+        }
+        let dropped = std::mem::take(&mut self.dropped);
+        self.window = now;
+        let rate = f64::from(rate);
+        (dropped as f64 >= rate * FLOOD_FLAG).then(|| Violation {
+            kind: ViolationKind::Flood,
+            tick,
+            evidence: format!(
+                "{dropped} input datagrams over the limit of {} a second in {:.1} s",
+                rate * INPUT_ALLOWANCE,
+                span.as_secs_f64()
+            ),
+        })
     }
 }
 

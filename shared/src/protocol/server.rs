@@ -17,7 +17,7 @@
 
 use super::frame::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
 use super::input::{InputBuffer, InputStats};
-use super::rate::TokenBucket;
+use super::rate::InputGate;
 use super::snapshot::{Crowd, Feedback, SnapshotEncoder};
 use super::token::{self, ReplayGuard, ServerId};
 use super::{
@@ -43,18 +43,6 @@ const CLAIMS: usize = 256;
 const MAX_CATCH_UP: u64 = 64;
 /// Datagram size assumed until the shell says otherwise (QUIC's minimum, less headers).
 const DEFAULT_DATAGRAM: usize = 1200;
-/// Input datagrams a connection may send a second, in input rates: an honest client sends
-/// one per input period, a little faster while its clock steers ahead.
-const INPUT_ALLOWANCE: f64 = 4.0;
-/// Input datagrams a connection may send at once, in input rates (a client catching up
-/// after a stall sends up to 32 at once; a path's jitter bunches a few).
-const INPUT_BURST: f64 = 2.0;
-/// A connection whose datagrams over the allowance in one [`FLOOD_WINDOW`] reach this
-/// many input rates is flagged for flooding (the third flag within the validator's kick
-/// window kicks it).
-const FLOOD_FLAG: f64 = 1.0;
-/// The window over which a connection's excess datagrams are added up.
-const FLOOD_WINDOW: Duration = Duration::from_secs(1);
 /// A gap this long between two calls of the shell is the server's own absence (a stall:
 /// a healthy shell calls at least once a tick). What clients sent meanwhile arrives at
 /// once afterwards, and is not held against them.
@@ -277,61 +265,6 @@ struct Conn {
     dec: FrameDecoder,
     max_datagram: usize,
     gate: InputGate,
-}
-
-/// A connection's datagram allowance: [`INPUT_ALLOWANCE`] input rates, [`INPUT_BURST`] at
-/// once; a datagram past it is dropped before it is decoded. The excess is added up per
-/// [`FLOOD_WINDOW`] to flag a flood.
-#[derive(Debug)]
-struct InputGate {
-    bucket: TokenBucket,
-    /// Dropped since `window`, and when that window began.
-    dropped: u64,
-    window: Instant,
-    /// The end of the newest absence of the server's credited to this connection.
-    credited: Instant,
-}
-
-impl InputGate {
-    fn new(rate: u32, now: Instant) -> InputGate {
-        let rate = f64::from(rate);
-        InputGate {
-            bucket: TokenBucket::new(rate * INPUT_ALLOWANCE, rate * INPUT_BURST, now),
-            dropped: 0,
-            window: now,
-            credited: now,
-        }
-    }
-
-    /// Credits the server's absence of `length` that ended at `end` (once): what an
-    /// honest client sent meanwhile, twice over.
-    fn credit(&mut self, rate: u32, end: Instant, length: Duration, now: Instant) {
-        if end > self.credited {
-            self.credited = end;
-            let backlog = length.as_secs_f64() * f64::from(rate) * INPUT_BURST;
-            self.bucket.grant(backlog, now);
-        }
-    }
-
-    /// Whether a datagram arriving `now` is within the allowance.
-    fn admit(&mut self, now: Instant) -> bool {
-        let ok = self.bucket.take(now);
-        if !ok {
-            self.dropped += 1;
-        }
-        ok
-    }
-    /// Once a window is over: the datagrams dropped in it when they make a flood, and a
-    /// new window.
-    fn flood(&mut self, rate: u32, now: Instant) -> Option<(u64, Duration)> {
-        let span = now.saturating_duration_since(self.window);
-        if span < FLOOD_WINDOW {
-            return None;
-        }
-        let dropped = std::mem::take(&mut self.dropped);
-        self.window = now;
-        (dropped as f64 >= f64::from(rate) * FLOOD_FLAG).then_some((dropped, span))
-    }
 }
 
 /// Per-player state of the tick.
@@ -795,18 +728,9 @@ impl Server {
             c.gate.credit(rate, end, length, now);
         }
         let admitted = c.gate.admit(now);
-        if let (Some((dropped, span)), Phase::Playing { player }) =
-            (c.gate.flood(rate, now), &c.phase)
+        if let (Some(v), Phase::Playing { player }) =
+            (c.gate.flood(rate, now, self.world.tick), &c.phase)
         {
-            let limit = f64::from(rate) * INPUT_ALLOWANCE;
-            let v = Violation {
-                kind: ViolationKind::Flood,
-                tick: self.world.tick,
-                evidence: format!(
-                    "{dropped} input datagrams over the limit of {limit} a second in {:.1} s",
-                    span.as_secs_f64()
-                ),
-            };
             let player = *player;
             self.violation(player, &v);
         }

@@ -132,30 +132,24 @@ pub fn verify(
     server: Option<&ServerId>,
 ) -> Result<Grant, TokenError> {
     let raw = hex::decode(token.trim()).map_err(|_| TokenError::Malformed)?;
-    match (raw.len(), raw.first()) {
-        (LEN, Some(&TOKEN_VERSION)) => {}
-        (LEN_V1, _) => return Err(TokenError::Version(1)),
-        (_, Some(&v)) if v != TOKEN_VERSION && v > 1 && v < 16 => {
-            return Err(TokenError::Version(v))
-        }
+    let raw: [u8; LEN] = match (raw.first(), <[u8; LEN]>::try_from(raw.as_slice())) {
+        (Some(&TOKEN_VERSION), Ok(raw)) => raw,
+        (Some(&v), Ok(_)) => return Err(TokenError::Version(v)),
+        _ if raw.len() == LEN_V1 => return Err(TokenError::Version(1)),
         _ => return Err(TokenError::Malformed),
-    }
+    };
     mac(secret, &raw[..BODY])
         .verify_slice(&raw[BODY..])
         .map_err(|_| TokenError::Forged)?;
-    let field = |r: std::ops::Range<usize>| raw.get(r).ok_or(TokenError::Malformed);
-    let mut bound = [0u8; 16];
-    bound.copy_from_slice(field(29..45)?);
+    // Fixed fields of a token of fixed length.
+    fn field<const N: usize>(raw: &[u8; LEN], at: usize) -> [u8; N] {
+        std::array::from_fn(|i| raw[at + i])
+    }
+    let bound: [u8; 16] = field(&raw, 29);
     let grant = Grant {
-        player_id: u32::from_le_bytes(field(1..5)?.try_into().map_err(|_| TokenError::Malformed)?),
-        expires: u64::from_le_bytes(
-            field(5..13)?
-                .try_into()
-                .map_err(|_| TokenError::Malformed)?,
-        ),
-        nonce: field(13..29)?
-            .try_into()
-            .map_err(|_| TokenError::Malformed)?,
+        player_id: u32::from_le_bytes(field(&raw, 1)),
+        expires: u64::from_le_bytes(field(&raw, 5)),
+        nonce: field(&raw, 13),
         server: (bound != [0; 16]).then_some(ServerId(bound)),
     };
     if grant.server.as_ref() != server {

@@ -792,7 +792,7 @@ impl Sim {
                 let since_seen = tick.saturating_sub(claim.seen);
                 if claim.seen < tick && since_seen < u64::from(claim.span) {
                     retry.view.span = since_seen as u32;
-                    if let Some(o) = retry.check(self, retry.view, s).filter(|o| o.accepted) {
+                    if let Some(Some(o)) = retry.accepted(self, retry.view, s) {
                         return o;
                     }
                     if let Some(o) = self.as_the_client_saw(&retry, s) {
@@ -828,19 +828,25 @@ struct Retry<'a> {
 }
 
 impl Retry<'_> {
-    /// Takes `n` from the budget; false when it is spent.
-    fn spend(&self, n: u32) -> bool {
+    /// Takes `n` from the budget; `None` when it is spent.
+    fn spend(&self, n: u32) -> Option<()> {
         let left = RETRY_BUDGET.saturating_sub(self.cost.get());
         self.cost
             .set(self.cost.get().saturating_add(n).min(RETRY_BUDGET));
-        left >= n
+        (left >= n).then_some(())
     }
 
-    /// Judges the claim with the world seen as `view` says; `None` once the budget is
-    /// spent.
-    fn check(&self, sim: &Sim, view: TickView<'_>, s: &mut SimScratch) -> Option<ClaimOutcome> {
-        self.spend(1)
-            .then(|| sim.check_claim(self.id, self.prev, &self.claim.state, view, self.probes, s))
+    /// Judges the claim with the world seen as `view` says: the outcome if accepted;
+    /// `None` once the budget is spent.
+    fn accepted(
+        &self,
+        sim: &Sim,
+        view: TickView<'_>,
+        s: &mut SimScratch,
+    ) -> Option<Option<ClaimOutcome>> {
+        self.spend(1)?;
+        let o = sim.check_claim(self.id, self.prev, &self.claim.state, view, self.probes, s);
+        Some(o.accepted.then_some(o))
     }
 
     /// The first tick a retry looks at: a little before the acknowledged snapshot, and
@@ -860,9 +866,7 @@ impl Sim {
     fn as_the_client_saw(&self, r: &Retry, s: &mut SimScratch) -> Option<ClaimOutcome> {
         let mut others = Vec::new();
         for t in (r.first()..=r.claim.seen).rev() {
-            if !r.spend(1) {
-                return None;
-            }
+            r.spend(1)?;
             r.seen.boxes(self, t, r.id, &mut others);
             if others.is_empty() {
                 continue;
@@ -871,10 +875,8 @@ impl Sim {
                 others: &others,
                 ..r.view
             };
-            match r.check(self, then, s) {
-                Some(o) if o.accepted => return Some(o),
-                Some(_) => {}
-                None => return None,
+            if let Some(o) = r.accepted(self, then, s)? {
+                return Some(o);
             }
         }
         self.with_the_clients_movers(r, s)
@@ -924,9 +926,7 @@ impl Sim {
             } else {
                 1
             };
-            if !r.spend(u32::try_from(ticks).unwrap_or(u32::MAX)) {
-                return None;
-            }
+            r.spend(u32::try_from(ticks).unwrap_or(u32::MAX))?;
             let Some(then) = seen.get(t) else {
                 continue;
             };
@@ -956,10 +956,8 @@ impl Sim {
                     others,
                     ..view
                 };
-                match r.check(self, then, s) {
-                    Some(o) if o.accepted => return Some(o),
-                    Some(_) => {}
-                    None => return None,
+                if let Some(o) = r.accepted(self, then, s)? {
+                    return Some(o);
                 }
             }
             tried.clone_from(&poses);
