@@ -117,11 +117,13 @@ fn tokens(args: &BotsArgs) -> Result<Vec<String>> {
     let first = args
         .first_player
         .unwrap_or_else(|| rand::Rng::gen_range(&mut rand::thread_rng(), 1..1u32 << 30));
+    let server = args
+        .server_id
+        .as_deref()
+        .map(crate::net::server_id_of)
+        .transpose()?;
     (0..args.count as u32)
-        .map(|i| {
-            let id = first.wrapping_add(i);
-            crate::net::mint_token(secret, id, 3600, args.server_id.as_deref())
-        })
+        .map(|i| crate::net::mint_token(secret, first.wrapping_add(i), 3600, server))
         .collect()
 }
 

@@ -46,6 +46,8 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
     })?;
     let movement = cfg.game.movement;
     let operator_token = cfg.operator_token.clone();
+    // The bots' tokens are for this server ($EXPEL_SERVER_ID may give it an id).
+    let server_id = cfg.game.server_id;
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
     rt.block_on(async move {
         let running = expel_server::start(sim.clone(), cfg).await?;
@@ -66,7 +68,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
                 }
                 let first = 1 + round * (args.bots as u32 + 1);
                 let tokens = (0..args.bots as u32)
-                    .map(|i| net::mint_token(&secret, first + i, 3600, None))
+                    .map(|i| net::mint_token(&secret, first + i, 3600, server_id))
                     .collect::<Result<Vec<_>>>()?;
                 let opts = SwarmOptions {
                     server: running.addr,

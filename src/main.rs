@@ -175,7 +175,12 @@ fn main() -> Result<()> {
             server_id,
         } => println!(
             "{}",
-            net::mint_token(&secret, player, ttl, server_id.as_deref())?
+            net::mint_token(
+                &secret,
+                player,
+                ttl,
+                server_id.as_deref().map(net::server_id_of).transpose()?
+            )?
         ),
         Command::Connect(args) => net::connect(args)?,
         Command::Bots(args) => bots::run(args)?,

@@ -209,11 +209,7 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, Server
         game: {
             let d = ServerSettings::new(name.clone(), bytes, secret(args.secret)?);
             ServerSettings {
-                server_id: server_id
-                    .as_deref()
-                    .map(token::ServerId::new)
-                    .transpose()
-                    .map_err(|e| anyhow::anyhow!("--server-id: {e}"))?,
+                server_id: server_id.as_deref().map(server_id_of).transpose()?,
                 snapshot_rate: args.snapshot_rate.unwrap_or(d.snapshot_rate),
                 input_rate: args.input_rate,
                 max_players: args.max_players.unwrap_or(d.max_players),
@@ -327,21 +323,22 @@ fn now_unix() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// A fresh token for `player`, valid for `ttl` seconds, on the server `server_id` only
+/// The server id `name` stands for (`--server-id`).
+pub(crate) fn server_id_of(name: &str) -> Result<token::ServerId> {
+    token::ServerId::new(name).map_err(|e| anyhow::anyhow!("server id {name:?}: {e}"))
+}
+
+/// A fresh token for `player`, valid for `ttl` seconds, on the server `server` only
 /// (`None`: a server without an id).
 pub(crate) fn mint_token(
     secret: &str,
     player: u32,
     ttl: u64,
-    server_id: Option<&str>,
+    server: Option<token::ServerId>,
 ) -> Result<String> {
     if secret.is_empty() {
         bail!("the secret must not be empty");
     }
-    let server = server_id
-        .map(token::ServerId::new)
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
     let mut nonce = [0u8; 16];
     rand::rngs::OsRng.fill(&mut nonce);
     let grant = Grant {
@@ -430,7 +427,8 @@ pub(crate) fn connect(args: ConnectArgs) -> Result<()> {
             let id = args
                 .player
                 .unwrap_or_else(|| rand::thread_rng().gen_range(1..1 << 30));
-            mint_token(s, id, 3600, args.server_id.as_deref())?
+            let server = args.server_id.as_deref().map(server_id_of).transpose()?;
+            mint_token(s, id, 3600, server)?
         }
         (None, None) => bail!("give --token or --secret"),
     };

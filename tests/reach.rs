@@ -80,25 +80,23 @@ fn stop(mut child: Child) {
     let _ = child.wait();
 }
 
+/// QUIC on loopback, the HTTP endpoint on every address.
+const PUBLIC_ENDPOINT: [&str; 6] = [
+    "--addr",
+    "127.0.0.1:0",
+    "--metrics",
+    "0.0.0.0:0",
+    "--secret",
+    "reach",
+];
+
 const OPERATOR_PATHS: [&str; 6] = ["/live", "/players.json", "/map.json", "/metrics", "/", "/x"];
 
 #[test]
 fn the_operators_endpoint_off_loopback_answers_only_the_operator() {
     // Listening on every address, as a Fleet's pod would.
-    let (child, v) = serve(
-        &[
-            "--addr",
-            "127.0.0.1:0",
-            "--metrics",
-            "0.0.0.0:0",
-            "--secret",
-            "reach",
-            "--operator-token",
-            "op-token-1",
-        ],
-        &[],
-    )
-    .unwrap();
+    let args = [&PUBLIC_ENDPOINT[..], &["--operator-token", "op-token-1"]].concat();
+    let (child, v) = serve(&args, &[]).unwrap();
     let http = loopback_port(&v);
     for path in OPERATOR_PATHS {
         for headers in [
@@ -151,39 +149,18 @@ fn the_operators_endpoint_off_loopback_answers_only_the_operator() {
 
 #[test]
 fn a_public_endpoint_without_a_token_is_refused_at_start_and_the_default_is_loopback() {
-    let err = serve(
-        &[
-            "--addr",
-            "127.0.0.1:0",
-            "--metrics",
-            "0.0.0.0:0",
-            "--secret",
-            "reach",
-        ],
-        &[],
-    )
-    .map(|(c, v)| {
-        stop(c);
-        v
-    })
-    .expect_err("a public endpoint without a token must not start");
+    let err = serve(&PUBLIC_ENDPOINT, &[])
+        .map(|(c, v)| {
+            stop(c);
+            v
+        })
+        .expect_err("a public endpoint without a token must not start");
     assert!(
         err.contains("--operator-token") && err.contains("EXPEL_OPERATOR_TOKEN"),
         "the refusal says how to set one: {err}"
     );
     // The token from the environment will do.
-    let (child, v) = serve(
-        &[
-            "--addr",
-            "127.0.0.1:0",
-            "--metrics",
-            "0.0.0.0:0",
-            "--secret",
-            "reach",
-        ],
-        &[("EXPEL_OPERATOR_TOKEN", "from-env")],
-    )
-    .unwrap();
+    let (child, v) = serve(&PUBLIC_ENDPOINT, &[("EXPEL_OPERATOR_TOKEN", "from-env")]).unwrap();
     let http = loopback_port(&v);
     assert_eq!(get(http, "/metrics", "").0, 401);
     assert_eq!(
@@ -389,4 +366,19 @@ async fn an_ipv6_host_is_one_address_to_the_per_address_limits() {
     drop(held);
     assert!(code, "another host is served");
     r.shutdown("done").await;
+}
+
+/// `expel demo` under a server id (from the environment) mints its bots' tokens for it.
+#[test]
+fn the_demo_with_a_server_id_admits_its_own_bots() {
+    let out = Command::new(env!("CARGO_BIN_EXE_expel"))
+        .args(["demo", "--addr", "127.0.0.1:0", "--bots", "4"])
+        .args(["--cheaters", "0", "--duration", "6", "--round", "5"])
+        .env("EXPEL_SERVER_ID", "match-7")
+        .env_remove("EXPEL_OPERATOR_TOKEN")
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("round 1: 4 bots connected"), "{text}");
 }
