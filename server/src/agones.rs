@@ -100,15 +100,17 @@ pub struct Seen {
     pub shutting_down: bool,
     /// Players in the server.
     pub players: BTreeSet<u32>,
+    /// Players it carries now (its maximum, or fewer under load).
+    pub capacity: u64,
 }
 
 /// Decides the SDK calls: capacity, then ready, then health pings and player changes,
 /// and shutdown last. Pure: time is passed in.
 #[derive(Debug)]
 pub struct Reporter {
-    capacity: u64,
     health_every: Duration,
-    capacity_told: bool,
+    /// The capacity the SDK was last told.
+    capacity_told: Option<u64>,
     ready_told: bool,
     shutdown_told: bool,
     next_health: Option<Instant>,
@@ -117,12 +119,11 @@ pub struct Reporter {
 }
 
 impl Reporter {
-    /// A reporter for a server of `capacity` players.
-    pub fn new(capacity: u64, health_every: Duration) -> Reporter {
+    /// A reporter that pings health every `health_every`.
+    pub fn new(health_every: Duration) -> Reporter {
         Reporter {
-            capacity,
             health_every,
-            capacity_told: false,
+            capacity_told: None,
             ready_told: false,
             shutdown_told: false,
             next_health: None,
@@ -141,8 +142,8 @@ impl Reporter {
         if !seen.accepting {
             return None;
         }
-        if !self.capacity_told {
-            return Some(Call::Capacity(self.capacity));
+        if self.capacity_told != Some(seen.capacity) {
+            return Some(Call::Capacity(seen.capacity));
         }
         if !self.ready_told {
             return Some(Call::Ready);
@@ -169,7 +170,7 @@ impl Reporter {
     /// `call` succeeded at `now`.
     pub fn done(&mut self, call: &Call, now: Instant) {
         match call {
-            Call::Capacity(_) => self.capacity_told = true,
+            Call::Capacity(n) => self.capacity_told = Some(*n),
             Call::Ready => self.ready_told = true,
             Call::Health => self.next_health = Some(now + self.health_every),
             Call::Connect(p) => {
@@ -227,9 +228,8 @@ const RETRY_MAX: Duration = Duration::from_secs(2);
 /// `accepting` are read at each decision.
 pub(crate) async fn run(
     cfg: AgonesConfig,
-    capacity: u64,
     players: Arc<Players>,
-    status: impl Fn() -> (bool, bool) + Send + 'static,
+    status: impl Fn() -> (bool, bool, u64) + Send + 'static,
     mut shutdown: watch::Receiver<Option<String>>,
 ) {
     let client = match reqwest::Client::builder()
@@ -244,17 +244,18 @@ pub(crate) async fn run(
         }
     };
     let base = format!("http://{}", cfg.sdk);
-    let mut r = Reporter::new(capacity, cfg.health_every);
+    let mut r = Reporter::new(cfg.health_every);
     let mut retry = RETRY_FIRST;
     let mut stopping: Option<Instant> = None;
     loop {
         let now = Instant::now();
-        let (accepting, tick_healthy) = status();
+        let (accepting, tick_healthy, capacity) = status();
         let seen = Seen {
             accepting,
             tick_healthy,
             shutting_down: stopping.is_some(),
             players: players.now(),
+            capacity,
         };
         if let Some(call) = r.next(&seen, now) {
             let (method, path, body) = call.request();
@@ -322,6 +323,7 @@ mod tests {
             tick_healthy: true,
             shutting_down: false,
             players: players.iter().copied().collect(),
+            capacity: 64,
         }
     }
 
@@ -338,7 +340,7 @@ mod tests {
     #[test]
     fn capacity_then_ready_then_health_and_players_then_shutdown_last() {
         let t0 = Instant::now();
-        let mut r = Reporter::new(64, Duration::from_secs(2));
+        let mut r = Reporter::new(Duration::from_secs(2));
         let mut s = seen(&[]);
         s.accepting = false;
         assert_eq!(r.next(&s, t0), None, "nothing before the server accepts");
@@ -361,6 +363,11 @@ mod tests {
             drain(&mut r, &s, t2),
             [Call::Disconnect(3), Call::Connect(7)]
         );
+        // The load lowers what the server carries: the SDK is told, once.
+        let mut loaded = seen(&[1, 7]);
+        loaded.capacity = 40;
+        assert_eq!(drain(&mut r, &loaded, t2), [Call::Capacity(40)]);
+        assert_eq!(drain(&mut r, &seen(&[1, 7]), t2), [Call::Capacity(64)]);
         // A stalled tick: no health, however long.
         let mut stalled = seen(&[1, 7]);
         stalled.tick_healthy = false;
@@ -375,16 +382,26 @@ mod tests {
     #[test]
     fn a_failed_call_is_asked_for_again_and_players_are_reconciled_not_queued() {
         let t0 = Instant::now();
-        let mut r = Reporter::new(8, Duration::from_secs(2));
-        let s = seen(&[]);
+        let mut r = Reporter::new(Duration::from_secs(2));
+        let s = Seen {
+            capacity: 8,
+            ..seen(&[])
+        };
         // The sidecar is not up: the same first call until it succeeds.
         assert_eq!(r.next(&s, t0), Some(Call::Capacity(8)));
         assert_eq!(r.next(&s, t0), Some(Call::Capacity(8)));
         drain(&mut r, &s, t0);
         // A player who came and went while calls failed costs nothing.
-        let s = seen(&[5]);
+        let s = Seen {
+            capacity: 8,
+            ..seen(&[5])
+        };
         assert_eq!(r.next(&s, t0), Some(Call::Connect(5)));
-        assert!(drain(&mut r, &seen(&[]), t0).is_empty());
+        let gone = Seen {
+            capacity: 8,
+            ..seen(&[])
+        };
+        assert!(drain(&mut r, &gone, t0).is_empty());
     }
 
     #[test]

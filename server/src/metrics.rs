@@ -31,6 +31,8 @@ const FLAGGED_CAP: usize = 65_536;
 pub struct Metrics {
     /// Players in the world.
     pub players: AtomicU64,
+    /// Players the server carries now: its maximum, or fewer while its load says so.
+    pub capacity: AtomicU64,
     /// Ticks stepped.
     pub ticks: AtomicU64,
     /// Tick lengths over the budget (the loop fell behind).
@@ -107,6 +109,8 @@ pub struct Metrics {
     pub live_dropped: AtomicU64,
     /// Datagrams the transport would not take (the connection gone or too small).
     pub datagram_send_errors: AtomicU64,
+    /// Ticks run a period or more late (caught up on): the server's lateness.
+    pub ticks_late: AtomicU64,
     /// Ticks skipped because the process could not keep up (paused or starved).
     pub ticks_skipped: AtomicU64,
     /// Move-validation violations, by kind in [`ViolationKind::ALL`] order.
@@ -191,6 +195,7 @@ impl Metrics {
         set(&self.malformed_control, s.malformed_control);
         set(&self.kicks, s.kicks);
         set(&self.clients, s.clients);
+        set(&self.ticks_late, s.ticks_late);
         set(&self.ticks_skipped, s.ticks_skipped);
         for (a, v) in self.refusals.iter().zip(s.refusals) {
             set(a, v);
@@ -299,6 +304,12 @@ impl Metrics {
             "expel_players",
             "Players in the world.",
             &self.players,
+            "gauge",
+        );
+        counter(
+            "expel_capacity_players",
+            "Players the server carries now: its maximum, or fewer while its load says so (joins past it are refused as full_load).",
+            &self.capacity,
             "gauge",
         );
         counter(
@@ -503,6 +514,12 @@ impl Metrics {
             "expel_datagram_send_errors_total",
             "Datagrams the transport would not take.",
             &self.datagram_send_errors,
+            "counter",
+        );
+        counter(
+            "expel_ticks_late_total",
+            "Ticks run a period or more after they were due (caught up on, nobody judged for it).",
+            &self.ticks_late,
             "counter",
         );
         counter(

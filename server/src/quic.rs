@@ -260,6 +260,16 @@ impl Quic {
         }
     }
 
+    /// The socket's port.
+    pub(crate) fn port(&self) -> u16 {
+        self.wire.socket.local_addr().map_or(0, |a| a.port())
+    }
+
+    /// Takes what the socket holds now, without waiting (a bounded amount).
+    pub(crate) fn receive_now(&mut self, cx: &Context<'_>) -> io::Result<()> {
+        self.receive(Instant::now(), cx)
+    }
+
     /// Resolves when the socket may have datagrams.
     async fn readable(&self) -> io::Result<()> {
         self.wire.socket.readable().await

@@ -25,6 +25,7 @@ fn fb(last_command: u64) -> Feedback {
         contact: last_command / 2,
         missed: last_command / 5,
         missed_total: last_command / 7,
+        behind: (last_command % 300) as u32,
     }
 }
 

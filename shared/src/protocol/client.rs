@@ -805,6 +805,8 @@ fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64, now: Instant) {
         None => 0.0,
     };
     let clock = p.tick as f64 + due;
+    // The server's clock when it made the snapshot: past its tick while it catches up.
+    let server = snap.tick as f64 + f64::from(snap.feedback.behind);
     let error = match snap.feedback.input_lead {
         Some(l) => {
             // The jitter is the reports' own: a command our host sent late is as late
@@ -823,10 +825,10 @@ fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64, now: Instant) {
             // At most an eighth of a second: beyond it the lead would read as a fast
             // clock to the server's speedhack check.
             let jitter = p.lead_deviation.min(rate / 8.0);
-            let most = snap.tick as f64 + p.trip_floor.unwrap_or(0.0) + rate / 4.0 - clock;
+            let most = server + p.trip_floor.unwrap_or(0.0) + rate / 4.0 - clock;
             (buffer + jitter - l).min(most)
         }
-        None => snap.tick as f64 + (rtt.min(MAX_LEAD_RTT) * rate + buffer).min(rate / 4.0) - clock,
+        None => server + (rtt.min(MAX_LEAD_RTT) * rate + buffer).min(rate / 4.0) - clock,
     };
     if error > rate {
         // Far behind (at the start, or after a stall): jump forward only. The jump is

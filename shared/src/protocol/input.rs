@@ -58,9 +58,10 @@ impl InputBuffer {
         Self::default()
     }
 
-    /// Takes the commands of an input message received while the server is at
-    /// `server_tick`.
-    pub fn receive(&mut self, msg: &InputMsg, server_tick: u64) {
+    /// Takes the commands of an input message received when `server_tick` is due.
+    /// `timely`: it was read as it arrived; one that waited unread (the server away or
+    /// catching up) does not count for the lead, which would then be the server's delay.
+    pub fn receive(&mut self, msg: &InputMsg, server_tick: u64, timely: bool) {
         // How far ahead the newest command came: what the client's clock steers by. A
         // message far behind the newest command already here (held in a queue that has
         // since drained) is as old as its commands: it says nothing of the path now, and
@@ -69,7 +70,7 @@ impl InputBuffer {
         // In i128: ticks from a client can be anything up to 2^64 - 1.
         let newest = msg.batch().newest_tick();
         self.frontier = self.frontier.max(newest);
-        if newest.saturating_add(OVERTAKEN) >= self.frontier {
+        if timely && newest.saturating_add(OVERTAKEN) >= self.frontier {
             let lead = (i128::from(newest) - i128::from(server_tick))
                 .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
             self.lead = Some(self.lead.map_or(lead, |l| l.min(lead)));
@@ -163,13 +164,13 @@ mod tests {
     #[test]
     fn the_lead_leaves_out_messages_long_overtaken() {
         let mut b = InputBuffer::new();
-        b.receive(&msg(100, 3), 95); // newest 102: 7 ahead
-        b.receive(&msg(96, 3), 95); // newest 98, 4 behind: 3 ahead
+        b.receive(&msg(100, 3), 95, true); // newest 102: 7 ahead
+        b.receive(&msg(96, 3), 95, true); // newest 98, 4 behind: 3 ahead
         assert_eq!(b.take_lead(), Some(3));
-        b.receive(&msg(110, 3), 100); // newest 112: 12 ahead
-        b.receive(&msg(90, 3), 100); // newest 92, 20 behind the newest: left out
+        b.receive(&msg(110, 3), 100, true); // newest 112: 12 ahead
+        b.receive(&msg(90, 3), 100, true); // newest 92, 20 behind the newest: left out
         assert_eq!(b.take_lead(), Some(12));
-        b.receive(&msg(60, 3), 100); // only a long-held one since: nothing to report
+        b.receive(&msg(60, 3), 100, true); // only a long-held one since: nothing to report
         assert_eq!(b.take_lead(), None);
     }
 
@@ -178,8 +179,8 @@ mod tests {
         let mut b = InputBuffer::new();
         assert_eq!(b.take(1), None);
         assert_eq!(b.stats.missing, 0, "idle before the first command");
-        b.receive(&msg(3, 3), 1); // ticks 3, 4, 5
-        b.receive(&msg(4, 3), 1); // 4 and 5 again, 6 new
+        b.receive(&msg(3, 3), 1, true); // ticks 3, 4, 5
+        b.receive(&msg(4, 3), 1, true); // 4 and 5 again, 6 new
         assert_eq!(b.stats.received, 4);
         assert_eq!(b.stats.duplicate, 2);
         assert_eq!(b.take(2), None);
@@ -192,11 +193,11 @@ mod tests {
         }
         assert_eq!(b.take(7), None);
         assert_eq!(b.stats.missing, 1);
-        b.receive(&msg(7, 1), 7); // tick 7 already passed: late
-        b.receive(&msg(5, 1), 7); // applied long ago: a redundant copy
+        b.receive(&msg(7, 1), 7, true); // tick 7 already passed: late
+        b.receive(&msg(5, 1), 7, true); // applied long ago: a redundant copy
         assert_eq!(b.stats.late, 1);
         assert_eq!(b.stats.duplicate, 3);
-        b.receive(&msg(7 + MAX_AHEAD + 1, 1), 7);
+        b.receive(&msg(7 + MAX_AHEAD + 1, 1), 7, true);
         assert_eq!(b.stats.too_far_ahead, 1);
         assert_eq!(b.pending(), 0);
         assert_eq!(b.last_applied(), 6);

@@ -308,6 +308,10 @@ pub struct Feedback {
     pub missed: u64,
     /// How many ticks so far the server had no command (or claim) from this client.
     pub missed_total: u64,
+    /// How many ticks the server's clock was past the snapshot's tick when it was made
+    /// (0 unless the server runs late): the server catches up on every tick it owes, so
+    /// a client keeps to its clock, never to a late snapshot's tick.
+    pub behind: u32,
 }
 
 /// A snapshot of the world for one client.

@@ -28,6 +28,8 @@ pub mod conditioner;
 pub mod frame;
 pub mod input;
 pub mod interp;
+#[cfg(feature = "server")]
+pub mod load;
 mod messages;
 pub mod predict;
 pub mod rate;
@@ -49,7 +51,7 @@ use thiserror::Error;
 /// Protocol version carried in the hello; a server refuses any other.
 pub const VERSION: u16 = 5;
 /// The QUIC application protocol name.
-pub const ALPN: &[u8] = b"expel/5";
+pub const ALPN: &[u8] = b"expel/6";
 /// QUIC application close code: the server shut down.
 pub const CLOSE_SHUTDOWN: u32 = 0;
 /// QUIC application close code: the hello was refused.

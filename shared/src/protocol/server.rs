@@ -17,6 +17,7 @@
 
 use super::frame::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
 use super::input::{InputBuffer, InputStats};
+use super::load::{Headroom, Load};
 use super::rate::InputGate;
 use super::snapshot::{Crowd, Feedback, SnapshotEncoder};
 use super::token::{self, ReplayGuard, ServerId};
@@ -38,9 +39,14 @@ pub type ConnId = u64;
 
 /// Predictions (or claims) remembered per client until the server reaches their tick.
 const CLAIMS: usize = 256;
-/// Ticks stepped at most in one [`Server::handle_timeout`]; a shell that fell further
-/// behind (a paused process) skips the rest rather than bursting through them.
+/// Ticks stepped at most in one [`Server::handle_timeout`]: a server further behind
+/// catches up over several calls, and the shell reads what arrived in between.
 const MAX_CATCH_UP: u64 = 64;
+/// How far behind the server may fall and still run every tick it owes (catching up on
+/// movement alone). Past it (a process paused for longer, or a load no core can carry)
+/// the oldest ticks are skipped: the players stand still through them and are corrected,
+/// never flagged.
+const MAX_BACKLOG: Duration = Duration::from_secs(5);
 /// Datagram size assumed until the shell says otherwise (QUIC's minimum, less headers).
 const DEFAULT_DATAGRAM: usize = 1200;
 /// A gap this long between two calls of the shell is the server's own absence (a stall:
@@ -49,7 +55,7 @@ const DEFAULT_DATAGRAM: usize = 1200;
 const ABSENCE: Duration = Duration::from_millis(50);
 
 /// Why connections were refused, as metric label values.
-pub const REFUSALS: [&str; 10] = [
+pub const REFUSALS: [&str; 11] = [
     "version",
     "token_malformed",
     "token_version",
@@ -58,6 +64,7 @@ pub const REFUSALS: [&str; 10] = [
     "token_expired",
     "token_replayed",
     "full",
+    "full_load",
     "player_in_use",
     "hello_timeout",
 ];
@@ -189,6 +196,19 @@ pub enum Event {
         /// Why.
         reason: String,
     },
+    /// The server ran late and has caught up: ticks from `from` on, `ticks` of them, ran
+    /// up to `behind` after they were due; the catch-up took `took`. (Ticks skipped are
+    /// counted in [`ServerStats::ticks_skipped`].)
+    CaughtUp {
+        /// The first tick run late.
+        from: u64,
+        /// Ticks from it to the one now.
+        ticks: u64,
+        /// How late the first one ran.
+        behind: Duration,
+        /// From the first late tick to caught up.
+        took: Duration,
+    },
     /// Move validation found a violation.
     Violation {
         /// Who.
@@ -205,7 +225,9 @@ pub enum Event {
 pub struct ServerStats {
     /// Ticks stepped.
     pub ticks: u64,
-    /// Ticks skipped because the shell called too late to catch up.
+    /// Ticks stepped a period or more after they were due (caught up on).
+    pub ticks_late: u64,
+    /// Ticks skipped: the server was further behind than it catches up on.
     pub ticks_skipped: u64,
     /// Datagrams received.
     pub datagrams_in: u64,
@@ -244,6 +266,9 @@ pub struct ServerStats {
     pub clients: u64,
     /// Connections that have not said hello yet.
     pub awaiting_hello: u64,
+    /// The players the load allows now (`None`: no limit known; see
+    /// [`Server::handle_load`]).
+    pub capacity: Option<u64>,
 }
 
 /// Where a connection stands.
@@ -330,11 +355,20 @@ pub struct Server {
     conns: BTreeMap<ConnId, Conn>,
     sessions: BTreeMap<PlayerId, Session>,
     replay: ReplayGuard,
-    /// When tick 0 was: tick `t` is due at `began + t / rate` (moved on past ticks skipped
-    /// while starved).
-    began: Instant,
-    /// When tick 0 was at the start, never moved: the wall clock clients keep.
+    /// When tick 0 was: tick `t` is due at `epoch + t / rate`, however late the server
+    /// runs it (ticks skipped keep their numbers), so the tick clients keep to is the wall
+    /// clock's.
     epoch: Instant,
+    /// The tick snapshots were last encoded at.
+    snapshots_at: u64,
+    /// The tick due on the clock at the present call of [`Server::handle_timeout`].
+    due: u64,
+    /// What the load allows (see [`Server::handle_load`]).
+    headroom: Headroom,
+    /// `ticks_late` at the last load report.
+    late_reported: u64,
+    /// The first tick stepped late in the present catch-up, when, and how late.
+    behind_since: Option<(u64, Instant, Duration)>,
     /// When the hello and input deadlines are next looked at (see [`Server::deadlines`]).
     deadlines_due: Instant,
     /// Unix seconds at `epoch`, for token expiry: the wall clock, which ticks skipped do
@@ -390,8 +424,12 @@ impl Server {
             conns: BTreeMap::new(),
             sessions: BTreeMap::new(),
             replay: ReplayGuard::new(),
-            began: now,
             epoch: now,
+            snapshots_at: 0,
+            headroom: Headroom::default(),
+            late_reported: 0,
+            due: 0,
+            behind_since: None,
             deadlines_due: now,
             unix_epoch: unix_now,
             outputs: VecDeque::new(),
@@ -428,6 +466,17 @@ impl Server {
         &self.stats
     }
 
+    /// Takes the load the shell measured over a window (a quarter second or so): with
+    /// the ticks this machine ran late in it, that sets how many players it admits (see
+    /// [`Headroom`]). Joins past it are refused for load ("full_load").
+    pub fn handle_load(&mut self, load: Load) {
+        let late = self.stats.ticks_late - self.late_reported;
+        self.late_reported = self.stats.ticks_late;
+        self.headroom
+            .report(load, self.stats.clients as usize, late);
+        self.stats.capacity = self.headroom.capacity().map(|c| c as u64);
+    }
+
     /// The next instant [`Server::handle_timeout`] has work (the next tick).
     pub fn poll_timeout(&self) -> Instant {
         self.tick_at(self.world.tick + 1)
@@ -453,7 +502,7 @@ impl Server {
     }
 
     fn tick_at(&self, t: u64) -> Instant {
-        self.began + Duration::from_secs_f64(t as f64 / f64::from(self.rate()))
+        self.epoch + Duration::from_secs_f64(t as f64 / f64::from(self.rate()))
     }
 
     /// Notes a call of the shell at `now`: after a gap of [`ABSENCE`] or more, the server
@@ -466,13 +515,9 @@ impl Server {
         self.last_call = self.last_call.max(now);
     }
 
-    /// Wall-clock ticks since tick 0: what an honest client's clock follows.
+    /// The tick due at `now` on the wall clock (the server may not have run it yet): what
+    /// an honest client's clock follows.
     fn clock(&self, now: Instant) -> u64 {
-        (now.saturating_duration_since(self.began).as_secs_f64() * f64::from(self.rate())) as u64
-    }
-
-    /// Ticks of wall time since the server started (skips do not set it back).
-    fn wall_clock(&self, now: Instant) -> u64 {
         (now.saturating_duration_since(self.epoch).as_secs_f64() * f64::from(self.rate())) as u64
     }
 
@@ -606,6 +651,18 @@ impl Server {
         if self.stats.clients as usize >= max {
             return self.refuse_with(conn, Some("full"), format!("server full ({max} players)"));
         }
+        if let Some(cap) = self.headroom.capacity() {
+            if self.stats.clients as usize >= cap {
+                let why = self
+                    .headroom
+                    .strained()
+                    .unwrap_or("its players fill its headroom");
+                let reason = format!(
+                    "server full for its load: it carries {cap} players now ({why}; at most {max} when it can)"
+                );
+                return self.refuse_with(conn, Some("full_load"), reason);
+            }
+        }
         if self.sessions.contains_key(&id) || self.transferring(id) {
             let reason = format!("player {id} is already connected");
             return self.refuse_with(conn, Some("player_in_use"), reason);
@@ -625,7 +682,8 @@ impl Server {
             map_hash: self.map_hash,
             map_size: self.settings.map_bytes.len() as u64,
             sending_map,
-            server_tick: self.world.tick,
+            // The clock's tick, which the world reaches however late it runs.
+            server_tick: self.clock(now).max(self.world.tick),
             movement: self.settings.movement,
         };
         let bytes = encode_frame(&ServerControl::Welcome(Box::new(welcome)));
@@ -765,9 +823,16 @@ impl Server {
     /// Judges and buffers one input message from `id`.
     fn input(&mut self, id: PlayerId, msg: &InputMsg, now: Instant) {
         let next = self.world.tick + 1;
-        // The wall clock, which ticks the server skipped while starved do not set back: an
-        // honest client keeps time with it (and steers back to the server after a skip).
-        let clock = self.wall_clock(now);
+        // Commands are judged against the wall clock, which the server's lateness does not
+        // hold back: an honest client keeps time with it. Its lead is told against it too,
+        // so a server catching up never steers its clients' clocks.
+        let clock = self.clock(now);
+        // Behind: more than the tick due now but not yet run. Then the commands are placed
+        // against the clock's tick, and were not read as they came (nor just after an
+        // absence): their lead would be the server's delay.
+        let behind = clock > next;
+        let due_next = if behind { clock + 1 } else { next };
+        let timely = !behind && self.absence.is_none_or(|(end, _)| end < now);
         let trusted = self.settings.movement == MovementAuthority::Client;
         let Some(s) = self.sessions.get_mut(&id) else {
             return;
@@ -783,7 +848,7 @@ impl Server {
             return; // kicked for it
         };
         s.last_input = now;
-        s.inputs.receive(msg, next);
+        s.inputs.receive(msg, due_next, timely);
         s.snapshots.ack(msg.ack);
         let stale = s.correcting || msg.ack < s.correction_snapshot;
         if trusted && !stale {
@@ -809,7 +874,11 @@ impl Server {
         }
     }
 
-    /// Steps every tick due by `now` (and closes connections past their deadlines).
+    /// Steps the ticks due by `now` (and closes connections past their deadlines).
+    /// A server behind its clock runs every tick it owes, up to [`MAX_CATCH_UP`] a call:
+    /// all but the last on movement alone (their snapshots would be stale before they were
+    /// sent), so catching up costs a fraction of the ticks. Its lateness is its own: the
+    /// ticks keep their times, and clients' commands meet the ticks they were made for.
     /// Deadlines are seconds long: they are looked at when a tick is due, not on every
     /// call (the shell calls this for its transport's timers too).
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -821,15 +890,49 @@ impl Server {
             self.deadlines(now);
         }
         let due = self.clock(now);
-        if due > self.world.tick + MAX_CATCH_UP {
-            // Paused or starved: skip ahead rather than burst; tick `t` stays due at
-            // `began + t / rate`.
-            let skip = due - self.world.tick - MAX_CATCH_UP;
-            self.stats.ticks_skipped += skip;
-            self.began += Duration::from_secs_f64(skip as f64 / f64::from(self.rate()));
+        self.due = due;
+        let backlog = (MAX_BACKLOG.as_secs_f64() * f64::from(self.rate())) as u64;
+        if due > self.world.tick + backlog {
+            self.skip(due - self.world.tick - 1);
         }
-        while self.tick_at(self.world.tick + 1) <= now {
-            self.step();
+        let last = due.min(self.world.tick + MAX_CATCH_UP);
+        if due > self.world.tick + 1 && self.behind_since.is_none() {
+            let from = self.world.tick + 1;
+            self.behind_since =
+                Some((from, now, now.saturating_duration_since(self.tick_at(from))));
+        }
+        while self.world.tick < last {
+            if self.world.tick + 1 < due {
+                self.stats.ticks_late += 1;
+            }
+            let snapshots = self.world.tick + 1 == last;
+            self.step(snapshots);
+        }
+        if self.world.tick == due {
+            if let Some((from, since, behind)) = self.behind_since.take() {
+                self.events.push_back(Event::CaughtUp {
+                    from,
+                    ticks: due + 1 - from,
+                    behind,
+                    took: now.saturating_duration_since(since),
+                });
+            }
+        }
+    }
+
+    /// Skips `n` ticks the server cannot catch up on: their number passes, nothing moves.
+    /// Clients predicted their players through them, so each is corrected; none is judged
+    /// for it (its validator stands down over the gap, a trusted claim's span covers it).
+    fn skip(&mut self, n: u64) {
+        self.stats.ticks_skipped += n;
+        self.world.tick += n;
+        let tick = self.world.tick;
+        for s in self.sessions.values_mut() {
+            s.validator.server_skipped(tick);
+            s.unjudged = s
+                .unjudged
+                .saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+            s.expected.retain(|t, _| *t > tick);
         }
     }
 
@@ -854,10 +957,12 @@ impl Server {
             );
         }
         let timeout = self.settings.input_timeout;
+        // Silence while the server itself was away is not the client's.
+        let back = self.absence.map_or(self.epoch, |(end, _)| end);
         let silent: Vec<ConnId> = self
             .sessions
             .values()
-            .filter(|s| s.last_input + timeout <= now)
+            .filter(|s| s.last_input.max(back) + timeout <= now)
             .map(|s| s.conn)
             .collect();
         for conn in silent {
@@ -865,8 +970,9 @@ impl Server {
         }
     }
 
-    /// One tick: commands taken, the world stepped (or claims judged), snapshots encoded.
-    fn step(&mut self) {
+    /// One tick: commands taken, the world stepped (or claims judged), and snapshots
+    /// encoded unless `snapshots` is false (a tick caught up on).
+    fn step(&mut self, snapshots: bool) {
         let rate = f64::from(self.rate());
         let refill = self.settings.client_budget as f64 / rate;
         let cap = (self.settings.client_budget as f64 / 4.0).max(1200.0);
@@ -888,7 +994,9 @@ impl Server {
             self.authoritative(&commands.into_iter().collect());
         }
         self.stats.ticks += 1;
-        self.send_snapshots();
+        if snapshots {
+            self.send_snapshots();
+        }
     }
 
     /// A trusted-client tick: each player's claim for the tick is judged; a rejected one
@@ -996,10 +1104,14 @@ impl Server {
 
     /// Encodes each due client's snapshot within its byte budget. Clients are spread over
     /// the ticks between snapshots by id, so each tick encodes a share of them; each still
-    /// gets one every `rate / snapshot_rate` ticks.
+    /// gets one every `rate / snapshot_rate` ticks (or at the end of a catch-up).
     fn send_snapshots(&mut self) {
         let every = u64::from((self.rate() / self.settings.snapshot_rate).max(1));
         let tick = self.world.tick;
+        let behind = u32::try_from(self.due.saturating_sub(tick)).unwrap_or(u32::MAX);
+        // Ticks caught up on sent nothing: whoever was due in them is due now.
+        let span = tick.saturating_sub(self.snapshots_at).max(1);
+        self.snapshots_at = tick;
         let (interest, trusted) = (
             self.settings.interest,
             self.settings.movement == MovementAuthority::Client,
@@ -1007,7 +1119,7 @@ impl Server {
         let mut due: Vec<(&PlayerId, &mut Session)> = self
             .sessions
             .iter_mut()
-            .filter(|(id, _)| (tick + u64::from(**id)).is_multiple_of(every))
+            .filter(|(id, _)| (tick + u64::from(**id)) % every < span)
             .collect();
         if due.is_empty() {
             return;
@@ -1035,6 +1147,7 @@ impl Server {
                 s.feedback.missed_total = s.inputs.stats.missing;
             }
             s.feedback.input_lead = s.inputs.take_lead();
+            s.feedback.behind = behind;
             s.snapshots
                 .encode_in(world, crowd, **id, s.feedback, interest, max)
         };

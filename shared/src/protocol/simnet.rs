@@ -9,6 +9,7 @@
 use super::client::ClientOutput;
 use super::client::{Client, ClientSettings, End, Status};
 use super::conditioner::{Conditioner, LinkConditioner};
+use super::load::Load;
 use super::server::{map_frames, ConnId, Event, Output, Server};
 use crate::movement::MoveCommand;
 use std::collections::VecDeque;
@@ -71,8 +72,16 @@ pub struct SimNet {
     /// What each tick costs the server's thread (zero: nothing), and until when it is
     /// busy with the last ones: meanwhile what arrives waits unread and no tick runs.
     tick_cost: Duration,
+    /// What each tick costs per player in the world, on top.
+    player_cost: Duration,
     busy_until: Instant,
+    /// The server's work charged since the window began (see [`LOAD_WINDOW`]).
+    busy: Duration,
+    window_began: Instant,
 }
+
+/// How often the network reports the server's load to it, as a shell does.
+const LOAD_WINDOW: Duration = Duration::from_millis(250);
 
 /// Server events kept for the test to read; later ones are dropped.
 const EVENTS_KEPT: usize = 10_000;
@@ -87,15 +96,26 @@ impl SimNet {
             now,
             events: Vec::new(),
             tick_cost: Duration::ZERO,
+            player_cost: Duration::ZERO,
             busy_until: now,
+            busy: Duration::ZERO,
+            window_began: now,
         }
     }
 
     /// From now on each tick the server steps holds its thread for `cost` (over the tick
-    /// period: a server that falls behind, as an overloaded host's does); what arrives
+    /// period: a server that falls behind, as an overloaded host's does), and each tick
+    /// it catches up on (movement alone, no snapshots) a quarter of it; what arrives
     /// meanwhile waits unread, as in a socket's queue.
     pub fn set_tick_cost(&mut self, cost: Duration) {
         self.tick_cost = cost;
+    }
+
+    /// From now on each tick costs `cost` more per player in the world (a server whose
+    /// capacity is its players' cost: see [`Server::handle_load`], which the network
+    /// reports the load to every quarter second).
+    pub fn set_player_cost(&mut self, cost: Duration) {
+        self.player_cost = cost;
     }
 
     /// Holds the server's thread for `d` from now (a stall: a page fault storm, a
@@ -216,10 +236,22 @@ impl SimNet {
             }
         }
         if server_free && self.server.poll_timeout() <= now {
-            let before = self.server.world().tick;
+            let before = self.server.stats().ticks;
             self.server.handle_timeout(now);
-            let stepped = self.server.world().tick - before;
-            self.busy_until = now + self.tick_cost * stepped as u32;
+            let stepped = self.server.stats().ticks - before;
+            let caught_up = stepped.saturating_sub(1) as u32;
+            let players = self.server.world().players.len() as u32;
+            let tick = self.tick_cost + self.player_cost * players;
+            let work = tick * stepped.min(1) as u32 + tick * caught_up / 4;
+            self.busy += work;
+            self.busy_until = now + work;
+        }
+        if now >= self.window_began + LOAD_WINDOW {
+            let window = now - self.window_began;
+            let busy = self.busy.as_secs_f64() / window.as_secs_f64();
+            self.server.handle_load(Load { busy, dropped: 0 });
+            self.busy = Duration::ZERO;
+            self.window_began = now;
         }
         while let Some(out) = self.server.poll_output() {
             let conn = match &out {

@@ -346,6 +346,15 @@ impl Validator {
         self.relocated = tick;
     }
 
+    /// The server skipped ticks up to `tick` (it was too far behind to run them): the
+    /// player stood still through them while its client predicted it moving, so what the
+    /// client reported before is no reference for what it reports next.
+    pub fn server_skipped(&mut self, tick: u64) {
+        self.relocated = tick;
+        self.last_report = None;
+        self.diverging_since = None;
+    }
+
     /// Compares the state player `id` reported for the world's tick with the server's,
     /// once the server has stepped it. `contact`: the server's move of the player touched
     /// another player (or a mover) that tick.
@@ -463,15 +472,20 @@ impl Validator {
         // the later ticks, and it reports `tick - ack` ticks ahead. So the path may have
         // been replaced unless every tick from that far before the snapshot up to it was
         // compared and matched as reported.
-        let replaced = ack > self.acked && {
-            let from = ack.saturating_sub(tick.saturating_sub(ack));
-            let matched = self
-                .compared
-                .iter()
-                .filter(|(t, same)| *t >= from && *t <= ack && *same)
-                .count() as u64;
-            matched < ack - from + 1
-        };
+        // A replay over more than half a second (a server far behind sends snapshots
+        // seldom) runs against other players moved far since: its path may change
+        // however well the client's own state matched, and the divergence check judges it.
+        let long = tick.saturating_sub(ack) > self.cfg.divergence_ticks / 4;
+        let replaced = ack > self.acked
+            && (long || {
+                let from = ack.saturating_sub(tick.saturating_sub(ack));
+                let matched = self
+                    .compared
+                    .iter()
+                    .filter(|(t, same)| *t >= from && *t <= ack && *same)
+                    .count() as u64;
+                matched < ack - from + 1
+            });
         self.acked = self.acked.max(ack);
         if self.report_acks.len() >= COMPARED {
             self.report_acks.pop_front();

@@ -1,0 +1,104 @@
+//! Measures the machine thread's load for [`Server::handle_load`]: the share of the time
+//! the thread ran (the kernel's count of its run time, so a neighbour taking the core
+//! shows as ticks run late rather than as our work) and the datagrams the socket dropped.
+
+use expel_shared::protocol::load::Load;
+use std::time::{Duration, Instant};
+
+#[cfg(doc)]
+use expel_shared::protocol::server::Server;
+
+/// How often the load is reported.
+pub(crate) const WINDOW: Duration = Duration::from_millis(250);
+
+/// Run time and drops at the start of the window.
+pub(crate) struct LoadMeter {
+    port: u16,
+    at: Instant,
+    ran: Option<u64>,
+    dropped: Option<u64>,
+}
+
+impl LoadMeter {
+    /// A meter for the thread that calls it and the UDP socket(s) on `port`.
+    pub(crate) fn new(port: u16, now: Instant) -> LoadMeter {
+        LoadMeter {
+            port,
+            at: now,
+            ran: thread_run_ns(),
+            dropped: socket_drops(port),
+        }
+    }
+
+    /// The load over the window just ended, once a window has passed (else `None`).
+    pub(crate) fn sample(&mut self, now: Instant) -> Option<Load> {
+        let wall = now.checked_duration_since(self.at)?;
+        if wall < WINDOW {
+            return None;
+        }
+        let (ran, dropped) = (thread_run_ns(), socket_drops(self.port));
+        let busy = match (self.ran, ran) {
+            (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9 / wall.as_secs_f64(),
+            _ => 0.0,
+        };
+        let load = Load {
+            busy,
+            dropped: match (self.dropped, dropped) {
+                (Some(a), Some(b)) => b.saturating_sub(a),
+                _ => 0,
+            },
+        };
+        (self.at, self.ran, self.dropped) = (now, ran, dropped);
+        Some(load)
+    }
+}
+
+/// Nanoseconds the calling thread has run (`/proc/thread-self/schedstat`'s first field).
+fn thread_run_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Datagrams dropped so far by the UDP sockets bound to `port` (the `drops` column of
+/// `/proc/net/udp` and `udp6`); `None` where those are not to be read.
+fn socket_drops(port: u16) -> Option<u64> {
+    let mut total = None;
+    for table in ["/proc/net/udp", "/proc/net/udp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        *total.get_or_insert(0) += drops_on(&text, port);
+    }
+    total
+}
+
+/// The drops of `port`'s sockets in one such table.
+fn drops_on(table: &str, port: u16) -> u64 {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let local = fields.nth(1)?;
+            let p = u16::from_str_radix(local.rsplit_once(':')?.1, 16).ok()?;
+            let drops = fields.last()?.parse::<u64>().ok()?;
+            (p == port).then_some(drops)
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_are_read_for_the_port_alone() {
+        let table = "   sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops
+  123: 0100007F:6D38 00000000:0000 07 00000000:00000000 00:00000000 00000000  1000        0 41234 2 0000000000000000 17
+  124: 00000000:6D38 00000000:0000 07 00000000:00000000 00:00000000 00000000  1000        0 41235 2 0000000000000000 3
+  125: 00000000:0035 00000000:0000 07 00000000:00000000 00:00000000 00000000     0        0 1234 2 0000000000000000 99";
+        assert_eq!(drops_on(table, 0x6D38), 20);
+        assert_eq!(drops_on(table, 53), 99);
+        assert_eq!(drops_on(table, 1), 0);
+    }
+}

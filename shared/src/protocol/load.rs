@@ -1,0 +1,139 @@
+//! How many players the server can carry without harming those already in: its headroom,
+//! from what its shell measures (the share of the time its thread works, socket drops)
+//! and what it knows itself (ticks run late). Joins past it are refused for load, before
+//! the players in feel it; an orchestrator is told the same figure.
+
+/// The share of its time the server's thread may work with the players it admits: the rest
+/// is room for a burst (joins, a crowd meeting) without running late.
+pub const TARGET_BUSY: f64 = 0.7;
+/// Players in before the cost of one is estimated from the load (fewer, and the fixed cost
+/// of a tick would read as theirs).
+const MIN_SAMPLE: usize = 8;
+/// Weight of each new report in the per-player cost.
+const WEIGHT: f64 = 0.3;
+/// The published capacity moves only when the estimate leaves it by more than this share
+/// (so an orchestrator is not told of every wobble).
+const STEADY: f64 = 0.1;
+
+/// One window's measurements, from the shell.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Load {
+    /// The share of the window the server's busiest thread worked (0 to 1).
+    pub busy: f64,
+    /// Datagrams the socket dropped in the window (its receive queue overflowed).
+    pub dropped: u64,
+}
+
+/// The capacity estimate.
+#[derive(Clone, Debug, Default)]
+pub struct Headroom {
+    /// Busy share per player, averaged over reports.
+    cost: Option<f64>,
+    /// What joins are held to: `None` while nothing limits them.
+    capacity: Option<usize>,
+    /// Why the last report held joins at the players in, if it did.
+    strained: Option<String>,
+}
+
+impl Headroom {
+    /// Takes a window's load with `players` in and whether ticks ran late in it.
+    pub fn report(&mut self, load: Load, players: usize, late: u64) {
+        let busy = load.busy.clamp(0.0, 1.0);
+        if players >= MIN_SAMPLE && busy > 0.0 {
+            let sample = busy / players as f64;
+            self.cost = Some(self.cost.map_or(sample, |c| c + (sample - c) * WEIGHT));
+        }
+        self.strained = if late > 0 {
+            Some(format!("{late} ticks ran late"))
+        } else if load.dropped > 0 {
+            Some(format!("the socket dropped {} datagrams", load.dropped))
+        } else if busy > TARGET_BUSY {
+            Some(format!(
+                "its thread works {:.0}% of the time (at most {:.0}%)",
+                busy * 100.0,
+                TARGET_BUSY * 100.0
+            ))
+        } else {
+            None
+        };
+        let estimate = self.cost.map(|c| (TARGET_BUSY / c) as usize);
+        self.capacity = match (&self.strained, estimate, self.capacity) {
+            // Strained: nobody more, whatever the estimate says.
+            (Some(_), e, _) => Some(e.map_or(players, |e| e.min(players))),
+            (None, Some(e), Some(now)) if e.abs_diff(now) as f64 <= now as f64 * STEADY => {
+                Some(now.max(players))
+            }
+            (None, e, _) => e.map(|e| e.max(players)),
+        };
+    }
+
+    /// The players the server can carry now (`None`: no limit known).
+    pub fn capacity(&self) -> Option<usize> {
+        self.capacity
+    }
+
+    /// Why joins are held where they are, when the load holds them.
+    pub fn strained(&self) -> Option<&str> {
+        self.strained.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load(busy: f64) -> Load {
+        Load { busy, dropped: 0 }
+    }
+
+    #[test]
+    fn capacity_follows_the_cost_per_player_to_the_target() {
+        let mut h = Headroom::default();
+        h.report(load(0.05), 4, 0);
+        assert_eq!(h.capacity(), None, "too few players to tell");
+        // 1% of the thread each: 70 players at the target.
+        for _ in 0..20 {
+            h.report(load(0.2), 20, 0);
+        }
+        let at = h.capacity().expect("an estimate");
+        assert!((69..=70).contains(&at), "{at}");
+        // A small wobble does not move it; a real change does.
+        h.report(load(0.21), 20, 0);
+        assert_eq!(h.capacity(), Some(at));
+        for _ in 0..20 {
+            h.report(load(0.4), 20, 0);
+        }
+        let at = h.capacity().expect("an estimate");
+        assert!((34..=35).contains(&at), "{at}");
+    }
+
+    #[test]
+    fn late_ticks_drops_and_a_busy_thread_admit_nobody_more() {
+        for (l, late) in [
+            (load(0.2), 3),
+            (
+                Load {
+                    busy: 0.2,
+                    dropped: 9,
+                },
+                0,
+            ),
+            (load(0.9), 0),
+        ] {
+            let mut h = Headroom::default();
+            h.report(l, 20, late);
+            assert_eq!(h.capacity(), Some(20), "{l:?} {late}");
+            assert!(h.strained().is_some());
+            // Relieved, it admits again.
+            for _ in 0..20 {
+                h.report(load(0.2), 20, 0);
+            }
+            assert!(h.capacity() >= Some(69), "{l:?} {late}");
+            assert!(h.strained().is_none());
+        }
+        // Strained with too few players to estimate: held at those in.
+        let mut h = Headroom::default();
+        h.report(load(0.95), 2, 0);
+        assert_eq!(h.capacity(), Some(2));
+    }
+}
