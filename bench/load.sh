@@ -15,6 +15,8 @@
 #   SERVER_BIN=/path/to/old/expel bench/load.sh 1000   # another build's server, same bots
 #   INPUT_RATE=30 bench/load.sh 1000       # clients send inputs at 30 Hz, two commands each
 #   SERVER_ARGS="--threads 1" bench/load.sh 1000   # more flags for expel serve
+#   NOISE=1 bench/load.sh 1000             # a busy process shares the server's core(s)
+#   EXPEL_BIN=/path/to/expel bench/load.sh 1000     # a built binary alone (no cargo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,8 +27,12 @@ server_cpus=${SERVER_CPUS:-0}
 bot_cpus=${BOT_CPUS:-1}
 out=bench/results
 mkdir -p "$out"
-cargo build --release --bin expel >/dev/null
-bin=target/release/expel
+if [ -n "${EXPEL_BIN:-}" ]; then
+  bin=$EXPEL_BIN
+else
+  cargo build --release --bin expel >/dev/null
+  bin=target/release/expel
+fi
 # SERVER_BIN: another build's server against these bots (a before/after comparison).
 server_bin=${SERVER_BIN:-$bin}
 secret=load-bench-secret
@@ -43,13 +49,19 @@ if command -v taskset >/dev/null 2>&1; then
   pin_server=(taskset -c "$server_cpus") pin_bots=(taskset -c "$bot_cpus")
 fi
 
+# NOISE=1: a neighbour that wants the server's whole core (CFS gives it about half).
+noise=""
+if [ "${NOISE:-0}" = 1 ]; then
+  "${pin_server[@]}" sh -c 'while :; do :; done' &
+  noise=$!
+fi
 rows=()
 short=()
 best=0
 best_cpu=n/a
 server=""
 # A run cut short (Ctrl-C, timeout) must not leave its server running.
-trap '[ -n "$server" ] && kill "$server" 2>/dev/null || true' EXIT
+trap '[ -n "$server" ] && kill "$server" 2>/dev/null; [ -n "$noise" ] && kill "$noise" 2>/dev/null || true' EXIT
 for n in "${counts[@]}"; do
   log="$out/serve-$n.log"
   "${pin_server[@]}" "$server_bin" serve --addr 127.0.0.1:0 --secret "$secret" --max-players $((n + 16)) "${serve_extra[@]}" \
@@ -69,10 +81,15 @@ for n in "${counts[@]}"; do
     --duration "$secs" --behavior mixed --concurrent-connects 64 "${light[@]}" \
     --report "$out/load-$n.json" --chart "$out/load-$n.svg" >"$out/bots-$n.txt"
   [ -n "$prof" ] && wait "$prof"
+  # The server's own account of its lateness, before it goes.
+  metrics=$(curl -s "http://$addr/metrics" 2>/dev/null || true)
+  late=$(awk '/^expel_ticks_late_total /{print $2}' <<<"$metrics")
+  skipped=$(awk '/^expel_ticks_skipped_total /{print $2}' <<<"$metrics")
   kill -TERM "$server" && wait "$server" || true
-  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-60}" <<'EOF'
+  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-60}" "${late:-n/a}" "${skipped:-n/a}" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1])); n = int(sys.argv[2]); rate = float(sys.argv[3])
+late, skipped = sys.argv[4], sys.argv[5]
 f = lambda v: "n/a" if v is None else f"{v:.2f}"
 cpu = r['server_cpu_percent']
 # CPU per player-second over the whole run (joins and the idle tail included), a share of
@@ -92,7 +109,7 @@ print(f"| {n} | {r['connected']} | {f(r['server_tick_ms_p50'])} | {f(r['server_t
       f"{f(r['server_tick_ms_max'])} | {f(cpu)} | {f(per)} | {f(steady)} | {f(per_dg)} | {r['down_bytes_per_s']:.0f} | "
       f"{r['down_payload_bytes_per_s']:.0f} | {dg:.1f} | {f(quic)} | "
       f"{r['up_bytes_per_s']:.0f} | {r['up_datagrams_per_s']:.1f} | {lost} | {r['honest_flagged']} | "
-      f"{r['snapshots_per_s']:.1f} |")
+      f"{r['snapshots_per_s']:.1f} | {r['refused_for_load']} | {late} | {skipped} |")
 # The steady CPU, for the estimate of where the server's cores run out.
 print("n/a" if steady is None else f"{steady:.4f}")
 # Bots whose core is full send fewer inputs than asked: the row then measures a lighter
@@ -113,9 +130,9 @@ EOF
   fi
 done
 
-echo "server on CPUs $server_cpus, bots on CPUs $bot_cpus, ${secs} s per run, $([ ${#light[@]} -gt 0 ] && echo light || echo predicting) bots, inputs at ${INPUT_RATE:-60} Hz"
-echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s (whole run) | the same, everyone on | server CPU us per datagram each way | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "server on CPUs $server_cpus$([ -n "$noise" ] && echo " (shared with a busy process)"), bots on CPUs $bot_cpus, ${secs} s per run, $([ ${#light[@]} -gt 0 ] && echo light || echo predicting) bots, inputs at ${INPUT_RATE:-60} Hz"
+echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s (whole run) | the same, everyone on | server CPU us per datagram each way | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot | refused for load | ticks late | ticks skipped |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 echo
 [ ${#short[@]} -gt 0 ] && printf '%s\n' "${short[@]}"

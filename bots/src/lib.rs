@@ -611,6 +611,9 @@ pub async fn watch_server(
     }
 }
 
+/// What the server's refusal says when its load, not its maximum, keeps a bot out.
+const FULL_FOR_LOAD: &str = "full for its load";
+
 /// The report of a swarm run (field names are a contract).
 #[derive(Clone, Debug, Serialize)]
 pub struct SwarmReport {
@@ -618,6 +621,9 @@ pub struct SwarmReport {
     pub connected: u64,
     /// Bots that could not join.
     pub failed: u64,
+    /// Of those, the bots the server refused because its load was full (its capacity,
+    /// not its maximum of players).
+    pub refused_for_load: u64,
     /// Joined bots whose session ended early, not by a kick (connection lost, shutdown).
     pub disconnected: u64,
     /// Bots the server kicked.
@@ -702,6 +708,7 @@ pub fn summarize(
     let mut r = SwarmReport {
         connected: 0,
         failed: 0,
+        refused_for_load: 0,
         disconnected: 0,
         kicked: 0,
         rtt_ms_p50: 0.0,
@@ -741,6 +748,12 @@ pub fn summarize(
         }
         let Some(player) = o.player else {
             r.failed += 1;
+            if o.error
+                .as_deref()
+                .is_some_and(|e| e.contains(FULL_FOR_LOAD))
+            {
+                r.refused_for_load += 1;
+            }
             continue;
         };
         r.connected += 1;

@@ -13,14 +13,16 @@
 
 use crate::{driver, BotOutcome, SwarmOptions, SwarmProgress, BEHAVIOUR_SEED, BOTS_PER_SOCKET};
 use bytes::{Bytes, BytesMut};
-use expel_client::{bind_address, client_config, ClientError, Recorder, Script, HANDSHAKE_TIMEOUT};
+use expel_client::{
+    bind_address, client_config, close_reason, ClientError, Recorder, Script, HANDSHAKE_TIMEOUT,
+};
 use expel_shared::protocol::client::{Client, ClientOutput, ClientSettings, End, Status};
 use expel_shared::protocol::ALPN;
 use expel_shared::{MoveCommand, PlayerState, Sim};
 use quinn::udp::{RecvMeta, Transmit as UdpTransmit, UdpSocketState};
 use quinn_proto::{
-    ConnectionError, ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig, Event,
-    StreamEvent, StreamId, Transmit,
+    ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig, Event, StreamEvent, StreamId,
+    Transmit,
 };
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -521,13 +523,7 @@ impl Swarm {
                 }
                 Event::ConnectionLost { reason } => {
                     bot.lost = true;
-                    let (code, why) = match reason {
-                        ConnectionError::ApplicationClosed(a) => (
-                            u32::try_from(a.error_code.into_inner()).ok(),
-                            String::from_utf8_lossy(&a.reason).into_owned(),
-                        ),
-                        other => (None, other.to_string()),
-                    };
+                    let (code, why) = close_reason(&reason);
                     match bot.machine.as_mut() {
                         Some(m) => m.handle_closed(code, &why),
                         // Lost in the handshake: `advance` says why.

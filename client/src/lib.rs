@@ -185,6 +185,29 @@ pub fn client_endpoint(server: SocketAddr) -> Result<quinn::Endpoint, ClientErro
     })
 }
 
+/// How a client tells a refusal at the server's door (QUIC's CONNECTION_REFUSED, before
+/// any handshake): the server sheds joins so, cheaply, while its load is full or too many
+/// joins are under way.
+pub const REFUSED_AT_THE_DOOR: &str =
+    "server full for its load: refused before the handshake (its load, or the joins under way)";
+
+/// What the server's closing of a connection says: its application code and reason, or
+/// QUIC's (a refusal at the door reads as [`REFUSED_AT_THE_DOOR`]).
+pub fn close_reason(e: &quinn::ConnectionError) -> (Option<u32>, String) {
+    match e {
+        quinn::ConnectionError::ApplicationClosed(a) => (
+            u32::try_from(a.error_code.into_inner()).ok(),
+            String::from_utf8_lossy(&a.reason).into_owned(),
+        ),
+        quinn::ConnectionError::ConnectionClosed(c)
+            if c.error_code == quinn::TransportErrorCode::CONNECTION_REFUSED =>
+        {
+            (None, REFUSED_AT_THE_DOOR.into())
+        }
+        other => (None, other.to_string()),
+    }
+}
+
 /// Connects, says hello, and plays until the welcome and the map have arrived.
 pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session, ClientError> {
     let fail = |detail: String| ClientError::Connect { addr, detail };
@@ -204,7 +227,10 @@ pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session,
                 HANDSHAKE_TIMEOUT.as_secs()
             ))
         })?
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| match close_reason(&e) {
+            (_, why) if why == REFUSED_AT_THE_DOOR => ClientError::Refused(why),
+            (_, why) => fail(why),
+        })?;
     let (mut send, mut recv) = conn.open_bi().await.map_err(|e| fail(e.to_string()))?;
     let (tx, inbound) = mpsc::channel(INBOUND);
     let inbound_dropped = Arc::new(AtomicU64::new(0));
@@ -246,13 +272,7 @@ pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session,
                     Err(mpsc::error::TrySendError::Closed(_)) => break,
                 },
                 Err(e) => {
-                    let (code, reason) = match e {
-                        quinn::ConnectionError::ApplicationClosed(a) => (
-                            u32::try_from(a.error_code.into_inner()).ok(),
-                            String::from_utf8_lossy(&a.reason).into_owned(),
-                        ),
-                        other => (None, other.to_string()),
-                    };
+                    let (code, reason) = close_reason(&e);
                     let _ = tx.send(Inbound::Closed(code, reason)).await;
                     break;
                 }
@@ -810,4 +830,26 @@ pub async fn run(
     let report = recorder.finish(&s, started, &stats0);
     s.close("done").await;
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn closed(code: quinn::TransportErrorCode) -> quinn::ConnectionError {
+        quinn::ConnectionError::ConnectionClosed(quinn::ConnectionClose {
+            error_code: code,
+            frame_type: None,
+            reason: bytes::Bytes::new(),
+        })
+    }
+
+    #[test]
+    fn a_refusal_at_the_door_reads_as_full_for_load_and_is_worth_another_try() {
+        let (code, why) = close_reason(&closed(quinn::TransportErrorCode::CONNECTION_REFUSED));
+        assert_eq!((code, why.as_str()), (None, REFUSED_AT_THE_DOOR));
+        assert!(ClientError::Refused(why).is_transient());
+        let (_, other) = close_reason(&closed(quinn::TransportErrorCode::PROTOCOL_VIOLATION));
+        assert!(!other.contains("full"), "{other}");
+    }
 }

@@ -57,6 +57,8 @@ pub enum Decision {
     RefuseTotal,
     /// Refuse: too many not-yet-joined connections from this address.
     RefuseAddress,
+    /// Refuse: the server carries all the players its load allows.
+    RefuseLoad,
 }
 
 impl Decision {
@@ -67,15 +69,17 @@ impl Decision {
             Decision::Retry => "retried",
             Decision::RefuseTotal => "refused_total",
             Decision::RefuseAddress => "refused_address",
+            Decision::RefuseLoad => "refused_load",
         }
     }
 
     /// Every outcome, in the order metrics list them.
-    pub const ALL: [Decision; 4] = [
+    pub const ALL: [Decision; 5] = [
         Decision::Accept,
         Decision::Retry,
         Decision::RefuseTotal,
         Decision::RefuseAddress,
+        Decision::RefuseLoad,
     ];
 }
 

@@ -1,6 +1,7 @@
 //! Measures the machine thread's load for [`Server::handle_load`]: the share of the time
-//! the thread ran (the kernel's count of its run time, so a neighbour taking the core
-//! shows as ticks run late rather than as our work) and the datagrams the socket dropped.
+//! the thread ran or waited to run (the kernel's counts: a neighbour taking half the core
+//! makes the thread wait about as long as it runs, so the same players read as twice the
+//! load, and the capacity halves), and the datagrams the socket dropped.
 
 use expel_shared::protocol::load::Load;
 use std::time::{Duration, Instant};
@@ -53,10 +54,12 @@ impl LoadMeter {
     }
 }
 
-/// Nanoseconds the calling thread has run (`/proc/thread-self/schedstat`'s first field).
+/// Nanoseconds the calling thread has run or waited on a run queue to run
+/// (`/proc/thread-self/schedstat`'s first two fields).
 fn thread_run_ns() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
+    let mut f = s.split_whitespace().map(|x| x.parse::<u64>().ok());
+    Some(f.next()??.saturating_add(f.next()??))
 }
 
 /// Datagrams dropped so far by the UDP sockets bound to `port` (the `drops` column of

@@ -89,7 +89,7 @@ pub struct Metrics {
     /// Connections not yet joined (handshaking, or before their hello is answered).
     pub pending: AtomicU64,
     /// Connection attempts by what admission decided, in [`Decision::ALL`] order.
-    pub incoming: [AtomicU64; 4],
+    pub incoming: [AtomicU64; Decision::ALL.len()],
     /// What arrived at the QUIC socket, and what its doorman dropped.
     pub udp: Arc<UdpCounts>,
     /// QUIC handshakes that did not finish within the handshake timeout.

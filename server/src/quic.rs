@@ -126,6 +126,8 @@ pub(crate) struct Context<'a> {
     pub(crate) admission: &'a Admission,
     pub(crate) limits: &'a Limits,
     pub(crate) map: &'a [u8],
+    /// Players the server holds at most (its refusal is the hello's, not the door's).
+    pub(crate) max_players: u64,
 }
 
 /// The endpoint, the socket and every connection.
@@ -376,6 +378,15 @@ impl Quic {
             self.respond(&t, &response);
             return;
         }
+        // The load holds the players at what the server carries (below its maximum, whose
+        // refusal is the hello's): the join is shed here, before a handshake costs anything.
+        let carried = m.capacity.load(Relaxed);
+        if carried < cx.max_players && m.clients.load(Relaxed) >= carried {
+            m.incoming(Decision::RefuseLoad);
+            let t = self.endpoint.refuse(incoming, &mut response);
+            self.respond(&t, &response);
+            return;
+        }
         let (decision, pending) = cx
             .admission
             .decide(from.ip(), incoming.remote_address_validated());
@@ -528,6 +539,9 @@ impl Quic {
             return;
         };
         let Some(p) = self.peer_mut(h) else { return };
+        // Refused or leaving, it waits for nothing admission bounds: its slot goes to
+        // the next comer now, not after its last words (a storm of refusals held them).
+        p.pending = None;
         // After what is already queued: a frame cut short would garble the stream.
         if p.stream.is_some() {
             p.writes.push_back(Out::Bytes {

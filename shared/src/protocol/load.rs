@@ -15,10 +15,18 @@ const WEIGHT: f64 = 0.3;
 /// (so an orchestrator is not told of every wobble).
 const STEADY: f64 = 0.1;
 
+/// Joins in a window, as a share of the players in, below which the window shows what the
+/// players cost.
+const STEADY_JOINS: f64 = 0.02;
+/// Late ticks, as a share of those run, that show the server is strained (a few are a
+/// neighbour's time slice, not a load to shed).
+const LATE_SHARE: f64 = 0.1;
+
 /// One window's measurements, from the shell.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Load {
-    /// The share of the window the server's busiest thread worked (0 to 1).
+    /// The share of the window the server's busiest thread worked or waited for a core to
+    /// work on (0 to 1).
     pub busy: f64,
     /// Datagrams the socket dropped in the window (its receive queue overflowed).
     pub dropped: u64,
@@ -36,18 +44,22 @@ pub struct Headroom {
 }
 
 impl Headroom {
-    /// Takes a window's load with `players` in and whether ticks ran late in it.
-    pub fn report(&mut self, load: Load, players: usize, late: u64) {
+    /// Takes a window's load with `players` in, in which `ticks` were run, `late` of them
+    /// a period or more after they were due, and `joins` players joined.
+    pub fn report(&mut self, load: Load, players: usize, ticks: u64, late: u64, joins: u64) {
         let busy = load.busy.clamp(0.0, 1.0);
-        if players >= MIN_SAMPLE && busy > 0.0 {
+        // Only a window with few joins shows what players cost: a handshake costs many
+        // ticks of a player, and a crowd joining would read as a costly crowd.
+        let steady = joins as f64 <= players as f64 * STEADY_JOINS;
+        if steady && players >= MIN_SAMPLE && busy > 0.0 {
             let sample = busy / players as f64;
             self.cost = Some(self.cost.map_or(sample, |c| c + (sample - c) * WEIGHT));
         }
-        self.strained = if late > 0 {
-            Some(format!("{late} ticks ran late"))
+        self.strained = if late > 0 && late as f64 >= ticks as f64 * LATE_SHARE {
+            Some(format!("{late} of {ticks} ticks ran late"))
         } else if load.dropped > 0 {
             Some(format!("the socket dropped {} datagrams", load.dropped))
-        } else if busy > TARGET_BUSY {
+        } else if steady && busy > TARGET_BUSY {
             Some(format!(
                 "its thread works {:.0}% of the time (at most {:.0}%)",
                 busy * 100.0,
@@ -89,19 +101,19 @@ mod tests {
     #[test]
     fn capacity_follows_the_cost_per_player_to_the_target() {
         let mut h = Headroom::default();
-        h.report(load(0.05), 4, 0);
+        h.report(load(0.05), 4, 15, 0, 0);
         assert_eq!(h.capacity(), None, "too few players to tell");
         // 1% of the thread each: 70 players at the target.
         for _ in 0..20 {
-            h.report(load(0.2), 20, 0);
+            h.report(load(0.2), 20, 15, 0, 0);
         }
         let at = h.capacity().expect("an estimate");
         assert!((69..=70).contains(&at), "{at}");
         // A small wobble does not move it; a real change does.
-        h.report(load(0.21), 20, 0);
+        h.report(load(0.21), 20, 15, 0, 0);
         assert_eq!(h.capacity(), Some(at));
         for _ in 0..20 {
-            h.report(load(0.4), 20, 0);
+            h.report(load(0.4), 20, 15, 0, 0);
         }
         let at = h.capacity().expect("an estimate");
         assert!((34..=35).contains(&at), "{at}");
@@ -111,6 +123,7 @@ mod tests {
     fn late_ticks_drops_and_a_busy_thread_admit_nobody_more() {
         for (l, late) in [
             (load(0.2), 3),
+            (load(0.2), 15),
             (
                 Load {
                     busy: 0.2,
@@ -121,19 +134,35 @@ mod tests {
             (load(0.9), 0),
         ] {
             let mut h = Headroom::default();
-            h.report(l, 20, late);
-            assert_eq!(h.capacity(), Some(20), "{l:?} {late}");
+            h.report(l, 20, 15, late, 0);
+            assert!(h.capacity() <= Some(20), "{l:?} {late}");
             assert!(h.strained().is_some());
             // Relieved, it admits again.
             for _ in 0..20 {
-                h.report(load(0.2), 20, 0);
+                h.report(load(0.2), 20, 15, 0, 0);
             }
-            assert!(h.capacity() >= Some(69), "{l:?} {late}");
+            assert!(h.capacity() >= Some(60), "{l:?} {late} {:?}", h.capacity());
             assert!(h.strained().is_none());
         }
+        // A crowd joining costs more than it will: neither its cost nor its busy thread
+        // counts, only its harm (ticks late).
+        let mut h = Headroom::default();
+        for _ in 0..20 {
+            h.report(load(0.2), 20, 15, 0, 0);
+        }
+        let at = h.capacity();
+        h.report(load(0.95), 40, 15, 0, 20);
+        assert_eq!(h.capacity(), at);
+        assert!(h.strained().is_none());
+        h.report(load(0.95), 60, 15, 8, 20);
+        assert_eq!(h.capacity(), Some(60));
+        // A tick late now and then (a neighbour's time slice) is no strain.
+        let mut h = Headroom::default();
+        h.report(load(0.2), 20, 15, 1, 0);
+        assert!(h.strained().is_none());
         // Strained with too few players to estimate: held at those in.
         let mut h = Headroom::default();
-        h.report(load(0.95), 2, 0);
+        h.report(load(0.95), 2, 15, 0, 0);
         assert_eq!(h.capacity(), Some(2));
     }
 }

@@ -365,8 +365,11 @@ pub struct Server {
     due: u64,
     /// What the load allows (see [`Server::handle_load`]).
     headroom: Headroom,
-    /// `ticks_late` at the last load report.
+    /// `ticks_late` and `ticks` at the last load report.
     late_reported: u64,
+    ticks_reported: u64,
+    /// Players welcomed since the last load report.
+    joins_since: u64,
     /// The first tick stepped late in the present catch-up, when, and how late.
     behind_since: Option<(u64, Instant, Duration)>,
     /// When the hello and input deadlines are next looked at (see [`Server::deadlines`]).
@@ -428,6 +431,8 @@ impl Server {
             snapshots_at: 0,
             headroom: Headroom::default(),
             late_reported: 0,
+            ticks_reported: 0,
+            joins_since: 0,
             due: 0,
             behind_since: None,
             deadlines_due: now,
@@ -471,9 +476,11 @@ impl Server {
     /// [`Headroom`]). Joins past it are refused for load ("full_load").
     pub fn handle_load(&mut self, load: Load) {
         let late = self.stats.ticks_late - self.late_reported;
-        self.late_reported = self.stats.ticks_late;
+        let ticks = self.stats.ticks - self.ticks_reported;
+        (self.late_reported, self.ticks_reported) = (self.stats.ticks_late, self.stats.ticks);
+        let joins = std::mem::take(&mut self.joins_since);
         self.headroom
-            .report(load, self.stats.clients as usize, late);
+            .report(load, self.stats.clients as usize, ticks, late, joins);
         self.stats.capacity = self.headroom.capacity().map(|c| c as u64);
     }
 
@@ -689,6 +696,7 @@ impl Server {
         let bytes = encode_frame(&ServerControl::Welcome(Box::new(welcome)));
         self.outputs.push_back(Output::Control { conn, bytes });
         self.stats.clients += 1;
+        self.joins_since += 1;
         self.events.push_back(Event::Joined {
             conn,
             player: id,
