@@ -17,7 +17,7 @@ const STEADY: f64 = 0.1;
 
 /// Joins in a window, as a share of the players in, below which the window shows what the
 /// players cost.
-const STEADY_JOINS: f64 = 0.02;
+const STEADY_JOINS: f64 = 0.25;
 /// Late ticks, as a share of those run, that show the server is strained (a few are a
 /// neighbour's time slice, not a load to shed).
 const LATE_SHARE: f64 = 0.1;
