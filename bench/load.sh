@@ -17,6 +17,8 @@
 #   SERVER_ARGS="--threads 1" bench/load.sh 1000   # more flags for expel serve
 #   NOISE=1 bench/load.sh 1000             # a busy process shares the server's core(s)
 #   EXPEL_BIN=/path/to/expel bench/load.sh 1000     # a built binary alone (no cargo)
+#   SERVER_CPUS=0-3 BOT_CPUS=4-11 BOT_PROCS=8 bench/load.sh 8000   # bots in 8 processes,
+#                                          # each pinned to one of BOT_CPUS in turn
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +50,12 @@ pin_server=() pin_bots=()
 if command -v taskset >/dev/null 2>&1; then
   pin_server=(taskset -c "$server_cpus") pin_bots=(taskset -c "$bot_cpus")
 fi
+# BOT_CPUS as a list of single CPUs ("1-3,6": 1 2 3 6), one per bot process in turn.
+bot_cpu_list=()
+IFS=, read -ra parts <<<"$bot_cpus"
+for part in "${parts[@]}"; do
+  for c in $(seq "${part%-*}" "${part#*-}"); do bot_cpu_list+=("$c"); done
+done
 
 # NOISE=1: a neighbour that wants the server's whole core (CFS gives it about half).
 noise=""
@@ -77,19 +85,57 @@ for n in "${counts[@]}"; do
     (sleep $((secs / 3)) && perf record -e cpu-clock -F 499 --call-graph dwarf,16384 -p "$server" -o "$out/perf-$n.data" -- sleep $((secs / 3)) >/dev/null 2>&1) &
     prof=$!
   fi
-  "${pin_bots[@]}" "$bin" bots --server "$addr" --secret "$secret" --fingerprint "$fp" --count "$n" \
-    --duration "$secs" --behavior mixed --concurrent-connects 64 "${light[@]}" \
-    --report "$out/load-$n.json" --chart "$out/load-$n.svg" >"$out/bots-$n.txt"
+  # BOT_PROCS processes share the N bots, each with its own player ids and pinned to the
+  # next of BOT_CPUS; their reports merge into one. They share the 64 handshakes in flight
+  # that the server allows one address (they all come from loopback).
+  procs=${BOT_PROCS:-1}
+  bots=()
+  rm -f "$out"/load-"$n"-p*.json "$out"/bots-"$n"-p*.txt
+  for k in $(seq 0 $((procs - 1))); do
+    count=$((n / procs + (k < n % procs ? 1 : 0)))
+    pin=("${pin_bots[@]}")
+    [ "$procs" -gt 1 ] && [ ${#pin_bots[@]} -gt 0 ] && pin=(taskset -c "${bot_cpu_list[$((k % ${#bot_cpu_list[@]}))]}")
+    chart=()
+    [ "$k" = 0 ] && chart=(--chart "$out/load-$n.svg")
+    "${pin[@]}" "$bin" bots --server "$addr" --secret "$secret" --fingerprint "$fp" --count "$count" \
+      --first-player $((1 + k * 1000000)) --duration "$secs" --behavior mixed \
+      --concurrent-connects $(((64 + procs - 1) / procs)) \
+      "${light[@]}" --report "$out/load-$n-p$k.json" "${chart[@]}" >"$out/bots-$n-p$k.txt" &
+    bots+=($!)
+  done
+  for b in "${bots[@]}"; do wait "$b" || true; done
+  python3 - "$out/load-$n.json" "$out"/load-"$n"-p*.json <<'MERGE'
+import json, sys
+rs = [json.load(open(f)) for f in sys.argv[2:]]
+m = dict(rs[0])  # the server's figures: every process scraped the same server
+summed = ["connected", "failed", "refused_for_load", "disconnected", "kicked", "cheats_attempted",
+          "cheaters_detected", "honest_flagged", "unexplained_corrections", "reconnects"]
+for k in summed:
+    m[k] = sum(r.get(k, 0) for r in rs)
+on = sum(r["connected"] for r in rs) or 1
+for k in ["rtt_ms_p50", "snapshots_per_s", "down_bytes_per_s", "up_bytes_per_s", "down_datagrams_per_s",
+          "up_datagrams_per_s", "down_payload_bytes_per_s", "corrections_per_min_honest"]:
+    m[k] = sum(r[k] * r["connected"] for r in rs) / on
+m["rtt_ms_p99"] = max(r["rtt_ms_p99"] for r in rs)
+m["errors"] = sorted({e for r in rs for e in r["errors"]})[:8]
+json.dump(m, open(sys.argv[1], "w"), indent=1)
+MERGE
+  cat "$out"/bots-"$n"-p*.txt >"$out/bots-$n.txt"
   [ -n "$prof" ] && wait "$prof"
   # The server's own account of its lateness, before it goes.
   metrics=$(curl -s "http://$addr/metrics" 2>/dev/null || true)
   late=$(awk '/^expel_ticks_late_total /{print $2}' <<<"$metrics")
+  applied=$(awk '/^expel_inputs_applied_total /{print $2}' <<<"$metrics")
+  missing=$(awk '/^expel_inputs_missing_total /{print $2}' <<<"$metrics")
   skipped=$(awk '/^expel_ticks_skipped_total /{print $2}' <<<"$metrics")
   kill -TERM "$server" && wait "$server" || true
-  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-60}" "${late:-n/a}" "${skipped:-n/a}" <<'EOF'
+  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-60}" "${late:-n/a}" "${skipped:-n/a}" "${applied:-0}" "${missing:-0}" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1])); n = int(sys.argv[2]); rate = float(sys.argv[3])
 late, skipped = sys.argv[4], sys.argv[5]
+applied, missing = float(sys.argv[6]), float(sys.argv[7])
+# Of the ticks the server had a player's command for or lacked one: the share in time.
+in_time = "n/a" if applied + missing == 0 else f"{100 * applied / (applied + missing):.3f}%"
 f = lambda v: "n/a" if v is None else f"{v:.2f}"
 cpu = r['server_cpu_percent']
 # CPU per player-second over the whole run (joins and the idle tail included), a share of
@@ -109,7 +155,7 @@ print(f"| {n} | {r['connected']} | {f(r['server_tick_ms_p50'])} | {f(r['server_t
       f"{f(r['server_tick_ms_max'])} | {f(cpu)} | {f(per)} | {f(steady)} | {f(per_dg)} | {r['down_bytes_per_s']:.0f} | "
       f"{r['down_payload_bytes_per_s']:.0f} | {dg:.1f} | {f(quic)} | "
       f"{r['up_bytes_per_s']:.0f} | {r['up_datagrams_per_s']:.1f} | {lost} | {r['honest_flagged']} | "
-      f"{r['snapshots_per_s']:.1f} | {r['refused_for_load']} | {late} | {skipped} |")
+      f"{r['snapshots_per_s']:.1f} | {r['refused_for_load']} | {late} | {skipped} | {in_time} |")
 # The steady CPU, for the estimate of where the server's cores run out.
 print("n/a" if steady is None else f"{steady:.4f}")
 # Bots whose core is full send fewer inputs than asked: the row then measures a lighter
@@ -131,8 +177,8 @@ EOF
 done
 
 echo "server on CPUs $server_cpus$([ -n "$noise" ] && echo " (shared with a busy process)"), bots on CPUs $bot_cpus, ${secs} s per run, $([ ${#light[@]} -gt 0 ] && echo light || echo predicting) bots, inputs at ${INPUT_RATE:-60} Hz"
-echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s (whole run) | the same, everyone on | server CPU us per datagram each way | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot | refused for load | ticks late | ticks skipped |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s (whole run) | the same, everyone on | server CPU us per datagram each way | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot | refused for load | ticks late | ticks skipped | inputs in time |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 echo
 [ ${#short[@]} -gt 0 ] && printf '%s\n' "${short[@]}"

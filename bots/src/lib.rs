@@ -621,8 +621,9 @@ pub struct SwarmReport {
     pub connected: u64,
     /// Bots that could not join.
     pub failed: u64,
-    /// Of those, the bots the server refused because its load was full (its capacity,
-    /// not its maximum of players).
+    /// Of those, the bots the server refused for its load: at the hello because its
+    /// load was full (its capacity, not its maximum of players), or at the door, before
+    /// the handshake, which also sheds joins past those it lets be under way at once.
     pub refused_for_load: u64,
     /// Joined bots whose session ended early, not by a kick (connection lost, shutdown).
     pub disconnected: u64,
