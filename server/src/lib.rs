@@ -55,6 +55,9 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 /// of about thirty. A command arrives a millisecond late at worst, which the clients'
 /// lead absorbs.
 const READ_GAP: Duration = Duration::from_millis(1);
+/// The longest the machine's thread spends on waiting handshakes in one go, so the
+/// playing connections' datagrams are read in between.
+const ADMIT_SLICE: Duration = Duration::from_millis(2);
 
 /// Why the server could not start.
 #[derive(Debug, Error)]
@@ -458,6 +461,20 @@ async fn machine_loop(
         let due = server.poll_timeout();
         let due = quic.next_timer().map_or(due, |t| t.max(read_from).min(due));
         let now = Instant::now();
+        // Connection attempts wait for the time between ticks: a slice now, then round
+        // again (ticks and the socket first) while any are left.
+        if quic.has_waiting() && now < due {
+            quic.admit_waiting(&cx, due.min(now + ADMIT_SLICE));
+            drive(&mut server, &mut quic, &shared, &cx);
+            if quic.has_waiting() {
+                read_from = read_from.min(Instant::now());
+            }
+        }
+        let due = if quic.has_waiting() {
+            due.min(Instant::now() + ADMIT_SLICE)
+        } else {
+            due
+        };
         if now < read_from {
             // Not looking at the socket yet: asleep, the thread is not woken by what
             // arrives meanwhile (the reactor would be, for each datagram).

@@ -149,7 +149,13 @@ pub(crate) struct Quic {
     /// A transmit waits for the socket to become writable.
     send_blocked: bool,
     accepting: bool,
+    /// Connection attempts not yet looked at: their handshakes (the costliest thing a
+    /// join does) run between ticks, a slice at a time (see [`Quic::admit_waiting`]).
+    waiting: VecDeque<quinn_proto::Incoming>,
 }
+
+/// Connection attempts that may wait for their handshake; past them, the door refuses.
+const WAITING_MAX: usize = 1024;
 
 /// The socket as QUIC uses it.
 struct Wire {
@@ -228,6 +234,7 @@ impl Quic {
             send_buf: Vec::new(),
             send_blocked: false,
             accepting: true,
+            waiting: VecDeque::new(),
         })
     }
 
@@ -361,9 +368,35 @@ impl Quic {
                     self.touch(h.0);
                 }
             }
-            Some(DatagramEvent::NewConnection(incoming)) => self.incoming(now, incoming, cx),
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                if self.waiting.len() < WAITING_MAX {
+                    self.waiting.push_back(incoming);
+                } else {
+                    cx.metrics.incoming(Decision::RefuseTotal);
+                    let t = self.endpoint.refuse(incoming, &mut response);
+                    self.respond(&t, &response);
+                }
+            }
             Some(DatagramEvent::Response(t)) => self.respond(&t, &response),
             None => {}
+        }
+    }
+
+    /// Whether connection attempts wait for [`Quic::admit_waiting`].
+    pub(crate) fn has_waiting(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
+    /// Looks at waiting connection attempts (their handshakes begin, or they are retried
+    /// or refused) until `until`, and at one at least: a crowd joining at once costs the
+    /// tick's thread its slices between ticks, not the ticks.
+    pub(crate) fn admit_waiting(&mut self, cx: &Context, until: Instant) {
+        while let Some(incoming) = self.waiting.pop_front() {
+            let now = Instant::now();
+            self.incoming(now, incoming, cx);
+            if Instant::now() >= until {
+                break;
+            }
         }
     }
 
@@ -563,6 +596,11 @@ impl Quic {
     /// in their handshake); the machine's shutdown closes the rest.
     pub(crate) fn stop_accepting(&mut self, reason: &str, now: Instant) {
         self.accepting = false;
+        let mut response = Vec::new();
+        while let Some(incoming) = self.waiting.pop_front() {
+            let t = self.endpoint.refuse(incoming, &mut response);
+            self.respond(&t, &response);
+        }
         for h in 0..self.peers.len() {
             let Some(p) = self.peer_mut(h) else { continue };
             if p.closing.is_none() && !p.closed && p.id.is_none() {
