@@ -1,0 +1,163 @@
+//! What the server machine tells its shell: what to do ([`Output`]), what happened
+//! ([`Event`]) and its counters ([`ServerStats`]).
+
+use super::ConnId;
+use crate::protocol::input::InputStats;
+use crate::sim::PlayerId;
+use crate::validate::ViolationKind;
+use std::time::Duration;
+
+/// Why connections were refused, as metric label values.
+pub const REFUSALS: [&str; 11] = [
+    "version",
+    "token_malformed",
+    "token_version",
+    "token_forged",
+    "token_wrong_server",
+    "token_expired",
+    "token_replayed",
+    "full",
+    "full_load",
+    "player_in_use",
+    "hello_timeout",
+];
+
+/// What the shell must do.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    /// Write these bytes (whole frames) on the connection's control stream, in order.
+    Control {
+        /// To whom.
+        conn: ConnId,
+        /// The frames.
+        bytes: Vec<u8>,
+    },
+    /// Stream the map after what was written before: the frames of [`map_frames`](super::map_frames).
+    Map {
+        /// To whom.
+        conn: ConnId,
+    },
+    /// Send one datagram (dropping it is allowed: snapshots are not retransmitted).
+    Datagram {
+        /// To whom.
+        conn: ConnId,
+        /// The datagram.
+        bytes: Vec<u8>,
+    },
+    /// Finish writing what is queued and then `last` (within the shell's write deadline),
+    /// then close the connection with this application code and reason. The reason goes
+    /// in the close frame whatever becomes of the write, so a peer that stops reading
+    /// still learns it. The machine has already forgotten the player.
+    Close {
+        /// Whom.
+        conn: ConnId,
+        /// The last words on the control stream (a refusal, kick or shutdown notice;
+        /// empty for none).
+        last: Vec<u8>,
+        /// [`CLOSE_SHUTDOWN`](crate::protocol::CLOSE_SHUTDOWN), [`CLOSE_REFUSED`](crate::protocol::CLOSE_REFUSED) or [`CLOSE_KICKED`](crate::protocol::CLOSE_KICKED).
+        code: u32,
+        /// Why, for the close frame.
+        reason: String,
+    },
+}
+
+/// What happened, for logs and per-player tables.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// A player joined (it is in the world once its map has arrived).
+    Joined {
+        /// Its connection.
+        conn: ConnId,
+        /// Its player.
+        player: PlayerId,
+        /// Whether the map is being sent.
+        sending_map: bool,
+    },
+    /// A player left the world, and why.
+    Left {
+        /// Its player.
+        player: PlayerId,
+        /// Why.
+        reason: String,
+    },
+    /// A connection was refused before joining.
+    Refused {
+        /// Its connection.
+        conn: ConnId,
+        /// Why.
+        reason: String,
+    },
+    /// The server ran late and has caught up: ticks from `from` on, `ticks` of them, ran
+    /// up to `behind` after they were due; the catch-up took `took`. (Ticks skipped are
+    /// counted in [`ServerStats::ticks_skipped`].)
+    CaughtUp {
+        /// The first tick run late.
+        from: u64,
+        /// Ticks from it to the one now.
+        ticks: u64,
+        /// How late the first one ran.
+        behind: Duration,
+        /// From the first late tick to caught up.
+        took: Duration,
+    },
+    /// Move validation found a violation.
+    Violation {
+        /// Who.
+        player: PlayerId,
+        /// What kind.
+        kind: ViolationKind,
+        /// What was seen.
+        evidence: String,
+    },
+}
+
+/// Counts of everything the machine saw and did: plain numbers, copied out by the shell.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerStats {
+    /// Ticks stepped.
+    pub ticks: u64,
+    /// Ticks stepped a period or more after they were due (caught up on).
+    pub ticks_late: u64,
+    /// Ticks skipped: the server was further behind than it catches up on.
+    pub ticks_skipped: u64,
+    /// Datagrams received.
+    pub datagrams_in: u64,
+    /// Datagram bytes received.
+    pub bytes_in: u64,
+    /// Snapshot datagrams handed out to send.
+    pub datagrams_out: u64,
+    /// Their bytes.
+    pub bytes_out: u64,
+    /// Snapshots not sent (no room within the size or byte budget).
+    pub snapshot_drops: u64,
+    /// What the input buffers saw, summed over every client that ever joined.
+    pub inputs: InputStats,
+    /// Predictions that differed from the server's state, and rejected claims.
+    pub corrections: u64,
+    /// Trusted-client claims accepted.
+    pub claims_accepted: u64,
+    /// Trusted-client claims rejected.
+    pub claims_rejected: u64,
+    /// Trusted-client ticks without a claim.
+    pub claims_missing: u64,
+    /// Datagrams that did not decode (or came before the player was in the world).
+    pub malformed_datagrams: u64,
+    /// Datagrams dropped undecoded: over their connection's allowance (a few times the
+    /// input rate).
+    pub datagrams_over_rate: u64,
+    /// Control messages that did not decode or came out of turn.
+    pub malformed_control: u64,
+    /// Clients kicked.
+    pub kicks: u64,
+    /// Refusals by reason, in [`REFUSALS`] order.
+    pub refusals: [u64; REFUSALS.len()],
+    /// Violations by kind, in [`ViolationKind::ALL`] order.
+    pub violations: [u64; ViolationKind::ALL.len()],
+    /// Player slots held (welcomed, in the world or receiving the map).
+    pub clients: u64,
+    /// Connections that have not said hello yet.
+    pub awaiting_hello: u64,
+    /// The players the load allows now (`None`: no limit known; see
+    /// [`Server::handle_load`](super::Server::handle_load)).
+    pub capacity: Option<u64>,
+}

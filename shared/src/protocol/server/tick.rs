@@ -1,0 +1,329 @@
+//! The machine's ticks: when they are due, catching up on those it owes, the deadlines
+//! looked at with them, and each tick's step and snapshots.
+
+use super::{
+    ConnId, Event, Output, Phase, Server, Session, DEFAULT_DATAGRAM, MAX_BACKLOG, MAX_CATCH_UP,
+};
+use crate::movement::{MoveCommand, Obstacle};
+use crate::protocol::input::InputStats;
+use crate::protocol::snapshot::Crowd;
+use crate::protocol::MovementAuthority;
+use crate::sim::PlayerId;
+use crate::validate::TickClaim;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+impl Server {
+    /// Steps the ticks due by `now` (and closes connections past their deadlines).
+    /// A server behind its clock runs every tick it owes, up to [`MAX_CATCH_UP`] a call:
+    /// all but the last on movement alone (their snapshots would be stale before they were
+    /// sent), so catching up costs a fraction of the ticks. Its lateness is its own: the
+    /// ticks keep their times, and clients' commands meet the ticks they were made for.
+    /// Deadlines are seconds long: they are looked at when a tick is due, not on every
+    /// call (the shell calls this for its transport's timers too).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.called(now);
+        if self.poll_timeout() > now {
+            return;
+        }
+        if now >= self.deadlines_due {
+            self.deadlines(now);
+        }
+        let due = self.clock(now);
+        self.due = due;
+        let backlog = (MAX_BACKLOG.as_secs_f64() * f64::from(self.rate())) as u64;
+        if due > self.world.tick + backlog {
+            self.skip(due - self.world.tick - 1);
+        }
+        let last = due.min(self.world.tick + MAX_CATCH_UP);
+        if due > self.world.tick + 1 && self.behind_since.is_none() {
+            let from = self.world.tick + 1;
+            self.behind_since =
+                Some((from, now, now.saturating_duration_since(self.tick_at(from))));
+        }
+        while self.world.tick < last {
+            if self.world.tick + 1 < due {
+                self.stats.ticks_late += 1;
+            }
+            let snapshots = self.world.tick + 1 == last;
+            self.step(snapshots);
+        }
+        if self.world.tick == due {
+            if let Some((from, since, behind)) = self.behind_since.take() {
+                self.events.push_back(Event::CaughtUp {
+                    from,
+                    ticks: due + 1 - from,
+                    behind,
+                    took: now.saturating_duration_since(since),
+                });
+            }
+        }
+    }
+
+    /// Skips `n` ticks the server cannot catch up on: their number passes, nothing moves.
+    /// Clients predicted their players through them, so each is corrected; none is judged
+    /// for it (its validator stands down over the gap, a trusted claim's span covers it).
+    fn skip(&mut self, n: u64) {
+        self.stats.ticks_skipped += n;
+        self.world.tick += n;
+        let tick = self.world.tick;
+        for s in self.sessions.values_mut() {
+            s.validator.server_skipped(tick);
+            s.unjudged = s
+                .unjudged
+                .saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+            s.expected.retain(|t, _| *t > tick);
+        }
+    }
+
+    /// Refuses connections that sent no hello in time and kicks players whose input
+    /// stopped. Every connection and session is looked at, so not at every tick: at a
+    /// twentieth of the shorter timeout (at most 100 ms), which a deadline may pass by.
+    fn deadlines(&mut self, now: Instant) {
+        let shorter = self.settings.hello_timeout.min(self.settings.input_timeout);
+        self.deadlines_due = now + (shorter / 20).min(Duration::from_millis(100));
+        let late: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| matches!(c.phase, Phase::Hello { deadline } if deadline <= now))
+            .map(|(id, _)| *id)
+            .collect();
+        let t = self.settings.hello_timeout.as_secs_f64();
+        for conn in late {
+            self.refuse_with(
+                conn,
+                Some("hello_timeout"),
+                format!("no hello within {t} s"),
+            );
+        }
+        let timeout = self.settings.input_timeout;
+        // Silence while the server itself was away is not the client's.
+        let back = self.absence.map_or(self.epoch, |(end, _)| end);
+        let silent: Vec<ConnId> = self
+            .sessions
+            .values()
+            .filter(|s| s.last_input.max(back) + timeout <= now)
+            .map(|s| s.conn)
+            .collect();
+        for conn in silent {
+            self.kick(conn, format!("no input for {} s", timeout.as_secs_f64()));
+        }
+    }
+
+    /// One tick: commands taken, the world stepped (or claims judged), and snapshots
+    /// encoded unless `snapshots` is false (a tick caught up on).
+    fn step(&mut self, snapshots: bool) {
+        let rate = f64::from(self.rate());
+        let refill = self.settings.client_budget as f64 / rate;
+        let cap = (self.settings.client_budget as f64 / 4.0).max(1200.0);
+        let next = self.world.tick + 1;
+        // Gathered in id order, then built in one go (no insert walks the tree).
+        let mut commands: Vec<(PlayerId, MoveCommand)> = Vec::with_capacity(self.sessions.len());
+        for (id, s) in self.sessions.iter_mut() {
+            s.budget = (s.budget + refill).min(cap);
+            if let Some(c) = s.inputs.take(next) {
+                commands.push((*id, c));
+            }
+            let st = s.inputs.stats;
+            add_inputs(&mut self.stats.inputs, &st, &s.counted);
+            s.counted = st;
+        }
+        if self.settings.movement == MovementAuthority::Client {
+            self.by_claims();
+        } else {
+            self.authoritative(&commands.into_iter().collect());
+        }
+        self.stats.ticks += 1;
+        if snapshots {
+            self.send_snapshots();
+        }
+    }
+
+    /// A trusted-client tick: each player's claim for the tick is judged; a rejected one
+    /// is a violation and a correction (the snapshot carries the state that stands).
+    fn by_claims(&mut self) {
+        let next = self.world.tick + 1;
+        let mut claims = BTreeMap::new();
+        for (id, s) in self.sessions.iter_mut() {
+            if let Some((state, seen)) = s.take_expected(next) {
+                let span = s.unjudged + 1;
+                claims.insert(*id, TickClaim { state, span, seen });
+            }
+        }
+        let reports = self
+            .sim
+            .step_claims(&mut self.world, &claims, &self.seen, &mut self.scratch);
+        self.seen.record(&self.world);
+        let tick = self.world.tick;
+        for r in reports {
+            let Some(s) = self.sessions.get_mut(&r.id) else {
+                continue;
+            };
+            match r.outcome {
+                None => {
+                    s.unjudged = s.unjudged.saturating_add(1);
+                    s.feedback.missed = tick;
+                    s.feedback.missed_total += 1;
+                    self.stats.claims_missing += 1;
+                }
+                Some(o) if o.accepted => {
+                    s.unjudged = 0;
+                    self.stats.claims_accepted += 1;
+                }
+                Some(o) => {
+                    s.unjudged = 0;
+                    s.feedback.corrected = tick;
+                    s.correcting = true;
+                    // Claims already here were made before the client could know.
+                    s.expected.clear();
+                    self.stats.corrections += 1;
+                    self.stats.claims_rejected += 1;
+                    if let Some(v) = &o.violation {
+                        self.violation(r.id, v);
+                    }
+                }
+            }
+        }
+    }
+
+    /// An authoritative tick: every player moves by its command; the predictions clients
+    /// reported for the tick are compared with the result.
+    fn authoritative(&mut self, commands: &BTreeMap<PlayerId, MoveCommand>) {
+        let reports = self.sim.step(&mut self.world, commands, &mut self.scratch);
+        let tick = self.world.tick;
+        let mut found = Vec::new();
+        // Sessions, reports and the world's players all come in id order: one merge, no
+        // search per player.
+        let mut reports = reports.iter().peekable();
+        let mut players = self.world.players.iter().peekable();
+        for (id, s) in self.sessions.iter_mut() {
+            while reports.next_if(|r| r.id < *id).is_some() {}
+            let report = reports.next_if(|r| r.id == *id);
+            while players.next_if(|(p, _)| *p < id).is_some() {}
+            let player = players
+                .next_if(|(p, _)| *p == id)
+                .map(|(_, slot)| &slot.state);
+            if let Some(r) = report {
+                if r.reverted || r.events.touched.any_player() {
+                    s.feedback.contact = tick;
+                }
+                if r.repeated_command {
+                    s.feedback.missed = tick;
+                }
+                if r.respawned {
+                    s.validator.relocated(tick);
+                }
+            }
+            let (Some((claim, _)), Some(p)) = (s.take_expected(tick), player) else {
+                continue;
+            };
+            if claim != *p {
+                self.stats.corrections += 1;
+            }
+            // Contact with players, and with movers (whose state may hang on triggers by
+            // players outside this client's view), explains a divergence.
+            let contact = report.is_some_and(|r| {
+                r.reverted
+                    || r.events
+                        .touched
+                        .as_slice()
+                        .iter()
+                        .any(|o| matches!(o, Obstacle::Player(_) | Obstacle::Mover(_)))
+            });
+            if let Some(v) = s
+                .validator
+                .claim(&self.sim, &self.world, *id, &claim, contact)
+            {
+                found.push((*id, v));
+            }
+        }
+        for (id, v) in found {
+            self.violation(id, &v);
+        }
+    }
+
+    /// Encodes each due client's snapshot within its byte budget. Clients are spread over
+    /// the ticks between snapshots by id, so each tick encodes a share of them; each still
+    /// gets one every `rate / snapshot_rate` ticks (or at the end of a catch-up).
+    fn send_snapshots(&mut self) {
+        let every = u64::from((self.rate() / self.settings.snapshot_rate).max(1));
+        let tick = self.world.tick;
+        let behind = u32::try_from(self.due.saturating_sub(tick)).unwrap_or(u32::MAX);
+        // Ticks caught up on sent nothing: whoever was due in them is due now.
+        let span = tick.saturating_sub(self.snapshots_at).max(1);
+        self.snapshots_at = tick;
+        let (interest, trusted) = (
+            self.settings.interest,
+            self.settings.movement == MovementAuthority::Client,
+        );
+        let mut due: Vec<(&PlayerId, &mut Session)> = self
+            .sessions
+            .iter_mut()
+            .filter(|(id, _)| (tick + u64::from(**id)) % every < span)
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let crowd = match &mut self.crowd {
+            Some(c) => {
+                c.renew(&self.sim, &self.world, interest);
+                c
+            }
+            None => self
+                .crowd
+                .insert(Crowd::new(&self.sim, &self.world, interest)),
+        };
+        let crowd = &*crowd;
+        let (world, conns) = (&self.world, &self.conns);
+        // Each client's snapshot from its own encoder: independent, so the workers may
+        // share them out; the datagrams still go out in id order.
+        let one = |(id, s): &mut (&PlayerId, &mut Session)| {
+            let room = conns
+                .get(&s.conn)
+                .map_or(DEFAULT_DATAGRAM, |c| c.max_datagram);
+            let max = room.min(s.budget.max(0.0) as usize);
+            s.feedback.last_command = s.inputs.last_applied();
+            if !trusted {
+                s.feedback.missed_total = s.inputs.stats.missing;
+            }
+            s.feedback.input_lead = s.inputs.take_lead();
+            s.feedback.behind = behind;
+            s.snapshots
+                .encode_in(world, crowd, **id, s.feedback, interest, max)
+        };
+        let encoded: Vec<Option<Vec<u8>>> = match self.scratch.spreading() {
+            Some(pool) if due.len() >= 2 * crate::sim::PLAYERS_PER_WORKER => {
+                use rayon::prelude::*;
+                pool.install(|| due.par_iter_mut().map(one).collect())
+            }
+            _ => due.iter_mut().map(one).collect(),
+        };
+        for ((_, s), bytes) in due.into_iter().zip(encoded) {
+            let Some(bytes) = bytes else {
+                self.stats.snapshot_drops += 1;
+                continue;
+            };
+            s.budget -= bytes.len() as f64;
+            if s.correcting {
+                s.correcting = false;
+                s.correction_snapshot = tick;
+            }
+            self.stats.datagrams_out += 1;
+            self.stats.bytes_out += bytes.len() as u64;
+            self.outputs.push_back(Output::Datagram {
+                conn: s.conn,
+                bytes,
+            });
+        }
+    }
+}
+
+/// Adds what an input buffer saw since `counted` to `total`.
+pub(super) fn add_inputs(total: &mut InputStats, now: &InputStats, counted: &InputStats) {
+    total.received += now.received - counted.received;
+    total.applied += now.applied - counted.applied;
+    total.missing += now.missing - counted.missing;
+    total.late += now.late - counted.late;
+    total.duplicate += now.duplicate - counted.duplicate;
+    total.too_far_ahead += now.too_far_ahead - counted.too_far_ahead;
+}
