@@ -19,6 +19,8 @@
 #   EXPEL_BIN=/path/to/expel bench/load.sh 1000     # a built binary alone (no cargo)
 #   SERVER_CPUS=0-3 BOT_CPUS=4-11 BOT_PROCS=8 bench/load.sh 8000   # bots in 8 processes,
 #                                          # each pinned to one of BOT_CPUS in turn
+#   BOT_PROCS=auto ...                     # a process per thousand bots
+#   (bench/many-cores.sh runs the many-core table with these)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -89,6 +91,7 @@ for n in "${counts[@]}"; do
   # next of BOT_CPUS; their reports merge into one. They share the 64 handshakes in flight
   # that the server allows one address (they all come from loopback).
   procs=${BOT_PROCS:-1}
+  [ "$procs" = auto ] && procs=$(((n + 999) / 1000))
   bots=()
   rm -f "$out"/load-"$n"-p*.json "$out"/bots-"$n"-p*.txt
   for k in $(seq 0 $((procs - 1))); do

@@ -63,6 +63,12 @@ pub(crate) struct ServeArgs {
     /// number).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// I/O threads, each with a QUIC socket of its own on the port (SO_REUSEPORT), doing
+    /// the packet work of the connections it accepted (default: the cores this process
+    /// may run on, at most 64; more than one needs Linux). The state is the same bits on
+    /// any number.
+    #[arg(long)]
+    pub io_threads: Option<usize>,
     /// Who moves the players: `server` (simulates every command; the default) or
     /// `client` (clients claim their states, the server validates each).
     #[arg(long, value_parser = parse_authority)]
@@ -119,6 +125,7 @@ impl ServeArgs {
             server_id: self.server_id.or(f.server_id),
             interest: self.interest.or(f.interest),
             threads: self.threads.or(f.threads),
+            io_threads: self.io_threads.or(f.io_threads),
             movement: self.movement.or(f.movement),
             cert: self.cert.or(f.cert),
             key: self.key.or(f.key),
@@ -218,16 +225,29 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, Server
                 threads: match args.threads {
                     Some(t @ 1..=256) => t,
                     Some(t) => bail!("--threads must be 1 to 256, got {t}"),
-                    // (The cores this process may run on: taskset and cgroups count.)
-                    None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+                    None => cores(),
                 },
                 ..d
             }
         },
         // Under Agones, the SDK sidecar's port is in the environment.
         agones,
+        io_threads: match args.io_threads {
+            Some(t @ 1..=expel_server::MAX_IO_THREADS) => t,
+            Some(t) => bail!(
+                "--io-threads must be 1 to {}, got {t}",
+                expel_server::MAX_IO_THREADS
+            ),
+            None if cfg!(target_os = "linux") => cores().min(expel_server::MAX_IO_THREADS),
+            None => 1,
+        },
     };
     Ok((sim, cfg, name))
+}
+
+/// The cores this process may run on (taskset and cgroups count).
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The QUIC address's port on loopback (the address itself when it is loopback).

@@ -541,3 +541,143 @@ fn violations(r: &Running) -> Vec<(&'static str, u64)> {
         .filter(|(_, n)| *n > 0)
         .collect()
 }
+
+/// The terrain map's simulation and bytes: four spawn points far apart, no movers.
+fn terrain() -> (std::sync::Arc<expel_shared::Sim>, std::sync::Arc<Vec<u8>>) {
+    use expel_shared::{CollisionModel, MapData, MoveConfig, Sim};
+    let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/maps/terrain.map")).unwrap();
+    let map = MapData::parse_any(&bytes).unwrap();
+    let movement = MoveConfig::default().validate().unwrap();
+    let (sim, _) = Sim::from_map(
+        std::sync::Arc::new(CollisionModel::build(&map)),
+        &map,
+        movement,
+    );
+    (std::sync::Arc::new(sim), std::sync::Arc::new(bytes))
+}
+
+/// A crowd's players end in the same bits whether one I/O thread carried their
+/// connections or four: the machine sees the same commands on the same ticks, whichever
+/// socket and thread each came through. Four players join one after another (each takes
+/// the next spawn point), play the same three seconds of the replay at once (so they move
+/// side by side and never meet), then stand still until every one is at rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crowd_ends_in_the_same_bits_over_one_io_thread_and_four() {
+    let _serial = SERIAL.lock().await;
+    let script: Vec<MoveCommand> = replay().into_iter().take(180).collect();
+    let mut ends = Vec::new();
+    for io in [1, 4] {
+        let (sim, bytes) = terrain();
+        let mut cfg = config(bytes.clone(), 8);
+        cfg.io_threads = io;
+        cfg.game.input_timeout = Duration::from_secs(10);
+        let r = expel_server::start(sim.clone(), cfg).await.unwrap();
+        let mut joined = Vec::new();
+        for id in 0..4u32 {
+            let mut o = options(&r, 300 + id);
+            o.have_map = Some(bytes.clone());
+            o.sim = Some(sim.clone());
+            joined.push(expel_client::connect(r.addr, &o).await.unwrap());
+        }
+        let runs: Vec<_> = joined
+            .into_iter()
+            .map(|j| {
+                let mut script = script.clone().into_iter();
+                let play = move |_: u64, _: Option<&PlayerState>| {
+                    Some(
+                        script
+                            .next()
+                            .unwrap_or(MoveCommand::new(0.0, 0.0, 0.0, 0.0, 0.0)),
+                    )
+                };
+                let opts = RunOptions {
+                    seconds: 6.0,
+                    buffer_ticks: 6.0,
+                    ..Default::default()
+                };
+                tokio::spawn(expel_client::run(j, play, opts))
+            })
+            .collect();
+        let mut states = Vec::new();
+        for (i, run) in runs.into_iter().enumerate() {
+            let rep = run.await.unwrap().unwrap();
+            let st = &rep.stats;
+            assert!(st.final_match, "io {io}, client {i}: {rep:?}");
+            assert_eq!(st.predict.corrections, 0, "io {io}, client {i}: {rep:?}");
+            let end = st.final_state.expect("a final state");
+            assert_eq!(end.velocity, [0; 3], "io {io}, client {i} still moving");
+            states.push(end);
+        }
+        let m = &r.metrics;
+        assert_eq!(m.inputs_late.load(Relaxed), 0, "io {io}");
+        assert_eq!(m.io_threads.load(Relaxed), io as u64);
+        assert!(violations(&r).is_empty(), "io {io}: {:?}", violations(&r));
+        // Each player went somewhere of its own.
+        assert!(
+            states.windows(2).all(|w| w[0].origin != w[1].origin),
+            "{states:?}"
+        );
+        r.shutdown("test over").await;
+        ends.push(states);
+    }
+    assert_eq!(ends[0], ends[1], "one I/O thread, then four");
+}
+
+/// A client that moves to a new address (its socket rebound, as a phone changing networks
+/// does) keeps its connection over four I/O threads: its datagrams now reach whichever
+/// socket the kernel hashes the new address to, and that thread hands them to the one
+/// that owns the connection (named in the connection id), which answers from the same
+/// port. Eight moves: the chance that every one lands on the owner's socket is 4^-8.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_moves_address_keeps_its_connection_over_four_io_threads() {
+    let _serial = SERIAL.lock().await;
+    let (r, _, _) = server_with(8, |c| {
+        c.io_threads = 4;
+        c.game.input_timeout = Duration::from_secs(10);
+    })
+    .await;
+    let (ep, c) = raw(&r, ALPN).await.unwrap();
+    let (mut send, mut recv) = c.open_bi().await.unwrap();
+    let hello = expel_shared::protocol::ClientControl::Hello {
+        version: expel_shared::protocol::VERSION,
+        token: token_with(SECRET, 7, now() + 60, 1),
+        have_map: None,
+    };
+    send.write_all(&expel_shared::protocol::frame::encode_frame(&hello))
+        .await
+        .unwrap();
+    // The welcome and the map arrive on the stream; the test reads it as it comes.
+    let reader = tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut got = 0usize;
+        while let Ok(Some(n)) = recv.read(&mut buf).await {
+            got += n;
+        }
+        got
+    });
+    for hop in 0..8 {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        ep.rebind(socket).unwrap();
+        // The old socket is gone: whatever arrives now came to the new address (the
+        // map's frames, then snapshots, and acknowledgements of the client's packets).
+        let before = c.stats().udp_rx.datagrams;
+        let moved = tokio::time::timeout(Duration::from_secs(5), async {
+            while c.stats().udp_rx.datagrams < before + 5 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await;
+        assert!(
+            moved.is_ok(),
+            "hop {hop}: the server stopped answering at the new address: {:?}",
+            c.close_reason()
+        );
+    }
+    assert!(c.close_reason().is_none(), "{:?}", c.close_reason());
+    let forwarded = r.metrics.udp.forwarded.load(Relaxed);
+    assert!(forwarded > 0, "no datagram was handed to its owner thread");
+    drop(send);
+    c.close(0u32.into(), b"done");
+    let _ = reader.await;
+    r.shutdown("test over").await;
+}

@@ -1,16 +1,17 @@
-//! Expel's authoritative server: a thin async shell (tokio + quinn) around the protocol's
-//! server state machine, [`expel_shared::protocol::server::Server`]. Everything the
-//! protocol decides (hellos, tokens, player slots, inputs, validation, ticks, snapshots,
-//! kicks) is the machine's; this crate moves bytes and fires timers:
+//! Expel's authoritative server: a shell of threads around the protocol's server state
+//! machine, [`expel_shared::protocol::server::Server`]. Everything the protocol decides
+//! (hellos, tokens, player slots, inputs, validation, ticks, snapshots, kicks) is the
+//! machine's; this crate moves bytes and fires timers:
 //!
-//! * The machine task owns the [`Server`] machine and, beside it, QUIC as state machines
-//!   too ([`quic`]: quinn-proto's endpoint and connections, and the socket). It admits
-//!   connection attempts (bounds on pending handshakes, a stateless retry under load;
-//!   [`admission`]), holds each handshake to its deadline, feeds the machine the control
-//!   stream's bytes and the datagrams, calls its timeout when a tick is due, and carries
-//!   out what it says: datagrams, control writes (each within the write deadline; a peer
-//!   that grants no flow-control credit in time is dropped as stalled), the map, closes.
-//!   It copies the machine's counters into [`Metrics`].
+//! * The machine's thread ([`machine`]) owns the [`Server`] machine: it calls its timeout
+//!   when a tick is due, feeds it what the I/O threads gathered and hands them what it
+//!   says. It copies the machine's counters into [`Metrics`].
+//! * The I/O threads ([`io`]) each own a QUIC socket on the port, a quinn-proto endpoint
+//!   and its connections, driven by hand ([`quic`]). They admit connection attempts
+//!   (bounds on pending handshakes, a stateless retry under load; [`admission`]), hold
+//!   each handshake to its deadline, and carry out the machine's datagrams, control
+//!   writes (each within the write deadline; a peer that grants no flow-control credit in
+//!   time is dropped as stalled), map transfers and closes.
 //! * The HTTP task serves metrics, health, flagged players and the live view.
 //! * Under Agones, a task reports readiness, health, players and shutdown to the SDK
 //!   sidecar ([`agones`]).
@@ -21,8 +22,10 @@
 mod admission;
 pub mod agones;
 mod http;
+mod io;
 mod live;
 mod load;
+mod machine;
 mod metrics;
 mod quic;
 mod tls;
@@ -35,16 +38,17 @@ pub use expel_shared::protocol::server::{ServerSettings, REFUSALS};
 pub use metrics::Metrics;
 pub use tls::{fingerprint, Identity};
 
-use expel_shared::protocol::server::{Event, Output, Server};
+use expel_shared::protocol::server::Server;
 use expel_shared::Sim;
-use quic::{Quic, QuicParts};
+use io::{IoThreads, Wake};
+use quic::QuicParts;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
-use tokio::sync::{mpsc, watch};
-use tracing::{debug, info, warn};
+use tokio::sync::watch;
+use tracing::{info, warn};
 
 /// How long a shutdown waits for players to read their last words before it closes
 /// every connection.
@@ -55,9 +59,8 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 /// of about thirty. A command arrives a millisecond late at worst, which the clients'
 /// lead absorbs.
 const READ_GAP: Duration = Duration::from_millis(1);
-/// The longest the machine's thread spends on waiting handshakes in one go, so the
-/// playing connections' datagrams are read in between.
-const ADMIT_SLICE: Duration = Duration::from_millis(2);
+/// Most I/O threads: the first byte of a connection id names its thread.
+pub const MAX_IO_THREADS: usize = 64;
 
 /// Why the server could not start.
 #[derive(Debug, Error)]
@@ -99,6 +102,9 @@ pub struct ServerConfig {
     pub game: ServerSettings,
     /// Report to an Agones SDK sidecar ([`AgonesConfig::from_env`]).
     pub agones: Option<AgonesConfig>,
+    /// I/O threads, each with a socket of its own on the QUIC port (1 to
+    /// [`MAX_IO_THREADS`]; more than one needs `SO_REUSEPORT`, so Linux).
+    pub io_threads: usize,
 }
 
 /// A running server.
@@ -116,7 +122,8 @@ pub struct Running {
     shutdown: watch::Sender<Option<String>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     failed: watch::Receiver<Option<String>>,
-    stall: mpsc::Sender<Duration>,
+    /// Reaches the machine's thread.
+    wake: std::sync::mpsc::Sender<Wake>,
 }
 
 impl Running {
@@ -124,6 +131,7 @@ impl Running {
     pub async fn shutdown(self, reason: &str) {
         self.metrics.ready.store(false, Relaxed);
         let _ = self.shutdown.send(Some(reason.to_string()));
+        let _ = self.wake.send(Wake::Shutdown(reason.to_string()));
         // The machine task closes every connection within its grace, then ends.
         for t in self.tasks {
             let _ = tokio::time::timeout(SHUTDOWN_GRACE + Duration::from_secs(2), t).await;
@@ -133,7 +141,7 @@ impl Running {
     /// Fault injection for drills and tests: the tick loop blocks for `d` as a stuck
     /// simulation would (its thread held, nothing stepped), then runs on.
     pub async fn stall_tick(&self, d: Duration) {
-        let _ = self.stall.send(d).await;
+        let _ = self.wake.send(Wake::Stall(d));
     }
 
     /// Resolves when a supervised task (the machine or the HTTP endpoint) ended on its
@@ -151,9 +159,11 @@ impl Running {
     }
 }
 
-/// What the machine task uses of the rest of the server.
+/// What the machine's and the I/O threads use of the rest of the server.
 struct Shared {
     cfg: ServerConfig,
+    /// The QUIC port.
+    port: u16,
     metrics: Arc<Metrics>,
     admission: Admission,
     /// Players in the server, for the Agones reporter.
@@ -167,7 +177,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
     let metrics = Arc::new(Metrics::new());
     metrics.capacity.store(cfg.game.max_players as u64, Relaxed);
     let quic = bind(&cfg, metrics.udp.clone())?;
-    let addr = quic
+    let addr = quic[0]
         .socket
         .local_addr()
         .map_err(|source| ServerError::Bind {
@@ -205,7 +215,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
         }
         None => None,
     };
-    let (stall, stall_rx) = mpsc::channel(4);
+    let (wake, wake_rx) = std::sync::mpsc::channel();
     let map_hash = hex::encode(machine.map_hash());
     let fingerprint = cfg.identity.fingerprint.clone();
     let players = Arc::new(agones::Players::default());
@@ -227,13 +237,17 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
             metrics.clone(),
         ));
     }
+    metrics.io_threads.store(quic.len() as u64, Relaxed);
     let shared = Arc::new(Shared {
         metrics: metrics.clone(),
         admission: Admission::new(cfg.limits.clone()),
         players,
+        port: addr.port(),
         cfg,
     });
-    let task = spawn_machine(machine, quic, shared, live, stall_rx, shutdown_rx)
+    let io = IoThreads::start(quic, &shared, &wake)
+        .map_err(|e| ServerError::Config(format!("starting the I/O threads: {e}")))?;
+    let task = machine::spawn(machine, io, shared, live, wake_rx)
         .map_err(|e| ServerError::Config(format!("starting the machine thread: {e}")))?;
     tasks.push(supervise("machine", task, failed_tx, metrics.clone()));
     metrics.ready.store(true, Relaxed);
@@ -247,7 +261,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
         shutdown,
         tasks,
         failed,
-        stall,
+        wake,
     })
 }
 
@@ -269,37 +283,85 @@ fn check_operator_endpoint(addr: SocketAddr, token: Option<&str>) -> Result<(), 
     }
 }
 
-/// The QUIC socket and endpoint. The endpoint's stateless-reset key comes from the server's secret, so a
-/// server started again after a crash (same secret, same address) resets the connections
-/// of its previous life the moment their clients send anything: they learn at once that
-/// they must reconnect, instead of waiting out an idle timeout (or the client's silence
-/// limit).
-fn bind(cfg: &ServerConfig, counts: Arc<udp::UdpCounts>) -> Result<QuicParts, ServerError> {
-    let bind = |source| ServerError::Bind {
-        addr: cfg.addr,
-        source,
-    };
+/// The QUIC sockets and their endpoints' settings, one per I/O thread, all on the same
+/// port. The endpoints' stateless-reset key comes from the server's secret, so a server
+/// started again after a crash (same secret, same address) resets the connections of its
+/// previous life the moment their clients send anything: they learn at once that they
+/// must reconnect, instead of waiting out an idle timeout (or the client's silence limit).
+fn bind(cfg: &ServerConfig, counts: Arc<udp::UdpCounts>) -> Result<Vec<QuicParts>, ServerError> {
+    let threads = cfg.io_threads;
+    if !(1..=MAX_IO_THREADS).contains(&threads) {
+        return Err(ServerError::Config(format!(
+            "io threads must be 1 to {MAX_IO_THREADS}, got {threads}"
+        )));
+    }
     let derive = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &cfg.game.secret);
     let reset = ring::hmac::sign(&derive, b"expel quic stateless reset key");
-    let reset = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, reset.as_ref());
+    let reset = Arc::new(ring::hmac::Key::new(
+        ring::hmac::HMAC_SHA256,
+        reset.as_ref(),
+    ));
     // Connection ids carry a keyed hash the endpoint checks before resetting: the key
     // must survive the restart too, or the old ids are dropped as forged.
     let cid = ring::hmac::sign(&derive, b"expel quic connection id key");
     let ids = crate::udp::CidGenerator::new(cid.as_ref());
-    let mut endpoint_cfg = quinn_proto::EndpointConfig::new(Arc::new(reset));
-    let issue = ids.clone();
-    endpoint_cfg.cid_generator(move || Box::new(issue.clone()));
-    // Clients then keep the fixed bit set, and the socket's doorman can drop packets
-    // without it.
-    endpoint_cfg.grease_quic_bit(false);
+    // One server configuration for every endpoint: a retry token one issues, another
+    // accepts.
     let server = Arc::new(cfg.identity.quic_config()?);
-    Ok(QuicParts {
-        socket: std::net::UdpSocket::bind(cfg.addr).map_err(bind)?,
-        config: endpoint_cfg,
-        server,
-        ids,
-        counts,
-    })
+    let sockets = sockets(cfg.addr, threads).map_err(|source| ServerError::Bind {
+        addr: cfg.addr,
+        source,
+    })?;
+    Ok(sockets
+        .into_iter()
+        .enumerate()
+        .map(|(i, socket)| {
+            let index = i as u8; // at most MAX_IO_THREADS
+            let mut endpoint_cfg = quinn_proto::EndpointConfig::new(reset.clone());
+            let issue = ids.for_owner(index);
+            endpoint_cfg.cid_generator(move || Box::new(issue.clone()));
+            // Clients then keep the fixed bit set, and the socket's doorman can drop
+            // packets without it.
+            endpoint_cfg.grease_quic_bit(false);
+            QuicParts {
+                socket,
+                config: endpoint_cfg,
+                server: server.clone(),
+                ids: ids.clone(),
+                counts: counts.clone(),
+                index,
+            }
+        })
+        .collect())
+}
+
+/// `n` UDP sockets bound to `addr` (its port chosen by the first when 0). Several share
+/// the port with `SO_REUSEPORT`, where the kernel spreads datagrams over them by the
+/// sender's address; one alone is bound plainly, so a taken address fails the start.
+fn sockets(addr: SocketAddr, n: usize) -> std::io::Result<Vec<std::net::UdpSocket>> {
+    if n == 1 {
+        return Ok(vec![std::net::UdpSocket::bind(addr)?]);
+    }
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use socket2::{Domain, Protocol, Socket, Type};
+        let mut at = addr;
+        let mut all = Vec::with_capacity(n);
+        for _ in 0..n {
+            let s = Socket::new(Domain::for_address(at), Type::DGRAM, Some(Protocol::UDP))?;
+            s.set_reuse_port(true)?;
+            s.bind(&at.into())?;
+            let s: std::net::UdpSocket = s.into();
+            at = s.local_addr()?;
+            all.push(s);
+        }
+        Ok(all)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "several I/O threads need SO_REUSEPORT's load balancing (Linux)",
+    ))
 }
 
 /// Watches a task that must run until shutdown: if it ends otherwise (a panic is a bug),
@@ -322,353 +384,6 @@ fn supervise(
     })
 }
 
-/// Whether a tick's work spreads over the machine's workers: only while a tick on one
-/// thread takes over half the period, where a slow tick would soon make the next late.
-/// Under that, one thread is cheaper, and a spread tick waits for every worker it handed
-/// work to, which the system may not run at once when other processes share the cores
-/// (at 1,000 players with the bots on both cores, always spread: tick p99 6.8 to 8.7 ms;
-/// on one thread 5.9 to 7.4, alternated). The tick time is averaged over about twenty
-/// ticks; spread, a tick takes about its time on one thread over the workers, so it goes
-/// back to one thread only under half the period over the workers (no flapping).
-struct Spread {
-    on: bool,
-    workers: f64,
-    /// Mean tick time (seconds), as ticks run now.
-    mean: f64,
-    period: f64,
-}
-
-impl Spread {
-    /// Weight of the newest tick in the mean.
-    const WEIGHT: f64 = 0.05;
-
-    fn new(workers: usize, period: Duration) -> Self {
-        Spread {
-            on: false,
-            workers: workers.max(1) as f64,
-            mean: 0.0,
-            period: period.as_secs_f64(),
-        }
-    }
-
-    /// Takes one tick's time; returns the new setting when it changes.
-    fn tick(&mut self, took: Duration) -> Option<bool> {
-        self.mean += (took.as_secs_f64() - self.mean) * Self::WEIGHT;
-        let half = self.period / 2.0;
-        let on = if self.on {
-            self.mean >= half / self.workers
-        } else {
-            self.mean > half
-        };
-        (on != self.on).then(|| {
-            self.on = on;
-            on
-        })
-    }
-}
-
-/// Runs [`machine_loop`] on a thread of its own, with a runtime of its own: between its
-/// looks at the socket (see READ_GAP) it sleeps without the socket's reactor, which would
-/// wake it for every datagram that arrives. The handle is a task's, for the supervisor; a
-/// panic on the thread surfaces as the task's.
-fn spawn_machine(
-    server: Server,
-    quic: QuicParts,
-    shared: Arc<Shared>,
-    live: Arc<live::Live>,
-    stall: mpsc::Receiver<Duration>,
-    shutdown: watch::Receiver<Option<String>>,
-) -> std::io::Result<tokio::task::JoinHandle<Option<String>>> {
-    let (done, ended) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
-        .name("expel-machine".into())
-        .spawn(move || {
-            let run = std::panic::AssertUnwindSafe(move || {
-                let workers = server.workers();
-                let machine = move || {
-                    let rt = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build();
-                    let rt = match rt {
-                        Ok(rt) => rt,
-                        Err(e) => return Some(format!("the machine's runtime failed: {e}")),
-                    };
-                    rt.block_on(async move {
-                        match Quic::new(quic) {
-                            Ok(quic) => {
-                                machine_loop(server, quic, shared, live, stall, shutdown).await
-                            }
-                            Err(e) => Some(format!("the QUIC socket failed: {e}")),
-                        }
-                    })
-                };
-                // On one of the tick's workers, so the machine's thread works on each
-                // tick rather than waiting for the others to be scheduled.
-                match workers {
-                    Some(pool) => pool.install(machine),
-                    None => machine(),
-                }
-            });
-            let _ = done.send(std::panic::catch_unwind(run));
-        })?;
-    Ok(tokio::spawn(async move {
-        match ended.await {
-            Ok(Ok(why)) => why,
-            Ok(Err(panic)) => std::panic::resume_unwind(panic),
-            Err(_) => Some("the machine thread ended without a word".into()),
-        }
-    }))
-}
-
-/// The machine task: feeds the protocol machine what QUIC receives and carries out what
-/// it says. Returns `None` on shutdown, else why it stopped.
-async fn machine_loop(
-    mut server: Server,
-    mut quic: Quic,
-    shared: Arc<Shared>,
-    live: Arc<live::Live>,
-    mut stall: mpsc::Receiver<Duration>,
-    mut shutdown: watch::Receiver<Option<String>>,
-) -> Option<String> {
-    let m = shared.metrics.clone();
-    let cx = quic::Context {
-        metrics: &m,
-        admission: &shared.admission,
-        limits: &shared.cfg.limits,
-        map: &shared.cfg.game.map_bytes,
-        max_players: shared.cfg.game.max_players as u64,
-    };
-    let rate = server.sim().config().tick_rate;
-    let period = Duration::from_secs_f64(1.0 / f64::from(rate));
-    let frame_every = u64::from((rate / live::FRAME_RATE).max(1));
-    let mut longest = Duration::ZERO;
-    let workers = server.workers().map_or(1, |w| w.current_num_threads());
-    let mut spread = (workers > 1).then(|| {
-        server.set_spread(false);
-        Spread::new(workers, period)
-    });
-    m.tick_threads.store(1, Relaxed);
-    let max_players = cx.max_players;
-    let mut meter = load::LoadMeter::new(quic.port(), Instant::now());
-    let timer = tokio::time::sleep_until(server.poll_timeout().into());
-    tokio::pin!(timer);
-    // The socket is not looked at again before this: see READ_GAP.
-    let mut read_from = Instant::now();
-    loop {
-        // QUIC's timers wait for the next look at the socket (they are acknowledgement
-        // delays, probes and idle limits, none of them finer than READ_GAP): a thousand
-        // connections' timers each woke the loop at their own instant.
-        let due = server.poll_timeout();
-        let due = quic.next_timer().map_or(due, |t| t.max(read_from).min(due));
-        let now = Instant::now();
-        // Connection attempts wait for the time between ticks: a slice now, then round
-        // again (ticks and the socket first) while any are left.
-        if quic.has_waiting() && now < due {
-            quic.admit_waiting(&cx, due.min(now + ADMIT_SLICE));
-            drive(&mut server, &mut quic, &shared, &cx);
-            if quic.has_waiting() {
-                read_from = read_from.min(Instant::now());
-            }
-        }
-        let due = if quic.has_waiting() {
-            due.min(Instant::now() + ADMIT_SLICE)
-        } else {
-            due
-        };
-        if now < read_from {
-            // Not looking at the socket yet: asleep, the thread is not woken by what
-            // arrives meanwhile (the reactor would be, for each datagram).
-            if shutdown.has_changed().unwrap_or(true) {
-                break;
-            }
-            let until = due.min(read_from);
-            if until > now {
-                std::thread::sleep(until - now);
-            }
-        }
-        let reading = Instant::now() >= read_from;
-        timer
-            .as_mut()
-            .reset(if reading { due } else { due.min(read_from) }.into());
-        // Ticks and QUIC's timers first: a flood of datagrams must not starve them.
-        // (The timer also fires for `read_from`; nothing is due then, and nothing runs.)
-        tokio::select! {
-            biased;
-            _ = shutdown.changed() => break,
-            _ = &mut timer => {
-                // Behind (a stall, a starved core): what clients sent meanwhile is read
-                // first, so the ticks caught up on meet the commands made for them.
-                if server.poll_timeout() + period <= Instant::now() {
-                    if let Err(e) = quic.receive_now(&cx) {
-                        return Some(format!("the QUIC socket failed: {e}"));
-                    }
-                    drive(&mut server, &mut quic, &shared, &cx);
-                }
-                quic.fire_timers(Instant::now());
-                let before = server.world().tick;
-                let ran = server.stats().ticks;
-                let started = Instant::now();
-                server.handle_timeout(started);
-                // Ticks run, not skipped ones: only those took time.
-                let stepped = server.stats().ticks - ran;
-                if stepped > 0 {
-                    // A late call steps every due tick at once: each is charged its share.
-                    let each = started.elapsed() / stepped as u32;
-                    for _ in 0..stepped {
-                        m.tick(each.as_secs_f64());
-                    }
-                    if each > period {
-                        m.overruns.fetch_add(stepped, Relaxed);
-                    }
-                    longest = longest.max(each);
-                    if let Some(on) = spread.as_mut().and_then(|s| s.tick(each)) {
-                        debug!(on, "tick work spread over the workers");
-                        server.set_spread(on);
-                        m.tick_threads.store(if on { workers } else { 1 } as u64, Relaxed);
-                    }
-                    if let Some(l) = meter.sample(Instant::now()) {
-                        server.handle_load(l);
-                        let cap = server.stats().capacity.unwrap_or(max_players);
-                        m.capacity.store(cap.min(max_players), Relaxed);
-                    }
-                    let world = server.world();
-                    m.players.store(world.players.len() as u64, Relaxed);
-                    if world.tick / frame_every != before / frame_every && live.watched() {
-                        let ms = longest.as_secs_f64() * 1000.0;
-                        live.publish(live::frame(server.sim(), world, &m, ms));
-                        longest = Duration::ZERO;
-                    }
-                }
-            }
-            r = quic.io(&cx), if reading => {
-                if let Err(e) = r {
-                    return Some(format!("the QUIC socket failed: {e}"));
-                }
-                read_from = Instant::now() + READ_GAP;
-            }
-            Some(d) = stall.recv() => {
-                warn!(
-                    ms = d.as_millis() as u64,
-                    "tick stalled on purpose (fault injection)"
-                );
-                std::thread::sleep(d);
-            }
-        }
-        drive(&mut server, &mut quic, &shared, &cx);
-    }
-    // Shutdown: every player is told why; the rest are closed; those who read their last
-    // words within the grace are closed by then too.
-    let reason = shutdown
-        .borrow()
-        .clone()
-        .unwrap_or_else(|| "server shutting down".into());
-    server.shutdown(&reason);
-    quic.stop_accepting(&reason, Instant::now());
-    drive(&mut server, &mut quic, &shared, &cx);
-    let end = Instant::now() + SHUTDOWN_GRACE;
-    while !quic.all_closed() && Instant::now() < end {
-        let due = quic.next_timer().map_or(end, |t| t.min(end));
-        tokio::select! {
-            _ = tokio::time::sleep_until(due.into()) => quic.fire_timers(Instant::now()),
-            r = quic.io(&cx) => {
-                if r.is_err() {
-                    break;
-                }
-            }
-        }
-        drive(&mut server, &mut quic, &shared, &cx);
-    }
-    quic.close_all(&reason, Instant::now());
-    drive(&mut server, &mut quic, &shared, &cx);
-    debug!(connections = quic.len(), "closed");
-    None
-}
-
-/// Runs the connections something happened to, carrying out the machine's outputs as
-/// they come, until all is quiet; then copies the machine's counters.
-fn drive(server: &mut Server, quic: &mut Quic, shared: &Shared, cx: &quic::Context) {
-    let now = Instant::now();
-    loop {
-        carry_out(server, quic, shared, cx, now);
-        if !quic.service_one(now, server, cx) {
-            break;
-        }
-    }
-    shared.metrics.absorb(server.stats());
-}
-
-/// Carries out the machine's outputs and logs its events.
-fn carry_out(
-    server: &mut Server,
-    quic: &mut Quic,
-    shared: &Shared,
-    cx: &quic::Context,
-    now: Instant,
-) {
-    let m = &shared.metrics;
-    while let Some(out) = server.poll_output() {
-        match out {
-            Output::Datagram { conn, bytes } => {
-                if !quic.send_datagram(conn, bytes) {
-                    m.datagram_send_errors.fetch_add(1, Relaxed);
-                }
-            }
-            Output::Control { conn, bytes } => quic.write(conn, bytes),
-            Output::Map { conn } => quic.send_map(conn, now, cx),
-            Output::Close {
-                conn,
-                last,
-                code,
-                reason,
-            } => quic.close(conn, last, code, reason),
-        }
-    }
-    while let Some(e) = server.poll_event() {
-        match e {
-            Event::Joined {
-                conn,
-                player,
-                sending_map,
-            } => {
-                info!(player, conn, sending_map, "joined");
-                quic.joined(conn, cx);
-                shared.players.joined(player);
-            }
-            Event::Left { player, reason } => {
-                info!(player, %reason, "left");
-                shared.players.left(player);
-            }
-            Event::Refused { conn, reason } => info!(conn, %reason, "refused"),
-            Event::CaughtUp {
-                from,
-                ticks,
-                behind,
-                took,
-            } => {
-                let (behind_ms, took_ms) = (behind.as_millis() as u64, took.as_millis() as u64);
-                let what = "the server ran late and caught up; nobody was judged for it";
-                // A tick or two late is a neighbour's time slice: counted, not told.
-                if behind >= LATE_TOLD {
-                    warn!(from, ticks, behind_ms, took_ms, "{what}");
-                } else {
-                    debug!(from, ticks, behind_ms, took_ms, "{what}");
-                }
-            }
-            Event::Violation {
-                player,
-                kind,
-                evidence,
-            } => {
-                warn!(player, kind = kind.name(), %evidence, "violation");
-                m.flag(player, kind);
-            }
-        }
-    }
-}
-
-/// Lateness worth a warning in the log.
-const LATE_TOLD: Duration = Duration::from_millis(100);
-
 fn now_unix() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -683,23 +398,6 @@ pub fn warn_generated_secret(path: &std::path::Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ticks_spread_over_the_workers_only_while_they_are_long() {
-        let period = Duration::from_micros(16_000);
-        let mut s = Spread::new(2, period);
-        let ms = Duration::from_millis;
-        // Ticks under half the period stay on one thread.
-        assert!((0..200).all(|_| s.tick(ms(7)).is_none()));
-        // Longer ones (over 8 ms) spread, once the mean has moved.
-        let turned = (0..200).position(|_| s.tick(ms(10)) == Some(true));
-        assert!(turned.is_some_and(|i| i > 3), "{turned:?}");
-        // Spread, a tick of 5 ms is one of about 10 on one thread: it stays spread...
-        assert!((0..200).all(|_| s.tick(ms(5)).is_none()));
-        // ...and goes back under 4 ms (8 ms over the two workers).
-        assert!((0..200).any(|_| s.tick(ms(3)) == Some(false)));
-        assert!((0..200).all(|_| s.tick(ms(7)).is_none()));
-    }
 
     #[tokio::test]
     async fn a_supervised_task_that_dies_stops_the_server_with_the_reason() {

@@ -1,7 +1,8 @@
-//! Measures the machine thread's load for [`Server::handle_load`]: the share of the time
-//! the thread ran or waited to run (the kernel's counts: a neighbour taking half the core
-//! makes the thread wait about as long as it runs, so the same players read as twice the
-//! load, and the capacity halves), and the datagrams the socket dropped.
+//! Measures the server's load for [`Server::handle_load`]: the share of the time its
+//! busiest thread (the machine's or an I/O thread) ran or waited to run (the kernel's
+//! counts: a neighbour taking half the core makes a thread wait about as long as it runs,
+//! so the same players read as twice the load, and the capacity halves), and the
+//! datagrams the sockets dropped.
 
 use expel_shared::protocol::load::Load;
 use std::time::{Duration, Instant};
@@ -12,11 +13,14 @@ use expel_shared::protocol::server::Server;
 /// How often the load is reported.
 pub(crate) const WINDOW: Duration = Duration::from_millis(250);
 
-/// Run time and drops at the start of the window.
+/// Run times and drops at the start of the window.
 pub(crate) struct LoadMeter {
     port: u16,
     at: Instant,
+    /// The machine's thread's run time.
     ran: Option<u64>,
+    /// Each I/O thread's, by its schedstat file.
+    others: Vec<(String, Option<u64>)>,
     dropped: Option<u64>,
 }
 
@@ -26,22 +30,37 @@ impl LoadMeter {
         LoadMeter {
             port,
             at: now,
-            ran: thread_run_ns(),
+            ran: run_ns("/proc/thread-self/schedstat"),
+            others: Vec::new(),
             dropped: socket_drops(port),
         }
     }
 
-    /// The load over the window just ended, once a window has passed (else `None`).
-    pub(crate) fn sample(&mut self, now: Instant) -> Option<Load> {
+    /// The load over the window just ended, once a window has passed (else `None`), with
+    /// the other threads to count (their `/proc` schedstat files).
+    pub(crate) fn sample(&mut self, now: Instant, others: &[String]) -> Option<Load> {
         let wall = now.checked_duration_since(self.at)?;
         if wall < WINDOW {
             return None;
         }
-        let (ran, dropped) = (thread_run_ns(), socket_drops(self.port));
-        let busy = match (self.ran, ran) {
+        let share = |a: Option<u64>, b: Option<u64>| match (a, b) {
             (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9 / wall.as_secs_f64(),
             _ => 0.0,
         };
+        let ran = run_ns("/proc/thread-self/schedstat");
+        let mut busy = share(self.ran, ran);
+        let mut next = Vec::with_capacity(others.len());
+        for path in others {
+            let now_ran = run_ns(path);
+            let before = self
+                .others
+                .iter()
+                .find(|(p, _)| p == path)
+                .and_then(|x| x.1);
+            busy = busy.max(share(before, now_ran));
+            next.push((path.clone(), now_ran));
+        }
+        let dropped = socket_drops(self.port);
         let load = Load {
             busy,
             dropped: match (self.dropped, dropped) {
@@ -49,15 +68,15 @@ impl LoadMeter {
                 _ => 0,
             },
         };
-        (self.at, self.ran, self.dropped) = (now, ran, dropped);
+        (self.at, self.ran, self.others, self.dropped) = (now, ran, next, dropped);
         Some(load)
     }
 }
 
-/// Nanoseconds the calling thread has run or waited on a run queue to run
-/// (`/proc/thread-self/schedstat`'s first two fields).
-fn thread_run_ns() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+/// Nanoseconds a thread has run or waited on a run queue to run (the first two fields
+/// of its `/proc` schedstat file).
+fn run_ns(schedstat: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(schedstat).ok()?;
     let mut f = s.split_whitespace().map(|x| x.parse::<u64>().ok());
     Some(f.next()??.saturating_add(f.next()??))
 }

@@ -40,6 +40,8 @@ pub struct Metrics {
     /// Threads a tick's per-player work runs on now (more than one only while it
     /// spreads over the workers).
     pub tick_threads: AtomicU64,
+    /// I/O threads, each with its own socket on the QUIC port.
+    pub io_threads: AtomicU64,
     /// Datagrams received.
     pub datagrams_in: AtomicU64,
     /// Datagrams sent.
@@ -533,6 +535,18 @@ impl Metrics {
             "UDP datagrams received at the QUIC socket.",
             &self.udp.datagrams,
             "counter",
+        );
+        counter(
+            "expel_udp_forwarded_total",
+            "UDP datagrams one I/O thread's socket received for a connection another thread owns (a client that moved address), handed to it.",
+            &self.udp.forwarded,
+            "counter",
+        );
+        counter(
+            "expel_io_threads",
+            "I/O threads, each with a QUIC socket of its own on the port.",
+            &self.io_threads,
+            "gauge",
         );
         counter(
             "expel_udp_other_version_total",

@@ -1,22 +1,21 @@
-//! The QUIC side of the shell, driven by hand: one `quinn-proto` endpoint, its
-//! connections and the socket, all owned by the machine task, as the protocol machine is.
-//! A datagram goes from the socket through the endpoint and its connection into the
-//! machine in one call chain, and the machine's snapshots go out the same way. No task,
-//! channel or lock per connection: quinn's async layer spends a task wake, a mutex and a
-//! channel hop per datagram each way, which at a thousand players cost the server about
-//! three times what the game did.
+//! One I/O thread's QUIC, driven by hand: a `quinn-proto` endpoint, its connections and
+//! the socket, all owned by the thread. A datagram goes from the socket through the
+//! endpoint and its connection into the list of what the machine is to be told ([`Up`])
+//! in one call chain, and the machine's snapshots go out the same way. No task, channel
+//! or lock per connection: quinn's async layer spends a task wake, a mutex and a channel
+//! hop per datagram each way.
 //!
-//! What the connection tasks used to do is bookkeeping per [`Peer`] here: the handshake
-//! deadline, the control stream (its reads go to the machine; its writes wait in a queue
-//! for the peer's flow-control credit, each within the write deadline), the map transfer,
-//! the last words before a close, and the admission slot a peer holds until it joins.
+//! Per [`Peer`], the shell keeps: the handshake deadline, the control stream (its reads
+//! go to the machine; its writes wait in a queue for the peer's flow-control credit,
+//! each within the write deadline), the map transfer, the last words before a close, and
+//! the admission slot a peer holds until it joins.
 
 use crate::admission::{Admission, Pending};
 use crate::udp::{CidGenerator, Doorman, UdpCounts};
 use crate::{Decision, Limits, Metrics};
 use bytes::{Bytes, BytesMut};
 use expel_shared::protocol::rate::TokenBucket;
-use expel_shared::protocol::server::{map_frame, ConnId, Server};
+use expel_shared::protocol::server::{map_frame, ConnId};
 use expel_shared::protocol::{CLOSE_KICKED, CLOSE_SHUTDOWN};
 use quinn::udp::{RecvMeta, Transmit as UdpTransmit, UdpSocketState};
 use quinn_proto::{
@@ -130,9 +129,65 @@ pub(crate) struct Context<'a> {
     pub(crate) max_players: u64,
 }
 
-/// The endpoint, the socket and every connection.
+/// What a connection did, for the machine: an I/O thread gathers these in the order they
+/// happened, and the machine's thread takes them (each with when it happened).
+#[derive(Debug)]
+pub(crate) enum Up {
+    /// The handshake is done; the peer's datagrams take `room` bytes.
+    Connected {
+        id: ConnId,
+        room: usize,
+        at: Instant,
+    },
+    /// Bytes of the control stream.
+    Control {
+        id: ConnId,
+        bytes: Bytes,
+        at: Instant,
+    },
+    /// A datagram.
+    Datagram {
+        id: ConnId,
+        bytes: Bytes,
+        at: Instant,
+    },
+    /// The map's last frame is written.
+    MapSent { id: ConnId, at: Instant },
+    /// The connection is gone.
+    Closed { id: ConnId, reason: String },
+}
+
+impl Up {
+    /// Whether the machine should look now rather than at its next tick: anything but an
+    /// input, which waits for the tick anyway.
+    pub(crate) fn urgent(&self) -> bool {
+        !matches!(self, Up::Datagram { .. })
+    }
+}
+
+/// A datagram another I/O thread received for a connection of this one.
+pub(crate) struct Forwarded {
+    addr: std::net::SocketAddr,
+    dst_ip: Option<std::net::IpAddr>,
+    ecn: Option<quinn::udp::EcnCodepoint>,
+    data: BytesMut,
+}
+
+/// Where datagrams for other threads' connections go: each thread's queue of
+/// [`Forwarded`] (bounded: a full one drops, as the network may) and how to wake it.
+#[derive(Clone)]
+pub(crate) struct Router {
+    pub(crate) to: Vec<(std::sync::mpsc::SyncSender<Forwarded>, crate::io::Waker)>,
+}
+
+/// The endpoint, the socket and every connection of one I/O thread.
 pub(crate) struct Quic {
     wire: Wire,
+    /// This thread's place among the I/O threads, the first byte of its connection ids.
+    index: u8,
+    router: Router,
+    /// What the machine has yet to be told.
+    up: Vec<Up>,
     endpoint: Endpoint,
     doorman: Doorman,
     /// Indexed by the endpoint's connection handle (dense, reused once drained).
@@ -195,17 +250,20 @@ pub(crate) struct QuicParts {
     /// The endpoint's connection ids, which the doorman checks.
     pub(crate) ids: CidGenerator,
     pub(crate) counts: Arc<UdpCounts>,
+    /// This thread's place among the I/O threads.
+    pub(crate) index: u8,
 }
 
 impl Quic {
     /// Makes the endpoint on the bound socket; needs a Tokio runtime.
-    pub(crate) fn new(parts: QuicParts) -> io::Result<Quic> {
+    pub(crate) fn new(parts: QuicParts, router: Router) -> io::Result<Quic> {
         let QuicParts {
             socket: std,
             config,
             server,
             ids,
             counts,
+            index,
         } = parts;
         std.set_nonblocking(true)?;
         let state = UdpSocketState::new((&std).into())?;
@@ -222,6 +280,9 @@ impl Quic {
         };
         Ok(Quic {
             wire,
+            index,
+            router,
+            up: Vec::new(),
             endpoint: Endpoint::new(Arc::new(config), Some(server), allow_mtud, None),
             doorman: Doorman::new(ids, counts),
             peers: Vec::new(),
@@ -236,11 +297,6 @@ impl Quic {
             accepting: true,
             waiting: VecDeque::new(),
         })
-    }
-
-    /// Connections not yet drained.
-    pub(crate) fn len(&self) -> usize {
-        self.live
     }
 
     /// When a connection next needs [`Quic::fire_timers`].
@@ -267,16 +323,6 @@ impl Quic {
             self.unblock();
             Ok(())
         }
-    }
-
-    /// The socket's port.
-    pub(crate) fn port(&self) -> u16 {
-        self.wire.socket.local_addr().map_or(0, |a| a.port())
-    }
-
-    /// Takes what the socket holds now, without waiting (a bounded amount).
-    pub(crate) fn receive_now(&mut self, cx: &Context<'_>) -> io::Result<()> {
-        self.receive(Instant::now(), cx)
     }
 
     /// Resolves when the socket may have datagrams.
@@ -335,25 +381,46 @@ impl Quic {
                 // make the buffer shared, an allocation per datagram.
                 while data.len() > stride {
                     let one = data.split_to(stride);
-                    self.datagram(now, meta, one, cx);
+                    self.route(now, meta, one, cx);
                 }
                 if !data.is_empty() {
-                    self.datagram(now, meta, data, cx);
+                    self.route(now, meta, data, cx);
                 }
             }
         }
         Ok(())
     }
 
+    /// One datagram to the thread whose connection it is: here, or handed over.
+    fn route(&mut self, now: Instant, meta: &RecvMeta, data: BytesMut, cx: &Context) {
+        let owner = self.doorman.owner(&data).map(usize::from);
+        let f = Forwarded {
+            addr: meta.addr,
+            dst_ip: meta.dst_ip,
+            ecn: meta.ecn,
+            data,
+        };
+        match owner {
+            Some(o) if o != usize::from(self.index) && o < self.router.to.len() => {
+                let (to, waker) = &self.router.to[o];
+                cx.metrics.udp.forwarded.fetch_add(1, Relaxed);
+                if to.try_send(f).is_ok() {
+                    waker.wake();
+                }
+            }
+            _ => self.datagram(now, f, cx),
+        }
+    }
+
     /// One datagram into the endpoint, and what it says.
-    fn datagram(&mut self, now: Instant, meta: &RecvMeta, data: BytesMut, cx: &Context) {
+    pub(crate) fn datagram(&mut self, now: Instant, f: Forwarded, cx: &Context) {
         let mut response = Vec::new();
-        let ecn = meta
+        let ecn = f
             .ecn
             .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
         match self
             .endpoint
-            .handle(now, meta.addr, meta.dst_ip, ecn, data, &mut response)
+            .handle(now, f.addr, f.dst_ip, ecn, f.data, &mut response)
         {
             Some(DatagramEvent::ConnectionEvent(h, event)) => {
                 if let Some(p) = self.peer_mut(h.0) {
@@ -634,24 +701,29 @@ impl Quic {
         self.peers.iter().flatten().all(|p| p.closed)
     }
 
-    /// Services one connection that had something happen: its events into the machine,
-    /// its queued writes, its packets out, its next wake-up. Returns false when none was
-    /// waiting. The machine's outputs are the caller's to carry out between calls.
-    pub(crate) fn service_one(&mut self, now: Instant, server: &mut Server, cx: &Context) -> bool {
-        let Some(h) = self.dirty.pop() else {
-            return false;
-        };
-        self.service(h, now, server, cx);
-        true
+    /// Services every connection that had something happen: its events for the machine,
+    /// its queued writes, its packets out, its next wake-up.
+    pub(crate) fn drive(&mut self, now: Instant, cx: &Context) {
+        while let Some(h) = self.dirty.pop() {
+            self.service(h, now, cx);
+        }
     }
 
-    fn service(&mut self, h: usize, now: Instant, server: &mut Server, cx: &Context) {
+    /// What the machine has yet to be told, oldest first.
+    pub(crate) fn take_up(&mut self) -> Vec<Up> {
+        std::mem::take(&mut self.up)
+    }
+
+    fn service(&mut self, h: usize, now: Instant, cx: &Context) {
         let m = cx.metrics;
+        let stride = self.router.to.len().max(1) as ConnId;
+        let index = ConnId::from(self.index);
         let Quic {
             peers,
             endpoint,
             ids,
             next_id,
+            up,
             ..
         } = self;
         let Some(p) = peers.get_mut(h).and_then(Option::as_mut) else {
@@ -665,14 +737,14 @@ impl Quic {
             match event {
                 Event::Connected => {
                     p.handshake = None;
-                    let id = *next_id;
+                    // Ids are the thread's: the machine routes by `id % threads`.
+                    let id = *next_id * stride + index;
                     *next_id += 1;
                     p.id = Some(id);
                     ids.insert(id, h);
                     m.connections.fetch_add(1, Relaxed);
-                    server.connected(id, now);
                     let room = p.conn.datagrams().max_size().unwrap_or(1200);
-                    server.set_max_datagram(id, room);
+                    up.push(Up::Connected { id, room, at: now });
                 }
                 Event::ConnectionLost { reason } => {
                     if p.handshake.take().is_some() {
@@ -686,21 +758,25 @@ impl Quic {
                         Some(c) => c.reason,
                         None => format!("connection lost: {reason}"),
                     };
-                    gone(p, ids, server, &why);
+                    gone(p, ids, up, &why);
                 }
                 Event::Stream(StreamEvent::Opened { dir: Dir::Bi }) => {
                     if p.stream.is_none() {
                         p.stream = p.conn.streams().accept(Dir::Bi);
                     }
-                    read_control(p, ids, server, now);
+                    read_control(p, ids, up, now);
                 }
                 Event::Stream(StreamEvent::Readable { .. }) => {
-                    read_control(p, ids, server, now);
+                    read_control(p, ids, up, now);
                 }
                 Event::DatagramReceived => {
                     while let Some(d) = p.conn.datagrams().recv() {
                         if let Some(id) = p.talking() {
-                            server.handle_datagram(id, &d, now);
+                            up.push(Up::Datagram {
+                                id,
+                                bytes: d,
+                                at: now,
+                            });
                         }
                     }
                 }
@@ -732,12 +808,12 @@ impl Quic {
                         None => (CLOSE_KICKED, reason.to_string()),
                     };
                     close_now(p, now, code, &reason);
-                    gone(p, ids, server, &reason);
+                    gone(p, ids, up, &reason);
                 }
             }
             if map_sent {
                 if let Some(id) = p.id {
-                    server.handle_map_sent(id, now);
+                    up.push(Up::MapSent { id, at: now });
                 }
             }
             // Without a stream there are no last words to wait for.
@@ -745,7 +821,7 @@ impl Quic {
             let due = |c: &mut Closing| stream.is_none() || c.linger.is_some_and(|t| t <= now);
             if let Some(c) = p.closing.take_if(due) {
                 close_now(p, now, c.code, &c.reason);
-                gone(p, ids, server, &c.reason);
+                gone(p, ids, up, &c.reason);
             }
         }
         if p.closed {
@@ -761,7 +837,7 @@ impl Quic {
         }
         endpoint_events(endpoint, handle, p);
         if p.conn.is_drained() {
-            gone(p, ids, server, "connection drained");
+            gone(p, ids, up, "connection drained");
             self.peers[h] = None;
             self.live -= 1;
             return;
@@ -812,11 +888,14 @@ fn endpoint_events(endpoint: &mut Endpoint, h: ConnectionHandle, p: &mut Peer) {
 }
 
 /// Tells the machine the connection is gone (once).
-fn gone(p: &mut Peer, ids: &mut BTreeMap<ConnId, usize>, server: &mut Server, reason: &str) {
+fn gone(p: &mut Peer, ids: &mut BTreeMap<ConnId, usize>, up: &mut Vec<Up>, reason: &str) {
     if let Some(id) = p.id.take() {
         ids.remove(&id);
         debug!(conn = id, %reason, "connection ended");
-        server.handle_closed(id, reason);
+        up.push(Up::Closed {
+            id,
+            reason: reason.to_string(),
+        });
     }
 }
 
@@ -835,12 +914,7 @@ fn close_now(p: &mut Peer, now: Instant, code: u32, reason: &str) {
 
 /// Reads what the control stream holds into the machine; its end, or a reset, ends the
 /// connection.
-fn read_control(
-    p: &mut Peer,
-    ids: &mut BTreeMap<ConnId, usize>,
-    server: &mut Server,
-    now: Instant,
-) {
+fn read_control(p: &mut Peer, ids: &mut BTreeMap<ConnId, usize>, up: &mut Vec<Up>, now: Instant) {
     let Some(s) = p.stream else { return };
     let talking = p.talking();
     let mut ended = None;
@@ -853,7 +927,11 @@ fn read_control(
             match chunks.next(READ_CHUNK) {
                 Ok(Some(chunk)) => {
                     if let Some(id) = talking {
-                        server.handle_control(id, &chunk.bytes, now);
+                        up.push(Up::Control {
+                            id,
+                            bytes: chunk.bytes,
+                            at: now,
+                        });
                     }
                 }
                 Ok(None) => {
@@ -871,7 +949,7 @@ fn read_control(
     }
     if let Some(why) = ended {
         close_now(p, now, 0, &why);
-        gone(p, ids, server, &why);
+        gone(p, ids, up, &why);
     }
 }
 

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Random bytes of a connection id.
+/// Bytes of a connection id's nonce: the owning I/O thread, then seven random bytes.
 const CID_NONCE: usize = 8;
 /// Bytes of a connection id's keyed hash (a forged short header passes one time in 2^32).
 const CID_SIGNATURE: usize = 4;
@@ -44,6 +44,10 @@ pub const CID_LEN: usize = CID_NONCE + CID_SIGNATURE;
 #[derive(Clone)]
 pub(crate) struct CidGenerator {
     key: ring::hmac::Key,
+    /// The I/O thread whose endpoint issues these ids: an id's first byte names it, so a
+    /// datagram that reaches another thread's socket (a client that moved to a new
+    /// address hashes to another socket of the port) is handed to its owner.
+    owner: u8,
 }
 
 impl std::fmt::Debug for CidGenerator {
@@ -56,6 +60,15 @@ impl CidGenerator {
     pub(crate) fn new(key: &[u8]) -> CidGenerator {
         CidGenerator {
             key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key),
+            owner: 0,
+        }
+    }
+
+    /// The same key, issuing ids that name I/O thread `owner`.
+    pub(crate) fn for_owner(&self, owner: u8) -> CidGenerator {
+        CidGenerator {
+            key: self.key.clone(),
+            owner,
         }
     }
 
@@ -75,6 +88,7 @@ impl ConnectionIdGenerator for CidGenerator {
     fn generate_cid(&mut self) -> ConnectionId {
         let mut id = [0u8; CID_LEN];
         id[..CID_NONCE].copy_from_slice(&rand::random::<[u8; CID_NONCE]>());
+        id[0] = self.owner;
         let sig = self.signature(&id[..CID_NONCE]);
         id[CID_NONCE..].copy_from_slice(&sig);
         ConnectionId::new(&id)
@@ -139,6 +153,8 @@ pub struct UdpCounts {
     pub rejected: [AtomicU64; 4],
     /// Of them, long-header packets of another QUIC version (passed on).
     pub other_version: AtomicU64,
+    /// Of them, handed to the I/O thread that owns their connection.
+    pub forwarded: AtomicU64,
 }
 
 impl UdpCounts {
@@ -221,7 +237,8 @@ impl Doorman {
         if cid.len() != CID_LEN {
             return false;
         }
-        let slot = usize::from(u16::from_le_bytes([cid[0], cid[1]])) % KNOWN_IDS;
+        // (The first byte names the owning thread; the next two are random.)
+        let slot = usize::from(u16::from_le_bytes([cid[1], cid[2]])) % KNOWN_IDS;
         if self.known[slot].is_some_and(|k| k == cid) {
             return true;
         }
@@ -232,6 +249,20 @@ impl Doorman {
             self.known[slot] = Some(id);
         }
         ok
+    }
+
+    /// The I/O thread that owns the connection a datagram belongs to, by the connection
+    /// id it carries when that is one this server issued (a short header's, or a long
+    /// header's destination id once the server has chosen it); `None` for a client's
+    /// own first id, which whichever thread receives it may take.
+    pub(crate) fn owner(&mut self, d: &[u8]) -> Option<u8> {
+        let cid = if d.first()? & 0x80 == 0 {
+            d.get(1..1 + CID_LEN)?
+        } else {
+            let len = usize::from(*d.get(5)?);
+            d.get(6..6 + len)?
+        };
+        self.issued(cid).then_some(cid[0])
     }
 
     /// Filters one received buffer (several datagrams of `stride` bytes each when the

@@ -41,6 +41,8 @@ pub(crate) fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
             ..ServerSettings::new("arena", bytes, SECRET.to_vec())
         },
         agones: None,
+        // Two, so every test runs the connections over more than one socket and thread.
+        io_threads: if cfg!(target_os = "linux") { 2 } else { 1 },
     }
 }
 

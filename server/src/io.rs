@@ -1,0 +1,413 @@
+//! The I/O threads: each owns a QUIC socket on the server's port (`SO_REUSEPORT`, so the
+//! kernel spreads clients over them by address), a quinn-proto endpoint and the
+//! connections it accepted, and does all their packet work (receive, decrypt, encrypt,
+//! send). The machine's thread keeps the protocol machine alone: it takes what the
+//! threads gathered ([`Up`]) before each tick and hands them the machine's outputs
+//! ([`Down`]) in one batch per thread.
+//!
+//! A connection belongs to the thread that accepted it; its connection ids name that
+//! thread, so a datagram that reaches another socket (the client moved to a new address,
+//! which hashes elsewhere) is handed to the owner, which answers from its own socket on
+//! the same port.
+
+use crate::quic::{Context, Forwarded, Quic, QuicParts, Router, Up};
+use crate::{Shared, READ_GAP};
+use expel_shared::protocol::server::ConnId;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+
+/// The longest an I/O thread spends on waiting handshakes in one go, so its playing
+/// connections' datagrams are read in between.
+const ADMIT_SLICE: Duration = Duration::from_millis(2);
+/// The longest an idle I/O thread waits before it looks round again.
+const IDLE_LOOK: Duration = Duration::from_millis(50);
+/// Datagrams that may wait for their owning thread; past it they are dropped, as the
+/// network may drop them.
+const FORWARD_QUEUE: usize = 4096;
+
+/// What the machine asks of an I/O thread.
+#[derive(Debug)]
+pub(crate) enum Down {
+    Datagram {
+        id: ConnId,
+        bytes: Vec<u8>,
+    },
+    Control {
+        id: ConnId,
+        bytes: Vec<u8>,
+    },
+    Map {
+        id: ConnId,
+        at: Instant,
+    },
+    /// Last words, then the close.
+    Close {
+        id: ConnId,
+        last: Vec<u8>,
+        code: u32,
+        reason: String,
+    },
+    /// The player joined: its admission slot is free.
+    Joined {
+        id: ConnId,
+    },
+    /// Shut down: take nobody more, close what is left by `until`, then end.
+    Stop {
+        reason: String,
+        until: Instant,
+    },
+}
+
+/// What wakes the machine's thread before its next tick.
+#[derive(Debug)]
+pub(crate) enum Wake {
+    /// An I/O thread gathered something that should not wait for the tick.
+    Up,
+    /// Fault injection: hold the tick's thread this long.
+    Stall(Duration),
+    /// Shut down, telling everyone why.
+    Shutdown(String),
+    /// An I/O thread ended: `None` after a stop, else why.
+    Ended { index: usize, why: Option<String> },
+}
+
+/// Wakes an I/O thread wherever it waits: parked between looks at its socket, or in its
+/// runtime.
+#[derive(Clone)]
+pub(crate) struct Waker {
+    thread: Thread,
+    notify: Arc<Notify>,
+}
+
+impl Waker {
+    pub(crate) fn wake(&self) {
+        self.notify.notify_one();
+        self.thread.unpark();
+    }
+}
+
+/// The machine's side of one I/O thread.
+struct Link {
+    down: Sender<Vec<Down>>,
+    batch: Vec<Down>,
+    waker: Waker,
+    up: Arc<Mutex<Vec<Up>>>,
+    /// Its `/proc` schedstat file, once it has started (for the load meter).
+    schedstat: Arc<OnceLock<String>>,
+    thread: Option<JoinHandle<()>>,
+    ended: bool,
+}
+
+/// The I/O threads, as the machine's thread sees them.
+pub(crate) struct IoThreads {
+    links: Vec<Link>,
+    /// Set by an I/O thread that woke the machine, cleared when the machine looks: one
+    /// wake-up per look, however much arrived.
+    woken: Arc<AtomicBool>,
+}
+
+impl IoThreads {
+    /// Starts one thread per socket. `wake` reaches the machine's thread.
+    pub(crate) fn start(
+        parts: Vec<QuicParts>,
+        shared: &Arc<Shared>,
+        wake: &Sender<Wake>,
+    ) -> std::io::Result<IoThreads> {
+        let woken = Arc::new(AtomicBool::new(false));
+        let mut queues = Vec::new();
+        let mut started = Vec::new();
+        let notifies: Vec<Arc<Notify>> = parts.iter().map(|_| Arc::new(Notify::new())).collect();
+        // The threads start parked until every waker exists (each needs the others').
+        let (go_tx, go_rx): (Vec<_>, Vec<_>) = parts.iter().map(|_| mpsc::channel()).unzip();
+        for ((part, notify), go) in parts.into_iter().zip(&notifies).zip(go_rx) {
+            let index = usize::from(part.index);
+            let (down_tx, down_rx) = mpsc::channel();
+            let (fwd_tx, fwd_rx) = mpsc::sync_channel(FORWARD_QUEUE);
+            let up = Arc::new(Mutex::new(Vec::new()));
+            let schedstat = Arc::new(OnceLock::new());
+            let job = Job {
+                index,
+                shared: shared.clone(),
+                down: down_rx,
+                forwarded: fwd_rx,
+                notify: notify.clone(),
+                up: up.clone(),
+                woken: woken.clone(),
+                wake: wake.clone(),
+                schedstat: schedstat.clone(),
+            };
+            let thread = std::thread::Builder::new()
+                .name(format!("expel-io-{index}"))
+                .spawn(move || job.run(part, go))?;
+            let waker = Waker {
+                thread: thread.thread().clone(),
+                notify: notify.clone(),
+            };
+            queues.push((fwd_tx, waker.clone()));
+            started.push(Link {
+                down: down_tx,
+                batch: Vec::new(),
+                waker,
+                up,
+                schedstat,
+                thread: Some(thread),
+                ended: false,
+            });
+        }
+        let router = Router { to: queues };
+        for go in go_tx {
+            let _ = go.send(router.clone());
+        }
+        Ok(IoThreads {
+            links: started,
+            woken,
+        })
+    }
+
+    /// The `/proc` schedstat files of the threads started so far.
+    pub(crate) fn schedstats(&self) -> Vec<String> {
+        self.links
+            .iter()
+            .filter_map(|l| l.schedstat.get().cloned())
+            .collect()
+    }
+
+    /// Everything the threads gathered, each thread's in its order.
+    pub(crate) fn take_up(&mut self, into: &mut Vec<Up>) {
+        self.woken.store(false, Relaxed);
+        for l in &self.links {
+            let mut up = l.up.lock().unwrap_or_else(|e| e.into_inner());
+            into.append(&mut up);
+        }
+    }
+
+    /// Queues `d` for the thread that owns connection `id`.
+    pub(crate) fn send(&mut self, id: ConnId, d: Down) {
+        let n = self.links.len() as ConnId;
+        if let Some(l) = self.links.get_mut((id % n) as usize) {
+            l.batch.push(d);
+        }
+    }
+
+    /// Hands each thread what was queued for it.
+    pub(crate) fn flush(&mut self) {
+        for l in &mut self.links {
+            if !l.batch.is_empty() {
+                let batch = std::mem::take(&mut l.batch);
+                if l.down.send(batch).is_ok() {
+                    l.waker.wake();
+                }
+            }
+        }
+    }
+
+    /// Tells every thread to take nobody more and close what is left by `until`.
+    pub(crate) fn stop(&mut self, reason: &str, until: Instant) {
+        for l in &mut self.links {
+            l.batch.push(Down::Stop {
+                reason: reason.to_string(),
+                until,
+            });
+        }
+        self.flush();
+    }
+
+    /// Thread `index` said it ended.
+    pub(crate) fn ended(&mut self, index: usize) {
+        if let Some(l) = self.links.get_mut(index) {
+            l.ended = true;
+            if let Some(t) = l.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+
+    pub(crate) fn all_ended(&self) -> bool {
+        self.links.iter().all(|l| l.ended)
+    }
+}
+
+/// What one I/O thread runs with.
+struct Job {
+    index: usize,
+    shared: Arc<Shared>,
+    down: Receiver<Vec<Down>>,
+    forwarded: Receiver<Forwarded>,
+    notify: Arc<Notify>,
+    up: Arc<Mutex<Vec<Up>>>,
+    woken: Arc<AtomicBool>,
+    wake: Sender<Wake>,
+    schedstat: Arc<OnceLock<String>>,
+}
+
+impl Job {
+    /// The thread's body: a panic is reported as its end, with the message.
+    fn run(self, part: QuicParts, go: Receiver<Router>) {
+        let (index, wake) = (self.index, self.wake.clone());
+        let why = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            let Ok(router) = go.recv() else {
+                return None;
+            };
+            if let Ok(me) = std::fs::read_link("/proc/thread-self") {
+                let _ = self
+                    .schedstat
+                    .set(format!("{}/schedstat", me.to_string_lossy()));
+            }
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build();
+            let rt = match rt {
+                Ok(rt) => rt,
+                Err(e) => return Some(format!("its runtime failed: {e}")),
+            };
+            rt.block_on(async move {
+                match Quic::new(part, router) {
+                    Ok(quic) => self.drive(quic).await,
+                    Err(e) => Some(format!("its QUIC socket failed: {e}")),
+                }
+            })
+        }));
+        let why = why.unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            Some(format!("panicked: {what}"))
+        });
+        let _ = wake.send(Wake::Ended { index, why });
+    }
+
+    /// Moves packets until stopped: the machine's commands, forwarded datagrams, QUIC's
+    /// timers, waiting handshakes, then the socket (looked at no more than once per
+    /// [`READ_GAP`]).
+    async fn drive(self, mut quic: Quic) -> Option<String> {
+        let s = &self.shared;
+        let cx = Context {
+            metrics: &s.metrics,
+            admission: &s.admission,
+            limits: &s.cfg.limits,
+            map: &s.cfg.game.map_bytes,
+            max_players: s.cfg.game.max_players as u64,
+        };
+        let mut read_from = Instant::now();
+        let mut stop: Option<(String, Instant)> = None;
+        loop {
+            let now = Instant::now();
+            loop {
+                match self.down.try_recv() {
+                    Ok(batch) => {
+                        for d in batch {
+                            if let Some(s) = carry_out(&mut quic, d, now, &cx) {
+                                stop = Some(s);
+                            }
+                        }
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    // The machine is gone: nobody to play with.
+                    Err(TryRecvError::Disconnected) => {
+                        let why = "server stopping".to_string();
+                        quic.stop_accepting(&why, now);
+                        stop.get_or_insert((why, now));
+                        break;
+                    }
+                }
+            }
+            while let Ok(f) = self.forwarded.try_recv() {
+                quic.datagram(now, f, &cx);
+            }
+            quic.fire_timers(now);
+            if quic.has_waiting() {
+                quic.admit_waiting(&cx, now + ADMIT_SLICE);
+            }
+            quic.drive(Instant::now(), &cx);
+            if let Some((why, until)) = &stop {
+                if quic.all_closed() || Instant::now() >= *until {
+                    quic.close_all(why, Instant::now());
+                    quic.drive(Instant::now(), &cx);
+                    self.tell(&mut quic);
+                    return None;
+                }
+            }
+            self.tell(&mut quic);
+            // Wait: for the socket, a timer or the machine.
+            let now = Instant::now();
+            let due = if quic.has_waiting() {
+                now
+            } else {
+                // QUIC's timers (acknowledgement delays, probes, idle limits, none finer
+                // than READ_GAP) wait for the next look at the socket, so a crowd's timers
+                // do not wake the thread one by one.
+                let later = now + IDLE_LOOK;
+                let due = quic
+                    .next_timer()
+                    .map_or(later, |t| t.max(read_from).min(later));
+                stop.as_ref().map_or(due, |(_, u)| due.min(*u))
+            };
+            if now < read_from {
+                // Not looking at the socket yet: parked, the thread is not woken by what
+                // arrives meanwhile (the reactor would be, for each datagram); the
+                // machine unparks it.
+                let until = due.min(read_from);
+                if until > now {
+                    std::thread::park_timeout(until - now);
+                }
+                continue;
+            }
+            tokio::select! {
+                biased;
+                _ = self.notify.notified() => {}
+                _ = tokio::time::sleep_until(due.into()) => {}
+                r = quic.io(&cx) => {
+                    if let Err(e) = r {
+                        return Some(format!("its QUIC socket failed: {e}"));
+                    }
+                    read_from = Instant::now() + READ_GAP;
+                }
+            }
+        }
+    }
+
+    /// Hands the machine what the connections did, waking it for anything but inputs
+    /// (those wait for its tick).
+    fn tell(&self, quic: &mut Quic) {
+        let up = quic.take_up();
+        if up.is_empty() {
+            return;
+        }
+        let urgent = up.iter().any(Up::urgent);
+        self.up.lock().unwrap_or_else(|e| e.into_inner()).extend(up);
+        if urgent && !self.woken.swap(true, Relaxed) {
+            let _ = self.wake.send(Wake::Up);
+        }
+    }
+}
+
+/// Carries out one command of the machine's; returns the stop, when it is one.
+fn carry_out(quic: &mut Quic, d: Down, now: Instant, cx: &Context) -> Option<(String, Instant)> {
+    match d {
+        Down::Datagram { id, bytes } => {
+            if !quic.send_datagram(id, bytes) {
+                cx.metrics.datagram_send_errors.fetch_add(1, Relaxed);
+            }
+        }
+        Down::Control { id, bytes } => quic.write(id, bytes),
+        Down::Map { id, at } => quic.send_map(id, at, cx),
+        Down::Close {
+            id,
+            last,
+            code,
+            reason,
+        } => quic.close(id, last, code, reason),
+        Down::Joined { id } => quic.joined(id, cx),
+        Down::Stop { reason, until } => {
+            quic.stop_accepting(&reason, now);
+            return Some((reason, until));
+        }
+    }
+    None
+}
