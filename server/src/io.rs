@@ -23,6 +23,8 @@ use tokio::sync::Notify;
 /// The longest an I/O thread spends on waiting handshakes in one go, so its playing
 /// connections' datagrams are read in between.
 const ADMIT_SLICE: Duration = Duration::from_millis(2);
+/// The longest an I/O thread sharing the machine's core waits for its tick to end.
+const TICK_WAIT: Duration = Duration::from_millis(5);
 /// The longest an idle I/O thread waits before it looks round again.
 const IDLE_LOOK: Duration = Duration::from_millis(50);
 /// Datagrams that may wait for their owning thread; past it they are dropped, as the
@@ -108,6 +110,9 @@ pub(crate) struct IoThreads {
     /// Set by an I/O thread that woke the machine, cleared when the machine looks: one
     /// wake-up per look, however much arrived.
     woken: Arc<AtomicBool>,
+    /// Set while the machine ticks, where the I/O threads share its one core: they
+    /// hold off until it is done rather than cut the tick into slices.
+    ticking: Option<Arc<AtomicBool>>,
 }
 
 impl IoThreads {
@@ -118,6 +123,8 @@ impl IoThreads {
         wake: &Sender<Wake>,
     ) -> std::io::Result<IoThreads> {
         let woken = Arc::new(AtomicBool::new(false));
+        let one_core = std::thread::available_parallelism().map_or(true, |n| n.get() == 1);
+        let ticking = one_core.then(|| Arc::new(AtomicBool::new(false)));
         let mut queues = Vec::new();
         let mut started = Vec::new();
         let notifies: Vec<Arc<Notify>> = parts.iter().map(|_| Arc::new(Notify::new())).collect();
@@ -137,6 +144,7 @@ impl IoThreads {
                 notify: notify.clone(),
                 up: up.clone(),
                 woken: woken.clone(),
+                ticking: ticking.clone(),
                 wake: wake.clone(),
                 schedstat: schedstat.clone(),
             };
@@ -165,6 +173,7 @@ impl IoThreads {
         Ok(IoThreads {
             links: started,
             woken,
+            ticking,
         })
     }
 
@@ -182,6 +191,18 @@ impl IoThreads {
         for l in &self.links {
             let mut up = l.up.lock().unwrap_or_else(|e| e.into_inner());
             into.append(&mut up);
+        }
+    }
+
+    /// The machine starts (`true`) or ends a tick: sharing its core, the I/O threads wait
+    /// for the end.
+    pub(crate) fn ticking(&self, on: bool) {
+        if let Some(t) = &self.ticking {
+            if t.swap(on, Relaxed) && !on {
+                for l in &self.links {
+                    l.waker.wake();
+                }
+            }
         }
     }
 
@@ -240,6 +261,7 @@ struct Job {
     notify: Arc<Notify>,
     up: Arc<Mutex<Vec<Up>>>,
     woken: Arc<AtomicBool>,
+    ticking: Option<Arc<AtomicBool>>,
     wake: Sender<Wake>,
     schedstat: Arc<OnceLock<String>>,
 }
@@ -297,6 +319,11 @@ impl Job {
         let mut read_from = Instant::now();
         let mut stop: Option<(String, Instant)> = None;
         loop {
+            if self.ticking.as_ref().is_some_and(|t| t.load(Relaxed)) {
+                // (Bounded, should the wake-up be missed.)
+                std::thread::park_timeout(TICK_WAIT);
+                continue;
+            }
             let now = Instant::now();
             loop {
                 match self.down.try_recv() {

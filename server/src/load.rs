@@ -1,8 +1,9 @@
 //! Measures the server's load for [`Server::handle_load`]: the share of the time its
-//! busiest thread (the machine's or an I/O thread) ran or waited to run (the kernel's
-//! counts: a neighbour taking half the core makes a thread wait about as long as it runs,
-//! so the same players read as twice the load, and the capacity halves), and the
-//! datagrams the sockets dropped.
+//! busiest thread (the machine's or an I/O thread) ran or waited to run, or, where its
+//! threads outnumber its cores, their total over the cores (the kernel's counts: a
+//! neighbour taking half the core makes a thread wait about as long as it runs, so the
+//! same players read as twice the load, and the capacity halves); and the datagrams the
+//! sockets dropped.
 
 use expel_shared::protocol::load::Load;
 use std::time::{Duration, Instant};
@@ -22,6 +23,8 @@ pub(crate) struct LoadMeter {
     /// Each I/O thread's, by its schedstat file.
     others: Vec<(String, Option<u64>)>,
     dropped: Option<u64>,
+    /// The cores the process may run on.
+    cores: f64,
 }
 
 impl LoadMeter {
@@ -33,6 +36,7 @@ impl LoadMeter {
             ran: run_ns("/proc/thread-self/schedstat"),
             others: Vec::new(),
             dropped: socket_drops(port),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()) as f64,
         }
     }
 
@@ -49,6 +53,7 @@ impl LoadMeter {
         };
         let ran = run_ns("/proc/thread-self/schedstat");
         let mut busy = share(self.ran, ran);
+        let mut total = busy;
         let mut next = Vec::with_capacity(others.len());
         for path in others {
             let now_ran = run_ns(path);
@@ -57,9 +62,12 @@ impl LoadMeter {
                 .iter()
                 .find(|(p, _)| p == path)
                 .and_then(|x| x.1);
-            busy = busy.max(share(before, now_ran));
+            let one = share(before, now_ran);
+            busy = busy.max(one);
+            total += one;
             next.push((path.clone(), now_ran));
         }
+        let busy = busy.max(total / self.cores);
         let dropped = socket_drops(self.port);
         let load = Load {
             busy,

@@ -145,6 +145,7 @@ fn machine_loop(
             let before = server.world().tick;
             let ran = server.stats().ticks;
             let started = Instant::now();
+            io.ticking(true);
             server.handle_timeout(started);
             // Ticks run, not skipped ones: only those took time.
             let stepped = server.stats().ticks - ran;
@@ -179,6 +180,7 @@ fn machine_loop(
             }
         }
         carry_out(&mut server, &mut io, &shared);
+        io.ticking(false);
     };
     // Shutdown: every player is told why; the I/O threads close the rest, and those who
     // read their last words within the grace are closed by then too.
