@@ -17,13 +17,14 @@ use tracing::{debug, info, warn};
 const LATE_TOLD: Duration = Duration::from_millis(100);
 
 /// Whether a tick's work spreads over the machine's workers: only while a tick on one
-/// thread takes over half the period, where a slow tick would soon make the next late.
-/// Under that, one thread is cheaper, and a spread tick waits for every worker it handed
-/// work to, which the system may not run at once when other processes share the cores
-/// (at 1,000 players with the bots on both cores, always spread: tick p99 6.8 to 8.7 ms;
-/// on one thread 5.9 to 7.4, alternated). The tick time is averaged over about twenty
-/// ticks; spread, a tick takes about its time on one thread over the workers, so it goes
-/// back to one thread only under half the period over the workers (no flapping).
+/// thread takes over a quarter of the period. The machine's thread also takes every input
+/// (about a third of its work beside the tick), and its load caps the players admitted:
+/// spread from there, it stays under about half busy. Under that, one thread is cheaper,
+/// and a spread tick waits for every worker it handed work to, which the system may not
+/// run at once when other processes share the cores. The tick time is averaged over
+/// about twenty ticks; spread, a tick takes about its time on one thread over the
+/// workers, so it goes back to one thread only under a quarter of the period over the
+/// workers (no flapping).
 struct Spread {
     on: bool,
     workers: f64,
@@ -48,11 +49,11 @@ impl Spread {
     /// Takes one tick's time; returns the new setting when it changes.
     fn tick(&mut self, took: Duration) -> Option<bool> {
         self.mean += (took.as_secs_f64() - self.mean) * Self::WEIGHT;
-        let half = self.period / 2.0;
+        let quarter = self.period / 4.0;
         let on = if self.on {
-            self.mean >= half / self.workers
+            self.mean >= quarter / self.workers
         } else {
-            self.mean > half
+            self.mean > quarter
         };
         (on != self.on).then(|| {
             self.on = on;
@@ -299,15 +300,16 @@ mod tests {
         let period = Duration::from_micros(16_000);
         let mut s = Spread::new(2, period);
         let ms = Duration::from_millis;
-        // Ticks under half the period stay on one thread.
-        assert!((0..200).all(|_| s.tick(ms(7)).is_none()));
-        // Longer ones (over 8 ms) spread, once the mean has moved.
-        let turned = (0..200).position(|_| s.tick(ms(10)) == Some(true));
+        let us = Duration::from_micros;
+        // Ticks under a quarter of the period stay on one thread.
+        assert!((0..200).all(|_| s.tick(us(3500)).is_none()));
+        // Longer ones (over 4 ms) spread, once the mean has moved.
+        let turned = (0..200).position(|_| s.tick(ms(5)) == Some(true));
         assert!(turned.is_some_and(|i| i > 3), "{turned:?}");
-        // Spread, a tick of 5 ms is one of about 10 on one thread: it stays spread...
-        assert!((0..200).all(|_| s.tick(ms(5)).is_none()));
-        // ...and goes back under 4 ms (8 ms over the two workers).
-        assert!((0..200).any(|_| s.tick(ms(3)) == Some(false)));
-        assert!((0..200).all(|_| s.tick(ms(7)).is_none()));
+        // Spread, a tick of 2.5 ms is one of about 5 on one thread: it stays spread...
+        assert!((0..200).all(|_| s.tick(us(2500)).is_none()));
+        // ...and goes back under 2 ms (4 ms over the two workers).
+        assert!((0..200).any(|_| s.tick(us(1500)) == Some(false)));
+        assert!((0..200).all(|_| s.tick(us(3500)).is_none()));
     }
 }
