@@ -1,5 +1,5 @@
 //! Light bots on QUIC driven by hand: every bot's connection on a few shared sockets, all
-//! of them on one task, the way the server drives its own side (`server/src/quic.rs`).
+//! of them on one task, on the same driver as the server's I/O threads ([`expel_quic`]).
 //!
 //! A bot on the client library's [`Session`](expel_client::Session) costs tasks per
 //! connection, a channel hop and task wakes per datagram each way. A thousand light bots
@@ -12,32 +12,26 @@
 //! reconnects; every other swarm plays on sessions.
 
 use crate::{driver, BotOutcome, SwarmOptions, SwarmProgress, BEHAVIOUR_SEED, BOTS_PER_SOCKET};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use expel_client::{
     bind_address, client_config, close_reason, ClientError, Recorder, Script, HANDSHAKE_TIMEOUT,
 };
+use expel_quic::{datagrams, ecn, endpoint_events, transmit, Batch, Timers, Wire};
 use expel_shared::protocol::client::{Client, ClientOutput, ClientSettings, End, Status};
 use expel_shared::protocol::ALPN;
 use expel_shared::{MoveCommand, PlayerState, Sim};
-use quinn::udp::{RecvMeta, Transmit as UdpTransmit, UdpSocketState};
 use quinn_proto::{
     ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig, Event, StreamEvent, StreamId,
-    Transmit,
 };
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::io::{self, IoSliceMut};
+use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
-use tokio::io::Interest;
 
 /// Receive buffers per receive call.
 const BATCH: usize = 16;
-/// Bytes of one receive buffer: a coalesced (GRO) run of datagrams.
-const RECV_BUF: usize = 64 * 1024;
 /// Receive calls per socket before the timers are looked at again.
 const BATCHES_PER_TURN: usize = 8;
 /// Largest control-stream read handed to a machine at once.
@@ -112,10 +106,8 @@ impl Bot {
 
 /// A socket and its endpoint, shared by up to [`BOTS_PER_SOCKET`] bots.
 struct Group {
-    socket: tokio::net::UdpSocket,
-    state: UdpSocketState,
+    wire: Wire,
     endpoint: Endpoint,
-    gso: usize,
     /// Bot by connection handle (the endpoint's handles are dense).
     bots: Vec<Option<usize>>,
 }
@@ -123,17 +115,12 @@ struct Group {
 impl Group {
     fn new(server: SocketAddr) -> io::Result<Group> {
         let std = std::net::UdpSocket::bind(bind_address(server))?;
-        std.set_nonblocking(true)?;
-        let state = UdpSocketState::new((&std).into())?;
         // A burst of snapshots, one per bot of the group, lands at once.
-        let _ = state.set_recv_buffer_size((&std).into(), 1 << 20);
-        let allow_mtud = !state.may_fragment();
-        let gso = state.max_gso_segments().max(1);
+        let wire = Wire::new(std, 1 << 20)?;
+        let allow_mtud = wire.allow_mtud();
         Ok(Group {
-            socket: tokio::net::UdpSocket::from_std(std)?,
-            state,
+            wire,
             endpoint: Endpoint::new(Arc::new(EndpointConfig::default()), None, allow_mtud, None),
-            gso,
             bots: Vec::new(),
         })
     }
@@ -152,11 +139,11 @@ struct Swarm {
     left: usize,
     /// The map and simulation the first bot to join received, for the rest.
     known: Option<(Arc<Vec<u8>>, Arc<Sim>)>,
-    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    timers: Timers,
     dirty: Vec<usize>,
     deadline: Instant,
     progress: Arc<SwarmProgress>,
-    recv_buf: Vec<u8>,
+    batch: Batch,
     send_buf: Vec<u8>,
 }
 
@@ -206,11 +193,11 @@ pub(crate) async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> V
         joining: 0,
         left: n,
         known: None,
-        timers: BinaryHeap::new(),
+        timers: Timers::default(),
         dirty: Vec::new(),
         deadline,
         progress,
-        recv_buf: vec![0; BATCH * RECV_BUF],
+        batch: Batch::new(BATCH),
         send_buf: Vec::new(),
     };
     s.run().await;
@@ -236,7 +223,7 @@ impl Swarm {
             let groups = &self.groups;
             let readable = std::future::poll_fn(|cx| {
                 for g in groups {
-                    if g.socket.poll_recv_ready(cx).is_ready() {
+                    if g.wire.poll_recv_ready(cx).is_ready() {
                         return Poll::Ready(());
                     }
                 }
@@ -290,46 +277,32 @@ impl Swarm {
 
     /// Takes what the sockets hold (a bounded amount each).
     fn receive(&mut self, now: Instant) {
-        let mut metas = [RecvMeta::default(); BATCH];
+        let mut batch = std::mem::replace(&mut self.batch, Batch::new(0));
         let mut response = Vec::new();
         for gi in 0..self.groups.len() {
             for _ in 0..BATCHES_PER_TURN {
-                let got = {
-                    let g = &self.groups[gi];
-                    let mut iovs: Vec<IoSliceMut> = self
-                        .recv_buf
-                        .chunks_mut(RECV_BUF)
-                        .map(IoSliceMut::new)
-                        .collect();
-                    g.socket.try_io(Interest::READABLE, || {
-                        g.state.recv((&g.socket).into(), &mut iovs, &mut metas)
-                    })
-                };
-                let n = match got {
+                let n = match self.groups[gi].wire.recv(&mut batch) {
                     Ok(n) => n,
                     Err(e) if e.kind() == io::ErrorKind::ConnectionReset => continue,
                     Err(_) => break,
                 };
-                for (k, meta) in metas.iter().enumerate().take(n) {
-                    let buf = &self.recv_buf[k * RECV_BUF..k * RECV_BUF + meta.len];
-                    let stride = meta.stride.max(1);
-                    let ecn = meta
-                        .ecn
-                        .and_then(|e| quinn_proto::EcnCodepoint::from_bits(e as u8));
-                    for one in buf.chunks(stride) {
+                for k in 0..n {
+                    let (meta, buf) = batch.get_mut(k);
+                    datagrams(meta, buf, |one| {
                         let g = &mut self.groups[gi];
                         response.clear();
-                        match g.endpoint.handle(
+                        let event = g.endpoint.handle(
                             now,
                             meta.addr,
                             meta.dst_ip,
-                            ecn,
-                            BytesMut::from(one),
+                            ecn(meta),
+                            one,
                             &mut response,
-                        ) {
+                        );
+                        match event {
                             Some(DatagramEvent::ConnectionEvent(h, event)) => {
                                 let Some(i) = g.bots.get(h.0).copied().flatten() else {
-                                    continue;
+                                    return;
                                 };
                                 let bot = &mut self.bots[i];
                                 if let Some((_, conn)) = bot.conn.as_mut() {
@@ -338,27 +311,26 @@ impl Swarm {
                                 }
                             }
                             Some(DatagramEvent::Response(t)) => {
-                                let _ = send(g, &t, &response);
+                                // Lost as UDP may lose it.
+                                let _ = g.wire.send(&t, &response);
                             }
                             // A client accepts no connections.
                             Some(DatagramEvent::NewConnection(_)) | None => {}
                         }
-                    }
+                    });
                 }
             }
         }
+        self.batch = batch;
     }
 
     fn fire_timers(&mut self, now: Instant) {
-        while let Some(Reverse((t, i))) = self.timers.peek().copied() {
-            if t > now {
+        loop {
+            let bots = &self.bots;
+            let Some(i) = self.timers.pop_due(now, |i| bots[i].armed) else {
                 break;
-            }
-            self.timers.pop();
+            };
             let bot = &mut self.bots[i];
-            if bot.armed != Some(t) {
-                continue;
-            }
             bot.armed = None;
             if let Some((_, conn)) = bot.conn.as_mut() {
                 if conn.poll_timeout().is_some_and(|c| c <= now) {
@@ -370,13 +342,8 @@ impl Swarm {
     }
 
     fn next_timer(&mut self) -> Option<Instant> {
-        while let Some(Reverse((t, i))) = self.timers.peek().copied() {
-            if self.bots[i].armed == Some(t) {
-                return Some(t);
-            }
-            self.timers.pop();
-        }
-        None
+        let bots = &self.bots;
+        self.timers.next(|i| bots[i].armed)
     }
 
     fn touch(&mut self, i: usize) {
@@ -459,16 +426,9 @@ impl Swarm {
             }
         }
         let g = &mut self.groups[bot.group];
-        loop {
-            self.send_buf.clear();
-            match conn.poll_transmit(now, g.gso, &mut self.send_buf) {
-                Some(t) => {
-                    // Lost as UDP may lose it: QUIC sends again.
-                    let _ = send(g, &t, &self.send_buf);
-                }
-                None => break,
-            }
-        }
+        // A transmit the socket cannot take now is lost, as UDP may lose it: QUIC sends
+        // again (a bot has nothing to gain from waiting for room).
+        transmit(conn, now, &g.wire, &mut self.send_buf, &mut None);
         endpoint_events(&mut g.endpoint, *h, conn);
         let drained = conn.is_drained();
         let wake = [
@@ -491,12 +451,10 @@ impl Swarm {
             self.done(i);
             return;
         }
-        if wake != bot.armed {
-            bot.armed = wake;
-            if let Some(t) = wake {
-                self.timers.push(Reverse((t, i)));
-            }
-        }
+        self.timers.arm(i, wake, &mut bot.armed);
+        let armed = self.bots.iter().enumerate();
+        let armed = armed.filter_map(|(i, b)| Some((i, b.armed?)));
+        self.timers.compact(self.bots.len(), armed);
     }
 
     /// The connection's events, into the bot's machine.
@@ -666,32 +624,4 @@ impl Swarm {
         }
         self.touch(i);
     }
-}
-
-/// Hands the connection's events to the endpoint and the endpoint's answers back.
-fn endpoint_events(
-    endpoint: &mut Endpoint,
-    h: ConnectionHandle,
-    conn: &mut quinn_proto::Connection,
-) {
-    while let Some(e) = conn.poll_endpoint_events() {
-        if let Some(back) = endpoint.handle_event(h, e) {
-            conn.handle_event(back);
-        }
-    }
-}
-
-fn send(g: &Group, t: &Transmit, bytes: &[u8]) -> io::Result<()> {
-    let udp = UdpTransmit {
-        destination: t.destination,
-        ecn: t
-            .ecn
-            .and_then(|e| quinn::udp::EcnCodepoint::from_bits(e as u8)),
-        contents: &bytes[..t.size],
-        segment_size: t.segment_size,
-        src_ip: t.src_ip,
-    };
-    g.socket.try_io(Interest::WRITABLE, || {
-        g.state.send((&g.socket).into(), &udp)
-    })
 }

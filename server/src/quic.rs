@@ -14,20 +14,18 @@ use crate::admission::{Admission, Pending};
 use crate::udp::{CidGenerator, Doorman, UdpCounts};
 use crate::{Decision, Limits, Metrics};
 use bytes::{Bytes, BytesMut};
+use expel_quic::{datagrams, endpoint_events, transmit, Batch, Blocked, RecvMeta, Timers, Wire};
 use expel_shared::protocol::rate::TokenBucket;
 use expel_shared::protocol::server::{map_frame, ConnId};
 use expel_shared::protocol::{CLOSE_KICKED, CLOSE_SHUTDOWN};
-use quinn::udp::{RecvMeta, Transmit as UdpTransmit, UdpSocketState};
 use quinn_proto::{
     ConnectionHandle, DatagramEvent, Dir, Endpoint, Event, StreamEvent, StreamId, Transmit, VarInt,
 };
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
-use std::io::{self, IoSliceMut};
+use std::collections::{BTreeMap, VecDeque};
+use std::io;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::io::Interest;
 use tracing::debug;
 
 /// Receive calls per batch (each may carry several coalesced datagrams).
@@ -35,8 +33,6 @@ const BATCH: usize = 32;
 /// Receive batches taken before the loop looks at its timers again, so a flood cannot
 /// starve the tick.
 const BATCHES_PER_TURN: usize = 16;
-/// Bytes of one receive buffer: a coalesced (GRO) run of full-size datagrams.
-const RECV_BUF: usize = 64 * 1024;
 /// After its last words are written, how long a closing peer gets to read them before
 /// the close frame (which can overtake them) goes out.
 const LINGER: Duration = Duration::from_millis(500);
@@ -94,7 +90,7 @@ struct Peer {
     armed: Option<Instant>,
     dirty: bool,
     /// A transmit the socket could not take, to send first.
-    blocked: Option<(Transmit, Vec<u8>)>,
+    blocked: Blocked,
     /// What it may send (see [`PACKET_RATE`]).
     packets: TokenBucket,
 }
@@ -196,10 +192,10 @@ pub(crate) struct Quic {
     /// The machine's ids to connection handles, for the machine's outputs.
     ids: BTreeMap<ConnId, usize>,
     next_id: ConnId,
-    /// Wake-ups, earliest first; an entry is stale unless it is its peer's `armed`.
-    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Wake-ups, by connection handle.
+    timers: Timers,
     dirty: Vec<usize>,
-    recv_buf: Vec<u8>,
+    batch: Batch,
     send_buf: Vec<u8>,
     /// A transmit waits for the socket to become writable.
     send_blocked: bool,
@@ -211,34 +207,6 @@ pub(crate) struct Quic {
 
 /// Connection attempts that may wait for their handshake; past them, the door refuses.
 const WAITING_MAX: usize = 1024;
-
-/// The socket as QUIC uses it.
-struct Wire {
-    socket: tokio::net::UdpSocket,
-    state: UdpSocketState,
-    /// Most packets the socket takes in one segmented send.
-    gso: usize,
-    /// Whether each packet names its source address (the socket listens on every
-    /// address, and a reply must leave from the one its peer wrote to). Bound to one
-    /// address, the kernel sends from it anyway: naming it costs a check per packet.
-    pick_source: bool,
-}
-
-impl Wire {
-    fn send(&self, t: &Transmit, bytes: &[u8]) -> io::Result<()> {
-        let udp = UdpTransmit {
-            destination: t.destination,
-            ecn: t
-                .ecn
-                .and_then(|e| quinn::udp::EcnCodepoint::from_bits(e as u8)),
-            contents: &bytes[..t.size],
-            segment_size: t.segment_size,
-            src_ip: t.src_ip.filter(|_| self.pick_source),
-        };
-        let socket = &self.socket;
-        socket.try_io(Interest::WRITABLE, || self.state.send(socket.into(), &udp))
-    }
-}
 
 /// What makes a [`Quic`]: the bound socket and the endpoint's settings. Bound where the
 /// server starts (so a taken address fails the start), made into a [`Quic`] on the
@@ -265,19 +233,9 @@ impl Quic {
             counts,
             index,
         } = parts;
-        std.set_nonblocking(true)?;
-        let state = UdpSocketState::new((&std).into())?;
         // A tick's snapshots leave in one burst; inputs arrive while the tick runs.
-        let _ = state.set_recv_buffer_size((&std).into(), 4 << 20);
-        let _ = state.set_send_buffer_size((&std).into(), 4 << 20);
-        let socket = tokio::net::UdpSocket::from_std(std)?;
-        let allow_mtud = !state.may_fragment();
-        let wire = Wire {
-            gso: state.max_gso_segments().max(1),
-            pick_source: socket.local_addr()?.ip().is_unspecified(),
-            socket,
-            state,
-        };
+        let wire = Wire::new(std, 4 << 20)?;
+        let allow_mtud = wire.allow_mtud();
         Ok(Quic {
             wire,
             index,
@@ -289,9 +247,9 @@ impl Quic {
             live: 0,
             ids: BTreeMap::new(),
             next_id: 1,
-            timers: BinaryHeap::new(),
+            timers: Timers::default(),
             dirty: Vec::new(),
-            recv_buf: vec![0; BATCH * RECV_BUF],
+            batch: Batch::new(BATCH),
             send_buf: Vec::new(),
             send_blocked: false,
             accepting: true,
@@ -301,20 +259,16 @@ impl Quic {
 
     /// When a connection next needs [`Quic::fire_timers`].
     pub(crate) fn next_timer(&mut self) -> Option<Instant> {
-        while let Some(Reverse((t, h))) = self.timers.peek().copied() {
-            if self.peer(h).is_some_and(|p| p.armed == Some(t)) {
-                return Some(t);
-            }
-            self.timers.pop();
-        }
-        None
+        let peers = &self.peers;
+        self.timers
+            .next(|h| peers.get(h).and_then(Option::as_ref).and_then(|p| p.armed))
     }
 
     /// Waits for the socket, then takes what it holds, or sends what waited for room.
     /// Safe to drop while it waits (nothing is taken before the socket is ready).
     pub(crate) async fn io(&mut self, cx: &Context<'_>) -> io::Result<()> {
         let readable = tokio::select! {
-            r = self.readable() => { r?; true }
+            r = self.wire.readable() => { r?; true }
             r = self.writable() => { r?; false }
         };
         if readable {
@@ -325,15 +279,10 @@ impl Quic {
         }
     }
 
-    /// Resolves when the socket may have datagrams.
-    async fn readable(&self) -> io::Result<()> {
-        self.wire.socket.readable().await
-    }
-
     /// Resolves when a blocked transmit may go (never while none is blocked).
     async fn writable(&self) -> io::Result<()> {
         if self.send_blocked {
-            self.wire.socket.writable().await
+            self.wire.writable().await
         } else {
             std::future::pending().await
         }
@@ -352,40 +301,25 @@ impl Quic {
     /// Takes what the socket holds (a bounded amount; [`Quic::io`] comes back while
     /// the socket says there is more).
     fn receive(&mut self, now: Instant, cx: &Context) -> io::Result<()> {
-        let mut metas = [RecvMeta::default(); BATCH];
+        let mut batch = std::mem::replace(&mut self.batch, Batch::new(0));
+        let got = self.receive_into(&mut batch, now, cx);
+        self.batch = batch;
+        got
+    }
+
+    fn receive_into(&mut self, batch: &mut Batch, now: Instant, cx: &Context) -> io::Result<()> {
         for _ in 0..BATCHES_PER_TURN {
-            let got = {
-                let Quic { wire, recv_buf, .. } = self;
-                let Wire { socket, state, .. } = wire;
-                let mut iovs: Vec<IoSliceMut> =
-                    recv_buf.chunks_mut(RECV_BUF).map(IoSliceMut::new).collect();
-                socket.try_io(Interest::READABLE, || {
-                    state.recv((&*socket).into(), &mut iovs, &mut metas)
-                })
-            };
-            let n = match got {
+            let n = match self.wire.recv(batch) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 // Undefined in QUIC, and an attacker can cause it.
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => continue,
                 Err(e) => return Err(e),
             };
-            for (i, meta) in metas.iter_mut().enumerate().take(n) {
-                let buf = &mut self.recv_buf[i * RECV_BUF..(i + 1) * RECV_BUF];
+            for i in 0..n {
+                let (meta, buf) = batch.get_mut(i);
                 self.doorman.filter(buf, meta);
-                // A copy per receive buffer, not one for the batch: what quinn keeps of a
-                // datagram (an out-of-order stream chunk) pins only its own.
-                let mut data = BytesMut::from(&buf[..meta.len]);
-                let stride = meta.stride.max(1);
-                // The last (usually the only) datagram goes whole: splitting it off would
-                // make the buffer shared, an allocation per datagram.
-                while data.len() > stride {
-                    let one = data.split_to(stride);
-                    self.route(now, meta, one, cx);
-                }
-                if !data.is_empty() {
-                    self.route(now, meta, data, cx);
-                }
+                datagrams(meta, buf, |d| self.route(now, meta, d, cx));
             }
         }
         Ok(())
@@ -560,15 +494,13 @@ impl Quic {
 
     /// Runs the connections whose timers are due.
     pub(crate) fn fire_timers(&mut self, now: Instant) {
-        while let Some(Reverse((t, h))) = self.timers.peek().copied() {
-            if t > now {
+        loop {
+            let peers = &self.peers;
+            let armed = |h: usize| peers.get(h).and_then(Option::as_ref).and_then(|p| p.armed);
+            let Some(h) = self.timers.pop_due(now, armed) else {
                 break;
-            }
-            self.timers.pop();
+            };
             let Some(p) = self.peer_mut(h) else { continue };
-            if p.armed != Some(t) {
-                continue;
-            }
             p.armed = None;
             if p.conn.poll_timeout().is_some_and(|c| c <= now) {
                 p.conn.handle_timeout(now);
@@ -731,7 +663,7 @@ impl Quic {
         };
         p.dirty = false;
         let handle = ConnectionHandle(h);
-        endpoint_events(endpoint, handle, p);
+        endpoint_events(endpoint, handle, &mut p.conn);
         // What happened on the connection.
         while let Some(event) = p.conn.poll() {
             match event {
@@ -831,11 +763,17 @@ impl Quic {
             m.pending.store(cx.admission.pending() as u64, Relaxed);
         }
         // Packets out.
-        let blocked = transmit(p, now, &mut self.send_buf, &self.wire);
+        let blocked = transmit(
+            &mut p.conn,
+            now,
+            &self.wire,
+            &mut self.send_buf,
+            &mut p.blocked,
+        );
         if blocked {
             self.send_blocked = true;
         }
-        endpoint_events(endpoint, handle, p);
+        endpoint_events(endpoint, handle, &mut p.conn);
         if p.conn.is_drained() {
             gone(p, ids, up, "connection drained");
             self.peers[h] = None;
@@ -843,21 +781,13 @@ impl Quic {
             return;
         }
         let wake = p.wake_at();
-        if wake != p.armed {
-            p.armed = wake;
-            if let Some(t) = wake {
-                self.timers.push(Reverse((t, h)));
-            }
-        }
-        // Stale entries pile up while wake-ups move later: rebuild now and then.
-        if self.timers.len() > 8 * self.live + 1024 {
-            self.timers = self
-                .peers
-                .iter()
-                .enumerate()
-                .filter_map(|(h, p)| Some(Reverse((p.as_ref()?.armed?, h))))
-                .collect();
-        }
+        self.timers.arm(h, wake, &mut p.armed);
+        let armed = self
+            .peers
+            .iter()
+            .enumerate()
+            .filter_map(|(h, p)| Some((h, p.as_ref()?.armed?)));
+        self.timers.compact(self.live, armed);
     }
 
     fn peer(&self, h: usize) -> Option<&Peer> {
@@ -874,15 +804,6 @@ impl Quic {
                 p.dirty = true;
                 self.dirty.push(h);
             }
-        }
-    }
-}
-
-/// Hands the connection's events to the endpoint and the endpoint's answers back.
-fn endpoint_events(endpoint: &mut Endpoint, h: ConnectionHandle, p: &mut Peer) {
-    while let Some(e) = p.conn.poll_endpoint_events() {
-        if let Some(back) = endpoint.handle_event(h, e) {
-            p.conn.handle_event(back);
         }
     }
 }
@@ -1027,30 +948,4 @@ fn write_some(
         }
     }
     Ok(())
-}
-
-/// Sends what the connection has to send; returns true when the socket was full (the
-/// transmit waits in the peer).
-fn transmit(p: &mut Peer, now: Instant, buf: &mut Vec<u8>, wire: &Wire) -> bool {
-    loop {
-        let (t, bytes) = match p.blocked.take() {
-            Some((t, bytes)) => (t, bytes),
-            None => {
-                buf.clear();
-                match p.conn.poll_transmit(now, wire.gso, buf) {
-                    Some(t) => (t, std::mem::take(buf)),
-                    None => return false,
-                }
-            }
-        };
-        match wire.send(&t, &bytes) {
-            Ok(()) => *buf = bytes,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                p.blocked = Some((t, bytes));
-                return true;
-            }
-            // Lost, as UDP may lose it (QUIC sends it again).
-            Err(_) => *buf = bytes,
-        }
-    }
 }

@@ -14,7 +14,7 @@
 //! Long-header packets of other versions pass (quinn answers them with version
 //! negotiation) and are counted apart.
 
-use quinn::udp::RecvMeta;
+use expel_quic::RecvMeta;
 use quinn_proto::{ConnectionId, ConnectionIdGenerator, InvalidCid};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
