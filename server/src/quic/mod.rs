@@ -11,12 +11,13 @@
 //! the admission slot a peer holds until it joins.
 
 use crate::admission::{Admission, Pending};
+use crate::io::Up;
 use crate::udp::{CidGenerator, Doorman, UdpCounts};
 use crate::{Decision, Limits, Metrics};
 use bytes::{Bytes, BytesMut};
 use expel_quic::{datagrams, endpoint_events, transmit, Batch, Blocked, RecvMeta, Timers, Wire};
 use expel_shared::protocol::rate::TokenBucket;
-use expel_shared::protocol::server::{map_frame, ConnId};
+use expel_shared::protocol::server::ConnId;
 use expel_shared::protocol::{CLOSE_KICKED, CLOSE_SHUTDOWN};
 use quinn_proto::{
     ConnectionHandle, DatagramEvent, Dir, Endpoint, Event, StreamEvent, StreamId, Transmit, VarInt,
@@ -28,45 +29,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::debug;
 
+mod control;
+use control::{read_control, write_control, Closing, Out, WriteError};
+
 /// Receive calls per batch (each may carry several coalesced datagrams).
 const BATCH: usize = 32;
 /// Receive batches taken before the loop looks at its timers again, so a flood cannot
 /// starve the tick.
 const BATCHES_PER_TURN: usize = 16;
-/// After its last words are written, how long a closing peer gets to read them before
-/// the close frame (which can overtake them) goes out.
-const LINGER: Duration = Duration::from_millis(500);
-/// Largest control-stream read handed to the machine at once.
-const READ_CHUNK: usize = 4096;
 /// Packets a second a connection may send once it plays (its control writes done): a
 /// client sends one input datagram per tick at most (240 at the highest tick rate) and
 /// acknowledgements. Past it, packets are dropped before they are decrypted, the most a
 /// flood costs; the machine's input allowance, well under this, flags the flooder.
 const PACKET_RATE: f64 = 1000.0;
-
-/// One write waiting for the peer's credit on the control stream.
-enum Out {
-    /// Control frames, `at` bytes of them written; due within the write timeout, and by
-    /// `by` when set.
-    Bytes {
-        bytes: Vec<u8>,
-        at: usize,
-        by: Option<Instant>,
-    },
-    /// The map, from its `next` frame on, all of it by `whole`: each frame is made when
-    /// it reaches the head of the queue, as a write of its own.
-    Map { next: usize, whole: Instant },
-    /// Finish the stream (after the last words).
-    Finish,
-}
-
-/// The close the machine asked for, carried out once the last words are written.
-struct Closing {
-    code: u32,
-    reason: String,
-    /// Set once the words are written and the stream finished.
-    linger: Option<Instant>,
-}
 
 /// One QUIC connection and what the shell keeps for it.
 struct Peer {
@@ -123,42 +98,6 @@ pub(crate) struct Context<'a> {
     pub(crate) map: &'a [u8],
     /// Players the server holds at most (its refusal is the hello's, not the door's).
     pub(crate) max_players: u64,
-}
-
-/// What a connection did, for the machine: an I/O thread gathers these in the order they
-/// happened, and the machine's thread takes them (each with when it happened).
-#[derive(Debug)]
-pub(crate) enum Up {
-    /// The handshake is done; the peer's datagrams take `room` bytes.
-    Connected {
-        id: ConnId,
-        room: usize,
-        at: Instant,
-    },
-    /// Bytes of the control stream.
-    Control {
-        id: ConnId,
-        bytes: Bytes,
-        at: Instant,
-    },
-    /// A datagram.
-    Datagram {
-        id: ConnId,
-        bytes: Bytes,
-        at: Instant,
-    },
-    /// The map's last frame is written.
-    MapSent { id: ConnId, at: Instant },
-    /// The connection is gone.
-    Closed { id: ConnId, reason: String },
-}
-
-impl Up {
-    /// Whether the machine should look now rather than at its next tick: anything but an
-    /// input, which waits for the tick anyway.
-    pub(crate) fn urgent(&self) -> bool {
-        !matches!(self, Up::Datagram { .. })
-    }
 }
 
 /// A datagram another I/O thread received for a connection of this one.
@@ -831,121 +770,4 @@ fn close_now(p: &mut Peer, now: Instant, code: u32, reason: &str) {
     }
     p.writes.clear();
     p.closing = None;
-}
-
-/// Reads what the control stream holds into the machine; its end, or a reset, ends the
-/// connection.
-fn read_control(p: &mut Peer, ids: &mut BTreeMap<ConnId, usize>, up: &mut Vec<Up>, now: Instant) {
-    let Some(s) = p.stream else { return };
-    let talking = p.talking();
-    let mut ended = None;
-    {
-        let mut recv = p.conn.recv_stream(s);
-        let Ok(mut chunks) = recv.read(true) else {
-            return;
-        };
-        loop {
-            match chunks.next(READ_CHUNK) {
-                Ok(Some(chunk)) => {
-                    if let Some(id) = talking {
-                        up.push(Up::Control {
-                            id,
-                            bytes: chunk.bytes,
-                            at: now,
-                        });
-                    }
-                }
-                Ok(None) => {
-                    ended = Some("control stream closed".to_string());
-                    break;
-                }
-                Err(quinn_proto::ReadError::Blocked) => break,
-                Err(e) => {
-                    ended = Some(format!("connection lost: {e}"));
-                    break;
-                }
-            }
-        }
-        let _ = chunks.finalize();
-    }
-    if let Some(why) = ended {
-        close_now(p, now, 0, &why);
-        gone(p, ids, up, &why);
-    }
-}
-
-enum WriteError {
-    Lost,
-    Stalled,
-}
-
-/// Writes what the peer's credit allows of the queue; a write not done by its deadline
-/// is a stall. Sets `map_sent` when the map's last frame is written.
-fn write_control(
-    p: &mut Peer,
-    now: Instant,
-    cx: &Context,
-    map_sent: &mut bool,
-) -> Result<(), WriteError> {
-    let Some(s) = p.stream else {
-        p.writes.clear();
-        return Ok(());
-    };
-    let timeout = cx.limits.write_timeout;
-    loop {
-        let Some(head) = p.writes.front_mut() else {
-            p.write_deadline = None;
-            return Ok(());
-        };
-        match head {
-            Out::Map { next, whole } => {
-                let (i, by) = (*next, Some(*whole));
-                *next += 1;
-                match map_frame(cx.map, i) {
-                    Some(bytes) => p.writes.push_front(Out::Bytes { bytes, at: 0, by }),
-                    None => {
-                        *map_sent = true;
-                        p.writes.pop_front();
-                    }
-                }
-                continue;
-            }
-            Out::Bytes { bytes, at, by } => {
-                let deadline = *p
-                    .write_deadline
-                    .get_or_insert_with(|| by.map_or(now + timeout, |b| b.min(now + timeout)));
-                write_some(&mut p.conn.send_stream(s), bytes, at)?;
-                if *at < bytes.len() {
-                    return if deadline <= now {
-                        Err(WriteError::Stalled)
-                    } else {
-                        Ok(())
-                    };
-                }
-            }
-            Out::Finish => {
-                let _ = p.conn.send_stream(s).finish();
-                if let Some(c) = &mut p.closing {
-                    c.linger = Some(now + LINGER);
-                }
-            }
-        }
-        p.writes.pop_front();
-        p.write_deadline = None;
-    }
-}
-
-fn write_some(
-    send: &mut quinn_proto::SendStream,
-    bytes: &[u8],
-    at: &mut usize,
-) -> Result<(), WriteError> {
-    while *at < bytes.len() {
-        match send.write(&bytes[*at..]) {
-            Ok(n) => *at += n,
-            Err(quinn_proto::WriteError::Blocked) => return Ok(()),
-            Err(_) => return Err(WriteError::Lost),
-        }
-    }
-    Ok(())
 }
