@@ -262,7 +262,12 @@ impl Doorman {
             let len = usize::from(*d.get(5)?);
             d.get(6..6 + len)?
         };
-        self.issued(cid).then_some(cid[0])
+        // (Checked first: a long header's id may be empty.)
+        if self.issued(cid) {
+            cid.first().copied()
+        } else {
+            None
+        }
     }
 
     /// Filters one received buffer (several datagrams of `stride` bytes each when the
@@ -363,6 +368,42 @@ mod tests {
         let mut id = nonce.clone();
         id.extend_from_slice(&[0xde, 0xc7, 0x40, 0x10]);
         assert!(g.issued(&id));
+    }
+
+    /// The owning thread is read from ids this server issued alone, and any bytes at all
+    /// (an empty or cut-off id, a lone byte) are answered without a panic.
+    #[test]
+    fn the_owner_is_read_from_issued_ids_and_anything_else_is_nobodys() {
+        let mut door = Doorman::new(CidGenerator::new(b"k"), Arc::new(UdpCounts::default()));
+        let id = CidGenerator::new(b"k").for_owner(3).generate_cid();
+        let mut short = vec![0x41];
+        short.extend_from_slice(&id);
+        short.extend_from_slice(&[0; 20]);
+        assert_eq!(door.owner(&short), Some(3));
+        let mut long = vec![0xe0, 0, 0, 0, 1, CID_LEN as u8];
+        long.extend_from_slice(&id);
+        assert_eq!(door.owner(&long), Some(3));
+        // A client's own first id, an empty one, one cut short, nothing.
+        assert_eq!(
+            door.owner(&[0xc0, 0, 0, 0, 1, 8, 1, 2, 3, 4, 5, 6, 7, 8]),
+            None
+        );
+        assert_eq!(door.owner(&[0xc0, 0, 0, 0, 1, 0, 9, 9]), None);
+        assert_eq!(door.owner(&[0xc0, 0, 0, 0, 1, 200, 1]), None);
+        assert_eq!(door.owner(&short[..5]), None);
+        assert_eq!(door.owner(&[]), None);
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        for len in 0..64 {
+            let d: Vec<u8> = (0..len)
+                .map(|_| {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    rng as u8
+                })
+                .collect();
+            let _ = door.owner(&d);
+        }
     }
 
     #[test]
