@@ -212,9 +212,16 @@ struct WalkFigures {
     respawns: usize,
 }
 
+/// Drift into a zone the box is in that counts as rounding, not as going deeper: a move
+/// along a slanted face between endpoints rounded to `f32` closes its gap by up to about
+/// 1e-5 over the move (the trace allows a little more: `STEADY_EPS` in `clip.rs`).
+const STEADY: f64 = 2e-5;
+
 /// The first fraction of the move `pos -> pos + d` at which the box would go deeper than
 /// it starts, or into the zone of a brush it starts outside: by the oracle, per brush, the
 /// first time its separation falls below the lesser of its starting value and the zone.
+/// A box in a brush's zone whose separation never falls more than [`STEADY`] below where
+/// it started is not going deeper into it.
 fn first_deeper(
     brushes: &[(OBrush, DVec3, DVec3)],
     oh: &OHull,
@@ -234,6 +241,10 @@ fn first_deeper(
         // (1e-9 of slack for rounding: a move that grazes a brush's zone closes its gap by
         // a millionth over a hundredth of a unit.)
         let c = g0.min(EXPEL) - 1e-9;
+        let steady = g0 < EXPEL && overlap_interval(oh, pos, d, b, -(g0 - STEADY)).is_none();
+        if steady {
+            continue;
+        }
         if let Some((t, _)) = overlap_interval(oh, pos, d, b, -c) {
             first = first.min(t);
         }
@@ -244,7 +255,9 @@ fn first_deeper(
 /// Walkers move in chains on one map, each move starting where the last one ended (so
 /// mostly resting in the zone against whatever stopped it): random directions, walks,
 /// slides along the face last hit and moves a hair off it, falls, long and short. Counts the
-/// moves that stop more than 0.01 units before the oracle's first deeper point.
+/// moves that stop more than 0.01 units before the oracle's first deeper point. Positions
+/// are rounded to `f32`, as a client's or a tool's are (where the rounded start is still
+/// clear of every brush), and so are the moves' ends.
 fn walk_chains(path: &std::path::Path, walkers: usize, rounds: usize, seed: u64) -> WalkFigures {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let (mn, mx) = (
@@ -294,7 +307,11 @@ fn walk_chains(path: &std::path::Path, walkers: usize, rounds: usize, seed: u64)
                 }
             };
             let len = if normal.is_none() { 4096.0 } else { len };
-            let d = dir * len;
+            let rounded = pos.as_vec3().as_dvec3();
+            if min_sep(&brushes, &oh, rounded, 64.0) > 1e-6 {
+                pos = rounded;
+            }
+            let d = (pos + dir * len).as_vec3().as_dvec3() - pos;
             let t = model.trace(&hull, pos, pos + d, Contents::ALL, &mut s);
             assert!(!t.start_solid, "{}: {pos:?} became solid", path.display());
             let (deeper, resting) = first_deeper(&brushes, &oh, pos, d);
@@ -334,8 +351,8 @@ fn walk_chains(path: &std::path::Path, walkers: usize, rounds: usize, seed: u64)
 }
 
 /// No snags from resting positions: walkers chained from the trace's own end positions, on
-/// every map at hand, stop early (before the oracle's first deeper point) on under 0.1% of
-/// moves. `EXPEL_WALKERS` sets the walkers per map (25 rounds each).
+/// every map at hand, stop early (before the oracle's first deeper point) on under 0.05%
+/// of moves. `EXPEL_WALKERS` sets the walkers per map (25 rounds each).
 #[test]
 fn chained_resting_walkers_stop_only_where_they_would_go_deeper() {
     let walkers = std::env::var("EXPEL_WALKERS")
@@ -351,9 +368,9 @@ fn chained_resting_walkers_stop_only_where_they_would_go_deeper() {
             "{}: too few resting: {f:?}",
             p.display()
         );
-        if f.early * 1000 >= f.moves {
+        if f.early * 2000 >= f.moves {
             failed.push(format!("{}: {f:?}", p.display()));
         }
     }
-    assert!(failed.is_empty(), "early stops over 0.1%: {failed:#?}");
+    assert!(failed.is_empty(), "early stops over 0.05%: {failed:#?}");
 }

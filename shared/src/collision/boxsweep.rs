@@ -20,7 +20,9 @@
 //! * A box already in the zone may move away, never deeper: when the gaps that separate
 //!   it are all closing, it stops at once. A gap that changes by less than [`RATE_EPS`]
 //!   over the move counts as steady (a move slid along a plane has a rate of rounding
-//!   size and either sign).
+//!   size and either sign), and so does one that shrinks by less than rounding the ends
+//!   to `f32` can make it ([`steady_for`]) and stays open (a move along a slanted face
+//!   between rounded endpoints).
 //! * An axis whose gap is open at the start and does not close keeps the box out of the
 //!   brush for the whole move, so the brush cannot stop it, however near along other axes.
 //!   A box resting in the zone over a floor built of many brushes slides over the seams
@@ -32,9 +34,10 @@
 //!
 //! [`SatAxis`]: super::SatAxis
 //! [`RATE_EPS`]: super::clip::RATE_EPS
+//! [`steady_for`]: super::clip::steady_for
 //! [`POSITION_EPS`]: crate::geom::POSITION_EPS
 
-use super::clip::{least_shut, Axis, Meets, PairClip, NEUTRAL, NO_AXIS, RATE_EPS};
+use super::clip::{least_shut, steady_for, Axis, Meets, PairClip, NEUTRAL, NO_AXIS, RATE_EPS};
 use super::hull::Hull;
 use super::{CollisionModel, Contents, Feature, Hit, Region, Sweep, Target, Trace, TraceScratch};
 use crate::geom::{Aabb, Plane, EXPEL, POSITION_EPS};
@@ -291,7 +294,7 @@ impl CollisionModel {
     /// bounds), then the precomputed axes both ways; two at a time (`clip.rs`).
     fn box_vs_brush(&self, mv: &BoxMove, bi: usize, limit: f64) -> Meets {
         let b = &self.brushes[bi];
-        let mut c = PairClip::new();
+        let mut c = PairClip::new(steady_for(mv.centre, mv.dir));
         let mut ix = 0u32;
         let gap = |p: &Plane| mv.gap(p.normal, p.dist);
         let pairs = self.brush_box_planes(bi).chunks_exact(2);

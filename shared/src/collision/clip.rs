@@ -20,6 +20,31 @@ use crate::geom::{EXPEL, POSITION_EPS};
 /// the zone must not stop on its sign.
 pub(super) const RATE_EPS: f64 = 1e-9;
 
+/// A gap that shrinks by less than this over the whole move, and stays open at its end,
+/// also counts as steady (the least such allowance; see [`steady_for`]): a move along a
+/// slanted face between endpoints rounded to `f32` (a client's, a map tool's) closes the
+/// gap by a rounding's worth (a face's normal is not along the grid), which would stop a
+/// box sliding in the face's zone at once. Since the gap must stay open, the box never
+/// ends inside the brush this way: at most it wears the zone away, a rounding a move,
+/// and the strict rule holds from there.
+pub(super) const STEADY_EPS: f64 = 1.0 / 32_768.0;
+
+/// The steady allowance for a move from `start` by `d`: what rounding both ends to `f32`
+/// can change a gap by (each coordinate by half an `f32` ulp, at most 2^-24 of it, over
+/// a unit normal: under 2^-23 of the two ends' largest coordinates together), at least
+/// [`STEADY_EPS`] and at most a 256th of a unit (the position grid's step).
+pub(super) fn steady_for(start: glam::DVec3, d: glam::DVec3) -> f64 {
+    let far = start.abs().max_element() + (start + d).abs().max_element();
+    (far * f64::from(f32::EPSILON)).clamp(STEADY_EPS, 1.0 / 256.0)
+}
+
+/// Whether a gap `g` with rate `r` closes over the move (see [`RATE_EPS`] and
+/// [`steady_for`]).
+#[inline(always)]
+pub(super) fn closes((g, r): Axis, steady: f64) -> bool {
+    r < -RATE_EPS && (r < -steady || g + r < 0.0)
+}
+
 /// No axis (an axis index as the clip numbers them).
 pub(super) const NO_AXIS: u32 = u32::MAX;
 
@@ -43,6 +68,8 @@ pub(super) struct Clip {
     t_out: f64,
     /// Largest gap at the start (negative: the box starts overlapping the brush).
     top: f64,
+    /// The steady allowance ([`steady_for`]).
+    steady: f64,
 }
 
 /// How a moving box meets one brush.
@@ -60,8 +87,9 @@ pub(super) enum Meets {
 // (On x86-64 the lanes clip instead; this one is the reference their test checks.)
 #[cfg_attr(all(target_arch = "x86_64", not(test)), allow(dead_code))]
 impl Clip {
-    pub(super) fn new() -> Clip {
+    pub(super) fn new(steady: f64) -> Clip {
         Clip {
+            steady,
             t_in: f64::NEG_INFINITY,
             open: NO_AXIS,
             t_out: f64::INFINITY,
@@ -74,7 +102,7 @@ impl Clip {
     /// the brush (an open gap that does not close).
     #[inline(always)]
     fn axis(&mut self, ix: u32, (g, r): Axis) -> bool {
-        let closing = r < -RATE_EPS;
+        let closing = closes((g, r), self.steady);
         if !closing && g > -POSITION_EPS {
             return false;
         }
@@ -165,6 +193,7 @@ mod lanes {
         open: __m128i,
         t_out: __m128d,
         top: __m128d,
+        steady: f64,
     }
 
     /// `m ? a : b`, lane by lane (`m` all ones or all zeros per lane).
@@ -197,13 +226,14 @@ mod lanes {
     }
 
     impl Clip2 {
-        pub(crate) fn new() -> Clip2 {
+        pub(crate) fn new(steady: f64) -> Clip2 {
             unsafe {
                 Clip2 {
                     t_in: _mm_set1_pd(f64::NEG_INFINITY),
                     open: _mm_set1_epi64x(i64::from(NO_AXIS)),
                     t_out: _mm_set1_pd(f64::INFINITY),
                     top: _mm_set1_pd(f64::NEG_INFINITY),
+                    steady,
                 }
             }
         }
@@ -214,8 +244,16 @@ mod lanes {
             unsafe {
                 let g = _mm_setr_pd(a.0, b.0);
                 let r = _mm_setr_pd(a.1, b.1);
+                // `closes`: past the rounding, and shrinking by more than the steady
+                // allowance or to shut by the end.
                 let zero = _mm_setzero_pd();
-                let closing = _mm_cmplt_pd(r, _mm_set1_pd(-RATE_EPS));
+                let closing = _mm_and_pd(
+                    _mm_cmplt_pd(r, _mm_set1_pd(-RATE_EPS)),
+                    _mm_or_pd(
+                        _mm_cmplt_pd(r, _mm_set1_pd(-self.steady)),
+                        _mm_cmplt_pd(_mm_add_pd(g, r), zero),
+                    ),
+                );
                 let out = _mm_andnot_pd(closing, _mm_cmpgt_pd(g, _mm_set1_pd(-POSITION_EPS)));
                 if _mm_movemask_pd(out) != 0 {
                     return false;
@@ -265,6 +303,7 @@ mod lanes {
                 open,
                 t_out: o0.min(o1),
                 top: p0.max(p1),
+                steady: self.steady,
             }
         }
     }
@@ -316,7 +355,8 @@ mod lanes {
                         }
                     })
                     .collect();
-                let (mut one, mut two) = (Clip::new(), Clip2::new());
+                let steady = if rng.gen_bool(0.5) { 0.0 } else { 1e-3 };
+                let (mut one, mut two) = (Clip::new(steady), Clip2::new(steady));
                 let mut kept = true;
                 for (p, pair) in axes.chunks(2).enumerate() {
                     let b = pair.get(1).copied().unwrap_or(NEUTRAL);
