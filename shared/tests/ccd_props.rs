@@ -1178,7 +1178,7 @@ fn a_hull_in_a_slanted_faces_zone_slides_along_it_between_rounded_endpoints() {
             let sep = separation(oh, start, brush);
             // In this face's zone (its plane the separating axis), clear of the brush.
             let off_plane = n.dot(start) + lo - d;
-            if sep < 1e-3 || sep >= EXPEL || (sep - off_plane).abs() > 1e-9 {
+            if !(1e-3..EXPEL).contains(&sep) || (sep - off_plane).abs() > 1e-9 {
                 continue;
             }
             let mut along = unit(&mut rng);
