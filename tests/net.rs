@@ -559,12 +559,18 @@ fn terrain() -> (std::sync::Arc<expel_shared::Sim>, std::sync::Arc<Vec<u8>>) {
 /// A crowd's players end in the same bits whether one I/O thread carried their
 /// connections or four: the machine sees the same commands on the same ticks, whichever
 /// socket and thread each came through. Four players join one after another (each takes
-/// the next spawn point), play the same three seconds of the replay at once (so they move
-/// side by side and never meet), then stand still until every one is at rest.
+/// the next spawn point), stand still a moment, play the same three seconds of the replay
+/// at once (so they move side by side and never meet), then stand still until every one
+/// is at rest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crowd_ends_in_the_same_bits_over_one_io_thread_and_four() {
     let _serial = SERIAL.lock().await;
-    let script: Vec<MoveCommand> = replay().into_iter().take(180).collect();
+    // A second and a half standing still first: a session's first commands may meet the
+    // server while its clock still settles (the same at rest either way), then the replay.
+    let idle = MoveCommand::new(0.0, 0.0, 0.0, 0.0, 0.0);
+    let script: Vec<MoveCommand> = std::iter::repeat_n(idle, 90)
+        .chain(replay().into_iter().take(180))
+        .collect();
     let mut ends = Vec::new();
     for io in [1, 4] {
         let (sim, bytes) = terrain();
@@ -591,7 +597,7 @@ async fn a_crowd_ends_in_the_same_bits_over_one_io_thread_and_four() {
                     )
                 };
                 let opts = RunOptions {
-                    seconds: 6.0,
+                    seconds: 7.5,
                     buffer_ticks: 6.0,
                     ..Default::default()
                 };
