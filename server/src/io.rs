@@ -10,14 +10,13 @@
 //! which hashes elsewhere) is handed to the owner, which answers from its own socket on
 //! the same port.
 
-use crate::quic::{Context, Forwarded, Quic, QuicParts, Router};
+use crate::quic::{Context, Forwarded, Quic, QuicParts, Router, Up, Waker};
 use crate::{Shared, READ_GAP};
-use bytes::Bytes;
 use expel_shared::protocol::server::ConnId;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::thread::{JoinHandle, Thread};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
@@ -31,42 +30,6 @@ const IDLE_LOOK: Duration = Duration::from_millis(50);
 /// Datagrams that may wait for their owning thread; past it they are dropped, as the
 /// network may drop them.
 const FORWARD_QUEUE: usize = 4096;
-
-/// What a connection did, for the machine: an I/O thread gathers these in the order they
-/// happened, and the machine's thread takes them (each with when it happened).
-#[derive(Debug)]
-pub(crate) enum Up {
-    /// The handshake is done; the peer's datagrams take `room` bytes.
-    Connected {
-        id: ConnId,
-        room: usize,
-        at: Instant,
-    },
-    /// Bytes of the control stream.
-    Control {
-        id: ConnId,
-        bytes: Bytes,
-        at: Instant,
-    },
-    /// A datagram.
-    Datagram {
-        id: ConnId,
-        bytes: Bytes,
-        at: Instant,
-    },
-    /// The map's last frame is written.
-    MapSent { id: ConnId, at: Instant },
-    /// The connection is gone.
-    Closed { id: ConnId, reason: String },
-}
-
-impl Up {
-    /// Whether the machine should look now rather than at its next tick: anything but an
-    /// input, which waits for the tick anyway.
-    pub(crate) fn urgent(&self) -> bool {
-        !matches!(self, Up::Datagram { .. })
-    }
-}
 
 /// What the machine asks of an I/O thread.
 #[derive(Debug)]
@@ -112,21 +75,6 @@ pub(crate) enum Wake {
     Shutdown(String),
     /// An I/O thread ended: `None` after a stop, else why.
     Ended { index: usize, why: Option<String> },
-}
-
-/// Wakes an I/O thread wherever it waits: parked between looks at its socket, or in its
-/// runtime.
-#[derive(Clone)]
-pub(crate) struct Waker {
-    thread: Thread,
-    notify: Arc<Notify>,
-}
-
-impl Waker {
-    pub(crate) fn wake(&self) {
-        self.notify.notify_one();
-        self.thread.unpark();
-    }
 }
 
 /// The machine's side of one I/O thread.

@@ -3,7 +3,8 @@
 //! no socket: between ticks it sleeps until a tick is due or an I/O thread has something
 //! that should not wait (a join, a control message, a close).
 
-use crate::io::{Down, IoThreads, Up, Wake};
+use crate::io::{Down, IoThreads, Wake};
+use crate::quic::Up;
 use crate::{live, load, Shared, SHUTDOWN_GRACE};
 use expel_shared::protocol::server::{Event, Output, Server};
 use std::sync::atomic::Ordering::Relaxed;

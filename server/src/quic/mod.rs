@@ -11,7 +11,6 @@
 //! the admission slot a peer holds until it joins.
 
 use crate::admission::{Admission, Pending};
-use crate::io::Up;
 use crate::udp::{CidGenerator, Doorman, UdpCounts};
 use crate::{Decision, Limits, Metrics};
 use bytes::{Bytes, BytesMut};
@@ -100,6 +99,57 @@ pub(crate) struct Context<'a> {
     pub(crate) max_players: u64,
 }
 
+/// What a connection did, for the machine: an I/O thread gathers these in the order they
+/// happened, and the machine's thread takes them (each with when it happened).
+#[derive(Debug)]
+pub(crate) enum Up {
+    /// The handshake is done; the peer's datagrams take `room` bytes.
+    Connected {
+        id: ConnId,
+        room: usize,
+        at: Instant,
+    },
+    /// Bytes of the control stream.
+    Control {
+        id: ConnId,
+        bytes: Bytes,
+        at: Instant,
+    },
+    /// A datagram.
+    Datagram {
+        id: ConnId,
+        bytes: Bytes,
+        at: Instant,
+    },
+    /// The map's last frame is written.
+    MapSent { id: ConnId, at: Instant },
+    /// The connection is gone.
+    Closed { id: ConnId, reason: String },
+}
+
+impl Up {
+    /// Whether the machine should look now rather than at its next tick: anything but an
+    /// input, which waits for the tick anyway.
+    pub(crate) fn urgent(&self) -> bool {
+        !matches!(self, Up::Datagram { .. })
+    }
+}
+
+/// Wakes an I/O thread wherever it waits: parked between looks at its socket, or in its
+/// runtime.
+#[derive(Clone)]
+pub(crate) struct Waker {
+    pub(crate) thread: std::thread::Thread,
+    pub(crate) notify: Arc<tokio::sync::Notify>,
+}
+
+impl Waker {
+    pub(crate) fn wake(&self) {
+        self.notify.notify_one();
+        self.thread.unpark();
+    }
+}
+
 /// A datagram another I/O thread received for a connection of this one.
 pub(crate) struct Forwarded {
     addr: std::net::SocketAddr,
@@ -112,7 +162,7 @@ pub(crate) struct Forwarded {
 /// [`Forwarded`] (bounded: a full one drops, as the network may) and how to wake it.
 #[derive(Clone)]
 pub(crate) struct Router {
-    pub(crate) to: Vec<(std::sync::mpsc::SyncSender<Forwarded>, crate::io::Waker)>,
+    pub(crate) to: Vec<(std::sync::mpsc::SyncSender<Forwarded>, Waker)>,
 }
 
 /// The endpoint, the socket and every connection of one I/O thread.
