@@ -41,12 +41,17 @@ impl LoadMeter {
     }
 
     /// The load over the window just ended, once a window has passed (else `None`), with
-    /// the other threads to count (their `/proc` schedstat files).
-    pub(crate) fn sample(&mut self, now: Instant, others: &[String]) -> Option<Load> {
+    /// the other threads to count (their `/proc` schedstat files, asked for only then).
+    pub(crate) fn sample(
+        &mut self,
+        now: Instant,
+        others: impl FnOnce() -> Vec<String>,
+    ) -> Option<Load> {
         let wall = now.checked_duration_since(self.at)?;
         if wall < WINDOW {
             return None;
         }
+        let others = others();
         let share = |a: Option<u64>, b: Option<u64>| match (a, b) {
             (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9 / wall.as_secs_f64(),
             _ => 0.0,
@@ -55,7 +60,7 @@ impl LoadMeter {
         let mut busy = share(self.ran, ran);
         let mut total = busy;
         let mut next = Vec::with_capacity(others.len());
-        for path in others {
+        for path in &others {
             let now_ran = run_ns(path);
             let before = self
                 .others

@@ -166,7 +166,7 @@ fn machine_loop(
                     m.tick_threads
                         .store(if on { workers } else { 1 } as u64, Relaxed);
                 }
-                if let Some(l) = meter.sample(Instant::now(), &io.schedstats()) {
+                if let Some(l) = meter.sample(Instant::now(), || io.schedstats()) {
                     server.handle_load(l);
                     let cap = server.stats().capacity.unwrap_or(max_players);
                     m.capacity.store(cap.min(max_players), Relaxed);
