@@ -212,6 +212,36 @@ fn without_loss_no_client_is_corrected_but_where_players_met() {
     }
 }
 
+/// A client whose host spends a while between the map arriving and its first tick (a big
+/// map's collision model takes most of a second to build; a game's loading screen) starts
+/// its clock where the server is by then: on a clean link no command of it arrives late,
+/// so nothing is repeated for it and nothing is corrected, from the first tick on.
+#[test]
+fn a_client_that_is_slow_to_start_playing_loses_no_command_and_is_never_corrected() {
+    let link = LinkConditioner {
+        delay_ms: 1.0,
+        ..LinkConditioner::default()
+    };
+    for (build_ms, seed) in [(0, 6), (150, 7), (400, 8), (800, 9), (1500, 10)] {
+        let mut net = network(4, MovementAuthority::Server, link, seed);
+        for i in 0..net.len() {
+            net.slow_start(i, Duration::from_millis(build_ms));
+        }
+        net.run(Duration::from_secs(15), &mut scatter);
+        let s = net.server().stats();
+        assert_eq!(s.inputs.missing, 0, "{build_ms} ms: commands repeated");
+        assert_eq!(s.inputs.late, 0, "{build_ms} ms: commands late");
+        for i in 0..net.len() {
+            let c = net.client(i).stats();
+            assert_eq!(
+                c.predict.corrections, 0,
+                "{build_ms} ms: client {i} corrected"
+            );
+            assert!(c.predict.snapshots > 400, "{build_ms} ms: client {i} plays");
+        }
+    }
+}
+
 /// Trusted clients in a crowd: a claim is judged as the client predicted it (the others
 /// where a snapshot showed them, the movers as it saw or ran them); larger crowds can
 /// still be flagged now and then (the survey below, and the README).

@@ -239,6 +239,14 @@ struct Play {
     interp: Interpolator,
     /// The newest tick predicted and sent.
     tick: u64,
+    /// Whether a tick has run yet. Until then `tick` is provisional: building the map's
+    /// model can take most of a second that the `now` it was started at cannot know of,
+    /// so the clock is set again from the first tick's `now`.
+    running: bool,
+    /// Whether the server has yet reported a command of ours arriving in time. Until
+    /// then a clock found behind jumps at once rather than speeding up: each command
+    /// that arrives late is one the server must repeat, and the player is corrected.
+    settled: bool,
     /// The first tick sent.
     first_tick: u64,
     /// Seconds per tick, as steered.
@@ -544,13 +552,8 @@ impl Client {
                 Err(e) => return self.end(End::Protocol(e)),
             },
         };
-        // Commands sent now reach the server a round trip and the time spent on the map
-        // after the welcome left it: start that far, and the buffer, ahead of its tick.
         let period = 1.0 / f64::from(welcome.tick_rate().max(1));
-        let since = now.saturating_duration_since(self.welcome_at).as_secs_f64();
-        let lead = (self.stats.rtt.min(MAX_LEAD_RTT) + since) / period + self.settings.buffer_ticks;
-        // (A lead of any size saturates; the welcome's tick is at most MAX_TICK.)
-        let tick = welcome.server_tick.saturating_add(lead.ceil() as u64);
+        let tick = self.opening_tick(&welcome, now);
         let player = welcome.player_id;
         let mut predictor = Predictor::new(sim.clone(), player);
         predictor.set_light(self.settings.light);
@@ -563,6 +566,8 @@ impl Client {
             snapshots,
             interp: Interpolator::new(),
             tick,
+            running: false,
+            settled: false,
             first_tick: tick + 1,
             period,
             next_at: now,
@@ -581,11 +586,36 @@ impl Client {
         self.events.push_back(ClientEvent::Joined { player });
     }
 
+    /// Where the clock starts at `now`: commands sent now reach the server a round trip
+    /// and the time spent since the welcome left it after its tick; that far, and the
+    /// buffer, ahead of it.
+    fn opening_tick(&self, welcome: &Welcome, now: Instant) -> u64 {
+        let period = 1.0 / f64::from(welcome.tick_rate().max(1));
+        let since = now.saturating_duration_since(self.welcome_at).as_secs_f64();
+        let lead = (self.stats.rtt.min(MAX_LEAD_RTT) + since) / period + self.settings.buffer_ticks;
+        // (A lead of any size saturates; the welcome's tick is at most MAX_TICK.)
+        welcome.server_tick.saturating_add(lead.ceil() as u64)
+    }
+
     /// Runs the ticks due by `now`: each predicts this tick's command and sends it with
     /// the previous few.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.status != Status::Playing {
             return;
+        }
+        if let Some(w) = self
+            .play
+            .as_ref()
+            .filter(|p| !p.running)
+            .map(|p| &p.welcome)
+        {
+            let tick = self.opening_tick(w, now);
+            if let Some(p) = self.play.as_mut() {
+                p.running = true;
+                p.tick = p.tick.max(tick);
+                p.first_tick = p.tick + 1;
+                p.next_at = now;
+            }
         }
         let Some(p) = self.play.as_mut() else {
             return;
@@ -732,7 +762,9 @@ impl Client {
                 st.rtt += (sample - st.rtt) * 0.125;
             }
         }
-        steer(p, &snap, st.rtt, self.settings.buffer_ticks, now);
+        if p.running {
+            steer(p, &snap, st.rtt, self.settings.buffer_ticks, now);
+        }
         if let Some(t) = self.tamper.as_mut() {
             p.period = t.period(p.period);
         }
@@ -816,6 +848,7 @@ fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64, now: Instant) {
             p.lead_deviation += ((raw - mean).abs() - p.lead_deviation) * LEAD_SMOOTHING;
             p.lead_mean = Some(mean + (raw - mean) * LEAD_SMOOTHING);
             let (l, trip) = lead_now(p, snap.tick, raw, clock, rate, now);
+            p.settled |= l >= 0.0;
             if let Some(trip) = trip {
                 let risen = now.saturating_duration_since(p.floor_at).as_secs_f64();
                 let floor = p.trip_floor.map_or(trip, |f| f + risen * TRIP_FLOOR_RISE);
@@ -830,7 +863,7 @@ fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64, now: Instant) {
         }
         None => server + (rtt.min(MAX_LEAD_RTT) * rate + buffer).min(rate / 4.0) - clock,
     };
-    if error > rate {
+    if error > rate || (!p.settled && error >= 1.0) {
         // Far behind (at the start, or after a stall): jump forward only. The jump is
         // where the clock belongs now: the ticks the clock missed while behind (a
         // frozen host's) are not to be run on top of it.

@@ -60,6 +60,8 @@ struct Peer {
     frozen_until: Option<Instant>,
     /// Until then what the client sends waits in a queue on the way.
     held_until: Option<Instant>,
+    /// How long the host is busy once its map has arrived, before its first tick.
+    slow_start: Option<Duration>,
 }
 
 /// The server, its clients and the links between them.
@@ -139,6 +141,7 @@ impl SimNet {
             closed: false,
             frozen_until: None,
             held_until: None,
+            slow_start: None,
         });
         self.server.connected(conn, self.now);
         i
@@ -194,6 +197,15 @@ impl SimNet {
     pub fn freeze(&mut self, i: usize, d: Duration) {
         if let Some(p) = self.peers.get_mut(i) {
             p.frozen_until = Some(self.now + d);
+        }
+    }
+
+    /// Makes client `i`'s host busy for `d` from the moment its map arrives, before its
+    /// first tick, as building a big map's collision model (or a game's loading screen)
+    /// would: meanwhile it reads and sends nothing.
+    pub fn slow_start(&mut self, i: usize, d: Duration) {
+        if let Some(p) = self.peers.get_mut(i) {
+            p.slow_start = Some(d);
         }
     }
 
@@ -305,6 +317,12 @@ impl SimNet {
                         p.client.handle_closed(Some(code), &reason)
                     }
                     None => {}
+                }
+            }
+            if *p.client.status() == Status::Playing {
+                if let Some(d) = p.slow_start.take() {
+                    p.frozen_until = Some(now + d);
+                    continue;
                 }
             }
             while let Some(b) = p.down.pop(now) {
