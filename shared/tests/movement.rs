@@ -458,3 +458,57 @@ fn walking_a_gentle_ramp_never_sinks_into_it_tick_by_tick() {
     }
     panic!("did not reach the top: {last:?}");
 }
+
+/// The ground flag a state carries is the ground test at the position it holds: rounding
+/// the end of a tick can carry a box off a step's edge (or onto one), and the next tick,
+/// the validator and everyone who draws the player must find the ground the flag says.
+/// Walks up and down every stair flight and ramp and off the landings' edges, at angles
+/// that cross the edges anywhere, tick by tick.
+#[test]
+fn the_ground_flag_is_the_ground_under_the_rounded_position_tick_by_tick() {
+    let cfg = sim().movement().config().clone();
+    let mut ts = TraceScratch::new();
+    let mut ground_at = |p: &PlayerState| {
+        let hull = sim().movement().hull(p);
+        let o = p.origin();
+        let down = o - DVec3::Z * cfg.ground_distance;
+        let t = arena().sweep(hull, o, down, Contents::PLAYER, &mut ts);
+        let v = p.velocity();
+        t.normal()
+            .is_some_and(|n| n.z >= cfg.walkable_normal_z && !(v.z > 0.0 && v.dot(n) > 10.0))
+    };
+    let (mut ticks, mut on_ground) = (0, 0);
+    for i in 0..5 {
+        // Stair flights (i < 4) from below and from the landing; ramps from the foot and
+        // from the plateau.
+        let x = -912.0 + 160.0 * i as f64;
+        for (y, z, yaw) in [
+            (270.0, 30.0, 90.0),
+            (600.0, 6.0 * 18.0 + 30.0, 270.0),
+            (-1000.0, 30.0, 90.0),
+            (-736.0, 200.0, 270.0),
+        ] {
+            for turn in [-23.0, -7.0, 0.0, 3.0, 11.0, 37.0] {
+                let mut one = One::at(x, y, z);
+                one.run(30, MoveCommand::default());
+                for k in 0..150 {
+                    let speed = [1.0, 0.6, 0.3][k / 50];
+                    let cmd = MoveCommand::new(speed, 0.0, 0.0, yaw + turn, 0.0);
+                    let p = one.run(1, cmd)[0];
+                    ticks += 1;
+                    on_ground += usize::from(p.on_ground());
+                    assert_eq!(
+                        p.on_ground(),
+                        ground_at(&p),
+                        "flight {i} from ({x}, {y}) at {} degrees, tick {k}: {p:?}",
+                        yaw + turn
+                    );
+                }
+            }
+        }
+    }
+    assert!(
+        on_ground * 4 > ticks * 3,
+        "{on_ground} of {ticks} ticks on the ground"
+    );
+}

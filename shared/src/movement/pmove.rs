@@ -225,7 +225,13 @@ pub fn pmove<C: Collider>(
         m.step_slide(true);
     }
 
-    m.ground_check();
+    // On the ground, the box rests where the ground test met it: without this, the
+    // rounding (away from the ground) would widen the gap tick by tick on a slope walked
+    // up, until the ground test missed it.
+    let rest = m.ground_check();
+    if m.ground.is_some() {
+        m.origin = rest;
+    }
     // Walking off a step or down a slope: stay on the ground if it is within a step.
     if was_on_ground && !jumped && m.ground.is_none() && m.velocity.z <= 0.0 {
         m.step_down();
@@ -331,12 +337,14 @@ impl<C: Collider> Move<'_, C> {
         self.origin
     }
 
-    fn ground_check(&mut self) {
+    /// Looks for walkable ground just below; returns where the ground test's sweep ended.
+    fn ground_check(&mut self) -> DVec3 {
         let (t, ground) = ground_sweep(self.world, self.hull, self.origin, self.velocity, self.cfg);
         if let Some(h) = t.hit {
             self.events.touched.add(h.target.into());
         }
         self.ground = ground;
+        t.end
     }
 
     fn friction(&mut self) {
@@ -539,11 +547,16 @@ impl<C: Collider> Move<'_, C> {
     /// (and the next tick's ground snap takes it back to the zone); in the air, to the
     /// nearest. If that overlaps, each axis rounds towards where the tick started, and if
     /// that still overlaps, the start is kept.
+    ///
+    /// The ground flag is the ground test at the rounded position: rounding can carry a
+    /// box off a step's edge, or out of the ground margin, and whatever reads the flag
+    /// (a mover carrying its riders, the validator, others drawing the player) must find
+    /// the ground it says.
     fn finish(mut self, mut out: PlayerState, safe: Option<DVec3>) -> (PlayerState, MoveEvents) {
-        out.set(flags::ON_GROUND, self.ground.is_some());
         self.cap_velocity();
         out.set_velocity(self.velocity);
         let Some(start) = safe else {
+            out.set(flags::ON_GROUND, self.ground.is_some());
             out.origin = super::quantize(self.origin, super::POSITION_SCALE);
             return (out, self.events);
         };
@@ -575,6 +588,9 @@ impl<C: Collider> Move<'_, C> {
         } else {
             super::quantize(start, s)
         };
+        self.origin = out.origin();
+        self.ground_check();
+        out.set(flags::ON_GROUND, self.ground.is_some());
         (out, self.events)
     }
 }
