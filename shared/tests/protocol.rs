@@ -5,7 +5,8 @@
 use expel_shared::mover::MoverState;
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder, MAX_FRAME};
 use expel_shared::protocol::snapshot::{
-    Crowd, Feedback, Snapshot, SnapshotDecoder, SnapshotEncoder, VIEW_DRIFT, VIEW_REFRESH,
+    Crowd, Feedback, Snapshot, SnapshotDecoder, SnapshotEncoder, EXACT_REACH, FAR_TOLERANCE,
+    VIEW_DRIFT, VIEW_REFRESH,
 };
 use expel_shared::protocol::{decode, ClientControl, ClientDatagram, ServerControl};
 use expel_shared::{
@@ -42,6 +43,28 @@ fn scattered(sim: &Sim, n: u32, seed: u64) -> (WorldState, ChaCha8Rng) {
         sim.add_player(&mut w, i, PlayerState::at(p)).unwrap();
     }
     (w, rng)
+}
+
+/// Another player as a snapshot shows it to `me`: without velocity (see the snapshot
+/// module), exactly where `me` could meet it, and within the dead reckoning's tolerance
+/// farther off.
+fn assert_shown(shown: &PlayerState, truth: &PlayerState, me: &PlayerState, what: &str) {
+    let want = PlayerState {
+        velocity: [0; 3],
+        ..*truth
+    };
+    if truth.origin().distance(me.origin()) <= EXACT_REACH {
+        assert_eq!(*shown, want, "{what}");
+    } else {
+        let off = (0..3)
+            .map(|k| (shown.origin[k] - want.origin[k]).abs())
+            .max();
+        assert!(
+            off.unwrap_or(0) as i64 <= FAR_TOLERANCE,
+            "{what}: {shown:?}, truth {want:?}"
+        );
+        assert_eq!((shown.flags, shown.mode), (want.flags, want.mode), "{what}");
+    }
 }
 
 fn arena_sim() -> Sim {
@@ -111,12 +134,7 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
                 assert_eq!(snap.own, truth[&0]);
                 assert_eq!(snap.players.len(), 16.min(truth.len() - 1));
                 for (id, p) in &snap.players {
-                    // Other players carry no velocity (see the snapshot module).
-                    let want = PlayerState {
-                        velocity: [0; 3],
-                        ..truth[id]
-                    };
-                    assert_eq!(*p, want, "tick {t}: player {id}");
+                    assert_shown(p, &truth[id], &truth[&0], &format!("tick {t}: player {id}"));
                 }
                 assert!(!snap.movers.is_empty(), "the arena's movers are near");
                 for (i, m) in &snap.movers {
@@ -209,12 +227,10 @@ fn a_clients_players_are_chosen_again_often_at_once_when_it_moves_far_and_leaver
         let snap = dec.decode(&bytes).unwrap().unwrap();
         enc.ack(dec.newest());
         // Nobody who left is shown (the world lookup fails for them).
+        let me = *w.player(0).unwrap();
         for (id, p) in &snap.players {
-            let want = PlayerState {
-                velocity: [0; 3],
-                ..*w.player(*id).unwrap()
-            };
-            assert_eq!(*p, want, "tick {tick}: player {id}");
+            let truth = w.player(*id).unwrap();
+            assert_shown(p, truth, &me, &format!("tick {tick}: player {id}"));
         }
         let shown: Vec<u32> = snap.players.keys().copied().collect();
         let now = nearest.len() - 1;

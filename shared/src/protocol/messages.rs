@@ -217,9 +217,9 @@ pub enum ClientDatagram {
 }
 
 /// One entity's changed fields: bit `i` of `mask` set means field `i` changed, and its
-/// value (a difference for positions and velocities, the new value otherwise) is the next
-/// entry of `values`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// difference from the baseline is the next entry of `values`. On the wire: the id, the
+/// mask, then one value per bit set (the mask says how many: no count is sent).
+#[derive(Clone, Debug, PartialEq)]
 pub struct EntityDelta {
     /// Player id, or mover index.
     pub id: u32,
@@ -229,9 +229,56 @@ pub struct EntityDelta {
     pub values: FieldValues,
 }
 
+impl Serialize for EntityDelta {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        let values = self.values.as_slice();
+        let mut t = s.serialize_tuple(2 + values.len())?;
+        t.serialize_element(&self.id)?;
+        t.serialize_element(&self.mask)?;
+        for v in values {
+            t.serialize_element(v)?;
+        }
+        t.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for EntityDelta {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = EntityDelta;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an id, a field mask and one value per bit of it")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<EntityDelta, A::Error> {
+                use serde::de::Error;
+                let id = seq
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(0, &self))?;
+                let mask: u16 = seq
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(1, &self))?;
+                let mut values = FieldValues::default();
+                for i in 0..mask.count_ones() as usize {
+                    let v = seq
+                        .next_element()?
+                        .ok_or_else(|| A::Error::invalid_length(2 + i, &self))?;
+                    values.push(v);
+                }
+                Ok(EntityDelta { id, mask, values })
+            }
+        }
+        // A tuple as long as the longest delta: the mask says how much of it is there.
+        d.deserialize_tuple(2 + 16, Visit)
+    }
+}
+
 /// Up to 16 field values (one per `mask` bit), kept inline: a snapshot carries one list
-/// per entity, and a heap allocation each cost more than the rest of its decoding. On
-/// the wire it is exactly a `Vec<i64>` (a length, then the values).
+/// per entity, and a heap allocation each cost more than the rest of its decoding.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FieldValues {
     len: u8,
@@ -252,37 +299,6 @@ impl FieldValues {
     /// The values, in order.
     pub fn as_slice(&self) -> &[i64] {
         &self.values[..usize::from(self.len)]
-    }
-}
-
-impl Serialize for FieldValues {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(self.as_slice())
-    }
-}
-
-impl<'de> Deserialize<'de> for FieldValues {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = FieldValues;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("at most 16 field values")
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<FieldValues, A::Error> {
-                let mut out = FieldValues::default();
-                while let Some(v) = seq.next_element::<i64>()? {
-                    if !out.push(v) {
-                        return Err(serde::de::Error::invalid_length(17, &self));
-                    }
-                }
-                Ok(out)
-            }
-        }
-        d.deserialize_seq(Visit)
     }
 }
 
@@ -314,18 +330,66 @@ pub struct Feedback {
     pub behind: u32,
 }
 
+/// A tick on the wire as its distance back from the snapshot's `tick`, plus one (0:
+/// none): a byte whatever the server's uptime, where the tick itself grows to four.
+pub(crate) fn tick_gap(tick: u64, t: u64) -> u64 {
+    if t == 0 {
+        0
+    } else {
+        tick.saturating_sub(t).saturating_add(1)
+    }
+}
+
+/// The tick [`tick_gap`] stands for; `None` for a gap reaching before tick 1.
+pub(crate) fn tick_from_gap(tick: u64, gap: u64) -> Option<u64> {
+    if gap == 0 {
+        Some(0)
+    } else {
+        tick.checked_add(1)?.checked_sub(gap).filter(|&t| t > 0)
+    }
+}
+
+impl Feedback {
+    /// The feedback as a snapshot of `tick` carries it: its ticks as [`tick_gap`]s.
+    pub(crate) fn to_wire(self, tick: u64) -> Feedback {
+        let g = |t| tick_gap(tick, t);
+        Feedback {
+            last_command: g(self.last_command),
+            corrected: g(self.corrected),
+            contact: g(self.contact),
+            missed: g(self.missed),
+            ..self
+        }
+    }
+
+    /// The feedback a snapshot of `tick` carried; `None` where a gap reaches before tick 1.
+    pub(crate) fn off_wire(self, tick: u64) -> Option<Feedback> {
+        let t = |g| tick_from_gap(tick, g);
+        Some(Feedback {
+            last_command: t(self.last_command)?,
+            corrected: t(self.corrected)?,
+            contact: t(self.contact)?,
+            missed: t(self.missed)?,
+            ..self
+        })
+    }
+}
+
 /// A snapshot of the world for one client.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SnapshotMsg {
     /// The server tick the snapshot shows (after that tick's step).
     pub tick: u64,
-    /// The snapshot the deltas are against (0: none, every entity is in full).
+    /// The snapshot the deltas are against, as its [`tick_gap`] from `tick` (0: none,
+    /// every entity is in full).
     pub baseline: u64,
-    /// What the server tells the client about its commands (wire-identical to the five
-    /// fields inline: postcard writes a struct's fields one after another).
+    /// What the server tells the client about its commands, its ticks as
+    /// [`tick_gap`]s (wire-identical to the fields inline: postcard writes a struct's
+    /// fields one after another).
     pub feedback: Feedback,
-    /// The client's own state, exact.
-    pub own: PlayerState,
+    /// The client's own state (origin, velocity, flags, mode: id 0), against the
+    /// baseline's; exact once applied.
+    pub own: EntityDelta,
     /// Other players in view, against the baseline (in full when new to it). In this
     /// list and the three after it, entries go in id order and each id is sent as its
     /// gap from the entry before (the first from 0): nearby ids cost a byte, not five.
@@ -363,20 +427,34 @@ impl ServerControl {
 mod tests {
     use super::*;
 
+    /// A delta on the wire is its id, its mask and one value per bit: no count. It reads
+    /// back whole, and bytes cut short of what the mask promises are refused.
     #[test]
-    fn field_values_are_a_vec_on_the_wire_and_refuse_a_seventeenth() {
-        for n in [0usize, 1, 7, 16] {
-            let list: Vec<i64> = (0..n as i64).map(|i| (i - 3) * 1_000_003).collect();
-            let mut v = FieldValues::default();
-            assert!(list.iter().all(|x| v.push(*x)));
-            let bytes = postcard::to_allocvec(&v).unwrap();
-            assert_eq!(bytes, postcard::to_allocvec(&list).unwrap());
-            assert_eq!(postcard::from_bytes::<FieldValues>(&bytes).unwrap(), v);
+    fn a_delta_is_its_id_its_mask_and_one_value_per_bit() {
+        for mask in [0u16, 1, 0b101, 0x8001, 0xffff] {
+            let mut values = FieldValues::default();
+            for i in 0..mask.count_ones() as i64 {
+                assert!(values.push((i - 3) * 1_000_003));
+            }
+            let d = EntityDelta {
+                id: 300,
+                mask,
+                values,
+            };
+            let bytes = postcard::to_allocvec(&d).unwrap();
+            let mut want = postcard::to_allocvec(&(300u32, mask)).unwrap();
+            for v in values.as_slice() {
+                want.extend(postcard::to_allocvec(v).unwrap());
+            }
+            assert_eq!(bytes, want);
+            assert_eq!(postcard::from_bytes::<EntityDelta>(&bytes).unwrap(), d);
+            if mask != 0 {
+                let short = &bytes[..bytes.len() - 1];
+                assert!(postcard::from_bytes::<EntityDelta>(short).is_err());
+            }
         }
         let mut v = FieldValues::default();
         assert!((0..16).all(|x| v.push(x)));
         assert!(!v.push(16));
-        let long = postcard::to_allocvec(&vec![1i64; 17]).unwrap();
-        assert!(postcard::from_bytes::<FieldValues>(&long).is_err());
     }
 }

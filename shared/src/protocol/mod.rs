@@ -49,9 +49,9 @@ pub use messages::{
 use thiserror::Error;
 
 /// Protocol version carried in the hello; a server refuses any other.
-pub const VERSION: u16 = 5;
+pub const VERSION: u16 = 6;
 /// The QUIC application protocol name.
-pub const ALPN: &[u8] = b"expel/6";
+pub const ALPN: &[u8] = b"expel/7";
 /// QUIC application close code: the server shut down.
 pub const CLOSE_SHUTDOWN: u32 = 0;
 /// QUIC application close code: the hello was refused.

@@ -6,10 +6,11 @@
 //! differ from the baseline and, for each, the difference (zig-zag varints in postcard, so
 //! a small move costs a byte). An entity new to the baseline is sent against zero.
 
+use super::messages::{tick_from_gap, tick_gap};
 pub use super::Feedback;
 use super::{decode, EntityDelta, ProtocolError, ServerDatagram, MOVER_INTEREST_RADIUS};
 use crate::geom::Aabb;
-use crate::movement::{MoveMode, PlayerState};
+use crate::movement::{MoveMode, PlayerState, POSITION_SCALE};
 use crate::mover::{MoverState, Phase};
 use crate::sim::players::{Binned, Grid};
 use crate::sim::{PlayerId, Sim, WorldState};
@@ -25,6 +26,8 @@ pub const HISTORY: usize = 64;
 /// only positions, so velocity would only cost bytes (the client's own state is exact).
 const PLAYER_FIELDS: usize = 5;
 const MOVER_FIELDS: usize = 3;
+/// The client's own player: origin, velocity, flags and mode, all of it exact.
+const OWN_FIELDS: usize = 8;
 // A delta's mask has 16 bits, and its values 16 places.
 const _: () = assert!(PLAYER_FIELDS <= 16 && MOVER_FIELDS <= 16);
 
@@ -53,6 +56,20 @@ fn player_from(f: &PlayerFields) -> Option<PlayerState> {
             2 => MoveMode::Spectator,
             _ => return None,
         },
+    })
+}
+
+fn own_fields(p: &PlayerState) -> [i64; OWN_FIELDS] {
+    let [x, y, z, flags, mode] = player_fields(p);
+    let v = p.velocity.map(i64::from);
+    [x, y, z, v[0], v[1], v[2], flags, mode]
+}
+
+fn own_from(f: &[i64; OWN_FIELDS]) -> Option<PlayerState> {
+    let i = |v: i64| i32::try_from(v).ok();
+    Some(PlayerState {
+        velocity: [i(f[3])?, i(f[4])?, i(f[5])?],
+        ..player_from(&[f[0], f[1], f[2], f[6], f[7]])?
     })
 }
 
@@ -189,6 +206,143 @@ struct Frame {
     tick: u64,
     players: Entities<PLAYER_FIELDS>,
     movers: Entities<MOVER_FIELDS>,
+    /// The client's own player (id 0; none before the first frame).
+    own: Entities<OWN_FIELDS>,
+    /// How far each entity here moved since this frame's own baseline (id order; those in
+    /// both), and that baseline's age in ticks (0: it had none). Both ends know it, so a
+    /// later snapshot against this frame is written against where its entities would be
+    /// by now at that pace: a player running straight on, or a lift, costs nothing.
+    player_motion: Motion,
+    mover_motion: Motion,
+    own_motion: Motion,
+    span: u64,
+}
+
+/// Entities' steps over a frame's span, in id order: the fields that move at a pace (a
+/// player's origin; a mover's progress and timer), as listed in the `*_MOVING` constants.
+type Motion = Vec<(u32, [i32; 3])>;
+const PLAYER_MOVING: &[usize] = &[0, 1, 2];
+const MOVER_MOVING: &[usize] = &[0, 2];
+
+/// Beyond this distance from a client, another player cannot meet it within any
+/// prediction the client runs (two players running at each other for the half second a
+/// clock lead covers at most, with room to spare): it is only drawn.
+pub const EXACT_REACH: f64 = 512.0;
+/// How far (in 1/[`POSITION_SCALE`] units: an eighth of a unit) a player beyond
+/// [`EXACT_REACH`] may stray from where the client's baseline carries it before its state
+/// is sent: dead reckoning. Positions on the grid jitter by a step from tick to tick, which
+/// a running player would otherwise pay for in every snapshot.
+pub const FAR_TOLERANCE: i64 = 32;
+
+/// Ticks past its frame a baseline's motion carries its entities on; beyond, the
+/// baseline stands where it is (a guess that old saves nothing).
+const MOTION_REACH: u64 = 32;
+
+/// The steps of `moving` fields from `old` to `new`, for the entities in both.
+fn motion_of<const N: usize>(
+    new: &Entities<N>,
+    old: &Entities<N>,
+    moving: &[usize],
+    out: &mut Motion,
+) {
+    out.clear();
+    for (id, o, n) in new.paired(old) {
+        let Some(o) = o else { continue };
+        let mut step = [0i32; 3];
+        let fits = moving.iter().zip(step.iter_mut()).all(|(&k, s)| {
+            i32::try_from(n[k].wrapping_sub(o[k]))
+                .map(|v| *s = v)
+                .is_ok()
+        });
+        if fits {
+            out.push((id, step));
+        }
+    }
+}
+
+/// `from` with each entity's `moving` fields carried `ahead` ticks on at the pace of its
+/// step over `span` ticks (integer arithmetic: the same bits at both ends).
+fn carry<const N: usize>(
+    from: &Entities<N>,
+    motion: &Motion,
+    moving: &[usize],
+    ahead: i64,
+    span: i64,
+    out: &mut Entities<N>,
+) {
+    out.0.clear();
+    out.0.extend_from_slice(&from.0);
+    let mut steps = motion.iter().peekable();
+    for (id, f) in out.0.iter_mut() {
+        while steps.next_if(|(m, _)| m < id).is_some() {}
+        if let Some((_, step)) = steps.next_if(|(m, _)| m == id) {
+            for (&k, &s) in moving.iter().zip(step) {
+                // `ahead` is at most MOTION_REACH and a step fits i32: no overflow.
+                f[k] = f[k].wrapping_add(i64::from(s) * ahead / span);
+            }
+        }
+    }
+}
+
+impl Frame {
+    /// Records how each entity moved since `base`, the frame this one was written against.
+    fn set_motion(&mut self, base: &Frame) {
+        self.span = if base.tick == 0 {
+            0
+        } else {
+            self.tick.saturating_sub(base.tick)
+        };
+        motion_of(
+            &self.players,
+            &base.players,
+            PLAYER_MOVING,
+            &mut self.player_motion,
+        );
+        motion_of(
+            &self.movers,
+            &base.movers,
+            MOVER_MOVING,
+            &mut self.mover_motion,
+        );
+        motion_of(&self.own, &base.own, PLAYER_MOVING, &mut self.own_motion);
+    }
+
+    /// This frame as the baseline of a snapshot of `tick`: its entities where they would
+    /// be by then at the pace of their motion.
+    fn carried_to(&self, tick: u64, out: &mut Frame) {
+        out.tick = self.tick;
+        let ahead = tick.saturating_sub(self.tick);
+        let span = i64::try_from(self.span).unwrap_or(0);
+        let (ahead, span) = if span == 0 || ahead > MOTION_REACH {
+            (0, 1)
+        } else {
+            (ahead as i64, span)
+        };
+        carry(
+            &self.players,
+            &self.player_motion,
+            PLAYER_MOVING,
+            ahead,
+            span,
+            &mut out.players,
+        );
+        carry(
+            &self.movers,
+            &self.mover_motion,
+            MOVER_MOVING,
+            ahead,
+            span,
+            &mut out.movers,
+        );
+        carry(
+            &self.own,
+            &self.own_motion,
+            PLAYER_MOVING,
+            ahead,
+            span,
+            &mut out.own,
+        );
+    }
 }
 
 /// Snapshots one choice of a client's nearest players serves before it is made again
@@ -230,6 +384,8 @@ pub struct SnapshotEncoder {
     view: View,
     /// Snapshots written, for the turn of the view's refresh.
     written: u64,
+    /// The baseline carried on to the tick written (see [`Frame::carried_to`]).
+    ahead: Frame,
 }
 
 /// Whether the `written`-th snapshot of client `me` is its turn to choose its players
@@ -313,6 +469,8 @@ impl SnapshotEncoder {
         }
         let mut frame = std::mem::take(&mut self.spare);
         frame.tick = world.tick;
+        frame.own.0.clear();
+        frame.own.0.push((0, own_fields(&own)));
         frame.movers.0.clear();
         frame.movers.0.extend(
             crowd
@@ -323,6 +481,8 @@ impl SnapshotEncoder {
         );
         let empty = Frame::default();
         let b = base.map_or(&empty, |i| &self.history[i]);
+        b.carried_to(world.tick, &mut self.ahead);
+        let ahead = &self.ahead;
         let turn = refresh_turn(me, self.written);
         self.written = self.written.wrapping_add(1);
         let view = &mut self.view;
@@ -354,7 +514,8 @@ impl SnapshotEncoder {
                 .players
                 .0
                 .extend(view.chosen.iter().map(|&i| crowd.players[i as usize]));
-            bytes = Some(write_snapshot(&frame, b, own, feedback)).filter(|b| b.len() <= max_bytes);
+            hold_far(&mut frame.players, &ahead.players, o);
+            bytes = Some(write_snapshot(&frame, ahead, feedback)).filter(|b| b.len() <= max_bytes);
         }
         if bytes.is_none() {
             // Chosen afresh: the nearest, the farthest dropped until the datagram fits.
@@ -371,7 +532,8 @@ impl SnapshotEncoder {
                     .players
                     .0
                     .extend(view.chosen.iter().map(|&i| crowd.players[i as usize]));
-                let bytes = write_snapshot(&frame, b, own, feedback);
+                hold_far(&mut frame.players, &ahead.players, o);
+                let bytes = write_snapshot(&frame, ahead, feedback);
                 if bytes.len() <= max_bytes {
                     break Some(bytes);
                 }
@@ -393,6 +555,7 @@ impl SnapshotEncoder {
             self.spare = frame;
             return None;
         }
+        frame.set_motion(b);
         self.history.push_back(frame);
         if self.history.len() > HISTORY {
             self.spare = self.history.pop_front().unwrap_or_default();
@@ -401,15 +564,47 @@ impl SnapshotEncoder {
     }
 }
 
-/// The snapshot datagram of `frame` against baseline `base` (empty: none), byte for byte
-/// what postcard makes of the [`ServerDatagram::Snapshot`] it stands for.
-fn write_snapshot(frame: &Frame, base: &Frame, own: PlayerState, fb: Feedback) -> Vec<u8> {
+/// Leaves the players beyond [`EXACT_REACH`] of `o` that stand within [`FAR_TOLERANCE`] of
+/// where `ahead` carries them where `ahead` has them: the frame then holds what the
+/// client will, and nothing is sent for them.
+fn hold_far(players: &mut Entities<PLAYER_FIELDS>, ahead: &Entities<PLAYER_FIELDS>, o: DVec3) {
+    let reach = EXACT_REACH * POSITION_SCALE;
+    let o = o * POSITION_SCALE;
+    let mut olds = ahead.0.iter().peekable();
+    for (id, f) in players.0.iter_mut() {
+        while olds.next_if(|(a, _)| a < id).is_some() {}
+        let Some((_, a)) = olds.next_if(|(a, _)| a == id) else {
+            continue;
+        };
+        let near = (0..3).all(|k| f[k].abs_diff(a[k]) <= FAR_TOLERANCE as u64);
+        let far =
+            DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64).distance_squared(o) > reach * reach;
+        if near && far && f[3..] == a[3..] {
+            *f = *a;
+        }
+    }
+}
+
+/// The snapshot datagram of `frame` against baseline `base` (empty: none; carried on to
+/// the frame's tick), byte for byte what postcard makes of the
+/// [`ServerDatagram::Snapshot`] it stands for.
+fn write_snapshot(frame: &Frame, base: &Frame, fb: Feedback) -> Vec<u8> {
     // The variant's index (0), then the message's fields in order: postcard writes a
     // tuple and a struct alike.
-    let head = (0u32, frame.tick, base.tick, fb, own);
+    let head = (
+        0u32,
+        frame.tick,
+        tick_gap(frame.tick, base.tick),
+        fb.to_wire(frame.tick),
+    );
     SCRATCH.with_borrow_mut(|scratch| {
         scratch.clear();
         let mut out = postcard::to_extend(&head, std::mem::take(scratch)).unwrap_or_default();
+        let (old, new) = (
+            base.own.get(0),
+            frame.own.get(0).unwrap_or(&[0; OWN_FIELDS]),
+        );
+        put_delta(&mut out, 0, old, new, changed(old, new).unwrap_or(0));
         put_changes(&mut out, &frame.players, &base.players);
         put_changes(&mut out, &frame.movers, &base.movers);
         let bytes = out.as_slice().to_vec();
@@ -427,7 +622,7 @@ thread_local! {
 
 /// A list's deltas against its baseline, then the baseline's ids no longer in it, in
 /// postcard's form: a length, then each delta's id (as its gap from the one before),
-/// mask and values (zig-zag varints). Ids ascend in both lists, so no gap underflows.
+/// mask and values (zig-zag varints, one per bit of the mask). Ids ascend in both lists, so no gap underflows.
 fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, old: &Entities<N>) {
     // The count goes first, but is known only after: one byte is held for it (a count
     // under 128), and the rare larger count moves the deltas up.
@@ -440,15 +635,8 @@ fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, old: &Entit
             continue;
         };
         count += 1;
-        put_varint(out, (id - prev).into());
+        put_delta(out, id - prev, o, n, mask);
         prev = id;
-        put_varint(out, mask.into());
-        put_varint(out, mask.count_ones().into());
-        let o = o.copied().unwrap_or([0; N]);
-        for i in (0..N).filter(|i| mask & 1 << i != 0) {
-            let v = n[i].wrapping_sub(o[i]);
-            put_varint(out, ((v << 1) ^ (v >> 63)) as u64);
-        }
     }
     if count < 0x80 {
         out[at] = count as u8;
@@ -462,6 +650,24 @@ fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, old: &Entit
     for id in old.gone_from(new) {
         put_varint(out, (id - prev).into());
         prev = id;
+    }
+}
+
+/// One delta: the id (or its gap), the mask, and each masked field's difference from
+/// `old` (zeros when none) as a zig-zag varint.
+fn put_delta<const N: usize>(
+    out: &mut Vec<u8>,
+    id: u32,
+    old: Option<&[i64; N]>,
+    new: &[i64; N],
+    mask: u16,
+) {
+    put_varint(out, id.into());
+    put_varint(out, mask.into());
+    let o = old.copied().unwrap_or([0; N]);
+    for i in (0..N).filter(|i| mask & 1 << i != 0) {
+        let v = new[i].wrapping_sub(o[i]);
+        put_varint(out, ((v << 1) ^ (v >> 63)) as u64);
     }
 }
 
@@ -804,10 +1010,19 @@ impl SnapshotDecoder {
             return Ok(None);
         }
         let empty = Frame::default();
-        let base = if msg.baseline == 0 {
+        let bad_tick = |what: &str| ProtocolError::Invalid {
+            what: "snapshot",
+            detail: format!("{what} reaches before tick 1"),
+        };
+        let baseline = tick_from_gap(msg.tick, msg.baseline).ok_or_else(|| bad_tick("baseline"))?;
+        let feedback = msg
+            .feedback
+            .off_wire(msg.tick)
+            .ok_or_else(|| bad_tick("feedback"))?;
+        let base = if baseline == 0 {
             &empty
         } else {
-            match self.history.iter().find(|f| f.tick == msg.baseline) {
+            match self.history.iter().find(|f| f.tick == baseline) {
                 Some(f) => f,
                 None => {
                     self.missing_baseline += 1;
@@ -815,19 +1030,28 @@ impl SnapshotDecoder {
                 }
             }
         };
+        let mut ahead = Frame::default();
+        base.carried_to(msg.tick, &mut ahead);
+        let own = apply(ahead.own.get(0), &msg.own)?;
+        let own_state = own_from(&own).ok_or_else(|| ProtocolError::Invalid {
+            what: "snapshot",
+            detail: "own state out of range".into(),
+        })?;
         let mut frame = Frame {
             tick: msg.tick,
-            players: base.players.clone(),
-            movers: base.movers.clone(),
+            players: ahead.players.clone(),
+            movers: ahead.movers.clone(),
+            own: Entities(vec![(0, own)]),
+            ..Frame::default()
         };
         frame.players.remove(&msg.removed);
         frame.movers.remove(&msg.removed_movers);
         for d in &msg.players {
-            let f = apply(base.players.get(d.id), d)?;
+            let f = apply(ahead.players.get(d.id), d)?;
             frame.players.set(d.id, f);
         }
         for d in &msg.movers {
-            let f = apply(base.movers.get(d.id), d)?;
+            let f = apply(ahead.movers.get(d.id), d)?;
             frame.movers.set(d.id, f);
         }
         let players = if self.no_others {
@@ -837,6 +1061,7 @@ impl SnapshotDecoder {
             typed(&frame.players, player_from, "player")?
         };
         let movers = typed(&frame.movers, mover_from, "mover")?;
+        frame.set_motion(base);
         self.newest = msg.tick;
         self.history.push_back(frame);
         while self.history.len() > HISTORY {
@@ -844,8 +1069,8 @@ impl SnapshotDecoder {
         }
         Ok(Some(Snapshot {
             tick: msg.tick,
-            feedback: msg.feedback,
-            own: msg.own,
+            feedback,
+            own: own_state,
             players,
             movers,
         }))
@@ -864,19 +1089,23 @@ mod tests {
 
     /// The message the datagram stands for, built the plain way (lookups by id): the
     /// oracle of the writer's merge.
-    fn oracle(frame: &Frame, base: &Frame, own: PlayerState, fb: Feedback) -> SnapshotMsg {
+    fn oracle(frame: &Frame, base: &Frame, fb: Feedback) -> SnapshotMsg {
+        fn delta<const N: usize>(
+            id: u32,
+            o: Option<&[i64; N]>,
+            f: &[i64; N],
+        ) -> Option<EntityDelta> {
+            let mask = changed(o, f)?;
+            let o = o.copied().unwrap_or([0; N]);
+            let mut values = crate::protocol::FieldValues::default();
+            for i in (0..N).filter(|i| mask & 1 << i != 0) {
+                values.push(f[i].wrapping_sub(o[i]));
+            }
+            Some(EntityDelta { id, mask, values })
+        }
         fn deltas<const N: usize>(new: &Entities<N>, old: &Entities<N>) -> Vec<EntityDelta> {
             new.iter()
-                .filter_map(|(id, f)| {
-                    let o = old.get(id);
-                    let mask = changed(o, f)?;
-                    let o = o.copied().unwrap_or([0; N]);
-                    let mut values = crate::protocol::FieldValues::default();
-                    for i in (0..N).filter(|i| mask & 1 << i != 0) {
-                        values.push(f[i].wrapping_sub(o[i]));
-                    }
-                    Some(EntityDelta { id, mask, values })
-                })
+                .filter_map(|(id, f)| delta(id, old.get(id), f))
                 .collect()
         }
         fn gone<const N: usize>(new: &Entities<N>, old: &Entities<N>) -> Vec<u32> {
@@ -894,9 +1123,13 @@ mod tests {
         }
         let mut msg = SnapshotMsg {
             tick: frame.tick,
-            baseline: base.tick,
-            feedback: fb,
-            own,
+            baseline: tick_gap(frame.tick, base.tick),
+            feedback: fb.to_wire(frame.tick),
+            own: delta(0, base.own.get(0), frame.own.get(0).unwrap()).unwrap_or(EntityDelta {
+                id: 0,
+                mask: 0,
+                values: Default::default(),
+            }),
             players: deltas(&frame.players, &base.players),
             removed: gone(&frame.players, &base.players),
             movers: deltas(&frame.movers, &base.movers),
@@ -967,20 +1200,32 @@ mod tests {
                 } else {
                     vec![]
                 }),
+                own: Entities::sorted(if has_base {
+                    vec![(0, std::array::from_fn(|_| field(&mut rng)))]
+                } else {
+                    vec![]
+                }),
+                ..Frame::default()
+            };
+            // The own state unchanged now and then: a delta with no field.
+            let own = match (round % 3, base.own.get(0)) {
+                (0, Some(o)) => *o,
+                _ => std::array::from_fn(|_| field(&mut rng)),
             };
             let frame = Frame {
                 tick: 104,
                 movers: Entities::sorted(three(players.clone())),
                 players: Entities::sorted(players),
+                own: Entities::sorted(vec![(0, own)]),
+                ..Frame::default()
             };
-            let own = PlayerState::at(DVec3::new(1.5, -2.0, 3.25));
             let fb = Feedback {
                 last_command: rng.gen(),
                 input_lead: rng.gen_bool(0.5).then(|| rng.gen()),
                 ..Feedback::default()
             };
-            let want = encode(&ServerDatagram::Snapshot(oracle(&frame, &base, own, fb)));
-            let got = write_snapshot(&frame, &base, own, fb);
+            let want = encode(&ServerDatagram::Snapshot(oracle(&frame, &base, fb)));
+            let got = write_snapshot(&frame, &base, fb);
             assert_eq!(got, want, "round {round}");
             let ServerDatagram::Snapshot(mut msg) = decode("snapshot", &got).unwrap();
             ids_from_gaps(msg.players.iter_mut().map(|d| &mut d.id)).unwrap();
@@ -991,6 +1236,11 @@ mod tests {
                 back.set(d.id, apply(base.players.get(d.id), d).unwrap());
             }
             assert_eq!(back.0, frame.players.0, "round {round}");
+            assert_eq!(
+                apply(base.own.get(0), &msg.own).unwrap(),
+                own,
+                "round {round}"
+            );
         }
     }
 
@@ -1006,7 +1256,7 @@ mod tests {
             tick: 5,
             baseline: 0,
             feedback: Feedback::default(),
-            own: PlayerState::default(),
+            own: delta(0),
             players,
             removed: vec![],
             movers: vec![],
