@@ -218,9 +218,12 @@ struct Frame {
     span: u64,
 }
 
-/// Entities' steps over a frame's span, in id order: the fields that move at a pace (a
-/// player's origin; a mover's progress and timer), as listed in the `*_MOVING` constants.
-type Motion = Vec<(u32, [i32; 3])>;
+/// Entities' steps over a frame's span, one per entity of its list, in the same order:
+/// the fields that move at a pace (a player's origin; a mover's progress and timer), as
+/// listed in the `*_MOVING` constants. Zero for an entity new to the baseline, or whose
+/// step does not fit (it is then sent as it is). Sixteen bits keep a client's history of
+/// frames small: a run's step over a few ticks fits many times over.
+type Motion = Vec<[i16; 3]>;
 const PLAYER_MOVING: &[usize] = &[0, 1, 2];
 const MOVER_MOVING: &[usize] = &[0, 2];
 
@@ -246,17 +249,16 @@ fn motion_of<const N: usize>(
     out: &mut Motion,
 ) {
     out.clear();
-    for (id, o, n) in new.paired(old) {
-        let Some(o) = o else { continue };
-        let mut step = [0i32; 3];
-        let fits = moving.iter().zip(step.iter_mut()).all(|(&k, s)| {
-            i32::try_from(n[k].wrapping_sub(o[k]))
-                .map(|v| *s = v)
-                .is_ok()
+    for (_, o, n) in new.paired(old) {
+        let mut step = [0i16; 3];
+        let fits = o.is_some_and(|o| {
+            moving.iter().zip(step.iter_mut()).all(|(&k, s)| {
+                i16::try_from(n[k].wrapping_sub(o[k]))
+                    .map(|v| *s = v)
+                    .is_ok()
+            })
         });
-        if fits {
-            out.push((id, step));
-        }
+        out.push(if fits { step } else { [0; 3] });
     }
 }
 
@@ -272,14 +274,13 @@ fn carry<const N: usize>(
 ) {
     out.0.clear();
     out.0.extend_from_slice(&from.0);
-    let mut steps = motion.iter().peekable();
-    for (id, f) in out.0.iter_mut() {
-        while steps.next_if(|(m, _)| m < id).is_some() {}
-        if let Some((_, step)) = steps.next_if(|(m, _)| m == id) {
-            for (&k, &s) in moving.iter().zip(step) {
-                // `ahead` is at most MOTION_REACH and a step fits i32: no overflow.
-                f[k] = f[k].wrapping_add(i64::from(s) * ahead / span);
-            }
+    if ahead == 0 {
+        return;
+    }
+    for ((_, f), step) in out.0.iter_mut().zip(motion) {
+        for (&k, &s) in moving.iter().zip(step) {
+            // `ahead` is at most MOTION_REACH and a step fits i16: no overflow.
+            f[k] = f[k].wrapping_add(i64::from(s) * ahead / span);
         }
     }
 }
