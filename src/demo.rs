@@ -51,6 +51,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
     rt.block_on(async move {
         let running = expel_server::start(sim.clone(), cfg).await?;
+        let signalled = net::shutdown_signal();
         let http = running.metrics_addr.unwrap_or(running.addr);
         println!("{}", net::ready_line(&running, &sim, movement, &name));
         println!(
@@ -106,7 +107,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         };
         tokio::select! {
             r = rounds => r?,
-            _ = net::wait_for_signal() => {}
+            _ = signalled => {}
         }
         running.shutdown("demo over").await;
         Ok(())

@@ -289,6 +289,9 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     rt.block_on(async move {
         let movement = cfg.game.movement;
         let running = expel_server::start(sim.clone(), cfg).await?;
+        // Before the line that tells a supervisor it may signal us: a SIGTERM that came
+        // before the handler would kill the process uncleanly.
+        let signalled = shutdown_signal();
         let line = ready_line(&running, &sim, movement, &name);
         {
             use std::io::Write;
@@ -297,7 +300,7 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
             out.flush()?;
         }
         let failed = tokio::select! {
-            _ = wait_for_signal() => None,
+            _ = signalled => None,
             why = running.stopped() => Some(why),
         };
         tracing::info!("shutting down");
@@ -314,26 +317,40 @@ pub(crate) fn serve(args: ServeArgs) -> Result<()> {
     })
 }
 
-/// Waits for SIGTERM or Ctrl-C.
-pub(crate) async fn wait_for_signal() {
+/// A future that ends at SIGTERM or Ctrl-C. The handlers are in place when this returns,
+/// not when the future is first polled: a signal in between is not lost to the default
+/// action (which ends the process at once).
+pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
+        let term = signal(SignalKind::terminate()).ok();
+        let int = signal(SignalKind::interrupt()).ok();
+        async move {
+            match (term, int) {
+                (Some(mut term), Some(mut int)) => {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = int.recv() => {}
+                    }
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+                (Some(mut term), None) => {
+                    term.recv().await;
+                }
+                (None, Some(mut int)) => {
+                    int.recv().await;
+                }
+                (None, None) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

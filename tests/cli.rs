@@ -623,7 +623,7 @@ fn serve_reads_a_toml_config_with_flags_winning_and_generates_a_secret() {
     let secret = std::fs::read_to_string(cache.join("expel/secret")).unwrap();
     assert_eq!(secret.trim().len(), 64);
     let (status, err) = terminate(child);
-    assert!(status.success());
+    assert!(status.success(), "{status}: {err}");
     assert!(
         err.contains("secret") && err.contains("expel/secret"),
         "{err}"
