@@ -380,12 +380,12 @@ impl Feedback {
 pub struct SnapshotMsg {
     /// The server tick the snapshot shows (after that tick's step).
     pub tick: u64,
-    /// The snapshot the deltas are against, as its [`tick_gap`] from `tick` (0: none,
-    /// every entity is in full).
+    /// The snapshot the deltas are against, as a tick gap: `tick` less it, plus one (0:
+    /// none, every entity is in full).
     pub baseline: u64,
-    /// What the server tells the client about its commands, its ticks as
-    /// [`tick_gap`]s (wire-identical to the fields inline: postcard writes a struct's
-    /// fields one after another).
+    /// What the server tells the client about its commands, its ticks as gaps the same
+    /// way (wire-identical to the fields inline: postcard writes a struct's fields one
+    /// after another).
     pub feedback: Feedback,
     /// The client's own state (origin, velocity, flags, mode: id 0), against the
     /// baseline's; exact once applied.

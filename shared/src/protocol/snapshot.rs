@@ -4,7 +4,9 @@
 //! Every entity is a short list of integer fields (a player's origin, velocity, flags and
 //! mode; a mover's progress, phase and timer). A delta carries a mask of the fields that
 //! differ from the baseline and, for each, the difference (zig-zag varints in postcard, so
-//! a small move costs a byte). An entity new to the baseline is sent against zero.
+//! a small move costs a byte). An entity new to the baseline is sent against zero. The
+//! baseline is first carried on to the snapshot's tick at each entity's pace (a
+//! frame keeps each entity's last step), so an entity moving steadily costs nothing.
 
 use super::messages::{tick_from_gap, tick_gap};
 pub use super::Feedback;
@@ -208,8 +210,8 @@ struct Frame {
     movers: Entities<MOVER_FIELDS>,
     /// The client's own player (id 0; none before the first frame).
     own: Entities<OWN_FIELDS>,
-    /// How far each entity here moved since this frame's own baseline (id order; those in
-    /// both), and that baseline's age in ticks (0: it had none). Both ends know it, so a
+    /// How far each entity here moved since this frame's own baseline (see [`Motion`]),
+    /// and that baseline's age in ticks (0: it had none). Both ends know it, so a
     /// later snapshot against this frame is written against where its entities would be
     /// by now at that pace: a player running straight on, or a lift, costs nothing.
     player_motion: Motion,
@@ -241,7 +243,7 @@ pub const FAR_TOLERANCE: i64 = 32;
 /// baseline stands where it is (a guess that old saves nothing).
 const MOTION_REACH: u64 = 32;
 
-/// The steps of `moving` fields from `old` to `new`, for the entities in both.
+/// The steps of `moving` fields from `old` to `new`, one per entity of `new`.
 fn motion_of<const N: usize>(
     new: &Entities<N>,
     old: &Entities<N>,
@@ -565,9 +567,9 @@ impl SnapshotEncoder {
     }
 }
 
-/// Leaves the players beyond [`EXACT_REACH`] of `o` that stand within [`FAR_TOLERANCE`] of
-/// where `ahead` carries them where `ahead` has them: the frame then holds what the
-/// client will, and nothing is sent for them.
+/// Puts each player beyond [`EXACT_REACH`] of `o` that stands within [`FAR_TOLERANCE`] of
+/// its place in `ahead` (the carried baseline) at that place: the frame then holds what
+/// the client will, and nothing is sent for it.
 fn hold_far(players: &mut Entities<PLAYER_FIELDS>, ahead: &Entities<PLAYER_FIELDS>, o: DVec3) {
     let reach = EXACT_REACH * POSITION_SCALE;
     let o = o * POSITION_SCALE;
@@ -623,7 +625,8 @@ thread_local! {
 
 /// A list's deltas against its baseline, then the baseline's ids no longer in it, in
 /// postcard's form: a length, then each delta's id (as its gap from the one before),
-/// mask and values (zig-zag varints, one per bit of the mask). Ids ascend in both lists, so no gap underflows.
+/// mask and values (zig-zag varints, one per bit of the mask). Ids ascend in both lists,
+/// so no gap underflows.
 fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, old: &Entities<N>) {
     // The count goes first, but is known only after: one byte is held for it (a count
     // under 128), and the rare larger count moves the deltas up.
