@@ -543,8 +543,8 @@ impl<C: Collider> Move<'_, C> {
     /// Quantizes the result. Rounding must not put the hull into solid, nor let a player
     /// walking a slope sink into it tick by tick (the same rounding every tick adds up to
     /// more than the expel zone: the box then rests on the surface itself and sticks).
-    /// On the ground each axis rounds away from the ground's plane, so the gap only grows
-    /// (and the next tick's ground snap takes it back to the zone); in the air, to the
+    /// On the ground each axis rounds away from the ground's plane, so the gap only grows,
+    /// by less than a grid step (the box rested at the zone's width before it); in the air, to the
     /// nearest. If that overlaps, each axis rounds towards where the tick started, and if
     /// that still overlaps, the start is kept.
     ///
