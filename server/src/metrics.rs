@@ -23,6 +23,10 @@ const TICK_BUCKETS: [f64; 30] = [
 /// sees every maximum).
 const MAX_WINDOW: usize = 5;
 
+/// The outcomes of a re-run reported prediction, as `expel_prediction_replays_total`
+/// labels them.
+pub(crate) const REPLAY_OUTCOMES: [&str; 3] = ["same", "apart", "unknown"];
+
 /// Players kept in the flagged table; past it, new players' violations are only counted.
 const FLAGGED_CAP: usize = 65_536;
 
@@ -115,6 +119,8 @@ pub struct Metrics {
     pub ticks_late: AtomicU64,
     /// Ticks skipped because the process could not keep up (paused or starved).
     pub ticks_skipped: AtomicU64,
+    /// Reported predictions re-run, by outcome in [`REPLAY_OUTCOMES`] order.
+    pub replays: [AtomicU64; REPLAY_OUTCOMES.len()],
     /// Move-validation violations, by kind in [`ViolationKind::ALL`] order.
     pub violations: [AtomicU64; ViolationKind::ALL.len()],
     /// Refusals by reason, in [`REFUSALS`] order.
@@ -203,6 +209,14 @@ impl Metrics {
             set(a, v);
         }
         for (a, v) in self.violations.iter().zip(s.violations) {
+            set(a, v);
+        }
+        let same = s.replays - s.replays_unknown - s.replays_apart;
+        for (a, v) in self
+            .replays
+            .iter()
+            .zip([same, s.replays_apart, s.replays_unknown])
+        {
             set(a, v);
         }
     }
@@ -589,6 +603,17 @@ impl Metrics {
                 o,
                 "expel_violations_total{{kind=\"{}\"}} {}",
                 k.name(),
+                v.load(Relaxed)
+            );
+        }
+        let _ = writeln!(
+            o,
+            "# HELP expel_prediction_replays_total Reported predictions the server re-ran from the client's snapshot and commands, by outcome: the report was the re-run's (same), was not (apart: a modified client), or a command never arrived (unknown).\n# TYPE expel_prediction_replays_total counter"
+        );
+        for (k, v) in REPLAY_OUTCOMES.iter().zip(&self.replays) {
+            let _ = writeln!(
+                o,
+                "expel_prediction_replays_total{{outcome=\"{k}\"}} {}",
                 v.load(Relaxed)
             );
         }

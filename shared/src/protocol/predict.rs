@@ -215,29 +215,8 @@ impl Predictor {
         // The server's world at the snapshot's tick, as far as we see it (light: our own
         // player, the others being there only to predict against).
         merge_movers(&mut self.movers, snap);
-        let mut players = BTreeMap::new();
-        for (id, p) in snap.players.iter().filter(|_| !self.light) {
-            players.insert(
-                *id,
-                PlayerSlot {
-                    state: *p,
-                    last_command: MoveCommand::default(),
-                },
-            );
-        }
-        players.insert(
-            self.id,
-            PlayerSlot {
-                state: snap.own,
-                last_command: self.command_for(snap.tick),
-            },
-        );
         let target = self.world.tick.max(snap.tick);
-        self.world = WorldState {
-            tick: snap.tick,
-            players,
-            movers: self.movers.clone(),
-        };
+        self.world = seen_world(snap, self.id, self.movers.clone(), !self.light);
         self.base_tick = snap.tick;
         // What the server holds for its tick stands; what follows is predicted again.
         self.predicted.split_off(&snap.tick);
@@ -446,6 +425,49 @@ impl Predictor {
 
 /// Forgets entries more than [`KEEP`] ticks older than `t`.
 /// The movers the snapshot shows, over `movers` (the others as they were).
+/// The world a client predicts from once it takes `snap`: its own state and (with
+/// `others`) the other players where the snapshot shows them, and `movers`, the movers
+/// it holds with the snapshot's already merged in.
+fn seen_world(snap: &Snapshot, me: u32, movers: Vec<MoverState>, others: bool) -> WorldState {
+    let slot = |state: PlayerState| PlayerSlot {
+        state,
+        last_command: MoveCommand::default(),
+    };
+    let mut players: BTreeMap<u32, PlayerSlot> = snap
+        .players
+        .iter()
+        .filter(|_| others)
+        .map(|(id, p)| (*id, slot(*p)))
+        .collect();
+    players.insert(me, slot(snap.own));
+    WorldState {
+        tick: snap.tick,
+        players,
+        movers,
+    }
+}
+
+/// What a client's prediction for tick `snap.tick + commands.len()` is after it took
+/// `snap`, holding `movers` (before the snapshot's are merged in), with `commands` for
+/// the ticks after the snapshot's: the replay [`Predictor::snapshot`] runs, for a server
+/// that checks what a client reports. `None` when `me` is not in the world.
+pub fn replay(
+    sim: &Sim,
+    me: u32,
+    snap: &Snapshot,
+    mut movers: Vec<MoverState>,
+    commands: &[MoveCommand],
+    scratch: &mut SimScratch,
+) -> Option<PlayerState> {
+    merge_movers(&mut movers, snap);
+    let mut world = seen_world(snap, me, movers, true);
+    let mut state = snap.own;
+    for c in commands {
+        state = sim.predict(&mut world, me, c, scratch)?.state;
+    }
+    Some(state)
+}
+
 fn merge_movers(movers: &mut [MoverState], snap: &Snapshot) {
     for (i, m) in &snap.movers {
         if let Some(slot) = movers.get_mut(*i as usize) {

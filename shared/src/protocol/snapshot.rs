@@ -288,6 +288,33 @@ fn carry<const N: usize>(
 }
 
 impl Frame {
+    /// The snapshot this frame shows a client (without `others`, the players are checked
+    /// but left out), refusing out-of-range fields. The decoder's and the encoder's frames
+    /// of a tick are equal, so both ends get the same snapshot.
+    fn snapshot(&self, feedback: Feedback, others: bool) -> Result<Snapshot, ProtocolError> {
+        let own = self
+            .own
+            .get(0)
+            .and_then(own_from)
+            .ok_or_else(|| ProtocolError::Invalid {
+                what: "snapshot",
+                detail: "own state out of range".into(),
+            })?;
+        let players = if others {
+            typed(&self.players, player_from, "player")?
+        } else {
+            checked(&self.players, player_from, "player")?;
+            BTreeMap::new()
+        };
+        Ok(Snapshot {
+            tick: self.tick,
+            feedback,
+            own,
+            players,
+            movers: typed(&self.movers, mover_from, "mover")?,
+        })
+    }
+
     /// Records how each entity moved since `base`, the frame this one was written against.
     fn set_motion(&mut self, base: &Frame) {
         self.span = if base.tick == 0 {
@@ -428,6 +455,23 @@ impl SnapshotEncoder {
     /// The newest acknowledged snapshot.
     pub fn acked(&self) -> u64 {
         self.acked
+    }
+
+    /// The snapshot of `tick` as the client decoded it, if it is still in the history
+    /// (its feedback left at the default: the client's prediction does not read it).
+    /// `movers` (the server's, or any the client may hold) takes every mover each frame
+    /// up to it showed, oldest first: what a client that received them all holds.
+    pub fn seen(&self, tick: u64, movers: &mut [MoverState]) -> Option<Snapshot> {
+        let i = self.sent(tick)?;
+        for f in self.history.range(..=i) {
+            for (m, fields) in f.movers.iter() {
+                if let (Some(slot), Some(state)) = (movers.get_mut(m as usize), mover_from(fields))
+                {
+                    *slot = state;
+                }
+            }
+        }
+        self.history[i].snapshot(Feedback::default(), true).ok()
     }
 
     /// The snapshot datagram of `world` for player `me`: its own state in full, the
@@ -1037,10 +1081,6 @@ impl SnapshotDecoder {
         let mut ahead = Frame::default();
         base.carried_to(msg.tick, &mut ahead);
         let own = apply(ahead.own.get(0), &msg.own)?;
-        let own_state = own_from(&own).ok_or_else(|| ProtocolError::Invalid {
-            what: "snapshot",
-            detail: "own state out of range".into(),
-        })?;
         let mut frame = Frame {
             tick: msg.tick,
             players: ahead.players.clone(),
@@ -1058,26 +1098,14 @@ impl SnapshotDecoder {
             let f = apply(ahead.movers.get(d.id), d)?;
             frame.movers.set(d.id, f);
         }
-        let players = if self.no_others {
-            checked(&frame.players, player_from, "player")?;
-            BTreeMap::new()
-        } else {
-            typed(&frame.players, player_from, "player")?
-        };
-        let movers = typed(&frame.movers, mover_from, "mover")?;
+        let snapshot = frame.snapshot(feedback, !self.no_others)?;
         frame.set_motion(base);
         self.newest = msg.tick;
         self.history.push_back(frame);
         while self.history.len() > HISTORY {
             self.history.pop_front();
         }
-        Ok(Some(Snapshot {
-            tick: msg.tick,
-            feedback,
-            own: own_state,
-            players,
-            movers,
-        }))
+        Ok(Some(snapshot))
     }
 }
 

@@ -21,6 +21,10 @@
 //!   server's. One differing tick is a correction (late commands, packet loss, another
 //!   player's move); a difference that persists for `divergence_ticks` without contact with
 //!   another player is a modified client.
+//! * **The client's own prediction**: where the server could re-run it exactly (the
+//!   snapshot the report was made from and every command since in hand), it decides. A
+//!   report equal to it is explained; one farther from it than a tick reaches is a
+//!   teleport at once, at any round trip.
 //!
 //! Each violation carries its kind and evidence. Past `kick_after` violations within
 //! `kick_window` ticks the server kicks the player with the reason.
@@ -366,6 +370,11 @@ impl Validator {
     /// players' reach over the ticks since that snapshot). It is explained only so far:
     /// an honest prediction and the server's move part by at most both their reaches per
     /// tick since; a difference beyond that is a modified client however crowded it is.
+    ///
+    /// `own`: the client's own prediction re-run by the server from the same snapshot and
+    /// commands, when it could be. That is exactly what an unmodified client reports: a
+    /// report equal to it is explained whatever the server's state, and one farther from
+    /// it than a tick reaches is flagged as a teleport at once.
     pub fn claim(
         &mut self,
         sim: &crate::Sim,
@@ -373,6 +382,7 @@ impl Validator {
         id: crate::sim::PlayerId,
         claimed: &PlayerState,
         contact: bool,
+        own: Option<&PlayerState>,
     ) -> Option<Violation> {
         let tick = world.tick;
         let actual = world.player(id)?;
@@ -380,6 +390,29 @@ impl Validator {
             self.compared.pop_front();
         }
         self.compared.push_back((tick, claimed == actual));
+        if let Some(own) = own {
+            if own == claimed {
+                self.diverging_since = None;
+                return None;
+            }
+            let apart = (claimed.origin() - own.origin()).length();
+            // Both are one prediction of one tick: only an input the re-run lacked (a
+            // mover out of the client's view) can part them, and not by more than a tick.
+            let reach = sim.reach(own);
+            let recently = self
+                .far_flagged_at
+                .is_some_and(|t| t + self.cfg.divergence_ticks / 2 > tick);
+            if apart > reach && !recently {
+                self.far_flagged_at = Some(tick);
+                return Some(Violation {
+                    kind: ViolationKind::Teleport,
+                    tick,
+                    evidence: format!(
+                        "reported prediction {apart:.1} units from the client's own prediction re-run from its snapshot, at most {reach:.1} reachable in a tick"
+                    ),
+                });
+            }
+        }
         let from = self
             .report_acks
             .iter()
@@ -458,6 +491,8 @@ impl Validator {
     /// that jumps farther than a tick reaches is a teleport, flagged that tick. The check
     /// stands down when the client may have replaced its path since: it acknowledged a
     /// snapshot whose state was not seen to match its prediction (a correction replays).
+    /// A jump is no teleport when `own` (the client's own prediction re-run, see
+    /// [`Validator::claim`]; asked only for a jump) gives exactly the reported state.
     pub fn report(
         &mut self,
         sim: &crate::Sim,
@@ -465,6 +500,7 @@ impl Validator {
         tick: u64,
         state: &PlayerState,
         ack: u64,
+        own: impl FnOnce() -> Option<PlayerState>,
     ) -> Option<Violation> {
         // The client replays from each snapshot it takes whose state differs from what it
         // then predicts for that tick, and that may differ from what it first reported:
@@ -509,7 +545,7 @@ impl Validator {
         }
         let moved = (state.origin() - p.origin()).length();
         let reach = sim.reach(&p) + crate::movement::pmove::UNSTICK_REACH;
-        (moved > reach).then(|| Violation {
+        (moved > reach && own().as_ref() != Some(state)).then(|| Violation {
             kind: ViolationKind::Teleport,
             tick,
             evidence: format!(
@@ -711,24 +747,38 @@ mod tests {
         let server = at(0.0);
         // Predicted 6 ticks after the snapshot it acknowledged: a bump by another player
         // parts the paths by a few units, within reach.
-        v.report(&sim, 1, 100, &at(40.0), 94);
+        v.report(&sim, 1, 100, &at(40.0), 94, || None);
         assert!(v
-            .claim(&sim, &world(&sim, 100, server, &[]), 1, &at(40.0), true)
+            .claim(
+                &sim,
+                &world(&sim, 100, server, &[]),
+                1,
+                &at(40.0),
+                true,
+                None
+            )
             .is_none());
         // Hundreds of units apart: no contact explains that, nor a velocity the client
         // claims to widen its own bound.
         let mut fast = at(400.0);
         fast.set_velocity(glam::DVec3::new(1.0e5, 0.0, 0.0));
-        v.report(&sim, 1, 101, &fast, 95);
-        let f = v.claim(&sim, &world(&sim, 101, server, &[]), 1, &fast, true);
+        v.report(&sim, 1, 101, &fast, 95, || None);
+        let f = v.claim(&sim, &world(&sim, 101, server, &[]), 1, &fast, true, None);
         assert!(f.is_some_and(|f| f.kind == ViolationKind::Divergence));
         // A respawn since the snapshot: the server moved the player by a rule no
         // prediction follows.
         let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
         v.relocated(97);
-        v.report(&sim, 1, 101, &at(900.0), 95);
+        v.report(&sim, 1, 101, &at(900.0), 95, || None);
         assert!(v
-            .claim(&sim, &world(&sim, 101, server, &[]), 1, &at(900.0), true)
+            .claim(
+                &sim,
+                &world(&sim, 101, server, &[]),
+                1,
+                &at(900.0),
+                true,
+                None
+            )
             .is_none());
     }
 
@@ -740,12 +790,12 @@ mod tests {
         let b = PlayerState::at(glam::DVec3::new(1.0, 0.0, 24.0));
         let alone = |t| world(&sim, t, a, &[]);
         for t in 1..100 {
-            assert!(v.claim(&sim, &alone(t), 1, &b, false).is_none());
+            assert!(v.claim(&sim, &alone(t), 1, &b, false, None).is_none());
         }
-        assert!(v.claim(&sim, &alone(100), 1, &a, false).is_none());
+        assert!(v.claim(&sim, &alone(100), 1, &a, false, None).is_none());
         for t in 101..400 {
             assert!(
-                v.claim(&sim, &alone(t), 1, &b, true).is_none(),
+                v.claim(&sim, &alone(t), 1, &b, true, None).is_none(),
                 "contact explains it"
             );
         }
@@ -755,11 +805,11 @@ mod tests {
         for t in 400..700 {
             let w = world(&sim, t, a, &[(2, crowd)]);
             assert!(
-                v.claim(&sim, &w, 1, &b, false).is_none(),
+                v.claim(&sim, &w, 1, &b, false, None).is_none(),
                 "a neighbour explains it"
             );
         }
-        let flagged = (700..1000).find_map(|t| v.claim(&sim, &alone(t), 1, &b, false));
+        let flagged = (700..1000).find_map(|t| v.claim(&sim, &alone(t), 1, &b, false, None));
         assert!(flagged
             .as_ref()
             .is_some_and(|f| f.tick == 820 && f.kind == ViolationKind::Divergence));
@@ -774,5 +824,55 @@ mod tests {
             evidence: String::new(),
         };
         assert!(!v.record(&timing) && !v.record(&timing) && v.record(&timing));
+    }
+
+    /// The client's own prediction re-run decides where it is known: the report it
+    /// gives is explained however far from the server's state, and one a tick's reach
+    /// from it is a teleport, whatever contact or crowd would explain otherwise.
+    #[test]
+    fn the_clients_own_prediction_re_run_explains_or_condemns_a_report() {
+        let sim = arena();
+        let at = |x: f64| PlayerState::at(glam::DVec3::new(x, 0.0, 24.0));
+        let server = at(0.0);
+        let crowd = [(2, at(40.0))];
+        let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
+        // 900 units from the server's state, but exactly what the client predicts (the
+        // jump from its previous report too).
+        assert!(v.report(&sim, 1, 100, &at(0.0), 94, || None).is_none());
+        assert!(v
+            .report(&sim, 1, 101, &at(900.0), 94, || Some(at(900.0)))
+            .is_none());
+        for t in 101..400 {
+            let w = world(&sim, t, server, &[]);
+            assert!(v
+                .claim(&sim, &w, 1, &at(900.0), false, Some(&at(900.0)))
+                .is_none());
+        }
+        // The same jump with a prediction that does not make it.
+        let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
+        assert!(v.report(&sim, 1, 100, &at(0.0), 94, || None).is_none());
+        let f = v.report(&sim, 1, 101, &at(900.0), 94, || Some(at(0.0)));
+        assert!(f.is_some_and(|f| f.kind == ViolationKind::Teleport));
+        // 60 units from its own prediction, next to another player and in contact: a
+        // teleport all the same, flagged once a second.
+        let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
+        let flags: Vec<u64> = (100..400)
+            .filter_map(|t| {
+                let w = world(&sim, t, server, &crowd);
+                v.claim(&sim, &w, 1, &at(60.0), true, Some(&at(0.0)))
+            })
+            .inspect(|f| assert_eq!(f.kind, ViolationKind::Teleport))
+            .map(|f| f.tick)
+            .collect();
+        assert_eq!(flags, [100, 160, 220, 280, 340]);
+        // Within a tick's reach of it (an input the re-run lacked): left to the other
+        // rules, which contact satisfies.
+        let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
+        for t in 100..400 {
+            let w = world(&sim, t, server, &[]);
+            assert!(v
+                .claim(&sim, &w, 1, &at(5.0), true, Some(&at(0.0)))
+                .is_none());
+        }
     }
 }

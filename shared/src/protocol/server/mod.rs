@@ -32,11 +32,20 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod replay;
 mod report;
 mod settings;
 mod tick;
 
+use replay::{CommandLog, Replayer};
 use tick::add_inputs;
+
+/// The longest span (seconds) from an acknowledged snapshot to a reported tick whose
+/// prediction the server re-runs: a round trip of a second and the client's buffer.
+const REPLAY_SECONDS: u64 = 2;
+/// Seconds between the re-runs of one client's reports that the server's state does not
+/// bear out (a loss makes a round trip's worth of them in a row).
+const REPLAY_SPACING: f64 = 0.1;
 
 pub use report::{Event, Output, ServerStats, REFUSALS};
 pub use settings::{ServerSettings, SettingsError};
@@ -90,6 +99,11 @@ struct Session {
     /// What `inputs.stats` held when last added to the totals.
     counted: InputStats,
     snapshots: SnapshotEncoder,
+    /// The commands as they arrived, to re-run the client's prediction from.
+    commands: CommandLog,
+    /// The first tick whose report the server may re-run when its state does not bear
+    /// it out (one in [`REPLAY_SPACING`] seconds: the next one seldom tells more).
+    replay_at: u64,
     /// States the client predicted (authoritative mode) or claims (trusted-client mode),
     /// by tick, to compare or judge once the server steps that tick.
     expected: BTreeMap<u64, (PlayerState, u64)>,
@@ -137,6 +151,8 @@ pub struct Server {
     map_hash: [u8; 32],
     world: WorldState,
     scratch: SimScratch,
+    /// Re-runs clients' reported predictions.
+    replayer: Replayer,
     /// The players for the snapshots of a tick, renewed in place tick after tick.
     crowd: Option<Crowd>,
     /// The players and movers after recent ticks (trusted mode: what claims were made
@@ -212,6 +228,7 @@ impl Server {
             sim,
             settings,
             scratch,
+            replayer: Replayer::new(rate),
             crowd: None,
             seen: SeenWorld::default(),
             conns: BTreeMap::new(),
@@ -538,6 +555,8 @@ impl Server {
                 inputs: InputBuffer::new(),
                 counted: InputStats::default(),
                 snapshots: SnapshotEncoder::new(),
+                commands: CommandLog::new(REPLAY_SECONDS as usize * rate as usize),
+                replay_at: 0,
                 expected: BTreeMap::new(),
                 budget: self.settings.client_budget as f64 / 4.0,
                 validator: Validator::new(ValidationConfig::for_tick_rate(rate)),
@@ -646,6 +665,7 @@ impl Server {
             return; // kicked for it
         };
         s.last_input = now;
+        s.commands.record(msg.ticked());
         s.inputs.receive(msg, due_next, timely);
         s.snapshots.ack(msg.ack);
         let stale = s.correcting || msg.ack < s.correction_snapshot;
@@ -662,7 +682,12 @@ impl Server {
             // The state the client predicted after its last command: checked against its
             // previous one now, compared when the server steps that tick.
             let at = msg.batch().newest_tick();
-            let v = s.validator.report(&self.sim, id, at, &p, msg.ack);
+            let (sim, movers, stats) = (&self.sim, &self.world.movers, &mut self.stats);
+            let replayer = &mut self.replayer;
+            let v = s.validator.report(sim, id, at, &p, msg.ack, || {
+                let sent = (&s.snapshots, &s.commands);
+                replayer.own_prediction(sim, id, sent, msg.ack, at, &p, movers, stats)
+            });
             if at >= next && s.expected.len() < CLAIMS {
                 s.expected.insert(at, (p, msg.ack));
             }

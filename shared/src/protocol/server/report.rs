@@ -134,6 +134,15 @@ pub struct ServerStats {
     pub inputs: InputStats,
     /// Predictions that differed from the server's state, and rejected claims.
     pub corrections: u64,
+    /// Reported predictions the server re-ran from the client's snapshot and commands
+    /// (those its own state did not bear out, and jumps).
+    pub replays: u64,
+    /// Of those, the ones it could not re-run (a command never arrived, the snapshot
+    /// was too old).
+    pub replays_unknown: u64,
+    /// Of those, the ones whose report differed from the re-run (no unmodified client
+    /// reports that).
+    pub replays_apart: u64,
     /// Trusted-client claims accepted.
     pub claims_accepted: u64,
     /// Trusted-client claims rejected.

@@ -191,6 +191,8 @@ impl Server {
     fn authoritative(&mut self, commands: &BTreeMap<PlayerId, MoveCommand>) {
         let reports = self.sim.step(&mut self.world, commands, &mut self.scratch);
         let tick = self.world.tick;
+        let spacing = (super::REPLAY_SPACING * f64::from(self.rate())).max(1.0) as u64;
+        self.replayer.renew(self.sessions.len());
         let mut found = Vec::new();
         // Sessions, reports and the world's players all come in id order: one merge, no
         // search per player.
@@ -214,12 +216,25 @@ impl Server {
                     s.validator.relocated(tick);
                 }
             }
-            let (Some((claim, _)), Some(p)) = (s.take_expected(tick), player) else {
+            let (Some((claim, ack)), Some(p)) = (s.take_expected(tick), player) else {
                 continue;
             };
+            // A report the server's state does not bear out: the client's own prediction
+            // says whether an unmodified client would have made it.
             if claim != *p {
                 self.stats.corrections += 1;
             }
+            let own = (claim != *p && tick >= s.replay_at)
+                .then(|| {
+                    s.replay_at = tick + spacing;
+                    let sent = (&s.snapshots, &s.commands);
+                    let movers = &self.world.movers;
+                    let stats = &mut self.stats;
+                    self.replayer
+                        .own_prediction(&self.sim, *id, sent, ack, tick, &claim, movers, stats)
+                })
+                .flatten();
+
             // Contact with players, and with movers (whose state may hang on triggers by
             // players outside this client's view), explains a divergence.
             let contact = report.is_some_and(|r| {
@@ -230,9 +245,9 @@ impl Server {
                         .iter()
                         .any(|o| matches!(o, Obstacle::Player(_) | Obstacle::Mover(_)))
             });
-            if let Some(v) = s
-                .validator
-                .claim(&self.sim, &self.world, *id, &claim, contact)
+            if let Some(v) =
+                s.validator
+                    .claim(&self.sim, &self.world, *id, &claim, contact, own.as_ref())
             {
                 found.push((*id, v));
             }
