@@ -6,7 +6,9 @@ mod common;
 
 use common::*;
 use expel_shared::movement::buttons;
-use expel_shared::validate::{claim_from_values, ClaimOutcome, ClaimValidator, ViolationKind};
+use expel_shared::validate::{
+    claim_from_values, ClaimOutcome, ClaimValidator, NoRecords, ViolationKind,
+};
 use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, Movement, PlayerState, Sim};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
@@ -479,7 +481,13 @@ fn an_honest_fall_over_a_long_span_is_never_flagged() {
                     seen: 0,
                 },
             )]);
-            let report = &sim.step_claims(&mut world, &claims, &SeenWorld::default(), &mut s)[0];
+            let report = &sim.step_claims(
+                &mut world,
+                &claims,
+                &SeenWorld::default(),
+                &mut NoRecords,
+                &mut s,
+            )[0];
             let outcome = report.outcome.as_ref().unwrap();
             assert!(
                 outcome.accepted,
@@ -553,7 +561,7 @@ fn a_failing_claims_retries_cost_no_more_for_an_ancient_acknowledgement() {
     world.tick = 1_000_000;
     let mut seen = SeenWorld::default();
     for _ in 0..200 {
-        sim.step_claims(&mut world, &BTreeMap::new(), &seen, &mut s);
+        sim.step_claims(&mut world, &BTreeMap::new(), &seen, &mut NoRecords, &mut s);
         seen.record(&world);
     }
     let tick = world.tick;
@@ -572,7 +580,7 @@ fn a_failing_claims_retries_cost_no_more_for_an_ancient_acknowledgement() {
             },
         )]);
         let report = sim
-            .step_claims(&mut w, &claims, &seen, &mut s)
+            .step_claims(&mut w, &claims, &seen, &mut NoRecords, &mut s)
             .into_iter()
             .find(|r| r.id == 0)
             .unwrap();

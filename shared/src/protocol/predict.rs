@@ -235,11 +235,13 @@ impl Predictor {
     }
 
     /// Takes a snapshot that leaves our own path standing (a trusted client's, when the
-    /// server corrected nothing): the other players move to where it shows them, and the
-    /// movers run on from the states it shows, for the ticks still to predict; nothing
-    /// already predicted of our own changes. Claims already sent must stay one
-    /// consistent chain, but the next ones must stand on the server's movers (which
-    /// others open and ride where we cannot see them).
+    /// server corrected nothing): nothing already predicted of our own changes, but the
+    /// world the next ticks are predicted in is the snapshot's, run on to our newest tick:
+    /// the movers from the states it shows and the other players from where it shows them
+    /// (carried and pushed by the movers), with ourselves along our own path, tick by
+    /// tick. Claims already sent must stay one consistent chain, but the next ones must
+    /// stand on the server's movers (which others open and ride where we cannot see
+    /// them), and the server, holding the snapshot and our path, can run the same ticks.
     pub fn observe(&mut self, snap: &Snapshot) {
         if snap.tick <= self.base_tick {
             self.stats.stale += 1;
@@ -247,31 +249,31 @@ impl Predictor {
         }
         self.stats.snapshots += 1;
         self.base_tick = snap.tick;
-        self.set_others(snap);
-        let predicted = self.movers_at.get(&snap.tick);
-        let differs = snap
-            .movers
-            .iter()
-            .any(|(i, m)| predicted.and_then(|p| p.get(*i as usize)) != Some(m));
-        if !differs {
-            return;
-        }
-        // The server's movers at the snapshot's tick, run on to our newest tick among
-        // the players we hold (their pushes on us are not taken: our path stands).
-        let mut movers = predicted.cloned().unwrap_or_else(|| self.movers.clone());
+        let mut movers = self
+            .movers_at
+            .get(&snap.tick)
+            .cloned()
+            .unwrap_or_else(|| self.movers.clone());
         merge_movers(&mut movers, snap);
         self.movers.clone_from(&movers);
-        let players = self.world.players.clone();
-        let mut w = WorldState {
-            tick: snap.tick,
-            players,
-            movers,
-        };
+        let mut w = seen_world(snap, self.id, movers, true);
         while w.tick < self.world.tick {
+            if let (Some(p), Some(me)) = (self.predicted.get(&w.tick), w.players.get_mut(&self.id))
+            {
+                me.state = *p;
+            }
             self.sim.advance_movers(&mut w, &mut self.scratch);
             w.tick += 1;
             self.movers_at.insert(w.tick, w.movers.clone());
         }
+        // Our own state stays the newest predicted.
+        if let (Some(me), Some(ours)) = (
+            w.players.get_mut(&self.id),
+            self.world.players.get(&self.id),
+        ) {
+            me.state = ours.state;
+        }
+        self.world.players = w.players;
         self.world.movers = w.movers;
     }
 

@@ -708,6 +708,38 @@ impl SeenWorld {
     }
 }
 
+/// What the server knows of what its clients were shown and did: the protocol's records,
+/// for judging a claim exactly as its client made it.
+pub trait ClientRecords {
+    /// Puts the other players as client `id` decoded them from the snapshot of `tick`
+    /// into `world.players`, and the movers it showed over `world.movers`; false when
+    /// that snapshot is not known.
+    fn shown(&mut self, id: PlayerId, tick: u64, world: &mut WorldState) -> bool;
+    /// Client `id`'s prediction for `tick` replayed from the snapshot of `from` with its
+    /// own commands (what a client predicts after taking a correction there); `None`
+    /// when the snapshot or a command is not known. `movers` stand in for those it was
+    /// never shown.
+    fn replayed(
+        &mut self,
+        id: PlayerId,
+        from: u64,
+        tick: u64,
+        movers: &[MoverState],
+    ) -> Option<PlayerState>;
+}
+
+/// No records: claims are judged by the looser ways alone (an offline validator).
+pub struct NoRecords;
+
+impl ClientRecords for NoRecords {
+    fn shown(&mut self, _: PlayerId, _: u64, _: &mut WorldState) -> bool {
+        false
+    }
+    fn replayed(&mut self, _: PlayerId, _: u64, _: u64, _: &[MoverState]) -> Option<PlayerState> {
+        None
+    }
+}
+
 /// What a trusted-client tick did to one player.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClaimReport {
@@ -726,15 +758,19 @@ impl Sim {
     /// player with a claim for the tick is judged against the others as they stood at its
     /// start. A player without one holds its state (the client's path stays the one
     /// judged; its next claim is judged over the gap, see [`TickView::span`]).
+    /// A claim that fails is judged again as the client saw the world: first exactly,
+    /// from what its acknowledged snapshot showed it (`shown`), then by the looser ways of
+    /// [`Sim::as_the_client_saw`].
     pub fn step_claims(
         &self,
         world: &mut WorldState,
         claims: &BTreeMap<PlayerId, TickClaim>,
         seen: &SeenWorld,
+        records: &mut dyn ClientRecords,
         s: &mut SimScratch,
     ) -> Vec<ClaimReport> {
         let probes = ContactHulls::new(self.movement());
-        self.step_claims_with(&probes, world, claims, seen, s)
+        self.step_claims_with(&probes, world, claims, seen, records, s)
     }
 
     /// [`Sim::step_claims`] with the contact probes built beforehand (a validator that
@@ -745,6 +781,7 @@ impl Sim {
         world: &mut WorldState,
         claims: &BTreeMap<PlayerId, TickClaim>,
         seen: &SeenWorld,
+        records: &mut dyn ClientRecords,
         s: &mut SimScratch,
     ) -> Vec<ClaimReport> {
         self.advance_movers(world, s);
@@ -783,6 +820,9 @@ impl Sim {
                     probes,
                     cost: &cost,
                 };
+                if let Some(o) = self.as_the_client_ran(&retry, records, s) {
+                    return o;
+                }
                 if let Some(o) = self.as_the_client_saw(&retry, s) {
                     return o;
                 }
@@ -858,6 +898,102 @@ impl Retry<'_> {
 }
 
 impl Sim {
+    /// Judges a claim against the world exactly as the client predicted it. A trusted
+    /// client runs the movers on from each snapshot it takes: from the movers' states
+    /// there, the others where it showed them (carried and pushed by the movers as the
+    /// ticks go), and itself along its own path, tick by tick. While the server accepted
+    /// that path, its own states are the path, so it runs the same ticks and judges the
+    /// claim against those movers and those others. The accepted outcome, if any.
+    fn as_the_client_ran(
+        &self,
+        r: &Retry,
+        records: &mut dyn ClientRecords,
+        s: &mut SimScratch,
+    ) -> Option<ClaimOutcome> {
+        // The snapshot it acknowledged, or (for a later copy of the claim) one of the few
+        // before it; a tick with no snapshot for this client costs nothing.
+        let mut w = WorldState::default();
+        for from in (r.claim.seen.saturating_sub(SEEN_BACK)..=r.claim.seen).rev() {
+            let Some(start) = r.seen.get(from) else {
+                continue;
+            };
+            w.tick = from;
+            w.players.clear();
+            w.movers.clone_from(&start.movers);
+            if !records.shown(r.id, from, &mut w) {
+                continue;
+            }
+            if let Some(o) = self.run_as_the_client(r, &mut w, s)? {
+                return Some(o);
+            }
+            // Corrected there, the client replayed its own commands from that snapshot:
+            // a claim that is that replay is the rules run in the world it was shown.
+            r.spend(u32::try_from(r.view.tick.saturating_sub(from)).unwrap_or(u32::MAX))?;
+            if records.replayed(r.id, from, r.view.tick, &start.movers) == Some(r.claim.state) {
+                let mut state = r.claim.state;
+                state.flags = claimable(&state);
+                return Some(ClaimOutcome {
+                    state,
+                    accepted: true,
+                    violation: None,
+                });
+            }
+        }
+        None
+    }
+
+    /// [`Sim::as_the_client_ran`] from one snapshot, shown in `w`: the outcome if
+    /// accepted; `None` once the budget is spent.
+    fn run_as_the_client(
+        &self,
+        r: &Retry,
+        w: &mut WorldState,
+        s: &mut SimScratch,
+    ) -> Option<Option<ClaimOutcome>> {
+        let tick = r.view.tick;
+        let Some(ticks) = tick
+            .checked_sub(w.tick)
+            .filter(|t| (1..=2 * MAX_SPAN as u64).contains(t))
+        else {
+            return Some(None);
+        };
+        r.spend(u32::try_from(ticks).unwrap_or(u32::MAX))?;
+        while w.tick < tick {
+            // Where the server held the player after the tick before.
+            let own = r.seen.get(w.tick).and_then(|then| {
+                let i = then.players.binary_search_by_key(&r.id, |p| p.0).ok()?;
+                Some(then.players[i].1)
+            });
+            let Some(state) = own else {
+                return Some(None);
+            };
+            let last_command = MoveCommand::default();
+            w.players.insert(
+                r.id,
+                PlayerSlot {
+                    state,
+                    last_command,
+                },
+            );
+            self.advance_movers(w, s);
+            w.tick += 1;
+        }
+        let mut poses = Vec::new();
+        self.poses(&w.movers, &mut poses);
+        let others: Vec<PlayerBox> = w
+            .players
+            .iter()
+            .filter(|(id, _)| **id != r.id)
+            .filter_map(|(id, p)| self.player_box(*id, &p.state))
+            .collect();
+        let view = TickView {
+            poses: &poses,
+            others: &others,
+            ..r.view
+        };
+        r.accepted(self, view, s)
+    }
+
     /// Judges a claim against the world as the client saw it, once it failed against the
     /// world as it is: the others where a snapshot showed them (the one it acknowledged,
     /// or for an older copy of the claim one of the few before: a claim honest there is
@@ -1050,6 +1186,7 @@ impl ClaimValidator {
             &mut self.world,
             &claims,
             &SeenWorld::default(),
+            &mut NoRecords,
             &mut self.scratch,
         );
         // The player never leaves this world, so its claim is always judged.

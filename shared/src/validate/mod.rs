@@ -32,8 +32,8 @@
 mod claims;
 
 pub use claims::{
-    claim_from_values, ClaimOutcome, ClaimReport, ClaimValidator, SeenWorld, TickClaim, TickView,
-    MAX_SPAN, RETRY_BUDGET,
+    claim_from_values, ClaimOutcome, ClaimReport, ClaimValidator, ClientRecords, NoRecords,
+    SeenWorld, TickClaim, TickView, MAX_SPAN, RETRY_BUDGET,
 };
 
 use crate::movement::{buttons, MoveCommand, PlayerState};

@@ -8,10 +8,13 @@
 
 use super::super::predict;
 use super::super::snapshot::SnapshotEncoder;
-use super::{ServerStats, REPLAY_SECONDS};
+use super::{ServerStats, Session, REPLAY_SECONDS};
 use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::MoverState;
 use crate::sim::{PlayerId, Sim, SimScratch};
+use crate::sim::{PlayerSlot, WorldState};
+use crate::validate::ClientRecords;
+use std::collections::BTreeMap;
 
 /// The commands a client sent, by tick, the first copy of each as it arrived (for the
 /// newest ticks only: a ring indexed by tick).
@@ -108,25 +111,95 @@ impl Replayer {
         movers: &[MoverState],
         stats: &mut ServerStats,
     ) -> Option<PlayerState> {
-        let span = tick.checked_sub(ack).filter(|s| *s > 0 && ack > 0)?;
-        if span > self.budget {
-            return None;
-        }
-        self.budget -= span;
+        let own = self.replay(sim, id, (encoder, log), ack, tick, movers)?;
         stats.replays += 1;
-        let own = (span <= self.max_ticks && log.between(ack + 1, tick, &mut self.commands))
-            .then(|| {
-                let mut held = movers.to_vec();
-                let snap = encoder.seen(ack, &mut held)?;
-                predict::replay(sim, id, &snap, held, &self.commands, &mut self.scratch)
-            })
-            .flatten();
         match &own {
             None => stats.replays_unknown += 1,
             Some(o) if o != reported => stats.replays_apart += 1,
             Some(_) => {}
         }
         own
+    }
+
+    /// [`Replayer::own_prediction`] uncounted: `None` when the budget is spent or there
+    /// is no span, `Some(None)` when it cannot be re-run exactly.
+    fn replay(
+        &mut self,
+        sim: &Sim,
+        id: PlayerId,
+        (encoder, log): (&SnapshotEncoder, &CommandLog),
+        ack: u64,
+        tick: u64,
+        movers: &[MoverState],
+    ) -> Option<Option<PlayerState>> {
+        let span = tick.checked_sub(ack).filter(|s| *s > 0 && ack > 0)?;
+        if span > self.budget {
+            return None;
+        }
+        self.budget -= span;
+        if span > self.max_ticks || !log.between(ack + 1, tick, &mut self.commands) {
+            return Some(None);
+        }
+        let mut held = movers.to_vec();
+        let Some(snap) = encoder.seen(ack, &mut held) else {
+            return Some(None);
+        };
+        Some(predict::replay(
+            sim,
+            id,
+            &snap,
+            held,
+            &self.commands,
+            &mut self.scratch,
+        ))
+    }
+}
+
+/// The server's records of its clients (the snapshots each was sent, the commands it
+/// sent), for judging trusted clients' claims exactly as they were made.
+pub(super) struct Records<'a> {
+    pub(super) sim: &'a Sim,
+    pub(super) sessions: &'a BTreeMap<PlayerId, Session>,
+    pub(super) replayer: &'a mut Replayer,
+}
+
+impl ClientRecords for Records<'_> {
+    fn shown(&mut self, id: PlayerId, tick: u64, world: &mut WorldState) -> bool {
+        let Some(snap) = self
+            .sessions
+            .get(&id)
+            .and_then(|s| s.snapshots.seen(tick, &mut world.movers))
+        else {
+            return false;
+        };
+        world.players = snap
+            .players
+            .into_iter()
+            .map(|(id, state)| {
+                let last_command = MoveCommand::default();
+                (
+                    id,
+                    PlayerSlot {
+                        state,
+                        last_command,
+                    },
+                )
+            })
+            .collect();
+        true
+    }
+
+    fn replayed(
+        &mut self,
+        id: PlayerId,
+        from: u64,
+        tick: u64,
+        movers: &[MoverState],
+    ) -> Option<PlayerState> {
+        let s = self.sessions.get(&id)?;
+        let sent = (&s.snapshots, &s.commands);
+        self.replayer
+            .replay(self.sim, id, sent, from, tick, movers)?
     }
 }
 

@@ -1,6 +1,7 @@
 //! The machine's ticks: when they are due, catching up on those it owes, the deadlines
 //! looked at with them, and each tick's step and snapshots.
 
+use super::replay::Records;
 use super::{
     ConnId, Event, Output, Phase, Server, Session, DEFAULT_DATAGRAM, MAX_BACKLOG, MAX_CATCH_UP,
 };
@@ -150,9 +151,19 @@ impl Server {
                 claims.insert(*id, TickClaim { state, span, seen });
             }
         }
-        let reports = self
-            .sim
-            .step_claims(&mut self.world, &claims, &self.seen, &mut self.scratch);
+        self.replayer.renew(self.sessions.len());
+        let mut records = Records {
+            sim: &self.sim,
+            sessions: &self.sessions,
+            replayer: &mut self.replayer,
+        };
+        let reports = self.sim.step_claims(
+            &mut self.world,
+            &claims,
+            &self.seen,
+            &mut records,
+            &mut self.scratch,
+        );
         self.seen.record(&self.world);
         let tick = self.world.tick;
         for r in reports {
