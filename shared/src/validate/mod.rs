@@ -30,11 +30,10 @@
 //! `kick_window` ticks the server kicks the player with the reason.
 
 mod claims;
+mod trusted;
 
-pub use claims::{
-    claim_from_values, ClaimOutcome, ClaimReport, ClaimValidator, ClientRecords, NoRecords,
-    SeenWorld, TickClaim, TickView, MAX_SPAN, RETRY_BUDGET,
-};
+pub use claims::{claim_from_values, ClaimOutcome, ClaimValidator, TickView, MAX_SPAN};
+pub use trusted::{ClaimReport, ClientRecords, NoRecords, SeenWorld, TickClaim, RETRY_BUDGET};
 
 use crate::movement::{buttons, MoveCommand, PlayerState};
 use std::collections::VecDeque;
