@@ -47,7 +47,8 @@ pub struct Predictor {
     touched: BTreeMap<u64, ()>,
     /// The movers as predicted after each tick.
     movers_at: BTreeMap<u64, Vec<MoverState>>,
-    /// The world at the newest predicted tick (others held where the snapshot showed them).
+    /// The world at the newest predicted tick (the others from where the snapshot showed
+    /// them, moved only by the movers).
     world: WorldState,
     /// The newest snapshot's tick.
     base_tick: u64,
@@ -419,14 +420,13 @@ impl Predictor {
         }
     }
 
-    /// The world as last predicted (others as the newest snapshot showed them).
+    /// The world as last predicted (the others from where the newest snapshot showed
+    /// them, carried by the movers since).
     pub fn world(&self) -> &WorldState {
         &self.world
     }
 }
 
-/// Forgets entries more than [`KEEP`] ticks older than `t`.
-/// The movers the snapshot shows, over `movers` (the others as they were).
 /// The world a client predicts from once it takes `snap`: its own state and (with
 /// `others`) the other players where the snapshot shows them, and `movers`, the movers
 /// it holds with the snapshot's already merged in.
@@ -470,6 +470,7 @@ pub fn replay(
     Some(state)
 }
 
+/// The movers the snapshot shows, over `movers` (the others as they were).
 fn merge_movers(movers: &mut [MoverState], snap: &Snapshot) {
     for (i, m) in &snap.movers {
         if let Some(slot) = movers.get_mut(*i as usize) {
@@ -478,6 +479,7 @@ fn merge_movers(movers: &mut [MoverState], snap: &Snapshot) {
     }
 }
 
+/// Forgets entries more than [`KEEP`] ticks older than `t`.
 fn keep_recent<V>(m: &mut BTreeMap<u64, V>, t: u64) {
     while m.first_key_value().is_some_and(|(k, _)| k + KEEP < t) {
         m.pop_first();
