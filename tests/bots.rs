@@ -238,7 +238,7 @@ fn fifty_bots_play_honestly_and_every_cheater_is_caught() {
         );
     }
     assert_eq!(num(&r, "honest_flagged"), 0.0, "{r}");
-    // Only cheaters are kicked (timing cheats earn it; the others are flagged).
+    // Only cheaters are kicked.
     assert!(num(&r, "kicked") <= 25.0, "{r}");
     drop(server);
     let _ = std::fs::remove_dir_all(&dir);

@@ -90,7 +90,7 @@ pub struct Edge {
     /// a dangling edge the polygon normal and its in-plane outward normal.
     pub normals: [DVec3; 2],
     /// Mitred outward offset: moving the edge by `EXPEL * mitre` lands where the two
-    /// polygon planes offset by `EXPEL` meet (length capped at [`MITRE_CAP`]).
+    /// polygon planes offset by `EXPEL` meet (length capped at `MITRE_CAP`).
     pub mitre: DVec3,
     /// Between two polygons that meet flat or concave: can never be hit first.
     pub internal: bool,

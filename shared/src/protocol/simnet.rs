@@ -157,7 +157,7 @@ impl SimNet {
         &self.server
     }
 
-    /// The server's events so far (the first [`EVENTS_KEPT`]).
+    /// The server's events so far (the first `EVENTS_KEPT`).
     pub fn events(&self) -> &[Event] {
         &self.events
     }

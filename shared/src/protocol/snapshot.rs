@@ -380,7 +380,7 @@ impl Frame {
 /// nearest of a thousand cost as much as writing the snapshot; who is nearest changes
 /// far more slowly than where they are, and every snapshot still carries the chosen
 /// players' state of its own tick.
-/// Each client's refreshes fall on its own turn (see [`refresh_turn`]), so a tick
+/// Each client's refreshes fall on its own turn (see `refresh_turn`), so a tick
 /// chooses for about one client in four rather than for all of them every fourth time.
 pub const VIEW_REFRESH: u32 = 4;
 /// How far a client may move from where its players were chosen before they are chosen

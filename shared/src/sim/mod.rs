@@ -29,7 +29,7 @@
 //!    every conflict. Only walking players are solid to each other; noclip and spectator
 //!    players pass through everyone.
 //!
-//!    Two players whose boxes already overlap as they start to move ([`entangled`]: a
+//!    Two players whose boxes already overlap as they start to move (`players::entangled`: a
 //!    mover pushed one into the other, a lift lowered one standing on it and on the
 //!    other's head, a respawn put one on the other) are not solid to
 //!    each other until they part, and their pair is no conflict. Held solid, neither

@@ -146,8 +146,8 @@ impl Sim {
     /// start. A player without one holds its state (the client's path stays the one
     /// judged; its next claim is judged over the gap, see [`TickView::span`]).
     /// A claim that fails is judged again as the client saw the world: first exactly,
-    /// from what its acknowledged snapshot showed it (`shown`), then by the looser ways of
-    /// [`Sim::as_the_client_saw`].
+    /// from what `records` hold of what its acknowledged snapshot showed it and of its
+    /// path, then by looser ways (the others and movers as recent ticks left them).
     pub fn step_claims(
         &self,
         world: &mut WorldState,

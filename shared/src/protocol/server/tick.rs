@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 impl Server {
     /// Steps the ticks due by `now` (and closes connections past their deadlines).
-    /// A server behind its clock runs every tick it owes, up to [`MAX_CATCH_UP`] a call:
+    /// A server behind its clock runs every tick it owes, up to `MAX_CATCH_UP` a call:
     /// all but the last on movement alone (their snapshots would be stale before they were
     /// sent), so catching up costs a fraction of the ticks. Its lateness is its own: the
     /// ticks keep their times, and clients' commands meet the ticks they were made for.
