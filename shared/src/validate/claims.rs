@@ -28,16 +28,14 @@
 //! `blocked`) or where it was (for the rest), at rest: never in solid, never past a wall.
 //! The client is told its corrected state.
 
-use super::trusted::{NoRecords, SeenWorld, TickClaim};
 use super::{Violation, ViolationKind};
 use crate::collision::hull::Hull;
 use crate::geom::{Aabb, EXPEL};
 use crate::movement::pmove::{ground_sweep, unstuck_position, Collider};
 use crate::movement::{flags, PlayerState};
 use crate::mover::Pose;
-use crate::sim::{in_range, PlayerBox, PlayerId, Sim, SimScratch, WorldState};
+use crate::sim::{in_range, PlayerBox, PlayerId, Sim, SimScratch};
 use glam::DVec3;
-use std::collections::BTreeMap;
 
 /// How close a path must come to the claimed position: the expel zone on both sides and
 /// the rounding of a quantized position.
@@ -621,87 +619,4 @@ fn reachable<C: Collider>(
         return Ok(());
     }
     Err(straight.end)
-}
-
-/// One player's trusted-client validation on its own, with the map's movers running as
-/// in [`Sim::step`] (what `expel validate` runs).
-#[derive(Debug)]
-pub struct ClaimValidator {
-    world: WorldState,
-    scratch: SimScratch,
-    probes: ContactHulls,
-}
-
-/// The player id the standalone validator uses (as `expel sim` does).
-const SOLO: PlayerId = 0;
-
-impl ClaimValidator {
-    /// A player starting at `start`.
-    pub fn new(sim: &Sim, start: PlayerState) -> Result<ClaimValidator, crate::sim::SimError> {
-        let mut world = sim.new_state();
-        sim.add_player(&mut world, SOLO, start)?;
-        Ok(ClaimValidator {
-            world,
-            scratch: SimScratch::new(),
-            probes: ContactHulls::new(sim.movement()),
-        })
-    }
-
-    /// The last accepted (or corrected) state.
-    pub fn state(&self) -> PlayerState {
-        self.world.players[&SOLO].state
-    }
-
-    /// Advances the movers one tick and judges the claim for it.
-    pub fn check(&mut self, sim: &Sim, claim: &PlayerState) -> ClaimOutcome {
-        let claims = BTreeMap::from([(
-            SOLO,
-            TickClaim {
-                state: *claim,
-                span: 1,
-                seen: 0,
-            },
-        )]);
-        let reports = sim.step_claims_with(
-            &self.probes,
-            &mut self.world,
-            &claims,
-            &SeenWorld::default(),
-            &mut NoRecords,
-            &mut self.scratch,
-        );
-        // The player never leaves this world, so its claim is always judged.
-        let judged = reports.into_iter().find_map(|r| r.outcome);
-        judged.unwrap_or_else(|| ClaimOutcome {
-            state: self.state(),
-            accepted: false,
-            violation: None,
-        })
-    }
-
-    /// A tick whose claim could not be read: the movers advance, the player stays, at rest.
-    pub fn refuse(&mut self, sim: &Sim, kind: ViolationKind, evidence: String) -> ClaimOutcome {
-        sim.advance_movers(&mut self.world, &mut self.scratch);
-        self.world.tick = self.world.tick.wrapping_add(1);
-        let state = PlayerState {
-            velocity: [0; 3],
-            ..self.state()
-        };
-        self.set(state);
-        ClaimOutcome {
-            state,
-            accepted: false,
-            violation: Some(Violation {
-                kind,
-                tick: self.world.tick,
-                evidence,
-            }),
-        }
-    }
-
-    fn set(&mut self, state: PlayerState) {
-        if let Some(slot) = self.world.players.get_mut(&SOLO) {
-            slot.state = state;
-        }
-    }
 }

@@ -32,8 +32,10 @@
 mod claims;
 mod trusted;
 
-pub use claims::{claim_from_values, ClaimOutcome, ClaimValidator, TickView, MAX_SPAN};
-pub use trusted::{ClaimReport, ClientRecords, NoRecords, SeenWorld, TickClaim, RETRY_BUDGET};
+pub use claims::{claim_from_values, ClaimOutcome, TickView, MAX_SPAN};
+pub use trusted::{
+    ClaimReport, ClaimValidator, ClientRecords, NoRecords, SeenWorld, TickClaim, RETRY_BUDGET,
+};
 
 use crate::movement::{buttons, MoveCommand, PlayerState};
 use std::collections::VecDeque;

@@ -1,8 +1,11 @@
 //! The trusted-client tick: movers advance, then each player's claim is judged, and a
 //! failing one again as its client saw the world (exactly, from what the server sent it
-//! and holds of its path, else by looser ways reaching back over the kept world).
+//! and holds of its path, else by looser ways reaching back over the kept world); and
+//! the same tick for one player on its own ([`ClaimValidator`], what `expel validate`
+//! runs). The rules a claim is judged by are in `claims`.
 
 use super::claims::{claimable, ClaimOutcome, ContactHulls, TickView, MAX_SPAN};
+use super::{Violation, ViolationKind};
 use crate::geom::Aabb;
 use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::MoverState;
@@ -162,7 +165,7 @@ impl Sim {
 
     /// [`Sim::step_claims`] with the contact probes built beforehand (a validator that
     /// judges one tick per call keeps them).
-    pub(super) fn step_claims_with(
+    fn step_claims_with(
         &self,
         probes: &ContactHulls,
         world: &mut WorldState,
@@ -526,5 +529,88 @@ impl Sim {
             w.tick += 1;
         }
         w.movers
+    }
+}
+
+/// One player's trusted-client validation on its own, with the map's movers running as
+/// in [`Sim::step`] (what `expel validate` runs).
+#[derive(Debug)]
+pub struct ClaimValidator {
+    world: WorldState,
+    scratch: SimScratch,
+    probes: ContactHulls,
+}
+
+/// The player id the standalone validator uses (as `expel sim` does).
+const SOLO: PlayerId = 0;
+
+impl ClaimValidator {
+    /// A player starting at `start`.
+    pub fn new(sim: &Sim, start: PlayerState) -> Result<ClaimValidator, crate::sim::SimError> {
+        let mut world = sim.new_state();
+        sim.add_player(&mut world, SOLO, start)?;
+        Ok(ClaimValidator {
+            world,
+            scratch: SimScratch::new(),
+            probes: ContactHulls::new(sim.movement()),
+        })
+    }
+
+    /// The last accepted (or corrected) state.
+    pub fn state(&self) -> PlayerState {
+        self.world.players[&SOLO].state
+    }
+
+    /// Advances the movers one tick and judges the claim for it.
+    pub fn check(&mut self, sim: &Sim, claim: &PlayerState) -> ClaimOutcome {
+        let claims = BTreeMap::from([(
+            SOLO,
+            TickClaim {
+                state: *claim,
+                span: 1,
+                seen: 0,
+            },
+        )]);
+        let reports = sim.step_claims_with(
+            &self.probes,
+            &mut self.world,
+            &claims,
+            &SeenWorld::default(),
+            &mut NoRecords,
+            &mut self.scratch,
+        );
+        // The player never leaves this world, so its claim is always judged.
+        let judged = reports.into_iter().find_map(|r| r.outcome);
+        judged.unwrap_or_else(|| ClaimOutcome {
+            state: self.state(),
+            accepted: false,
+            violation: None,
+        })
+    }
+
+    /// A tick whose claim could not be read: the movers advance, the player stays, at rest.
+    pub fn refuse(&mut self, sim: &Sim, kind: ViolationKind, evidence: String) -> ClaimOutcome {
+        sim.advance_movers(&mut self.world, &mut self.scratch);
+        self.world.tick = self.world.tick.wrapping_add(1);
+        let state = PlayerState {
+            velocity: [0; 3],
+            ..self.state()
+        };
+        self.set(state);
+        ClaimOutcome {
+            state,
+            accepted: false,
+            violation: Some(Violation {
+                kind,
+                tick: self.world.tick,
+                evidence,
+            }),
+        }
+    }
+
+    fn set(&mut self, state: PlayerState) {
+        if let Some(slot) = self.world.players.get_mut(&SOLO) {
+            slot.state = state;
+        }
     }
 }
