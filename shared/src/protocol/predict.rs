@@ -430,7 +430,12 @@ impl Predictor {
 /// The world a client predicts from once it takes `snap`: its own state and (with
 /// `others`) the other players where the snapshot shows them, and `movers`, the movers
 /// it holds with the snapshot's already merged in.
-fn seen_world(snap: &Snapshot, me: u32, movers: Vec<MoverState>, others: bool) -> WorldState {
+pub(crate) fn seen_world(
+    snap: &Snapshot,
+    me: u32,
+    movers: Vec<MoverState>,
+    others: bool,
+) -> WorldState {
     let slot = |state: PlayerState| PlayerSlot {
         state,
         last_command: MoveCommand::default(),

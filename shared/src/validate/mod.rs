@@ -391,6 +391,9 @@ impl Validator {
             self.compared.pop_front();
         }
         self.compared.push_back((tick, claimed == actual));
+        let recently = self
+            .far_flagged_at
+            .is_some_and(|t| t + self.cfg.divergence_ticks / 2 > tick);
         if let Some(own) = own {
             if own == claimed {
                 self.diverging_since = None;
@@ -400,9 +403,6 @@ impl Validator {
             // Both are one prediction of one tick: only an input the re-run lacked (a
             // mover out of the client's view) can part them, and not by more than a tick.
             let reach = sim.reach(own);
-            let recently = self
-                .far_flagged_at
-                .is_some_and(|t| t + self.cfg.divergence_ticks / 2 > tick);
             if apart > reach && !recently {
                 self.far_flagged_at = Some(tick);
                 return Some(Violation {
@@ -420,9 +420,6 @@ impl Validator {
             .find(|(t, _)| *t == tick)
             .map(|(_, a)| *a)
             .filter(|a| *a > 0 && *a < tick && *a >= self.relocated);
-        let recently = self
-            .far_flagged_at
-            .is_some_and(|t| t + self.cfg.divergence_ticks / 2 > tick);
         // Per tick, how far the two paths can part: level (speed and acceleration) and in
         // all (steps, jumps, falls too). The server's state sets the reach, plus a run at
         // full speed for a prediction the server's move did not hold back; the client's

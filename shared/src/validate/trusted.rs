@@ -101,9 +101,9 @@ impl SeenWorld {
 /// What the server knows of what its clients were shown and did: the protocol's records,
 /// for judging a claim exactly as its client made it.
 pub trait ClientRecords {
-    /// Puts the other players as client `id` decoded them from the snapshot of `tick`
-    /// into `world.players`, and the movers it showed over `world.movers`; false when
-    /// that snapshot is not known.
+    /// Puts the players as client `id` decoded them from the snapshot of `tick` into
+    /// `world.players` (its own among them), and the movers it showed over
+    /// `world.movers`; false when that snapshot is not known.
     fn shown(&mut self, id: PlayerId, tick: u64, world: &mut WorldState) -> bool;
     /// Client `id`'s prediction for `tick` replayed from the snapshot of `from` with its
     /// own commands (what a client predicts after taking a correction there); `None`

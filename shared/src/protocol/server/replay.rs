@@ -11,8 +11,7 @@ use super::super::snapshot::SnapshotEncoder;
 use super::{ServerStats, Session, REPLAY_SECONDS};
 use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::MoverState;
-use crate::sim::{PlayerId, Sim, SimScratch};
-use crate::sim::{PlayerSlot, WorldState};
+use crate::sim::{PlayerId, Sim, SimScratch, WorldState};
 use crate::validate::ClientRecords;
 use std::collections::BTreeMap;
 
@@ -165,27 +164,13 @@ pub(super) struct Records<'a> {
 
 impl ClientRecords for Records<'_> {
     fn shown(&mut self, id: PlayerId, tick: u64, world: &mut WorldState) -> bool {
-        let Some(snap) = self
-            .sessions
-            .get(&id)
-            .and_then(|s| s.snapshots.seen(tick, &mut world.movers))
-        else {
+        let Some(s) = self.sessions.get(&id) else {
             return false;
         };
-        world.players = snap
-            .players
-            .into_iter()
-            .map(|(id, state)| {
-                let last_command = MoveCommand::default();
-                (
-                    id,
-                    PlayerSlot {
-                        state,
-                        last_command,
-                    },
-                )
-            })
-            .collect();
+        let Some(snap) = s.snapshots.seen(tick, &mut world.movers) else {
+            return false;
+        };
+        *world = predict::seen_world(&snap, id, std::mem::take(&mut world.movers), true);
         true
     }
 

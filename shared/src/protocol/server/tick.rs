@@ -245,7 +245,6 @@ impl Server {
                         .own_prediction(&self.sim, *id, sent, ack, tick, &claim, movers, stats)
                 })
                 .flatten();
-
             // Contact with players, and with movers (whose state may hang on triggers by
             // players outside this client's view), explains a divergence.
             let contact = report.is_some_and(|r| {
