@@ -550,9 +550,8 @@ impl Swarm {
                 if now >= self.deadline || play.script.over(now) || ended {
                     Next::Finish
                 } else {
-                    play.script.feed(m, now);
                     m.set_rtt(conn.rtt());
-                    m.handle_timeout(now);
+                    m.handle_timeout_with(now, &mut |tick, st| play.script.command(tick, st, now));
                     play.recorder.take(m.stats(), conn.rtt());
                     Next::Stay
                 }

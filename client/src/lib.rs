@@ -360,6 +360,16 @@ impl Session {
     /// Gives the machine everything that arrived, runs the ticks due by `now` and sends
     /// what they made. Call it every frame (or when [`Session::next_wake`] says).
     pub fn update(&mut self, now: Instant) {
+        self.update_with(now, &mut |_, _| None);
+    }
+
+    /// [`Session::update`], asking `command` for each tick's command as it runs (see
+    /// [`Client::handle_timeout_with`]).
+    pub fn update_with(
+        &mut self,
+        now: Instant,
+        command: &mut dyn FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand>,
+    ) {
         // What is waiting now, not what keeps arriving meanwhile.
         for _ in 0..INBOUND {
             match self.inbound.try_recv() {
@@ -383,7 +393,7 @@ impl Session {
             }
         }
         self.machine.set_rtt(self.conn.rtt());
-        self.machine.handle_timeout(now);
+        self.machine.handle_timeout_with(now, command);
         self.flush(now);
     }
 
@@ -758,7 +768,6 @@ impl Default for RunOptions {
 /// the server catches up.
 pub struct Script<D> {
     driver: D,
-    last: MoveCommand,
     /// When the driver ran out.
     done: Option<Instant>,
 }
@@ -766,11 +775,7 @@ pub struct Script<D> {
 impl<D: FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand>> Script<D> {
     /// Commands from `driver` (tick, our player) until it returns `None`.
     pub fn new(driver: D) -> Script<D> {
-        Script {
-            driver,
-            last: MoveCommand::default(),
-            done: None,
-        }
+        Script { driver, done: None }
     }
 
     /// Whether the driver ran out long enough ago: time to say goodbye.
@@ -779,18 +784,22 @@ impl<D: FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand>> Script<D> {
             .is_some_and(|d| now.saturating_duration_since(d) > Duration::from_secs(1))
     }
 
-    /// Gives `m` the command for the tick about to run, when one is due by `now`.
-    pub fn feed(&mut self, m: &mut Client, now: Instant) {
-        if m.poll_timeout().is_none_or(|t| t > now) {
-            return;
+    /// The command for `tick` (our player predicted so far: `state`), asked just before
+    /// it runs; `None` once the driver ran out (the last one is held).
+    pub fn command(
+        &mut self,
+        tick: u64,
+        state: Option<&PlayerState>,
+        now: Instant,
+    ) -> Option<MoveCommand> {
+        if self.done.is_some() {
+            return None;
         }
-        if self.done.is_none() {
-            match (self.driver)(m.tick() + 1, m.local_player().as_ref()) {
-                Some(c) => self.last = c,
-                None => self.done = Some(now),
-            }
+        let next = (self.driver)(tick, state);
+        if next.is_none() {
+            self.done = Some(now);
         }
-        m.input(self.last);
+        next
     }
 }
 
@@ -818,8 +827,7 @@ pub async fn run(
         if let Status::Ended(_) = s.status() {
             break;
         }
-        script.feed(&mut s.machine, now);
-        s.update(now);
+        s.update_with(now, &mut |tick, st| script.command(tick, st, now));
         recorder.update(&s);
         let wake = s
             .next_wake()

@@ -600,6 +600,18 @@ impl Client {
     /// Runs the ticks due by `now`: each predicts this tick's command and sends it with
     /// the previous few.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.handle_timeout_with(now, &mut |_, _| None);
+    }
+
+    /// [`Client::handle_timeout`], asking `command` for each tick's command just before
+    /// that tick runs (given the tick and our player as predicted so far; `None` keeps the
+    /// held command). Several ticks can fall due at once after a stall, and a script must
+    /// still give each its own command.
+    pub fn handle_timeout_with(
+        &mut self,
+        now: Instant,
+        command: &mut dyn FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand>,
+    ) {
         if self.status != Status::Playing {
             return;
         }
@@ -638,6 +650,9 @@ impl Client {
             p.next_at += Duration::from_secs_f64(p.period);
             p.tick += 1;
             let tick = p.tick;
+            if let Some(c) = command(tick, p.predictor.state().as_ref()) {
+                self.input = c;
+            }
             let cmd = self.input;
             let predicted = p.predictor.command(tick, cmd);
             p.predictor.frame();
