@@ -241,6 +241,7 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, Server
             None if cfg!(target_os = "linux") => cores().min(expel_server::MAX_IO_THREADS),
             None => 1,
         },
+        rules: None,
     };
     Ok((sim, cfg, name))
 }
@@ -496,7 +497,6 @@ pub(crate) fn connect(args: ConnectArgs) -> Result<()> {
             trust,
             have_map: None,
             sim: None,
-            endpoint: None,
         };
         let joined = expel_client::connect(args.addr, &opts).await?;
         let mut next = 0usize;

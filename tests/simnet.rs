@@ -3,56 +3,19 @@
 
 mod common;
 
-use common::{arena, token_with, SECRET};
+use common::{arena, network, token};
 
 use expel_bots::{CheatTamper, Cheats};
 use expel_shared::protocol::client::{Client, ClientSettings, Status};
 use expel_shared::protocol::conditioner::LinkConditioner;
-use expel_shared::protocol::server::{Event, Server, ServerSettings, REFUSALS};
-use expel_shared::protocol::simnet::{NetSettings, SimNet};
+use expel_shared::protocol::server::{Event, REFUSALS};
+use expel_shared::protocol::simnet::SimNet;
 use expel_shared::protocol::MovementAuthority;
 use expel_shared::validate::ViolationKind;
 use expel_shared::MoveCommand;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const UNIX: u64 = 1_800_000_000;
-
-fn token(player: u32) -> String {
-    token_with(SECRET, player, UNIX + 3600, 0)
-}
-
-/// A network of `n` clients on the arena, all connected (half already hold the map).
-fn network(n: u32, movement: MovementAuthority, link: LinkConditioner, seed: u64) -> SimNet {
-    let (sim, map) = arena();
-    let settings = ServerSettings {
-        max_players: 128,
-        client_budget: 64 * 1024,
-        input_timeout: Duration::from_secs(5),
-        movement,
-        ..ServerSettings::new("arena", map.clone(), SECRET.to_vec())
-    };
-    #[allow(clippy::disallowed_methods)] // the base of virtual time, or a wall-time figure
-    let t0 = Instant::now();
-    let server = Server::new(sim.clone(), settings, t0, UNIX).unwrap();
-    let net = NetSettings {
-        up: link,
-        down: link,
-        seed,
-        step: Duration::from_millis(1),
-    };
-    let mut net = SimNet::new(server, t0, net);
-    for id in 1..=n {
-        let mut c = ClientSettings::new(token(id));
-        if id % 2 == 0 {
-            c.have_map = Some(map.clone());
-            c.sim = Some(sim.clone());
-        }
-        net.connect(c);
-    }
-    net
-}
 
 /// Each client walks, turning to a new heading every 90 ticks.
 fn wander(i: usize, c: &Client) -> MoveCommand {

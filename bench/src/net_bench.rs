@@ -72,7 +72,6 @@ fn main() -> Result<()> {
                     trust: Trust::Fingerprint(fp.clone()),
                     have_map: Some(bytes.clone()),
                     sim: Some(sim.clone()),
-                    endpoint: None,
                 };
                 joined.push(expel_client::connect(addr, &o).await?);
             }

@@ -6,7 +6,7 @@
 //! (an attacker's client would): what the server drops does not slow it down.
 
 use bytes::Bytes;
-use expel_client::{client_config, client_endpoint, Trust};
+use expel_client::{bind_address, client_config, Trust};
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
 use expel_shared::protocol::{
     decode, encode, ClientControl, ClientDatagram, InputMsg, ServerControl, ALPN, VERSION,
@@ -77,7 +77,8 @@ pub async fn flood(
     rate: f64,
     seconds: f64,
 ) -> Result<FloodOutcome, String> {
-    let mut ep = client_endpoint(server).map_err(|e| e.to_string())?;
+    let bind = bind_address(server);
+    let mut ep = quinn::Endpoint::client(bind).map_err(|e| format!("binding {bind}: {e}"))?;
     let mut cfg = client_config(trust, ALPN).map_err(|e| e.to_string())?;
     let mut transport = quinn::TransportConfig::default();
     transport.congestion_controller_factory(std::sync::Arc::new(Unlimited));

@@ -280,7 +280,6 @@ async fn join(
     addr: SocketAddr,
     trust: &Trust,
     token: &str,
-    endpoint: Option<&expel_client::Endpoint>,
 ) -> Result<Session, expel_client::ClientError> {
     let _permit = gate.acquire().await;
     let mut known = shared_map.lock().await;
@@ -289,7 +288,6 @@ async fn join(
         trust: trust.clone(),
         have_map: known.as_ref().map(|k| k.0.clone()),
         sim: known.as_ref().map(|k| k.1.clone()),
-        endpoint: endpoint.cloned(),
     };
     if known.is_some() {
         drop(known);
@@ -373,12 +371,6 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
     }
     let gate = Arc::new(Semaphore::new(opts.concurrent_connects.max(1)));
     let shared_map: Arc<tokio::sync::Mutex<Option<KnownMap>>> = Arc::default();
-    // A bot whose socket could not be made connects from one of its own (and says why
-    // if that fails too).
-    let endpoints: Vec<Option<expel_client::Endpoint>> =
-        (0..opts.tokens.len().div_ceil(BOTS_PER_SOCKET))
-            .map(|_| expel_client::client_endpoint(opts.server).ok())
-            .collect();
     let mut tasks = Vec::with_capacity(opts.tokens.len());
     let mut kinds = opts
         .cheats
@@ -390,7 +382,6 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
         let (gate, progress, shared_map) = (gate.clone(), progress.clone(), shared_map.clone());
         let (addr, trust, token) = (opts.server, opts.trust.clone(), token.clone());
         let o = opts.clone();
-        let endpoint = endpoints[n as usize / BOTS_PER_SOCKET].clone();
         tasks.push(tokio::spawn(async move {
             let mut out = BotOutcome::new(n, cheat);
             let deadline = Instant::now() + Duration::from_secs_f64(o.seconds.max(0.0));
@@ -398,23 +389,22 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
             // When the last session was lost (to time the reconnect).
             let mut lost_at: Option<Instant> = None;
             loop {
-                let joined =
-                    match join(&gate, &shared_map, addr, &trust, &token, endpoint.as_ref()).await {
-                        Ok(j) => j,
-                        Err(e) => {
-                            let now = Instant::now();
-                            if o.reconnect && e.is_transient() && now < deadline {
-                                let wait = backoff.next_delay().min(deadline - now);
-                                tokio::time::sleep(wait).await;
-                                continue;
-                            }
-                            if out.player.is_none() {
-                                progress.failed.fetch_add(1, Relaxed);
-                            }
-                            out.error = Some(e.to_string());
-                            break;
+                let joined = match join(&gate, &shared_map, addr, &trust, &token).await {
+                    Ok(j) => j,
+                    Err(e) => {
+                        let now = Instant::now();
+                        if o.reconnect && e.is_transient() && now < deadline {
+                            let wait = backoff.next_delay().min(deadline - now);
+                            tokio::time::sleep(wait).await;
+                            continue;
                         }
-                    };
+                        if out.player.is_none() {
+                            progress.failed.fetch_add(1, Relaxed);
+                        }
+                        out.error = Some(e.to_string());
+                        break;
+                    }
+                };
                 backoff.reset();
                 if let Some(t) = lost_at.take() {
                     out.reconnects.push(t.elapsed().as_secs_f64());

@@ -14,15 +14,13 @@
 use crate::{driver, BotOutcome, SwarmOptions, SwarmProgress, BEHAVIOUR_SEED, BOTS_PER_SOCKET};
 use bytes::Bytes;
 use expel_client::{
-    bind_address, client_config, close_reason, ClientError, Recorder, Script, HANDSHAKE_TIMEOUT,
+    bind_address, client_config, ClientError, Recorder, Script, TransportStats, HANDSHAKE_TIMEOUT,
 };
-use expel_quic::{datagrams, ecn, endpoint_events, transmit, Batch, Timers, Wire};
+use expel_quic::{datagrams, ecn, Batch, Link, LinkEvent, Timers, Wire};
 use expel_shared::protocol::client::{Client, ClientOutput, ClientSettings, End, Status};
 use expel_shared::protocol::ALPN;
 use expel_shared::{MoveCommand, PlayerState, Sim};
-use quinn_proto::{
-    ConnectionHandle, DatagramEvent, Dir, Endpoint, EndpointConfig, Event, StreamEvent, StreamId,
-};
+use quinn_proto::{DatagramEvent, Endpoint, EndpointConfig};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -34,8 +32,6 @@ use std::time::{Duration, Instant};
 const BATCH: usize = 16;
 /// Receive calls per socket before the timers are looked at again.
 const BATCHES_PER_TURN: usize = 8;
-/// Largest control-stream read handed to a machine at once.
-const READ_CHUNK: usize = 64 * 1024;
 /// After its goodbye, how long a bot waits for the server to close (as a session does).
 const GOODBYE_WAIT: Duration = Duration::from_secs(1);
 /// After its close, how long a connection gets to send the close frame.
@@ -75,18 +71,13 @@ struct Play {
     script: Script<Driver>,
     recorder: Recorder,
     started: Instant,
-    t0: quinn_proto::ConnectionStats,
+    t0: TransportStats,
 }
 
 struct Bot {
     group: usize,
-    conn: Option<(ConnectionHandle, quinn_proto::Connection)>,
+    link: Option<Link>,
     machine: Option<Client>,
-    stream: Option<StreamId>,
-    /// Control bytes the stream's credit has not taken yet.
-    unsent: Vec<u8>,
-    /// The connection was lost or closed by the server.
-    lost: bool,
     phase: Phase,
     /// The wake-up in the timer heap that is this bot's current one.
     armed: Option<Instant>,
@@ -173,11 +164,8 @@ pub(crate) async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> V
     let bots = (0..n)
         .map(|i| Bot {
             group: i / BOTS_PER_SOCKET,
-            conn: None,
+            link: None,
             machine: None,
-            stream: None,
-            unsent: Vec::new(),
-            lost: false,
             phase: Phase::Waiting,
             armed: None,
             dirty: false,
@@ -257,7 +245,7 @@ impl Swarm {
                     }
                     g.bots[h.0] = Some(i);
                     let bot = &mut self.bots[i];
-                    bot.conn = Some((h, conn));
+                    bot.link = Some(Link::new(h, conn));
                     bot.phase = Phase::Handshake {
                         by: now + HANDSHAKE_TIMEOUT,
                     };
@@ -305,8 +293,8 @@ impl Swarm {
                                     return;
                                 };
                                 let bot = &mut self.bots[i];
-                                if let Some((_, conn)) = bot.conn.as_mut() {
-                                    conn.handle_event(event);
+                                if let Some(link) = bot.link.as_mut() {
+                                    link.conn_mut().handle_event(event);
                                     bot.mark(i, &mut self.dirty);
                                 }
                             }
@@ -332,10 +320,8 @@ impl Swarm {
             };
             let bot = &mut self.bots[i];
             bot.armed = None;
-            if let Some((_, conn)) = bot.conn.as_mut() {
-                if conn.poll_timeout().is_some_and(|c| c <= now) {
-                    conn.handle_timeout(now);
-                }
+            if let Some(link) = bot.link.as_mut() {
+                link.handle_timeout(now);
             }
             self.touch(i);
         }
@@ -364,11 +350,9 @@ impl Swarm {
     /// Closes the bot's connection (QUIC still sends the close).
     fn close(&mut self, i: usize, now: Instant) {
         let bot = &mut self.bots[i];
-        match bot.conn.as_mut() {
-            Some((_, conn)) => {
-                if !bot.lost {
-                    conn.close(now, 0u32.into(), Bytes::from_static(b"done"));
-                }
+        match bot.link.as_mut() {
+            Some(link) => {
+                link.close(now, b"done");
                 bot.phase = Phase::Closing {
                     until: now + DRAIN_WAIT,
                 };
@@ -384,8 +368,8 @@ impl Swarm {
             return;
         }
         bot.phase = Phase::Done;
-        if let Some((h, _)) = bot.conn.take() {
-            if let Some(slot) = self.groups[bot.group].bots.get_mut(h.0) {
+        if let Some(link) = bot.link.take() {
+            if let Some(slot) = self.groups[bot.group].bots.get_mut(link.handle().0) {
                 *slot = None;
             }
         }
@@ -400,39 +384,24 @@ impl Swarm {
         self.events(i, now);
         self.advance(i, now);
         let bot = &mut self.bots[i];
-        let Some((h, conn)) = bot.conn.as_mut() else {
+        let Some(link) = bot.link.as_mut() else {
             return;
         };
         if let Some(m) = bot.machine.as_mut() {
             while let Some(out) = m.poll_output() {
                 match out {
-                    ClientOutput::Control(b) => bot.unsent.extend_from_slice(&b),
-                    ClientOutput::Datagram(b) => {
-                        let _ = conn.datagrams().send(Bytes::from(b), true);
-                    }
-                }
-            }
-        }
-        if let Some(s) = bot.stream {
-            while !bot.unsent.is_empty() {
-                match conn.send_stream(s).write(&bot.unsent) {
-                    Ok(n) => drop(bot.unsent.drain(..n)),
-                    Err(quinn_proto::WriteError::Blocked) => break,
-                    Err(_) => {
-                        bot.unsent.clear();
-                        break;
-                    }
+                    ClientOutput::Control(b) => link.send_control(&b),
+                    ClientOutput::Datagram(b) => link.send_datagram(Bytes::from(b)),
                 }
             }
         }
         let g = &mut self.groups[bot.group];
         // A transmit the socket cannot take now is lost, as UDP may lose it: QUIC sends
         // again (a bot has nothing to gain from waiting for room).
-        transmit(conn, now, &g.wire, &mut self.send_buf, &mut None);
-        endpoint_events(&mut g.endpoint, *h, conn);
-        let drained = conn.is_drained();
+        link.flush(&mut g.endpoint, &g.wire, now, &mut self.send_buf, &mut None);
+        let drained = link.is_drained();
         let wake = [
-            conn.poll_timeout(),
+            link.poll_timeout(),
             match &bot.phase {
                 Phase::Handshake { by } => Some(*by),
                 Phase::Playing(_) => bot
@@ -459,77 +428,62 @@ impl Swarm {
 
     /// The connection's events, into the bot's machine.
     fn events(&mut self, i: usize, now: Instant) {
-        let bot = &mut self.bots[i];
-        let Some((h, conn)) = bot.conn.as_mut() else {
+        let Swarm {
+            bots,
+            groups,
+            opts,
+            known,
+            ..
+        } = self;
+        let bot = &mut bots[i];
+        let Some(link) = bot.link.as_mut() else {
             return;
         };
-        endpoint_events(&mut self.groups[bot.group].endpoint, *h, conn);
-        while let Some(event) = conn.poll() {
-            match event {
-                Event::Connected => {
-                    bot.stream = conn.streams().open(Dir::Bi);
-                    let token = self.opts.tokens[i].clone();
-                    let settings = ClientSettings {
-                        have_map: self.known.as_ref().map(|k| k.0.clone()),
-                        sim: self.known.as_ref().map(|k| k.1.clone()),
-                        buffer_ticks: self.opts.buffer_ticks,
-                        light: true,
-                        ..ClientSettings::new(token)
-                    };
-                    bot.machine = Some(Client::new(settings, now));
-                    bot.phase = Phase::Joining;
-                }
-                Event::ConnectionLost { reason } => {
-                    bot.lost = true;
-                    let (code, why) = close_reason(&reason);
-                    match bot.machine.as_mut() {
-                        Some(m) => m.handle_closed(code, &why),
-                        // Lost in the handshake: `advance` says why.
-                        None => bot.outcome.error = Some(why),
-                    }
-                }
-                Event::Stream(StreamEvent::Readable { id }) if Some(id) == bot.stream => {
-                    let Some(m) = bot.machine.as_mut() else {
-                        continue;
-                    };
-                    let mut recv = conn.recv_stream(id);
-                    let Ok(mut chunks) = recv.read(true) else {
-                        continue;
-                    };
-                    while let Ok(Some(chunk)) = chunks.next(READ_CHUNK) {
-                        m.handle_control(&chunk.bytes, now);
-                    }
-                    let _ = chunks.finalize();
-                }
-                Event::DatagramReceived => {
-                    while let Some(d) = conn.datagrams().recv() {
-                        if let Some(m) = bot.machine.as_mut() {
-                            m.handle_datagram(&d, now);
-                        }
-                    }
-                }
-                _ => {}
+        let (machine, phase, outcome) = (&mut bot.machine, &mut bot.phase, &mut bot.outcome);
+        link.poll_events(&mut groups[bot.group].endpoint, |event| match event {
+            LinkEvent::Connected => {
+                let settings = ClientSettings {
+                    have_map: known.as_ref().map(|k| k.0.clone()),
+                    sim: known.as_ref().map(|k| k.1.clone()),
+                    buffer_ticks: opts.buffer_ticks,
+                    light: true,
+                    ..ClientSettings::new(opts.tokens[i].clone())
+                };
+                *machine = Some(Client::new(settings, now));
+                *phase = Phase::Joining;
             }
-        }
+            LinkEvent::Lost(code, why) => match machine.as_mut() {
+                Some(m) => m.handle_closed(code, &why),
+                // Lost in the handshake: `advance` says why.
+                None => outcome.error = Some(why),
+            },
+            LinkEvent::Control(b) => {
+                if let Some(m) = machine.as_mut() {
+                    m.handle_control(&b, now);
+                }
+            }
+            LinkEvent::Datagram(d) => {
+                if let Some(m) = machine.as_mut() {
+                    m.handle_datagram(&d, now);
+                }
+            }
+        });
     }
 
     /// The bot's phase onwards: joined, failed, the script's next command, done.
     fn advance(&mut self, i: usize, now: Instant) {
         let addr = self.opts.server;
         let bot = &mut self.bots[i];
+        let lost = bot.link.as_ref().is_some_and(Link::is_lost);
         let next = match &mut bot.phase {
-            Phase::Handshake { by } if bot.lost || now >= *by => {
+            Phase::Handshake { by } if lost || now >= *by => {
                 let detail = bot.outcome.error.take().unwrap_or_else(|| {
-                    let t = bot
-                        .conn
-                        .as_ref()
-                        .map(|(_, c)| c.stats())
-                        .unwrap_or_default();
+                    let t = bot.link.as_ref().map(Link::stats).unwrap_or_default();
                     format!(
                         "no handshake within {} s ({} datagrams sent, {} received)",
                         HANDSHAKE_TIMEOUT.as_secs(),
-                        t.udp_tx.datagrams,
-                        t.udp_rx.datagrams
+                        t.datagrams_out,
+                        t.datagrams_in
                     )
                 });
                 Next::Fail(ClientError::Connect { addr, detail })
@@ -543,20 +497,20 @@ impl Swarm {
                 _ => Next::Stay,
             },
             Phase::Playing(play) => {
-                let (Some(m), Some((_, conn))) = (bot.machine.as_mut(), bot.conn.as_ref()) else {
+                let (Some(m), Some(link)) = (bot.machine.as_mut(), bot.link.as_ref()) else {
                     return;
                 };
                 let ended = matches!(m.status(), Status::Ended(_));
                 if now >= self.deadline || play.script.over(now) || ended {
                     Next::Finish
                 } else {
-                    m.set_rtt(conn.rtt());
+                    m.set_rtt(link.rtt());
                     m.handle_timeout_with(now, &mut |tick, st| play.script.command(tick, st, now));
-                    play.recorder.take(m.stats(), conn.rtt());
+                    play.recorder.take(m.stats(), link.rtt());
                     Next::Stay
                 }
             }
-            Phase::Leaving { until } if bot.lost || now >= *until => Next::Close,
+            Phase::Leaving { until } if lost || now >= *until => Next::Close,
             Phase::Closing { until } if now >= *until => Next::Done,
             _ => Next::Stay,
         };
@@ -573,7 +527,7 @@ impl Swarm {
     fn joined(&mut self, i: usize, now: Instant) {
         self.joining -= 1;
         let bot = &mut self.bots[i];
-        let (Some(m), Some((_, conn))) = (bot.machine.as_ref(), bot.conn.as_ref()) else {
+        let (Some(m), Some(link)) = (bot.machine.as_ref(), bot.link.as_ref()) else {
             return;
         };
         let (Some(sim), Some(map), Some(welcome)) = (m.sim(), m.map(), m.welcome()) else {
@@ -593,7 +547,7 @@ impl Swarm {
             ))),
             recorder: Recorder::of(m.stats()),
             started: now,
-            t0: conn.stats(),
+            t0: link.stats(),
         }));
     }
 
@@ -602,18 +556,18 @@ impl Swarm {
         let bot = &mut self.bots[i];
         // Should the bot not be playing after all, it just closes.
         let phase = std::mem::replace(&mut bot.phase, Phase::Leaving { until: now });
-        let (Phase::Playing(play), Some(m), Some((_, conn))) =
-            (phase, bot.machine.as_mut(), bot.conn.as_ref())
+        let (Phase::Playing(play), Some(m), Some(link)) =
+            (phase, bot.machine.as_mut(), bot.link.as_ref())
         else {
             return;
         };
         let play = *play;
         let report =
             play.recorder
-                .report(m.stats(), m.status(), play.started, &play.t0, &conn.stats());
+                .report(m.stats(), m.status(), play.started, &play.t0, &link.stats());
         bot.outcome.report = Some(report);
         let by_server = matches!(m.status(), Status::Ended(e) if e.by_server());
-        if by_server || bot.lost {
+        if by_server || link.is_lost() {
             bot.phase = Phase::Leaving { until: now };
         } else {
             m.leave("done");

@@ -88,7 +88,7 @@ pub enum Trust {
 pub fn client_config(
     trust: &Trust,
     alpn: &[u8],
-) -> Result<quinn::ClientConfig, crate::ClientError> {
+) -> Result<quinn_proto::ClientConfig, crate::ClientError> {
     let err = |m: String| crate::ClientError::Tls(m);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
@@ -120,17 +120,17 @@ pub fn client_config(
         }
     };
     crypto.alpn_protocols = vec![alpn.to_vec()];
-    let quic = quinn::crypto::rustls::QuicClientConfig::try_from(crypto)
+    let quic = quinn_proto::crypto::rustls::QuicClientConfig::try_from(crypto)
         .map_err(|e| err(e.to_string()))?;
-    let mut cfg = quinn::ClientConfig::new(Arc::new(quic));
-    let mut transport = quinn::TransportConfig::default();
+    let mut cfg = quinn_proto::ClientConfig::new(Arc::new(quic));
+    let mut transport = quinn_proto::TransportConfig::default();
     transport.keep_alive_interval(Some(std::time::Duration::from_secs(2)));
     transport.datagram_receive_buffer_size(Some(256 * 1024));
     // Inputs go out at the server's input rate (every tick by default), each a packet
     // the server must acknowledge: at QUIC's default (every second packet) half its
     // packets back would be bare ACKs. Asked to wait (the ACK frequency extension, which
     // quinn servers take), it acknowledges in the snapshots it sends anyway.
-    let mut acks = quinn::AckFrequencyConfig::default();
+    let mut acks = quinn_proto::AckFrequencyConfig::default();
     acks.ack_eliciting_threshold(ACK_AFTER_PACKETS.into())
         .max_ack_delay(Some(ACK_DELAY));
     transport.ack_frequency_config(Some(acks));

@@ -1,10 +1,11 @@
-//! The one quinn-proto driver Expel's hand-driven QUIC runs on: the server's I/O threads
-//! and the light bots each own [`Wire`]s (a UDP socket with segmented sends and
-//! receives, and ECN), endpoints and connections, and pump them with what is here: a
-//! receive [`Batch`] split into datagrams, the endpoint's events ([`endpoint_events`]),
-//! a connection's packets out ([`transmit`]) and the wake-ups of many connections
-//! ([`Timers`]). What each does with a connection's events (the server's control stream
-//! and admission, a bot's protocol machine) stays with it.
+//! The one quinn-proto driver all of Expel's QUIC runs on: the server's I/O threads, the
+//! light bots and the client library's session each own [`Wire`]s (a UDP socket with
+//! segmented sends and receives, and ECN), endpoints and connections, and pump them with
+//! what is here: a receive [`Batch`] split into datagrams, the endpoint's events
+//! ([`endpoint_events`]), a connection's packets out ([`transmit`]), the wake-ups of many
+//! connections ([`Timers`]), and a client's connection with its control stream
+//! ([`Link`]). What each does with a connection's events (the server's control stream and
+//! admission, a client's protocol machine) stays with it.
 //!
 //! Driving quinn-proto by hand rather than through quinn's async layer spares a task
 //! wake, a mutex and a channel hop per datagram each way.
@@ -20,6 +21,9 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 use tokio::io::Interest;
 
+mod link;
+
+pub use link::{close_reason, Link, LinkEvent, TransportStats, REFUSED_AT_THE_DOOR};
 pub use quinn_udp::RecvMeta;
 
 /// Bytes of one receive buffer: a coalesced (GRO) run of full-size datagrams.

@@ -38,7 +38,7 @@ pub use expel_shared::protocol::server::{ServerSettings, REFUSALS};
 pub use metrics::Metrics;
 pub use tls::{fingerprint, Identity};
 
-use expel_shared::protocol::server::Server;
+use expel_shared::protocol::server::{GameRules, Server};
 use expel_shared::Sim;
 use io::{IoThreads, Wake};
 use quic::QuicParts;
@@ -105,6 +105,9 @@ pub struct ServerConfig {
     /// I/O threads, each with a socket of its own on the QUIC port (1 to
     /// [`MAX_IO_THREADS`]; more than one needs `SO_REUSEPORT`, so Linux).
     pub io_threads: usize,
+    /// The game's own rules, run in the machine's tick (none: movement alone, and the
+    /// players' messages are dropped).
+    pub rules: Option<Box<dyn GameRules>>,
 }
 
 /// A running server.
@@ -172,8 +175,12 @@ struct Shared {
 
 /// Starts the server: binds QUIC (and metrics), starts the machine and accept tasks.
 pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerError> {
-    let machine = Server::new(sim.clone(), cfg.game.clone(), Instant::now(), now_unix())
+    let mut cfg = cfg;
+    let mut machine = Server::new(sim.clone(), cfg.game.clone(), Instant::now(), now_unix())
         .map_err(|e| ServerError::Config(e.to_string()))?;
+    if let Some(rules) = cfg.rules.take() {
+        machine.set_rules(rules);
+    }
     let metrics = Arc::new(Metrics::new());
     metrics.capacity.store(cfg.game.max_players as u64, Relaxed);
     let quic = bind(&cfg, metrics.udp.clone())?;

@@ -3,6 +3,7 @@
 
 use crate::admission::Decision;
 use crate::udp::{Rejected, UdpCounts};
+use expel_shared::protocol::channel::Channel;
 use expel_shared::protocol::server::{ServerStats, REFUSALS};
 use expel_shared::validate::ViolationKind;
 use std::collections::BTreeMap;
@@ -26,6 +27,10 @@ const MAX_WINDOW: usize = 5;
 /// The outcomes of a re-run reported prediction, as `expel_prediction_replays_total`
 /// labels them.
 pub(crate) const REPLAY_OUTCOMES: [&str; 3] = ["same", "apart", "unknown"];
+/// What became of the game's messages, as `expel_messages_total` labels it: sent by the
+/// server, received from clients and taken, dropped (stale, repeated, no room or no
+/// game), refused (too large, over the rate, malformed).
+pub(crate) const MESSAGE_OUTCOMES: [&str; 4] = ["sent", "received", "dropped", "refused"];
 
 /// Players kept in the flagged table; past it, new players' violations are only counted.
 const FLAGGED_CAP: usize = 65_536;
@@ -121,6 +126,9 @@ pub struct Metrics {
     pub ticks_skipped: AtomicU64,
     /// Reported predictions re-run, by outcome in [`REPLAY_OUTCOMES`] order.
     pub replays: [AtomicU64; REPLAY_OUTCOMES.len()],
+    /// The game's messages: by channel ([`Channel::index`]), then outcome in
+    /// [`MESSAGE_OUTCOMES`] order.
+    pub messages: [[AtomicU64; MESSAGE_OUTCOMES.len()]; 2],
     /// Move-validation violations, by kind in [`ViolationKind::ALL`] order.
     pub violations: [AtomicU64; ViolationKind::ALL.len()],
     /// Refusals by reason, in [`REFUSALS`] order.
@@ -210,6 +218,11 @@ impl Metrics {
         }
         for (a, v) in self.violations.iter().zip(s.violations) {
             set(a, v);
+        }
+        for (a, c) in self.messages.iter().zip(&s.messages) {
+            for (a, v) in a.iter().zip([c.sent, c.received, c.dropped, c.refused]) {
+                set(a, v);
+            }
         }
         let same = s.replays - s.replays_unknown - s.replays_apart;
         for (a, v) in self
@@ -616,6 +629,20 @@ impl Metrics {
                 "expel_prediction_replays_total{{outcome=\"{k}\"}} {}",
                 v.load(Relaxed)
             );
+        }
+        let _ = writeln!(
+            o,
+            "# HELP expel_messages_total The game's messages, by channel and outcome: sent (by the server), received (from clients, taken for the game), dropped (stale, repeated, no room or no game to take them), refused (too large, over the rate, malformed).\n# TYPE expel_messages_total counter"
+        );
+        for (ch, counts) in Channel::ALL.iter().zip(&self.messages) {
+            for (k, v) in MESSAGE_OUTCOMES.iter().zip(counts) {
+                let _ = writeln!(
+                    o,
+                    "expel_messages_total{{channel=\"{}\",outcome=\"{k}\"}} {}",
+                    ch.name(),
+                    v.load(Relaxed)
+                );
+            }
         }
         let _ = writeln!(o, "# HELP expel_tick_duration_seconds Time to step one tick and send its snapshots.\n# TYPE expel_tick_duration_seconds histogram");
         if let Ok(h) = self.tick_hist.lock() {

@@ -4,9 +4,13 @@
 
 use expel_client::{ConnectOptions, RunOptions, Trust};
 use expel_server::{Identity, Running, ServerConfig, ServerSettings};
+use expel_shared::protocol::client::ClientSettings;
+use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
+use expel_shared::protocol::server::Server;
+use expel_shared::protocol::simnet::{NetSettings, SimNet};
 use expel_shared::protocol::token::{mint, Grant};
-use expel_shared::protocol::{decode, ClientControl, ServerControl, ALPN};
+use expel_shared::protocol::{decode, ClientControl, MovementAuthority, ServerControl, ALPN};
 use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -43,6 +47,7 @@ pub(crate) fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
         agones: None,
         // Two, so every test runs the connections over more than one socket and thread.
         io_threads: if cfg!(target_os = "linux") { 2 } else { 1 },
+        rules: None,
     }
 }
 
@@ -88,7 +93,6 @@ pub(crate) fn options(r: &Running, id: u32) -> ConnectOptions {
         trust: Trust::Fingerprint(r.fingerprint.clone()),
         have_map: None,
         sim: None,
-        endpoint: None,
     }
 }
 
@@ -290,7 +294,6 @@ impl Served {
             trust: Trust::Fingerprint(self.fingerprint.clone()),
             have_map: None,
             sim: None,
-            endpoint: None,
         };
         let joined = expel_client::connect(self.addr, &o)
             .await
@@ -359,4 +362,49 @@ pub(crate) async fn half_open(
         }
     }
     held
+}
+
+/// Unix seconds on the simulated network's clock.
+pub(crate) const UNIX: u64 = 1_800_000_000;
+
+/// A token for `player` that the simulated network's server takes.
+pub(crate) fn token(player: u32) -> String {
+    token_with(SECRET, player, UNIX + 3600, 0)
+}
+
+/// A simulated network of `n` clients on the arena, all connected (half already hold
+/// the map).
+pub(crate) fn network(
+    n: u32,
+    movement: MovementAuthority,
+    link: LinkConditioner,
+    seed: u64,
+) -> SimNet {
+    let (sim, map) = arena();
+    let settings = ServerSettings {
+        max_players: 128,
+        client_budget: 64 * 1024,
+        input_timeout: Duration::from_secs(5),
+        movement,
+        ..ServerSettings::new("arena", map.clone(), SECRET.to_vec())
+    };
+    #[allow(clippy::disallowed_methods)] // the base of virtual time
+    let t0 = std::time::Instant::now();
+    let server = Server::new(sim.clone(), settings, t0, UNIX).unwrap();
+    let net = NetSettings {
+        up: link,
+        down: link,
+        seed,
+        step: Duration::from_millis(1),
+    };
+    let mut net = SimNet::new(server, t0, net);
+    for id in 1..=n {
+        let mut c = ClientSettings::new(token(id));
+        if id % 2 == 0 {
+            c.have_map = Some(map.clone());
+            c.sim = Some(sim.clone());
+        }
+        net.connect(c);
+    }
+    net
 }

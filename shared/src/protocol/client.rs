@@ -11,13 +11,15 @@
 //! ([`Interpolator`]). What to send comes out of [`Client::poll_output`], what happened
 //! out of [`Client::poll_event`].
 
+use super::channel::{Channel, Mailbox, MessageCounts, MessageError, MESSAGE_QUEUE};
 use super::frame::{encode_frame, FrameDecoder};
 use super::interp::Interpolator;
 use super::predict::{PredictStats, Predictor};
 use super::snapshot::{Snapshot, SnapshotDecoder};
 use super::{
     decode, encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl,
-    Welcome, CLOSE_KICKED, INPUT_REDUNDANCY, MAX_INPUT_COMMANDS, MAX_MAP_BYTES, VERSION,
+    ServerDatagram, Welcome, CLOSE_KICKED, INPUT_REDUNDANCY, MAX_INPUT_COMMANDS, MAX_MAP_BYTES,
+    VERSION,
 };
 use crate::collision::CollisionModel;
 use crate::map::MapData;
@@ -215,6 +217,8 @@ pub struct ClientStats {
     pub bytes_out: u64,
     /// Datagrams that did not decode.
     pub malformed: u64,
+    /// The game's messages, per channel ([`Channel::index`]).
+    pub messages: MessageCounts,
 }
 
 /// A test's way to make a client misbehave, for proving that a server catches it: it may
@@ -287,6 +291,8 @@ pub struct Client {
     stats: ClientStats,
     transport_rtt: Option<f64>,
     tamper: Option<Box<dyn Tamper>>,
+    /// The game's messages both ways.
+    mail: Mailbox,
     /// When the hello was sent, and the welcome came: a first round trip.
     hello_at: Instant,
     welcome_at: Instant,
@@ -322,6 +328,7 @@ impl Client {
             },
             transport_rtt: None,
             tamper: None,
+            mail: Mailbox::new(now, MESSAGE_QUEUE),
             hello_at: now,
             welcome_at: now,
         }
@@ -474,6 +481,11 @@ impl Client {
             (ServerControl::Refused { reason }, _) => self.end(End::Refused(reason)),
             (ServerControl::Kick { reason }, _) => self.end(End::Kicked(reason)),
             (ServerControl::Shutdown { reason }, _) => self.end(End::Shutdown(reason)),
+            (ServerControl::Message { bytes }, Status::Playing) => {
+                // A server over the rate or the size is its own problem: refused, counted.
+                let _ =
+                    (self.mail).receive(Channel::Reliable, 0, bytes, now, &mut self.stats.messages);
+            }
             (other, _) => self.end(End::Protocol(format!("unexpected {other:?}"))),
         }
     }
@@ -597,6 +609,42 @@ impl Client {
         welcome.server_tick.saturating_add(lead.ceil() as u64)
     }
 
+    /// Sends the game's message (its bytes) on `channel` at `now`: refused when too
+    /// large, while not playing, or over the rate the server takes (try again later).
+    pub fn send_message(
+        &mut self,
+        channel: Channel,
+        bytes: &[u8],
+        now: Instant,
+    ) -> Result<(), MessageError> {
+        if self.status != Status::Playing {
+            return Err(MessageError::NotPlaying);
+        }
+        let seq = self
+            .mail
+            .send(channel, bytes, now, &mut self.stats.messages)?;
+        let bytes = bytes.to_vec();
+        self.outputs.push_back(match channel {
+            Channel::Reliable => {
+                ClientOutput::Control(encode_frame(&ClientControl::Message { bytes }))
+            }
+            Channel::Unreliable => {
+                ClientOutput::Datagram(encode(&ClientDatagram::Message { seq, bytes }))
+            }
+        });
+        Ok(())
+    }
+
+    /// The oldest of the server's messages not yet taken: its channel and bytes.
+    pub fn poll_message(&mut self) -> Option<(Channel, Vec<u8>)> {
+        self.mail.take()
+    }
+
+    /// A message taken was not of the game's type: counted as refused.
+    pub fn message_malformed(&mut self, channel: Channel, now: Instant) {
+        let _ = self.mail.malformed(channel, now, &mut self.stats.messages);
+    }
+
     /// Runs the ticks due by `now`: each predicts this tick's command and sends it with
     /// the previous few.
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -703,6 +751,16 @@ impl Client {
         p.heard_at = now;
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += bytes.len() as u64;
+        if bytes.first() == Some(&ServerDatagram::MESSAGE_TAG) {
+            match decode::<ServerDatagram>("message", bytes) {
+                Ok(ServerDatagram::Message { seq, bytes }) => {
+                    let counts = &mut self.stats.messages;
+                    let _ = (self.mail).receive(Channel::Unreliable, seq, bytes, now, counts);
+                }
+                _ => self.stats.malformed += 1,
+            }
+            return;
+        }
         let mut snap = match p.snapshots.decode(bytes) {
             Ok(Some(s)) => s,
             Ok(None) => return,

@@ -24,6 +24,11 @@ pub enum ClientControl {
         /// Why.
         reason: String,
     },
+    /// A game message on the reliable channel ([`super::channel`]).
+    Message {
+        /// The game's encoding of it.
+        bytes: Vec<u8>,
+    },
 }
 
 /// What the server tells a client it accepted.
@@ -143,6 +148,11 @@ pub enum ServerControl {
         /// Why.
         reason: String,
     },
+    /// A game message on the reliable channel ([`super::channel`]).
+    Message {
+        /// The game's encoding of it.
+        bytes: Vec<u8>,
+    },
 }
 
 /// Tick-stamped commands and the newest snapshot received.
@@ -214,6 +224,20 @@ impl InputMsg {
 pub enum ClientDatagram {
     /// Commands.
     Input(InputMsg),
+    /// A game message on the unreliable channel ([`super::channel`]).
+    Message {
+        /// Its number: the receiver delivers only one newer than all it delivered.
+        seq: u64,
+        /// The game's encoding of it.
+        bytes: Vec<u8>,
+    },
+}
+
+impl ClientDatagram {
+    /// The first byte of an encoded [`ClientDatagram::Message`] (postcard's variant
+    /// index): a receiver tells the kinds apart before decoding, to judge each against
+    /// its own allowance.
+    pub const MESSAGE_TAG: u8 = 1;
 }
 
 /// One entity's changed fields: bit `i` of `mask` set means field `i` changed, and its
@@ -403,10 +427,26 @@ pub struct SnapshotMsg {
 }
 
 /// Datagrams from the server.
+// A snapshot is decoded once per datagram and taken apart at once: boxing it would cost an
+// allocation per snapshot to spare a message's few bytes of stack.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ServerDatagram {
     /// A snapshot.
     Snapshot(SnapshotMsg),
+    /// A game message on the unreliable channel ([`super::channel`]).
+    Message {
+        /// Its number: the receiver delivers only one newer than all it delivered.
+        seq: u64,
+        /// The game's encoding of it.
+        bytes: Vec<u8>,
+    },
+}
+
+impl ServerDatagram {
+    /// The first byte of an encoded [`ServerDatagram::Message`] (postcard's variant
+    /// index; a snapshot's is 0).
+    pub const MESSAGE_TAG: u8 = 1;
 }
 
 impl ServerControl {

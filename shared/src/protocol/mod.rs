@@ -18,11 +18,14 @@
 //!   datagram costs nothing, and the newest snapshot received (the delta baseline). Under
 //!   [`MovementAuthority::Client`] each command comes with the state the client claims it
 //!   reached, which the server validates instead of simulating.
+//! * Game messages ([`channel`]): the game's own, typed by it, on the control stream
+//!   (reliable, ordered) or as datagrams (unreliable, never twice, never stale).
 //! * Snapshot datagrams ([`SnapshotMsg`]): the client's own state in full, the other
 //!   players and the movers near it as per-entity deltas with changed-field masks against
 //!   the newest snapshot the client acknowledged ([`snapshot`]).
 
 pub mod backoff;
+pub mod channel;
 pub mod client;
 pub mod conditioner;
 pub mod frame;
@@ -49,9 +52,9 @@ pub use messages::{
 use thiserror::Error;
 
 /// Protocol version carried in the hello; a server refuses any other.
-pub const VERSION: u16 = 6;
+pub const VERSION: u16 = 7;
 /// The QUIC application protocol name.
-pub const ALPN: &[u8] = b"expel/7";
+pub const ALPN: &[u8] = b"expel/8";
 /// QUIC application close code: the server shut down.
 pub const CLOSE_SHUTDOWN: u32 = 0;
 /// QUIC application close code: the hello was refused.

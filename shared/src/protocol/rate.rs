@@ -2,23 +2,31 @@
 //! server's QUIC shell limits packets with it) and the server machine's input gate on
 //! it, which also flags floods.
 
+#[cfg(feature = "server")]
 use crate::validate::{Violation, ViolationKind};
-use std::time::{Duration, Instant};
+#[cfg(feature = "server")]
+use std::time::Duration;
+use std::time::Instant;
 
 /// Input datagrams a connection may send a second, in input rates: an honest client sends
 /// one per input period, a little faster while its clock steers ahead.
+#[cfg(feature = "server")]
 const INPUT_ALLOWANCE: f64 = 4.0;
 /// Input datagrams a connection may send at once, in input rates (a client catching up
 /// after a stall sends up to 32 at once; a path's jitter bunches a few).
+#[cfg(feature = "server")]
 const INPUT_BURST: f64 = 2.0;
 /// A connection whose datagrams over the allowance in one [`FLOOD_WINDOW`] reach this
 /// many input rates is flagged for flooding (the third flag within the validator's kick
 /// window kicks it).
+#[cfg(feature = "server")]
 const FLOOD_FLAG: f64 = 1.0;
 /// The window over which a connection's excess datagrams are added up.
+#[cfg(feature = "server")]
 const FLOOD_WINDOW: Duration = Duration::from_secs(1);
 /// What a server's absence is credited with, in input rates over its length: what an
 /// honest client sent meanwhile, twice over.
+#[cfg(feature = "server")]
 const ABSENCE_CREDIT: f64 = 2.0;
 
 /// Refills at `rate` tokens a second up to `burst`; each thing let through takes one.
@@ -44,13 +52,22 @@ impl TokenBucket {
     /// Whether one more may go through at `now` (it takes a token). Instants earlier
     /// than one seen before add nothing.
     pub fn take(&mut self, now: Instant) -> bool {
-        self.refill(now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
+        self.take_n(1.0, now)
+    }
+
+    /// Whether `n` tokens are there at `now` (taking them if so).
+    pub fn take_n(&mut self, n: f64, now: Instant) -> bool {
+        let there = self.holds(n, now);
+        if there {
+            self.tokens -= n;
         }
+        there
+    }
+
+    /// Whether `n` tokens are there at `now` (taking none).
+    pub fn holds(&mut self, n: f64, now: Instant) -> bool {
+        self.refill(now);
+        self.tokens >= n
     }
 
     /// At `now`, `n` more tokens than the refill gives, beyond the burst if need be: what
@@ -75,6 +92,7 @@ impl TokenBucket {
 /// A connection's datagram allowance: [`INPUT_ALLOWANCE`] input rates, [`INPUT_BURST`] at
 /// once; a datagram past it is dropped before it is decoded. The excess is added up per
 /// [`FLOOD_WINDOW`] to flag a flood.
+#[cfg(feature = "server")]
 #[derive(Debug)]
 pub(crate) struct InputGate {
     bucket: TokenBucket,
@@ -85,6 +103,7 @@ pub(crate) struct InputGate {
     credited: Instant,
 }
 
+#[cfg(feature = "server")]
 impl InputGate {
     pub(crate) fn new(rate: u32, now: Instant) -> InputGate {
         let rate = f64::from(rate);

@@ -157,6 +157,11 @@ impl SimNet {
         &self.server
     }
 
+    /// The server, to change (install a game's rules, send its messages).
+    pub fn server_mut(&mut self) -> &mut Server {
+        &mut self.server
+    }
+
     /// The server's events so far (the first `EVENTS_KEPT`).
     pub fn events(&self) -> &[Event] {
         &self.events

@@ -1048,7 +1048,12 @@ impl SnapshotDecoder {
     /// Decodes a snapshot datagram. `Ok(None)` for a stale or undecodable-baseline one
     /// (counted); an error for malformed bytes.
     pub fn decode(&mut self, bytes: &[u8]) -> Result<Option<Snapshot>, ProtocolError> {
-        let ServerDatagram::Snapshot(mut msg) = decode("snapshot", bytes)?;
+        let ServerDatagram::Snapshot(mut msg) = decode("snapshot", bytes)? else {
+            return Err(ProtocolError::Invalid {
+                what: "snapshot",
+                detail: "a message, not a snapshot".into(),
+            });
+        };
         ids_from_gaps(msg.players.iter_mut().map(|d| &mut d.id))?;
         ids_from_gaps(msg.removed.iter_mut())?;
         ids_from_gaps(msg.movers.iter_mut().map(|d| &mut d.id))?;
@@ -1259,7 +1264,9 @@ mod tests {
             let want = encode(&ServerDatagram::Snapshot(oracle(&frame, &base, fb)));
             let got = write_snapshot(&frame, &base, fb);
             assert_eq!(got, want, "round {round}");
-            let ServerDatagram::Snapshot(mut msg) = decode("snapshot", &got).unwrap();
+            let Ok(ServerDatagram::Snapshot(mut msg)) = decode("snapshot", &got) else {
+                panic!("not a snapshot");
+            };
             ids_from_gaps(msg.players.iter_mut().map(|d| &mut d.id)).unwrap();
             ids_from_gaps(msg.removed.iter_mut()).unwrap();
             let mut back = base.players.clone();

@@ -15,6 +15,7 @@
 //! ([`InputBuffer`]); the tick steps the [`Sim`] once and encodes each due client's
 //! snapshot within its byte budget.
 
+use super::channel::{Channel, Mailbox};
 use super::frame::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
 use super::input::{InputBuffer, InputStats};
 use super::load::{Headroom, Load};
@@ -28,10 +29,11 @@ use super::{
 use crate::movement::{MoveMode, PlayerState};
 use crate::sim::{PlayerId, Sim, SimScratch, WorldState};
 use crate::validate::{SeenWorld, ValidationConfig, Validator, Violation, ViolationKind};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod game;
 mod replay;
 mod report;
 mod settings;
@@ -47,6 +49,7 @@ const REPLAY_SECONDS: u64 = 2;
 /// bear out (a loss makes a round trip's worth of them in a row).
 const REPLAY_SPACING: f64 = 0.1;
 
+pub use game::{Game, GameRules};
 pub use report::{Event, Output, ServerStats, REFUSALS};
 pub use settings::{ServerSettings, SettingsError};
 
@@ -124,6 +127,8 @@ struct Session {
     /// yet has seen.
     entered: u64,
     last_input: Instant,
+    /// The game's messages with this player.
+    mail: Mailbox,
 }
 
 impl Session {
@@ -160,6 +165,10 @@ pub struct Server {
     seen: SeenWorld,
     conns: BTreeMap<ConnId, Conn>,
     sessions: BTreeMap<PlayerId, Session>,
+    /// The game's rules, when it has any.
+    rules: Option<Box<dyn GameRules>>,
+    /// Players with messages waiting for the game.
+    mail_waiting: BTreeSet<PlayerId>,
     replay: ReplayGuard,
     /// When tick 0 was: tick `t` is due at `epoch + t / rate`, however late the server
     /// runs it (ticks skipped keep their numbers), so the tick clients keep to is the wall
@@ -233,6 +242,8 @@ impl Server {
             seen: SeenWorld::default(),
             conns: BTreeMap::new(),
             sessions: BTreeMap::new(),
+            rules: None,
+            mail_waiting: BTreeSet::new(),
             replay: ReplayGuard::new(),
             epoch: now,
             snapshots_at: 0,
@@ -425,6 +436,13 @@ impl Server {
                     let reason = format!("said bye: {reason}");
                     self.close(conn, Vec::new(), 0, reason);
                 }
+                (false, Ok(ClientControl::Message { bytes })) => match c.phase {
+                    Phase::Playing { player } => {
+                        self.message_in(player, Channel::Reliable, 0, bytes, now);
+                    }
+                    // Sent before its player entered the world: nobody to take it.
+                    _ => self.stats.messages[Channel::Reliable.index()].dropped += 1,
+                },
                 (true, _) => {
                     self.stats.malformed_control += 1;
                     let reason = "the first message must be a hello".to_string();
@@ -566,8 +584,10 @@ impl Server {
                 correction_snapshot: 0,
                 entered: self.world.tick,
                 last_input: now,
+                mail: Server::mailbox(now),
             },
         );
+        self.with_rules(now, |r, g| r.joined(g, id));
     }
 
     /// The threads a tick's per-player work runs on, if more than one. Run the machine's
@@ -598,6 +618,23 @@ impl Server {
         };
         if matches!(c.phase, Phase::Closing) {
             return; // told to close: whatever it still sends is moot
+        }
+        // The game's messages have their own allowance: they never cost the inputs'.
+        if bytes.first() == Some(&ClientDatagram::MESSAGE_TAG) {
+            let player = match c.phase {
+                Phase::Playing { player } => Some(player),
+                _ => None,
+            };
+            match (decode::<ClientDatagram>("message", bytes), player) {
+                (Ok(ClientDatagram::Message { seq, bytes }), Some(player)) => {
+                    self.message_in(player, Channel::Unreliable, seq, bytes, now);
+                }
+                (Ok(ClientDatagram::Message { .. }), None) => {
+                    self.stats.messages[Channel::Unreliable.index()].dropped += 1;
+                }
+                _ => self.stats.malformed_datagrams += 1,
+            }
+            return;
         }
         if let Some((end, length)) = absence {
             c.gate.credit(rate, end, length, now);
@@ -787,7 +824,10 @@ impl Server {
             add_inputs(&mut self.stats.inputs, &s.inputs.stats, &s.counted);
         }
         self.world.remove_player(player);
+        self.mail_waiting.remove(&player);
         self.stats.clients = self.stats.clients.saturating_sub(1);
+        let now = self.last_call;
+        self.with_rules(now, |r, g| r.left(g, player, &reason));
         self.events.push_back(Event::Left { player, reason });
     }
 

@@ -116,6 +116,8 @@ pub enum Event {
 pub struct ServerStats {
     /// Ticks stepped.
     pub ticks: u64,
+    /// The game's messages, per channel ([`Channel::index`](crate::protocol::channel::Channel::index)).
+    pub messages: crate::protocol::channel::MessageCounts,
     /// Ticks stepped a period or more after they were due (caught up on).
     pub ticks_late: u64,
     /// Ticks skipped: the server was further behind than it catches up on.

@@ -114,6 +114,9 @@ impl Server {
     /// One tick: commands taken, the world stepped (or claims judged), and snapshots
     /// encoded unless `snapshots` is false (a tick caught up on).
     fn step(&mut self, snapshots: bool) {
+        // The game's rules first: what they do to the world, this tick steps.
+        let now = self.last_call;
+        self.with_rules(now, |r, g| r.tick(g));
         let rate = f64::from(self.rate());
         let refill = self.settings.client_budget as f64 / rate;
         let cap = (self.settings.client_budget as f64 / 4.0).max(1200.0);

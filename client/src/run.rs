@@ -1,0 +1,273 @@
+//! Headless play on a [`Session`]: a scripted player ([`run`], [`Script`]) and what it
+//! measured ([`Recorder`], [`RunReport`]). `expel connect`, the bots and the tests use it.
+
+use crate::{ClientError, End, LinkConditioner, Session, Status, TransportStats};
+use expel_shared::protocol::client::ClientStats;
+use expel_shared::{MoveCommand, PlayerState};
+use std::time::{Duration, Instant};
+
+/// What a headless run measured: the session's own figures, and the transport's.
+#[derive(Clone, Debug, Default)]
+pub struct RunReport {
+    /// What the session measured (ticks, prediction, snapshots lost, the last state, ...).
+    pub stats: ClientStats,
+    /// Round-trip time samples, milliseconds (one per update that took a snapshot).
+    pub rtt_ms: Vec<f64>,
+    /// Bytes received per second (UDP, all of QUIC).
+    pub down_bytes_per_s: f64,
+    /// Bytes sent per second.
+    pub up_bytes_per_s: f64,
+    /// UDP datagrams received per second (snapshots, and packets of QUIC's own).
+    pub down_datagrams_per_s: f64,
+    /// UDP datagrams sent per second.
+    pub up_datagrams_per_s: f64,
+    /// The protocol's datagram bytes received per second (snapshots: what QUIC carries,
+    /// not its headers, tags and acknowledgements).
+    pub down_payload_bytes_per_s: f64,
+    /// Why the server ended the session, if it did (kick or shutdown).
+    pub ended_by_server: Option<String>,
+    /// Whether the server kicked this client.
+    pub kicked: bool,
+    /// Whether the session ended because the server went away or shut down (connecting
+    /// again may work).
+    pub lost: bool,
+    /// Units between where the server first and last held this player.
+    pub moved: f64,
+    /// Snapshots taken per second while it was followed.
+    pub snapshots_per_s: f64,
+    /// Seconds from the start until the session ended.
+    pub ended_after: f64,
+}
+
+impl RunReport {
+    /// The `p`-th percentile of the RTT samples (milliseconds).
+    pub fn rtt_percentile(&self, p: f64) -> f64 {
+        percentile(&mut self.rtt_ms.clone(), p)
+    }
+
+    /// The one-line JSON summary `expel connect` and the play example print.
+    pub fn summary_line(&self) -> String {
+        serde_json::json!({
+            "ticks": self.stats.ticks,
+            "snapshots": self.stats.predict.snapshots,
+            "snapshots_per_s": self.snapshots_per_s,
+            "corrections": self.stats.predict.corrections,
+            "unexplained_corrections": self.stats.unexplained_corrections,
+            "max_correction": self.stats.predict.max_correction,
+            "snapshots_lost": self.stats.snapshots_lost,
+            "inputs_missed": self.stats.inputs_missed,
+            "moved": self.moved,
+            "rtt_ms_p50": self.rtt_percentile(0.5),
+            "rtt_ms_p99": self.rtt_percentile(0.99),
+            "down_bytes_per_s": self.down_bytes_per_s,
+            "up_bytes_per_s": self.up_bytes_per_s,
+        })
+        .to_string()
+    }
+}
+
+/// Follows a session for its report: a round-trip sample per snapshot taken, and where
+/// the server first held our player.
+pub struct Recorder {
+    rtt_ms: Vec<f64>,
+    /// Snapshots taken when it started, and since.
+    began_with: u64,
+    snapshots: u64,
+    /// The protocol's bytes received when it started.
+    payload_in: u64,
+    first: Option<PlayerState>,
+}
+
+impl Recorder {
+    /// Starts following `s`.
+    pub fn new(s: &Session) -> Recorder {
+        Recorder::of(s.stats())
+    }
+
+    /// Starts following a protocol machine whose stats are `st` (a shell of its own).
+    pub fn of(st: &ClientStats) -> Recorder {
+        Recorder {
+            rtt_ms: Vec::new(),
+            began_with: st.predict.snapshots,
+            snapshots: st.predict.snapshots,
+            payload_in: st.bytes_in,
+            first: st.final_state,
+        }
+    }
+
+    /// Takes what the last [`Session::update`] brought.
+    pub fn update(&mut self, s: &Session) {
+        self.take(s.stats(), s.transport().rtt);
+    }
+
+    /// Takes what the machine's last update brought, when the transport's round trip is
+    /// `rtt`.
+    pub fn take(&mut self, st: &ClientStats, rtt: Duration) {
+        if st.predict.snapshots > self.snapshots {
+            self.snapshots = st.predict.snapshots;
+            self.rtt_ms.push(rtt.as_secs_f64() * 1000.0);
+        }
+        if self.first.is_none() {
+            self.first = st.final_state;
+        }
+    }
+
+    /// The report of the session since `started`, when the transport stood at `t0`.
+    pub fn finish(self, s: &Session, started: Instant, t0: &TransportStats) -> RunReport {
+        self.report(s.stats(), s.status(), started, t0, &s.transport())
+    }
+
+    /// [`Recorder::finish`] from the machine's stats and status and the transport's
+    /// stats then (`t`) and when it started (`t0`).
+    pub fn report(
+        self,
+        st: &ClientStats,
+        status: &Status,
+        started: Instant,
+        t0: &TransportStats,
+        t: &TransportStats,
+    ) -> RunReport {
+        let st = st.clone();
+        let ended_after = started.elapsed().as_secs_f64();
+        let secs = ended_after.max(1e-9);
+        let (ended_by_server, kicked, lost) = match status {
+            Status::Ended(e) => (
+                e.by_server().then(|| e.reason().to_string()),
+                matches!(e, End::Kicked(_)),
+                e.worth_reconnecting(),
+            ),
+            _ => (None, false, false),
+        };
+        RunReport {
+            rtt_ms: self.rtt_ms,
+            down_bytes_per_s: t.bytes_in.saturating_sub(t0.bytes_in) as f64 / secs,
+            up_bytes_per_s: t.bytes_out.saturating_sub(t0.bytes_out) as f64 / secs,
+            down_datagrams_per_s: t.datagrams_in.saturating_sub(t0.datagrams_in) as f64 / secs,
+            up_datagrams_per_s: t.datagrams_out.saturating_sub(t0.datagrams_out) as f64 / secs,
+            down_payload_bytes_per_s: (st.bytes_in - self.payload_in) as f64 / secs,
+            ended_by_server,
+            kicked,
+            lost,
+            snapshots_per_s: (st.predict.snapshots - self.began_with) as f64 / secs,
+            moved: match (self.first, st.final_state) {
+                (Some(a), Some(b)) => (b.origin() - a.origin()).length(),
+                _ => 0.0,
+            },
+            ended_after,
+            stats: st,
+        }
+    }
+}
+
+/// The `p`-th percentile (0..=1, nearest rank) of `v`, sorting it; 0 when empty.
+pub fn percentile(v: &mut [f64], p: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+/// How to run headless.
+#[derive(Clone, Copy, Debug)]
+pub struct RunOptions {
+    /// Stop after this many seconds.
+    pub seconds: f64,
+    /// Datagram conditions.
+    pub link: LinkConditioner,
+    /// Ticks the client stays ahead of the server beyond the path's delay.
+    pub buffer_ticks: f64,
+    /// Seed of the conditioner's randomness.
+    pub seed: u64,
+    /// Plays light: commands and snapshots, no prediction (load tests).
+    pub light: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            seconds: 10.0,
+            link: LinkConditioner::default(),
+            buffer_ticks: 2.0,
+            seed: 1,
+            light: false,
+        }
+    }
+}
+
+/// A headless player's commands: before each tick, the driver's command for it (the
+/// driver returns `None` when it has no more); after that the last one, for a second so
+/// the server catches up.
+pub struct Script<D> {
+    driver: D,
+    /// When the driver ran out.
+    done: Option<Instant>,
+}
+
+impl<D: FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand>> Script<D> {
+    /// Commands from `driver` (tick, our player) until it returns `None`.
+    pub fn new(driver: D) -> Script<D> {
+        Script { driver, done: None }
+    }
+
+    /// Whether the driver ran out long enough ago: time to say goodbye.
+    pub fn over(&self, now: Instant) -> bool {
+        self.done
+            .is_some_and(|d| now.saturating_duration_since(d) > Duration::from_secs(1))
+    }
+
+    /// The command for `tick` (our player predicted so far: `state`), asked just before
+    /// it runs; `None` once the driver ran out (the last one is held).
+    pub fn command(
+        &mut self,
+        tick: u64,
+        state: Option<&PlayerState>,
+        now: Instant,
+    ) -> Option<MoveCommand> {
+        if self.done.is_some() {
+            return None;
+        }
+        let next = (self.driver)(tick, state);
+        if next.is_none() {
+            self.done = Some(now);
+        }
+        next
+    }
+}
+
+/// Plays headless: before each tick asks `driver` for the command (it returns `None`
+/// when it has no more), then keeps the last one for a second so the server catches up,
+/// and says goodbye.
+pub async fn run(
+    mut s: Session,
+    driver: impl FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand>,
+    opts: RunOptions,
+) -> Result<RunReport, ClientError> {
+    s.set_link(opts.link, opts.seed);
+    s.set_buffer_ticks(opts.buffer_ticks);
+    s.set_light(opts.light);
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(opts.seconds.max(0.0));
+    let stats0 = s.transport();
+    let mut script = Script::new(driver);
+    let mut recorder = Recorder::new(&s);
+    loop {
+        let now = Instant::now();
+        if now >= deadline || script.over(now) {
+            break;
+        }
+        if let Status::Ended(_) = s.status() {
+            break;
+        }
+        s.update_with(now, &mut |tick, st| script.command(tick, st, now));
+        recorder.update(&s);
+        let wake = s
+            .next_wake()
+            .unwrap_or(now + Duration::from_millis(5))
+            .min(deadline);
+        s.wait(wake).await;
+    }
+    let report = recorder.finish(&s, started, &stats0);
+    s.close("done").await;
+    Ok(report)
+}

@@ -1,0 +1,287 @@
+//! The game's own messages, both ways: on the simulated network under loss, reordering
+//! and duplication (the reliable channel delivers every message once, in order; the
+//! unreliable one never twice, never after a newer one), and over real QUIC against
+//! clients that abuse them.
+
+mod common;
+
+use common::{network, server_with};
+
+use expel_client::{Channel, MessageError};
+use expel_shared::protocol::conditioner::LinkConditioner;
+use expel_shared::protocol::server::{Game, GameRules};
+use expel_shared::protocol::simnet::SimNet;
+use expel_shared::protocol::{encode, ClientControl, ClientDatagram, MovementAuthority};
+use expel_shared::MoveCommand;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The game's message in these tests.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+enum Msg {
+    Count(u64),
+    Chat(String),
+}
+
+/// What went each way, per player and channel, in order.
+#[derive(Debug, Default, PartialEq)]
+struct Log {
+    /// The rules stop sending once this is set (the run drains).
+    done: bool,
+    /// What the rules sent to each player.
+    sent: BTreeMap<(u32, Channel), Vec<u64>>,
+    /// What the rules received from each player.
+    got: BTreeMap<(u32, Channel), Vec<u64>>,
+}
+
+/// Takes every message, and sends every player a count each tick: reliable on even
+/// ticks, unreliable on every one.
+struct Counter(Arc<Mutex<Log>>);
+
+impl GameRules for Counter {
+    fn tick(&mut self, game: &mut Game<'_>) {
+        let mut log = self.0.lock().unwrap();
+        while let Some((p, ch, m)) = game.poll::<Msg>() {
+            if let Msg::Count(k) = m {
+                log.got.entry((p, ch)).or_default().push(k);
+            }
+        }
+        if log.done {
+            return;
+        }
+        let t = game.tick();
+        let players: Vec<u32> = game.players().collect();
+        for p in players {
+            let mut channels = vec![Channel::Unreliable];
+            if t.is_multiple_of(2) {
+                channels.push(Channel::Reliable);
+            }
+            for ch in channels {
+                game.send(p, ch, &Msg::Count(t)).unwrap();
+                log.sent.entry((p, ch)).or_default().push(t);
+            }
+        }
+    }
+}
+
+/// Runs `n` clients for `secs` on a bad link, each sending a count each tick both ways
+/// as the rules do; returns the rules' log and what each client sent and received.
+#[allow(clippy::type_complexity)]
+fn counting(n: u32, secs: u64, seed: u64) -> (Log, Log, SimNet) {
+    let link = LinkConditioner {
+        loss: 0.1,
+        delay_ms: 60.0,
+        jitter_ms: 30.0,
+        duplicate: 0.1,
+    };
+    let mut net = network(n, MovementAuthority::Server, link, seed);
+    let log = Arc::new(Mutex::new(Log::default()));
+    net.server_mut().set_rules(Box::new(Counter(log.clone())));
+    let mut clients = Log::default();
+    let tick = Duration::from_secs_f64(1.0 / 60.0);
+    let steps = secs * 60;
+    for k in 0..steps {
+        net.run(tick, &mut |_, _| MoveCommand::new(0.0, 0.0, 0.0, 0.0, 0.0));
+        let now = net.now();
+        for i in 0..net.len() {
+            let c = net.client_mut(i);
+            let Some(me) = c.welcome().map(|w| w.player_id) else {
+                continue;
+            };
+            while let Some((ch, bytes)) = c.poll_message() {
+                let Ok(Msg::Count(t)) = postcard::from_bytes::<Msg>(&bytes) else {
+                    panic!("not a count");
+                };
+                clients.got.entry((me, ch)).or_default().push(t);
+            }
+            if *c.status() != expel_shared::protocol::client::Status::Playing {
+                continue;
+            }
+            let mut channels = vec![Channel::Unreliable];
+            if k.is_multiple_of(2) {
+                channels.push(Channel::Reliable);
+            }
+            for ch in channels {
+                let bytes = postcard::to_allocvec(&Msg::Count(k)).unwrap();
+                c.send_message(ch, &bytes, now).unwrap();
+                clients.sent.entry((me, ch)).or_default().push(k);
+            }
+        }
+    }
+    // A second more for what is still on its way, nothing more sent.
+    log.lock().unwrap().done = true;
+    net.run(Duration::from_secs(1), &mut |_, _| MoveCommand::default());
+    for i in 0..net.len() {
+        let c = net.client_mut(i);
+        let me = c.welcome().map(|w| w.player_id).unwrap_or(0);
+        while let Some((ch, bytes)) = c.poll_message() {
+            if let Ok(Msg::Count(t)) = postcard::from_bytes::<Msg>(&bytes) {
+                clients.got.entry((me, ch)).or_default().push(t);
+            }
+        }
+    }
+    // The rules take the last ones on the next tick they run.
+    net.run(tick * 2, &mut |_, _| MoveCommand::default());
+    let rules = std::mem::take(&mut *log.lock().unwrap());
+    (rules, clients, net)
+}
+
+/// Checks one direction: every reliable message once and in order; unreliable ones
+/// never twice, never after a newer one, most of them through. Returns how many
+/// unreliable messages were sent and delivered.
+fn check(sent: &Log, got: &Log, what: &str) -> (usize, usize) {
+    let (mut u_sent, mut u_got) = (0, 0);
+    for ((p, ch), s) in &sent.sent {
+        let g = got.got.get(&(*p, *ch)).cloned().unwrap_or_default();
+        match ch {
+            Channel::Reliable => assert_eq!(&g, s, "{what}: player {p}'s reliable messages"),
+            Channel::Unreliable => {
+                assert!(
+                    g.windows(2).all(|w| w[0] < w[1]),
+                    "{what}: player {p}'s unreliable messages repeat or go back: {g:?}"
+                );
+                assert!(
+                    g.iter().all(|t| s.binary_search(t).is_ok()),
+                    "{what}: unsent"
+                );
+                u_sent += s.len();
+                u_got += g.len();
+            }
+        }
+    }
+    assert!(sent.sent.len() >= 8, "{what}: {:?}", sent.sent.keys());
+    (u_sent, u_got)
+}
+
+#[test]
+fn messages_keep_their_channels_rules_through_loss_reordering_and_duplication() {
+    let (rules, clients, net) = counting(8, 20, 7);
+    // Server to clients, and clients to server.
+    let down = check(&rules, &clients, "server to client");
+    let up = check(&clients, &rules, "client to server");
+    for (what, (sent, got)) in [("down", down), ("up", up)] {
+        // 10% lost, and (with 30 ms of jitter against 17 ms between them) many overtaken
+        // by newer ones and dropped as stale.
+        assert!(got * 2 > sent, "{what}: {got} of {sent} unreliable through");
+        assert!(got < sent, "{what}: nothing lost on a lossy link?");
+    }
+    let reliable: usize = rules
+        .sent
+        .iter()
+        .filter(|((_, c), _)| *c == Channel::Reliable)
+        .map(|(_, v)| v.len())
+        .sum();
+    assert!(reliable > 4000, "{reliable} reliable messages");
+    // Duplicated and overtaken datagrams were counted as dropped, not delivered.
+    let st = net.server().stats().messages[Channel::Unreliable.index()];
+    assert!(st.dropped > 0 && st.refused == 0, "{st:?}");
+    eprintln!(
+        "down: {} of {} unreliable delivered; up: {} of {}; {reliable} reliable down; server's unreliable counts {st:?}",
+        down.1, down.0, up.1, up.0
+    );
+}
+
+#[test]
+fn the_same_run_sends_and_delivers_the_same_messages() {
+    let (a, ca, _) = counting(4, 5, 3);
+    let (b, cb, _) = counting(4, 5, 3);
+    assert_eq!(a, b);
+    assert_eq!(ca, cb);
+}
+
+/// Echoes each message to its sender on its channel, and counts chat lines per player.
+struct Echo;
+
+impl GameRules for Echo {
+    fn tick(&mut self, game: &mut Game<'_>) {
+        while let Some((p, ch, m)) = game.poll::<Msg>() {
+            let _ = game.send(p, ch, &m);
+        }
+    }
+}
+
+/// Over real QUIC: a client that sends messages too large, malformed, or far too many is
+/// refused and counted, and kicked with the reason; an honest client beside it gets every
+/// reliable echo back, in order, and is never kicked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abusive_messages_are_refused_counted_and_kicked_while_honest_ones_echo() {
+    let (r, _, _) = server_with(8, |c| {
+        c.rules = Some(Box::new(Echo));
+        c.game.input_timeout = Duration::from_secs(10);
+    })
+    .await;
+    let mut honest = expel_client::connect(r.addr, &common::options(&r, 1))
+        .await
+        .unwrap();
+    // The abuser: a raw QUIC connection that joins and then speaks for itself.
+    let (_ep, c, mut s) = common::joined_raw(&r, 2, 1).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let frame = |m: &ClientControl| expel_shared::protocol::frame::encode_frame(m);
+    // Too large (reliable), then not the game's type: refused, not fatal at once.
+    let big = ClientControl::Message {
+        bytes: vec![1; 2000],
+    };
+    s.write_all(&frame(&big)).await.unwrap();
+    for _ in 0..3 {
+        let junk = ClientControl::Message {
+            bytes: vec![0xff; 9],
+        };
+        s.write_all(&frame(&junk)).await.unwrap();
+    }
+    // Honest play meanwhile: 200 chat lines, reliable, each echoed back.
+    let mut sent = Vec::new();
+    let mut echoed = Vec::new();
+    let mut flood_seq = 0u64;
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_secs(6) {
+        if sent.len() < 200 {
+            let line = format!("line {}", sent.len());
+            match honest.send(Channel::Reliable, &Msg::Chat(line.clone())) {
+                Ok(()) => sent.push(line),
+                Err(MessageError::OverRate) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        // The flood: a thousand unreliable messages a second.
+        if started.elapsed() > Duration::from_secs(2) {
+            for _ in 0..10 {
+                flood_seq += 1;
+                let d = encode(&ClientDatagram::Message {
+                    seq: flood_seq,
+                    bytes: postcard::to_allocvec(&Msg::Count(flood_seq)).unwrap(),
+                });
+                let _ = c.send_datagram(d.into());
+            }
+        }
+        honest.update(std::time::Instant::now());
+        while let Some((ch, m)) = honest.poll_message::<Msg>() {
+            assert_eq!(ch, Channel::Reliable);
+            if let Msg::Chat(l) = m {
+                echoed.push(l);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let why = common::close_reason(&c, 5).await;
+    assert!(why.contains("abusing messages"), "{why}");
+    assert_eq!(echoed, sent, "the honest client's echoes");
+    assert_eq!(sent.len(), 200);
+    assert!(matches!(honest.status(), expel_client::Status::Playing));
+    let text = common::http_get(r.metrics_addr.unwrap(), "/metrics").1;
+    let metric = |ch: &str, outcome: &str| -> f64 {
+        let key = format!("expel_messages_total{{channel=\"{ch}\",outcome=\"{outcome}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(-1.0)
+    };
+    // One too large and three malformed, reliable; the flood's excess, unreliable.
+    assert_eq!(metric("reliable", "refused"), 4.0, "{text}");
+    assert!(metric("unreliable", "refused") > 10.0, "{text}");
+    assert!(metric("reliable", "received") >= 200.0 + 3.0);
+    assert!(metric("reliable", "sent") >= 200.0);
+    honest.close("done").await;
+    r.shutdown("test over").await;
+}
