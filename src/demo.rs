@@ -42,6 +42,8 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         addr: Some(args.addr),
         max_players: Some(args.bots + 16),
         secret: Some(secret.clone()),
+        // The bots play tag on top of moving (the live view shows the score).
+        mode: Some(net::GameMode::Tag),
         ..ServeArgs::default()
     })?;
     let movement = cfg.game.movement;

@@ -74,6 +74,12 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_parser = parse_authority)]
     #[serde(default, deserialize_with = "authority_from_str")]
     pub movement: Option<MovementAuthority>,
+    /// The game the server runs on top of movement: `none` (the default) or `tag` (one
+    /// player is "it" and passes it on by touching another; the score goes to every
+    /// player as messages and to operators at /game.json).
+    #[arg(long, value_parser = parse_mode)]
+    #[serde(default, deserialize_with = "mode_from_str")]
+    pub mode: Option<GameMode>,
     /// PEM certificate chain (with --key) instead of a self-signed certificate.
     #[arg(long)]
     pub cert: Option<PathBuf>,
@@ -92,6 +98,39 @@ fn parse_authority(s: &str) -> Result<MovementAuthority, String> {
         "client" => Ok(MovementAuthority::Client),
         _ => Err(format!("unknown movement '{s}' (server, client)")),
     }
+}
+
+/// A game mode `expel serve --mode` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GameMode {
+    /// Movement alone.
+    None,
+    /// [`expel_shared::tag::Tag`].
+    Tag,
+}
+
+impl GameMode {
+    /// Its rules for the server.
+    pub(crate) fn rules(self) -> Option<Box<dyn expel_shared::protocol::server::GameRules>> {
+        match self {
+            GameMode::None => None,
+            GameMode::Tag => Some(Box::new(expel_shared::tag::Tag::new())),
+        }
+    }
+}
+
+fn parse_mode(s: &str) -> Result<GameMode, String> {
+    match s {
+        "none" => Ok(GameMode::None),
+        "tag" => Ok(GameMode::Tag),
+        _ => Err(format!("unknown mode '{s}' (none, tag)")),
+    }
+}
+
+fn mode_from_str<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<GameMode>, D::Error> {
+    let s: Option<String> = serde::Deserialize::deserialize(d)?;
+    s.map(|s| parse_mode(&s).map_err(serde::de::Error::custom))
+        .transpose()
 }
 
 fn authority_from_str<'de, D: serde::Deserializer<'de>>(
@@ -127,6 +166,7 @@ impl ServeArgs {
             threads: self.threads.or(f.threads),
             io_threads: self.io_threads.or(f.io_threads),
             movement: self.movement.or(f.movement),
+            mode: self.mode.or(f.mode),
             cert: self.cert.or(f.cert),
             key: self.key.or(f.key),
             config: self.config,
@@ -241,7 +281,7 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, Server
             None if cfg!(target_os = "linux") => cores().min(expel_server::MAX_IO_THREADS),
             None => 1,
         },
-        rules: None,
+        rules: args.mode.and_then(GameMode::rules),
     };
     Ok((sim, cfg, name))
 }

@@ -215,6 +215,7 @@ async fn request(
             "not ready\n".into(),
         ),
         ("GET", "/players.json") => ("200 OK", "application/json", m.flagged_json()),
+        ("GET", "/game.json") => ("200 OK", "application/json", m.game()),
         ("GET", "/map.json") => ("200 OK", "application/json", live.map_json.clone()),
         ("GET", "/") | ("GET", "/index.html") => (
             "200 OK",

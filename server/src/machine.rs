@@ -171,6 +171,9 @@ fn machine_loop(
                     let cap = server.stats().capacity.unwrap_or(max_players);
                     m.capacity.store(cap.min(max_players), Relaxed);
                 }
+                if let Some(game) = server.game_summary() {
+                    m.set_game(game);
+                }
                 let world = server.world();
                 m.players.store(world.players.len() as u64, Relaxed);
                 if world.tick / frame_every != before / frame_every && live.watched() {

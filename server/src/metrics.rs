@@ -134,6 +134,8 @@ pub struct Metrics {
     /// Refusals by reason, in [`REFUSALS`] order.
     pub refusals: [AtomicU64; REFUSALS.len()],
     tick_hist: Mutex<TickHistogram>,
+    /// The game rules' summary for operators (JSON; `null` without rules).
+    game: Mutex<String>,
     /// Violations by player (ids that had any), in [`ViolationKind::ALL`] order.
     flagged: Mutex<BTreeMap<u32, [u64; ViolationKind::ALL.len()]>>,
     /// Whether the server accepts players (false while shutting down).
@@ -172,6 +174,7 @@ impl Metrics {
     pub fn new() -> Metrics {
         Metrics {
             started: Some(Instant::now()),
+            game: Mutex::new("null".into()),
             ..Metrics::default()
         }
     }
@@ -232,6 +235,18 @@ impl Metrics {
         {
             set(a, v);
         }
+    }
+
+    /// The game rules' newest summary for operators (JSON).
+    pub fn set_game(&self, json: String) {
+        if let Ok(mut g) = self.game.lock() {
+            *g = json;
+        }
+    }
+
+    /// The game rules' summary (JSON: `null` while there is none).
+    pub fn game(&self) -> String {
+        self.game.lock().map(|g| g.clone()).unwrap_or_default()
     }
 
     /// Players with violations: id and counts in [`ViolationKind::ALL`] order.

@@ -29,6 +29,7 @@ pub mod movement;
 pub mod mover;
 pub mod protocol;
 pub mod sim;
+pub mod tag;
 pub mod validate;
 
 pub use collision::{

@@ -213,13 +213,18 @@ impl Served {
 
     /// [`Served::start`] for `max_players` players.
     pub(crate) fn start_with(shell: &str, max_players: usize) -> Served {
+        Served::start_args(shell, max_players, "")
+    }
+
+    /// [`Served::start_with`] with `args` added to the command line.
+    pub(crate) fn start_args(shell: &str, max_players: usize, args: &str) -> Served {
         let dir = std::env::temp_dir().join(format!("expel-attacks-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         // EXPEL_ATTACKS_BIN attacks another build of the server (an older one, to compare).
         let bin = std::env::var("EXPEL_ATTACKS_BIN")
             .unwrap_or_else(|_| env!("CARGO_BIN_EXE_expel").to_string());
         let cmd = format!(
-            "{shell} exec '{bin}' serve --addr 127.0.0.1:0 --secret {PROCESS_SECRET} --max-players {max_players}"
+            "{shell} exec '{bin}' serve --addr 127.0.0.1:0 --secret {PROCESS_SECRET} --max-players {max_players} {args}"
         );
         let log = dir.join(format!(
             "serve-{}.log",

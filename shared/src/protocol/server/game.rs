@@ -35,6 +35,12 @@ pub trait GameRules: Send + Sync {
     /// Once a tick, before the simulation steps it: take the players' messages, read the
     /// world, send messages.
     fn tick(&mut self, game: &mut Game<'_>);
+
+    /// The game's state for operators (JSON), when it changed since the last call: the
+    /// server shows it at `/game.json` and in the live view.
+    fn summary(&mut self) -> Option<String> {
+        None
+    }
 }
 
 /// What the game's rules may do: the server, as the game sees it.
@@ -100,6 +106,11 @@ impl Game<'_> {
 }
 
 impl Server {
+    /// The rules' summary for operators, when it changed since the last call.
+    pub fn game_summary(&mut self) -> Option<String> {
+        self.rules.as_mut()?.summary()
+    }
+
     /// Installs the game's rules (replacing any before).
     pub fn set_rules(&mut self, rules: Box<dyn GameRules>) {
         self.rules = Some(rules);

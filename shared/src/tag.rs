@@ -1,0 +1,127 @@
+//! Tag, the game mode shipped with the server (`expel serve --mode tag`): one player is
+//! "it" and passes it on by touching another, which scores the passer a point. After a
+//! pass the new "it" must wait a second before it can pass it back. The score goes to
+//! every player (reliable) whenever it changes, and to each player who joins.
+
+use crate::sim::PlayerId;
+use serde::{Deserialize, Serialize};
+
+/// Horizontal distance between two players' origins within which "it" touches the other
+/// (players are 32 units wide: a little more than shoulder to shoulder).
+pub const TAG_REACH: f64 = 40.0;
+/// Vertical distance between origins within which players touch (a player's height).
+pub const TAG_HEIGHT: f64 = 56.0;
+/// Ticks after a pass before the new "it" can pass it on.
+pub const TAG_COOLDOWN_TICKS: u64 = 60;
+
+/// The game's state as every player is told it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TagScore {
+    /// The tick it was made at.
+    pub tick: u64,
+    /// Who is "it" (none while nobody plays).
+    pub it: Option<PlayerId>,
+    /// Passes made, all told.
+    pub passes: u64,
+    /// Points per player in the game, in id order.
+    pub scores: Vec<(PlayerId, u32)>,
+}
+
+#[cfg(feature = "server")]
+pub use rules::Tag;
+
+#[cfg(feature = "server")]
+mod rules {
+    use super::{TagScore, TAG_COOLDOWN_TICKS, TAG_HEIGHT, TAG_REACH};
+    use crate::protocol::channel::Channel;
+    use crate::protocol::server::{Game, GameRules};
+    use crate::sim::PlayerId;
+    use std::collections::BTreeMap;
+
+    /// Tag's rules (see the module docs).
+    #[derive(Debug, Default)]
+    pub struct Tag {
+        it: Option<PlayerId>,
+        scores: BTreeMap<PlayerId, u32>,
+        passes: u64,
+        /// The first tick "it" may pass it on.
+        ready_at: u64,
+        /// The score changed since it was last sent.
+        changed: bool,
+        /// The score as last sent, for the operator's summary (taken once).
+        summary: Option<String>,
+    }
+
+    impl Tag {
+        /// A game with nobody in it.
+        pub fn new() -> Tag {
+            Tag::default()
+        }
+
+        fn score(&self, tick: u64) -> TagScore {
+            TagScore {
+                tick,
+                it: self.it,
+                passes: self.passes,
+                scores: self.scores.iter().map(|(p, s)| (*p, *s)).collect(),
+            }
+        }
+
+        /// The first other player "it" touches, in id order.
+        fn touched(&self, game: &Game<'_>, it: PlayerId) -> Option<PlayerId> {
+            let world = game.world();
+            let me = world.player(it)?.origin();
+            game.players().filter(|p| *p != it).find(|p| {
+                world.player(*p).is_some_and(|o| {
+                    let d = o.origin() - me;
+                    let flat = d.x * d.x + d.y * d.y;
+                    flat <= TAG_REACH * TAG_REACH && d.z.abs() <= TAG_HEIGHT
+                })
+            })
+        }
+    }
+
+    impl GameRules for Tag {
+        fn joined(&mut self, game: &mut Game<'_>, player: PlayerId) {
+            self.scores.insert(player, 0);
+            if self.it.is_none() {
+                self.it = Some(player);
+                self.ready_at = game.tick() + TAG_COOLDOWN_TICKS;
+            }
+            self.changed = true;
+        }
+
+        fn left(&mut self, game: &mut Game<'_>, player: PlayerId, _reason: &str) {
+            self.scores.remove(&player);
+            if self.it == Some(player) {
+                // The lowest id left takes over, after the cooldown.
+                self.it = self.scores.keys().next().copied();
+                self.ready_at = game.tick() + TAG_COOLDOWN_TICKS;
+            }
+            self.changed = true;
+        }
+
+        fn tick(&mut self, game: &mut Game<'_>) {
+            let tick = game.tick();
+            if let Some(it) = self.it.filter(|_| tick >= self.ready_at) {
+                if let Some(next) = self.touched(game, it) {
+                    *self.scores.entry(it).or_default() += 1;
+                    self.passes += 1;
+                    self.it = Some(next);
+                    self.ready_at = tick + TAG_COOLDOWN_TICKS;
+                    self.changed = true;
+                }
+            }
+            if std::mem::take(&mut self.changed) {
+                let score = self.score(tick);
+                // A player over its rate misses this one; the next change reaches it.
+                let _ = game.broadcast(Channel::Reliable, &score);
+                self.summary = serde_json::to_string(&score).ok();
+            }
+        }
+
+        fn summary(&mut self) -> Option<String> {
+            self.summary.take()
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Tag, the game mode shipped with the server: played on the simulated network (the same
+//! run twice ends in the same world and the same score) and by clients against a real
+//! `expel serve --mode tag` (every client's score is the server's).
+
+mod common;
+
+use common::{http_get, network, Served};
+
+use expel_client::{Channel, ConnectOptions, Trust};
+use expel_shared::protocol::client::Client;
+use expel_shared::protocol::conditioner::LinkConditioner;
+use expel_shared::protocol::MovementAuthority;
+use expel_shared::tag::{Tag, TagScore};
+use expel_shared::{MoveCommand, PlayerState};
+use glam::DVec3;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// Walks towards `goal`, with a little strafe of its own (so players meeting there slide
+/// past each other rather than stand nose to nose).
+fn towards(goal: DVec3, me: Option<&PlayerState>, id: u64, tick: u64) -> MoveCommand {
+    let Some(me) = me else {
+        return MoveCommand::default();
+    };
+    let d = goal - me.origin();
+    let yaw = d.y.atan2(d.x).to_degrees();
+    let side = if (tick / 40 + id).is_multiple_of(2) {
+        0.4
+    } else {
+        -0.4
+    };
+    MoveCommand::new(1.0, side, 0.0, yaw, 0.0)
+}
+
+/// Where the players meet: the first spawn point.
+fn meeting(c: &Client) -> DVec3 {
+    c.sim()
+        .and_then(|s| s.spawns().first().copied())
+        .unwrap_or_default()
+}
+
+/// Plays tag for `secs` on the simulated network: the rules' last score, each client's
+/// last score, and the world's hash.
+fn play(n: u32, secs: u64, seed: u64) -> (TagScore, Vec<Option<TagScore>>, u64) {
+    let link = LinkConditioner {
+        loss: 0.05,
+        delay_ms: 40.0,
+        jitter_ms: 10.0,
+        duplicate: 0.02,
+    };
+    let mut net = network(n, MovementAuthority::Server, link, seed);
+    net.server_mut().set_rules(Box::new(Tag::new()));
+    let mut last = vec![None; n as usize];
+    let mut summary = None;
+    for _ in 0..secs * 10 {
+        net.run(Duration::from_millis(100), &mut |i, c| {
+            towards(meeting(c), c.local_player().as_ref(), i as u64, c.tick())
+        });
+        for (i, seen) in last.iter_mut().enumerate() {
+            while let Some((ch, bytes)) = net.client_mut(i).poll_message() {
+                assert_eq!(ch, Channel::Reliable);
+                *seen = Some(postcard::from_bytes::<TagScore>(&bytes).unwrap());
+            }
+        }
+        if let Some(s) = net.server_mut().game_summary() {
+            summary = Some(s);
+        }
+    }
+    let rules: TagScore = serde_json::from_str(&summary.expect("a score")).unwrap();
+    (rules, last, net.server().world().hash())
+}
+
+#[test]
+fn tag_on_the_simulated_network_passes_it_on_and_every_client_holds_the_servers_score() {
+    let (rules, clients, hash) = play(6, 20, 11);
+    assert!(rules.passes >= 3, "{rules:?}");
+    let points: u32 = rules.scores.iter().map(|(_, s)| s).sum();
+    assert_eq!(u64::from(points), rules.passes);
+    assert_eq!(rules.scores.len(), 6);
+    for (i, c) in clients.iter().enumerate() {
+        assert_eq!(c.as_ref(), Some(&rules), "client {i}");
+    }
+    // The same inputs: the same world, the same score.
+    let (again, _, hash_again) = play(6, 20, 11);
+    assert_eq!((again, hash_again), (rules, hash));
+    eprintln!(
+        "{} passes; world hash {hash:016x}",
+        clients[0].as_ref().unwrap().passes
+    );
+}
+
+/// Clients play tag against the real server (`expel serve --mode tag`) for fifteen
+/// seconds: it is passed on, and every client's last score is the server's (its
+/// `/game.json`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tag_over_expel_serve_gives_every_client_the_servers_score() {
+    let served = Served::start_args("", 16, "--mode tag");
+    let mut sessions = Vec::new();
+    for id in 1..=4u32 {
+        let o = ConnectOptions::new(
+            served.token(id, 1),
+            Trust::Fingerprint(served.fingerprint.clone()),
+        );
+        sessions.push(expel_client::connect(served.addr, &o).await.unwrap());
+    }
+    let goal = sessions[0].sim.spawns()[0];
+    let mut last: BTreeMap<usize, TagScore> = BTreeMap::new();
+    let until = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < until {
+        let now = Instant::now();
+        for (i, s) in sessions.iter_mut().enumerate() {
+            let id = i as u64;
+            s.update_with(now, &mut |tick, me| Some(towards(goal, me, id, tick)));
+            while let Some((_, score)) = s.poll_message::<TagScore>() {
+                last.insert(i, score);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Then apart (each away from the meeting point) and still: nobody touches any more,
+    // and the last score reaches everyone.
+    let apart = Instant::now() + Duration::from_secs(2);
+    let still = apart + Duration::from_millis(1500);
+    while Instant::now() < still {
+        let now = Instant::now();
+        for (i, s) in sessions.iter_mut().enumerate() {
+            let id = i as u64;
+            s.update_with(now, &mut |tick, me| {
+                let away = me.map(|m| 2.0 * m.origin() - goal);
+                Some(match away {
+                    Some(a) if now < apart => towards(a, me, id, tick),
+                    _ => MoveCommand::default(),
+                })
+            });
+            while let Some((_, score)) = s.poll_message::<TagScore>() {
+                last.insert(i, score);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (status, body) = http_get(served.http, "/game.json");
+    assert!(status.contains("200"), "{status}");
+    let server: TagScore = serde_json::from_str(&body).unwrap();
+    assert_eq!(server.scores.len(), 4, "{server:?}");
+    assert!(server.it.is_some());
+    assert!(server.passes >= 1, "never passed on: {server:?}");
+    for i in 0..4 {
+        assert_eq!(last.get(&i), Some(&server), "client {i}");
+    }
+    eprintln!("{} passes: {:?}", server.passes, server.scores);
+    for s in sessions {
+        s.close("done").await;
+    }
+}
