@@ -537,6 +537,7 @@ pub(crate) fn connect(args: ConnectArgs) -> Result<()> {
             trust,
             have_map: None,
             sim: None,
+            server_name: None,
         };
         let joined = expel_client::connect(args.addr, &opts).await?;
         let mut next = 0usize;

@@ -68,6 +68,7 @@ fn options(fingerprint: String) -> ConnectOptions {
         trust: Trust::Fingerprint(fingerprint),
         have_map: Some(bytes),
         sim: Some(sim),
+        server_name: None,
     }
 }
 

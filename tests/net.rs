@@ -421,7 +421,8 @@ async fn a_client_can_trust_a_certificate_authority() {
     };
     let (ca, ca_key) = authority("Expel test CA");
     let key = rcgen::KeyPair::generate().unwrap();
-    let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+    // A certificate for a name of its own, as a deployment's is (not localhost).
+    let leaf = rcgen::CertificateParams::new(vec!["game.example.net".to_string()])
         .unwrap()
         .signed_by(&key, &ca, &ca_key)
         .unwrap();
@@ -433,6 +434,12 @@ async fn a_client_can_trust_a_certificate_authority() {
     let r = expel_server::start(sim, cfg).await.unwrap();
     let mut o = options(&r, 1);
     o.trust = Trust::Authority(ca.pem().into_bytes());
+    // Without the name, the client checks for localhost: refused by TLS.
+    assert!(matches!(
+        expel_client::connect(r.addr, &o).await,
+        Err(ClientError::Connect { .. })
+    ));
+    o.server_name = Some("game.example.net".into());
     let j = expel_client::connect(r.addr, &o).await.unwrap();
     let report = expel_client::run(
         j,

@@ -77,6 +77,7 @@ fn main() -> Result<()> {
             trust: trust.clone(),
             have_map: Some(Arc::new(map.clone())),
             sim: None,
+            server_name: None,
         };
         let joined = expel_client::connect(addr, &o).await?;
         let total = seconds * 2.0 * rounds as f64 + 2.0;

@@ -72,6 +72,7 @@ fn main() -> Result<()> {
                     trust: Trust::Fingerprint(fp.clone()),
                     have_map: Some(bytes.clone()),
                     sim: Some(sim.clone()),
+                    server_name: None,
                 };
                 joined.push(expel_client::connect(addr, &o).await?);
             }

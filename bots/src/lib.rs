@@ -288,6 +288,7 @@ async fn join(
         trust: trust.clone(),
         have_map: known.as_ref().map(|k| k.0.clone()),
         sim: known.as_ref().map(|k| k.1.clone()),
+        server_name: None,
     };
     if known.is_some() {
         drop(known);

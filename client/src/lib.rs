@@ -118,6 +118,9 @@ pub struct ConnectOptions {
     /// A simulation of `have_map` to reuse (many bots in one process share one), used
     /// when the server's map and movement settings match it.
     pub sim: Option<Arc<Sim>>,
+    /// The name the server's certificate must carry under [`Trust::Authority`] (a DNS
+    /// name or an address); `localhost` when unset. A pinned fingerprint ignores it.
+    pub server_name: Option<String>,
 }
 
 impl ConnectOptions {
@@ -128,6 +131,7 @@ impl ConnectOptions {
             trust,
             have_map: None,
             sim: None,
+            server_name: None,
         }
     }
 }
@@ -164,7 +168,8 @@ pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session,
     let fail = |detail: String| ClientError::Connect { addr, detail };
     let config = client_config(&opts.trust, ALPN)?;
     let started = Instant::now();
-    let mut transport = Transport::connect(addr, config, started)?;
+    let name = opts.server_name.as_deref().unwrap_or("localhost");
+    let mut transport = Transport::connect(addr, name, config, started)?;
     let settings = ClientSettings {
         have_map: opts.have_map.clone(),
         sim: opts.sim.clone(),
@@ -181,7 +186,9 @@ pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session,
         transport.pump(now, |e| match e {
             LinkEvent::Connected => connected = true,
             LinkEvent::Control(b) => machine.handle_control(&b, now),
-            LinkEvent::Datagram(_) => {}
+            // Snapshots may follow the map's last piece at once (the machine takes none
+            // before).
+            LinkEvent::Datagram(b) => machine.handle_datagram(&b, now),
             LinkEvent::Lost(code, why) => lost = Some((code, why)),
         });
         match lost {

@@ -6,7 +6,7 @@
 
 use crate::{bind_address, ClientError};
 use bytes::Bytes;
-use expel_quic::{datagrams, ecn, Batch, Link, LinkEvent, TransportStats, Wire};
+use expel_quic::{datagrams, ecn, Batch, Blocked, Link, LinkEvent, TransportStats, Wire};
 use quinn_proto::{DatagramEvent, Endpoint, EndpointConfig};
 use std::io;
 use std::net::SocketAddr;
@@ -28,15 +28,20 @@ pub(crate) struct Transport {
     link: Link,
     batch: Batch,
     send_buf: Vec<u8>,
+    /// A transmit the socket could not take yet, sent before anything newer. (A socket
+    /// just made is not writable until the runtime has looked at it: its first packet,
+    /// dropped, would cost the handshake a whole retransmission timeout.)
+    blocked: Blocked,
     /// Datagrams read this update.
     read: usize,
 }
 
 impl Transport {
-    /// A socket for `server`, and the connection's first packet under way (needs a Tokio
-    /// runtime).
+    /// A socket for `server`, and the connection's first packet under way, to a server
+    /// whose certificate names `name` (needs a Tokio runtime).
     pub(crate) fn connect(
         server: SocketAddr,
+        name: &str,
         config: quinn_proto::ClientConfig,
         now: Instant,
     ) -> Result<Transport, ClientError> {
@@ -52,7 +57,7 @@ impl Transport {
         let config_ep = Arc::new(EndpointConfig::default());
         let mut endpoint = Endpoint::new(config_ep, None, wire.allow_mtud(), None);
         let (h, conn) = endpoint
-            .connect(now, config, server, "localhost")
+            .connect(now, config, server, name)
             .map_err(|e| fail(e.to_string()))?;
         let mut t = Transport {
             wire,
@@ -60,6 +65,7 @@ impl Transport {
             link: Link::new(h, conn),
             batch: Batch::new(BATCH),
             send_buf: Vec::new(),
+            blocked: None,
             read: 0,
         };
         t.flush(now);
@@ -108,18 +114,20 @@ impl Transport {
         self.link.poll_events(&mut self.endpoint, each);
     }
 
-    /// Sends what the connection has to send.
+    /// Sends what the connection has to send (what the socket cannot take yet waits).
     pub(crate) fn flush(&mut self, now: Instant) {
-        // A transmit the socket cannot take is lost, as UDP may lose it: QUIC sends again.
         let (endpoint, wire, buf) = (&mut self.endpoint, &self.wire, &mut self.send_buf);
-        self.link.flush(endpoint, wire, now, buf, &mut None);
+        self.link.flush(endpoint, wire, now, buf, &mut self.blocked);
     }
 
-    /// Waits until `until`, the connection's next timer, or something to read.
+    /// Waits until `until`, the connection's next timer, something to read, or room to
+    /// send what waits.
     pub(crate) async fn wait(&mut self, until: Instant) {
         let until = self.link.poll_timeout().map_or(until, |t| t.min(until));
+        let blocked = self.blocked.is_some();
         tokio::select! {
             _ = self.wire.readable() => {}
+            _ = self.wire.writable(), if blocked => {}
             _ = tokio::time::sleep_until(until.into()) => {}
         }
     }

@@ -93,6 +93,7 @@ pub(crate) fn options(r: &Running, id: u32) -> ConnectOptions {
         trust: Trust::Fingerprint(r.fingerprint.clone()),
         have_map: None,
         sim: None,
+        server_name: None,
     }
 }
 
@@ -299,6 +300,7 @@ impl Served {
             trust: Trust::Fingerprint(self.fingerprint.clone()),
             have_map: None,
             sim: None,
+            server_name: None,
         };
         let joined = expel_client::connect(self.addr, &o)
             .await
