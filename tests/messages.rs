@@ -285,3 +285,59 @@ async fn abusive_messages_are_refused_counted_and_kicked_while_honest_ones_echo(
     honest.close("done").await;
     r.shutdown("test over").await;
 }
+
+/// A client is told when another player comes into its view and when it leaves it: three
+/// players join (each sees the other two come), then one says goodbye (the other two see
+/// it go, and it never comes back).
+#[test]
+fn clients_are_told_of_players_entering_and_leaving_their_view() {
+    use expel_shared::protocol::client::ClientEvent;
+    let mut net = network(3, MovementAuthority::Server, LinkConditioner::default(), 5);
+    let idle = &mut |_: usize, _: &expel_shared::protocol::client::Client| MoveCommand::default();
+    net.run(Duration::from_secs(3), idle);
+    let ids: Vec<u32> = (0..3)
+        .map(|i| net.client(i).welcome().unwrap().player_id)
+        .collect();
+    let mut seen: Vec<Vec<ClientEvent>> = (0..3)
+        .map(|i| {
+            std::iter::from_fn(|| net.client_mut(i).poll_event())
+                .filter(|e| {
+                    matches!(
+                        e,
+                        ClientEvent::EnteredView { .. } | ClientEvent::LeftView { .. }
+                    )
+                })
+                .collect()
+        })
+        .collect();
+    for (i, events) in seen.iter().enumerate() {
+        let mut came: Vec<u32> = events
+            .iter()
+            .map(|e| match e {
+                ClientEvent::EnteredView { player } => *player,
+                other => panic!("client {i}: {other:?}"),
+            })
+            .collect();
+        came.sort_unstable();
+        let mut others: Vec<u32> = ids.iter().copied().filter(|p| *p != ids[i]).collect();
+        others.sort_unstable();
+        assert_eq!(came, others, "client {i}");
+    }
+    net.client_mut(2).leave("bye");
+    net.run(Duration::from_secs(2), idle);
+    for (i, events) in seen.iter_mut().enumerate().take(2) {
+        *events = std::iter::from_fn(|| net.client_mut(i).poll_event())
+            .filter(|e| {
+                matches!(
+                    e,
+                    ClientEvent::EnteredView { .. } | ClientEvent::LeftView { .. }
+                )
+            })
+            .collect();
+        assert_eq!(
+            *events,
+            vec![ClientEvent::LeftView { player: ids[2] }],
+            "client {i}"
+        );
+    }
+}

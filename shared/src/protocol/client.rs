@@ -27,7 +27,7 @@ use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::MoverState;
 use crate::sim::{PlayerId, Sim};
 use glam::DVec3;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -110,6 +110,17 @@ pub enum ClientEvent {
     /// The map is here and the simulation built: we are playing.
     Joined {
         /// Our player.
+        player: PlayerId,
+    },
+    /// Another player came into our view: the snapshots show it from now on (it joined
+    /// near us, or came near enough to be among the nearest shown).
+    EnteredView {
+        /// The player.
+        player: PlayerId,
+    },
+    /// Another player left our view (it went away, or left the server).
+    LeftView {
+        /// The player.
         player: PlayerId,
     },
     /// A snapshot differed from our prediction for its tick.
@@ -262,6 +273,8 @@ struct Play {
     span: Option<(u64, u64)>,
     seen_correction: u64,
     sent_at: BTreeMap<u64, Instant>,
+    /// The other players the newest snapshot showed.
+    in_view: BTreeSet<PlayerId>,
     /// When a datagram last came from the server.
     heard_at: Instant,
     /// The server's reports of how early our commands arrive: their running mean and
@@ -275,6 +288,18 @@ struct Play {
     trip_floor: Option<f64>,
     /// When `trip_floor` was last updated.
     floor_at: Instant,
+}
+
+/// Events kept for the game to take; past it the oldest go.
+pub const EVENTS_KEPT: usize = 4096;
+
+/// Queues `e`, dropping the oldest past [`EVENTS_KEPT`] (the newest, such as the end,
+/// stay).
+fn push_event(events: &mut VecDeque<ClientEvent>, e: ClientEvent) {
+    if events.len() >= EVENTS_KEPT {
+        events.pop_front();
+    }
+    events.push_back(e);
 }
 
 /// The client's protocol state machine.
@@ -379,7 +404,8 @@ impl Client {
         self.outputs.pop_front()
     }
 
-    /// The next event, if any.
+    /// The next event, if any (at most [`EVENTS_KEPT`] wait: a game that never asks
+    /// loses the oldest, never memory).
     pub fn poll_event(&mut self) -> Option<ClientEvent> {
         self.events.pop_front()
     }
@@ -447,7 +473,7 @@ impl Client {
 
     fn end(&mut self, end: End) {
         self.status = Status::Ended(end.clone());
-        self.events.push_back(ClientEvent::Ended(end));
+        push_event(&mut self.events, ClientEvent::Ended(end));
     }
 
     /// Bytes arrived on the control stream.
@@ -498,10 +524,13 @@ impl Client {
         if self.transport_rtt.is_none() {
             self.stats.rtt = now.saturating_duration_since(self.hello_at).as_secs_f64();
         }
-        self.events.push_back(ClientEvent::Welcomed {
-            player: w.player_id,
-            sending_map: w.sending_map,
-        });
+        push_event(
+            &mut self.events,
+            ClientEvent::Welcomed {
+                player: w.player_id,
+                sending_map: w.sending_map,
+            },
+        );
         if w.sending_map {
             if w.map_size > MAX_MAP_BYTES {
                 let why = format!("a map of {} bytes is over the limit", w.map_size);
@@ -592,10 +621,11 @@ impl Client {
             span: None,
             seen_correction: 0,
             sent_at: BTreeMap::new(),
+            in_view: BTreeSet::new(),
             welcome,
         });
         self.status = Status::Playing;
-        self.events.push_back(ClientEvent::Joined { player });
+        push_event(&mut self.events, ClientEvent::Joined { player });
     }
 
     /// Where the clock starts at `now`: commands sent now reach the server a round trip
@@ -807,10 +837,13 @@ impl Client {
             if snap.feedback.contact <= before && snap.feedback.missed <= before && !met {
                 st.unexplained_corrections += 1;
             }
-            self.events.push_back(ClientEvent::Corrected {
-                tick: snap.tick,
-                distance,
-            });
+            push_event(
+                &mut self.events,
+                ClientEvent::Corrected {
+                    tick: snap.tick,
+                    distance,
+                },
+            );
         }
         st.predict = p.predictor.stats;
         st.final_match = correction.is_none();
@@ -825,6 +858,14 @@ impl Client {
         // A light client draws nothing.
         if !self.settings.light {
             p.interp.push(&snap);
+            let now_in: BTreeSet<PlayerId> = snap.players.keys().copied().collect();
+            for &player in now_in.difference(&p.in_view) {
+                push_event(&mut self.events, ClientEvent::EnteredView { player });
+            }
+            for &player in p.in_view.difference(&now_in) {
+                push_event(&mut self.events, ClientEvent::LeftView { player });
+            }
+            p.in_view = now_in;
         }
         p.newest = Some((snap.tick, now));
         // Our own round-trip estimate, when the transport gives none: from sending the
