@@ -459,23 +459,15 @@ impl Session {
             self.machine.leave(reason);
             self.flush(Instant::now());
             // The server closes once it has read the goodbye; closing first could drop it.
-            let until = Instant::now() + Duration::from_secs(1);
-            while !self.transport.is_lost() && Instant::now() < until {
-                self.transport.wait(until).await;
-                let now = Instant::now();
-                self.transport.pump(now, |_| {});
-                self.transport.flush(now);
-            }
+            self.transport
+                .settle(Duration::from_secs(1), Transport::is_lost)
+                .await;
         }
         self.transport.close(Instant::now(), reason.as_bytes());
         // QUIC repeats the close while the server may still send; not for long.
-        let until = Instant::now() + Duration::from_secs(1);
-        while !self.transport.is_drained() && Instant::now() < until {
-            self.transport.wait(until).await;
-            let now = Instant::now();
-            self.transport.pump(now, |_| {});
-            self.transport.flush(now);
-        }
+        (self.transport)
+            .settle(Duration::from_secs(1), Transport::is_drained)
+            .await;
     }
 }
 

@@ -11,7 +11,7 @@ use quinn_proto::{DatagramEvent, Endpoint, EndpointConfig};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Bytes the kernel may hold for the socket each way: a few ticks of snapshots.
 const SOCKET_BUFFER: usize = 1 << 20;
@@ -129,6 +129,17 @@ impl Transport {
             _ = self.wire.readable() => {}
             _ = self.wire.writable(), if blocked => {}
             _ = tokio::time::sleep_until(until.into()) => {}
+        }
+    }
+
+    /// Runs the connection (its events unheeded) until `done` says so, for at most `most`.
+    pub(crate) async fn settle(&mut self, most: Duration, done: fn(&Transport) -> bool) {
+        let until = Instant::now() + most;
+        while !done(self) && Instant::now() < until {
+            self.wait(until).await;
+            let now = Instant::now();
+            self.pump(now, |_| {});
+            self.flush(now);
         }
     }
 
