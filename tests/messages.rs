@@ -1,7 +1,8 @@
-//! The game's own messages, both ways: on the simulated network under loss, reordering
-//! and duplication (the reliable channel delivers every message once, in order; the
-//! unreliable one never twice, never after a newer one), and over real QUIC against
-//! clients that abuse them.
+//! What a game sees of the other players and says to them: the game's own messages both
+//! ways, on the simulated network under loss, reordering and duplication (the reliable
+//! channel delivers every message once, in order; the unreliable one never twice, never
+//! after a newer one) and over real QUIC against clients that abuse them; the others
+//! entering and leaving the view; the others drawn facing their way and crouching.
 
 mod common;
 
@@ -339,5 +340,35 @@ fn clients_are_told_of_players_entering_and_leaving_their_view() {
             vec![ClientEvent::LeftView { player: ids[2] }],
             "client {i}"
         );
+    }
+}
+
+/// Others arrive as a game draws them: each faces its own way (its commands' yaw and
+/// pitch, through the snapshots' deltas and the interpolation) and one crouches.
+#[test]
+fn others_are_drawn_facing_their_way_and_crouching() {
+    use expel_shared::movement::buttons;
+    let mut net = network(3, MovementAuthority::Server, LinkConditioner::default(), 9);
+    let yaw = |i: usize| 45.0 + 100.0 * i as f64;
+    let face = &mut |i: usize, _: &expel_shared::protocol::client::Client| {
+        let c = MoveCommand::new(0.0, 0.0, 0.0, yaw(i), -20.0);
+        if i == 2 {
+            c.with_buttons(buttons::CROUCH)
+        } else {
+            c
+        }
+    };
+    net.run(Duration::from_secs(3), face);
+    let ids: Vec<u32> = (0..3)
+        .map(|i| net.client(i).welcome().unwrap().player_id)
+        .collect();
+    let c = net.client(0);
+    let drawn = c.others_drawn(c.render_tick(net.now()));
+    assert_eq!(drawn.len(), 2, "{drawn:?}");
+    for i in 1..3 {
+        let d = drawn[&ids[i]];
+        assert!((d.yaw - yaw(i)).abs() < 0.01, "player {i}: {d:?}");
+        assert!((d.pitch + 20.0).abs() < 0.01, "player {i}: {d:?}");
+        assert_eq!(d.crouched, i == 2, "player {i}: {d:?}");
     }
 }

@@ -278,8 +278,24 @@ fn main() -> Result<()> {
                 line(&mut buf, size, p, q, 0x0040_80ff);
             }
         }
-        for p in session.others(now).values() {
-            square(&mut buf, size, map.to_screen(*p), 3, 0x00ff_4040);
+        // The others facing their way (a crouching one drawn smaller).
+        for d in session.others_drawn(now).values() {
+            let at = map.to_screen(d.origin);
+            let dir = DVec3::new(d.yaw.to_radians().cos(), d.yaw.to_radians().sin(), 0.0);
+            line(
+                &mut buf,
+                size,
+                at,
+                map.to_screen(d.origin + dir * 48.0),
+                0x00ff_a0a0,
+            );
+            square(
+                &mut buf,
+                size,
+                at,
+                if d.crouched { 2 } else { 3 },
+                0x00ff_4040,
+            );
         }
         if let Some(m) = me {
             let at = map.to_screen(m);

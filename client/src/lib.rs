@@ -40,7 +40,7 @@ pub use expel_shared::protocol::backoff::Backoff;
 pub use expel_shared::protocol::channel::{Channel, MessageError, MAX_MESSAGE_BYTES};
 pub use expel_shared::protocol::client::{ClientEvent, ClientStats, End, Status};
 pub use expel_shared::protocol::conditioner::LinkConditioner;
-pub use expel_shared::protocol::interp::Interpolator;
+pub use expel_shared::protocol::interp::{Drawn, Interpolator};
 pub use expel_shared::protocol::predict::{PredictStats, Predictor};
 pub use run::{percentile, run, Recorder, RunOptions, RunReport, Script};
 pub use tls::{client_config, Trust};
@@ -392,6 +392,12 @@ impl Session {
     /// The other players, interpolated for drawing at `now`.
     pub fn others(&self, now: Instant) -> BTreeMap<u32, DVec3> {
         self.machine.others(self.machine.render_tick(now))
+    }
+
+    /// The other players as a game draws them at `now`: interpolated, facing their way
+    /// (angles the short way round), crouched or not; a teleport is not swept across.
+    pub fn others_drawn(&self, now: Instant) -> BTreeMap<u32, Drawn> {
+        self.machine.others_drawn(self.machine.render_tick(now))
     }
 
     /// The movers as predicted.

@@ -88,7 +88,14 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
     let mut dec = SnapshotDecoder::new();
     let mut light = SnapshotDecoder::new();
     light.set_others(false);
-    type Sent = (u64, Vec<u8>, BTreeMap<u32, PlayerState>, Vec<MoverState>);
+    type Facing = BTreeMap<u32, [u16; 2]>;
+    type Sent = (
+        u64,
+        Vec<u8>,
+        BTreeMap<u32, PlayerState>,
+        Facing,
+        Vec<MoverState>,
+    );
     let mut in_flight: Vec<Sent> = Vec::new();
     let mut cmds = BTreeMap::new();
     let (mut decoded, mut max_len, mut total) = (0, 0, 0);
@@ -108,12 +115,15 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
             total += bytes.len();
             let truth: BTreeMap<u32, PlayerState> =
                 w.players.iter().map(|(k, v)| (*k, v.state)).collect();
-            in_flight.push((w.tick, bytes, truth, w.movers.clone()));
+            let facing: BTreeMap<u32, [u16; 2]> = (w.players.iter())
+                .map(|(k, v)| (*k, [v.last_command.yaw, v.last_command.pitch]))
+                .collect();
+            in_flight.push((w.tick, bytes, truth, facing, w.movers.clone()));
         }
         // Deliver a random in-flight snapshot now and then (loss: some never arrive).
         while !in_flight.is_empty() && rng.gen_bool(0.5) {
             let k = rng.gen_range(0..in_flight.len());
-            let (t, bytes, truth, movers) = in_flight.swap_remove(k);
+            let (t, bytes, truth, facing, movers) = in_flight.swap_remove(k);
             if rng.gen_bool(0.3) {
                 continue; // lost
             }
@@ -123,6 +133,7 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
                 without,
                 snap.clone().map(|s| Snapshot {
                     players: BTreeMap::new(),
+                    facing: BTreeMap::new(),
                     ..s
                 })
             );
@@ -135,7 +146,16 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
                 assert_eq!(snap.players.len(), 16.min(truth.len() - 1));
                 for (id, p) in &snap.players {
                     assert_shown(p, &truth[id], &truth[&0], &format!("tick {t}: player {id}"));
+                    // Each shown player faces as its newest command (a far one may be
+                    // held as its carried baseline: then it faces as then).
+                    if p == &truth[id] {
+                        assert_eq!(snap.facing[id], facing[id], "tick {t}: player {id}");
+                    }
                 }
+                assert_eq!(
+                    snap.facing.keys().collect::<Vec<_>>(),
+                    snap.players.keys().collect::<Vec<_>>()
+                );
                 assert!(!snap.movers.is_empty(), "the arena's movers are near");
                 for (i, m) in &snap.movers {
                     assert_eq!(*m, movers[*i as usize], "tick {t}: mover {i}");

@@ -13,7 +13,7 @@
 
 use super::channel::{Channel, Mailbox, MessageCounts, MessageError, MESSAGE_QUEUE};
 use super::frame::{encode_frame, FrameDecoder};
-use super::interp::Interpolator;
+use super::interp::{Drawn, Interpolator};
 use super::predict::{PredictStats, Predictor};
 use super::snapshot::{Snapshot, SnapshotDecoder};
 use super::{
@@ -913,6 +913,15 @@ impl Client {
         self.play
             .as_ref()
             .map(|p| p.interp.at(at))
+            .unwrap_or_default()
+    }
+
+    /// The other players as a game draws them at server tick `at`: where they stand,
+    /// which way they face, whether they crouch (see [`Client::render_tick`]).
+    pub fn others_drawn(&self, at: f64) -> BTreeMap<PlayerId, Drawn> {
+        self.play
+            .as_ref()
+            .map(|p| p.interp.drawn(at))
             .unwrap_or_default()
     }
 

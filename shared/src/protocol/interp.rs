@@ -1,18 +1,48 @@
 //! Interpolation of other players: drawn a fixed delay behind the newest snapshot,
-//! between the two snapshots around that moment, so they move smoothly however snapshots
-//! arrive.
+//! between the two snapshots around that moment, so they move (and turn) smoothly however
+//! snapshots arrive.
 
 use super::snapshot::Snapshot;
+use crate::movement::flags;
 use glam::DVec3;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Snapshots kept for interpolation.
 const KEEP: usize = 32;
 
-/// Other players' positions over recent snapshots.
+/// Farther than this (units) between two snapshots, a player jumped (a teleport, a
+/// respawn): it is drawn at one place or the other, never swept across the map between.
+/// A player running or falling covers a few tens of units between snapshots.
+pub const SNAP_DISTANCE: f64 = 256.0;
+
+/// Another player as a game draws it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Drawn {
+    /// Where it stands.
+    pub origin: DVec3,
+    /// Which way it faces, degrees counter-clockwise from +x seen from above (0 to 360).
+    pub yaw: f64,
+    /// Its pitch, degrees, positive looking down (-180 to 180).
+    pub pitch: f64,
+    /// Crouched (the smaller hull).
+    pub crouched: bool,
+}
+
+/// An angle in a command's units, as degrees from `0` to `360`.
+fn degrees(a: u16) -> f64 {
+    f64::from(a) * (360.0 / 65536.0)
+}
+
+/// From `a` towards `b` (degrees) by `k`, the short way round.
+fn turn(a: f64, b: f64, k: f64) -> f64 {
+    let d = (b - a + 540.0).rem_euclid(360.0) - 180.0;
+    (a + d * k).rem_euclid(360.0)
+}
+
+/// Other players over recent snapshots.
 #[derive(Debug, Default)]
 pub struct Interpolator {
-    frames: VecDeque<(u64, BTreeMap<u32, DVec3>)>,
+    frames: VecDeque<(u64, BTreeMap<u32, Drawn>)>,
 }
 
 impl Interpolator {
@@ -26,20 +56,38 @@ impl Interpolator {
         if self.frames.back().is_some_and(|(t, _)| *t >= snap.tick) {
             return;
         }
-        let pos = snap
+        let drawn = snap
             .players
             .iter()
-            .map(|(id, p)| (*id, p.origin()))
+            .map(|(id, p)| {
+                let [yaw, pitch] = snap.facing.get(id).copied().unwrap_or_default();
+                let pitch = degrees(pitch);
+                let d = Drawn {
+                    origin: p.origin(),
+                    yaw: degrees(yaw),
+                    pitch: if pitch > 180.0 { pitch - 360.0 } else { pitch },
+                    crouched: p.flags & flags::CROUCHED != 0,
+                };
+                (*id, d)
+            })
             .collect();
-        self.frames.push_back((snap.tick, pos));
+        self.frames.push_back((snap.tick, drawn));
         while self.frames.len() > KEEP {
             self.frames.pop_front();
         }
     }
 
-    /// Positions at (fractional) server tick `at`: interpolated between the snapshots
-    /// around it, held at the nearest one outside their span.
+    /// Positions at (fractional) server tick `at` (see [`Interpolator::drawn`]).
     pub fn at(&self, at: f64) -> BTreeMap<u32, DVec3> {
+        (self.drawn(at).into_iter())
+            .map(|(id, d)| (id, d.origin))
+            .collect()
+    }
+
+    /// The players at (fractional) server tick `at`: interpolated between the snapshots
+    /// around it (angles the short way round; crouch and a jump past [`SNAP_DISTANCE`]
+    /// taken from the nearer one), held at the nearest one outside their span.
+    pub fn drawn(&self, at: f64) -> BTreeMap<u32, Drawn> {
         let Some(i) = self.frames.iter().position(|(t, _)| *t as f64 > at) else {
             return self.frames.back().map(|f| f.1.clone()).unwrap_or_default();
         };
@@ -49,7 +97,25 @@ impl Interpolator {
         let ((t0, a), (t1, b)) = (&self.frames[i - 1], &self.frames[i]);
         let k = ((at - *t0 as f64) / (*t1 - *t0) as f64).clamp(0.0, 1.0);
         a.iter()
-            .map(|(id, p)| (*id, b.get(id).map_or(*p, |q| *p + (*q - *p) * k)))
+            .map(|(id, p)| {
+                let d = match b.get(id) {
+                    None => *p,
+                    Some(q) if (q.origin - p.origin).length() > SNAP_DISTANCE => {
+                        if k < 0.5 {
+                            *p
+                        } else {
+                            *q
+                        }
+                    }
+                    Some(q) => Drawn {
+                        origin: p.origin + (q.origin - p.origin) * k,
+                        yaw: turn(p.yaw, q.yaw, k),
+                        pitch: p.pitch + (q.pitch - p.pitch) * k,
+                        crouched: if k < 0.5 { p.crouched } else { q.crouched },
+                    },
+                };
+                (*id, d)
+            })
             .collect()
     }
 }
@@ -67,6 +133,7 @@ mod tests {
             feedback: Default::default(),
             own: PlayerState::default(),
             players,
+            facing: BTreeMap::new(),
             movers: BTreeMap::new(),
         }
     }
@@ -81,5 +148,35 @@ mod tests {
         assert_eq!(i.at(11.5)[&7].x, 15.0);
         assert_eq!(i.at(5.0)[&7].x, 0.0);
         assert_eq!(i.at(30.0)[&7].x, 20.0);
+    }
+
+    /// A snapshot of player 7 at `x`, facing `yaw` degrees, maybe crouched.
+    fn facing(tick: u64, x: f64, yaw: f64, crouched: bool) -> Snapshot {
+        let mut s = snap(tick, x);
+        if crouched {
+            s.players.get_mut(&7).unwrap().flags |= flags::CROUCHED;
+        }
+        let cmd = crate::MoveCommand::new(0.0, 0.0, 0.0, yaw, -10.0);
+        s.facing.insert(7, [cmd.yaw, cmd.pitch]);
+        s
+    }
+
+    #[test]
+    fn angles_turn_the_short_way_crouch_follows_and_a_jump_is_not_swept() {
+        let mut i = Interpolator::new();
+        i.push(&facing(10, 0.0, 350.0, false));
+        i.push(&facing(12, 20.0, 10.0, true));
+        i.push(&facing(14, 2000.0, 90.0, true));
+        let half = i.drawn(11.0)[&7];
+        // 350 to 10 goes through 0, not back through 180.
+        assert!(half.yaw < 0.01 || half.yaw > 359.99, "{half:?}");
+        assert!((half.pitch + 10.0).abs() < 0.01, "{half:?}");
+        assert!(half.crouched, "crouch from the nearer snapshot");
+        assert!(!i.drawn(10.5)[&7].crouched);
+        let quarter = i.drawn(10.5)[&7];
+        assert!((quarter.yaw - 355.0).abs() < 0.01, "{quarter:?}");
+        // 1980 units in two ticks: a teleport, drawn at one end or the other.
+        assert_eq!(i.drawn(12.5)[&7].origin.x, 20.0);
+        assert_eq!(i.drawn(13.5)[&7].origin.x, 2000.0);
     }
 }

@@ -566,6 +566,7 @@ mod tests {
                         .filter(|(id, _)| **id != 1)
                         .map(|(id, p)| (*id, p.state))
                         .collect(),
+                    facing: BTreeMap::new(),
                     movers: w
                         .movers
                         .iter()

@@ -23,10 +23,11 @@ use std::collections::{BTreeMap, VecDeque};
 /// Snapshots remembered as baselines; an acknowledgement older than this gets full state.
 pub const HISTORY: usize = 64;
 
-/// Another player as a client needs it: origin, flags and mode. Its velocity is left out:
-/// prediction holds other players where the snapshot shows them, and interpolation needs
-/// only positions, so velocity would only cost bytes (the client's own state is exact).
-const PLAYER_FIELDS: usize = 5;
+/// Another player as a client needs it: origin, flags (crouched among them), mode, and the
+/// way it faces (yaw, pitch: to draw it). Its velocity is left out: prediction holds other
+/// players where the snapshot shows them, and interpolation needs only positions, so
+/// velocity would only cost bytes (the client's own state is exact).
+const PLAYER_FIELDS: usize = 7;
 const MOVER_FIELDS: usize = 3;
 /// The client's own player: origin, velocity, flags and mode, all of it exact.
 const OWN_FIELDS: usize = 8;
@@ -36,23 +37,29 @@ const _: () = assert!(PLAYER_FIELDS <= 16 && MOVER_FIELDS <= 16);
 type PlayerFields = [i64; PLAYER_FIELDS];
 type MoverFields = [i64; MOVER_FIELDS];
 
-fn player_fields(p: &PlayerState) -> PlayerFields {
+/// A player's fields: its state, and `facing` (yaw, pitch) from its newest command.
+fn player_fields(p: &PlayerState, facing: [u16; 2]) -> PlayerFields {
     [
         p.origin[0] as i64,
         p.origin[1] as i64,
         p.origin[2] as i64,
         p.flags as i64,
         p.mode as i64,
+        facing[0] as i64,
+        facing[1] as i64,
     ]
 }
 
-fn player_from(f: &PlayerFields) -> Option<PlayerState> {
-    let i = |v: i64| i32::try_from(v).ok();
+/// A state from its fields: origin, velocity, flags and mode (`None` out of range).
+fn state_from(origin: &[i64], velocity: &[i64], flags: i64, mode: i64) -> Option<PlayerState> {
+    let i = |v: &i64| i32::try_from(*v).ok();
+    let three =
+        |f: &[i64]| -> Option<[i32; 3]> { Some([i(f.first()?)?, i(f.get(1)?)?, i(f.get(2)?)?]) };
     Some(PlayerState {
-        origin: [i(f[0])?, i(f[1])?, i(f[2])?],
-        velocity: [0; 3],
-        flags: u8::try_from(f[3]).ok()?,
-        mode: match f[4] {
+        origin: three(origin)?,
+        velocity: three(velocity)?,
+        flags: u8::try_from(flags).ok()?,
+        mode: match mode {
             0 => MoveMode::Walk,
             1 => MoveMode::Noclip,
             2 => MoveMode::Spectator,
@@ -61,18 +68,33 @@ fn player_from(f: &PlayerFields) -> Option<PlayerState> {
     })
 }
 
+fn player_from(f: &PlayerFields) -> Option<PlayerState> {
+    facing_from(f)?;
+    state_from(&f[0..3], &[0; 3], f[3], f[4])
+}
+
+/// The way a player faces (yaw, pitch) from its fields.
+fn facing_from(f: &PlayerFields) -> Option<[u16; 2]> {
+    Some([u16::try_from(f[5]).ok()?, u16::try_from(f[6]).ok()?])
+}
+
 fn own_fields(p: &PlayerState) -> [i64; OWN_FIELDS] {
-    let [x, y, z, flags, mode] = player_fields(p);
+    let o = p.origin.map(i64::from);
     let v = p.velocity.map(i64::from);
-    [x, y, z, v[0], v[1], v[2], flags, mode]
+    [
+        o[0],
+        o[1],
+        o[2],
+        v[0],
+        v[1],
+        v[2],
+        p.flags as i64,
+        p.mode as i64,
+    ]
 }
 
 fn own_from(f: &[i64; OWN_FIELDS]) -> Option<PlayerState> {
-    let i = |v: i64| i32::try_from(v).ok();
-    Some(PlayerState {
-        velocity: [i(f[3])?, i(f[4])?, i(f[5])?],
-        ..player_from(&[f[0], f[1], f[2], f[6], f[7]])?
-    })
+    state_from(&f[0..3], &f[3..6], f[6], f[7])
 }
 
 fn mover_fields(m: &MoverState) -> MoverFields {
@@ -300,17 +322,19 @@ impl Frame {
                 what: "snapshot",
                 detail: "own state out of range".into(),
             })?;
-        let players = if others {
-            typed(&self.players, player_from, "player")?
+        let (players, facing) = if others {
+            let facing = typed(&self.players, facing_from, "player")?;
+            (typed(&self.players, player_from, "player")?, facing)
         } else {
             checked(&self.players, player_from, "player")?;
-            BTreeMap::new()
+            (BTreeMap::new(), BTreeMap::new())
         };
         Ok(Snapshot {
             tick: self.tick,
             feedback,
             own,
             players,
+            facing,
             movers: typed(&self.movers, mover_from, "mover")?,
         })
     }
@@ -826,7 +850,8 @@ impl Crowd {
                 at,
                 index: i as u32,
             });
-            self.players.push((*id, player_fields(&p.state)));
+            let facing = [p.last_command.yaw, p.last_command.pitch];
+            self.players.push((*id, player_fields(&p.state, facing)));
         }
         let all = Aabb::from_points(self.points.iter().map(|p| &p.at));
         self.span = if self.points.is_empty() {
@@ -1010,6 +1035,9 @@ pub struct Snapshot {
     pub own: PlayerState,
     /// Other players in view.
     pub players: BTreeMap<u32, PlayerState>,
+    /// The way each of them faces: yaw and pitch as in its newest command
+    /// ([`MoveCommand`](crate::MoveCommand)'s units).
+    pub facing: BTreeMap<u32, [u16; 2]>,
     /// Movers in view, by index.
     pub movers: BTreeMap<u32, MoverState>,
 }
@@ -1196,7 +1224,7 @@ mod tests {
             // Now and then a crowd: more than 127 deltas take a longer count.
             let many = round % 7 == 0;
             let ids_up_to = if many { 1000 } else { 64 };
-            let entities = |rng: &mut ChaCha8Rng, n: usize| -> Vec<(u32, [i64; 5])> {
+            let entities = |rng: &mut ChaCha8Rng, n: usize| -> Vec<(u32, [i64; PLAYER_FIELDS])> {
                 let mut ids: Vec<u32> = (0..n).map(|_| rng.gen_range(0..ids_up_to)).collect();
                 ids.sort_unstable();
                 ids.dedup();
@@ -1219,7 +1247,7 @@ mod tests {
             players.extend(entities(&mut rng, n));
             players.sort_by_key(|e| e.0);
             players.dedup_by_key(|e| e.0);
-            let three = |v: Vec<(u32, [i64; 5])>| -> Vec<(u32, [i64; 3])> {
+            let three = |v: Vec<(u32, [i64; PLAYER_FIELDS])>| -> Vec<(u32, [i64; 3])> {
                 v.into_iter()
                     .map(|(id, f)| (id, [f[0], f[1], f[2]]))
                     .collect()
