@@ -18,6 +18,7 @@ use clap::Parser;
 use expel_client::{connect_blocking, ClientEvent, ConnectOptions, LinkConditioner, Trust};
 use expel_shared::movement::buttons;
 use expel_shared::protocol::token;
+use expel_shared::tag::TagScore;
 use expel_shared::{Contents, Hull, MoveCommand, Sim, TraceScratch};
 use glam::DVec3;
 use minifb::{Key, MouseMode, Window, WindowOptions};
@@ -209,6 +210,7 @@ fn main() -> Result<()> {
     let mut yaw = 0.0f64;
     let mut wander = 0.0f64;
     let mut title_at = started;
+    let mut score: Option<TagScore> = None;
     while window.is_open() && !window.is_key_down(Key::Escape) {
         let now = Instant::now();
         if let Some(limit) = args.autopilot {
@@ -259,6 +261,10 @@ fn main() -> Result<()> {
                 eprintln!("session ended: {}", end.reason());
             }
         }
+        // A server playing tag sends its score whenever it changes.
+        while let Some((_, s)) = session.poll_message::<TagScore>() {
+            score = Some(s);
+        }
         if matches!(session.status(), expel_client::Status::Ended(_)) {
             break;
         }
@@ -278,9 +284,14 @@ fn main() -> Result<()> {
                 line(&mut buf, size, p, q, 0x0040_80ff);
             }
         }
-        // The others facing their way (a crouching one drawn smaller).
-        for d in session.others_drawn(now).values() {
+        // The others facing their way (a crouching one drawn smaller; "it", at tag, ringed
+        // in yellow).
+        let it = score.as_ref().and_then(|s| s.it);
+        for (id, d) in session.others_drawn(now) {
             let at = map.to_screen(d.origin);
+            if Some(id) == it {
+                square(&mut buf, size, at, 7, 0x00ff_e14d);
+            }
             let dir = DVec3::new(d.yaw.to_radians().cos(), d.yaw.to_radians().sin(), 0.0);
             line(
                 &mut buf,
@@ -312,8 +323,22 @@ fn main() -> Result<()> {
         if now >= title_at {
             title_at = now + Duration::from_millis(250);
             let st = session.stats();
+            let me_id = session.welcome.player_id;
+            let tag = score.as_ref().map_or(String::new(), |s| {
+                let mine = s
+                    .scores
+                    .iter()
+                    .find(|(p, _)| *p == me_id)
+                    .map_or(0, |p| p.1);
+                let who = if s.it == Some(me_id) {
+                    "you are it".to_string()
+                } else {
+                    format!("it: {}", s.it.unwrap_or(0))
+                };
+                format!("  tag: {who}, your points {mine}, passes {}", s.passes)
+            });
             window.set_title(&format!(
-                "expel: {}  rtt {:.0} ms  corrections {}  snapshots lost {}  loss {:.0}%  delay {:.0}±{:.0} ms",
+                "expel: {}  rtt {:.0} ms  corrections {}  snapshots lost {}  loss {:.0}%  delay {:.0}±{:.0} ms{tag}",
                 session.welcome.map_name,
                 st.rtt * 1000.0,
                 st.predict.corrections,
