@@ -145,11 +145,6 @@ impl Link {
         self.unsent.extend_from_slice(bytes);
     }
 
-    /// Control bytes not yet taken by the stream.
-    pub fn control_backlog(&self) -> usize {
-        self.unsent.len()
-    }
-
     /// Sends a datagram (dropped, as UDP may drop it, when it does not fit or the
     /// connection is gone: the protocol repeats what matters).
     pub fn send_datagram(&mut self, bytes: Bytes) {

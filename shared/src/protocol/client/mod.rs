@@ -11,20 +11,28 @@
 //! ([`Interpolator`]). What to send comes out of [`Client::poll_output`], what happened
 //! out of [`Client::poll_event`].
 
-use super::channel::{Channel, Mailbox, MessageCounts, MessageError, MESSAGE_QUEUE};
-use super::frame::{encode_frame, FrameDecoder};
-use super::interp::{Drawn, Interpolator};
-use super::predict::{PredictStats, Predictor};
-use super::snapshot::{Snapshot, SnapshotDecoder};
-use super::{
-    decode, encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl,
-    ServerDatagram, Welcome, CLOSE_KICKED, INPUT_REDUNDANCY, MAX_INPUT_COMMANDS, MAX_MAP_BYTES,
-    VERSION,
-};
+mod clock;
+mod report;
+
+pub use report::{ClientEvent, ClientOutput, ClientStats, End, Status, EVENTS_KEPT};
+
+use clock::steer;
+use report::push_event;
+
 use crate::collision::CollisionModel;
 use crate::map::MapData;
 use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::MoverState;
+use crate::protocol::channel::{Channel, Mailbox, MessageError, MESSAGE_QUEUE};
+use crate::protocol::frame::{encode_frame, FrameDecoder};
+use crate::protocol::interp::{Drawn, Interpolator};
+use crate::protocol::predict::Predictor;
+use crate::protocol::snapshot::SnapshotDecoder;
+use crate::protocol::{
+    decode, encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl,
+    ServerDatagram, Welcome, CLOSE_KICKED, INPUT_REDUNDANCY, MAX_INPUT_COMMANDS, MAX_MAP_BYTES,
+    VERSION,
+};
 use crate::sim::{PlayerId, Sim};
 use glam::DVec3;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -38,17 +46,11 @@ const FIRST_RTT: f64 = 0.05;
 const MAX_CATCH_UP: u32 = 32;
 /// Send instants remembered per command tick, for the round-trip estimate.
 const SENT_KEPT: usize = 256;
-/// Weight of each new lead report in the running mean and deviation (about a second of
-/// snapshots).
-const LEAD_SMOOTHING: f64 = 0.05;
 /// Most of the round trip (seconds) the clock lead covers. A transport's estimate taken
 /// while the server is swamped (a crowd joining at once) can be seconds of queueing; a
 /// client that ran that far ahead would send commands the server must refuse as out of
 /// its window, and the feedback steers it on from here either way.
 const MAX_LEAD_RTT: f64 = 0.5;
-/// How fast the least round trip seen forgets (ticks per second), so that a path that
-/// got slower for good is believed within a minute or so.
-const TRIP_FLOOR_RISE: f64 = 0.3;
 /// Silence from the server (no datagram while playing) after which it is taken as gone.
 pub const SERVER_SILENCE: Duration = Duration::from_secs(5);
 
@@ -86,150 +88,6 @@ impl ClientSettings {
             light: false,
         }
     }
-}
-
-/// What the shell must send.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ClientOutput {
-    /// Bytes for the control stream.
-    Control(Vec<u8>),
-    /// One datagram.
-    Datagram(Vec<u8>),
-}
-
-/// What happened.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ClientEvent {
-    /// The server accepted us; the map follows when `sending_map`.
-    Welcomed {
-        /// Our player.
-        player: PlayerId,
-        /// Whether the map is coming.
-        sending_map: bool,
-    },
-    /// The map is here and the simulation built: we are playing.
-    Joined {
-        /// Our player.
-        player: PlayerId,
-    },
-    /// Another player came into our view: the snapshots show it from now on (it joined
-    /// near us, or came near enough to be among the nearest shown).
-    EnteredView {
-        /// The player.
-        player: PlayerId,
-    },
-    /// Another player left our view (it went away, or left the server).
-    LeftView {
-        /// The player.
-        player: PlayerId,
-    },
-    /// A snapshot differed from our prediction for its tick.
-    Corrected {
-        /// The snapshot's tick.
-        tick: u64,
-        /// How far off we were, in units.
-        distance: f64,
-    },
-    /// The session ended.
-    Ended(End),
-}
-
-/// How a session ended.
-#[derive(Clone, Debug, PartialEq)]
-pub enum End {
-    /// The server refused the hello.
-    Refused(String),
-    /// The server removed us (cheating, silence, a bad message).
-    Kicked(String),
-    /// The server is shutting down.
-    Shutdown(String),
-    /// We said goodbye.
-    Left(String),
-    /// The server broke the protocol (or sent a map we cannot use).
-    Protocol(String),
-    /// The transport went away.
-    Disconnected(String),
-}
-
-impl End {
-    /// The reason, whatever the kind.
-    pub fn reason(&self) -> &str {
-        match self {
-            End::Refused(r)
-            | End::Kicked(r)
-            | End::Shutdown(r)
-            | End::Left(r)
-            | End::Protocol(r)
-            | End::Disconnected(r) => r,
-        }
-    }
-
-    /// Whether the server ended it (a refusal, kick or shutdown).
-    pub fn by_server(&self) -> bool {
-        matches!(self, End::Refused(_) | End::Kicked(_) | End::Shutdown(_))
-    }
-
-    /// Whether connecting again may work: the server went away or is restarting (a kick,
-    /// a refusal, a broken protocol or our own goodbye are final).
-    pub fn worth_reconnecting(&self) -> bool {
-        matches!(self, End::Disconnected(_) | End::Shutdown(_))
-    }
-}
-
-/// Where the session stands.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Status {
-    /// Hello sent; waiting for the welcome.
-    Connecting,
-    /// Welcomed; the map is arriving.
-    ReceivingMap,
-    /// In the world.
-    Playing,
-    /// Over.
-    Ended(End),
-}
-
-/// What the session measured.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ClientStats {
-    /// Ticks predicted and sent.
-    pub ticks: u64,
-    /// Prediction: snapshots, corrections, the largest correction.
-    pub predict: PredictStats,
-    /// Corrections that neither the server's contact with another player, nor a command
-    /// it lacked, nor our own contact with one explains: the prediction itself was wrong.
-    pub unexplained_corrections: u64,
-    /// Snapshots that never arrived (gaps in the server's snapshot ticks).
-    pub snapshots_lost: u64,
-    /// Longest stretch of server ticks between two snapshots received.
-    pub max_snapshot_gap: u64,
-    /// Whether the last snapshot matched the prediction for its tick exactly.
-    pub final_match: bool,
-    /// The last snapshot's state of our player.
-    pub final_state: Option<PlayerState>,
-    /// The newest tick on which the server's move of our player touched another player
-    /// (0: never).
-    pub last_contact: u64,
-    /// Ticks the server had no command (or claim) from us, as it last said.
-    pub inputs_missed: u64,
-    /// The farthest east (largest x) the server ever held our player.
-    pub max_server_x: Option<f64>,
-    /// The round trip, seconds (the transport's, or measured from our commands' echo).
-    pub rtt: f64,
-    /// How early our commands reach the server, in ticks (the newest snapshot's word).
-    pub input_lead: Option<i32>,
-    /// Datagrams received.
-    pub datagrams_in: u64,
-    /// Datagrams sent.
-    pub datagrams_out: u64,
-    /// Datagram bytes received.
-    pub bytes_in: u64,
-    /// Datagram bytes sent.
-    pub bytes_out: u64,
-    /// Datagrams that did not decode.
-    pub malformed: u64,
-    /// The game's messages, per channel ([`Channel::index`]).
-    pub messages: MessageCounts,
 }
 
 /// A test's way to make a client misbehave, for proving that a server catches it: it may
@@ -288,18 +146,6 @@ struct Play {
     trip_floor: Option<f64>,
     /// When `trip_floor` was last updated.
     floor_at: Instant,
-}
-
-/// Events kept for the game to take; past it the oldest go.
-pub const EVENTS_KEPT: usize = 4096;
-
-/// Queues `e`, dropping the oldest past [`EVENTS_KEPT`] (the newest, such as the end,
-/// stay).
-fn push_event(events: &mut VecDeque<ClientEvent>, e: ClientEvent) {
-    if events.len() >= EVENTS_KEPT {
-        events.pop_front();
-    }
-    events.push_back(e);
 }
 
 /// The client's protocol state machine.
@@ -930,98 +776,6 @@ impl Client {
         self.play
             .as_ref()
             .map_or(&[], |p| p.predictor.world().movers.as_slice())
-    }
-}
-
-/// Clock steering: stay ahead of the server by the path's delay plus the buffer, plus
-/// the path's jitter. The server says how early our commands arrive (the worst since its
-/// last snapshot), which covers every delay on the path; before it has, the round trip
-/// stands in. How much that report wanders is the jitter: a command that arrives a few
-/// ticks late on a jittery path is as lost as a dropped one, so the lead keeps the
-/// report's mean deviation in hand (nothing on a steady path). Not more: a trusted client
-/// predicts further ahead on an older picture of the others, and its claims meet them
-/// where they no longer stand.
-///
-/// Nor ever so far that a command would arrive more than a quarter second early on the
-/// path's quickest round trip of late: a server that ran behind, or a host that held our
-/// commands back, can report them a second late, and a clock that chased that would be
-/// far ahead once the queue drained, which reads as a fast clock.
-fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64, now: Instant) {
-    let rate = f64::from(p.welcome.tick_rate().max(1));
-    // Ticks already due run right after this (a host that was held up has a backlog):
-    // the clock is where they put it.
-    let due = match now.checked_duration_since(p.next_at) {
-        Some(late) => {
-            (late.as_secs_f64() / p.period)
-                .floor()
-                .min(f64::from(MAX_CATCH_UP))
-                + 1.0
-        }
-        None => 0.0,
-    };
-    let clock = p.tick as f64 + due;
-    // The server's clock when it made the snapshot: past its tick while it catches up.
-    let server = snap.tick as f64 + f64::from(snap.feedback.behind);
-    let error = match snap.feedback.input_lead {
-        Some(l) => {
-            // The jitter is the reports' own: a command our host sent late is as late
-            // as one the path held, and only lead covers either.
-            let raw = f64::from(l);
-            let mean = *p.lead_mean.get_or_insert(raw);
-            p.lead_deviation += ((raw - mean).abs() - p.lead_deviation) * LEAD_SMOOTHING;
-            p.lead_mean = Some(mean + (raw - mean) * LEAD_SMOOTHING);
-            let (l, trip) = lead_now(p, snap.tick, raw, clock, rate, now);
-            p.settled |= l >= 0.0;
-            if let Some(trip) = trip {
-                let risen = now.saturating_duration_since(p.floor_at).as_secs_f64();
-                let floor = p.trip_floor.map_or(trip, |f| f + risen * TRIP_FLOOR_RISE);
-                p.trip_floor = Some(floor.min(trip));
-                p.floor_at = now;
-            }
-            // At most an eighth of a second: beyond it the lead would read as a fast
-            // clock to the server's speedhack check.
-            let jitter = p.lead_deviation.min(rate / 8.0);
-            let most = server + p.trip_floor.unwrap_or(0.0) + rate / 4.0 - clock;
-            (buffer + jitter - l).min(most)
-        }
-        None => server + (rtt.min(MAX_LEAD_RTT) * rate + buffer).min(rate / 4.0) - clock,
-    };
-    if error > rate || (!p.settled && error >= 1.0) {
-        // Far behind (at the start, or after a stall): jump forward only. The jump is
-        // where the clock belongs now: the ticks the clock missed while behind (a
-        // frozen host's) are not to be run on top of it.
-        p.tick = (clock + error.floor()) as u64;
-        p.next_at = p.next_at.max(now + Duration::from_secs_f64(p.period));
-    } else {
-        p.period = 1.0 / rate / (1.0 + (error * 0.02).clamp(-0.2, 0.2));
-    }
-}
-
-/// The lead a command sent at `clock` now would arrive with, from the server's report
-/// `l` of one sent earlier, and the round trip (ticks) that report took. The report is a
-/// round trip old, and since that command left the clock may have run fast or slow or
-/// jumped; or the command itself left late, in a starved host's burst. The ticks run
-/// since it left less the time passed count all of these: steering on the raw report
-/// overshoots by what the last round trip's steering already did, and reads a late burst
-/// as a slow clock (which no clock speed mends).
-fn lead_now(
-    p: &Play,
-    snap_tick: u64,
-    l: f64,
-    clock: f64,
-    rate: f64,
-    now: Instant,
-) -> (f64, Option<f64>) {
-    // The server's tick at the report's arrival was about the snapshot's, so the command
-    // was about `snap_tick + l`: the newest of some message we sent then. From its
-    // leaving to this snapshot's coming is a round trip, whatever the lead.
-    let tick = (snap_tick as f64 + l).max(0.0) as u64;
-    match p.sent_at.range(..=tick.min(p.tick)).next_back() {
-        Some((&sent, &at)) => {
-            let trip = now.saturating_duration_since(at).as_secs_f64() * rate;
-            (l + (clock - sent as f64) - trip, Some(trip))
-        }
-        None => (l, None),
     }
 }
 

@@ -1,0 +1,164 @@
+//! What the client's machine reports: what to send, what happened, how the session
+//! stands and ended, and what it measured.
+
+use crate::movement::PlayerState;
+use crate::protocol::channel::MessageCounts;
+use crate::protocol::predict::PredictStats;
+use crate::sim::PlayerId;
+use std::collections::VecDeque;
+
+/// What the shell must send.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClientOutput {
+    /// Bytes for the control stream.
+    Control(Vec<u8>),
+    /// One datagram.
+    Datagram(Vec<u8>),
+}
+
+/// What happened.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClientEvent {
+    /// The server accepted us; the map follows when `sending_map`.
+    Welcomed {
+        /// Our player.
+        player: PlayerId,
+        /// Whether the map is coming.
+        sending_map: bool,
+    },
+    /// The map is here and the simulation built: we are playing.
+    Joined {
+        /// Our player.
+        player: PlayerId,
+    },
+    /// Another player came into our view: the snapshots show it from now on (it joined
+    /// near us, or came near enough to be among the nearest shown).
+    EnteredView {
+        /// The player.
+        player: PlayerId,
+    },
+    /// Another player left our view (it went away, or left the server).
+    LeftView {
+        /// The player.
+        player: PlayerId,
+    },
+    /// A snapshot differed from our prediction for its tick.
+    Corrected {
+        /// The snapshot's tick.
+        tick: u64,
+        /// How far off we were, in units.
+        distance: f64,
+    },
+    /// The session ended.
+    Ended(End),
+}
+
+/// How a session ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum End {
+    /// The server refused the hello.
+    Refused(String),
+    /// The server removed us (cheating, silence, a bad message).
+    Kicked(String),
+    /// The server is shutting down.
+    Shutdown(String),
+    /// We said goodbye.
+    Left(String),
+    /// The server broke the protocol (or sent a map we cannot use).
+    Protocol(String),
+    /// The transport went away.
+    Disconnected(String),
+}
+
+impl End {
+    /// The reason, whatever the kind.
+    pub fn reason(&self) -> &str {
+        match self {
+            End::Refused(r)
+            | End::Kicked(r)
+            | End::Shutdown(r)
+            | End::Left(r)
+            | End::Protocol(r)
+            | End::Disconnected(r) => r,
+        }
+    }
+
+    /// Whether the server ended it (a refusal, kick or shutdown).
+    pub fn by_server(&self) -> bool {
+        matches!(self, End::Refused(_) | End::Kicked(_) | End::Shutdown(_))
+    }
+
+    /// Whether connecting again may work: the server went away or is restarting (a kick,
+    /// a refusal, a broken protocol or our own goodbye are final).
+    pub fn worth_reconnecting(&self) -> bool {
+        matches!(self, End::Disconnected(_) | End::Shutdown(_))
+    }
+}
+
+/// Where the session stands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Status {
+    /// Hello sent; waiting for the welcome.
+    Connecting,
+    /// Welcomed; the map is arriving.
+    ReceivingMap,
+    /// In the world.
+    Playing,
+    /// Over.
+    Ended(End),
+}
+
+/// What the session measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClientStats {
+    /// Ticks predicted and sent.
+    pub ticks: u64,
+    /// Prediction: snapshots, corrections, the largest correction.
+    pub predict: PredictStats,
+    /// Corrections that neither the server's contact with another player, nor a command
+    /// it lacked, nor our own contact with one explains: the prediction itself was wrong.
+    pub unexplained_corrections: u64,
+    /// Snapshots that never arrived (gaps in the server's snapshot ticks).
+    pub snapshots_lost: u64,
+    /// Longest stretch of server ticks between two snapshots received.
+    pub max_snapshot_gap: u64,
+    /// Whether the last snapshot matched the prediction for its tick exactly.
+    pub final_match: bool,
+    /// The last snapshot's state of our player.
+    pub final_state: Option<PlayerState>,
+    /// The newest tick on which the server's move of our player touched another player
+    /// (0: never).
+    pub last_contact: u64,
+    /// Ticks the server had no command (or claim) from us, as it last said.
+    pub inputs_missed: u64,
+    /// The farthest east (largest x) the server ever held our player.
+    pub max_server_x: Option<f64>,
+    /// The round trip, seconds (the transport's, or measured from our commands' echo).
+    pub rtt: f64,
+    /// How early our commands reach the server, in ticks (the newest snapshot's word).
+    pub input_lead: Option<i32>,
+    /// Datagrams received.
+    pub datagrams_in: u64,
+    /// Datagrams sent.
+    pub datagrams_out: u64,
+    /// Datagram bytes received.
+    pub bytes_in: u64,
+    /// Datagram bytes sent.
+    pub bytes_out: u64,
+    /// Datagrams that did not decode.
+    pub malformed: u64,
+    /// The game's messages, per channel ([`Channel::index`]).
+    pub messages: MessageCounts,
+}
+
+/// Events kept for the game to take; past it the oldest go.
+pub const EVENTS_KEPT: usize = 4096;
+
+/// Queues `e`, dropping the oldest past [`EVENTS_KEPT`] (the newest, such as the end,
+/// stay).
+pub(super) fn push_event(events: &mut VecDeque<ClientEvent>, e: ClientEvent) {
+    if events.len() >= EVENTS_KEPT {
+        events.pop_front();
+    }
+    events.push_back(e);
+}
