@@ -11,7 +11,7 @@ use expel_shared::protocol::client::Client;
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::MovementAuthority;
 use expel_shared::tag::{Tag, TagScore};
-use expel_shared::{MoveCommand, PlayerState};
+use expel_shared::{MoveCommand, MoveMode, PlayerState};
 use glam::DVec3;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -40,8 +40,9 @@ fn meeting(c: &Client) -> DVec3 {
 }
 
 /// Plays tag for `secs` on the simulated network: the rules' last score, each client's
-/// last score, and the world's hash.
-fn play(n: u32, secs: u64, seed: u64) -> (TagScore, Vec<Option<TagScore>>, u64) {
+/// last score, the world's hash, and how many of the tenths of a second sampled found
+/// "it" frozen (it is, for a second after each pass; nobody else ever is).
+fn play(n: u32, secs: u64, seed: u64) -> (TagScore, Vec<Option<TagScore>>, u64, u64) {
     let link = LinkConditioner {
         loss: 0.05,
         delay_ms: 40.0,
@@ -51,7 +52,8 @@ fn play(n: u32, secs: u64, seed: u64) -> (TagScore, Vec<Option<TagScore>>, u64) 
     let mut net = network(n, MovementAuthority::Server, link, seed);
     net.server_mut().set_rules(Box::new(Tag::new()));
     let mut last = vec![None; n as usize];
-    let mut summary = None;
+    let mut summary: Option<String> = None;
+    let mut frozen = 0;
     for _ in 0..secs * 10 {
         net.run(Duration::from_millis(100), &mut |i, c| {
             towards(meeting(c), c.local_player().as_ref(), i as u64, c.tick())
@@ -65,15 +67,27 @@ fn play(n: u32, secs: u64, seed: u64) -> (TagScore, Vec<Option<TagScore>>, u64) 
         if let Some(s) = net.server_mut().game_summary() {
             summary = Some(s);
         }
+        let it = summary
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<TagScore>(s).ok())
+            .and_then(|s| s.it);
+        for (id, p) in &net.server().world().players {
+            if p.state.mode == MoveMode::Frozen {
+                assert_eq!(Some(*id), it, "only \"it\" is ever frozen");
+                frozen += 1;
+            }
+        }
     }
     let rules: TagScore = serde_json::from_str(&summary.expect("a score")).unwrap();
-    (rules, last, net.server().world().hash())
+    (rules, last, net.server().world().hash(), frozen)
 }
 
 #[test]
 fn tag_on_the_simulated_network_passes_it_on_and_every_client_holds_the_servers_score() {
-    let (rules, clients, hash) = play(6, 20, 11);
+    let (rules, clients, hash, frozen) = play(6, 20, 11);
     assert!(rules.passes >= 3, "{rules:?}");
+    // Frozen for the second after each pass (and after the first player joined).
+    assert!(frozen >= 5 * rules.passes, "{frozen} tenths frozen");
     let points: u32 = rules.scores.iter().map(|(_, s)| s).sum();
     assert_eq!(u64::from(points), rules.passes);
     assert_eq!(rules.scores.len(), 6);
@@ -81,7 +95,7 @@ fn tag_on_the_simulated_network_passes_it_on_and_every_client_holds_the_servers_
         assert_eq!(c.as_ref(), Some(&rules), "client {i}");
     }
     // The same inputs: the same world, the same score.
-    let (again, _, hash_again) = play(6, 20, 11);
+    let (again, _, hash_again, _) = play(6, 20, 11);
     assert_eq!((again, hash_again), (rules, hash));
     eprintln!(
         "{} passes; world hash {hash:016x}",

@@ -1,7 +1,8 @@
 //! Tag, the game mode shipped with the server (`expel serve --mode tag`): one player is
 //! "it" and passes it on by touching another, which scores the passer a point. After a
-//! pass the new "it" must wait a second before it can pass it back. The score goes to
-//! every player (reliable) whenever it changes, and to each player who joins.
+//! pass the new "it" stands frozen for a second ([`MoveMode::Frozen`](crate::MoveMode))
+//! while the others run. The score goes to every player (reliable) whenever it changes,
+//! and to each player who joins.
 
 use crate::sim::PlayerId;
 use serde::{Deserialize, Serialize};
@@ -11,7 +12,7 @@ use serde::{Deserialize, Serialize};
 pub const TAG_REACH: f64 = 40.0;
 /// Vertical distance between origins within which players touch (a player's height).
 pub const TAG_HEIGHT: f64 = 56.0;
-/// Ticks after a pass before the new "it" can pass it on.
+/// Ticks after a pass that the new "it" stands frozen, before it can pass it on.
 pub const TAG_COOLDOWN_TICKS: u64 = 60;
 
 /// The game's state as every player is told it.
@@ -33,6 +34,7 @@ pub use rules::Tag;
 #[cfg(feature = "server")]
 mod rules {
     use super::{TagScore, TAG_COOLDOWN_TICKS, TAG_HEIGHT, TAG_REACH};
+    use crate::movement::MoveMode;
     use crate::protocol::channel::Channel;
     use crate::protocol::server::{Game, GameRules};
     use crate::sim::PlayerId;
@@ -46,6 +48,8 @@ mod rules {
         passes: u64,
         /// The first tick "it" may pass it on.
         ready_at: u64,
+        /// The mode "it" had before it was frozen, until it is thawed.
+        thaw_to: Option<MoveMode>,
         /// The score changed since it was last sent.
         changed: bool,
         /// The score as last sent, for the operator's summary (taken once).
@@ -67,6 +71,20 @@ mod rules {
             }
         }
 
+        /// Makes `player` "it", frozen for the cooldown.
+        fn make_it(&mut self, game: &mut Game<'_>, player: Option<PlayerId>) {
+            self.it = player;
+            self.ready_at = game.tick() + TAG_COOLDOWN_TICKS;
+            self.thaw_to = None;
+            let Some(p) = player else { return };
+            let mode = game.world().player(p).map(|s| s.mode);
+            if let Some(m) = mode.filter(|m| *m != MoveMode::Frozen) {
+                if game.set_mode(p, MoveMode::Frozen).is_ok() {
+                    self.thaw_to = Some(m);
+                }
+            }
+        }
+
         /// The first other player "it" touches, in id order.
         fn touched(&self, game: &Game<'_>, it: PlayerId) -> Option<PlayerId> {
             let world = game.world();
@@ -85,8 +103,7 @@ mod rules {
         fn joined(&mut self, game: &mut Game<'_>, player: PlayerId) {
             self.scores.insert(player, 0);
             if self.it.is_none() {
-                self.it = Some(player);
-                self.ready_at = game.tick() + TAG_COOLDOWN_TICKS;
+                self.make_it(game, Some(player));
             }
             self.changed = true;
         }
@@ -95,8 +112,8 @@ mod rules {
             self.scores.remove(&player);
             if self.it == Some(player) {
                 // The lowest id left takes over, after the cooldown.
-                self.it = self.scores.keys().next().copied();
-                self.ready_at = game.tick() + TAG_COOLDOWN_TICKS;
+                let next = self.scores.keys().next().copied();
+                self.make_it(game, next);
             }
             self.changed = true;
         }
@@ -104,11 +121,13 @@ mod rules {
         fn tick(&mut self, game: &mut Game<'_>) {
             let tick = game.tick();
             if let Some(it) = self.it.filter(|_| tick >= self.ready_at) {
+                if let Some(mode) = self.thaw_to.take() {
+                    let _ = game.set_mode(it, mode);
+                }
                 if let Some(next) = self.touched(game, it) {
                     *self.scores.entry(it).or_default() += 1;
                     self.passes += 1;
-                    self.it = Some(next);
-                    self.ready_at = tick + TAG_COOLDOWN_TICKS;
+                    self.make_it(game, Some(next));
                     self.changed = true;
                 }
             }

@@ -237,6 +237,35 @@ fn a_path_through_a_wall_is_flagged_at_the_wall_and_never_passes_it() {
 }
 
 #[test]
+fn a_frozen_player_may_claim_only_the_place_it_holds() {
+    let sim = sim_of(&floor_map(false), Movement::default());
+    let mut start = settled(&sim);
+    start.mode = expel_shared::MoveMode::Frozen;
+    // The shared movement holds it whatever it asks: the honest claims are all accepted.
+    let honest = claims_of(&sim, start, &[run_east(); 30]);
+    assert!(honest
+        .iter()
+        .all(|c| c.origin == start.origin && c.velocity == [0; 3]));
+    let outs = judge(&sim, start, &honest);
+    assert_eq!(first_violation(&outs), None);
+    // A client that walks on while frozen is refused at its first step, and held.
+    let mut walking = start;
+    walking.mode = expel_shared::MoveMode::Walk;
+    let mut claims = claims_of(&sim, walking, &[run_east(); 30]);
+    for c in &mut claims {
+        c.mode = expel_shared::MoveMode::Frozen;
+    }
+    let outs = judge(&sim, start, &claims);
+    assert_eq!(first_violation(&outs), Some((0, ViolationKind::Teleport)));
+    assert!(outs.iter().all(|o| o.state.origin == start.origin));
+    // So is one that claims to crouch (its box would change).
+    let mut crouched = start;
+    crouched.flags |= expel_shared::movement::flags::CROUCHED;
+    let outs = judge(&sim, start, &[crouched]);
+    assert_eq!(first_violation(&outs), Some((0, ViolationKind::Teleport)));
+}
+
+#[test]
 fn a_teleport_is_flagged_that_tick() {
     let sim = sim_of(&floor_map(false), Movement::default());
     let start = settled(&sim);

@@ -275,6 +275,9 @@ pub enum MoveMode {
     Noclip,
     /// Flies, colliding with the world.
     Spectator,
+    /// Held where it is by the game's rules (its commands move nothing; movers still
+    /// carry and push it, and others still collide with it).
+    Frozen,
 }
 
 /// State flags.

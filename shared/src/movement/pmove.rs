@@ -154,6 +154,10 @@ pub fn pmove<C: Collider>(
     };
     m.cap_velocity();
     match state.mode {
+        MoveMode::Frozen => {
+            out.velocity = [0; 3];
+            return (out, MoveEvents::default());
+        }
         MoveMode::Noclip => {
             m.fly(cmd);
             m.origin += m.velocity * dt;

@@ -63,6 +63,7 @@ fn state_from(origin: &[i64], velocity: &[i64], flags: i64, mode: i64) -> Option
             0 => MoveMode::Walk,
             1 => MoveMode::Noclip,
             2 => MoveMode::Spectator,
+            3 => MoveMode::Frozen,
             _ => return None,
         },
     })

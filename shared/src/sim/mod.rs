@@ -523,7 +523,7 @@ impl Sim {
 
     /// The box a player occupies as an obstacle to others, if it is one.
     pub fn player_box(&self, id: PlayerId, p: &PlayerState) -> Option<PlayerBox> {
-        (p.mode == MoveMode::Walk).then(|| PlayerBox {
+        matches!(p.mode, MoveMode::Walk | MoveMode::Frozen).then(|| PlayerBox {
             id,
             bounds: self.movement.player_box(p),
         })
@@ -543,6 +543,7 @@ impl Sim {
         let gain = match p.mode {
             MoveMode::Walk => c.jump_velocity + c.max_speed * c.accelerate * dt,
             MoveMode::Noclip | MoveMode::Spectator => c.fly_speed,
+            MoveMode::Frozen => 0.0,
         };
         let speed = p
             .velocity()
@@ -560,6 +561,7 @@ impl Sim {
         let gain = match p.mode {
             MoveMode::Walk => c.max_speed * c.accelerate * dt,
             MoveMode::Noclip | MoveMode::Spectator => c.fly_speed,
+            MoveMode::Frozen => 0.0,
         };
         let v = p.velocity();
         let level = glam::DVec2::new(v.x, v.y).length().min(c.max_velocity);

@@ -6,6 +6,7 @@
 //! exactly as [`Sim::step`] does) in this order; the first failure rejects it:
 //!
 //! 1. **invalid**: a position outside the supported coordinates, or another movement mode.
+//!    A player the game froze may claim only the place it holds, at rest.
 //! 2. **teleport**: farther than anything reaches in a tick ([`Sim`]'s own per-tick reach,
 //!    plus the unsticking search's distance when the player started in solid). A player
 //!    who left the arena may come back at its spawn, as [`Sim::step`] respawns it.
@@ -32,7 +33,7 @@ use super::{Violation, ViolationKind};
 use crate::collision::hull::Hull;
 use crate::geom::{Aabb, EXPEL};
 use crate::movement::pmove::{ground_sweep, unstuck_position, Collider};
-use crate::movement::{flags, PlayerState};
+use crate::movement::{flags, MoveMode, PlayerState};
 use crate::mover::Pose;
 use crate::sim::{in_range, PlayerBox, PlayerId, Sim, SimScratch};
 use glam::DVec3;
@@ -188,6 +189,19 @@ impl Sim {
                 )
             };
             return verdict(ViolationKind::Invalid, why, at_rest(prev.origin));
+        }
+        // A frozen player's tick is exact: it stays where the movers left it, at rest.
+        if prev.mode == MoveMode::Frozen {
+            let held = claimable(claim) == claimable(prev);
+            if claim.origin == prev.origin && claim.velocity == [0; 3] && held {
+                return accept();
+            }
+            let moved = (c - prev.origin()).length();
+            return verdict(
+                ViolationKind::Teleport,
+                format!("moved {moved:.1} units while frozen by the game"),
+                at_rest(prev.origin),
+            );
         }
         let cfg = self.config();
         let mv = self.movement();

@@ -351,10 +351,11 @@ impl Validator {
         self.relocated = tick;
     }
 
-    /// The server skipped ticks up to `tick` (it was too far behind to run them): the
-    /// player stood still through them while its client predicted it moving, so what the
-    /// client reported before is no reference for what it reports next.
-    pub fn server_skipped(&mut self, tick: u64) {
+    /// The server moved the player at `tick` where its client could not predict: it
+    /// skipped ticks (too far behind to run them, the player standing still while its
+    /// client predicted it moving) or the game's rules placed it. What the client reported
+    /// before is no reference for what it reports next.
+    pub fn moved_by_server(&mut self, tick: u64) {
         self.relocated = tick;
         self.last_report = None;
         self.diverging_since = None;

@@ -29,7 +29,7 @@ use super::{
 use crate::movement::{MoveMode, PlayerState};
 use crate::sim::{PlayerId, Sim, SimScratch, WorldState};
 use crate::validate::{SeenWorld, ValidationConfig, Validator, Violation, ViolationKind};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,7 +49,8 @@ const REPLAY_SECONDS: u64 = 2;
 /// bear out (a loss makes a round trip's worth of them in a row).
 const REPLAY_SPACING: f64 = 0.1;
 
-pub use game::{Game, GameRules};
+pub use game::{Game, GameRules, RuleError};
+use game::{Hosted, Notice};
 pub use report::{Event, Output, ServerStats, REFUSALS};
 pub use settings::{ServerSettings, SettingsError};
 
@@ -165,10 +166,8 @@ pub struct Server {
     seen: SeenWorld,
     conns: BTreeMap<ConnId, Conn>,
     sessions: BTreeMap<PlayerId, Session>,
-    /// The game's rules, when it has any.
-    rules: Option<Box<dyn GameRules>>,
-    /// Players with messages waiting for the game.
-    mail_waiting: BTreeSet<PlayerId>,
+    /// The game's rules, and what waits for them.
+    game: Hosted,
     replay: ReplayGuard,
     /// When tick 0 was: tick `t` is due at `epoch + t / rate`, however late the server
     /// runs it (ticks skipped keep their numbers), so the tick clients keep to is the wall
@@ -242,8 +241,7 @@ impl Server {
             seen: SeenWorld::default(),
             conns: BTreeMap::new(),
             sessions: BTreeMap::new(),
-            rules: None,
-            mail_waiting: BTreeSet::new(),
+            game: Hosted::default(),
             replay: ReplayGuard::new(),
             epoch: now,
             snapshots_at: 0,
@@ -587,7 +585,7 @@ impl Server {
                 mail: Server::mailbox(now),
             },
         );
-        self.with_rules(now, |r, g| r.joined(g, id));
+        self.notify(Notice::Joined(id));
     }
 
     /// The threads a tick's per-player work runs on, if more than one. Run the machine's
@@ -824,10 +822,9 @@ impl Server {
             add_inputs(&mut self.stats.inputs, &s.inputs.stats, &s.counted);
         }
         self.world.remove_player(player);
-        self.mail_waiting.remove(&player);
+        self.game.mail_waiting.remove(&player);
         self.stats.clients = self.stats.clients.saturating_sub(1);
-        let now = self.last_call;
-        self.with_rules(now, |r, g| r.left(g, player, &reason));
+        self.notify(Notice::Left(player, reason.clone()));
         self.events.push_back(Event::Left { player, reason });
     }
 

@@ -69,7 +69,7 @@ impl Server {
         self.world.tick += n;
         let tick = self.world.tick;
         for s in self.sessions.values_mut() {
-            s.validator.server_skipped(tick);
+            s.validator.moved_by_server(tick);
             s.unjudged = s
                 .unjudged
                 .saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
