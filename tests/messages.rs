@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{network, server_with};
+use common::{network, network_with, server_with};
 
 use expel_client::{Channel, MessageError};
 use expel_shared::protocol::conditioner::LinkConditioner;
@@ -340,6 +340,68 @@ fn clients_are_told_of_players_entering_and_leaving_their_view() {
             vec![ClientEvent::LeftView { player: ids[2] }],
             "client {i}"
         );
+    }
+}
+
+/// Joining and leaving the server is told apart from entering and leaving the view: with
+/// a view of one player, four players each hear the other three join (and see only one),
+/// and when one leaves, the others each hear exactly that it left.
+#[test]
+fn clients_hear_of_joins_and_leaves_beyond_their_view() {
+    use expel_shared::protocol::client::{Client, ClientEvent};
+    let mut net = network_with(4, LinkConditioner::default(), 8, |s| s.interest = 1);
+    let idle = &mut |_: usize, _: &Client| MoveCommand::default();
+    net.run(Duration::from_secs(3), idle);
+    let ids: Vec<u32> = (0..4)
+        .map(|i| net.client(i).welcome().unwrap().player_id)
+        .collect();
+    // Odd ids were sent the map (and report it whole), even ones held it.
+    let size = net.client(0).map().map(|m| m.len() as u64).unwrap();
+    assert_eq!(net.client(0).map_progress(), Some((size, size)));
+    assert_eq!(net.client(1).map_progress(), None);
+    let drain = |net: &mut expel_shared::protocol::simnet::SimNet, i: usize| {
+        std::iter::from_fn(|| net.client_mut(i).poll_event()).collect::<Vec<_>>()
+    };
+    for i in 0..4 {
+        let events = drain(&mut net, i);
+        let mut joined: Vec<u32> = events
+            .iter()
+            .filter_map(|e| match e {
+                ClientEvent::PlayerJoined { player } => Some(*player),
+                _ => None,
+            })
+            .collect();
+        joined.sort_unstable();
+        let others: Vec<u32> = ids.iter().copied().filter(|p| *p != ids[i]).collect();
+        assert_eq!(joined, others, "client {i}: {events:?}");
+        assert_eq!(
+            net.client(i).roster().iter().copied().collect::<Vec<_>>(),
+            others
+        );
+        let in_view = |e: &&ClientEvent| matches!(e, ClientEvent::EnteredView { .. });
+        let out_of_view = |e: &&ClientEvent| matches!(e, ClientEvent::LeftView { .. });
+        let shown =
+            events.iter().filter(in_view).count() - events.iter().filter(out_of_view).count();
+        assert_eq!(shown, 1, "client {i} sees one other: {events:?}");
+    }
+    net.client_mut(3).leave("bye");
+    net.run(Duration::from_secs(2), idle);
+    for i in 0..3 {
+        let left: Vec<ClientEvent> = drain(&mut net, i)
+            .into_iter()
+            .filter(|e| {
+                matches!(
+                    e,
+                    ClientEvent::PlayerJoined { .. } | ClientEvent::PlayerLeft { .. }
+                )
+            })
+            .collect();
+        assert_eq!(
+            left,
+            vec![ClientEvent::PlayerLeft { player: ids[3] }],
+            "client {i}"
+        );
+        assert!(!net.client(i).roster().contains(&ids[3]));
     }
 }
 

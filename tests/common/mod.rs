@@ -387,14 +387,24 @@ pub(crate) fn network(
     link: LinkConditioner,
     seed: u64,
 ) -> SimNet {
+    network_with(n, link, seed, |s| s.movement = movement)
+}
+
+/// [`network`] with the server's settings edited by `edit`.
+pub(crate) fn network_with(
+    n: u32,
+    link: LinkConditioner,
+    seed: u64,
+    edit: impl FnOnce(&mut ServerSettings),
+) -> SimNet {
     let (sim, map) = arena();
-    let settings = ServerSettings {
+    let mut settings = ServerSettings {
         max_players: 128,
         client_budget: 64 * 1024,
         input_timeout: Duration::from_secs(5),
-        movement,
         ..ServerSettings::new("arena", map.clone(), SECRET.to_vec())
     };
+    edit(&mut settings);
     #[allow(clippy::disallowed_methods)] // the base of virtual time
     let t0 = std::time::Instant::now();
     let server = Server::new(sim.clone(), settings, t0, UNIX).unwrap();

@@ -153,6 +153,21 @@ pub enum ServerControl {
         /// The game's encoding of it.
         bytes: Vec<u8>,
     },
+    /// Players who entered or left the world (the server, not our view), in order. The
+    /// first after the map lists everyone already in.
+    Roster {
+        /// The changes, oldest first.
+        changes: Vec<RosterChange>,
+    },
+}
+
+/// A change to the players in the world.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RosterChange {
+    /// The player entered the world.
+    Joined(u32),
+    /// The player left the world.
+    Left(u32),
 }
 
 /// Tick-stamped commands and the newest snapshot received.

@@ -46,15 +46,15 @@ pub mod token;
 
 pub use messages::{
     ClientControl, ClientDatagram, EntityDelta, Feedback, FieldValues, InputMsg, MovementAuthority,
-    ServerControl, ServerDatagram, SnapshotMsg, Welcome, MAX_TICK,
+    RosterChange, ServerControl, ServerDatagram, SnapshotMsg, Welcome, MAX_TICK,
 };
 
 use thiserror::Error;
 
 /// Protocol version carried in the hello; a server refuses any other.
-pub const VERSION: u16 = 7;
+pub const VERSION: u16 = 8;
 /// The QUIC application protocol name.
-pub const ALPN: &[u8] = b"expel/8";
+pub const ALPN: &[u8] = b"expel/9";
 /// QUIC application close code: the server shut down.
 pub const CLOSE_SHUTDOWN: u32 = 0;
 /// QUIC application close code: the hello was refused.

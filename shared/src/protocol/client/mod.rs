@@ -13,8 +13,10 @@
 
 mod clock;
 mod report;
+mod roster;
 
 pub use report::{ClientEvent, ClientOutput, ClientStats, End, Status, EVENTS_KEPT};
+pub use roster::MAX_ROSTER;
 
 use clock::steer;
 use report::push_event;
@@ -164,6 +166,8 @@ pub struct Client {
     tamper: Option<Box<dyn Tamper>>,
     /// The game's messages both ways.
     mail: Mailbox,
+    /// The other players in the world.
+    roster: BTreeSet<PlayerId>,
     /// When the hello was sent, and the welcome came: a first round trip.
     hello_at: Instant,
     welcome_at: Instant,
@@ -200,6 +204,7 @@ impl Client {
             transport_rtt: None,
             tamper: None,
             mail: Mailbox::new(now, MESSAGE_QUEUE),
+            roster: BTreeSet::new(),
             hello_at: now,
             welcome_at: now,
         }
@@ -353,6 +358,9 @@ impl Client {
             (ServerControl::Refused { reason }, _) => self.end(End::Refused(reason)),
             (ServerControl::Kick { reason }, _) => self.end(End::Kicked(reason)),
             (ServerControl::Shutdown { reason }, _) => self.end(End::Shutdown(reason)),
+            (ServerControl::Roster { changes }, Status::ReceivingMap | Status::Playing) => {
+                self.roster_changed(changes)
+            }
             (ServerControl::Message { bytes }, Status::Playing) => {
                 // A server over the rate or the size is its own problem: refused, counted.
                 let _ =

@@ -31,6 +31,16 @@ pub enum ClientEvent {
         /// Our player.
         player: PlayerId,
     },
+    /// Another player entered the world (the server's roster, in view or not).
+    PlayerJoined {
+        /// The player.
+        player: PlayerId,
+    },
+    /// Another player left the world.
+    PlayerLeft {
+        /// The player.
+        player: PlayerId,
+    },
     /// Another player came into our view: the snapshots show it from now on (it joined
     /// near us, or came near enough to be among the nearest shown).
     EnteredView {

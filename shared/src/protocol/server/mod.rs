@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 mod game;
 mod replay;
 mod report;
+mod roster;
 mod settings;
 mod tick;
 
@@ -168,6 +169,8 @@ pub struct Server {
     sessions: BTreeMap<PlayerId, Session>,
     /// The game's rules, and what waits for them.
     game: Hosted,
+    /// Players who entered or left the world this tick, for every client.
+    roster_changes: Vec<crate::protocol::RosterChange>,
     replay: ReplayGuard,
     /// When tick 0 was: tick `t` is due at `epoch + t / rate`, however late the server
     /// runs it (ticks skipped keep their numbers), so the tick clients keep to is the wall
@@ -242,6 +245,7 @@ impl Server {
             conns: BTreeMap::new(),
             sessions: BTreeMap::new(),
             game: Hosted::default(),
+            roster_changes: Vec::new(),
             replay: ReplayGuard::new(),
             epoch: now,
             snapshots_at: 0,
@@ -585,6 +589,7 @@ impl Server {
                 mail: Server::mailbox(now),
             },
         );
+        self.roster_entered(conn, id);
         self.notify(Notice::Joined(id));
     }
 
@@ -818,13 +823,17 @@ impl Server {
     }
 
     fn leave(&mut self, player: PlayerId, reason: String) {
-        if let Some(s) = self.sessions.remove(&player) {
+        let in_world = self.sessions.remove(&player).inspect(|s| {
             add_inputs(&mut self.stats.inputs, &s.inputs.stats, &s.counted);
-        }
+        });
         self.world.remove_player(player);
         self.game.mail_waiting.remove(&player);
         self.stats.clients = self.stats.clients.saturating_sub(1);
-        self.notify(Notice::Left(player, reason.clone()));
+        // A player still receiving the map never entered: nobody heard of it.
+        if in_world.is_some() {
+            self.roster_left(player);
+            self.notify(Notice::Left(player, reason.clone()));
+        }
         self.events.push_back(Event::Left { player, reason });
     }
 

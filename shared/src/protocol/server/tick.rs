@@ -138,6 +138,7 @@ impl Server {
             self.authoritative(&commands.into_iter().collect());
         }
         self.stats.ticks += 1;
+        self.send_roster();
         if snapshots {
             self.send_snapshots();
         }
