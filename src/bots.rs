@@ -206,7 +206,7 @@ pub(crate) fn run(args: BotsArgs) -> Result<()> {
         concurrent_connects: args.concurrent_connects,
         cheat_after: args.cheat_after,
         reconnect: args.reconnect,
-        buffer_ticks: expel_client::RunOptions::default().buffer_ticks,
+        buffer_ticks: expel_bots::RunOptions::default().buffer_ticks,
         light: args.light,
     };
     let http = Operator {

@@ -86,7 +86,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
                     cheat_after: 5.0,
                     // Rounds bring bots back; a lost one waits for the next.
                     reconnect: false,
-                    buffer_ticks: expel_client::RunOptions::default().buffer_ticks,
+                    buffer_ticks: expel_bots::RunOptions::default().buffer_ticks,
                     light: false,
                 };
                 let http = expel_bots::Operator {

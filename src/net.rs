@@ -3,7 +3,8 @@
 
 use crate::load::{self, Loaded};
 use anyhow::{bail, Context, Result};
-use expel_client::{ConnectOptions, LinkConditioner, RunOptions, Trust};
+use expel_bots::RunOptions;
+use expel_client::{ConnectOptions, LinkConditioner, Trust};
 use expel_server::{Identity, ServerConfig, ServerSettings};
 use expel_shared::protocol::token::{self, Grant};
 use expel_shared::protocol::MovementAuthority;
@@ -567,7 +568,7 @@ pub(crate) fn connect(args: ConnectArgs) -> Result<()> {
             link,
             ..RunOptions::default()
         };
-        Ok::<_, anyhow::Error>(expel_client::run(joined, driver, run).await?)
+        Ok::<_, anyhow::Error>(expel_bots::run(joined, driver, run).await?)
     })?;
     let line = report.summary_line();
     println!("{line}");

@@ -8,7 +8,8 @@
 mod common;
 
 use common::*;
-use expel_client::{RunOptions, Trust};
+use expel_bots::RunOptions;
+use expel_client::Trust;
 use expel_server::Limits;
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
 use expel_shared::protocol::{
@@ -356,7 +357,7 @@ async fn idle_together(movement: MovementAuthority, ids: [u32; 2], secs: f64) {
                 seconds: secs,
                 ..Default::default()
             };
-            expel_client::run(j, idle, opts).await.unwrap()
+            expel_bots::run(j, idle, opts).await.unwrap()
         }));
     }
     for t in tasks {
@@ -488,7 +489,7 @@ async fn an_input_flood_is_dropped_undecoded_flagged_and_kicked_and_the_honest_p
                     seconds: 9.0,
                     ..Default::default()
                 };
-                expel_client::run(j, wander(id), opts).await.unwrap()
+                expel_bots::run(j, wander(id), opts).await.unwrap()
             })
         })
         .collect();

@@ -4,7 +4,8 @@ mod common;
 
 use common::*;
 use expel_bots::{run_cheating, Cheats};
-use expel_client::{ClientError, LinkConditioner, RunOptions, RunReport, Trust};
+use expel_bots::{RunOptions, RunReport};
+use expel_client::{ClientError, LinkConditioner, Trust};
 use expel_server::{Identity, Running};
 use expel_shared::protocol::{ServerControl, ALPN};
 use expel_shared::validate::ViolationKind;
@@ -56,7 +57,7 @@ async fn a_replay_through_the_server_is_predicted_bit_for_bit() {
         .await
         .unwrap();
     assert!(joined.welcome.sending_map, "the client had no map");
-    let report = expel_client::run(
+    let report = expel_bots::run(
         joined,
         player(replay()),
         RunOptions {
@@ -89,7 +90,7 @@ async fn at_half_the_input_rate_every_command_arrives_in_half_the_datagrams() {
         .await
         .unwrap();
     assert_eq!(joined.welcome.input_rate, 30);
-    let report = expel_client::run(
+    let report = expel_bots::run(
         joined,
         player(replay()),
         RunOptions {
@@ -131,7 +132,7 @@ async fn through_loss_delay_jitter_and_duplication_predictions_converge() {
         .unwrap();
     let inputs = replay();
     let sent = inputs.len() as u64;
-    let report = expel_client::run(
+    let report = expel_bots::run(
         joined,
         player(inputs),
         RunOptions {
@@ -198,7 +199,7 @@ async fn sixty_four_clients_keep_their_snapshots_for_twenty_seconds() {
                 seed: id as u64,
                 ..Default::default()
             };
-            expel_client::run(j, wander(id), opts).await
+            expel_bots::run(j, wander(id), opts).await
         }));
     }
     let mut reports: Vec<RunReport> = Vec::new();
@@ -266,7 +267,7 @@ fn spawn_wanderer(r: &Running, id: u32, opts: RunOptions) -> tokio::task::JoinHa
     let addr = r.addr;
     tokio::spawn(async move {
         let j = expel_client::connect(addr, &o).await.unwrap();
-        expel_client::run(j, wander(id), opts).await.unwrap()
+        expel_bots::run(j, wander(id), opts).await.unwrap()
     })
 }
 
@@ -388,7 +389,7 @@ async fn on_shutdown_clients_are_told_why() {
     let j = expel_client::connect(r.addr, &options(&r, 9))
         .await
         .unwrap();
-    let client = tokio::spawn(expel_client::run(
+    let client = tokio::spawn(expel_bots::run(
         j,
         wander(3),
         RunOptions {
@@ -441,7 +442,7 @@ async fn a_client_can_trust_a_certificate_authority() {
     ));
     o.server_name = Some("game.example.net".into());
     let j = expel_client::connect(r.addr, &o).await.unwrap();
-    let report = expel_client::run(
+    let report = expel_bots::run(
         j,
         wander(2),
         RunOptions {
@@ -606,7 +607,7 @@ async fn a_crowd_ends_in_the_same_bits_over_one_io_thread_and_four() {
                     buffer_ticks: 6.0,
                     ..Default::default()
                 };
-                tokio::spawn(expel_client::run(j, play, opts))
+                tokio::spawn(expel_bots::run(j, play, opts))
             })
             .collect();
         let mut states = Vec::new();

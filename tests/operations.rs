@@ -165,11 +165,11 @@ async fn agones_hears_capacity_ready_health_players_and_shutdown_and_no_health_w
         let joined = expel_client::connect(r.addr, &options(&r, id))
             .await
             .unwrap();
-        let opts = expel_client::RunOptions {
+        let opts = expel_bots::RunOptions {
             seconds: 0.5,
             ..Default::default()
         };
-        expel_client::run(joined, wander(id), opts).await.unwrap();
+        expel_bots::run(joined, wander(id), opts).await.unwrap();
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
     // The tick stalls for 2.5 s.
@@ -564,11 +564,11 @@ async fn a_stalled_tick_flags_no_honest_player() {
         let joined = expel_client::connect(r.addr, &options(&r, id))
             .await
             .unwrap();
-        let opts = expel_client::RunOptions {
+        let opts = expel_bots::RunOptions {
             seconds: 11.0,
             ..Default::default()
         };
-        clients.push(tokio::spawn(expel_client::run(joined, wander(id), opts)));
+        clients.push(tokio::spawn(expel_bots::run(joined, wander(id), opts)));
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     r.stall_tick(Duration::from_secs(4)).await;

@@ -11,7 +11,8 @@
 mod served;
 
 use anyhow::Result;
-use expel_client::{ConnectOptions, RunOptions, Trust};
+use expel_bots::RunOptions;
+use expel_client::{ConnectOptions, Trust};
 use expel_shared::protocol::token::{mint, Grant};
 use expel_shared::MoveCommand;
 use served::Served;
@@ -81,7 +82,7 @@ fn main() -> Result<()> {
         };
         let joined = expel_client::connect(addr, &o).await?;
         let total = seconds * 2.0 * rounds as f64 + 2.0;
-        let honest = tokio::spawn(expel_client::run(
+        let honest = tokio::spawn(expel_bots::run(
             joined,
             |_, _| Some(MoveCommand::new(1.0, 0.3, 0.0, 90.0, 0.0)),
             RunOptions {

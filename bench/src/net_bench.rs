@@ -9,7 +9,8 @@
 mod served;
 
 use anyhow::Result;
-use expel_client::{ConnectOptions, RunOptions, Trust};
+use expel_bots::RunOptions;
+use expel_client::{ConnectOptions, Trust};
 use expel_shared::protocol::token::{mint, Grant};
 use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
 use served::Served;
@@ -92,7 +93,7 @@ fn main() -> Result<()> {
                     seed: i as u64,
                     ..Default::default()
                 };
-                tasks.push(tokio::spawn(expel_client::run(j, driver, opts)));
+                tasks.push(tokio::spawn(expel_bots::run(j, driver, opts)));
             }
             let mut reports = Vec::new();
             for t in tasks {

@@ -7,7 +7,7 @@
 mod bench_maps;
 
 use anyhow::Result;
-use expel_client::percentile;
+use expel_bots::percentile;
 use expel_shared::movement::buttons;
 use expel_shared::validate::ClaimValidator;
 use expel_shared::{CollisionModel, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch};

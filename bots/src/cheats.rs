@@ -3,7 +3,8 @@
 //! each honest prediction through [`CheatState::apply`] and sends what comes out, as its
 //! claim (trusted-client mode) or its reported prediction (authoritative mode).
 
-use expel_client::{ClientError, RunOptions, RunReport, Session};
+use crate::{RunOptions, RunReport};
+use expel_client::{ClientError, Session};
 use expel_shared::protocol::predict::Predictor;
 use expel_shared::protocol::{InputMsg, INPUT_REDUNDANCY};
 use expel_shared::{MoveCommand, PlayerState, Sim};
@@ -104,7 +105,7 @@ impl CheatState {
     }
 }
 
-/// A cheater's run: [`expel_client::run`] with `cheats` tampering with what it sends.
+/// A cheater's run: [`crate::run`] with `cheats` tampering with what it sends.
 /// Also returns when the cheat began, in seconds of play (ticks sent at the tick rate).
 pub async fn run_cheating(
     mut session: Session,
@@ -117,7 +118,7 @@ pub async fn run_cheating(
         session.set_tamper(Box::new(CheatTamper::new(cheats, began.clone())));
     }
     let rate = f64::from(session.welcome.tick_rate().max(1));
-    let report = expel_client::run(session, driver, opts).await?;
+    let report = crate::run(session, driver, opts).await?;
     let at = began.load(Relaxed);
     Ok((report, (at > 0).then(|| at as f64 / rate)))
 }

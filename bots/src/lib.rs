@@ -11,17 +11,16 @@ pub mod cheats;
 pub mod flood;
 mod light;
 pub mod metrics;
+mod run;
 
 pub use cheats::{run_cheating, CheatState, CheatTamper, Cheats};
-use expel_client::{
-    connect, percentile, Backoff, ConnectOptions, LinkConditioner, RunOptions, RunReport, Session,
-    Trust,
-};
+use expel_client::{connect, Backoff, ConnectOptions, LinkConditioner, Session, Trust};
 use expel_shared::movement::buttons;
 use expel_shared::{MoveCommand, PlayerState, Sim};
 use glam::DVec3;
 pub use metrics::{http_get, tick_quantile, Operator, Scrape};
 use rand::{Rng, SeedableRng};
+pub use run::{percentile, run, Recorder, RunOptions, RunReport, Script};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -11,11 +11,12 @@
 //! For light bots (scripted honest inputs, no prediction) without a link conditioner or
 //! reconnects; every other swarm plays on sessions.
 
-use crate::{driver, BotOutcome, SwarmOptions, SwarmProgress, BEHAVIOUR_SEED, BOTS_PER_SOCKET};
-use bytes::Bytes;
-use expel_client::{
-    bind_address, client_config, ClientError, Recorder, Script, TransportStats, HANDSHAKE_TIMEOUT,
+use crate::{
+    driver, BotOutcome, Recorder, Script, SwarmOptions, SwarmProgress, BEHAVIOUR_SEED,
+    BOTS_PER_SOCKET,
 };
+use bytes::Bytes;
+use expel_client::{bind_address, client_config, ClientError, TransportStats, HANDSHAKE_TIMEOUT};
 use expel_quic::{datagrams, ecn, Batch, Link, LinkEvent, Timers, Wire};
 use expel_shared::protocol::client::{Client, ClientOutput, ClientSettings, End, Status};
 use expel_shared::protocol::ALPN;

@@ -204,8 +204,8 @@ fn main() -> Result<()> {
     window.set_target_fps(120);
     session.update(Instant::now());
     let started = Instant::now();
-    let transport0 = session.transport();
-    let mut recorder = expel_client::Recorder::new(&session);
+    let snapshots0 = session.stats().predict.snapshots;
+    let mut first: Option<DVec3> = None;
     let mut buf = vec![0u32; size * size];
     let mut yaw = 0.0f64;
     let mut wander = 0.0f64;
@@ -255,7 +255,7 @@ fn main() -> Result<()> {
         };
         session.input(cmd);
         session.update(now);
-        recorder.update(&session);
+        first = first.or(session.local_player().map(|p| p.origin()));
         while let Some(e) = session.poll_event() {
             if let ClientEvent::Ended(end) = e {
                 eprintln!("session ended: {}", end.reason());
@@ -355,8 +355,17 @@ fn main() -> Result<()> {
     if let Some(path) = &args.screenshot {
         save_png(path, &buf, size).with_context(|| format!("writing {}", path.display()))?;
     }
-    let report = recorder.finish(&session, started, &transport0);
-    println!("{}", report.summary_line());
+    // What it measured, as one JSON line.
+    let st = session.stats();
+    let secs = started.elapsed().as_secs_f64().max(1e-3);
+    let last = session.local_player().map(|p| p.origin());
+    let summary = serde_json::json!({
+        "snapshots_per_s": (st.predict.snapshots - snapshots0) as f64 / secs,
+        "moved": first.zip(last).map_or(0.0, |(a, b)| (b - a).length()),
+        "corrections": st.predict.corrections,
+        "rtt_ms": session.transport().rtt.as_secs_f64() * 1000.0,
+    });
+    println!("{summary}");
     session.close_blocking("done");
     Ok(())
 }

@@ -28,10 +28,10 @@
 //! (acknowledgements, keep-alives) run in the updates too, so a game calls it every frame
 //! (an async one may [`Session::wait`] between). A
 //! [`LinkConditioner`] can add loss, delay, jitter and duplication to its datagrams, to
-//! feel prediction under lag. [`run`] is a headless player built on the same API (the
-//! `expel connect` command, the bots and the tests use it).
+//! feel prediction under lag. (`expel_bots::run` is a headless player built on the same
+//! API, for `expel connect`, the bots and the tests.)
 
-mod run;
+mod join;
 mod tls;
 mod transport;
 
@@ -42,15 +42,15 @@ pub use expel_shared::protocol::client::{ClientEvent, ClientStats, End, Status};
 pub use expel_shared::protocol::conditioner::LinkConditioner;
 pub use expel_shared::protocol::interp::{Drawn, Interpolator};
 pub use expel_shared::protocol::predict::{PredictStats, Predictor};
-pub use run::{percentile, run, Recorder, RunOptions, RunReport, Script};
+pub use join::{connect, connect_blocking, reconnect, Joining};
 pub use tls::{client_config, Trust};
 
 use bytes::Bytes;
 use expel_quic::LinkEvent;
 use expel_shared::mover::MoverState;
-use expel_shared::protocol::client::{Client, ClientOutput, ClientSettings};
+use expel_shared::protocol::client::{Client, ClientOutput};
 use expel_shared::protocol::conditioner::Conditioner;
-use expel_shared::protocol::{Welcome, ALPN};
+use expel_shared::protocol::Welcome;
 use expel_shared::{MoveCommand, PlayerState, Sim};
 use glam::DVec3;
 use std::collections::BTreeMap;
@@ -161,107 +161,6 @@ pub fn bind_address(server: SocketAddr) -> SocketAddr {
     } else {
         SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0))
     }
-}
-
-/// Connects, says hello, and plays until the welcome and the map have arrived.
-pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session, ClientError> {
-    let fail = |detail: String| ClientError::Connect { addr, detail };
-    let config = client_config(&opts.trust, ALPN)?;
-    let started = Instant::now();
-    let name = opts.server_name.as_deref().unwrap_or("localhost");
-    let mut transport = Transport::connect(addr, name, config, started)?;
-    let settings = ClientSettings {
-        have_map: opts.have_map.clone(),
-        sim: opts.sim.clone(),
-        ..ClientSettings::new(opts.token.clone())
-    };
-    let mut machine = Client::new(settings, started);
-    // A server that is down answers nothing: give up long before QUIC's idle timeout.
-    let handshake_by = started + HANDSHAKE_TIMEOUT;
-    let mut connected = false;
-    // Until the welcome and the map have come (or the session ended).
-    loop {
-        let now = Instant::now();
-        let mut lost = None;
-        transport.pump(now, |e| match e {
-            LinkEvent::Connected => connected = true,
-            LinkEvent::Control(b) => machine.handle_control(&b, now),
-            // Snapshots may follow the map's last piece at once (the machine takes none
-            // before).
-            LinkEvent::Datagram(b) => machine.handle_datagram(&b, now),
-            LinkEvent::Lost(code, why) => lost = Some((code, why)),
-        });
-        match lost {
-            Some((_, why)) if !connected => {
-                return Err(if why == REFUSED_AT_THE_DOOR {
-                    ClientError::Refused(why)
-                } else {
-                    fail(why)
-                });
-            }
-            Some((code, why)) => machine.handle_closed(code, &why),
-            None => {}
-        }
-        // The hello waits in the link until the control stream opens.
-        while let Some(out) = machine.poll_output() {
-            if let ClientOutput::Control(b) = out {
-                transport.send_control(&b);
-            }
-        }
-        transport.flush(now);
-        match machine.status() {
-            Status::Playing => break,
-            Status::Ended(End::Refused(r) | End::Disconnected(r)) => {
-                return Err(ClientError::Refused(r.clone()))
-            }
-            Status::Ended(e) => return Err(ClientError::Protocol(e.reason().to_string())),
-            Status::Connecting | Status::ReceivingMap => {}
-        }
-        if !connected && now >= handshake_by {
-            return Err(fail(format!(
-                "no handshake within {} s",
-                HANDSHAKE_TIMEOUT.as_secs()
-            )));
-        }
-        let until = if connected {
-            now + Duration::from_secs(1)
-        } else {
-            handshake_by
-        };
-        transport.wait(until).await;
-    }
-    let (Some(welcome), Some(sim), Some(map)) = (
-        machine.welcome().cloned(),
-        machine.sim().cloned(),
-        machine.map().cloned(),
-    ) else {
-        return Err(ClientError::Protocol("joined without a welcome".into()));
-    };
-    Ok(Session {
-        welcome,
-        sim,
-        map,
-        machine,
-        transport,
-        link: None,
-        runtime: None,
-    })
-}
-
-/// [`connect`] for a game loop that is not async: the session keeps its own runtime,
-/// whose one worker thread watches the socket between the game's updates.
-pub fn connect_blocking(addr: SocketAddr, opts: &ConnectOptions) -> Result<Session, ClientError> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .map_err(|e| ClientError::Connect {
-            addr,
-            detail: format!("starting a runtime: {e}"),
-        })?;
-    let mut s = rt.block_on(connect(addr, opts))?;
-    s.runtime = Some(rt);
-    Ok(s)
 }
 
 impl Session {
@@ -452,7 +351,9 @@ impl Session {
         self.transport.stats()
     }
 
-    /// Makes this client misbehave (tests of a server's validation).
+    /// Makes this client misbehave (the bots' cheaters, to test a server's validation;
+    /// only with the `cheats` feature, never in a game's build).
+    #[cfg(feature = "cheats")]
     pub fn set_tamper(&mut self, t: Box<dyn expel_shared::protocol::client::Tamper>) {
         self.machine.set_tamper(t);
     }

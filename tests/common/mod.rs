@@ -2,7 +2,8 @@
 //! connections that speak the protocol by hand.
 #![allow(dead_code)] // each test binary uses its own part
 
-use expel_client::{ConnectOptions, RunOptions, Trust};
+use expel_bots::RunOptions;
+use expel_client::{ConnectOptions, Trust};
 use expel_server::{Identity, Running, ServerConfig, ServerSettings};
 use expel_shared::protocol::client::ClientSettings;
 use expel_shared::protocol::conditioner::LinkConditioner;
@@ -309,7 +310,7 @@ impl Served {
             seconds: secs,
             ..Default::default()
         };
-        let report = expel_client::run(joined, wander(id), opts).await.unwrap();
+        let report = expel_bots::run(joined, wander(id), opts).await.unwrap();
         assert!(report.ended_by_server.is_none(), "{report:?}");
         report.stats.predict.snapshots
     }

@@ -1,7 +1,8 @@
 //! Headless play on a [`Session`]: a scripted player ([`run`], [`Script`]) and what it
-//! measured ([`Recorder`], [`RunReport`]). `expel connect`, the bots and the tests use it.
+//! measured ([`Recorder`], [`RunReport`]): a harness, not part of the client library's
+//! API. `expel connect`, the bots and the tests use it.
 
-use crate::{ClientError, End, LinkConditioner, Session, Status, TransportStats};
+use expel_client::{ClientError, End, LinkConditioner, Session, Status, TransportStats};
 use expel_shared::protocol::client::ClientStats;
 use expel_shared::{MoveCommand, PlayerState};
 use std::time::{Duration, Instant};

@@ -1,0 +1,121 @@
+//! Joining as a game does it, against the real server on loopback QUIC: from a frame loop
+//! with the map's progress to show, from a loop that is not async, and again after a
+//! refusal for now (the library's reconnect).
+
+mod common;
+
+use common::{options, server};
+
+use expel_client::{connect, connect_blocking, reconnect, ClientError, Joining, Status};
+use std::time::{Duration, Instant};
+
+/// A frame loop joins without awaiting anything: it sees the map arrive (its progress
+/// only grows, and ends whole) and then plays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_loop_joins_showing_the_maps_progress() {
+    let (r, _, map) = server(4).await;
+    let mut j = Joining::start(r.addr, &options(&r, 1)).unwrap();
+    let mut seen = Vec::new();
+    let mut statuses = Vec::new();
+    let until = Instant::now() + Duration::from_secs(20);
+    while !j.update(Instant::now()).unwrap() {
+        assert!(Instant::now() < until, "not joined in 20 s");
+        if let Some(p) = j.map_progress() {
+            if seen.last() != Some(&p) {
+                seen.push(p);
+            }
+        }
+        if statuses.last() != Some(j.status()) {
+            statuses.push(j.status().clone());
+        }
+        // A frame's sleep (the game draws its loading screen meanwhile).
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let size = map.len() as u64;
+    assert_eq!(statuses, vec![Status::Connecting, Status::ReceivingMap]);
+    assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "{seen:?}");
+    assert!(seen.iter().all(|(_, of)| *of == size));
+    assert_eq!(j.map_progress(), Some((size, size)));
+    let mut s = j.joined().unwrap();
+    assert_eq!(s.map.len() as u64, size);
+    let end = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < end {
+        s.update(Instant::now());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(s.status(), &Status::Playing);
+    assert!(s.stats().predict.snapshots > 10, "{:?}", s.stats().predict);
+    s.close("done").await;
+}
+
+/// A blocking connect inside a Tokio runtime is refused with a reason (a runtime cannot
+/// start inside another), never a panic; outside one it joins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocking_connect_is_refused_inside_a_runtime_and_joins_outside_one() {
+    let (r, _, _) = server(4).await;
+    let inside = connect_blocking(r.addr, &options(&r, 1));
+    let Err(ClientError::Connect { detail, .. }) = inside else {
+        panic!("{:?}", inside.map(|_| ()));
+    };
+    assert!(detail.contains("inside a Tokio runtime"), "{detail}");
+    let o = options(&r, 2);
+    let addr = r.addr;
+    // A thread of the game's own, outside the runtime.
+    let game = std::thread::spawn(move || {
+        let mut s = connect_blocking(addr, &o)?;
+        let end = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < end {
+            s.update(Instant::now());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let playing = s.status() == &Status::Playing;
+        s.close_blocking("done");
+        Ok::<_, ClientError>(playing)
+    });
+    while !game.is_finished() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(game.join().unwrap().unwrap());
+}
+
+/// `reconnect` waits out a full server: refused for now while another player holds the
+/// only slot, it joins once that player leaves; a refusal that will not pass (a token
+/// for another server) ends it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnect_waits_out_a_full_server_and_stops_at_a_lasting_refusal() {
+    let (r, _, _) = server(1).await;
+    let first = connect(r.addr, &options(&r, 1)).await.unwrap();
+    let full = connect(r.addr, &options(&r, 2)).await;
+    assert!(
+        matches!(&full, Err(e) if e.is_transient()),
+        "{:?}",
+        full.map(|_| ())
+    );
+    let leaves = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        first.close("making room").await;
+    });
+    let t = Instant::now();
+    let second = reconnect(r.addr, &options(&r, 2), Duration::from_secs(10), 7)
+        .await
+        .unwrap();
+    let took = t.elapsed();
+    assert!(
+        took >= Duration::from_millis(1400),
+        "joined a full server in {took:?}"
+    );
+    assert_eq!(second.status(), &Status::Playing);
+    leaves.await.unwrap();
+    // A forged token is refused for good: no retries for ten seconds.
+    let mut forged = options(&r, 3);
+    forged.token = common::token_with(b"another secret", 3, common::now() + 600, 1);
+    let t = Instant::now();
+    let refused = reconnect(r.addr, &forged, Duration::from_secs(10), 8).await;
+    assert!(
+        matches!(&refused, Err(ClientError::Refused(_))),
+        "{:?}",
+        refused.map(|_| ())
+    );
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    second.close("done").await;
+}
