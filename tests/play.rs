@@ -1,6 +1,7 @@
-//! The play example, headless: under Xvfb with `--autopilot`, against a real `expel serve`.
-//! It must open its window, get snapshots at the snapshot rate, move its player, print the
-//! summary line `expel connect` prints, and draw the map and the player. Skips without
+//! The play example, headless: under Xvfb with `--autopilot`, against a real `expel serve
+//! --mode tag`. It must open its window, get snapshots at the snapshot rate, move its
+//! player, hear its own chat line back, print its summary line, and draw the map, the
+//! player and the score. Skips without
 //! Xvfb unless `EXPEL_REQUIRE_XVFB` is set (CI installs it).
 
 mod common;
@@ -64,7 +65,15 @@ fn the_play_example_plays_itself_under_xvfb_and_draws_the_map_and_the_player() {
             .unwrap(),
     );
     let mut serve = Command::new(env!("CARGO_BIN_EXE_expel"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--secret", "play-test"])
+        .args([
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--secret",
+            "play-test",
+            "--mode",
+            "tag",
+        ])
         .env_remove("EXPEL_SECRET")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -87,6 +96,8 @@ fn the_play_example_plays_itself_under_xvfb_and_draws_the_map_and_the_player() {
             "10",
             "--size",
             "400",
+            "--say",
+            "hello from play",
             "--screenshot",
         ])
         .arg(&shot)
@@ -123,7 +134,15 @@ fn the_play_example_plays_itself_under_xvfb_and_draws_the_map_and_the_player() {
         "{rate} snapshots/s at 30: {line}"
     );
     assert!(line["moved"].as_f64().unwrap() > 100.0, "{line}");
-    assert_eq!(line["corrections"], 0, "one player on loopback: {line}");
+    // Alone at tag it is "it", frozen for its first second: the thaw is the rules' move,
+    // which no prediction knows of, so one correction; nothing else on loopback.
+    assert!(
+        line["corrections"].as_u64().unwrap() <= 1,
+        "one player on loopback: {line}"
+    );
+    // Its own chat line came back from the tag server.
+    assert!(line["chat_heard"].as_u64().unwrap() >= 1, "{line}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains(": hello from play"));
     // The frame: the map's shades, the player's colour.
     let decoder = png::Decoder::new(std::fs::File::open(&shot).unwrap());
     let mut reader = decoder.read_info().unwrap();
@@ -134,6 +153,12 @@ fn the_play_example_plays_itself_under_xvfb_and_draws_the_map_and_the_player() {
         .chunks(3)
         .map(|c| [c[0], c[1], c[2]])
         .collect();
+    // The score in the corner: our swatch, yellow (we are "it").
+    assert_eq!(
+        pixels[10 * 400 + 10],
+        [0xff, 0xe1, 0x4d],
+        "the score is drawn"
+    );
     let player = pixels.iter().filter(|p| **p == [0xff, 0xff, 0x40]).count();
     assert!(player >= 50, "the player is drawn ({player} pixels)");
     let shades: std::collections::BTreeSet<[u8; 3]> = pixels.iter().copied().collect();

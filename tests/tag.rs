@@ -10,7 +10,7 @@ use expel_client::{Channel, ConnectOptions, Trust};
 use expel_shared::protocol::client::Client;
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::MovementAuthority;
-use expel_shared::tag::{Tag, TagScore};
+use expel_shared::tag::{Say, Tag, TagNews, TagScore};
 use expel_shared::{MoveCommand, MoveMode, PlayerState};
 use glam::DVec3;
 use std::collections::BTreeMap;
@@ -61,7 +61,10 @@ fn play(n: u32, secs: u64, seed: u64) -> (TagScore, Vec<Option<TagScore>>, u64, 
         for (i, seen) in last.iter_mut().enumerate() {
             while let Some((ch, bytes)) = net.client_mut(i).poll_message() {
                 assert_eq!(ch, Channel::Reliable);
-                *seen = Some(postcard::from_bytes::<TagScore>(&bytes).unwrap());
+                match postcard::from_bytes::<TagNews>(&bytes).unwrap() {
+                    TagNews::Score(s) => *seen = Some(s),
+                    other => panic!("{other:?}"),
+                }
             }
         }
         if let Some(s) = net.server_mut().game_summary() {
@@ -103,6 +106,23 @@ fn tag_on_the_simulated_network_passes_it_on_and_every_client_holds_the_servers_
     );
 }
 
+/// Takes what the tag server sent client `i`.
+fn take_news(
+    i: usize,
+    s: &mut expel_client::Session,
+    last: &mut BTreeMap<usize, TagScore>,
+    said: &mut Vec<(usize, u32, String)>,
+) {
+    while let Some((_, news)) = s.poll_message::<TagNews>() {
+        match news {
+            TagNews::Score(score) => {
+                last.insert(i, score);
+            }
+            TagNews::Said { from, line } => said.push((i, from, line)),
+        }
+    }
+}
+
 /// Clients play tag against the real server (`expel serve --mode tag`) for fifteen
 /// seconds: it is passed on, and every client's last score is the server's (its
 /// `/game.json`).
@@ -119,15 +139,19 @@ async fn tag_over_expel_serve_gives_every_client_the_servers_score() {
     }
     let goal = sessions[0].sim.spawns()[0];
     let mut last: BTreeMap<usize, TagScore> = BTreeMap::new();
+    // One chat line, with a bell in it and far too long: everyone hears it, cleaned.
+    let mut said = Vec::new();
+    let line = format!("hello\u{7} {}", "a".repeat(300));
+    sessions[0]
+        .send(Channel::Reliable, &Say(line.clone()))
+        .unwrap();
     let until = Instant::now() + Duration::from_secs(15);
     while Instant::now() < until {
         let now = Instant::now();
         for (i, s) in sessions.iter_mut().enumerate() {
             let id = i as u64;
             s.update_with(now, &mut |tick, me| Some(towards(goal, me, id, tick)));
-            while let Some((_, score)) = s.poll_message::<TagScore>() {
-                last.insert(i, score);
-            }
+            take_news(i, s, &mut last, &mut said);
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -146,9 +170,7 @@ async fn tag_over_expel_serve_gives_every_client_the_servers_score() {
                     _ => MoveCommand::default(),
                 })
             });
-            while let Some((_, score)) = s.poll_message::<TagScore>() {
-                last.insert(i, score);
-            }
+            take_news(i, s, &mut last, &mut said);
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -158,6 +180,10 @@ async fn tag_over_expel_serve_gives_every_client_the_servers_score() {
     assert_eq!(server.scores.len(), 4, "{server:?}");
     assert!(server.it.is_some());
     assert!(server.passes >= 1, "never passed on: {server:?}");
+    let speaker = sessions[0].welcome.player_id;
+    let cleaned: String = line.chars().filter(|c| *c != '\u{7}').take(200).collect();
+    let heard: Vec<_> = (0..4).map(|i| (i, speaker, cleaned.clone())).collect();
+    assert_eq!(said, heard);
     for i in 0..4 {
         assert_eq!(last.get(&i), Some(&server), "client {i}");
     }

@@ -10,15 +10,17 @@
 //! the arrow keys), Space jumps, C crouches, Escape leaves. The window's title is the line
 //! of figures: round trip, corrections, snapshots lost. The conditioner's flags add loss,
 //! delay, jitter and duplication to the datagrams, to feel prediction under lag. With
-//! `--autopilot` it plays itself for that long, prints the JSON summary line `expel
-//! connect` prints, and exits (`--screenshot FILE.png` saves the last frame).
+//! `--autopilot` it plays itself for that long, prints a JSON summary line, and exits
+//! (`--screenshot FILE.png` saves the last frame). Against a server playing tag it rings
+//! "it" in yellow, draws the score in the top left corner (a bar of points per player)
+//! and puts the chat in the title and on stderr; `--say TEXT` says a line.
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use expel_client::{connect_blocking, ClientEvent, ConnectOptions, LinkConditioner, Trust};
 use expel_shared::movement::buttons;
 use expel_shared::protocol::token;
-use expel_shared::tag::TagScore;
+use expel_shared::tag::{Say, TagNews, TagScore};
 use expel_shared::{Contents, Hull, MoveCommand, Sim, TraceScratch};
 use glam::DVec3;
 use minifb::{Key, MouseMode, Window, WindowOptions};
@@ -62,6 +64,9 @@ struct Args {
     /// Datagram duplication probability (0 to 1).
     #[arg(long, default_value_t = 0.0)]
     duplicate: f64,
+    /// A chat line to say once joined (a tag server passes it to everyone).
+    #[arg(long)]
+    say: Option<String>,
 }
 
 /// The map seen from above: the height of the first surface under each pixel.
@@ -211,6 +216,12 @@ fn main() -> Result<()> {
     let mut wander = 0.0f64;
     let mut title_at = started;
     let mut score: Option<TagScore> = None;
+    let (mut last_said, mut heard) = (String::new(), 0u64);
+    if let Some(line) = &args.say {
+        session
+            .send(expel_client::Channel::Reliable, &Say(line.clone()))
+            .context("saying the chat line")?;
+    }
     while window.is_open() && !window.is_key_down(Key::Escape) {
         let now = Instant::now();
         if let Some(limit) = args.autopilot {
@@ -261,9 +272,16 @@ fn main() -> Result<()> {
                 eprintln!("session ended: {}", end.reason());
             }
         }
-        // A server playing tag sends its score whenever it changes.
-        while let Some((_, s)) = session.poll_message::<TagScore>() {
-            score = Some(s);
+        // A server playing tag sends its score whenever it changes, and the chat.
+        while let Some((_, news)) = session.poll_message::<TagNews>() {
+            match news {
+                TagNews::Score(s) => score = Some(s),
+                TagNews::Said { from, line } => {
+                    eprintln!("{from}: {line}");
+                    last_said = format!("  {from}: {line}");
+                    heard += 1;
+                }
+            }
         }
         if matches!(session.status(), expel_client::Status::Ended(_)) {
             break;
@@ -320,6 +338,9 @@ fn main() -> Result<()> {
             );
             square(&mut buf, size, at, 5, 0x00ff_ff40);
         }
+        if let Some(s) = &score {
+            draw_score(&mut buf, size, s, session.welcome.player_id);
+        }
         if now >= title_at {
             title_at = now + Duration::from_millis(250);
             let st = session.stats();
@@ -336,7 +357,7 @@ fn main() -> Result<()> {
                     format!("it: {}", s.it.unwrap_or(0))
                 };
                 format!("  tag: {who}, your points {mine}, passes {}", s.passes)
-            });
+            }) + &last_said;
             window.set_title(&format!(
                 "expel: {}  rtt {:.0} ms  corrections {}  snapshots lost {}  loss {:.0}%  delay {:.0}±{:.0} ms{tag}",
                 session.welcome.map_name,
@@ -363,11 +384,39 @@ fn main() -> Result<()> {
         "snapshots_per_s": (st.predict.snapshots - snapshots0) as f64 / secs,
         "moved": first.zip(last).map_or(0.0, |(a, b)| (b - a).length()),
         "corrections": st.predict.corrections,
+        "chat_heard": heard,
         "rtt_ms": session.transport().rtt.as_secs_f64() * 1000.0,
     });
     println!("{summary}");
     session.close_blocking("done");
     Ok(())
+}
+
+/// The tag score in the top left corner: a row per player (the ten best), a swatch
+/// (yellow for "it", white for us, red for the rest) and a bar as long as its points.
+fn draw_score(buf: &mut [u32], size: usize, s: &TagScore, me: u32) {
+    let mut rows: Vec<&(u32, u32)> = s.scores.iter().collect();
+    rows.sort_by_key(|(p, points)| (std::cmp::Reverse(*points), *p));
+    for (k, (player, points)) in rows.into_iter().take(10).enumerate() {
+        let y = 8 + k * 10;
+        let colour = if s.it == Some(*player) {
+            0x00ff_e14d
+        } else if *player == me {
+            0x00ff_ffff
+        } else {
+            0x00ff_4040
+        };
+        let bar = (*points as usize * 6).min(size / 2);
+        for dy in 0..6 {
+            let row = (y + dy).min(size - 1) * size;
+            for x in 8..14 {
+                buf[row + x] = colour;
+            }
+            for x in 18..(18 + bar).min(size) {
+                buf[row + x] = 0x00d0_d0d0;
+            }
+        }
+    }
 }
 
 /// The frame as an RGB PNG.

@@ -1,8 +1,9 @@
 //! Tag, the game mode shipped with the server (`expel serve --mode tag`): one player is
 //! "it" and passes it on by touching another, which scores the passer a point. After a
 //! pass the new "it" stands frozen for a second ([`MoveMode::Frozen`](crate::MoveMode))
-//! while the others run. The score goes to every player (reliable) whenever it changes,
-//! and to each player who joins.
+//! while the others run. The score goes to every player (reliable, [`TagNews::Score`])
+//! whenever it changes, and to each player who joins. A player's chat line ([`Say`])
+//! goes to everyone ([`TagNews::Said`]).
 
 use crate::sim::PlayerId;
 use serde::{Deserialize, Serialize};
@@ -28,12 +29,33 @@ pub struct TagScore {
     pub scores: Vec<(PlayerId, u32)>,
 }
 
+/// Longest chat line passed on, in characters (a longer one is cut).
+pub const MOST_SAID: usize = 200;
+
+/// What a player sends at tag: a chat line for everyone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Say(pub String);
+
+/// What tag sends its players (reliable).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TagNews {
+    /// The score, changed.
+    Score(TagScore),
+    /// A player's chat line (control characters taken out, at most [`MOST_SAID`]).
+    Said {
+        /// Who said it.
+        from: PlayerId,
+        /// What.
+        line: String,
+    },
+}
+
 #[cfg(feature = "server")]
 pub use rules::Tag;
 
 #[cfg(feature = "server")]
 mod rules {
-    use super::{TagScore, TAG_COOLDOWN_TICKS, TAG_HEIGHT, TAG_REACH};
+    use super::{Say, TagNews, TagScore, MOST_SAID, TAG_COOLDOWN_TICKS, TAG_HEIGHT, TAG_REACH};
     use crate::movement::MoveMode;
     use crate::protocol::channel::Channel;
     use crate::protocol::server::{Game, GameRules};
@@ -119,6 +141,15 @@ mod rules {
         }
 
         fn tick(&mut self, game: &mut Game<'_>) {
+            while let Some((from, _, Say(line))) = game.poll::<Say>() {
+                let line: String = line
+                    .chars()
+                    .filter(|c| !c.is_control())
+                    .take(MOST_SAID)
+                    .collect();
+                // A player over its rate misses a line; chat is not worth more.
+                let _ = game.broadcast(Channel::Reliable, &TagNews::Said { from, line });
+            }
             let tick = game.tick();
             if let Some(it) = self.it.filter(|_| tick >= self.ready_at) {
                 if let Some(mode) = self.thaw_to.take() {
@@ -134,7 +165,7 @@ mod rules {
             if std::mem::take(&mut self.changed) {
                 let score = self.score(tick);
                 // A player over its rate misses this one; the next change reaches it.
-                let _ = game.broadcast(Channel::Reliable, &score);
+                let _ = game.broadcast(Channel::Reliable, &TagNews::Score(score.clone()));
                 self.summary = serde_json::to_string(&score).ok();
             }
         }
