@@ -7,7 +7,7 @@ mod common;
 use common::{http_get, network, Served};
 
 use expel_client::{Channel, ConnectOptions, Trust};
-use expel_shared::protocol::client::Client;
+use expel_shared::protocol::client::{Client, ClientEvent};
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::MovementAuthority;
 use expel_shared::tag::{Say, Tag, TagNews, TagScore};
@@ -59,13 +59,22 @@ fn play(n: u32, secs: u64, seed: u64) -> (TagScore, Vec<Option<TagScore>>, u64, 
             towards(meeting(c), c.local_player().as_ref(), i as u64, c.tick())
         });
         for (i, seen) in last.iter_mut().enumerate() {
+            // An event for each message (the score goes reliable), then the messages.
+            let told = std::iter::from_fn(|| net.client_mut(i).poll_event())
+                .filter(|e| {
+                    matches!(e, ClientEvent::Message { channel } if *channel == Channel::Reliable)
+                })
+                .count();
+            let mut taken = 0;
             while let Some((ch, bytes)) = net.client_mut(i).poll_message() {
+                taken += 1;
                 assert_eq!(ch, Channel::Reliable);
                 match postcard::from_bytes::<TagNews>(&bytes).unwrap() {
                     TagNews::Score(s) => *seen = Some(s),
                     other => panic!("{other:?}"),
                 }
             }
+            assert_eq!(told, taken, "client {i}");
         }
         if let Some(s) = net.server_mut().game_summary() {
             summary = Some(s);

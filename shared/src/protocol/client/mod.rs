@@ -363,8 +363,9 @@ impl Client {
             }
             (ServerControl::Message { bytes }, Status::Playing) => {
                 // A server over the rate or the size is its own problem: refused, counted.
-                let _ =
+                let a =
                     (self.mail).receive(Channel::Reliable, 0, bytes, now, &mut self.stats.messages);
+                self.message_arrived(Channel::Reliable, a);
             }
             (other, _) => self.end(End::Protocol(format!("unexpected {other:?}"))),
         }
@@ -639,7 +640,8 @@ impl Client {
             match decode::<ServerDatagram>("message", bytes) {
                 Ok(ServerDatagram::Message { seq, bytes }) => {
                     let counts = &mut self.stats.messages;
-                    let _ = (self.mail).receive(Channel::Unreliable, seq, bytes, now, counts);
+                    let a = (self.mail).receive(Channel::Unreliable, seq, bytes, now, counts);
+                    self.message_arrived(Channel::Unreliable, a);
                 }
                 _ => self.stats.malformed += 1,
             }

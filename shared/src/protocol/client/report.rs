@@ -41,6 +41,11 @@ pub enum ClientEvent {
         /// The player.
         player: PlayerId,
     },
+    /// A game message arrived on `channel`: [`super::Client::poll_message`] has it.
+    Message {
+        /// Its channel.
+        channel: crate::protocol::channel::Channel,
+    },
     /// Another player came into our view: the snapshots show it from now on (it joined
     /// near us, or came near enough to be among the nearest shown).
     EnteredView {
