@@ -365,8 +365,14 @@ fn the_deploy_files_match_the_server() {
     let at = args.iter().position(|a| a == "--max-players").unwrap();
     assert_eq!(args[at + 1], capacity);
     // The runtime image runs as a user, not root, and carries the maps it names.
-    assert!(docker.contains("USER nonroot"));
-    assert!(docker.contains("COPY --from=build /src/maps /opt/expel/maps"));
+    assert!(docker.contains("USER 65532:65532"));
+    assert!(docker.contains("COPY maps/ /opt/expel/maps/"));
+    assert_eq!(yaml_value(&fleet, "runAsNonRoot"), "true");
+    assert_eq!(yaml_value(&fleet, "readOnlyRootFilesystem"), "true");
+    // The image's cache directory is the Fleet's writable emptyDir.
+    assert!(docker.contains("EXPEL_CACHE_DIR=/tmp/expel"));
+    assert_eq!(yaml_value(&fleet, "mountPath"), "/etc/expel");
+    assert!(fleet.contains("mountPath: /tmp") && fleet.contains("emptyDir"));
     // The arguments are ones expel serve takes: run them here, on loopback, with the
     // repository's maps and a certificate of its own.
     let mut serve: Vec<String> = Vec::new();
