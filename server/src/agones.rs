@@ -10,6 +10,7 @@
 //! queued: however long the sidecar is away, what is held is the set of players, never a
 //! backlog of calls.
 
+use expel_shared::protocol::backoff::Backoff;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -245,7 +246,7 @@ pub(crate) async fn run(
     };
     let base = format!("http://{}", cfg.sdk);
     let mut r = Reporter::new(cfg.health_every);
-    let mut retry = RETRY_FIRST;
+    let mut retry = Backoff::new(RETRY_FIRST, RETRY_MAX, 1);
     let mut stopping: Option<Instant> = None;
     loop {
         let now = Instant::now();
@@ -275,7 +276,7 @@ pub(crate) async fn run(
                         info!(sdk = %cfg.sdk, "agones: ready");
                     }
                     r.done(&call, Instant::now());
-                    retry = RETRY_FIRST;
+                    retry.reset();
                     continue;
                 }
                 // A refused player connect (capacity reached) is the SDK's answer, not a
@@ -291,8 +292,7 @@ pub(crate) async fn run(
             if stopping.is_some_and(|t| t.elapsed() > CALL_TIMEOUT * 2) {
                 return;
             }
-            tokio::time::sleep(retry).await;
-            retry = (retry * 2).min(RETRY_MAX);
+            tokio::time::sleep(retry.next_delay()).await;
             continue;
         }
         if r.shut_down() {

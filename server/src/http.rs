@@ -11,6 +11,7 @@ use crate::admission::PerAddress;
 use crate::live::Live;
 use crate::metrics::Metrics;
 use base64::Engine as _;
+use expel_shared::protocol::backoff::Backoff;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -33,8 +34,9 @@ const MAX_CONNECTIONS: usize = 256;
 const PER_ADDRESS: usize = 32;
 /// How long a request head may take to arrive.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
-/// Longest pause after a failed accept (the descriptor limit, say): the loop backs off
-/// from 10 ms, doubling, instead of spinning on an error that persists.
+/// Pauses after a failed accept (the descriptor limit, say): the loop backs off from
+/// 10 ms, doubling to 1 s, instead of spinning on an error that persists.
+const FIRST_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Serves until the listener task is dropped. Connections are bounded in total and per
@@ -47,7 +49,7 @@ pub(crate) async fn serve(
 ) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let open = PerAddress::new();
-    let mut backoff = Duration::from_millis(10);
+    let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF, 1);
     loop {
         let Ok(permit) = permits.clone().acquire_owned().await else {
             return;
@@ -56,13 +58,13 @@ pub(crate) async fn serve(
             Ok(x) => x,
             Err(e) => {
                 metrics.http_accept_errors.fetch_add(1, Relaxed);
-                warn!(error = %e, pause_ms = backoff.as_millis() as u64, "http accept failed");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(MAX_BACKOFF);
+                let pause = backoff.next_delay();
+                warn!(error = %e, pause_ms = pause.as_millis() as u64, "http accept failed");
+                tokio::time::sleep(pause).await;
                 continue;
             }
         };
-        backoff = Duration::from_millis(10);
+        backoff.reset();
         // The total is the semaphore's (past it, connections wait in the backlog).
         let Some(held) = open.take(from.ip(), PER_ADDRESS, usize::MAX) else {
             metrics.http_refused.fetch_add(1, Relaxed);
