@@ -71,19 +71,19 @@ impl Call {
             Call::Capacity(n) => (
                 "PUT",
                 "/alpha/player/capacity",
-                format!("{{\"count\":\"{n}\"}}"),
+                serde_json::json!({"count": n.to_string()}).to_string(),
             ),
             Call::Ready => ("POST", "/ready", "{}".into()),
             Call::Health => ("POST", "/health", "{}".into()),
             Call::Connect(p) => (
                 "POST",
                 "/alpha/player/connect",
-                format!("{{\"playerID\":\"{p}\"}}"),
+                serde_json::json!({"playerID": p.to_string()}).to_string(),
             ),
             Call::Disconnect(p) => (
                 "POST",
                 "/alpha/player/disconnect",
-                format!("{{\"playerID\":\"{p}\"}}"),
+                serde_json::json!({"playerID": p.to_string()}).to_string(),
             ),
             Call::Shutdown => ("POST", "/shutdown", "{}".into()),
         }

@@ -5,7 +5,6 @@
 use crate::admission::{Held, PerAddress};
 use crate::metrics::Metrics;
 use expel_shared::{Sim, WorldState};
-use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -87,8 +86,7 @@ fn map_json(sim: &Sim, name: &str) -> String {
     } else {
         f64::INFINITY
     };
-    let mut floors = String::new();
-    let mut walls = String::new();
+    let (mut floors, mut walls) = (Vec::new(), Vec::new());
     for (i, p) in model.polygons().iter().enumerate() {
         let n = p.plane.normal;
         let pts: Vec<_> = model.polygon_points(i).collect();
@@ -100,12 +98,10 @@ fn map_json(sim: &Sim, name: &str) -> String {
             if z > roof {
                 continue;
             }
-            let sep = if floors.is_empty() { "" } else { "," };
-            let _ = write!(floors, "{sep}[{}", r(z));
-            for v in &pts {
-                let _ = write!(floors, ",{},{}", r(v.x), r(v.y));
-            }
-            floors.push(']');
+            // [height, x0, y0, x1, y1, ...]
+            let mut floor = vec![r(z)];
+            floor.extend(pts.iter().flat_map(|v| [r(v.x), r(v.y)]));
+            floors.push(floor);
         } else if n.z > -0.2 {
             // A wall seen from above is the segment between its extremes along the wall.
             let along = glam::DVec2::new(-n.y, n.x);
@@ -116,21 +112,17 @@ fn map_json(sim: &Sim, name: &str) -> String {
             ) else {
                 continue;
             };
-            let sep = if walls.is_empty() { "" } else { "," };
-            let _ = write!(walls, "{sep}[{},{},{},{}]", r(a.x), r(a.y), r(c.x), r(c.y));
+            walls.push([r(a.x), r(a.y), r(c.x), r(c.y)]);
         }
     }
-    let name = name.replace(['"', '\\'], "_");
-    format!(
-        "{{\"name\":\"{name}\",\"tick_rate\":{},\"bounds\":[{},{},{},{},{},{}],\"floors\":[{floors}],\"walls\":[{walls}]}}",
-        sim.config().tick_rate,
-        r(b.min.x),
-        r(b.min.y),
-        r(b.max.x),
-        r(b.max.y),
-        r(b.min.z),
-        r(b.max.z)
-    )
+    serde_json::json!({
+        "name": name,
+        "tick_rate": sim.config().tick_rate,
+        "bounds": [r(b.min.x), r(b.min.y), r(b.max.x), r(b.max.y), r(b.min.z), r(b.max.z)],
+        "floors": floors,
+        "walls": walls,
+    })
+    .to_string()
 }
 
 /// One frame of the world: `players` as `[id, x, y, z, flagged]`, `movers` as their
@@ -138,32 +130,31 @@ fn map_json(sim: &Sim, name: &str) -> String {
 /// the traffic totals (bytes), from which the page draws its charts.
 pub(crate) fn frame(sim: &Sim, world: &WorldState, m: &Metrics, tick_ms: f64) -> String {
     let flagged = m.flagged();
-    let mut o = format!(
-        "{{\"tick\":{},\"tick_ms\":{:.3},\"bytes_out\":{},\"bytes_in\":{},\"players\":[",
-        world.tick,
-        tick_ms,
-        m.bytes_out.load(Relaxed),
-        m.bytes_in.load(Relaxed)
-    );
-    for (n, (id, p)) in world.players.iter().enumerate() {
-        let v = p.state.origin();
-        let sep = if n > 0 { "," } else { "" };
-        let f = flagged.contains_key(id) as u8;
-        let _ = write!(o, "{sep}[{id},{},{},{},{f}]", r(v.x), r(v.y), r(v.z));
-    }
-    o.push_str("],\"movers\":[");
-    for (n, (mover, s)) in sim.movers().iter().zip(&world.movers).enumerate() {
-        let b = mover.world_bounds(&mover.pose(s));
-        let sep = if n > 0 { "," } else { "" };
-        let _ = write!(
-            o,
-            "{sep}[{},{},{},{}]",
-            r(b.min.x),
-            r(b.min.y),
-            r(b.max.x),
-            r(b.max.y)
-        );
-    }
-    o.push_str("]}");
-    o
+    let players: Vec<_> = world
+        .players
+        .iter()
+        .map(|(id, p)| {
+            let v = p.state.origin();
+            let f = u8::from(flagged.contains_key(id));
+            serde_json::json!([id, r(v.x), r(v.y), r(v.z), f])
+        })
+        .collect();
+    let movers: Vec<_> = sim
+        .movers()
+        .iter()
+        .zip(&world.movers)
+        .map(|(mover, s)| {
+            let b = mover.world_bounds(&mover.pose(s));
+            [r(b.min.x), r(b.min.y), r(b.max.x), r(b.max.y)]
+        })
+        .collect();
+    serde_json::json!({
+        "tick": world.tick,
+        "tick_ms": (tick_ms * 1000.0).round() / 1000.0,
+        "bytes_out": m.bytes_out.load(Relaxed),
+        "bytes_in": m.bytes_in.load(Relaxed),
+        "players": players,
+        "movers": movers,
+    })
+    .to_string()
 }

@@ -256,26 +256,20 @@ impl Metrics {
 
     /// The flagged players as JSON: `{"players":[{"id":7,"violations":{"speed":2}}]}`.
     pub fn flagged_json(&self) -> String {
-        let mut o = String::from("{\"players\":[");
-        for (n, (id, counts)) in self.flagged().iter().enumerate() {
-            if n > 0 {
-                o.push(',');
-            }
-            let _ = write!(o, "{{\"id\":{id},\"violations\":{{");
-            let mut first = true;
-            for (k, c) in ViolationKind::ALL.iter().zip(counts) {
-                if *c > 0 {
-                    if !first {
-                        o.push(',');
-                    }
-                    first = false;
-                    let _ = write!(o, "\"{}\":{c}", k.name());
-                }
-            }
-            o.push_str("}}");
-        }
-        o.push_str("]}");
-        o
+        let players: Vec<_> = self
+            .flagged()
+            .iter()
+            .map(|(id, counts)| {
+                let violations: serde_json::Map<String, serde_json::Value> = ViolationKind::ALL
+                    .iter()
+                    .zip(counts)
+                    .filter(|(_, c)| **c > 0)
+                    .map(|(k, c)| (k.name().to_string(), (*c).into()))
+                    .collect();
+                serde_json::json!({"id": id, "violations": violations})
+            })
+            .collect();
+        serde_json::json!({ "players": players }).to_string()
     }
 
     /// The longest tick of the last few seconds, seconds.
