@@ -141,6 +141,9 @@ pub(crate) async fn hello(
     let mut buf = [0u8; 4096];
     loop {
         if let Some(f) = dec.next_frame().unwrap() {
+            // The rest of the stream is read and dropped, as a client reads its control
+            // stream (a stream left unread would stop the server's later writes).
+            tokio::spawn(async move { while let Ok(Some(_)) = recv.read(&mut buf).await {} });
             return (send, decode("control", &f).unwrap());
         }
         let n = recv.read(&mut buf).await.unwrap().unwrap();

@@ -170,6 +170,15 @@ pub enum RosterChange {
     Left(u32),
 }
 
+impl RosterChange {
+    /// The player it is about.
+    pub fn player(&self) -> u32 {
+        match self {
+            RosterChange::Joined(p) | RosterChange::Left(p) => *p,
+        }
+    }
+}
+
 /// Tick-stamped commands and the newest snapshot received.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct InputMsg {

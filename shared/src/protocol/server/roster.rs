@@ -51,8 +51,13 @@ impl Server {
         if self.roster_changes.is_empty() || !self.world.tick.is_multiple_of(every) {
             return;
         }
-        let frames = frames(&std::mem::take(&mut self.roster_changes));
-        for s in self.sessions.values() {
+        let changes = std::mem::take(&mut self.roster_changes);
+        let frames = frames(&changes);
+        for (id, s) in &self.sessions {
+            // A player told only of itself (alone, just in) is told nothing.
+            if changes.iter().all(|c| c.player() == *id) {
+                continue;
+            }
             for bytes in &frames {
                 self.outputs.push_back(Output::Control {
                     conn: s.conn,
