@@ -85,10 +85,9 @@ fn sixty_four_clients_for_ten_minutes_under_loss_delay_reordering_and_duplicatio
     #[allow(clippy::disallowed_methods)] // the base of virtual time, or a wall-time figure
     let began = Instant::now();
     let mut net = network(64, MovementAuthority::Server, lossy(), 7);
-    net.run(
-        Duration::from_secs(std::env::var("SIMNET_SECS").map_or(600, |s| s.parse().unwrap())),
-        &mut wander,
-    );
+    // Two minutes in the suite; `.ci/run` runs the ten (`SIMNET_SECS=600`).
+    let secs: u64 = std::env::var("SIMNET_SECS").map_or(120, |s| s.parse().unwrap());
+    net.run(Duration::from_secs(secs), &mut wander);
     let wall = began.elapsed().as_secs_f64();
     let (corrections, unexplained, snapshots) = honest_summary(&net);
     let skipped: u64 = (0..net.len())
@@ -97,10 +96,13 @@ fn sixty_four_clients_for_ten_minutes_under_loss_delay_reordering_and_duplicatio
     let s = net.server().stats();
     assert_eq!(s.clients, 64);
     assert_eq!(net.server().world().players.len(), 64);
-    // 30 snapshots a second for ten minutes, 10% lost and some overtaken by a newer one
-    // (jitter): 14,000 or more each.
+    // 30 snapshots a second, 10% lost and some overtaken by a newer one (jitter): 14,000
+    // or more each in ten minutes.
     let per_client = snapshots / 64;
-    assert!(per_client > 14_000, "{per_client} snapshots per client");
+    assert!(
+        per_client > secs * 70 / 3,
+        "{per_client} snapshots per client"
+    );
     // Inputs: the redundancy covers 10% loss almost always.
     let missing = s.inputs.missing as f64 / (s.inputs.applied + s.inputs.missing) as f64;
     assert!(
@@ -109,7 +111,7 @@ fn sixty_four_clients_for_ten_minutes_under_loss_delay_reordering_and_duplicatio
         missing * 100.0
     );
     println!(
-        "64 clients, 600 s of game time in {wall:.1} s of wall time: {snapshots} snapshots, \
+        "64 clients, {secs} s of game time in {wall:.1} s of wall time: {snapshots} snapshots, \
          {corrections} corrections ({unexplained} unexplained), {skipped} replays skipped, inputs {:?}, world hash {:016x}",
         s.inputs,
         net.server().world().hash()
