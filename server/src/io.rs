@@ -133,9 +133,15 @@ impl IoThreads {
                 wake: wake.clone(),
                 schedstat: schedstat.clone(),
             };
+            // Built here, before the server says it is ready: a runtime needs descriptors
+            // of its own, which a crowd at the descriptor limit may have taken by the time
+            // the thread gets going.
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
             let thread = std::thread::Builder::new()
                 .name(format!("expel-io-{index}"))
-                .spawn(move || job.run(part, go))?;
+                .spawn(move || job.run(part, go, rt))?;
             let waker = Waker {
                 thread: thread.thread().clone(),
                 notify: notify.clone(),
@@ -253,7 +259,7 @@ struct Job {
 
 impl Job {
     /// The thread's body: a panic is reported as its end, with the message.
-    fn run(self, part: QuicParts, go: Receiver<Router>) {
+    fn run(self, part: QuicParts, go: Receiver<Router>, rt: tokio::runtime::Runtime) {
         let (index, wake) = (self.index, self.wake.clone());
         let why = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
             let Ok(router) = go.recv() else {
@@ -264,13 +270,6 @@ impl Job {
                     .schedstat
                     .set(format!("{}/schedstat", me.to_string_lossy()));
             }
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build();
-            let rt = match rt {
-                Ok(rt) => rt,
-                Err(e) => return Some(format!("its runtime failed: {e}")),
-            };
             rt.block_on(async move {
                 match Quic::new(part, router) {
                     Ok(quic) => self.drive(quic).await,
