@@ -171,6 +171,9 @@ pub struct Server {
     game: Hosted,
     /// Players who entered or left the world this tick, for every client.
     roster_changes: Vec<crate::protocol::RosterChange>,
+    /// Players that entered since the roster was last sent, and where in
+    /// `roster_changes` their news begins.
+    roster_entered: BTreeMap<PlayerId, usize>,
     replay: ReplayGuard,
     /// When tick 0 was: tick `t` is due at `epoch + t / rate`, however late the server
     /// runs it (ticks skipped keep their numbers), so the tick clients keep to is the wall
@@ -246,6 +249,7 @@ impl Server {
             sessions: BTreeMap::new(),
             game: Hosted::default(),
             roster_changes: Vec::new(),
+            roster_entered: BTreeMap::new(),
             replay: ReplayGuard::new(),
             epoch: now,
             snapshots_at: 0,

@@ -36,6 +36,9 @@ impl Server {
         for bytes in frames(&changes) {
             self.outputs.push_back(Output::Control { conn, bytes });
         }
+        // What came before is in the roster it was just sent: it hears what follows.
+        self.roster_entered
+            .insert(player, self.roster_changes.len() + 1);
         self.roster_changes.push(RosterChange::Joined(player));
     }
 
@@ -52,13 +55,24 @@ impl Server {
             return;
         }
         let changes = std::mem::take(&mut self.roster_changes);
-        let frames = frames(&changes);
+        let entered = std::mem::take(&mut self.roster_entered);
+        let all = frames(&changes);
         for (id, s) in &self.sessions {
+            // A player that entered since the last time hears only what followed.
+            let from = entered.get(id).copied().unwrap_or(0);
+            let news = changes.get(from..).unwrap_or_default();
             // A player told only of itself (alone, just in) is told nothing.
-            if changes.iter().all(|c| c.player() == *id) {
+            if news.iter().all(|c| c.player() == *id) {
                 continue;
             }
-            for bytes in &frames {
+            let own;
+            let frames = if from == 0 {
+                &all
+            } else {
+                own = frames(news);
+                &own
+            };
+            for bytes in frames {
                 self.outputs.push_back(Output::Control {
                     conn: s.conn,
                     bytes: bytes.clone(),
