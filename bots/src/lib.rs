@@ -14,7 +14,10 @@ pub mod metrics;
 mod run;
 
 pub use cheats::{run_cheating, CheatState, CheatTamper, Cheats};
-use expel_client::{connect, Backoff, ConnectOptions, LinkConditioner, Session, Trust};
+use expel_client::{
+    connect, Backoff, ConnectOptions, LinkConditioner, Session, Trust, RECONNECT_CAP,
+    RECONNECT_FIRST,
+};
 use expel_shared::movement::buttons;
 use expel_shared::{MoveCommand, PlayerState, Sim};
 use glam::DVec3;
@@ -266,10 +269,6 @@ const BOTS_PER_SOCKET: usize = 50;
 
 /// Seed of the bots' behaviours.
 const BEHAVIOUR_SEED: u64 = 0x6b6f7473;
-
-/// First reconnect delay, and the most any grows to.
-const RECONNECT_FIRST: Duration = Duration::from_millis(200);
-const RECONNECT_CAP: Duration = Duration::from_secs(3);
 
 /// One attempt to join: a bounded number of handshakes at once; the first bot to join
 /// keeps the map and its simulation for the rest to reuse.

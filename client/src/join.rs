@@ -192,9 +192,10 @@ pub fn connect_blocking(addr: SocketAddr, opts: &ConnectOptions) -> Result<Sessi
     }
 }
 
-/// First wait before joining again, and the most any wait grows to.
-const RECONNECT_FIRST: Duration = Duration::from_millis(200);
-const RECONNECT_CAP: Duration = Duration::from_secs(3);
+/// First wait before joining again.
+pub const RECONNECT_FIRST: Duration = Duration::from_millis(200);
+/// The most any wait before joining again grows to.
+pub const RECONNECT_CAP: Duration = Duration::from_secs(3);
 
 /// Joins `addr` again after a session ended ([`End::worth_reconnecting`]): tries until
 /// `within` has passed, waiting between tries with a jittered backoff (200 ms doubling to

@@ -42,7 +42,7 @@ pub use expel_shared::protocol::client::{ClientEvent, ClientStats, End, Status};
 pub use expel_shared::protocol::conditioner::LinkConditioner;
 pub use expel_shared::protocol::interp::{Drawn, Interpolator};
 pub use expel_shared::protocol::predict::{PredictStats, Predictor};
-pub use join::{connect, connect_blocking, reconnect, Joining};
+pub use join::{connect, connect_blocking, reconnect, Joining, RECONNECT_CAP, RECONNECT_FIRST};
 pub use tls::{client_config, Trust};
 
 use bytes::Bytes;

@@ -12,6 +12,7 @@
 //! out of [`Client::poll_event`].
 
 mod clock;
+mod mail;
 mod report;
 mod roster;
 
@@ -25,7 +26,7 @@ use crate::collision::CollisionModel;
 use crate::map::MapData;
 use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::MoverState;
-use crate::protocol::channel::{Channel, Mailbox, MessageError, MESSAGE_QUEUE};
+use crate::protocol::channel::{Channel, Mailbox, MESSAGE_QUEUE};
 use crate::protocol::frame::{encode_frame, FrameDecoder};
 use crate::protocol::interp::{Drawn, Interpolator};
 use crate::protocol::predict::Predictor;
@@ -492,42 +493,6 @@ impl Client {
         let lead = (self.stats.rtt.min(MAX_LEAD_RTT) + since) / period + self.settings.buffer_ticks;
         // (A lead of any size saturates; the welcome's tick is at most MAX_TICK.)
         welcome.server_tick.saturating_add(lead.ceil() as u64)
-    }
-
-    /// Sends the game's message (its bytes) on `channel` at `now`: refused when too
-    /// large, while not playing, or over the rate the server takes (try again later).
-    pub fn send_message(
-        &mut self,
-        channel: Channel,
-        bytes: &[u8],
-        now: Instant,
-    ) -> Result<(), MessageError> {
-        if self.status != Status::Playing {
-            return Err(MessageError::NotPlaying);
-        }
-        let seq = self
-            .mail
-            .send(channel, bytes, now, &mut self.stats.messages)?;
-        let bytes = bytes.to_vec();
-        self.outputs.push_back(match channel {
-            Channel::Reliable => {
-                ClientOutput::Control(encode_frame(&ClientControl::Message { bytes }))
-            }
-            Channel::Unreliable => {
-                ClientOutput::Datagram(encode(&ClientDatagram::Message { seq, bytes }))
-            }
-        });
-        Ok(())
-    }
-
-    /// The oldest of the server's messages not yet taken: its channel and bytes.
-    pub fn poll_message(&mut self) -> Option<(Channel, Vec<u8>)> {
-        self.mail.take()
-    }
-
-    /// A message taken was not of the game's type: counted as refused.
-    pub fn message_malformed(&mut self, channel: Channel, now: Instant) {
-        let _ = self.mail.malformed(channel, now, &mut self.stats.messages);
     }
 
     /// Runs the ticks due by `now`: each predicts this tick's command and sends it with

@@ -1,9 +1,8 @@
-//! Who else is in the world (the server's roster, not our view), how far the map has
-//! come, and the game's messages as events.
+//! Who else is in the world (the server's roster, not our view), and how far the map
+//! has come.
 
 use super::report::push_event;
 use super::{Client, ClientEvent, End, Status};
-use crate::protocol::channel::{Arrival, Channel};
 use crate::protocol::RosterChange;
 use crate::sim::PlayerId;
 use std::collections::BTreeSet;
@@ -25,14 +24,6 @@ impl Client {
             _ => w.map_size,
         };
         Some((got, w.map_size))
-    }
-
-    /// A message from the server reached the mailbox: an event says so (the game takes it
-    /// with `poll_message`).
-    pub(super) fn message_arrived(&mut self, channel: Channel, arrival: Arrival) {
-        if arrival == Arrival::Taken {
-            push_event(&mut self.events, ClientEvent::Message { channel });
-        }
     }
 
     /// A light client (a load-test bot) keeps no roster.
