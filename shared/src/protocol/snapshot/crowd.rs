@@ -1,0 +1,222 @@
+//! Whom each client sees: one tick's players binned by where they stand, searched for each client's nearest.
+
+use super::*;
+
+/// The players of one tick, binned by where they stand, so each client's nearest
+/// `interest` others are found from the cells around it rather than by measuring
+/// everyone: built once per tick for every client's snapshot, with each player's
+/// snapshot fields.
+pub struct Crowd {
+    /// Each player's origin, named by its index in `players`.
+    pub(super) grid: Grid<Point>,
+    /// Each player's id and fields, in id order.
+    pub(super) players: Vec<(PlayerId, PlayerFields)>,
+    /// Largest distance across (x, y) between any two players (bounds the search).
+    pub(super) span: f64,
+    /// Each mover's centre at its pose, index and fields, in mover order.
+    pub(super) movers: Vec<(DVec3, u32, MoverFields)>,
+    /// Names the players' membership and order: the same while the same ids stand at the
+    /// same indices, unique otherwise (a client's choice of players, kept as indices, is
+    /// good for the crowds of its generation only).
+    pub(super) generation: u64,
+    pub(super) points: Vec<Point>,
+    pub(super) poses: Vec<crate::mover::Pose>,
+}
+
+/// The last [`Crowd::generation`] handed out, across every crowd.
+pub(super) static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+pub(super) fn new_generation() -> u64 {
+    GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
+}
+
+/// A player in the crowd's grid: where it stands and its index in the crowd (a third of
+/// a box's bytes: a query reads dozens of them).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Point {
+    at: DVec3,
+    index: u32,
+}
+
+impl Binned for Point {
+    fn centre(&self) -> DVec3 {
+        self.at
+    }
+
+    fn overlaps(&self, zone: &Aabb) -> bool {
+        (zone.min.cmple(self.at) & self.at.cmple(zone.max)).all()
+    }
+}
+
+impl Crowd {
+    /// Indexes `world`'s players for searches of the nearest `interest`, and places its
+    /// movers.
+    pub fn new(sim: &Sim, world: &WorldState, interest: usize) -> Crowd {
+        let mut crowd = Crowd {
+            grid: Grid::default(),
+            players: Vec::new(),
+            span: 0.0,
+            movers: Vec::new(),
+            generation: 0,
+            points: Vec::new(),
+            poses: Vec::new(),
+        };
+        crowd.renew(sim, world, interest);
+        crowd
+    }
+
+    /// [`Crowd::new`] for a later tick, in place: the lists are reused, and the
+    /// generation kept when the same players stand in the same order (so the clients'
+    /// choices of players carry over).
+    pub fn renew(&mut self, sim: &Sim, world: &WorldState, interest: usize) {
+        sim.poses(&world.movers, &mut self.poses);
+        self.movers.clear();
+        self.movers.extend(
+            sim.movers()
+                .iter()
+                .zip(&self.poses)
+                .zip(&world.movers)
+                .enumerate()
+                .map(|(i, ((m, pose), s))| {
+                    (m.world_bounds(pose).center(), i as u32, mover_fields(s))
+                }),
+        );
+        let same = self.generation != 0
+            && self.players.len() == world.players.len()
+            && self
+                .players
+                .iter()
+                .zip(world.players.keys())
+                .all(|(p, id)| p.0 == *id);
+        if !same {
+            self.generation = new_generation();
+        }
+        self.points.clear();
+        self.players.clear();
+        // Indices fit: a world's players are far fewer than 2^32.
+        for (i, (id, p)) in world.players.iter().enumerate() {
+            let at = p.state.origin();
+            self.points.push(Point {
+                at,
+                index: i as u32,
+            });
+            let facing = [p.last_command.yaw, p.last_command.pitch];
+            self.players.push((*id, player_fields(&p.state, facing)));
+        }
+        let all = Aabb::from_points(self.points.iter().map(|p| &p.at));
+        self.span = if self.points.is_empty() {
+            0.0
+        } else {
+            (all.max - all.min).truncate().max_element()
+        };
+        // About one player to a cell of an even crowd: a search reads a few rings.
+        let cell = 0.25 * self.even_reach(interest);
+        self.grid.build_with(&self.points, cell);
+    }
+
+    /// Half the side of a square that holds about `2k` players of an even crowd.
+    fn even_reach(&self, k: usize) -> f64 {
+        let even = 2.0 * k as f64 / self.players.len().max(1) as f64;
+        (0.5 * self.span * even.min(1.0).sqrt()).max(32.0)
+    }
+
+    /// Where player `id` is in the crowd's order.
+    pub(super) fn index_of(&self, id: PlayerId) -> Option<u32> {
+        let i = self.players.binary_search_by_key(&id, |p| p.0).ok()?;
+        Some(i as u32)
+    }
+
+    /// Into `out`, the `k` players nearest `o` other than `me`, nearest first (ties by
+    /// id), as (squared distance, id): exactly what measuring everyone would give.
+    pub fn nearest(&self, me: PlayerId, o: DVec3, k: usize, out: &mut Vec<(f64, PlayerId)>) {
+        let mut near = Vec::new();
+        self.nearest_indices(self.index_of(me), o, k, &mut near);
+        out.clear();
+        out.extend(
+            near.iter()
+                .map(|n| (n.distance2(), self.players[n.index() as usize].0)),
+        );
+    }
+
+    /// [`Crowd::nearest`] by crowd index (the id order, so ties by index are ties by id).
+    /// The grid's cells are read in rings around `o`'s cell, nearest ring first. Every
+    /// player beyond the rings read so far is at least `gap` away (the distance from `o`
+    /// across (x, y) to the square they cover), so once `k` found are nearer than that,
+    /// no player left unread can take a place. Only the best `k` found are kept as it
+    /// goes; a dense crowd stops after a ring or two, a sparse one reads further.
+    pub(super) fn nearest_indices(&self, me: Option<u32>, o: DVec3, k: usize, out: &mut Vec<Near>) {
+        out.clear();
+        if k == 0 || self.players.is_empty() {
+            return;
+        }
+        let g = &self.grid;
+        // A point beyond the grid reads from the cell next to it; its gaps below are then
+        // negative, so the search reads every ring: still exact.
+        let [cx, cy] = g.cell_at(o);
+        let [w, h] = g.dims();
+        // Rings wholly outside the grid hold nobody.
+        let first = [0, -cx, cx - (w - 1), -cy, cy - (h - 1)]
+            .into_iter()
+            .fold(0, i64::max);
+        let take = |items: &[Point], out: &mut Vec<Near>| {
+            for p in items {
+                if Some(p.index) != me {
+                    out.push(Near::new((p.at - o).length_squared(), p.index));
+                }
+            }
+        };
+        for r in first.. {
+            if r == 0 {
+                take(g.row(cx, cy, cy), out);
+            } else {
+                take(g.row(cx - r, cy - r, cy + r), out);
+                take(g.row(cx + r, cy - r, cy + r), out);
+                for x in (cx - r + 1).max(0)..=(cx + r - 1).min(w - 1) {
+                    take(g.row(x, cy - r, cy - r), out);
+                    take(g.row(x, cy + r, cy + r), out);
+                }
+            }
+            if out.len() > k {
+                out.select_nth_unstable(k - 1);
+                out.truncate(k);
+            }
+            if cx - r <= 0 && cy - r <= 0 && cx + r >= w - 1 && cy + r >= h - 1 {
+                break;
+            }
+            if out.len() == k {
+                let (lo, side) = g.corner([cx - r, cy - r]);
+                let hi = lo + DVec3::splat(side * (2 * r + 1) as f64);
+                // Less a hair: a point on a cell's border may have been binned either side.
+                let gap = [o.x - lo.x, hi.x - o.x, o.y - lo.y, hi.y - o.y]
+                    .into_iter()
+                    .fold(f64::INFINITY, f64::min)
+                    - 1e-6;
+                let kth = out.iter().max().map_or(0.0, |n| n.distance2());
+                if gap > 0.0 && kth < gap * gap {
+                    break;
+                }
+            }
+        }
+        out.sort_unstable();
+    }
+}
+
+/// A player found near: its squared distance and crowd index in one key, whose integer
+/// order is the order by distance, then index (a distance is never negative, and a
+/// non-negative float's bits order as it does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Near(u128);
+
+impl Near {
+    fn new(distance2: f64, index: u32) -> Near {
+        Near(u128::from(distance2.to_bits()) << 32 | u128::from(index))
+    }
+
+    fn distance2(self) -> f64 {
+        f64::from_bits((self.0 >> 32) as u64)
+    }
+
+    pub(super) fn index(self) -> u32 {
+        self.0 as u32
+    }
+}

@@ -1,0 +1,356 @@
+//! The server's side: one client's snapshot history, whom it sees, and the datagram written against its acknowledged baseline.
+
+use super::*;
+
+/// Snapshots one choice of a client's nearest players serves before it is made again
+/// (at 30 snapshots a second, a choice is at most a tenth of a second old). Finding the
+/// nearest of a thousand cost as much as writing the snapshot; who is nearest changes
+/// far more slowly than where they are, and every snapshot still carries the chosen
+/// players' state of its own tick.
+/// Each client's refreshes fall on its own turn (see `refresh_turn`), so a tick
+/// chooses for about one client in four rather than for all of them every fourth time.
+pub const VIEW_REFRESH: u32 = 4;
+/// How far a client may move from where its players were chosen before they are chosen
+/// again at once (a teleport or a respawn must not show the old surroundings).
+pub const VIEW_DRIFT: f64 = 128.0;
+
+/// The players a client was last sent: crowd indices in id order.
+#[derive(Debug, Default)]
+pub(super) struct View {
+    chosen: Vec<u32>,
+    /// The [`Crowd::generation`] the indices belong to (0: none).
+    generation: u64,
+    /// Snapshots written from this choice.
+    pub(super) uses: u32,
+    from: DVec3,
+    interest: usize,
+}
+
+/// The server's snapshot state for one client.
+#[derive(Debug, Default)]
+pub struct SnapshotEncoder {
+    /// Frames sent, in tick order.
+    history: VecDeque<Frame>,
+    acked: u64,
+    /// Snapshots sent in full because no baseline was usable.
+    pub full_sends: u64,
+    /// The frame that last left the history, whose lists the next frame reuses.
+    spare: Frame,
+    /// The nearest players' (squared distance, crowd index).
+    near: Vec<Near>,
+    pub(super) view: View,
+    /// Snapshots written, for the turn of the view's refresh.
+    written: u64,
+    /// The baseline carried on to the tick written (see [`Frame::carried_to`]).
+    ahead: Frame,
+}
+
+/// Whether the `written`-th snapshot of client `me` is its turn to choose its players
+/// afresh: one in [`VIEW_REFRESH`], at an offset drawn from the id. Clients that joined
+/// together (or were all made to choose at once by a change of the crowd) would
+/// otherwise choose together, and one tick in four carried every client's choice.
+pub(super) fn refresh_turn(me: PlayerId, written: u64) -> bool {
+    // The id's bits mixed (Fibonacci hashing), so ids of one snapshot parity spread over
+    // every turn.
+    let offset =
+        (u64::from(me).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % u64::from(VIEW_REFRESH);
+    (written.wrapping_add(offset)) % u64::from(VIEW_REFRESH) == 0
+}
+
+impl SnapshotEncoder {
+    /// A client that has acknowledged nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The client received snapshot `tick`. Acknowledgements of snapshots never sent, or
+    /// older than the newest one, are ignored.
+    pub fn ack(&mut self, tick: u64) {
+        if tick > self.acked && self.sent(tick).is_some() {
+            self.acked = tick;
+        }
+    }
+
+    /// Where the frame of `tick` is in the history. Acknowledgements are of the last few
+    /// snapshots: looking from the newest back reads the frames just written, where a
+    /// binary search would touch cold ones of a thousand clients.
+    fn sent(&self, tick: u64) -> Option<usize> {
+        let i = self.history.iter().rposition(|f| f.tick <= tick)?;
+        (self.history[i].tick == tick).then_some(i)
+    }
+
+    /// The newest acknowledged snapshot.
+    pub fn acked(&self) -> u64 {
+        self.acked
+    }
+
+    /// The snapshot of `tick` as the client decoded it, if it is still in the history
+    /// (its feedback left at the default: the client's prediction does not read it).
+    /// `movers` (the server's, or any the client may hold) takes every mover each frame
+    /// up to it showed, oldest first: what a client that received them all holds.
+    pub fn seen(&self, tick: u64, movers: &mut [MoverState]) -> Option<Snapshot> {
+        let i = self.sent(tick)?;
+        for f in self.history.range(..=i) {
+            for (m, fields) in f.movers.iter() {
+                if let (Some(slot), Some(state)) = (movers.get_mut(m as usize), mover_from(fields))
+                {
+                    *slot = state;
+                }
+            }
+        }
+        self.history[i].snapshot(Feedback::default(), true).ok()
+    }
+
+    /// The snapshot datagram of `world` for player `me`: its own state in full, the
+    /// nearest `interest` other players and the movers within
+    /// [`MOVER_INTEREST_RADIUS`], as deltas against the newest acknowledged snapshot.
+    /// Drops the farthest players until the datagram fits `max_bytes`; `None` if even
+    /// the player alone does not fit, `me` is not in the world, or the world has not
+    /// stepped yet (tick 0 means "nothing" in acknowledgements).
+    pub fn encode(
+        &mut self,
+        sim: &Sim,
+        world: &WorldState,
+        me: PlayerId,
+        feedback: Feedback,
+        interest: usize,
+        max_bytes: usize,
+    ) -> Option<Vec<u8>> {
+        let crowd = Crowd::new(sim, world, interest);
+        self.encode_in(world, &crowd, me, feedback, interest, max_bytes)
+    }
+
+    /// [`SnapshotEncoder::encode`] with the tick's [`Crowd`] built once for every client.
+    /// Writes the datagram straight from the frame and its baseline (two id-ordered lists
+    /// merged), reusing the encoder's buffers: no message is built on the way.
+    pub fn encode_in(
+        &mut self,
+        world: &WorldState,
+        crowd: &Crowd,
+        me: PlayerId,
+        feedback: Feedback,
+        interest: usize,
+        max_bytes: usize,
+    ) -> Option<Vec<u8>> {
+        if world.tick == 0 {
+            return None;
+        }
+        let own = *world.player(me)?;
+        let o = own.origin();
+        let base = (self.acked != 0).then(|| self.sent(self.acked)).flatten();
+        if base.is_none() {
+            self.full_sends += 1;
+        }
+        let mut frame = std::mem::take(&mut self.spare);
+        frame.tick = world.tick;
+        frame.own.0.clear();
+        frame.own.0.push((0, own_fields(&own)));
+        frame.movers.0.clear();
+        frame.movers.0.extend(
+            crowd
+                .movers
+                .iter()
+                .filter(|(centre, ..)| (*centre - o).length() <= MOVER_INTEREST_RADIUS)
+                .map(|&(_, i, f)| (i, f)),
+        );
+        let empty = Frame::default();
+        let b = base.map_or(&empty, |i| &self.history[i]);
+        b.carried_to(world.tick, &mut self.ahead);
+        let ahead = &self.ahead;
+        let turn = refresh_turn(me, self.written);
+        self.written = self.written.wrapping_add(1);
+        let view = &mut self.view;
+        if view.generation != 0 && view.generation != crowd.generation {
+            // The crowd changed (someone joined or left): the players last sent who are
+            // still in it stay chosen, at their new places, until the client's turn. Every
+            // client choosing afresh at once made each join and leave a slow tick.
+            if let Some(last) = self.history.back() {
+                view.chosen.clear();
+                view.chosen.extend(
+                    last.players
+                        .0
+                        .iter()
+                        .filter_map(|(id, _)| crowd.index_of(*id)),
+                );
+                view.generation = crowd.generation;
+            }
+        }
+        let reuse = view.generation == crowd.generation
+            && !turn
+            && view.uses < VIEW_REFRESH
+            && view.interest == interest
+            && (o - view.from).length_squared() < VIEW_DRIFT * VIEW_DRIFT;
+        let mut bytes = None;
+        if reuse {
+            view.uses += 1;
+            frame.players.0.clear();
+            frame
+                .players
+                .0
+                .extend(view.chosen.iter().map(|&i| crowd.players[i as usize]));
+            hold_far(&mut frame.players, &ahead.players, o);
+            bytes = Some(write_snapshot(&frame, ahead, feedback)).filter(|b| b.len() <= max_bytes);
+        }
+        if bytes.is_none() {
+            // Chosen afresh: the nearest, the farthest dropped until the datagram fits.
+            let mut near = std::mem::take(&mut self.near);
+            crowd.nearest_indices(crowd.index_of(me), o, interest, &mut near);
+            let mut count = near.len();
+            bytes = loop {
+                // Crowd indices follow ids: sorted indices give the id order.
+                view.chosen.clear();
+                view.chosen.extend(near[..count].iter().map(|n| n.index()));
+                view.chosen.sort_unstable();
+                frame.players.0.clear();
+                frame
+                    .players
+                    .0
+                    .extend(view.chosen.iter().map(|&i| crowd.players[i as usize]));
+                hold_far(&mut frame.players, &ahead.players, o);
+                let bytes = write_snapshot(&frame, ahead, feedback);
+                if bytes.len() <= max_bytes {
+                    break Some(bytes);
+                }
+                if count == 0 {
+                    break None;
+                }
+                count = count * 3 / 4;
+            };
+            self.near = near;
+            *view = View {
+                chosen: std::mem::take(&mut view.chosen),
+                generation: if bytes.is_some() { crowd.generation } else { 0 },
+                uses: 1,
+                from: o,
+                interest,
+            };
+        }
+        if bytes.is_none() {
+            self.spare = frame;
+            return None;
+        }
+        frame.set_motion(b);
+        self.history.push_back(frame);
+        if self.history.len() > HISTORY {
+            self.spare = self.history.pop_front().unwrap_or_default();
+        }
+        bytes
+    }
+}
+
+/// Puts each player beyond [`EXACT_REACH`] of `o` that stands within [`FAR_TOLERANCE`] of
+/// its place in `ahead` (the carried baseline) at that place: the frame then holds what
+/// the client will, and nothing is sent for it.
+pub(super) fn hold_far(players: &mut Entities<PLAYER_FIELDS>, ahead: &Entities<PLAYER_FIELDS>, o: DVec3) {
+    let reach = EXACT_REACH * POSITION_SCALE;
+    let o = o * POSITION_SCALE;
+    let mut olds = ahead.0.iter().peekable();
+    for (id, f) in players.0.iter_mut() {
+        while olds.next_if(|(a, _)| a < id).is_some() {}
+        let Some((_, a)) = olds.next_if(|(a, _)| a == id) else {
+            continue;
+        };
+        let near = (0..3).all(|k| f[k].abs_diff(a[k]) <= FAR_TOLERANCE as u64);
+        let far =
+            DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64).distance_squared(o) > reach * reach;
+        if near && far && f[3..] == a[3..] {
+            *f = *a;
+        }
+    }
+}
+
+/// The snapshot datagram of `frame` against baseline `base` (empty: none; carried on to
+/// the frame's tick), byte for byte what postcard makes of the
+/// [`ServerDatagram::Snapshot`] it stands for.
+pub(super) fn write_snapshot(frame: &Frame, base: &Frame, fb: Feedback) -> Vec<u8> {
+    // The variant's index (0), then the message's fields in order: postcard writes a
+    // tuple and a struct alike.
+    let head = (
+        0u32,
+        frame.tick,
+        tick_gap(frame.tick, base.tick),
+        fb.to_wire(frame.tick),
+    );
+    SCRATCH.with_borrow_mut(|scratch| {
+        scratch.clear();
+        let mut out = postcard::to_extend(&head, std::mem::take(scratch)).unwrap_or_default();
+        let (old, new) = (
+            base.own.get(0),
+            frame.own.get(0).unwrap_or(&[0; OWN_FIELDS]),
+        );
+        put_delta(&mut out, 0, old, new, changed(old, new).unwrap_or(0));
+        put_changes(&mut out, &frame.players, &base.players);
+        put_changes(&mut out, &frame.movers, &base.movers);
+        let bytes = out.as_slice().to_vec();
+        *scratch = out;
+        bytes
+    })
+}
+
+thread_local! {
+    /// Where a snapshot is written before it is copied out at its size. Asking the
+    /// allocator for a datagram's worth each time (over 1 KiB, a large request to glibc)
+    /// made it consolidate its small free chunks on every snapshot.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A list's deltas against its baseline, then the baseline's ids no longer in it, in
+/// postcard's form: a length, then each delta's id (as its gap from the one before),
+/// mask and values (zig-zag varints, one per bit of the mask). Ids ascend in both lists,
+/// so no gap underflows.
+pub(super) fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, old: &Entities<N>) {
+    // The count goes first, but is known only after: one byte is held for it (a count
+    // under 128), and the rare larger count moves the deltas up.
+    let at = out.len();
+    out.push(0);
+    let mut count = 0u64;
+    let mut prev = 0;
+    for (id, o, n) in new.paired(old) {
+        let Some(mask) = changed(o, n) else {
+            continue;
+        };
+        count += 1;
+        put_delta(out, id - prev, o, n, mask);
+        prev = id;
+    }
+    if count < 0x80 {
+        out[at] = count as u8;
+    } else {
+        let mut head = Vec::new();
+        put_varint(&mut head, count);
+        out.splice(at..at + 1, head);
+    }
+    put_varint(out, old.gone_from(new).count() as u64);
+    let mut prev = 0;
+    for id in old.gone_from(new) {
+        put_varint(out, (id - prev).into());
+        prev = id;
+    }
+}
+
+/// One delta: the id (or its gap), the mask, and each masked field's difference from
+/// `old` (zeros when none) as a zig-zag varint.
+pub(super) fn put_delta<const N: usize>(
+    out: &mut Vec<u8>,
+    id: u32,
+    old: Option<&[i64; N]>,
+    new: &[i64; N],
+    mask: u16,
+) {
+    put_varint(out, id.into());
+    put_varint(out, mask.into());
+    let o = old.copied().unwrap_or([0; N]);
+    for i in (0..N).filter(|i| mask & 1 << i != 0) {
+        let v = new[i].wrapping_sub(o[i]);
+        put_varint(out, ((v << 1) ^ (v >> 63)) as u64);
+    }
+}
+
+/// postcard's unsigned varint: seven bits a byte, low first.
+pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}

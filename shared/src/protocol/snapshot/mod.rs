@@ -1,0 +1,416 @@
+//! Snapshots: the server's per-client encoder (interest, deltas against the newest
+//! acknowledged snapshot, the datagram size limit) and the client's decoder.
+//!
+//! Every entity is a short list of integer fields (a player's origin, velocity, flags and
+//! mode; a mover's progress, phase and timer). A delta carries a mask of the fields that
+//! differ from the baseline and, for each, the difference (zig-zag varints in postcard, so
+//! a small move costs a byte). An entity new to the baseline is sent against zero. The
+//! baseline is first carried on to the snapshot's tick at each entity's pace (a
+//! frame keeps each entity's last step), so an entity moving steadily costs nothing.
+//!
+//! Here: the fields and frames both ends share. `crowd`: whom each client sees.
+//! `encoder`: the server's side. `decoder`: the client's side.
+
+use super::messages::{tick_from_gap, tick_gap};
+pub use super::Feedback;
+use super::{decode, EntityDelta, ProtocolError, ServerDatagram, MOVER_INTEREST_RADIUS};
+use crate::geom::Aabb;
+use crate::movement::{MoveMode, PlayerState, POSITION_SCALE};
+use crate::mover::{MoverState, Phase};
+use crate::sim::players::{Binned, Grid};
+use crate::sim::{PlayerId, Sim, WorldState};
+use glam::DVec3;
+
+use std::collections::{BTreeMap, VecDeque};
+
+mod crowd;
+mod decoder;
+mod encoder;
+#[cfg(test)]
+mod tests;
+
+pub use crowd::Crowd;
+use crowd::*;
+pub use decoder::{Snapshot, SnapshotDecoder};
+use decoder::*;
+pub use encoder::{SnapshotEncoder, VIEW_DRIFT, VIEW_REFRESH};
+
+/// Snapshots remembered as baselines; an acknowledgement older than this gets full state.
+pub const HISTORY: usize = 64;
+
+/// Another player as a client needs it: origin, flags (crouched among them), mode, and the
+/// way it faces (yaw, pitch: to draw it). Its velocity is left out: prediction holds other
+/// players where the snapshot shows them, and interpolation needs only positions, so
+/// velocity would only cost bytes (the client's own state is exact).
+const PLAYER_FIELDS: usize = 7;
+const MOVER_FIELDS: usize = 3;
+/// The client's own player: origin, velocity, flags and mode, all of it exact.
+const OWN_FIELDS: usize = 8;
+// A delta's mask has 16 bits, and its values 16 places.
+const _: () = assert!(PLAYER_FIELDS <= 16 && MOVER_FIELDS <= 16);
+
+type PlayerFields = [i64; PLAYER_FIELDS];
+type MoverFields = [i64; MOVER_FIELDS];
+
+/// A player's fields: its state, and `facing` (yaw, pitch) from its newest command.
+fn player_fields(p: &PlayerState, facing: [u16; 2]) -> PlayerFields {
+    [
+        p.origin[0] as i64,
+        p.origin[1] as i64,
+        p.origin[2] as i64,
+        p.flags as i64,
+        p.mode as i64,
+        facing[0] as i64,
+        facing[1] as i64,
+    ]
+}
+
+/// A state from its fields: origin, velocity, flags and mode (`None` out of range).
+fn state_from(origin: &[i64], velocity: &[i64], flags: i64, mode: i64) -> Option<PlayerState> {
+    let i = |v: &i64| i32::try_from(*v).ok();
+    let three =
+        |f: &[i64]| -> Option<[i32; 3]> { Some([i(f.first()?)?, i(f.get(1)?)?, i(f.get(2)?)?]) };
+    Some(PlayerState {
+        origin: three(origin)?,
+        velocity: three(velocity)?,
+        flags: u8::try_from(flags).ok()?,
+        mode: match mode {
+            0 => MoveMode::Walk,
+            1 => MoveMode::Noclip,
+            2 => MoveMode::Spectator,
+            3 => MoveMode::Frozen,
+            _ => return None,
+        },
+    })
+}
+
+fn player_from(f: &PlayerFields) -> Option<PlayerState> {
+    facing_from(f)?;
+    state_from(&f[0..3], &[0; 3], f[3], f[4])
+}
+
+/// The way a player faces (yaw, pitch) from its fields.
+fn facing_from(f: &PlayerFields) -> Option<[u16; 2]> {
+    Some([u16::try_from(f[5]).ok()?, u16::try_from(f[6]).ok()?])
+}
+
+fn own_fields(p: &PlayerState) -> [i64; OWN_FIELDS] {
+    let o = p.origin.map(i64::from);
+    let v = p.velocity.map(i64::from);
+    [
+        o[0],
+        o[1],
+        o[2],
+        v[0],
+        v[1],
+        v[2],
+        p.flags as i64,
+        p.mode as i64,
+    ]
+}
+
+fn own_from(f: &[i64; OWN_FIELDS]) -> Option<PlayerState> {
+    state_from(&f[0..3], &f[3..6], f[6], f[7])
+}
+
+fn mover_fields(m: &MoverState) -> MoverFields {
+    [m.progress, m.phase as i64, m.timer as i64]
+}
+
+fn mover_from(f: &MoverFields) -> Option<MoverState> {
+    Some(MoverState {
+        progress: f[0],
+        phase: match f[1] {
+            0 => Phase::Closed,
+            1 => Phase::Opening,
+            2 => Phase::Open,
+            3 => Phase::Closing,
+            _ => return None,
+        },
+        timer: u32::try_from(f[2]).ok()?,
+    })
+}
+
+/// Which fields of `new` differ from `old` (zeros for an entity new to the baseline), as
+/// a delta's mask; `None` when the entity sends nothing. An unchanged entity still in
+/// view sends nothing; a new one at all zeros sends its id.
+fn changed<const N: usize>(old: Option<&[i64; N]>, new: &[i64; N]) -> Option<u16> {
+    let zero = [0i64; N];
+    let old = old.unwrap_or(&zero);
+    // N is at most 16 (the mask's bits).
+    let mask = (0..N)
+        .filter(|&i| new[i] != old[i])
+        .fold(0u16, |m, i| m | 1 << i);
+    // With no field changed, `new` is `old`: sent only when both are zeros.
+    (mask != 0 || old.iter().all(|&v| v == 0)).then_some(mask)
+}
+
+/// Applies `d` to `old`, checking its shape.
+fn apply<const N: usize>(
+    old: Option<&[i64; N]>,
+    d: &EntityDelta,
+) -> Result<[i64; N], ProtocolError> {
+    let invalid = |detail: String| ProtocolError::Invalid {
+        what: "snapshot",
+        detail,
+    };
+    if d.mask >> N != 0 || d.values.as_slice().len() != d.mask.count_ones() as usize {
+        return Err(invalid(format!(
+            "entity {}: mask {:#x} does not match {} values",
+            d.id,
+            d.mask,
+            d.values.as_slice().len()
+        )));
+    }
+    let mut out = old.copied().unwrap_or([0; N]);
+    let mut vals = d.values.as_slice().iter();
+    for (i, o) in out.iter_mut().enumerate() {
+        if d.mask & (1 << i) != 0 {
+            let v = vals.next().copied().unwrap_or(0);
+            *o = o
+                .checked_add(v)
+                .ok_or_else(|| invalid(format!("entity {}: field {i} overflows", d.id)))?;
+        }
+    }
+    Ok(out)
+}
+
+/// Entities' fields by id, in id order: a flat list, so a frame is cloned, searched and
+/// walked without a node per entity (a frame holds a few dozen).
+#[derive(Clone, Debug)]
+struct Entities<const N: usize>(Vec<(u32, [i64; N])>);
+
+impl<const N: usize> Default for Entities<N> {
+    fn default() -> Self {
+        Entities(Vec::new())
+    }
+}
+
+impl<const N: usize> Entities<N> {
+    /// From entities given in id order.
+    #[cfg(test)]
+    fn sorted(list: Vec<(u32, [i64; N])>) -> Self {
+        debug_assert!(list.windows(2).all(|w| w[0].0 < w[1].0));
+        Entities(list)
+    }
+
+    fn get(&self, id: u32) -> Option<&[i64; N]> {
+        let i = self.0.binary_search_by_key(&id, |e| e.0).ok()?;
+        Some(&self.0[i].1)
+    }
+
+    #[cfg(test)]
+    fn contains(&self, id: u32) -> bool {
+        self.get(id).is_some()
+    }
+
+    fn set(&mut self, id: u32, f: [i64; N]) {
+        match self.0.binary_search_by_key(&id, |e| e.0) {
+            Ok(i) => self.0[i].1 = f,
+            Err(i) => self.0.insert(i, (id, f)),
+        }
+    }
+
+    fn remove(&mut self, ids: &[u32]) {
+        self.0.retain(|(id, _)| !ids.contains(id));
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u32, &[i64; N])> + '_ {
+        self.0.iter().map(|(id, f)| (*id, f))
+    }
+
+    /// Each entity with its entry in `old`, if any (a merge of the two id orders).
+    fn paired<'a>(
+        &'a self,
+        old: &'a Self,
+    ) -> impl Iterator<Item = (u32, Option<&'a [i64; N]>, &'a [i64; N])> + 'a {
+        let mut olds = old.0.iter().peekable();
+        self.0.iter().map(move |(id, f)| {
+            while olds.next_if(|(o, _)| o < id).is_some() {}
+            (*id, olds.next_if(|(o, _)| o == id).map(|(_, f)| f), f)
+        })
+    }
+
+    /// The ids here that `new` no longer has.
+    fn gone_from<'a>(&'a self, new: &'a Self) -> impl Iterator<Item = u32> + 'a {
+        let mut news = new.0.iter().peekable();
+        self.0.iter().map(|(id, _)| *id).filter(move |id| {
+            while news.next_if(|(n, _)| n < id).is_some() {}
+            news.next_if(|(n, _)| n == id).is_none()
+        })
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct Frame {
+    tick: u64,
+    players: Entities<PLAYER_FIELDS>,
+    movers: Entities<MOVER_FIELDS>,
+    /// The client's own player (id 0; none before the first frame).
+    own: Entities<OWN_FIELDS>,
+    /// How far each entity here moved since this frame's own baseline (see [`Motion`]),
+    /// and that baseline's age in ticks (0: it had none). Both ends know it, so a
+    /// later snapshot against this frame is written against where its entities would be
+    /// by now at that pace: a player running straight on, or a lift, costs nothing.
+    player_motion: Motion,
+    mover_motion: Motion,
+    own_motion: Motion,
+    span: u64,
+}
+
+/// Entities' steps over a frame's span, one per entity of its list, in the same order:
+/// the fields that move at a pace (a player's origin; a mover's progress and timer), as
+/// listed in the `*_MOVING` constants. Zero for an entity new to the baseline, or whose
+/// step does not fit (it is then sent as it is). Sixteen bits keep a client's history of
+/// frames small: a run's step over a few ticks fits many times over.
+type Motion = Vec<[i16; 3]>;
+const PLAYER_MOVING: &[usize] = &[0, 1, 2];
+const MOVER_MOVING: &[usize] = &[0, 2];
+
+/// Beyond this distance from a client, another player cannot meet it within any
+/// prediction the client runs (two players running at each other for the half second a
+/// clock lead covers at most, with room to spare): it is only drawn.
+pub const EXACT_REACH: f64 = 512.0;
+/// How far (in 1/[`POSITION_SCALE`] units: an eighth of a unit) a player beyond
+/// [`EXACT_REACH`] may stray from where the client's baseline carries it before its state
+/// is sent: dead reckoning. Positions on the grid jitter by a step from tick to tick, which
+/// a running player would otherwise pay for in every snapshot.
+pub const FAR_TOLERANCE: i64 = 32;
+
+/// Ticks past its frame a baseline's motion carries its entities on; beyond, the
+/// baseline stands where it is (a guess that old saves nothing).
+const MOTION_REACH: u64 = 32;
+
+/// The steps of `moving` fields from `old` to `new`, one per entity of `new`.
+fn motion_of<const N: usize>(
+    new: &Entities<N>,
+    old: &Entities<N>,
+    moving: &[usize],
+    out: &mut Motion,
+) {
+    out.clear();
+    for (_, o, n) in new.paired(old) {
+        let mut step = [0i16; 3];
+        let fits = o.is_some_and(|o| {
+            moving.iter().zip(step.iter_mut()).all(|(&k, s)| {
+                i16::try_from(n[k].wrapping_sub(o[k]))
+                    .map(|v| *s = v)
+                    .is_ok()
+            })
+        });
+        out.push(if fits { step } else { [0; 3] });
+    }
+}
+
+/// `from` with each entity's `moving` fields carried `ahead` ticks on at the pace of its
+/// step over `span` ticks (integer arithmetic: the same bits at both ends).
+fn carry<const N: usize>(
+    from: &Entities<N>,
+    motion: &Motion,
+    moving: &[usize],
+    ahead: i64,
+    span: i64,
+    out: &mut Entities<N>,
+) {
+    out.0.clear();
+    out.0.extend_from_slice(&from.0);
+    if ahead == 0 {
+        return;
+    }
+    for ((_, f), step) in out.0.iter_mut().zip(motion) {
+        for (&k, &s) in moving.iter().zip(step) {
+            // `ahead` is at most MOTION_REACH and a step fits i16: no overflow.
+            f[k] = f[k].wrapping_add(i64::from(s) * ahead / span);
+        }
+    }
+}
+
+impl Frame {
+    /// The snapshot this frame shows a client (without `others`, the players are checked
+    /// but left out), refusing out-of-range fields. The decoder's and the encoder's frames
+    /// of a tick are equal, so both ends get the same snapshot.
+    fn snapshot(&self, feedback: Feedback, others: bool) -> Result<Snapshot, ProtocolError> {
+        let own = self
+            .own
+            .get(0)
+            .and_then(own_from)
+            .ok_or_else(|| ProtocolError::Invalid {
+                what: "snapshot",
+                detail: "own state out of range".into(),
+            })?;
+        let (players, facing) = if others {
+            let facing = typed(&self.players, facing_from, "player")?;
+            (typed(&self.players, player_from, "player")?, facing)
+        } else {
+            checked(&self.players, player_from, "player")?;
+            (BTreeMap::new(), BTreeMap::new())
+        };
+        Ok(Snapshot {
+            tick: self.tick,
+            feedback,
+            own,
+            players,
+            facing,
+            movers: typed(&self.movers, mover_from, "mover")?,
+        })
+    }
+
+    /// Records how each entity moved since `base`, the frame this one was written against.
+    fn set_motion(&mut self, base: &Frame) {
+        self.span = if base.tick == 0 {
+            0
+        } else {
+            self.tick.saturating_sub(base.tick)
+        };
+        motion_of(
+            &self.players,
+            &base.players,
+            PLAYER_MOVING,
+            &mut self.player_motion,
+        );
+        motion_of(
+            &self.movers,
+            &base.movers,
+            MOVER_MOVING,
+            &mut self.mover_motion,
+        );
+        motion_of(&self.own, &base.own, PLAYER_MOVING, &mut self.own_motion);
+    }
+
+    /// This frame as the baseline of a snapshot of `tick`: its entities where they would
+    /// be by then at the pace of their motion.
+    fn carried_to(&self, tick: u64, out: &mut Frame) {
+        out.tick = self.tick;
+        let ahead = tick.saturating_sub(self.tick);
+        let span = i64::try_from(self.span).unwrap_or(0);
+        let (ahead, span) = if span == 0 || ahead > MOTION_REACH {
+            (0, 1)
+        } else {
+            (ahead as i64, span)
+        };
+        carry(
+            &self.players,
+            &self.player_motion,
+            PLAYER_MOVING,
+            ahead,
+            span,
+            &mut out.players,
+        );
+        carry(
+            &self.movers,
+            &self.mover_motion,
+            MOVER_MOVING,
+            ahead,
+            span,
+            &mut out.movers,
+        );
+        carry(
+            &self.own,
+            &self.own_motion,
+            PLAYER_MOVING,
+            ahead,
+            span,
+            &mut out.own,
+        );
+    }
+}

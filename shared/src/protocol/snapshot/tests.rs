@@ -1,0 +1,326 @@
+use super::crowd::*;
+use super::decoder::*;
+use super::encoder::*;
+use super::*;
+use crate::movement::MoveCommand;
+use crate::protocol::encode;
+use crate::protocol::SnapshotMsg;
+use crate::sim::PlayerSlot;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// The message the datagram stands for, built the plain way (lookups by id): the
+/// oracle of the writer's merge.
+fn oracle(frame: &Frame, base: &Frame, fb: Feedback) -> SnapshotMsg {
+    fn delta<const N: usize>(
+        id: u32,
+        o: Option<&[i64; N]>,
+        f: &[i64; N],
+    ) -> Option<EntityDelta> {
+        let mask = changed(o, f)?;
+        let o = o.copied().unwrap_or([0; N]);
+        let mut values = crate::protocol::FieldValues::default();
+        for i in (0..N).filter(|i| mask & 1 << i != 0) {
+            values.push(f[i].wrapping_sub(o[i]));
+        }
+        Some(EntityDelta { id, mask, values })
+    }
+    fn deltas<const N: usize>(new: &Entities<N>, old: &Entities<N>) -> Vec<EntityDelta> {
+        new.iter()
+            .filter_map(|(id, f)| delta(id, old.get(id), f))
+            .collect()
+    }
+    fn gone<const N: usize>(new: &Entities<N>, old: &Entities<N>) -> Vec<u32> {
+        old.iter()
+            .map(|(id, _)| id)
+            .filter(|id| !new.contains(*id))
+            .collect()
+    }
+    // On the wire each id is its gap from the one before.
+    fn gaps<'a>(ids: impl Iterator<Item = &'a mut u32>) {
+        let mut prev = 0;
+        for id in ids {
+            (*id, prev) = (*id - prev, *id);
+        }
+    }
+    let mut msg = SnapshotMsg {
+        tick: frame.tick,
+        baseline: tick_gap(frame.tick, base.tick),
+        feedback: fb.to_wire(frame.tick),
+        own: delta(0, base.own.get(0), frame.own.get(0).unwrap()).unwrap_or(EntityDelta {
+            id: 0,
+            mask: 0,
+            values: Default::default(),
+        }),
+        players: deltas(&frame.players, &base.players),
+        removed: gone(&frame.players, &base.players),
+        movers: deltas(&frame.movers, &base.movers),
+        removed_movers: gone(&frame.movers, &base.movers),
+    };
+    gaps(msg.players.iter_mut().map(|d| &mut d.id));
+    gaps(msg.removed.iter_mut());
+    gaps(msg.movers.iter_mut().map(|d| &mut d.id));
+    gaps(msg.removed_movers.iter_mut());
+    msg
+}
+
+/// The datagram written from a frame and its baseline is byte for byte postcard's
+/// encoding of the message built by lookups, and decodes back to the frame, for
+/// random frames: overlapping and disjoint ids, unchanged, zero, huge and negative
+/// fields, with and without a baseline.
+#[test]
+fn snapshots_are_written_as_the_message_they_stand_for() {
+    let mut rng = ChaCha8Rng::seed_from_u64(9);
+    let field = |rng: &mut ChaCha8Rng| match rng.gen_range(0..4) {
+        0 => 0,
+        1 => rng.gen_range(-3..3),
+        2 => rng.gen_range(-100_000..100_000),
+        _ => i64::from(rng.gen::<i32>()),
+    };
+    for round in 0..2000 {
+        // Now and then a crowd: more than 127 deltas take a longer count.
+        let many = round % 7 == 0;
+        let ids_up_to = if many { 1000 } else { 64 };
+        let entities = |rng: &mut ChaCha8Rng, n: usize| -> Vec<(u32, [i64; PLAYER_FIELDS])> {
+            let mut ids: Vec<u32> = (0..n).map(|_| rng.gen_range(0..ids_up_to)).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            ids.into_iter()
+                .map(|id| (id, std::array::from_fn(|_| field(rng))))
+                .collect()
+        };
+        let n = rng.gen_range(0..if many { 400 } else { 40 });
+        let base_players = entities(&mut rng, n);
+        // Some of the baseline's entities again, some changed, some new.
+        let mut players = Vec::new();
+        for &(id, f) in &base_players {
+            match rng.gen_range(0..3) {
+                0 => {}
+                1 => players.push((id, f)),
+                _ => players.push((id, f.map(|v| v ^ 1))),
+            }
+        }
+        let n = rng.gen_range(0..if many { 300 } else { 10 });
+        players.extend(entities(&mut rng, n));
+        players.sort_by_key(|e| e.0);
+        players.dedup_by_key(|e| e.0);
+        let three = |v: Vec<(u32, [i64; PLAYER_FIELDS])>| -> Vec<(u32, [i64; 3])> {
+            v.into_iter()
+                .map(|(id, f)| (id, [f[0], f[1], f[2]]))
+                .collect()
+        };
+        let has_base = round % 5 != 0;
+        let base = Frame {
+            tick: if has_base { 100 } else { 0 },
+            players: Entities::sorted(if has_base {
+                base_players.clone()
+            } else {
+                vec![]
+            }),
+            movers: Entities::sorted(if has_base {
+                three(base_players)
+            } else {
+                vec![]
+            }),
+            own: Entities::sorted(if has_base {
+                vec![(0, std::array::from_fn(|_| field(&mut rng)))]
+            } else {
+                vec![]
+            }),
+            ..Frame::default()
+        };
+        // The own state unchanged now and then: a delta with no field.
+        let own = match (round % 3, base.own.get(0)) {
+            (0, Some(o)) => *o,
+            _ => std::array::from_fn(|_| field(&mut rng)),
+        };
+        let frame = Frame {
+            tick: 104,
+            movers: Entities::sorted(three(players.clone())),
+            players: Entities::sorted(players),
+            own: Entities::sorted(vec![(0, own)]),
+            ..Frame::default()
+        };
+        let fb = Feedback {
+            last_command: rng.gen(),
+            input_lead: rng.gen_bool(0.5).then(|| rng.gen()),
+            ..Feedback::default()
+        };
+        let want = encode(&ServerDatagram::Snapshot(oracle(&frame, &base, fb)));
+        let got = write_snapshot(&frame, &base, fb);
+        assert_eq!(got, want, "round {round}");
+        let Ok(ServerDatagram::Snapshot(mut msg)) = decode("snapshot", &got) else {
+            panic!("not a snapshot");
+        };
+        ids_from_gaps(msg.players.iter_mut().map(|d| &mut d.id)).unwrap();
+        ids_from_gaps(msg.removed.iter_mut()).unwrap();
+        let mut back = base.players.clone();
+        back.remove(&msg.removed);
+        for d in &msg.players {
+            back.set(d.id, apply(base.players.get(d.id), d).unwrap());
+        }
+        assert_eq!(back.0, frame.players.0, "round {round}");
+        assert_eq!(
+            apply(base.own.get(0), &msg.own).unwrap(),
+            own,
+            "round {round}"
+        );
+    }
+}
+
+/// Ids whose gaps add up past `u32` are refused, not wrapped.
+#[test]
+fn a_snapshot_whose_id_gaps_overflow_is_refused() {
+    let delta = |id| EntityDelta {
+        id,
+        mask: 0,
+        values: Default::default(),
+    };
+    let msg = |players| SnapshotMsg {
+        tick: 5,
+        baseline: 0,
+        feedback: Feedback::default(),
+        own: delta(0),
+        players,
+        removed: vec![],
+        movers: vec![],
+        removed_movers: vec![],
+    };
+    let bytes = encode(&ServerDatagram::Snapshot(msg(vec![
+        delta(u32::MAX),
+        delta(1),
+    ])));
+    let err = SnapshotDecoder::new().decode(&bytes).unwrap_err();
+    assert!(err.to_string().contains("overflows"), "{err}");
+    let bytes = encode(&ServerDatagram::Snapshot(msg(vec![delta(7), delta(3)])));
+    let snap = SnapshotDecoder::new().decode(&bytes).unwrap().unwrap();
+    assert_eq!(snap.players.keys().copied().collect::<Vec<_>>(), [7, 10]);
+}
+
+/// The simulation of the embedded arena.
+fn arena_sim() -> Sim {
+    let text = include_str!("../../../../maps/arena.map");
+    let map = crate::MapData::parse_map(text).unwrap();
+    let model = std::sync::Arc::new(crate::CollisionModel::build(&map));
+    let movement = crate::MoveConfig::default().validate().unwrap();
+    Sim::from_map(model, &map, movement).0
+}
+
+/// Clients that joined together, all of one snapshot parity (even ids: the server
+/// writes their snapshots on the same ticks), choose their players afresh on their own
+/// turns: each once every `VIEW_REFRESH` snapshots, and about a quarter of them at
+/// each snapshot, never all at once, not even when someone leaves.
+#[test]
+fn clients_that_joined_together_choose_their_players_on_turns_of_their_own() {
+    let sim = arena_sim();
+    let mut world = sim.new_state();
+    world.tick = 1;
+    let ids: Vec<PlayerId> = (0..400).map(|i| 2 * i).collect();
+    for &id in &ids {
+        let p = DVec3::new(f64::from(id % 40) * 40.0, f64::from(id / 40) * 40.0, 0.0);
+        let slot = PlayerSlot {
+            state: PlayerState::at(p),
+            last_command: MoveCommand::default(),
+        };
+        world.players.insert(id, slot);
+    }
+    let mut crowd = Crowd::new(&sim, &world, 16);
+    let mut encoders: Vec<SnapshotEncoder> =
+        ids.iter().map(|_| SnapshotEncoder::new()).collect();
+    let mut chosen = vec![0u32; ids.len()];
+    let rounds = 8 * VIEW_REFRESH;
+    // The last client leaves halfway (the crowd's membership changes).
+    let (leaver, leaves_at) = (ids[ids.len() - 1], rounds / 2);
+    for round in 0..rounds {
+        world.tick = 1 + u64::from(round);
+        if round == leaves_at {
+            world.remove_player(leaver);
+            crowd.renew(&sim, &world, 16);
+        }
+        let mut now = 0;
+        for (i, (&id, e)) in ids.iter().zip(&mut encoders).enumerate() {
+            if id == leaver && round >= leaves_at {
+                continue;
+            }
+            e.encode_in(&world, &crowd, id, Feedback::default(), 16, 1200)
+                .unwrap();
+            // A choice made for this snapshot has served it alone.
+            if e.view.uses == 1 && round > 0 {
+                now += 1;
+                chosen[i] += 1;
+            }
+        }
+        if round > 0 {
+            let even = ids.len() / VIEW_REFRESH as usize;
+            assert!(
+                now > even / 2 && now < even * 3 / 2,
+                "snapshot {round}: {now} of {} clients chose afresh",
+                ids.len()
+            );
+        }
+    }
+    // Every client once per turn (the first choice, at round 0, not counted).
+    for (c, id) in chosen.iter().zip(&ids).filter(|(_, id)| **id != leaver) {
+        assert!(
+            (rounds / VIEW_REFRESH - 1..=rounds / VIEW_REFRESH).contains(c),
+            "client {id} chose {c} times in {rounds} snapshots"
+        );
+    }
+}
+
+/// The crowd's nearest players are exactly those measuring everyone gives, in the same
+/// order (ties by id), for crowds packed, spread, stacked on one spot and split far
+/// apart, and any `k`.
+#[test]
+fn the_crowd_finds_exactly_the_nearest_players() {
+    let sim = arena_sim();
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let mut out = Vec::new();
+    for round in 0..200 {
+        let n = rng.gen_range(1..400);
+        let spread: f64 = [0.0, 64.0, 1000.0, 20000.0][round % 4];
+        let mut world = sim.new_state();
+        world.tick = 1;
+        for _ in 0..n {
+            let id = rng.gen_range(0..100_000u32);
+            // Some pairs share a spot (ties), some stand in a far cluster.
+            let far = if rng.gen_bool(0.1) { 50_000.0 } else { 0.0 };
+            let p = DVec3::new(
+                (rng.gen_range(-1.0..1.0f64) * spread + far).round(),
+                (rng.gen_range(-1.0..1.0f64) * spread).round(),
+                (rng.gen_range(-1.0..1.0f64) * spread * 0.1).round(),
+            );
+            world.players.insert(
+                id,
+                PlayerSlot {
+                    state: PlayerState::at(p),
+                    last_command: MoveCommand::default(),
+                },
+            );
+        }
+        let crowd = Crowd::new(&sim, &world, rng.gen_range(0..64));
+        let ids: Vec<PlayerId> = world.players.keys().copied().collect();
+        for q in 0..6 {
+            // Mostly from a player; once from anywhere, by someone not in the world.
+            let (me, o) = if q < 5 {
+                let me = ids[rng.gen_range(0..ids.len())];
+                (me, world.player(me).unwrap().origin())
+            } else {
+                let far = [0.0, 1000.0, 100_000.0, 1e300][rng.gen_range(0..4)];
+                let mut at = || (rng.gen_range(-1.0..1.0f64) * (spread + far)).round();
+                (u32::MAX, DVec3::new(at(), at(), at()))
+            };
+            let k = rng.gen_range(0..64);
+            let mut want: Vec<(f64, PlayerId)> = world
+                .players
+                .iter()
+                .filter(|(id, _)| **id != me)
+                .map(|(id, p)| ((p.state.origin() - o).length_squared(), *id))
+                .collect();
+            want.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            want.truncate(k);
+            crowd.nearest(me, o, k, &mut out);
+            assert_eq!(out, want, "round {round}: {n} players, k {k}");
+        }
+    }
+}
