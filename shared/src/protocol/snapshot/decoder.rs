@@ -6,7 +6,9 @@ use super::*;
 /// beyond `u32`.
 ///
 /// [`SnapshotMsg`]: super::SnapshotMsg
-pub(super) fn ids_from_gaps<'a>(ids: impl Iterator<Item = &'a mut u32>) -> Result<(), ProtocolError> {
+pub(super) fn ids_from_gaps<'a>(
+    ids: impl Iterator<Item = &'a mut u32>,
+) -> Result<(), ProtocolError> {
     let mut prev = 0u32;
     for id in ids {
         prev = prev

@@ -241,7 +241,11 @@ impl SnapshotEncoder {
 /// Puts each player beyond [`EXACT_REACH`] of `o` that stands within [`FAR_TOLERANCE`] of
 /// its place in `ahead` (the carried baseline) at that place: the frame then holds what
 /// the client will, and nothing is sent for it.
-pub(super) fn hold_far(players: &mut Entities<PLAYER_FIELDS>, ahead: &Entities<PLAYER_FIELDS>, o: DVec3) {
+pub(super) fn hold_far(
+    players: &mut Entities<PLAYER_FIELDS>,
+    ahead: &Entities<PLAYER_FIELDS>,
+    o: DVec3,
+) {
     let reach = EXACT_REACH * POSITION_SCALE;
     let o = o * POSITION_SCALE;
     let mut olds = ahead.0.iter().peekable();

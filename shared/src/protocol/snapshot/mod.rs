@@ -31,8 +31,8 @@ mod tests;
 
 pub use crowd::Crowd;
 use crowd::*;
-pub use decoder::{Snapshot, SnapshotDecoder};
 use decoder::*;
+pub use decoder::{Snapshot, SnapshotDecoder};
 pub use encoder::{SnapshotEncoder, VIEW_DRIFT, VIEW_REFRESH};
 
 /// Snapshots remembered as baselines; an acknowledgement older than this gets full state.

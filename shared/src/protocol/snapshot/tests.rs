@@ -12,11 +12,7 @@ use rand_chacha::ChaCha8Rng;
 /// The message the datagram stands for, built the plain way (lookups by id): the
 /// oracle of the writer's merge.
 fn oracle(frame: &Frame, base: &Frame, fb: Feedback) -> SnapshotMsg {
-    fn delta<const N: usize>(
-        id: u32,
-        o: Option<&[i64; N]>,
-        f: &[i64; N],
-    ) -> Option<EntityDelta> {
+    fn delta<const N: usize>(id: u32, o: Option<&[i64; N]>, f: &[i64; N]) -> Option<EntityDelta> {
         let mask = changed(o, f)?;
         let o = o.copied().unwrap_or([0; N]);
         let mut values = crate::protocol::FieldValues::default();
@@ -225,8 +221,7 @@ fn clients_that_joined_together_choose_their_players_on_turns_of_their_own() {
         world.players.insert(id, slot);
     }
     let mut crowd = Crowd::new(&sim, &world, 16);
-    let mut encoders: Vec<SnapshotEncoder> =
-        ids.iter().map(|_| SnapshotEncoder::new()).collect();
+    let mut encoders: Vec<SnapshotEncoder> = ids.iter().map(|_| SnapshotEncoder::new()).collect();
     let mut chosen = vec![0u32; ids.len()];
     let rounds = 8 * VIEW_REFRESH;
     // The last client leaves halfway (the crowd's membership changes).
