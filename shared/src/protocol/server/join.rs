@@ -1,0 +1,208 @@
+//! A connection's way in: the control stream's hello, its refusals, the map's transfer,
+//! and the player's entry into the world.
+
+use super::*;
+
+impl Server {
+    /// Bytes arrived on the connection's control stream.
+    pub fn handle_control(&mut self, conn: ConnId, bytes: &[u8], now: Instant) {
+        self.called(now);
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if matches!(c.phase, Phase::Closing) {
+            return;
+        }
+        c.dec.push(bytes);
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
+            };
+            if matches!(c.phase, Phase::Closing) {
+                return;
+            }
+            let frame = match c.dec.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => return,
+                Err(e) => {
+                    self.stats.malformed_control += 1;
+                    let hello = matches!(c.phase, Phase::Hello { .. });
+                    let reason = format!("malformed control frame: {e}");
+                    if hello {
+                        self.refuse_with(conn, None, reason);
+                    } else {
+                        self.kick(conn, reason);
+                    }
+                    return;
+                }
+            };
+            let msg = decode::<ClientControl>("control", &frame);
+            let hello = matches!(c.phase, Phase::Hello { .. });
+            match (hello, msg) {
+                (
+                    true,
+                    Ok(ClientControl::Hello {
+                        version,
+                        token,
+                        have_map,
+                    }),
+                ) => self.hello(conn, version, &token, have_map, now),
+                (false, Ok(ClientControl::Bye { reason })) => {
+                    let reason = format!("said bye: {reason}");
+                    self.close(conn, Vec::new(), 0, reason);
+                }
+                (false, Ok(ClientControl::Message { bytes })) => match c.phase {
+                    Phase::Playing { player } => {
+                        self.message_in(player, Channel::Reliable, 0, bytes, now);
+                    }
+                    // Sent before its player entered the world: nobody to take it.
+                    _ => self.stats.messages[Channel::Reliable.index()].dropped += 1,
+                },
+                (true, _) => {
+                    self.stats.malformed_control += 1;
+                    let reason = "the first message must be a hello".to_string();
+                    self.refuse_with(conn, None, reason);
+                }
+                (false, _) => {
+                    self.stats.malformed_control += 1;
+                    self.kick(conn, "malformed control message".into());
+                }
+            }
+        }
+    }
+
+    fn hello(
+        &mut self,
+        conn: ConnId,
+        version: u16,
+        token: &str,
+        have_map: Option<[u8; 32]>,
+        now: Instant,
+    ) {
+        if version != VERSION {
+            let reason = format!(
+                "protocol version {version} is not supported (this server speaks {VERSION})"
+            );
+            return self.refuse_with(conn, Some("version"), reason);
+        }
+        let unix = self
+            .unix_epoch
+            .saturating_add(now.saturating_duration_since(self.epoch).as_secs());
+        let server = self.settings.server_id.as_ref();
+        let grant = match token::verify(&self.settings.secret, token, unix, server) {
+            Ok(g) => g,
+            Err(e) => return self.refuse_with(conn, Some(e.label()), e.to_string()),
+        };
+        let id = grant.player_id;
+        let max = self.settings.max_players;
+        if self.stats.clients as usize >= max {
+            return self.refuse_with(conn, Some("full"), format!("server full ({max} players)"));
+        }
+        if let Some(cap) = self.headroom.capacity() {
+            if self.stats.clients as usize >= cap {
+                let why = self
+                    .headroom
+                    .strained()
+                    .unwrap_or("its players fill its headroom");
+                let reason = format!(
+                    "server full for its load: it carries {cap} players now ({why}; at most {max} when it can)"
+                );
+                return self.refuse_with(conn, Some("full_load"), reason);
+            }
+        }
+        if self.sessions.contains_key(&id) || self.transferring(id) {
+            let reason = format!("player {id} is already connected");
+            return self.refuse_with(conn, Some("player_in_use"), reason);
+        }
+        // The nonce is burned only once the slot is certain: a token refused because the
+        // server is full or its player connected stays good for later.
+        if let Err(e) = self.replay.admit(&grant, unix) {
+            return self.refuse_with(conn, Some(e.label()), e.to_string());
+        }
+        let sending_map = have_map != Some(self.map_hash);
+        let welcome = Welcome {
+            player_id: id,
+            snapshot_rate: self.settings.snapshot_rate,
+            input_rate: self.input_rate(),
+            config: self.sim.config().clone(),
+            map_name: self.settings.map_name.clone(),
+            map_hash: self.map_hash,
+            map_size: self.settings.map_bytes.len() as u64,
+            sending_map,
+            // The clock's tick, which the world reaches however late it runs.
+            server_tick: self.clock(now).max(self.world.tick),
+            movement: self.settings.movement,
+        };
+        let bytes = encode_frame(&ServerControl::Welcome(Box::new(welcome)));
+        self.outputs.push_back(Output::Control { conn, bytes });
+        self.stats.clients += 1;
+        self.joins_since += 1;
+        self.events.push_back(Event::Joined {
+            conn,
+            player: id,
+            sending_map,
+        });
+        if sending_map {
+            self.outputs.push_back(Output::Map { conn });
+            if let Some(c) = self.conns.get_mut(&conn) {
+                c.phase = Phase::Map { player: id };
+            }
+        } else {
+            self.enter(conn, id, now);
+        }
+        self.count_pending();
+    }
+
+    fn transferring(&self, id: PlayerId) -> bool {
+        self.conns
+            .values()
+            .any(|c| matches!(c.phase, Phase::Map { player } if player == id))
+    }
+
+    /// The map finished sending: the player enters the world, and its input clock starts.
+    pub fn handle_map_sent(&mut self, conn: ConnId, now: Instant) {
+        if let Some(Conn {
+            phase: Phase::Map { player },
+            ..
+        }) = self.conns.get(&conn)
+        {
+            let player = *player;
+            self.enter(conn, player, now);
+        }
+    }
+
+    fn enter(&mut self, conn: ConnId, id: PlayerId, now: Instant) {
+        let spawn = self.sim.join_state(&self.world, id, MoveMode::Walk);
+        if self.sim.add_player(&mut self.world, id, spawn).is_err() {
+            self.kick(conn, "no room in the world".into());
+            return;
+        }
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.phase = Phase::Playing { player: id };
+        }
+        let rate = self.rate();
+        self.sessions.insert(
+            id,
+            Session {
+                conn,
+                inputs: InputBuffer::new(),
+                counted: InputStats::default(),
+                snapshots: SnapshotEncoder::new(),
+                commands: CommandLog::new(REPLAY_SECONDS as usize * rate as usize),
+                replay_at: 0,
+                expected: BTreeMap::new(),
+                budget: self.settings.client_budget as f64 / 4.0,
+                validator: Validator::new(ValidationConfig::for_tick_rate(rate)),
+                unjudged: 0,
+                feedback: Feedback::default(),
+                correcting: false,
+                correction_snapshot: 0,
+                entered: self.world.tick,
+                last_input: now,
+                mail: Server::mailbox(now),
+            },
+        );
+        self.roster_entered(conn, id);
+        self.notify(Notice::Joined(id));
+    }
+}
