@@ -20,7 +20,6 @@ use expel_shared::validate::ViolationKind;
 use expel_shared::{MoveCommand, PlayerState};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -210,11 +209,7 @@ async fn peers_that_grant_no_credit_are_dropped_and_free_their_slots() {
         let why = close_reason(c, 6).await;
         assert!(why.contains("forged"), "{why}");
     }
-    assert!(
-        m.stalls.load(Relaxed) >= 50,
-        "{} stalls",
-        m.stalls.load(Relaxed)
-    );
+    assert!(m.stalls.get() >= 50, "{} stalls", m.stalls.get());
     // Two players that stall the map transfer hold both slots of a two-player server,
     // and show as clients, until the write timeout ends them; then an honest player joins.
     let mut stallers = Vec::new();
@@ -224,7 +219,7 @@ async fn peers_that_grant_no_credit_are_dropped_and_free_their_slots() {
         stallers.push((ep, c, streams));
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(m.clients.load(Relaxed), 2, "the stallers hold both slots");
+    assert_eq!(m.machine().clients, 2, "the stallers hold both slots");
     let full = expel_client::connect(r.addr, &options(&r, 32)).await;
     assert!(
         matches!(&full, Err(expel_client::ClientError::Refused(why)) if why.contains("full")),
@@ -242,7 +237,7 @@ async fn peers_that_grant_no_credit_are_dropped_and_free_their_slots() {
     drop(joined);
     // A joined player that accepts exactly the welcome's bytes and falls silent: its
     // input timeout fires, the kick cannot be written, and it is closed all the same.
-    while m.clients.load(Relaxed) > 0 {
+    while m.machine().clients > 0 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let have = Some(*blake3::hash(&bytes).as_bytes());
@@ -266,10 +261,10 @@ async fn peers_that_grant_no_credit_are_dropped_and_free_their_slots() {
         }
     };
     probe.close(0u32.into(), b"probe done");
-    while m.clients.load(Relaxed) > 0 {
+    while m.machine().clients > 0 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let kicks = m.kicks.load(Relaxed);
+    let kicks = m.machine().kicks;
     // A little over the probe's welcome: the server's tick in it may have grown a byte since,
     // and a kick (over 20 bytes) still does not fit.
     let credit = welcome_len as u32 + 4;
@@ -277,14 +272,10 @@ async fn peers_that_grant_no_credit_are_dropped_and_free_their_slots() {
     let _streams = hello_unread(&silent, token_with(SECRET, 35, now() + 60, 4), have).await;
     let why = close_reason(&silent, 6).await;
     assert!(why.contains("no input"), "{why}");
-    assert_eq!(m.kicks.load(Relaxed), kicks + 1);
+    assert_eq!(m.machine().kicks, kicks + 1);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(m.clients.load(Relaxed), 0);
-    assert_eq!(
-        m.players.load(Relaxed),
-        0,
-        "the silent player left the world"
-    );
+    assert_eq!(m.machine().clients, 0);
+    assert_eq!(m.players.get(), 0, "the silent player left the world");
     r.shutdown("test over").await;
 }
 
@@ -305,7 +296,7 @@ async fn far_future_ticks_are_refused_and_a_speedhack_after_them_is_still_kicked
     let (r, _, _) = server(4).await;
     let m = r.metrics.clone();
     let (_ep, c, _s) = joined_raw(&r, 40, 1).await;
-    let start = m.ticks.load(Relaxed) + 5;
+    let start = m.ticks.get() + 5;
     // One datagram at 2^63 (which overflowed the lead arithmetic: a panic in the tick
     // task), one near 2^64 (which froze the timing check). A third invalid one would
     // earn the kick by itself; acknowledgements from the future are the validator's
@@ -313,10 +304,10 @@ async fn far_future_ticks_are_refused_and_a_speedhack_after_them_is_still_kicked
     c.send_datagram(input(1 << 63, 4, 0).into()).unwrap();
     c.send_datagram(input(u64::MAX - 40, 4, 0).into()).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let ticks = m.ticks.load(Relaxed);
+    let ticks = m.ticks.get();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(m.ticks.load(Relaxed) > ticks + 5, "the tick task stopped");
-    assert_eq!(m.violations[6].load(Relaxed), 2, "two invalid datagrams");
+    assert!(m.ticks.get() > ticks + 5, "the tick task stopped");
+    assert_eq!(m.machine().violations[6], 2, "two invalid datagrams");
     // Then a clock running 50% fast: still caught, and the player kicked.
     let began = Instant::now();
     let kicked = loop {
@@ -338,7 +329,7 @@ async fn far_future_ticks_are_refused_and_a_speedhack_after_them_is_still_kicked
         "kicked after {:?}",
         began.elapsed()
     );
-    assert!(m.violations[4].load(Relaxed) >= 1, "no timing violation");
+    assert!(m.machine().violations[4] >= 1, "no timing violation");
     r.shutdown("test over").await;
 }
 
@@ -366,12 +357,12 @@ async fn idle_together(movement: MovementAuthority, ids: [u32; 2], secs: f64) {
     }
     let flagged: Vec<_> = ViolationKind::ALL
         .iter()
-        .zip(&r.metrics.violations)
-        .filter(|(_, v)| v.load(Relaxed) > 0)
-        .map(|(k, v)| (k.name(), v.load(Relaxed)))
+        .zip(r.metrics.machine().violations)
+        .filter(|(_, v)| *v > 0)
+        .map(|(k, v)| (k.name(), v))
         .collect();
     assert_eq!(flagged, vec![], "{movement:?}");
-    assert_eq!(r.metrics.corrections.load(Relaxed), 0, "{movement:?}");
+    assert_eq!(r.metrics.machine().corrections, 0, "{movement:?}");
     r.shutdown("test over").await;
 }
 
@@ -399,7 +390,7 @@ async fn a_token_refused_because_its_player_is_connected_stays_good() {
     };
     assert!(why.contains("already connected"), "{why}");
     drop(first);
-    while r.metrics.clients.load(Relaxed) > 0 {
+    while r.metrics.machine().clients > 0 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let again = expel_client::connect(r.addr, &second).await;
@@ -514,24 +505,21 @@ async fn an_input_flood_is_dropped_undecoded_flagged_and_kicked_and_the_honest_p
     assert!(out.seconds < 5.0, "kicked within the third second: {out:?}");
     // Dropped undecrypted (past 1,000 packets a second) or undecoded (past four input
     // rates): all but the allowance.
-    let (packets, datagrams) = (
-        m.packets_over_rate.load(Relaxed),
-        m.datagrams_over_rate.load(Relaxed),
-    );
+    let (packets, datagrams) = (m.packets_over_rate.get(), m.machine().datagrams_over_rate);
     assert!(
         (packets + datagrams) as f64 >= out.sent as f64 * 0.7,
         "{packets} packets and {datagrams} datagrams dropped; {out:?}"
     );
     // Decoded: the honest two's inputs (60 a second each) and the flooder's allowance
     // (240 a second, 120 at once).
-    let decoded = m.datagrams_in.load(Relaxed) - datagrams;
+    let decoded = m.machine().datagrams_in - datagrams;
     let allowed = (out.seconds * 240.0 + 120.0) as u64 + 2 * 60 * 10;
     assert!(decoded <= allowed, "{decoded} decoded, {allowed} allowed");
     let flood = ViolationKind::ALL
         .iter()
         .position(|k| *k == ViolationKind::Flood)
         .unwrap();
-    assert!(m.violations[flood].load(Relaxed) >= 3);
+    assert!(m.machine().violations[flood] >= 3);
     assert!(m.flagged().get(&flooder).is_some_and(|f| f[flood] >= 3));
     for t in honest {
         let report = t.await.unwrap();

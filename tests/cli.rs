@@ -559,16 +559,41 @@ fn serve_prints_one_line_plays_a_client_and_exits_cleanly_on_sigterm() {
     assert_eq!(r["inputs_missed"], 0, "{out}");
     assert_eq!(r["snapshots_lost"], 0, "{out}");
     // The HTTP endpoint: Prometheus text with the tick histogram, health and readiness.
-    let get = |path: &str| {
+    let get_with = |path: &str, headers: &str| {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(v["metrics"].as_str().unwrap()).unwrap();
-        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n").unwrap();
         let mut body = String::new();
         s.read_to_string(&mut body).unwrap();
         body
     };
+    let get = |path: &str| get_with(path, "");
     let metrics = get("/metrics");
     assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    // The classic text by default; OpenMetrics for a reader that asks for it (Prometheus
+    // does). Both well formed, with the same samples.
+    let (head, classic) = metrics.split_once("\r\n\r\n").unwrap();
+    // Header names are case-insensitive.
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    let classic_samples = exposition_samples(classic, false);
+    let open = get_with(
+        "/metrics",
+        "Accept: application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5\r\n",
+    );
+    let (head, open) = open.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text; version=1.0.0"),
+        "{head}"
+    );
+    let open_samples = exposition_samples(open, true);
+    let names = |s: &[(String, f64)]| s.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&classic_samples), names(&open_samples));
+    assert!(classic_samples.len() > 100, "{classic}");
     for needle in [
         "# TYPE expel_tick_duration_seconds histogram",
         "expel_tick_duration_seconds_bucket{le=\"+Inf\"}",
@@ -918,4 +943,103 @@ fn a_lone_client_on_a_clean_link_is_never_corrected_on_any_shipped_map() {
         let (status, err) = terminate(child);
         assert!(status.success(), "{name}: {status}: {err}");
     }
+}
+
+/// The samples of a Prometheus exposition (`name{labels}`, value), checked against the
+/// format's rules: in the classic text (version 0.0.4) a counter's or gauge's samples are
+/// named as its family, in OpenMetrics a counter's are the family with `_total` and the
+/// text ends with `# EOF`; a histogram has `_bucket` (cumulative, ending at `+Inf` with
+/// the count), `_sum` and `_count`; every family is typed once, after its help; no
+/// sample repeats.
+fn exposition_samples(text: &str, openmetrics: bool) -> Vec<(String, f64)> {
+    let mut samples = Vec::new();
+    let mut typed = std::collections::BTreeSet::new();
+    let (mut family, mut kind, mut help) = (String::new(), String::new(), String::new());
+    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    let mut count = None;
+    // A histogram's buckets end at +Inf, which holds its count.
+    let whole = |kind: &str, buckets: &[(f64, f64)], count: Option<f64>| {
+        if kind == "histogram" {
+            let last = buckets.last().expect("buckets");
+            assert!(
+                last.0.is_infinite() && Some(last.1) == count,
+                "{buckets:?} {count:?}"
+            );
+        }
+    };
+    let body = if openmetrics {
+        text.strip_suffix("# EOF\n")
+            .expect("OpenMetrics ends with # EOF")
+    } else {
+        assert!(!text.contains("# EOF"), "no EOF in the classic text");
+        text
+    };
+    let valid_name = |n: &str| {
+        n.chars().enumerate().all(|(i, c)| {
+            c == '_' || c == ':' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())
+        }) && !n.is_empty()
+    };
+    for line in body.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            help = rest.split_once(' ').expect("help text").0.to_string();
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, t) = rest.split_once(' ').expect("a type");
+            assert_eq!(name, help, "the help comes first");
+            assert!(valid_name(name) && typed.insert(name.to_string()), "{line}");
+            assert!(["counter", "gauge", "histogram"].contains(&t), "{line}");
+            whole(&kind, &buckets, count);
+            (family, kind) = (name.to_string(), t.to_string());
+            buckets.clear();
+            continue;
+        }
+        assert!(!line.starts_with('#'), "an unknown comment: {line}");
+        let (series, value) = line.rsplit_once(' ').expect("name and value");
+        let value: f64 = value.parse().unwrap_or_else(|_| panic!("value of {line}"));
+        let name = series.split('{').next().unwrap();
+        assert!(valid_name(name), "{line}");
+        if let Some(labels) = series.strip_prefix(name).filter(|l| !l.is_empty()) {
+            assert!(labels.starts_with('{') && labels.ends_with('}'), "{line}");
+        }
+        let suffix = name
+            .strip_prefix(family.as_str())
+            .unwrap_or_else(|| panic!("{name} outside its family {family}"));
+        match (kind.as_str(), suffix) {
+            ("counter", "_total") if openmetrics => {}
+            ("counter", "") if !openmetrics => {}
+            ("gauge", "") => {}
+            ("histogram", "_bucket") => {
+                let le = series
+                    .split("le=\"")
+                    .nth(1)
+                    .unwrap()
+                    .split('"')
+                    .next()
+                    .unwrap();
+                let le = if le == "+Inf" {
+                    f64::INFINITY
+                } else {
+                    le.parse().unwrap()
+                };
+                if let Some(&(b, c)) = buckets.last() {
+                    assert!(
+                        le > b && value >= c,
+                        "buckets ascend and accumulate: {line}"
+                    );
+                }
+                buckets.push((le, value));
+            }
+            ("histogram", "_sum") => {}
+            ("histogram", "_count") => count = Some(value),
+            _ => panic!("{name} cannot be a sample of {kind} {family}"),
+        }
+        samples.push((series.to_string(), value));
+    }
+    whole(&kind, &buckets, count);
+    let mut unique: Vec<_> = samples.iter().map(|(s, _)| s).collect();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), samples.len(), "a sample repeats");
+    samples
 }

@@ -10,7 +10,6 @@ use expel_server::{Identity, Running};
 use expel_shared::protocol::{ServerControl, ALPN};
 use expel_shared::validate::ViolationKind;
 use expel_shared::{MoveCommand, PlayerState};
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
 /// One networked test at a time: they measure timing-sensitive behaviour (commands
@@ -73,8 +72,8 @@ async fn a_replay_through_the_server_is_predicted_bit_for_bit() {
     assert!(report.stats.final_match);
     assert!(report.stats.predict.snapshots > 400, "{report:?}");
     assert!(report.stats.ticks >= 900);
-    assert_eq!(r.metrics.corrections.load(Relaxed), 0);
-    assert_eq!(r.metrics.inputs_late.load(Relaxed), 0);
+    assert_eq!(r.metrics.machine().corrections, 0);
+    assert_eq!(r.metrics.machine().inputs.late, 0);
     r.shutdown("test over").await;
 }
 
@@ -112,13 +111,13 @@ async fn at_half_the_input_rate_every_command_arrives_in_half_the_datagrams() {
         st.datagrams_out,
         st.ticks
     );
-    let applied = r.metrics.inputs_applied.load(Relaxed);
+    let applied = r.metrics.machine().inputs.applied;
     assert!(
         applied + 4 >= st.ticks - 8,
         "{applied} applied of {} ticks",
         st.ticks
     );
-    assert_eq!(r.metrics.inputs_late.load(Relaxed), 0);
+    assert_eq!(r.metrics.machine().inputs.late, 0);
     assert!(violations(&r).is_empty(), "{:?}", violations(&r));
     r.shutdown("test over").await;
 }
@@ -146,16 +145,16 @@ async fn through_loss_delay_jitter_and_duplication_predictions_converge() {
     .await
     .unwrap();
     let m = &r.metrics;
-    let applied = m.inputs_applied.load(Relaxed);
-    let missing = m.inputs_missing.load(Relaxed);
-    let late = m.inputs_late.load(Relaxed);
+    let applied = m.machine().inputs.applied;
+    let missing = m.machine().inputs.missing;
+    let late = m.machine().inputs.late;
     eprintln!(
         "ticks {} snapshots {} corrections {} (max {:.3}); server applied {applied} missing {missing} late {late} duplicate {}",
         report.stats.ticks,
         report.stats.predict.snapshots,
         report.stats.predict.corrections,
         report.stats.predict.max_correction,
-        m.inputs_duplicate.load(Relaxed)
+        m.machine().inputs.duplicate
     );
     // No command applied twice: never more applied than the client made.
     assert!(
@@ -168,10 +167,7 @@ async fn through_loss_delay_jitter_and_duplication_predictions_converge() {
         applied + missing >= sent - 40,
         "{applied} + {missing} of {sent}"
     );
-    assert!(
-        m.inputs_duplicate.load(Relaxed) > 0,
-        "redundant copies arrive"
-    );
+    assert!(m.machine().inputs.duplicate > 0, "redundant copies arrive");
     // Honest play through a bad link is never flagged.
     assert_eq!(violations(&r), vec![], "an honest client was flagged");
     // Whatever corrections happened, the prediction ends equal to the server.
@@ -236,12 +232,8 @@ async fn sixty_four_clients_keep_their_snapshots_for_twenty_seconds() {
         "divergence reports: {}",
         count(&r, ViolationKind::Divergence)
     );
-    assert_eq!(m.kicks.load(Relaxed), 0);
-    assert_eq!(
-        m.malformed_control.load(Relaxed),
-        0,
-        "a goodbye was miscounted"
-    );
+    assert_eq!(m.machine().kicks, 0);
+    assert_eq!(m.machine().malformed_control, 0, "a goodbye was miscounted");
     let down: f64 = reports.iter().map(|r| r.down_bytes_per_s).sum::<f64>() / 64.0;
     let fewest = reports
         .iter()
@@ -255,8 +247,8 @@ async fn sixty_four_clients_keep_their_snapshots_for_twenty_seconds() {
         .unwrap_or(0);
     eprintln!(
         "64 clients: fewest snapshots {fewest}, longest gap {gap} ticks, mean down {down:.0} B/s, snapshot drops {}, tick overruns {}",
-        m.snapshot_drops.load(Relaxed),
-        m.overruns.load(Relaxed)
+        m.machine().snapshot_drops,
+        m.overruns.get()
     );
     r.shutdown("test over").await;
 }
@@ -323,7 +315,7 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
         c3.send_datagram(vec![7, i, 0xff, 0x13].into()).unwrap();
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(m.malformed_datagrams.load(Relaxed) >= 40);
+    assert!(m.machine().malformed_datagrams >= 40);
     s3.write_all(&[5, 0, 0, 0, 9, 9, 9, 9, 9]).await.unwrap();
     let why = close_reason(&c3, 5).await;
     assert!(why.contains("malformed control"), "{why}");
@@ -362,7 +354,7 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
             .iter()
             .position(|r| *r == reason)
             .unwrap();
-        m.refusals[i].load(Relaxed)
+        m.machine().refusals[i]
     };
     for reason in [
         "version",
@@ -373,11 +365,11 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
     ] {
         assert_eq!(refusals(reason), 1, "{reason}");
     }
-    assert!(m.handshake_failures.load(Relaxed) >= 1);
-    assert!(m.malformed_control.load(Relaxed) >= 1);
+    assert!(m.handshake_failures.get() >= 1);
+    assert!(m.machine().malformed_control >= 1);
     // The garbage frame, the silent player, the invalid commands (and the replayed
     // token's first client, if its connection outlived the input timeout).
-    assert!(m.kicks.load(Relaxed) >= 3);
+    assert!(m.machine().kicks >= 3);
     assert_eq!(count(&r, ViolationKind::Invalid), 3);
     r.shutdown("test over").await;
 }
@@ -535,17 +527,17 @@ fn bad_link() -> LinkConditioner {
 fn count(r: &Running, kind: ViolationKind) -> u64 {
     ViolationKind::ALL
         .iter()
-        .zip(&r.metrics.violations)
+        .zip(r.metrics.machine().violations)
         .find(|(k, _)| **k == kind)
-        .map_or(0, |(_, v)| v.load(Relaxed))
+        .map_or(0, |(_, v)| v)
 }
 
 /// The kinds of violation the server counted, with their counts.
 fn violations(r: &Running) -> Vec<(&'static str, u64)> {
     ViolationKind::ALL
         .iter()
-        .zip(&r.metrics.violations)
-        .map(|(k, v)| (k.name(), v.load(Relaxed)))
+        .zip(r.metrics.machine().violations)
+        .map(|(k, v)| (k.name(), v))
         .filter(|(_, n)| *n > 0)
         .collect()
 }
@@ -621,8 +613,8 @@ async fn a_crowd_ends_in_the_same_bits_over_one_io_thread_and_four() {
             states.push(end);
         }
         let m = &r.metrics;
-        assert_eq!(m.inputs_late.load(Relaxed), 0, "io {io}");
-        assert_eq!(m.io_threads.load(Relaxed), io as u64);
+        assert_eq!(m.machine().inputs.late, 0, "io {io}");
+        assert_eq!(m.io_threads.get(), io as u64);
         assert!(violations(&r).is_empty(), "io {io}: {:?}", violations(&r));
         // Each player went somewhere of its own.
         assert!(
@@ -686,7 +678,7 @@ async fn a_client_that_moves_address_keeps_its_connection_over_four_io_threads()
         );
     }
     assert!(c.close_reason().is_none(), "{:?}", c.close_reason());
-    let forwarded = r.metrics.udp.forwarded.load(Relaxed);
+    let forwarded = r.metrics.udp_forwarded.get();
     assert!(forwarded > 0, "no datagram was handed to its owner thread");
     drop(send);
     c.close(0u32.into(), b"done");

@@ -1,12 +1,11 @@
 //! Light bots on QUIC driven by hand: every bot's connection on a few shared sockets, all
 //! of them on one task, on the same driver as the server's I/O threads ([`expel_quic`]).
 //!
-//! A bot on the client library's [`Session`](expel_client::Session) costs tasks per
-//! connection, a channel hop and task wakes per datagram each way. A thousand light bots
-//! that way took their whole core and still sent only 40 to 50 inputs a second each, not
-//! 60, so a load test measured a server that was sent less than a real crowd sends. Here a
-//! datagram goes from the socket through the endpoint into the bot's protocol machine in
-//! one call chain, and its inputs go out the same way.
+//! A [`Session`](expel_client::Session) owns a socket and an endpoint of its own; a
+//! thousand of them would cost the bots' core more than the server costs its own, and a
+//! load test would measure a server sent less than a real crowd sends. Here a datagram
+//! goes from a shared socket through the endpoint into the bot's protocol machine in one
+//! call chain, and its inputs go out the same way.
 //!
 //! For light bots (scripted honest inputs, no prediction) without a link conditioner or
 //! reconnects; every other swarm plays on sessions.

@@ -1,43 +1,60 @@
-//! The server's HTTP/1.1 endpoint (GET only, one request per connection): Prometheus
-//! metrics, health, the flagged players, and the live view (a page, the map, and a
-//! server-sent events stream of the world at about 10 Hz).
+//! The server's HTTP/1.1 endpoint, on hyper (GET only, one request per connection):
+//! Prometheus metrics, health, the flagged players, and the live view (a page, the map,
+//! and a server-sent events stream of the world at about 10 Hz).
 //!
 //! Everything but the bare health answers is the operator's: the live view shows every
 //! player through every wall, so with an operator token set every other path asks for it
 //! ([`OperatorAuth`]); without one the endpoint may only listen on loopback (checked
 //! where the server starts).
+//!
+//! hyper speaks HTTP; the limits are this module's: connections bounded in all and per
+//! address, a deadline on the request head, viewers bounded and dropped when they stop
+//! reading.
 
-use crate::admission::PerAddress;
+use crate::admission::{Held, PerAddress};
 use crate::live::Live;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, CLASSIC, OPENMETRICS};
 use base64::Engine as _;
+use bytes::Bytes;
 use expel_shared::protocol::backoff::Backoff;
+use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::io;
 use std::net::IpAddr;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
-use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{oneshot, watch, Semaphore};
 use tracing::warn;
 
-/// A live viewer's socket send buffer, bytes (the kernel doubles it).
+/// A live viewer's socket send buffer, bytes (the kernel doubles it): small, so a viewer
+/// that stops reading fills it soon rather than after the kernel has queued megabytes.
 const LIVE_SEND_BUFFER: usize = 8 * 1024;
-/// How long one frame's write to a viewer may wait: past it the viewer is not reading.
+/// How long a viewer may leave the newest frame unread (hyper stops taking frames from
+/// the stream while the viewer's socket is full): past it the viewer is not reading.
 const LIVE_WRITE_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Bytes of a request head read at most.
-const MAX_HEAD: usize = 4096;
 /// HTTP connections open at once; the next waits in the listen backlog.
 const MAX_CONNECTIONS: usize = 256;
 /// HTTP connections open at once from one IP address; more are closed at once.
 const PER_ADDRESS: usize = 32;
-/// How long a request head may take to arrive.
+/// How long a request head may take to arrive (from the connection's start).
 const HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bytes hyper buffers of a request (its smallest setting): a head past it is refused.
+const MAX_BUFFER: usize = 8192;
 /// Pauses after a failed accept (the descriptor limit, say): the loop backs off from
 /// 10 ms, doubling to 1 s, instead of spinning on an error that persists.
 const FIRST_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+type Body = BoxBody<Bytes, Infallible>;
 
 /// Serves until the listener task is dropped. Connections are bounded in total and per
 /// address; an accept error backs off.
@@ -57,7 +74,7 @@ pub(crate) async fn serve(
         let (sock, from) = match listener.accept().await {
             Ok(x) => x,
             Err(e) => {
-                metrics.http_accept_errors.fetch_add(1, Relaxed);
+                metrics.http_accept_errors.inc();
                 let pause = backoff.next_delay();
                 warn!(error = %e, pause_ms = pause.as_millis() as u64, "http accept failed");
                 tokio::time::sleep(pause).await;
@@ -67,61 +84,154 @@ pub(crate) async fn serve(
         backoff.reset();
         // The total is the semaphore's (past it, connections wait in the backlog).
         let Some(held) = open.take(from.ip(), PER_ADDRESS, usize::MAX) else {
-            metrics.http_refused.fetch_add(1, Relaxed);
+            metrics.http_refused.inc();
             continue; // dropped: closed at once
         };
-        metrics.http_connections.fetch_add(1, Relaxed);
-        let (m, live, auth) = (metrics.clone(), live.clone(), auth.clone());
+        metrics.http_connections.inc();
+        let sock = Shared(Arc::new(sock));
+        let cx = Arc::new(Cx {
+            sock: sock.clone(),
+            metrics: metrics.clone(),
+            live: live.clone(),
+            auth: auth.clone(),
+            from: from.ip(),
+            watch: Mutex::new(None),
+        });
         tokio::spawn(async move {
-            request(sock, from.ip(), m, live, &auth).await;
+            connection(sock, cx).await;
             drop((permit, held));
         });
     }
 }
 
-/// What the endpoint uses of a request head.
-struct Head {
-    method: String,
-    /// Without its query string, which selects nothing.
-    path: String,
-    /// The `Authorization` header's value, if any.
-    authorization: Option<String>,
+/// What one connection's request is answered from.
+struct Cx {
+    sock: Shared,
+    metrics: Arc<Metrics>,
+    live: Arc<Live>,
+    auth: Arc<OperatorAuth>,
+    from: IpAddr,
+    /// Where a live stream hands its [`Watch`] to the connection's watchdog.
+    watch: Mutex<Option<oneshot::Sender<Watch>>>,
 }
 
-/// The request head, once it has arrived (within 5 s and `MAX_HEAD`).
-async fn read_head(sock: &mut TcpStream) -> Option<Head> {
-    let mut buf = vec![0u8; MAX_HEAD];
-    let mut n = 0;
-    tokio::time::timeout(HEAD_TIMEOUT, async {
-        while n < buf.len() {
-            let k = sock.read(&mut buf[n..]).await.ok()?;
-            if k == 0 {
-                break;
-            }
-            n += k;
-            if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                break;
-            }
+/// What the watchdog of a live stream reads: the frames as published, and when the
+/// stream last took one.
+struct Watch {
+    frames: watch::Receiver<Arc<str>>,
+    taken: Arc<Mutex<Instant>>,
+}
+
+/// One connection: one request, answered by hyper, and closed. A live stream's viewer
+/// that leaves the newest frame unread too long is cut off.
+async fn connection(sock: Shared, cx: Arc<Cx>) {
+    let (arm, armed) = oneshot::channel();
+    if let Ok(mut w) = cx.watch.lock() {
+        *w = Some(arm);
+    }
+    let service = {
+        let cx = cx.clone();
+        hyper::service::service_fn(move |req| {
+            let cx = cx.clone();
+            async move { Ok::<_, Infallible>(answer(&req, &cx)) }
+        })
+    };
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(MAX_BUFFER)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(sock), service);
+    tokio::select! {
+        _ = conn => {}
+        () = stalled(armed) => {
+            cx.metrics.live_dropped.inc();
         }
-        Some(())
-    })
-    .await
-    .ok()??;
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut req = httparse::Request::new(&mut headers);
-    // A head cut short (no blank line within the limit) still names its path.
-    req.parse(&buf[..n]).ok()?;
-    let path = req.path?.split('?').next()?.to_string();
-    let authorization = req
-        .headers
-        .iter()
-        .find(|h| h.name.eq_ignore_ascii_case("authorization"))
-        .map(|h| String::from_utf8_lossy(h.value).into_owned());
-    Some(Head {
-        method: req.method?.to_string(),
-        path,
-        authorization,
-    })
+    }
+}
+
+/// Returns once the live stream armed through `armed` has left a published frame
+/// untaken past [`LIVE_WRITE_TIMEOUT`]; never for a connection without one.
+async fn stalled(armed: oneshot::Receiver<Watch>) {
+    let Ok(mut w) = armed.await else {
+        return std::future::pending().await;
+    };
+    loop {
+        if w.frames.changed().await.is_err() {
+            return std::future::pending().await; // the server stopped: hyper ends it
+        }
+        let taken = w.taken.lock().map_or(Instant::now(), |t| *t);
+        if taken.elapsed() > LIVE_WRITE_TIMEOUT {
+            return;
+        }
+    }
+}
+
+/// The answer to one request.
+fn answer(req: &Request<hyper::body::Incoming>, cx: &Cx) -> Response<Body> {
+    let m = &cx.metrics;
+    let path = req.uri().path();
+    let header = |name| {
+        req.headers()
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    if !public(path) && !cx.auth.allows(header(AUTHORIZATION)) {
+        m.http_unauthorized.inc();
+        let mut r = text(
+            StatusCode::UNAUTHORIZED,
+            "text/plain",
+            "operator token required (Authorization: Bearer TOKEN)\n",
+        );
+        for challenge in [
+            "Bearer realm=\"expel operator\"",
+            "Basic realm=\"expel operator\", charset=\"UTF-8\"",
+        ] {
+            r.headers_mut().append(
+                hyper::header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(challenge),
+            );
+        }
+        return r;
+    }
+    if req.method() != Method::GET {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "GET only\n");
+    }
+    let ok = StatusCode::OK;
+    let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+    match path {
+        "/live" => live_stream(cx),
+        "/metrics"
+            if header(ACCEPT).is_some_and(|a| a.contains("application/openmetrics-text")) =>
+        {
+            text(ok, OPENMETRICS, m.render())
+        }
+        "/metrics" => text(ok, CLASSIC, m.render_classic()),
+        "/healthz" if m.tick_healthy() => text(ok, "text/plain", "ok\n"),
+        "/healthz" => text(unavailable, "text/plain", "tick stalled\n"),
+        "/readyz" if m.ready() => text(ok, "text/plain", "ready\n"),
+        "/readyz" => text(unavailable, "text/plain", "not ready\n"),
+        "/players.json" => text(ok, "application/json", m.flagged_json()),
+        "/game.json" => text(ok, "application/json", m.game()),
+        "/map.json" => text(ok, "application/json", cx.live.map_json.clone()),
+        "/" | "/index.html" => text(ok, "text/html; charset=utf-8", crate::live::PAGE),
+        _ => text(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
+    }
+}
+
+/// A whole response, never cached.
+fn text(status: StatusCode, ctype: &'static str, body: impl Into<Bytes>) -> Response<Body> {
+    response(status, ctype, Full::new(body.into()).boxed())
+}
+
+fn response(status: StatusCode, ctype: &'static str, body: Body) -> Response<Body> {
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(ctype));
+    r.headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
 }
 
 /// Who may read the operator's paths: with a token, only a request that carries it
@@ -180,102 +290,108 @@ fn public(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz")
 }
 
-async fn request(
-    mut sock: TcpStream,
-    from: IpAddr,
-    m: Arc<Metrics>,
-    live: Arc<Live>,
-    auth: &OperatorAuth,
-) {
-    let Some(head) = read_head(&mut sock).await else {
-        return;
-    };
-    let (method, path) = (head.method.as_str(), head.path.as_str());
-    if !public(path) && !auth.allows(head.authorization.as_deref()) {
-        m.http_unauthorized.fetch_add(1, Relaxed);
-        let challenge = "WWW-Authenticate: Bearer realm=\"expel operator\"\r\nWWW-Authenticate: Basic realm=\"expel operator\", charset=\"UTF-8\"\r\n";
-        let body = "operator token required (Authorization: Bearer TOKEN)\n";
-        return respond(sock, "401 Unauthorized", challenge, "text/plain", body).await;
-    }
-    let (status, ctype, body): (&str, &str, String) = match (method, path) {
-        ("GET", "/live") => return live_stream(sock, from, &live, &m).await,
-        ("GET", "/metrics") => (
-            "200 OK",
-            "text/plain; version=0.0.4; charset=utf-8",
-            m.render(),
-        ),
-        ("GET", "/healthz") if m.tick_healthy() => ("200 OK", "text/plain", "ok\n".into()),
-        ("GET", "/healthz") => (
-            "503 Service Unavailable",
-            "text/plain",
-            "tick stalled\n".into(),
-        ),
-        ("GET", "/readyz") if m.ready.load(Relaxed) => ("200 OK", "text/plain", "ready\n".into()),
-        ("GET", "/readyz") => (
-            "503 Service Unavailable",
-            "text/plain",
-            "not ready\n".into(),
-        ),
-        ("GET", "/players.json") => ("200 OK", "application/json", m.flagged_json()),
-        ("GET", "/game.json") => ("200 OK", "application/json", m.game()),
-        ("GET", "/map.json") => ("200 OK", "application/json", live.map_json.clone()),
-        ("GET", "/") | ("GET", "/index.html") => (
-            "200 OK",
-            "text/html; charset=utf-8",
-            crate::live::PAGE.to_string(),
-        ),
-        ("GET", _) => ("404 Not Found", "text/plain", "not found\n".into()),
-        _ => ("405 Method Not Allowed", "text/plain", "GET only\n".into()),
-    };
-    respond(sock, status, "", ctype, &body).await;
-}
-
-/// Writes a whole response (`headers`: extra header lines, each ending in CRLF) and
-/// closes.
-async fn respond(mut sock: TcpStream, status: &str, headers: &str, ctype: &str, body: &str) {
-    let head = format!(
-        "HTTP/1.1 {status}\r\n{headers}Content-Type: {ctype}\r\nContent-Length: {}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    let _ = sock.write_all(head.as_bytes()).await;
-    let _ = sock.write_all(body.as_bytes()).await;
-    let _ = sock.shutdown().await;
-}
-
 /// Server-sent events: every frame the tick loop publishes, until the viewer goes away
 /// or the server stops. Viewers are bounded in all and per address; a slow one skips
 /// frames (only the newest is kept), so it never holds memory or the tick; one that does
-/// not read at all (its socket's small send buffer stays full past the write timeout)
-/// loses its seat.
-async fn live_stream(mut sock: TcpStream, from: IpAddr, live: &Live, m: &Metrics) {
-    let Some(_seat) = live.seat(from) else {
-        let body = "too many viewers\n";
-        return respond(sock, "503 Service Unavailable", "", "text/plain", body).await;
+/// not read at all loses its seat (see [`stalled`]).
+fn live_stream(cx: &Cx) -> Response<Body> {
+    let Some(seat) = cx.live.seat(cx.from) else {
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "too many viewers\n",
+        );
     };
-    // A small send buffer, so a viewer that stops reading blocks the writes soon rather
-    // than after the kernel has queued megabytes for it.
-    let _ = socket2::SockRef::from(&sock).set_send_buffer_size(LIVE_SEND_BUFFER);
-    let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n";
-    if sock.write_all(head.as_bytes()).await.is_err() {
-        return;
+    let _ = socket2::SockRef::from(&*cx.sock.0).set_send_buffer_size(LIVE_SEND_BUFFER);
+    let taken = Arc::new(Mutex::new(Instant::now()));
+    let arm = cx.watch.lock().ok().and_then(|mut w| w.take());
+    if let Some(arm) = arm {
+        let _ = arm.send(Watch {
+            frames: cx.live.subscribe(),
+            taken: taken.clone(),
+        });
     }
-    let mut frames = live.subscribe();
-    loop {
-        let frame = frames.borrow_and_update().clone();
-        if !frame.is_empty() {
-            let event = format!("data: {frame}\n\n");
-            let write = tokio::time::timeout(LIVE_WRITE_TIMEOUT, sock.write_all(event.as_bytes()));
-            match write.await {
-                Ok(Ok(())) => {}
-                Ok(Err(_)) => return,
-                Err(_) => {
-                    m.live_dropped.fetch_add(1, Relaxed);
-                    return;
-                }
+    struct Viewer {
+        frames: watch::Receiver<Arc<str>>,
+        taken: Arc<Mutex<Instant>>,
+        first: bool,
+        _seat: Held,
+    }
+    let viewer = Viewer {
+        frames: cx.live.subscribe(),
+        taken,
+        first: true,
+        _seat: seat,
+    };
+    let events = futures_util::stream::unfold(viewer, |mut v| async move {
+        loop {
+            // The current frame first, then each newer one.
+            if !std::mem::take(&mut v.first) && v.frames.changed().await.is_err() {
+                return None; // the server stopped
+            }
+            let frame = v.frames.borrow_and_update().clone();
+            if let Ok(mut t) = v.taken.lock() {
+                *t = Instant::now();
+            }
+            if !frame.is_empty() {
+                let event = Bytes::from(format!("data: {frame}\n\n"));
+                return Some((Ok(Frame::data(event)), v));
             }
         }
-        if frames.changed().await.is_err() {
-            return; // the server stopped
+    });
+    response(
+        StatusCode::OK,
+        "text/event-stream",
+        BodyExt::boxed(StreamBody::new(events)),
+    )
+}
+
+/// A connection's socket, shared: hyper reads and writes it, and a live stream shrinks its
+/// send buffer once the request shows it is one (hyper owns what it serves, so the
+/// stream needs a handle of its own).
+#[derive(Clone)]
+struct Shared(Arc<TcpStream>);
+
+impl AsyncRead for Shared {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            ready!(self.0.poll_read_ready(cx))?;
+            match self.0.try_read(buf.initialize_unfilled()) {
+                Ok(n) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
         }
+    }
+}
+
+impl AsyncWrite for Shared {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            ready!(self.0.poll_write_ready(cx))?;
+            match self.0.try_write(data) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                done => return Poll::Ready(done),
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(())) // a socket holds nothing back
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(socket2::SockRef::from(&*self.0).shutdown(std::net::Shutdown::Write))
     }
 }

@@ -403,7 +403,7 @@ fn carry_out(quic: &mut Quic, d: Down, now: Instant, cx: &Context) -> Option<(St
     match d {
         Down::Datagram { id, bytes } => {
             if !quic.send_datagram(id, bytes) {
-                cx.metrics.datagram_send_errors.fetch_add(1, Relaxed);
+                cx.metrics.datagram_send_errors.inc();
             }
         }
         Down::Control { id, bytes } => quic.write(id, bytes),

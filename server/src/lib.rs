@@ -5,14 +5,15 @@
 //!
 //! * The machine's thread ([`machine`]) owns the [`Server`] machine: it calls its timeout
 //!   when a tick is due, feeds it what the I/O threads gathered and hands them what it
-//!   says. It copies the machine's counters into [`Metrics`].
+//!   says. It hands the machine's counters to [`Metrics`], which exposes them.
 //! * The I/O threads ([`io`]) each own a QUIC socket on the port, a quinn-proto endpoint
 //!   and its connections, driven by hand ([`quic`]). They admit connection attempts
 //!   (bounds on pending handshakes, a stateless retry under load; [`admission`]), hold
 //!   each handshake to its deadline, and carry out the machine's datagrams, control
 //!   writes (each within the write deadline; a peer that grants no flow-control credit in
 //!   time is dropped as stalled), map transfers and closes.
-//! * The HTTP task serves metrics, health, flagged players and the live view.
+//! * The HTTP task ([`http`], on hyper) serves metrics, health, flagged players and the
+//!   live view.
 //! * Under Agones, a task reports readiness, health, players and shutdown to the SDK
 //!   sidecar ([`agones`]).
 //!
@@ -35,15 +36,15 @@ use admission::Admission;
 pub use admission::{Decision, Limits};
 pub use agones::AgonesConfig;
 pub use expel_shared::protocol::server::{ServerSettings, REFUSALS};
-pub use metrics::Metrics;
+pub use metrics::{Gauge, Labelled, Metrics};
 pub use tls::{fingerprint, Identity};
 
+use expel_shared::protocol::keyed::KeyedHash;
 use expel_shared::protocol::server::{GameRules, Server};
 use expel_shared::Sim;
 use io::{IoThreads, Wake};
 use quic::QuicParts;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
@@ -132,7 +133,7 @@ pub struct Running {
 impl Running {
     /// Tells every client why, closes every connection and stops.
     pub async fn shutdown(self, reason: &str) {
-        self.metrics.ready.store(false, Relaxed);
+        self.metrics.set_ready(false);
         let _ = self.shutdown.send(Some(reason.to_string()));
         let _ = self.wake.send(Wake::Shutdown(reason.to_string()));
         // The machine task closes every connection within its grace, then ends.
@@ -182,8 +183,8 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
         machine.set_rules(rules);
     }
     let metrics = Arc::new(Metrics::new());
-    metrics.capacity.store(cfg.game.max_players as u64, Relaxed);
-    let quic = bind(&cfg, metrics.udp.clone())?;
+    metrics.capacity.set(cfg.game.max_players as u64);
+    let quic = bind(&cfg, metrics.clone())?;
     let addr = quic[0]
         .socket
         .local_addr()
@@ -229,8 +230,8 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
     if let Some(a) = cfg.agones.clone() {
         let m = metrics.clone();
         let status = move || {
-            let capacity = m.capacity.load(Relaxed);
-            (m.ready.load(Relaxed), m.tick_healthy(), capacity)
+            let capacity = m.capacity.get();
+            (m.ready(), m.tick_healthy(), capacity)
         };
         let report = agones::run(a, players.clone(), status, shutdown_rx.clone());
         let task = tokio::spawn(async move {
@@ -244,7 +245,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
             metrics.clone(),
         ));
     }
-    metrics.io_threads.store(quic.len() as u64, Relaxed);
+    metrics.io_threads.set(quic.len() as u64);
     let shared = Arc::new(Shared {
         metrics: metrics.clone(),
         admission: Admission::new(cfg.limits.clone()),
@@ -257,7 +258,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
     let task = machine::spawn(machine, io, shared, live, wake_rx)
         .map_err(|e| ServerError::Config(format!("starting the machine thread: {e}")))?;
     tasks.push(supervise("machine", task, failed_tx, metrics.clone()));
-    metrics.ready.store(true, Relaxed);
+    metrics.set_ready(true);
     info!(%addr, "listening");
     Ok(Running {
         addr,
@@ -295,23 +296,23 @@ fn check_operator_endpoint(addr: SocketAddr, token: Option<&str>) -> Result<(), 
 /// started again after a crash (same secret, same address) resets the connections of its
 /// previous life the moment their clients send anything: they learn at once that they
 /// must reconnect, instead of waiting out an idle timeout (or the client's silence limit).
-fn bind(cfg: &ServerConfig, counts: Arc<udp::UdpCounts>) -> Result<Vec<QuicParts>, ServerError> {
+fn bind(cfg: &ServerConfig, counts: Arc<Metrics>) -> Result<Vec<QuicParts>, ServerError> {
     let threads = cfg.io_threads;
     if !(1..=MAX_IO_THREADS).contains(&threads) {
         return Err(ServerError::Config(format!(
             "io threads must be 1 to {MAX_IO_THREADS}, got {threads}"
         )));
     }
-    let derive = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &cfg.game.secret);
-    let reset = ring::hmac::sign(&derive, b"expel quic stateless reset key");
-    let reset = Arc::new(ring::hmac::Key::new(
-        ring::hmac::HMAC_SHA256,
-        reset.as_ref(),
-    ));
+    let secret = KeyedHash::new(&cfg.game.secret);
+    let reset = Arc::new(
+        secret
+            .derive(b"expel quic stateless reset key")
+            .ring_key()
+            .clone(),
+    );
     // Connection ids carry a keyed hash the endpoint checks before resetting: the key
     // must survive the restart too, or the old ids are dropped as forged.
-    let cid = ring::hmac::sign(&derive, b"expel quic connection id key");
-    let ids = crate::udp::CidGenerator::new(cid.as_ref());
+    let ids = crate::udp::CidGenerator::new(secret.derive(b"expel quic connection id key"));
     // One server configuration for every endpoint: a retry token one issues, another
     // accepts.
     let server = Arc::new(cfg.identity.quic_config()?);
@@ -386,7 +387,7 @@ fn supervise(
             Err(e) => format!("{name} task failed: {e}"),
         };
         tracing::error!(%why, "supervised task ended");
-        metrics.ready.store(false, Relaxed);
+        metrics.set_ready(false);
         let _ = failed.send(Some(why));
     })
 }
@@ -409,7 +410,7 @@ mod tests {
     #[tokio::test]
     async fn a_supervised_task_that_dies_stops_the_server_with_the_reason() {
         let metrics = Arc::new(Metrics::new());
-        metrics.ready.store(true, Relaxed);
+        metrics.set_ready(true);
         let (tx, mut rx) = watch::channel(None::<String>);
         let tx = Arc::new(tx);
         let dies = tokio::spawn(async { panic!("a bug") });
@@ -422,7 +423,7 @@ mod tests {
             why.contains("machine task failed") && why.contains("panicked"),
             "{why}"
         );
-        assert!(!metrics.ready.load(Relaxed), "no longer ready");
+        assert!(!metrics.ready(), "no longer ready");
         // A task stopped by shutdown reports nothing.
         let (tx2, rx2) = watch::channel(None::<String>);
         let done = tokio::spawn(async { None });

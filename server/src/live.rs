@@ -6,7 +6,6 @@ use crate::admission::{Held, PerAddress};
 use crate::metrics::Metrics;
 use expel_shared::{Sim, WorldState};
 use std::net::IpAddr;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use tokio::sync::watch;
 
@@ -151,8 +150,8 @@ pub(crate) fn frame(sim: &Sim, world: &WorldState, m: &Metrics, tick_ms: f64) ->
     serde_json::json!({
         "tick": world.tick,
         "tick_ms": (tick_ms * 1000.0).round() / 1000.0,
-        "bytes_out": m.bytes_out.load(Relaxed),
-        "bytes_in": m.bytes_in.load(Relaxed),
+        "bytes_out": m.machine().bytes_out,
+        "bytes_in": m.machine().bytes_in,
         "players": players,
         "movers": movers,
     })

@@ -7,7 +7,6 @@ use crate::io::{Down, IoThreads, Wake};
 use crate::quic::Up;
 use crate::{live, load, Shared, SHUTDOWN_GRACE};
 use expel_shared::protocol::server::{Event, Output, Server};
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -115,7 +114,7 @@ fn machine_loop(
         server.set_spread(false);
         Spread::new(workers, period)
     });
-    m.tick_threads.store(1, Relaxed);
+    m.tick_threads.set(1);
     let max_players = shared.cfg.game.max_players as u64;
     let mut meter = load::LoadMeter::new(shared.port, Instant::now());
     let mut up = Vec::new();
@@ -157,25 +156,24 @@ fn machine_loop(
                     m.tick(each.as_secs_f64());
                 }
                 if each > period {
-                    m.overruns.fetch_add(stepped, Relaxed);
+                    m.overruns.inc_by(stepped);
                 }
                 longest = longest.max(each);
                 if let Some(on) = spread.as_mut().and_then(|s| s.tick(each)) {
                     debug!(on, "tick work spread over the workers");
                     server.set_spread(on);
-                    m.tick_threads
-                        .store(if on { workers } else { 1 } as u64, Relaxed);
+                    m.tick_threads.set(if on { workers } else { 1 } as u64);
                 }
                 if let Some(l) = meter.sample(Instant::now(), || io.schedstats()) {
                     server.handle_load(l);
                     let cap = server.stats().capacity.unwrap_or(max_players);
-                    m.capacity.store(cap.min(max_players), Relaxed);
+                    m.capacity.set(cap.min(max_players));
                 }
                 if let Some(game) = server.game_summary() {
                     m.set_game(game);
                 }
                 let world = server.world();
-                m.players.store(world.players.len() as u64, Relaxed);
+                m.players.set(world.players.len() as u64);
                 if world.tick / frame_every != before / frame_every && live.watched() {
                     let ms = longest.as_secs_f64() * 1000.0;
                     live.publish(live::frame(server.sim(), world, &m, ms));

@@ -1,16 +1,31 @@
-//! The server's counters and their Prometheus text exposition, and the table of players
-//! flagged by move validation (served as JSON to operators and the live view).
+//! The server's metrics (each defined once, exposed through `prometheus-client`) and the
+//! table of players flagged by move validation (served as JSON to operators and the live
+//! view).
+//!
+//! Two kinds of metric: the server's own (its tasks count them as they go: the table in
+//! [`metrics!`]), and the protocol machine's, which the machine owns as plain numbers in
+//! [`ServerStats`]; the tick loop hands over a copy and the exposition reads it at scrape
+//! time ([`MACHINE`]), so no counter is kept twice.
 
 use crate::admission::Decision;
-use crate::udp::{Rejected, UdpCounts};
+use crate::udp::Rejected;
 use expel_shared::protocol::channel::Channel;
 use expel_shared::protocol::server::{ServerStats, REFUSALS};
 use expel_shared::validate::ViolationKind;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+/// A gauge of whole numbers (players, threads).
+pub type Gauge = prometheus_client::metrics::gauge::Gauge<u64, AtomicU64>;
 
 /// Upper bounds (seconds) of the tick duration histogram's buckets: fine enough (about
 /// ×1.25 apart) that quantiles read off them are within a few percent.
@@ -24,159 +39,403 @@ const TICK_BUCKETS: [f64; 30] = [
 /// sees every maximum).
 const MAX_WINDOW: usize = 5;
 
-/// The outcomes of a re-run reported prediction, as `expel_prediction_replays_total`
-/// labels them.
-pub(crate) const REPLAY_OUTCOMES: [&str; 3] = ["same", "apart", "unknown"];
-/// What became of the game's messages, as `expel_messages_total` labels it: sent by the
-/// server, received from clients and taken, dropped (stale, repeated, no room or no
-/// game), refused (too large, over the rate, malformed).
-pub(crate) const MESSAGE_OUTCOMES: [&str; 4] = ["sent", "received", "dropped", "refused"];
-
 /// Players kept in the flagged table; past it, new players' violations are only counted.
 const FLAGGED_CAP: usize = 65_536;
 
-/// The server's counters. Updated with relaxed atomics from any task.
-#[derive(Default, Debug)]
-pub struct Metrics {
-    /// Players in the world.
-    pub players: AtomicU64,
-    /// Players the server carries now: its maximum, or fewer while its load says so.
-    pub capacity: AtomicU64,
-    /// Ticks stepped.
-    pub ticks: AtomicU64,
-    /// Tick lengths over the budget (the loop fell behind).
-    pub overruns: AtomicU64,
-    /// Threads a tick's per-player work runs on now (more than one only while it
-    /// spreads over the workers).
-    pub tick_threads: AtomicU64,
-    /// I/O threads, each with its own socket on the QUIC port.
-    pub io_threads: AtomicU64,
-    /// Datagrams received.
-    pub datagrams_in: AtomicU64,
-    /// Datagrams sent.
-    pub datagrams_out: AtomicU64,
-    /// Datagram bytes received.
-    pub bytes_in: AtomicU64,
-    /// Datagram bytes sent.
-    pub bytes_out: AtomicU64,
-    /// Snapshots that could not be sent (no room, connection gone).
-    pub snapshot_drops: AtomicU64,
-    /// Commands applied on their tick.
-    pub inputs_applied: AtomicU64,
-    /// Ticks that passed without a joined client's command.
-    pub inputs_missing: AtomicU64,
-    /// Commands that arrived after their tick.
-    pub inputs_late: AtomicU64,
-    /// Redundant copies of commands.
-    pub inputs_duplicate: AtomicU64,
-    /// Commands stamped too far ahead.
-    pub inputs_too_far_ahead: AtomicU64,
-    /// Client-reported predictions that differed from the server's state, and rejected
-    /// claims (corrections).
-    pub corrections: AtomicU64,
-    /// Trusted-client claims accepted.
-    pub claims_accepted: AtomicU64,
-    /// Trusted-client claims rejected (each also counted as a violation).
-    pub claims_rejected: AtomicU64,
-    /// Trusted-client ticks without a claim (the player held its state).
-    pub claims_missing: AtomicU64,
-    /// Datagrams that did not decode.
-    pub malformed_datagrams: AtomicU64,
-    /// Input datagrams dropped undecoded, over their connection's allowance.
-    pub datagrams_over_rate: AtomicU64,
-    /// QUIC packets dropped undecrypted: over their connection's packet rate.
-    pub packets_over_rate: AtomicU64,
-    /// Control messages that did not decode.
-    pub malformed_control: AtomicU64,
-    /// Connections accepted at the QUIC level.
-    pub connections: AtomicU64,
-    /// Handshakes that failed (wrong ALPN, TLS errors).
-    pub handshake_failures: AtomicU64,
-    /// Clients kicked.
-    pub kicks: AtomicU64,
-    /// Clients holding a player slot: welcomed, whether still receiving the map or in the
-    /// world.
-    pub clients: AtomicU64,
-    /// Connections not yet joined (handshaking, or before their hello is answered).
-    pub pending: AtomicU64,
-    /// Connection attempts by what admission decided, in [`Decision::ALL`] order.
-    pub incoming: [AtomicU64; Decision::ALL.len()],
-    /// What arrived at the QUIC socket, and what its doorman dropped.
-    pub udp: Arc<UdpCounts>,
-    /// QUIC handshakes that did not finish within the handshake timeout.
-    pub handshake_timeouts: AtomicU64,
-    /// Connections dropped because a write to the peer waited past its deadline (the
-    /// peer granted no flow-control credit).
-    pub stalls: AtomicU64,
-    /// HTTP connections accepted.
-    pub http_connections: AtomicU64,
-    /// HTTP connections closed at once: too many from the address.
-    pub http_refused: AtomicU64,
-    /// Errors accepting HTTP connections (such as the descriptor limit); each backs off.
-    pub http_accept_errors: AtomicU64,
-    /// HTTP requests for an operator's path without the operator token (answered 401).
-    pub http_unauthorized: AtomicU64,
-    /// Live viewers dropped for not reading their stream.
-    pub live_dropped: AtomicU64,
-    /// Datagrams the transport would not take (the connection gone or too small).
-    pub datagram_send_errors: AtomicU64,
-    /// Ticks run a period or more late (caught up on): the server's lateness.
-    pub ticks_late: AtomicU64,
-    /// Ticks skipped because the process could not keep up (paused or starved).
-    pub ticks_skipped: AtomicU64,
-    /// Reported predictions re-run, by outcome in [`REPLAY_OUTCOMES`] order.
-    pub replays: [AtomicU64; REPLAY_OUTCOMES.len()],
-    /// The game's messages: by channel ([`Channel::index`]), then outcome in
-    /// [`MESSAGE_OUTCOMES`] order.
-    pub messages: [[AtomicU64; MESSAGE_OUTCOMES.len()]; 2],
-    /// Move-validation violations, by kind in [`ViolationKind::ALL`] order.
-    pub violations: [AtomicU64; ViolationKind::ALL.len()],
-    /// Refusals by reason, in [`REFUSALS`] order.
-    pub refusals: [AtomicU64; REFUSALS.len()],
-    tick_hist: Mutex<TickHistogram>,
+/// A tick loop that has not run for this long is stalled: health checks fail.
+pub(crate) const STALL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The media types of the two expositions: OpenMetrics (what `prometheus-client` writes,
+/// and what Prometheus asks for first) and Prometheus's classic text, for every other
+/// reader (see [`Metrics::render_classic`]).
+pub(crate) const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const CLASSIC: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A counter over one label whose values are known up front: every series reads 0 from
+/// the start rather than being absent, and a count indexes an array instead of hashing
+/// its labels.
+#[derive(Clone, Debug)]
+pub struct Labelled<const N: usize> {
+    key: &'static str,
+    values: [&'static str; N],
+    by: [Counter; N],
+}
+
+impl<const N: usize> Labelled<N> {
+    fn new(key: &'static str, values: [&'static str; N]) -> Self {
+        Labelled {
+            key,
+            values,
+            by: std::array::from_fn(|_| Counter::default()),
+        }
+    }
+
+    /// Counts one for the `i`-th value.
+    pub fn inc(&self, i: usize) {
+        if let Some(c) = self.by.get(i) {
+            c.inc();
+        }
+    }
+
+    /// The count of the `i`-th value.
+    pub fn get(&self, i: usize) -> u64 {
+        self.by.get(i).map_or(0, Counter::get)
+    }
+}
+
+impl<const N: usize> TypedMetric for Labelled<N> {
+    const TYPE: MetricType = MetricType::Counter;
+}
+
+impl<const N: usize> EncodeMetric for Labelled<N> {
+    fn encode(&self, mut e: MetricEncoder) -> Result<(), std::fmt::Error> {
+        for (v, c) in self.values.iter().zip(&self.by) {
+            c.encode(e.encode_family(&[(self.key, *v)])?)?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Counter
+    }
+}
+
+/// Declares [`Metrics`] with the server's own metrics, one line each: the field, its
+/// type, its Prometheus name (a counter's without the `_total` the exposition adds), its
+/// help (also the field's doc), and how it is made; then the fields that are not
+/// metrics, made by `Default`.
+macro_rules! metrics {
+    (
+        $( $field:ident: $ty:ty = $name:literal, $help:literal, $make:expr; )*
+        --
+        $( $(#[$doc:meta])* $other:ident: $oty:ty, )*
+    ) => {
+        /// The server's metrics and the operators' tables. Updated from any task.
+        #[derive(Debug)]
+        pub struct Metrics {
+            $( #[doc = $help] pub $field: $ty, )*
+            $( $(#[$doc])* $other: $oty, )*
+        }
+
+        impl Metrics {
+            fn made() -> Metrics {
+                Metrics {
+                    $( $field: $make, )*
+                    $( $other: Default::default(), )*
+                }
+            }
+
+            fn register(&self, r: &mut Registry) {
+                // The registry ends each help with a full stop of its own.
+                $( r.register($name, $help.trim_end_matches('.'), self.$field.clone()); )*
+            }
+        }
+    };
+}
+
+metrics! {
+    players: Gauge = "expel_players", "Players in the world.", Gauge::default();
+    capacity: Gauge = "expel_capacity_players",
+        "Players the server carries now: its maximum, or fewer while its load says so (joins past it are refused as full_load).",
+        Gauge::default();
+    ticks: Counter = "expel_ticks", "Simulation ticks stepped.", Counter::default();
+    overruns: Counter = "expel_tick_overruns", "Ticks that took longer than the tick period.",
+        Counter::default();
+    tick_threads: Gauge = "expel_tick_threads",
+        "Threads a tick's per-player work runs on now (more than one only while ticks are long).",
+        Gauge::default();
+    tick_duration: Histogram = "expel_tick_duration_seconds",
+        "Time to step one tick and send its snapshots.",
+        Histogram::new(TICK_BUCKETS);
+    io_threads: Gauge = "expel_io_threads",
+        "I/O threads, each with a QUIC socket of its own on the port.", Gauge::default();
+    packets_over_rate: Counter = "expel_packets_over_rate",
+        "QUIC packets of a playing connection dropped undecrypted: over its packet rate.",
+        Counter::default();
+    connections: Counter = "expel_connections", "QUIC connections accepted.", Counter::default();
+    handshake_failures: Counter = "expel_handshake_failures",
+        "QUIC handshakes that failed (wrong ALPN, TLS errors).", Counter::default();
+    handshake_timeouts: Counter = "expel_handshake_timeouts",
+        "QUIC handshakes that did not finish in time.", Counter::default();
+    pending: Gauge = "expel_pending_connections",
+        "Connections not yet joined (handshaking or before their hello is answered).",
+        Gauge::default();
+    incoming: Labelled<{ Decision::ALL.len() }> = "expel_incoming",
+        "Connection attempts, by what admission decided.",
+        Labelled::new("outcome", Decision::ALL.map(Decision::label));
+    stalls: Counter = "expel_stalls",
+        "Connections dropped because the peer granted no flow-control credit in time.",
+        Counter::default();
+    datagram_send_errors: Counter = "expel_datagram_send_errors",
+        "Datagrams the transport would not take (the connection gone or too small).",
+        Counter::default();
+    udp_datagrams: Counter = "expel_udp_datagrams",
+        "UDP datagrams received at the QUIC socket.", Counter::default();
+    udp_forwarded: Counter = "expel_udp_forwarded",
+        "UDP datagrams one I/O thread's socket received for a connection another thread owns (a client that moved address), handed to it.",
+        Counter::default();
+    udp_other_version: Counter = "expel_udp_other_version",
+        "Long-header packets of a QUIC version other than 1 (answered by version negotiation).",
+        Counter::default();
+    udp_rejected: Labelled<{ Rejected::ALL.len() }> = "expel_udp_rejected",
+        "UDP datagrams dropped at the socket as not QUIC for this server, by reason.",
+        Labelled::new("reason", Rejected::ALL.map(Rejected::label));
+    http_connections: Counter = "expel_http_connections", "HTTP connections accepted.",
+        Counter::default();
+    http_refused: Counter = "expel_http_refused",
+        "HTTP connections closed at once (too many from one address).", Counter::default();
+    http_accept_errors: Counter = "expel_http_accept_errors",
+        "Errors accepting HTTP connections (each one backs off).", Counter::default();
+    http_unauthorized: Counter = "expel_http_unauthorized",
+        "HTTP requests for an operator's path without the operator token (answered 401).",
+        Counter::default();
+    live_dropped: Counter = "expel_live_viewers_dropped",
+        "Live viewers dropped for not reading their stream.", Counter::default();
+    --
+    /// The protocol machine's newest counters (it owns them; the exposition reads this).
+    machine: Arc<Mutex<ServerStats>>,
+    /// The longest tick of each of the last seconds, with the second it was in.
+    tick_max: Arc<Mutex<[(u64, f64); MAX_WINDOW]>>,
     /// The game rules' summary for operators (JSON; `null` without rules).
     game: Mutex<String>,
     /// Violations by player (ids that had any), in [`ViolationKind::ALL`] order.
     flagged: Mutex<BTreeMap<u32, [u64; ViolationKind::ALL.len()]>>,
     /// Whether the server accepts players (false while shutting down).
-    pub ready: AtomicBool,
+    ready: AtomicBool,
     started: Option<Instant>,
     /// When the last tick ran: milliseconds after `started`, plus one (0: never).
     last_tick_ms: AtomicU64,
+    registry: Registry,
 }
 
-/// A tick loop that has not run for this long is stalled: health checks fail.
-pub(crate) const STALL: std::time::Duration = std::time::Duration::from_secs(1);
+/// The protocol machine's counters and gauges, one line each: name (a counter's without
+/// `_total`), help, type, and where [`ServerStats`] keeps it.
+type MachineMetric = (
+    &'static str,
+    &'static str,
+    MetricType,
+    fn(&ServerStats) -> u64,
+);
+const MACHINE: &[MachineMetric] = {
+    use MetricType::{Counter as C, Gauge as G};
+    &[
+        ("expel_datagrams_in", "Datagrams received.", C, |s| s.datagrams_in),
+        ("expel_datagrams_out", "Datagrams sent.", C, |s| s.datagrams_out),
+        ("expel_bytes_in", "Datagram bytes received.", C, |s| s.bytes_in),
+        ("expel_bytes_out", "Datagram bytes sent.", C, |s| s.bytes_out),
+        ("expel_snapshot_drops", "Snapshots that could not be sent.", C, |s| s.snapshot_drops),
+        ("expel_inputs_applied", "Commands applied on their tick.", C, |s| s.inputs.applied),
+        (
+            "expel_inputs_missing",
+            "Ticks without the client's command (the last one repeated).",
+            C,
+            |s| s.inputs.missing,
+        ),
+        ("expel_inputs_late", "Commands that arrived after their tick.", C, |s| s.inputs.late),
+        ("expel_inputs_duplicate", "Redundant copies of commands.", C, |s| s.inputs.duplicate),
+        (
+            "expel_inputs_too_far_ahead",
+            "Commands stamped too far ahead, refused.",
+            C,
+            |s| s.inputs.too_far_ahead,
+        ),
+        (
+            "expel_corrections",
+            "Client predictions that differed from the server.",
+            C,
+            |s| s.corrections,
+        ),
+        ("expel_claims_accepted", "Trusted-client claims accepted.", C, |s| s.claims_accepted),
+        (
+            "expel_claims_rejected",
+            "Trusted-client claims rejected and corrected.",
+            C,
+            |s| s.claims_rejected,
+        ),
+        (
+            "expel_claims_missing",
+            "Trusted-client ticks without a claim; the player held its state.",
+            C,
+            |s| s.claims_missing,
+        ),
+        (
+            "expel_malformed_datagrams",
+            "Datagrams that did not decode.",
+            C,
+            |s| s.malformed_datagrams,
+        ),
+        (
+            "expel_datagrams_over_rate",
+            "Input datagrams dropped undecoded: over their connection's allowance (a few times the input rate).",
+            C,
+            |s| s.datagrams_over_rate,
+        ),
+        (
+            "expel_malformed_control",
+            "Control messages that did not decode.",
+            C,
+            |s| s.malformed_control,
+        ),
+        ("expel_kicks", "Clients kicked.", C, |s| s.kicks),
+        (
+            "expel_clients",
+            "Clients holding a player slot (welcomed, receiving the map or playing).",
+            G,
+            |s| s.clients,
+        ),
+        (
+            "expel_ticks_late",
+            "Ticks run a period or more after they were due (caught up on, nobody judged for it).",
+            C,
+            |s| s.ticks_late,
+        ),
+        (
+            "expel_ticks_skipped",
+            "Ticks skipped because the process could not keep up.",
+            C,
+            |s| s.ticks_skipped,
+        ),
+    ]
+};
 
-#[derive(Debug, Default)]
-struct TickHistogram {
-    buckets: [u64; TICK_BUCKETS.len()],
-    count: u64,
-    sum: f64,
-    /// The longest tick of each of the last seconds, with the second it was in.
-    max: [(u64, f64); MAX_WINDOW],
+/// What is read at scrape time: the machine's counters, the longest recent tick and the
+/// process's CPU time.
+#[derive(Debug)]
+struct Scraped {
+    machine: Arc<Mutex<ServerStats>>,
+    tick_max: Arc<Mutex<[(u64, f64); MAX_WINDOW]>>,
+    started: Instant,
 }
 
-/// The process's CPU time (user + system), seconds, where the platform tells it.
+impl Collector for Scraped {
+    fn encode(&self, mut d: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let s = self.machine.lock().map(|s| s.clone()).unwrap_or_default();
+        for (name, help, kind, read) in MACHINE {
+            let v = read(&s);
+            let e = d.encode_descriptor(name, help, None, *kind)?;
+            match kind {
+                MetricType::Gauge => ConstGauge::new(v).encode(e)?,
+                _ => ConstCounter::new(v).encode(e)?,
+            }
+        }
+        let mut family = |name: &str, help: &str, series: Vec<(Vec<(&str, &str)>, u64)>| {
+            let mut e = d.encode_descriptor(name, help, None, MetricType::Counter)?;
+            for (labels, v) in series {
+                ConstCounter::new(v).encode(e.encode_family(&labels)?)?;
+            }
+            Ok::<(), std::fmt::Error>(())
+        };
+        family(
+            "expel_refusals",
+            "Connections refused, by reason.",
+            REFUSALS
+                .iter()
+                .zip(s.refusals)
+                .map(|(r, v)| (vec![("reason", *r)], v))
+                .collect(),
+        )?;
+        family(
+            "expel_violations",
+            "Move-validation violations, by kind.",
+            ViolationKind::ALL
+                .iter()
+                .zip(s.violations)
+                .map(|(k, v)| (vec![("kind", k.name())], v))
+                .collect(),
+        )?;
+        let same = s
+            .replays
+            .saturating_sub(s.replays_unknown + s.replays_apart);
+        family(
+            "expel_prediction_replays",
+            "Reported predictions the server re-ran from the client's snapshot and commands, by outcome: the report was the re-run's (same), was not (apart: a modified client), or a command never arrived (unknown).",
+            [("same", same), ("apart", s.replays_apart), ("unknown", s.replays_unknown)]
+                .into_iter()
+                .map(|(o, v)| (vec![("outcome", o)], v))
+                .collect(),
+        )?;
+        family(
+            "expel_messages",
+            "The game's messages, by channel and outcome: sent (by the server), received (from clients, taken for the game), dropped (stale, repeated, no room or no game to take them), refused (too large, over the rate, malformed).",
+            Channel::ALL
+                .iter()
+                .zip(&s.messages)
+                .flat_map(|(ch, c)| {
+                    [
+                        ("sent", c.sent),
+                        ("received", c.received),
+                        ("dropped", c.dropped),
+                        ("refused", c.refused),
+                    ]
+                    .map(|(o, v)| (vec![("channel", ch.name()), ("outcome", o)], v))
+                })
+                .collect(),
+        )?;
+        let max = recent_max(&self.tick_max, self.started.elapsed().as_secs());
+        let e = d.encode_descriptor(
+            "expel_tick_duration_max_seconds",
+            "The longest tick of the last 5 seconds.",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(max).encode(e)?;
+        if let Some(cpu) = process_cpu_seconds() {
+            let e = d.encode_descriptor(
+                "process_cpu_seconds",
+                "Total user and system CPU time spent in seconds.",
+                None,
+                MetricType::Counter,
+            )?;
+            ConstCounter::new(cpu).encode(e)?;
+        }
+        Ok(())
+    }
+}
+
+/// The longest tick of the window that ends at second `now`.
+fn recent_max(window: &Mutex<[(u64, f64); MAX_WINDOW]>, now: u64) -> f64 {
+    window.lock().map_or(0.0, |w| {
+        w.iter()
+            .filter(|(s, _)| s + MAX_WINDOW as u64 > now)
+            .map(|(_, m)| *m)
+            .fold(0.0, f64::max)
+    })
+}
+
+/// The process's CPU time (user and system, all threads), seconds, where the platform
+/// has a clock for it.
 fn process_cpu_seconds() -> Option<f64> {
-    // Linux: fields 14 and 15 of /proc/self/stat, in clock ticks (USER_HZ, 100 on every
-    // Linux platform Rust supports).
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = f.get(11)?.parse().ok()?;
-    let stime: f64 = f.get(12)?.parse().ok()?;
-    Some((utime + stime) / 100.0)
+    #[cfg(unix)]
+    {
+        let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+        Some(t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
+    }
+    #[cfg(not(unix))]
+    None
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
 }
 
 impl Metrics {
     /// Metrics for a server starting now.
     pub fn new() -> Metrics {
-        Metrics {
-            started: Some(Instant::now()),
-            game: Mutex::new("null".into()),
-            ..Metrics::default()
-        }
+        let started = Instant::now();
+        let mut m = Metrics::made();
+        m.started = Some(started);
+        m.game = Mutex::new("null".into());
+        let mut registry = Registry::default();
+        m.register(&mut registry);
+        registry.register_collector(Box::new(Scraped {
+            machine: m.machine.clone(),
+            tick_max: m.tick_max.clone(),
+            started,
+        }));
+        m.registry = registry;
+        m
     }
 
     /// Records a violation by `player` in the flagged table (the counts by kind come from
@@ -192,49 +451,26 @@ impl Metrics {
         }
     }
 
-    /// Takes the protocol machine's counters (it owns them; these are their copies).
+    /// Takes the protocol machine's newest counters.
     pub fn absorb(&self, s: &ServerStats) {
-        let set = |a: &AtomicU64, v: u64| a.store(v, Relaxed);
-        set(&self.datagrams_in, s.datagrams_in);
-        set(&self.bytes_in, s.bytes_in);
-        set(&self.datagrams_out, s.datagrams_out);
-        set(&self.bytes_out, s.bytes_out);
-        set(&self.snapshot_drops, s.snapshot_drops);
-        set(&self.inputs_applied, s.inputs.applied);
-        set(&self.inputs_missing, s.inputs.missing);
-        set(&self.inputs_late, s.inputs.late);
-        set(&self.inputs_duplicate, s.inputs.duplicate);
-        set(&self.inputs_too_far_ahead, s.inputs.too_far_ahead);
-        set(&self.corrections, s.corrections);
-        set(&self.claims_accepted, s.claims_accepted);
-        set(&self.claims_rejected, s.claims_rejected);
-        set(&self.claims_missing, s.claims_missing);
-        set(&self.malformed_datagrams, s.malformed_datagrams);
-        set(&self.datagrams_over_rate, s.datagrams_over_rate);
-        set(&self.malformed_control, s.malformed_control);
-        set(&self.kicks, s.kicks);
-        set(&self.clients, s.clients);
-        set(&self.ticks_late, s.ticks_late);
-        set(&self.ticks_skipped, s.ticks_skipped);
-        for (a, v) in self.refusals.iter().zip(s.refusals) {
-            set(a, v);
+        if let Ok(mut m) = self.machine.lock() {
+            m.clone_from(s);
         }
-        for (a, v) in self.violations.iter().zip(s.violations) {
-            set(a, v);
-        }
-        for (a, c) in self.messages.iter().zip(&s.messages) {
-            for (a, v) in a.iter().zip([c.sent, c.received, c.dropped, c.refused]) {
-                set(a, v);
-            }
-        }
-        let same = s.replays - s.replays_unknown - s.replays_apart;
-        for (a, v) in self
-            .replays
-            .iter()
-            .zip([same, s.replays_apart, s.replays_unknown])
-        {
-            set(a, v);
-        }
+    }
+
+    /// The protocol machine's counters as last handed over.
+    pub fn machine(&self) -> ServerStats {
+        self.machine.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Whether the server accepts players (false while shutting down).
+    pub fn ready(&self) -> bool {
+        self.ready.load(Relaxed)
+    }
+
+    /// Says whether the server accepts players.
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Relaxed);
     }
 
     /// The game rules' newest summary for operators (JSON).
@@ -274,14 +510,7 @@ impl Metrics {
 
     /// The longest tick of the last few seconds, seconds.
     pub fn recent_max_tick(&self) -> f64 {
-        let now = self.second();
-        self.tick_hist.lock().map_or(0.0, |h| {
-            h.max
-                .iter()
-                .filter(|(s, _)| s + MAX_WINDOW as u64 > now)
-                .map(|(_, m)| *m)
-                .fold(0.0, f64::max)
-        })
+        recent_max(&self.tick_max, self.second())
     }
 
     /// Whether the tick ran within [`STALL`] (or, before the first tick, the server
@@ -302,25 +531,19 @@ impl Metrics {
     /// Counts an admission decision.
     pub fn incoming(&self, d: Decision) {
         if let Some(i) = Decision::ALL.iter().position(|x| *x == d) {
-            self.incoming[i].fetch_add(1, Relaxed);
+            self.incoming.inc(i);
         }
     }
 
     /// Records one tick's duration.
     pub fn tick(&self, seconds: f64) {
-        self.ticks.fetch_add(1, Relaxed);
+        self.ticks.inc();
         let at = self.started.map_or(0, |s| s.elapsed().as_millis() as u64);
         self.last_tick_ms.store(at + 1, Relaxed);
+        self.tick_duration.observe(seconds);
         let now = self.second();
-        if let Ok(mut h) = self.tick_hist.lock() {
-            for (i, b) in TICK_BUCKETS.iter().enumerate() {
-                if seconds <= *b {
-                    h.buckets[i] += 1;
-                }
-            }
-            h.count += 1;
-            h.sum += seconds;
-            let slot = &mut h.max[now as usize % MAX_WINDOW];
+        if let Ok(mut w) = self.tick_max.lock() {
+            let slot = &mut w[now as usize % MAX_WINDOW];
             if slot.0 != now {
                 *slot = (now, 0.0);
             }
@@ -328,354 +551,43 @@ impl Metrics {
         }
     }
 
-    /// The Prometheus text exposition.
+    /// The OpenMetrics text exposition.
     pub fn render(&self) -> String {
         let mut o = String::new();
-        let mut counter = |name: &str, help: &str, v: &AtomicU64, kind: &str| {
-            let _ = writeln!(
-                o,
-                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {}",
-                v.load(Relaxed)
-            );
-        };
-        counter(
-            "expel_players",
-            "Players in the world.",
-            &self.players,
-            "gauge",
-        );
-        counter(
-            "expel_capacity_players",
-            "Players the server carries now: its maximum, or fewer while its load says so (joins past it are refused as full_load).",
-            &self.capacity,
-            "gauge",
-        );
-        counter(
-            "expel_ticks_total",
-            "Simulation ticks stepped.",
-            &self.ticks,
-            "counter",
-        );
-        counter(
-            "expel_tick_overruns_total",
-            "Ticks that took longer than the tick period.",
-            &self.overruns,
-            "counter",
-        );
-        counter(
-            "expel_tick_threads",
-            "Threads a tick's per-player work runs on now (more than one only while ticks are long).",
-            &self.tick_threads,
-            "gauge",
-        );
-        counter(
-            "expel_datagrams_in_total",
-            "Datagrams received.",
-            &self.datagrams_in,
-            "counter",
-        );
-        counter(
-            "expel_datagrams_out_total",
-            "Datagrams sent.",
-            &self.datagrams_out,
-            "counter",
-        );
-        counter(
-            "expel_bytes_in_total",
-            "Datagram bytes received.",
-            &self.bytes_in,
-            "counter",
-        );
-        counter(
-            "expel_bytes_out_total",
-            "Datagram bytes sent.",
-            &self.bytes_out,
-            "counter",
-        );
-        counter(
-            "expel_snapshot_drops_total",
-            "Snapshots that could not be sent.",
-            &self.snapshot_drops,
-            "counter",
-        );
-        counter(
-            "expel_inputs_applied_total",
-            "Commands applied on their tick.",
-            &self.inputs_applied,
-            "counter",
-        );
-        counter(
-            "expel_inputs_missing_total",
-            "Ticks without the client's command (the last one repeated).",
-            &self.inputs_missing,
-            "counter",
-        );
-        counter(
-            "expel_inputs_late_total",
-            "Commands that arrived after their tick.",
-            &self.inputs_late,
-            "counter",
-        );
-        counter(
-            "expel_inputs_duplicate_total",
-            "Redundant copies of commands.",
-            &self.inputs_duplicate,
-            "counter",
-        );
-        counter(
-            "expel_inputs_too_far_ahead_total",
-            "Commands stamped too far ahead, refused.",
-            &self.inputs_too_far_ahead,
-            "counter",
-        );
-        counter(
-            "expel_corrections_total",
-            "Client predictions that differed from the server.",
-            &self.corrections,
-            "counter",
-        );
-        counter(
-            "expel_claims_accepted_total",
-            "Trusted-client claims accepted.",
-            &self.claims_accepted,
-            "counter",
-        );
-        counter(
-            "expel_claims_rejected_total",
-            "Trusted-client claims rejected and corrected.",
-            &self.claims_rejected,
-            "counter",
-        );
-        counter(
-            "expel_claims_missing_total",
-            "Trusted-client ticks without a claim; the player held its state.",
-            &self.claims_missing,
-            "counter",
-        );
-        counter(
-            "expel_malformed_datagrams_total",
-            "Datagrams that did not decode.",
-            &self.malformed_datagrams,
-            "counter",
-        );
-        counter(
-            "expel_datagrams_over_rate_total",
-            "Input datagrams dropped undecoded: over their connection's allowance (a few times the input rate).",
-            &self.datagrams_over_rate,
-            "counter",
-        );
-        counter(
-            "expel_packets_over_rate_total",
-            "QUIC packets of a playing connection dropped undecrypted: over its packet rate.",
-            &self.packets_over_rate,
-            "counter",
-        );
-        counter(
-            "expel_malformed_control_total",
-            "Control messages that did not decode.",
-            &self.malformed_control,
-            "counter",
-        );
-        counter(
-            "expel_connections_total",
-            "QUIC connections accepted.",
-            &self.connections,
-            "counter",
-        );
-        counter(
-            "expel_handshake_failures_total",
-            "QUIC handshakes that failed.",
-            &self.handshake_failures,
-            "counter",
-        );
-        counter(
-            "expel_kicks_total",
-            "Clients kicked.",
-            &self.kicks,
-            "counter",
-        );
-        counter(
-            "expel_clients",
-            "Clients holding a player slot (welcomed, receiving the map or playing).",
-            &self.clients,
-            "gauge",
-        );
-        counter(
-            "expel_pending_connections",
-            "Connections not yet joined (handshaking or before their hello is answered).",
-            &self.pending,
-            "gauge",
-        );
-        counter(
-            "expel_handshake_timeouts_total",
-            "QUIC handshakes that did not finish in time.",
-            &self.handshake_timeouts,
-            "counter",
-        );
-        counter(
-            "expel_stalls_total",
-            "Connections dropped because the peer granted no flow-control credit in time.",
-            &self.stalls,
-            "counter",
-        );
-        counter(
-            "expel_http_connections_total",
-            "HTTP connections accepted.",
-            &self.http_connections,
-            "counter",
-        );
-        counter(
-            "expel_http_refused_total",
-            "HTTP connections closed at once (too many from one address).",
-            &self.http_refused,
-            "counter",
-        );
-        counter(
-            "expel_http_accept_errors_total",
-            "Errors accepting HTTP connections (each one backs off).",
-            &self.http_accept_errors,
-            "counter",
-        );
-        counter(
-            "expel_http_unauthorized_total",
-            "HTTP requests for an operator's path without the operator token (answered 401).",
-            &self.http_unauthorized,
-            "counter",
-        );
-        counter(
-            "expel_live_viewers_dropped_total",
-            "Live viewers dropped for not reading their stream.",
-            &self.live_dropped,
-            "counter",
-        );
-        counter(
-            "expel_datagram_send_errors_total",
-            "Datagrams the transport would not take.",
-            &self.datagram_send_errors,
-            "counter",
-        );
-        counter(
-            "expel_ticks_late_total",
-            "Ticks run a period or more after they were due (caught up on, nobody judged for it).",
-            &self.ticks_late,
-            "counter",
-        );
-        counter(
-            "expel_ticks_skipped_total",
-            "Ticks skipped because the process could not keep up.",
-            &self.ticks_skipped,
-            "counter",
-        );
-        counter(
-            "expel_udp_datagrams_total",
-            "UDP datagrams received at the QUIC socket.",
-            &self.udp.datagrams,
-            "counter",
-        );
-        counter(
-            "expel_udp_forwarded_total",
-            "UDP datagrams one I/O thread's socket received for a connection another thread owns (a client that moved address), handed to it.",
-            &self.udp.forwarded,
-            "counter",
-        );
-        counter(
-            "expel_io_threads",
-            "I/O threads, each with a QUIC socket of its own on the port.",
-            &self.io_threads,
-            "gauge",
-        );
-        counter(
-            "expel_udp_other_version_total",
-            "Long-header packets of a QUIC version other than 1 (answered by version negotiation).",
-            &self.udp.other_version,
-            "counter",
-        );
-        let _ = writeln!(o, "# HELP expel_udp_rejected_total UDP datagrams dropped at the socket as not QUIC for this server, by reason.\n# TYPE expel_udp_rejected_total counter");
-        for (r, v) in Rejected::ALL.iter().zip(&self.udp.rejected) {
-            let _ = writeln!(
-                o,
-                "expel_udp_rejected_total{{reason=\"{}\"}} {}",
-                r.label(),
-                v.load(Relaxed)
-            );
-        }
-        let _ = writeln!(o, "# HELP expel_incoming_total Connection attempts, by what admission decided.\n# TYPE expel_incoming_total counter");
-        for (d, v) in Decision::ALL.iter().zip(&self.incoming) {
-            let _ = writeln!(
-                o,
-                "expel_incoming_total{{outcome=\"{}\"}} {}",
-                d.label(),
-                v.load(Relaxed)
-            );
-        }
-        let _ = writeln!(o, "# HELP expel_refusals_total Connections refused, by reason.\n# TYPE expel_refusals_total counter");
-        for (r, v) in REFUSALS.iter().zip(&self.refusals) {
-            let _ = writeln!(
-                o,
-                "expel_refusals_total{{reason=\"{r}\"}} {}",
-                v.load(Relaxed)
-            );
-        }
-        let _ = writeln!(
-            o,
-            "# HELP expel_violations_total Move-validation violations, by kind.\n# TYPE expel_violations_total counter"
-        );
-        for (k, v) in ViolationKind::ALL.iter().zip(&self.violations) {
-            let _ = writeln!(
-                o,
-                "expel_violations_total{{kind=\"{}\"}} {}",
-                k.name(),
-                v.load(Relaxed)
-            );
-        }
-        let _ = writeln!(
-            o,
-            "# HELP expel_prediction_replays_total Reported predictions the server re-ran from the client's snapshot and commands, by outcome: the report was the re-run's (same), was not (apart: a modified client), or a command never arrived (unknown).\n# TYPE expel_prediction_replays_total counter"
-        );
-        for (k, v) in REPLAY_OUTCOMES.iter().zip(&self.replays) {
-            let _ = writeln!(
-                o,
-                "expel_prediction_replays_total{{outcome=\"{k}\"}} {}",
-                v.load(Relaxed)
-            );
-        }
-        let _ = writeln!(
-            o,
-            "# HELP expel_messages_total The game's messages, by channel and outcome: sent (by the server), received (from clients, taken for the game), dropped (stale, repeated, no room or no game to take them), refused (too large, over the rate, malformed).\n# TYPE expel_messages_total counter"
-        );
-        for (ch, counts) in Channel::ALL.iter().zip(&self.messages) {
-            for (k, v) in MESSAGE_OUTCOMES.iter().zip(counts) {
-                let _ = writeln!(
-                    o,
-                    "expel_messages_total{{channel=\"{}\",outcome=\"{k}\"}} {}",
-                    ch.name(),
-                    v.load(Relaxed)
-                );
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut o, &self.registry);
+        o
+    }
+
+    /// The same in Prometheus's classic text format (version 0.0.4), for a reader that
+    /// does not ask for OpenMetrics: a counter's family is named with its `_total` (as
+    /// its samples are) and there is no `# EOF`. Those are the only differences for the
+    /// metric types used here.
+    pub fn render_classic(&self) -> String {
+        let open = self.render();
+        let mut counters = std::collections::BTreeSet::new();
+        for line in open.lines() {
+            if let Some(name) = line
+                .strip_prefix("# TYPE ")
+                .and_then(|r| r.strip_suffix(" counter"))
+            {
+                counters.insert(name.to_string());
             }
         }
-        let _ = writeln!(o, "# HELP expel_tick_duration_seconds Time to step one tick and send its snapshots.\n# TYPE expel_tick_duration_seconds histogram");
-        if let Ok(h) = self.tick_hist.lock() {
-            for (b, c) in TICK_BUCKETS.iter().zip(h.buckets) {
-                let _ = writeln!(o, "expel_tick_duration_seconds_bucket{{le=\"{b}\"}} {c}");
+        let mut o = String::with_capacity(open.len() + 16 * counters.len());
+        for line in open.lines() {
+            if line == "# EOF" {
+                continue;
             }
-            let _ = writeln!(
-                o,
-                "expel_tick_duration_seconds_bucket{{le=\"+Inf\"}} {}",
-                h.count
-            );
-            let _ = writeln!(o, "expel_tick_duration_seconds_sum {}", h.sum);
-            let _ = writeln!(o, "expel_tick_duration_seconds_count {}", h.count);
-        }
-        let _ = writeln!(
-            o,
-            "# HELP expel_tick_duration_max_seconds The longest tick of the last {MAX_WINDOW} seconds.\n# TYPE expel_tick_duration_max_seconds gauge\nexpel_tick_duration_max_seconds {}",
-            self.recent_max_tick()
-        );
-        if let Some(cpu) = process_cpu_seconds() {
-            let _ = writeln!(
-                o,
-                "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total {cpu}"
-            );
+            let renamed = ["# HELP ", "# TYPE "].iter().find_map(|tag| {
+                let rest = line.strip_prefix(tag)?;
+                let (name, after) = rest.split_once(' ')?;
+                counters
+                    .contains(name)
+                    .then(|| format!("{tag}{name}_total {after}"))
+            });
+            o.push_str(renamed.as_deref().unwrap_or(line));
+            o.push('\n');
         }
         o
     }

@@ -50,7 +50,7 @@ impl Identity {
         })
     }
 
-    /// The QUIC server configuration (ALPN `expel/3`, TLS 1.3).
+    /// The QUIC server configuration (ALPN [`expel_shared::protocol::ALPN`], TLS 1.3).
     pub fn quic_config(&self) -> Result<quinn::ServerConfig, crate::ServerError> {
         let tls = |m: String| crate::ServerError::Tls(m);
         let mut crypto = rustls::ServerConfig::builder()

@@ -14,9 +14,10 @@
 //! Long-header packets of other versions pass (quinn answers them with version
 //! negotiation) and are counted apart.
 
+use crate::metrics::Metrics;
 use expel_quic::RecvMeta;
+use expel_shared::protocol::keyed::KeyedHash;
 use quinn_proto::{ConnectionId, ConnectionIdGenerator, InvalidCid};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,7 +44,7 @@ pub const CID_LEN: usize = CID_NONCE + CID_SIGNATURE;
 /// life's ids and can reset them.
 #[derive(Clone)]
 pub(crate) struct CidGenerator {
-    key: ring::hmac::Key,
+    key: KeyedHash,
     /// The I/O thread whose endpoint issues these ids: an id's first byte names it, so a
     /// datagram that reaches another thread's socket (a client that moved to a new
     /// address hashes to another socket of the port) is handed to its owner.
@@ -57,11 +58,8 @@ impl std::fmt::Debug for CidGenerator {
 }
 
 impl CidGenerator {
-    pub(crate) fn new(key: &[u8]) -> CidGenerator {
-        CidGenerator {
-            key: ring::hmac::Key::new(ring::hmac::HMAC_SHA256, key),
-            owner: 0,
-        }
+    pub(crate) fn new(key: KeyedHash) -> CidGenerator {
+        CidGenerator { key, owner: 0 }
     }
 
     /// The same key, issuing ids that name I/O thread `owner`.
@@ -73,10 +71,8 @@ impl CidGenerator {
     }
 
     fn signature(&self, nonce: &[u8]) -> [u8; CID_SIGNATURE] {
-        let tag = ring::hmac::sign(&self.key, nonce);
-        let mut sig = [0; CID_SIGNATURE];
-        sig.copy_from_slice(&tag.as_ref()[..CID_SIGNATURE]);
-        sig
+        let tag = self.key.tag(nonce);
+        std::array::from_fn(|i| tag[i])
     }
 
     fn issued(&self, cid: &[u8]) -> bool {
@@ -144,27 +140,6 @@ impl Rejected {
     }
 }
 
-/// What the doorman saw (the metrics render these).
-#[derive(Debug, Default)]
-pub struct UdpCounts {
-    /// Datagrams received (each of a coalesced batch counted).
-    pub datagrams: AtomicU64,
-    /// Of them, dropped, in [`Rejected::ALL`] order.
-    pub rejected: [AtomicU64; 4],
-    /// Of them, long-header packets of another QUIC version (passed on).
-    pub other_version: AtomicU64,
-    /// Of them, handed to the I/O thread that owns their connection.
-    pub forwarded: AtomicU64,
-}
-
-impl UdpCounts {
-    fn reject(&self, why: Rejected) {
-        if let Some(i) = Rejected::ALL.iter().position(|x| *x == why) {
-            self.rejected[i].fetch_add(1, Relaxed);
-        }
-    }
-}
-
 /// What one datagram is, by its first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
@@ -220,11 +195,11 @@ const KNOWN_IDS: usize = 4096;
 pub(crate) struct Doorman {
     cids: CidGenerator,
     known: Vec<Option<[u8; CID_LEN]>>,
-    counts: Arc<UdpCounts>,
+    counts: Arc<Metrics>,
 }
 
 impl Doorman {
-    pub(crate) fn new(cids: CidGenerator, counts: Arc<UdpCounts>) -> Doorman {
+    pub(crate) fn new(cids: CidGenerator, counts: Arc<Metrics>) -> Doorman {
         Doorman {
             cids,
             known: vec![None; KNOWN_IDS],
@@ -278,15 +253,17 @@ impl Doorman {
         let mut at = 0;
         while at < meta.len {
             let end = (at + stride).min(meta.len);
-            self.counts.datagrams.fetch_add(1, Relaxed);
+            self.counts.udp_datagrams.inc();
             let keep = match judge(&buf[at..end], |cid| self.issued(cid)) {
                 Verdict::Pass => true,
                 Verdict::OtherVersion => {
-                    self.counts.other_version.fetch_add(1, Relaxed);
+                    self.counts.udp_other_version.inc();
                     true
                 }
                 Verdict::Drop(why) => {
-                    self.counts.reject(why);
+                    if let Some(i) = Rejected::ALL.iter().position(|x| *x == why) {
+                        self.counts.udp_rejected.inc(i);
+                    }
                     false
                 }
             };
@@ -341,7 +318,7 @@ mod tests {
 
     #[test]
     fn connection_ids_are_wide_unique_and_checked_by_the_key_alone() {
-        let mut g = CidGenerator::new(b"42");
+        let mut g = CidGenerator::new(KeyedHash::new(b"42"));
         let ids: std::collections::BTreeSet<Vec<u8>> =
             (0..100_000).map(|_| g.generate_cid().to_vec()).collect();
         // A 3-byte nonce (quinn's) repeats about 300 times in 100,000 draws.
@@ -349,8 +326,8 @@ mod tests {
         for id in ids.iter().take(100) {
             assert_eq!(id.len(), CID_LEN);
             // Another generator with the key (the server after a restart) knows them.
-            assert!(CidGenerator::new(b"42").issued(id));
-            assert!(!CidGenerator::new(b"43").issued(id));
+            assert!(CidGenerator::new(KeyedHash::new(b"42")).issued(id));
+            assert!(!CidGenerator::new(KeyedHash::new(b"43")).issued(id));
             let mut forged = id.clone();
             forged[0] ^= 1;
             assert!(!g.issued(&forged));
@@ -362,7 +339,7 @@ mod tests {
     /// (Python's `hmac.new(key, bytes(range(8)), hashlib.sha256)`, first four bytes).
     #[test]
     fn connection_id_signatures_have_a_known_answer() {
-        let g = CidGenerator::new(b"expel cid known answer");
+        let g = CidGenerator::new(KeyedHash::new(b"expel cid known answer"));
         let nonce: Vec<u8> = (0..8).collect();
         assert_eq!(g.signature(&nonce), [0xde, 0xc7, 0x40, 0x10]);
         let mut id = nonce.clone();
@@ -374,8 +351,13 @@ mod tests {
     /// (an empty or cut-off id, a lone byte) are answered without a panic.
     #[test]
     fn the_owner_is_read_from_issued_ids_and_anything_else_is_nobodys() {
-        let mut door = Doorman::new(CidGenerator::new(b"k"), Arc::new(UdpCounts::default()));
-        let id = CidGenerator::new(b"k").for_owner(3).generate_cid();
+        let mut door = Doorman::new(
+            CidGenerator::new(KeyedHash::new(b"k")),
+            Arc::new(Metrics::new()),
+        );
+        let id = CidGenerator::new(KeyedHash::new(b"k"))
+            .for_owner(3)
+            .generate_cid();
         let mut short = vec![0x41];
         short.extend_from_slice(&id);
         short.extend_from_slice(&[0; 20]);
@@ -408,8 +390,11 @@ mod tests {
 
     #[test]
     fn remembered_ids_pass_and_nothing_else_does() {
-        let mut door = Doorman::new(CidGenerator::new(b"k"), Arc::new(UdpCounts::default()));
-        let mut g = CidGenerator::new(b"k");
+        let mut door = Doorman::new(
+            CidGenerator::new(KeyedHash::new(b"k")),
+            Arc::new(Metrics::new()),
+        );
+        let mut g = CidGenerator::new(KeyedHash::new(b"k"));
         let ids: Vec<ConnectionId> = (0..10_000).map(|_| g.generate_cid()).collect();
         for _ in 0..2 {
             assert!(ids.iter().all(|id| door.issued(id)));

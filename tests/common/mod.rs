@@ -278,13 +278,16 @@ impl Served {
         kb / 1024.0
     }
 
-    /// The process's CPU seconds (user + system).
+    /// The process's CPU seconds so far: its threads' time on a CPU, from
+    /// `/proc/PID/task/TID/schedstat` (nanoseconds: no clock-tick rate assumed). Not from
+    /// /metrics, which a test may have made unreachable.
     pub(crate) fn cpu_seconds(&self) -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
-        let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
-            .split_whitespace()
-            .collect();
-        (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) / 100.0
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.child.id())).unwrap();
+        let ns: u64 = tasks
+            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+            .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+            .sum();
+        ns as f64 * 1e-9
     }
 
     /// A sample's value from /metrics (`name` with its labels, as the text has it).

@@ -43,7 +43,7 @@ impl Quic {
         match owner {
             Some(o) if o != usize::from(self.index) && o < self.router.to.len() => {
                 let (to, waker) = &self.router.to[o];
-                cx.metrics.udp.forwarded.fetch_add(1, Relaxed);
+                cx.metrics.udp_forwarded.inc();
                 if to.try_send(f).is_ok() {
                     waker.wake();
                 }
@@ -68,7 +68,7 @@ impl Quic {
                     // peer's acknowledgements come as fast as the server sends.
                     let limited = p.id.is_some() && p.writes.is_empty();
                     if limited && !p.packets.take(now) {
-                        cx.metrics.packets_over_rate.fetch_add(1, Relaxed);
+                        cx.metrics.packets_over_rate.inc();
                         return;
                     }
                     p.conn.handle_event(event);
@@ -120,8 +120,8 @@ impl Quic {
         }
         // The load holds the players at what the server carries (below its maximum, whose
         // refusal is the hello's): the join is shed here, before a handshake costs anything.
-        let carried = m.capacity.load(Relaxed);
-        if carried < cx.max_players && m.clients.load(Relaxed) >= carried {
+        let carried = m.capacity.get();
+        if carried < cx.max_players && m.machine().clients >= carried {
             m.incoming(Decision::RefuseLoad);
             let t = self.endpoint.refuse(incoming, &mut response);
             self.respond(&t, &response);
@@ -131,7 +131,7 @@ impl Quic {
             .admission
             .decide(from.ip(), incoming.remote_address_validated());
         m.incoming(decision);
-        m.pending.store(cx.admission.pending() as u64, Relaxed);
+        m.pending.set(cx.admission.pending() as u64);
         let t = match (decision, pending) {
             (Decision::Accept, Some(pending)) => {
                 match self.endpoint.accept(incoming, now, &mut response, None) {
@@ -140,7 +140,7 @@ impl Quic {
                         return;
                     }
                     Err(e) => {
-                        m.handshake_failures.fetch_add(1, Relaxed);
+                        m.handshake_failures.inc();
                         debug!(%from, error = %e.cause, "handshake failed");
                         match e.response {
                             Some(t) => t,

@@ -11,7 +11,7 @@
 //! the admission slot a peer holds until it joins.
 
 use crate::admission::{Admission, Pending};
-use crate::udp::{CidGenerator, Doorman, UdpCounts};
+use crate::udp::{CidGenerator, Doorman};
 use crate::{Decision, Limits, Metrics};
 use bytes::{Bytes, BytesMut};
 use expel_quic::{datagrams, endpoint_events, transmit, Batch, Blocked, RecvMeta, Timers, Wire};
@@ -23,7 +23,6 @@ use quinn_proto::{
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::debug;
@@ -207,7 +206,7 @@ pub(crate) struct QuicParts {
     pub(crate) server: Arc<quinn_proto::ServerConfig>,
     /// The endpoint's connection ids, which the doorman checks.
     pub(crate) ids: CidGenerator,
-    pub(crate) counts: Arc<UdpCounts>,
+    pub(crate) counts: Arc<Metrics>,
     /// This thread's place among the I/O threads.
     pub(crate) index: u8,
 }
@@ -354,9 +353,7 @@ impl Quic {
         if let Some(p) = self.ids.get(&id).copied().and_then(|h| self.peer_mut(h)) {
             p.pending = None;
         }
-        cx.metrics
-            .pending
-            .store(cx.admission.pending() as u64, Relaxed);
+        cx.metrics.pending.set(cx.admission.pending() as u64);
     }
 
     /// Writes the last words, then closes with `code` and `reason` (together, so a peer
@@ -470,13 +467,13 @@ impl Quic {
                     *next_id += 1;
                     p.id = Some(id);
                     ids.insert(id, h);
-                    m.connections.fetch_add(1, Relaxed);
+                    m.connections.inc();
                     let room = p.conn.datagrams().max_size().unwrap_or(1200);
                     up.push(Up::Connected { id, room, at: now });
                 }
                 Event::ConnectionLost { reason } => {
                     if p.handshake.take().is_some() {
-                        m.handshake_failures.fetch_add(1, Relaxed);
+                        m.handshake_failures.inc();
                         debug!(error = %reason, "handshake failed");
                     }
                     p.closed = true;
@@ -513,7 +510,7 @@ impl Quic {
         }
         let held = p.pending.is_some();
         if p.handshake.is_some_and(|d| d <= now) {
-            m.handshake_timeouts.fetch_add(1, Relaxed);
+            m.handshake_timeouts.inc();
             p.handshake = None;
             p.pending = None;
             close_now(p, now, 0, "handshake timed out");
@@ -526,7 +523,7 @@ impl Quic {
                     let reason = match why {
                         WriteError::Lost => "control stream failed",
                         WriteError::Stalled => {
-                            m.stalls.fetch_add(1, Relaxed);
+                            m.stalls.inc();
                             "stalled: a write got no flow-control credit in time"
                         }
                     };
@@ -556,7 +553,7 @@ impl Quic {
             p.pending = None;
         }
         if held && p.pending.is_none() {
-            m.pending.store(cx.admission.pending() as u64, Relaxed);
+            m.pending.set(cx.admission.pending() as u64);
         }
         // Packets out.
         let blocked = transmit(

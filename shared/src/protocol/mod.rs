@@ -32,6 +32,8 @@ pub mod frame;
 pub mod input;
 pub mod interp;
 #[cfg(feature = "server")]
+pub mod keyed;
+#[cfg(feature = "server")]
 pub mod load;
 mod messages;
 pub mod predict;
