@@ -39,7 +39,7 @@ const DRAIN_WAIT: Duration = Duration::from_secs(1);
 type Driver = Box<dyn FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand> + Send>;
 
 /// Where a bot stands.
-enum Phase {
+enum Stage {
     /// Waiting for a handshake slot.
     Waiting,
     /// The QUIC handshake, due by `by`.
@@ -78,7 +78,7 @@ struct Bot {
     group: usize,
     link: Option<Link>,
     machine: Option<Client>,
-    phase: Phase,
+    stage: Stage,
     /// The wake-up in the timer heap that is this bot's current one.
     armed: Option<Instant>,
     dirty: bool,
@@ -166,7 +166,7 @@ pub(crate) async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> V
             group: i / BOTS_PER_SOCKET,
             link: None,
             machine: None,
-            phase: Phase::Waiting,
+            stage: Stage::Waiting,
             armed: None,
             dirty: false,
             outcome: BotOutcome::new(i as u32, None),
@@ -246,7 +246,7 @@ impl Swarm {
                     g.bots[h.0] = Some(i);
                     let bot = &mut self.bots[i];
                     bot.link = Some(Link::new(h, conn));
-                    bot.phase = Phase::Handshake {
+                    bot.stage = Stage::Handshake {
                         by: now + HANDSHAKE_TIMEOUT,
                     };
                     self.joining += 1;
@@ -339,7 +339,7 @@ impl Swarm {
     /// A bot that could not join: counted, and its connection closed.
     fn fail(&mut self, i: usize, e: ClientError, now: Instant) {
         let bot = &mut self.bots[i];
-        if matches!(bot.phase, Phase::Handshake { .. } | Phase::Joining) {
+        if matches!(bot.stage, Stage::Handshake { .. } | Stage::Joining) {
             self.joining -= 1;
         }
         bot.outcome.error = Some(e.to_string());
@@ -353,7 +353,7 @@ impl Swarm {
         match bot.link.as_mut() {
             Some(link) => {
                 link.close(now, b"done");
-                bot.phase = Phase::Closing {
+                bot.stage = Stage::Closing {
                     until: now + DRAIN_WAIT,
                 };
             }
@@ -364,10 +364,10 @@ impl Swarm {
 
     fn done(&mut self, i: usize) {
         let bot = &mut self.bots[i];
-        if matches!(bot.phase, Phase::Done) {
+        if matches!(bot.stage, Stage::Done) {
             return;
         }
-        bot.phase = Phase::Done;
+        bot.stage = Stage::Done;
         if let Some(link) = bot.link.take() {
             if let Some(slot) = self.groups[bot.group].bots.get_mut(link.handle().0) {
                 *slot = None;
@@ -378,7 +378,7 @@ impl Swarm {
     }
 
     /// Everything one bot has to do now: its connection's events into its machine, its
-    /// phase onwards, its machine's outputs and its packets out, its next wake-up.
+    /// stage onwards, its machine's outputs and its packets out, its next wake-up.
     fn service(&mut self, i: usize, now: Instant) {
         self.bots[i].dirty = false;
         self.events(i, now);
@@ -402,21 +402,21 @@ impl Swarm {
         let drained = link.is_drained();
         let wake = [
             link.poll_timeout(),
-            match &bot.phase {
-                Phase::Handshake { by } => Some(*by),
-                Phase::Playing(_) => bot
+            match &bot.stage {
+                Stage::Handshake { by } => Some(*by),
+                Stage::Playing(_) => bot
                     .machine
                     .as_ref()
                     .and_then(Client::poll_timeout)
                     .map(|t| t.min(self.deadline)),
-                Phase::Leaving { until } | Phase::Closing { until } => Some(*until),
-                Phase::Waiting | Phase::Joining | Phase::Done => None,
+                Stage::Leaving { until } | Stage::Closing { until } => Some(*until),
+                Stage::Waiting | Stage::Joining | Stage::Done => None,
             },
         ]
         .into_iter()
         .flatten()
         .min();
-        if drained && matches!(bot.phase, Phase::Closing { .. }) {
+        if drained && matches!(bot.stage, Stage::Closing { .. }) {
             self.done(i);
             return;
         }
@@ -439,7 +439,7 @@ impl Swarm {
         let Some(link) = bot.link.as_mut() else {
             return;
         };
-        let (machine, phase, outcome) = (&mut bot.machine, &mut bot.phase, &mut bot.outcome);
+        let (machine, stage, outcome) = (&mut bot.machine, &mut bot.stage, &mut bot.outcome);
         link.poll_events(&mut groups[bot.group].endpoint, |event| match event {
             LinkEvent::Connected => {
                 let settings = ClientSettings {
@@ -450,7 +450,7 @@ impl Swarm {
                     ..ClientSettings::new(opts.tokens[i].clone())
                 };
                 *machine = Some(Client::new(settings, now));
-                *phase = Phase::Joining;
+                *stage = Stage::Joining;
             }
             LinkEvent::Lost(code, why) => match machine.as_mut() {
                 Some(m) => m.handle_closed(code, &why),
@@ -470,13 +470,13 @@ impl Swarm {
         });
     }
 
-    /// The bot's phase onwards: joined, failed, the script's next command, done.
+    /// The bot's stage onwards: joined, failed, the script's next command, done.
     fn advance(&mut self, i: usize, now: Instant) {
         let addr = self.opts.server;
         let bot = &mut self.bots[i];
         let lost = bot.link.as_ref().is_some_and(Link::is_lost);
-        let next = match &mut bot.phase {
-            Phase::Handshake { by } if lost || now >= *by => {
+        let next = match &mut bot.stage {
+            Stage::Handshake { by } if lost || now >= *by => {
                 let detail = bot.outcome.error.take().unwrap_or_else(|| {
                     let t = bot.link.as_ref().map(Link::stats).unwrap_or_default();
                     format!(
@@ -488,7 +488,7 @@ impl Swarm {
                 });
                 Next::Fail(ClientError::Connect { addr, detail })
             }
-            Phase::Joining => match bot.machine.as_ref().map(Client::status) {
+            Stage::Joining => match bot.machine.as_ref().map(Client::status) {
                 Some(Status::Playing) => Next::Joined,
                 Some(Status::Ended(End::Refused(r) | End::Disconnected(r))) => {
                     Next::Fail(ClientError::Refused(r.clone()))
@@ -496,7 +496,7 @@ impl Swarm {
                 Some(Status::Ended(e)) => Next::Fail(ClientError::Protocol(e.reason().to_string())),
                 _ => Next::Stay,
             },
-            Phase::Playing(play) => {
+            Stage::Playing(play) => {
                 let (Some(m), Some(link)) = (bot.machine.as_mut(), bot.link.as_ref()) else {
                     return;
                 };
@@ -510,8 +510,8 @@ impl Swarm {
                     Next::Stay
                 }
             }
-            Phase::Leaving { until } if lost || now >= *until => Next::Close,
-            Phase::Closing { until } if now >= *until => Next::Done,
+            Stage::Leaving { until } if lost || now >= *until => Next::Close,
+            Stage::Closing { until } if now >= *until => Next::Done,
             _ => Next::Stay,
         };
         match next {
@@ -538,7 +538,7 @@ impl Swarm {
         }
         bot.outcome.player = Some(welcome.player_id);
         self.progress.connected.fetch_add(1, Relaxed);
-        bot.phase = Phase::Playing(Box::new(Play {
+        bot.stage = Stage::Playing(Box::new(Play {
             script: Script::new(Box::new(driver(
                 self.opts.behavior,
                 i as u32,
@@ -555,9 +555,9 @@ impl Swarm {
     fn finish(&mut self, i: usize, now: Instant) {
         let bot = &mut self.bots[i];
         // Should the bot not be playing after all, it just closes.
-        let phase = std::mem::replace(&mut bot.phase, Phase::Leaving { until: now });
-        let (Phase::Playing(play), Some(m), Some(link)) =
-            (phase, bot.machine.as_mut(), bot.link.as_ref())
+        let stage = std::mem::replace(&mut bot.stage, Stage::Leaving { until: now });
+        let (Stage::Playing(play), Some(m), Some(link)) =
+            (stage, bot.machine.as_mut(), bot.link.as_ref())
         else {
             return;
         };
@@ -568,10 +568,10 @@ impl Swarm {
         bot.outcome.report = Some(report);
         let by_server = matches!(m.status(), Status::Ended(e) if e.by_server());
         if by_server || link.is_lost() {
-            bot.phase = Phase::Leaving { until: now };
+            bot.stage = Stage::Leaving { until: now };
         } else {
             m.leave("done");
-            bot.phase = Phase::Leaving {
+            bot.stage = Stage::Leaving {
                 until: now + GOODBYE_WAIT,
             };
         }

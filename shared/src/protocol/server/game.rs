@@ -106,7 +106,7 @@ impl Game<'_> {
 
     /// The players in the world, in id order.
     pub fn players(&self) -> impl Iterator<Item = PlayerId> + '_ {
-        self.server.sessions.keys().copied()
+        self.server.players.keys().copied()
     }
 
     /// Sends `msg` to `player` on `channel`.
@@ -208,7 +208,7 @@ impl Game<'_> {
     pub fn remove(&mut self, player: PlayerId, reason: &str) -> Result<(), RuleError> {
         let conn = self
             .server
-            .sessions
+            .players
             .get(&player)
             .ok_or(RuleError::NotPlaying(player))?
             .conn;
@@ -217,7 +217,7 @@ impl Game<'_> {
     }
 
     fn state(&self, player: PlayerId) -> Result<PlayerState, RuleError> {
-        let playing = self.server.sessions.contains_key(&player);
+        let playing = self.server.players.contains_key(&player);
         match self.server.world.player(player) {
             Some(p) if playing => Ok(*p),
             _ => Err(RuleError::NotPlaying(player)),
@@ -299,7 +299,7 @@ impl Server {
     fn moved_by_rules(&mut self, player: PlayerId) {
         let tick = self.world.tick + 1;
         let trusted = self.settings.movement == MovementAuthority::Client;
-        let Some(s) = self.sessions.get_mut(&player) else {
+        let Some(s) = self.players.get_mut(&player) else {
             return;
         };
         s.validator.moved_by_server(tick);
@@ -318,7 +318,7 @@ impl Server {
         bytes: &[u8],
         now: Instant,
     ) -> Result<(), MessageError> {
-        let Some(s) = self.sessions.get_mut(&player) else {
+        let Some(s) = self.players.get_mut(&player) else {
             return Err(MessageError::NotPlaying);
         };
         let seq = s.mail.send(channel, bytes, now, &mut self.stats.messages)?;
@@ -347,7 +347,7 @@ impl Server {
         now: Instant,
     ) {
         let counts = &mut self.stats.messages;
-        let Some(s) = self.sessions.get_mut(&player) else {
+        let Some(s) = self.players.get_mut(&player) else {
             return;
         };
         if self.game.rules.is_none() {
@@ -369,7 +369,7 @@ impl Server {
     /// The oldest message of the lowest player id that has one.
     fn take_message(&mut self) -> Option<(PlayerId, Channel, Vec<u8>)> {
         while let Some(&id) = self.game.mail_waiting.first() {
-            let mut s = self.sessions.get_mut(&id);
+            let mut s = self.players.get_mut(&id);
             let m = s.as_mut().and_then(|s| s.mail.take());
             if s.is_none_or(|s| s.mail.waiting() == 0) {
                 self.game.mail_waiting.remove(&id);
@@ -382,7 +382,7 @@ impl Server {
     }
 
     fn message_malformed(&mut self, player: PlayerId, channel: Channel, now: Instant) {
-        let Some(s) = self.sessions.get_mut(&player) else {
+        let Some(s) = self.players.get_mut(&player) else {
             return;
         };
         if s.mail.malformed(channel, now, &mut self.stats.messages) {

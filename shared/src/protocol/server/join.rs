@@ -10,7 +10,7 @@ impl Server {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        if matches!(c.phase, Phase::Closing) {
+        if matches!(c.stage, Stage::Closing) {
             return;
         }
         c.dec.push(bytes);
@@ -18,7 +18,7 @@ impl Server {
             let Some(c) = self.conns.get_mut(&conn) else {
                 return;
             };
-            if matches!(c.phase, Phase::Closing) {
+            if matches!(c.stage, Stage::Closing) {
                 return;
             }
             let frame = match c.dec.next_frame() {
@@ -26,7 +26,7 @@ impl Server {
                 Ok(None) => return,
                 Err(e) => {
                     self.stats.malformed_control += 1;
-                    let hello = matches!(c.phase, Phase::Hello { .. });
+                    let hello = matches!(c.stage, Stage::Hello { .. });
                     let reason = format!("malformed control frame: {e}");
                     if hello {
                         self.refuse_with(conn, None, reason);
@@ -37,7 +37,7 @@ impl Server {
                 }
             };
             let msg = decode::<ClientControl>("control", &frame);
-            let hello = matches!(c.phase, Phase::Hello { .. });
+            let hello = matches!(c.stage, Stage::Hello { .. });
             match (hello, msg) {
                 (
                     true,
@@ -51,8 +51,8 @@ impl Server {
                     let reason = format!("said bye: {reason}");
                     self.close(conn, Vec::new(), 0, reason);
                 }
-                (false, Ok(ClientControl::Message { bytes })) => match c.phase {
-                    Phase::Playing { player } => {
+                (false, Ok(ClientControl::Message { bytes })) => match c.stage {
+                    Stage::Playing { player } => {
                         self.message_in(player, Channel::Reliable, 0, bytes, now);
                     }
                     // Sent before its player entered the world: nobody to take it.
@@ -110,7 +110,7 @@ impl Server {
                 return self.refuse_with(conn, Some("full_load"), reason);
             }
         }
-        if self.sessions.contains_key(&id) || self.transferring(id) {
+        if self.players.contains_key(&id) || self.transferring(id) {
             let reason = format!("player {id} is already connected");
             return self.refuse_with(conn, Some("player_in_use"), reason);
         }
@@ -145,7 +145,7 @@ impl Server {
         if sending_map {
             self.outputs.push_back(Output::Map { conn });
             if let Some(c) = self.conns.get_mut(&conn) {
-                c.phase = Phase::Map { player: id };
+                c.stage = Stage::Map { player: id };
             }
         } else {
             self.enter(conn, id, now);
@@ -156,13 +156,13 @@ impl Server {
     fn transferring(&self, id: PlayerId) -> bool {
         self.conns
             .values()
-            .any(|c| matches!(c.phase, Phase::Map { player } if player == id))
+            .any(|c| matches!(c.stage, Stage::Map { player } if player == id))
     }
 
     /// The map finished sending: the player enters the world, and its input clock starts.
     pub fn handle_map_sent(&mut self, conn: ConnId, now: Instant) {
         if let Some(Conn {
-            phase: Phase::Map { player },
+            stage: Stage::Map { player },
             ..
         }) = self.conns.get(&conn)
         {
@@ -178,12 +178,12 @@ impl Server {
             return;
         }
         if let Some(c) = self.conns.get_mut(&conn) {
-            c.phase = Phase::Playing { player: id };
+            c.stage = Stage::Playing { player: id };
         }
         let rate = self.rate();
-        self.sessions.insert(
+        self.players.insert(
             id,
-            Session {
+            Player {
                 conn,
                 inputs: InputBuffer::new(),
                 counted: InputStats::default(),

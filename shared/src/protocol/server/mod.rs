@@ -78,7 +78,7 @@ const ABSENCE: Duration = Duration::from_millis(50);
 
 /// Where a connection stands.
 #[derive(Debug)]
-enum Phase {
+enum Stage {
     /// Connected; its hello must come before the deadline.
     Hello { deadline: Instant },
     /// Welcomed; the map is on its way; the player enters the world once it has arrived.
@@ -91,7 +91,7 @@ enum Phase {
 
 #[derive(Debug)]
 struct Conn {
-    phase: Phase,
+    stage: Stage,
     dec: FrameDecoder,
     max_datagram: usize,
     gate: InputGate,
@@ -99,7 +99,7 @@ struct Conn {
 
 /// Per-player state of the tick.
 #[derive(Debug)]
-struct Session {
+struct Player {
     conn: ConnId,
     inputs: InputBuffer,
     /// What `inputs.stats` held when last added to the totals.
@@ -134,7 +134,7 @@ struct Session {
     mail: Mailbox,
 }
 
-impl Session {
+impl Player {
     /// What the client expected of tick `t`, forgetting it and every earlier tick's (a
     /// tick already stepped can never be checked). In place: the tree is not rebuilt
     /// every tick.
@@ -167,7 +167,7 @@ pub struct Server {
     /// against).
     seen: SeenWorld,
     conns: BTreeMap<ConnId, Conn>,
-    sessions: BTreeMap<PlayerId, Session>,
+    players: BTreeMap<PlayerId, Player>,
     /// The game's rules, and what waits for them.
     game: Hosted,
     /// Players who entered or left the world this tick, for every client.
@@ -247,7 +247,7 @@ impl Server {
             crowd: None,
             seen: SeenWorld::default(),
             conns: BTreeMap::new(),
-            sessions: BTreeMap::new(),
+            players: BTreeMap::new(),
             game: Hosted::default(),
             roster_changes: Vec::new(),
             roster_entered: BTreeMap::new(),
@@ -369,7 +369,7 @@ impl Server {
         self.conns.insert(
             conn,
             Conn {
-                phase: Phase::Hello { deadline },
+                stage: Stage::Hello { deadline },
                 dec: FrameDecoder::with_limit(MAX_CLIENT_FRAME),
                 max_datagram: DEFAULT_DATAGRAM,
                 gate: InputGate::new(self.input_rate(), now),
@@ -389,7 +389,7 @@ impl Server {
     /// [`Output::Close`]); its player leaves the world.
     pub fn handle_closed(&mut self, conn: ConnId, reason: &str) {
         if let Some(c) = self.conns.remove(&conn) {
-            if let Phase::Map { player } | Phase::Playing { player } = c.phase {
+            if let Stage::Map { player } | Stage::Playing { player } = c.stage {
                 self.leave(player, reason.to_string());
             }
         }
@@ -422,13 +422,13 @@ impl Server {
             self.stats.malformed_datagrams += 1;
             return;
         };
-        if matches!(c.phase, Phase::Closing) {
+        if matches!(c.stage, Stage::Closing) {
             return; // told to close: whatever it still sends is moot
         }
         // The game's messages have their own allowance: they never cost the inputs'.
         if bytes.first() == Some(&ClientDatagram::MESSAGE_TAG) {
-            let player = match c.phase {
-                Phase::Playing { player } => Some(player),
+            let player = match c.stage {
+                Stage::Playing { player } => Some(player),
                 _ => None,
             };
             match (decode::<ClientDatagram>("message", bytes), player) {
@@ -446,8 +446,8 @@ impl Server {
             c.gate.credit(rate, end, length, now);
         }
         let admitted = c.gate.admit(now);
-        if let (Some(v), Phase::Playing { player }) =
-            (c.gate.flood(rate, now, self.world.tick), &c.phase)
+        if let (Some(v), Stage::Playing { player }) =
+            (c.gate.flood(rate, now, self.world.tick), &c.stage)
         {
             let player = *player;
             self.violation(player, &v);
@@ -456,8 +456,8 @@ impl Server {
             self.stats.datagrams_over_rate += 1;
             return;
         }
-        let phase = self.conns.get(&conn).map(|c| &c.phase);
-        if matches!(phase, Some(Phase::Closing)) {
+        let stage = self.conns.get(&conn).map(|c| &c.stage);
+        if matches!(stage, Some(Stage::Closing)) {
             return; // kicked for flooding just now
         }
         let msg = match decode::<ClientDatagram>("input", bytes) {
@@ -467,10 +467,10 @@ impl Server {
                 return;
             }
         };
-        let player = match phase {
-            Some(Phase::Playing { player }) => *player,
+        let player = match stage {
+            Some(Stage::Playing { player }) => *player,
             // Inputs sent while the map is on its way: nothing to do with them yet.
-            Some(Phase::Map { .. }) => return,
+            Some(Stage::Map { .. }) => return,
             // Inputs before a hello, or from no connection known: out of turn.
             _ => {
                 self.stats.malformed_datagrams += 1;
@@ -494,7 +494,7 @@ impl Server {
         let due_next = if behind { clock + 1 } else { next };
         let timely = !behind && self.absence.is_none_or(|(end, _)| end < now);
         let trusted = self.settings.movement == MovementAuthority::Client;
-        let Some(s) = self.sessions.get_mut(&id) else {
+        let Some(s) = self.players.get_mut(&id) else {
             return;
         };
         if let Some(v) = s.validator.input(&msg.batch(), next, clock) {
@@ -504,7 +504,7 @@ impl Server {
                 return; // refused, never clamped
             }
         }
-        let Some(s) = self.sessions.get_mut(&id) else {
+        let Some(s) = self.players.get_mut(&id) else {
             return; // kicked for it
         };
         s.last_input = now;
@@ -550,7 +550,7 @@ impl Server {
             kind: v.kind,
             evidence: v.evidence.clone(),
         });
-        let Some(s) = self.sessions.get_mut(&id) else {
+        let Some(s) = self.players.get_mut(&id) else {
             return;
         };
         if s.validator.record(v) {
@@ -569,7 +569,7 @@ impl Server {
             let joined = self
                 .conns
                 .get(&conn)
-                .is_some_and(|c| matches!(c.phase, Phase::Map { .. } | Phase::Playing { .. }));
+                .is_some_and(|c| matches!(c.stage, Stage::Map { .. } | Stage::Playing { .. }));
             let last = if joined {
                 encode_frame(&ServerControl::Shutdown {
                     reason: reason.to_string(),
@@ -611,8 +611,8 @@ impl Server {
     /// Forgets the connection's player and tells the shell to close it after `last`.
     fn close(&mut self, conn: ConnId, last: Vec<u8>, code: u32, reason: String) {
         if let Some(c) = self.conns.get_mut(&conn) {
-            let phase = std::mem::replace(&mut c.phase, Phase::Closing);
-            if let Phase::Map { player } | Phase::Playing { player } = phase {
+            let stage = std::mem::replace(&mut c.stage, Stage::Closing);
+            if let Stage::Map { player } | Stage::Playing { player } = stage {
                 self.leave(player, reason.clone());
             }
         }
@@ -626,7 +626,7 @@ impl Server {
     }
 
     fn leave(&mut self, player: PlayerId, reason: String) {
-        let in_world = self.sessions.remove(&player).inspect(|s| {
+        let in_world = self.players.remove(&player).inspect(|s| {
             add_inputs(&mut self.stats.inputs, &s.inputs.stats, &s.counted);
         });
         self.world.remove_player(player);
@@ -644,7 +644,7 @@ impl Server {
         self.stats.awaiting_hello = self
             .conns
             .values()
-            .filter(|c| matches!(c.phase, Phase::Hello { .. }))
+            .filter(|c| matches!(c.stage, Stage::Hello { .. }))
             .count() as u64;
     }
 }

@@ -8,7 +8,7 @@
 
 use super::super::predict;
 use super::super::snapshot::SnapshotEncoder;
-use super::{ServerStats, Session, REPLAY_SECONDS};
+use super::{Player, ServerStats, REPLAY_SECONDS};
 use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::MoverState;
 use crate::sim::{PlayerId, Sim, SimScratch, WorldState};
@@ -158,13 +158,13 @@ impl Replayer {
 /// sent), for judging trusted clients' claims exactly as they were made.
 pub(super) struct Records<'a> {
     pub(super) sim: &'a Sim,
-    pub(super) sessions: &'a BTreeMap<PlayerId, Session>,
+    pub(super) players: &'a BTreeMap<PlayerId, Player>,
     pub(super) replayer: &'a mut Replayer,
 }
 
 impl ClientRecords for Records<'_> {
     fn shown(&mut self, id: PlayerId, tick: u64, world: &mut WorldState) -> bool {
-        let Some(s) = self.sessions.get(&id) else {
+        let Some(s) = self.players.get(&id) else {
             return false;
         };
         let Some(snap) = s.snapshots.seen(tick, &mut world.movers) else {
@@ -181,7 +181,7 @@ impl ClientRecords for Records<'_> {
         tick: u64,
         movers: &[MoverState],
     ) -> Option<PlayerState> {
-        let s = self.sessions.get(&id)?;
+        let s = self.players.get(&id)?;
         let sent = (&s.snapshots, &s.commands);
         self.replayer
             .replay(self.sim, id, sent, from, tick, movers)?

@@ -28,7 +28,7 @@ impl Server {
     /// it with the tick's other changes.
     pub(super) fn roster_entered(&mut self, conn: ConnId, player: PlayerId) {
         let changes: Vec<RosterChange> = self
-            .sessions
+            .players
             .keys()
             .filter(|p| **p != player)
             .map(|p| RosterChange::Joined(*p))
@@ -57,7 +57,7 @@ impl Server {
         let changes = std::mem::take(&mut self.roster_changes);
         let entered = std::mem::take(&mut self.roster_entered);
         let all = frames(&changes);
-        for (id, s) in &self.sessions {
+        for (id, s) in &self.players {
             // A player that entered since the last time hears only what followed.
             let from = entered.get(id).copied().unwrap_or(0);
             let news = changes.get(from..).unwrap_or_default();

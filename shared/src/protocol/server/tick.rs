@@ -3,7 +3,7 @@
 
 use super::replay::Records;
 use super::{
-    ConnId, Event, Output, Phase, Server, Session, DEFAULT_DATAGRAM, MAX_BACKLOG, MAX_CATCH_UP,
+    ConnId, Event, Output, Player, Server, Stage, DEFAULT_DATAGRAM, MAX_BACKLOG, MAX_CATCH_UP,
 };
 use crate::movement::{MoveCommand, Obstacle};
 use crate::protocol::input::InputStats;
@@ -68,7 +68,7 @@ impl Server {
         self.stats.ticks_skipped += n;
         self.world.tick += n;
         let tick = self.world.tick;
-        for s in self.sessions.values_mut() {
+        for s in self.players.values_mut() {
             s.validator.moved_by_server(tick);
             s.unjudged = s
                 .unjudged
@@ -86,7 +86,7 @@ impl Server {
         let late: Vec<ConnId> = self
             .conns
             .iter()
-            .filter(|(_, c)| matches!(c.phase, Phase::Hello { deadline } if deadline <= now))
+            .filter(|(_, c)| matches!(c.stage, Stage::Hello { deadline } if deadline <= now))
             .map(|(id, _)| *id)
             .collect();
         let t = self.settings.hello_timeout.as_secs_f64();
@@ -101,7 +101,7 @@ impl Server {
         // Silence while the server itself was away is not the client's.
         let back = self.absence.map_or(self.epoch, |(end, _)| end);
         let silent: Vec<ConnId> = self
-            .sessions
+            .players
             .values()
             .filter(|s| s.last_input.max(back) + timeout <= now)
             .map(|s| s.conn)
@@ -122,8 +122,8 @@ impl Server {
         let cap = (self.settings.client_budget as f64 / 4.0).max(1200.0);
         let next = self.world.tick + 1;
         // Gathered in id order, then built in one go (no insert walks the tree).
-        let mut commands: Vec<(PlayerId, MoveCommand)> = Vec::with_capacity(self.sessions.len());
-        for (id, s) in self.sessions.iter_mut() {
+        let mut commands: Vec<(PlayerId, MoveCommand)> = Vec::with_capacity(self.players.len());
+        for (id, s) in self.players.iter_mut() {
             s.budget = (s.budget + refill).min(cap);
             if let Some(c) = s.inputs.take(next) {
                 commands.push((*id, c));
@@ -149,16 +149,16 @@ impl Server {
     fn by_claims(&mut self) {
         let next = self.world.tick + 1;
         let mut claims = BTreeMap::new();
-        for (id, s) in self.sessions.iter_mut() {
+        for (id, s) in self.players.iter_mut() {
             if let Some((state, seen)) = s.take_expected(next) {
                 let span = s.unjudged + 1;
                 claims.insert(*id, TickClaim { state, span, seen });
             }
         }
-        self.replayer.renew(self.sessions.len());
+        self.replayer.renew(self.players.len());
         let mut records = Records {
             sim: &self.sim,
-            sessions: &self.sessions,
+            players: &self.players,
             replayer: &mut self.replayer,
         };
         let reports = self.sim.step_claims(
@@ -171,7 +171,7 @@ impl Server {
         self.seen.record(&self.world);
         let tick = self.world.tick;
         for r in reports {
-            let Some(s) = self.sessions.get_mut(&r.id) else {
+            let Some(s) = self.players.get_mut(&r.id) else {
                 continue;
             };
             match r.outcome {
@@ -207,13 +207,13 @@ impl Server {
         let reports = self.sim.step(&mut self.world, commands, &mut self.scratch);
         let tick = self.world.tick;
         let spacing = (super::REPLAY_SPACING * f64::from(self.rate())).max(1.0) as u64;
-        self.replayer.renew(self.sessions.len());
+        self.replayer.renew(self.players.len());
         let mut found = Vec::new();
-        // Sessions, reports and the world's players all come in id order: one merge, no
+        // Players, reports and the world's players all come in id order: one merge, no
         // search per player.
         let mut reports = reports.iter().peekable();
         let mut players = self.world.players.iter().peekable();
-        for (id, s) in self.sessions.iter_mut() {
+        for (id, s) in self.players.iter_mut() {
             while reports.next_if(|r| r.id < *id).is_some() {}
             let report = reports.next_if(|r| r.id == *id);
             while players.next_if(|(p, _)| *p < id).is_some() {}
@@ -285,8 +285,8 @@ impl Server {
             self.settings.interest,
             self.settings.movement == MovementAuthority::Client,
         );
-        let mut due: Vec<(&PlayerId, &mut Session)> = self
-            .sessions
+        let mut due: Vec<(&PlayerId, &mut Player)> = self
+            .players
             .iter_mut()
             .filter(|(id, _)| (tick + u64::from(**id)) % every < span)
             .collect();
@@ -306,7 +306,7 @@ impl Server {
         let (world, conns) = (&self.world, &self.conns);
         // Each client's snapshot from its own encoder: independent, so the workers may
         // share them out; the datagrams still go out in id order.
-        let one = |(id, s): &mut (&PlayerId, &mut Session)| {
+        let one = |(id, s): &mut (&PlayerId, &mut Player)| {
             let room = conns
                 .get(&s.conn)
                 .map_or(DEFAULT_DATAGRAM, |c| c.max_datagram);
