@@ -1,5 +1,7 @@
 //! End-to-end tests of the `expel` command line contracts.
 
+mod common;
+
 use serde_json::Value;
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -559,13 +561,10 @@ fn serve_prints_one_line_plays_a_client_and_exits_cleanly_on_sigterm() {
     assert_eq!(r["inputs_missed"], 0, "{out}");
     assert_eq!(r["snapshots_lost"], 0, "{out}");
     // The HTTP endpoint: Prometheus text with the tick histogram, health and readiness.
+    let http: std::net::SocketAddr = v["metrics"].as_str().unwrap().parse().unwrap();
     let get_with = |path: &str, headers: &str| {
-        use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(v["metrics"].as_str().unwrap()).unwrap();
-        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n").unwrap();
-        let mut body = String::new();
-        s.read_to_string(&mut body).unwrap();
-        body
+        let (_, head, body) = common::http(http, path, headers, std::time::Duration::from_secs(10));
+        format!("{head}\r\n\r\n{body}")
     };
     let get = |path: &str| get_with(path, "");
     let metrics = get("/metrics");
@@ -910,14 +909,8 @@ fn a_lone_client_on_a_clean_link_is_never_corrected_on_any_shipped_map() {
         );
         assert!(ok, "{name}: {err}");
         let r: Value = serde_json::from_str(out.trim()).unwrap();
-        let metrics = {
-            use std::io::{Read, Write};
-            let mut s = std::net::TcpStream::connect(v["metrics"].as_str().unwrap()).unwrap();
-            write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-            let mut body = String::new();
-            s.read_to_string(&mut body).unwrap();
-            body
-        };
+        let http: std::net::SocketAddr = v["metrics"].as_str().unwrap().parse().unwrap();
+        let metrics = common::http_get(http, "/metrics").1;
         let counter = |name: &str| -> f64 {
             metrics
                 .lines()

@@ -45,28 +45,9 @@ fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<(Child, Value), String> 
 }
 
 /// One GET with `headers`: (status code, the response head, body). A stream (`/live`)
-/// is read for up to a second.
+/// is read for up to three seconds.
 fn get(addr: SocketAddr, path: &str, headers: &str) -> (u16, String, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n").unwrap();
-    let mut raw = Vec::new();
-    let mut buf = [0u8; 4096];
-    let until = std::time::Instant::now() + Duration::from_secs(3);
-    while std::time::Instant::now() < until {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => raw.extend_from_slice(&buf[..n]),
-        }
-    }
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, head.to_string(), body.to_string())
+    common::http(addr, path, headers, Duration::from_secs(3))
 }
 
 /// The ready line's HTTP endpoint (on every address) as reached on loopback.

@@ -322,18 +322,45 @@ impl Served {
     }
 }
 
-/// One GET over plain TCP: (status line, body).
-pub(crate) fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
+/// One HTTP GET with extra `headers` (each line ending in CRLF): the status code, the
+/// response head and the body, read until the server closes or `within` has passed (a
+/// stream, `/live`, is read for that long).
+pub(crate) fn http(
+    addr: SocketAddr,
+    path: &str,
+    headers: &str,
+    within: Duration,
+) -> (u16, String, String) {
     let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
+    s.set_read_timeout(Some(within.min(Duration::from_secs(1))))
+        .unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n").unwrap();
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 4096];
+    let until = std::time::Instant::now() + within;
+    while std::time::Instant::now() < until {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => continue,
+            Err(_) => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    (
-        head.lines().next().unwrap_or("").to_string(),
-        body.to_string(),
-    )
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, head.to_string(), body.to_string())
+}
+
+/// [`http`] without headers, within 10 s: (the status line, the body).
+pub(crate) fn http_get(addr: SocketAddr, path: &str) -> (String, String) {
+    let (_, head, body) = http(addr, path, "", Duration::from_secs(10));
+    (head.lines().next().unwrap_or("").to_string(), body)
 }
 
 /// Half-open QUIC handshakes: `count` Initials (a whole ClientHello each) to `to`, sent

@@ -78,7 +78,7 @@ pub struct Snapshot {
 /// The client's snapshot state: recent snapshots kept as baselines.
 #[derive(Debug, Default)]
 pub struct SnapshotDecoder {
-    history: VecDeque<Frame>,
+    history: VecDeque<Scene>,
     newest: u64,
     /// Snapshots dropped because their baseline was unknown.
     pub missing_baseline: u64,
@@ -123,7 +123,7 @@ impl SnapshotDecoder {
             self.stale += 1;
             return Ok(None);
         }
-        let empty = Frame::default();
+        let empty = Scene::default();
         let bad_tick = |what: &str| ProtocolError::Invalid {
             what: "snapshot",
             detail: format!("{what} reaches before tick 1"),
@@ -144,30 +144,30 @@ impl SnapshotDecoder {
                 }
             }
         };
-        let mut ahead = Frame::default();
+        let mut ahead = Scene::default();
         base.carried_to(msg.tick, &mut ahead);
         let own = apply(ahead.own.get(0), &msg.own)?;
-        let mut frame = Frame {
+        let mut scene = Scene {
             tick: msg.tick,
             players: ahead.players.clone(),
             movers: ahead.movers.clone(),
             own: Entities(vec![(0, own)]),
-            ..Frame::default()
+            ..Scene::default()
         };
-        frame.players.remove(&msg.removed);
-        frame.movers.remove(&msg.removed_movers);
+        scene.players.remove(&msg.removed);
+        scene.movers.remove(&msg.removed_movers);
         for d in &msg.players {
             let f = apply(ahead.players.get(d.id), d)?;
-            frame.players.set(d.id, f);
+            scene.players.set(d.id, f);
         }
         for d in &msg.movers {
             let f = apply(ahead.movers.get(d.id), d)?;
-            frame.movers.set(d.id, f);
+            scene.movers.set(d.id, f);
         }
-        let snapshot = frame.snapshot(feedback, !self.no_others)?;
-        frame.set_motion(base);
+        let snapshot = scene.snapshot(feedback, !self.no_others)?;
+        scene.set_motion(base);
         self.newest = msg.tick;
-        self.history.push_back(frame);
+        self.history.push_back(scene);
         while self.history.len() > HISTORY {
             self.history.pop_front();
         }

@@ -30,19 +30,19 @@ pub(super) struct View {
 #[derive(Debug, Default)]
 pub struct SnapshotEncoder {
     /// Frames sent, in tick order.
-    history: VecDeque<Frame>,
+    history: VecDeque<Scene>,
     acked: u64,
     /// Snapshots sent in full because no baseline was usable.
     pub full_sends: u64,
-    /// The frame that last left the history, whose lists the next frame reuses.
-    spare: Frame,
+    /// The scene that last left the history, whose lists the next scene reuses.
+    spare: Scene,
     /// The nearest players' (squared distance, crowd index).
     near: Vec<Near>,
     pub(super) view: View,
     /// Snapshots written, for the turn of the view's refresh.
     written: u64,
-    /// The baseline carried on to the tick written (see [`Frame::carried_to`]).
-    ahead: Frame,
+    /// The baseline carried on to the tick written (see [`Scene::carried_to`]).
+    ahead: Scene,
 }
 
 /// Whether the `written`-th snapshot of client `me` is its turn to choose its players
@@ -71,8 +71,8 @@ impl SnapshotEncoder {
         }
     }
 
-    /// Where the frame of `tick` is in the history. Acknowledgements are of the last few
-    /// snapshots: looking from the newest back reads the frames just written, where a
+    /// Where the scene of `tick` is in the history. Acknowledgements are of the last few
+    /// snapshots: looking from the newest back reads the scenes just written, where a
     /// binary search would touch cold ones of a thousand clients.
     fn sent(&self, tick: u64) -> Option<usize> {
         let i = self.history.iter().rposition(|f| f.tick <= tick)?;
@@ -86,7 +86,7 @@ impl SnapshotEncoder {
 
     /// The snapshot of `tick` as the client decoded it, if it is still in the history
     /// (its feedback left at the default: the client's prediction does not read it).
-    /// `movers` (the server's, or any the client may hold) takes every mover each frame
+    /// `movers` (the server's, or any the client may hold) takes every mover each scene
     /// up to it showed, oldest first: what a client that received them all holds.
     pub fn seen(&self, tick: u64, movers: &mut [MoverState]) -> Option<Snapshot> {
         let i = self.sent(tick)?;
@@ -121,7 +121,7 @@ impl SnapshotEncoder {
     }
 
     /// [`SnapshotEncoder::encode`] with the tick's [`Crowd`] built once for every client.
-    /// Writes the datagram straight from the frame and its baseline (two id-ordered lists
+    /// Writes the datagram straight from the scene and its baseline (two id-ordered lists
     /// merged), reusing the encoder's buffers: no message is built on the way.
     pub fn encode_in(
         &mut self,
@@ -141,19 +141,19 @@ impl SnapshotEncoder {
         if base.is_none() {
             self.full_sends += 1;
         }
-        let mut frame = std::mem::take(&mut self.spare);
-        frame.tick = world.tick;
-        frame.own.0.clear();
-        frame.own.0.push((0, own_fields(&own)));
-        frame.movers.0.clear();
-        frame.movers.0.extend(
+        let mut scene = std::mem::take(&mut self.spare);
+        scene.tick = world.tick;
+        scene.own.0.clear();
+        scene.own.0.push((0, own_fields(&own)));
+        scene.movers.0.clear();
+        scene.movers.0.extend(
             crowd
                 .movers
                 .iter()
                 .filter(|(centre, ..)| (*centre - o).length() <= MOVER_INTEREST_RADIUS)
                 .map(|&(_, i, f)| (i, f)),
         );
-        let empty = Frame::default();
+        let empty = Scene::default();
         let b = base.map_or(&empty, |i| &self.history[i]);
         b.carried_to(world.tick, &mut self.ahead);
         let ahead = &self.ahead;
@@ -183,13 +183,13 @@ impl SnapshotEncoder {
         let mut bytes = None;
         if reuse {
             view.uses += 1;
-            frame.players.0.clear();
-            frame
+            scene.players.0.clear();
+            scene
                 .players
                 .0
                 .extend(view.chosen.iter().map(|&i| crowd.players[i as usize]));
-            hold_far(&mut frame.players, &ahead.players, o);
-            bytes = Some(write_snapshot(&frame, ahead, feedback)).filter(|b| b.len() <= max_bytes);
+            hold_far(&mut scene.players, &ahead.players, o);
+            bytes = Some(write_snapshot(&scene, ahead, feedback)).filter(|b| b.len() <= max_bytes);
         }
         if bytes.is_none() {
             // Chosen afresh: the nearest, the farthest dropped until the datagram fits.
@@ -201,13 +201,13 @@ impl SnapshotEncoder {
                 view.chosen.clear();
                 view.chosen.extend(near[..count].iter().map(|n| n.index()));
                 view.chosen.sort_unstable();
-                frame.players.0.clear();
-                frame
+                scene.players.0.clear();
+                scene
                     .players
                     .0
                     .extend(view.chosen.iter().map(|&i| crowd.players[i as usize]));
-                hold_far(&mut frame.players, &ahead.players, o);
-                let bytes = write_snapshot(&frame, ahead, feedback);
+                hold_far(&mut scene.players, &ahead.players, o);
+                let bytes = write_snapshot(&scene, ahead, feedback);
                 if bytes.len() <= max_bytes {
                     break Some(bytes);
                 }
@@ -226,11 +226,11 @@ impl SnapshotEncoder {
             };
         }
         if bytes.is_none() {
-            self.spare = frame;
+            self.spare = scene;
             return None;
         }
-        frame.set_motion(b);
-        self.history.push_back(frame);
+        scene.set_motion(b);
+        self.history.push_back(scene);
         if self.history.len() > HISTORY {
             self.spare = self.history.pop_front().unwrap_or_default();
         }
@@ -239,7 +239,7 @@ impl SnapshotEncoder {
 }
 
 /// Puts each player beyond [`EXACT_REACH`] of `o` that stands within [`FAR_TOLERANCE`] of
-/// its place in `ahead` (the carried baseline) at that place: the frame then holds what
+/// its place in `ahead` (the carried baseline) at that place: the scene then holds what
 /// the client will, and nothing is sent for it.
 pub(super) fn hold_far(
     players: &mut Entities<PLAYER_FIELDS>,
@@ -263,28 +263,28 @@ pub(super) fn hold_far(
     }
 }
 
-/// The snapshot datagram of `frame` against baseline `base` (empty: none; carried on to
-/// the frame's tick), byte for byte what postcard makes of the
+/// The snapshot datagram of `scene` against baseline `base` (empty: none; carried on to
+/// the scene's tick), byte for byte what postcard makes of the
 /// [`ServerDatagram::Snapshot`] it stands for.
-pub(super) fn write_snapshot(frame: &Frame, base: &Frame, fb: Feedback) -> Vec<u8> {
+pub(super) fn write_snapshot(scene: &Scene, base: &Scene, fb: Feedback) -> Vec<u8> {
     // The variant's index (0), then the message's fields in order: postcard writes a
     // tuple and a struct alike.
     let head = (
         0u32,
-        frame.tick,
-        tick_gap(frame.tick, base.tick),
-        fb.to_wire(frame.tick),
+        scene.tick,
+        tick_gap(scene.tick, base.tick),
+        fb.to_wire(scene.tick),
     );
     SCRATCH.with_borrow_mut(|scratch| {
         scratch.clear();
         let mut out = postcard::to_extend(&head, std::mem::take(scratch)).unwrap_or_default();
         let (old, new) = (
             base.own.get(0),
-            frame.own.get(0).unwrap_or(&[0; OWN_FIELDS]),
+            scene.own.get(0).unwrap_or(&[0; OWN_FIELDS]),
         );
         put_delta(&mut out, 0, old, new, changed(old, new).unwrap_or(0));
-        put_changes(&mut out, &frame.players, &base.players);
-        put_changes(&mut out, &frame.movers, &base.movers);
+        put_changes(&mut out, &scene.players, &base.players);
+        put_changes(&mut out, &scene.movers, &base.movers);
         let bytes = out.as_slice().to_vec();
         *scratch = out;
         bytes

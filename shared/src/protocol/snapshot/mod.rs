@@ -6,9 +6,10 @@
 //! differ from the baseline and, for each, the difference (zig-zag varints in postcard, so
 //! a small move costs a byte). An entity new to the baseline is sent against zero. The
 //! baseline is first carried on to the snapshot's tick at each entity's pace (a
-//! frame keeps each entity's last step), so an entity moving steadily costs nothing.
+//! scene keeps each entity's last step), so an entity moving steadily costs nothing.
 //!
-//! Here: the fields and frames both ends share. `crowd`: whom each client sees.
+//! A scene is what one snapshot shows: each entity's fields at its tick (and each one's
+//! last step). Here: the fields and scenes both ends share. `crowd`: whom each client sees.
 //! `encoder`: the server's side. `decoder`: the client's side.
 
 use super::messages::{tick_from_gap, tick_gap};
@@ -175,8 +176,8 @@ fn apply<const N: usize>(
     Ok(out)
 }
 
-/// Entities' fields by id, in id order: a flat list, so a frame is cloned, searched and
-/// walked without a node per entity (a frame holds a few dozen).
+/// Entities' fields by id, in id order: a flat list, so a scene is cloned, searched and
+/// walked without a node per entity (a scene holds a few dozen).
 #[derive(Clone, Debug)]
 struct Entities<const N: usize>(Vec<(u32, [i64; N])>);
 
@@ -241,16 +242,17 @@ impl<const N: usize> Entities<N> {
     }
 }
 
+/// What one snapshot shows: its tick, each entity's fields, and their last steps.
 #[derive(Clone, Debug, Default)]
-struct Frame {
+struct Scene {
     tick: u64,
     players: Entities<PLAYER_FIELDS>,
     movers: Entities<MOVER_FIELDS>,
-    /// The client's own player (id 0; none before the first frame).
+    /// The client's own player (id 0; none before the first scene).
     own: Entities<OWN_FIELDS>,
-    /// How far each entity here moved since this frame's own baseline (see [`Motion`]),
+    /// How far each entity here moved since this scene's own baseline (see [`Motion`]),
     /// and that baseline's age in ticks (0: it had none). Both ends know it, so a
-    /// later snapshot against this frame is written against where its entities would be
+    /// later snapshot against this scene is written against where its entities would be
     /// by now at that pace: a player running straight on, or a lift, costs nothing.
     player_motion: Motion,
     mover_motion: Motion,
@@ -258,11 +260,11 @@ struct Frame {
     span: u64,
 }
 
-/// Entities' steps over a frame's span, one per entity of its list, in the same order:
+/// Entities' steps over a scene's span, one per entity of its list, in the same order:
 /// the fields that move at a pace (a player's origin; a mover's progress and timer), as
 /// listed in the `*_MOVING` constants. Zero for an entity new to the baseline, or whose
 /// step does not fit (it is then sent as it is). Sixteen bits keep a client's history of
-/// frames small: a run's step over a few ticks fits many times over.
+/// scenes small: a run's step over a few ticks fits many times over.
 type Motion = Vec<[i16; 3]>;
 const PLAYER_MOVING: &[usize] = &[0, 1, 2];
 const MOVER_MOVING: &[usize] = &[0, 2];
@@ -277,7 +279,7 @@ pub const EXACT_REACH: f64 = 512.0;
 /// a running player would otherwise pay for in every snapshot.
 pub const FAR_TOLERANCE: i64 = 32;
 
-/// Ticks past its frame a baseline's motion carries its entities on; beyond, the
+/// Ticks past its scene a baseline's motion carries its entities on; beyond, the
 /// baseline stands where it is (a guess that old saves nothing).
 const MOTION_REACH: u64 = 32;
 
@@ -325,9 +327,9 @@ fn carry<const N: usize>(
     }
 }
 
-impl Frame {
-    /// The snapshot this frame shows a client (without `others`, the players are checked
-    /// but left out), refusing out-of-range fields. The decoder's and the encoder's frames
+impl Scene {
+    /// The snapshot this scene shows a client (without `others`, the players are checked
+    /// but left out), refusing out-of-range fields. The decoder's and the encoder's scenes
     /// of a tick are equal, so both ends get the same snapshot.
     fn snapshot(&self, feedback: Feedback, others: bool) -> Result<Snapshot, ProtocolError> {
         let own = self
@@ -355,8 +357,8 @@ impl Frame {
         })
     }
 
-    /// Records how each entity moved since `base`, the frame this one was written against.
-    fn set_motion(&mut self, base: &Frame) {
+    /// Records how each entity moved since `base`, the scene this one was written against.
+    fn set_motion(&mut self, base: &Scene) {
         self.span = if base.tick == 0 {
             0
         } else {
@@ -377,9 +379,9 @@ impl Frame {
         motion_of(&self.own, &base.own, PLAYER_MOVING, &mut self.own_motion);
     }
 
-    /// This frame as the baseline of a snapshot of `tick`: its entities where they would
+    /// This scene as the baseline of a snapshot of `tick`: its entities where they would
     /// be by then at the pace of their motion.
-    fn carried_to(&self, tick: u64, out: &mut Frame) {
+    fn carried_to(&self, tick: u64, out: &mut Scene) {
         out.tick = self.tick;
         let ahead = tick.saturating_sub(self.tick);
         let span = i64::try_from(self.span).unwrap_or(0);

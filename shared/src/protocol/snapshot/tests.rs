@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 
 /// The message the datagram stands for, built the plain way (lookups by id): the
 /// oracle of the writer's merge.
-fn oracle(frame: &Frame, base: &Frame, fb: Feedback) -> SnapshotMsg {
+fn oracle(scene: &Scene, base: &Scene, fb: Feedback) -> SnapshotMsg {
     fn delta<const N: usize>(id: u32, o: Option<&[i64; N]>, f: &[i64; N]) -> Option<EntityDelta> {
         let mask = changed(o, f)?;
         let o = o.copied().unwrap_or([0; N]);
@@ -40,18 +40,18 @@ fn oracle(frame: &Frame, base: &Frame, fb: Feedback) -> SnapshotMsg {
         }
     }
     let mut msg = SnapshotMsg {
-        tick: frame.tick,
-        baseline: tick_gap(frame.tick, base.tick),
-        feedback: fb.to_wire(frame.tick),
-        own: delta(0, base.own.get(0), frame.own.get(0).unwrap()).unwrap_or(EntityDelta {
+        tick: scene.tick,
+        baseline: tick_gap(scene.tick, base.tick),
+        feedback: fb.to_wire(scene.tick),
+        own: delta(0, base.own.get(0), scene.own.get(0).unwrap()).unwrap_or(EntityDelta {
             id: 0,
             mask: 0,
             values: Default::default(),
         }),
-        players: deltas(&frame.players, &base.players),
-        removed: gone(&frame.players, &base.players),
-        movers: deltas(&frame.movers, &base.movers),
-        removed_movers: gone(&frame.movers, &base.movers),
+        players: deltas(&scene.players, &base.players),
+        removed: gone(&scene.players, &base.players),
+        movers: deltas(&scene.movers, &base.movers),
+        removed_movers: gone(&scene.movers, &base.movers),
     };
     gaps(msg.players.iter_mut().map(|d| &mut d.id));
     gaps(msg.removed.iter_mut());
@@ -60,9 +60,9 @@ fn oracle(frame: &Frame, base: &Frame, fb: Feedback) -> SnapshotMsg {
     msg
 }
 
-/// The datagram written from a frame and its baseline is byte for byte postcard's
-/// encoding of the message built by lookups, and decodes back to the frame, for
-/// random frames: overlapping and disjoint ids, unchanged, zero, huge and negative
+/// The datagram written from a scene and its baseline is byte for byte postcard's
+/// encoding of the message built by lookups, and decodes back to the scene, for
+/// random scenes: overlapping and disjoint ids, unchanged, zero, huge and negative
 /// fields, with and without a baseline.
 #[test]
 fn snapshots_are_written_as_the_message_they_stand_for() {
@@ -106,7 +106,7 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
                 .collect()
         };
         let has_base = round % 5 != 0;
-        let base = Frame {
+        let base = Scene {
             tick: if has_base { 100 } else { 0 },
             players: Entities::sorted(if has_base {
                 base_players.clone()
@@ -123,27 +123,27 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
             } else {
                 vec![]
             }),
-            ..Frame::default()
+            ..Scene::default()
         };
         // The own state unchanged now and then: a delta with no field.
         let own = match (round % 3, base.own.get(0)) {
             (0, Some(o)) => *o,
             _ => std::array::from_fn(|_| field(&mut rng)),
         };
-        let frame = Frame {
+        let scene = Scene {
             tick: 104,
             movers: Entities::sorted(three(players.clone())),
             players: Entities::sorted(players),
             own: Entities::sorted(vec![(0, own)]),
-            ..Frame::default()
+            ..Scene::default()
         };
         let fb = Feedback {
             last_command: rng.gen(),
             input_lead: rng.gen_bool(0.5).then(|| rng.gen()),
             ..Feedback::default()
         };
-        let want = encode(&ServerDatagram::Snapshot(oracle(&frame, &base, fb)));
-        let got = write_snapshot(&frame, &base, fb);
+        let want = encode(&ServerDatagram::Snapshot(oracle(&scene, &base, fb)));
+        let got = write_snapshot(&scene, &base, fb);
         assert_eq!(got, want, "round {round}");
         let Ok(ServerDatagram::Snapshot(mut msg)) = decode("snapshot", &got) else {
             panic!("not a snapshot");
@@ -155,7 +155,7 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
         for d in &msg.players {
             back.set(d.id, apply(base.players.get(d.id), d).unwrap());
         }
-        assert_eq!(back.0, frame.players.0, "round {round}");
+        assert_eq!(back.0, scene.players.0, "round {round}");
         assert_eq!(
             apply(base.own.get(0), &msg.own).unwrap(),
             own,
