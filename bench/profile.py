@@ -15,8 +15,9 @@ from collections import Counter
 CATEGORIES = [
     ("allocation and copies", r"malloc|_int_free|\bfree\b|realloc|memmove|memcpy|unlink_chunk|cfree|alloc::raw_vec"),
     ("interest (nearest players)", r"Crowd::nearest|select_nth|quicksort|smallsort|partition|PlayerGrid::near.*snapshot"),
-    # The server's own QUIC driver (server/src/quic.rs) counts as QUIC, as quinn's did.
-    ("QUIC (quinn, rustls, ring)", r"quinn|expel_server::quic::|rustls|ring_core|ring::|aes_gcm|chacha|poly1305"),
+    # The server's own QUIC shell (server/src/quic/) and the shared driver (expel-quic) count
+    # as QUIC, as quinn's did.
+    ("QUIC (quinn, rustls, ring)", r"quinn|expel_server::quic::|expel_quic::|rustls|ring_core|ring::|aes_gcm|chacha|poly1305"),
     ("kernel (UDP, scheduling)", r"\[k\]|^(__|do_|entry_|sys_|udp|ip_|net_|sock|skb|tcp|ep_|schedule|futex)"),
     ("snapshot and input encoding", r"snapshot::|postcard|serde|frame_msg|Entities|protocol::frame|encode|decode"),
     ("simulation (pmove, traces, step)", r"sim::|pmove|collision::|SimCollider|boxsweep|mover::"),

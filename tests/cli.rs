@@ -912,10 +912,7 @@ fn a_lone_client_on_a_clean_link_is_never_corrected_on_any_shipped_map() {
         let http: std::net::SocketAddr = v["metrics"].as_str().unwrap().parse().unwrap();
         let metrics = common::http_get(http, "/metrics").1;
         let counter = |name: &str| -> f64 {
-            metrics
-                .lines()
-                .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-                .unwrap_or_else(|| panic!("{name} missing"))
+            expel_bots::metrics::sample(&metrics, name).unwrap_or_else(|| panic!("{name} missing"))
         };
         let (missing, late) = (
             counter("expel_inputs_missing_total"),

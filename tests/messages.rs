@@ -272,11 +272,8 @@ async fn abusive_messages_are_refused_counted_and_kicked_while_honest_ones_echo(
     assert!(matches!(honest.status(), expel_client::Status::Playing));
     let text = common::http_get(r.metrics_addr.unwrap(), "/metrics").1;
     let metric = |ch: &str, outcome: &str| -> f64 {
-        let key = format!("expel_messages_total{{channel=\"{ch}\",outcome=\"{outcome}\"}} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(&key))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(-1.0)
+        let series = format!("expel_messages_total{{channel=\"{ch}\",outcome=\"{outcome}\"}}");
+        expel_bots::metrics::sample(&text, &series).unwrap_or(-1.0)
     };
     // One too large and three malformed, reliable; the flood's excess, unreliable.
     assert_eq!(metric("reliable", "refused"), 4.0, "{text}");

@@ -1,5 +1,5 @@
 //! Random-input player ticks per map (the authored maps, and the real maps in
-//! `../shared/maps` when present): 200,000 each in the suite, `EXPEL_RANDOM_TICKS` more
+//! `../shared/maps` when present): 100,000 each in the suite, `EXPEL_RANDOM_TICKS` more
 //! (`.ci/run` runs a million). Every trace the movement makes is replayed against the
 //! independent oracle: no sub-move passes through solid and no tick ends in solid.
 
@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 /// Ticks per map unless `EXPEL_RANDOM_TICKS` says.
-const TICKS_PER_MAP: usize = 200_000;
+const TICKS_PER_MAP: usize = 100_000;
 const PLAYERS: usize = 50;
 /// Overlap the oracle tolerates (rounding).
 const TOL: f64 = 1e-6;
