@@ -402,9 +402,8 @@ async fn a_token_refused_because_its_player_is_connected_stays_good() {
 async fn the_http_endpoint_backs_off_at_the_descriptor_limit_and_bounds_viewers() {
     let _serial = SERIAL.lock().await;
     let mut s = Served::start("ulimit -n 256 &&");
-    // 300 idle connections from 30 addresses: past the server's descriptor limit. (Once
-    // in CI one was refused, which no run since has repeated: a refusal says where it
-    // came and what the server was doing.)
+    // 300 idle connections from 30 addresses: past the server's descriptor limit. A
+    // refusal says which connection and what the server was doing.
     let mut idle: Vec<TcpStream> = Vec::new();
     for i in 0..300 {
         match tcp_from([127, 0, 2, 1 + (i % 30) as u8], s.http, None) {

@@ -834,11 +834,10 @@ fn the_model_cache_is_bounded_and_evicts_the_least_recently_used() {
     assert_eq!(files().len(), 1);
 }
 
-/// The field's finding: one client alone on a clean loopback link was corrected, and the
-/// server counted missing and late inputs. On every shipped map, a lone client walking,
-/// turning, jumping and crouching (10 s; `EXPEL_CLEAN_SECONDS`, a minute in `.ci/run`) sends every command
-/// in time from its first tick (the server counts none missing or late) and sees no
-/// correction its prediction is to blame for.
+/// On every shipped map, a lone client on a clean loopback link walking, turning,
+/// jumping and crouching (10 s; `EXPEL_CLEAN_SECONDS`, a minute in `.ci/run`) sends every
+/// command in time from its first tick (the server counts none missing or late) and sees
+/// no correction its prediction is to blame for.
 #[test]
 fn a_lone_client_on_a_clean_link_is_never_corrected_on_any_shipped_map() {
     let seconds: u64 = std::env::var("EXPEL_CLEAN_SECONDS")
