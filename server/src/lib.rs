@@ -184,7 +184,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
     }
     let metrics = Arc::new(Metrics::new());
     metrics.capacity.set(cfg.game.max_players as u64);
-    let quic = bind(&cfg, metrics.clone())?;
+    let quic = bind(&cfg, metrics.udp_counts())?;
     let addr = quic[0]
         .socket
         .local_addr()
@@ -296,7 +296,7 @@ fn check_operator_endpoint(addr: SocketAddr, token: Option<&str>) -> Result<(), 
 /// started again after a crash (same secret, same address) resets the connections of its
 /// previous life the moment their clients send anything: they learn at once that they
 /// must reconnect, instead of waiting out an idle timeout (or the client's silence limit).
-fn bind(cfg: &ServerConfig, counts: Arc<Metrics>) -> Result<Vec<QuicParts>, ServerError> {
+fn bind(cfg: &ServerConfig, counts: udp::UdpCounts) -> Result<Vec<QuicParts>, ServerError> {
     let threads = cfg.io_threads;
     if !(1..=MAX_IO_THREADS).contains(&threads) {
         return Err(ServerError::Config(format!(

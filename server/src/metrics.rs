@@ -8,7 +8,7 @@
 //! time ([`MACHINE`]), so no counter is kept twice.
 
 use crate::admission::Decision;
-use crate::udp::Rejected;
+use crate::udp::{Rejected, UdpCounts};
 use expel_shared::protocol::channel::Channel;
 use expel_shared::protocol::server::{ServerStats, REFUSALS};
 use expel_shared::validate::ViolationKind;
@@ -448,6 +448,15 @@ impl Metrics {
             if t.len() < FLAGGED_CAP || t.contains_key(&player) {
                 t.entry(player).or_default()[i] += 1;
             }
+        }
+    }
+
+    /// Handles on what the UDP doorman counts.
+    pub(crate) fn udp_counts(&self) -> UdpCounts {
+        UdpCounts {
+            datagrams: self.udp_datagrams.clone(),
+            other_version: self.udp_other_version.clone(),
+            rejected: self.udp_rejected.by.clone(),
         }
     }
 

@@ -14,11 +14,10 @@
 //! Long-header packets of other versions pass (quinn answers them with version
 //! negotiation) and are counted apart.
 
-use crate::metrics::Metrics;
 use expel_quic::RecvMeta;
 use expel_shared::protocol::keyed::KeyedHash;
+use prometheus_client::metrics::counter::Counter;
 use quinn_proto::{ConnectionId, ConnectionIdGenerator, InvalidCid};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Bytes of a connection id's nonce: the owning I/O thread, then seven random bytes.
@@ -105,6 +104,18 @@ impl ConnectionIdGenerator for CidGenerator {
     fn cid_lifetime(&self) -> Option<Duration> {
         None
     }
+}
+
+/// What the doorman counts: handles on the server's metrics (a clone shares the counts;
+/// `Metrics::udp_counts` hands them out), so the doorman needs nothing else of them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct UdpCounts {
+    /// Datagrams received (each of a coalesced batch counted).
+    pub(crate) datagrams: Counter,
+    /// Of them, long-header packets of another QUIC version (passed on).
+    pub(crate) other_version: Counter,
+    /// Of them, dropped, in [`Rejected::ALL`] order.
+    pub(crate) rejected: [Counter; Rejected::ALL.len()],
 }
 
 /// Why a datagram was dropped, as the metrics label it.
@@ -195,11 +206,11 @@ const KNOWN_IDS: usize = 4096;
 pub(crate) struct Doorman {
     cids: CidGenerator,
     known: Vec<Option<[u8; CID_LEN]>>,
-    counts: Arc<Metrics>,
+    counts: UdpCounts,
 }
 
 impl Doorman {
-    pub(crate) fn new(cids: CidGenerator, counts: Arc<Metrics>) -> Doorman {
+    pub(crate) fn new(cids: CidGenerator, counts: UdpCounts) -> Doorman {
         Doorman {
             cids,
             known: vec![None; KNOWN_IDS],
@@ -253,16 +264,16 @@ impl Doorman {
         let mut at = 0;
         while at < meta.len {
             let end = (at + stride).min(meta.len);
-            self.counts.udp_datagrams.inc();
+            self.counts.datagrams.inc();
             let keep = match judge(&buf[at..end], |cid| self.issued(cid)) {
                 Verdict::Pass => true,
                 Verdict::OtherVersion => {
-                    self.counts.udp_other_version.inc();
+                    self.counts.other_version.inc();
                     true
                 }
                 Verdict::Drop(why) => {
                     if let Some(i) = Rejected::ALL.iter().position(|x| *x == why) {
-                        self.counts.udp_rejected.inc(i);
+                        self.counts.rejected[i].inc();
                     }
                     false
                 }
@@ -353,7 +364,7 @@ mod tests {
     fn the_owner_is_read_from_issued_ids_and_anything_else_is_nobodys() {
         let mut door = Doorman::new(
             CidGenerator::new(KeyedHash::new(b"k")),
-            Arc::new(Metrics::new()),
+            UdpCounts::default(),
         );
         let id = CidGenerator::new(KeyedHash::new(b"k"))
             .for_owner(3)
@@ -392,7 +403,7 @@ mod tests {
     fn remembered_ids_pass_and_nothing_else_does() {
         let mut door = Doorman::new(
             CidGenerator::new(KeyedHash::new(b"k")),
-            Arc::new(Metrics::new()),
+            UdpCounts::default(),
         );
         let mut g = CidGenerator::new(KeyedHash::new(b"k"));
         let ids: Vec<ConnectionId> = (0..10_000).map(|_| g.generate_cid()).collect();

@@ -11,7 +11,7 @@
 //! the admission slot a peer holds until it joins.
 
 use crate::admission::{Admission, Pending};
-use crate::udp::{CidGenerator, Doorman};
+use crate::udp::{CidGenerator, Doorman, UdpCounts};
 use crate::{Decision, Limits, Metrics};
 use bytes::{Bytes, BytesMut};
 use expel_quic::{datagrams, endpoint_events, transmit, Batch, Blocked, RecvMeta, Timers, Wire};
@@ -206,7 +206,7 @@ pub(crate) struct QuicParts {
     pub(crate) server: Arc<quinn_proto::ServerConfig>,
     /// The endpoint's connection ids, which the doorman checks.
     pub(crate) ids: CidGenerator,
-    pub(crate) counts: Arc<Metrics>,
+    pub(crate) counts: UdpCounts,
     /// This thread's place among the I/O threads.
     pub(crate) index: u8,
 }
