@@ -88,17 +88,17 @@ pub(crate) async fn serve(
             continue; // dropped: closed at once
         };
         metrics.http_connections.inc();
-        let sock = Shared(Arc::new(sock));
+        let (arm, armed) = oneshot::channel();
         let cx = Arc::new(Cx {
-            sock: sock.clone(),
+            sock: Shared(Arc::new(sock)),
             metrics: metrics.clone(),
             live: live.clone(),
             auth: auth.clone(),
             from: from.ip(),
-            watch: Mutex::new(None),
+            watch: Mutex::new(Some(arm)),
         });
         tokio::spawn(async move {
-            connection(sock, cx).await;
+            connection(cx, armed).await;
             drop((permit, held));
         });
     }
@@ -124,11 +124,7 @@ struct Watch {
 
 /// One connection: one request, answered by hyper, and closed. A live stream's viewer
 /// that leaves the newest frame unread too long is cut off.
-async fn connection(sock: Shared, cx: Arc<Cx>) {
-    let (arm, armed) = oneshot::channel();
-    if let Ok(mut w) = cx.watch.lock() {
-        *w = Some(arm);
-    }
+async fn connection(cx: Arc<Cx>, armed: oneshot::Receiver<Watch>) {
     let service = {
         let cx = cx.clone();
         hyper::service::service_fn(move |req| {
@@ -141,7 +137,7 @@ async fn connection(sock: Shared, cx: Arc<Cx>) {
         .header_read_timeout(HEAD_TIMEOUT)
         .max_buf_size(MAX_BUFFER)
         .keep_alive(false)
-        .serve_connection(TokioIo::new(sock), service);
+        .serve_connection(TokioIo::new(cx.sock.clone()), service);
     tokio::select! {
         _ = conn => {}
         () = stalled(armed) => {

@@ -147,11 +147,12 @@ pub(crate) fn frame(sim: &Sim, world: &WorldState, m: &Metrics, tick_ms: f64) ->
             [r(b.min.x), r(b.min.y), r(b.max.x), r(b.max.y)]
         })
         .collect();
+    let (bytes_out, bytes_in) = m.read_machine(|s| (s.bytes_out, s.bytes_in));
     serde_json::json!({
         "tick": world.tick,
         "tick_ms": (tick_ms * 1000.0).round() / 1000.0,
-        "bytes_out": m.machine().bytes_out,
-        "bytes_in": m.machine().bytes_in,
+        "bytes_out": bytes_out,
+        "bytes_in": bytes_in,
         "players": players,
         "movers": movers,
     })

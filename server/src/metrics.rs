@@ -76,11 +76,6 @@ impl<const N: usize> Labelled<N> {
             c.inc();
         }
     }
-
-    /// The count of the `i`-th value.
-    pub fn get(&self, i: usize) -> u64 {
-        self.by.get(i).map_or(0, Counter::get)
-    }
 }
 
 impl<const N: usize> TypedMetric for Labelled<N> {
@@ -372,9 +367,10 @@ impl Collector for Scraped {
                 .collect(),
         )?;
         let max = recent_max(&self.tick_max, self.started.elapsed().as_secs());
+        let help = format!("The longest tick of the last {MAX_WINDOW} seconds.");
         let e = d.encode_descriptor(
             "expel_tick_duration_max_seconds",
-            "The longest tick of the last 5 seconds.",
+            &help,
             None,
             MetricType::Gauge,
         )?;
@@ -469,7 +465,16 @@ impl Metrics {
 
     /// The protocol machine's counters as last handed over.
     pub fn machine(&self) -> ServerStats {
-        self.machine.lock().map(|s| s.clone()).unwrap_or_default()
+        self.read_machine(ServerStats::clone)
+    }
+
+    /// What `read` takes from the machine's counters as last handed over, without copying
+    /// them all.
+    pub fn read_machine<T>(&self, read: impl FnOnce(&ServerStats) -> T) -> T {
+        match self.machine.lock() {
+            Ok(s) => read(&s),
+            Err(_) => read(&ServerStats::default()),
+        }
     }
 
     /// Whether the server accepts players (false while shutting down).
