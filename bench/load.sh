@@ -65,6 +65,37 @@ if [ "${NOISE:-0}" = 1 ]; then
   "${pin_server[@]}" sh -c 'while :; do :; done' &
   noise=$!
 fi
+# Each server thread's run time (ns, the kernel's schedstat) by name, and the players in.
+thread_cpu() {
+  local players
+  players=$(curl -s "http://$2/metrics" 2>/dev/null | awk '/^expel_players /{print $2}')
+  echo "players ${players:-0}"
+  for t in /proc/"$1"/task/*; do
+    echo "$(cat "$t/comm" 2>/dev/null) $(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
+  done
+}
+# From two thread_cpu readings SECS apart: the machine thread's CPU ms per player-second
+# (the busiest tick thread: with workers the loop runs on one of them), then the busiest
+# I/O thread's.
+thread_share() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import sys
+def read(path):
+    d = {}
+    for line in open(path):
+        name, _, v = line.rpartition(" ")
+        if v.strip():
+            d[name.strip()] = d.get(name.strip(), 0) + int(float(v))
+    return d
+a, b, secs = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
+players = max(b.get("players", 0), 1)
+ms = lambda k: (b.get(k, 0) - a.get(k, 0)) / 1e6 / secs / players
+# With workers the machine's loop runs on one of them (the busiest: it also routes).
+print(f"{max(ms(k) for k in b if k == 'expel-machine' or k.startswith('expel-step')):.3f}")
+io = [ms(k) for k in b if k.startswith("expel-io")]
+print(f"{max(io):.3f}" if io else "n/a")
+PY
+}
 rows=()
 short=()
 best=0
@@ -87,6 +118,13 @@ for n in "${counts[@]}"; do
     (sleep $((secs / 3)) && perf record -e cpu-clock -F 499 --call-graph dwarf,16384 -p "$server" -o "$out/perf-$n.data" -- sleep $((secs / 3)) >/dev/null 2>&1) &
     prof=$!
   fi
+  # The machine's thread alone (what admission is held to) and the busiest I/O thread,
+  # over the middle third of the run: CPU ms per player-second from the kernel's counts.
+  threads="$out/threads-$n.txt"
+  rm -f "$threads"
+  (sleep $((secs / 3)) && thread_cpu "$server" "$addr" >"$threads.a" && sleep $((secs / 3)) &&
+    thread_cpu "$server" "$addr" >"$threads.b" && thread_share "$threads.a" "$threads.b" $((secs / 3)) >"$threads") &
+  sampler=$!
   # BOT_PROCS processes share the N bots, each with its own player ids and pinned to the
   # next of BOT_CPUS; their reports merge into one. They share the 64 handshakes in flight
   # that the server allows one address (they all come from loopback).
@@ -125,6 +163,9 @@ json.dump(m, open(sys.argv[1], "w"), indent=1)
 MERGE
   cat "$out"/bots-"$n"-p*.txt >"$out/bots-$n.txt"
   [ -n "$prof" ] && wait "$prof"
+  wait "$sampler" 2>/dev/null || true
+  machine_ms=$(sed -n 1p "$threads" 2>/dev/null || true)
+  io_ms=$(sed -n 2p "$threads" 2>/dev/null || true)
   # The server's own account of its lateness, before it goes.
   metrics=$(curl -s "http://$addr/metrics" 2>/dev/null || true)
   late=$(awk '/^expel_ticks_late_total /{print $2}' <<<"$metrics")
@@ -132,11 +173,12 @@ MERGE
   missing=$(awk '/^expel_inputs_missing_total /{print $2}' <<<"$metrics")
   skipped=$(awk '/^expel_ticks_skipped_total /{print $2}' <<<"$metrics")
   kill -TERM "$server" && wait "$server" || true
-  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-60}" "${late:-n/a}" "${skipped:-n/a}" "${applied:-0}" "${missing:-0}" <<'EOF'
+  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-60}" "${late:-n/a}" "${skipped:-n/a}" "${applied:-0}" "${missing:-0}" "${machine_ms:-n/a}" "${io_ms:-n/a}" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1])); n = int(sys.argv[2]); rate = float(sys.argv[3])
 late, skipped = sys.argv[4], sys.argv[5]
 applied, missing = float(sys.argv[6]), float(sys.argv[7])
+machine_ms, io_ms = sys.argv[8], sys.argv[9]
 # Of the ticks the server had a player's command for or lacked one: the share in time.
 in_time = "n/a" if applied + missing == 0 else f"{100 * applied / (applied + missing):.3f}%"
 f = lambda v: "n/a" if v is None else f"{v:.2f}"
@@ -158,7 +200,8 @@ print(f"| {n} | {r['connected']} | {f(r['server_tick_ms_p50'])} | {f(r['server_t
       f"{f(r['server_tick_ms_max'])} | {f(cpu)} | {f(per)} | {f(steady)} | {f(per_dg)} | {r['down_bytes_per_s']:.0f} | "
       f"{r['down_payload_bytes_per_s']:.0f} | {dg:.1f} | {f(quic)} | "
       f"{r['up_bytes_per_s']:.0f} | {r['up_datagrams_per_s']:.1f} | {lost} | {r['honest_flagged']} | "
-      f"{r['snapshots_per_s']:.1f} | {r['refused_for_load']} | {late} | {skipped} | {in_time} |")
+      f"{r['snapshots_per_s']:.1f} | {r['refused_for_load']} | {late} | {skipped} | {in_time} | "
+      f"{machine_ms} | {io_ms} |")
 # The steady CPU, for the estimate of where the server's cores run out.
 print("n/a" if steady is None else f"{steady:.4f}")
 # Bots whose core is full send fewer inputs than asked: the row then measures a lighter
@@ -180,8 +223,8 @@ EOF
 done
 
 echo "server on CPUs $server_cpus$([ -n "$noise" ] && echo " (shared with a busy process)"), bots on CPUs $bot_cpus, ${secs} s per run, $([ ${#light[@]} -gt 0 ] && echo light || echo predicting) bots, inputs at ${INPUT_RATE:-60} Hz"
-echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s (whole run) | the same, everyone on | server CPU us per datagram each way | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot | refused for load | ticks late | ticks skipped | inputs in time |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s (whole run) | the same, everyone on | server CPU us per datagram each way | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot | refused for load | ticks late | ticks skipped | inputs in time | machine thread CPU ms per player-s | busiest I/O thread's |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 echo
 [ ${#short[@]} -gt 0 ] && printf '%s\n' "${short[@]}"

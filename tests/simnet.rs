@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{arena, network, token};
+use common::{arena, network, network_with, token};
 
 use expel_bots::{CheatTamper, Cheats};
 use expel_shared::protocol::client::{Client, ClientSettings, Status};
@@ -133,6 +133,64 @@ fn the_same_seed_gives_the_same_final_state_twice() {
     assert_eq!(a.0, b.0, "world hash");
     assert_eq!(a.1, b.1, "server counters");
     assert_eq!(a.2, b.2, "client corrections");
+}
+
+/// A crowd past the size whose inputs are judged over the tick's workers (a batch of 64
+/// players or more), some of it cheating (teleports, fast clocks, speed, noclip), under
+/// loss and duplication: the world, every counter and every event are the same judged
+/// on one thread and on four.
+#[test]
+fn a_crowd_judged_over_four_workers_ends_in_the_same_bits_as_on_one() {
+    let run = |threads: usize| {
+        let mut net = network_with(96, lossy(), 5, |s| {
+            s.movement = MovementAuthority::Server;
+            s.threads = threads;
+        });
+        for i in (0..net.len()).step_by(8) {
+            let cheats = match i / 8 % 4 {
+                0 => Cheats {
+                    teleport: Some(glam::DVec3::new(0.0, -300.0, 0.0)),
+                    ..Default::default()
+                },
+                1 => Cheats {
+                    clock_factor: 1.25,
+                    ..Default::default()
+                },
+                2 => Cheats {
+                    speed: 2.0,
+                    ..Default::default()
+                },
+                _ => Cheats {
+                    noclip: true,
+                    ..Default::default()
+                },
+            };
+            let cheats = Cheats {
+                after_ticks: 60,
+                ..cheats
+            };
+            let began = Arc::new(AtomicU64::new(0));
+            net.client_mut(i)
+                .set_tamper(Box::new(CheatTamper::new(cheats, began)));
+        }
+        net.run(Duration::from_secs(20), &mut wander);
+        let events: Vec<String> = net.events().iter().map(|e| format!("{e:?}")).collect();
+        (
+            net.server().world().hash(),
+            net.server().stats().clone(),
+            events,
+        )
+    };
+    let one = run(1);
+    let four = run(4);
+    assert!(
+        one.1.violations.iter().sum::<u64>() > 0,
+        "nobody was caught"
+    );
+    assert!(one.1.kicks > 0, "nobody was kicked");
+    assert_eq!(one.0, four.0, "world hash");
+    assert_eq!(one.1, four.1, "server counters");
+    assert_eq!(one.2, four.2, "events");
 }
 
 #[test]

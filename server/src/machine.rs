@@ -16,9 +16,9 @@ use tracing::{debug, info, warn};
 const LATE_TOLD: Duration = Duration::from_millis(100);
 
 /// Whether a tick's work spreads over the machine's workers: only while a tick on one
-/// thread takes over a quarter of the period. The machine's thread also takes every input
-/// (about a third of its work beside the tick), and its load caps the players admitted:
-/// spread from there, it stays under about half busy. Under that, one thread is cheaper,
+/// thread, with the inputs taken for it, takes over a quarter of the period. The machine's
+/// thread's load caps the players admitted: spread from there, it stays under about half
+/// busy. Under that, one thread is cheaper,
 /// and a spread tick waits for every worker it handed work to, which the system may not
 /// run at once when other processes share the cores. The tick time is averaged over
 /// about twenty ticks; spread, a tick takes about its time on one thread over the
@@ -118,6 +118,8 @@ fn machine_loop(
     let max_players = shared.cfg.game.max_players as u64;
     let mut meter = load::LoadMeter::new(shared.port, Instant::now());
     let mut up = Vec::new();
+    // Time spent feeding the machine since the last tick.
+    let mut fed = Duration::ZERO;
     let reason = loop {
         let due = server.poll_timeout();
         let now = Instant::now();
@@ -140,7 +142,9 @@ fn machine_loop(
             }
         }
         // What arrived, before the tick: the commands meet the ticks made for them.
+        let feeding = Instant::now();
         feed(&mut server, &mut io, &mut up);
+        fed += feeding.elapsed();
         if server.poll_timeout() <= Instant::now() {
             let before = server.world().tick;
             let ran = server.stats().ticks;
@@ -159,7 +163,9 @@ fn machine_loop(
                     m.overruns.inc_by(stepped);
                 }
                 longest = longest.max(each);
-                if let Some(on) = spread.as_mut().and_then(|s| s.tick(each)) {
+                // The inputs taken for a tick spread with it: they count in its time.
+                let work = each + std::mem::take(&mut fed) / stepped as u32;
+                if let Some(on) = spread.as_mut().and_then(|s| s.tick(work)) {
                     debug!(on, "tick work spread over the workers");
                     server.set_spread(on);
                     m.tick_threads.set(if on { workers } else { 1 } as u64);
@@ -204,21 +210,37 @@ fn machine_loop(
     None
 }
 
-/// Hands the machine what the I/O threads gathered.
+/// Hands the machine what the I/O threads gathered, in order; each run of datagrams in
+/// one batch, so that the players' inputs are judged over the tick's workers.
 fn feed(server: &mut Server, io: &mut IoThreads, up: &mut Vec<Up>) {
     io.take_up(up);
-    for u in up.drain(..) {
-        match u {
-            Up::Connected { id, room, at } => {
-                server.connected(id, at);
-                server.set_max_datagram(id, room);
-            }
-            Up::Control { id, bytes, at } => server.handle_control(id, &bytes, at),
-            Up::Datagram { id, bytes, at } => server.handle_datagram(id, &bytes, at),
-            Up::MapSent { id, at } => server.handle_map_sent(id, at),
-            Up::Closed { id, reason } => server.handle_closed(id, &reason),
+    let mut rest = &up[..];
+    while let Some(first) = rest.first() {
+        let run = rest
+            .iter()
+            .position(|u| !matches!(u, Up::Datagram { .. }))
+            .unwrap_or(rest.len());
+        if run > 0 {
+            server.handle_datagrams(rest[..run].iter().filter_map(|u| match u {
+                Up::Datagram { id, bytes, at } => Some((*id, &bytes[..], *at)),
+                _ => None,
+            }));
+            rest = &rest[run..];
+            continue;
         }
+        match first {
+            Up::Connected { id, room, at } => {
+                server.connected(*id, *at);
+                server.set_max_datagram(*id, *room);
+            }
+            Up::Control { id, bytes, at } => server.handle_control(*id, bytes, *at),
+            Up::Datagram { .. } => {}
+            Up::MapSent { id, at } => server.handle_map_sent(*id, *at),
+            Up::Closed { id, reason } => server.handle_closed(*id, reason),
+        }
+        rest = &rest[1..];
     }
+    up.clear();
 }
 
 /// Carries out the machine's outputs (queued for the I/O threads, then handed over in

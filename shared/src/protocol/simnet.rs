@@ -77,6 +77,9 @@ pub struct SimNet {
     /// What each tick costs per player in the world, on top.
     player_cost: Duration,
     busy_until: Instant,
+    /// Datagrams that reached the server, kept until it next ticks or takes a control
+    /// message (as its shell gathers them between ticks), with when each arrived.
+    inbox: Vec<(ConnId, Vec<u8>, Instant)>,
     /// The server's work charged since the window began (see [`LOAD_WINDOW`]).
     busy: Duration,
     window_began: Instant,
@@ -100,6 +103,7 @@ impl SimNet {
             tick_cost: Duration::ZERO,
             player_cost: Duration::ZERO,
             busy_until: now,
+            inbox: Vec::new(),
             busy: Duration::ZERO,
             window_began: now,
         }
@@ -238,6 +242,9 @@ impl SimNet {
         let down_delay = delay(self.settings.down);
         let server_free = now >= self.busy_until;
         for p in self.peers.iter_mut().filter(|_| server_free) {
+            if p.ctl_up.front().is_some_and(|(at, _)| *at <= now) {
+                deliver(&mut self.server, &mut self.inbox);
+            }
             while p.ctl_up.front().is_some_and(|(at, _)| *at <= now) {
                 if let Some((_, b)) = p.ctl_up.pop_front() {
                     self.server.handle_control(p.conn, &b, now);
@@ -248,11 +255,12 @@ impl SimNet {
             }
             while let Some(b) = p.up.pop(now) {
                 if !p.closed {
-                    self.server.handle_datagram(p.conn, &b, now);
+                    self.inbox.push((p.conn, b, now));
                 }
             }
         }
         if server_free && self.server.poll_timeout() <= now {
+            deliver(&mut self.server, &mut self.inbox);
             let before = self.server.stats().ticks;
             self.server.handle_timeout(now);
             let stepped = self.server.stats().ticks - before;
@@ -347,12 +355,19 @@ impl SimNet {
             // A client that ended on its own (a goodbye, a protocol error) hangs up.
             if let (Status::Ended(e), false) = (p.client.status(), p.closed) {
                 if !matches!(e, End::Left(_)) || p.ctl_up.is_empty() {
+                    deliver(&mut self.server, &mut self.inbox);
                     p.closed = true;
                     self.server.handle_closed(p.conn, e.reason());
                 }
             }
         }
     }
+}
+
+/// Hands the server the datagrams gathered since it last took them, in one batch.
+fn deliver(server: &mut Server, inbox: &mut Vec<(ConnId, Vec<u8>, Instant)>) {
+    server.handle_datagrams(inbox.iter().map(|(c, b, at)| (*c, &b[..], *at)));
+    inbox.clear();
 }
 
 fn delay(link: LinkConditioner) -> Duration {

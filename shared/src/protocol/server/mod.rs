@@ -23,8 +23,8 @@ use super::rate::InputGate;
 use super::snapshot::{Crowd, Feedback, SnapshotEncoder};
 use super::token::{self, ReplayGuard};
 use super::{
-    decode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl, Welcome,
-    CLOSE_KICKED, CLOSE_REFUSED, CLOSE_SHUTDOWN, MAP_CHUNK, VERSION,
+    decode, ClientControl, ServerControl, Welcome, CLOSE_KICKED, CLOSE_REFUSED, CLOSE_SHUTDOWN,
+    MAP_CHUNK, VERSION,
 };
 use crate::movement::{MoveMode, PlayerState};
 use crate::sim::{PlayerId, Sim, SimScratch, WorldState};
@@ -34,6 +34,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod game;
+mod intake;
 mod join;
 mod replay;
 mod report;
@@ -350,7 +351,7 @@ impl Server {
     /// The tick due at `now` on the wall clock (the server may not have run it yet): what
     /// an honest client's clock follows.
     fn clock(&self, now: Instant) -> u64 {
-        (now.saturating_duration_since(self.epoch).as_secs_f64() * f64::from(self.rate())) as u64
+        wall_tick(self.epoch, self.rate(), now)
     }
 
     /// A connection finished its transport handshake; its hello is due within the hello
@@ -410,138 +411,20 @@ impl Server {
         self.scratch.set_spread(on);
     }
 
-    /// A datagram arrived on the connection. Past the connection's allowance it is dropped
-    /// undecoded; a connection that keeps sending past it is flagged for flooding.
-    pub fn handle_datagram(&mut self, conn: ConnId, bytes: &[u8], now: Instant) {
-        self.called(now);
-        self.stats.datagrams_in += 1;
-        self.stats.bytes_in += bytes.len() as u64;
-        let rate = self.input_rate();
-        let absence = self.absence;
-        let Some(c) = self.conns.get_mut(&conn) else {
-            self.stats.malformed_datagrams += 1;
-            return;
-        };
-        if matches!(c.stage, Stage::Closing) {
-            return; // told to close: whatever it still sends is moot
-        }
-        // The game's messages have their own allowance: they never cost the inputs'.
-        if bytes.first() == Some(&ClientDatagram::MESSAGE_TAG) {
-            let player = match c.stage {
-                Stage::Playing { player } => Some(player),
-                _ => None,
-            };
-            match (decode::<ClientDatagram>("message", bytes), player) {
-                (Ok(ClientDatagram::Message { seq, bytes }), Some(player)) => {
-                    self.message_in(player, Channel::Unreliable, seq, bytes, now);
-                }
-                (Ok(ClientDatagram::Message { .. }), None) => {
-                    self.stats.messages[Channel::Unreliable.index()].dropped += 1;
-                }
-                _ => self.stats.malformed_datagrams += 1,
-            }
-            return;
-        }
-        if let Some((end, length)) = absence {
-            c.gate.credit(rate, end, length, now);
-        }
-        let admitted = c.gate.admit(now);
-        if let (Some(v), Stage::Playing { player }) =
-            (c.gate.flood(rate, now, self.world.tick), &c.stage)
-        {
-            let player = *player;
-            self.violation(player, &v);
-        }
-        if !admitted {
-            self.stats.datagrams_over_rate += 1;
-            return;
-        }
-        let stage = self.conns.get(&conn).map(|c| &c.stage);
-        if matches!(stage, Some(Stage::Closing)) {
-            return; // kicked for flooding just now
-        }
-        let msg = match decode::<ClientDatagram>("input", bytes) {
-            Ok(ClientDatagram::Input(msg)) if msg.validate().is_ok() => msg,
-            _ => {
-                self.stats.malformed_datagrams += 1;
-                return;
-            }
-        };
-        let player = match stage {
-            Some(Stage::Playing { player }) => *player,
-            // Inputs sent while the map is on its way: nothing to do with them yet.
-            Some(Stage::Map { .. }) => return,
-            // Inputs before a hello, or from no connection known: out of turn.
-            _ => {
-                self.stats.malformed_datagrams += 1;
-                return;
-            }
-        };
-        self.input(player, &msg, now);
-    }
-
-    /// Judges and buffers one input message from `id`.
-    fn input(&mut self, id: PlayerId, msg: &InputMsg, now: Instant) {
-        let next = self.world.tick + 1;
-        // Commands are judged against the wall clock, which the server's lateness does not
-        // hold back: an honest client keeps time with it. Its lead is told against it too,
-        // so a server catching up never steers its clients' clocks.
-        let clock = self.clock(now);
-        // Behind: more than the tick due now but not yet run. Then the commands are placed
-        // against the clock's tick, and were not read as they came (nor just after an
-        // absence): their lead would be the server's delay.
-        let behind = clock > next;
-        let due_next = if behind { clock + 1 } else { next };
-        let timely = !behind && self.absence.is_none_or(|(end, _)| end < now);
-        let trusted = self.settings.movement == MovementAuthority::Client;
-        let Some(s) = self.players.get_mut(&id) else {
-            return;
-        };
-        if let Some(v) = s.validator.input(&msg.batch(), next, clock) {
-            let invalid = v.kind == ViolationKind::Invalid;
-            self.violation(id, &v);
-            if invalid {
-                return; // refused, never clamped
-            }
-        }
-        let Some(s) = self.players.get_mut(&id) else {
-            return; // kicked for it
-        };
-        s.last_input = now;
-        s.commands.record(msg.ticked());
-        s.inputs.receive(msg, due_next, timely);
-        s.snapshots.ack(msg.ack);
-        let stale = s.correcting || msg.ack < s.correction_snapshot;
-        if trusted && !stale {
-            // A claim per command; the first copy to arrive stands. One that acknowledges
-            // no snapshot was made from the world the player entered.
-            let seen = msg.ack.max(s.entered);
-            for ((t, _), c) in msg.ticked().zip(&msg.claims) {
-                if t >= next && s.expected.len() < CLAIMS {
-                    s.expected.entry(t).or_insert((*c, seen));
-                }
-            }
-        } else if let (false, Some(p)) = (trusted, msg.predicted) {
-            // The state the client predicted after its last command: checked against its
-            // previous one now, compared when the server steps that tick.
-            let at = msg.batch().newest_tick();
-            let (sim, movers, stats) = (&self.sim, &self.world.movers, &mut self.stats);
-            let replayer = &mut self.replayer;
-            let v = s.validator.report(sim, id, at, &p, msg.ack, || {
-                let sent = (&s.snapshots, &s.commands);
-                replayer.own_prediction(sim, id, sent, msg.ack, at, &p, movers, stats)
-            });
-            if at >= next && s.expected.len() < CLAIMS {
-                s.expected.insert(at, (p, msg.ack));
-            }
-            if let Some(v) = v {
-                self.violation(id, &v);
-            }
-        }
-    }
-
     /// Counts a violation and, past the threshold, kicks the player with the reason.
     fn violation(&mut self, id: PlayerId, v: &Violation) {
+        self.count_violation(id, v);
+        let Some(s) = self.players.get_mut(&id) else {
+            return;
+        };
+        if s.validator.record(v) {
+            let conn = s.conn;
+            self.kick(conn, kick_reason(v));
+        }
+    }
+
+    /// Counts a violation and tells the shell of it (whatever the player's record says).
+    fn count_violation(&mut self, id: PlayerId, v: &Violation) {
         if let Some(i) = ViolationKind::ALL.iter().position(|k| *k == v.kind) {
             self.stats.violations[i] += 1;
         }
@@ -550,14 +433,6 @@ impl Server {
             kind: v.kind,
             evidence: v.evidence.clone(),
         });
-        let Some(s) = self.players.get_mut(&id) else {
-            return;
-        };
-        if s.validator.record(v) {
-            let reason = format!("kicked for cheating ({}: {})", v.kind.name(), v.evidence);
-            let conn = s.conn;
-            self.kick(conn, reason);
-        }
     }
 
     /// Tells every connection the server is shutting down and closes it; later
@@ -647,6 +522,16 @@ impl Server {
             .filter(|c| matches!(c.stage, Stage::Hello { .. }))
             .count() as u64;
     }
+}
+
+/// The tick due at `now` on the wall clock of a server whose tick 0 was at `epoch`.
+fn wall_tick(epoch: Instant, rate: u32, now: Instant) -> u64 {
+    (now.saturating_duration_since(epoch).as_secs_f64() * f64::from(rate)) as u64
+}
+
+/// Why a player whose record of violations passed the threshold is kicked.
+fn kick_reason(v: &Violation) -> String {
+    format!("kicked for cheating ({}: {})", v.kind.name(), v.evidence)
 }
 
 /// The control frames that carry `map` to a client, in order, made as they are written.

@@ -1,0 +1,9 @@
+players 1000
+expel-new 4990915
+tokio-rt-worker 5987256
+tokio-rt-worker 173271
+expel-step-0 3872950575
+expel-step-1 911949699
+expel-io-0 3318480570
+expel-io-1 3339837237
+expel-machine 121572

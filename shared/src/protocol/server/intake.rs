@@ -1,0 +1,323 @@
+//! Datagrams in. A batch (what the shell gathered since it last called) is routed in
+//! arrival order: the connection's allowance, the game's messages, the stage. Then each
+//! player's inputs are decoded, judged and buffered apart from everyone else's (over
+//! the tick's workers while ticks spread: at a thousand players this was a quarter of the
+//! machine's thread), and what that found is applied in player-id order. A player's
+//! inputs only touch its own state; the exception, a re-run of its own prediction (under
+//! one budget for all), waits for the ordered pass, and the player's later inputs with
+//! it. So the outcome is the batch's, whatever ran it on how many threads.
+
+use super::{kick_reason, wall_tick, ConnId, Player, Server, Stage, CLAIMS};
+use crate::movement::PlayerState;
+use crate::protocol::channel::Channel;
+use crate::protocol::{decode, ClientDatagram, InputMsg, MovementAuthority};
+use crate::sim::{PlayerId, Sim, PLAYERS_PER_WORKER};
+use crate::validate::{Violation, ViolationKind};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// An input datagram routed to its player.
+struct Arrival<'b> {
+    bytes: &'b [u8],
+    now: Instant,
+    /// It came while the server was away, or was read late after an absence: its lead
+    /// would tell the server's delay, not the client's.
+    absent: bool,
+}
+
+/// What a player's inputs are judged against: the same for every player of a batch.
+#[derive(Clone, Copy)]
+struct Intake<'a> {
+    sim: &'a Sim,
+    /// The tick the server steps next.
+    next: u64,
+    epoch: Instant,
+    rate: u32,
+    trusted: bool,
+}
+
+/// A teleport that the client's own prediction, re-run, may yet explain.
+struct Suspect {
+    tick: u64,
+    state: PlayerState,
+    ack: u64,
+    violation: Violation,
+}
+
+/// What one player's inputs found, for the ordered pass.
+#[derive(Default)]
+struct Found {
+    /// Arrivals taken so far.
+    taken: usize,
+    malformed: u64,
+    violations: Vec<Violation>,
+    /// Why it is kicked, once its record passes the threshold (its later inputs are moot).
+    kicked: Option<String>,
+    /// Taking stops here until the ordered pass has re-run the prediction.
+    suspect: Option<Suspect>,
+}
+
+impl Found {
+    fn violation(&mut self, s: &mut Player, v: Violation) {
+        if s.validator.record(&v) {
+            self.kicked = Some(kick_reason(&v));
+        }
+        self.violations.push(v);
+    }
+}
+
+impl Server {
+    /// A datagram arrived on the connection. Past the connection's allowance it is dropped
+    /// undecoded; a connection that keeps sending past it is flagged for flooding.
+    pub fn handle_datagram(&mut self, conn: ConnId, bytes: &[u8], now: Instant) {
+        self.handle_datagrams([(conn, bytes, now)]);
+    }
+
+    /// Datagrams that arrived, in the order they did (each as [`Server::handle_datagram`]).
+    /// A shell that gathers them between ticks hands them over at once: each player's are
+    /// then judged apart, over the tick's workers while ticks spread.
+    pub fn handle_datagrams<'b>(
+        &mut self,
+        batch: impl IntoIterator<Item = (ConnId, &'b [u8], Instant)>,
+    ) {
+        let mut inputs: BTreeMap<PlayerId, Vec<Arrival<'b>>> = BTreeMap::new();
+        for (conn, bytes, now) in batch {
+            if let Some((player, a)) = self.route(conn, bytes, now) {
+                inputs.entry(player).or_default().push(a);
+            }
+        }
+        if !inputs.is_empty() {
+            self.take_inputs(&inputs);
+        }
+    }
+
+    /// Counts a datagram and sees it through its connection: a game's message is taken at
+    /// once, an input over the allowance is dropped, and one for a player in the world is
+    /// returned to be judged with the batch.
+    fn route<'b>(
+        &mut self,
+        conn: ConnId,
+        bytes: &'b [u8],
+        now: Instant,
+    ) -> Option<(PlayerId, Arrival<'b>)> {
+        self.called(now);
+        self.stats.datagrams_in += 1;
+        self.stats.bytes_in += bytes.len() as u64;
+        let rate = self.input_rate();
+        let absence = self.absence;
+        let Some(c) = self.conns.get_mut(&conn) else {
+            self.stats.malformed_datagrams += 1;
+            return None;
+        };
+        if matches!(c.stage, Stage::Closing) {
+            return None; // told to close: whatever it still sends is moot
+        }
+        // The game's messages have their own allowance: they never cost the inputs'.
+        if bytes.first() == Some(&ClientDatagram::MESSAGE_TAG) {
+            let player = match c.stage {
+                Stage::Playing { player } => Some(player),
+                _ => None,
+            };
+            match (decode::<ClientDatagram>("message", bytes), player) {
+                (Ok(ClientDatagram::Message { seq, bytes }), Some(player)) => {
+                    self.message_in(player, Channel::Unreliable, seq, bytes, now);
+                }
+                (Ok(ClientDatagram::Message { .. }), None) => {
+                    self.stats.messages[Channel::Unreliable.index()].dropped += 1;
+                }
+                _ => self.stats.malformed_datagrams += 1,
+            }
+            return None;
+        }
+        if let Some((end, length)) = absence {
+            c.gate.credit(rate, end, length, now);
+        }
+        let admitted = c.gate.admit(now);
+        if let (Some(v), Stage::Playing { player }) =
+            (c.gate.flood(rate, now, self.world.tick), &c.stage)
+        {
+            let player = *player;
+            self.violation(player, &v);
+        }
+        if !admitted {
+            self.stats.datagrams_over_rate += 1;
+            return None;
+        }
+        match self.conns.get(&conn).map(|c| &c.stage) {
+            Some(Stage::Playing { player }) => {
+                let absent = absence.is_some_and(|(end, _)| end >= now);
+                Some((*player, Arrival { bytes, now, absent }))
+            }
+            Some(Stage::Closing) => None, // kicked for flooding just now
+            stage => {
+                // Decoded all the same: what is not an input is counted as malformed.
+                let input = matches!(
+                    decode::<ClientDatagram>("input", bytes),
+                    Ok(ClientDatagram::Input(msg)) if msg.validate().is_ok()
+                );
+                // Inputs while the map is on its way have nothing to do yet; inputs
+                // before a hello, or from no connection known, are out of turn.
+                if !input || !matches!(stage, Some(Stage::Map { .. })) {
+                    self.stats.malformed_datagrams += 1;
+                }
+                None
+            }
+        }
+    }
+
+    /// Judges and buffers each player's routed inputs (see the module's doc).
+    fn take_inputs(&mut self, inputs: &BTreeMap<PlayerId, Vec<Arrival<'_>>>) {
+        let ctx = Intake {
+            sim: &self.sim,
+            next: self.world.tick + 1,
+            epoch: self.epoch,
+            rate: self.sim.config().tick_rate,
+            trusted: self.settings.movement == MovementAuthority::Client,
+        };
+        let (next, epoch, rate, trusted) = (ctx.next, ctx.epoch, ctx.rate, ctx.trusted);
+        // Both in id order: one merge pairs each player with its inputs.
+        let mut work: Vec<(PlayerId, &mut Player, &[Arrival], Found)> =
+            Vec::with_capacity(inputs.len());
+        let mut players = self.players.iter_mut().peekable();
+        for (id, list) in inputs {
+            while players.next_if(|(p, _)| *p < id).is_some() {}
+            if let Some((_, s)) = players.next_if(|(p, _)| *p == id) {
+                work.push((*id, s, list, Found::default()));
+            }
+        }
+        let one = |(id, s, list, f): &mut (PlayerId, &mut Player, &[Arrival], Found)| {
+            take(&ctx, *id, s, list, f)
+        };
+        match self.scratch.spreading() {
+            Some(pool) if work.len() >= 2 * PLAYERS_PER_WORKER => {
+                use rayon::prelude::*;
+                pool.install(|| work.par_iter_mut().for_each(one));
+            }
+            _ => work.iter_mut().for_each(one),
+        }
+        let found: Vec<(PlayerId, Found)> = work.into_iter().map(|(id, _, _, f)| (id, f)).collect();
+        for (id, mut f) in found {
+            let list = &inputs[&id];
+            loop {
+                self.stats.malformed_datagrams += std::mem::take(&mut f.malformed);
+                for v in std::mem::take(&mut f.violations) {
+                    self.count_violation(id, &v);
+                }
+                if let Some(reason) = f.kicked.take() {
+                    if let Some(conn) = self.players.get(&id).map(|s| s.conn) {
+                        self.kick(conn, reason);
+                    }
+                    break;
+                }
+                let (Some(sus), Some(s)) = (f.suspect.take(), self.players.get_mut(&id)) else {
+                    break;
+                };
+                // Flagged unless the client's own prediction, re-run, gives the same.
+                let (sim, movers) = (&*self.sim, &self.world.movers);
+                let sent = (&s.snapshots, &s.commands);
+                let own = self.replayer.own_prediction(
+                    sim,
+                    id,
+                    sent,
+                    sus.ack,
+                    sus.tick,
+                    &sus.state,
+                    movers,
+                    &mut self.stats,
+                );
+                if own.as_ref() != Some(&sus.state) {
+                    f.violation(s, sus.violation);
+                }
+                if f.kicked.is_none() {
+                    let ctx = Intake {
+                        sim,
+                        next,
+                        epoch,
+                        rate,
+                        trusted,
+                    };
+                    take(&ctx, id, s, list, &mut f);
+                }
+            }
+        }
+    }
+}
+
+/// Takes a player's inputs from where it left off, until they run out, it is kicked, or
+/// one waits for its prediction's re-run.
+fn take(ctx: &Intake, id: PlayerId, s: &mut Player, list: &[Arrival], f: &mut Found) {
+    while f.kicked.is_none() && f.suspect.is_none() {
+        let Some(a) = list.get(f.taken) else {
+            return;
+        };
+        f.taken += 1;
+        match decode::<ClientDatagram>("input", a.bytes) {
+            Ok(ClientDatagram::Input(msg)) if msg.validate().is_ok() => {
+                input(ctx, id, s, &msg, a, f);
+            }
+            _ => f.malformed += 1,
+        }
+    }
+}
+
+/// Judges and buffers one input message.
+fn input(ctx: &Intake, id: PlayerId, s: &mut Player, msg: &InputMsg, a: &Arrival, f: &mut Found) {
+    let next = ctx.next;
+    // Commands are judged against the wall clock, which the server's lateness does not
+    // hold back: an honest client keeps time with it. Its lead is told against it too,
+    // so a server catching up never steers its clients' clocks.
+    let clock = wall_tick(ctx.epoch, ctx.rate, a.now);
+    // Behind: more than the tick due now but not yet run. Then the commands are placed
+    // against the clock's tick, and were not read as they came (nor just after an
+    // absence): their lead would be the server's delay.
+    let behind = clock > next;
+    let due_next = if behind { clock + 1 } else { next };
+    let timely = !behind && !a.absent;
+    if let Some(v) = s.validator.input(&msg.batch(), next, clock) {
+        let invalid = v.kind == ViolationKind::Invalid;
+        f.violation(s, v);
+        if invalid || f.kicked.is_some() {
+            return; // refused, never clamped; or kicked for it
+        }
+    }
+    s.last_input = a.now;
+    s.commands.record(msg.ticked());
+    s.inputs.receive(msg, due_next, timely);
+    s.snapshots.ack(msg.ack);
+    let stale = s.correcting || msg.ack < s.correction_snapshot;
+    if ctx.trusted && !stale {
+        // A claim per command; the first copy to arrive stands. One that acknowledges
+        // no snapshot was made from the world the player entered.
+        let seen = msg.ack.max(s.entered);
+        for ((t, _), c) in msg.ticked().zip(&msg.claims) {
+            if t >= next && s.expected.len() < CLAIMS {
+                s.expected.entry(t).or_insert((*c, seen));
+            }
+        }
+    } else if let (false, Some(p)) = (ctx.trusted, msg.predicted) {
+        // The state the client predicted after its last command: checked against its
+        // previous one now, compared when the server steps that tick. A jump is asked
+        // of the client's own prediction, re-run in the ordered pass.
+        let at = msg.batch().newest_tick();
+        let mut asked = false;
+        let v = s.validator.report(ctx.sim, id, at, &p, msg.ack, || {
+            asked = true;
+            None
+        });
+        if at >= next && s.expected.len() < CLAIMS {
+            s.expected.insert(at, (p, msg.ack));
+        }
+        match v {
+            Some(violation) if asked => {
+                f.suspect = Some(Suspect {
+                    tick: at,
+                    state: p,
+                    ack: msg.ack,
+                    violation,
+                });
+            }
+            Some(v) => f.violation(s, v),
+            None => {}
+        }
+    }
+}
