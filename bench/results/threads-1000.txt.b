@@ -1,9 +1,9 @@
 players 1000
-expel-new 4990915
-tokio-rt-worker 5987256
-tokio-rt-worker 173271
-expel-step-0 3872950575
-expel-step-1 911949699
-expel-io-0 3318480570
-expel-io-1 3339837237
-expel-machine 121572
+expel-new 4906780
+tokio-rt-worker 228672
+tokio-rt-worker 5542871
+expel-step-0 1030279159
+expel-step-1 3320764976
+expel-io-0 4220251617
+expel-io-1 1874589201
+expel-machine 115904

@@ -202,68 +202,76 @@ impl Server {
     }
 
     /// An authoritative tick: every player moves by its command; the predictions clients
-    /// reported for the tick are compared with the result.
+    /// reported for the tick are compared with the result. Each player's comparison is
+    /// its own (over the workers while ticks spread); a report the server's state does
+    /// not bear out waits for the ordered pass, where the client's own prediction may be
+    /// re-run (under one budget for all), so the outcome does not hang on the threads.
     fn authoritative(&mut self, commands: &BTreeMap<PlayerId, MoveCommand>) {
         let reports = self.sim.step(&mut self.world, commands, &mut self.scratch);
         let tick = self.world.tick;
         let spacing = (super::REPLAY_SPACING * f64::from(self.rate())).max(1.0) as u64;
         self.replayer.renew(self.players.len());
-        let mut found = Vec::new();
+        let (sim, world) = (&*self.sim, &self.world);
         // Players, reports and the world's players all come in id order: one merge, no
         // search per player.
+        let mut work: Vec<Compared> = Vec::with_capacity(self.players.len());
         let mut reports = reports.iter().peekable();
-        let mut players = self.world.players.iter().peekable();
+        let mut players = world.players.iter().peekable();
         for (id, s) in self.players.iter_mut() {
             while reports.next_if(|r| r.id < *id).is_some() {}
             let report = reports.next_if(|r| r.id == *id);
             while players.next_if(|(p, _)| *p < id).is_some() {}
-            let player = players
+            let state = players
                 .next_if(|(p, _)| *p == id)
                 .map(|(_, slot)| &slot.state);
-            if let Some(r) = report {
-                if r.reverted || r.events.touched.any_player() {
-                    s.feedback.contact = tick;
-                }
-                if r.repeated_command {
-                    s.feedback.missed = tick;
-                }
-                if r.respawned {
-                    s.validator.relocated(tick);
-                }
+            work.push(Compared {
+                id: *id,
+                s,
+                report,
+                state,
+                outcome: Outcome::Nothing,
+            });
+        }
+        let one = |c: &mut Compared| c.compare(sim, world, tick);
+        match self.scratch.spreading() {
+            Some(pool) if work.len() >= 2 * crate::sim::PLAYERS_PER_WORKER => {
+                use rayon::prelude::*;
+                pool.install(|| work.par_iter_mut().for_each(one));
             }
-            let (Some((claim, ack)), Some(p)) = (s.take_expected(tick), player) else {
-                continue;
+            _ => work.iter_mut().for_each(one),
+        }
+        let mut found = Vec::new();
+        for c in work {
+            let (claim, ack, contact) = match c.outcome {
+                Outcome::Nothing => continue,
+                Outcome::Flagged(v) => {
+                    found.push((c.id, v));
+                    continue;
+                }
+                Outcome::Apart {
+                    claim,
+                    ack,
+                    contact,
+                } => (claim, ack, contact),
             };
+            let (id, s) = (c.id, c.s);
             // A report the server's state does not bear out: the client's own prediction
             // says whether an unmodified client would have made it.
-            if claim != *p {
-                self.stats.corrections += 1;
-            }
-            let own = (claim != *p && tick >= s.replay_at)
+            self.stats.corrections += 1;
+            let own = (tick >= s.replay_at)
                 .then(|| {
                     s.replay_at = tick + spacing;
                     let sent = (&s.snapshots, &s.commands);
-                    let movers = &self.world.movers;
-                    let stats = &mut self.stats;
+                    let (movers, stats) = (&world.movers, &mut self.stats);
                     self.replayer
-                        .own_prediction(&self.sim, *id, sent, ack, tick, &claim, movers, stats)
+                        .own_prediction(sim, id, sent, ack, tick, &claim, movers, stats)
                 })
                 .flatten();
-            // Contact with players, and with movers (whose state may hang on triggers by
-            // players outside this client's view), explains a divergence.
-            let contact = report.is_some_and(|r| {
-                r.reverted
-                    || r.events
-                        .touched
-                        .as_slice()
-                        .iter()
-                        .any(|o| matches!(o, Obstacle::Player(_) | Obstacle::Mover(_)))
-            });
-            if let Some(v) =
-                s.validator
-                    .claim(&self.sim, &self.world, *id, &claim, contact, own.as_ref())
+            if let Some(v) = s
+                .validator
+                .claim(sim, world, id, &claim, contact, own.as_ref())
             {
-                found.push((*id, v));
+                found.push((id, v));
             }
         }
         for (id, v) in found {
@@ -344,6 +352,76 @@ impl Server {
                 bytes,
             });
         }
+    }
+}
+
+/// One player's side of an authoritative tick.
+struct Compared<'a> {
+    id: PlayerId,
+    s: &'a mut Player,
+    report: Option<&'a crate::sim::PlayerReport>,
+    /// Its state after the tick.
+    state: Option<&'a crate::movement::PlayerState>,
+    outcome: Outcome,
+}
+
+/// What comparing a player's reported prediction with the tick's result came to.
+enum Outcome {
+    /// Nothing reported for the tick, or a report that matched and was judged sound.
+    Nothing,
+    /// A report that matched but that the validator flags.
+    Flagged(crate::validate::Violation),
+    /// A report the server's state does not bear out, for the ordered pass.
+    Apart {
+        claim: crate::movement::PlayerState,
+        ack: u64,
+        contact: bool,
+    },
+}
+
+impl Compared<'_> {
+    /// Notes what the move did for the client's feedback and compares its report.
+    fn compare(&mut self, sim: &crate::Sim, world: &crate::sim::WorldState, tick: u64) {
+        let s = &mut *self.s;
+        if let Some(r) = self.report {
+            if r.reverted || r.events.touched.any_player() {
+                s.feedback.contact = tick;
+            }
+            if r.repeated_command {
+                s.feedback.missed = tick;
+            }
+            if r.respawned {
+                s.validator.relocated(tick);
+            }
+        }
+        let (Some((claim, ack)), Some(p)) = (s.take_expected(tick), self.state) else {
+            return;
+        };
+        // Contact with players, and with movers (whose state may hang on triggers by
+        // players outside this client's view), explains a divergence.
+        let contact = self.report.is_some_and(|r| {
+            r.reverted
+                || r.events
+                    .touched
+                    .as_slice()
+                    .iter()
+                    .any(|o| matches!(o, Obstacle::Player(_) | Obstacle::Mover(_)))
+        });
+        self.outcome = if claim != *p {
+            Outcome::Apart {
+                claim,
+                ack,
+                contact,
+            }
+        } else {
+            match s
+                .validator
+                .claim(sim, world, self.id, &claim, contact, None)
+            {
+                Some(v) => Outcome::Flagged(v),
+                None => Outcome::Nothing,
+            }
+        };
     }
 }
 
