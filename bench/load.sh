@@ -98,14 +98,16 @@ PY
 }
 rows=()
 short=()
+refusals=()
 best=0
 best_cpu=n/a
 server=""
 # A run cut short (Ctrl-C, timeout) must not leave its server running.
-trap '[ -n "$server" ] && kill "$server" 2>/dev/null; [ -n "$noise" ] && kill "$noise" 2>/dev/null || true' EXIT
+trap '{ [ -n "$server" ] && kill "$server"; } 2>/dev/null || true; { [ -n "$noise" ] && kill "$noise"; } 2>/dev/null || true' EXIT
 for n in "${counts[@]}"; do
   log="$out/serve-$n.log"
-  "${pin_server[@]}" "$server_bin" serve --addr 127.0.0.1:0 --secret "$secret" --max-players $((n + 16)) "${serve_extra[@]}" \
+  # Refusals are logged at info, with their cause (summed up after the table).
+  RUST_LOG=${RUST_LOG:-info} "${pin_server[@]}" "$server_bin" serve --addr 127.0.0.1:0 --secret "$secret" --max-players $((n + 16)) "${serve_extra[@]}" \
     >"$out/serve-$n.ready" 2>"$log" &
   server=$!
   for _ in $(seq 100); do [ -s "$out/serve-$n.ready" ] && break; sleep 0.1; done
@@ -120,10 +122,9 @@ for n in "${counts[@]}"; do
   fi
   # The machine's thread alone (what admission is held to) and the busiest I/O thread,
   # over the middle third of the run: CPU ms per player-second from the kernel's counts.
-  threads="$out/threads-$n.txt"
-  rm -f "$threads"
-  (sleep $((secs / 3)) && thread_cpu "$server" "$addr" >"$threads.a" && sleep $((secs / 3)) &&
-    thread_cpu "$server" "$addr" >"$threads.b" && thread_share "$threads.a" "$threads.b" $((secs / 3)) >"$threads") &
+  threads=$(mktemp -d)
+  (sleep $((secs / 3)) && thread_cpu "$server" "$addr" >"$threads/a" && sleep $((secs / 3)) &&
+    thread_cpu "$server" "$addr" >"$threads/b" && thread_share "$threads/a" "$threads/b" $((secs / 3)) >"$threads/share") &
   sampler=$!
   # BOT_PROCS processes share the N bots, each with its own player ids and pinned to the
   # next of BOT_CPUS; their reports merge into one. They share the 64 handshakes in flight
@@ -164,8 +165,9 @@ MERGE
   cat "$out"/bots-"$n"-p*.txt >"$out/bots-$n.txt"
   [ -n "$prof" ] && wait "$prof"
   wait "$sampler" 2>/dev/null || true
-  machine_ms=$(sed -n 1p "$threads" 2>/dev/null || true)
-  io_ms=$(sed -n 2p "$threads" 2>/dev/null || true)
+  machine_ms=$(sed -n 1p "$threads/share" 2>/dev/null || true)
+  io_ms=$(sed -n 2p "$threads/share" 2>/dev/null || true)
+  rm -rf "$threads"
   # The server's own account of its lateness, before it goes.
   metrics=$(curl -s "http://$addr/metrics" 2>/dev/null || true)
   late=$(awk '/^expel_ticks_late_total /{print $2}' <<<"$metrics")
@@ -212,6 +214,12 @@ print("OK" if ok else "OVER" if kept_up else f"SHORT {r['up_datagrams_per_s']:.1
 EOF
 )
   rows+=("$(head -n 1 <<<"$row")")
+  # Why joins were refused for load: the server's own words, by cause (what held its
+  # capacity down: late ticks, socket drops, a busy thread, or the players' estimated cost).
+  causes=$(grep "server full for its load" "$log" 2>/dev/null | sed -E 's/.*players now \(([^;]*);.*/\1/' |
+    sed -E 's/^[0-9]+ of [0-9]+ ticks ran late$/ticks ran late/; s/^the socket dropped [0-9]+ datagrams$/the socket dropped datagrams/; s/^its thread works [0-9]+% of the time.*/its thread was busy/' |
+    sort | uniq -c | sort -rn | awk '{n=$1; $1=""; printf "%s%s:%s", (NR>1?",":""), $0, " " n}' || true)
+  [ -n "$causes" ] && refusals+=("$n: joins refused for load because$causes")
   verdict=$(tail -n 1 <<<"$row")
   if [ "$verdict" = OK ] && [ "$n" -gt "$best" ]; then
     best=$n
@@ -228,6 +236,7 @@ echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---
 printf '%s\n' "${rows[@]}"
 echo
 [ ${#short[@]} -gt 0 ] && printf '%s\n' "${short[@]}"
+[ ${#refusals[@]} -gt 0 ] && printf '%s\n' "${refusals[@]}"
 echo "largest N with tick p99 under the 16.7 ms tick period, no disconnects and bots that kept up: $best"
 # Past the N the bots here can drive (about 1,000 from one core), the server's own CPU per
 # player says where its cores run out: the tick falls behind once they are full.

@@ -1,9 +1,0 @@
-players 1000
-expel-new 4906780
-tokio-rt-worker 228672
-tokio-rt-worker 5542871
-expel-step-0 1030279159
-expel-step-1 3320764976
-expel-io-0 4220251617
-expel-io-1 1874589201
-expel-machine 115904
