@@ -18,9 +18,9 @@ const LATE_TOLD: Duration = Duration::from_millis(100);
 /// Whether a tick's work spreads over the machine's workers: only while a tick on one
 /// thread, with the inputs taken for it, takes over a quarter of the period. The machine's
 /// thread's load caps the players admitted: spread from there, it stays under about half
-/// busy. Under that, one thread is cheaper,
-/// and a spread tick waits for every worker it handed work to, which the system may not
-/// run at once when other processes share the cores. The tick time is averaged over
+/// busy. Under that, one thread is cheaper, and a spread tick waits for every worker it
+/// handed work to, which the system may not run at once when other processes share the
+/// cores. The tick time is averaged over
 /// about twenty ticks; spread, a tick takes about its time on one thread over the
 /// workers, so it goes back to one thread only under a quarter of the period over the
 /// workers (no flapping).
