@@ -118,7 +118,7 @@ fn machine_loop(
     let max_players = shared.cfg.game.max_players as u64;
     let mut meter = load::LoadMeter::new(shared.port, Instant::now());
     let mut up = Vec::new();
-    // Time spent feeding the machine since the last tick.
+    // Time spent taking inputs since the last tick.
     let mut fed = Duration::ZERO;
     let reason = loop {
         let due = server.poll_timeout();
@@ -142,9 +142,7 @@ fn machine_loop(
             }
         }
         // What arrived, before the tick: the commands meet the ticks made for them.
-        let feeding = Instant::now();
-        feed(&mut server, &mut io, &mut up);
-        fed += feeding.elapsed();
+        fed += feed(&mut server, &mut io, &mut up);
         if server.poll_timeout() <= Instant::now() {
             let before = server.world().tick;
             let ran = server.stats().ticks;
@@ -211,9 +209,11 @@ fn machine_loop(
 }
 
 /// Hands the machine what the I/O threads gathered, in order; each run of datagrams in
-/// one batch, so that the players' inputs are judged over the tick's workers.
-fn feed(server: &mut Server, io: &mut IoThreads, up: &mut Vec<Up>) {
+/// one batch, so that the players' inputs are judged over the tick's workers. Returns
+/// the time those batches took (joins and control messages are not a tick's work).
+fn feed(server: &mut Server, io: &mut IoThreads, up: &mut Vec<Up>) -> Duration {
     io.take_up(up);
+    let mut inputs = Duration::ZERO;
     let mut rest = &up[..];
     while let Some(first) = rest.first() {
         let run = rest
@@ -221,10 +221,12 @@ fn feed(server: &mut Server, io: &mut IoThreads, up: &mut Vec<Up>) {
             .position(|u| !matches!(u, Up::Datagram { .. }))
             .unwrap_or(rest.len());
         if run > 0 {
+            let began = Instant::now();
             server.handle_datagrams(rest[..run].iter().filter_map(|u| match u {
                 Up::Datagram { id, bytes, at } => Some((*id, &bytes[..], *at)),
                 _ => None,
             }));
+            inputs += began.elapsed();
             rest = &rest[run..];
             continue;
         }
@@ -241,6 +243,7 @@ fn feed(server: &mut Server, io: &mut IoThreads, up: &mut Vec<Up>) {
         rest = &rest[1..];
     }
     up.clear();
+    inputs
 }
 
 /// Carries out the machine's outputs (queued for the I/O threads, then handed over in
