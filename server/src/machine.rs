@@ -236,7 +236,7 @@ fn feed(server: &mut Server, io: &mut IoThreads, up: &mut Vec<Up>) -> Duration {
                 server.set_max_datagram(*id, *room);
             }
             Up::Control { id, bytes, at } => server.handle_control(*id, bytes, *at),
-            Up::Datagram { .. } => {}
+            Up::Datagram { .. } => {} // taken with its run, above
             Up::MapSent { id, at } => server.handle_map_sent(*id, *at),
             Up::Closed { id, reason } => server.handle_closed(*id, reason),
         }

@@ -248,6 +248,19 @@ impl SimScratch {
         self.pool.as_deref().filter(|_| self.spread)
     }
 
+    /// Runs `f` on each item: over the workers while spreading and there are enough
+    /// items to share out, else on this thread. For per-player work whose items are
+    /// independent (each touches its own player), so the outcome is the same either way.
+    pub fn spread_each<T: Send>(&self, items: &mut [T], f: impl Fn(&mut T) + Sync + Send) {
+        match self.spreading() {
+            Some(pool) if items.len() >= 2 * PLAYERS_PER_WORKER => {
+                use rayon::prelude::*;
+                pool.install(|| items.par_iter_mut().for_each(f));
+            }
+            _ => items.iter_mut().for_each(f),
+        }
+    }
+
     /// Whether steps spread their work over the workers (on by default when there are
     /// any). Spreading costs some CPU and makes a tick wait for each worker's current
     /// run, so a server turns it on only while a tick on one thread is long (the same bits

@@ -1,8 +1,8 @@
 //! Datagrams in. A batch (what the shell gathered since it last called) is routed in
 //! arrival order: the connection's allowance, the game's messages, the stage. Then each
 //! player's inputs are decoded, judged and buffered apart from everyone else's (over
-//! the tick's workers while ticks spread: at a thousand players this was a quarter of the
-//! machine's thread), and what that found is applied in player-id order. A player's
+//! the tick's workers while ticks spread: at 800 players on one core this was about a
+//! quarter of the machine's thread), and what that found is applied in player-id order. A player's
 //! inputs only touch its own state; the exception, a re-run of its own prediction (under
 //! one budget for all), waits for the ordered pass, and the player's later inputs with
 //! it. So the outcome is the batch's, whatever ran it on how many threads.
@@ -11,7 +11,7 @@ use super::{kick_reason, wall_tick, ConnId, Player, Server, Stage, CLAIMS};
 use crate::movement::PlayerState;
 use crate::protocol::channel::Channel;
 use crate::protocol::{decode, ClientDatagram, InputMsg, MovementAuthority};
-use crate::sim::{PlayerId, Sim, PLAYERS_PER_WORKER};
+use crate::sim::{PlayerId, Sim};
 use crate::validate::{Violation, ViolationKind};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -26,7 +26,6 @@ struct Arrival<'b> {
 }
 
 /// What a player's inputs are judged against: the same for every player of a batch.
-#[derive(Clone, Copy)]
 struct Intake<'a> {
     sim: &'a Sim,
     /// The tick the server steps next.
@@ -167,35 +166,32 @@ impl Server {
 
     /// Judges and buffers each player's routed inputs (see the module's doc).
     fn take_inputs(&mut self, inputs: &BTreeMap<PlayerId, Vec<Arrival<'_>>>) {
+        // Its own handle, so the context outlives the borrows of the ordered pass.
+        let sim = self.sim.clone();
         let ctx = Intake {
-            sim: &self.sim,
+            sim: &sim,
             next: self.world.tick + 1,
             epoch: self.epoch,
-            rate: self.sim.config().tick_rate,
+            rate: self.rate(),
             trusted: self.settings.movement == MovementAuthority::Client,
         };
-        let (next, epoch, rate, trusted) = (ctx.next, ctx.epoch, ctx.rate, ctx.trusted);
         // Both in id order: one merge pairs each player with its inputs.
-        let mut work: Vec<(PlayerId, &mut Player, &[Arrival], Found)> =
-            Vec::with_capacity(inputs.len());
+        let mut work: Vec<Taking> = Vec::with_capacity(inputs.len());
         let mut players = self.players.iter_mut().peekable();
         for (id, list) in inputs {
             while players.next_if(|(p, _)| *p < id).is_some() {}
             if let Some((_, s)) = players.next_if(|(p, _)| *p == id) {
-                work.push((*id, s, list, Found::default()));
+                work.push(Taking {
+                    id: *id,
+                    s,
+                    list,
+                    found: Found::default(),
+                });
             }
         }
-        let one = |(id, s, list, f): &mut (PlayerId, &mut Player, &[Arrival], Found)| {
-            take(&ctx, *id, s, list, f)
-        };
-        match self.scratch.spreading() {
-            Some(pool) if work.len() >= 2 * PLAYERS_PER_WORKER => {
-                use rayon::prelude::*;
-                pool.install(|| work.par_iter_mut().for_each(one));
-            }
-            _ => work.iter_mut().for_each(one),
-        }
-        let found: Vec<(PlayerId, Found)> = work.into_iter().map(|(id, _, _, f)| (id, f)).collect();
+        self.scratch
+            .spread_each(&mut work, |w| take(&ctx, w.id, w.s, w.list, &mut w.found));
+        let found: Vec<(PlayerId, Found)> = work.into_iter().map(|w| (w.id, w.found)).collect();
         for (id, mut f) in found {
             let list = &inputs[&id];
             loop {
@@ -213,34 +209,34 @@ impl Server {
                     break;
                 };
                 // Flagged unless the client's own prediction, re-run, gives the same.
-                let (sim, movers) = (&*self.sim, &self.world.movers);
                 let sent = (&s.snapshots, &s.commands);
                 let own = self.replayer.own_prediction(
-                    sim,
+                    &sim,
                     id,
                     sent,
                     sus.ack,
                     sus.tick,
                     &sus.state,
-                    movers,
+                    &self.world.movers,
                     &mut self.stats,
                 );
                 if own.as_ref() != Some(&sus.state) {
                     f.violation(s, sus.violation);
                 }
                 if f.kicked.is_none() {
-                    let ctx = Intake {
-                        sim,
-                        next,
-                        epoch,
-                        rate,
-                        trusted,
-                    };
                     take(&ctx, id, s, list, &mut f);
                 }
             }
         }
     }
+}
+
+/// One player's inputs of a batch, as they are taken.
+struct Taking<'a, 'b> {
+    id: PlayerId,
+    s: &'a mut Player,
+    list: &'a [Arrival<'b>],
+    found: Found,
 }
 
 /// Takes a player's inputs from where it left off, until they run out, it is kicked, or

@@ -5,12 +5,12 @@ use super::replay::Records;
 use super::{
     ConnId, Event, Output, Player, Server, Stage, DEFAULT_DATAGRAM, MAX_BACKLOG, MAX_CATCH_UP,
 };
-use crate::movement::{MoveCommand, Obstacle};
+use crate::movement::{MoveCommand, Obstacle, PlayerState};
 use crate::protocol::input::InputStats;
 use crate::protocol::snapshot::Crowd;
 use crate::protocol::MovementAuthority;
-use crate::sim::PlayerId;
-use crate::validate::TickClaim;
+use crate::sim::{PlayerId, PlayerReport, Sim, WorldState};
+use crate::validate::{TickClaim, Violation};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -232,14 +232,8 @@ impl Server {
                 outcome: Outcome::Nothing,
             });
         }
-        let one = |c: &mut Compared| c.compare(sim, world, tick);
-        match self.scratch.spreading() {
-            Some(pool) if work.len() >= 2 * crate::sim::PLAYERS_PER_WORKER => {
-                use rayon::prelude::*;
-                pool.install(|| work.par_iter_mut().for_each(one));
-            }
-            _ => work.iter_mut().for_each(one),
-        }
+        self.scratch
+            .spread_each(&mut work, |c| c.compare(sim, world, tick));
         let mut found = Vec::new();
         for c in work {
             let (claim, ack, contact) = match c.outcome {
@@ -359,9 +353,9 @@ impl Server {
 struct Compared<'a> {
     id: PlayerId,
     s: &'a mut Player,
-    report: Option<&'a crate::sim::PlayerReport>,
+    report: Option<&'a PlayerReport>,
     /// Its state after the tick.
-    state: Option<&'a crate::movement::PlayerState>,
+    state: Option<&'a PlayerState>,
     outcome: Outcome,
 }
 
@@ -370,10 +364,10 @@ enum Outcome {
     /// Nothing reported for the tick, or a report that matched and was judged sound.
     Nothing,
     /// A report that matched but that the validator flags.
-    Flagged(crate::validate::Violation),
+    Flagged(Violation),
     /// A report the server's state does not bear out, for the ordered pass.
     Apart {
-        claim: crate::movement::PlayerState,
+        claim: PlayerState,
         ack: u64,
         contact: bool,
     },
@@ -381,7 +375,7 @@ enum Outcome {
 
 impl Compared<'_> {
     /// Notes what the move did for the client's feedback and compares its report.
-    fn compare(&mut self, sim: &crate::Sim, world: &crate::sim::WorldState, tick: u64) {
+    fn compare(&mut self, sim: &Sim, world: &WorldState, tick: u64) {
         let s = &mut *self.s;
         if let Some(r) = self.report {
             if r.reverted || r.events.touched.any_player() {
