@@ -927,6 +927,71 @@ fn a_join_storm_past_capacity_is_refused_for_load_and_harms_nobody_in() {
     assert_eq!(s.kicks, 0);
 }
 
+/// A server whose thread is loaded and whose players' commands start coming after their
+/// ticks (its reading falls behind: here every client's packets are held 80 ms at once,
+/// twice a second, while its ticks stay on time) backs its capacity off under the players
+/// in, and says why: the next join is refused for load. Nobody in is flagged or kicked.
+/// Once its reading keeps up again, the capacity creeps back and a join is let in.
+#[test]
+fn players_commands_coming_late_on_a_loaded_server_shut_the_door_until_they_are_on_time() {
+    let (sim, map) = arena();
+    let join = |net: &mut SimNet, id| {
+        let mut c = ClientSettings::new(token(id));
+        c.have_map = Some(map.clone());
+        c.sim = Some(sim.clone());
+        net.connect(c)
+    };
+    // 0.3 ms a player: 20 players keep 36% of the thread busy (loaded), and the estimate
+    // carries 38 of them.
+    let mut net = network(
+        20,
+        MovementAuthority::Server,
+        LinkConditioner::default(),
+        31,
+    );
+    net.set_player_cost(Duration::from_micros(300));
+    net.run(Duration::from_secs(5), &mut wander);
+    let before = net.server().stats().capacity;
+    assert!(before.is_some_and(|c| c >= 30), "{before:?}");
+    for _ in 0..6 {
+        for i in 0..20 {
+            net.hold(i, Duration::from_millis(80));
+        }
+        net.run(Duration::from_millis(500), &mut wander);
+    }
+    let s = net.server().stats();
+    let held = s.capacity;
+    println!(
+        "capacity {before:?} before, {held:?} with late commands ({} of {})",
+        s.inputs.late,
+        s.inputs.applied + s.inputs.late
+    );
+    assert!(held.is_some_and(|c| c < 20), "{held:?}");
+    let shut = join(&mut net, 21);
+    net.run(Duration::from_secs(1), &mut wander);
+    match net.client(shut).status() {
+        Status::Ended(e) => {
+            let why = e.reason();
+            assert!(why.contains("full for its load"), "{why}");
+            assert!(why.contains("came after their tick"), "{why}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // On time again: the door opens within some seconds.
+    net.run(Duration::from_secs(12), &mut wander);
+    let later = join(&mut net, 22);
+    net.run(Duration::from_secs(2), &mut wander);
+    let capacity = net.server().stats().capacity;
+    assert!(
+        matches!(net.client(later).status(), Status::Playing),
+        "{capacity:?}"
+    );
+    let s = net.server().stats();
+    assert_eq!(s.violations.iter().sum::<u64>(), 0);
+    assert_eq!(s.kicks, 0);
+    assert_eq!(s.ticks_late, 0, "its ticks stayed on time");
+}
+
 /// What clients sent while the server stalled (up to four seconds) arrives at once when
 /// it wakes: the input allowance counts the server's absence, so none of it is dropped as
 /// over the rate and nobody is flagged for flooding.

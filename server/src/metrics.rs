@@ -166,6 +166,9 @@ metrics! {
         Counter::default();
     udp_datagrams: Counter = "expel_udp_datagrams",
         "UDP datagrams received at the QUIC socket.", Counter::default();
+    udp_backlogs: Counter = "expel_udp_backlogs",
+        "Looks at a QUIC socket that left datagrams in it: its I/O thread was behind its players' packets (what waits comes late to its tick).",
+        Counter::default();
     udp_forwarded: Counter = "expel_udp_forwarded",
         "UDP datagrams one I/O thread's socket received for a connection another thread owns (a client that moved address), handed to it.",
         Counter::default();

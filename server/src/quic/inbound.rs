@@ -28,6 +28,8 @@ impl Quic {
                 datagrams(meta, buf, |d| self.route(now, meta, d, cx));
             }
         }
+        // The socket still holds datagrams: the thread is behind its players' packets.
+        cx.metrics.udp_backlogs.inc();
         Ok(())
     }
 

@@ -187,6 +187,7 @@ impl Server {
                 conn,
                 inputs: InputBuffer::new(),
                 counted: InputStats::default(),
+                late_reported: 0,
                 snapshots: SnapshotEncoder::new(),
                 commands: CommandLog::new(REPLAY_SECONDS as usize * rate as usize),
                 replay_at: 0,

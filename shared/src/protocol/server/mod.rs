@@ -18,7 +18,7 @@
 use super::channel::{Channel, Mailbox};
 use super::frame::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
 use super::input::{InputBuffer, InputStats};
-use super::load::{Headroom, Load};
+use super::load::{Headroom, Load, Window};
 use super::rate::InputGate;
 use super::snapshot::{Crowd, Feedback, SnapshotEncoder};
 use super::token::{self, ReplayGuard};
@@ -105,6 +105,8 @@ struct Player {
     inputs: InputBuffer,
     /// What `inputs.stats` held when last added to the totals.
     counted: InputStats,
+    /// `counted.late` at the last load report.
+    late_reported: u64,
     snapshots: SnapshotEncoder,
     /// The commands as they arrived, to re-run the client's prediction from.
     commands: CommandLog,
@@ -187,9 +189,8 @@ pub struct Server {
     due: u64,
     /// What the load allows (see [`Server::handle_load`]).
     headroom: Headroom,
-    /// `ticks_late` and `ticks` at the last load report.
-    late_reported: u64,
-    ticks_reported: u64,
+    /// The counts at the last load report (a window's are the difference).
+    reported: Window,
     /// Players welcomed since the last load report.
     joins_since: u64,
     /// The first tick stepped late in the present catch-up, when, and how late.
@@ -256,8 +257,7 @@ impl Server {
             epoch: now,
             snapshots_at: 0,
             headroom: Headroom::default(),
-            late_reported: 0,
-            ticks_reported: 0,
+            reported: Window::default(),
             joins_since: 0,
             due: 0,
             behind_since: None,
@@ -298,15 +298,34 @@ impl Server {
     }
 
     /// Takes the load the shell measured over a window (a quarter second or so): with
-    /// the ticks this machine ran late in it, that sets how many players it admits (see
+    /// what this machine saw in it (ticks run late, commands that came after their tick),
+    /// that sets how many players it admits (see
     /// [`Headroom`]). Joins past it are refused for load ("full_load").
     pub fn handle_load(&mut self, load: Load) {
-        let late = self.stats.ticks_late - self.late_reported;
-        let ticks = self.stats.ticks - self.ticks_reported;
-        (self.late_reported, self.ticks_reported) = (self.stats.ticks_late, self.stats.ticks);
-        let joins = std::mem::take(&mut self.joins_since);
-        self.headroom
-            .report(load, self.stats.clients as usize, ticks, late, joins);
+        let mut late_players = 0;
+        for p in self.players.values_mut() {
+            late_players += usize::from(p.counted.late > p.late_reported);
+            p.late_reported = p.counted.late;
+        }
+        let s = &self.stats;
+        let now = Window {
+            players: s.clients as usize,
+            ticks: s.ticks,
+            late_ticks: s.ticks_late,
+            joins: std::mem::take(&mut self.joins_since),
+            commands: s.inputs.applied,
+            late_commands: s.inputs.late,
+            late_players,
+        };
+        let was = std::mem::replace(&mut self.reported, now);
+        let window = Window {
+            ticks: now.ticks.saturating_sub(was.ticks),
+            late_ticks: now.late_ticks.saturating_sub(was.late_ticks),
+            commands: now.commands.saturating_sub(was.commands),
+            late_commands: now.late_commands.saturating_sub(was.late_commands),
+            ..now
+        };
+        self.headroom.report(load, window);
         self.stats.capacity = self.headroom.capacity().map(|c| c as u64);
     }
 
