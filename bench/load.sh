@@ -67,9 +67,9 @@ if [ "${NOISE:-0}" = 1 ]; then
 fi
 # Each server thread's run time (ns, the kernel's schedstat) by name, and the players in.
 thread_cpu() {
-  local players
-  players=$(curl -s "http://$2/metrics" 2>/dev/null | awk '/^expel_players /{print $2}')
-  echo "players ${players:-0}"
+  local m
+  m=$(curl -s "http://$2/metrics" 2>/dev/null || true)
+  awk '/^expel_players /{print "players", $2} /^expel_inputs_applied_total /{print "applied", $2} /^expel_inputs_missing_total /{print "missing", $2}' <<<"$m"
   for t in /proc/"$1"/task/*; do
     echo "$(cat "$t/comm" 2>/dev/null) $(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
   done
@@ -94,6 +94,9 @@ ms = lambda k: (b.get(k, 0) - a.get(k, 0)) / 1e6 / secs / players
 print(f"{max(ms(k) for k in b if k == 'expel-machine' or k.startswith('expel-step')):.3f}")
 io = [ms(k) for k in b if k.startswith("expel-io")]
 print(f"{max(io):.3f}" if io else "n/a")
+# The share of commands in time over the same third: the crowd in, its joins done.
+applied, missing = (b.get(k, 0) - a.get(k, 0) for k in ("applied", "missing"))
+print("n/a" if applied + missing <= 0 else f"{100 * applied / (applied + missing):.3f}%")
 PY
 }
 rows=()
@@ -168,6 +171,7 @@ MERGE
   wait "$sampler" 2>/dev/null || true
   machine_ms=$(sed -n 1p "$threads/share" 2>/dev/null || true)
   io_ms=$(sed -n 2p "$threads/share" 2>/dev/null || true)
+  steady_in_time=$(sed -n 3p "$threads/share" 2>/dev/null || true)
   rm -rf "$threads"
   # The server's own account of its lateness, before it goes.
   metrics=$(curl -s "http://$addr/metrics" 2>/dev/null || true)
@@ -183,12 +187,12 @@ MERGE
   drops=$(awk -v p=":$port_hex" 'NR>1 && substr($2, length($2)-4) == p {d += $NF} END {print d+0}' /proc/net/udp 2>/dev/null || echo n/a)
   inputs+=("$n: commands the server lacked on their tick ${missing:-n/a}, of them arriving late ${inputs_late:-n/a}; datagrams its sockets dropped $drops; looks at them that left a backlog ${backlogs:-n/a}")
   kill -TERM "$server" && wait "$server" || true
-  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-60}" "${late:-n/a}" "${skipped:-n/a}" "${applied:-0}" "${missing:-0}" "${machine_ms:-n/a}" "${io_ms:-n/a}" <<'EOF'
+  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-60}" "${late:-n/a}" "${skipped:-n/a}" "${applied:-0}" "${missing:-0}" "${machine_ms:-n/a}" "${io_ms:-n/a}" "${steady_in_time:-n/a}" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1])); n = int(sys.argv[2]); rate = float(sys.argv[3])
 late, skipped = sys.argv[4], sys.argv[5]
 applied, missing = float(sys.argv[6]), float(sys.argv[7])
-machine_ms, io_ms = sys.argv[8], sys.argv[9]
+machine_ms, io_ms, steady_in_time = sys.argv[8], sys.argv[9], sys.argv[10]
 # Of the ticks the server had a player's command for or lacked one: the share in time.
 in_time = "n/a" if applied + missing == 0 else f"{100 * applied / (applied + missing):.3f}%"
 f = lambda v: "n/a" if v is None else f"{v:.2f}"
@@ -210,7 +214,7 @@ print(f"| {n} | {r['connected']} | {f(r['server_tick_ms_p50'])} | {f(r['server_t
       f"{f(r['server_tick_ms_max'])} | {f(cpu)} | {f(per)} | {f(steady)} | {f(per_dg)} | {r['down_bytes_per_s']:.0f} | "
       f"{r['down_payload_bytes_per_s']:.0f} | {dg:.1f} | {f(quic)} | "
       f"{r['up_bytes_per_s']:.0f} | {r['up_datagrams_per_s']:.1f} | {lost} | {r['honest_flagged']} | "
-      f"{r['snapshots_per_s']:.1f} | {r['refused_for_load']} | {late} | {skipped} | {in_time} | "
+      f"{r['snapshots_per_s']:.1f} | {r['refused_for_load']} | {late} | {skipped} | {in_time} | {steady_in_time} | "
       f"{machine_ms} | {io_ms} |")
 # The steady CPU, for the estimate of where the server's cores run out.
 print("n/a" if steady is None else f"{steady:.4f}")
@@ -239,8 +243,8 @@ EOF
 done
 
 echo "server on CPUs $server_cpus$([ -n "$noise" ] && echo " (shared with a busy process)"), bots on CPUs $bot_cpus, ${secs} s per run, $([ ${#light[@]} -gt 0 ] && echo light || echo predicting) bots, inputs at ${INPUT_RATE:-60} Hz"
-echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s (whole run) | the same, everyone on | server CPU us per datagram each way | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot | refused for load | ticks late | ticks skipped | inputs in time | machine thread CPU ms per player-s | busiest I/O thread's |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s (whole run) | the same, everyone on | server CPU us per datagram each way | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot | refused for load | ticks late | ticks skipped | inputs in time | the same, middle third | machine thread CPU ms per player-s | busiest I/O thread's |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 echo
 printf '%s\n' "${inputs[@]}"

@@ -3,7 +3,8 @@
 //! threads outnumber its cores, their total over the cores (the kernel's counts: a
 //! neighbour taking half the core makes a thread wait about as long as it runs, so the
 //! same players read as twice the load, and the capacity halves); and the datagrams the
-//! sockets dropped.
+//! sockets dropped. It also says how much of its cores' time other processes take (a
+//! neighbour), for the I/O threads' hold-off (see [`crate::io`]).
 
 use expel_shared::protocol::load::Load;
 use std::time::{Duration, Instant};
@@ -25,11 +26,22 @@ pub(crate) struct LoadMeter {
     dropped: Option<u64>,
     /// The cores the process may run on.
     cores: f64,
+    /// Which they are (`/proc/self/status`), and their busy time and the process's CPU
+    /// time at the window's start (clock ticks).
+    cpus: Vec<usize>,
+    cpu_times: Option<(u64, u64)>,
+    /// The share of those cores' time other processes took, averaged over some windows.
+    neighbour: f64,
 }
+
+/// Weight of each window in the neighbour's share (clock ticks are coarse: 10 ms in a
+/// 250 ms window).
+const NEIGHBOUR_WEIGHT: f64 = 0.2;
 
 impl LoadMeter {
     /// A meter for the thread that calls it and the UDP socket(s) on `port`.
     pub(crate) fn new(port: u16, now: Instant) -> LoadMeter {
+        let cpus = allowed_cpus().unwrap_or_default();
         LoadMeter {
             port,
             at: now,
@@ -37,7 +49,16 @@ impl LoadMeter {
             others: Vec::new(),
             dropped: socket_drops(port),
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()) as f64,
+            cpu_times: cpu_times(&cpus),
+            cpus,
+            neighbour: 0.0,
         }
+    }
+
+    /// The share of the process's cores' time other processes took of late (0 to 1; 0
+    /// where `/proc` does not tell).
+    pub(crate) fn neighbour(&self) -> f64 {
+        self.neighbour
     }
 
     /// The load over the window just ended, once a window has passed (else `None`), with
@@ -82,6 +103,14 @@ impl LoadMeter {
             },
         };
         (self.at, self.ran, self.others, self.dropped) = (now, ran, next, dropped);
+        let times = cpu_times(&self.cpus);
+        if let (Some((busy0, ours0)), Some((busy1, ours1))) = (self.cpu_times, times) {
+            let all = wall.as_secs_f64() * CLOCK_TICKS * self.cpus.len() as f64;
+            let others = busy1.saturating_sub(busy0) as f64 - ours1.saturating_sub(ours0) as f64;
+            let share = (others / all).clamp(0.0, 1.0);
+            self.neighbour += (share - self.neighbour) * NEIGHBOUR_WEIGHT;
+        }
+        self.cpu_times = times;
         Some(load)
     }
 }
@@ -92,6 +121,77 @@ fn run_ns(schedstat: &str) -> Option<u64> {
     let s = std::fs::read_to_string(schedstat).ok()?;
     let mut f = s.split_whitespace().map(|x| x.parse::<u64>().ok());
     Some(f.next()??.saturating_add(f.next()??))
+}
+
+/// `/proc`'s clock ticks a second (`USER_HZ`: 100 on every Linux architecture's ABI).
+const CLOCK_TICKS: f64 = 100.0;
+
+/// The CPUs the process may run on (`Cpus_allowed_list` of `/proc/self/status`).
+fn allowed_cpus() -> Option<Vec<usize>> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+    cpu_list(list.trim())
+}
+
+/// A kernel CPU list ("0-3,6"), each CPU once, at most 4,096.
+fn cpu_list(list: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b) = (
+            a.trim().parse::<usize>().ok()?,
+            b.trim().parse::<usize>().ok()?,
+        );
+        if b < a || b >= 4096 {
+            return None;
+        }
+        cpus.extend(a..=b);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Some(cpus)
+}
+
+/// The busy time of `cpus` (all but idle and I/O wait: a hypervisor's steal counts, as
+/// time someone else had) and the process's CPU time, in clock ticks.
+fn cpu_times(cpus: &[usize]) -> Option<(u64, u64)> {
+    if cpus.is_empty() {
+        return None;
+    }
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let busy = busy_of(&stat, cpus)?;
+    let me = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // After the command's parenthesis: utime and stime are the 12th and 13th fields.
+    let mut f = me.rsplit_once(')')?.1.split_whitespace().skip(11);
+    let ours = f.next()?.parse::<u64>().ok()? + f.next()?.parse::<u64>().ok()?;
+    Some((busy, ours))
+}
+
+/// The busy ticks of `cpus` in a `/proc/stat` text.
+fn busy_of(stat: &str, cpus: &[usize]) -> Option<u64> {
+    let mut busy = 0u64;
+    let mut seen = 0;
+    for line in stat.lines() {
+        let mut f = line.split_whitespace();
+        let Some(cpu) = f.next().and_then(|n| n.strip_prefix("cpu")) else {
+            continue;
+        };
+        let Ok(cpu) = cpu.parse::<usize>() else {
+            continue; // the "cpu" total
+        };
+        if cpus.binary_search(&cpu).is_err() {
+            continue;
+        }
+        let t: Vec<u64> = f.filter_map(|x| x.parse().ok()).collect();
+        // user nice system idle iowait irq softirq steal (guest time is within user).
+        let all: u64 = t.iter().take(8).sum();
+        let idle = t.get(3).copied().unwrap_or(0) + t.get(4).copied().unwrap_or(0);
+        busy = busy.saturating_add(all.saturating_sub(idle));
+        seen += 1;
+    }
+    (seen == cpus.len()).then_some(busy)
 }
 
 /// Datagrams dropped so far by the UDP sockets bound to `port` (the `drops` column of
@@ -125,6 +225,23 @@ fn drops_on(table: &str, port: u16) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_lists_and_busy_times_are_read_for_the_cores_given() {
+        assert_eq!(cpu_list("0"), Some(vec![0]));
+        assert_eq!(cpu_list("0-3,6,2"), Some(vec![0, 1, 2, 3, 6]));
+        assert_eq!(cpu_list("3-1"), None);
+        assert_eq!(cpu_list("0-99999"), None);
+        assert_eq!(cpu_list("x"), None);
+        let stat = "cpu  100 0 100 800 0 0 0 0 0 0
+cpu0 10 1 20 300 5 1 2 3 0 0
+cpu1 50 0 40 100 0 0 0 0 0 0
+intr 12345";
+        // cpu0: 37 of its 342 ticks busy (steal included); cpu1: 90 of 190.
+        assert_eq!(busy_of(stat, &[0]), Some(37));
+        assert_eq!(busy_of(stat, &[0, 1]), Some(127));
+        assert_eq!(busy_of(stat, &[2]), None);
+    }
 
     #[test]
     fn drops_are_read_for_the_port_alone() {

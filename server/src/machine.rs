@@ -14,6 +14,11 @@ use tracing::{debug, info, warn};
 
 /// Lateness worth a warning in the log.
 const LATE_TOLD: Duration = Duration::from_millis(100);
+/// A neighbour's share of the server's cores past which the I/O threads stop holding off
+/// while the machine ticks (see [`IoThreads::hold_off`]), and under which they hold off
+/// again.
+const NEIGHBOUR_IN: f64 = 0.15;
+const NEIGHBOUR_GONE: f64 = 0.05;
 
 /// Whether a tick's work spreads over the machine's workers: only while a tick on one
 /// thread, with the inputs taken for it, takes over a quarter of the period. The machine's
@@ -117,6 +122,7 @@ fn machine_loop(
     m.tick_threads.set(1);
     let max_players = shared.cfg.game.max_players as u64;
     let mut meter = load::LoadMeter::new(shared.port, Instant::now());
+    let mut hold = true;
     let mut up = Vec::new();
     // Time spent taking inputs since the last tick.
     let mut fed = Duration::ZERO;
@@ -170,6 +176,23 @@ fn machine_loop(
                 }
                 if let Some(l) = meter.sample(Instant::now(), || io.schedstats()) {
                     server.handle_load(l);
+                    let neighbour = meter.neighbour();
+                    m.neighbour.set((neighbour * 100.0).round() as u64);
+                    let turn = if hold {
+                        neighbour > NEIGHBOUR_IN
+                    } else {
+                        neighbour < NEIGHBOUR_GONE
+                    };
+                    if turn && io.shares_core() {
+                        hold = !hold;
+                        info!(
+                            neighbour_percent = (neighbour * 100.0).round() as u64,
+                            hold,
+                            "a neighbour's share of the cores changed: the I/O threads {} while ticks run",
+                            if hold { "hold off" } else { "run on" }
+                        );
+                        io.hold_off(hold);
+                    }
                     let cap = server.stats().capacity.unwrap_or(max_players);
                     m.capacity.set(cap.min(max_players));
                 }

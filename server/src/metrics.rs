@@ -142,6 +142,9 @@ metrics! {
     tick_duration: Histogram = "expel_tick_duration_seconds",
         "Time to step one tick and send its snapshots.",
         Histogram::new(TICK_BUCKETS);
+    neighbour: Gauge = "expel_cpu_neighbour_percent",
+        "Share of the server's cores' time other processes took of late (a noisy neighbour), in percent.",
+        Gauge::default();
     io_threads: Gauge = "expel_io_threads",
         "I/O threads, each with a QUIC socket of its own on the port.", Gauge::default();
     packets_over_rate: Counter = "expel_packets_over_rate",
