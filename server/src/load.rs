@@ -165,7 +165,7 @@ fn cpu_times(cpus: &[usize]) -> Option<(u64, u64)> {
     let me = std::fs::read_to_string("/proc/self/stat").ok()?;
     // After the command's parenthesis: utime and stime are the 12th and 13th fields.
     let mut f = me.rsplit_once(')')?.1.split_whitespace().skip(11);
-    let ours = f.next()?.parse::<u64>().ok()? + f.next()?.parse::<u64>().ok()?;
+    let ours = (f.next()?.parse::<u64>().ok()?).saturating_add(f.next()?.parse::<u64>().ok()?);
     Some((busy, ours))
 }
 
