@@ -181,11 +181,8 @@ MERGE
   skipped=$(awk '/^expel_ticks_skipped_total /{print $2}' <<<"$metrics")
   inputs_late=$(awk '/^expel_inputs_late_total /{print $2}' <<<"$metrics")
   backlogs=$(awk '/^expel_udp_backlogs_total /{print $2}' <<<"$metrics")
-  # Datagrams the server's sockets dropped (their receive queue was full): the kernel's
-  # count, from the drops column of /proc/net/udp for the server's port.
-  port_hex=$(printf '%04X' "${addr##*:}")
-  drops=$(awk -v p=":$port_hex" 'NR>1 && substr($2, length($2)-4) == p {d += $NF} END {print d+0}' /proc/net/udp 2>/dev/null || echo n/a)
-  inputs+=("$n: commands the server lacked on their tick ${missing:-n/a}, of them arriving late ${inputs_late:-n/a}; datagrams its sockets dropped $drops; looks at them that left a backlog ${backlogs:-n/a}")
+  drops=$(awk '/^expel_udp_drops_total /{print $2}' <<<"$metrics")
+  inputs+=("$n: commands the server lacked on their tick ${missing:-n/a}, of them arriving late ${inputs_late:-n/a}; datagrams its sockets dropped ${drops:-n/a}; looks at them that left a backlog ${backlogs:-n/a}")
   kill -TERM "$server" && wait "$server" || true
   row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-60}" "${late:-n/a}" "${skipped:-n/a}" "${applied:-0}" "${missing:-0}" "${machine_ms:-n/a}" "${io_ms:-n/a}" "${steady_in_time:-n/a}" <<'EOF'
 import json, sys

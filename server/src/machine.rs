@@ -175,9 +175,11 @@ fn machine_loop(
                     m.tick_threads.set(if on { workers } else { 1 } as u64);
                 }
                 if let Some(l) = meter.sample(Instant::now(), || io.schedstats()) {
+                    m.udp_drops.inc_by(l.dropped);
                     server.handle_load(l);
                     let neighbour = meter.neighbour();
-                    m.neighbour.set((neighbour * 100.0).round() as u64);
+                    let percent = (neighbour * 100.0).round() as u64;
+                    m.neighbour.set(percent);
                     let turn = if hold {
                         neighbour > NEIGHBOUR_IN
                     } else {
@@ -186,7 +188,7 @@ fn machine_loop(
                     if turn && io.shares_core() {
                         hold = !hold;
                         info!(
-                            neighbour_percent = (neighbour * 100.0).round() as u64,
+                            neighbour_percent = percent,
                             hold,
                             "a neighbour's share of the cores changed: the I/O threads {} while ticks run",
                             if hold { "hold off" } else { "run on" }

@@ -169,6 +169,9 @@ metrics! {
         Counter::default();
     udp_datagrams: Counter = "expel_udp_datagrams",
         "UDP datagrams received at the QUIC socket.", Counter::default();
+    udp_drops: Counter = "expel_udp_drops",
+        "UDP datagrams the kernel dropped at the QUIC sockets: their receive queues were full.",
+        Counter::default();
     udp_backlogs: Counter = "expel_udp_backlogs",
         "Looks at a QUIC socket that left datagrams in it: its I/O thread was behind its players' packets (what waits comes late to its tick).",
         Counter::default();

@@ -76,11 +76,9 @@ pub struct Window {
 pub struct Headroom {
     /// Busy share per player, averaged over reports.
     cost: Option<f64>,
-    /// The players harm was last seen under, less the back-off, risen since: `None` while
-    /// no harm has been seen under the estimate.
-    ceiling: Option<f64>,
-    /// The harm that set the ceiling.
-    ceiling_why: Option<String>,
+    /// The players harm was last seen under, less the back-off, risen since, and that
+    /// harm: `None` while no harm has been seen under the estimate.
+    ceiling: Option<(f64, String)>,
     /// What joins are held to: `None` while nothing limits them.
     capacity: Option<usize>,
     /// Why the last report held joins at the players in, if it did.
@@ -123,16 +121,15 @@ impl Headroom {
             None
         };
         let estimate = self.cost.map(|c| (TARGET_BUSY / c) as usize);
-        self.ceiling = match (&harm, self.ceiling) {
+        self.ceiling = match (&harm, self.ceiling.take()) {
             (Some(why), c) => {
                 let under = players as f64 * (1.0 - BACK_OFF);
-                self.ceiling_why = Some(format!("{why} with {players} in"));
-                Some(c.map_or(under, |c| c.min(under)))
+                let at = c.map_or(under, |(c, _)| c.min(under));
+                Some((at, format!("{why} with {players} in")))
             }
             // Past the estimate, the estimate holds joins alone.
-            (None, Some(c)) => {
-                Some(c * (1.0 + RISE)).filter(|&c| estimate.is_none_or(|e| c < e as f64))
-            }
+            (None, Some((c, why))) => Some((c * (1.0 + RISE), why))
+                .filter(|(c, _)| estimate.is_none_or(|e| *c < e as f64)),
             (None, None) => None,
         };
         self.strained = harm.or_else(|| {
@@ -144,7 +141,7 @@ impl Headroom {
                 )
             })
         });
-        let ceiling = self.ceiling.map(|c| c as usize);
+        let ceiling = self.ceiling.as_ref().map(|(c, _)| *c as usize);
         let want = match (&self.strained, estimate) {
             // Strained: nobody more, whatever the estimate says.
             (Some(_), e) => Some(e.map_or(players, |e| e.min(players))),
@@ -175,7 +172,7 @@ impl Headroom {
     pub fn strained(&self) -> Option<&str> {
         self.strained
             .as_deref()
-            .or(self.ceiling.and(self.ceiling_why.as_deref()))
+            .or(self.ceiling.as_ref().map(|(_, why)| why.as_str()))
     }
 }
 
