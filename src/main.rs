@@ -6,6 +6,7 @@ mod demo;
 mod lines;
 mod load;
 mod net;
+mod shots;
 mod sim;
 mod validate;
 mod walk;
@@ -88,6 +89,15 @@ enum Command {
         #[arg(long, default_value = "walk", value_parser = parse_mode)]
         mode: expel_shared::MoveMode,
     },
+    /// Projectiles swept by the server's simulation: reads JSON lines {"start","dir",
+    /// "speed","mins","maxs","gravity","bounce","ticks"}, writes one line per shot:
+    /// {"impacts":[{"tick","point","normal","hit"},...],"end","velocity","state","ticks"}.
+    Shots {
+        map: PathBuf,
+        /// Ticks per second (10 to 240).
+        #[arg(long, default_value_t = 60)]
+        tick_rate: u32,
+    },
     /// Trusted-client validation offline: reads one player's claimed states (the per-tick
     /// lines `expel sim` prints) on standard input, writes one verdict line per claim:
     /// {"tick","accepted","origin","violation"}.
@@ -166,6 +176,11 @@ fn main() -> Result<()> {
             let loaded = load::load_model(Some(&map))?;
             let stdin = std::io::stdin().lock();
             validate::run(loaded, tick_rate, spawn, stdin, std::io::stdout().lock())?;
+        }
+        Command::Shots { map, tick_rate } => {
+            let loaded = load::load_model(Some(&map))?;
+            let stdin = std::io::stdin().lock();
+            shots::run(loaded, tick_rate, stdin, std::io::stdout().lock())?;
         }
         Command::Serve(args) => net::serve(args)?,
         Command::Token {

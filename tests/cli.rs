@@ -1032,3 +1032,85 @@ fn exposition_samples(text: &str, openmetrics: bool) -> Vec<(String, f64)> {
     assert_eq!(unique.len(), samples.len(), "a sample repeats");
     samples
 }
+
+/// `expel shots`: one line per shot line; a straight rocket's impact is where the map's own
+/// trace along its line stops; bouncing grenades come to rest above the floor; movers
+/// are named; bad lines are errors naming their line, and the rest go on.
+#[test]
+fn shots_print_each_shots_impacts_and_skip_bad_lines() {
+    let cache = temp_dir("shots");
+    let shots = [
+        // Rockets at the arena's outer wall (x = 1024), head-on, slow and very fast.
+        r#"{"start":[0,0,64],"dir":[1,0,0],"speed":1000,"ticks":120}"#,
+        r#"{"start":[0,-600,64],"dir":[1,0,0],"speed":20000,"ticks":120}"#,
+        // A box grenade falling and bouncing to rest on the floor (top at z = 0).
+        r#"{"start":[-300,-300,40],"dir":[0.3,0.1,0.5],"speed":500,"mins":[-3,-3,-3],"maxs":[3,3,3],"gravity":800,"bounce":0.5,"ticks":600}"#,
+        "not json",
+        r#"{"start":[0,0,64],"dir":[0,0,0],"speed":100}"#,
+        r#"{"start":[0,0,64],"dir":[1,0,0],"speed":-5}"#,
+        r#"{"start":[0,0,64],"dir":[1,0,0],"speed":5,"bounce":2}"#,
+        r#"{"start":[0,0,64],"dir":[1,0,0],"speed":5,"ticks":100000000}"#,
+        r#"{"start":[0,0,64],"dir":[1,0,0],"speed":5,"mins":[1,1,1],"maxs":[0,0,0]}"#,
+        r#"{"start":[0,0,1e300],"dir":[1,0,0],"speed":5}"#,
+        // The fan (mover 2) sweeps through x 750..850 at y -850.
+        r#"{"start":[800,-700,24],"dir":[0,-1,0],"speed":2000,"ticks":60}"#,
+    ]
+    .join("\n");
+    let (out, err, ok) = expel(&["shots", ARENA], &shots, &cache);
+    assert!(ok, "{err}");
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 11, "{out}");
+    for (i, start) in [(0usize, [0.0, 0.0, 64.0]), (1, [0.0, -600.0, 64.0])] {
+        let imp = lines[i]["impacts"].as_array().unwrap();
+        assert_eq!(imp.len(), 1, "{}", lines[i]);
+        assert_eq!(imp[0]["hit"], "world");
+        assert_eq!(lines[i]["state"], "stopped");
+        // The map's own trace of the same line.
+        let req = format!(
+            r#"{{"start":{start:?},"end":[{},{},{}]}}"#,
+            start[0] + 5000.0,
+            start[1],
+            start[2]
+        );
+        let (t, _, ok) = expel(&["map", "trace", ARENA], &req, &cache);
+        assert!(ok);
+        let t: Value = serde_json::from_str(t.trim()).unwrap();
+        for a in 0..3 {
+            let (p, q) = (
+                imp[0]["point"][a].as_f64().unwrap(),
+                t["endpos"][a].as_f64().unwrap(),
+            );
+            assert!(
+                (p - q).abs() < 0.01,
+                "shot {i}: {p} against the trace's {q}"
+            );
+        }
+        assert_eq!(imp[0]["normal"], t["normal"]);
+    }
+    let g = &lines[2];
+    assert_eq!(g["state"], "resting", "{g}");
+    let bounces = g["impacts"].as_array().unwrap();
+    assert!(bounces.len() >= 3, "{g}");
+    let z = g["end"][2].as_f64().unwrap();
+    assert!(z > 3.0 && z < 3.1, "the grenade rests on the floor: {z}");
+    let mut last_tick = 0;
+    for b in bounces {
+        let t = b["tick"].as_u64().unwrap();
+        assert!(t >= last_tick, "impacts in order: {g}");
+        last_tick = t;
+    }
+    for (i, l) in lines.iter().enumerate().take(10).skip(3) {
+        let e = l["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("line {}: {l}", i + 1));
+        assert!(e.starts_with(&format!("line {}: ", i + 1)), "{e}");
+    }
+    assert!(err.contains("line 4"), "stderr names the bad lines: {err}");
+    assert_eq!(
+        lines[10]["impacts"][0]["hit"],
+        serde_json::json!({"mover": 2})
+    );
+}

@@ -16,6 +16,9 @@ fn run(kind: &str, map: &str, bots: &str, seconds: &str) -> String {
     match kind {
         "sim" => cmd.args(["sim", map, "--inputs", "tests/data/replay.jsonl"]),
         "walk" => cmd.args(["walk", map, "--bots", bots, "--seconds", seconds]),
+        "shots" => cmd
+            .args(["shots", map])
+            .stdin(std::fs::File::open(Path::new(ROOT).join("tests/data/shots.jsonl")).unwrap()),
         other => panic!("unknown golden kind {other}"),
     };
     let out = cmd.output().expect("run expel");
@@ -26,6 +29,11 @@ fn run(kind: &str, map: &str, bots: &str, seconds: &str) -> String {
         String::from_utf8_lossy(&out.stderr)
     );
     let hash = match kind {
+        // Every impact of every shot, as printed: the first 16 hex digits of its SHA-256.
+        "shots" => {
+            use sha2::Digest;
+            Some(hex::encode(sha2::Sha256::digest(&out.stdout))[..16].to_string())
+        }
         "sim" => stdout
             .lines()
             .last()

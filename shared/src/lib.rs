@@ -42,4 +42,7 @@ pub use movement::{
     pmove, ConfigError, MoveCommand, MoveConfig, MoveEvents, MoveMode, Movement, Obstacle,
     PlayerState,
 };
-pub use sim::{PlayerBox, PlayerId, PlayerTick, Sim, SimError, SimScratch, WorldState};
+pub use sim::{
+    Entity, EntityId, Impact, Motion, PlayerBox, PlayerId, PlayerTick, Sim, SimError, SimScratch,
+    StepReport, Struck, WorldState,
+};

@@ -451,6 +451,7 @@ pub(crate) fn seen_world(
         tick: snap.tick,
         players,
         movers,
+        entities: BTreeMap::new(),
     }
 }
 

@@ -16,6 +16,8 @@ pub(crate) const SWEEP_MARGIN: f64 = EXPEL * 4.0;
 /// The map, the movers at their poses, and other players' boxes.
 pub(crate) struct SimCollider<'a> {
     pub(super) sim: &'a Sim,
+    /// What of the map stops the hull: players stop at clip brushes, projectiles do not.
+    pub(super) mask: Contents,
     pub(super) scratch: &'a mut TraceScratch,
     pub(super) region: &'a Region,
     pub(super) boxes: &'a [PlayerBox],
@@ -36,14 +38,7 @@ pub(crate) struct SimCollider<'a> {
 impl Collider for SimCollider<'_> {
     fn sweep(&mut self, hull: &Hull, start: DVec3, end: DVec3) -> Sweep {
         let map = &self.sim.map;
-        let mut t = map.sweep_in(
-            self.region,
-            hull,
-            start,
-            end,
-            Contents::PLAYER,
-            self.scratch,
-        );
+        let mut t = map.sweep_in(self.region, hull, start, end, self.mask, self.scratch);
         let hb = hull.bounds();
         let swept = hull.swept_bounds(start, end).expand(SWEEP_MARGIN);
         for &(i, bounds) in self.movers {

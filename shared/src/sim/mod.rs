@@ -16,13 +16,15 @@
 //! 1. Movers advance in map order. A mover carries the players standing on it and pushes
 //!    the players in its way along its motion; a mover that cannot push a player (it would
 //!    crush it against the world) does not move this tick and turns back if its kind does.
-//! 2. Every player with a command moves, and every player without one repeats its last
+//! 2. Every entity with a [`Motion`] moves (see [`entity`]) against the map, the movers at
+//!    their new poses and the players' boxes as they stand after step 1.
+//! 3. Every player with a command moves, and every player without one repeats its last
 //!    command. Each moves against the map, the movers at their new poses, and the other
 //!    players' boxes **as they stand after step 1** — never against a player that already
 //!    moved this tick. So the order in which players are processed does not matter, and a
 //!    client that knows the others' boxes at the start of the tick computes its own move
 //!    exactly as the server does.
-//! 3. Conflicts: two players may each move into space the other just left. In ascending id
+//! 4. Conflicts: two players may each move into space the other just left. In ascending id
 //!    order, a player whose new box overlaps the new box of a lower-id player that kept
 //!    its move is reverted: it stays where it stood after step 1 with zero velocity. A
 //!    reverted box never overlaps anyone (everyone moved against it), so one pass settles
@@ -34,12 +36,13 @@
 //!    other's head, a respawn put one on the other) are not solid to
 //!    each other until they part, and their pair is no conflict. Held solid, neither
 //!    could move: every spot a tick reaches would still be inside the other.
-//! 4. A player whose origin left the map's bounds (grown by [`OUT_OF_BOUNDS_MARGIN`]) is
-//!    respawned at a spawn point, at rest.
+//! 5. A player whose origin left the map's bounds (grown by [`OUT_OF_BOUNDS_MARGIN`]) is
+//!    respawned at a spawn point, at rest; an entity is removed.
 //!
 //! The state hash ([`WorldState::hash`]) is FNV-1a (64-bit) over the tick, each mover's
-//! state in map order and each player's id and [`PlayerState::hash_bytes`] in id order:
-//! stable across platforms, builds and runs.
+//! state in map order, each player's id and [`PlayerState::hash_bytes`] in id order and
+//! each entity's id and [`Entity::hash_bytes`] in id order: stable across platforms,
+//! builds, runs and thread counts.
 
 use crate::collision::TraceScratch;
 use crate::collision::{hull::Hull, CollisionModel, Contents, Region};
@@ -56,12 +59,15 @@ use std::sync::{Arc, Mutex, PoisonError};
 use thiserror::Error;
 
 pub(crate) mod collider;
+pub mod entity;
 pub(crate) mod players;
 mod push;
 mod step;
 
 pub(crate) use collider::SimCollider;
 use players::{entangled, overlapping_pairs, PlayerGrid};
+
+pub use entity::{Entity, EntityId, EntityTick, Impact, Motion, MotionError, Struck};
 
 /// A player's id, unique within a world.
 pub type PlayerId = u32;
@@ -88,6 +94,22 @@ pub enum SimError {
         id: PlayerId,
         /// Its origin.
         origin: [f64; 3],
+    },
+    /// An entity placed outside the supported coordinate range.
+    #[error("entity {id} at {origin:?} is outside the supported coordinate range")]
+    EntityOutOfRange {
+        /// The entity.
+        id: EntityId,
+        /// Its origin.
+        origin: [f64; 3],
+    },
+    /// An entity whose motion the simulation refuses.
+    #[error("entity {id}: {why}")]
+    Motion {
+        /// The entity.
+        id: EntityId,
+        /// What is wrong with its motion.
+        why: MotionError,
     },
     /// A restored state whose movers do not match this simulation's.
     #[error("world state has {got} mover states; this map has {want} movers")]
@@ -119,6 +141,8 @@ pub struct WorldState {
     pub players: BTreeMap<PlayerId, PlayerSlot>,
     /// The movers' states, in the simulation's mover order.
     pub movers: Vec<MoverState>,
+    /// The game's entities, by id (see [`entity`]).
+    pub entities: BTreeMap<EntityId, Entity>,
 }
 
 impl WorldState {
@@ -144,6 +168,11 @@ impl WorldState {
         for (id, p) in &self.players {
             bytes.extend_from_slice(&id.to_le_bytes());
             p.state.hash_bytes(&mut bytes);
+        }
+        // After the players, so a world without entities hashes as it always did.
+        for (id, e) in &self.entities {
+            bytes.extend_from_slice(&id.to_le_bytes());
+            e.hash_bytes(&mut bytes);
         }
         fnv1a(&bytes)
     }
@@ -182,6 +211,17 @@ pub struct PlayerReport {
     pub respawned: bool,
 }
 
+/// What one world step did: to each player, and to the entities that moved.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepReport {
+    /// A report per player, in id order.
+    pub players: Vec<PlayerReport>,
+    /// The entities' impacts, in entity id order and then as they came.
+    pub impacts: Vec<Impact>,
+    /// Entities that left the arena and were removed, in id order.
+    pub lost: Vec<EntityId>,
+}
+
 /// Per-thread working memory of the simulation. Keep one per thread and reuse it.
 #[derive(Default, Debug)]
 pub struct SimScratch {
@@ -199,6 +239,10 @@ pub struct SimScratch {
     poses: Vec<Pose>,
     movers: Vec<(usize, Aabb)>,
     bodies: Vec<push::Body>,
+    /// Entities' hulls by box, the few last used.
+    entity_hulls: Vec<(entity::HullKey, Hull)>,
+    /// The players' boxes an entity's sweep may meet.
+    entity_boxes: Vec<PlayerBox>,
     /// Workers for the players' moves of a step (see [`SimScratch::with_threads`]).
     pool: Option<Arc<rayon::ThreadPool>>,
     /// Whether a tick's work goes to the workers now (see [`SimScratch::set_spread`]).
@@ -408,6 +452,7 @@ impl Sim {
             tick: 0,
             players: BTreeMap::new(),
             movers: self.movers.iter().map(Mover::initial).collect(),
+            entities: BTreeMap::new(),
         }
     }
 
@@ -421,6 +466,18 @@ impl Sim {
         }
         for (id, p) in &state.players {
             check_origin(*id, &p.state)?;
+        }
+        for (id, e) in &state.entities {
+            if !in_range(e.origin()) {
+                return Err(SimError::EntityOutOfRange {
+                    id: *id,
+                    origin: e.origin().to_array(),
+                });
+            }
+            if let Some(m) = &e.motion {
+                m.validate()
+                    .map_err(|why| SimError::Motion { id: *id, why })?;
+            }
         }
         Ok(())
     }
@@ -620,6 +677,7 @@ impl Sim {
         self.movers_near(&around, poses, &mut s.movers);
         SimCollider {
             sim: self,
+            mask: Contents::PLAYER,
             scratch: &mut s.trace,
             region: &s.region,
             boxes: others,

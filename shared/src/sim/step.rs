@@ -38,6 +38,7 @@ impl Sim {
             .extend(s.boxes.iter().filter(|b| b.bounds.overlaps(&zone)));
         let mut col = SimCollider {
             sim: self,
+            mask: Contents::PLAYER,
             scratch: &mut s.trace,
             region,
             boxes: &s.boxes,
@@ -55,13 +56,24 @@ impl Sim {
 
     /// Advances the world one tick (see the module docs for the order). Players without a
     /// command in `commands` repeat their last one; commands for unknown ids are ignored.
-    /// Returns a report per player, in id order.
+    /// Returns a report per player, in id order ([`Sim::step_world`] tells the entities'
+    /// impacts too).
     pub fn step(
         &self,
         world: &mut WorldState,
         commands: &BTreeMap<PlayerId, MoveCommand>,
         s: &mut SimScratch,
     ) -> Vec<PlayerReport> {
+        self.step_world(world, commands, s).players
+    }
+
+    /// [`Sim::step`], with what the tick did to the entities.
+    pub fn step_world(
+        &self,
+        world: &mut WorldState,
+        commands: &BTreeMap<PlayerId, MoveCommand>,
+        s: &mut SimScratch,
+    ) -> StepReport {
         self.advance_movers(world, s);
         let mut poses = std::mem::take(&mut s.poses);
         self.poses(&world.movers, &mut poses);
@@ -87,6 +99,10 @@ impl Sim {
                 .filter_map(|(id, p, ..)| self.player_box(*id, p)),
         );
         s.grid.build(&s.start_boxes);
+        // The entities move against the players as they stand now, like every player.
+        let start_boxes = std::mem::take(&mut s.start_boxes);
+        let (impacts, lost) = self.step_entities(world, &poses, &start_boxes, s);
+        s.start_boxes = start_boxes;
         // How far across (x, y) a player's box reaches from its centre: the grid bins by
         // centre.
         let half_xy = [self.movement.stand(), self.movement.crouch()]
@@ -188,7 +204,65 @@ impl Sim {
             w.regions.prune(world);
         }
         world.tick = world.tick.wrapping_add(1);
-        reports
+        StepReport {
+            players: reports,
+            impacts,
+            lost,
+        }
+    }
+
+    /// Moves every entity that has a motion one tick (each against the same boxes, so in
+    /// any order and on any number of threads to the same bits), applies the results in
+    /// id order and drops the lost.
+    fn step_entities(
+        &self,
+        world: &mut WorldState,
+        poses: &[Pose],
+        boxes: &[PlayerBox],
+        s: &mut SimScratch,
+    ) -> (Vec<Impact>, Vec<EntityId>) {
+        let moving: Vec<(EntityId, Entity)> = world
+            .entities
+            .iter()
+            .filter(|(_, e)| e.motion.is_some())
+            .map(|(id, e)| (*id, *e))
+            .collect();
+        let ticks: Vec<(EntityId, EntityTick)> = match s.spreading() {
+            Some(pool) if moving.len() >= 2 * PLAYERS_PER_WORKER => {
+                use rayon::prelude::*;
+                let workers = &s.workers;
+                let runs: Vec<Vec<_>> = pool.install(|| {
+                    moving
+                        .par_chunks(PLAYERS_PER_WORKER)
+                        .map(|run| {
+                            let i = rayon::current_thread_index().unwrap_or(0) % workers.len();
+                            let mut ws = workers[i].lock().unwrap_or_else(PoisonError::into_inner);
+                            run.iter()
+                                .map(|(id, e)| {
+                                    (*id, self.entity_tick(*id, e, poses, boxes, &mut ws))
+                                })
+                                .collect()
+                        })
+                        .collect()
+                });
+                runs.concat()
+            }
+            _ => moving
+                .iter()
+                .map(|(id, e)| (*id, self.entity_tick(*id, e, poses, boxes, s)))
+                .collect(),
+        };
+        let (mut impacts, mut lost) = (Vec::new(), Vec::new());
+        for (id, t) in ticks {
+            impacts.extend_from_slice(&t.impacts);
+            if t.lost {
+                world.entities.remove(&id);
+                lost.push(id);
+            } else if let Some(e) = world.entities.get_mut(&id) {
+                *e = t.entity;
+            }
+        }
+        (impacts, lost)
     }
 
     /// The tick of [`Sim::step`] for player `id` alone, as a client predicts it: movers

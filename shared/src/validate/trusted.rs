@@ -523,6 +523,7 @@ impl Sim {
             tick: from.tick,
             players,
             movers: from.movers.clone(),
+            entities: Default::default(),
         };
         while w.tick < tick {
             self.advance_movers(&mut w, s);
