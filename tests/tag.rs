@@ -203,3 +203,109 @@ async fn tag_over_expel_serve_gives_every_client_the_servers_score() {
         s.close("done").await;
     }
 }
+
+/// Two players with the lowest ids chat at their full allowance (240 lines at once, then
+/// as fast as their clients let them), over real QUIC against `expel serve --mode tag`:
+/// an honest player's 20 lines still reach every player, itself included (at least 19 of
+/// 20 each), and so does the score. Each recipient's allowance goes round its senders
+/// and the game's own messages; the floods' excess is dropped and counted as over their
+/// share.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_floods_with_the_lowest_ids_leave_an_honest_players_chat_and_the_score_through() {
+    let served = Served::start_args("", 16, "--mode tag");
+    let connect = |id: u32| {
+        ConnectOptions::new(
+            served.token(id, 1),
+            Trust::Fingerprint(served.fingerprint.clone()),
+        )
+    };
+    // The abusers first, with the lowest ids.
+    let mut abusers = Vec::new();
+    for id in 1..=2u32 {
+        abusers.push(
+            expel_client::connect(served.addr, &connect(id))
+                .await
+                .unwrap(),
+        );
+    }
+    let mut flood = 0u64;
+    let mut spam = |abusers: &mut Vec<expel_client::Session>| {
+        for a in abusers.iter_mut() {
+            while a
+                .send(Channel::Reliable, &Say(format!("spam {flood}")))
+                .is_ok()
+            {
+                flood += 1;
+            }
+        }
+    };
+    spam(&mut abusers);
+    let mut others = Vec::new();
+    for id in 3..=6u32 {
+        others.push(
+            expel_client::connect(served.addr, &connect(id))
+                .await
+                .unwrap(),
+        );
+    }
+    let honest = others[0].welcome.player_id;
+    let mut last: BTreeMap<usize, TagScore> = BTreeMap::new();
+    let mut said = Vec::new();
+    let start = Instant::now();
+    let mut sent = 0;
+    while Instant::now() < start + Duration::from_secs(8) {
+        let now = Instant::now();
+        spam(&mut abusers);
+        // The honest player: a line every quarter second, twenty in all.
+        if sent < 20 && now >= start + Duration::from_millis(250 * sent) {
+            others[0]
+                .send(Channel::Reliable, &Say(format!("honest line {sent}")))
+                .unwrap();
+            sent += 1;
+        }
+        for s in abusers.iter_mut() {
+            s.update_with(now, &mut |_, _| Some(MoveCommand::default()));
+            while s.poll_message::<TagNews>().is_some() {}
+        }
+        for (i, s) in others.iter_mut().enumerate() {
+            s.update_with(now, &mut |_, _| Some(MoveCommand::default()));
+            take_news(i, s, &mut last, &mut said);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(sent, 20);
+    assert!(flood >= 1500, "the floods sent only {flood} lines");
+    for i in 0..others.len() {
+        let heard = said
+            .iter()
+            .filter(|(to, from, line)| {
+                *to == i && *from == honest && line.starts_with("honest line")
+            })
+            .count();
+        assert!(
+            heard >= 19,
+            "player {i} heard {heard} of the honest player's 20 lines"
+        );
+    }
+    let (status, body) = http_get(served.http, "/game.json");
+    assert!(status.contains("200"), "{status}");
+    let server: TagScore = serde_json::from_str(&body).unwrap();
+    assert_eq!(server.scores.len(), 6, "{server:?}");
+    for i in 0..others.len() {
+        assert_eq!(last.get(&i), Some(&server), "player {i}'s score");
+    }
+    let (_, metrics) = http_get(served.http, "/metrics");
+    let over_share: f64 = metrics
+        .lines()
+        .find(|l| l.starts_with("expel_message_drops_total{reason=\"over_share\"}"))
+        .and_then(|l| l.split_whitespace().last()?.parse().ok())
+        .unwrap_or(0.0);
+    assert!(
+        over_share > 0.0,
+        "the floods' excess is counted: {over_share}"
+    );
+    eprintln!("floods: {flood} lines; over their share: {over_share}");
+    for s in abusers.into_iter().chain(others) {
+        s.close("done").await;
+    }
+}

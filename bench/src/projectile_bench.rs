@@ -27,7 +27,12 @@ const TICKS: usize = 600;
 type Launch = (DVec3, DVec3, f64, Motion);
 
 /// A free point of the map `above` units over the floor under a random spot, if any.
-fn spot(model: &CollisionModel, rng: &mut ChaCha8Rng, above: f64, s: &mut TraceScratch) -> Option<DVec3> {
+fn spot(
+    model: &CollisionModel,
+    rng: &mut ChaCha8Rng,
+    above: f64,
+    s: &mut TraceScratch,
+) -> Option<DVec3> {
     let b = model.bounds();
     let p = DVec3::new(
         rng.gen_range(b.min.x..b.max.x),
@@ -72,7 +77,11 @@ fn boxes(launches: &[Launch], rng: &mut ChaCha8Rng) -> Vec<PlayerBox> {
     (0..64)
         .map(|id| {
             let (p, ..) = launches[rng.gen_range(0..launches.len())];
-            let c = p + DVec3::new(rng.gen_range(-200.0..200.0), rng.gen_range(-200.0..200.0), 0.0);
+            let c = p + DVec3::new(
+                rng.gen_range(-200.0..200.0),
+                rng.gen_range(-200.0..200.0),
+                0.0,
+            );
             PlayerBox {
                 id,
                 bounds: expel_shared::Aabb {
@@ -99,11 +108,19 @@ fn main() -> Result<()> {
             sim.poses(&sim.new_state().movers, &mut v);
             v
         };
-        let name = path.file_name().unwrap_or_default().to_string_lossy().to_string();
+        let name = path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
         for case in ["open", "skimming", "grenades", "players"] {
             let starts = launches(&model, case, 11);
             let mut rng = ChaCha8Rng::seed_from_u64(12);
-            let players = if case == "players" { boxes(&starts, &mut rng) } else { Vec::new() };
+            let players = if case == "players" {
+                boxes(&starts, &mut rng)
+            } else {
+                Vec::new()
+            };
             let launch = |l: &Launch| Entity::launched(l.0, l.1, l.2, l.3, None).unwrap();
             let mut es: Vec<Entity> = starts.iter().map(launch).collect();
             let mut s = SimScratch::new();
@@ -114,7 +131,11 @@ fn main() -> Result<()> {
                     let t = sim.entity_tick(i as u32, e, &poses, &players, &mut s);
                     ticks += 1;
                     impacts += t.impacts.len() as u64;
-                    *e = if t.lost || t.entity.at_rest { launch(&starts[i]) } else { t.entity };
+                    *e = if t.lost || t.entity.at_rest {
+                        launch(&starts[i])
+                    } else {
+                        t.entity
+                    };
                 }
             }
             let us = t0.elapsed().as_secs_f64() * 1e6 / ticks as f64;

@@ -10,7 +10,7 @@
 use crate::admission::Decision;
 use crate::udp::{Rejected, UdpCounts};
 use expel_shared::protocol::channel::Channel;
-use expel_shared::protocol::server::{ServerStats, REFUSALS};
+use expel_shared::protocol::server::{MessageDrop, ServerStats, REFUSALS};
 use expel_shared::validate::ViolationKind;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
@@ -373,6 +373,15 @@ impl Collector for Scraped {
                     ]
                     .map(|(o, v)| (vec![("channel", ch.name()), ("outcome", o)], v))
                 })
+                .collect(),
+        )?;
+        family(
+            "expel_message_drops",
+            "The game's messages dropped, by reason: stale (unreliable, older than one delivered), queue_full (the sender's queue for the game), not_playing (sent before its player was in the world), no_game (no rules to take it), over_share (outgoing: a sender over its fair share of a recipient's allowance).",
+            MessageDrop::ALL
+                .iter()
+                .zip(&s.message_drops)
+                .map(|(r, v)| (vec![("reason", r.label())], *v))
                 .collect(),
         )?;
         let max = recent_max(&self.tick_max, self.started.elapsed().as_secs());

@@ -30,6 +30,7 @@ pub mod mover;
 pub mod protocol;
 pub mod sim;
 pub mod tag;
+pub mod text;
 pub mod validate;
 
 pub use collision::{

@@ -41,7 +41,8 @@ pub struct Say(pub String);
 pub enum TagNews {
     /// The score, changed.
     Score(TagScore),
-    /// A player's chat line (control characters taken out, at most [`MOST_SAID`]).
+    /// A player's chat line, clean for display ([`display_line`](crate::text::display_line):
+    /// nothing that reorders, hides or stacks), at most [`MOST_SAID`] characters.
     Said {
         /// Who said it.
         from: PlayerId,
@@ -58,7 +59,7 @@ mod rules {
     use super::{Say, TagNews, TagScore, MOST_SAID, TAG_COOLDOWN_TICKS, TAG_HEIGHT, TAG_REACH};
     use crate::movement::MoveMode;
     use crate::protocol::channel::Channel;
-    use crate::protocol::server::{Game, GameRules};
+    use crate::protocol::server::{Game, GameRules, Sender};
     use crate::sim::PlayerId;
     use std::collections::BTreeMap;
 
@@ -142,13 +143,10 @@ mod rules {
 
         fn tick(&mut self, game: &mut Game<'_>) {
             while let Some((from, _, Say(line))) = game.poll::<Say>() {
-                let line: String = line
-                    .chars()
-                    .filter(|c| !c.is_control())
-                    .take(MOST_SAID)
-                    .collect();
-                // A player over its rate misses a line; chat is not worth more.
-                let _ = game.broadcast(Channel::Reliable, &TagNews::Said { from, line });
+                let line = crate::text::display_line(&line, MOST_SAID);
+                // In the speaker's turn at each recipient: no flood crowds out the others.
+                let said = TagNews::Said { from, line };
+                let _ = game.broadcast_from(Sender::Player(from), Channel::Reliable, &said);
             }
             let tick = game.tick();
             if let Some(it) = self.it.filter(|_| tick >= self.ready_at) {
@@ -164,7 +162,7 @@ mod rules {
             }
             if std::mem::take(&mut self.changed) {
                 let score = self.score(tick);
-                // A player over its rate misses this one; the next change reaches it.
+                // The game's own turn at each player: no chat flood holds it back.
                 let _ = game.broadcast(Channel::Reliable, &TagNews::Score(score.clone()));
                 self.summary = serde_json::to_string(&score).ok();
             }

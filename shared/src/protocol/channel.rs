@@ -180,8 +180,10 @@ impl Strikes {
 pub enum Arrival {
     /// Queued for the game.
     Taken,
-    /// Stale, repeated, or the queue full.
-    Dropped,
+    /// Unreliable, and not newer than one delivered before (stale or repeated).
+    Stale,
+    /// The queue for the game is full.
+    Full,
     /// Too large or over the rate; `kick` when the sender's strikes reached the limit.
     Refused {
         /// The sender is to be kicked.
@@ -236,7 +238,7 @@ impl Mailbox {
             let fresh = channel == Channel::Reliable || self.fresh.fresh(seq);
             if !fresh || self.queue.len() >= self.most_queued {
                 c.dropped += 1;
-                return Arrival::Dropped;
+                return if fresh { Arrival::Full } else { Arrival::Stale };
             }
             self.queue.push_back((channel, bytes));
             c.received += 1;

@@ -3,11 +3,12 @@
 //! inside the machine, at fixed points of the tick, in player order: the same inputs
 //! give the same state and the same messages.
 
-use super::{Output, Server};
+use super::outbox::Sender;
+use super::{MessageDrop, Output, Server};
 use crate::collision::{Contents, TraceScratch};
 use crate::movement::{flags, MoveMode, PlayerState};
 use crate::protocol::channel::{
-    decode_message, encode_message, Arrival, Channel, Mailbox, MessageError,
+    check_size, decode_message, encode_message, Arrival, Channel, Mailbox, MessageError,
 };
 use crate::protocol::frame::encode_frame;
 use crate::protocol::{encode, MovementAuthority, ServerControl, ServerDatagram};
@@ -80,6 +81,9 @@ pub(super) struct Hosted {
     notices: VecDeque<Notice>,
     /// Players with messages waiting for the game.
     pub(super) mail_waiting: BTreeSet<PlayerId>,
+    /// The player whose message the game took last: the next is the next player's, so
+    /// the rules read the players' messages in turns, whatever their ids.
+    last_taken: Option<PlayerId>,
 }
 
 /// What the game's rules may do: the server, as the game sees it.
@@ -109,21 +113,47 @@ impl Game<'_> {
         self.server.players.keys().copied()
     }
 
-    /// Sends `msg` to `player` on `channel`.
+    /// Sends the game's own `msg` to `player` on `channel`. It goes at once, or waits
+    /// for the player's allowance in turn with the messages others send it (see
+    /// [`outbox`](super::outbox)); a flood of the game's own drops its oldest first.
     pub fn send<T: Serialize>(
         &mut self,
         player: PlayerId,
         channel: Channel,
         msg: &T,
     ) -> Result<(), MessageError> {
-        let bytes = encode_message(msg)?;
-        self.server.send_message(player, channel, &bytes, self.now)
+        self.send_from(Sender::Game, player, channel, msg)
     }
 
-    /// Sends `msg` to every player in the world on `channel`: how many it went to (a
-    /// player over its rate misses it; on the reliable channel that is worth knowing).
+    /// Sends `msg` to `player` on behalf of `from` (a chat line passed on): it takes
+    /// `from`'s turn in the player's allowance, so no sender crowds out the others or the
+    /// game's own messages, whatever its id or rate.
+    pub fn send_from<T: Serialize>(
+        &mut self,
+        from: Sender,
+        player: PlayerId,
+        channel: Channel,
+        msg: &T,
+    ) -> Result<(), MessageError> {
+        let bytes = encode_message(msg)?;
+        self.server
+            .send_from(from, player, channel, &bytes, self.now)
+    }
+
+    /// Sends the game's own `msg` to every player in the world on `channel`: how many it
+    /// is queued for (those not in the game are left out).
     pub fn broadcast<T: Serialize>(
         &mut self,
+        channel: Channel,
+        msg: &T,
+    ) -> Result<usize, MessageError> {
+        self.broadcast_from(Sender::Game, channel, msg)
+    }
+
+    /// [`Game::broadcast`] on behalf of `from` (see [`Game::send_from`]).
+    pub fn broadcast_from<T: Serialize>(
+        &mut self,
+        from: Sender,
         channel: Channel,
         msg: &T,
     ) -> Result<usize, MessageError> {
@@ -131,7 +161,7 @@ impl Game<'_> {
         let players: Vec<PlayerId> = self.players().collect();
         Ok(players
             .into_iter()
-            .filter(|p| (self.server.send_message(*p, channel, &bytes, self.now)).is_ok())
+            .filter(|p| (self.server.send_from(from, *p, channel, &bytes, self.now)).is_ok())
             .count())
     }
 
@@ -310,7 +340,7 @@ impl Server {
         }
     }
 
-    /// Sends the game's message (its bytes) to `player` on `channel`.
+    /// Sends the game's own message (its bytes) to `player` on `channel`.
     pub fn send_message(
         &mut self,
         player: PlayerId,
@@ -318,22 +348,72 @@ impl Server {
         bytes: &[u8],
         now: Instant,
     ) -> Result<(), MessageError> {
+        self.send_from(Sender::Game, player, channel, bytes, now)
+    }
+
+    /// Queues a message (its bytes) from `from` for `player` on `channel`, and sends what
+    /// the player's allowance takes now.
+    pub fn send_from(
+        &mut self,
+        from: Sender,
+        player: PlayerId,
+        channel: Channel,
+        bytes: &[u8],
+        now: Instant,
+    ) -> Result<(), MessageError> {
+        check_size(bytes)?;
         let Some(s) = self.players.get_mut(&player) else {
             return Err(MessageError::NotPlaying);
         };
-        let seq = s.mail.send(channel, bytes, now, &mut self.stats.messages)?;
-        let (conn, bytes) = (s.conn, bytes.to_vec());
-        self.outputs.push_back(match channel {
-            Channel::Reliable => Output::Control {
-                conn,
-                bytes: encode_frame(&ServerControl::Message { bytes }),
-            },
-            Channel::Unreliable => Output::Datagram {
-                conn,
-                bytes: encode(&ServerDatagram::Message { seq, bytes }),
-            },
-        });
+        if s.outbox.push(from, channel, bytes.to_vec()) {
+            self.message_dropped(channel, MessageDrop::OverShare);
+        }
+        self.flush_outbox(player, now);
         Ok(())
+    }
+
+    /// Sends what waits for `player`, in turns, while its allowance lasts.
+    fn flush_outbox(&mut self, player: PlayerId, now: Instant) {
+        let Some(s) = self.players.get_mut(&player) else {
+            return;
+        };
+        let (mail, counts, conn) = (&mut s.mail, &mut self.stats.messages, s.conn);
+        while let Some((_, channel, bytes, seq)) = s
+            .outbox
+            .next(|channel, bytes| mail.send(channel, bytes, now, counts).ok())
+        {
+            self.outputs.push_back(match channel {
+                Channel::Reliable => Output::Control {
+                    conn,
+                    bytes: encode_frame(&ServerControl::Message { bytes }),
+                },
+                Channel::Unreliable => Output::Datagram {
+                    conn,
+                    bytes: encode(&ServerDatagram::Message { seq, bytes }),
+                },
+            });
+        }
+    }
+
+    /// Sends what waits for every player, as far as their allowances go (once a tick:
+    /// allowances refill with time).
+    pub(super) fn flush_outboxes(&mut self, now: Instant) {
+        let waiting: Vec<PlayerId> = self
+            .players
+            .iter()
+            .filter(|(_, s)| !s.outbox.is_empty())
+            .map(|(id, _)| *id)
+            .collect();
+        for p in waiting {
+            self.flush_outbox(p, now);
+        }
+    }
+
+    /// Counts a game message dropped on `channel` for `why`.
+    pub(super) fn message_dropped(&mut self, channel: Channel, why: MessageDrop) {
+        self.stats.messages[channel.index()].dropped += 1;
+        let i = MessageDrop::ALL.iter().position(|r| *r == why).unwrap_or(0);
+        self.stats.message_drops[i] += 1;
     }
 
     /// A message from `player` arrived (`seq`: an unreliable one's number). Without
@@ -346,14 +426,20 @@ impl Server {
         bytes: Vec<u8>,
         now: Instant,
     ) {
+        if self.game.rules.is_none() {
+            if self.players.contains_key(&player) {
+                self.message_dropped(channel, MessageDrop::NoGame);
+            }
+            return;
+        }
         let counts = &mut self.stats.messages;
         let Some(s) = self.players.get_mut(&player) else {
             return;
         };
-        if self.game.rules.is_none() {
-            counts[channel.index()].dropped += 1;
-            return;
-        }
+        let drops = &mut self.stats.message_drops;
+        let mut drop = |why: MessageDrop| {
+            drops[MessageDrop::ALL.iter().position(|r| *r == why).unwrap_or(0)] += 1;
+        };
         match s.mail.receive(channel, seq, bytes, now, counts) {
             Arrival::Taken => {
                 self.game.mail_waiting.insert(player);
@@ -362,23 +448,34 @@ impl Server {
                 let conn = s.conn;
                 self.kick(conn, ABUSE.into());
             }
-            Arrival::Refused { kick: false } | Arrival::Dropped => {}
+            Arrival::Stale => drop(MessageDrop::Stale),
+            Arrival::Full => drop(MessageDrop::QueueFull),
+            Arrival::Refused { kick: false } => {}
         }
     }
 
-    /// The oldest message of the lowest player id that has one.
+    /// The oldest message of the next player after the one taken last (in id order,
+    /// round) that has one.
     fn take_message(&mut self) -> Option<(PlayerId, Channel, Vec<u8>)> {
-        while let Some(&id) = self.game.mail_waiting.first() {
+        use std::ops::Bound::{Excluded, Unbounded};
+        loop {
+            let waiting = &self.game.mail_waiting;
+            let next = match self.game.last_taken {
+                Some(l) => waiting.range((Excluded(l), Unbounded)).next(),
+                None => None,
+            }
+            .or_else(|| waiting.first());
+            let id = *next?;
             let mut s = self.players.get_mut(&id);
             let m = s.as_mut().and_then(|s| s.mail.take());
             if s.is_none_or(|s| s.mail.waiting() == 0) {
                 self.game.mail_waiting.remove(&id);
             }
             if let Some((c, b)) = m {
+                self.game.last_taken = Some(id);
                 return Some((id, c, b));
             }
         }
-        None
     }
 
     fn message_malformed(&mut self, player: PlayerId, channel: Channel, now: Instant) {

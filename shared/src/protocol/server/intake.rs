@@ -7,7 +7,7 @@
 //! one budget for all), waits for the ordered pass, and the player's later inputs with
 //! it. So the outcome is the batch's, whatever ran it on how many threads.
 
-use super::{kick_reason, wall_tick, ConnId, Player, Server, Stage, CLAIMS};
+use super::{kick_reason, wall_tick, ConnId, MessageDrop, Player, Server, Stage, CLAIMS};
 use crate::movement::PlayerState;
 use crate::protocol::channel::Channel;
 use crate::protocol::{decode, ClientDatagram, InputMsg, MovementAuthority};
@@ -122,7 +122,7 @@ impl Server {
                     self.message_in(player, Channel::Unreliable, seq, bytes, now);
                 }
                 (Ok(ClientDatagram::Message { .. }), None) => {
-                    self.stats.messages[Channel::Unreliable.index()].dropped += 1;
+                    self.message_dropped(Channel::Unreliable, MessageDrop::NotPlaying);
                 }
                 _ => self.stats.malformed_datagrams += 1,
             }

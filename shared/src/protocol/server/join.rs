@@ -56,7 +56,7 @@ impl Server {
                         self.message_in(player, Channel::Reliable, 0, bytes, now);
                     }
                     // Sent before its player entered the world: nobody to take it.
-                    _ => self.stats.messages[Channel::Reliable.index()].dropped += 1,
+                    _ => self.message_dropped(Channel::Reliable, MessageDrop::NotPlaying),
                 },
                 (true, _) => {
                     self.stats.malformed_control += 1;
@@ -201,6 +201,7 @@ impl Server {
                 entered: self.world.tick,
                 last_input: now,
                 mail: Server::mailbox(now),
+                outbox: Default::default(),
             },
         );
         self.roster_entered(conn, id);

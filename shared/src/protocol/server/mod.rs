@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 mod game;
 mod intake;
 mod join;
+pub mod outbox;
 mod replay;
 mod report;
 mod roster;
@@ -54,7 +55,8 @@ const REPLAY_SPACING: f64 = 0.1;
 
 pub use game::{Game, GameRules, RuleError};
 use game::{Hosted, Notice};
-pub use report::{Event, Output, ServerStats, REFUSALS};
+pub use outbox::Sender;
+pub use report::{Event, MessageDrop, Output, ServerStats, REFUSALS};
 pub use settings::{ServerSettings, SettingsError};
 
 /// A connection, as the shell numbers them (never reused while the machine knows it).
@@ -135,6 +137,8 @@ struct Player {
     last_input: Instant,
     /// The game's messages with this player.
     mail: Mailbox,
+    /// The game's messages waiting for this player's allowance, by sender.
+    outbox: outbox::Outbox,
 }
 
 impl Player {

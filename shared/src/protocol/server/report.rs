@@ -111,6 +111,45 @@ pub enum Event {
     },
 }
 
+/// Why a game message was dropped (not refused: nothing the sender did wrong by itself),
+/// in the order of [`ServerStats::message_drops`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MessageDrop {
+    /// Unreliable, and not newer than one delivered before.
+    Stale,
+    /// The sender's queue for the game was full.
+    QueueFull,
+    /// Sent before its player was in the world.
+    NotPlaying,
+    /// The server runs no game to take it.
+    NoGame,
+    /// Outgoing: a sender's messages for one recipient over its fair share of that
+    /// recipient's allowance (see [`outbox`](super::outbox)).
+    OverShare,
+}
+
+impl MessageDrop {
+    /// Every reason, in the order of the counts.
+    pub const ALL: [MessageDrop; 5] = [
+        MessageDrop::Stale,
+        MessageDrop::QueueFull,
+        MessageDrop::NotPlaying,
+        MessageDrop::NoGame,
+        MessageDrop::OverShare,
+    ];
+
+    /// As the metrics label it.
+    pub fn label(self) -> &'static str {
+        match self {
+            MessageDrop::Stale => "stale",
+            MessageDrop::QueueFull => "queue_full",
+            MessageDrop::NotPlaying => "not_playing",
+            MessageDrop::NoGame => "no_game",
+            MessageDrop::OverShare => "over_share",
+        }
+    }
+}
+
 /// Counts of everything the machine saw and did: plain numbers, copied out by the shell.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ServerStats {
@@ -118,6 +157,8 @@ pub struct ServerStats {
     pub ticks: u64,
     /// The game's messages, per channel ([`Channel::index`](crate::protocol::channel::Channel::index)).
     pub messages: crate::protocol::channel::MessageCounts,
+    /// The game's messages dropped, by reason, in [`MessageDrop::ALL`] order.
+    pub message_drops: [u64; MessageDrop::ALL.len()],
     /// Ticks stepped a period or more after they were due (caught up on).
     pub ticks_late: u64,
     /// Ticks skipped: the server was further behind than it catches up on.

@@ -117,6 +117,8 @@ impl Server {
         // The game's rules first: what they do to the world, this tick steps.
         let now = self.last_call;
         self.with_rules(now, |r, g| r.tick(g));
+        // What waited for an allowance goes as the allowances refill.
+        self.flush_outboxes(now);
         let rate = f64::from(self.rate());
         let refill = self.settings.client_budget as f64 / rate;
         let cap = (self.settings.client_budget as f64 / 4.0).max(1200.0);
