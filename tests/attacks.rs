@@ -534,3 +534,46 @@ async fn an_input_flood_is_dropped_undecoded_flagged_and_kicked_and_the_honest_p
     );
     r.shutdown("test over").await;
 }
+
+/// A joined client sends 64 datagrams of 1,100 bytes in one burst (a congestion window
+/// opened wide): past the connection's 16 KiB receive buffer QUIC drops the oldest before
+/// the server takes them, and each one it dropped is counted, none twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn datagrams_lost_in_a_burst_past_the_receive_buffer_are_counted() {
+    let _serial = SERIAL.lock().await;
+    let (r, _, _) = server(8).await;
+    let m = r.metrics.clone();
+    let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    let mut cfg =
+        expel_client::client_config(&Trust::Fingerprint(r.fingerprint.clone()), ALPN).unwrap();
+    let mut t = quinn::TransportConfig::default();
+    let mut reno = quinn::congestion::NewRenoConfig::default();
+    reno.initial_window(4 << 20);
+    t.congestion_controller_factory(Arc::new(reno));
+    cfg.transport_config(Arc::new(t));
+    ep.set_default_client_config(cfg);
+    let c = ep.connect(r.addr, "localhost").unwrap().await.unwrap();
+    let (_s, reply) = hello(&c, VERSION, token_with(SECRET, 70, now() + 60, 1)).await;
+    assert!(matches!(reply, ServerControl::Welcome(_)), "{reply:?}");
+    let before = m.datagrams_overflowed.get();
+    let mut sent = 0;
+    for round in 0..5 {
+        for _ in 0..64 {
+            sent += c.send_datagram(vec![round as u8; 1100].into()).is_ok() as u64;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let lost = m.datagrams_overflowed.get() - before;
+    let taken = m.machine().datagrams_in;
+    assert!(
+        lost > 0,
+        "no datagram counted lost of {sent} sent in bursts"
+    );
+    assert!(
+        lost + taken <= sent + 60,
+        "{lost} lost and {taken} taken of {sent}"
+    );
+    eprintln!("{sent} sent in bursts of 64: {lost} dropped by QUIC, counted");
+    c.close(0u32.into(), b"done");
+    r.shutdown("test over").await;
+}

@@ -164,6 +164,9 @@ metrics! {
     stalls: Counter = "expel_stalls",
         "Connections dropped because the peer granted no flow-control credit in time.",
         Counter::default();
+    datagrams_overflowed: Counter = "expel_datagrams_overflowed",
+        "Datagrams a connection received in a burst past its receive buffer (16 KiB) before they were taken: QUIC dropped them, the oldest first.",
+        Counter::default();
     datagram_send_errors: Counter = "expel_datagram_send_errors",
         "Datagrams the transport would not take (the connection gone or too small).",
         Counter::default();

@@ -189,6 +189,8 @@ impl Quic {
             dirty: false,
             blocked: None,
             packets: TokenBucket::new(PACKET_RATE, PACKET_RATE, now),
+            datagrams_taken: 0,
+            datagrams_overflowed: 0,
         });
         self.live += 1;
         self.touch(h.0);

@@ -67,6 +67,11 @@ struct Peer {
     blocked: Blocked,
     /// What it may send (see [`PACKET_RATE`]).
     packets: TokenBucket,
+    /// Datagrams taken from the connection, and of those it received the ones QUIC
+    /// dropped before they were taken (counted so far): a burst past its receive buffer
+    /// between two looks loses the oldest.
+    datagrams_taken: u64,
+    datagrams_overflowed: u64,
 }
 
 impl Peer {
@@ -496,6 +501,7 @@ impl Quic {
                 }
                 Event::DatagramReceived => {
                     while let Some(d) = p.conn.datagrams().recv() {
+                        p.datagrams_taken += 1;
                         if let Some(id) = p.talking() {
                             up.push(Up::Datagram {
                                 id,
@@ -503,6 +509,13 @@ impl Quic {
                                 at: now,
                             });
                         }
+                    }
+                    // Emptied: what it received and we did not take, it dropped.
+                    let received = p.conn.stats().frame_rx.datagram;
+                    let lost = received.saturating_sub(p.datagrams_taken);
+                    if lost > p.datagrams_overflowed {
+                        m.datagrams_overflowed.inc_by(lost - p.datagrams_overflowed);
+                        p.datagrams_overflowed = lost;
                     }
                 }
                 _ => {}
