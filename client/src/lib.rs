@@ -40,8 +40,9 @@ pub use expel_shared::protocol::backoff::Backoff;
 pub use expel_shared::protocol::channel::{Channel, MessageError, MAX_MESSAGE_BYTES};
 pub use expel_shared::protocol::client::{ClientEvent, ClientStats, End, Status};
 pub use expel_shared::protocol::conditioner::LinkConditioner;
-pub use expel_shared::protocol::interp::{Drawn, Interpolator};
+pub use expel_shared::protocol::interp::{Drawn, DrawnEntity, Interpolator};
 pub use expel_shared::protocol::predict::{PredictStats, Predictor};
+pub use expel_shared::protocol::snapshot::{EntityView, Scope};
 pub use join::{connect, connect_blocking, reconnect, Joining, RECONNECT_CAP, RECONNECT_FIRST};
 pub use tls::{client_config, Trust};
 
@@ -297,6 +298,12 @@ impl Session {
     /// (angles the short way round), crouched or not; a teleport is not swept across.
     pub fn others_drawn(&self, now: Instant) -> BTreeMap<u32, Drawn> {
         self.machine.others_drawn(self.machine.render_tick(now))
+    }
+
+    /// The game's entities as a game draws them at `now`: interpolated like the other
+    /// players (their kind, owner and flags from the nearer snapshot).
+    pub fn entities(&self, now: Instant) -> BTreeMap<u32, DrawnEntity> {
+        self.machine.entities_drawn(self.machine.render_tick(now))
     }
 
     /// The movers as predicted.

@@ -2,7 +2,7 @@
 //! between the two snapshots around that moment, so they move (and turn) smoothly however
 //! snapshots arrive.
 
-use super::snapshot::Snapshot;
+use super::snapshot::{EntityView, Snapshot};
 use crate::movement::flags;
 use glam::DVec3;
 use std::collections::{BTreeMap, VecDeque};
@@ -39,10 +39,21 @@ fn turn(a: f64, b: f64, k: f64) -> f64 {
     (a + d * k).rem_euclid(360.0)
 }
 
-/// Other players over recent snapshots.
+/// A game entity as a game draws it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DrawnEntity {
+    /// Where it is, interpolated.
+    pub origin: DVec3,
+    /// Everything else about it, from the nearer snapshot.
+    pub view: EntityView,
+}
+
+/// Other players and the game's entities over recent snapshots.
 #[derive(Debug, Default)]
 pub struct Interpolator {
     frames: VecDeque<(u64, BTreeMap<u32, Drawn>)>,
+    /// The entities of the same snapshots, in the same order.
+    entities: VecDeque<BTreeMap<u32, EntityView>>,
 }
 
 impl Interpolator {
@@ -72,9 +83,74 @@ impl Interpolator {
             })
             .collect();
         self.frames.push_back((snap.tick, drawn));
+        self.entities.push_back(snap.entities.clone());
         while self.frames.len() > KEEP {
             self.frames.pop_front();
+            self.entities.pop_front();
         }
+    }
+
+    /// The game's entities at (fractional) server tick `at`, interpolated between the
+    /// snapshots around it like players (a jump past [`SNAP_DISTANCE`] is not swept;
+    /// one in only one of the two is drawn from the one it is in, if nearer).
+    pub fn entities(&self, at: f64) -> BTreeMap<u32, DrawnEntity> {
+        let whole = |m: &BTreeMap<u32, EntityView>| {
+            m.iter()
+                .map(|(id, v)| {
+                    let d = DrawnEntity {
+                        origin: v.origin(),
+                        view: *v,
+                    };
+                    (*id, d)
+                })
+                .collect()
+        };
+        let Some(i) = self.frames.iter().position(|(t, _)| *t as f64 > at) else {
+            return self.entities.back().map(whole).unwrap_or_default();
+        };
+        if i == 0 {
+            return whole(&self.entities[0]);
+        }
+        let (t0, t1) = (self.frames[i - 1].0, self.frames[i].0);
+        let (a, b) = (&self.entities[i - 1], &self.entities[i]);
+        let k = ((at - t0 as f64) / (t1 - t0) as f64).clamp(0.0, 1.0);
+        a.iter()
+            .filter_map(|(id, p)| {
+                let d = match b.get(id) {
+                    // Gone by the next snapshot: drawn until halfway there.
+                    None if k >= 0.5 => return None,
+                    None => DrawnEntity {
+                        origin: p.origin(),
+                        view: *p,
+                    },
+                    Some(q) => {
+                        let (po, qo) = (p.origin(), q.origin());
+                        let jump = (qo - po).length() > SNAP_DISTANCE;
+                        let near = if k < 0.5 { p } else { q };
+                        DrawnEntity {
+                            origin: if jump {
+                                near.origin()
+                            } else {
+                                po + (qo - po) * k
+                            },
+                            view: *near,
+                        }
+                    }
+                };
+                Some((*id, d))
+            })
+            .chain(
+                b.iter()
+                    .filter(|(id, _)| k >= 0.5 && !a.contains_key(id))
+                    .map(|(id, q)| {
+                        let d = DrawnEntity {
+                            origin: q.origin(),
+                            view: *q,
+                        };
+                        (*id, d)
+                    }),
+            )
+            .collect()
     }
 
     /// Positions at (fractional) server tick `at` (see [`Interpolator::drawn`]).
@@ -134,6 +210,7 @@ mod tests {
             own: PlayerState::default(),
             players,
             facing: BTreeMap::new(),
+            entities: BTreeMap::new(),
             movers: BTreeMap::new(),
         }
     }

@@ -448,6 +448,11 @@ pub struct SnapshotMsg {
     pub movers: Vec<EntityDelta>,
     /// Mover indices in the baseline that left the view.
     pub removed_movers: Vec<u32>,
+    /// The game's entities in view (see [`EntityView`](super::snapshot::EntityView)),
+    /// against the baseline.
+    pub entities: Vec<EntityDelta>,
+    /// Entity ids in the baseline that left the view (or the world).
+    pub removed_entities: Vec<u32>,
 }
 
 /// Datagrams from the server.

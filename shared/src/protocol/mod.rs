@@ -53,10 +53,11 @@ pub use messages::{
 
 use thiserror::Error;
 
-/// Protocol version carried in the hello; a server refuses any other.
-pub const VERSION: u16 = 8;
-/// The QUIC application protocol name.
-pub const ALPN: &[u8] = b"expel/9";
+/// Protocol version carried in the hello; a server refuses any other. The ALPN names the
+/// same number.
+pub const VERSION: u16 = 10;
+/// The QUIC application protocol name: `expel/` and [`VERSION`].
+pub const ALPN: &[u8] = b"expel/10";
 /// QUIC application close code: the server shut down.
 pub const CLOSE_SHUTDOWN: u32 = 0;
 /// QUIC application close code: the hello was refused.
@@ -119,4 +120,12 @@ pub fn decode<'a, T: serde::Deserialize<'a>>(
         return Err(malformed(format!("{} trailing bytes", rest.len())));
     }
     Ok(v)
+}
+
+#[cfg(test)]
+mod version_tests {
+    #[test]
+    fn the_alpn_names_the_protocol_version() {
+        assert_eq!(super::ALPN, format!("expel/{}", super::VERSION).as_bytes());
+    }
 }

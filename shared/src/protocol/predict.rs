@@ -568,6 +568,7 @@ mod tests {
                         .map(|(id, p)| (*id, p.state))
                         .collect(),
                     facing: BTreeMap::new(),
+                    entities: BTreeMap::new(),
                     movers: w
                         .movers
                         .iter()

@@ -162,6 +162,9 @@ pub struct Entity {
     pub origin: [i32; 3],
     /// Velocity in 1/[`VELOCITY_SCALE`] units a second.
     pub velocity: [i32; 3],
+    /// What it is, in the game's own numbering (a rocket, a grenade, a flag): the
+    /// simulation does not read it; clients get it with the entity.
+    pub kind: u16,
     /// The player it belongs to: its projectiles pass through it.
     pub owner: Option<PlayerId>,
     /// How it moves; `None`: it stays where the rules put it (a pickup, a flag).
@@ -177,10 +180,17 @@ impl Entity {
         Entity {
             origin: quantize(origin, POSITION_SCALE),
             velocity: [0; 3],
+            kind: 0,
             owner: None,
             motion: None,
             at_rest: true,
         }
+    }
+
+    /// The entity as the game's `kind`.
+    pub fn with_kind(mut self, kind: u16) -> Entity {
+        self.kind = kind;
+        self
     }
 
     /// A projectile launched from `origin` along `dir` (any length; zero launches it at
@@ -203,6 +213,7 @@ impl Entity {
         Ok(Entity {
             origin: quantize(origin, POSITION_SCALE),
             velocity: quantize(d * speed, VELOCITY_SCALE),
+            kind: 0,
             owner,
             motion: Some(motion),
             at_rest: false,
@@ -224,6 +235,7 @@ impl Entity {
         for v in self.origin.iter().chain(&self.velocity) {
             out.extend_from_slice(&v.to_le_bytes());
         }
+        out.extend_from_slice(&self.kind.to_le_bytes());
         out.extend_from_slice(&self.owner.map_or(u64::MAX, u64::from).to_le_bytes());
         match &self.motion {
             None => out.push(0),

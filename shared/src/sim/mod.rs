@@ -243,12 +243,23 @@ pub struct SimScratch {
     entity_hulls: Vec<(entity::HullKey, Hull)>,
     /// The players' boxes an entity's sweep may meet.
     entity_boxes: Vec<PlayerBox>,
+    /// The entities' impacts and losses of the last trusted-client tick
+    /// ([`Sim::step_claims`] returns the claims' reports).
+    pub(crate) entity_report: (Vec<Impact>, Vec<EntityId>),
     /// Workers for the players' moves of a step (see [`SimScratch::with_threads`]).
     pool: Option<Arc<rayon::ThreadPool>>,
     /// Whether a tick's work goes to the workers now (see [`SimScratch::set_spread`]).
     spread: bool,
     /// One scratch per worker thread (each locks only its own).
     workers: Vec<Mutex<SimScratch>>,
+}
+
+impl SimScratch {
+    /// The entities' impacts and the entities lost in the last [`Sim::step_claims`]
+    /// (taken: a second call gives none).
+    pub fn take_entity_report(&mut self) -> (Vec<Impact>, Vec<EntityId>) {
+        std::mem::take(&mut self.entity_report)
+    }
 }
 
 /// Fewest players per worker worth handing out (below, a step runs on one thread; the

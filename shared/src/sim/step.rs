@@ -214,7 +214,7 @@ impl Sim {
     /// Moves every entity that has a motion one tick (each against the same boxes, so in
     /// any order and on any number of threads to the same bits), applies the results in
     /// id order and drops the lost.
-    fn step_entities(
+    pub(crate) fn step_entities(
         &self,
         world: &mut WorldState,
         poses: &[Pose],

@@ -183,6 +183,8 @@ impl Sim {
             .iter()
             .filter_map(|(id, p)| self.player_box(*id, &p.state))
             .collect();
+        // The entities move as in an authoritative tick (their impacts wait in `s`).
+        s.entity_report = self.step_entities(world, &poses, &boxes, s);
         let mut reports = Vec::with_capacity(world.players.len());
         for (id, slot) in world.players.iter_mut() {
             let prev = slot.state;

@@ -57,6 +57,27 @@ pub enum ClientEvent {
         /// The player.
         player: PlayerId,
     },
+    /// A game entity came into our view: the server spawned it, or it came near enough
+    /// to be shown (see [`Scope`](crate::protocol::snapshot::Scope)).
+    EntitySpawned {
+        /// The entity.
+        id: crate::sim::EntityId,
+        /// As the snapshot shows it.
+        entity: crate::protocol::snapshot::EntityView,
+    },
+    /// A game entity in view changed other than by moving: its kind, owner, or whether
+    /// it is at rest or moves.
+    EntityChanged {
+        /// The entity.
+        id: crate::sim::EntityId,
+        /// As the snapshot shows it now.
+        entity: crate::protocol::snapshot::EntityView,
+    },
+    /// A game entity left our view: the server removed it, or it went out of scope.
+    EntityDespawned {
+        /// The entity.
+        id: crate::sim::EntityId,
+    },
     /// A snapshot differed from our prediction for its tick.
     Corrected {
         /// The snapshot's tick.

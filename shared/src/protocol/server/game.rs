@@ -11,12 +11,13 @@ use crate::protocol::channel::{
     check_size, decode_message, encode_message, Arrival, Channel, Mailbox, MessageError,
 };
 use crate::protocol::frame::encode_frame;
+use crate::protocol::snapshot::Scope;
 use crate::protocol::{encode, MovementAuthority, ServerControl, ServerDatagram};
-use crate::sim::{in_range, PlayerId, WorldState};
+use crate::sim::{in_range, Entity, EntityId, Impact, PlayerId, SimError, WorldState};
 use glam::DVec3;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Instant;
 
 /// Messages from one player waiting for the game, at most: at the rate a client may send,
@@ -84,7 +85,42 @@ pub(super) struct Hosted {
     /// The player whose message the game took last: the next is the next player's, so
     /// the rules read the players' messages in turns, whatever their ids.
     last_taken: Option<PlayerId>,
+    /// Who may see each entity that is not [`Scope::Near`].
+    pub(super) scopes: BTreeMap<EntityId, Scope>,
+    /// The next entity id to hand out.
+    next_entity: EntityId,
+    /// The entities' impacts of the last tick stepped, and the entities it lost.
+    impacts: Vec<Impact>,
+    lost: Vec<EntityId>,
 }
+
+impl Hosted {
+    /// A tick was stepped: its impacts and losses, for the rules' next look.
+    pub(super) fn stepped(&mut self, impacts: Vec<Impact>, lost: &[EntityId]) {
+        for id in lost {
+            self.scopes.remove(id);
+        }
+        self.lost.clear();
+        self.lost.extend_from_slice(lost);
+        self.impacts = impacts;
+    }
+}
+
+/// Why the rules could not spawn an entity.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SpawnError {
+    /// Its state is not one the simulation takes (a motion out of range, a place
+    /// outside the coordinates).
+    #[error("entity refused: {0}")]
+    Invalid(#[from] SimError),
+    /// The world holds [`MAX_ENTITIES`] already.
+    #[error("the world holds {MAX_ENTITIES} entities already")]
+    Full,
+}
+
+/// Most entities the world holds at once: bounded work and memory a tick, whatever the
+/// rules do.
+pub const MAX_ENTITIES: usize = 16_384;
 
 /// What the game's rules may do: the server, as the game sees it.
 pub struct Game<'a> {
@@ -231,6 +267,71 @@ impl Game<'_> {
         }
         self.set_state(player, to);
         Ok(())
+    }
+
+    /// Puts `entity` in the world, seen by the clients of `scope`: its id. A projectile
+    /// (an entity with a [`Motion`](crate::sim::Motion)) moves from the next tick on; its
+    /// impacts come in [`Game::impacts`] the tick after.
+    pub fn spawn(&mut self, entity: Entity, scope: Scope) -> Result<EntityId, SpawnError> {
+        let world = &mut self.server.world;
+        if world.entities.len() >= MAX_ENTITIES {
+            return Err(SpawnError::Full);
+        }
+        let hosted = &mut self.server.game;
+        // Ids are not reused while one is in the world (a wrap skips those in use).
+        let mut id = hosted.next_entity;
+        while world.entities.contains_key(&id) {
+            id = id.wrapping_add(1);
+        }
+        hosted.next_entity = id.wrapping_add(1);
+        let mut check = WorldState {
+            movers: world.movers.clone(),
+            ..WorldState::default()
+        };
+        check.entities.insert(id, entity);
+        self.server.sim.validate_state(&check)?;
+        world.entities.insert(id, entity);
+        if scope != Scope::Near {
+            hosted.scopes.insert(id, scope);
+        }
+        Ok(id)
+    }
+
+    /// Takes an entity out of the world (its clients see it go): what it was.
+    pub fn despawn(&mut self, id: EntityId) -> Option<Entity> {
+        self.server.game.scopes.remove(&id);
+        self.server.world.entities.remove(&id)
+    }
+
+    /// An entity as the last tick left it.
+    pub fn entity(&self, id: EntityId) -> Option<&Entity> {
+        self.server.world.entities.get(&id)
+    }
+
+    /// Changes an entity (moves it, stops it, gives it to another owner): the next tick
+    /// steps it from there. Refused like [`Game::spawn`] for a state the simulation does
+    /// not take.
+    pub fn set_entity(&mut self, id: EntityId, entity: Entity) -> Result<(), SpawnError> {
+        let mut check = WorldState {
+            movers: self.server.world.movers.clone(),
+            ..WorldState::default()
+        };
+        check.entities.insert(id, entity);
+        self.server.sim.validate_state(&check)?;
+        if let Some(e) = self.server.world.entities.get_mut(&id) {
+            *e = entity;
+        }
+        Ok(())
+    }
+
+    /// The impacts of the tick stepped last, in entity id order and then as they came.
+    pub fn impacts(&self) -> &[Impact] {
+        &self.server.game.impacts
+    }
+
+    /// The entities the tick stepped last removed for leaving the map.
+    pub fn lost(&self) -> &[EntityId] {
+        &self.server.game.lost
     }
 
     /// Takes `player` out of the game: its connection is closed with `reason` (a kick),

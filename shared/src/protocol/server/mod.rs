@@ -53,7 +53,7 @@ const REPLAY_SECONDS: u64 = 2;
 /// bear out (a loss makes a round trip's worth of them in a row).
 const REPLAY_SPACING: f64 = 0.1;
 
-pub use game::{Game, GameRules, RuleError};
+pub use game::{Game, GameRules, RuleError, SpawnError, MAX_ENTITIES};
 use game::{Hosted, Notice};
 pub use outbox::Sender;
 pub use report::{Event, MessageDrop, Output, ServerStats, REFUSALS};

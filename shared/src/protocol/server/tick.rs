@@ -170,6 +170,8 @@ impl Server {
             &mut records,
             &mut self.scratch,
         );
+        let (impacts, lost) = self.scratch.take_entity_report();
+        self.game.stepped(impacts, &lost);
         self.seen.record(&self.world);
         let tick = self.world.tick;
         for r in reports {
@@ -209,7 +211,11 @@ impl Server {
     /// not bear out waits for the ordered pass, where the client's own prediction may be
     /// re-run (under one budget for all), so the outcome does not hang on the threads.
     fn authoritative(&mut self, commands: &BTreeMap<PlayerId, MoveCommand>) {
-        let reports = self.sim.step(&mut self.world, commands, &mut self.scratch);
+        let step = self
+            .sim
+            .step_world(&mut self.world, commands, &mut self.scratch);
+        self.game.stepped(step.impacts, &step.lost);
+        let reports = step.players;
         let tick = self.world.tick;
         let spacing = (super::REPLAY_SPACING * f64::from(self.rate())).max(1.0) as u64;
         self.replayer.renew(self.players.len());
@@ -306,6 +312,7 @@ impl Server {
                 .crowd
                 .insert(Crowd::new(&self.sim, &self.world, interest)),
         };
+        crowd.set_scopes(&self.game.scopes);
         let crowd = &*crowd;
         let (world, conns) = (&self.world, &self.conns);
         // Each client's snapshot from its own encoder: independent, so the workers may

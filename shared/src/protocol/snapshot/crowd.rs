@@ -21,6 +21,18 @@ pub struct Crowd {
     pub(super) generation: u64,
     pub(super) points: Vec<Point>,
     pub(super) poses: Vec<crate::mover::Pose>,
+    /// The game's entities: id, where, who may see it, owner and fields, in id order.
+    pub(super) entities: Vec<CrowdEntity>,
+}
+
+/// A game entity of the crowd's tick.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct CrowdEntity {
+    id: EntityId,
+    at: DVec3,
+    scope: Scope,
+    owner: Option<PlayerId>,
+    fields: EntityFields,
 }
 
 /// The last [`Crowd::generation`] handed out, across every crowd.
@@ -60,6 +72,7 @@ impl Crowd {
             generation: 0,
             points: Vec::new(),
             poses: Vec::new(),
+            entities: Vec::new(),
         };
         crowd.renew(sim, world, interest);
         crowd
@@ -109,6 +122,15 @@ impl Crowd {
         } else {
             (all.max - all.min).truncate().max_element()
         };
+        self.entities.clear();
+        self.entities
+            .extend(world.entities.iter().map(|(id, e)| CrowdEntity {
+                id: *id,
+                at: e.origin(),
+                scope: Scope::Near,
+                owner: e.owner,
+                fields: entity_fields(e),
+            }));
         // About one player to a cell of an even crowd: a search reads a few rings.
         let cell = 0.25 * self.even_reach(interest);
         self.grid.build_with(&self.points, cell);
@@ -218,5 +240,53 @@ impl Near {
 
     pub(super) fn index(self) -> u32 {
         self.0 as u32
+    }
+}
+
+impl Crowd {
+    /// Sets who may see each game entity (those not named are [`Scope::Near`]).
+    pub fn set_scopes(&mut self, scopes: &BTreeMap<EntityId, Scope>) {
+        if scopes.is_empty() {
+            return;
+        }
+        for e in &mut self.entities {
+            e.scope = scopes.get(&e.id).copied().unwrap_or_default();
+        }
+    }
+
+    /// Into `out`, the game entities client `me` at `o` sees: those in scope, nearest
+    /// first up to [`ENTITY_BUDGET`] (its own and everyone's before any near one), in id
+    /// order. `near` is scratch.
+    pub(super) fn entities_for(
+        &self,
+        me: PlayerId,
+        o: DVec3,
+        near: &mut Vec<(f64, usize)>,
+        out: &mut Entities<ENTITY_FIELDS>,
+    ) {
+        near.clear();
+        let r2 = ENTITY_INTEREST_RADIUS * ENTITY_INTEREST_RADIUS;
+        for (i, e) in self.entities.iter().enumerate() {
+            let d2 = e.at.distance_squared(o);
+            let key = match e.scope {
+                Scope::Everyone => -1.0,
+                Scope::Owner if e.owner == Some(me) => -1.0,
+                Scope::Owner => continue,
+                Scope::Near if d2 <= r2 => d2,
+                Scope::Near => continue,
+            };
+            near.push((key, i));
+        }
+        if near.len() > ENTITY_BUDGET {
+            // Nearest first, ties by id (the index): the same choice at any thread count.
+            near.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            near.truncate(ENTITY_BUDGET);
+            near.sort_unstable_by_key(|n| n.1);
+        }
+        out.0.clear();
+        out.0.extend(
+            near.iter()
+                .map(|&(_, i)| (self.entities[i].id, self.entities[i].fields)),
+        );
     }
 }

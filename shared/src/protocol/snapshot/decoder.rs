@@ -73,6 +73,8 @@ pub struct Snapshot {
     pub facing: BTreeMap<u32, [u16; 2]>,
     /// Movers in view, by index.
     pub movers: BTreeMap<u32, MoverState>,
+    /// The game's entities in view, by id.
+    pub entities: BTreeMap<EntityId, EntityView>,
 }
 
 /// The client's snapshot state: recent snapshots kept as baselines.
@@ -119,6 +121,8 @@ impl SnapshotDecoder {
         ids_from_gaps(msg.removed.iter_mut())?;
         ids_from_gaps(msg.movers.iter_mut().map(|d| &mut d.id))?;
         ids_from_gaps(msg.removed_movers.iter_mut())?;
+        ids_from_gaps(msg.entities.iter_mut().map(|d| &mut d.id))?;
+        ids_from_gaps(msg.removed_entities.iter_mut())?;
         if msg.tick <= self.newest {
             self.stale += 1;
             return Ok(None);
@@ -152,10 +156,16 @@ impl SnapshotDecoder {
             players: ahead.players.clone(),
             movers: ahead.movers.clone(),
             own: Entities(vec![(0, own)]),
+            entities: ahead.entities.clone(),
             ..Scene::default()
         };
         scene.players.remove(&msg.removed);
         scene.movers.remove(&msg.removed_movers);
+        scene.entities.remove(&msg.removed_entities);
+        for d in &msg.entities {
+            let f = apply(ahead.entities.get(d.id), d)?;
+            scene.entities.set(d.id, f);
+        }
         for d in &msg.players {
             let f = apply(ahead.players.get(d.id), d)?;
             scene.players.set(d.id, f);

@@ -43,6 +43,8 @@ pub struct SnapshotEncoder {
     written: u64,
     /// The baseline carried on to the tick written (see [`Scene::carried_to`]).
     ahead: Scene,
+    /// The game entities in scope for the snapshot being written, nearest first.
+    near_entities: Vec<(f64, usize)>,
 }
 
 /// Whether the `written`-th snapshot of client `me` is its turn to choose its players
@@ -153,6 +155,7 @@ impl SnapshotEncoder {
                 .filter(|(centre, ..)| (*centre - o).length() <= MOVER_INTEREST_RADIUS)
                 .map(|&(_, i, f)| (i, f)),
         );
+        crowd.entities_for(me, o, &mut self.near_entities, &mut scene.entities);
         let empty = Scene::default();
         let b = base.map_or(&empty, |i| &self.history[i]);
         b.carried_to(world.tick, &mut self.ahead);
@@ -285,6 +288,7 @@ pub(super) fn write_snapshot(scene: &Scene, base: &Scene, fb: Feedback) -> Vec<u
         put_delta(&mut out, 0, old, new, changed(old, new).unwrap_or(0));
         put_changes(&mut out, &scene.players, &base.players);
         put_changes(&mut out, &scene.movers, &base.movers);
+        put_changes(&mut out, &scene.entities, &base.entities);
         let bytes = out.as_slice().to_vec();
         *scratch = out;
         bytes

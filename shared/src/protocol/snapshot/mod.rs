@@ -2,7 +2,8 @@
 //! acknowledged snapshot, the datagram size limit) and the client's decoder.
 //!
 //! Every entity is a short list of integer fields (a player's origin, velocity, flags and
-//! mode; a mover's progress, phase and timer). A delta carries a mask of the fields that
+//! mode; a mover's progress, phase and timer; a game entity's origin, velocity, kind,
+//! owner and flags). A delta carries a mask of the fields that
 //! differ from the baseline and, for each, the difference (zig-zag varints in postcard, so
 //! a small move costs a byte). An entity new to the baseline is sent against zero. The
 //! baseline is first carried on to the snapshot's tick at each entity's pace (a
@@ -19,7 +20,7 @@ use crate::geom::Aabb;
 use crate::movement::{MoveMode, PlayerState, POSITION_SCALE};
 use crate::mover::{MoverState, Phase};
 use crate::sim::players::{Binned, Grid};
-use crate::sim::{PlayerId, Sim, WorldState};
+use crate::sim::{Entity, EntityId, PlayerId, Sim, WorldState};
 use glam::DVec3;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -45,13 +46,107 @@ pub const HISTORY: usize = 64;
 /// velocity would only cost bytes (the client's own state is exact).
 const PLAYER_FIELDS: usize = 7;
 const MOVER_FIELDS: usize = 3;
+/// A game entity: origin, velocity, kind, owner (its id plus one; 0: none) and flags
+/// (at rest; moving by itself).
+const ENTITY_FIELDS: usize = 9;
 /// The client's own player: origin, velocity, flags and mode, all of it exact.
 const OWN_FIELDS: usize = 8;
 // A delta's mask has 16 bits, and its values 16 places.
-const _: () = assert!(PLAYER_FIELDS <= 16 && MOVER_FIELDS <= 16);
+const _: () = assert!(PLAYER_FIELDS <= 16 && MOVER_FIELDS <= 16 && ENTITY_FIELDS <= 16);
 
 type PlayerFields = [i64; PLAYER_FIELDS];
 type MoverFields = [i64; MOVER_FIELDS];
+type EntityFields = [i64; ENTITY_FIELDS];
+
+/// Who may see a game entity: the rules choose when they spawn it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Scope {
+    /// Clients within [`ENTITY_INTEREST_RADIUS`] of it (a projectile, a pickup).
+    #[default]
+    Near,
+    /// Every client, wherever it is (a flag, a goal).
+    Everyone,
+    /// Its owner's client alone (what only its holder should know of).
+    Owner,
+}
+
+/// How far from a client the game's [`Scope::Near`] entities are sent to it.
+pub const ENTITY_INTEREST_RADIUS: f64 = 3072.0;
+/// Most game entities one snapshot carries: the nearest in scope (those of
+/// [`Scope::Everyone`] and [`Scope::Owner`] count as nearest of all).
+pub const ENTITY_BUDGET: usize = 64;
+
+/// A game entity as a client sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EntityView {
+    /// Position in 1/[`POSITION_SCALE`] units.
+    pub origin: [i32; 3],
+    /// Velocity in 1/16 units a second.
+    pub velocity: [i32; 3],
+    /// What it is, in the game's numbering ([`Entity::kind`]).
+    pub kind: u16,
+    /// The player it belongs to.
+    pub owner: Option<PlayerId>,
+    /// It stopped (and stays until the rules move or remove it).
+    pub at_rest: bool,
+    /// It moves by itself (a projectile).
+    pub moving: bool,
+}
+
+impl EntityView {
+    /// Position in units.
+    pub fn origin(&self) -> DVec3 {
+        DVec3::new(
+            self.origin[0] as f64,
+            self.origin[1] as f64,
+            self.origin[2] as f64,
+        ) / POSITION_SCALE
+    }
+
+    /// Velocity in units a second.
+    pub fn velocity(&self) -> DVec3 {
+        DVec3::new(
+            self.velocity[0] as f64,
+            self.velocity[1] as f64,
+            self.velocity[2] as f64,
+        ) / crate::movement::VELOCITY_SCALE
+    }
+}
+
+fn entity_fields(e: &Entity) -> EntityFields {
+    let o = e.origin.map(i64::from);
+    let v = e.velocity.map(i64::from);
+    let flags = i64::from(e.at_rest) | i64::from(e.motion.is_some()) << 1;
+    [
+        o[0],
+        o[1],
+        o[2],
+        v[0],
+        v[1],
+        v[2],
+        i64::from(e.kind),
+        e.owner.map_or(0, |p| i64::from(p) + 1),
+        flags,
+    ]
+}
+
+fn entity_from(f: &EntityFields) -> Option<EntityView> {
+    let i = |v: i64| i32::try_from(v).ok();
+    if f[8] >> 2 != 0 {
+        return None;
+    }
+    Some(EntityView {
+        origin: [i(f[0])?, i(f[1])?, i(f[2])?],
+        velocity: [i(f[3])?, i(f[4])?, i(f[5])?],
+        kind: u16::try_from(f[6]).ok()?,
+        owner: match f[7] {
+            0 => None,
+            o => Some(PlayerId::try_from(o - 1).ok()?),
+        },
+        at_rest: f[8] & 1 != 0,
+        moving: f[8] & 2 != 0,
+    })
+}
 
 /// A player's fields: its state, and `facing` (yaw, pitch) from its newest command.
 fn player_fields(p: &PlayerState, facing: [u16; 2]) -> PlayerFields {
@@ -250,6 +345,8 @@ struct Scene {
     movers: Entities<MOVER_FIELDS>,
     /// The client's own player (id 0; none before the first scene).
     own: Entities<OWN_FIELDS>,
+    /// The game's entities in view.
+    entities: Entities<ENTITY_FIELDS>,
     /// How far each entity here moved since this scene's own baseline (see [`Motion`]),
     /// and that baseline's age in ticks (0: it had none). Both ends know it, so a
     /// later snapshot against this scene is written against where its entities would be
@@ -257,6 +354,7 @@ struct Scene {
     player_motion: Motion,
     mover_motion: Motion,
     own_motion: Motion,
+    entity_motion: Motion,
     span: u64,
 }
 
@@ -268,6 +366,7 @@ struct Scene {
 type Motion = Vec<[i16; 3]>;
 const PLAYER_MOVING: &[usize] = &[0, 1, 2];
 const MOVER_MOVING: &[usize] = &[0, 2];
+const ENTITY_MOVING: &[usize] = &[0, 1, 2];
 
 /// Beyond this distance from a client, another player cannot meet it within any
 /// prediction the client runs (two players running at each other for the half second a
@@ -354,6 +453,7 @@ impl Scene {
             players,
             facing,
             movers: typed(&self.movers, mover_from, "mover")?,
+            entities: typed(&self.entities, entity_from, "entity")?,
         })
     }
 
@@ -377,6 +477,12 @@ impl Scene {
             &mut self.mover_motion,
         );
         motion_of(&self.own, &base.own, PLAYER_MOVING, &mut self.own_motion);
+        motion_of(
+            &self.entities,
+            &base.entities,
+            ENTITY_MOVING,
+            &mut self.entity_motion,
+        );
     }
 
     /// This scene as the baseline of a snapshot of `tick`: its entities where they would
@@ -413,6 +519,14 @@ impl Scene {
             ahead,
             span,
             &mut out.own,
+        );
+        carry(
+            &self.entities,
+            &self.entity_motion,
+            ENTITY_MOVING,
+            ahead,
+            span,
+            &mut out.entities,
         );
     }
 }

@@ -52,11 +52,15 @@ fn oracle(scene: &Scene, base: &Scene, fb: Feedback) -> SnapshotMsg {
         removed: gone(&scene.players, &base.players),
         movers: deltas(&scene.movers, &base.movers),
         removed_movers: gone(&scene.movers, &base.movers),
+        entities: deltas(&scene.entities, &base.entities),
+        removed_entities: gone(&scene.entities, &base.entities),
     };
     gaps(msg.players.iter_mut().map(|d| &mut d.id));
     gaps(msg.removed.iter_mut());
     gaps(msg.movers.iter_mut().map(|d| &mut d.id));
     gaps(msg.removed_movers.iter_mut());
+    gaps(msg.entities.iter_mut().map(|d| &mut d.id));
+    gaps(msg.removed_entities.iter_mut());
     msg
 }
 
@@ -105,11 +109,26 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
                 .map(|(id, f)| (id, [f[0], f[1], f[2]]))
                 .collect()
         };
+        let nine = |v: &Vec<(u32, [i64; PLAYER_FIELDS])>| -> Vec<(u32, [i64; ENTITY_FIELDS])> {
+            v.iter()
+                .map(|(id, f)| {
+                    (
+                        *id,
+                        std::array::from_fn(|i| f[i % PLAYER_FIELDS] ^ i as i64),
+                    )
+                })
+                .collect()
+        };
         let has_base = round % 5 != 0;
         let base = Scene {
             tick: if has_base { 100 } else { 0 },
             players: Entities::sorted(if has_base {
                 base_players.clone()
+            } else {
+                vec![]
+            }),
+            entities: Entities::sorted(if has_base {
+                nine(&base_players)
             } else {
                 vec![]
             }),
@@ -133,6 +152,7 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
         let scene = Scene {
             tick: 104,
             movers: Entities::sorted(three(players.clone())),
+            entities: Entities::sorted(nine(&players)),
             players: Entities::sorted(players),
             own: Entities::sorted(vec![(0, own)]),
             ..Scene::default()
@@ -156,6 +176,14 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
             back.set(d.id, apply(base.players.get(d.id), d).unwrap());
         }
         assert_eq!(back.0, scene.players.0, "round {round}");
+        ids_from_gaps(msg.entities.iter_mut().map(|d| &mut d.id)).unwrap();
+        ids_from_gaps(msg.removed_entities.iter_mut()).unwrap();
+        let mut back = base.entities.clone();
+        back.remove(&msg.removed_entities);
+        for d in &msg.entities {
+            back.set(d.id, apply(base.entities.get(d.id), d).unwrap());
+        }
+        assert_eq!(back.0, scene.entities.0, "round {round}");
         assert_eq!(
             apply(base.own.get(0), &msg.own).unwrap(),
             own,
@@ -181,6 +209,8 @@ fn a_snapshot_whose_id_gaps_overflow_is_refused() {
         removed: vec![],
         movers: vec![],
         removed_movers: vec![],
+        entities: vec![],
+        removed_entities: vec![],
     };
     let bytes = encode(&ServerDatagram::Snapshot(msg(vec![
         delta(u32::MAX),
@@ -318,4 +348,124 @@ fn the_crowd_finds_exactly_the_nearest_players() {
             assert_eq!(out, want, "round {round}: {n} players, k {k}");
         }
     }
+}
+
+/// The game's entities in a snapshot: one at rest costs nothing once acknowledged, nor
+/// does a rocket flying straight (its baseline carried on at its pace); a changed field
+/// costs only itself; the client decodes the server's entities exactly, and an entity
+/// out of every client's scope or over the budget is not sent.
+#[test]
+fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
+    use crate::sim::{Entity, Motion};
+    let sim = arena_sim();
+    let mut w = sim.new_state();
+    let spawn = sim.spawns()[0];
+    sim.add_player(&mut w, 1, crate::PlayerState::at(spawn))
+        .unwrap();
+    let mut s = crate::SimScratch::new();
+    let none = std::collections::BTreeMap::new();
+    sim.step(&mut w, &none, &mut s);
+    let mut enc = SnapshotEncoder::new();
+    let mut dec = SnapshotDecoder::new();
+    // Each snapshot acknowledged at once, a tick apart.
+    let send = |w: &WorldState, enc: &mut SnapshotEncoder, dec: &mut SnapshotDecoder| {
+        let b = enc
+            .encode(&sim, w, 1, Feedback::default(), 32, 1200)
+            .unwrap();
+        let snap = dec.decode(&b).unwrap().unwrap();
+        enc.ack(snap.tick);
+        (b.len(), snap)
+    };
+    let step = |w: &mut WorldState, s: &mut crate::SimScratch| {
+        sim.step(w, &none, s);
+    };
+    for _ in 0..3 {
+        send(&w, &mut enc, &mut dec);
+        step(&mut w, &mut s);
+    }
+    let (bare, _) = send(&w, &mut enc, &mut dec);
+    // A pickup at rest near the player, and a rocket flying away from it.
+    let pickup = Entity::fixed(spawn + glam::DVec3::new(40.0, 0.0, 0.0)).with_kind(3);
+    w.entities.insert(10, pickup);
+    let rocket = Entity::launched(
+        spawn + glam::DVec3::new(0.0, 0.0, 200.0),
+        glam::DVec3::Z,
+        0.0,
+        Motion::POINT,
+        Some(1),
+    )
+    .unwrap();
+    w.entities.insert(
+        11,
+        Entity {
+            velocity: [16 * 300, 0, 0],
+            ..rocket
+        },
+    );
+    step(&mut w, &mut s);
+    let (first, snap) = send(&w, &mut enc, &mut dec);
+    assert!(
+        first > bare,
+        "new entities are sent: {first} against {bare}"
+    );
+    assert_eq!(snap.entities.len(), 2);
+    for (id, e) in &w.entities {
+        let v = snap.entities[id];
+        assert_eq!(
+            (v.origin, v.velocity, v.kind, v.owner),
+            (e.origin, e.velocity, e.kind, e.owner)
+        );
+        assert_eq!((v.at_rest, v.moving), (e.at_rest, e.motion.is_some()));
+    }
+    // Two ticks to learn the rocket's pace; then neither costs a byte.
+    for _ in 0..2 {
+        step(&mut w, &mut s);
+        send(&w, &mut enc, &mut dec);
+    }
+    for _ in 0..5 {
+        step(&mut w, &mut s);
+        let (len, snap) = send(&w, &mut enc, &mut dec);
+        assert_eq!(len, bare, "unchanged and steady entities cost nothing");
+        assert_eq!(snap.entities[&11].origin, w.entities[&11].origin);
+    }
+    // The pickup's kind changes: its id gap, its mask and one small value.
+    w.entities.get_mut(&10).unwrap().kind = 4;
+    step(&mut w, &mut s);
+    let (len, snap) = send(&w, &mut enc, &mut dec);
+    assert_eq!(
+        len,
+        bare + 3,
+        "its id, its mask and one value (the count is there anyway)"
+    );
+    assert_eq!(snap.entities[&10].kind, 4);
+    // Out of scope: only its owner sees an owner-scoped entity, nobody a far one.
+    let mut crowd = Crowd::new(&sim, &w, 32);
+    let mut scopes = std::collections::BTreeMap::new();
+    scopes.insert(11, Scope::Owner);
+    crowd.set_scopes(&scopes);
+    let (mut near, mut out) = (Vec::new(), Entities::default());
+    let ids = |out: &Entities<ENTITY_FIELDS>| out.iter().map(|e| e.0).collect::<Vec<_>>();
+    crowd.entities_for(2, spawn, &mut near, &mut out);
+    assert_eq!(ids(&out), [10]);
+    crowd.entities_for(1, spawn, &mut near, &mut out);
+    assert_eq!(ids(&out), [10, 11]);
+    // Far off: its own, not the near one.
+    crowd.entities_for(1, spawn + glam::DVec3::splat(10_000.0), &mut near, &mut out);
+    assert_eq!(ids(&out), [11]);
+    scopes.insert(10, Scope::Everyone);
+    crowd.set_scopes(&scopes);
+    crowd.entities_for(2, spawn + glam::DVec3::splat(10_000.0), &mut near, &mut out);
+    assert_eq!(ids(&out), [10]);
+    // Over the budget: the nearest go.
+    for id in 100..100 + 2 * ENTITY_BUDGET as u32 {
+        let at = spawn + glam::DVec3::new(f64::from(id), 0.0, 0.0);
+        w.entities.insert(id, Entity::fixed(at));
+    }
+    crowd.renew(&sim, &w, 32);
+    crowd.entities_for(1, spawn, &mut near, &mut out);
+    // The pickup 40 units off, then those 100 units off and on, one a unit further each.
+    let nearest: Vec<u32> = std::iter::once(10)
+        .chain(100..100 + ENTITY_BUDGET as u32 - 1)
+        .collect();
+    assert_eq!(ids(&out), nearest);
 }
