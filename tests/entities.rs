@@ -46,7 +46,7 @@ impl GameRules for Launcher {
                 .spawn(Entity::fixed(at).with_kind(FLAG), Scope::Everyone)
                 .ok();
         }
-        if let Some(f) = self.flag.filter(|_| self.firing && tick % 60 == 0) {
+        if let Some(f) = self.flag.filter(|_| self.firing && tick.is_multiple_of(60)) {
             let mut e = *game.entity(f).unwrap();
             e.kind ^= 8;
             game.set_entity(f, e).unwrap();
@@ -79,7 +79,7 @@ impl GameRules for Launcher {
         }
         let players: Vec<u32> = game.players().collect();
         for p in players {
-            if (tick + u64::from(p) * 7) % 20 != 0 {
+            if !(tick + u64::from(p) * 7).is_multiple_of(20) {
                 continue;
             }
             let Some(me) = game.world().player(p).map(|s| s.origin()) else {
