@@ -302,6 +302,12 @@ const MACHINE: &[MachineMetric] = {
             C,
             |s| s.ticks_skipped,
         ),
+        (
+            "expel_rule_refusals",
+            "Players' commands or messages the game's rules refused by their own checks (a button the game does not define, firing faster than the weapon allows).",
+            C,
+            |s| s.rule_refusals,
+        ),
     ]
 };
 

@@ -87,6 +87,8 @@ fn command(r: &mut impl Rng) -> MoveCommand {
         yaw: r.gen(),
         pitch: r.gen(),
         buttons: r.gen(),
+        actions: r.gen(),
+        weapon: r.gen(),
     }
 }
 

@@ -391,8 +391,15 @@ pub struct MoveCommand {
     pub yaw: u16,
     /// Pitch, positive looking down (Quake's convention).
     pub pitch: u16,
-    /// [`buttons`] bits.
+    /// [`buttons`] bits: the movement's (jump, crouch).
     pub buttons: u8,
+    /// The game's own buttons (fire, alt-fire, use, reload, weapon slots: bits the game
+    /// names). Movement never reads them; the rules get them with the tick they belong
+    /// to ([`Game::command`](crate::protocol::server::Game::command)), and prediction
+    /// replays them exactly.
+    pub actions: u16,
+    /// A field the game defines (the weapon held, an aim mode), carried like `actions`.
+    pub weapon: u8,
 }
 
 /// Command buttons.
@@ -428,6 +435,8 @@ impl MoveCommand {
             yaw: angle(yaw_deg),
             pitch: angle(pitch_deg),
             buttons: 0,
+            actions: 0,
+            weapon: 0,
         }
     }
 
@@ -435,6 +444,18 @@ impl MoveCommand {
     pub fn with_buttons(mut self, b: u8) -> Self {
         self.buttons = b;
         self
+    }
+
+    /// The command with the game's `actions` buttons and its `weapon` field.
+    pub fn with_actions(mut self, actions: u16, weapon: u8) -> Self {
+        self.actions = actions;
+        self.weapon = weapon;
+        self
+    }
+
+    /// Whether the game's button `bit` of [`MoveCommand::actions`] is held.
+    pub fn holds(&self, bit: u16) -> bool {
+        self.actions & bit != 0
     }
 
     /// Jump held.

@@ -6,7 +6,7 @@
 use super::outbox::Sender;
 use super::{MessageDrop, Output, Server};
 use crate::collision::{Contents, TraceScratch};
-use crate::movement::{flags, MoveMode, PlayerState};
+use crate::movement::{flags, MoveCommand, MoveMode, PlayerState};
 use crate::protocol::channel::{
     check_size, decode_message, encode_message, Arrival, Channel, Mailbox, MessageError,
 };
@@ -85,6 +85,8 @@ pub(super) struct Hosted {
     /// The player whose message the game took last: the next is the next player's, so
     /// the rules read the players' messages in turns, whatever their ids.
     last_taken: Option<PlayerId>,
+    /// The commands that arrived for the tick being stepped, while the rules run.
+    pub(super) commands: BTreeMap<PlayerId, MoveCommand>,
     /// Who may see each entity that is not [`Scope::Near`].
     pub(super) scopes: BTreeMap<EntityId, Scope>,
     /// The next entity id to hand out.
@@ -267,6 +269,40 @@ impl Game<'_> {
         }
         self.set_state(player, to);
         Ok(())
+    }
+
+    /// The command `player`'s move this tick is stepped with, buttons and all: the one
+    /// its client sent for [`Game::tick`], or (none having arrived in time) its last one
+    /// repeated, as the simulation repeats it. `None` for a player not in the world.
+    /// The game's buttons ([`MoveCommand::actions`], [`MoveCommand::weapon`]) are the
+    /// rules' to check: a client may send any bits (count what the rules refuse with
+    /// [`Game::refuse`]).
+    pub fn command(&self, player: PlayerId) -> Option<MoveCommand> {
+        if let Some(c) = self.server.game.commands.get(&player) {
+            return Some(*c);
+        }
+        self.server.players.get(&player)?;
+        self.server
+            .world
+            .players
+            .get(&player)
+            .map(|s| s.last_command)
+    }
+
+    /// Whether `player`'s command for this tick arrived (else [`Game::command`] is its
+    /// last one, repeated).
+    pub fn command_arrived(&self, player: PlayerId) -> bool {
+        self.server.game.commands.contains_key(&player)
+    }
+
+    /// Counts a command (or a message) of `player`'s that the rules refused by their
+    /// own checks (a button the game does not define, a weapon it lacks, firing faster
+    /// than the weapon allows): [`ServerStats::rule_refusals`](super::ServerStats), the
+    /// operators' `expel_rule_refusals_total`.
+    pub fn refuse(&mut self, player: PlayerId) {
+        if self.server.players.contains_key(&player) {
+            self.server.stats.rule_refusals += 1;
+        }
     }
 
     /// Puts `entity` in the world, seen by the clients of `scope`: its id. A projectile

@@ -157,6 +157,9 @@ pub struct ServerStats {
     pub ticks: u64,
     /// The game's messages, per channel ([`Channel::index`](crate::protocol::channel::Channel::index)).
     pub messages: crate::protocol::channel::MessageCounts,
+    /// Commands or messages the game's rules refused by their own checks
+    /// ([`Game::refuse`](super::Game::refuse)).
+    pub rule_refusals: u64,
     /// The game's messages dropped, by reason, in [`MessageDrop::ALL`] order.
     pub message_drops: [u64; MessageDrop::ALL.len()],
     /// Ticks stepped a period or more after they were due (caught up on).

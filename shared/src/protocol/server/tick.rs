@@ -114,11 +114,7 @@ impl Server {
     /// One tick: commands taken, the world stepped (or claims judged), and snapshots
     /// encoded unless `snapshots` is false (a tick caught up on).
     fn step(&mut self, snapshots: bool) {
-        // The game's rules first: what they do to the world, this tick steps.
         let now = self.last_call;
-        self.with_rules(now, |r, g| r.tick(g));
-        // What waited for an allowance goes as the allowances refill.
-        self.flush_outboxes(now);
         let rate = f64::from(self.rate());
         let refill = self.settings.client_budget as f64 / rate;
         let cap = (self.settings.client_budget as f64 / 4.0).max(1200.0);
@@ -134,10 +130,17 @@ impl Server {
             add_inputs(&mut self.stats.inputs, &st, &s.counted);
             s.counted = st;
         }
+        // The game's rules next, with the commands the tick steps (their buttons): what
+        // they do to the world, this tick steps.
+        self.game.commands = commands.into_iter().collect();
+        self.with_rules(now, |r, g| r.tick(g));
+        let commands = std::mem::take(&mut self.game.commands);
+        // What waited for an allowance goes as the allowances refill.
+        self.flush_outboxes(now);
         if self.settings.movement == MovementAuthority::Client {
             self.by_claims();
         } else {
-            self.authoritative(&commands.into_iter().collect());
+            self.authoritative(&commands);
         }
         self.stats.ticks += 1;
         self.send_roster();
