@@ -80,6 +80,11 @@ pub(crate) struct BotsArgs {
     /// measures (an authoritative server; no --cheat).
     #[arg(long, conflicts_with = "cheat")]
     pub light: bool,
+    /// Bots shoot with deathmatch's buttons (`expel serve --mode deathmatch`): at the
+    /// nearest player they see, or (light bots, which decode no other players) along
+    /// their heading.
+    #[arg(long)]
+    pub fire: bool,
 }
 
 fn parse_behavior(s: &str) -> Result<Behavior, String> {
@@ -208,6 +213,7 @@ pub(crate) fn run(args: BotsArgs) -> Result<()> {
         reconnect: args.reconnect,
         buffer_ticks: expel_bots::RunOptions::default().buffer_ticks,
         light: args.light,
+        fire: args.fire,
     };
     let http = Operator {
         addr: args.metrics.unwrap_or(args.server),

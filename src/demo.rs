@@ -30,6 +30,18 @@ pub(crate) struct DemoArgs {
     /// Seconds per round of bots.
     #[arg(long, default_value_t = 60.0)]
     pub round: f64,
+    /// The game the bots play: tag, or deathmatch (they shoot at whom they see).
+    #[arg(long, value_enum, default_value_t = DemoMode::Tag)]
+    pub mode: DemoMode,
+}
+
+/// The games `expel demo` plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum DemoMode {
+    /// Tag.
+    Tag,
+    /// Deathmatch.
+    Deathmatch,
 }
 
 /// Runs the demo.
@@ -42,8 +54,11 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         addr: Some(args.addr),
         max_players: Some(args.bots + 16),
         secret: Some(secret.clone()),
-        // The bots play tag on top of moving (the live view shows the score).
-        mode: Some(net::GameMode::Tag),
+        // The bots play a game on top of moving (the live view shows the score).
+        mode: Some(match args.mode {
+            DemoMode::Tag => net::GameMode::Tag,
+            DemoMode::Deathmatch => net::GameMode::Deathmatch,
+        }),
         ..ServeArgs::default()
     })?;
     let movement = cfg.game.movement;
@@ -88,6 +103,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
                     reconnect: false,
                     buffer_ticks: expel_bots::RunOptions::default().buffer_ticks,
                     light: false,
+                    fire: args.mode == DemoMode::Deathmatch,
                 };
                 let http = expel_bots::Operator {
                     addr: http,

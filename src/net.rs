@@ -108,6 +108,8 @@ pub(crate) enum GameMode {
     None,
     /// [`expel_shared::tag::Tag`].
     Tag,
+    /// [`expel_shared::deathmatch::Deathmatch`].
+    Deathmatch,
 }
 
 impl GameMode {
@@ -116,6 +118,7 @@ impl GameMode {
         match self {
             GameMode::None => None,
             GameMode::Tag => Some(Box::new(expel_shared::tag::Tag::new())),
+            GameMode::Deathmatch => Some(Box::new(expel_shared::deathmatch::Deathmatch::new())),
         }
     }
 }
@@ -124,7 +127,8 @@ fn parse_mode(s: &str) -> Result<GameMode, String> {
     match s {
         "none" => Ok(GameMode::None),
         "tag" => Ok(GameMode::Tag),
-        _ => Err(format!("unknown mode '{s}' (none, tag)")),
+        "deathmatch" => Ok(GameMode::Deathmatch),
+        _ => Err(format!("unknown mode '{s}' (none, tag, deathmatch)")),
     }
 }
 

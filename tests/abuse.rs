@@ -38,6 +38,7 @@ fn swarm_options(s: &Served, first_id: u32, count: u32, seconds: f64) -> SwarmOp
         reconnect: false,
         buffer_ticks: 2.0,
         light: false,
+        fire: false,
     }
 }
 

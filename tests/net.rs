@@ -140,6 +140,7 @@ async fn through_loss_delay_jitter_and_duplication_predictions_converge() {
             buffer_ticks: 4.0,
             seed: 7,
             light: false,
+            fire: false,
         },
     )
     .await

@@ -475,6 +475,7 @@ async fn bots_reconnect_after_a_kill_and_after_a_drain_and_play_on() {
         reconnect: true,
         buffer_ticks: 2.0,
         light: false,
+        fire: false,
     };
     let swarm = tokio::spawn(expel_bots::swarm(opts, Arc::default()));
     let all_in = |what: &str, since: Instant| {

@@ -27,7 +27,7 @@ use rand::{Rng, SeedableRng};
 pub use report::{
     flagged_players, summarize, watch_server, ServerFigures, SwarmReport, TimelinePoint,
 };
-pub use run::{percentile, run, Recorder, RunOptions, RunReport, Script};
+pub use run::{percentile, run, Gunner, Recorder, RunOptions, RunReport, Script};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -264,6 +264,8 @@ pub struct SwarmOptions {
     /// acknowledged (see [`RunOptions::light`]); a thousand fit in one core, so the server
     /// can be measured alone. For an authoritative server, and honest bots only.
     pub light: bool,
+    /// Bots shoot (deathmatch's buttons; see [`Gunner`]).
+    pub fire: bool,
 }
 
 /// Bots that share one socket: their datagrams come in through one receive call and
@@ -435,6 +437,7 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
                     seed: u64::from(n) + 1 + ((out.reconnects.len() as u64) << 32),
                     buffer_ticks: o.buffer_ticks,
                     light: o.light,
+                    fire: o.fire,
                 };
                 let cheats =
                     cheat.map_or_else(Cheats::default, |k| k.cheats((o.cheat_after * rate) as u64));

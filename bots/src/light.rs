@@ -538,13 +538,10 @@ impl Swarm {
         }
         bot.outcome.player = Some(welcome.player_id);
         self.progress.connected.fetch_add(1, Relaxed);
+        let commands: Driver = Box::new(driver(self.opts.behavior, i as u32, BEHAVIOUR_SEED, sim));
         bot.stage = Stage::Playing(Box::new(Play {
-            script: Script::new(Box::new(driver(
-                self.opts.behavior,
-                i as u32,
-                BEHAVIOUR_SEED,
-                sim,
-            ))),
+            script: Script::new(commands)
+                .with_gunner(self.opts.fire.then(|| crate::Gunner::new(i as u32))),
             recorder: Recorder::of(m.stats()),
             started: now,
             t0: link.stats(),

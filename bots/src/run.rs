@@ -4,7 +4,8 @@
 
 use expel_client::{ClientError, End, LinkConditioner, Session, Status, TransportStats};
 use expel_shared::protocol::client::ClientStats;
-use expel_shared::{MoveCommand, PlayerState};
+use expel_shared::{MoveCommand, PlayerState, Sim};
+use glam::DVec3;
 use std::time::{Duration, Instant};
 
 /// What a headless run measured: the session's own figures, and the transport's.
@@ -182,6 +183,9 @@ pub struct RunOptions {
     pub seed: u64,
     /// Plays light: commands and snapshots, no prediction (load tests).
     pub light: bool,
+    /// Shoots (deathmatch's buttons): at the nearest player it sees, or, playing light
+    /// (it decodes no other players), along its heading.
+    pub fire: bool,
 }
 
 impl Default for RunOptions {
@@ -192,7 +196,78 @@ impl Default for RunOptions {
             buffer_ticks: 2.0,
             seed: 1,
             light: false,
+            fire: false,
         }
+    }
+}
+
+/// A bot's trigger finger: deathmatch's buttons added to its driver's commands, aimed at
+/// a target when it has one.
+#[derive(Clone, Debug, Default)]
+pub struct Gunner {
+    /// Bot number: spreads the rockets' turns.
+    n: u32,
+    /// Where the nearest player it sees stands, if any.
+    target: Option<DVec3>,
+}
+
+/// How far a bot looks for someone to shoot, units.
+const SIGHT: f64 = 2048.0;
+
+impl Gunner {
+    /// Bot `n`'s.
+    pub fn new(n: u32) -> Gunner {
+        Gunner { n, target: None }
+    }
+
+    /// The nearest of `others` within sight that the map's own trace from `me`'s eyes
+    /// reaches (nobody is shot at through a wall).
+    pub fn look(&mut self, sim: &Sim, me: Option<DVec3>, others: impl Iterator<Item = DVec3>) {
+        use expel_shared::deathmatch::EYE_HEIGHT;
+        self.target = None;
+        let Some(me) = me else { return };
+        let eye = me + DVec3::Z * EYE_HEIGHT;
+        let mut s = expel_shared::TraceScratch::new();
+        let mut near: Vec<(f64, DVec3)> = others
+            .map(|o| (o.distance_squared(me), o))
+            .filter(|(d, _)| *d < SIGHT * SIGHT && *d > 1.0)
+            .collect();
+        near.sort_by(|a, b| a.0.total_cmp(&b.0));
+        self.target = near.into_iter().map(|n| n.1).find(|o| {
+            let t = sim.map().trace(
+                &expel_shared::Hull::point(),
+                eye,
+                *o,
+                expel_shared::Contents::SOLID,
+                &mut s,
+            );
+            t.sweep.fraction == 1.0
+        });
+    }
+
+    /// `cmd` with the triggers: aimed at the target and firing the gun while it has one
+    /// (a rocket every two seconds), else now and then along its heading.
+    pub fn arm(&self, tick: u64, me: Option<&PlayerState>, mut cmd: MoveCommand) -> MoveCommand {
+        use expel_shared::deathmatch::{actions, EYE_HEIGHT};
+        let turn = (tick + u64::from(self.n) * 17) % 120;
+        match (self.target, me) {
+            (Some(t), Some(me)) => {
+                let d = t - (me.origin() + DVec3::Z * EYE_HEIGHT);
+                let yaw = libm::atan2(d.y, d.x).to_degrees();
+                let pitch = -libm::atan2(d.z, d.truncate().length()).to_degrees();
+                let aimed = MoveCommand::new(1.0, 0.0, 0.0, yaw, pitch);
+                (cmd.yaw, cmd.pitch) = (aimed.yaw, aimed.pitch);
+                cmd.actions = actions::FIRE | if turn == 0 { actions::ROCKET } else { 0 };
+            }
+            _ => {
+                cmd.actions = match turn {
+                    0 => actions::ROCKET,
+                    1..=20 => actions::FIRE,
+                    _ => 0,
+                };
+            }
+        }
+        cmd
     }
 }
 
@@ -203,12 +278,24 @@ pub struct Script<D> {
     driver: D,
     /// When the driver ran out.
     done: Option<Instant>,
+    /// Shoots, when it has a gunner.
+    pub gunner: Option<Gunner>,
 }
 
 impl<D: FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand>> Script<D> {
     /// Commands from `driver` (tick, our player) until it returns `None`.
     pub fn new(driver: D) -> Script<D> {
-        Script { driver, done: None }
+        Script {
+            driver,
+            done: None,
+            gunner: None,
+        }
+    }
+
+    /// The script shooting with `gunner`.
+    pub fn with_gunner(mut self, gunner: Option<Gunner>) -> Script<D> {
+        self.gunner = gunner;
+        self
     }
 
     /// Whether the driver ran out long enough ago: time to say goodbye.
@@ -232,7 +319,10 @@ impl<D: FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand>> Script<D> {
         if next.is_none() {
             self.done = Some(now);
         }
-        next
+        match &self.gunner {
+            Some(g) => next.map(|c| g.arm(tick, state, c)),
+            None => next,
+        }
     }
 }
 
@@ -250,7 +340,8 @@ pub async fn run(
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(opts.seconds.max(0.0));
     let stats0 = s.transport();
-    let mut script = Script::new(driver);
+    let gunner = opts.fire.then(|| Gunner::new(opts.seed as u32));
+    let mut script = Script::new(driver).with_gunner(gunner);
     let mut recorder = Recorder::new(&s);
     loop {
         let now = Instant::now();
@@ -259,6 +350,9 @@ pub async fn run(
         }
         if let Status::Ended(_) = s.status() {
             break;
+        }
+        if let Some(g) = script.gunner.as_mut() {
+            g.look(&s.sim, s.display_origin(), s.others(now).into_values());
         }
         s.update_with(now, &mut |tick, st| script.command(tick, st, now));
         recorder.update(&s);

@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod collision;
+pub mod deathmatch;
 pub mod geom;
 pub mod map;
 pub mod movement;

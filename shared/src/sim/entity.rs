@@ -431,11 +431,33 @@ impl Sim {
         crate::collision::Sweep,
         Option<(Struck, crate::collision::Hit)>,
     ) {
+        self.shot(hull, start, end, poses, players, e.owner, s)
+    }
+
+    /// What `hull` moving straight from `start` to `end` meets first: the map (solid
+    /// brushes and patches; clip brushes let shots through), the movers at `poses`, the
+    /// players' boxes `players` but `passes`' (the shooter's own), as a projectile's
+    /// tick meets them. A hitscan shot is a point swept along its ray. Returns the sweep
+    /// and what it met, if anything. Nothing is moved: a query.
+    #[allow(clippy::too_many_arguments)]
+    pub fn shot(
+        &self,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+        poses: &[Pose],
+        players: &[PlayerBox],
+        passes: Option<PlayerId>,
+        s: &mut SimScratch,
+    ) -> (
+        crate::collision::Sweep,
+        Option<(Struck, crate::collision::Hit)>,
+    ) {
         let swept = hull.swept_bounds(start, end);
         self.movers_near(&swept, poses, &mut s.movers);
         s.entity_boxes.clear();
         s.entity_boxes.extend(players.iter().filter(|b| {
-            Some(b.id) != e.owner
+            Some(b.id) != passes
                 && b.bounds
                     .overlaps(&swept.expand(super::collider::SWEEP_MARGIN))
         }));

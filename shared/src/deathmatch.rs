@@ -1,0 +1,368 @@
+//! Deathmatch, a game mode shipped with the server (`expel serve --mode deathmatch`):
+//! every player for itself, with a hitscan gun ([`actions::FIRE`]) and a rocket launcher
+//! ([`actions::ROCKET`]). A gun shot is a point swept along the view ray by the core
+//! ([`Sim::shot`](crate::Sim::shot)): the map stops it, so nobody is hit through a wall. A
+//! rocket is a projectile the simulation moves and sweeps each tick, so it never tunnels;
+//! where it meets something it explodes: a direct hit takes [`ROCKET_DAMAGE`], and every
+//! player within [`SPLASH_RADIUS`] whom the map's own trace from the blast reaches takes
+//! less with distance (a wall between shields). A player at 0 health is fragged (the
+//! shooter scores a frag, a player who kills itself loses one) and respawns at full
+//! health.
+//!
+//! What the players are told (reliable): the frags whenever they change
+//! ([`DeathmatchNews::Score`], also to each player who joins), each frag
+//! ([`DeathmatchNews::Frag`]), and each player its own health when it changes
+//! ([`DeathmatchNews::Health`]). Rockets reach clients as the game's entities of kind
+//! [`ROCKET_KIND`].
+//!
+//! The rules check the game's buttons: bits other than the two defined, a `weapon` field
+//! other than 0, and a press of a weapon still reloading are refused and counted
+//! ([`Game::refuse`](crate::protocol::server::Game::refuse)); holding a trigger fires at
+//! the weapon's rate.
+
+use crate::sim::PlayerId;
+use serde::{Deserialize, Serialize};
+
+/// The game's buttons of deathmatch ([`MoveCommand::actions`](crate::MoveCommand)).
+pub mod actions {
+    /// The hitscan gun.
+    pub const FIRE: u16 = 1;
+    /// The rocket launcher.
+    pub const ROCKET: u16 = 2;
+    /// Every button deathmatch defines.
+    pub const ALL: u16 = FIRE | ROCKET;
+}
+
+/// Health a player starts (and respawns) with.
+pub const HEALTH: i32 = 100;
+/// Damage of one gun shot.
+pub const GUN_DAMAGE: i32 = 10;
+/// How far a gun shot reaches, units.
+pub const GUN_RANGE: f64 = 8192.0;
+/// Seconds between gun shots.
+pub const GUN_RELOAD: f64 = 0.1;
+/// A rocket's speed, units a second.
+pub const ROCKET_SPEED: f64 = 900.0;
+/// A direct hit's damage, and the most a blast does.
+pub const ROCKET_DAMAGE: i32 = 100;
+/// How far a blast reaches, units (its damage falls off linearly to none there).
+pub const SPLASH_RADIUS: f64 = 120.0;
+/// Seconds between rockets.
+pub const ROCKET_RELOAD: f64 = 0.8;
+/// A rocket's entity kind.
+pub const ROCKET_KIND: u16 = 1;
+/// Height of the eyes above a player's origin (shots leave from there).
+pub const EYE_HEIGHT: f64 = 26.0;
+
+/// The frags, as every player is told them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeathmatchScore {
+    /// The tick it was made at.
+    pub tick: u64,
+    /// Frags and deaths per player in the game, in id order.
+    pub frags: Vec<(PlayerId, i32, u32)>,
+}
+
+/// Which weapon made a frag.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Weapon {
+    /// The hitscan gun.
+    Gun,
+    /// A rocket (a direct hit or its blast).
+    Rocket,
+}
+
+/// What deathmatch sends its players (reliable).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DeathmatchNews {
+    /// The frags, changed.
+    Score(DeathmatchScore),
+    /// The player's own health, changed.
+    Health(i32),
+    /// A frag.
+    Frag {
+        /// Who made it (none: the world).
+        killer: Option<PlayerId>,
+        /// Who was fragged.
+        victim: PlayerId,
+        /// With what.
+        weapon: Weapon,
+    },
+}
+
+#[cfg(feature = "server")]
+pub use rules::Deathmatch;
+
+#[cfg(feature = "server")]
+mod rules {
+    use super::*;
+    use crate::collision::hull::Hull;
+    use crate::collision::Contents;
+    use crate::protocol::channel::Channel;
+    use crate::protocol::server::{Game, GameRules};
+    use crate::protocol::snapshot::Scope;
+    use crate::sim::{Entity, Impact, Motion, PlayerBox, Struck};
+    use crate::SimScratch;
+    use glam::DVec3;
+    use std::collections::BTreeMap;
+
+    /// One player's side of the game.
+    #[derive(Clone, Copy, Debug)]
+    struct Fighter {
+        health: i32,
+        frags: i32,
+        deaths: u32,
+        /// The first tick each weapon fires again.
+        gun_at: u64,
+        rocket_at: u64,
+        /// The game's buttons of its last command (a press is a rising edge).
+        held: u16,
+        /// Its health as last told it.
+        told: i32,
+    }
+
+    impl Default for Fighter {
+        fn default() -> Fighter {
+            Fighter {
+                health: HEALTH,
+                frags: 0,
+                deaths: 0,
+                gun_at: 0,
+                rocket_at: 0,
+                held: 0,
+                told: -1,
+            }
+        }
+    }
+
+    /// Deathmatch's rules (see the module docs).
+    #[derive(Debug, Default)]
+    pub struct Deathmatch {
+        fighters: BTreeMap<PlayerId, Fighter>,
+        /// The frags changed since they were last sent.
+        changed: bool,
+        /// The score as last sent, for the operator's summary (taken once).
+        summary: Option<String>,
+        scratch: SimScratch,
+    }
+
+    /// The world's players' boxes and the movers' poses as the last tick left them.
+    fn obstacles(game: &Game<'_>) -> (Vec<crate::mover::Pose>, Vec<PlayerBox>) {
+        let (sim, world) = (game.sim(), game.world());
+        let mut poses = Vec::new();
+        sim.poses(&world.movers, &mut poses);
+        let boxes = world
+            .players
+            .iter()
+            .filter_map(|(id, p)| sim.player_box(*id, &p.state))
+            .collect();
+        (poses, boxes)
+    }
+
+    impl Deathmatch {
+        /// A game with nobody in it.
+        pub fn new() -> Deathmatch {
+            Deathmatch::default()
+        }
+
+        fn score(&self, tick: u64) -> DeathmatchScore {
+            DeathmatchScore {
+                tick,
+                frags: self
+                    .fighters
+                    .iter()
+                    .map(|(p, f)| (*p, f.frags, f.deaths))
+                    .collect(),
+            }
+        }
+
+        /// `victim` takes `damage` from `by`; at 0 it is fragged and respawns.
+        fn hurt(
+            &mut self,
+            game: &mut Game<'_>,
+            victim: PlayerId,
+            by: PlayerId,
+            damage: i32,
+            weapon: Weapon,
+        ) {
+            let Some(v) = self.fighters.get_mut(&victim) else {
+                return;
+            };
+            v.health -= damage;
+            if v.health > 0 {
+                return;
+            }
+            v.health = HEALTH;
+            v.deaths += 1;
+            let _ = game.respawn(victim);
+            if by == victim {
+                v.frags -= 1;
+            } else if let Some(k) = self.fighters.get_mut(&by) {
+                k.frags += 1;
+            }
+            self.changed = true;
+            let frag = DeathmatchNews::Frag {
+                killer: Some(by),
+                victim,
+                weapon,
+            };
+            let _ = game.broadcast(Channel::Reliable, &frag);
+        }
+
+        /// A gun shot of `p`'s along its view.
+        fn gun(&mut self, game: &mut Game<'_>, p: PlayerId, eye: DVec3, dir: DVec3) {
+            let (poses, boxes) = obstacles(game);
+            let end = eye + dir * GUN_RANGE;
+            let (_, hit) = game.sim().shot(
+                &Hull::point(),
+                eye,
+                end,
+                &poses,
+                &boxes,
+                Some(p),
+                &mut self.scratch,
+            );
+            if let Some((Struck::Player(t), _)) = hit {
+                self.hurt(game, t, p, GUN_DAMAGE, Weapon::Gun);
+            }
+        }
+
+        /// A rocket met something: its blast.
+        fn explode(&mut self, game: &mut Game<'_>, owner: PlayerId, i: &Impact) {
+            let (_, boxes) = obstacles(game);
+            let mut s = crate::TraceScratch::new();
+            let mut hurt = Vec::new();
+            for b in &boxes {
+                let damage = if i.struck == Struck::Player(b.id) {
+                    ROCKET_DAMAGE
+                } else {
+                    // The nearest point of its box, and the blast reaching it unbroken.
+                    let near = i.point.clamp(b.bounds.min, b.bounds.max);
+                    let d = near.distance(i.point);
+                    if d >= SPLASH_RADIUS {
+                        continue;
+                    }
+                    let t = game.sim().map().trace(
+                        &Hull::point(),
+                        i.point,
+                        b.bounds.center(),
+                        Contents::SOLID,
+                        &mut s,
+                    );
+                    if t.sweep.fraction < 1.0 {
+                        continue;
+                    }
+                    (f64::from(ROCKET_DAMAGE) * (1.0 - d / SPLASH_RADIUS)).ceil() as i32
+                };
+                hurt.push((b.id, damage));
+            }
+            for (victim, damage) in hurt {
+                self.hurt(game, victim, owner, damage, Weapon::Rocket);
+            }
+        }
+    }
+
+    impl GameRules for Deathmatch {
+        fn joined(&mut self, _game: &mut Game<'_>, player: PlayerId) {
+            self.fighters.insert(player, Fighter::default());
+            self.changed = true;
+        }
+
+        fn left(&mut self, _game: &mut Game<'_>, player: PlayerId, _reason: &str) {
+            self.fighters.remove(&player);
+            self.changed = true;
+        }
+
+        fn tick(&mut self, game: &mut Game<'_>) {
+            let tick = game.tick();
+            let rate = f64::from(game.sim().movement().tick_rate());
+            // The rockets the last tick stopped explode.
+            let impacts: Vec<Impact> = game.impacts().to_vec();
+            for i in &impacts {
+                let Some(e) = game.entity(i.entity).copied() else {
+                    continue;
+                };
+                if e.kind != ROCKET_KIND {
+                    continue;
+                }
+                game.despawn(i.entity);
+                if let Some(owner) = e.owner {
+                    self.explode(game, owner, i);
+                }
+            }
+            // Each player's triggers, in id order.
+            let players: Vec<PlayerId> = self.fighters.keys().copied().collect();
+            for p in players {
+                let (Some(cmd), Some(state)) = (game.command(p), game.world().player(p).copied())
+                else {
+                    continue;
+                };
+                if state.mode != crate::MoveMode::Walk {
+                    continue;
+                }
+                let mut actions = cmd.actions;
+                if actions & !actions::ALL != 0 || cmd.weapon != 0 {
+                    // Not deathmatch's: the command's buttons count for nothing.
+                    game.refuse(p);
+                    actions = 0;
+                }
+                let Some(f) = self.fighters.get_mut(&p) else {
+                    continue;
+                };
+                let pressed = actions & !f.held;
+                f.held = actions;
+                let eye = state.origin() + DVec3::new(0.0, 0.0, EYE_HEIGHT);
+                let dir = cmd.view().0;
+                let reload = |s: f64| (s * rate).round().max(1.0) as u64;
+                let mut refused = false;
+                let gun = actions & actions::FIRE != 0 && tick >= f.gun_at;
+                if gun {
+                    f.gun_at = tick + reload(GUN_RELOAD);
+                } else {
+                    refused |= pressed & actions::FIRE != 0;
+                }
+                let rocket = actions & actions::ROCKET != 0 && tick >= f.rocket_at;
+                if rocket {
+                    f.rocket_at = tick + reload(ROCKET_RELOAD);
+                } else {
+                    refused |= pressed & actions::ROCKET != 0;
+                }
+                if refused {
+                    game.refuse(p);
+                }
+                if gun {
+                    self.gun(game, p, eye, dir);
+                }
+                if rocket {
+                    let fired = Entity::launched(eye, dir, ROCKET_SPEED, Motion::POINT, Some(p))
+                        .map(|e| e.with_kind(ROCKET_KIND));
+                    if let Ok(e) = fired {
+                        let _ = game.spawn(e, Scope::Near);
+                    }
+                }
+            }
+            // Health as it stands, to each player whose changed.
+            let told: Vec<(PlayerId, i32)> = self
+                .fighters
+                .iter_mut()
+                .filter(|(_, f)| f.told != f.health)
+                .map(|(p, f)| {
+                    f.told = f.health;
+                    (*p, f.health)
+                })
+                .collect();
+            for (p, h) in told {
+                let _ = game.send(p, Channel::Reliable, &DeathmatchNews::Health(h));
+            }
+            if std::mem::take(&mut self.changed) {
+                let score = self.score(tick);
+                let _ = game.broadcast(Channel::Reliable, &DeathmatchNews::Score(score.clone()));
+                self.summary = serde_json::to_string(&score).ok();
+            }
+        }
+
+        fn summary(&mut self) -> Option<String> {
+            self.summary.take()
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! Deathmatch, the mode shipped with the server: bots that aim at whom they see and
+//! shoot (the gun and rockets) play it on the simulated network, and a client sending
+//! buttons deathmatch does not define has them refused and counted; then real bots play
+//! it against `expel serve --mode deathmatch` over QUIC.
+
+mod common;
+
+use common::{http_get, network, Served};
+use expel_bots::Gunner;
+use expel_shared::deathmatch::{Deathmatch, DeathmatchNews, DeathmatchScore, ROCKET_KIND};
+use expel_shared::protocol::client::{Client, ClientEvent};
+use expel_shared::protocol::conditioner::LinkConditioner;
+use expel_shared::protocol::MovementAuthority;
+use expel_shared::MoveCommand;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[test]
+fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
+    let link = LinkConditioner {
+        loss: 0.02,
+        delay_ms: 30.0,
+        jitter_ms: 5.0,
+        duplicate: 0.0,
+    };
+    let n = 8;
+    let mut net = network(n, MovementAuthority::Server, link, 5);
+    net.server_mut().set_rules(Box::new(Deathmatch::new()));
+    let mut gunners: Vec<Gunner> = (0..n).map(Gunner::new).collect();
+    let mut drive = |i: usize, c: &Client| {
+        let Some(sim) = c.sim() else {
+            return MoveCommand::default();
+        };
+        let me = c.local_player();
+        let g = &mut gunners[i];
+        g.look(
+            sim,
+            me.map(|m| m.origin()),
+            c.others(f64::MAX).into_values(),
+        );
+        let tick = c.tick();
+        let walk = MoveCommand::new(1.0, 0.0, 0.0, (tick / 120 + i as u64) as f64 * 97.0, 0.0);
+        if i == 7 {
+            // Not deathmatch's buttons: refused, counted, nothing fired.
+            return walk.with_actions(0x8001, 3);
+        }
+        g.arm(tick, me.as_ref(), walk)
+    };
+    let mut health: BTreeMap<usize, i32> = BTreeMap::new();
+    let mut score: BTreeMap<usize, DeathmatchScore> = BTreeMap::new();
+    let mut frags = 0;
+    let mut rockets_seen = 0;
+    for _ in 0..300 {
+        net.run(Duration::from_millis(100), &mut drive);
+        for i in 0..n as usize {
+            while let Some(e) = net.client_mut(i).poll_event() {
+                if let ClientEvent::EntitySpawned { entity, .. } = e {
+                    rockets_seen += (entity.kind == ROCKET_KIND) as u32;
+                }
+            }
+            while let Some((_, bytes)) = net.client_mut(i).poll_message() {
+                match postcard::from_bytes::<DeathmatchNews>(&bytes).unwrap() {
+                    DeathmatchNews::Health(h) => {
+                        health.insert(i, h);
+                    }
+                    DeathmatchNews::Score(s) => {
+                        score.insert(i, s);
+                    }
+                    DeathmatchNews::Frag { .. } => frags += 1,
+                }
+            }
+        }
+    }
+    let stats = net.server().stats().clone();
+    assert!(frags >= 3 * n, "{frags} frags heard in 30 s");
+    assert!(rockets_seen >= 20, "{rockets_seen} rockets seen");
+    let rules: DeathmatchScore =
+        serde_json::from_str(&net.server_mut().game_summary().unwrap_or_else(|| {
+            serde_json::to_string(score.values().max_by_key(|s| s.tick).unwrap()).unwrap()
+        }))
+        .unwrap();
+    let made: i32 = rules.frags.iter().map(|f| f.1).sum();
+    let died: u32 = rules.frags.iter().map(|f| f.2).sum();
+    assert!(died >= 3, "{rules:?}");
+    assert!(made <= died as i32, "every frag is a death: {rules:?}");
+    // The one that sent foreign buttons never fragged anyone.
+    let foreign = net.client(7).welcome().unwrap().player_id;
+    let f = rules.frags.iter().find(|f| f.0 == foreign).unwrap();
+    assert!(f.1 <= 0, "{f:?}");
+    assert!(
+        stats.rule_refusals >= 100,
+        "{} refusals",
+        stats.rule_refusals
+    );
+    assert!(health.values().all(|h| (1..=100).contains(h)), "{health:?}");
+    // Nobody flagged for shooting.
+    assert_eq!(
+        stats.violations.iter().sum::<u64>(),
+        0,
+        "{:?}",
+        stats.violations
+    );
+}
+
+/// Real bots, predicting and light, shoot it out against `expel serve --mode deathmatch`
+/// for a few seconds: frags are made, nobody honest is flagged or kicked.
+#[test]
+fn bots_play_deathmatch_against_expel_serve() {
+    let served = Served::start_args("", 32, "--mode deathmatch");
+    // The most deaths the operator's /game.json showed while the bots played.
+    let mut died = 0;
+    for light in [false, true] {
+        let mut args = vec![
+            "bots".to_string(),
+            "--server".into(),
+            served.addr.to_string(),
+            "--secret".into(),
+            common::PROCESS_SECRET.into(),
+            "--fingerprint".into(),
+            served.fingerprint.clone(),
+            "--count".into(),
+            "12".into(),
+            "--duration".into(),
+            "8".into(),
+            "--fire".into(),
+            "--first-player".into(),
+            if light { "100".into() } else { "1".into() },
+        ];
+        if light {
+            args.push("--light".into());
+        }
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_expel"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        while child.try_wait().unwrap().is_none() {
+            std::thread::sleep(Duration::from_millis(500));
+            let (_, body) = http_get(served.http, "/game.json");
+            if let Ok(score) = serde_json::from_str::<DeathmatchScore>(&body) {
+                died = died.max(score.frags.iter().map(|f| f.2).sum::<u32>());
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "light {light}: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let (_, metrics) = http_get(served.http, "/metrics");
+    assert!(died >= 1, "nobody died in 16 s of shooting");
+    let flagged: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("expel_violations_total{"))
+        .filter_map(|l| l.split_whitespace().last()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(flagged, 0.0, "honest bots flagged");
+}
