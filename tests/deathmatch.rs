@@ -7,7 +7,9 @@ mod common;
 
 use common::{http_get, network, Served};
 use expel_bots::Gunner;
-use expel_shared::deathmatch::{Deathmatch, DeathmatchNews, DeathmatchScore, ROCKET_KIND};
+use expel_shared::deathmatch::{
+    Deathmatch, DeathmatchNews, DeathmatchScore, FighterState, ROCKET_KIND,
+};
 use expel_shared::protocol::client::{Client, ClientEvent};
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::MovementAuthority;
@@ -50,19 +52,29 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
     let mut score: BTreeMap<usize, DeathmatchScore> = BTreeMap::new();
     let mut frags = 0;
     let mut rockets_seen = 0;
+    let mut states_heard = 0;
     for _ in 0..300 {
         net.run(Duration::from_millis(100), &mut drive);
         for i in 0..n as usize {
             while let Some(e) = net.client_mut(i).poll_event() {
-                if let ClientEvent::EntitySpawned { entity, .. } = e {
-                    rockets_seen += (entity.kind == ROCKET_KIND) as u32;
+                match e {
+                    ClientEvent::EntitySpawned { entity, .. } => {
+                        rockets_seen += (entity.kind == ROCKET_KIND) as u32;
+                    }
+                    ClientEvent::PlayerStateChanged { player } => {
+                        let c = net.client(i);
+                        let bytes = c.player_state(player).unwrap();
+                        let s: FighterState = postcard::from_bytes(bytes).unwrap();
+                        if Some(player) == c.welcome().map(|w| w.player_id) {
+                            health.insert(i, s.health);
+                        }
+                        states_heard += 1;
+                    }
+                    _ => {}
                 }
             }
             while let Some((_, bytes)) = net.client_mut(i).poll_message() {
                 match postcard::from_bytes::<DeathmatchNews>(&bytes).unwrap() {
-                    DeathmatchNews::Health(h) => {
-                        health.insert(i, h);
-                    }
                     DeathmatchNews::Score(s) => {
                         score.insert(i, s);
                     }
@@ -93,6 +105,19 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
         stats.rule_refusals
     );
     assert!(health.values().all(|h| (1..=100).contains(h)), "{health:?}");
+    assert!(
+        health.values().any(|h| *h < 100),
+        "somebody was hurt: {health:?}"
+    );
+    assert!(states_heard >= 50, "{states_heard} state changes heard");
+    // At the end every client's own state is the server's (the rules' frags).
+    for i in 0..n as usize {
+        let c = net.client(i);
+        let me = c.welcome().unwrap().player_id;
+        let s: FighterState = postcard::from_bytes(c.player_state(me).unwrap()).unwrap();
+        let f = rules.frags.iter().find(|f| f.0 == me).unwrap();
+        assert_eq!(s.frags, f.1, "client {i}");
+    }
     // Nobody flagged for shooting.
     assert_eq!(
         stats.violations.iter().sum::<u64>(),

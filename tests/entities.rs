@@ -17,7 +17,7 @@ use expel_shared::{Contents, Hull, TraceScratch};
 use glam::DVec3;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Kinds, in the game's numbering.
@@ -35,6 +35,8 @@ struct Launcher {
     hits: BTreeMap<EntityId, u32>,
     /// Impacts seen, and those whose point the map's own test finds solid.
     counts: Arc<[AtomicU64; 2]>,
+    /// The game's state the rules set: each grenade's bounces, each player's launches.
+    set: Arc<Mutex<(BTreeMap<EntityId, u32>, BTreeMap<u32, u32>)>>,
 }
 
 impl GameRules for Launcher {
@@ -69,9 +71,15 @@ impl GameRules for Launcher {
             }
             let n = self.hits.entry(i.entity).or_default();
             *n += 1;
-            if e.kind == ROCKET || *n >= 4 {
+            let n = *n;
+            let mut set = self.set.lock().unwrap();
+            if e.kind == ROCKET || n >= 4 {
                 game.despawn(i.entity);
                 self.hits.remove(&i.entity);
+                set.0.remove(&i.entity);
+            } else {
+                game.set_entity_state(i.entity, &n).unwrap();
+                set.0.insert(i.entity, n);
             }
         }
         if !self.firing {
@@ -97,6 +105,10 @@ impl GameRules for Launcher {
                 .unwrap()
                 .with_kind(kind);
             game.spawn(e, Scope::Near).unwrap();
+            let mut set = self.set.lock().unwrap();
+            let launched = set.1.entry(p).or_default();
+            *launched += 1;
+            game.set_player_state(p, launched, Scope::Everyone).unwrap();
         }
     }
 }
@@ -112,9 +124,11 @@ fn every_client_converges_to_the_servers_entities_under_loss_and_reordering() {
     let n = 6;
     let mut net = network(n, MovementAuthority::Server, link, 57);
     let counts: Arc<[AtomicU64; 2]> = Arc::default();
+    let set: Arc<Mutex<(BTreeMap<EntityId, u32>, BTreeMap<u32, u32>)>> = Arc::default();
     net.server_mut().set_rules(Box::new(Launcher {
         firing: true,
         counts: counts.clone(),
+        set: set.clone(),
         ..Default::default()
     }));
     let mut walk = |i: usize, c: &expel_shared::protocol::client::Client| {
@@ -149,6 +163,7 @@ fn every_client_converges_to_the_servers_entities_under_loss_and_reordering() {
     // The launchers stop; what flies comes down and goes; the flag stays.
     let mut stopped = Launcher {
         counts: counts.clone(),
+        set: set.clone(),
         ..Default::default()
     };
     stopped.flag = net
@@ -183,6 +198,19 @@ fn every_client_converges_to_the_servers_entities_under_loss_and_reordering() {
             .map(|(id, e)| (*id, (e.kind, e.origin)))
             .collect();
         assert_eq!(held, server, "client {i} holds the server's entities");
+        // And the game's state of them, and of every player (for everyone).
+        let (bounces, launches) = &*set.lock().unwrap();
+        let resting = bounces.keys().filter(|id| server.contains_key(id)).count();
+        assert!(resting >= 1, "no grenade with a state left to compare");
+        for (id, want) in bounces.iter().filter(|(id, _)| server.contains_key(id)) {
+            let got: u32 = postcard::from_bytes(net.client(i).entity_state(*id).unwrap()).unwrap();
+            assert_eq!(got, *want, "client {i}: entity {id}'s state");
+        }
+        assert!(!launches.is_empty());
+        for (p, want) in launches {
+            let got: u32 = postcard::from_bytes(net.client(i).player_state(*p).unwrap()).unwrap();
+            assert_eq!(got, *want, "client {i}: player {p}'s state");
+        }
         // It heard of many come and go.
         assert!(
             spawned[i].len() >= 10,

@@ -306,6 +306,18 @@ impl Session {
         self.machine.entities_drawn(self.machine.render_tick(now))
     }
 
+    /// The game's own state of `player` (a type of the game's, as the server's rules set
+    /// it), as the newest snapshot showed it; `None` when not shown or not a `T`.
+    pub fn player_state<T: serde::de::DeserializeOwned>(&self, player: u32) -> Option<T> {
+        expel_shared::protocol::channel::decode_message(self.machine.player_state(player)?).ok()
+    }
+
+    /// The game's own state of entity `id` (a type of the game's), as the newest
+    /// snapshot showed it.
+    pub fn entity_state<T: serde::de::DeserializeOwned>(&self, id: u32) -> Option<T> {
+        expel_shared::protocol::channel::decode_message(self.machine.entity_state(id)?).ok()
+    }
+
     /// The movers as predicted.
     pub fn movers(&self) -> &[MoverState] {
         self.machine.movers()

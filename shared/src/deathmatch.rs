@@ -9,11 +9,12 @@
 //! shooter scores a frag, a player who kills itself loses one) and respawns at full
 //! health.
 //!
-//! What the players are told (reliable): the frags whenever they change
-//! ([`DeathmatchNews::Score`], also to each player who joins), each frag
-//! ([`DeathmatchNews::Frag`]), and each player its own health when it changes
-//! ([`DeathmatchNews::Health`]). Rockets reach clients as the game's entities of kind
-//! [`ROCKET_KIND`].
+//! Each player's health and frags are the game's state of that player
+//! ([`FighterState`], replicated in the snapshots to its own client and to those that have
+//! it in view: `Session::player_state`). Every player is told (reliable) the whole table
+//! of frags whenever it changes ([`DeathmatchNews::Score`], also to each player who
+//! joins) and each frag ([`DeathmatchNews::Frag`]). Rockets reach clients as the game's
+//! entities of kind [`ROCKET_KIND`].
 //!
 //! The rules check the game's buttons: bits other than the two defined, a `weapon` field
 //! other than 0, and a press of a weapon still reloading are refused and counted
@@ -63,6 +64,15 @@ pub struct DeathmatchScore {
     pub frags: Vec<(PlayerId, i32, u32)>,
 }
 
+/// A player's state in the game, as the snapshots carry it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FighterState {
+    /// Health, 1 to [`HEALTH`].
+    pub health: i32,
+    /// Frags made (less those it made of itself).
+    pub frags: i32,
+}
+
 /// Which weapon made a frag.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Weapon {
@@ -77,8 +87,6 @@ pub enum Weapon {
 pub enum DeathmatchNews {
     /// The frags, changed.
     Score(DeathmatchScore),
-    /// The player's own health, changed.
-    Health(i32),
     /// A frag.
     Frag {
         /// Who made it (none: the world).
@@ -117,8 +125,8 @@ mod rules {
         rocket_at: u64,
         /// The game's buttons of its last command (a press is a rising edge).
         held: u16,
-        /// Its health as last told it.
-        told: i32,
+        /// Its state as last set.
+        told: Option<FighterState>,
     }
 
     impl Default for Fighter {
@@ -130,7 +138,7 @@ mod rules {
                 gun_at: 0,
                 rocket_at: 0,
                 held: 0,
-                told: -1,
+                told: None,
             }
         }
     }
@@ -341,18 +349,15 @@ mod rules {
                     }
                 }
             }
-            // Health as it stands, to each player whose changed.
-            let told: Vec<(PlayerId, i32)> = self
-                .fighters
-                .iter_mut()
-                .filter(|(_, f)| f.told != f.health)
-                .map(|(p, f)| {
-                    f.told = f.health;
-                    (*p, f.health)
-                })
-                .collect();
-            for (p, h) in told {
-                let _ = game.send(p, Channel::Reliable, &DeathmatchNews::Health(h));
+            // Each player's state as it stands, where it changed.
+            for (p, f) in self.fighters.iter_mut() {
+                let now = FighterState {
+                    health: f.health,
+                    frags: f.frags,
+                };
+                if f.told != Some(now) && game.set_player_state(*p, &now, Scope::Near).is_ok() {
+                    f.told = Some(now);
+                }
             }
             if std::mem::take(&mut self.changed) {
                 let score = self.score(tick);

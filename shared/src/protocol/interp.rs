@@ -211,6 +211,8 @@ mod tests {
             players,
             facing: BTreeMap::new(),
             entities: BTreeMap::new(),
+            player_states: BTreeMap::new(),
+            entity_states: BTreeMap::new(),
             movers: BTreeMap::new(),
         }
     }

@@ -453,6 +453,15 @@ pub struct SnapshotMsg {
     pub entities: Vec<EntityDelta>,
     /// Entity ids in the baseline that left the view (or the world).
     pub removed_entities: Vec<u32>,
+    /// The game's own state of players (the client's own among them), against the
+    /// baseline: its length, then its bytes four to a field.
+    pub player_states: Vec<EntityDelta>,
+    /// Players whose state the baseline had and this snapshot does not.
+    pub removed_player_states: Vec<u32>,
+    /// The game's own state of entities in view, the same way.
+    pub entity_states: Vec<EntityDelta>,
+    /// Entities whose state the baseline had and this snapshot does not.
+    pub removed_entity_states: Vec<u32>,
 }
 
 /// Datagrams from the server.

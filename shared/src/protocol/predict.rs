@@ -569,6 +569,8 @@ mod tests {
                         .collect(),
                     facing: BTreeMap::new(),
                     entities: BTreeMap::new(),
+                    player_states: BTreeMap::new(),
+                    entity_states: BTreeMap::new(),
                     movers: w
                         .movers
                         .iter()

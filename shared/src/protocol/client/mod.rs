@@ -138,6 +138,10 @@ struct Play {
     in_view: BTreeSet<PlayerId>,
     /// The game's entities as the newest snapshot showed them.
     entities: BTreeMap<EntityId, EntityView>,
+    /// The game's own state of players and of entities (postcard bytes), as the newest
+    /// snapshot showed them.
+    player_states: BTreeMap<PlayerId, Vec<u8>>,
+    entity_states: BTreeMap<EntityId, Vec<u8>>,
     /// When a datagram last came from the server.
     heard_at: Instant,
     /// The server's reports of how early our commands arrive: their running mean and
@@ -481,6 +485,8 @@ impl Client {
             sent_at: BTreeMap::new(),
             in_view: BTreeSet::new(),
             entities: BTreeMap::new(),
+            player_states: BTreeMap::new(),
+            entity_states: BTreeMap::new(),
             welcome,
         });
         self.status = Status::Playing;
@@ -680,7 +686,29 @@ impl Client {
             st.snapshots_lost = ((b - a) / every + 1).saturating_sub(st.predict.snapshots);
         }
         entity_events(&p.entities, &snap.entities, &mut self.events);
+        // An entity still in view whose state changed (its events above told the rest).
+        for (id, st) in &snap.entity_states {
+            let was = p.entity_states.get(id);
+            if p.entities.contains_key(id) && was.is_some_and(|w| w != st) {
+                if let Some(entity) = snap.entities.get(id).copied() {
+                    push_event(
+                        &mut self.events,
+                        ClientEvent::EntityChanged { id: *id, entity },
+                    );
+                }
+            }
+        }
+        for (player, st) in &snap.player_states {
+            if p.player_states.get(player) != Some(st) {
+                push_event(
+                    &mut self.events,
+                    ClientEvent::PlayerStateChanged { player: *player },
+                );
+            }
+        }
         p.entities.clone_from(&snap.entities);
+        p.player_states.clone_from(&snap.player_states);
+        p.entity_states.clone_from(&snap.entity_states);
         // A light client draws nothing.
         if !self.settings.light {
             p.interp.push(&snap);
@@ -765,6 +793,26 @@ impl Client {
     pub fn entities(&self) -> &BTreeMap<EntityId, EntityView> {
         static NONE: BTreeMap<EntityId, EntityView> = BTreeMap::new();
         self.play.as_ref().map_or(&NONE, |p| &p.entities)
+    }
+
+    /// The game's own state of a player (its postcard bytes; the server's rules set it),
+    /// as the newest snapshot showed it: the client's own, and others' as the rules'
+    /// scope lets it see them.
+    pub fn player_state(&self, player: PlayerId) -> Option<&[u8]> {
+        self.play
+            .as_ref()?
+            .player_states
+            .get(&player)
+            .map(Vec::as_slice)
+    }
+
+    /// The game's own state of an entity in view (its postcard bytes).
+    pub fn entity_state(&self, id: EntityId) -> Option<&[u8]> {
+        self.play
+            .as_ref()?
+            .entity_states
+            .get(&id)
+            .map(Vec::as_slice)
     }
 
     /// The movers as the newest prediction has them.

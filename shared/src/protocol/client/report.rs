@@ -65,13 +65,19 @@ pub enum ClientEvent {
         /// As the snapshot shows it.
         entity: crate::protocol::snapshot::EntityView,
     },
-    /// A game entity in view changed other than by moving: its kind, owner, or whether
-    /// it is at rest or moves.
+    /// A game entity in view changed other than by moving: its kind, owner, whether it
+    /// is at rest or moves, or the game's state of it.
     EntityChanged {
         /// The entity.
         id: crate::sim::EntityId,
         /// As the snapshot shows it now.
         entity: crate::protocol::snapshot::EntityView,
+    },
+    /// The game's own state of a player changed (or came into view):
+    /// [`Client::player_state`](super::Client::player_state) has it.
+    PlayerStateChanged {
+        /// The player.
+        player: PlayerId,
     },
     /// A game entity left our view: the server removed it, or it went out of scope.
     EntityDespawned {

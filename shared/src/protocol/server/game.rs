@@ -11,7 +11,7 @@ use crate::protocol::channel::{
     check_size, decode_message, encode_message, Arrival, Channel, Mailbox, MessageError,
 };
 use crate::protocol::frame::encode_frame;
-use crate::protocol::snapshot::Scope;
+use crate::protocol::snapshot::{game_state_fields, Scope, StateFields, MAX_STATE_BYTES};
 use crate::protocol::{encode, MovementAuthority, ServerControl, ServerDatagram};
 use crate::sim::{in_range, Entity, EntityId, Impact, PlayerId, SimError, WorldState};
 use glam::DVec3;
@@ -89,6 +89,9 @@ pub(super) struct Hosted {
     pub(super) commands: BTreeMap<PlayerId, MoveCommand>,
     /// Who may see each entity that is not [`Scope::Near`].
     pub(super) scopes: BTreeMap<EntityId, Scope>,
+    /// The game's own state of players (with who may see it) and of entities.
+    pub(super) player_states: BTreeMap<PlayerId, (Scope, StateFields)>,
+    pub(super) entity_states: BTreeMap<EntityId, StateFields>,
     /// The next entity id to hand out.
     next_entity: EntityId,
     /// The entities' impacts of the last tick stepped, and the entities it lost.
@@ -101,6 +104,7 @@ impl Hosted {
     pub(super) fn stepped(&mut self, impacts: Vec<Impact>, lost: &[EntityId]) {
         for id in lost {
             self.scopes.remove(id);
+            self.entity_states.remove(id);
         }
         self.lost.clear();
         self.lost.extend_from_slice(lost);
@@ -118,6 +122,29 @@ pub enum SpawnError {
     /// The world holds [`MAX_ENTITIES`] already.
     #[error("the world holds {MAX_ENTITIES} entities already")]
     Full,
+}
+
+/// Why the rules could not set a player's or an entity's state.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum StateError {
+    /// Its encoding is larger than [`MAX_STATE_BYTES`].
+    #[error("state of {0} bytes exceeds the limit of {MAX_STATE_BYTES}")]
+    TooLarge(usize),
+    /// The player is not in the game.
+    #[error("player {0} is not in the world")]
+    NotPlaying(PlayerId),
+    /// No such entity in the world.
+    #[error("entity {0} is not in the world")]
+    NoEntity(EntityId),
+    /// The state did not encode.
+    #[error("state does not encode: {0}")]
+    Encode(String),
+}
+
+/// A state's fields from its postcard encoding.
+fn state_of<T: Serialize>(state: &T) -> Result<StateFields, StateError> {
+    let bytes = postcard::to_allocvec(state).map_err(|e| StateError::Encode(e.to_string()))?;
+    game_state_fields(&bytes).ok_or(StateError::TooLarge(bytes.len()))
 }
 
 /// Most entities the world holds at once: bounded work and memory a tick, whatever the
@@ -333,9 +360,44 @@ impl Game<'_> {
         Ok(id)
     }
 
+    /// Sets `player`'s state in the game (its health, weapon, ammo, score: any serde
+    /// type of the game's, at most [`MAX_STATE_BYTES`] encoded), seen by the clients of
+    /// `scope` ([`Scope::Near`]: those that have the player in view; its own client
+    /// always). Snapshots carry it as a delta against what each client acknowledged: a
+    /// state that did not change costs nothing, a changed field its bytes.
+    pub fn set_player_state<T: Serialize>(
+        &mut self,
+        player: PlayerId,
+        state: &T,
+        scope: Scope,
+    ) -> Result<(), StateError> {
+        if !self.server.players.contains_key(&player) {
+            return Err(StateError::NotPlaying(player));
+        }
+        let f = state_of(state)?;
+        self.server.game.player_states.insert(player, (scope, f));
+        Ok(())
+    }
+
+    /// Sets an entity's state in the game (serde, at most [`MAX_STATE_BYTES`] encoded),
+    /// seen with the entity.
+    pub fn set_entity_state<T: Serialize>(
+        &mut self,
+        id: EntityId,
+        state: &T,
+    ) -> Result<(), StateError> {
+        if !self.server.world.entities.contains_key(&id) {
+            return Err(StateError::NoEntity(id));
+        }
+        let f = state_of(state)?;
+        self.server.game.entity_states.insert(id, f);
+        Ok(())
+    }
+
     /// Takes an entity out of the world (its clients see it go): what it was.
     pub fn despawn(&mut self, id: EntityId) -> Option<Entity> {
         self.server.game.scopes.remove(&id);
+        self.server.game.entity_states.remove(&id);
         self.server.world.entities.remove(&id)
     }
 

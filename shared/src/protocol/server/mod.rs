@@ -53,7 +53,7 @@ const REPLAY_SECONDS: u64 = 2;
 /// bear out (a loss makes a round trip's worth of them in a row).
 const REPLAY_SPACING: f64 = 0.1;
 
-pub use game::{Game, GameRules, RuleError, SpawnError, MAX_ENTITIES};
+pub use game::{Game, GameRules, RuleError, SpawnError, StateError, MAX_ENTITIES};
 use game::{Hosted, Notice};
 pub use outbox::Sender;
 pub use report::{Event, MessageDrop, Output, ServerStats, REFUSALS};
@@ -529,6 +529,7 @@ impl Server {
         });
         self.world.remove_player(player);
         self.game.mail_waiting.remove(&player);
+        self.game.player_states.remove(&player);
         self.stats.clients = self.stats.clients.saturating_sub(1);
         // A player still receiving the map never entered: nobody heard of it.
         if in_world.is_some() {

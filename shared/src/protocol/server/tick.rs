@@ -316,6 +316,7 @@ impl Server {
                 .insert(Crowd::new(&self.sim, &self.world, interest)),
         };
         crowd.set_scopes(&self.game.scopes);
+        crowd.set_states(&self.game.player_states, &self.game.entity_states);
         let crowd = &*crowd;
         let (world, conns) = (&self.world, &self.conns);
         // Each client's snapshot from its own encoder: independent, so the workers may

@@ -23,6 +23,10 @@ pub struct Crowd {
     pub(super) poses: Vec<crate::mover::Pose>,
     /// The game's entities: id, where, who may see it, owner and fields, in id order.
     pub(super) entities: Vec<CrowdEntity>,
+    /// The game's own state of players (who may see it, its fields) and of entities, in
+    /// id order.
+    pub(super) player_states: Vec<(PlayerId, Scope, StateFields)>,
+    pub(super) entity_states: Vec<(EntityId, StateFields)>,
 }
 
 /// A game entity of the crowd's tick.
@@ -73,6 +77,8 @@ impl Crowd {
             points: Vec::new(),
             poses: Vec::new(),
             entities: Vec::new(),
+            player_states: Vec::new(),
+            entity_states: Vec::new(),
         };
         crowd.renew(sim, world, interest);
         crowd
@@ -244,6 +250,54 @@ impl Near {
 }
 
 impl Crowd {
+    /// Sets the game's own state of players (each with who may see it: [`Scope::Near`],
+    /// the clients that have the player in view; [`Scope::Everyone`]; [`Scope::Owner`],
+    /// the player's own client) and of entities (seen with the entity), as the rules
+    /// last set them.
+    pub(crate) fn set_states(
+        &mut self,
+        players: &BTreeMap<PlayerId, (Scope, StateFields)>,
+        entities: &BTreeMap<EntityId, StateFields>,
+    ) {
+        self.player_states.clear();
+        self.player_states
+            .extend(players.iter().map(|(id, (s, f))| (*id, *s, *f)));
+        self.entity_states.clear();
+        self.entity_states
+            .extend(entities.iter().map(|(id, f)| (*id, *f)));
+    }
+
+    /// Into `scene`, the game's states client `me` sees: its own, those of the players
+    /// and entities in the scene as their scope allows, and those for everyone (up to
+    /// [`ENTITY_BUDGET`] of the players not in view, in id order).
+    pub(super) fn states_for(&self, me: PlayerId, scene: &mut Scene) {
+        scene.player_states.0.clear();
+        let mut extra = 0;
+        for (id, scope, f) in &self.player_states {
+            let shown = match scope {
+                _ if *id == me => true,
+                Scope::Owner => false,
+                Scope::Near => scene.players.get(*id).is_some(),
+                Scope::Everyone if scene.players.get(*id).is_some() => true,
+                Scope::Everyone => {
+                    extra += 1;
+                    extra <= ENTITY_BUDGET
+                }
+            };
+            if shown {
+                scene.player_states.0.push((*id, *f));
+            }
+        }
+        scene.entity_states.0.clear();
+        let mut states = self.entity_states.iter().peekable();
+        for (id, _) in &scene.entities.0 {
+            while states.next_if(|(s, _)| s < id).is_some() {}
+            if let Some((_, f)) = states.next_if(|(s, _)| s == id) {
+                scene.entity_states.0.push((*id, *f));
+            }
+        }
+    }
+
     /// Sets who may see each game entity (those not named are [`Scope::Near`]).
     pub fn set_scopes(&mut self, scopes: &BTreeMap<EntityId, Scope>) {
         if scopes.is_empty() {

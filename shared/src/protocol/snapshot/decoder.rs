@@ -75,6 +75,11 @@ pub struct Snapshot {
     pub movers: BTreeMap<u32, MoverState>,
     /// The game's entities in view, by id.
     pub entities: BTreeMap<EntityId, EntityView>,
+    /// The game's own state of players (its postcard bytes), by player id: the client's
+    /// own, and others' as the rules' scope has it.
+    pub player_states: BTreeMap<PlayerId, Vec<u8>>,
+    /// The game's own state of entities in view (its postcard bytes), by id.
+    pub entity_states: BTreeMap<EntityId, Vec<u8>>,
 }
 
 /// The client's snapshot state: recent snapshots kept as baselines.
@@ -123,6 +128,10 @@ impl SnapshotDecoder {
         ids_from_gaps(msg.removed_movers.iter_mut())?;
         ids_from_gaps(msg.entities.iter_mut().map(|d| &mut d.id))?;
         ids_from_gaps(msg.removed_entities.iter_mut())?;
+        ids_from_gaps(msg.player_states.iter_mut().map(|d| &mut d.id))?;
+        ids_from_gaps(msg.removed_player_states.iter_mut())?;
+        ids_from_gaps(msg.entity_states.iter_mut().map(|d| &mut d.id))?;
+        ids_from_gaps(msg.removed_entity_states.iter_mut())?;
         if msg.tick <= self.newest {
             self.stale += 1;
             return Ok(None);
@@ -157,8 +166,20 @@ impl SnapshotDecoder {
             movers: ahead.movers.clone(),
             own: Entities(vec![(0, own)]),
             entities: ahead.entities.clone(),
+            player_states: ahead.player_states.clone(),
+            entity_states: ahead.entity_states.clone(),
             ..Scene::default()
         };
+        scene.player_states.remove(&msg.removed_player_states);
+        scene.entity_states.remove(&msg.removed_entity_states);
+        for d in &msg.player_states {
+            let f = apply(ahead.player_states.get(d.id), d)?;
+            scene.player_states.set(d.id, f);
+        }
+        for d in &msg.entity_states {
+            let f = apply(ahead.entity_states.get(d.id), d)?;
+            scene.entity_states.set(d.id, f);
+        }
         scene.players.remove(&msg.removed);
         scene.movers.remove(&msg.removed_movers);
         scene.entities.remove(&msg.removed_entities);

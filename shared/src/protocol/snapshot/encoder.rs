@@ -192,6 +192,7 @@ impl SnapshotEncoder {
                 .0
                 .extend(view.chosen.iter().map(|&i| crowd.players[i as usize]));
             hold_far(&mut scene.players, &ahead.players, o);
+            crowd.states_for(me, &mut scene);
             bytes = Some(write_snapshot(&scene, ahead, feedback)).filter(|b| b.len() <= max_bytes);
         }
         if bytes.is_none() {
@@ -210,6 +211,7 @@ impl SnapshotEncoder {
                     .0
                     .extend(view.chosen.iter().map(|&i| crowd.players[i as usize]));
                 hold_far(&mut scene.players, &ahead.players, o);
+                crowd.states_for(me, &mut scene);
                 let bytes = write_snapshot(&scene, ahead, feedback);
                 if bytes.len() <= max_bytes {
                     break Some(bytes);
@@ -289,6 +291,8 @@ pub(super) fn write_snapshot(scene: &Scene, base: &Scene, fb: Feedback) -> Vec<u
         put_changes(&mut out, &scene.players, &base.players);
         put_changes(&mut out, &scene.movers, &base.movers);
         put_changes(&mut out, &scene.entities, &base.entities);
+        put_changes(&mut out, &scene.player_states, &base.player_states);
+        put_changes(&mut out, &scene.entity_states, &base.entity_states);
         let bytes = out.as_slice().to_vec();
         *scratch = out;
         bytes

@@ -70,6 +70,45 @@ pub enum Scope {
     Owner,
 }
 
+/// Most bytes of the game's own state of one player or entity (its postcard encoding).
+pub const MAX_STATE_BYTES: usize = 60;
+/// The game's state as fields: its length, then its bytes four to a field (little
+/// endian), so a delta carries the four-byte pieces that changed and nothing else.
+const STATE_FIELDS: usize = 1 + MAX_STATE_BYTES / 4;
+pub(crate) type StateFields = [i64; STATE_FIELDS];
+
+/// The fields of a game state's bytes; `None` past [`MAX_STATE_BYTES`].
+pub(crate) fn game_state_fields(bytes: &[u8]) -> Option<StateFields> {
+    if bytes.len() > MAX_STATE_BYTES {
+        return None;
+    }
+    let mut f = [0i64; STATE_FIELDS];
+    f[0] = bytes.len() as i64;
+    for (i, chunk) in bytes.chunks(4).enumerate() {
+        let mut four = [0u8; 4];
+        four[..chunk.len()].copy_from_slice(chunk);
+        f[1 + i] = i64::from(u32::from_le_bytes(four));
+    }
+    Some(f)
+}
+
+/// A state's bytes from its fields, refusing a length, a piece or padding out of range.
+fn game_state_from(f: &StateFields) -> Option<Vec<u8>> {
+    let len = usize::try_from(f[0])
+        .ok()
+        .filter(|l| *l <= MAX_STATE_BYTES)?;
+    let mut out = Vec::with_capacity(len);
+    for (i, v) in f[1..].iter().enumerate() {
+        let four = u32::try_from(*v).ok()?.to_le_bytes();
+        let keep = len.saturating_sub(i * 4).min(4);
+        if four[keep..].iter().any(|b| *b != 0) {
+            return None;
+        }
+        out.extend_from_slice(&four[..keep]);
+    }
+    Some(out)
+}
+
 /// How far from a client the game's [`Scope::Near`] entities are sent to it.
 pub const ENTITY_INTEREST_RADIUS: f64 = 3072.0;
 /// Most game entities one snapshot carries: the nearest in scope (those of
@@ -250,7 +289,9 @@ fn apply<const N: usize>(
         what: "snapshot",
         detail,
     };
-    if d.mask >> N != 0 || d.values.as_slice().len() != d.mask.count_ones() as usize {
+    if d.mask.checked_shr(N as u32).unwrap_or(0) != 0
+        || d.values.as_slice().len() != d.mask.count_ones() as usize
+    {
         return Err(invalid(format!(
             "entity {}: mask {:#x} does not match {} values",
             d.id,
@@ -347,6 +388,9 @@ struct Scene {
     own: Entities<OWN_FIELDS>,
     /// The game's entities in view.
     entities: Entities<ENTITY_FIELDS>,
+    /// The game's own state of players (the client's own by its id) and of entities.
+    player_states: Entities<STATE_FIELDS>,
+    entity_states: Entities<STATE_FIELDS>,
     /// How far each entity here moved since this scene's own baseline (see [`Motion`]),
     /// and that baseline's age in ticks (0: it had none). Both ends know it, so a
     /// later snapshot against this scene is written against where its entities would be
@@ -454,6 +498,8 @@ impl Scene {
             facing,
             movers: typed(&self.movers, mover_from, "mover")?,
             entities: typed(&self.entities, entity_from, "entity")?,
+            player_states: typed(&self.player_states, game_state_from, "player state")?,
+            entity_states: typed(&self.entity_states, game_state_from, "entity state")?,
         })
     }
 
@@ -528,5 +574,8 @@ impl Scene {
             span,
             &mut out.entities,
         );
+        // The game's states do not move: carried as they are.
+        out.player_states.0.clone_from(&self.player_states.0);
+        out.entity_states.0.clone_from(&self.entity_states.0);
     }
 }

@@ -54,6 +54,10 @@ fn oracle(scene: &Scene, base: &Scene, fb: Feedback) -> SnapshotMsg {
         removed_movers: gone(&scene.movers, &base.movers),
         entities: deltas(&scene.entities, &base.entities),
         removed_entities: gone(&scene.entities, &base.entities),
+        player_states: deltas(&scene.player_states, &base.player_states),
+        removed_player_states: gone(&scene.player_states, &base.player_states),
+        entity_states: deltas(&scene.entity_states, &base.entity_states),
+        removed_entity_states: gone(&scene.entity_states, &base.entity_states),
     };
     gaps(msg.players.iter_mut().map(|d| &mut d.id));
     gaps(msg.removed.iter_mut());
@@ -61,6 +65,10 @@ fn oracle(scene: &Scene, base: &Scene, fb: Feedback) -> SnapshotMsg {
     gaps(msg.removed_movers.iter_mut());
     gaps(msg.entities.iter_mut().map(|d| &mut d.id));
     gaps(msg.removed_entities.iter_mut());
+    gaps(msg.player_states.iter_mut().map(|d| &mut d.id));
+    gaps(msg.removed_player_states.iter_mut());
+    gaps(msg.entity_states.iter_mut().map(|d| &mut d.id));
+    gaps(msg.removed_entity_states.iter_mut());
     msg
 }
 
@@ -119,6 +127,16 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
                 })
                 .collect()
         };
+        let sixteen = |v: &Vec<(u32, [i64; PLAYER_FIELDS])>| -> Vec<(u32, [i64; STATE_FIELDS])> {
+            v.iter()
+                .map(|(id, f)| {
+                    (
+                        *id,
+                        std::array::from_fn(|i| f[i % PLAYER_FIELDS] ^ (3 * i as i64)),
+                    )
+                })
+                .collect()
+        };
         let has_base = round % 5 != 0;
         let base = Scene {
             tick: if has_base { 100 } else { 0 },
@@ -129,6 +147,11 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
             }),
             entities: Entities::sorted(if has_base {
                 nine(&base_players)
+            } else {
+                vec![]
+            }),
+            player_states: Entities::sorted(if has_base {
+                sixteen(&base_players)
             } else {
                 vec![]
             }),
@@ -153,6 +176,7 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
             tick: 104,
             movers: Entities::sorted(three(players.clone())),
             entities: Entities::sorted(nine(&players)),
+            player_states: Entities::sorted(sixteen(&players)),
             players: Entities::sorted(players),
             own: Entities::sorted(vec![(0, own)]),
             ..Scene::default()
@@ -184,6 +208,14 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
             back.set(d.id, apply(base.entities.get(d.id), d).unwrap());
         }
         assert_eq!(back.0, scene.entities.0, "round {round}");
+        ids_from_gaps(msg.player_states.iter_mut().map(|d| &mut d.id)).unwrap();
+        ids_from_gaps(msg.removed_player_states.iter_mut()).unwrap();
+        let mut back = base.player_states.clone();
+        back.remove(&msg.removed_player_states);
+        for d in &msg.player_states {
+            back.set(d.id, apply(base.player_states.get(d.id), d).unwrap());
+        }
+        assert_eq!(back.0, scene.player_states.0, "round {round}");
         assert_eq!(
             apply(base.own.get(0), &msg.own).unwrap(),
             own,
@@ -211,6 +243,10 @@ fn a_snapshot_whose_id_gaps_overflow_is_refused() {
         removed_movers: vec![],
         entities: vec![],
         removed_entities: vec![],
+        player_states: vec![],
+        removed_player_states: vec![],
+        entity_states: vec![],
+        removed_entity_states: vec![],
     };
     let bytes = encode(&ServerDatagram::Snapshot(msg(vec![
         delta(u32::MAX),
@@ -468,4 +504,72 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
         .chain(100..100 + ENTITY_BUDGET as u32 - 1)
         .collect();
     assert_eq!(ids(&out), nearest);
+}
+
+/// The game's own state of a player, a serde type of the game's: sent in full once, then
+/// nothing while it stays, and only the four-byte piece a changed field lies in; the
+/// client reads it back exactly, and a state too large or out of shape is refused.
+#[test]
+fn a_games_state_costs_nothing_unchanged_and_a_changed_field_its_piece() {
+    #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+    struct Kit {
+        health: i32,
+        armour: u8,
+        ammo: [u16; 4],
+        weapon: u8,
+        name: String,
+    }
+    let sim = arena_sim();
+    let mut w = sim.new_state();
+    sim.add_player(&mut w, 1, crate::PlayerState::at(sim.spawns()[0]))
+        .unwrap();
+    let mut s = crate::SimScratch::new();
+    let none = std::collections::BTreeMap::new();
+    let mut enc = SnapshotEncoder::new();
+    let mut dec = SnapshotDecoder::new();
+    let mut kit = Kit {
+        health: 100,
+        armour: 50,
+        ammo: [20, 0, 5, 200],
+        weapon: 2,
+        name: "rocketeer".into(),
+    };
+    let mut states = std::collections::BTreeMap::new();
+    let mut send = |w: &mut WorldState, kit: Option<&Kit>| {
+        sim.step(w, &none, &mut s);
+        let mut crowd = Crowd::new(&sim, w, 32);
+        if let Some(k) = kit {
+            let bytes = postcard::to_allocvec(k).unwrap();
+            states.insert(1, (Scope::Near, game_state_fields(&bytes).unwrap()));
+        }
+        crowd.set_states(&states, &std::collections::BTreeMap::new());
+        let b = enc
+            .encode_in(w, &crowd, 1, Feedback::default(), 32, 1200)
+            .unwrap();
+        let snap = dec.decode(&b).unwrap().unwrap();
+        enc.ack(snap.tick);
+        (b.len(), snap)
+    };
+    for _ in 0..3 {
+        send(&mut w, None);
+    }
+    let (bare, _) = send(&mut w, None);
+    let (first, snap) = send(&mut w, Some(&kit));
+    let got: Kit = postcard::from_bytes(&snap.player_states[&1]).unwrap();
+    assert_eq!(got, kit);
+    assert!(first > bare + 10, "sent in full: {first} against {bare}");
+    let (same, _) = send(&mut w, Some(&kit));
+    assert_eq!(same, bare, "an unchanged state costs nothing");
+    kit.health = 90;
+    let (changed, snap) = send(&mut w, Some(&kit));
+    let got: Kit = postcard::from_bytes(&snap.player_states[&1]).unwrap();
+    assert_eq!(got, kit);
+    assert!(changed <= bare + 4, "one piece: {changed} against {bare}");
+    // Too large, and out of shape, are refused.
+    assert!(game_state_fields(&[0; MAX_STATE_BYTES + 1]).is_none());
+    let mut f = game_state_fields(&[1, 2, 3]).unwrap();
+    f[1] |= 0xff << 24;
+    assert!(game_state_from(&f).is_none(), "a byte past the length");
+    f[0] = 99;
+    assert!(game_state_from(&f).is_none(), "a length past the limit");
 }
