@@ -25,6 +25,9 @@ const FLAG: u16 = 1;
 const GRENADE: u16 = 2;
 const ROCKET: u16 = 3;
 
+/// The game's state the rules set: each grenade's bounces, each player's launches.
+type SetState = Arc<Mutex<(BTreeMap<EntityId, u32>, BTreeMap<u32, u32>)>>;
+
 /// Launches from every player now and then while `firing`; a rocket goes at its first
 /// impact, a grenade at its fourth; the flag (for everyone) changes kind every second
 /// while they fire.
@@ -36,7 +39,7 @@ struct Launcher {
     /// Impacts seen, and those whose point the map's own test finds solid.
     counts: Arc<[AtomicU64; 2]>,
     /// The game's state the rules set: each grenade's bounces, each player's launches.
-    set: Arc<Mutex<(BTreeMap<EntityId, u32>, BTreeMap<u32, u32>)>>,
+    set: SetState,
 }
 
 impl GameRules for Launcher {
@@ -124,7 +127,7 @@ fn every_client_converges_to_the_servers_entities_under_loss_and_reordering() {
     let n = 6;
     let mut net = network(n, MovementAuthority::Server, link, 57);
     let counts: Arc<[AtomicU64; 2]> = Arc::default();
-    let set: Arc<Mutex<(BTreeMap<EntityId, u32>, BTreeMap<u32, u32>)>> = Arc::default();
+    let set: SetState = Arc::default();
     net.server_mut().set_rules(Box::new(Launcher {
         firing: true,
         counts: counts.clone(),
