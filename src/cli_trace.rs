@@ -1,6 +1,6 @@
 //! `expel map trace` and `expel map rotate`: JSON lines in, JSON lines out.
 
-use crate::lines::{Line, Lines};
+use crate::lines::answer_each;
 use anyhow::Result;
 use expel_shared::collision::rotate::Rotation;
 use expel_shared::{CollisionModel, Contents, Hull, TraceScratch, MAX_COORD};
@@ -135,31 +135,17 @@ pub(crate) fn run(
     bar.set_message("traces");
     let mut hulls = None;
     let mut scratch = TraceScratch::new();
-    let mut errors = 0u64;
-    let mut lines = Lines::new(input, MAX_LINE);
-    while let Some(line) = lines.next_line()? {
-        let lineno = lines.number;
-        // Every input line gets exactly one output line, so replies stay paired.
-        let reply = match line {
-            Line::TooLong => Err(format!("longer than {MAX_LINE} bytes")),
-            Line::NotUtf8 => Err("not UTF-8".to_string()),
-            Line::Text(s) if s.trim().is_empty() => Err("empty request".to_string()),
-            Line::Text(s) => match kind {
-                Kind::Trace => answer(model, s.trim(), &mut hulls, &mut scratch),
-                Kind::Rotate => answer_rotate(model, s.trim(), &mut scratch),
-            },
-        }
-        .map_err(|e| format!("line {lineno}: {e}"));
-        let v = reply.unwrap_or_else(|e| {
-            errors += 1;
-            tracing::debug!(error = %e, "bad trace request");
-            json!({ "error": e })
-        });
-        serde_json::to_writer(&mut out, &v)?;
-        out.write_all(b"\n")?;
-        bar.inc(1);
-    }
-    out.flush()?;
+    let errors = answer_each(
+        input,
+        &mut out,
+        MAX_LINE,
+        tracing::Level::DEBUG,
+        |line| match kind {
+            Kind::Trace => answer(model, line, &mut hulls, &mut scratch),
+            Kind::Rotate => answer_rotate(model, line, &mut scratch),
+        },
+        || bar.inc(1),
+    )?;
     bar.finish_and_clear();
     if errors > 0 {
         tracing::warn!(errors, "some trace requests were rejected");

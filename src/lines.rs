@@ -65,3 +65,43 @@ impl<R: BufRead> Lines<R> {
         }))
     }
 }
+
+/// Answers every line of `input` with one JSON line on `out`, so replies stay paired
+/// with requests: `answer`'s for a line of text, else (or when it fails) `{"error":"line
+/// N: ..."}`, logged at `level` too. `each` runs after every line. Returns how many lines
+/// failed.
+pub(crate) fn answer_each(
+    input: impl BufRead,
+    mut out: impl std::io::Write,
+    max: usize,
+    level: tracing::Level,
+    mut answer: impl FnMut(&str) -> Result<serde_json::Value, String>,
+    mut each: impl FnMut(),
+) -> anyhow::Result<u64> {
+    let mut errors = 0u64;
+    let mut lines = Lines::new(input, max);
+    while let Some(line) = lines.next_line()? {
+        let lineno = lines.number;
+        let reply = match line {
+            Line::TooLong => Err(format!("longer than {max} bytes")),
+            Line::NotUtf8 => Err("not UTF-8".to_string()),
+            Line::Text(s) if s.trim().is_empty() => Err("empty line".to_string()),
+            Line::Text(s) => answer(s.trim()),
+        };
+        let v = reply.unwrap_or_else(|e| {
+            errors += 1;
+            let e = format!("line {lineno}: {e}");
+            if level == tracing::Level::WARN {
+                tracing::warn!("{e}");
+            } else {
+                tracing::debug!("{e}");
+            }
+            serde_json::json!({ "error": e })
+        });
+        serde_json::to_writer(&mut out, &v)?;
+        out.write_all(b"\n")?;
+        each();
+    }
+    out.flush()?;
+    Ok(errors)
+}

@@ -1,7 +1,7 @@
 //! `expel shots`: projectiles swept by the server's own simulation, one JSON line of
 //! impacts per shot, for anyone to check against the map.
 
-use crate::lines::{Line, Lines};
+use crate::lines::answer_each;
 use crate::load::Loaded;
 use anyhow::Result;
 use expel_shared::sim::entity::{Entity, Motion, Struck};
@@ -141,29 +141,14 @@ pub(crate) fn run(
     };
     let sim = loaded.into_sim(config)?;
     let mut scratch = SimScratch::new();
-    let mut errors = 0u64;
-    let mut lines = Lines::new(input, MAX_LINE);
-    while let Some(line) = lines.next_line()? {
-        let lineno = lines.number;
-        let shot = match line {
-            Line::TooLong => Err(format!("longer than {MAX_LINE} bytes")),
-            Line::NotUtf8 => Err("not UTF-8".to_string()),
-            Line::Text(s) if s.trim().is_empty() => Err("empty line".to_string()),
-            Line::Text(s) => parse(s.trim(), tick_rate),
-        };
-        let v = match shot {
-            Ok((e, ticks)) => fly(&sim, e, ticks, &mut scratch),
-            Err(e) => {
-                errors += 1;
-                let e = format!("line {lineno}: {e}");
-                tracing::warn!("{e}");
-                json!({ "error": e })
-            }
-        };
-        serde_json::to_writer(&mut out, &v)?;
-        out.write_all(b"\n")?;
-    }
-    out.flush()?;
+    let errors = answer_each(
+        input,
+        &mut out,
+        MAX_LINE,
+        tracing::Level::WARN,
+        |line| parse(line, tick_rate).map(|(e, ticks)| fly(&sim, e, ticks, &mut scratch)),
+        || {},
+    )?;
     if errors > 0 {
         tracing::warn!(errors, "some shot lines were skipped");
     }

@@ -303,9 +303,16 @@ pub struct PlayerState {
     pub mode: MoveMode,
 }
 
-fn quantize(v: DVec3, scale: f64) -> [i32; 3] {
+/// `v` in steps of `1/scale` (rounded to the nearest, saturating at the `i32` range):
+/// how positions ([`POSITION_SCALE`]) and velocities ([`VELOCITY_SCALE`]) are stored.
+pub(crate) fn quantize(v: DVec3, scale: f64) -> [i32; 3] {
     let q = |x: f64| grid_step((x * scale).round());
     [q(v.x), q(v.y), q(v.z)]
+}
+
+/// Steps of `1/scale` as a vector (the inverse of [`quantize`]).
+pub(crate) fn from_grid(v: [i32; 3], scale: f64) -> DVec3 {
+    DVec3::new(v[0] as f64, v[1] as f64, v[2] as f64) / scale
 }
 
 /// A whole number of grid steps as stored (saturating at the `i32` range).
@@ -324,20 +331,12 @@ impl PlayerState {
 
     /// Position in units.
     pub fn origin(&self) -> DVec3 {
-        DVec3::new(
-            self.origin[0] as f64,
-            self.origin[1] as f64,
-            self.origin[2] as f64,
-        ) / POSITION_SCALE
+        from_grid(self.origin, POSITION_SCALE)
     }
 
     /// Velocity in units per second.
     pub fn velocity(&self) -> DVec3 {
-        DVec3::new(
-            self.velocity[0] as f64,
-            self.velocity[1] as f64,
-            self.velocity[2] as f64,
-        ) / VELOCITY_SCALE
+        from_grid(self.velocity, VELOCITY_SCALE)
     }
 
     /// Sets the velocity (quantized).

@@ -31,7 +31,7 @@
 use super::{PlayerBox, PlayerId, Sim, SimCollider, SimScratch};
 use crate::collision::hull::Hull;
 use crate::collision::{Contents, Region, Target};
-use crate::movement::{Collider, POSITION_SCALE, VELOCITY_SCALE};
+use crate::movement::{from_grid, quantize, Collider, POSITION_SCALE, VELOCITY_SCALE};
 use crate::mover::Pose;
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
@@ -134,12 +134,12 @@ impl Motion {
 
     /// The hull box's mins, units.
     pub fn box_mins(&self) -> DVec3 {
-        grid(self.mins, POSITION_SCALE)
+        from_grid(self.mins, POSITION_SCALE)
     }
 
     /// The hull box's maxs, units.
     pub fn box_maxs(&self) -> DVec3 {
-        grid(self.maxs, POSITION_SCALE)
+        from_grid(self.maxs, POSITION_SCALE)
     }
 
     fn is_point(&self) -> bool {
@@ -222,12 +222,12 @@ impl Entity {
 
     /// Position in units.
     pub fn origin(&self) -> DVec3 {
-        grid(self.origin, POSITION_SCALE)
+        from_grid(self.origin, POSITION_SCALE)
     }
 
     /// Velocity in units a second.
     pub fn velocity(&self) -> DVec3 {
-        grid(self.velocity, VELOCITY_SCALE)
+        from_grid(self.velocity, VELOCITY_SCALE)
     }
 
     /// Bytes hashed for the world's state hash: every field, little endian, in order.
@@ -293,15 +293,6 @@ pub struct EntityTick {
     pub impacts: Vec<Impact>,
     /// Its origin left the arena: the world drops it.
     pub lost: bool,
-}
-
-fn quantize(v: DVec3, scale: f64) -> [i32; 3] {
-    let q = |x: f64| (x * scale).round().clamp(i32::MIN as f64, i32::MAX as f64) as i32;
-    [q(v.x), q(v.y), q(v.z)]
-}
-
-fn grid(v: [i32; 3], scale: f64) -> DVec3 {
-    DVec3::new(v[0] as f64, v[1] as f64, v[2] as f64) / scale
 }
 
 impl Sim {

@@ -135,20 +135,12 @@ pub struct EntityView {
 impl EntityView {
     /// Position in units.
     pub fn origin(&self) -> DVec3 {
-        DVec3::new(
-            self.origin[0] as f64,
-            self.origin[1] as f64,
-            self.origin[2] as f64,
-        ) / POSITION_SCALE
+        crate::movement::from_grid(self.origin, POSITION_SCALE)
     }
 
     /// Velocity in units a second.
     pub fn velocity(&self) -> DVec3 {
-        DVec3::new(
-            self.velocity[0] as f64,
-            self.velocity[1] as f64,
-            self.velocity[2] as f64,
-        ) / crate::movement::VELOCITY_SCALE
+        crate::movement::from_grid(self.velocity, crate::movement::VELOCITY_SCALE)
     }
 }
 
