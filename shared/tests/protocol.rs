@@ -27,6 +27,7 @@ fn fb(last_command: u64) -> Feedback {
         missed: last_command / 5,
         missed_total: last_command / 7,
         behind: (last_command % 300) as u32,
+        moved: last_command / 11,
     }
 }
 

@@ -376,6 +376,10 @@ pub struct Feedback {
     /// (0 unless the server runs late): the server catches up on every tick it owes, so
     /// a client keeps to its clock, never to a late snapshot's tick.
     pub behind: u32,
+    /// The newest tick whose step began with the game's rules moving this player (a
+    /// respawn, a place, a freeze; 0: none): no prediction knows of it, so a correction
+    /// spanning it is explained.
+    pub moved: u64,
 }
 
 /// A tick on the wire as its distance back from the snapshot's `tick`, plus one (0:
@@ -406,6 +410,7 @@ impl Feedback {
             corrected: g(self.corrected),
             contact: g(self.contact),
             missed: g(self.missed),
+            moved: g(self.moved),
             ..self
         }
     }
@@ -418,6 +423,7 @@ impl Feedback {
             corrected: t(self.corrected)?,
             contact: t(self.contact)?,
             missed: t(self.missed)?,
+            moved: t(self.moved)?,
             ..self
         })
     }

@@ -650,8 +650,8 @@ impl Client {
                 .map_or((snap.tick, snap.tick), |(a, _)| (a, snap.tick)),
         );
         // A correction is explained when the server's move met another player, the server
-        // lacked our command, or our prediction met a player where the last snapshot
-        // showed it; any other is the prediction's own error.
+        // lacked our command, the game's rules moved us, or our prediction met a player
+        // where the last snapshot showed it; any other is the prediction's own error.
         let before = p.predictor.base_tick();
         let met = p.predictor.touched_player(before, snap.tick);
         let correction = if own_path {
@@ -664,7 +664,12 @@ impl Client {
             p.predictor.snapshot(&snap)
         };
         if let Some(distance) = correction {
-            if snap.feedback.contact <= before && snap.feedback.missed <= before && !met {
+            let told = [
+                snap.feedback.contact,
+                snap.feedback.missed,
+                snap.feedback.moved,
+            ];
+            if told.iter().all(|t| *t <= before) && !met {
                 st.unexplained_corrections += 1;
             }
             push_event(

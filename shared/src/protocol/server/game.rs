@@ -531,6 +531,7 @@ impl Server {
         let Some(s) = self.players.get_mut(&player) else {
             return;
         };
+        s.feedback.moved = tick;
         s.validator.moved_by_server(tick);
         if trusted {
             s.correcting = true;

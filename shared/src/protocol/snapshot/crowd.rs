@@ -309,19 +309,26 @@ impl Crowd {
     }
 
     /// Into `out`, the game entities client `me` at `o` sees: those in scope, nearest
-    /// first up to [`ENTITY_BUDGET`] (its own and everyone's before any near one), in id
-    /// order. `near` is scratch.
+    /// first up to [`ENTITY_BUDGET`] (its own and everyone's before any near one; one the
+    /// client holds already, in `held`, counts as half as far, so the choice does not
+    /// churn as entities move: each one dropped and taken back costs its fields in full),
+    /// in id order. `near` is scratch.
     pub(super) fn entities_for(
         &self,
         me: PlayerId,
         o: DVec3,
+        held: &Entities<ENTITY_FIELDS>,
         near: &mut Vec<(f64, usize)>,
         out: &mut Entities<ENTITY_FIELDS>,
     ) {
         near.clear();
         let r2 = ENTITY_INTEREST_RADIUS * ENTITY_INTEREST_RADIUS;
+        let mut helds = held.0.iter().peekable();
         for (i, e) in self.entities.iter().enumerate() {
+            while helds.next_if(|(h, _)| *h < e.id).is_some() {}
+            let kept = helds.next_if(|(h, _)| *h == e.id).is_some();
             let d2 = e.at.distance_squared(o);
+            let d2 = if kept { d2 * 0.25 } else { d2 };
             let key = match e.scope {
                 Scope::Everyone => -1.0,
                 Scope::Owner if e.owner == Some(me) => -1.0,

@@ -155,11 +155,17 @@ impl SnapshotEncoder {
                 .filter(|(centre, ..)| (*centre - o).length() <= MOVER_INTEREST_RADIUS)
                 .map(|&(_, i, f)| (i, f)),
         );
-        crowd.entities_for(me, o, &mut self.near_entities, &mut scene.entities);
         let empty = Scene::default();
         let b = base.map_or(&empty, |i| &self.history[i]);
         b.carried_to(world.tick, &mut self.ahead);
         let ahead = &self.ahead;
+        crowd.entities_for(
+            me,
+            o,
+            &ahead.entities,
+            &mut self.near_entities,
+            &mut scene.entities,
+        );
         let turn = refresh_turn(me, self.written);
         self.written = self.written.wrapping_add(1);
         let view = &mut self.view;

@@ -481,16 +481,28 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
     crowd.set_scopes(&scopes);
     let (mut near, mut out) = (Vec::new(), Entities::default());
     let ids = |out: &Entities<ENTITY_FIELDS>| out.iter().map(|e| e.0).collect::<Vec<_>>();
-    crowd.entities_for(2, spawn, &mut near, &mut out);
+    crowd.entities_for(2, spawn, &Entities::default(), &mut near, &mut out);
     assert_eq!(ids(&out), [10]);
-    crowd.entities_for(1, spawn, &mut near, &mut out);
+    crowd.entities_for(1, spawn, &Entities::default(), &mut near, &mut out);
     assert_eq!(ids(&out), [10, 11]);
     // Far off: its own, not the near one.
-    crowd.entities_for(1, spawn + glam::DVec3::splat(10_000.0), &mut near, &mut out);
+    crowd.entities_for(
+        1,
+        spawn + glam::DVec3::splat(10_000.0),
+        &Entities::default(),
+        &mut near,
+        &mut out,
+    );
     assert_eq!(ids(&out), [11]);
     scopes.insert(10, Scope::Everyone);
     crowd.set_scopes(&scopes);
-    crowd.entities_for(2, spawn + glam::DVec3::splat(10_000.0), &mut near, &mut out);
+    crowd.entities_for(
+        2,
+        spawn + glam::DVec3::splat(10_000.0),
+        &Entities::default(),
+        &mut near,
+        &mut out,
+    );
     assert_eq!(ids(&out), [10]);
     // Over the budget: the nearest go.
     for id in 100..100 + 2 * ENTITY_BUDGET as u32 {
@@ -498,12 +510,19 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
         w.entities.insert(id, Entity::fixed(at));
     }
     crowd.renew(&sim, &w, 32);
-    crowd.entities_for(1, spawn, &mut near, &mut out);
+    crowd.entities_for(1, spawn, &Entities::default(), &mut near, &mut out);
     // The pickup 40 units off, then those 100 units off and on, one a unit further each.
     let nearest: Vec<u32> = std::iter::once(10)
         .chain(100..100 + ENTITY_BUDGET as u32 - 1)
         .collect();
     assert_eq!(ids(&out), nearest);
+    // One the client holds already stays within twice the distance of the last chosen.
+    let far = 100 + ENTITY_BUDGET as u32 + 5;
+    let mut held = Entities::default();
+    held.0.push((far, [0; ENTITY_FIELDS]));
+    crowd.entities_for(1, spawn, &held, &mut near, &mut out);
+    assert_eq!(out.0.len(), ENTITY_BUDGET);
+    assert!(ids(&out).contains(&far), "kept: {:?}", ids(&out));
 }
 
 /// The game's own state of a player, a serde type of the game's: sent in full once, then
