@@ -2,8 +2,8 @@
 //! acknowledged snapshot, the datagram size limit) and the client's decoder.
 //!
 //! Every entity is a short list of integer fields (a player's origin, velocity, flags and
-//! mode; a mover's progress, phase and timer; a game entity's origin, velocity, kind,
-//! owner and flags). A delta carries a mask of the fields that
+//! mode; a mover's progress, phase and timer; a game entity's origin, kind, owner and
+//! flags). A delta carries a mask of the fields that
 //! differ from the baseline and, for each, the difference (zig-zag varints in postcard, so
 //! a small move costs a byte). An entity new to the baseline is sent against zero. The
 //! baseline is first carried on to the snapshot's tick at each entity's pace (a
@@ -46,9 +46,11 @@ pub const HISTORY: usize = 64;
 /// velocity would only cost bytes (the client's own state is exact).
 const PLAYER_FIELDS: usize = 7;
 const MOVER_FIELDS: usize = 3;
-/// A game entity: origin, velocity, kind, owner (its id plus one; 0: none) and flags
-/// (at rest; moving by itself).
-const ENTITY_FIELDS: usize = 9;
+/// A game entity: origin, kind, owner (its id plus one; 0: none) and flags (at rest;
+/// moving by itself). No velocity: a client draws entities where the snapshots put them,
+/// and a new rocket's velocity was a third of its bytes (six fields also keep its mask
+/// to one byte).
+const ENTITY_FIELDS: usize = 6;
 /// The client's own player: origin, velocity, flags and mode, all of it exact.
 const OWN_FIELDS: usize = 8;
 // A delta's mask has 16 bits, and its values 16 places.
@@ -120,8 +122,6 @@ pub const ENTITY_BUDGET: usize = 64;
 pub struct EntityView {
     /// Position in 1/[`POSITION_SCALE`] units.
     pub origin: [i32; 3],
-    /// Velocity in 1/16 units a second.
-    pub velocity: [i32; 3],
     /// What it is, in the game's numbering ([`Entity::kind`]).
     pub kind: u16,
     /// The player it belongs to.
@@ -137,24 +137,15 @@ impl EntityView {
     pub fn origin(&self) -> DVec3 {
         crate::movement::from_grid(self.origin, POSITION_SCALE)
     }
-
-    /// Velocity in units a second.
-    pub fn velocity(&self) -> DVec3 {
-        crate::movement::from_grid(self.velocity, crate::movement::VELOCITY_SCALE)
-    }
 }
 
 fn entity_fields(e: &Entity) -> EntityFields {
     let o = e.origin.map(i64::from);
-    let v = e.velocity.map(i64::from);
     let flags = i64::from(e.at_rest) | i64::from(e.motion.is_some()) << 1;
     [
         o[0],
         o[1],
         o[2],
-        v[0],
-        v[1],
-        v[2],
         i64::from(e.kind),
         e.owner.map_or(0, |p| i64::from(p) + 1),
         flags,
@@ -163,19 +154,18 @@ fn entity_fields(e: &Entity) -> EntityFields {
 
 fn entity_from(f: &EntityFields) -> Option<EntityView> {
     let i = |v: i64| i32::try_from(v).ok();
-    if f[8] >> 2 != 0 {
+    if f[5] >> 2 != 0 {
         return None;
     }
     Some(EntityView {
         origin: [i(f[0])?, i(f[1])?, i(f[2])?],
-        velocity: [i(f[3])?, i(f[4])?, i(f[5])?],
-        kind: u16::try_from(f[6]).ok()?,
-        owner: match f[7] {
+        kind: u16::try_from(f[3]).ok()?,
+        owner: match f[4] {
             0 => None,
             o => Some(PlayerId::try_from(o - 1).ok()?),
         },
-        at_rest: f[8] & 1 != 0,
-        moving: f[8] & 2 != 0,
+        at_rest: f[5] & 1 != 0,
+        moving: f[5] & 2 != 0,
     })
 }
 

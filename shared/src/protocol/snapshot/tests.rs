@@ -117,17 +117,18 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
                 .map(|(id, f)| (id, [f[0], f[1], f[2]]))
                 .collect()
         };
-        let nine = |v: &Vec<(u32, [i64; PLAYER_FIELDS])>| -> Vec<(u32, [i64; ENTITY_FIELDS])> {
-            v.iter()
-                .map(|(id, f)| {
-                    (
-                        *id,
-                        std::array::from_fn(|i| f[i % PLAYER_FIELDS] ^ i as i64),
-                    )
-                })
-                .collect()
-        };
-        let sixteen = |v: &Vec<(u32, [i64; PLAYER_FIELDS])>| -> Vec<(u32, [i64; STATE_FIELDS])> {
+        let entity_like =
+            |v: &Vec<(u32, [i64; PLAYER_FIELDS])>| -> Vec<(u32, [i64; ENTITY_FIELDS])> {
+                v.iter()
+                    .map(|(id, f)| {
+                        (
+                            *id,
+                            std::array::from_fn(|i| f[i % PLAYER_FIELDS] ^ i as i64),
+                        )
+                    })
+                    .collect()
+            };
+        let state_like = |v: &Vec<(u32, [i64; PLAYER_FIELDS])>| -> Vec<(u32, [i64; STATE_FIELDS])> {
             v.iter()
                 .map(|(id, f)| {
                     (
@@ -146,12 +147,12 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
                 vec![]
             }),
             entities: Entities::sorted(if has_base {
-                nine(&base_players)
+                entity_like(&base_players)
             } else {
                 vec![]
             }),
             player_states: Entities::sorted(if has_base {
-                sixteen(&base_players)
+                state_like(&base_players)
             } else {
                 vec![]
             }),
@@ -175,8 +176,8 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
         let scene = Scene {
             tick: 104,
             movers: Entities::sorted(three(players.clone())),
-            entities: Entities::sorted(nine(&players)),
-            player_states: Entities::sorted(sixteen(&players)),
+            entities: Entities::sorted(entity_like(&players)),
+            player_states: Entities::sorted(state_like(&players)),
             players: Entities::sorted(players),
             own: Entities::sorted(vec![(0, own)]),
             ..Scene::default()
@@ -447,10 +448,7 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
     assert_eq!(snap.entities.len(), 2);
     for (id, e) in &w.entities {
         let v = snap.entities[id];
-        assert_eq!(
-            (v.origin, v.velocity, v.kind, v.owner),
-            (e.origin, e.velocity, e.kind, e.owner)
-        );
+        assert_eq!((v.origin, v.kind, v.owner), (e.origin, e.kind, e.owner));
         assert_eq!((v.at_rest, v.moving), (e.at_rest, e.motion.is_some()));
     }
     // Two ticks to learn the rocket's pace; then neither costs a byte.
