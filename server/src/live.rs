@@ -124,9 +124,15 @@ fn map_json(sim: &Sim, name: &str) -> String {
     .to_string()
 }
 
+/// Most of the game's entities one frame shows (a frame goes to every viewer several
+/// times a second).
+const FRAME_ENTITIES: usize = 2048;
+
 /// One frame of the world: `players` as `[id, x, y, z, flagged]`, `movers` as their
-/// bounds from above `[x0, y0, x1, y1]`, the longest tick since the last frame (ms) and
-/// the traffic totals (bytes), from which the page draws its charts.
+/// bounds from above `[x0, y0, x1, y1]`, the game's entities (projectiles, pickups) as
+/// `[id, x, y, z, kind, moving]` (the first [`FRAME_ENTITIES`]), the longest tick since
+/// the last frame (ms) and the traffic totals (bytes), from which the page draws its
+/// charts.
 pub(crate) fn frame(sim: &Sim, world: &WorldState, m: &Metrics, tick_ms: f64) -> String {
     let flagged = m.flagged();
     let players: Vec<_> = world
@@ -147,6 +153,16 @@ pub(crate) fn frame(sim: &Sim, world: &WorldState, m: &Metrics, tick_ms: f64) ->
             [r(b.min.x), r(b.min.y), r(b.max.x), r(b.max.y)]
         })
         .collect();
+    let entities: Vec<_> = world
+        .entities
+        .iter()
+        .take(FRAME_ENTITIES)
+        .map(|(id, e)| {
+            let v = e.origin();
+            let moving = u8::from(e.motion.is_some() && !e.at_rest);
+            serde_json::json!([id, r(v.x), r(v.y), r(v.z), e.kind, moving])
+        })
+        .collect();
     let (bytes_out, bytes_in) = m.read_machine(|s| (s.bytes_out, s.bytes_in));
     serde_json::json!({
         "tick": world.tick,
@@ -155,6 +171,7 @@ pub(crate) fn frame(sim: &Sim, world: &WorldState, m: &Metrics, tick_ms: f64) ->
         "bytes_in": bytes_in,
         "players": players,
         "movers": movers,
+        "entities": entities,
     })
     .to_string()
 }
