@@ -454,6 +454,17 @@ pub struct SnapshotMsg {
     pub movers: Vec<EntityDelta>,
     /// Mover indices in the baseline that left the view.
     pub removed_movers: Vec<u32>,
+    /// The game's entities and states.
+    pub game: GameLists,
+}
+
+/// A snapshot's lists of the game's things: its entities in view, and the game's own
+/// state of players and of entities, each as deltas against the baseline and the ids
+/// that left it. On the wire a byte says which of the three carry anything, and only
+/// those follow: a game with no entities and no states pays one byte a snapshot for them,
+/// not six.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GameLists {
     /// The game's entities in view (see [`EntityView`](super::snapshot::EntityView)),
     /// against the baseline.
     pub entities: Vec<EntityDelta>,
@@ -468,6 +479,81 @@ pub struct SnapshotMsg {
     pub entity_states: Vec<EntityDelta>,
     /// Entities whose state the baseline had and this snapshot does not.
     pub removed_entity_states: Vec<u32>,
+}
+
+impl GameLists {
+    /// The three lists' deltas and removed ids, in wire order.
+    fn pairs(&self) -> [(&Vec<EntityDelta>, &Vec<u32>); 3] {
+        [
+            (&self.entities, &self.removed_entities),
+            (&self.player_states, &self.removed_player_states),
+            (&self.entity_states, &self.removed_entity_states),
+        ]
+    }
+}
+
+impl Serialize for GameLists {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        let pairs = self.pairs();
+        let mask = pairs
+            .iter()
+            .enumerate()
+            .filter(|(_, (d, r))| !d.is_empty() || !r.is_empty())
+            .fold(0u8, |m, (i, _)| m | 1 << i);
+        let mut t = s.serialize_tuple(1 + 2 * mask.count_ones() as usize)?;
+        t.serialize_element(&mask)?;
+        for (i, (d, r)) in pairs.iter().enumerate() {
+            if mask & 1 << i != 0 {
+                t.serialize_element(d)?;
+                t.serialize_element(r)?;
+            }
+        }
+        t.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for GameLists {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = GameLists;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mask of the lists present, then each present list")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<GameLists, A::Error> {
+                use serde::de::Error;
+                let mask: u8 = seq
+                    .next_element()?
+                    .ok_or_else(|| A::Error::invalid_length(0, &self))?;
+                if mask >> 3 != 0 {
+                    return Err(A::Error::custom(format!("game lists mask {mask:#x}")));
+                }
+                let mut g = GameLists::default();
+                let lists = [
+                    (&mut g.entities, &mut g.removed_entities),
+                    (&mut g.player_states, &mut g.removed_player_states),
+                    (&mut g.entity_states, &mut g.removed_entity_states),
+                ];
+                for (i, (d, r)) in lists.into_iter().enumerate() {
+                    if mask & 1 << i != 0 {
+                        *d = seq
+                            .next_element()?
+                            .ok_or_else(|| A::Error::invalid_length(1 + 2 * i, &self))?;
+                        *r = seq
+                            .next_element()?
+                            .ok_or_else(|| A::Error::invalid_length(2 + 2 * i, &self))?;
+                    }
+                }
+                Ok(g)
+            }
+        }
+        // A tuple as long as the longest: the mask says how much of it is there.
+        d.deserialize_tuple(7, Visit)
+    }
 }
 
 /// Datagrams from the server.

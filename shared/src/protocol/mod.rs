@@ -47,8 +47,8 @@ pub mod snapshot;
 pub mod token;
 
 pub use messages::{
-    ClientControl, ClientDatagram, EntityDelta, Feedback, FieldValues, InputMsg, MovementAuthority,
-    RosterChange, ServerControl, ServerDatagram, SnapshotMsg, Welcome, MAX_TICK,
+    ClientControl, ClientDatagram, EntityDelta, Feedback, FieldValues, GameLists, InputMsg,
+    MovementAuthority, RosterChange, ServerControl, ServerDatagram, SnapshotMsg, Welcome, MAX_TICK,
 };
 
 use thiserror::Error;

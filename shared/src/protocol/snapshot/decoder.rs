@@ -126,12 +126,12 @@ impl SnapshotDecoder {
         ids_from_gaps(msg.removed.iter_mut())?;
         ids_from_gaps(msg.movers.iter_mut().map(|d| &mut d.id))?;
         ids_from_gaps(msg.removed_movers.iter_mut())?;
-        ids_from_gaps(msg.entities.iter_mut().map(|d| &mut d.id))?;
-        ids_from_gaps(msg.removed_entities.iter_mut())?;
-        ids_from_gaps(msg.player_states.iter_mut().map(|d| &mut d.id))?;
-        ids_from_gaps(msg.removed_player_states.iter_mut())?;
-        ids_from_gaps(msg.entity_states.iter_mut().map(|d| &mut d.id))?;
-        ids_from_gaps(msg.removed_entity_states.iter_mut())?;
+        ids_from_gaps(msg.game.entities.iter_mut().map(|d| &mut d.id))?;
+        ids_from_gaps(msg.game.removed_entities.iter_mut())?;
+        ids_from_gaps(msg.game.player_states.iter_mut().map(|d| &mut d.id))?;
+        ids_from_gaps(msg.game.removed_player_states.iter_mut())?;
+        ids_from_gaps(msg.game.entity_states.iter_mut().map(|d| &mut d.id))?;
+        ids_from_gaps(msg.game.removed_entity_states.iter_mut())?;
         if msg.tick <= self.newest {
             self.stale += 1;
             return Ok(None);
@@ -170,20 +170,20 @@ impl SnapshotDecoder {
             entity_states: ahead.entity_states.clone(),
             ..Scene::default()
         };
-        scene.player_states.remove(&msg.removed_player_states);
-        scene.entity_states.remove(&msg.removed_entity_states);
-        for d in &msg.player_states {
+        scene.player_states.remove(&msg.game.removed_player_states);
+        scene.entity_states.remove(&msg.game.removed_entity_states);
+        for d in &msg.game.player_states {
             let f = apply(ahead.player_states.get(d.id), d)?;
             scene.player_states.set(d.id, f);
         }
-        for d in &msg.entity_states {
+        for d in &msg.game.entity_states {
             let f = apply(ahead.entity_states.get(d.id), d)?;
             scene.entity_states.set(d.id, f);
         }
         scene.players.remove(&msg.removed);
         scene.movers.remove(&msg.removed_movers);
-        scene.entities.remove(&msg.removed_entities);
-        for d in &msg.entities {
+        scene.entities.remove(&msg.game.removed_entities);
+        for d in &msg.game.entities {
             let f = apply(ahead.entities.get(d.id), d)?;
             scene.entities.set(d.id, f);
         }

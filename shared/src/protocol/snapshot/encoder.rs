@@ -296,9 +296,13 @@ pub(super) fn write_snapshot(scene: &Scene, base: &Scene, fb: Feedback) -> Vec<u
         put_delta(&mut out, 0, old, new, changed(old, new).unwrap_or(0));
         put_changes(&mut out, &scene.players, &base.players);
         put_changes(&mut out, &scene.movers, &base.movers);
-        put_changes(&mut out, &scene.entities, &base.entities);
-        put_changes(&mut out, &scene.player_states, &base.player_states);
-        put_changes(&mut out, &scene.entity_states, &base.entity_states);
+        // The game's lists: a byte saying which carry anything, then those (see
+        // `GameLists`); each is written, and taken out again when it said nothing.
+        let at = out.len();
+        let mask = put_if_any(&mut out, &scene.entities, &base.entities, 0)
+            | put_if_any(&mut out, &scene.player_states, &base.player_states, 1)
+            | put_if_any(&mut out, &scene.entity_states, &base.entity_states, 2);
+        out.insert(at, mask);
         let bytes = out.as_slice().to_vec();
         *scratch = out;
         bytes
@@ -343,6 +347,24 @@ pub(super) fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, 
     for id in old.gone_from(new) {
         put_varint(out, (id - prev).into());
         prev = id;
+    }
+}
+
+/// [`put_changes`] of one of the game's lists, taken out again when it says nothing (no
+/// delta, no id removed): its bit of the lists' mask, or 0.
+fn put_if_any<const N: usize>(
+    out: &mut Vec<u8>,
+    new: &Entities<N>,
+    old: &Entities<N>,
+    bit: u8,
+) -> u8 {
+    let from = out.len();
+    put_changes(out, new, old);
+    if out[from..] == [0, 0] {
+        out.truncate(from);
+        0
+    } else {
+        1 << bit
     }
 }
 

@@ -52,23 +52,25 @@ fn oracle(scene: &Scene, base: &Scene, fb: Feedback) -> SnapshotMsg {
         removed: gone(&scene.players, &base.players),
         movers: deltas(&scene.movers, &base.movers),
         removed_movers: gone(&scene.movers, &base.movers),
-        entities: deltas(&scene.entities, &base.entities),
-        removed_entities: gone(&scene.entities, &base.entities),
-        player_states: deltas(&scene.player_states, &base.player_states),
-        removed_player_states: gone(&scene.player_states, &base.player_states),
-        entity_states: deltas(&scene.entity_states, &base.entity_states),
-        removed_entity_states: gone(&scene.entity_states, &base.entity_states),
+        game: crate::protocol::GameLists {
+            entities: deltas(&scene.entities, &base.entities),
+            removed_entities: gone(&scene.entities, &base.entities),
+            player_states: deltas(&scene.player_states, &base.player_states),
+            removed_player_states: gone(&scene.player_states, &base.player_states),
+            entity_states: deltas(&scene.entity_states, &base.entity_states),
+            removed_entity_states: gone(&scene.entity_states, &base.entity_states),
+        },
     };
     gaps(msg.players.iter_mut().map(|d| &mut d.id));
     gaps(msg.removed.iter_mut());
     gaps(msg.movers.iter_mut().map(|d| &mut d.id));
     gaps(msg.removed_movers.iter_mut());
-    gaps(msg.entities.iter_mut().map(|d| &mut d.id));
-    gaps(msg.removed_entities.iter_mut());
-    gaps(msg.player_states.iter_mut().map(|d| &mut d.id));
-    gaps(msg.removed_player_states.iter_mut());
-    gaps(msg.entity_states.iter_mut().map(|d| &mut d.id));
-    gaps(msg.removed_entity_states.iter_mut());
+    gaps(msg.game.entities.iter_mut().map(|d| &mut d.id));
+    gaps(msg.game.removed_entities.iter_mut());
+    gaps(msg.game.player_states.iter_mut().map(|d| &mut d.id));
+    gaps(msg.game.removed_player_states.iter_mut());
+    gaps(msg.game.entity_states.iter_mut().map(|d| &mut d.id));
+    gaps(msg.game.removed_entity_states.iter_mut());
     msg
 }
 
@@ -201,19 +203,19 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
             back.set(d.id, apply(base.players.get(d.id), d).unwrap());
         }
         assert_eq!(back.0, scene.players.0, "round {round}");
-        ids_from_gaps(msg.entities.iter_mut().map(|d| &mut d.id)).unwrap();
-        ids_from_gaps(msg.removed_entities.iter_mut()).unwrap();
+        ids_from_gaps(msg.game.entities.iter_mut().map(|d| &mut d.id)).unwrap();
+        ids_from_gaps(msg.game.removed_entities.iter_mut()).unwrap();
         let mut back = base.entities.clone();
-        back.remove(&msg.removed_entities);
-        for d in &msg.entities {
+        back.remove(&msg.game.removed_entities);
+        for d in &msg.game.entities {
             back.set(d.id, apply(base.entities.get(d.id), d).unwrap());
         }
         assert_eq!(back.0, scene.entities.0, "round {round}");
-        ids_from_gaps(msg.player_states.iter_mut().map(|d| &mut d.id)).unwrap();
-        ids_from_gaps(msg.removed_player_states.iter_mut()).unwrap();
+        ids_from_gaps(msg.game.player_states.iter_mut().map(|d| &mut d.id)).unwrap();
+        ids_from_gaps(msg.game.removed_player_states.iter_mut()).unwrap();
         let mut back = base.player_states.clone();
-        back.remove(&msg.removed_player_states);
-        for d in &msg.player_states {
+        back.remove(&msg.game.removed_player_states);
+        for d in &msg.game.player_states {
             back.set(d.id, apply(base.player_states.get(d.id), d).unwrap());
         }
         assert_eq!(back.0, scene.player_states.0, "round {round}");
@@ -242,12 +244,7 @@ fn a_snapshot_whose_id_gaps_overflow_is_refused() {
         removed: vec![],
         movers: vec![],
         removed_movers: vec![],
-        entities: vec![],
-        removed_entities: vec![],
-        player_states: vec![],
-        removed_player_states: vec![],
-        entity_states: vec![],
-        removed_entity_states: vec![],
+        game: Default::default(),
     };
     let bytes = encode(&ServerDatagram::Snapshot(msg(vec![
         delta(u32::MAX),
@@ -462,14 +459,16 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
         assert_eq!(len, bare, "unchanged and steady entities cost nothing");
         assert_eq!(snap.entities[&11].origin, w.entities[&11].origin);
     }
-    // The pickup's kind changes: its id gap, its mask and one small value.
+    // The pickup's kind changes: with nothing to say the game's lists cost their mask's
+    // byte; now the entities' list is there: its two counts, then the id gap, the mask
+    // and one small value.
     w.entities.get_mut(&10).unwrap().kind = 4;
     step(&mut w, &mut s);
     let (len, snap) = send(&w, &mut enc, &mut dec);
     assert_eq!(
         len,
-        bare + 3,
-        "its id, its mask and one value (the count is there anyway)"
+        bare + 5,
+        "the list's two counts, its id, its mask and one value"
     );
     assert_eq!(snap.entities[&10].kind, 4);
     // Out of scope: only its owner sees an owner-scoped entity, nobody a far one.
@@ -581,7 +580,8 @@ fn a_games_state_costs_nothing_unchanged_and_a_changed_field_its_piece() {
     let (changed, snap) = send(&mut w, Some(&kit));
     let got: Kit = postcard::from_bytes(&snap.player_states[&1]).unwrap();
     assert_eq!(got, kit);
-    assert!(changed <= bare + 4, "one piece: {changed} against {bare}");
+    // The states' list's two counts, then the id, the mask and one piece.
+    assert!(changed <= bare + 6, "one piece: {changed} against {bare}");
     // Too large, and out of shape, are refused.
     assert!(game_state_fields(&[0; MAX_STATE_BYTES + 1]).is_none());
     let mut f = game_state_fields(&[1, 2, 3]).unwrap();
