@@ -13,7 +13,10 @@
 //! `--autopilot` it plays itself for that long, prints a JSON summary line, and exits
 //! (`--screenshot FILE.png` saves the last frame). Against a server playing tag it rings
 //! "it" in yellow, draws the score in the top left corner (a bar of points per player)
-//! and puts the chat in the title and on stderr; `--say TEXT` says a line.
+//! and puts the chat in the title and on stderr; `--say TEXT` says a line. Against a
+//! server playing deathmatch the left mouse button (or F) fires the gun and the right one
+//! (or R) a rocket, the game's entities (rockets) are white dots, and the title shows your
+//! health and frags (the game's state of your player).
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -23,7 +26,7 @@ use expel_shared::protocol::token;
 use expel_shared::tag::{Say, TagNews, TagScore};
 use expel_shared::{Contents, Hull, MoveCommand, Sim, TraceScratch};
 use glam::DVec3;
-use minifb::{Key, MouseMode, Window, WindowOptions};
+use minifb::{Key, MouseButton, MouseMode, Window, WindowOptions};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -262,6 +265,14 @@ fn main() -> Result<()> {
             if window.is_key_down(Key::C) {
                 c.buttons |= buttons::CROUCH;
             }
+            // Deathmatch's triggers (a server playing another game refuses and counts them).
+            use expel_shared::deathmatch::actions;
+            if window.get_mouse_down(MouseButton::Left) || window.is_key_down(Key::F) {
+                c.actions |= actions::FIRE;
+            }
+            if window.get_mouse_down(MouseButton::Right) || window.is_key_down(Key::R) {
+                c.actions |= actions::ROCKET;
+            }
             c
         };
         session.input(cmd);
@@ -326,6 +337,10 @@ fn main() -> Result<()> {
                 0x00ff_4040,
             );
         }
+        // The game's entities (deathmatch's rockets), interpolated like the others.
+        for e in session.entities(now).values() {
+            square(&mut buf, size, map.to_screen(e.origin), 2, 0x00ff_ffff);
+        }
         if let Some(m) = me {
             let at = map.to_screen(m);
             let dir = DVec3::new(yaw.to_radians().cos(), yaw.to_radians().sin(), 0.0);
@@ -358,6 +373,12 @@ fn main() -> Result<()> {
                 };
                 format!("  tag: {who}, your points {mine}, passes {}", s.passes)
             }) + &last_said;
+            let fighter = session
+                .player_state::<expel_shared::deathmatch::FighterState>(me_id)
+                .map_or(String::new(), |f| {
+                    format!("  health {}  frags {}", f.health, f.frags)
+                });
+            let tag = tag + &fighter;
             window.set_title(&format!(
                 "expel: {}  rtt {:.0} ms  corrections {}  snapshots lost {}  loss {:.0}%  delay {:.0}±{:.0} ms{tag}",
                 session.welcome.map_name,
