@@ -1,9 +1,9 @@
 //! `expel map trace` and `expel map rotate`: JSON lines in, JSON lines out.
 
-use crate::lines::answer_each;
+use crate::lines::{answer_each, vec3};
 use anyhow::Result;
 use expel_shared::collision::rotate::Rotation;
-use expel_shared::{CollisionModel, Contents, Hull, TraceScratch, MAX_COORD};
+use expel_shared::{CollisionModel, Contents, Hull, TraceScratch};
 use glam::DVec3;
 use serde::Deserialize;
 use serde_json::json;
@@ -31,16 +31,6 @@ struct RotateRequest {
     axis: [f64; 3],
     /// Degrees, right-handed about the axis.
     angle: f64,
-}
-
-fn vec3(v: [f64; 3], what: &str) -> Result<DVec3, String> {
-    let d = DVec3::from_array(v);
-    if !d.is_finite() || d.abs().max_element() > MAX_COORD {
-        return Err(format!(
-            "{what} {v:?} is outside the supported range of ±{MAX_COORD}"
-        ));
-    }
-    Ok(d)
 }
 
 fn hull_of(req: &TraceRequest) -> Result<Hull, String> {

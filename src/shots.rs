@@ -1,11 +1,11 @@
 //! `expel shots`: projectiles swept by the server's own simulation, one JSON line of
 //! impacts per shot, for anyone to check against the map.
 
-use crate::lines::answer_each;
+use crate::lines::{answer_each, vec3};
 use crate::load::Loaded;
 use anyhow::Result;
 use expel_shared::sim::entity::{Entity, Motion, Struck};
-use expel_shared::{MoveConfig, Sim, SimScratch, MAX_COORD};
+use expel_shared::{MoveConfig, Sim, SimScratch};
 use glam::DVec3;
 use serde::Deserialize;
 use serde_json::json;
@@ -35,16 +35,6 @@ struct ShotLine {
     #[serde(default)]
     bounce: f64,
     ticks: Option<u64>,
-}
-
-fn vec3(v: [f64; 3], what: &str) -> Result<DVec3, String> {
-    let d = DVec3::from_array(v);
-    if !d.is_finite() || d.abs().max_element() > MAX_COORD {
-        return Err(format!(
-            "{what} {v:?} is outside the supported range of ±{MAX_COORD}"
-        ));
-    }
-    Ok(d)
 }
 
 /// The entity a line launches, and how many ticks it runs.
