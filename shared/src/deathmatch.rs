@@ -158,10 +158,17 @@ mod rules {
         /// The score as last sent, for the operator's summary (taken once).
         summary: Option<String>,
         scratch: SimScratch,
+        trace: crate::TraceScratch,
+        /// The movers' poses and the players' boxes as the world stands, made once and
+        /// kept until a player is moved (a respawn): every shot of a tick reads them.
+        obstacles: Option<Obstacles>,
     }
 
-    /// The world's players' boxes and the movers' poses as the last tick left them.
-    fn obstacles(game: &Game<'_>) -> (Vec<crate::mover::Pose>, Vec<PlayerBox>) {
+    /// The movers' poses and the players' boxes.
+    type Obstacles = (Vec<crate::mover::Pose>, Vec<PlayerBox>);
+
+    /// The world's movers' poses and players' boxes as they stand.
+    fn obstacles(game: &Game<'_>) -> Obstacles {
         let (sim, world) = (game.sim(), game.world());
         let mut poses = Vec::new();
         sim.poses(&world.movers, &mut poses);
@@ -209,6 +216,7 @@ mod rules {
             v.health = HEALTH;
             v.deaths += 1;
             let _ = game.respawn(victim);
+            self.obstacles = None;
             if by == victim {
                 v.frags -= 1;
             } else if let Some(k) = self.fighters.get_mut(&by) {
@@ -225,7 +233,7 @@ mod rules {
 
         /// A gun shot of `p`'s along its view.
         fn gun(&mut self, game: &mut Game<'_>, p: PlayerId, eye: DVec3, dir: DVec3) {
-            let (poses, boxes) = obstacles(game);
+            let (poses, boxes) = self.obstacles.take().unwrap_or_else(|| obstacles(game));
             let end = eye + dir * GUN_RANGE;
             let (_, hit) = game.sim().shot(
                 &Hull::point(),
@@ -236,6 +244,7 @@ mod rules {
                 Some(p),
                 &mut self.scratch,
             );
+            self.obstacles = Some((poses, boxes));
             if let Some((Struck::Player(t), _)) = hit {
                 self.hurt(game, t, p, GUN_DAMAGE, Weapon::Gun);
             }
@@ -243,8 +252,7 @@ mod rules {
 
         /// A rocket met something: its blast.
         fn explode(&mut self, game: &mut Game<'_>, owner: PlayerId, i: &Impact) {
-            let (_, boxes) = obstacles(game);
-            let mut s = crate::TraceScratch::new();
+            let (poses, boxes) = self.obstacles.take().unwrap_or_else(|| obstacles(game));
             let mut hurt = Vec::new();
             for b in &boxes {
                 let damage = if i.struck == Struck::Player(b.id) {
@@ -261,7 +269,7 @@ mod rules {
                         i.point,
                         b.bounds.center(),
                         Contents::SOLID,
-                        &mut s,
+                        &mut self.trace,
                     );
                     if t.sweep.fraction < 1.0 {
                         continue;
@@ -270,6 +278,7 @@ mod rules {
                 };
                 hurt.push((b.id, damage));
             }
+            self.obstacles = Some((poses, boxes));
             for (victim, damage) in hurt {
                 self.hurt(game, victim, owner, damage, Weapon::Rocket);
             }
@@ -288,6 +297,8 @@ mod rules {
         }
 
         fn tick(&mut self, game: &mut Game<'_>) {
+            // The world stepped since the last look.
+            self.obstacles = None;
             let tick = game.tick();
             let rate = f64::from(game.sim().movement().tick_rate());
             // The rockets the last tick stopped explode.

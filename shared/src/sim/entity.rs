@@ -348,7 +348,7 @@ impl Sim {
             let stuck = motion.bounce == 0.0 || motion.gravity <= 0.0;
             if stuck
                 || self
-                    .sweep_entity(hull, pos, below, e, poses, players, s)
+                    .shot(hull, pos, below, poses, players, e.owner, s)
                     .1
                     .is_some()
             {
@@ -366,7 +366,7 @@ impl Sim {
                 out.lost = true;
                 return out;
             }
-            let (sweep, struck) = self.sweep_entity(hull, pos, end, e, poses, players, s);
+            let (sweep, struck) = self.shot(hull, pos, end, poses, players, e.owner, s);
             let Some((struck, hit)) = struck else {
                 pos = end;
                 vel = vel_end;
@@ -405,24 +405,6 @@ impl Sim {
         out.entity.at_rest = at_rest;
         out.lost = !self.in_arena(out.entity.origin());
         out
-    }
-
-    /// One straight sweep of an entity's hull: the sweep, and what it met.
-    #[allow(clippy::too_many_arguments)]
-    fn sweep_entity(
-        &self,
-        hull: &Hull,
-        start: DVec3,
-        end: DVec3,
-        e: &Entity,
-        poses: &[Pose],
-        players: &[PlayerBox],
-        s: &mut SimScratch,
-    ) -> (
-        crate::collision::Sweep,
-        Option<(Struck, crate::collision::Hit)>,
-    ) {
-        self.shot(hull, start, end, poses, players, e.owner, s)
     }
 
     /// What `hull` moving straight from `start` to `end` meets first: the map (solid

@@ -479,16 +479,22 @@ impl Sim {
             check_origin(*id, &p.state)?;
         }
         for (id, e) in &state.entities {
-            if !in_range(e.origin()) {
-                return Err(SimError::EntityOutOfRange {
-                    id: *id,
-                    origin: e.origin().to_array(),
-                });
-            }
-            if let Some(m) = &e.motion {
-                m.validate()
-                    .map_err(|why| SimError::Motion { id: *id, why })?;
-            }
+            Sim::validate_entity(*id, e)?;
+        }
+        Ok(())
+    }
+
+    /// Checks an entity received from elsewhere: its origin within the supported
+    /// coordinates, its motion one the simulation takes.
+    pub fn validate_entity(id: EntityId, e: &Entity) -> Result<(), SimError> {
+        if !in_range(e.origin()) {
+            return Err(SimError::EntityOutOfRange {
+                id,
+                origin: e.origin().to_array(),
+            });
+        }
+        if let Some(m) = &e.motion {
+            m.validate().map_err(|why| SimError::Motion { id, why })?;
         }
         Ok(())
     }

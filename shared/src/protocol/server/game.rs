@@ -347,12 +347,7 @@ impl Game<'_> {
             id = id.wrapping_add(1);
         }
         hosted.next_entity = id.wrapping_add(1);
-        let mut check = WorldState {
-            movers: world.movers.clone(),
-            ..WorldState::default()
-        };
-        check.entities.insert(id, entity);
-        self.server.sim.validate_state(&check)?;
+        crate::Sim::validate_entity(id, &entity)?;
         world.entities.insert(id, entity);
         if scope != Scope::Near {
             hosted.scopes.insert(id, scope);
@@ -410,12 +405,7 @@ impl Game<'_> {
     /// steps it from there. Refused like [`Game::spawn`] for a state the simulation does
     /// not take.
     pub fn set_entity(&mut self, id: EntityId, entity: Entity) -> Result<(), SpawnError> {
-        let mut check = WorldState {
-            movers: self.server.world.movers.clone(),
-            ..WorldState::default()
-        };
-        check.entities.insert(id, entity);
-        self.server.sim.validate_state(&check)?;
+        crate::Sim::validate_entity(id, &entity)?;
         if let Some(e) = self.server.world.entities.get_mut(&id) {
             *e = entity;
         }
