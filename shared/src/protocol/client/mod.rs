@@ -15,6 +15,7 @@ mod clock;
 mod mail;
 mod report;
 mod roster;
+mod things;
 
 pub use report::{ClientEvent, ClientOutput, ClientStats, End, Status, EVENTS_KEPT};
 pub use roster::MAX_ROSTER;
@@ -28,15 +29,15 @@ use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::MoverState;
 use crate::protocol::channel::{Channel, Mailbox, MESSAGE_QUEUE};
 use crate::protocol::frame::{encode_frame, FrameDecoder};
-use crate::protocol::interp::{Drawn, DrawnEntity, Interpolator};
+use crate::protocol::interp::{Drawn, Interpolator};
 use crate::protocol::predict::Predictor;
-use crate::protocol::snapshot::{EntityView, SnapshotDecoder};
+use crate::protocol::snapshot::SnapshotDecoder;
 use crate::protocol::{
     decode, encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl,
     ServerDatagram, Welcome, CLOSE_KICKED, INPUT_REDUNDANCY, MAX_INPUT_COMMANDS, MAX_MAP_BYTES,
     VERSION,
 };
-use crate::sim::{EntityId, PlayerId, Sim};
+use crate::sim::{PlayerId, Sim};
 use glam::DVec3;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -136,12 +137,8 @@ struct Play {
     sent_at: BTreeMap<u64, Instant>,
     /// The other players the newest snapshot showed.
     in_view: BTreeSet<PlayerId>,
-    /// The game's entities as the newest snapshot showed them.
-    entities: BTreeMap<EntityId, EntityView>,
-    /// The game's own state of players and of entities (postcard bytes), as the newest
-    /// snapshot showed them.
-    player_states: BTreeMap<PlayerId, Vec<u8>>,
-    entity_states: BTreeMap<EntityId, Vec<u8>>,
+    /// The game's things as the newest snapshot showed them.
+    game: things::Things,
     /// When a datagram last came from the server.
     heard_at: Instant,
     /// The server's reports of how early our commands arrive: their running mean and
@@ -484,9 +481,7 @@ impl Client {
             seen_correction: 0,
             sent_at: BTreeMap::new(),
             in_view: BTreeSet::new(),
-            entities: BTreeMap::new(),
-            player_states: BTreeMap::new(),
-            entity_states: BTreeMap::new(),
+            game: Default::default(),
             welcome,
         });
         self.status = Status::Playing;
@@ -690,30 +685,7 @@ impl Client {
         if let Some((a, b)) = p.span {
             st.snapshots_lost = ((b - a) / every + 1).saturating_sub(st.predict.snapshots);
         }
-        entity_events(&p.entities, &snap.entities, &mut self.events);
-        // An entity still in view whose state changed (its events above told the rest).
-        for (id, st) in &snap.entity_states {
-            let was = p.entity_states.get(id);
-            if p.entities.contains_key(id) && was.is_some_and(|w| w != st) {
-                if let Some(entity) = snap.entities.get(id).copied() {
-                    push_event(
-                        &mut self.events,
-                        ClientEvent::EntityChanged { id: *id, entity },
-                    );
-                }
-            }
-        }
-        for (player, st) in &snap.player_states {
-            if p.player_states.get(player) != Some(st) {
-                push_event(
-                    &mut self.events,
-                    ClientEvent::PlayerStateChanged { player: *player },
-                );
-            }
-        }
-        p.entities.clone_from(&snap.entities);
-        p.player_states.clone_from(&snap.player_states);
-        p.entity_states.clone_from(&snap.entity_states);
+        p.game.take(&snap, &mut self.events);
         // A light client draws nothing.
         if !self.settings.light {
             p.interp.push(&snap);
@@ -784,42 +756,6 @@ impl Client {
             .unwrap_or_default()
     }
 
-    /// The game's entities as a game draws them at server tick `at` (see
-    /// [`Client::render_tick`]): interpolated like other players.
-    pub fn entities_drawn(&self, at: f64) -> BTreeMap<EntityId, DrawnEntity> {
-        self.play
-            .as_ref()
-            .map(|p| p.interp.entities(at))
-            .unwrap_or_default()
-    }
-
-    /// The game's entities as the newest snapshot showed them (every client keeps
-    /// them, a light one too).
-    pub fn entities(&self) -> &BTreeMap<EntityId, EntityView> {
-        static NONE: BTreeMap<EntityId, EntityView> = BTreeMap::new();
-        self.play.as_ref().map_or(&NONE, |p| &p.entities)
-    }
-
-    /// The game's own state of a player (its postcard bytes; the server's rules set it),
-    /// as the newest snapshot showed it: the client's own, and others' as the rules'
-    /// scope lets it see them.
-    pub fn player_state(&self, player: PlayerId) -> Option<&[u8]> {
-        self.play
-            .as_ref()?
-            .player_states
-            .get(&player)
-            .map(Vec::as_slice)
-    }
-
-    /// The game's own state of an entity in view (its postcard bytes).
-    pub fn entity_state(&self, id: EntityId) -> Option<&[u8]> {
-        self.play
-            .as_ref()?
-            .entity_states
-            .get(&id)
-            .map(Vec::as_slice)
-    }
-
     /// The movers as the newest prediction has them.
     pub fn movers(&self) -> &[MoverState] {
         self.play
@@ -838,29 +774,4 @@ fn build_sim(map: &[u8], welcome: &Welcome) -> Result<Arc<Sim>, String> {
         .map_err(|e| format!("movement settings: {e}"))?;
     let model = Arc::new(CollisionModel::build(&data));
     Ok(Arc::new(Sim::from_map(model, &data, movement).0))
-}
-
-/// Events for the game's entities that came, changed (other than by moving) or went
-/// between two snapshots, in id order.
-fn entity_events(
-    old: &BTreeMap<EntityId, EntityView>,
-    new: &BTreeMap<EntityId, EntityView>,
-    events: &mut VecDeque<ClientEvent>,
-) {
-    for (id, e) in new {
-        let entity = *e;
-        match old.get(id) {
-            None => push_event(events, ClientEvent::EntitySpawned { id: *id, entity }),
-            Some(o)
-                if (o.kind, o.owner, o.at_rest, o.moving)
-                    != (e.kind, e.owner, e.at_rest, e.moving) =>
-            {
-                push_event(events, ClientEvent::EntityChanged { id: *id, entity })
-            }
-            Some(_) => {}
-        }
-    }
-    for id in old.keys().filter(|id| !new.contains_key(id)) {
-        push_event(events, ClientEvent::EntityDespawned { id: *id });
-    }
 }
