@@ -8,9 +8,10 @@ mod common;
 use common::{http_get, network, Served};
 use expel_bots::Gunner;
 use expel_shared::deathmatch::{
-    Deathmatch, DeathmatchNews, DeathmatchScore, FighterState, ROCKET_KIND,
+    actions, Deathmatch, DeathmatchNews, DeathmatchScore, FighterState, RocketLauncher,
+    ROCKET_KIND, ROCKET_SPEED,
 };
-use expel_shared::protocol::client::{Client, ClientEvent};
+use expel_shared::protocol::client::{Client, ClientEvent, LaunchStats, CORRECTION_STEP};
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::MovementAuthority;
 use expel_shared::MoveCommand;
@@ -132,6 +133,96 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
         "{:?}",
         stats.violations
     );
+}
+
+/// Two players on the simulated network, one firing a rocket every 50 ticks (the reload is 48) while it
+/// walks and turns, its client predicting its own rockets with the rules' own launcher.
+/// Returns the launch statistics, the largest step a drawn rocket made in one tick beyond
+/// its flight (units), and the flights still held at the end.
+fn predicted_rockets(link: LinkConditioner, seed: u64) -> (LaunchStats, f64, usize) {
+    let mut net = network(2, MovementAuthority::Server, link, seed);
+    net.server_mut().set_rules(Box::new(Deathmatch::new()));
+    net.client_mut(0).set_launcher(Box::new(RocketLauncher::default()));
+    // Each drawn rocket's place and the tick it was drawn at.
+    let mut drawn: BTreeMap<u32, (u64, glam::DVec3)> = BTreeMap::new();
+    let mut worst: f64 = 0.0;
+    let per_tick = ROCKET_SPEED / 60.0;
+    let mut drive = |i: usize, c: &Client| {
+        let tick = c.tick();
+        if i == 0 {
+            let twins = c.entities_drawn(f64::MAX);
+            for l in c.launched() {
+                if let Some(t) = l.twin.and_then(|id| twins.get(&id)) {
+                    assert_eq!(t.origin, l.origin, "a twin is drawn where its flight is");
+                }
+                if let Some((was_tick, was)) = drawn.insert(l.local, (tick, l.origin)) {
+                    let ticks = tick.saturating_sub(was_tick) as f64;
+                    let beyond = l.origin.distance(was) - per_tick * ticks;
+                    worst = worst.max(beyond / ticks.max(1.0));
+                }
+            }
+        }
+        let yaw = (tick / 90) as f64 * 67.0 + i as f64 * 180.0;
+        let cmd = MoveCommand::new(0.6, 0.0, 0.0, yaw, -5.0);
+        if i == 0 && tick % 50 < 2 {
+            return cmd.with_actions(actions::ROCKET, 0);
+        }
+        cmd
+    };
+    for _ in 0..200 {
+        net.run(Duration::from_millis(100), &mut drive);
+        while net.client_mut(0).poll_event().is_some() {}
+        while net.client_mut(1).poll_event().is_some() {}
+    }
+    // The trigger let go: the last rockets land and go.
+    for _ in 0..30 {
+        net.run(Duration::from_millis(100), &mut |_, _| MoveCommand::default());
+    }
+    let c = net.client(0);
+    (c.launch_stats(), worst, c.launched().len())
+}
+
+/// The shooter's own rockets appear at once and meet their server twins: on a clean link
+/// each twin stands within a unit of its prediction (none corrected); under loss and
+/// jitter some are corrected, a few the server never fired are dropped, and a drawn
+/// rocket never steps more than its flight plus [`CORRECTION_STEP`] in a tick.
+#[test]
+fn own_rockets_are_predicted_and_meet_their_twins() {
+    let clean = LinkConditioner {
+        loss: 0.0,
+        delay_ms: 40.0,
+        jitter_ms: 0.0,
+        duplicate: 0.0,
+    };
+    let (stats, worst, left) = predicted_rockets(clean, 3);
+    println!("clean link: {stats:?}, worst step beyond the flight {worst:.3}");
+    assert!(stats.launched >= 20, "{stats:?}");
+    assert_eq!(stats.matched, stats.launched, "{stats:?}");
+    assert_eq!(stats.missed, 0, "{stats:?}");
+    assert!(stats.max_match_error <= 1.0, "{stats:?}");
+    assert!(stats.max_correction <= 1.0, "{stats:?}");
+    // A rocket's velocity is quantized per axis: its step is a hair over the speed's.
+    assert!(worst <= 0.01, "a drawn rocket stepped {worst} beyond its flight");
+    assert_eq!(left, 0, "every flight ended with its twin");
+    let lossy = LinkConditioner {
+        loss: 0.35,
+        delay_ms: 80.0,
+        jitter_ms: 60.0,
+        duplicate: 0.02,
+    };
+    let (stats, worst, left) = predicted_rockets(lossy, 4);
+    println!("lossy link: {stats:?}, worst step beyond the flight {worst:.3}");
+    assert!(stats.launched >= 20, "{stats:?}");
+    assert!(stats.matched * 5 >= stats.launched * 4, "{stats:?}");
+    assert!(
+        stats.corrections + stats.missed > 0,
+        "the link is harsh enough to correct or drop some: {stats:?}"
+    );
+    assert!(
+        worst <= CORRECTION_STEP + 0.01,
+        "a drawn rocket stepped {worst} beyond its flight"
+    );
+    assert_eq!(left, 0, "every flight ended");
 }
 
 /// Real bots, predicting and light, shoot it out against `expel serve --mode deathmatch`

@@ -350,6 +350,10 @@ pub async fn run(
     let deadline = started + Duration::from_secs_f64(opts.seconds.max(0.0));
     let stats0 = s.transport();
     let gunner = opts.fire.then(|| Gunner::new(opts.seed as u32));
+    if opts.fire && !opts.light {
+        // A predicting bot sees its own rockets at once, as a player would.
+        s.set_launcher(Box::new(expel_shared::deathmatch::RocketLauncher::default()));
+    }
     let mut script = Script::new(driver).with_gunner(gunner);
     let mut recorder = Recorder::new(&s);
     loop {

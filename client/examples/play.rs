@@ -199,6 +199,8 @@ fn main() -> Result<()> {
         duplicate: args.duplicate,
     };
     session.set_link(link, u64::from(args.player));
+    // Our rockets (deathmatch's) show the moment the trigger is pulled.
+    session.set_launcher(Box::new(expel_shared::deathmatch::RocketLauncher::default()));
     let sim = session.sim.clone();
     let size = args.size.clamp(128, 2048);
     let map = TopDown::new(&sim, size, &mut || session.update(Instant::now()));
@@ -340,6 +342,10 @@ fn main() -> Result<()> {
         // The game's entities (deathmatch's rockets), interpolated like the others.
         for e in session.entities(now).values() {
             square(&mut buf, size, map.to_screen(e.origin), 2, 0x00ff_ffff);
+        }
+        // Our own, predicted: from the moment the trigger is pulled.
+        for l in session.launched().iter().filter(|l| l.twin.is_none()) {
+            square(&mut buf, size, map.to_screen(l.origin), 2, 0x00ff_ffff);
         }
         if let Some(m) = me {
             let at = map.to_screen(m);

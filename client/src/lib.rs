@@ -301,9 +301,24 @@ impl Session {
     }
 
     /// The game's entities as a game draws them at `now`: interpolated like the other
-    /// players (their kind, owner and flags from the nearer snapshot).
+    /// players (their kind, owner and flags from the nearer snapshot); our own
+    /// projectiles where their prediction has them (see [`Session::launched`]).
     pub fn entities(&self, now: Instant) -> BTreeMap<u32, DrawnEntity> {
         self.machine.entities_drawn(self.machine.render_tick(now))
+    }
+
+    /// Predicts the projectiles our own commands launch with `launcher`, the same launch
+    /// function the server's rules use (deathmatch's:
+    /// [`RocketLauncher`](expel_shared::deathmatch::RocketLauncher)).
+    pub fn set_launcher(&mut self, launcher: Box<dyn expel_shared::protocol::client::Launcher>) {
+        self.machine.set_launcher(launcher);
+    }
+
+    /// Our own projectiles, predicted, where to draw them now: from the tick their
+    /// trigger was pulled, before the server's twin arrives, and while it lives (it is
+    /// drawn at the same place in [`Session::entities`]).
+    pub fn launched(&self) -> Vec<expel_shared::protocol::client::DrawnLaunch> {
+        self.machine.launched()
     }
 
     /// The game's own state of `player` (a type of the game's, as the server's rules set

@@ -23,7 +23,10 @@
 //! ([`Game::refuse`](crate::protocol::server::Game::refuse)); holding a trigger fires at
 //! the weapon's rate.
 
-use crate::sim::PlayerId;
+use crate::protocol::client::Launcher;
+use crate::sim::{Entity, Motion, PlayerId, Sim};
+use crate::{MoveCommand, MoveMode, PlayerState};
+use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
 /// The game's buttons of deathmatch ([`MoveCommand::actions`](crate::MoveCommand)).
@@ -102,6 +105,104 @@ pub enum DeathmatchNews {
     },
 }
 
+/// A player's triggers: its weapons' reloads and its buttons as last held. The rules
+/// keep one per player, and a shooter's client one of its own ([`RocketLauncher`]), so
+/// both fire on the same ticks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Triggers {
+    /// The first tick each weapon fires again.
+    gun_at: u64,
+    rocket_at: u64,
+    /// The game's buttons of the last command (a press is a rising edge).
+    held: u16,
+}
+
+/// What one command's buttons did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Pulled {
+    /// The gun fires.
+    pub gun: bool,
+    /// A rocket leaves.
+    pub rocket: bool,
+    /// Buttons deathmatch does not define, or a press of a weapon still reloading: the
+    /// rules refuse and count it.
+    pub refused: bool,
+}
+
+impl Triggers {
+    /// The command `cmd` for `tick` (at `tick_rate` ticks a second) pulls the triggers:
+    /// holding one fires at its weapon's rate.
+    pub fn pull(&mut self, tick: u64, tick_rate: f64, cmd: &MoveCommand) -> Pulled {
+        let mut actions = cmd.actions;
+        let mut refused = false;
+        if actions & !actions::ALL != 0 || cmd.weapon != 0 {
+            // Not deathmatch's: the command's buttons count for nothing.
+            refused = true;
+            actions = 0;
+        }
+        let pressed = actions & !self.held;
+        self.held = actions;
+        let reload = |s: f64| (s * tick_rate).round().max(1.0) as u64;
+        let gun = actions & actions::FIRE != 0 && tick >= self.gun_at;
+        if gun {
+            self.gun_at = tick + reload(GUN_RELOAD);
+        } else {
+            refused |= pressed & actions::FIRE != 0;
+        }
+        let rocket = actions & actions::ROCKET != 0 && tick >= self.rocket_at;
+        if rocket {
+            self.rocket_at = tick + reload(ROCKET_RELOAD);
+        } else {
+            refused |= pressed & actions::ROCKET != 0;
+        }
+        Pulled {
+            gun,
+            rocket,
+            refused,
+        }
+    }
+}
+
+/// Where `state`'s eyes are (shots leave from there).
+pub fn eye(state: &PlayerState) -> DVec3 {
+    state.origin() + DVec3::new(0.0, 0.0, EYE_HEIGHT)
+}
+
+/// The rocket `owner` launches standing at `state` with `cmd`'s view.
+pub fn rocket(state: &PlayerState, cmd: &MoveCommand, owner: PlayerId) -> Option<Entity> {
+    Entity::launched(eye(state), cmd.view().0, ROCKET_SPEED, Motion::POINT, Some(owner))
+        .map(|e| e.with_kind(ROCKET_KIND))
+        .ok()
+}
+
+/// A shooter's client's prediction of its own rockets
+/// ([`Client::set_launcher`](crate::protocol::client::Client::set_launcher)): the
+/// rules' own triggers and launch, run on its own commands.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RocketLauncher {
+    triggers: Triggers,
+}
+
+impl Launcher for RocketLauncher {
+    fn launch(
+        &mut self,
+        sim: &Sim,
+        tick: u64,
+        player: PlayerId,
+        before: &PlayerState,
+        cmd: &MoveCommand,
+        out: &mut Vec<Entity>,
+    ) {
+        if before.mode != MoveMode::Walk {
+            return;
+        }
+        let rate = f64::from(sim.movement().tick_rate());
+        if self.triggers.pull(tick, rate, cmd).rocket {
+            out.extend(rocket(before, cmd, player));
+        }
+    }
+}
+
 #[cfg(feature = "server")]
 pub use rules::Deathmatch;
 
@@ -113,9 +214,8 @@ mod rules {
     use crate::protocol::channel::Channel;
     use crate::protocol::server::{Game, GameRules};
     use crate::protocol::snapshot::Scope;
-    use crate::sim::{Entity, Impact, Motion, PlayerBox, Struck};
+    use crate::sim::{Impact, PlayerBox, Struck};
     use crate::SimScratch;
-    use glam::DVec3;
     use std::collections::BTreeMap;
 
     /// One player's side of the game.
@@ -124,11 +224,7 @@ mod rules {
         health: i32,
         frags: i32,
         deaths: u32,
-        /// The first tick each weapon fires again.
-        gun_at: u64,
-        rocket_at: u64,
-        /// The game's buttons of its last command (a press is a rising edge).
-        held: u16,
+        triggers: Triggers,
         /// Its state as last set.
         told: Option<FighterState>,
     }
@@ -139,9 +235,7 @@ mod rules {
                 health: HEALTH,
                 frags: 0,
                 deaths: 0,
-                gun_at: 0,
-                rocket_at: 0,
-                held: 0,
+                triggers: Triggers::default(),
                 told: None,
             }
         }
@@ -325,45 +419,18 @@ mod rules {
                 if state.mode != crate::MoveMode::Walk {
                     continue;
                 }
-                let mut actions = cmd.actions;
-                if actions & !actions::ALL != 0 || cmd.weapon != 0 {
-                    // Not deathmatch's: the command's buttons count for nothing.
-                    game.refuse(p);
-                    actions = 0;
-                }
                 let Some(f) = self.fighters.get_mut(&p) else {
                     continue;
                 };
-                let pressed = actions & !f.held;
-                f.held = actions;
-                let eye = state.origin() + DVec3::new(0.0, 0.0, EYE_HEIGHT);
-                let dir = cmd.view().0;
-                let reload = |s: f64| (s * rate).round().max(1.0) as u64;
-                let mut refused = false;
-                let gun = actions & actions::FIRE != 0 && tick >= f.gun_at;
-                if gun {
-                    f.gun_at = tick + reload(GUN_RELOAD);
-                } else {
-                    refused |= pressed & actions::FIRE != 0;
-                }
-                let rocket = actions & actions::ROCKET != 0 && tick >= f.rocket_at;
-                if rocket {
-                    f.rocket_at = tick + reload(ROCKET_RELOAD);
-                } else {
-                    refused |= pressed & actions::ROCKET != 0;
-                }
-                if refused {
+                let pulled = f.triggers.pull(tick, rate, &cmd);
+                if pulled.refused {
                     game.refuse(p);
                 }
-                if gun {
-                    self.gun(game, p, eye, dir);
+                if pulled.gun {
+                    self.gun(game, p, eye(&state), cmd.view().0);
                 }
-                if rocket {
-                    let fired = Entity::launched(eye, dir, ROCKET_SPEED, Motion::POINT, Some(p))
-                        .map(|e| e.with_kind(ROCKET_KIND));
-                    if let Ok(e) = fired {
-                        let _ = game.spawn(e, Scope::Near);
-                    }
+                if let Some(e) = rocket(&state, &cmd, p).filter(|_| pulled.rocket) {
+                    let _ = game.spawn(e, Scope::Near);
                 }
             }
             // Each player's state as it stands, where it changed.

@@ -55,9 +55,9 @@ use thiserror::Error;
 
 /// Protocol version carried in the hello; a server refuses any other. The ALPN names the
 /// same number.
-pub const VERSION: u16 = 10;
+pub const VERSION: u16 = 11;
 /// The QUIC application protocol name: `expel/` and [`VERSION`].
-pub const ALPN: &[u8] = b"expel/10";
+pub const ALPN: &[u8] = b"expel/11";
 /// QUIC application close code: the server shut down.
 pub const CLOSE_SHUTDOWN: u32 = 0;
 /// QUIC application close code: the hello was refused.

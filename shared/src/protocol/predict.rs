@@ -402,6 +402,16 @@ impl Predictor {
             .map_or(DVec3::ZERO, |p| p.origin())
     }
 
+    /// The player predicted.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The movers as predicted after tick `t`, while it is recent.
+    pub fn movers_after(&self, t: u64) -> Option<&[MoverState]> {
+        self.movers_at.get(&t).map(Vec::as_slice)
+    }
+
     /// The newest predicted state.
     pub fn state(&self) -> Option<PlayerState> {
         self.world.player(self.id).copied()

@@ -12,11 +12,13 @@
 //! out of [`Client::poll_event`].
 
 mod clock;
+mod launched;
 mod mail;
 mod report;
 mod roster;
 mod things;
 
+pub use launched::{DrawnLaunch, LaunchStats, Launcher, CORRECTION_STEP, MAX_FLIGHTS};
 pub use report::{ClientEvent, ClientOutput, ClientStats, End, Status, EVENTS_KEPT};
 pub use roster::MAX_ROSTER;
 
@@ -170,6 +172,8 @@ pub struct Client {
     tamper: Option<Box<dyn Tamper>>,
     /// The game's messages both ways.
     mail: Mailbox,
+    /// Our own projectiles, predicted.
+    launched: launched::Launched,
     /// The other players in the world.
     roster: BTreeSet<PlayerId>,
     /// When the hello was sent, and the welcome came: a first round trip.
@@ -208,6 +212,7 @@ impl Client {
             transport_rtt: None,
             tamper: None,
             mail: Mailbox::new(now, MESSAGE_QUEUE),
+            launched: launched::Launched::default(),
             roster: BTreeSet::new(),
             hello_at: now,
             welcome_at: now,
@@ -552,11 +557,14 @@ impl Client {
             p.next_at += Duration::from_secs_f64(p.period);
             p.tick += 1;
             let tick = p.tick;
-            if let Some(c) = command(tick, p.predictor.state().as_ref()) {
+            let before = p.predictor.state();
+            if let Some(c) = command(tick, before.as_ref()) {
                 self.input = c;
             }
             let cmd = self.input;
             let predicted = p.predictor.command(tick, cmd);
+            let (launched, events) = (&mut self.launched, &mut self.events);
+            launched.tick(&p.sim, &p.predictor, tick, before.as_ref(), &cmd, events);
             p.predictor.frame();
             self.stats.ticks += 1;
             // One datagram every `every` ticks: the commands since the last, and the
@@ -686,6 +694,8 @@ impl Client {
             st.snapshots_lost = ((b - a) / every + 1).saturating_sub(st.predict.snapshots);
         }
         p.game.take(&snap, &mut self.events);
+        let me = p.welcome.player_id;
+        (self.launched).snapshot(&p.sim, &p.predictor, me, &snap, &mut self.events);
         // A light client draws nothing.
         if !self.settings.light {
             p.interp.push(&snap);

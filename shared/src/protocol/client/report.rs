@@ -84,6 +84,24 @@ pub enum ClientEvent {
         /// The entity.
         id: crate::sim::EntityId,
     },
+    /// Our command launched a projectile, predicted at once
+    /// ([`Client::launched`](super::Client::launched)).
+    Launched {
+        /// The client's own number for it.
+        local: u32,
+    },
+    /// The server's entity `id` is our predicted projectile `local`.
+    LaunchMatched {
+        /// The client's own number for it.
+        local: u32,
+        /// The server's entity.
+        id: crate::sim::EntityId,
+    },
+    /// The server never launched our predicted projectile `local` (dropped).
+    LaunchMissed {
+        /// The client's own number for it.
+        local: u32,
+    },
     /// A snapshot differed from our prediction for its tick.
     Corrected {
         /// The snapshot's tick.

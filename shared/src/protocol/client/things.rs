@@ -61,12 +61,19 @@ impl Things {
 
 impl Client {
     /// The game's entities as a game draws them at server tick `at` (see
-    /// [`Client::render_tick`]): interpolated like other players.
+    /// [`Client::render_tick`]): interpolated like other players, but our own
+    /// projectiles where their prediction has them now (see [`Client::launched`]).
     pub fn entities_drawn(&self, at: f64) -> BTreeMap<EntityId, DrawnEntity> {
-        self.play
-            .as_ref()
-            .map(|p| p.interp.entities(at))
-            .unwrap_or_default()
+        let Some(p) = self.play.as_ref() else {
+            return BTreeMap::new();
+        };
+        let mut drawn = p.interp.entities(at);
+        for l in self.launched.drawn() {
+            if let Some(d) = l.twin.and_then(|id| drawn.get_mut(&id)) {
+                d.origin = l.origin;
+            }
+        }
+        drawn
     }
 
     /// The game's entities as the newest snapshot showed them (every client keeps

@@ -11,7 +11,7 @@ use crate::protocol::channel::{
     check_size, decode_message, encode_message, Arrival, Channel, Mailbox, MessageError,
 };
 use crate::protocol::frame::encode_frame;
-use crate::protocol::snapshot::{game_state_fields, Scope, StateFields, MAX_STATE_BYTES};
+use crate::protocol::snapshot::{game_state_fields, Scope, Spawned, StateFields, MAX_STATE_BYTES};
 use crate::protocol::{encode, MovementAuthority, ServerControl, ServerDatagram};
 use crate::sim::{in_range, Entity, EntityId, Impact, PlayerId, SimError, WorldState};
 use glam::DVec3;
@@ -87,8 +87,8 @@ pub(super) struct Hosted {
     last_taken: Option<PlayerId>,
     /// The commands that arrived for the tick being stepped, while the rules run.
     pub(super) commands: BTreeMap<PlayerId, MoveCommand>,
-    /// Who may see each entity that is not [`Scope::Near`].
-    pub(super) scopes: BTreeMap<EntityId, Scope>,
+    /// Who may see each entity, and the tick it was spawned for.
+    pub(super) spawned: BTreeMap<EntityId, Spawned>,
     /// The game's own state of players (with who may see it) and of entities.
     pub(super) player_states: BTreeMap<PlayerId, (Scope, StateFields)>,
     pub(super) entity_states: BTreeMap<EntityId, StateFields>,
@@ -103,7 +103,7 @@ impl Hosted {
     /// A tick was stepped: its impacts and losses, for the rules' next look.
     pub(super) fn stepped(&mut self, impacts: Vec<Impact>, lost: &[EntityId]) {
         for id in lost {
-            self.scopes.remove(id);
+            self.spawned.remove(id);
             self.entity_states.remove(id);
         }
         self.lost.clear();
@@ -349,9 +349,9 @@ impl Game<'_> {
         hosted.next_entity = id.wrapping_add(1);
         crate::Sim::validate_entity(id, &entity)?;
         world.entities.insert(id, entity);
-        if scope != Scope::Near {
-            hosted.scopes.insert(id, scope);
-        }
+        // The rules run before the tick they are given is stepped: the entity's first.
+        let tick = world.tick + 1;
+        hosted.spawned.insert(id, Spawned { scope, tick });
         Ok(id)
     }
 
@@ -391,7 +391,7 @@ impl Game<'_> {
 
     /// Takes an entity out of the world (its clients see it go): what it was.
     pub fn despawn(&mut self, id: EntityId) -> Option<Entity> {
-        self.server.game.scopes.remove(&id);
+        self.server.game.spawned.remove(&id);
         self.server.game.entity_states.remove(&id);
         self.server.world.entities.remove(&id)
     }

@@ -315,7 +315,7 @@ impl Server {
                 .crowd
                 .insert(Crowd::new(&self.sim, &self.world, interest)),
         };
-        crowd.set_scopes(&self.game.scopes);
+        crowd.set_spawned(&self.game.spawned);
         crowd.set_states(&self.game.player_states, &self.game.entity_states);
         let crowd = &*crowd;
         let (world, conns) = (&self.world, &self.conns);

@@ -298,13 +298,18 @@ impl Crowd {
         }
     }
 
-    /// Sets who may see each game entity (those not named are [`Scope::Near`]).
-    pub fn set_scopes(&mut self, scopes: &BTreeMap<EntityId, Scope>) {
-        if scopes.is_empty() {
-            return;
-        }
+    /// Sets who may see each game entity and the tick it was spawned for (one not named
+    /// is [`Scope::Near`], of tick 0).
+    pub fn set_spawned(&mut self, spawned: &BTreeMap<EntityId, Spawned>) {
+        // Both in id order: one merge.
+        let mut named = spawned.iter().peekable();
         for e in &mut self.entities {
-            e.scope = scopes.get(&e.id).copied().unwrap_or_default();
+            while named.next_if(|(id, _)| **id < e.id).is_some() {}
+            let s = named
+                .next_if(|(id, _)| **id == e.id)
+                .map_or_else(Spawned::default, |(_, s)| *s);
+            e.scope = s.scope;
+            e.fields[6] = i64::try_from(s.tick).unwrap_or(i64::MAX);
         }
     }
 

@@ -50,7 +50,7 @@ const MOVER_FIELDS: usize = 3;
 /// moving by itself). No velocity: a client draws entities where the snapshots put them,
 /// and a new rocket's velocity was a third of its bytes (six fields also keep its mask
 /// to one byte).
-const ENTITY_FIELDS: usize = 6;
+const ENTITY_FIELDS: usize = 7;
 /// The client's own player: origin, velocity, flags and mode, all of it exact.
 const OWN_FIELDS: usize = 8;
 // A delta's mask has 16 bits, and its values 16 places.
@@ -70,6 +70,16 @@ pub enum Scope {
     Everyone,
     /// Its owner's client alone (what only its holder should know of).
     Owner,
+}
+
+/// What the server keeps of an entity beside the world's: who may see it and the tick
+/// it was spawned for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Spawned {
+    /// Who may see it.
+    pub scope: Scope,
+    /// The tick it was spawned for (its first step).
+    pub tick: u64,
 }
 
 /// Most bytes of the game's own state of one player or entity (its postcard encoding).
@@ -130,6 +140,9 @@ pub struct EntityView {
     pub at_rest: bool,
     /// It moves by itself (a projectile).
     pub moving: bool,
+    /// The tick it was spawned for (its first step), as the server's rules spawned it:
+    /// what a shooter's client matches its own predicted projectile by.
+    pub born: u64,
 }
 
 impl EntityView {
@@ -149,6 +162,8 @@ fn entity_fields(e: &Entity) -> EntityFields {
         i64::from(e.kind),
         e.owner.map_or(0, |p| i64::from(p) + 1),
         flags,
+        // The tick it was spawned for: set with its scope (`Crowd::set_spawned`).
+        0,
     ]
 }
 
@@ -166,6 +181,7 @@ fn entity_from(f: &EntityFields) -> Option<EntityView> {
         },
         at_rest: f[5] & 1 != 0,
         moving: f[5] & 2 != 0,
+        born: u64::try_from(f[6]).ok()?,
     })
 }
 

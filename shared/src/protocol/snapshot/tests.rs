@@ -473,9 +473,10 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
     assert_eq!(snap.entities[&10].kind, 4);
     // Out of scope: only its owner sees an owner-scoped entity, nobody a far one.
     let mut crowd = Crowd::new(&sim, &w, 32);
-    let mut scopes = std::collections::BTreeMap::new();
-    scopes.insert(11, Scope::Owner);
-    crowd.set_scopes(&scopes);
+    let mut spawned = std::collections::BTreeMap::new();
+    let scope = |scope| Spawned { scope, tick: 7 };
+    spawned.insert(11, scope(Scope::Owner));
+    crowd.set_spawned(&spawned);
     let (mut near, mut out) = (Vec::new(), Entities::default());
     let ids = |out: &Entities<ENTITY_FIELDS>| out.iter().map(|e| e.0).collect::<Vec<_>>();
     crowd.entities_for(2, spawn, &Entities::default(), &mut near, &mut out);
@@ -491,8 +492,9 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
         &mut out,
     );
     assert_eq!(ids(&out), [11]);
-    scopes.insert(10, Scope::Everyone);
-    crowd.set_scopes(&scopes);
+    assert_eq!(out.0[0].1[6], 7, "the tick it was spawned for");
+    spawned.insert(10, scope(Scope::Everyone));
+    crowd.set_spawned(&spawned);
     crowd.entities_for(
         2,
         spawn + glam::DVec3::splat(10_000.0),

@@ -1,0 +1,320 @@
+//! The shooter's own projectiles, predicted: a rocket appears the tick its trigger is
+//! pulled, not a round trip later. The game gives the client the same launch function its
+//! rules use ([`Launcher`]); each tick the client predicts, it launches what its command
+//! launches from its player's predicted state, and moves each flight with the core's
+//! sweep against the map and the movers, exactly as the server steps entities. When a
+//! snapshot shows the server's twin (the player's own entity of the same kind, spawned
+//! for the same tick: [`EntityView::born`]), the flight is matched to it; from then on
+//! each snapshot's position of the twin is compared with the flight's for that tick, and
+//! a difference restarts the flight from the server's position, the visual error fading
+//! at most [`CORRECTION_STEP`] units a tick. Players' boxes are not swept against: the
+//! others are drawn in the past, so a predicted hit on one would be a guess; the server's
+//! twin says what it met.
+
+use super::report::push_event;
+use super::{Client, ClientEvent};
+use crate::movement::{MoveCommand, PlayerState};
+use crate::mover::Pose;
+use crate::protocol::predict::Predictor;
+use crate::protocol::snapshot::{EntityView, Snapshot};
+use crate::sim::{Entity, EntityId, PlayerId, Sim};
+use crate::SimScratch;
+use glam::DVec3;
+use std::collections::BTreeMap;
+
+/// Most flights kept at once (a launcher gone wild is cut here, not in memory).
+pub const MAX_FLIGHTS: usize = 64;
+/// Ticks either side of a flight's own within which a twin's spawn tick still matches
+/// (the server applied the command a little off, and repeated it).
+const MATCH_TICKS: u64 = 2;
+/// Most a drawn projectile is moved a tick to take away a correction's error, units.
+pub const CORRECTION_STEP: f64 = 4.0;
+/// Fraction of a correction's error taken away each tick (within [`CORRECTION_STEP`]).
+const SMOOTHING: f64 = 0.25;
+/// Ticks a flight's path is kept behind the newest predicted tick.
+const KEEP_TICKS: u64 = 256;
+
+/// What a game launches with its own commands, the same function on the server's rules'
+/// side and on the client's: the client calls it once for each tick it predicts, with its
+/// player's predicted state before that tick and the command for it, as the rules see
+/// them when they run before the tick is stepped.
+pub trait Launcher: Send + Sync {
+    /// Pushes onto `out` what `player`'s command `cmd` for `tick` launches, given its
+    /// state `before` the tick.
+    fn launch(
+        &mut self,
+        sim: &Sim,
+        tick: u64,
+        player: PlayerId,
+        before: &PlayerState,
+        cmd: &MoveCommand,
+        out: &mut Vec<Entity>,
+    );
+}
+
+/// How the predicted projectiles fared.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct LaunchStats {
+    /// Flights launched.
+    pub launched: u64,
+    /// Those the server's twin matched.
+    pub matched: u64,
+    /// Those the server never launched (dropped).
+    pub missed: u64,
+    /// Snapshots whose twin stood elsewhere than the flight had it for that tick.
+    pub corrections: u64,
+    /// The largest such difference, units.
+    pub max_correction: f64,
+    /// The largest difference between the flight and its twin at the first snapshot
+    /// that matched it, units.
+    pub max_match_error: f64,
+}
+
+/// One predicted projectile.
+#[derive(Clone, Debug)]
+struct Flight {
+    local: u32,
+    /// The tick of the command that launched it (its first step).
+    born: u64,
+    kind: u16,
+    twin: Option<EntityId>,
+    /// The entity after each tick from `born` on.
+    path: BTreeMap<u64, Entity>,
+    /// What is left of the last correction, fading.
+    error: DVec3,
+}
+
+/// A predicted projectile as a game draws it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DrawnLaunch {
+    /// The client's own number for it (see [`ClientEvent::LaunchMatched`]).
+    pub local: u32,
+    /// The server's entity it was matched to, once it was.
+    pub twin: Option<EntityId>,
+    /// Where to draw it: the prediction at the newest tick, plus the fading error.
+    pub origin: DVec3,
+    /// The entity as predicted at the newest tick.
+    pub entity: Entity,
+}
+
+/// The predicted projectiles of a client.
+#[derive(Default)]
+pub(super) struct Launched {
+    launcher: Option<Box<dyn Launcher>>,
+    flights: Vec<Flight>,
+    next_local: u32,
+    scratch: SimScratch,
+    poses: Vec<Pose>,
+    out: Vec<Entity>,
+    pub(super) stats: LaunchStats,
+}
+
+impl Launched {
+    /// Tick `t` was predicted with `cmd` from `before`: launches what it launches and
+    /// moves every flight through it.
+    pub(super) fn tick(
+        &mut self,
+        sim: &Sim,
+        predictor: &Predictor,
+        t: u64,
+        before: Option<&PlayerState>,
+        cmd: &MoveCommand,
+        events: &mut std::collections::VecDeque<ClientEvent>,
+    ) {
+        let (Some(launcher), Some(before)) = (self.launcher.as_mut(), before) else {
+            return;
+        };
+        let Some(movers) = predictor.movers_after(t) else {
+            return;
+        };
+        sim.poses(movers, &mut self.poses);
+        self.out.clear();
+        launcher.launch(sim, t, predictor.id(), before, cmd, &mut self.out);
+        for e in self.out.drain(..) {
+            if self.flights.len() >= MAX_FLIGHTS || Sim::validate_entity(0, &e).is_err() {
+                continue;
+            }
+            let local = self.next_local;
+            self.next_local = self.next_local.wrapping_add(1);
+            self.stats.launched += 1;
+            let mut path = BTreeMap::new();
+            path.insert(t - 1, e);
+            self.flights.push(Flight {
+                local,
+                born: t,
+                kind: e.kind,
+                twin: None,
+                path,
+                error: DVec3::ZERO,
+            });
+            push_event(events, ClientEvent::Launched { local });
+        }
+        for f in &mut self.flights {
+            let Some((&last, e)) = f.path.last_key_value() else {
+                continue;
+            };
+            if last >= t {
+                continue;
+            }
+            let id = f.twin.unwrap_or(0);
+            let next = sim.entity_tick(id, e, &self.poses, &[], &mut self.scratch);
+            f.path.insert(t, next.entity);
+            while f.path.len() > 1 && f.path.first_key_value().is_some_and(|(k, _)| k + KEEP_TICKS < t) {
+                f.path.pop_first();
+            }
+            let fade = (f.error.length() * SMOOTHING).min(CORRECTION_STEP);
+            f.error -= f.error.normalize_or_zero() * fade;
+            if f.error.length() < 1e-3 {
+                f.error = DVec3::ZERO;
+            }
+        }
+    }
+
+    /// A snapshot came: flights meet their twins, are corrected by them, or end with
+    /// them; one the server never launched is dropped.
+    pub(super) fn snapshot(
+        &mut self,
+        sim: &Sim,
+        predictor: &Predictor,
+        me: PlayerId,
+        snap: &Snapshot,
+        events: &mut std::collections::VecDeque<ClientEvent>,
+    ) {
+        if self.flights.is_empty() {
+            return;
+        }
+        let stats = &mut self.stats;
+        let (scratch, poses) = (&mut self.scratch, &mut self.poses);
+        let mut taken: Vec<EntityId> = self.flights.iter().filter_map(|f| f.twin).collect();
+        self.flights.retain_mut(|f| {
+            let twin = match f.twin {
+                Some(id) => match snap.entities.get(&id) {
+                    Some(v) => (id, *v),
+                    // The twin went: so does the flight.
+                    None => return false,
+                },
+                None => {
+                    let found = twin_of(f, me, snap, &taken);
+                    match found {
+                        Some((id, v)) => {
+                            f.twin = Some(id);
+                            taken.push(id);
+                            stats.matched += 1;
+                            push_event(events, ClientEvent::LaunchMatched { local: f.local, id });
+                            if let Some(e) = f.path.get(&snap.tick) {
+                                let off = e.origin().distance(v.origin());
+                                stats.max_match_error = stats.max_match_error.max(off);
+                            }
+                            (id, v)
+                        }
+                        None if snap.tick >= f.born + MATCH_TICKS => {
+                            stats.missed += 1;
+                            push_event(events, ClientEvent::LaunchMissed { local: f.local });
+                            return false;
+                        }
+                        None => return true,
+                    }
+                }
+            };
+            correct(f, sim, predictor, snap.tick, &twin.1, stats, scratch, poses);
+            true
+        });
+    }
+
+    /// The flights as drawn at the newest predicted tick.
+    pub(super) fn drawn(&self) -> impl Iterator<Item = DrawnLaunch> + '_ {
+        self.flights.iter().filter_map(|f| {
+            let (_, e) = f.path.last_key_value()?;
+            Some(DrawnLaunch {
+                local: f.local,
+                twin: f.twin,
+                origin: e.origin() + f.error,
+                entity: *e,
+            })
+        })
+    }
+}
+
+/// The server's entity a flight is the prediction of: the player's own, of its kind,
+/// spawned for its tick (or the nearest within [`MATCH_TICKS`]), not another's twin.
+fn twin_of(
+    f: &Flight,
+    me: PlayerId,
+    snap: &Snapshot,
+    taken: &[EntityId],
+) -> Option<(EntityId, EntityView)> {
+    snap.entities
+        .iter()
+        .filter(|(id, v)| {
+            v.owner == Some(me)
+                && v.kind == f.kind
+                && v.born.abs_diff(f.born) <= MATCH_TICKS
+                && !taken.contains(id)
+        })
+        .min_by_key(|(id, v)| (v.born.abs_diff(f.born), **id))
+        .map(|(id, v)| (*id, *v))
+}
+
+/// Where the twin stood at `tick` is where the flight was: a flight that had it elsewhere
+/// restarts from there (with its own velocity) and flies again to the newest tick, the
+/// jump left as an error that fades.
+#[allow(clippy::too_many_arguments)]
+fn correct(
+    f: &mut Flight,
+    sim: &Sim,
+    predictor: &Predictor,
+    tick: u64,
+    twin: &EntityView,
+    stats: &mut LaunchStats,
+    scratch: &mut SimScratch,
+    poses: &mut Vec<Pose>,
+) {
+    let Some(e) = f.path.get(&tick).copied() else {
+        return;
+    };
+    if e.origin == twin.origin && e.at_rest == twin.at_rest {
+        return;
+    }
+    stats.corrections += 1;
+    stats.max_correction = stats.max_correction.max(e.origin().distance(twin.origin()));
+    let Some((_, was)) = f.path.last_key_value().map(|(t, e)| (*t, e.origin())) else {
+        return;
+    };
+    let mut now = Entity {
+        origin: twin.origin,
+        at_rest: twin.at_rest,
+        ..e
+    };
+    f.path.retain(|t, _| *t < tick);
+    f.path.insert(tick, now);
+    for t in tick + 1..=predictor.tick() {
+        let Some(movers) = predictor.movers_after(t) else {
+            break;
+        };
+        sim.poses(movers, poses);
+        now = sim.entity_tick(f.twin.unwrap_or(0), &now, poses, &[], scratch).entity;
+        f.path.insert(t, now);
+    }
+    f.error += was - now.origin();
+}
+
+impl Client {
+    /// Predicts the projectiles this client's own commands launch with `launcher` (the
+    /// same launch function the server's rules use): they appear at once, in
+    /// [`Client::launched`], until the server's twin has come and gone.
+    pub fn set_launcher(&mut self, launcher: Box<dyn Launcher>) {
+        self.launched.launcher = Some(launcher);
+    }
+
+    /// This client's own projectiles, predicted, as a game draws them now: those not yet
+    /// matched to the server's twin, and those matched (whose twin
+    /// [`Client::entities_drawn`] also draws at the same place).
+    pub fn launched(&self) -> Vec<DrawnLaunch> {
+        self.launched.drawn().collect()
+    }
+
+    /// How the predicted projectiles fared.
+    pub fn launch_stats(&self) -> LaunchStats {
+        self.launched.stats
+    }
+}
