@@ -142,7 +142,8 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
 fn predicted_rockets(link: LinkConditioner, seed: u64) -> (LaunchStats, f64, usize) {
     let mut net = network(2, MovementAuthority::Server, link, seed);
     net.server_mut().set_rules(Box::new(Deathmatch::new()));
-    net.client_mut(0).set_launcher(Box::new(RocketLauncher::default()));
+    net.client_mut(0)
+        .set_launcher(Box::new(RocketLauncher::default()));
     // Each drawn rocket's place and the tick it was drawn at.
     let mut drawn: BTreeMap<u32, (u64, glam::DVec3)> = BTreeMap::new();
     let mut worst: f64 = 0.0;
@@ -176,7 +177,9 @@ fn predicted_rockets(link: LinkConditioner, seed: u64) -> (LaunchStats, f64, usi
     }
     // The trigger let go: the last rockets land and go.
     for _ in 0..30 {
-        net.run(Duration::from_millis(100), &mut |_, _| MoveCommand::default());
+        net.run(Duration::from_millis(100), &mut |_, _| {
+            MoveCommand::default()
+        });
     }
     let c = net.client(0);
     (c.launch_stats(), worst, c.launched().len())
@@ -202,7 +205,10 @@ fn own_rockets_are_predicted_and_meet_their_twins() {
     assert!(stats.max_match_error <= 1.0, "{stats:?}");
     assert!(stats.max_correction <= 1.0, "{stats:?}");
     // A rocket's velocity is quantized per axis: its step is a hair over the speed's.
-    assert!(worst <= 0.01, "a drawn rocket stepped {worst} beyond its flight");
+    assert!(
+        worst <= 0.01,
+        "a drawn rocket stepped {worst} beyond its flight"
+    );
     assert_eq!(left, 0, "every flight ended with its twin");
     let lossy = LinkConditioner {
         loss: 0.35,

@@ -170,9 +170,15 @@ pub fn eye(state: &PlayerState) -> DVec3 {
 
 /// The rocket `owner` launches standing at `state` with `cmd`'s view.
 pub fn rocket(state: &PlayerState, cmd: &MoveCommand, owner: PlayerId) -> Option<Entity> {
-    Entity::launched(eye(state), cmd.view().0, ROCKET_SPEED, Motion::POINT, Some(owner))
-        .map(|e| e.with_kind(ROCKET_KIND))
-        .ok()
+    Entity::launched(
+        eye(state),
+        cmd.view().0,
+        ROCKET_SPEED,
+        Motion::POINT,
+        Some(owner),
+    )
+    .map(|e| e.with_kind(ROCKET_KIND))
+    .ok()
 }
 
 /// A shooter's client's prediction of its own rockets

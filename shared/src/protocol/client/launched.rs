@@ -159,7 +159,11 @@ impl Launched {
             let id = f.twin.unwrap_or(0);
             let next = sim.entity_tick(id, e, &self.poses, &[], &mut self.scratch);
             f.path.insert(t, next.entity);
-            while f.path.len() > 1 && f.path.first_key_value().is_some_and(|(k, _)| k + KEEP_TICKS < t) {
+            while f.path.len() > 1
+                && f.path
+                    .first_key_value()
+                    .is_some_and(|(k, _)| k + KEEP_TICKS < t)
+            {
                 f.path.pop_first();
             }
             let fade = (f.error.length() * SMOOTHING).min(CORRECTION_STEP);
@@ -292,7 +296,9 @@ fn correct(
             break;
         };
         sim.poses(movers, poses);
-        now = sim.entity_tick(f.twin.unwrap_or(0), &now, poses, &[], scratch).entity;
+        now = sim
+            .entity_tick(f.twin.unwrap_or(0), &now, poses, &[], scratch)
+            .entity;
         f.path.insert(t, now);
     }
     f.error += was - now.origin();

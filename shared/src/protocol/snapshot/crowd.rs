@@ -314,7 +314,8 @@ impl Crowd {
     }
 
     /// Into `out`, the game entities client `me` at `o` sees: those in scope, nearest
-    /// first up to [`ENTITY_BUDGET`] (its own and everyone's before any near one; one the
+    /// first up to [`ENTITY_BUDGET`] (its own and everyone's before any near one; the tick
+    /// an entity was spawned for is sent to its owner alone; one the
     /// client holds already, in `held`, counts as half as far, so the choice does not
     /// churn as entities move: each one dropped and taken back costs its fields in full),
     /// in id order. `near` is scratch.
@@ -335,11 +336,12 @@ impl Crowd {
             let d2 = e.at.distance_squared(o);
             let d2 = if kept { d2 * 0.25 } else { d2 };
             let key = match e.scope {
+                Scope::Owner if e.owner != Some(me) => continue,
+                // Its owner's first (its client predicts its own projectiles).
+                _ if e.owner == Some(me) => -1.0,
                 Scope::Everyone => -1.0,
-                Scope::Owner if e.owner == Some(me) => -1.0,
-                Scope::Owner => continue,
                 Scope::Near if d2 <= r2 => d2,
-                Scope::Near => continue,
+                Scope::Near | Scope::Owner => continue,
             };
             near.push((key, i));
         }
@@ -350,9 +352,14 @@ impl Crowd {
             near.sort_unstable_by_key(|n| n.1);
         }
         out.0.clear();
-        out.0.extend(
-            near.iter()
-                .map(|&(_, i)| (self.entities[i].id, self.entities[i].fields)),
-        );
+        out.0.extend(near.iter().map(|&(_, i)| {
+            let e = &self.entities[i];
+            let mut fields = e.fields;
+            if e.owner != Some(me) {
+                // Only its owner matches a prediction by the tick it was spawned for.
+                fields[6] = 0;
+            }
+            (e.id, fields)
+        }));
     }
 }

@@ -141,7 +141,8 @@ pub struct EntityView {
     /// It moves by itself (a projectile).
     pub moving: bool,
     /// The tick it was spawned for (its first step), as the server's rules spawned it:
-    /// what a shooter's client matches its own predicted projectile by.
+    /// what a shooter's client matches its own predicted projectile by (sent to its
+    /// owner alone; 0 for others').
     pub born: u64,
 }
 
@@ -185,6 +186,16 @@ fn entity_from(f: &EntityFields) -> Option<EntityView> {
     })
 }
 
+/// Bits of a facing angle dropped for others' drawing: a 256th of a turn (1.4 degrees)
+/// is finer than a drawn model shows, and an aiming crowd's turns each cost a byte per
+/// angle instead of two or three.
+const FACING_SHIFT: u32 = 8;
+
+/// An angle to its field: rounded to [`FACING_SHIFT`]'s step, the turn wrapping.
+fn facing_field(a: u16) -> i64 {
+    i64::from(a.wrapping_add(1 << (FACING_SHIFT - 1)) >> FACING_SHIFT)
+}
+
 /// A player's fields: its state, and `facing` (yaw, pitch) from its newest command.
 fn player_fields(p: &PlayerState, facing: [u16; 2]) -> PlayerFields {
     [
@@ -193,8 +204,8 @@ fn player_fields(p: &PlayerState, facing: [u16; 2]) -> PlayerFields {
         p.origin[2] as i64,
         p.flags as i64,
         p.mode as i64,
-        facing[0] as i64,
-        facing[1] as i64,
+        facing_field(facing[0]),
+        facing_field(facing[1]),
     ]
 }
 
@@ -224,7 +235,15 @@ fn player_from(f: &PlayerFields) -> Option<PlayerState> {
 
 /// The way a player faces (yaw, pitch) from its fields.
 fn facing_from(f: &PlayerFields) -> Option<[u16; 2]> {
-    Some([u16::try_from(f[5]).ok()?, u16::try_from(f[6]).ok()?])
+    let angle = |v: i64| {
+        Some(
+            u16::try_from(v)
+                .ok()
+                .filter(|a| *a >> (16 - FACING_SHIFT) == 0)?
+                << FACING_SHIFT,
+        )
+    };
+    Some([angle(f[5])?, angle(f[6])?])
 }
 
 fn own_fields(p: &PlayerState) -> [i64; OWN_FIELDS] {

@@ -503,6 +503,7 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
         &mut out,
     );
     assert_eq!(ids(&out), [10]);
+    assert_eq!(out.0[0].1[6], 0, "the spawn tick goes to the owner alone");
     // Over the budget: the nearest go.
     for id in 100..100 + 2 * ENTITY_BUDGET as u32 {
         let at = spawn + glam::DVec3::new(f64::from(id), 0.0, 0.0);
@@ -510,9 +511,11 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
     }
     crowd.renew(&sim, &w, 32);
     crowd.entities_for(1, spawn, &Entities::default(), &mut near, &mut out);
-    // The pickup 40 units off, then those 100 units off and on, one a unit further each.
-    let nearest: Vec<u32> = std::iter::once(10)
-        .chain(100..100 + ENTITY_BUDGET as u32 - 1)
+    // Its own rocket first wherever it is, the pickup 40 units off, then those 100 units
+    // off and on, one a unit further each.
+    let nearest: Vec<u32> = [10, 11]
+        .into_iter()
+        .chain(100..100 + ENTITY_BUDGET as u32 - 2)
         .collect();
     assert_eq!(ids(&out), nearest);
     // One the client holds already stays within twice the distance of the last chosen.
