@@ -287,6 +287,7 @@ fn input(first: u64, n: usize, ack: u64) -> Vec<u8> {
         commands: vec![MoveCommand::default(); n],
         predicted: None,
         claims: Vec::new(),
+        views: Vec::new(),
     }))
 }
 

@@ -11,9 +11,12 @@ use expel_shared::deathmatch::{
     actions, Deathmatch, DeathmatchNews, DeathmatchScore, FighterState, RocketLauncher,
     ROCKET_KIND, ROCKET_SPEED,
 };
-use expel_shared::protocol::client::{Client, ClientEvent, LaunchStats, CORRECTION_STEP};
+use expel_shared::protocol::client::{
+    Client, ClientEvent, End, LaunchStats, Status, CORRECTION_STEP,
+};
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::MovementAuthority;
+use expel_shared::validate::ViolationKind;
 use expel_shared::MoveCommand;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -80,6 +83,7 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
                         score.insert(i, s);
                     }
                     DeathmatchNews::Frag { .. } => frags += 1,
+                    DeathmatchNews::Hit { .. } => {}
                 }
             }
         }
@@ -103,12 +107,19 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
     let died: u32 = rules.frags.iter().map(|f| f.2).sum();
     assert!(died >= 3, "{rules:?}");
     assert!(made <= died as i32, "every frag is a death: {rules:?}");
-    // The one that sent foreign buttons never fragged anyone.
+    // The one that sent foreign buttons never fragged anyone, and kept up, was kicked for
+    // it by the rules' own count.
     let foreign = net.client(7).welcome().unwrap().player_id;
-    let f = rules.frags.iter().find(|f| f.0 == foreign).unwrap();
-    assert!(f.1 <= 0, "{f:?}");
+    if let Some(f) = rules.frags.iter().find(|f| f.0 == foreign) {
+        assert!(f.1 <= 0, "{f:?}");
+    }
+    match net.client(7).status() {
+        Status::Ended(End::Kicked(why)) => assert!(why.contains("rules"), "{why}"),
+        other => panic!("the foreign buttons' client: {other:?}"),
+    }
     assert!(
-        stats.rule_refusals >= 100,
+        // Three violations' worth (thirty refusals each), then the kick.
+        stats.rule_refusals >= 90,
         "{} refusals",
         stats.rule_refusals
     );
@@ -118,21 +129,26 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
         "somebody was hurt: {health:?}"
     );
     assert!(states_heard >= 50, "{states_heard} state changes heard");
-    // At the end every client's own state is the server's (the rules' frags).
-    for i in 0..n as usize {
+    // At the end every client's own state is the server's (the rules' frags); the one
+    // kicked is gone.
+    for i in 0..n as usize - 1 {
         let c = net.client(i);
         let me = c.welcome().unwrap().player_id;
         let s: FighterState = postcard::from_bytes(c.player_state(me).unwrap()).unwrap();
         let f = rules.frags.iter().find(|f| f.0 == me).unwrap();
         assert_eq!(s.frags, f.1, "client {i}");
     }
-    // Nobody flagged for shooting.
-    assert_eq!(
-        stats.violations.iter().sum::<u64>(),
-        0,
-        "{:?}",
-        stats.violations
-    );
+    // Nobody flagged for shooting; the foreign buttons, kept up, are the rules' violation.
+    let rules = ViolationKind::ALL
+        .iter()
+        .position(|k| *k == ViolationKind::Rules)
+        .unwrap();
+    let others: u64 = (stats.violations.iter().enumerate())
+        .filter(|(i, _)| *i != rules)
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(others, 0, "{:?}", stats.violations);
+    assert!(stats.violations[rules] >= 1, "{:?}", stats.violations);
 }
 
 /// Two players on the simulated network, one firing a rocket every 50 ticks (the reload is 48) while it

@@ -335,6 +335,7 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
             commands: vec![bad],
             predicted: None,
             claims: Vec::new(),
+            views: Vec::new(),
         });
         // After the third the server has closed the connection.
         let _ = c5.send_datagram(expel_shared::protocol::encode(&msg).into());

@@ -132,6 +132,7 @@ pub async fn flood(
             commands: vec![MoveCommand::default(); FLOOD_COMMANDS],
             predicted: None,
             claims: vec![claim; FLOOD_COMMANDS],
+            views: Vec::new(),
         }))
     };
     let datagram_bytes = message(welcome.server_tick).len();

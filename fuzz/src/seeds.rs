@@ -60,6 +60,7 @@ fn main() {
                 commands: vec![MoveCommand::new(1.0, 0.0, 0.0, conn as f64 * 90.0, 0.0)],
                 predicted: None,
                 claims: Vec::new(),
+                views: Vec::new(),
             };
             let bytes = encode(&ClientDatagram::Input(msg));
             if tick % 30 == 1 {

@@ -308,6 +308,30 @@ const MACHINE: &[MachineMetric] = {
             C,
             |s| s.rule_refusals,
         ),
+        (
+            "expel_shots",
+            "Shots the game's rules judged as their shooters saw them (lag compensated).",
+            C,
+            |s| s.shots_judged,
+        ),
+        (
+            "expel_shot_views_clamped",
+            "Shots whose claimed view was older or newer than the client could have had, judged at the nearest it could.",
+            C,
+            |s| s.shot_views_clamped,
+        ),
+        (
+            "expel_shots_unseen",
+            "Shots aimed through a player the shooter's snapshots never showed it.",
+            C,
+            |s| s.shots_unseen,
+        ),
+        (
+            "expel_shots_over_budget",
+            "Shots past a player's budget for one tick, refused.",
+            C,
+            |s| s.shots_over_budget,
+        ),
     ]
 };
 

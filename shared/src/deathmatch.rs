@@ -94,6 +94,14 @@ pub enum Weapon {
 pub enum DeathmatchNews {
     /// The frags, changed.
     Score(DeathmatchScore),
+    /// A gun shot of the receiver's hit: the tick of its command, and whom (a hit
+    /// marker; unreliable).
+    Hit {
+        /// The tick of the command that fired it.
+        tick: u64,
+        /// Who was hit.
+        victim: PlayerId,
+    },
     /// A frag.
     Frag {
         /// Who made it (none: the world).
@@ -218,7 +226,7 @@ mod rules {
     use crate::collision::hull::Hull;
     use crate::collision::Contents;
     use crate::protocol::channel::Channel;
-    use crate::protocol::server::{Game, GameRules};
+    use crate::protocol::server::{Game, GameRules, ShotError};
     use crate::protocol::snapshot::Scope;
     use crate::sim::{Impact, PlayerBox, Struck};
     use crate::SimScratch;
@@ -331,22 +339,36 @@ mod rules {
             let _ = game.broadcast(Channel::Reliable, &frag);
         }
 
-        /// A gun shot of `p`'s along its view.
+        /// A gun shot of `p`'s along its view, judged as `p` saw the others when it
+        /// fired (a command that did not arrive, repeated, is judged in the present).
         fn gun(&mut self, game: &mut Game<'_>, p: PlayerId, eye: DVec3, dir: DVec3) {
-            let (poses, boxes) = self.obstacles.take().unwrap_or_else(|| obstacles(game));
             let end = eye + dir * GUN_RANGE;
-            let (_, hit) = game.sim().shot(
-                &Hull::point(),
-                eye,
-                end,
-                &poses,
-                &boxes,
-                Some(p),
-                &mut self.scratch,
-            );
-            self.obstacles = Some((poses, boxes));
-            if let Some((Struck::Player(t), _)) = hit {
-                self.hurt(game, t, p, GUN_DAMAGE, Weapon::Gun);
+            let hit = match game.shot_as_seen(p, &Hull::point(), eye, end) {
+                Ok(shot) => shot.hit,
+                Err(ShotError::Budget(_)) => return,
+                Err(_) => {
+                    let (poses, boxes) = self.obstacles.take().unwrap_or_else(|| obstacles(game));
+                    let (_, hit) = game.sim().shot(
+                        &Hull::point(),
+                        eye,
+                        end,
+                        &poses,
+                        &boxes,
+                        Some(p),
+                        &mut self.scratch,
+                    );
+                    self.obstacles = Some((poses, boxes));
+                    hit
+                }
+            };
+            if let Some((Struck::Player(victim), _)) = hit {
+                let tick = game.tick();
+                let _ = game.send(
+                    p,
+                    Channel::Unreliable,
+                    &DeathmatchNews::Hit { tick, victim },
+                );
+                self.hurt(game, victim, p, GUN_DAMAGE, Weapon::Gun);
             }
         }
 

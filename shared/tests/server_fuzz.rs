@@ -9,7 +9,7 @@ use expel_shared::protocol::frame::encode_frame;
 use expel_shared::protocol::server::{ConnId, Event, Output, Server, ServerSettings};
 use expel_shared::protocol::token::{self, Grant};
 use expel_shared::protocol::{
-    encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, VERSION,
+    encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ViewClaim, VERSION,
 };
 use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
 use rand::{Rng, SeedableRng};
@@ -126,6 +126,22 @@ fn absurd_input(r: &mut impl Rng, base: u64) -> Vec<u8> {
         commands,
         predicted: r.gen_bool(0.5).then(|| state(r)),
         claims,
+        // Views of any shape: in range, far back, a span past the command, none.
+        views: if r.gen_bool(0.5) {
+            (0..if r.gen_bool(0.8) {
+                n
+            } else {
+                r.gen_range(0..40)
+            })
+                .map(|_| ViewClaim {
+                    back: r.gen(),
+                    span: r.gen(),
+                    k: r.gen(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
     };
     encode(&ClientDatagram::Input(msg))
 }

@@ -5,6 +5,7 @@
 
 use super::InputMsg;
 use crate::movement::MoveCommand;
+use crate::sim::ShotView;
 use crate::validate::MAX_AHEAD;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,10 +33,24 @@ pub struct InputStats {
     pub too_far_ahead: u64,
 }
 
+/// The view a command was made at and the tick due when it arrived (what its shot is
+/// judged by).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Claimed {
+    /// The view claimed (none: the client sent none).
+    pub view: Option<ShotView>,
+    /// The server tick due when the command first arrived.
+    pub arrived: u64,
+    /// The newest snapshot the client had then, by its acknowledgement.
+    pub ack: u64,
+}
+
 /// Commands of one client by tick.
 #[derive(Debug, Default)]
 pub struct InputBuffer {
-    pending: BTreeMap<u64, MoveCommand>,
+    pending: BTreeMap<u64, (MoveCommand, Claimed)>,
+    /// What the command last taken claimed.
+    taken: Option<Claimed>,
     /// The last tick taken (applied or missing).
     consumed: u64,
     /// The last tick whose command was applied (0: none yet).
@@ -75,7 +90,12 @@ impl InputBuffer {
                 .clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
             self.lead = Some(self.lead.map_or(lead, |l| l.min(lead)));
         }
-        for (t, c) in msg.ticked() {
+        for (i, (t, c)) in msg.ticked().enumerate() {
+            let claimed = Claimed {
+                view: msg.views.get(i).and_then(|v| v.view(t)),
+                arrived: server_tick,
+                ack: msg.ack,
+            };
             if t <= self.consumed {
                 if self.missed.remove(&t) {
                     self.stats.late += 1;
@@ -84,9 +104,10 @@ impl InputBuffer {
                 }
             } else if t > server_tick.saturating_add(MAX_AHEAD) {
                 self.stats.too_far_ahead += 1;
-            } else if self.pending.insert(t, c).is_some() {
+            } else if self.pending.contains_key(&t) {
                 self.stats.duplicate += 1;
             } else {
+                self.pending.insert(t, (c, claimed));
                 self.stats.received += 1;
                 self.first = Some(self.first.map_or(t, |f| f.min(t)));
             }
@@ -105,10 +126,12 @@ impl InputBuffer {
             self.stats.late += 1;
         }
         self.consumed = self.consumed.max(tick);
+        self.taken = None;
         match self.pending.remove(&tick) {
-            Some(c) => {
+            Some((c, claimed)) => {
                 self.last_applied = tick;
                 self.stats.applied += 1;
+                self.taken = Some(claimed);
                 Some(c)
             }
             None => {
@@ -122,6 +145,11 @@ impl InputBuffer {
                 None
             }
         }
+    }
+
+    /// What the command [`InputBuffer::take`] last returned claimed.
+    pub fn claimed(&self) -> Option<Claimed> {
+        self.taken
     }
 
     /// The smallest lead seen since the last call (clamped to `i32`), then forgets it.
@@ -155,6 +183,7 @@ mod tests {
                 .collect(),
             predicted: None,
             claims: Vec::new(),
+            views: Vec::new(),
         }
     }
 

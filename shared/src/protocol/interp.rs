@@ -4,16 +4,14 @@
 
 use super::snapshot::{EntityView, Snapshot};
 use crate::movement::flags;
+use crate::sim::history::between;
+pub use crate::sim::history::SNAP_DISTANCE;
+use crate::sim::ShotView;
 use glam::DVec3;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Snapshots kept for interpolation.
 const KEEP: usize = 32;
-
-/// Farther than this (units) between two snapshots, a player jumped (a teleport, a
-/// respawn): it is drawn at one place or the other, never swept across the map between.
-/// A player running or falling covers a few tens of units between snapshots.
-pub const SNAP_DISTANCE: f64 = 256.0;
 
 /// Another player as a game draws it.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -160,35 +158,73 @@ impl Interpolator {
             .collect()
     }
 
+    /// The snapshots around (fractional) server tick `at` and how far between them
+    /// (the oldest, or the newest, alone outside their span).
+    fn around(&self, at: f64) -> Option<(usize, usize, f64)> {
+        let i = match self.frames.iter().position(|(t, _)| *t as f64 > at) {
+            None => {
+                let n = self.frames.len().checked_sub(1)?;
+                return Some((n, n, 0.0));
+            }
+            Some(0) => return Some((0, 0, 0.0)),
+            Some(i) => i,
+        };
+        let (t0, t1) = (self.frames[i - 1].0, self.frames[i].0);
+        let k = ((at - t0 as f64) / (t1 - t0) as f64).clamp(0.0, 1.0);
+        Some((i - 1, i, k))
+    }
+
+    /// The view the others are drawn at at (fractional) server tick `at`: the two
+    /// snapshots and the fraction between, as a shot claims it (see
+    /// [`Interpolator::drawn_view`]).
+    pub fn view(&self, at: f64) -> Option<ShotView> {
+        let (i, j, k) = self.around(at)?;
+        Some(ShotView {
+            from: self.frames[i].0,
+            to: self.frames[j].0,
+            k: (k * 255.0).round() as u8,
+        })
+    }
+
+    /// The players as drawn at `view` exactly (the server's rewind of a shot puts their
+    /// boxes there); empty when its snapshots are no longer held.
+    pub fn drawn_view(&self, view: &ShotView) -> BTreeMap<u32, Drawn> {
+        let find = |t: u64| self.frames.iter().position(|(f, _)| *f == t);
+        match (find(view.from), find(view.to)) {
+            (Some(i), Some(j)) => self.drawn_between(i, j, view.fraction()),
+            _ => BTreeMap::new(),
+        }
+    }
+
     /// The players at (fractional) server tick `at`: interpolated between the snapshots
     /// around it (angles the short way round; crouch and a jump past [`SNAP_DISTANCE`]
     /// taken from the nearer one), held at the nearest one outside their span.
     pub fn drawn(&self, at: f64) -> BTreeMap<u32, Drawn> {
-        let Some(i) = self.frames.iter().position(|(t, _)| *t as f64 > at) else {
-            return self.frames.back().map(|f| f.1.clone()).unwrap_or_default();
-        };
-        if i == 0 {
-            return self.frames[0].1.clone();
-        }
-        let ((t0, a), (t1, b)) = (&self.frames[i - 1], &self.frames[i]);
-        let k = ((at - *t0 as f64) / (*t1 - *t0) as f64).clamp(0.0, 1.0);
+        self.around(at)
+            .map(|(i, j, k)| self.drawn_between(i, j, k))
+            .unwrap_or_default()
+    }
+
+    /// The players of snapshot `i` as drawn `k` of the way to snapshot `j`'s.
+    fn drawn_between(&self, i: usize, j: usize, k: f64) -> BTreeMap<u32, Drawn> {
+        let (a, b) = (&self.frames[i].1, &self.frames[j].1);
         a.iter()
             .map(|(id, p)| {
                 let d = match b.get(id) {
                     None => *p,
-                    Some(q) if (q.origin - p.origin).length() > SNAP_DISTANCE => {
-                        if k < 0.5 {
-                            *p
+                    Some(q) => {
+                        let near = if k < 0.5 { p } else { q };
+                        if (q.origin - p.origin).length() > SNAP_DISTANCE {
+                            *near
                         } else {
-                            *q
+                            Drawn {
+                                origin: between(p.origin, q.origin, k),
+                                yaw: turn(p.yaw, q.yaw, k),
+                                pitch: p.pitch + (q.pitch - p.pitch) * k,
+                                crouched: near.crouched,
+                            }
                         }
                     }
-                    Some(q) => Drawn {
-                        origin: p.origin + (q.origin - p.origin) * k,
-                        yaw: turn(p.yaw, q.yaw, k),
-                        pitch: p.pitch + (q.pitch - p.pitch) * k,
-                        crouched: if k < 0.5 { p.crouched } else { q.crouched },
-                    },
                 };
                 (*id, d)
             })

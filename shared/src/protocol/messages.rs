@@ -3,6 +3,7 @@
 
 use super::{ProtocolError, MAX_INPUT_COMMANDS, MAX_MAP_BYTES};
 use crate::movement::{MoveCommand, MoveConfig, PlayerState};
+use crate::sim::ShotView;
 use crate::validate::Commands;
 use serde::{Deserialize, Serialize};
 
@@ -193,6 +194,47 @@ pub struct InputMsg {
     /// Under [`MovementAuthority::Client`], the state claimed after each command (as many
     /// as `commands`); otherwise empty.
     pub claims: Vec<PlayerState>,
+    /// The view the others were drawn at when each command was made (as many as
+    /// `commands`), sent while any of them presses one of the game's buttons (a shot is
+    /// judged at it); otherwise empty.
+    pub views: Vec<ViewClaim>,
+}
+
+/// The view a command was made at, relative to its tick: the others were drawn between
+/// the snapshots of ticks `tick - back` and `tick - back + span`, `k`/255 of the way.
+/// `back` 0: none (no snapshot drawn yet).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewClaim {
+    /// Ticks from the older snapshot to the command's.
+    pub back: u16,
+    /// Ticks from the older snapshot to the newer.
+    pub span: u8,
+    /// How far between, in 255ths.
+    pub k: u8,
+}
+
+impl ViewClaim {
+    /// The claim of `view` for a command of tick `tick` (none if it does not fit).
+    pub fn of(tick: u64, view: Option<&ShotView>) -> ViewClaim {
+        let fit = view.and_then(|v| {
+            let back = u16::try_from(tick.checked_sub(v.from)?).ok()?;
+            let span = u8::try_from(v.to.checked_sub(v.from)?).ok()?;
+            Some(ViewClaim { back, span, k: v.k })
+        });
+        fit.unwrap_or_default()
+    }
+
+    /// The view claimed for a command of tick `tick` (none for `back` 0).
+    pub fn view(&self, tick: u64) -> Option<ShotView> {
+        let from = tick
+            .checked_sub(u64::from(self.back))
+            .filter(|_| self.back > 0)?;
+        Some(ShotView {
+            from,
+            to: from + u64::from(self.span),
+            k: self.k,
+        })
+    }
 }
 
 impl InputMsg {
@@ -214,6 +256,13 @@ impl InputMsg {
             .is_none()
         {
             return Err(invalid("tick overflows".into()));
+        }
+        if !self.views.is_empty() && self.views.len() != self.commands.len() {
+            return Err(invalid(format!(
+                "{} views for {} commands",
+                self.views.len(),
+                self.commands.len()
+            )));
         }
         if !self.claims.is_empty() && self.claims.len() != self.commands.len() {
             return Err(invalid(format!(

@@ -48,7 +48,8 @@ pub mod token;
 
 pub use messages::{
     ClientControl, ClientDatagram, EntityDelta, Feedback, FieldValues, GameLists, InputMsg,
-    MovementAuthority, RosterChange, ServerControl, ServerDatagram, SnapshotMsg, Welcome, MAX_TICK,
+    MovementAuthority, RosterChange, ServerControl, ServerDatagram, SnapshotMsg, ViewClaim,
+    Welcome, MAX_TICK,
 };
 
 use thiserror::Error;

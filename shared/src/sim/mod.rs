@@ -60,6 +60,7 @@ use thiserror::Error;
 
 pub(crate) mod collider;
 pub mod entity;
+pub mod history;
 pub(crate) mod players;
 mod push;
 mod step;
@@ -68,6 +69,7 @@ pub(crate) use collider::SimCollider;
 use players::{entangled, overlapping_pairs, PlayerGrid};
 
 pub use entity::{Entity, EntityId, EntityTick, Impact, Motion, MotionError, Struck};
+pub use history::{History, ShotView};
 
 /// A player's id, unique within a world.
 pub type PlayerId = u32;

@@ -62,11 +62,20 @@ pub enum ViolationKind {
     Invalid,
     /// Input datagrams far past the rate the protocol needs, kept up.
     Flood,
+    /// Shots claiming a view of the others older than the client could have had, kept up
+    /// (a backtrack cheat).
+    Backtrack,
+    /// Shots aimed through players the client's snapshots never showed it, kept up (a
+    /// wallhack, or players' places leaked to it).
+    UnseenTarget,
+    /// Commands the game's own rules refused (undefined buttons, a weapon fired faster
+    /// than it allows), kept up.
+    Rules,
 }
 
 impl ViolationKind {
     /// Every kind, in the order metrics list them.
-    pub const ALL: [ViolationKind; 8] = [
+    pub const ALL: [ViolationKind; 11] = [
         ViolationKind::Speed,
         ViolationKind::Fly,
         ViolationKind::Blocked,
@@ -75,6 +84,9 @@ impl ViolationKind {
         ViolationKind::Divergence,
         ViolationKind::Invalid,
         ViolationKind::Flood,
+        ViolationKind::Backtrack,
+        ViolationKind::UnseenTarget,
+        ViolationKind::Rules,
     ];
 
     /// Lower-case name, as metrics and logs show it.
@@ -88,6 +100,9 @@ impl ViolationKind {
             ViolationKind::Divergence => "divergence",
             ViolationKind::Invalid => "invalid",
             ViolationKind::Flood => "flood",
+            ViolationKind::Backtrack => "backtrack",
+            ViolationKind::UnseenTarget => "unseen_target",
+            ViolationKind::Rules => "rules",
         }
     }
 }

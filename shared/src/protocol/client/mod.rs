@@ -36,10 +36,10 @@ use crate::protocol::predict::Predictor;
 use crate::protocol::snapshot::SnapshotDecoder;
 use crate::protocol::{
     decode, encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl,
-    ServerDatagram, Welcome, CLOSE_KICKED, INPUT_REDUNDANCY, MAX_INPUT_COMMANDS, MAX_MAP_BYTES,
-    VERSION,
+    ServerDatagram, ViewClaim, Welcome, CLOSE_KICKED, INPUT_REDUNDANCY, MAX_INPUT_COMMANDS,
+    MAX_MAP_BYTES, VERSION,
 };
-use crate::sim::{PlayerId, Sim};
+use crate::sim::{PlayerId, ShotView, Sim};
 use glam::DVec3;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -137,6 +137,8 @@ struct Play {
     span: Option<(u64, u64)>,
     seen_correction: u64,
     sent_at: BTreeMap<u64, Instant>,
+    /// The view the others were drawn at when each recent command was made.
+    views: BTreeMap<u64, ShotView>,
     /// The other players the newest snapshot showed.
     in_view: BTreeSet<PlayerId>,
     /// The game's things as the newest snapshot showed them.
@@ -485,6 +487,7 @@ impl Client {
             span: None,
             seen_correction: 0,
             sent_at: BTreeMap::new(),
+            views: BTreeMap::new(),
             in_view: BTreeSet::new(),
             game: Default::default(),
             welcome,
@@ -536,6 +539,7 @@ impl Client {
                 p.next_at = now;
             }
         }
+        let drawn_at = self.render_tick(now);
         let Some(p) = self.play.as_mut() else {
             return;
         };
@@ -563,6 +567,9 @@ impl Client {
             }
             let cmd = self.input;
             let predicted = p.predictor.command(tick, cmd);
+            if let Some(v) = p.interp.view(drawn_at) {
+                p.views.insert(tick, v);
+            }
             let (launched, events) = (&mut self.launched, &mut self.events);
             launched.tick(&p.sim, &p.predictor, tick, before.as_ref(), &cmd, events);
             p.predictor.frame();
@@ -587,7 +594,13 @@ impl Client {
                 commands: p.predictor.commands_between(first, tick),
                 predicted,
                 claims,
+                views: Vec::new(),
             };
+            let commands = &msg.commands;
+            if commands.iter().any(|c| c.actions != 0) {
+                let view = |t: u64| ViewClaim::of(t, p.views.get(&t));
+                msg.views = (first..=tick).map(view).collect();
+            }
             if let Some(t) = self.tamper.as_mut() {
                 t.input(&p.sim, &p.predictor, tick, &mut msg);
             }
@@ -598,6 +611,9 @@ impl Client {
             p.sent_at.entry(tick).or_insert(now);
             while p.sent_at.len() > SENT_KEPT {
                 p.sent_at.pop_first();
+            }
+            while p.views.len() > SENT_KEPT {
+                p.views.pop_first();
             }
         }
     }

@@ -5,7 +5,8 @@
 
 use super::outbox::Sender;
 use super::{MessageDrop, Output, Server};
-use crate::collision::{Contents, TraceScratch};
+use crate::collision::hull::Hull;
+use crate::collision::{Contents, Hit, TraceScratch};
 use crate::movement::{flags, MoveCommand, MoveMode, PlayerState};
 use crate::protocol::channel::{
     check_size, decode_message, encode_message, Arrival, Channel, Mailbox, MessageError,
@@ -13,7 +14,9 @@ use crate::protocol::channel::{
 use crate::protocol::frame::encode_frame;
 use crate::protocol::snapshot::{game_state_fields, Scope, Spawned, StateFields, MAX_STATE_BYTES};
 use crate::protocol::{encode, MovementAuthority, ServerControl, ServerDatagram};
-use crate::sim::{in_range, Entity, EntityId, Impact, PlayerId, SimError, WorldState};
+use crate::sim::{
+    in_range, Entity, EntityId, Impact, PlayerId, ShotView, SimError, Struck, WorldState,
+};
 use glam::DVec3;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -150,6 +153,37 @@ fn state_of<T: Serialize>(state: &T) -> Result<StateFields, StateError> {
 /// Most entities the world holds at once: bounded work and memory a tick, whatever the
 /// rules do.
 pub const MAX_ENTITIES: usize = 16_384;
+
+/// A shot traced as its shooter saw the world ([`Game::shot_as_seen`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SeenShot {
+    /// What it met first: the map, a mover, or a player where the shooter saw it.
+    pub hit: Option<(Struck, Hit)>,
+    /// The view it was judged at.
+    pub view: ShotView,
+    /// The view the command claimed was not one the client could have had: the shot
+    /// was judged at the nearest one it could.
+    pub clamped: bool,
+    /// A player the client was never shown that the ray passes through (the map aside).
+    pub unseen: Option<PlayerId>,
+}
+
+/// Why a shot was not judged.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ShotError {
+    /// The shooter is not playing.
+    #[error("player {0} is not playing")]
+    NotPlaying(PlayerId),
+    /// Its command for this tick did not arrive (the server repeated its last).
+    #[error("player {0} has no command for this tick")]
+    NoCommand(PlayerId),
+    /// It was judged [`MAX_SHOTS_PER_TICK`](super::MAX_SHOTS_PER_TICK) times this tick.
+    #[error("player {0} shot more than {max} times this tick", max = super::MAX_SHOTS_PER_TICK)]
+    Budget(PlayerId),
+    /// No snapshot it acknowledged is held: it has drawn nothing to aim at.
+    #[error("player {0} has drawn nothing yet")]
+    NothingDrawn(PlayerId),
+}
 
 /// What the game's rules may do: the server, as the game sees it.
 pub struct Game<'a> {
@@ -326,10 +360,90 @@ impl Game<'_> {
     /// own checks (a button the game does not define, a weapon it lacks, firing faster
     /// than the weapon allows): [`ServerStats::rule_refusals`](super::ServerStats), the
     /// operators' `expel_rule_refusals_total`.
+    /// Kept up (ten a second for three seconds), refusals are a
+    /// [`ViolationKind::Rules`](crate::validate::ViolationKind) violation.
     pub fn refuse(&mut self, player: PlayerId) {
-        if self.server.players.contains_key(&player) {
-            self.server.stats.rule_refusals += 1;
+        let (tick, rate) = (self.tick(), self.server.rate());
+        let Some(s) = self.server.players.get_mut(&player) else {
+            return;
+        };
+        self.server.stats.rule_refusals += 1;
+        if let Some(v) = s.aim.refused(tick, rate) {
+            self.server.violation(player, &v);
         }
+    }
+
+    /// What `hull` moving straight from `start` to `end` meets first as `shooter` saw
+    /// the world when it made this tick's command (lag compensation): the map as it is,
+    /// the movers where they stand (a client predicts them in the present, as it saw
+    /// them), and the players it was shown, each where it drew them at the view its
+    /// command claimed, if the client could have had that view (else the nearest view
+    /// it could have had: counted, and kept up a `backtrack` violation). A player the ray
+    /// passes through that the client was never shown is counted (kept up, an
+    /// `unseen_target` violation). Nobody in the world moves: a query. At most
+    /// [`MAX_SHOTS_PER_TICK`](super::MAX_SHOTS_PER_TICK) a player a tick.
+    pub fn shot_as_seen(
+        &mut self,
+        shooter: PlayerId,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+    ) -> Result<SeenShot, ShotError> {
+        let tick = self.tick();
+        let server = &mut *self.server;
+        let (rate, every) = (server.rate(), server.input_every());
+        let s = (server.players.get_mut(&shooter)).ok_or(ShotError::NotPlaying(shooter))?;
+        let claimed = (s.inputs.claimed())
+            .filter(|_| s.inputs.last_applied() == tick)
+            .ok_or(ShotError::NoCommand(shooter))?;
+        if !s.aim.take_shot(tick) {
+            server.stats.shots_over_budget += 1;
+            return Err(ShotError::Budget(shooter));
+        }
+        let judged = (s.aim.judge(&claimed, &s.snapshots, &server.history, every))
+            .ok_or(ShotError::NothingDrawn(shooter))?;
+        let view = judged.view;
+        let rewind = &mut server.rewind;
+        rewind.shown.clear();
+        rewind
+            .shown
+            .extend(s.snapshots.showed(view.from).into_iter().flatten());
+        let shown = &rewind.shown;
+        let sim = &*server.sim;
+        let seen = |id: PlayerId| shown.binary_search(&id).is_ok();
+        server.history.boxes_at(sim, &view, seen, &mut rewind.boxes);
+        sim.poses(&server.world.movers, &mut rewind.poses);
+        let (_, hit) = sim.shot(
+            hull,
+            start,
+            end,
+            &rewind.poses,
+            &rewind.boxes,
+            Some(shooter),
+            &mut server.scratch,
+        );
+        let unseen = match hit {
+            Some((Struck::Player(_), _)) => None,
+            _ => {
+                let (history, ray) = (&server.history, (start, end));
+                let boxes = &mut rewind.boxes;
+                super::aim::unseen_aim(sim, history, &view, shown, shooter, ray, boxes)
+            }
+        };
+        let stats = &mut server.stats;
+        stats.shots_judged += 1;
+        stats.shot_views_clamped += u64::from(judged.clamped.is_some());
+        stats.shots_unseen += u64::from(unseen.is_some());
+        let clamped = judged.clamped.as_deref();
+        if let Some(v) = s.aim.count(tick, rate, clamped, unseen) {
+            server.violation(shooter, &v);
+        }
+        Ok(SeenShot {
+            hit,
+            view,
+            clamped: judged.clamped.is_some(),
+            unseen,
+        })
     }
 
     /// Puts `entity` in the world, seen by the clients of `scope`: its id. A projectile

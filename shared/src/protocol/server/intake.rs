@@ -280,6 +280,7 @@ fn input(ctx: &Intake, id: PlayerId, s: &mut Player, msg: &InputMsg, a: &Arrival
     s.commands.record(msg.ticked());
     s.inputs.receive(msg, due_next, timely);
     s.snapshots.ack(msg.ack);
+    s.aim.trip(due_next, msg.ack);
     let stale = s.correcting || msg.ack < s.correction_snapshot;
     if ctx.trusted && !stale {
         // A claim per command; the first copy to arrive stands. One that acknowledges

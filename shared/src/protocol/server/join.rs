@@ -202,6 +202,7 @@ impl Server {
                 last_input: now,
                 mail: Server::mailbox(now),
                 outbox: Default::default(),
+                aim: Default::default(),
             },
         );
         self.roster_entered(conn, id);

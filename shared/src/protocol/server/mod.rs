@@ -27,12 +27,13 @@ use super::{
     MAP_CHUNK, VERSION,
 };
 use crate::movement::{MoveMode, PlayerState};
-use crate::sim::{PlayerId, Sim, SimScratch, WorldState};
+use crate::sim::{History, PlayerId, Sim, SimScratch, WorldState};
 use crate::validate::{SeenWorld, ValidationConfig, Validator, Violation, ViolationKind};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod aim;
 mod game;
 mod intake;
 mod join;
@@ -53,7 +54,10 @@ const REPLAY_SECONDS: u64 = 2;
 /// bear out (a loss makes a round trip's worth of them in a row).
 const REPLAY_SPACING: f64 = 0.1;
 
-pub use game::{Game, GameRules, RuleError, SpawnError, StateError, MAX_ENTITIES};
+pub use aim::{DEFAULT_INTERPOLATION_TICKS, MAX_INTERPOLATION_TICKS, MAX_SHOTS_PER_TICK};
+pub use game::{
+    Game, GameRules, RuleError, SeenShot, ShotError, SpawnError, StateError, MAX_ENTITIES,
+};
 use game::{Hosted, Notice};
 pub use outbox::Sender;
 pub use report::{Event, MessageDrop, Output, ServerStats, REFUSALS};
@@ -100,6 +104,14 @@ struct Conn {
     gate: InputGate,
 }
 
+/// What a shot judged as its shooter saw it works in (kept, not allocated a shot).
+#[derive(Debug, Default)]
+struct Rewind {
+    shown: Vec<PlayerId>,
+    boxes: Vec<crate::sim::PlayerBox>,
+    poses: Vec<crate::mover::Pose>,
+}
+
 /// Per-player state of the tick.
 #[derive(Debug)]
 struct Player {
@@ -139,6 +151,8 @@ struct Player {
     mail: Mailbox,
     /// The game's messages waiting for this player's allowance, by sender.
     outbox: outbox::Outbox,
+    /// Its shots as judged: their views' checks, its trips.
+    aim: aim::Aim,
 }
 
 impl Player {
@@ -173,6 +187,10 @@ pub struct Server {
     /// The players and movers after recent ticks (trusted mode: what claims were made
     /// against).
     seen: SeenWorld,
+    /// Every player's recent past, for shots judged as their shooters saw them.
+    history: History,
+    /// A shot's scratch: the players shown, their boxes, the movers' poses.
+    rewind: Rewind,
     conns: BTreeMap<ConnId, Conn>,
     players: BTreeMap<PlayerId, Player>,
     /// The game's rules, and what waits for them.
@@ -252,6 +270,8 @@ impl Server {
             replayer: Replayer::new(rate),
             crowd: None,
             seen: SeenWorld::default(),
+            history: History::for_rate(rate),
+            rewind: Rewind::default(),
             conns: BTreeMap::new(),
             players: BTreeMap::new(),
             game: Hosted::default(),
@@ -355,6 +375,11 @@ impl Server {
     /// Input datagrams a second a client sends.
     fn input_rate(&self) -> u32 {
         self.settings.input_rate.unwrap_or(self.rate())
+    }
+
+    /// Ticks between a client's input datagrams.
+    fn input_every(&self) -> u64 {
+        u64::from((self.rate() / self.input_rate().max(1)).max(1))
     }
 
     fn tick_at(&self, t: u64) -> Instant {

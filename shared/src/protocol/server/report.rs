@@ -160,6 +160,15 @@ pub struct ServerStats {
     /// Commands or messages the game's rules refused by their own checks
     /// ([`Game::refuse`](super::Game::refuse)).
     pub rule_refusals: u64,
+    /// Shots the rules judged as their shooters saw them
+    /// ([`Game::shot_as_seen`](super::Game::shot_as_seen)).
+    pub shots_judged: u64,
+    /// Of those, shots whose claimed view was clamped to one the client could have had.
+    pub shot_views_clamped: u64,
+    /// Of those, shots aimed through a player the client was never shown.
+    pub shots_unseen: u64,
+    /// Shots past a player's budget for a tick, refused.
+    pub shots_over_budget: u64,
     /// The game's messages dropped, by reason, in [`MessageDrop::ALL`] order.
     pub message_drops: [u64; MessageDrop::ALL.len()],
     /// Ticks stepped a period or more after they were due (caught up on).

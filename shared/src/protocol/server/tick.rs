@@ -176,6 +176,7 @@ impl Server {
         let (impacts, lost) = self.scratch.take_entity_report();
         self.game.stepped(impacts, &lost);
         self.seen.record(&self.world);
+        self.history.record(&self.world);
         let tick = self.world.tick;
         for r in reports {
             let Some(s) = self.players.get_mut(&r.id) else {
@@ -218,6 +219,7 @@ impl Server {
             .sim
             .step_world(&mut self.world, commands, &mut self.scratch);
         self.game.stepped(step.impacts, &step.lost);
+        self.history.record(&self.world);
         let reports = step.players;
         let tick = self.world.tick;
         let spacing = (super::REPLAY_SPACING * f64::from(self.rate())).max(1.0) as u64;

@@ -73,6 +73,17 @@ impl SnapshotEncoder {
         }
     }
 
+    /// The ticks of the snapshots held (the last [`HISTORY`] written), oldest first.
+    pub fn sent_ticks(&self) -> impl DoubleEndedIterator<Item = u64> + '_ {
+        self.history.iter().map(|s| s.tick)
+    }
+
+    /// The other players snapshot `tick` showed, in id order, while it is held.
+    pub fn showed(&self, tick: u64) -> Option<impl Iterator<Item = PlayerId> + '_> {
+        let i = self.sent(tick)?;
+        Some(self.history[i].players.0.iter().map(|(id, _)| *id))
+    }
+
     /// Where the scene of `tick` is in the history. Acknowledgements are of the last few
     /// snapshots: looking from the newest back reads the scenes just written, where a
     /// binary search would touch cold ones of a thousand clients.

@@ -1,0 +1,322 @@
+//! Shots judged as the shooter saw them (lag compensation), and no further back. A client
+//! draws the others between two snapshots it received, a few ticks behind the newest;
+//! each command that presses a game button carries that view ([`ViewClaim`]). The server
+//! checks it against what it knows: the view's two snapshots were sent to this client and
+//! are held; the newer is no newer than the snapshot the client acknowledged with the
+//! command; the view is no older than that acknowledgement less the longest interpolation
+//! allowed ([`MAX_INTERPOLATION_TICKS`]) and the slack of a command that first arrived in
+//! a later datagram, nor older than the least trip measured allows (so a client that
+//! holds back its acknowledgements gains nothing either). A view outside is clamped to the
+//! nearest one the client could have had and counted; kept up, it is a
+//! [`ViolationKind::Backtrack`]. The rules' trace then meets the map as it is and the
+//! players shown at that view ([`History::boxes_at`]); a shot aimed through a player the
+//! client was never shown is counted, and kept up it is a
+//! [`ViolationKind::UnseenTarget`].
+//!
+//! [`ViewClaim`]: crate::protocol::ViewClaim
+
+use crate::protocol::input::Claimed;
+use crate::protocol::snapshot::SnapshotEncoder;
+use crate::protocol::INPUT_REDUNDANCY;
+use crate::sim::{History, PlayerBox, PlayerId, ShotView, Sim};
+use crate::validate::{Violation, ViolationKind};
+use glam::DVec3;
+use std::collections::VecDeque;
+
+/// The longest interpolation delay a shot is judged with, ticks: a client drawing the
+/// others further back than this is judged as if it drew them this far back.
+pub const MAX_INTERPOLATION_TICKS: f64 = 6.0;
+/// The delay a command without a view is judged at (the client library's default).
+pub const DEFAULT_INTERPOLATION_TICKS: f64 = 4.0;
+/// Shots the rules may judge for one player in one tick; more are refused and counted.
+pub const MAX_SHOTS_PER_TICK: u32 = 8;
+/// Seconds over which shots, clamped views and unseen aims are counted.
+const WINDOW_SECONDS: u64 = 5;
+/// Clamped views (or unseen aims) within the window that flag a player, when they are at
+/// least a quarter of its shots there.
+const FLAG_AFTER: usize = 5;
+/// Trips (ticks from a snapshot to the input that acknowledged it) the floor is the
+/// least of.
+const TRIPS: usize = 48;
+/// Refusals by the game's rules a second, kept up over [`REFUSAL_SECONDS`], that flag a
+/// player (a human mashing a trigger while it reloads makes a few).
+const REFUSALS_PER_SECOND: u64 = 10;
+const REFUSAL_SECONDS: u64 = 3;
+/// Ticks added to every bound: a tick's rounding each way.
+const BASE_SLACK: f64 = 2.0;
+
+/// One player's shots as the server judged them.
+#[derive(Debug, Default)]
+pub(super) struct Aim {
+    trips: VecDeque<u64>,
+    /// Mean deviation of the trips from their running mean, ticks (the path's jitter).
+    mean: f64,
+    deviation: f64,
+    /// Ticks of recent shots, of those with clamped views, of unseen aims.
+    shots: VecDeque<u64>,
+    clamped: VecDeque<u64>,
+    unseen: VecDeque<u64>,
+    /// The tick shots were last judged in, and how many.
+    tick: u64,
+    judged: u32,
+    /// Ticks of the rules' recent refusals.
+    refusals: VecDeque<u64>,
+}
+
+/// What the check of a shot's view found.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Judged {
+    /// The view the shot is traced at.
+    pub view: ShotView,
+    /// Why the claimed view was not taken (clamped), if it was not.
+    pub clamped: Option<String>,
+}
+
+impl Aim {
+    /// An input acknowledging snapshot `ack` arrived when tick `arrived` was due.
+    pub(super) fn trip(&mut self, arrived: u64, ack: u64) {
+        let Some(t) = arrived.checked_sub(ack).filter(|_| ack > 0) else {
+            return;
+        };
+        if self.trips.len() >= TRIPS {
+            self.trips.pop_front();
+        }
+        self.trips.push_back(t);
+        let t = t as f64;
+        if self.trips.len() == 1 {
+            self.mean = t;
+        }
+        self.deviation += ((t - self.mean).abs() - self.deviation) * 0.125;
+        self.mean += (t - self.mean) * 0.125;
+    }
+
+    /// The rules refused a command of tick `tick`: the violation, once refusals are kept
+    /// up ([`REFUSALS_PER_SECOND`] over [`REFUSAL_SECONDS`]).
+    pub(super) fn refused(&mut self, tick: u64, rate: u32) -> Option<Violation> {
+        let since = tick.saturating_sub(REFUSAL_SECONDS * u64::from(rate));
+        while self.refusals.front().is_some_and(|t| *t < since) {
+            self.refusals.pop_front();
+        }
+        self.refusals.push_back(tick);
+        let n = self.refusals.len() as u64;
+        (n >= REFUSALS_PER_SECOND * REFUSAL_SECONDS).then(|| {
+            self.refusals.clear();
+            Violation {
+                kind: ViolationKind::Rules,
+                tick,
+                evidence: format!(
+                    "{n} commands refused by the game's rules in {REFUSAL_SECONDS} s (undefined \
+                     buttons, or a weapon fired faster than it allows)"
+                ),
+            }
+        })
+    }
+
+    /// Another shot this tick, if the budget allows it.
+    pub(super) fn take_shot(&mut self, tick: u64) -> bool {
+        if self.tick != tick {
+            (self.tick, self.judged) = (tick, 0);
+        }
+        self.judged += 1;
+        self.judged <= MAX_SHOTS_PER_TICK
+    }
+
+    /// The view shot `claimed` is judged at: its own if the client could have had it,
+    /// else the nearest it could have (see the module docs). `None`: nothing was drawn
+    /// yet (no snapshot acknowledged is held).
+    pub(super) fn judge(
+        &self,
+        claimed: &Claimed,
+        sent: &SnapshotEncoder,
+        history: &History,
+        input_every: u64,
+    ) -> Option<Judged> {
+        let ack = claimed.ack;
+        // The snapshots a view may lie between: sent, held, and no newer than the ack.
+        let usable: Vec<u64> = sent
+            .sent_ticks()
+            .filter(|t| *t <= ack && history.holds(*t))
+            .collect();
+        let (&oldest, &newest) = (usable.first()?, usable.last()?);
+        let late = (INPUT_REDUNDANCY as u64 * input_every) as f64;
+        let mut lower = ack as f64 - MAX_INTERPOLATION_TICKS - late - BASE_SLACK;
+        if let Some(floor) = self.trips.iter().min() {
+            let jitter = 3.0 * self.deviation + late + BASE_SLACK;
+            let by_trip = claimed.arrived as f64 - *floor as f64 - MAX_INTERPOLATION_TICKS;
+            lower = lower.max(by_trip - jitter);
+        }
+        let upper = ack as f64;
+        let Some(v) = claimed.view else {
+            let x = (ack as f64 - DEFAULT_INTERPOLATION_TICKS).max(lower);
+            return Some(Judged {
+                view: view_near(&usable, x),
+                clamped: None,
+            });
+        };
+        let held = |t: u64| usable.binary_search(&t).is_ok();
+        let at = v.tick();
+        let why = if v.from > v.to || !held(v.from) || !held(v.to) {
+            Some(format!(
+                "view between snapshots {} and {} (not a pair it was sent and could draw; \
+                 it had {oldest} to {newest})",
+                v.from, v.to
+            ))
+        } else if at < lower {
+            Some(format!(
+                "view at tick {at:.2}, {:.2} ticks older than the oldest it could have had \
+                 ({lower:.2}: acknowledged {ack}, arrived at {})",
+                lower - at,
+                claimed.arrived
+            ))
+        } else if at > upper {
+            Some(format!(
+                "view at tick {at:.2}, newer than the newest snapshot it had ({ack})"
+            ))
+        } else {
+            None
+        };
+        Some(match why {
+            None => Judged {
+                view: v,
+                clamped: None,
+            },
+            Some(why) => Judged {
+                view: view_near(&usable, at.clamp(lower.min(upper), upper)),
+                clamped: Some(why),
+            },
+        })
+    }
+
+    /// Counts a shot judged at `tick` (clamped, or aimed through a player not shown):
+    /// the violation it makes, once such shots are kept up.
+    pub(super) fn count(
+        &mut self,
+        tick: u64,
+        rate: u32,
+        clamped: Option<&str>,
+        unseen: Option<PlayerId>,
+    ) -> Option<Violation> {
+        let window = WINDOW_SECONDS * u64::from(rate);
+        let since = tick.saturating_sub(window);
+        for q in [&mut self.shots, &mut self.clamped, &mut self.unseen] {
+            while q.front().is_some_and(|t| *t < since) {
+                q.pop_front();
+            }
+        }
+        self.shots.push_back(tick);
+        let shots = self.shots.len();
+        let kept_up = |n: usize| n >= FLAG_AFTER && 4 * n >= shots;
+        if let Some(why) = clamped {
+            self.clamped.push_back(tick);
+            if kept_up(self.clamped.len()) {
+                let n = std::mem::take(&mut self.clamped).len();
+                return Some(Violation {
+                    kind: ViolationKind::Backtrack,
+                    tick,
+                    evidence: format!(
+                        "{n} of {shots} shots in {WINDOW_SECONDS} s clamped; last: {why}"
+                    ),
+                });
+            }
+        }
+        if let Some(p) = unseen {
+            self.unseen.push_back(tick);
+            if kept_up(self.unseen.len()) {
+                let n = std::mem::take(&mut self.unseen).len();
+                return Some(Violation {
+                    kind: ViolationKind::UnseenTarget,
+                    tick,
+                    evidence: format!(
+                        "{n} of {shots} shots in {WINDOW_SECONDS} s aimed through players it was \
+                         never shown; last: player {p}"
+                    ),
+                });
+            }
+        }
+        None
+    }
+}
+
+/// The view at (fractional) tick `x` between the snapshots `usable` (sorted, not empty):
+/// between the two around it, or held at the nearer end.
+fn view_near(usable: &[u64], x: f64) -> ShotView {
+    let i = usable.partition_point(|t| (*t as f64) <= x);
+    match (i.checked_sub(1).map(|j| usable[j]), usable.get(i)) {
+        (Some(a), Some(&b)) => ShotView {
+            from: a,
+            to: b,
+            k: (((x - a as f64) / (b - a) as f64).clamp(0.0, 1.0) * 255.0).round() as u8,
+        },
+        (Some(a), None) => ShotView::at(a),
+        (None, Some(&b)) => ShotView::at(b),
+        (None, None) => ShotView::default(),
+    }
+}
+
+/// The first player the ray from `start` to `end` passes through, the map aside, among
+/// those not `shown` at `view` (not the shooter): what a client aims at that it was never
+/// shown. Each box is taken where the player stood at the view's older snapshot.
+pub(super) fn unseen_aim(
+    sim: &Sim,
+    history: &History,
+    view: &ShotView,
+    shown: &[PlayerId],
+    shooter: PlayerId,
+    (start, end): (DVec3, DVec3),
+    boxes: &mut Vec<PlayerBox>,
+) -> Option<PlayerId> {
+    let at = ShotView::at(view.from);
+    let hidden = |id: PlayerId| id != shooter && shown.binary_search(&id).is_err();
+    history.boxes_at(sim, &at, hidden, boxes);
+    let d = end - start;
+    let inv = d.recip();
+    boxes
+        .iter()
+        .filter_map(|b| {
+            // The slab test: the ray's entry and exit of the box along each axis.
+            let t0 = (b.bounds.min - start) * inv;
+            let t1 = (b.bounds.max - start) * inv;
+            let near = t0.min(t1).max_element().max(0.0);
+            let far = t0.max(t1).min_element().min(1.0);
+            (near <= far).then_some((near, b.id))
+        })
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, id)| id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_view_between_the_snapshots_around_it_or_at_the_nearer_end() {
+        let sent = [10, 12, 14, 18];
+        assert_eq!(
+            view_near(&sent, 13.0),
+            ShotView {
+                from: 12,
+                to: 14,
+                k: 128
+            }
+        );
+        assert_eq!(
+            view_near(&sent, 16.0),
+            ShotView {
+                from: 14,
+                to: 18,
+                k: 128
+            }
+        );
+        assert_eq!(
+            view_near(&sent, 12.0),
+            ShotView {
+                from: 12,
+                to: 14,
+                k: 0
+            }
+        );
+        assert_eq!(view_near(&sent, 3.0), ShotView::at(10));
+        assert_eq!(view_near(&sent, 30.0), ShotView::at(18));
+        assert_eq!(view_near(&sent, f64::NAN), ShotView::at(10));
+    }
+}

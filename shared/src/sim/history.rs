@@ -1,0 +1,200 @@
+//! The players' past, for shots judged as the shooter saw them (lag compensation). A
+//! client draws the others between two snapshots it received, a few ticks behind the
+//! newest; [`History`] keeps where every player stood each tick for a little over a
+//! second, so the server can put each player's box back where that client drew it
+//! ([`History::boxes_at`]) and trace a shot against those boxes and the map as it is.
+//! Nothing in the world moves: a rewind is a query over the history.
+//!
+//! Movers are not kept: a client predicts them in the present, like its own player, so a
+//! shot meets a platform where it stands at the shot's own tick, which is where the
+//! shooter saw it.
+
+use super::{PlayerBox, PlayerId, Sim, WorldState};
+use crate::movement::{flags, from_grid, MoveMode, POSITION_SCALE};
+use glam::DVec3;
+use std::collections::VecDeque;
+
+/// Farther than this (units) between two snapshots, a player jumped (a teleport, a
+/// respawn): it is drawn at one place or the other, never swept across the map between.
+/// A player running or falling covers a few tens of units between snapshots.
+pub const SNAP_DISTANCE: f64 = 256.0;
+
+/// Where an interpolating client draws a player that stood at `a` and then at `b`, `k`
+/// of the way between the two snapshots (0 to 1): on the line, or at the nearer end of a
+/// jump past [`SNAP_DISTANCE`]. The client's drawing and the server's rewind both use it,
+/// so they agree to the bit.
+pub fn between(a: DVec3, b: DVec3, k: f64) -> DVec3 {
+    if (b - a).length() > SNAP_DISTANCE {
+        if k < 0.5 {
+            a
+        } else {
+            b
+        }
+    } else {
+        a + (b - a) * k
+    }
+}
+
+/// The moment a client drew the others at: between its snapshots of ticks `from` and
+/// `to`, `k`/255 of the way (`from == to`: held at one snapshot).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ShotView {
+    /// The older snapshot's tick.
+    pub from: u64,
+    /// The newer snapshot's tick.
+    pub to: u64,
+    /// How far from `from` to `to`, in 255ths.
+    pub k: u8,
+}
+
+impl ShotView {
+    /// Held at snapshot `tick`.
+    pub fn at(tick: u64) -> ShotView {
+        ShotView {
+            from: tick,
+            to: tick,
+            k: 0,
+        }
+    }
+
+    /// The fraction of the way from `from` to `to`.
+    pub fn fraction(&self) -> f64 {
+        f64::from(self.k) / 255.0
+    }
+
+    /// The (fractional) server tick it shows.
+    pub fn tick(&self) -> f64 {
+        let span = self.to.saturating_sub(self.from) as f64;
+        self.from as f64 + span * self.fraction()
+    }
+}
+
+/// A player as a tick left it: where it stood, crouched, and whether it has a box.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Past {
+    id: PlayerId,
+    origin: [i32; 3],
+    /// [`CROUCHED`] and [`SOLID`].
+    bits: u8,
+}
+
+const CROUCHED: u8 = 1;
+/// Walking or frozen: it has a box shots meet.
+const SOLID: u8 = 2;
+
+/// Bytes one player's tick of history holds.
+pub const HISTORY_BYTES_PER_PLAYER_TICK: usize = std::mem::size_of::<Past>();
+
+/// Every player's place, tick by tick, for the last second and a little more.
+#[derive(Debug, Default)]
+pub struct History {
+    /// Each tick's players in id order, oldest tick first.
+    ticks: VecDeque<(u64, Vec<Past>)>,
+    keep: usize,
+}
+
+impl History {
+    /// Keeps a little over one second at `tick_rate` (a quarter more: the slack a view's
+    /// check allows).
+    pub fn for_rate(tick_rate: u32) -> History {
+        History {
+            ticks: VecDeque::new(),
+            keep: (tick_rate as usize + tick_rate as usize / 4).max(2),
+        }
+    }
+
+    /// Ticks kept at most.
+    pub fn capacity(&self) -> usize {
+        self.keep
+    }
+
+    /// Records the world as its tick left it.
+    pub fn record(&mut self, world: &WorldState) {
+        let mut players = if self.ticks.len() >= self.keep {
+            self.ticks.pop_front().map(|t| t.1).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        players.clear();
+        players.extend(world.players.iter().map(|(id, p)| {
+            let s = &p.state;
+            let solid = matches!(s.mode, MoveMode::Walk | MoveMode::Frozen);
+            Past {
+                id: *id,
+                origin: s.origin,
+                bits: u8::from(s.flags & flags::CROUCHED != 0) * CROUCHED | u8::from(solid) * SOLID,
+            }
+        }));
+        self.ticks.push_back((world.tick, players));
+    }
+
+    /// The oldest and newest ticks held.
+    pub fn span(&self) -> Option<(u64, u64)> {
+        Some((self.ticks.front()?.0, self.ticks.back()?.0))
+    }
+
+    /// Bytes the history holds now (its players' ticks).
+    pub fn bytes(&self) -> usize {
+        self.ticks
+            .iter()
+            .map(|(_, p)| p.capacity() * HISTORY_BYTES_PER_PLAYER_TICK)
+            .sum()
+    }
+
+    fn tick(&self, tick: u64) -> Option<&[Past]> {
+        let first = self.ticks.front()?.0;
+        let i = usize::try_from(tick.checked_sub(first)?).ok()?;
+        let (t, p) = self.ticks.get(i)?;
+        (*t == tick).then_some(p.as_slice())
+    }
+
+    /// Whether tick `tick` is held.
+    pub fn holds(&self, tick: u64) -> bool {
+        self.tick(tick).is_some()
+    }
+
+    /// Into `out`, the boxes of the players for whom `shown` holds, as a client drew them
+    /// at `view` (each between its places of the view's two ticks by [`between`], crouched
+    /// as at the nearer one; one absent at `to` held where it stood at `from`; one without
+    /// a box at `from` left out). False, and `out` empty, when a tick is not held.
+    pub fn boxes_at(
+        &self,
+        sim: &Sim,
+        view: &ShotView,
+        mut shown: impl FnMut(PlayerId) -> bool,
+        out: &mut Vec<PlayerBox>,
+    ) -> bool {
+        out.clear();
+        let (Some(a), Some(b)) = (self.tick(view.from), self.tick(view.to)) else {
+            return false;
+        };
+        let k = view.fraction();
+        let movement = sim.movement();
+        let mut bs = b.iter().peekable();
+        for p in a {
+            while bs.next_if(|q| q.id < p.id).is_some() {}
+            let q = bs.next_if(|q| q.id == p.id);
+            if p.bits & SOLID == 0 || !shown(p.id) {
+                continue;
+            }
+            let pa = from_grid(p.origin, POSITION_SCALE);
+            let (at, bits) = match q {
+                Some(q) => {
+                    let pb = from_grid(q.origin, POSITION_SCALE);
+                    (between(pa, pb, k), if k < 0.5 { p.bits } else { q.bits })
+                }
+                None => (pa, p.bits),
+            };
+            let hull = if bits & CROUCHED != 0 {
+                movement.crouch()
+            } else {
+                movement.stand()
+            };
+            out.push(PlayerBox {
+                id: p.id,
+                bounds: hull.bounds().offset(at),
+            });
+        }
+        true
+    }
+}
