@@ -95,7 +95,7 @@ pub enum DeathmatchNews {
     /// The frags, changed.
     Score(DeathmatchScore),
     /// A gun shot of the receiver's hit: the tick of its command, and whom (a hit
-    /// marker; unreliable).
+    /// marker).
     Hit {
         /// The tick of the command that fired it.
         tick: u64,
@@ -363,11 +363,7 @@ mod rules {
             };
             if let Some((Struck::Player(victim), _)) = hit {
                 let tick = game.tick();
-                let _ = game.send(
-                    p,
-                    Channel::Unreliable,
-                    &DeathmatchNews::Hit { tick, victim },
-                );
+                let _ = game.send(p, Channel::Reliable, &DeathmatchNews::Hit { tick, victim });
                 self.hurt(game, victim, p, GUN_DAMAGE, Weapon::Gun);
             }
         }

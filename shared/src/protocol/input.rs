@@ -104,12 +104,16 @@ impl InputBuffer {
                 }
             } else if t > server_tick.saturating_add(MAX_AHEAD) {
                 self.stats.too_far_ahead += 1;
-            } else if self.pending.contains_key(&t) {
-                self.stats.duplicate += 1;
             } else {
-                self.pending.insert(t, (c, claimed));
-                self.stats.received += 1;
-                self.first = Some(self.first.map_or(t, |f| f.min(t)));
+                match self.pending.entry(t) {
+                    // The first copy stands: its arrival is the command's.
+                    std::collections::btree_map::Entry::Occupied(_) => self.stats.duplicate += 1,
+                    std::collections::btree_map::Entry::Vacant(v) => {
+                        v.insert((c, claimed));
+                        self.stats.received += 1;
+                        self.first = Some(self.first.map_or(t, |f| f.min(t)));
+                    }
+                }
             }
         }
     }

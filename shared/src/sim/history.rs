@@ -122,7 +122,8 @@ impl History {
             Past {
                 id: *id,
                 origin: s.origin,
-                bits: u8::from(s.flags & flags::CROUCHED != 0) * CROUCHED | u8::from(solid) * SOLID,
+                bits: (u8::from(s.flags & flags::CROUCHED != 0) * CROUCHED)
+                    | (u8::from(solid) * SOLID),
             }
         }));
         self.ticks.push_back((world.tick, players));

@@ -11,6 +11,7 @@
 //! ([`Interpolator`]). What to send comes out of [`Client::poll_output`], what happened
 //! out of [`Client::poll_event`].
 
+mod aim;
 mod clock;
 mod launched;
 mod mail;
@@ -139,6 +140,8 @@ struct Play {
     sent_at: BTreeMap<u64, Instant>,
     /// The view the others were drawn at when each recent command was made.
     views: BTreeMap<u64, ShotView>,
+    /// The simulation's working memory for the queries a game makes (see `aim.rs`).
+    scratch: crate::SimScratch,
     /// The other players the newest snapshot showed.
     in_view: BTreeSet<PlayerId>,
     /// The game's things as the newest snapshot showed them.
@@ -488,6 +491,7 @@ impl Client {
             seen_correction: 0,
             sent_at: BTreeMap::new(),
             views: BTreeMap::new(),
+            scratch: crate::SimScratch::new(),
             in_view: BTreeSet::new(),
             game: Default::default(),
             welcome,

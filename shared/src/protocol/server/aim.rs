@@ -255,7 +255,8 @@ fn view_near(usable: &[u64], x: f64) -> ShotView {
 
 /// The first player the ray from `start` to `end` passes through, the map aside, among
 /// those not `shown` at `view` (not the shooter): what a client aims at that it was never
-/// shown. Each box is taken where the player stood at the view's older snapshot.
+/// shown. Each player's box spans where it stood from the view's older snapshot to now
+/// (a place leaked to a cheat is some of that old).
 pub(super) fn unseen_aim(
     sim: &Sim,
     history: &History,
@@ -263,11 +264,19 @@ pub(super) fn unseen_aim(
     shown: &[PlayerId],
     shooter: PlayerId,
     (start, end): (DVec3, DVec3),
-    boxes: &mut Vec<PlayerBox>,
+    (boxes, then): (&mut Vec<PlayerBox>, &mut Vec<PlayerBox>),
 ) -> Option<PlayerId> {
-    let at = ShotView::at(view.from);
     let hidden = |id: PlayerId| id != shooter && shown.binary_search(&id).is_err();
-    history.boxes_at(sim, &at, hidden, boxes);
+    let (_, now) = history.span()?;
+    history.boxes_at(sim, &ShotView::at(view.from), hidden, then);
+    history.boxes_at(sim, &ShotView::at(now), hidden, boxes);
+    let mut thens = then.iter().peekable();
+    for b in boxes.iter_mut() {
+        while thens.next_if(|t| t.id < b.id).is_some() {}
+        if let Some(t) = thens.next_if(|t| t.id == b.id) {
+            b.bounds = b.bounds.union(&t.bounds);
+        }
+    }
     let d = end - start;
     let inv = d.recip();
     boxes

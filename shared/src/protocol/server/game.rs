@@ -426,7 +426,7 @@ impl Game<'_> {
             Some((Struck::Player(_), _)) => None,
             _ => {
                 let (history, ray) = (&server.history, (start, end));
-                let boxes = &mut rewind.boxes;
+                let boxes = (&mut rewind.boxes, &mut rewind.then);
                 super::aim::unseen_aim(sim, history, &view, shown, shooter, ray, boxes)
             }
         };

@@ -109,6 +109,7 @@ struct Conn {
 struct Rewind {
     shown: Vec<PlayerId>,
     boxes: Vec<crate::sim::PlayerBox>,
+    then: Vec<crate::sim::PlayerBox>,
     poses: Vec<crate::mover::Pose>,
 }
 

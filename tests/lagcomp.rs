@@ -1,0 +1,299 @@
+//! Shots judged as the shooter saw them, on the simulated network: honest shooters fire
+//! the deathmatch gun at strafing targets through links of 50, 150 and 300 ms round trip
+//! with loss and jitter, and the server confirms the hits they saw on their own screens
+//! (and none they saw miss); cheaters that claim an older view (backtrack), aim at
+//! players they were never shown (wallshot) or pull the trigger faster than the gun
+//! fires (rapidfire) are flagged and kicked.
+
+mod common;
+
+use common::network_with;
+use expel_shared::deathmatch::{actions, eye, Deathmatch, DeathmatchNews, Triggers, GUN_RANGE};
+use expel_shared::protocol::client::{Client, End, Status, Tamper};
+use expel_shared::protocol::conditioner::LinkConditioner;
+use expel_shared::protocol::predict::Predictor;
+use expel_shared::protocol::simnet::SimNet;
+use expel_shared::protocol::InputMsg;
+use expel_shared::sim::Struck;
+use expel_shared::validate::ViolationKind;
+use expel_shared::{Hull, MoveCommand, Sim};
+use glam::DVec3;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// Clients: shooters first, then targets.
+const SHOOTERS: usize = 2;
+const TARGETS: usize = 2;
+
+/// The yaw and pitch (degrees) that look from `from` at `to`.
+fn aim(from: DVec3, to: DVec3) -> (f64, f64) {
+    let d = to - from;
+    let yaw = d.y.atan2(d.x).to_degrees();
+    let pitch = -(d.z.atan2(d.truncate().length())).to_degrees();
+    (yaw, pitch)
+}
+
+/// One shooter's record.
+#[derive(Default)]
+struct Record {
+    /// The last tick looked at.
+    seen_to: u64,
+    triggers: Triggers,
+    shots: u64,
+    /// Ticks of the shots it saw hit, and of those the server confirmed.
+    hits_seen: BTreeSet<u64>,
+    confirmed: BTreeSet<u64>,
+}
+
+impl Record {
+    /// Looks at the ticks client `c` predicted since the last look: which of them fired
+    /// the gun, and whether each shot hit on its own screen.
+    fn look(&mut self, c: &mut Client) {
+        let (Some(sim), Some(pred)) = (c.sim().cloned(), c.predictor()) else {
+            return;
+        };
+        let rate = f64::from(sim.movement().tick_rate());
+        let now = c.tick();
+        let mut fired = Vec::new();
+        for t in self.seen_to.max(pred.tick().saturating_sub(32)) + 1..=now {
+            let cmd = pred.commands_between(t, t)[0];
+            let (Some(before), true) = (pred.predicted_at(t - 1), pred.ready()) else {
+                continue;
+            };
+            if self.triggers.pull(t, rate, &cmd).gun {
+                fired.push((t, eye(&before), cmd.view().0));
+            }
+        }
+        self.seen_to = now;
+        for (t, from, dir) in fired {
+            self.shots += 1;
+            let end = from + dir * GUN_RANGE;
+            if let Some((Struck::Player(_), _)) = c.trace_seen(t, &Hull::point(), from, end) {
+                self.hits_seen.insert(t);
+            }
+        }
+        while let Some((_, bytes)) = c.poll_message() {
+            if let Ok(DeathmatchNews::Hit { tick, .. }) = postcard::from_bytes(&bytes) {
+                self.confirmed.insert(tick);
+            }
+        }
+    }
+}
+
+/// A link of round trip `rtt_ms` with 5% loss and 20 ms of jitter each way.
+fn link(rtt_ms: f64) -> LinkConditioner {
+    LinkConditioner {
+        loss: 0.05,
+        delay_ms: rtt_ms / 2.0,
+        jitter_ms: 20.0,
+        duplicate: 0.0,
+    }
+}
+
+/// The deathmatch on the arena for `n` clients, each seeing only its `interest` nearest.
+fn deathmatch(n: u32, rtt_ms: f64, interest: usize, seed: u64) -> SimNet {
+    let mut net = network_with(n, link(rtt_ms), seed, |s| s.interest = interest);
+    net.server_mut().set_rules(Box::new(Deathmatch::new()));
+    // Everyone welcomed and playing.
+    net.run(Duration::from_secs(2), &mut |_, _| MoveCommand::default());
+    assert!((0..n as usize).all(|i| net.client(i).welcome().is_some()));
+    net
+}
+
+/// What a shooter does at `tick`: aims at target `t`'s drawn place, off by up to
+/// `spread` units across, and holds the gun's trigger.
+fn shoot(c: &Client, target: u32, spread: f64, tick: u64) -> MoveCommand {
+    let Some(me) = c.local_player() else {
+        return MoveCommand::default();
+    };
+    let others = c.others_drawn(f64::MAX);
+    let Some(t) = others.get(&target) else {
+        return MoveCommand::default();
+    };
+    let from = eye(&me);
+    let to = t.origin + DVec3::new(0.0, 0.0, 10.0);
+    let across = DVec3::new(-(to - from).y, (to - from).x, 0.0).normalize_or_zero();
+    // A slow sweep across the target, so some shots hit and some miss.
+    let off = spread * ((tick as f64) * 0.37).sin();
+    let (yaw, pitch) = aim(from, to + across * off);
+    MoveCommand::new(0.0, 0.0, 0.0, yaw, pitch).with_actions(actions::FIRE, 0)
+}
+
+/// A target's strafe: left and right in turns of half a second.
+fn strafe(tick: u64, i: usize) -> MoveCommand {
+    let side = if (tick / 30 + i as u64).is_multiple_of(2) {
+        1.0
+    } else {
+        -1.0
+    };
+    MoveCommand::new(0.0, side, 0.0, 90.0 * i as f64, 0.0)
+}
+
+/// The player id of client `i`.
+fn id(net: &SimNet, i: usize) -> u32 {
+    net.client(i).welcome().map_or(u32::MAX, |w| w.player_id)
+}
+
+#[test]
+fn hits_the_shooter_saw_are_confirmed_at_every_round_trip() {
+    for (k, rtt) in [50.0, 150.0, 300.0].into_iter().enumerate() {
+        let n = (SHOOTERS + TARGETS) as u32;
+        let mut net = deathmatch(n, rtt, 32, 11 + k as u64);
+        let targets: Vec<u32> = (0..TARGETS).map(|t| id(&net, SHOOTERS + t)).collect();
+        let mut records: Vec<Record> = (0..SHOOTERS).map(|_| Record::default()).collect();
+        for _ in 0..25 * 60 / 4 {
+            net.run(Duration::from_millis(66), &mut |i, c| {
+                let tick = c.tick();
+                if i < SHOOTERS {
+                    shoot(c, targets[i % TARGETS], 24.0, tick)
+                } else {
+                    strafe(tick, i)
+                }
+            });
+            for (i, r) in records.iter_mut().enumerate() {
+                r.look(net.client_mut(i));
+            }
+        }
+        // The last confirmations come home.
+        for _ in 0..20 {
+            net.run(Duration::from_millis(50), &mut |_, _| {
+                MoveCommand::default()
+            });
+            for (i, r) in records.iter_mut().enumerate() {
+                r.look(net.client_mut(i));
+            }
+        }
+        let shots: u64 = records.iter().map(|r| r.shots).sum();
+        let seen: usize = records.iter().map(|r| r.hits_seen.len()).sum();
+        let both: usize = (records.iter())
+            .map(|r| r.hits_seen.intersection(&r.confirmed).count())
+            .sum();
+        let unseen: usize = (records.iter())
+            .map(|r| r.confirmed.difference(&r.hits_seen).count())
+            .sum();
+        let stats = net.server().stats().clone();
+        println!(
+            "rtt {rtt} ms: {shots} shots, {seen} hits seen, {both} confirmed, {unseen} \
+             confirmed unseen; {} judged, {} clamped",
+            stats.shots_judged, stats.shot_views_clamped
+        );
+        assert!(shots >= 300, "{shots} shots");
+        assert!(seen >= 50 && (seen as u64) < shots, "{seen} of {shots}");
+        assert!(
+            both * 100 >= seen * 99,
+            "{both} of {seen} hits seen confirmed"
+        );
+        assert!(
+            unseen as u64 * 200 <= shots,
+            "{unseen} hits confirmed the shooters saw miss, of {shots}"
+        );
+        assert_eq!(
+            stats.violations.iter().sum::<u64>(),
+            0,
+            "{:?}",
+            stats.violations
+        );
+    }
+}
+
+/// Claims views `back` ticks older than it drew (on the snapshots it was sent).
+struct Backtrack {
+    back: u16,
+}
+
+impl Tamper for Backtrack {
+    fn input(&mut self, _: &Sim, _: &Predictor, _: u64, msg: &mut InputMsg) {
+        // 10 to 24 ticks (167 to 400 ms), even: still snapshots it was sent.
+        self.back = if self.back >= 24 { 10 } else { self.back + 2 };
+        for v in &mut msg.views {
+            if v.back > 0 {
+                v.back = v.back.saturating_add(self.back);
+            }
+        }
+    }
+}
+
+/// A cheater's command at a tick, given where the others are (by id) as the server has
+/// them.
+type Cheat<'a> = dyn FnMut(&Client, u64, &[(u32, DVec3)]) -> MoveCommand + 'a;
+
+/// Runs the clients for up to `secs` with cheater 0 doing `cheat`: why it was kicked,
+/// if it was, and the violations of each kind.
+fn cheater(net: &mut SimNet, secs: u64, cheat: &mut Cheat<'_>) -> (Option<String>, Vec<u64>) {
+    // Where the others are, as the server has them (what a leak would give a cheat).
+    let others = |net: &SimNet| -> Vec<(u32, DVec3)> {
+        let w = net.server().world();
+        (1..net.len())
+            .filter_map(|i| w.player(id(net, i)).map(|p| (id(net, i), p.origin())))
+            .collect()
+    };
+    for step in 0..secs * 10 {
+        let places = others(net);
+        net.run(Duration::from_millis(100), &mut |i, c| {
+            let tick = c.tick();
+            if i == 0 {
+                cheat(c, tick, &places)
+            } else {
+                strafe(tick, i)
+            }
+        });
+        if let Status::Ended(End::Kicked(why)) = net.client(0).status() {
+            println!("kicked after {:.1} s: {why}", (step + 1) as f64 / 10.0);
+            let v = net.server().stats().violations.to_vec();
+            return (Some(why.clone()), v);
+        }
+    }
+    (None, net.server().stats().violations.to_vec())
+}
+
+fn count(v: &[u64], kind: ViolationKind) -> u64 {
+    v[ViolationKind::ALL.iter().position(|k| *k == kind).unwrap()]
+}
+
+#[test]
+fn backtrack_wallshot_and_rapidfire_cheaters_are_flagged_and_kicked() {
+    for (k, rtt) in [50.0, 150.0, 300.0].into_iter().enumerate() {
+        let seed = 40 + k as u64;
+        // Backtrack: aims true at a target, claims a view 150 to 400 ms older.
+        let mut net = deathmatch(3, rtt, 32, seed);
+        net.client_mut(0)
+            .set_tamper(Box::new(Backtrack { back: 10 }));
+        let target = id(&net, 1);
+        let (why, v) = cheater(&mut net, 10, &mut |c, tick, _| shoot(c, target, 0.0, tick));
+        let why = why.unwrap_or_else(|| panic!("rtt {rtt}: backtrack not kicked: {v:?}"));
+        assert!(why.contains("backtrack"), "{why}");
+        assert_eq!(
+            count(&v, ViolationKind::Backtrack),
+            v.iter().sum::<u64>(),
+            "{v:?}"
+        );
+        // Wallshot: each client sees only its nearest other; the cheater aims at the one
+        // it is not shown (its place leaked to it), through whatever is between.
+        let mut net = deathmatch(3, rtt, 1, seed);
+        let (why, v) = cheater(&mut net, 10, &mut |c, _, places| {
+            let (Some(me), shown) = (c.local_player(), c.others(f64::MAX)) else {
+                return MoveCommand::default();
+            };
+            let Some((_, hidden)) = places.iter().find(|(p, _)| !shown.contains_key(p)) else {
+                return MoveCommand::default();
+            };
+            let (yaw, pitch) = aim(eye(&me), *hidden + DVec3::new(0.0, 0.0, 10.0));
+            MoveCommand::new(0.0, 0.0, 0.0, yaw, pitch).with_actions(actions::FIRE, 0)
+        });
+        let why = why.unwrap_or_else(|| panic!("rtt {rtt}: wallshot not kicked: {v:?}"));
+        assert!(why.contains("unseen_target"), "{why}");
+        // Rapidfire: the trigger pressed every other tick, faster than the gun fires.
+        let mut net = deathmatch(3, rtt, 32, seed);
+        let target = id(&net, 1);
+        let (why, _) = cheater(&mut net, 10, &mut |c, tick, _| {
+            let cmd = shoot(c, target, 0.0, tick);
+            if tick.is_multiple_of(2) {
+                cmd
+            } else {
+                cmd.with_actions(0, 0)
+            }
+        });
+        let why = why.unwrap_or_else(|| panic!("rtt {rtt}: rapidfire not kicked"));
+        assert!(why.contains("rules"), "{why}");
+    }
+}
