@@ -12,8 +12,9 @@ use expel_shared::deathmatch::{actions, eye, Deathmatch, DeathmatchNews, Trigger
 use expel_shared::protocol::client::{Client, End, Status, Tamper};
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::predict::Predictor;
+use expel_shared::protocol::server::{Game, GameRules, MAX_SHOTS_PER_TICK};
 use expel_shared::protocol::simnet::SimNet;
-use expel_shared::protocol::InputMsg;
+use expel_shared::protocol::{InputMsg, ViewClaim};
 use expel_shared::sim::Struck;
 use expel_shared::validate::ViolationKind;
 use expel_shared::{Hull, MoveCommand, Sim};
@@ -296,4 +297,108 @@ fn backtrack_wallshot_and_rapidfire_cheaters_are_flagged_and_kicked() {
         let why = why.unwrap_or_else(|| panic!("rtt {rtt}: rapidfire not kicked"));
         assert!(why.contains("rules"), "{why}");
     }
+}
+
+/// Rules that judge a thousand shots a tick for every player pressing a button.
+struct Barrage;
+
+impl GameRules for Barrage {
+    fn tick(&mut self, game: &mut Game<'_>) {
+        let players: Vec<u32> = game.players().collect();
+        for p in players {
+            let (Some(cmd), Some(me)) = (game.command(p), game.world().player(p).copied()) else {
+                continue;
+            };
+            if cmd.actions == 0 || !game.command_arrived(p) {
+                continue;
+            }
+            let from = eye(&me);
+            let end = from + cmd.view().0 * GUN_RANGE;
+            for _ in 0..1000 {
+                let _ = game.shot_as_seen(p, &Hull::point(), from, end);
+            }
+        }
+    }
+}
+
+/// Views of every wrong shape: in the future, from before the connection began, absurdly
+/// old, spans past the command.
+struct Absurd {
+    n: u32,
+}
+
+impl Tamper for Absurd {
+    fn input(&mut self, _: &Sim, _: &Predictor, _: u64, msg: &mut InputMsg) {
+        self.n += 1;
+        let n = self.n;
+        for v in &mut msg.views {
+            *v = match n % 4 {
+                0 => ViewClaim {
+                    back: 1,
+                    span: 200,
+                    k: 255,
+                },
+                1 => ViewClaim {
+                    back: u16::MAX,
+                    span: 0,
+                    k: 0,
+                },
+                2 => ViewClaim {
+                    back: 600,
+                    span: 255,
+                    k: 128,
+                },
+                _ => ViewClaim {
+                    back: 3,
+                    span: 0,
+                    k: 7,
+                },
+            };
+        }
+    }
+}
+
+#[test]
+fn absurd_views_are_clamped_and_a_thousand_shots_a_tick_meet_the_budget() {
+    let mut net = network_with(2, link(50.0), 7, |_| {});
+    net.server_mut().set_rules(Box::new(Barrage));
+    net.run(Duration::from_secs(2), &mut |_, _| MoveCommand::default());
+    let fire = MoveCommand::new(0.0, 0.0, 0.0, 0.0, 0.0).with_actions(1, 0);
+    let mut drive = |i: usize, _: &Client| {
+        if i == 0 {
+            fire
+        } else {
+            MoveCommand::default()
+        }
+    };
+    // Honest views, a thousand shots a tick: the budget's eight judged, the rest refused.
+    net.run(Duration::from_secs(2), &mut drive);
+    let stats = net.server().stats().clone();
+    let per_tick = u64::from(MAX_SHOTS_PER_TICK);
+    let ticks = stats.shots_judged / per_tick;
+    println!(
+        "honest: {} judged, {} clamped, {} over the budget",
+        stats.shots_judged, stats.shot_views_clamped, stats.shots_over_budget
+    );
+    assert!(ticks >= 100, "{stats:?}");
+    assert_eq!(stats.shots_judged % per_tick, 0);
+    assert_eq!(stats.shots_over_budget, ticks * (1000 - per_tick));
+    assert_eq!(stats.shot_views_clamped, 0);
+    assert_eq!(stats.violations.iter().sum::<u64>(), 0);
+    // Views of every wrong shape: each clamped, kept up a backtrack; kicked, and the
+    // honest one plays on.
+    net.client_mut(0).set_tamper(Box::new(Absurd { n: 0 }));
+    net.run(Duration::from_secs(3), &mut drive);
+    let after = net.server().stats().clone();
+    println!(
+        "absurd: {} judged, {} clamped",
+        after.shots_judged - stats.shots_judged,
+        after.shot_views_clamped
+    );
+    assert!(after.shot_views_clamped >= 15, "{after:?}");
+    match net.client(0).status() {
+        Status::Ended(End::Kicked(why)) => assert!(why.contains("backtrack"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(*net.client(1).status(), Status::Playing);
 }

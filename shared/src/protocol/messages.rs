@@ -224,14 +224,16 @@ impl ViewClaim {
         fit.unwrap_or_default()
     }
 
-    /// The view claimed for a command of tick `tick` (none for `back` 0).
+    /// The view claimed for a command of tick `tick` (none for `back` 0; one reaching
+    /// back before tick 0 is claimed from tick 0, never a snapshot's).
     pub fn view(&self, tick: u64) -> Option<ShotView> {
-        let from = tick
-            .checked_sub(u64::from(self.back))
-            .filter(|_| self.back > 0)?;
+        if self.back == 0 {
+            return None;
+        }
+        let from = tick.saturating_sub(u64::from(self.back));
         Some(ShotView {
             from,
-            to: from + u64::from(self.span),
+            to: from.saturating_add(u64::from(self.span)),
             k: self.k,
         })
     }
