@@ -295,6 +295,13 @@ fn print_summary(r: &SwarmReport) {
         "cheats: {} attempted, {} detected; honest flagged {}",
         r.cheats_attempted, r.cheaters_detected, r.honest_flagged
     );
+    if r.shots > 0 {
+        println!(
+            "shots: {} fired, {} hits seen on the shooters' screens, {} of them confirmed, {} \
+             confirmed that they saw miss",
+            r.shots, r.hits_seen, r.hits_confirmed, r.hits_confirmed_unseen
+        );
+    }
     println!(
         "server: tick p50 {} ms, p99 {} ms, max {} ms; cpu {} %, {} ms per player-second with everyone on",
         opt(r.server_tick_ms_p50),

@@ -8,18 +8,17 @@
 mod common;
 
 use common::network_with;
-use expel_shared::deathmatch::{actions, eye, Deathmatch, DeathmatchNews, Triggers, GUN_RANGE};
+use expel_bots::ShotRecord;
+use expel_shared::deathmatch::{actions, eye, Deathmatch, GUN_RANGE};
 use expel_shared::protocol::client::{Client, End, Status, Tamper};
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::predict::Predictor;
 use expel_shared::protocol::server::{Game, GameRules, MAX_SHOTS_PER_TICK};
 use expel_shared::protocol::simnet::SimNet;
 use expel_shared::protocol::{InputMsg, ViewClaim};
-use expel_shared::sim::Struck;
 use expel_shared::validate::ViolationKind;
 use expel_shared::{Hull, MoveCommand, Sim};
 use glam::DVec3;
-use std::collections::BTreeSet;
 use std::time::Duration;
 
 /// Clients: shooters first, then targets.
@@ -32,53 +31,6 @@ fn aim(from: DVec3, to: DVec3) -> (f64, f64) {
     let yaw = d.y.atan2(d.x).to_degrees();
     let pitch = -(d.z.atan2(d.truncate().length())).to_degrees();
     (yaw, pitch)
-}
-
-/// One shooter's record.
-#[derive(Default)]
-struct Record {
-    /// The last tick looked at.
-    seen_to: u64,
-    triggers: Triggers,
-    shots: u64,
-    /// Ticks of the shots it saw hit, and of those the server confirmed.
-    hits_seen: BTreeSet<u64>,
-    confirmed: BTreeSet<u64>,
-}
-
-impl Record {
-    /// Looks at the ticks client `c` predicted since the last look: which of them fired
-    /// the gun, and whether each shot hit on its own screen.
-    fn look(&mut self, c: &mut Client) {
-        let (Some(sim), Some(pred)) = (c.sim().cloned(), c.predictor()) else {
-            return;
-        };
-        let rate = f64::from(sim.movement().tick_rate());
-        let now = c.tick();
-        let mut fired = Vec::new();
-        for t in self.seen_to.max(pred.tick().saturating_sub(32)) + 1..=now {
-            let cmd = pred.commands_between(t, t)[0];
-            let (Some(before), true) = (pred.predicted_at(t - 1), pred.ready()) else {
-                continue;
-            };
-            if self.triggers.pull(t, rate, &cmd).gun {
-                fired.push((t, eye(&before), cmd.view().0));
-            }
-        }
-        self.seen_to = now;
-        for (t, from, dir) in fired {
-            self.shots += 1;
-            let end = from + dir * GUN_RANGE;
-            if let Some((Struck::Player(_), _)) = c.trace_seen(t, &Hull::point(), from, end) {
-                self.hits_seen.insert(t);
-            }
-        }
-        while let Some((_, bytes)) = c.poll_message() {
-            if let Ok(DeathmatchNews::Hit { tick, .. }) = postcard::from_bytes(&bytes) {
-                self.confirmed.insert(tick);
-            }
-        }
-    }
 }
 
 /// A link of round trip `rtt_ms` with 5% loss and 20 ms of jitter each way.
@@ -141,7 +93,7 @@ fn hits_the_shooter_saw_are_confirmed_at_every_round_trip() {
         let n = (SHOOTERS + TARGETS) as u32;
         let mut net = deathmatch(n, rtt, 32, 11 + k as u64);
         let targets: Vec<u32> = (0..TARGETS).map(|t| id(&net, SHOOTERS + t)).collect();
-        let mut records: Vec<Record> = (0..SHOOTERS).map(|_| Record::default()).collect();
+        let mut records: Vec<ShotRecord> = (0..SHOOTERS).map(|_| ShotRecord::default()).collect();
         for _ in 0..25 * 60 / 4 {
             net.run(Duration::from_millis(66), &mut |i, c| {
                 let tick = c.tick();
@@ -164,14 +116,10 @@ fn hits_the_shooter_saw_are_confirmed_at_every_round_trip() {
                 r.look(net.client_mut(i));
             }
         }
-        let shots: u64 = records.iter().map(|r| r.shots).sum();
-        let seen: usize = records.iter().map(|r| r.hits_seen.len()).sum();
-        let both: usize = (records.iter())
-            .map(|r| r.hits_seen.intersection(&r.confirmed).count())
-            .sum();
-        let unseen: usize = (records.iter())
-            .map(|r| r.confirmed.difference(&r.hits_seen).count())
-            .sum();
+        let shots: u64 = records.iter().map(|r| r.shots()).sum();
+        let seen: u64 = records.iter().map(|r| r.hits_seen()).sum();
+        let both: u64 = records.iter().map(|r| r.hits_confirmed()).sum();
+        let unseen: u64 = records.iter().map(|r| r.hits_confirmed_unseen()).sum();
         let stats = net.server().stats().clone();
         println!(
             "rtt {rtt} ms: {shots} shots, {seen} hits seen, {both} confirmed, {unseen} \
@@ -179,13 +127,13 @@ fn hits_the_shooter_saw_are_confirmed_at_every_round_trip() {
             stats.shots_judged, stats.shot_views_clamped
         );
         assert!(shots >= 300, "{shots} shots");
-        assert!(seen >= 50 && (seen as u64) < shots, "{seen} of {shots}");
+        assert!(seen >= 50 && seen < shots, "{seen} of {shots}");
         assert!(
             both * 100 >= seen * 99,
             "{both} of {seen} hits seen confirmed"
         );
         assert!(
-            unseen as u64 * 200 <= shots,
+            unseen * 200 <= shots,
             "{unseen} hits confirmed the shooters saw miss, of {shots}"
         );
         assert_eq!(

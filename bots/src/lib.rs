@@ -13,6 +13,7 @@ mod light;
 pub mod metrics;
 mod report;
 mod run;
+mod shots;
 
 pub use cheats::{run_cheating, CheatState, CheatTamper, Cheats};
 use expel_client::{
@@ -29,6 +30,7 @@ pub use report::{
 };
 pub use run::{percentile, run, Gunner, Recorder, RunOptions, RunReport, Script};
 use serde::Serialize;
+pub use shots::ShotRecord;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

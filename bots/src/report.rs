@@ -187,6 +187,14 @@ pub struct SwarmReport {
     pub cheaters_detected: u64,
     /// Honest bots the server flagged.
     pub honest_flagged: u64,
+    /// Honest predicting bots' gun shots (with `--fire`).
+    pub shots: u64,
+    /// Of those, hits the shooters saw on their own screens.
+    pub hits_seen: u64,
+    /// Of those, hits the server confirmed (lag compensation agreeing with the screen).
+    pub hits_confirmed: u64,
+    /// Hits the server confirmed that the shooters saw miss.
+    pub hits_confirmed_unseen: u64,
     /// Server tick time, median over the run, ms (from its metrics).
     pub server_tick_ms_p50: Option<f64>,
     /// Server tick time, 99th percentile, ms.
@@ -254,6 +262,10 @@ pub fn summarize(
         cheats_attempted: 0,
         cheaters_detected: 0,
         honest_flagged: 0,
+        shots: 0,
+        hits_seen: 0,
+        hits_confirmed: 0,
+        hits_confirmed_unseen: 0,
         server_tick_ms_p50: server.and_then(|s| s.tick_ms(0.5)),
         server_tick_ms_p99: server.and_then(|s| s.tick_ms(0.99)),
         server_tick_ms_max: server.and_then(|s| s.tick_ms_max()),
@@ -311,6 +323,10 @@ pub fn summarize(
                 honest_min += secs / 60.0;
                 r.unexplained_corrections += rep.stats.unexplained_corrections;
                 r.honest_flagged += flagged as u64;
+                r.shots += rep.shots;
+                r.hits_seen += rep.hits_seen;
+                r.hits_confirmed += rep.hits_confirmed;
+                r.hits_confirmed_unseen += rep.hits_confirmed_unseen;
             }
             Some(k) => {
                 cheat_corr += rep.stats.predict.corrections;

@@ -39,6 +39,14 @@ pub struct RunReport {
     pub snapshots_per_s: f64,
     /// Seconds from the start until the session ended.
     pub ended_after: f64,
+    /// Gun shots fired (a predicting bot that shoots; see [`crate::ShotRecord`]).
+    pub shots: u64,
+    /// Of those, hits it saw on its own screen.
+    pub hits_seen: u64,
+    /// Of those, hits the server confirmed.
+    pub hits_confirmed: u64,
+    /// Hits the server confirmed that it saw miss.
+    pub hits_confirmed_unseen: u64,
 }
 
 impl RunReport {
@@ -156,6 +164,10 @@ impl Recorder {
                 _ => 0.0,
             },
             ended_after,
+            shots: 0,
+            hits_seen: 0,
+            hits_confirmed: 0,
+            hits_confirmed_unseen: 0,
             stats: st,
         }
     }
@@ -355,6 +367,8 @@ pub async fn run(
         s.set_launcher(Box::new(expel_shared::deathmatch::RocketLauncher::default()));
     }
     let mut script = Script::new(driver).with_gunner(gunner);
+    // A predicting shooter counts its shots and the hits it saw and the server confirmed.
+    let mut shots = (opts.fire && !opts.light).then(crate::ShotRecord::default);
     let mut recorder = Recorder::new(&s);
     loop {
         let now = Instant::now();
@@ -369,13 +383,22 @@ pub async fn run(
         }
         s.update_with(now, &mut |tick, st| script.command(tick, st, now));
         recorder.update(&s);
+        if let Some(r) = shots.as_mut() {
+            r.look(s.machine());
+        }
         let wake = s
             .next_wake()
             .unwrap_or(now + Duration::from_millis(5))
             .min(deadline);
         s.wait(wake).await;
     }
-    let report = recorder.finish(&s, started, &stats0);
+    let mut report = recorder.finish(&s, started, &stats0);
+    if let Some(r) = shots {
+        report.shots = r.shots();
+        report.hits_seen = r.hits_seen();
+        report.hits_confirmed = r.hits_confirmed();
+        report.hits_confirmed_unseen = r.hits_confirmed_unseen();
+    }
     s.close("done").await;
     Ok(report)
 }

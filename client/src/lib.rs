@@ -385,6 +385,12 @@ impl Session {
         self.transport.stats()
     }
 
+    /// The protocol machine underneath, for what this shell does not wrap (a shot's
+    /// trace as this client drew it: `trace_seen`; diagnostics).
+    pub fn machine(&mut self) -> &mut Client {
+        &mut self.machine
+    }
+
     /// Makes this client misbehave (the bots' cheaters, to test a server's validation;
     /// only with the `cheats` feature, never in a game's build).
     #[cfg(feature = "cheats")]

@@ -1,0 +1,84 @@
+//! A shooting bot's own count of its gun's shots: which ticks fired (the rules' own
+//! triggers run on its commands), which of those hit on its own screen (the client's
+//! trace at the view the command was made at, the one the server judges it by), and
+//! which the server confirmed (deathmatch's hit markers).
+
+use expel_shared::deathmatch::{eye, DeathmatchNews, Triggers, GUN_RANGE};
+use expel_shared::protocol::channel::decode_message;
+use expel_shared::protocol::client::Client;
+use expel_shared::sim::Struck;
+use expel_shared::Hull;
+use std::collections::BTreeSet;
+
+/// Ticks looked back at most when the bot was away.
+const LOOK_BACK: u64 = 32;
+
+/// One bot's shots.
+#[derive(Debug, Default)]
+pub struct ShotRecord {
+    /// The last tick looked at.
+    seen_to: u64,
+    triggers: Triggers,
+    shots: u64,
+    /// Ticks of the shots it saw hit, and of those the server confirmed hit.
+    hits_seen: BTreeSet<u64>,
+    confirmed: BTreeSet<u64>,
+}
+
+impl ShotRecord {
+    /// Looks at the ticks `c` predicted since the last look (which fired the gun, and
+    /// whether each shot hit on its screen) and at the hit markers that came. Other
+    /// messages of the game's are read and dropped.
+    pub fn look(&mut self, c: &mut Client) {
+        let (Some(sim), Some(pred)) = (c.sim().cloned(), c.predictor()) else {
+            return;
+        };
+        let rate = f64::from(sim.movement().tick_rate());
+        let now = c.tick();
+        let mut fired = Vec::new();
+        if pred.ready() {
+            for t in self.seen_to.max(now.saturating_sub(LOOK_BACK)) + 1..=now {
+                let cmd = pred.commands_between(t, t)[0];
+                let Some(before) = pred.predicted_at(t - 1) else {
+                    continue;
+                };
+                if self.triggers.pull(t, rate, &cmd).gun {
+                    fired.push((t, eye(&before), cmd.view().0));
+                }
+            }
+        }
+        self.seen_to = now;
+        for (t, from, dir) in fired {
+            self.shots += 1;
+            let end = from + dir * GUN_RANGE;
+            if let Some((Struck::Player(_), _)) = c.trace_seen(t, &Hull::point(), from, end) {
+                self.hits_seen.insert(t);
+            }
+        }
+        while let Some((_, bytes)) = c.poll_message() {
+            if let Ok(DeathmatchNews::Hit { tick, .. }) = decode_message(&bytes) {
+                self.confirmed.insert(tick);
+            }
+        }
+    }
+
+    /// Gun shots fired.
+    pub fn shots(&self) -> u64 {
+        self.shots
+    }
+
+    /// Shots it saw hit on its own screen.
+    pub fn hits_seen(&self) -> u64 {
+        self.hits_seen.len() as u64
+    }
+
+    /// Of those, the ones the server confirmed.
+    pub fn hits_confirmed(&self) -> u64 {
+        self.hits_seen.intersection(&self.confirmed).count() as u64
+    }
+
+    /// Hits the server confirmed that it saw miss.
+    pub fn hits_confirmed_unseen(&self) -> u64 {
+        self.confirmed.difference(&self.hits_seen).count() as u64
+    }
+}
