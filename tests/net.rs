@@ -141,6 +141,7 @@ async fn through_loss_delay_jitter_and_duplication_predictions_converge() {
             seed: 7,
             light: false,
             fire: false,
+            ..RunOptions::default()
         },
     )
     .await

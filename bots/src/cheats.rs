@@ -28,6 +28,31 @@ pub struct Cheats {
     pub speed: f64,
     /// Rise at this many units per second, never on the ground (0: honest).
     pub fly: f64,
+    /// Claim views 10 to 24 ticks older than drawn (see [`BACKTRACK_TICKS`]).
+    pub backtrack: bool,
+    /// Aim at players it is not shown, from the swarm's leak ([`leak`]).
+    pub wallshot: bool,
+    /// Press the gun's trigger every other tick.
+    pub rapidfire: bool,
+}
+
+/// How much older than drawn a backtrack cheat claims its views, ticks (at 60 Hz, 167 to
+/// 400 ms; even, so still snapshots it was sent when they come every second tick).
+pub const BACKTRACK_TICKS: (u16, u16) = (10, 24);
+
+/// Where the swarm's players stand, each bot's own as it predicts it: what a wallshot
+/// cheat is leaked (a swarm colluding, as an ESP would). Filled only while a wallshot
+/// cheater plays ([`leaking`]).
+pub fn leak() -> &'static std::sync::Mutex<BTreeMap<u32, DVec3>> {
+    static LEAK: std::sync::Mutex<BTreeMap<u32, DVec3>> = std::sync::Mutex::new(BTreeMap::new());
+    &LEAK
+}
+
+/// Whether a wallshot cheater plays in this process (the others then publish their
+/// places to [`leak`]).
+pub fn leaking() -> &'static std::sync::atomic::AtomicBool {
+    static LEAKING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    &LEAKING
 }
 
 impl Default for Cheats {
@@ -39,6 +64,9 @@ impl Default for Cheats {
             teleport: None,
             speed: 1.0,
             fly: 0.0,
+            backtrack: false,
+            wallshot: false,
+            rapidfire: false,
         }
     }
 }
@@ -118,6 +146,7 @@ pub async fn run_cheating(
         session.set_tamper(Box::new(CheatTamper::new(cheats, began.clone())));
     }
     let rate = f64::from(session.welcome.tick_rate().max(1));
+    let opts = RunOptions { cheats, ..opts };
     let report = crate::run(session, driver, opts).await?;
     let at = began.load(Relaxed);
     Ok((report, (at > 0).then(|| at as f64 / rate)))
@@ -135,6 +164,8 @@ pub struct CheatTamper {
     /// Messages tampered with so far, and how many there were when the cheat began (0:
     /// not yet).
     calls: u64,
+    /// Ticks the backtrack cheat claims last.
+    back: u16,
     began: Arc<AtomicU64>,
     /// The honest tick period, seconds.
     base: f64,
@@ -149,6 +180,7 @@ impl CheatTamper {
             state: CheatState::default(),
             sent: BTreeMap::new(),
             calls: 0,
+            back: BACKTRACK_TICKS.0,
             began,
             base: 1.0 / 60.0,
         }
@@ -161,6 +193,21 @@ impl expel_shared::protocol::client::Tamper for CheatTamper {
         self.calls += 1;
         if self.cheats.clock_factor != 1.0 && self.began.load(Relaxed) == 0 {
             self.began.store(self.calls, Relaxed);
+        }
+        let cheating = self.calls > self.cheats.after_ticks;
+        if self.cheats.backtrack && cheating && !msg.views.is_empty() {
+            let (least, most) = BACKTRACK_TICKS;
+            self.back = if self.back >= most {
+                least
+            } else {
+                self.back + 2
+            };
+            for v in msg.views.iter_mut().filter(|v| v.back > 0) {
+                v.back = v.back.saturating_add(self.back);
+            }
+            if self.began.load(Relaxed) == 0 {
+                self.began.store(self.calls, Relaxed);
+            }
         }
         if !self.cheats.moves() || msg.predicted.is_none() {
             return;

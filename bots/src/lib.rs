@@ -85,16 +85,26 @@ pub enum CheatKind {
     Fly,
     /// A clock 25 % fast (a speedhack on the command stream).
     Timing,
+    /// Claims to have drawn the others 150 to 400 ms further back than it did (shoots
+    /// where they were).
+    Backtrack,
+    /// Shoots at players it was never shown, their places leaked to it by the swarm.
+    Wallshot,
+    /// Pulls the gun's trigger every other tick, faster than it fires.
+    Rapidfire,
 }
 
 impl CheatKind {
     /// Every cheat, as the command line names them.
-    pub const ALL: [(&'static str, CheatKind); 5] = [
+    pub const ALL: [(&'static str, CheatKind); 8] = [
         ("noclip", CheatKind::Noclip),
         ("teleport", CheatKind::Teleport),
         ("speed", CheatKind::Speed),
         ("fly", CheatKind::Fly),
         ("timing", CheatKind::Timing),
+        ("backtrack", CheatKind::Backtrack),
+        ("wallshot", CheatKind::Wallshot),
+        ("rapidfire", CheatKind::Rapidfire),
     ];
 
     /// By name.
@@ -128,7 +138,27 @@ impl CheatKind {
                 clock_factor: 1.25,
                 ..c
             },
+            CheatKind::Backtrack => Cheats {
+                backtrack: true,
+                ..c
+            },
+            CheatKind::Wallshot => Cheats {
+                wallshot: true,
+                ..c
+            },
+            CheatKind::Rapidfire => Cheats {
+                rapidfire: true,
+                ..c
+            },
         }
+    }
+
+    /// Whether it is a cheat of shooting (the bot shoots, whatever `--fire` says).
+    pub fn shoots(self) -> bool {
+        matches!(
+            self,
+            CheatKind::Backtrack | CheatKind::Wallshot | CheatKind::Rapidfire
+        )
     }
 }
 
@@ -440,6 +470,7 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
                     buffer_ticks: o.buffer_ticks,
                     light: o.light,
                     fire: o.fire,
+                    cheats: Cheats::default(),
                 };
                 let cheats =
                     cheat.map_or_else(Cheats::default, |k| k.cheats((o.cheat_after * rate) as u64));

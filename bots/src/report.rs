@@ -331,7 +331,11 @@ pub fn summarize(
             Some(k) => {
                 cheat_corr += rep.stats.predict.corrections;
                 cheat_min += secs / 60.0;
-                let began = k == CheatKind::Timing || o.cheating_after.is_some();
+                // The clock's cheat and the gunner's begin with the run (no tamper marks them).
+                let began = matches!(
+                    k,
+                    CheatKind::Timing | CheatKind::Wallshot | CheatKind::Rapidfire
+                ) || o.cheating_after.is_some();
                 let detected = flagged || rep.kicked;
                 r.cheats_attempted += began as u64;
                 r.cheaters_detected += detected as u64;

@@ -198,6 +198,8 @@ pub struct RunOptions {
     /// Shoots (deathmatch's buttons): at the nearest player it sees, or, playing light
     /// (it decodes no other players), along its heading.
     pub fire: bool,
+    /// The cheats it runs (the shooting ones are its gunner's and its views').
+    pub cheats: crate::Cheats,
 }
 
 impl Default for RunOptions {
@@ -209,6 +211,7 @@ impl Default for RunOptions {
             seed: 1,
             light: false,
             fire: false,
+            cheats: crate::Cheats::default(),
         }
     }
 }
@@ -221,6 +224,9 @@ pub struct Gunner {
     n: u32,
     /// Where the nearest player it sees stands, if any.
     target: Option<DVec3>,
+    /// Its shooting cheats, from tick `start + cheats.after_ticks` on.
+    cheats: crate::Cheats,
+    start: Option<u64>,
 }
 
 /// How far a bot looks for someone to shoot, units.
@@ -229,7 +235,40 @@ const SIGHT: f64 = 2048.0;
 impl Gunner {
     /// Bot `n`'s.
     pub fn new(n: u32) -> Gunner {
-        Gunner { n, target: None }
+        Gunner {
+            n,
+            ..Gunner::default()
+        }
+    }
+
+    /// The gunner cheating as `cheats` says (wallshot, rapidfire).
+    pub fn with_cheats(mut self, cheats: crate::Cheats) -> Gunner {
+        self.cheats = cheats;
+        self
+    }
+
+    /// A wallshot cheat's look: the nearest of the swarm's leaked places (`leaked`, by
+    /// player) of a player it is not shown (`shown`), whatever is between.
+    pub fn look_leaked(
+        &mut self,
+        me: Option<(u32, DVec3)>,
+        shown: &std::collections::BTreeMap<u32, DVec3>,
+        leaked: &std::collections::BTreeMap<u32, DVec3>,
+    ) {
+        let Some((id, at)) = me else {
+            self.target = None;
+            return;
+        };
+        self.target = (leaked.iter())
+            .filter(|(p, _)| **p != id && !shown.contains_key(p))
+            .map(|(_, o)| *o)
+            .min_by(|a, b| a.distance(at).total_cmp(&b.distance(at)));
+    }
+
+    /// Whether its cheats are on by `tick`.
+    fn cheating(&mut self, tick: u64) -> bool {
+        let start = *self.start.get_or_insert(tick);
+        tick >= start + self.cheats.after_ticks
     }
 
     /// The nearest of `others` within sight that the map's own trace from `me`'s eyes
@@ -262,10 +301,23 @@ impl Gunner {
     /// rocket every three seconds; without a target, now and then along its heading.
     /// (Perfect aim held on the trigger fragged every bot three times a second at 200
     /// bots: a crowd teleporting to its spawn points, nothing like a game.)
-    pub fn arm(&self, tick: u64, me: Option<&PlayerState>, mut cmd: MoveCommand) -> MoveCommand {
+    pub fn arm(
+        &mut self,
+        tick: u64,
+        me: Option<&PlayerState>,
+        mut cmd: MoveCommand,
+    ) -> MoveCommand {
         use expel_shared::deathmatch::{actions, EYE_HEIGHT};
         let turn = (tick + u64::from(self.n) * 17) % 180;
-        let burst = turn < 30 || (90..120).contains(&turn);
+        let cheating = self.cheating(tick);
+        let burst = if cheating && self.cheats.rapidfire {
+            // Pressed every other tick, faster than the gun fires.
+            tick.is_multiple_of(2)
+        } else if cheating && self.cheats.wallshot {
+            true
+        } else {
+            turn < 30 || (90..120).contains(&turn)
+        };
         let rocket = if turn == 60 { actions::ROCKET } else { 0 };
         match (self.target, me) {
             (Some(t), Some(me)) => {
@@ -340,7 +392,7 @@ impl<D: FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand>> Script<D> {
         if next.is_none() {
             self.done = Some(now);
         }
-        match &self.gunner {
+        match &mut self.gunner {
             Some(g) => next.map(|c| g.arm(tick, state, c)),
             None => next,
         }
@@ -361,14 +413,20 @@ pub async fn run(
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(opts.seconds.max(0.0));
     let stats0 = s.transport();
-    let gunner = opts.fire.then(|| Gunner::new(opts.seed as u32));
-    if opts.fire && !opts.light {
+    let cheats = opts.cheats;
+    let shooting = cheats.backtrack || cheats.wallshot || cheats.rapidfire;
+    let gunner = (opts.fire || shooting).then(|| Gunner::new(opts.seed as u32).with_cheats(cheats));
+    if cheats.wallshot {
+        crate::cheats::leaking().store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    let me = s.welcome.player_id;
+    if (opts.fire || shooting) && !opts.light {
         // A predicting bot sees its own rockets at once, as a player would.
         s.set_launcher(Box::new(expel_shared::deathmatch::RocketLauncher::default()));
     }
     let mut script = Script::new(driver).with_gunner(gunner);
     // A predicting shooter counts its shots and the hits it saw and the server confirmed.
-    let mut shots = (opts.fire && !opts.light).then(crate::ShotRecord::default);
+    let mut shots = ((opts.fire || shooting) && !opts.light).then(crate::ShotRecord::default);
     let mut recorder = Recorder::new(&s);
     loop {
         let now = Instant::now();
@@ -378,8 +436,24 @@ pub async fn run(
         if let Status::Ended(_) = s.status() {
             break;
         }
+        let leaking = crate::cheats::leaking().load(std::sync::atomic::Ordering::Relaxed);
+        if let (true, Some(at)) = (leaking, s.display_origin()) {
+            // The swarm colludes: where each stands, for the wallshot cheater.
+            crate::cheats::leak()
+                .lock()
+                .map(|mut l| l.insert(me, at))
+                .ok();
+        }
         if let Some(g) = script.gunner.as_mut() {
-            g.look(&s.sim, s.display_origin(), s.others(now).into_values());
+            if cheats.wallshot && g.cheating(s.tick()) {
+                let leaked = crate::cheats::leak()
+                    .lock()
+                    .map(|l| l.clone())
+                    .unwrap_or_default();
+                g.look_leaked(s.display_origin().map(|a| (me, a)), &s.others(now), &leaked);
+            } else {
+                g.look(&s.sim, s.display_origin(), s.others(now).into_values());
+            }
         }
         s.update_with(now, &mut |tick, st| script.command(tick, st, now));
         recorder.update(&s);

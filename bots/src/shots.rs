@@ -1,7 +1,10 @@
 //! A shooting bot's own count of its gun's shots: which ticks fired (the rules' own
 //! triggers run on its commands), which of those hit on its own screen (the client's
 //! trace at the view the command was made at, the one the server judges it by), and
-//! which the server confirmed (deathmatch's hit markers).
+//! which the server confirmed (deathmatch's hit markers). A shot fired after the rules
+//! had moved the bot (fragged and respawned it) and before it learned of it left, as the
+//! server judges it, from where the bot no longer was: such shots are counted apart
+//! (`misplaced`), not among the hits it saw.
 
 use expel_shared::deathmatch::{eye, DeathmatchNews, Triggers, GUN_RANGE};
 use expel_shared::protocol::channel::decode_message;
@@ -23,6 +26,11 @@ pub struct ShotRecord {
     /// Ticks of the shots it saw hit, and of those the server confirmed hit.
     hits_seen: BTreeSet<u64>,
     confirmed: BTreeSet<u64>,
+    /// Ticks of recent shots, and of those fired from where it no longer was.
+    fired: BTreeSet<u64>,
+    misplaced: BTreeSet<u64>,
+    /// The newest tick the rules moved it, as last seen.
+    moved: u64,
 }
 
 impl ShotRecord {
@@ -39,7 +47,7 @@ impl ShotRecord {
         if pred.ready() {
             for t in self.seen_to.max(now.saturating_sub(LOOK_BACK)) + 1..=now {
                 let cmd = pred.commands_between(t, t)[0];
-                let Some(before) = pred.predicted_at(t - 1) else {
+                let Some(before) = c.made_from(t) else {
                     continue;
                 };
                 if self.triggers.pull(t, rate, &cmd).gun {
@@ -50,9 +58,24 @@ impl ShotRecord {
         self.seen_to = now;
         for (t, from, dir) in fired {
             self.shots += 1;
+            self.fired.insert(t);
+            if t > LOOK_BACK * 8 {
+                self.fired = self.fired.split_off(&(t - LOOK_BACK * 8));
+            }
             let end = from + dir * GUN_RANGE;
             if let Some((Struck::Player(_), _)) = c.trace_seen(t, &Hull::point(), from, end) {
                 self.hits_seen.insert(t);
+            }
+        }
+        // Moved by the rules at `m` (learned only now): the shots since left from
+        // elsewhere than it had itself.
+        let m = c.stats().last_moved;
+        if m > self.moved {
+            self.moved = m;
+            let after: Vec<u64> = self.fired.range(m..).copied().collect();
+            for t in after {
+                self.hits_seen.remove(&t);
+                self.misplaced.insert(t);
             }
         }
         while let Some((_, bytes)) = c.poll_message() {
@@ -77,8 +100,16 @@ impl ShotRecord {
         self.hits_seen.intersection(&self.confirmed).count() as u64
     }
 
-    /// Hits the server confirmed that it saw miss.
+    /// Hits the server confirmed that it saw miss (shots it fired from where it no
+    /// longer was aside).
     pub fn hits_confirmed_unseen(&self) -> u64 {
-        self.confirmed.difference(&self.hits_seen).count() as u64
+        (self.confirmed.difference(&self.hits_seen))
+            .filter(|t| !self.misplaced.contains(t))
+            .count() as u64
+    }
+
+    /// Shots fired after the rules had moved it (a respawn) and before it knew.
+    pub fn misplaced(&self) -> u64 {
+        self.misplaced.len() as u64
     }
 }

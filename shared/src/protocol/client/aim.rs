@@ -7,6 +7,7 @@
 use super::Client;
 use crate::collision::hull::Hull;
 use crate::collision::Hit;
+use crate::movement::PlayerState;
 use crate::sim::{PlayerBox, ShotView, Struck};
 use glam::DVec3;
 
@@ -14,7 +15,13 @@ impl Client {
     /// The view the others were drawn at when the command for `tick` was made (while it
     /// is recent).
     pub fn view_of(&self, tick: u64) -> Option<ShotView> {
-        self.play.as_ref()?.views.get(&tick).copied()
+        Some(self.play.as_ref()?.views.get(&tick)?.0)
+    }
+
+    /// Our player as predicted when the command for `tick` was made (a shot of that
+    /// command leaves from there), while it is recent.
+    pub fn made_from(&self, tick: u64) -> Option<PlayerState> {
+        Some(self.play.as_ref()?.views.get(&tick)?.1)
     }
 
     /// The other players' boxes as this client drew them at `view` (empty once its

@@ -138,8 +138,9 @@ struct Play {
     span: Option<(u64, u64)>,
     seen_correction: u64,
     sent_at: BTreeMap<u64, Instant>,
-    /// The view the others were drawn at when each recent command was made.
-    views: BTreeMap<u64, ShotView>,
+    /// The view the others were drawn at when each recent command was made, and our
+    /// player as predicted then (what a shot of that command leaves from).
+    views: BTreeMap<u64, (ShotView, PlayerState)>,
     /// The simulation's working memory for the queries a game makes (see `aim.rs`).
     scratch: crate::SimScratch,
     /// The other players the newest snapshot showed.
@@ -571,8 +572,8 @@ impl Client {
             }
             let cmd = self.input;
             let predicted = p.predictor.command(tick, cmd);
-            if let Some(v) = p.interp.view(drawn_at) {
-                p.views.insert(tick, v);
+            if let (Some(v), Some(b)) = (p.interp.view(drawn_at), before) {
+                p.views.insert(tick, (v, b));
             }
             let (launched, events) = (&mut self.launched, &mut self.events);
             launched.tick(&p.sim, &p.predictor, tick, before.as_ref(), &cmd, events);
@@ -602,7 +603,7 @@ impl Client {
             };
             let commands = &msg.commands;
             if commands.iter().any(|c| c.actions != 0) {
-                let view = |t: u64| ViewClaim::of(t, p.views.get(&t));
+                let view = |t: u64| ViewClaim::of(t, p.views.get(&t).map(|v| &v.0));
                 msg.views = (first..=tick).map(view).collect();
             }
             if let Some(t) = self.tamper.as_mut() {
@@ -708,6 +709,7 @@ impl Client {
         st.final_state = Some(snap.own);
         st.input_lead = snap.feedback.input_lead;
         st.last_contact = st.last_contact.max(snap.feedback.contact);
+        st.last_moved = st.last_moved.max(snap.feedback.moved);
         st.inputs_missed = st.inputs_missed.max(snap.feedback.missed_total);
         let every = u64::from((p.welcome.tick_rate() / p.welcome.snapshot_rate.max(1)).max(1));
         if let Some((a, b)) = p.span {

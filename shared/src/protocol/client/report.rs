@@ -189,6 +189,8 @@ pub struct ClientStats {
     /// The newest tick on which the server's move of our player touched another player
     /// (0: never).
     pub last_contact: u64,
+    /// The newest tick on which the game's rules moved our player (a respawn; 0: never).
+    pub last_moved: u64,
     /// Ticks the server had no command (or claim) from us, as it last said.
     pub inputs_missed: u64,
     /// The farthest east (largest x) the server ever held our player.

@@ -38,6 +38,14 @@ const FLAG_AFTER: usize = 5;
 /// Trips (ticks from a snapshot to the input that acknowledged it) the floor is the
 /// least of.
 const TRIPS: usize = 48;
+/// How far from where the server has the shooter a shot may leave from where the
+/// shooter's own client had itself (its prediction, off after a brush with another
+/// player), units: within this, and with nothing solid between, the shot leaves from
+/// where the shooter saw itself.
+pub const SHOOTER_SLACK: f64 = 32.0;
+/// Reported places kept.
+const REPORTED: usize = 64;
+
 /// Refusals by the game's rules a second, kept up over [`REFUSAL_SECONDS`], that flag a
 /// player (a human mashing a trigger while it reloads makes a few).
 const REFUSALS_PER_SECOND: u64 = 10;
@@ -61,6 +69,8 @@ pub(super) struct Aim {
     judged: u32,
     /// Ticks of the rules' recent refusals.
     refusals: VecDeque<u64>,
+    /// Where the client reported it stood after recent ticks (its own prediction).
+    reported: VecDeque<(u64, [i32; 3])>,
 }
 
 /// What the check of a shot's view found.
@@ -110,6 +120,28 @@ impl Aim {
                 ),
             }
         })
+    }
+
+    /// The client reported standing at `origin` after tick `tick`.
+    pub(super) fn reported(&mut self, tick: u64, origin: [i32; 3]) {
+        if self.reported.back().is_some_and(|(t, _)| *t >= tick) {
+            return;
+        }
+        if self.reported.len() >= REPORTED {
+            self.reported.pop_front();
+        }
+        self.reported.push_back((tick, origin));
+    }
+
+    /// How far from `server` (where the server has the shooter after `tick`) its client
+    /// had itself then, when it reported it and it is within [`SHOOTER_SLACK`].
+    pub(super) fn own_offset(&self, tick: u64, server: DVec3) -> Option<DVec3> {
+        let i = self
+            .reported
+            .binary_search_by_key(&tick, |(t, _)| *t)
+            .ok()?;
+        let at = crate::movement::from_grid(self.reported[i].1, crate::movement::POSITION_SCALE);
+        Some(at - server).filter(|d| d.length() <= SHOOTER_SLACK && *d != DVec3::ZERO)
     }
 
     /// Another shot this tick, if the budget allows it.

@@ -378,7 +378,10 @@ impl Game<'_> {
     /// the movers where they stand (a client predicts them in the present, as it saw
     /// them), and the players it was shown, each where it drew them at the view its
     /// command claimed, if the client could have had that view (else the nearest view
-    /// it could have had: counted, and kept up a `backtrack` violation). A player the ray
+    /// it could have had: counted, and kept up a `backtrack` violation). The shot leaves
+    /// from where the shooter's client had itself, if that is within
+    /// [`SHOOTER_SLACK`](super::SHOOTER_SLACK) of where the server has it with nothing
+    /// solid between (a prediction a brush with another player put off). A player the ray
     /// passes through that the client was never shown is counted (kept up, an
     /// `unseen_target` violation). Nobody in the world moves: a query. At most
     /// [`MAX_SHOTS_PER_TICK`](super::MAX_SHOTS_PER_TICK) a player a tick.
@@ -403,6 +406,15 @@ impl Game<'_> {
         let judged = (s.aim.judge(&claimed, &s.snapshots, &server.history, every))
             .ok_or(ShotError::NothingDrawn(shooter))?;
         let view = judged.view;
+        // From where the shooter's client had itself, if near and nothing solid between.
+        let own = (server.world.player(shooter))
+            .and_then(|p| s.aim.own_offset(tick - 1, p.origin()))
+            .filter(|d| {
+                let (map, trace) = (server.sim.map(), &mut server.rewind.trace);
+                let t = map.trace(&Hull::point(), start, start + *d, Contents::SOLID, trace);
+                t.sweep.fraction >= 1.0
+            });
+        let (start, end) = own.map_or((start, end), |d| (start + d, end + d));
         let rewind = &mut server.rewind;
         rewind.shown.clear();
         rewind

@@ -54,7 +54,9 @@ const REPLAY_SECONDS: u64 = 2;
 /// bear out (a loss makes a round trip's worth of them in a row).
 const REPLAY_SPACING: f64 = 0.1;
 
-pub use aim::{DEFAULT_INTERPOLATION_TICKS, MAX_INTERPOLATION_TICKS, MAX_SHOTS_PER_TICK};
+pub use aim::{
+    DEFAULT_INTERPOLATION_TICKS, MAX_INTERPOLATION_TICKS, MAX_SHOTS_PER_TICK, SHOOTER_SLACK,
+};
 pub use game::{
     Game, GameRules, RuleError, SeenShot, ShotError, SpawnError, StateError, MAX_ENTITIES,
 };
@@ -111,6 +113,7 @@ struct Rewind {
     boxes: Vec<crate::sim::PlayerBox>,
     then: Vec<crate::sim::PlayerBox>,
     poses: Vec<crate::mover::Pose>,
+    trace: crate::collision::TraceScratch,
 }
 
 /// Per-player state of the tick.
