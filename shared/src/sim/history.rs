@@ -69,6 +69,33 @@ impl ShotView {
     }
 }
 
+/// The box of a player that stood as `p` and then as `q` (if it was still there), drawn
+/// `k` of the way between: on the line by [`between`], crouched as at the nearer one;
+/// none if it had no box at the first.
+fn drawn_box(sim: &Sim, p: &Past, q: Option<&Past>, k: f64) -> Option<PlayerBox> {
+    if p.bits & SOLID == 0 {
+        return None;
+    }
+    let pa = from_grid(p.origin, POSITION_SCALE);
+    let (at, bits) = match q {
+        Some(q) => {
+            let pb = from_grid(q.origin, POSITION_SCALE);
+            (between(pa, pb, k), if k < 0.5 { p.bits } else { q.bits })
+        }
+        None => (pa, p.bits),
+    };
+    let movement = sim.movement();
+    let hull = if bits & CROUCHED != 0 {
+        movement.crouch()
+    } else {
+        movement.stand()
+    };
+    Some(PlayerBox {
+        id: p.id,
+        bounds: hull.bounds().offset(at),
+    })
+}
+
 /// A player as a tick left it: where it stood, crouched, and whether it has a box.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Past {
@@ -154,6 +181,75 @@ impl History {
         self.tick(tick).is_some()
     }
 
+    /// Into `out`, the boxes of the players `ids` (in id order) as a client drew them at
+    /// `view` (see [`History::boxes_at`]): a search for each, not a walk of everyone.
+    pub fn boxes_of(
+        &self,
+        sim: &Sim,
+        view: &ShotView,
+        ids: &[PlayerId],
+        out: &mut Vec<PlayerBox>,
+    ) -> bool {
+        out.clear();
+        let (Some(a), Some(b)) = (self.tick(view.from), self.tick(view.to)) else {
+            return false;
+        };
+        // `ids` in order: each search starts past the last one found; a player stands at
+        // the same index of the next tick's list unless someone joined or left between.
+        let mut from = 0;
+        for id in ids {
+            let Some(rest) = a.get(from..) else {
+                break;
+            };
+            let Ok(i) = rest.binary_search_by_key(id, |p| p.id) else {
+                continue;
+            };
+            let i = from + i;
+            from = i + 1;
+            let q = match b.get(i) {
+                Some(q) if q.id == *id => Some(q),
+                _ => b.binary_search_by_key(id, |p| p.id).ok().map(|j| &b[j]),
+            };
+            out.extend(drawn_box(sim, &a[i], q, view.fraction()));
+        }
+        true
+    }
+
+    /// The first player, among those not in `skip` (in id order), whose box at tick
+    /// `then` or at tick `now` the segment from `start` to `end` crosses, the map aside:
+    /// what a shot aims at, whenever in that span the aimer learned of it.
+    pub fn first_crossed(
+        &self,
+        sim: &Sim,
+        (then, now): (u64, u64),
+        skip: &[PlayerId],
+        (start, end): (DVec3, DVec3),
+    ) -> Option<PlayerId> {
+        let (a, b) = (self.tick(then)?, self.tick(now)?);
+        let inv = (end - start).recip();
+        let movement = sim.movement();
+        let crossed = |p: &Past| {
+            let hull = if p.bits & CROUCHED != 0 {
+                movement.crouch()
+            } else {
+                movement.stand()
+            };
+            let bounds = hull.bounds().offset(from_grid(p.origin, POSITION_SCALE));
+            // The slab test: the ray's entry and exit of the box along each axis.
+            let t0 = (bounds.min - start) * inv;
+            let t1 = (bounds.max - start) * inv;
+            let near = t0.min(t1).max_element().max(0.0);
+            let far = t0.max(t1).min_element().min(1.0);
+            (near <= far).then_some(near)
+        };
+        a.iter()
+            .chain(b)
+            .filter(|p| p.bits & SOLID != 0 && skip.binary_search(&p.id).is_err())
+            .filter_map(|p| crossed(p).map(|t| (t, p.id)))
+            .min_by(|x, y| x.0.total_cmp(&y.0))
+            .map(|(_, id)| id)
+    }
+
     /// Into `out`, the boxes of the players for whom `shown` holds, as a client drew them
     /// at `view` (each between its places of the view's two ticks by [`between`], crouched
     /// as at the nearer one; one absent at `to` held where it stood at `from`; one without
@@ -170,31 +266,13 @@ impl History {
             return false;
         };
         let k = view.fraction();
-        let movement = sim.movement();
         let mut bs = b.iter().peekable();
         for p in a {
             while bs.next_if(|q| q.id < p.id).is_some() {}
             let q = bs.next_if(|q| q.id == p.id);
-            if p.bits & SOLID == 0 || !shown(p.id) {
-                continue;
+            if shown(p.id) {
+                out.extend(drawn_box(sim, p, q, k));
             }
-            let pa = from_grid(p.origin, POSITION_SCALE);
-            let (at, bits) = match q {
-                Some(q) => {
-                    let pb = from_grid(q.origin, POSITION_SCALE);
-                    (between(pa, pb, k), if k < 0.5 { p.bits } else { q.bits })
-                }
-                None => (pa, p.bits),
-            };
-            let hull = if bits & CROUCHED != 0 {
-                movement.crouch()
-            } else {
-                movement.stand()
-            };
-            out.push(PlayerBox {
-                id: p.id,
-                bounds: hull.bounds().offset(at),
-            });
         }
         true
     }

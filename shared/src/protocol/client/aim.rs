@@ -18,8 +18,8 @@ impl Client {
         Some(self.play.as_ref()?.views.get(&tick)?.0)
     }
 
-    /// Our player as predicted when the command for `tick` was made (a shot of that
-    /// command leaves from there), while it is recent.
+    /// Our player as predicted after the tick before `tick`, as reported to the server
+    /// (a shot of the command for `tick` leaves from there), while it is recent.
     pub fn made_from(&self, tick: u64) -> Option<PlayerState> {
         Some(self.play.as_ref()?.views.get(&tick)?.1)
     }

@@ -139,8 +139,11 @@ struct Play {
     seen_correction: u64,
     sent_at: BTreeMap<u64, Instant>,
     /// The view the others were drawn at when each recent command was made, and our
-    /// player as predicted then (what a shot of that command leaves from).
+    /// player as predicted after the tick before, as reported to the server with it
+    /// (what the server lets a shot of that command leave from).
     views: BTreeMap<u64, (ShotView, PlayerState)>,
+    /// Our player as predicted after the last tick run.
+    last_predicted: Option<PlayerState>,
     /// The simulation's working memory for the queries a game makes (see `aim.rs`).
     scratch: crate::SimScratch,
     /// The other players the newest snapshot showed.
@@ -492,6 +495,7 @@ impl Client {
             seen_correction: 0,
             sent_at: BTreeMap::new(),
             views: BTreeMap::new(),
+            last_predicted: None,
             scratch: crate::SimScratch::new(),
             in_view: BTreeSet::new(),
             game: Default::default(),
@@ -572,7 +576,9 @@ impl Client {
             }
             let cmd = self.input;
             let predicted = p.predictor.command(tick, cmd);
-            if let (Some(v), Some(b)) = (p.interp.view(drawn_at), before) {
+            let from = p.last_predicted.or(before);
+            p.last_predicted = predicted;
+            if let (Some(v), Some(b)) = (p.interp.view(drawn_at), from) {
                 p.views.insert(tick, (v, b));
             }
             let (launched, events) = (&mut self.launched, &mut self.events);

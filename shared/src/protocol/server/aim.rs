@@ -18,7 +18,7 @@
 use crate::protocol::input::Claimed;
 use crate::protocol::snapshot::SnapshotEncoder;
 use crate::protocol::INPUT_REDUNDANCY;
-use crate::sim::{History, PlayerBox, PlayerId, ShotView, Sim};
+use crate::sim::{History, PlayerId, ShotView};
 use crate::validate::{Violation, ViolationKind};
 use glam::DVec3;
 use std::collections::VecDeque;
@@ -283,46 +283,6 @@ fn view_near(usable: &[u64], x: f64) -> ShotView {
         (None, Some(&b)) => ShotView::at(b),
         (None, None) => ShotView::default(),
     }
-}
-
-/// The first player the ray from `start` to `end` passes through, the map aside, among
-/// those not `shown` at `view` (not the shooter): what a client aims at that it was never
-/// shown. Each player's box spans where it stood from the view's older snapshot to now
-/// (a place leaked to a cheat is some of that old).
-pub(super) fn unseen_aim(
-    sim: &Sim,
-    history: &History,
-    view: &ShotView,
-    shown: &[PlayerId],
-    shooter: PlayerId,
-    (start, end): (DVec3, DVec3),
-    (boxes, then): (&mut Vec<PlayerBox>, &mut Vec<PlayerBox>),
-) -> Option<PlayerId> {
-    let hidden = |id: PlayerId| id != shooter && shown.binary_search(&id).is_err();
-    let (_, now) = history.span()?;
-    history.boxes_at(sim, &ShotView::at(view.from), hidden, then);
-    history.boxes_at(sim, &ShotView::at(now), hidden, boxes);
-    let mut thens = then.iter().peekable();
-    for b in boxes.iter_mut() {
-        while thens.next_if(|t| t.id < b.id).is_some() {}
-        if let Some(t) = thens.next_if(|t| t.id == b.id) {
-            b.bounds = b.bounds.union(&t.bounds);
-        }
-    }
-    let d = end - start;
-    let inv = d.recip();
-    boxes
-        .iter()
-        .filter_map(|b| {
-            // The slab test: the ray's entry and exit of the box along each axis.
-            let t0 = (b.bounds.min - start) * inv;
-            let t1 = (b.bounds.max - start) * inv;
-            let near = t0.min(t1).max_element().max(0.0);
-            let far = t0.max(t1).min_element().min(1.0);
-            (near <= far).then_some((near, b.id))
-        })
-        .min_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, id)| id)
 }
 
 #[cfg(test)]

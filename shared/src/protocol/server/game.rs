@@ -420,10 +420,16 @@ impl Game<'_> {
         rewind
             .shown
             .extend(s.snapshots.showed(view.from).into_iter().flatten());
+        // The shooter among them (in id order): its own box is passed through, never
+        // an aim at someone unseen.
+        if let Err(i) = rewind.shown.binary_search(&shooter) {
+            rewind.shown.insert(i, shooter);
+        }
         let shown = &rewind.shown;
         let sim = &*server.sim;
-        let seen = |id: PlayerId| shown.binary_search(&id).is_ok();
-        server.history.boxes_at(sim, &view, seen, &mut rewind.boxes);
+        server
+            .history
+            .boxes_of(sim, &view, shown, &mut rewind.boxes);
         sim.poses(&server.world.movers, &mut rewind.poses);
         let (_, hit) = sim.shot(
             hull,
@@ -434,12 +440,15 @@ impl Game<'_> {
             Some(shooter),
             &mut server.scratch,
         );
-        let unseen = match hit {
-            Some((Struck::Player(_), _)) => None,
-            _ => {
-                let (history, ray) = (&server.history, (start, end));
-                let boxes = (&mut rewind.boxes, &mut rewind.then);
-                super::aim::unseen_aim(sim, history, &view, shown, shooter, ray, boxes)
+        // Aimed through someone it was never shown (where it stood at the view, or now)?
+        let unseen = match (hit, server.history.span()) {
+            (Some((Struck::Player(_), _)), _) | (_, None) => None,
+            (_, Some((_, now))) => {
+                let mut skip = shown.clone();
+                if let Err(i) = skip.binary_search(&shooter) {
+                    skip.insert(i, shooter);
+                }
+                (server.history).first_crossed(sim, (view.from, now), &skip, (start, end))
             }
         };
         let stats = &mut server.stats;

@@ -111,7 +111,6 @@ struct Conn {
 struct Rewind {
     shown: Vec<PlayerId>,
     boxes: Vec<crate::sim::PlayerBox>,
-    then: Vec<crate::sim::PlayerBox>,
     poses: Vec<crate::mover::Pose>,
     trace: crate::collision::TraceScratch,
 }
