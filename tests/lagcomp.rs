@@ -16,9 +16,11 @@ use expel_shared::protocol::predict::Predictor;
 use expel_shared::protocol::server::{Game, GameRules, MAX_SHOTS_PER_TICK};
 use expel_shared::protocol::simnet::SimNet;
 use expel_shared::protocol::{InputMsg, ViewClaim};
+use expel_shared::sim::Struck;
 use expel_shared::validate::ViolationKind;
-use expel_shared::{Hull, MoveCommand, Sim};
+use expel_shared::{Contents, Hull, MoveCommand, Sim, TraceScratch};
 use glam::DVec3;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Clients: shooters first, then targets.
@@ -247,6 +249,13 @@ fn backtrack_wallshot_and_rapidfire_cheaters_are_flagged_and_kicked() {
     }
 }
 
+/// Where `p`'s eyes are and where it looks, if its command for this tick arrived and
+/// presses a button.
+fn pressed(game: &Game<'_>, p: u32) -> Option<(DVec3, DVec3)> {
+    let (cmd, me) = (game.command(p)?, game.world().player(p)?);
+    (cmd.actions != 0 && game.command_arrived(p)).then(|| (eye(me), cmd.view().0))
+}
+
 /// Rules that judge a thousand shots a tick for every player pressing a button.
 struct Barrage;
 
@@ -254,14 +263,10 @@ impl GameRules for Barrage {
     fn tick(&mut self, game: &mut Game<'_>) {
         let players: Vec<u32> = game.players().collect();
         for p in players {
-            let (Some(cmd), Some(me)) = (game.command(p), game.world().player(p).copied()) else {
+            let Some((from, dir)) = pressed(game, p) else {
                 continue;
             };
-            if cmd.actions == 0 || !game.command_arrived(p) {
-                continue;
-            }
-            let from = eye(&me);
-            let end = from + cmd.view().0 * GUN_RANGE;
+            let end = from + dir * GUN_RANGE;
             for _ in 0..1000 {
                 let _ = game.shot_as_seen(p, &Hull::point(), from, end);
             }
@@ -349,4 +354,121 @@ fn absurd_views_are_clamped_and_a_thousand_shots_a_tick_meet_the_budget() {
         other => panic!("{other:?}"),
     }
     assert_eq!(*net.client(1).status(), Status::Playing);
+}
+
+/// Every shot the rules judge, as the server judged it: (player, tick, what it met).
+type Judged = Arc<Mutex<Vec<(u32, u64, Option<Struck>)>>>;
+
+/// Rules that stand every player by the fan and judge each press of a button as the
+/// shooter saw it, writing down what it met.
+struct ByTheFan {
+    judged: Judged,
+}
+
+/// The arena's fan: a blade turning about this hub at 60 degrees a second.
+const FAN: DVec3 = DVec3::new(750.0, -850.0, 24.0);
+
+impl GameRules for ByTheFan {
+    fn joined(&mut self, game: &mut Game<'_>, player: u32) {
+        // The first place about the fan from which the eyes see its hub.
+        let mut s = TraceScratch::new();
+        let sim = game.sim();
+        let stand = (0..36)
+            .map(|i| {
+                let (r, a) = (
+                    150.0 + 100.0 * f64::from(i / 12),
+                    f64::from(i % 12) * std::f64::consts::FRAC_PI_6,
+                );
+                FAN + DVec3::new(a.cos(), a.sin(), 0.0) * r
+            })
+            .find(|at| {
+                let hull = sim.movement().stand();
+                let eye = *at + DVec3::Z * 26.0;
+                !sim.map().position_solid(hull, *at, Contents::SOLID, &mut s)
+                    && (sim
+                        .map()
+                        .trace(&Hull::point(), eye, FAN, Contents::SOLID, &mut s))
+                    .sweep
+                    .fraction
+                        >= 1.0
+            })
+            .expect("a place that sees the fan");
+        game.place(player, stand).unwrap();
+    }
+
+    fn tick(&mut self, game: &mut Game<'_>) {
+        let tick = game.tick();
+        let players: Vec<u32> = game.players().collect();
+        for p in players {
+            let Some((from, dir)) = pressed(game, p) else {
+                continue;
+            };
+            let end = from + dir * 2048.0;
+            if let Ok(shot) = game.shot_as_seen(p, &Hull::point(), from, end) {
+                let met = shot.hit.map(|h| h.0);
+                self.judged.lock().unwrap().push((p, tick, met));
+            }
+        }
+    }
+}
+
+/// Shots across the turning fan: the server meets the blade (or misses it) exactly where
+/// the shooter's client saw it at each shot's tick, at every round trip.
+#[test]
+fn a_shot_across_a_mover_meets_it_where_the_shooter_saw_it() {
+    for (k, rtt) in [50.0, 300.0].into_iter().enumerate() {
+        let judged = Judged::default();
+        let mut net = network_with(1, link(rtt), 60 + k as u64, |_| {});
+        net.server_mut().set_rules(Box::new(ByTheFan {
+            judged: judged.clone(),
+        }));
+        net.run(Duration::from_secs(2), &mut |_, _| MoveCommand::default());
+        // Aim at points about the fan's hub, sweeping round, pressing every other tick.
+        let mut traced: Vec<(u64, Option<Struck>)> = Vec::new();
+        for step in 0..150u64 {
+            net.run(Duration::from_millis(20), &mut |_, c| {
+                let Some(me) = c.local_player() else {
+                    return MoveCommand::default();
+                };
+                let a = (step as f64) * 0.7;
+                let at = FAN + DVec3::new(a.cos(), a.sin(), 0.0) * 60.0;
+                let (yaw, pitch) = aim(eye(&me), at);
+                MoveCommand::new(0.0, 0.0, 0.0, yaw, pitch).with_actions(1, 0)
+            });
+            let c = net.client_mut(0);
+            let now = c.tick();
+            let done: Vec<u64> = traced.iter().map(|t| t.0).collect();
+            for t in now.saturating_sub(8)..=now {
+                let (Some(from), Some(cmd)) = (
+                    c.made_from(t),
+                    c.predictor().map(|p| p.commands_between(t, t)[0]),
+                ) else {
+                    continue;
+                };
+                if cmd.actions == 0 || done.contains(&t) {
+                    continue;
+                }
+                let from = eye(&from);
+                let end = from + cmd.view().0 * 2048.0;
+                traced.push((t, c.trace_seen(t, &Hull::point(), from, end).map(|h| h.0)));
+            }
+        }
+        let judged = judged.lock().unwrap().clone();
+        let mut same = 0;
+        let mut movers = 0;
+        for (_, t, met) in &judged {
+            let Some((_, seen)) = traced.iter().find(|s| s.0 == *t) else {
+                continue;
+            };
+            assert_eq!(seen, met, "rtt {rtt}: the shot of tick {t}");
+            same += 1;
+            movers += matches!(met, Some(Struck::Mover(_))) as usize;
+        }
+        println!("rtt {rtt} ms: {same} shots compared, {movers} met the fan");
+        assert!(same >= 100, "{same} shots compared");
+        assert!(
+            movers >= 10 && movers < same,
+            "{movers} of {same} met the fan"
+        );
+    }
 }

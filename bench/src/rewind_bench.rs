@@ -51,7 +51,7 @@ fn main() -> Result<()> {
     let (oldest, newest) = history.span().context("a history")?;
     let mut poses = Vec::new();
     sim.poses(&world.movers, &mut poses);
-    let (mut boxes, mut then): (Vec<PlayerBox>, Vec<PlayerBox>) = (Vec::new(), Vec::new());
+    let mut boxes: Vec<PlayerBox> = Vec::new();
     let ids: Vec<u32> = (0..players).collect();
     let mut hits = 0usize;
     let mut unseen = 0usize;
@@ -79,46 +79,29 @@ fn main() -> Result<()> {
         let yaw = rng.gen_range(0.0..std::f64::consts::TAU);
         let eye = me + DVec3::Z * 26.0;
         let end = eye + DVec3::new(yaw.cos(), yaw.sin(), 0.0) * 8192.0;
+        let shoot = |boxes: &[PlayerBox], s: &mut SimScratch| {
+            let (_, hit) = sim.shot(&Hull::point(), eye, end, &poses, boxes, Some(shooter), s);
+            hit.is_some()
+        };
+        // As `Game::shot_as_seen` does: the shown players' boxes where they were drawn.
         let t0 = Instant::now();
-        let seen = |id: u32| shown.binary_search(&id).is_ok();
-        history.boxes_at(&sim, &view, seen, &mut boxes);
-        let (_, hit) = sim.shot(
-            &Hull::point(),
-            eye,
-            end,
-            &poses,
-            &boxes,
-            Some(shooter),
-            &mut s,
-        );
+        history.boxes_of(&sim, &view, &shown, &mut boxes);
+        hits += shoot(&boxes, &mut s) as usize;
         let t1 = Instant::now();
-        hits += hit.is_some() as usize;
-        // The unseen aim's check: every player not shown, then and now.
-        let hidden = |id: u32| id != shooter && shown.binary_search(&id).is_err();
-        history.boxes_at(&sim, &ShotView::at(view.from), hidden, &mut then);
-        history.boxes_at(&sim, &ShotView::at(newest), hidden, &mut boxes);
-        let inv = (end - eye).recip();
-        unseen += boxes.iter().chain(&then).any(|b| {
-            let (a, c) = ((b.bounds.min - eye) * inv, (b.bounds.max - eye) * inv);
-            a.min(c).max_element().max(0.0) <= a.max(c).min_element().min(1.0)
-        }) as usize;
+        // The unseen aim's check: every player not shown (nor the shooter), then and now.
+        if let Err(i) = shown.binary_search(&shooter) {
+            shown.insert(i, shooter);
+        }
+        let ray = (eye, end);
+        unseen += history
+            .first_crossed(&sim, (view.from, newest), &shown, ray)
+            .is_some() as usize;
         // The same shot unrewound: the shown players' boxes as they stand now.
         let t2 = Instant::now();
         boxes.clear();
-        boxes.extend(
-            shown
-                .iter()
-                .filter_map(|id| sim.player_box(*id, world.player(*id)?)),
-        );
-        let _ = sim.shot(
-            &Hull::point(),
-            eye,
-            end,
-            &poses,
-            &boxes,
-            Some(shooter),
-            &mut s,
-        );
+        let now = |id: &u32| sim.player_box(*id, world.player(*id)?);
+        boxes.extend(shown.iter().filter(|id| **id != shooter).filter_map(now));
+        shoot(&boxes, &mut s);
         present_s += t2.elapsed().as_secs_f64();
         rewind_s += (t1 - t0).as_secs_f64();
         aim_s += (t2 - t1).as_secs_f64();
