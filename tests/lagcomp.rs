@@ -472,3 +472,59 @@ fn a_shot_across_a_mover_meets_it_where_the_shooter_saw_it() {
         );
     }
 }
+
+/// A client that leaves every other tick's command out of its datagrams (to be judged by
+/// the looser rules a missing command gets) is kicked for it; an honest one on the same
+/// link losing 35% of its datagrams is not flagged.
+#[test]
+fn commands_left_out_on_purpose_are_flagged_and_loss_is_not() {
+    let lossy = LinkConditioner {
+        loss: 0.35,
+        delay_ms: 50.0,
+        jitter_ms: 20.0,
+        duplicate: 0.0,
+    };
+    let mut net = network_with(2, lossy, 21, |_| {});
+    net.run(Duration::from_secs(2), &mut |_, _| MoveCommand::default());
+    let gaps = expel_bots::Cheats {
+        gaps: true,
+        ..Default::default()
+    };
+    let began = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    net.client_mut(0)
+        .set_tamper(Box::new(expel_bots::CheatTamper::new(gaps, began)));
+    let mut kicked_after = None;
+    for step in 0..100 {
+        net.run(Duration::from_millis(100), &mut |i, c| {
+            MoveCommand::new(
+                1.0,
+                0.0,
+                0.0,
+                (c.tick() / 60) as f64 * 90.0 + 45.0 * i as f64,
+                0.0,
+            )
+        });
+        if kicked_after.is_none() {
+            if let Status::Ended(End::Kicked(why)) = net.client(0).status() {
+                assert!(why.contains("gaps"), "{why}");
+                kicked_after = Some(f64::from(step + 1) / 10.0);
+            }
+        }
+    }
+    let stats = net.server().stats().clone();
+    println!(
+        "gaps cheater kicked after {kicked_after:?} s; {} ticks skipped in all, violations {:?}",
+        stats.inputs.skipped, stats.violations
+    );
+    assert!(kicked_after.is_some_and(|s| s <= 10.0), "{kicked_after:?}");
+    assert_eq!(*net.client(1).status(), Status::Playing);
+    let gaps = ViolationKind::ALL
+        .iter()
+        .position(|k| *k == ViolationKind::Gaps)
+        .unwrap();
+    assert_eq!(
+        stats.violations.iter().sum::<u64>(),
+        stats.violations[gaps],
+        "{stats:?}"
+    );
+}

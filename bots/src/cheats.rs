@@ -34,6 +34,36 @@ pub struct Cheats {
     pub wallshot: bool,
     /// Press the gun's trigger every other tick.
     pub rapidfire: bool,
+    /// Leave every other tick's command out of every datagram (so the server misses it,
+    /// and judges the span it reports with looser rules).
+    pub gaps: bool,
+}
+
+/// The gaps cheat: only the newest even tick's command goes (odd ticks' never do), its
+/// report only with it.
+fn leave_out_odd_ticks(msg: &mut InputMsg) {
+    let newest = msg.batch().newest_tick();
+    let keep = newest - (newest % 2);
+    let Some(i) = keep.checked_sub(msg.first_tick).map(|i| i as usize) else {
+        return;
+    };
+    let Some(cmd) = msg.commands.get(i).copied() else {
+        return;
+    };
+    one(&mut msg.views, i);
+    one(&mut msg.claims, i);
+    if keep != newest {
+        msg.predicted = None;
+    }
+    (msg.first_tick, msg.commands) = (keep, vec![cmd]);
+}
+
+/// `v` down to its `i`th, if it has one.
+fn one<T>(v: &mut Vec<T>, i: usize) {
+    if v.len() > i {
+        let x = v.swap_remove(i);
+        *v = vec![x];
+    }
 }
 
 /// How much older than drawn a backtrack cheat claims its views, ticks (at 60 Hz, 167 to
@@ -67,6 +97,7 @@ impl Default for Cheats {
             backtrack: false,
             wallshot: false,
             rapidfire: false,
+            gaps: false,
         }
     }
 }
@@ -195,6 +226,12 @@ impl expel_shared::protocol::client::Tamper for CheatTamper {
             self.began.store(self.calls, Relaxed);
         }
         let cheating = self.calls > self.cheats.after_ticks;
+        if self.cheats.gaps && cheating {
+            leave_out_odd_ticks(msg);
+            if self.began.load(Relaxed) == 0 {
+                self.began.store(self.calls, Relaxed);
+            }
+        }
         if self.cheats.backtrack && cheating && !msg.views.is_empty() {
             let (least, most) = BACKTRACK_TICKS;
             self.back = if self.back >= most {

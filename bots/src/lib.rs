@@ -92,11 +92,13 @@ pub enum CheatKind {
     Wallshot,
     /// Pulls the gun's trigger every other tick, faster than it fires.
     Rapidfire,
+    /// Leaves every other tick's command out (to be judged by looser rules).
+    Gaps,
 }
 
 impl CheatKind {
     /// Every cheat, as the command line names them.
-    pub const ALL: [(&'static str, CheatKind); 8] = [
+    pub const ALL: [(&'static str, CheatKind); 9] = [
         ("noclip", CheatKind::Noclip),
         ("teleport", CheatKind::Teleport),
         ("speed", CheatKind::Speed),
@@ -105,6 +107,7 @@ impl CheatKind {
         ("backtrack", CheatKind::Backtrack),
         ("wallshot", CheatKind::Wallshot),
         ("rapidfire", CheatKind::Rapidfire),
+        ("gaps", CheatKind::Gaps),
     ];
 
     /// By name.
@@ -150,6 +153,7 @@ impl CheatKind {
                 rapidfire: true,
                 ..c
             },
+            CheatKind::Gaps => Cheats { gaps: true, ..c },
         }
     }
 

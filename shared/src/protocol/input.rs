@@ -25,6 +25,11 @@ pub struct InputStats {
     pub applied: u64,
     /// Ticks that passed without their command (the last one was repeated).
     pub missing: u64,
+    /// Of those, ticks whose command never came though later ones had: each datagram
+    /// carries the last few ticks' commands, so an honest client's is missing only when
+    /// every copy was lost; one that leaves ticks out on purpose (to be judged by looser
+    /// rules where its commands are missing) shows here.
+    pub skipped: u64,
     /// Commands that arrived after their tick had passed.
     pub late: u64,
     /// Copies of commands already held or applied.
@@ -141,6 +146,7 @@ impl InputBuffer {
             None => {
                 if self.first.is_some_and(|f| f <= tick) {
                     self.stats.missing += 1;
+                    self.stats.skipped += u64::from(self.frontier > tick);
                     self.missed.insert(tick);
                     while self.missed.len() > MISSING_MEMORY {
                         self.missed.pop_first();

@@ -71,11 +71,14 @@ pub enum ViolationKind {
     /// Commands the game's own rules refused (undefined buttons, a weapon fired faster
     /// than it allows), kept up.
     Rules,
+    /// Ticks whose commands never came though later ones did, kept up (commands left
+    /// out on purpose, to be judged by the looser rules a missing command gets).
+    Gaps,
 }
 
 impl ViolationKind {
     /// Every kind, in the order metrics list them.
-    pub const ALL: [ViolationKind; 11] = [
+    pub const ALL: [ViolationKind; 12] = [
         ViolationKind::Speed,
         ViolationKind::Fly,
         ViolationKind::Blocked,
@@ -87,6 +90,7 @@ impl ViolationKind {
         ViolationKind::Backtrack,
         ViolationKind::UnseenTarget,
         ViolationKind::Rules,
+        ViolationKind::Gaps,
     ];
 
     /// Lower-case name, as metrics and logs show it.
@@ -103,6 +107,7 @@ impl ViolationKind {
             ViolationKind::Backtrack => "backtrack",
             ViolationKind::UnseenTarget => "unseen_target",
             ViolationKind::Rules => "rules",
+            ViolationKind::Gaps => "gaps",
         }
     }
 }

@@ -50,6 +50,11 @@ const REPORTED: usize = 64;
 /// player (a human mashing a trigger while it reloads makes a few).
 const REFUSALS_PER_SECOND: u64 = 10;
 const REFUSAL_SECONDS: u64 = 3;
+/// Ticks a second whose commands were left out while later ones came, kept up over
+/// [`REFUSAL_SECONDS`], that flag a player. An honest client's command is missing only
+/// when every datagram that carried it was lost: at 35% loss, 0.35^4 of ticks, about one
+/// a second at 60 Hz.
+const SKIPPED_PER_SECOND: u64 = 5;
 /// Ticks added to every bound: a tick's rounding each way.
 const BASE_SLACK: f64 = 2.0;
 
@@ -71,6 +76,8 @@ pub(super) struct Aim {
     refusals: VecDeque<u64>,
     /// Where the client reported it stood after recent ticks (its own prediction).
     reported: VecDeque<(u64, [i32; 3])>,
+    /// Ticks of recent commands left out while later ones came.
+    skipped: VecDeque<u64>,
 }
 
 /// What the check of a shot's view found.
@@ -142,6 +149,28 @@ impl Aim {
             .ok()?;
         let at = crate::movement::from_grid(self.reported[i].1, crate::movement::POSITION_SCALE);
         Some(at - server).filter(|d| d.length() <= SHOOTER_SLACK && *d != DVec3::ZERO)
+    }
+
+    /// Tick `tick` passed without its command though later ones had come: the
+    /// violation, once that is kept up ([`SKIPPED_PER_SECOND`] over [`REFUSAL_SECONDS`]).
+    pub(super) fn skipped(&mut self, tick: u64, rate: u32) -> Option<Violation> {
+        let since = tick.saturating_sub(REFUSAL_SECONDS * u64::from(rate));
+        while self.skipped.front().is_some_and(|t| *t < since) {
+            self.skipped.pop_front();
+        }
+        self.skipped.push_back(tick);
+        let n = self.skipped.len() as u64;
+        (n >= SKIPPED_PER_SECOND * REFUSAL_SECONDS).then(|| {
+            self.skipped.clear();
+            Violation {
+                kind: ViolationKind::Gaps,
+                tick,
+                evidence: format!(
+                    "{n} ticks in {REFUSAL_SECONDS} s whose commands never came though later \
+                     ones did (every datagram carries the last few)"
+                ),
+            }
+        })
     }
 
     /// Another shot this tick, if the budget allows it.

@@ -121,14 +121,25 @@ impl Server {
         let next = self.world.tick + 1;
         // Gathered in id order, then built in one go (no insert walks the tree).
         let mut commands: Vec<(PlayerId, MoveCommand)> = Vec::with_capacity(self.players.len());
+        let mut gaps = Vec::new();
         for (id, s) in self.players.iter_mut() {
             s.budget = (s.budget + refill).min(cap);
             if let Some(c) = s.inputs.take(next) {
                 commands.push((*id, c));
             }
             let st = s.inputs.stats;
+            if st.skipped > s.counted.skipped {
+                gaps.extend(
+                    s.aim
+                        .skipped(next, self.sim.config().tick_rate)
+                        .map(|v| (*id, v)),
+                );
+            }
             add_inputs(&mut self.stats.inputs, &st, &s.counted);
             s.counted = st;
+        }
+        for (id, v) in gaps {
+            self.violation(id, &v);
         }
         // The game's rules next, with the commands the tick steps (their buttons): what
         // they do to the world, this tick steps.
@@ -439,6 +450,7 @@ pub(super) fn add_inputs(total: &mut InputStats, now: &InputStats, counted: &Inp
     total.received += now.received - counted.received;
     total.applied += now.applied - counted.applied;
     total.missing += now.missing - counted.missing;
+    total.skipped += now.skipped - counted.skipped;
     total.late += now.late - counted.late;
     total.duplicate += now.duplicate - counted.duplicate;
     total.too_far_ahead += now.too_far_ahead - counted.too_far_ahead;
