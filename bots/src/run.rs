@@ -333,6 +333,17 @@ impl Gunner {
                     + wobble(2) / 2.0)
                     .clamp(-89.0, 89.0);
                 let aimed = MoveCommand::new(1.0, 0.0, 0.0, yaw, pitch);
+                // It aims, and keeps going where it was going (a player strafes about its
+                // target; a crowd running at whom it aims is all collisions).
+                let (fwd, right, _) = cmd.view();
+                let wish = fwd.truncate().normalize_or_zero() * f64::from(cmd.forward)
+                    + right.truncate() * f64::from(cmd.side);
+                let (fwd, right, _) = aimed.view();
+                let axis = |v: DVec3| {
+                    let a = wish.dot(v.truncate().normalize_or_zero());
+                    a.round().clamp(-127.0, 127.0) as i8
+                };
+                (cmd.forward, cmd.side) = (axis(fwd), axis(right));
                 (cmd.yaw, cmd.pitch) = (aimed.yaw, aimed.pitch);
                 cmd.actions = if burst { actions::FIRE } else { 0 } | rocket;
             }

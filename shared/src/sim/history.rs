@@ -215,8 +215,8 @@ impl History {
         true
     }
 
-    /// The first player, among those not in `skip` (in id order), whose box at tick
-    /// `then` or at tick `now` the segment from `start` to `end` crosses, the map aside:
+    /// The first player, among those not in `skip` (in id order), whose box at four ticks
+    /// across `then` to `now` the segment from `start` to `end` crosses, the map aside:
     /// what a shot aims at, whenever in that span the aimer learned of it.
     pub fn first_crossed(
         &self,
@@ -225,7 +225,12 @@ impl History {
         skip: &[PlayerId],
         (start, end): (DVec3, DVec3),
     ) -> Option<PlayerId> {
-        let (a, b) = (self.tick(then)?, self.tick(now)?);
+        // Four ticks across the span: a place leaked to a cheat is some of that old, and
+        // a strafing player's ends of the span miss where it went between.
+        let span = now.checked_sub(then)?;
+        let ticks = [then, then + span / 3, then + 2 * span / 3, now];
+        let mut lists = ticks.iter().filter_map(|t| self.tick(*t)).peekable();
+        lists.peek()?;
         let inv = (end - start).recip();
         let movement = sim.movement();
         let crossed = |p: &Past| {
@@ -242,8 +247,8 @@ impl History {
             let far = t0.max(t1).min_element().min(1.0);
             (near <= far).then_some(near)
         };
-        a.iter()
-            .chain(b)
+        lists
+            .flatten()
             .filter(|p| p.bits & SOLID != 0 && skip.binary_search(&p.id).is_err())
             .filter_map(|p| crossed(p).map(|t| (t, p.id)))
             .min_by(|x, y| x.0.total_cmp(&y.0))

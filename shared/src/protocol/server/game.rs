@@ -440,15 +440,18 @@ impl Game<'_> {
             Some(shooter),
             &mut server.scratch,
         );
-        // Aimed through someone it was never shown (where it stood at the view, or now)?
+        // Aimed through someone it was never shown (where it stood at the view, or now),
+        // and at nobody it was shown (a miss of a shown player flies on past it)?
+        let dir = (end - start).normalize_or_zero();
+        let at_shown = (rewind.boxes.iter()).any(|b| {
+            let to = (b.bounds.center() - start).normalize_or_zero();
+            b.id != shooter && to.dot(dir) >= super::aim::AIMED_AT_COS
+        });
         let unseen = match (hit, server.history.span()) {
             (Some((Struck::Player(_), _)), _) | (_, None) => None,
+            _ if at_shown => None,
             (_, Some((_, now))) => {
-                let mut skip = shown.clone();
-                if let Err(i) = skip.binary_search(&shooter) {
-                    skip.insert(i, shooter);
-                }
-                (server.history).first_crossed(sim, (view.from, now), &skip, (start, end))
+                (server.history).first_crossed(sim, (view.from, now), shown, (start, end))
             }
         };
         let stats = &mut server.stats;
