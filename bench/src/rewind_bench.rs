@@ -119,7 +119,7 @@ fn main() -> Result<()> {
         present_s * 1e6 / SHOTS as f64
     );
     println!(
-        "unseen-aim check: {:6.2} us a shot ({} hidden players' boxes, then and now; {unseen} crossed one)",
+        "unseen-aim check: {:6.2} us a shot ({} hidden players' boxes at four ticks of the span; {unseen} crossed one)",
         aim_s * 1e6 / SHOTS as f64,
         players as usize - SHOWN - 1
     );

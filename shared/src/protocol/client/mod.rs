@@ -13,6 +13,7 @@
 
 mod aim;
 mod clock;
+mod draw;
 mod launched;
 mod mail;
 mod report;
@@ -29,10 +30,9 @@ use report::push_event;
 use crate::collision::CollisionModel;
 use crate::map::MapData;
 use crate::movement::{MoveCommand, PlayerState};
-use crate::mover::MoverState;
 use crate::protocol::channel::{Channel, Mailbox, MESSAGE_QUEUE};
 use crate::protocol::frame::{encode_frame, FrameDecoder};
-use crate::protocol::interp::{Drawn, Interpolator};
+use crate::protocol::interp::Interpolator;
 use crate::protocol::predict::Predictor;
 use crate::protocol::snapshot::SnapshotDecoder;
 use crate::protocol::{
@@ -41,7 +41,6 @@ use crate::protocol::{
     MAX_MAP_BYTES, VERSION,
 };
 use crate::sim::{PlayerId, ShotView, Sim};
-use glam::DVec3;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -751,54 +750,6 @@ impl Client {
         if let Some(t) = self.tamper.as_mut() {
             p.period = t.period(p.period);
         }
-    }
-
-    /// Our player, predicted at the newest tick.
-    pub fn local_player(&self) -> Option<PlayerState> {
-        self.play.as_ref()?.predictor.state()
-    }
-
-    /// Where to draw our player: the prediction plus what is left of the last
-    /// correction, fading.
-    pub fn display_origin(&self) -> Option<DVec3> {
-        self.play.as_ref()?.predictor.display_origin()
-    }
-
-    /// The server tick to draw others at, `now`: the newest snapshot's tick advanced by
-    /// the time since it came, less the interpolation delay.
-    pub fn render_tick(&self, now: Instant) -> f64 {
-        let Some(p) = self.play.as_ref() else {
-            return 0.0;
-        };
-        let Some((tick, at)) = p.newest else {
-            return 0.0;
-        };
-        let since = now.saturating_duration_since(at).as_secs_f64() / p.period;
-        tick as f64 + since.min(4.0) - self.settings.interpolation_ticks
-    }
-
-    /// The other players' positions at server tick `at` (see [`Client::render_tick`]).
-    pub fn others(&self, at: f64) -> BTreeMap<PlayerId, DVec3> {
-        self.play
-            .as_ref()
-            .map(|p| p.interp.at(at))
-            .unwrap_or_default()
-    }
-
-    /// The other players as a game draws them at server tick `at`: where they stand,
-    /// which way they face, whether they crouch (see [`Client::render_tick`]).
-    pub fn others_drawn(&self, at: f64) -> BTreeMap<PlayerId, Drawn> {
-        self.play
-            .as_ref()
-            .map(|p| p.interp.drawn(at))
-            .unwrap_or_default()
-    }
-
-    /// The movers as the newest prediction has them.
-    pub fn movers(&self) -> &[MoverState] {
-        self.play
-            .as_ref()
-            .map_or(&[], |p| p.predictor.world().movers.as_slice())
     }
 }
 

@@ -15,10 +15,13 @@
 //!
 //! [`ViewClaim`]: crate::protocol::ViewClaim
 
+use super::Server;
+use crate::collision::hull::Hull;
+use crate::collision::{Contents, Hit};
 use crate::protocol::input::Claimed;
 use crate::protocol::snapshot::SnapshotEncoder;
 use crate::protocol::INPUT_REDUNDANCY;
-use crate::sim::{History, PlayerId, ShotView};
+use crate::sim::{History, PlayerId, ShotView, Struck};
 use crate::validate::{Violation, ViolationKind};
 use glam::DVec3;
 use std::collections::VecDeque;
@@ -319,6 +322,121 @@ fn view_near(usable: &[u64], x: f64) -> ShotView {
         (None, Some(&b)) => ShotView::at(b),
         (None, None) => ShotView::default(),
     }
+}
+
+/// A shot traced as its shooter saw the world ([`Game::shot_as_seen`](super::Game::shot_as_seen)).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SeenShot {
+    /// What it met first: the map, a mover, or a player where the shooter saw it.
+    pub hit: Option<(Struck, Hit)>,
+    /// The view it was judged at.
+    pub view: ShotView,
+    /// The view the command claimed was not one the client could have had: the shot
+    /// was judged at the nearest one it could.
+    pub clamped: bool,
+    /// A player the client was never shown that the ray passes through (the map aside).
+    pub unseen: Option<PlayerId>,
+}
+
+/// Why a shot was not judged.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ShotError {
+    /// The shooter is not playing.
+    #[error("player {0} is not playing")]
+    NotPlaying(PlayerId),
+    /// Its command for this tick did not arrive (the server repeated its last).
+    #[error("player {0} has no command for this tick")]
+    NoCommand(PlayerId),
+    /// It was judged [`MAX_SHOTS_PER_TICK`](super::MAX_SHOTS_PER_TICK) times this tick.
+    #[error("player {0} shot more than {max} times this tick", max = super::MAX_SHOTS_PER_TICK)]
+    Budget(PlayerId),
+    /// No snapshot it acknowledged is held: it has drawn nothing to aim at.
+    #[error("player {0} has drawn nothing yet")]
+    NothingDrawn(PlayerId),
+}
+
+/// [`Game::shot_as_seen`](super::Game::shot_as_seen) for tick `tick`'s rules.
+pub(super) fn shot_as_seen(
+    server: &mut Server,
+    tick: u64,
+    shooter: PlayerId,
+    hull: &Hull,
+    (start, end): (DVec3, DVec3),
+) -> Result<SeenShot, ShotError> {
+    let (rate, every) = (server.rate(), server.input_every());
+    let s = (server.players.get_mut(&shooter)).ok_or(ShotError::NotPlaying(shooter))?;
+    let claimed = (s.inputs.claimed())
+        .filter(|_| s.inputs.last_applied() == tick)
+        .ok_or(ShotError::NoCommand(shooter))?;
+    if !s.aim.take_shot(tick) {
+        server.stats.shots_over_budget += 1;
+        return Err(ShotError::Budget(shooter));
+    }
+    let judged = (s.aim.judge(&claimed, &s.snapshots, &server.history, every))
+        .ok_or(ShotError::NothingDrawn(shooter))?;
+    let view = judged.view;
+    // From where the shooter's client had itself, if near and nothing solid between.
+    let own = (server.world.player(shooter))
+        .and_then(|p| s.aim.own_offset(tick - 1, p.origin()))
+        .filter(|d| {
+            let (map, trace) = (server.sim.map(), &mut server.rewind.trace);
+            let t = map.trace(&Hull::point(), start, start + *d, Contents::SOLID, trace);
+            t.sweep.fraction >= 1.0
+        });
+    let (start, end) = own.map_or((start, end), |d| (start + d, end + d));
+    let rewind = &mut server.rewind;
+    rewind.shown.clear();
+    rewind
+        .shown
+        .extend(s.snapshots.showed(view.from).into_iter().flatten());
+    // The shooter among them (in id order): its own box is passed through, never
+    // an aim at someone unseen.
+    if let Err(i) = rewind.shown.binary_search(&shooter) {
+        rewind.shown.insert(i, shooter);
+    }
+    let shown = &rewind.shown;
+    let sim = &*server.sim;
+    server
+        .history
+        .boxes_of(sim, &view, shown, &mut rewind.boxes);
+    sim.poses(&server.world.movers, &mut rewind.poses);
+    let (_, hit) = sim.shot(
+        hull,
+        start,
+        end,
+        &rewind.poses,
+        &rewind.boxes,
+        Some(shooter),
+        &mut server.scratch,
+    );
+    // Aimed through someone it was never shown (where it stood at the view, or now),
+    // and at nobody it was shown (a miss of a shown player flies on past it)?
+    let dir = (end - start).normalize_or_zero();
+    let at_shown = (rewind.boxes.iter()).any(|b| {
+        let to = (b.bounds.center() - start).normalize_or_zero();
+        b.id != shooter && to.dot(dir) >= AIMED_AT_COS
+    });
+    let unseen = match (hit, server.history.span()) {
+        (Some((Struck::Player(_), _)), _) | (_, None) => None,
+        _ if at_shown => None,
+        (_, Some((_, now))) => {
+            (server.history).first_crossed(sim, (view.from, now), shown, (start, end))
+        }
+    };
+    let stats = &mut server.stats;
+    stats.shots_judged += 1;
+    stats.shot_views_clamped += u64::from(judged.clamped.is_some());
+    stats.shots_unseen += u64::from(unseen.is_some());
+    let clamped = judged.clamped.as_deref();
+    if let Some(v) = s.aim.count(tick, rate, clamped, unseen) {
+        server.violation(shooter, &v);
+    }
+    Ok(SeenShot {
+        hit,
+        view,
+        clamped: judged.clamped.is_some(),
+        unseen,
+    })
 }
 
 #[cfg(test)]

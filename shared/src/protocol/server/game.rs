@@ -3,10 +3,11 @@
 //! inside the machine, at fixed points of the tick, in player order: the same inputs
 //! give the same state and the same messages.
 
+use super::aim::{SeenShot, ShotError};
 use super::outbox::Sender;
 use super::{MessageDrop, Output, Server};
 use crate::collision::hull::Hull;
-use crate::collision::{Contents, Hit, TraceScratch};
+use crate::collision::{Contents, TraceScratch};
 use crate::movement::{flags, MoveCommand, MoveMode, PlayerState};
 use crate::protocol::channel::{
     check_size, decode_message, encode_message, Arrival, Channel, Mailbox, MessageError,
@@ -14,9 +15,7 @@ use crate::protocol::channel::{
 use crate::protocol::frame::encode_frame;
 use crate::protocol::snapshot::{game_state_fields, Scope, Spawned, StateFields, MAX_STATE_BYTES};
 use crate::protocol::{encode, MovementAuthority, ServerControl, ServerDatagram};
-use crate::sim::{
-    in_range, Entity, EntityId, Impact, PlayerId, ShotView, SimError, Struck, WorldState,
-};
+use crate::sim::{in_range, Entity, EntityId, Impact, PlayerId, SimError, WorldState};
 use glam::DVec3;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -153,37 +152,6 @@ fn state_of<T: Serialize>(state: &T) -> Result<StateFields, StateError> {
 /// Most entities the world holds at once: bounded work and memory a tick, whatever the
 /// rules do.
 pub const MAX_ENTITIES: usize = 16_384;
-
-/// A shot traced as its shooter saw the world ([`Game::shot_as_seen`]).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SeenShot {
-    /// What it met first: the map, a mover, or a player where the shooter saw it.
-    pub hit: Option<(Struck, Hit)>,
-    /// The view it was judged at.
-    pub view: ShotView,
-    /// The view the command claimed was not one the client could have had: the shot
-    /// was judged at the nearest one it could.
-    pub clamped: bool,
-    /// A player the client was never shown that the ray passes through (the map aside).
-    pub unseen: Option<PlayerId>,
-}
-
-/// Why a shot was not judged.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum ShotError {
-    /// The shooter is not playing.
-    #[error("player {0} is not playing")]
-    NotPlaying(PlayerId),
-    /// Its command for this tick did not arrive (the server repeated its last).
-    #[error("player {0} has no command for this tick")]
-    NoCommand(PlayerId),
-    /// It was judged [`MAX_SHOTS_PER_TICK`](super::MAX_SHOTS_PER_TICK) times this tick.
-    #[error("player {0} shot more than {max} times this tick", max = super::MAX_SHOTS_PER_TICK)]
-    Budget(PlayerId),
-    /// No snapshot it acknowledged is held: it has drawn nothing to aim at.
-    #[error("player {0} has drawn nothing yet")]
-    NothingDrawn(PlayerId),
-}
 
 /// What the game's rules may do: the server, as the game sees it.
 pub struct Game<'a> {
@@ -393,81 +361,7 @@ impl Game<'_> {
         end: DVec3,
     ) -> Result<SeenShot, ShotError> {
         let tick = self.tick();
-        let server = &mut *self.server;
-        let (rate, every) = (server.rate(), server.input_every());
-        let s = (server.players.get_mut(&shooter)).ok_or(ShotError::NotPlaying(shooter))?;
-        let claimed = (s.inputs.claimed())
-            .filter(|_| s.inputs.last_applied() == tick)
-            .ok_or(ShotError::NoCommand(shooter))?;
-        if !s.aim.take_shot(tick) {
-            server.stats.shots_over_budget += 1;
-            return Err(ShotError::Budget(shooter));
-        }
-        let judged = (s.aim.judge(&claimed, &s.snapshots, &server.history, every))
-            .ok_or(ShotError::NothingDrawn(shooter))?;
-        let view = judged.view;
-        // From where the shooter's client had itself, if near and nothing solid between.
-        let own = (server.world.player(shooter))
-            .and_then(|p| s.aim.own_offset(tick - 1, p.origin()))
-            .filter(|d| {
-                let (map, trace) = (server.sim.map(), &mut server.rewind.trace);
-                let t = map.trace(&Hull::point(), start, start + *d, Contents::SOLID, trace);
-                t.sweep.fraction >= 1.0
-            });
-        let (start, end) = own.map_or((start, end), |d| (start + d, end + d));
-        let rewind = &mut server.rewind;
-        rewind.shown.clear();
-        rewind
-            .shown
-            .extend(s.snapshots.showed(view.from).into_iter().flatten());
-        // The shooter among them (in id order): its own box is passed through, never
-        // an aim at someone unseen.
-        if let Err(i) = rewind.shown.binary_search(&shooter) {
-            rewind.shown.insert(i, shooter);
-        }
-        let shown = &rewind.shown;
-        let sim = &*server.sim;
-        server
-            .history
-            .boxes_of(sim, &view, shown, &mut rewind.boxes);
-        sim.poses(&server.world.movers, &mut rewind.poses);
-        let (_, hit) = sim.shot(
-            hull,
-            start,
-            end,
-            &rewind.poses,
-            &rewind.boxes,
-            Some(shooter),
-            &mut server.scratch,
-        );
-        // Aimed through someone it was never shown (where it stood at the view, or now),
-        // and at nobody it was shown (a miss of a shown player flies on past it)?
-        let dir = (end - start).normalize_or_zero();
-        let at_shown = (rewind.boxes.iter()).any(|b| {
-            let to = (b.bounds.center() - start).normalize_or_zero();
-            b.id != shooter && to.dot(dir) >= super::aim::AIMED_AT_COS
-        });
-        let unseen = match (hit, server.history.span()) {
-            (Some((Struck::Player(_), _)), _) | (_, None) => None,
-            _ if at_shown => None,
-            (_, Some((_, now))) => {
-                (server.history).first_crossed(sim, (view.from, now), shown, (start, end))
-            }
-        };
-        let stats = &mut server.stats;
-        stats.shots_judged += 1;
-        stats.shot_views_clamped += u64::from(judged.clamped.is_some());
-        stats.shots_unseen += u64::from(unseen.is_some());
-        let clamped = judged.clamped.as_deref();
-        if let Some(v) = s.aim.count(tick, rate, clamped, unseen) {
-            server.violation(shooter, &v);
-        }
-        Ok(SeenShot {
-            hit,
-            view,
-            clamped: judged.clamped.is_some(),
-            unseen,
-        })
+        super::aim::shot_as_seen(self.server, tick, shooter, hull, (start, end))
     }
 
     /// Puts `entity` in the world, seen by the clients of `scope`: its id. A projectile

@@ -55,11 +55,10 @@ const REPLAY_SECONDS: u64 = 2;
 const REPLAY_SPACING: f64 = 0.1;
 
 pub use aim::{
-    DEFAULT_INTERPOLATION_TICKS, MAX_INTERPOLATION_TICKS, MAX_SHOTS_PER_TICK, SHOOTER_SLACK,
+    SeenShot, ShotError, DEFAULT_INTERPOLATION_TICKS, MAX_INTERPOLATION_TICKS, MAX_SHOTS_PER_TICK,
+    SHOOTER_SLACK,
 };
-pub use game::{
-    Game, GameRules, RuleError, SeenShot, ShotError, SpawnError, StateError, MAX_ENTITIES,
-};
+pub use game::{Game, GameRules, RuleError, SpawnError, StateError, MAX_ENTITIES};
 use game::{Hosted, Notice};
 pub use outbox::Sender;
 pub use report::{Event, MessageDrop, Output, ServerStats, REFUSALS};
