@@ -3,8 +3,6 @@
 //! each honest prediction through [`CheatState::apply`] and sends what comes out, as its
 //! claim (trusted-client mode) or its reported prediction (authoritative mode).
 
-use crate::{RunOptions, RunReport};
-use expel_client::{ClientError, Session};
 use expel_shared::protocol::predict::Predictor;
 use expel_shared::protocol::{InputMsg, INPUT_REDUNDANCY};
 use expel_shared::{MoveCommand, PlayerState, Sim};
@@ -162,25 +160,6 @@ impl CheatState {
         out.set_velocity(velocity);
         (out, true)
     }
-}
-
-/// A cheater's run: [`crate::run`] with `cheats` tampering with what it sends.
-/// Also returns when the cheat began, in seconds of play (ticks sent at the tick rate).
-pub async fn run_cheating(
-    mut session: Session,
-    driver: impl FnMut(u64, Option<&PlayerState>) -> Option<expel_shared::MoveCommand>,
-    opts: RunOptions,
-    cheats: Cheats,
-) -> Result<(RunReport, Option<f64>), ClientError> {
-    let began = Arc::new(AtomicU64::new(0));
-    if cheats != Cheats::default() {
-        session.set_tamper(Box::new(CheatTamper::new(cheats, began.clone())));
-    }
-    let rate = f64::from(session.welcome.tick_rate().max(1));
-    let opts = RunOptions { cheats, ..opts };
-    let report = crate::run(session, driver, opts).await?;
-    let at = began.load(Relaxed);
-    Ok((report, (at > 0).then(|| at as f64 / rate)))
 }
 
 /// The cheats as a [`expel_shared::protocol::client::Tamper`]: each input message's

@@ -15,7 +15,7 @@ mod report;
 mod run;
 mod shots;
 
-pub use cheats::{run_cheating, CheatState, CheatTamper, Cheats};
+pub use cheats::{CheatState, CheatTamper, Cheats};
 use expel_client::{
     connect, Backoff, ConnectOptions, LinkConditioner, Session, Trust, RECONNECT_CAP,
     RECONNECT_FIRST,
@@ -28,7 +28,7 @@ use rand::{Rng, SeedableRng};
 pub use report::{
     flagged_players, summarize, watch_server, ServerFigures, SwarmReport, TimelinePoint,
 };
-pub use run::{percentile, run, Gunner, Recorder, RunOptions, RunReport, Script};
+pub use run::{percentile, run, run_cheating, Gunner, Recorder, RunOptions, RunReport, Script};
 use serde::Serialize;
 pub use shots::ShotRecord;
 use std::collections::BTreeMap;

@@ -487,3 +487,22 @@ pub async fn run(
     s.close("done").await;
     Ok(report)
 }
+
+/// A cheater's run: [`run`] with `cheats` tampering with what it sends.
+/// Also returns when the cheat began, in seconds of play (ticks sent at the tick rate).
+pub async fn run_cheating(
+    mut session: Session,
+    driver: impl FnMut(u64, Option<&PlayerState>) -> Option<expel_shared::MoveCommand>,
+    opts: RunOptions,
+    cheats: crate::Cheats,
+) -> Result<(RunReport, Option<f64>), ClientError> {
+    let began = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    if cheats != crate::Cheats::default() {
+        session.set_tamper(Box::new(crate::CheatTamper::new(cheats, began.clone())));
+    }
+    let rate = f64::from(session.welcome.tick_rate().max(1));
+    let opts = RunOptions { cheats, ..opts };
+    let report = run(session, driver, opts).await?;
+    let at = began.load(std::sync::atomic::Ordering::Relaxed);
+    Ok((report, (at > 0).then(|| at as f64 / rate)))
+}

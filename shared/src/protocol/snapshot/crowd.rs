@@ -254,6 +254,7 @@ impl Crowd {
     /// the clients that have the player in view; [`Scope::Everyone`]; [`Scope::Owner`],
     /// the player's own client) and of entities (seen with the entity), as the rules
     /// last set them.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))] // the server's
     pub(crate) fn set_states(
         &mut self,
         players: &BTreeMap<PlayerId, (Scope, StateFields)>,

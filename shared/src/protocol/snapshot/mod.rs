@@ -90,6 +90,7 @@ const STATE_FIELDS: usize = 1 + MAX_STATE_BYTES / 4;
 pub(crate) type StateFields = [i64; STATE_FIELDS];
 
 /// The fields of a game state's bytes; `None` past [`MAX_STATE_BYTES`].
+#[cfg_attr(not(feature = "server"), allow(dead_code))] // the server's
 pub(crate) fn game_state_fields(bytes: &[u8]) -> Option<StateFields> {
     if bytes.len() > MAX_STATE_BYTES {
         return None;
