@@ -7,14 +7,15 @@
 //!
 //! `cargo run --release -p expel-bench --bin rewind-bench [PLAYERS]` (default 1000).
 
+mod bench_maps;
+
 use anyhow::{Context, Result};
 use expel_shared::sim::{History, ShotView};
-use expel_shared::{Hull, MapData, MoveCommand, MoveConfig, MoveMode, PlayerBox, Sim, SimScratch};
+use expel_shared::{Hull, MoveCommand, PlayerBox, SimScratch};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Instant;
 
 /// Players a client is shown.
@@ -23,17 +24,8 @@ const SHOTS: usize = 20_000;
 
 fn main() -> Result<()> {
     let players: u32 = std::env::args().nth(1).map_or(Ok(1000), |a| a.parse())?;
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../maps/arena.map");
-    let map = MapData::parse_map(&std::fs::read_to_string(path).context(path)?)?;
-    let movement = MoveConfig::default().validate()?;
-    let rate = movement.tick_rate();
-    let model = Arc::new(expel_shared::CollisionModel::build(&map));
-    let (sim, _) = Sim::from_map(model, &map, movement);
-    let mut world = sim.new_state();
-    for id in 0..players {
-        let p = sim.join_state(&world, id, MoveMode::Walk);
-        sim.add_player(&mut world, id, p)?;
-    }
+    let (sim, mut world) = bench_maps::arena_crowd(players)?;
+    let rate = sim.movement().tick_rate();
     let mut s = SimScratch::with_threads(1)?;
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     let mut history = History::for_rate(rate);

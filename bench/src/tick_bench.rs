@@ -10,14 +10,15 @@
 //! leave and a new player joins in each one's place (a server in play: the crowd's
 //! membership changes while the ticks run).
 
-use anyhow::{Context, Result};
+mod bench_maps;
+
+use anyhow::Result;
 use expel_shared::movement::buttons;
 use expel_shared::protocol::snapshot::{Crowd, Feedback, SnapshotEncoder};
-use expel_shared::{MapData, MoveCommand, MoveConfig, MoveMode, Sim, SimScratch};
+use expel_shared::{MoveCommand, MoveMode, SimScratch};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Ticks between a snapshot and its acknowledgement (about 70 ms at 60 Hz).
@@ -31,16 +32,7 @@ fn main() -> Result<()> {
     let players: u32 = args.next().map_or(Ok(1000), |a| a.parse())?;
     let ticks: u64 = args.next().map_or(Ok(600), |a| a.parse())?;
     let churn: u32 = args.next().map_or(Ok(0), |a| a.parse())?;
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../maps/arena.map");
-    let map = MapData::parse_map(&std::fs::read_to_string(path).context(path)?)?;
-    let movement = MoveConfig::default().validate()?;
-    let model = Arc::new(expel_shared::CollisionModel::build(&map));
-    let (sim, _) = Sim::from_map(model, &map, movement);
-    let mut world = sim.new_state();
-    for id in 0..players {
-        let p = sim.join_state(&world, id, MoveMode::Walk);
-        sim.add_player(&mut world, id, p)?;
-    }
+    let (sim, mut world) = bench_maps::arena_crowd(players)?;
     let mut s = SimScratch::with_threads(1)?;
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let mut cmds: BTreeMap<u32, MoveCommand> = BTreeMap::new();

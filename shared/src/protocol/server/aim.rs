@@ -117,22 +117,14 @@ impl Aim {
     /// The rules refused a command of tick `tick`: the violation, once refusals are kept
     /// up ([`REFUSALS_PER_SECOND`] over [`REFUSAL_SECONDS`]).
     pub(super) fn refused(&mut self, tick: u64, rate: u32) -> Option<Violation> {
-        let since = tick.saturating_sub(REFUSAL_SECONDS * u64::from(rate));
-        while self.refusals.front().is_some_and(|t| *t < since) {
-            self.refusals.pop_front();
-        }
-        self.refusals.push_back(tick);
-        let n = self.refusals.len() as u64;
-        (n >= REFUSALS_PER_SECOND * REFUSAL_SECONDS).then(|| {
-            self.refusals.clear();
-            Violation {
-                kind: ViolationKind::Rules,
-                tick,
-                evidence: format!(
-                    "{n} commands refused by the game's rules in {REFUSAL_SECONDS} s (undefined \
-                     buttons, or a weapon fired faster than it allows)"
-                ),
-            }
+        let n = kept_up(&mut self.refusals, tick, rate, REFUSALS_PER_SECOND)?;
+        Some(Violation {
+            kind: ViolationKind::Rules,
+            tick,
+            evidence: format!(
+                "{n} commands refused by the game's rules in {REFUSAL_SECONDS} s (undefined \
+                 buttons, or a weapon fired faster than it allows)"
+            ),
         })
     }
 
@@ -161,22 +153,14 @@ impl Aim {
     /// Tick `tick` passed without its command though later ones had come: the
     /// violation, once that is kept up ([`SKIPPED_PER_SECOND`] over [`REFUSAL_SECONDS`]).
     pub(super) fn skipped(&mut self, tick: u64, rate: u32) -> Option<Violation> {
-        let since = tick.saturating_sub(REFUSAL_SECONDS * u64::from(rate));
-        while self.skipped.front().is_some_and(|t| *t < since) {
-            self.skipped.pop_front();
-        }
-        self.skipped.push_back(tick);
-        let n = self.skipped.len() as u64;
-        (n >= SKIPPED_PER_SECOND * REFUSAL_SECONDS).then(|| {
-            self.skipped.clear();
-            Violation {
-                kind: ViolationKind::Gaps,
-                tick,
-                evidence: format!(
-                    "{n} ticks in {REFUSAL_SECONDS} s whose commands never came though later \
-                     ones did (every datagram carries the last few)"
-                ),
-            }
+        let n = kept_up(&mut self.skipped, tick, rate, SKIPPED_PER_SECOND)?;
+        Some(Violation {
+            kind: ViolationKind::Gaps,
+            tick,
+            evidence: format!(
+                "{n} ticks in {REFUSAL_SECONDS} s whose commands never came though later \
+                 ones did (every datagram carries the last few)"
+            ),
         })
     }
 
@@ -306,6 +290,22 @@ impl Aim {
         }
         None
     }
+}
+
+/// One more event at `tick` in the window `events` (the last [`REFUSAL_SECONDS`] at
+/// `rate` ticks a second): how many there were, once they reach `per_second` a second
+/// over the window (then the count starts again).
+fn kept_up(events: &mut VecDeque<u64>, tick: u64, rate: u32, per_second: u64) -> Option<u64> {
+    let since = tick.saturating_sub(REFUSAL_SECONDS * u64::from(rate));
+    while events.front().is_some_and(|t| *t < since) {
+        events.pop_front();
+    }
+    events.push_back(tick);
+    let n = events.len() as u64;
+    (n >= per_second * REFUSAL_SECONDS).then(|| {
+        events.clear();
+        n
+    })
 }
 
 /// The view at (fractional) tick `x` between the snapshots `usable` (sorted, not empty):
