@@ -2,7 +2,7 @@
 //! client draws the others between two snapshots it received, a few ticks behind the
 //! newest; [`History`] keeps where every player stood each tick for a little over a
 //! second, so the server can put each player's box back where that client drew it
-//! ([`History::boxes_at`]) and trace a shot against those boxes and the map as it is.
+//! ([`History::boxes_of`]) and trace a shot against those boxes and the map as it is.
 //! Nothing in the world moves: a rewind is a query over the history.
 //!
 //! Movers are not kept: a client predicts them in the present, like its own player, so a
@@ -182,7 +182,9 @@ impl History {
     }
 
     /// Into `out`, the boxes of the players `ids` (in id order) as a client drew them at
-    /// `view` (see [`History::boxes_at`]): a search for each, not a walk of everyone.
+    /// `view`: each between its places of the view's two ticks by [`between`], crouched
+    /// as at the nearer one; one absent at `to` held where it stood at `from`; one without
+    /// a box at `from` left out. False, and `out` empty, when a tick is not held.
     pub fn boxes_of(
         &self,
         sim: &Sim,
@@ -253,32 +255,5 @@ impl History {
             .filter_map(|p| crossed(p).map(|t| (t, p.id)))
             .min_by(|x, y| x.0.total_cmp(&y.0))
             .map(|(_, id)| id)
-    }
-
-    /// Into `out`, the boxes of the players for whom `shown` holds, as a client drew them
-    /// at `view` (each between its places of the view's two ticks by [`between`], crouched
-    /// as at the nearer one; one absent at `to` held where it stood at `from`; one without
-    /// a box at `from` left out). False, and `out` empty, when a tick is not held.
-    pub fn boxes_at(
-        &self,
-        sim: &Sim,
-        view: &ShotView,
-        mut shown: impl FnMut(PlayerId) -> bool,
-        out: &mut Vec<PlayerBox>,
-    ) -> bool {
-        out.clear();
-        let (Some(a), Some(b)) = (self.tick(view.from), self.tick(view.to)) else {
-            return false;
-        };
-        let k = view.fraction();
-        let mut bs = b.iter().peekable();
-        for p in a {
-            while bs.next_if(|q| q.id < p.id).is_some() {}
-            let q = bs.next_if(|q| q.id == p.id);
-            if shown(p.id) {
-                out.extend(drawn_box(sim, p, q, k));
-            }
-        }
-        true
     }
 }

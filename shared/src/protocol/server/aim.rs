@@ -9,7 +9,7 @@
 //! holds back its acknowledgements gains nothing either). A view outside is clamped to the
 //! nearest one the client could have had and counted; kept up, it is a
 //! [`ViolationKind::Backtrack`]. The rules' trace then meets the map as it is and the
-//! players shown at that view ([`History::boxes_at`]); a shot aimed through a player the
+//! players shown at that view ([`History::boxes_of`]); a shot aimed through a player the
 //! client was never shown is counted, and kept up it is a
 //! [`ViolationKind::UnseenTarget`].
 //!
