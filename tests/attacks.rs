@@ -222,7 +222,7 @@ async fn peers_that_grant_no_credit_are_dropped_and_free_their_slots() {
     assert_eq!(m.machine().clients, 2, "the stallers hold both slots");
     let full = expel_client::connect(r.addr, &options(&r, 32)).await;
     assert!(
-        matches!(&full, Err(expel_client::ClientError::Refused(why)) if why.contains("full")),
+        matches!(&full, Err(e) if e.code() == Some(expel_client::Code::Full)),
         "{:?}",
         full.err()
     );
@@ -386,7 +386,10 @@ async fn a_token_refused_because_its_player_is_connected_stays_good() {
     let mut second = options(&r, 50);
     second.token = token_with(SECRET, 50, now() + 60, 77);
     let why = match expel_client::connect(r.addr, &second).await {
-        Err(expel_client::ClientError::Refused(why)) => why,
+        Err(expel_client::ClientError::Refused { code, detail }) => {
+            assert_eq!(code, expel_client::Code::PlayerInUse);
+            detail
+        }
         other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
     };
     assert!(why.contains("already connected"), "{why}");

@@ -15,7 +15,7 @@ use expel_shared::protocol::client::{
     Client, ClientEvent, End, LaunchStats, Status, CORRECTION_STEP,
 };
 use expel_shared::protocol::conditioner::LinkConditioner;
-use expel_shared::protocol::MovementAuthority;
+use expel_shared::protocol::{Code, MovementAuthority};
 use expel_shared::validate::ViolationKind;
 use expel_shared::MoveCommand;
 use std::collections::BTreeMap;
@@ -114,7 +114,10 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
         assert!(f.1 <= 0, "{f:?}");
     }
     match net.client(7).status() {
-        Status::Ended(End::Kicked(why)) => assert!(why.contains("rules"), "{why}"),
+        Status::Ended(End::Kicked { code, detail }) => {
+            assert_eq!(*code, Code::Violation(ViolationKind::Rules), "{detail}");
+            assert!(detail.contains("rules"), "{detail}");
+        }
         other => panic!("the foreign buttons' client: {other:?}"),
     }
     assert!(

@@ -6,7 +6,12 @@ mod common;
 
 use common::{options, server};
 
+use common::Code;
 use expel_client::{connect, connect_blocking, reconnect, ClientError, Joining, Status};
+use expel_shared::protocol::frame::encode_frame;
+use expel_shared::protocol::ServerControl;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A frame loop joins without awaiting anything: it sees the map arrive (its progress
@@ -87,7 +92,7 @@ async fn reconnect_waits_out_a_full_server_and_stops_at_a_lasting_refusal() {
     let first = connect(r.addr, &options(&r, 1)).await.unwrap();
     let full = connect(r.addr, &options(&r, 2)).await;
     assert!(
-        matches!(&full, Err(e) if e.is_transient()),
+        matches!(&full, Err(e) if e.is_transient() && e.code() == Some(Code::Full)),
         "{:?}",
         full.map(|_| ())
     );
@@ -112,10 +117,96 @@ async fn reconnect_waits_out_a_full_server_and_stops_at_a_lasting_refusal() {
     let t = Instant::now();
     let refused = reconnect(r.addr, &forged, Duration::from_secs(10), 8).await;
     assert!(
-        matches!(&refused, Err(ClientError::Refused(_))),
+        matches!(
+            &refused,
+            Err(ClientError::Refused {
+                code: Code::TokenForged,
+                ..
+            })
+        ),
         "{:?}",
         refused.map(|_| ())
     );
     assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     second.close("done").await;
+}
+
+/// How a stand-in for a newer server ends each connection.
+#[derive(Clone, Copy)]
+enum Newer {
+    /// Last words with this code on the control stream, then the close frame with it.
+    Words(u16),
+    /// The close frame alone, with this application error code.
+    CloseOnly(u32),
+}
+
+/// A stand-in for a server newer than this build (quinn, the real ALPN and TLS): it takes
+/// each hello and ends the connection as `how` says. Returns its address, fingerprint and
+/// a count of the connections it took.
+fn newer_server(how: Newer) -> (std::net::SocketAddr, String, Arc<AtomicUsize>) {
+    let identity = expel_server::Identity::self_signed().unwrap();
+    let ep = quinn::Endpoint::server(
+        identity.quic_config().unwrap(),
+        "127.0.0.1:0".parse().unwrap(),
+    )
+    .unwrap();
+    let addr = ep.local_addr().unwrap();
+    let taken = Arc::new(AtomicUsize::new(0));
+    let count = taken.clone();
+    tokio::spawn(async move {
+        while let Some(incoming) = ep.accept().await {
+            let Ok(c) = incoming.await else { continue };
+            count.fetch_add(1, Ordering::SeqCst);
+            let Ok((mut send, mut recv)) = c.accept_bi().await else {
+                continue;
+            };
+            let mut hello = [0u8; 64];
+            let _ = recv.read(&mut hello).await;
+            match how {
+                Newer::Words(n) => {
+                    let last = ServerControl::Ended {
+                        code: Code::from_number(n),
+                        detail: "a reason from the future".into(),
+                    };
+                    let _ = send.write_all(&encode_frame(&last)).await;
+                    let _ = send.finish();
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    c.close(u32::from(n).into(), b"a reason from the future");
+                }
+                Newer::CloseOnly(n) => c.close(n.into(), b"closed by the future"),
+            }
+        }
+    });
+    (addr, identity.fingerprint, taken)
+}
+
+/// A newer server's code this build does not know ends the join with the code shown
+/// (its number kept, its group's kind) and is never retried, whether it came as last words
+/// or in the close frame alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_code_from_a_newer_server_is_shown_and_never_retried() {
+    for (how, want, words) in [
+        (Newer::Words(37), 37, "a reason from the future"),
+        (Newer::CloseOnly(4321), 4321, "closed by the future"),
+    ] {
+        let (addr, fingerprint, taken) = newer_server(how);
+        let o = expel_client::ConnectOptions::new(
+            common::token_with(common::SECRET, 5, common::now() + 60, 9),
+            expel_client::Trust::Fingerprint(fingerprint),
+        );
+        let t = Instant::now();
+        let e = reconnect(addr, &o, Duration::from_secs(10), 3)
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(e.code(), Some(Code::Unknown(want)), "{e}");
+        assert!(!e.is_transient(), "{e}");
+        let shown = e.to_string();
+        assert!(
+            shown.contains(&want.to_string()) && shown.contains(words),
+            "{shown}"
+        );
+        assert_eq!(taken.load(Ordering::SeqCst), 1, "retried: {shown}");
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    }
 }

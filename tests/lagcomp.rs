@@ -15,7 +15,7 @@ use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::predict::Predictor;
 use expel_shared::protocol::server::{Game, GameRules, MAX_SHOTS_PER_TICK};
 use expel_shared::protocol::simnet::SimNet;
-use expel_shared::protocol::{InputMsg, ViewClaim};
+use expel_shared::protocol::{Code, InputMsg, ViewClaim};
 use expel_shared::sim::Struck;
 use expel_shared::validate::ViolationKind;
 use expel_shared::{Contents, Hull, MoveCommand, Sim, TraceScratch};
@@ -188,7 +188,7 @@ fn cheater(net: &mut SimNet, secs: u64, cheat: &mut Cheat<'_>) -> (Option<String
                 strafe(tick, i)
             }
         });
-        if let Status::Ended(End::Kicked(why)) = net.client(0).status() {
+        if let Status::Ended(End::Kicked { detail: why, .. }) = net.client(0).status() {
             println!("kicked after {:.1} s: {why}", (step + 1) as f64 / 10.0);
             let v = net.server().stats().violations.to_vec();
             return (Some(why.clone()), v);
@@ -350,7 +350,9 @@ fn absurd_views_are_clamped_and_a_thousand_shots_a_tick_meet_the_budget() {
     );
     assert!(after.shot_views_clamped >= 15, "{after:?}");
     match net.client(0).status() {
-        Status::Ended(End::Kicked(why)) => assert!(why.contains("backtrack"), "{why}"),
+        Status::Ended(End::Kicked { code, detail }) => {
+            assert_eq!(*code, Code::Violation(ViolationKind::Backtrack), "{detail}");
+        }
         other => panic!("{other:?}"),
     }
     assert_eq!(*net.client(1).status(), Status::Playing);
@@ -505,8 +507,8 @@ fn commands_left_out_on_purpose_are_flagged_and_loss_is_not() {
             )
         });
         if kicked_after.is_none() {
-            if let Status::Ended(End::Kicked(why)) = net.client(0).status() {
-                assert!(why.contains("gaps"), "{why}");
+            if let Status::Ended(End::Kicked { code, detail }) = net.client(0).status() {
+                assert_eq!(*code, Code::Violation(ViolationKind::Gaps), "{detail}");
                 kicked_after = Some(f64::from(step + 1) / 10.0);
             }
         }

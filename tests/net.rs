@@ -265,14 +265,6 @@ fn spawn_wanderer(r: &Running, id: u32, opts: RunOptions) -> tokio::task::JoinHa
     })
 }
 
-fn refused(e: Result<expel_client::Session, ClientError>) -> String {
-    match e {
-        Err(ClientError::Refused(r)) => r,
-        Err(other) => panic!("expected a refusal, got {other}"),
-        Ok(_) => panic!("expected a refusal, got a welcome"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots() {
     let _serial = SERIAL.lock().await;
@@ -293,22 +285,32 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
     let (_ep, c) = raw(&r, ALPN).await.unwrap();
     let (_s, reply) = hello(&c, 99, token_with(SECRET, 50, now() + 60, 2)).await;
     assert!(
-        matches!(&reply, ServerControl::Refused { reason } if reason.contains("version 99")),
+        matches!(&reply, ServerControl::Ended { code: Code::Version, detail } if detail.contains("version 99")),
         "{reply:?}"
     );
     // Forged, expired and replayed tokens.
     let mut o = options(&r, 51);
     o.token = token_with(b"not-the-secret", 51, now() + 60, 3);
-    assert!(refused(expel_client::connect(r.addr, &o).await).contains("forged"));
+    let (code, why) = refusal(expel_client::connect(r.addr, &o).await);
+    assert_eq!(code, Code::TokenForged, "{why}");
+    assert!(why.contains("forged"), "{why}");
+    let mut garbage = o.clone();
+    garbage.token = "not a token".into();
+    let (code, why) = refusal(expel_client::connect(r.addr, &garbage).await);
+    assert_eq!(code, Code::TokenMalformed, "{why}");
     o.token = token_with(SECRET, 51, now() - 10, 4);
-    assert!(refused(expel_client::connect(r.addr, &o).await).contains("expired"));
+    let (code, why) = refusal(expel_client::connect(r.addr, &o).await);
+    assert_eq!(code, Code::TokenExpired, "{why}");
     o.token = token_with(SECRET, 52, now() + 60, 5);
     let first = expel_client::connect(r.addr, &o).await.unwrap();
     drop(first);
-    assert!(refused(expel_client::connect(r.addr, &o).await).contains("already used"));
-    // A client that never says hello is timed out with a reason.
+    let (code, why) = refusal(expel_client::connect(r.addr, &o).await);
+    assert_eq!(code, Code::TokenReplayed, "{why}");
+    assert!(why.contains("already used"), "{why}");
+    // A client that never says hello is timed out with a reason and its code.
     let (_ep2, silent) = raw(&r, ALPN).await.unwrap();
-    let why = close_reason(&silent, 5).await;
+    let (code, why) = closed_with(&silent, 5).await;
+    assert_eq!(code, Some(Code::HelloTimeout), "{why}");
     assert!(why.contains("no hello"), "{why}");
     // Garbage datagrams and a garbage control frame from a joined client.
     let (_ep3, c3, mut s3) = joined_raw(&r, 53, 6).await;
@@ -319,11 +321,13 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(m.machine().malformed_datagrams >= 40);
     s3.write_all(&[5, 0, 0, 0, 9, 9, 9, 9, 9]).await.unwrap();
-    let why = close_reason(&c3, 5).await;
+    let (code, why) = closed_with(&c3, 5).await;
+    assert_eq!(code, Some(Code::Malformed), "{why}");
     assert!(why.contains("malformed control"), "{why}");
     // A joined client that never sends input is dropped with a reason.
     let (_ep4, c4, _s4) = joined_raw(&r, 54, 7).await;
-    let why = close_reason(&c4, 8).await;
+    let (code, why) = closed_with(&c4, 8).await;
+    assert_eq!(code, Some(Code::InputTimeout), "{why}");
     assert!(why.contains("no input"), "{why}");
     // Commands with values outside the protocol's range are refused and, repeated, kicked.
     let (_ep5, c5, _s5) = joined_raw(&r, 55, 8).await;
@@ -355,7 +359,7 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
     let refusals = |reason: &str| {
         let i = expel_server::REFUSALS
             .iter()
-            .position(|r| *r == reason)
+            .position(|r| r.label() == reason)
             .unwrap();
         m.machine().refusals[i]
     };

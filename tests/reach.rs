@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::Code;
 use serde_json::Value;
 use std::io::{BufRead, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -161,14 +162,6 @@ fn a_public_endpoint_without_a_token_is_refused_at_start_and_the_default_is_loop
     stop(child);
 }
 
-fn refusal(e: Result<expel_client::Session, expel_client::ClientError>) -> String {
-    match e {
-        Err(expel_client::ClientError::Refused(r)) => r,
-        Err(other) => panic!("expected a refusal, got {other}"),
-        Ok(_) => panic!("expected a refusal, got a welcome"),
-    }
-}
-
 fn bound_token(id: u32, server: Option<&str>, expires: u64, n: u8) -> String {
     use expel_shared::protocol::token::{mint, Grant, ServerId};
     mint(
@@ -197,11 +190,12 @@ async fn a_token_joins_only_the_server_it_was_minted_for() {
     let mut o = common::options(&a, 7);
     o.token = bound_token(7, Some("match-a"), common::now() + 60, 1);
     o.trust = expel_client::Trust::Fingerprint(b.fingerprint.clone());
-    let why = refusal(expel_client::connect(b.addr, &o).await);
+    let (code, why) = common::refusal(expel_client::connect(b.addr, &o).await);
+    assert_eq!(code, Code::TokenWrongServer, "{why}");
     assert!(why.contains("another server"), "{why}");
     o.trust = expel_client::Trust::Fingerprint(none.fingerprint.clone());
-    let why = refusal(expel_client::connect(none.addr, &o).await);
-    assert!(why.contains("another server"), "{why}");
+    let (code, why) = common::refusal(expel_client::connect(none.addr, &o).await);
+    assert_eq!(code, Code::TokenWrongServer, "{why}");
     // Refused elsewhere, the token was not burned: it still joins its own server.
     o.trust = expel_client::Trust::Fingerprint(a.fingerprint.clone());
     let joined = expel_client::connect(a.addr, &o)
@@ -210,12 +204,12 @@ async fn a_token_joins_only_the_server_it_was_minted_for() {
     drop(joined);
     // A token for no server opens no server with an id.
     o.token = bound_token(8, None, common::now() + 60, 2);
-    let why = refusal(expel_client::connect(a.addr, &o).await);
-    assert!(why.contains("another server"), "{why}");
+    let (code, why) = common::refusal(expel_client::connect(a.addr, &o).await);
+    assert_eq!(code, Code::TokenWrongServer, "{why}");
     let counted = |r: &expel_server::Running| {
         let i = expel_server::REFUSALS
             .iter()
-            .position(|l| *l == "token_wrong_server")
+            .position(|l| *l == Code::TokenWrongServer)
             .unwrap();
         r.metrics.machine().refusals[i]
     };
@@ -248,7 +242,8 @@ async fn an_expired_token_stays_expired_after_the_server_skipped_ticks() {
     assert!(skipped > 30, "ticks skipped: {skipped}");
     let mut o = common::options(&r, 9);
     o.token = bound_token(9, None, expires, 3);
-    let why = refusal(expel_client::connect(r.addr, &o).await);
+    let (code, why) = common::refusal(expel_client::connect(r.addr, &o).await);
+    assert_eq!(code, Code::TokenExpired, "{why}");
     assert!(why.contains("expired"), "{why}");
     r.shutdown("done").await;
 }

@@ -10,7 +10,7 @@ use common::network;
 use expel_shared::protocol::client::{End, Status};
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::server::{Event, Game, GameRules, RuleError};
-use expel_shared::protocol::MovementAuthority;
+use expel_shared::protocol::{Code, MovementAuthority};
 use expel_shared::sim::PlayerId;
 use expel_shared::{MoveCommand, MoveMode};
 use glam::DVec3;
@@ -220,7 +220,10 @@ fn the_rules_hear_of_a_player_they_removed_themselves() {
     assert_eq!(joined, vec![1, 2, 3, 4]);
     assert_eq!(
         net.client(2).status(),
-        &Status::Ended(End::Kicked("caught by the rules".into()))
+        &Status::Ended(End::Kicked {
+            code: Code::Removed,
+            detail: "caught by the rules".into()
+        })
     );
     for i in [0, 1, 3] {
         assert_eq!(net.client(i).status(), &Status::Playing, "client {i}");

@@ -10,7 +10,7 @@ use expel_shared::protocol::client::{Client, ClientSettings, Status};
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::server::{Event, REFUSALS};
 use expel_shared::protocol::simnet::SimNet;
-use expel_shared::protocol::MovementAuthority;
+use expel_shared::protocol::{Code, MovementAuthority};
 use expel_shared::validate::ViolationKind;
 use expel_shared::MoveCommand;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -918,7 +918,7 @@ fn a_join_storm_past_capacity_is_refused_for_load_and_harms_nobody_in() {
         "{playing} playing, {refused} refused for load; capacity {:?}, {} ticks late",
         s.capacity, s.ticks_late
     );
-    let load = REFUSALS.iter().position(|r| *r == "full_load").unwrap();
+    let load = REFUSALS.iter().position(|r| *r == Code::FullLoad).unwrap();
     assert_eq!(s.refusals[load], refused as u64);
     assert!(refused >= 14, "{refused} refused");
     assert!((20..=34).contains(&playing), "{playing} playing");

@@ -17,7 +17,7 @@ use crate::{
 use bytes::Bytes;
 use expel_client::{bind_address, client_config, ClientError, TransportStats, HANDSHAKE_TIMEOUT};
 use expel_quic::{datagrams, ecn, Batch, Link, LinkEvent, Timers, Wire};
-use expel_shared::protocol::client::{Client, ClientOutput, ClientSettings, End, Status};
+use expel_shared::protocol::client::{Client, ClientOutput, ClientSettings, Status};
 use expel_shared::protocol::ALPN;
 use expel_shared::{MoveCommand, PlayerState, Sim};
 use quinn_proto::{DatagramEvent, Endpoint, EndpointConfig};
@@ -490,10 +490,7 @@ impl Swarm {
             }
             Stage::Joining => match bot.machine.as_ref().map(Client::status) {
                 Some(Status::Playing) => Next::Joined,
-                Some(Status::Ended(End::Refused(r) | End::Disconnected(r))) => {
-                    Next::Fail(ClientError::Refused(r.clone()))
-                }
-                Some(Status::Ended(e)) => Next::Fail(ClientError::Protocol(e.reason().to_string())),
+                Some(Status::Ended(e)) => Next::Fail(ClientError::joining(e, addr)),
                 _ => Next::Stay,
             },
             Stage::Playing(play) => {

@@ -143,7 +143,7 @@ impl Recorder {
         let (ended_by_server, kicked, lost) = match status {
             Status::Ended(e) => (
                 e.by_server().then(|| e.reason().to_string()),
-                matches!(e, End::Kicked(_)),
+                matches!(e, End::Kicked { .. }),
                 e.worth_reconnecting(),
             ),
             _ => (None, false, false),

@@ -6,8 +6,8 @@ use crate::transport::Transport;
 use crate::{client_config, ClientError, ConnectOptions, Session, HANDSHAKE_TIMEOUT};
 use expel_quic::{LinkEvent, REFUSED_AT_THE_DOOR};
 use expel_shared::protocol::backoff::Backoff;
-use expel_shared::protocol::client::{Client, ClientOutput, ClientSettings, End, Status};
-use expel_shared::protocol::ALPN;
+use expel_shared::protocol::client::{Client, ClientOutput, ClientSettings, Status};
+use expel_shared::protocol::{Code, ALPN};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -105,7 +105,10 @@ impl Joining {
         match lost {
             Some((_, why)) if !connected => {
                 return Err(if why == REFUSED_AT_THE_DOOR {
-                    ClientError::Refused(why)
+                    ClientError::Refused {
+                        code: Code::FullLoad,
+                        detail: why,
+                    }
                 } else {
                     fail(why)
                 });
@@ -122,10 +125,7 @@ impl Joining {
         self.transport.flush(now);
         match self.machine.status() {
             Status::Playing => return Ok(true),
-            Status::Ended(End::Refused(r) | End::Disconnected(r)) => {
-                return Err(ClientError::Refused(r.clone()))
-            }
-            Status::Ended(e) => return Err(ClientError::Protocol(e.reason().to_string())),
+            Status::Ended(e) => return Err(ClientError::joining(e, self.addr)),
             Status::Connecting | Status::ReceivingMap => {}
         }
         if !connected && now >= self.handshake_by {

@@ -52,6 +52,7 @@ use expel_shared::mover::MoverState;
 use expel_shared::protocol::client::{Client, ClientOutput};
 use expel_shared::protocol::conditioner::Conditioner;
 use expel_shared::protocol::Welcome;
+pub use expel_shared::protocol::{Code, EndKind};
 use expel_shared::{MoveCommand, PlayerState, Sim};
 use glam::DVec3;
 use std::collections::BTreeMap;
@@ -82,9 +83,14 @@ pub enum ClientError {
         /// What failed.
         detail: String,
     },
-    /// The server refused the hello.
-    #[error("refused by the server: {0}")]
-    Refused(String),
+    /// The server refused the hello (or ended the session before it joined).
+    #[error("refused by the server ({code}): {detail}")]
+    Refused {
+        /// Why, for programs.
+        code: Code,
+        /// Why, for people.
+        detail: String,
+    },
     /// The server broke the protocol (or sent a map that cannot be used).
     #[error("protocol: {0}")]
     Protocol(String),
@@ -92,17 +98,40 @@ pub enum ClientError {
 
 impl ClientError {
     /// Whether trying again later may work: the server could not be reached, or refused
-    /// for now (full, or this player's previous connection not yet gone), in the server's
-    /// wording of those refusals.
+    /// for now ([`Code::is_transient`]: full, shutting down, this player's previous
+    /// connection not yet gone). A code this build does not know is final.
     pub fn is_transient(&self) -> bool {
         match self {
             ClientError::Connect { .. } => true,
-            ClientError::Refused(r) => {
-                r.starts_with("server full")
-                    || r.ends_with("is already connected")
-                    || r.contains("shutting down")
-            }
+            ClientError::Refused { code, .. } => code.is_transient(),
             ClientError::Tls(_) | ClientError::Protocol(_) => false,
+        }
+    }
+
+    /// Why joining `addr` failed, from how the session ended before it joined.
+    pub fn joining(end: &End, addr: SocketAddr) -> ClientError {
+        match end {
+            End::Refused { code, detail } | End::Kicked { code, detail } => ClientError::Refused {
+                code: *code,
+                detail: detail.clone(),
+            },
+            End::Shutdown(detail) => ClientError::Refused {
+                code: Code::Shutdown,
+                detail: detail.clone(),
+            },
+            End::Disconnected(detail) => ClientError::Connect {
+                addr,
+                detail: detail.clone(),
+            },
+            End::Left(r) | End::Protocol(r) => ClientError::Protocol(r.clone()),
+        }
+    }
+
+    /// The server's code, for a refusal.
+    pub fn code(&self) -> Option<Code> {
+        match self {
+            ClientError::Refused { code, .. } => Some(*code),
+            _ => None,
         }
     }
 }
@@ -458,7 +487,11 @@ mod tests {
     fn a_refusal_at_the_door_reads_as_full_for_load_and_is_worth_another_try() {
         let (code, why) = close_reason(&closed(TransportErrorCode::CONNECTION_REFUSED));
         assert_eq!((code, why.as_str()), (None, REFUSED_AT_THE_DOOR));
-        assert!(ClientError::Refused(why).is_transient());
+        let e = ClientError::Refused {
+            code: Code::FullLoad,
+            detail: why,
+        };
+        assert!(e.is_transient());
         let (_, other) = close_reason(&closed(TransportErrorCode::PROTOCOL_VIOLATION));
         assert!(!other.contains("full"), "{other}");
     }

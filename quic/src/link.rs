@@ -31,7 +31,7 @@ pub enum LinkEvent {
     /// A datagram from the server.
     Datagram(Bytes),
     /// The connection ended: the server's application code and reason, or QUIC's.
-    Lost(Option<u32>, String),
+    Lost(Option<u64>, String),
 }
 
 /// A hand-driven client connection (see the module docs).
@@ -205,10 +205,10 @@ pub struct TransportStats {
 
 /// What the closing of a connection says: the application's code and reason, or QUIC's
 /// (a refusal at the door reads as [`REFUSED_AT_THE_DOOR`]).
-pub fn close_reason(e: &ConnectionError) -> (Option<u32>, String) {
+pub fn close_reason(e: &ConnectionError) -> (Option<u64>, String) {
     match e {
         ConnectionError::ApplicationClosed(a) => (
-            u32::try_from(a.error_code.into_inner()).ok(),
+            Some(a.error_code.into_inner()),
             String::from_utf8_lossy(&a.reason).into_owned(),
         ),
         ConnectionError::ConnectionClosed(c)

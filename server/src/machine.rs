@@ -291,7 +291,7 @@ fn carry_out(server: &mut Server, io: &mut IoThreads, shared: &Shared) {
                 Down::Close {
                     id: conn,
                     last,
-                    code,
+                    code: code.number().into(),
                     reason,
                 },
             ),
@@ -312,7 +312,9 @@ fn carry_out(server: &mut Server, io: &mut IoThreads, shared: &Shared) {
                 info!(player, %reason, "left");
                 shared.players.left(player);
             }
-            Event::Refused { conn, reason } => info!(conn, %reason, "refused"),
+            Event::Refused { conn, code, reason } => {
+                info!(conn, code = code.label(), %reason, "refused")
+            }
             Event::CaughtUp {
                 from,
                 ticks,

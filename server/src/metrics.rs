@@ -368,7 +368,7 @@ impl Collector for Scraped {
             REFUSALS
                 .iter()
                 .zip(s.refusals)
-                .map(|(r, v)| (vec![("reason", *r)], v))
+                .map(|(r, v)| (vec![("reason", r.label())], v))
                 .collect(),
         )?;
         family(

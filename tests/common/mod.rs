@@ -11,6 +11,7 @@ use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
 use expel_shared::protocol::server::Server;
 use expel_shared::protocol::simnet::{NetSettings, SimNet};
 use expel_shared::protocol::token::{mint, Grant};
+pub(crate) use expel_shared::protocol::Code;
 use expel_shared::protocol::{decode, ClientControl, MovementAuthority, ServerControl, ALPN};
 use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
 use std::io::{Read, Write};
@@ -174,6 +175,32 @@ pub(crate) async fn close_reason(c: &quinn::Connection, secs: u64) -> String {
         .await
         .unwrap();
     format!("{why}")
+}
+
+/// The code and reason of the close frame the server closed `c` with, waiting at most
+/// `secs` (`None`: closed some other way).
+pub(crate) async fn closed_with(c: &quinn::Connection, secs: u64) -> (Option<Code>, String) {
+    let why = tokio::time::timeout(Duration::from_secs(secs), c.closed())
+        .await
+        .unwrap();
+    match &why {
+        quinn::ConnectionError::ApplicationClosed(a) => (
+            Some(Code::from_close(a.error_code.into_inner())),
+            String::from_utf8_lossy(&a.reason).into_owned(),
+        ),
+        other => (None, other.to_string()),
+    }
+}
+
+/// A refusal's code and words (panics on anything else).
+pub(crate) fn refusal(
+    e: Result<expel_client::Session, expel_client::ClientError>,
+) -> (Code, String) {
+    match e {
+        Err(expel_client::ClientError::Refused { code, detail }) => (code, detail),
+        Err(other) => panic!("expected a refusal, got {other}"),
+        Ok(_) => panic!("expected a refusal, got a welcome"),
+    }
 }
 
 /// The one JSON line `expel serve` prints once it accepts connections, read from the

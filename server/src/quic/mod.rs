@@ -17,7 +17,7 @@ use bytes::{Bytes, BytesMut};
 use expel_quic::{datagrams, endpoint_events, transmit, Batch, Blocked, RecvMeta, Timers, Wire};
 use expel_shared::protocol::rate::TokenBucket;
 use expel_shared::protocol::server::ConnId;
-use expel_shared::protocol::{CLOSE_KICKED, CLOSE_SHUTDOWN};
+use expel_shared::protocol::Code;
 use quinn_proto::{
     ConnectionHandle, DatagramEvent, Dir, Endpoint, Event, StreamEvent, StreamId, Transmit, VarInt,
 };
@@ -403,7 +403,7 @@ impl Quic {
             if p.closing.is_none() && !p.closed && p.id.is_none() {
                 p.conn.close(
                     now,
-                    CLOSE_SHUTDOWN.into(),
+                    Code::Shutdown.number().into(),
                     Bytes::copy_from_slice(reason.as_bytes()),
                 );
                 p.closed = true;
@@ -417,7 +417,7 @@ impl Quic {
         for h in 0..self.peers.len() {
             let Some(p) = self.peer_mut(h) else { continue };
             if !p.closed {
-                let code = p.closing.as_ref().map_or(CLOSE_SHUTDOWN, |c| c.code);
+                let code = (p.closing.as_ref()).map_or(Code::Shutdown.number().into(), |c| c.code);
                 p.conn
                     .close(now, code.into(), Bytes::copy_from_slice(reason.as_bytes()));
                 p.closed = true;
@@ -533,17 +533,18 @@ impl Quic {
             match write_control(p, now, cx, &mut map_sent) {
                 Ok(()) => {}
                 Err(why) => {
-                    let reason = match why {
-                        WriteError::Lost => "control stream failed",
+                    let (code, reason) = match why {
+                        WriteError::Lost => (Code::Malformed, "control stream failed"),
                         WriteError::Stalled => {
                             m.stalls.inc();
-                            "stalled: a write got no flow-control credit in time"
+                            let why = "stalled: a write got no flow-control credit in time";
+                            (Code::Stalled, why)
                         }
                     };
                     let (code, reason) = match p.closing.take() {
                         // The last words failed: the reason stands in the close frame.
                         Some(c) => (c.code, c.reason),
-                        None => (CLOSE_KICKED, reason.to_string()),
+                        None => (code.number().into(), reason.to_string()),
                     };
                     close_now(p, now, code, &reason);
                     gone(p, ids, up, &reason);

@@ -1,6 +1,7 @@
 //! The messages. Field names and order are the wire format (postcard): change them only
 //! with [`super::VERSION`].
 
+use super::code::Code;
 use super::{ProtocolError, MAX_INPUT_COMMANDS, MAX_MAP_BYTES};
 use crate::movement::{MoveCommand, MoveConfig, PlayerState};
 use crate::sim::ShotView;
@@ -134,20 +135,13 @@ pub enum ServerControl {
         /// The bytes.
         bytes: Vec<u8>,
     },
-    /// The hello is refused; the connection closes.
-    Refused {
-        /// Why.
-        reason: String,
-    },
-    /// The client is removed; the connection closes.
-    Kick {
-        /// Why.
-        reason: String,
-    },
-    /// The server is shutting down.
-    Shutdown {
-        /// Why.
-        reason: String,
+    /// The server's last words: the hello refused, the player removed, or the server
+    /// shutting down (the code's [`Kind`](super::code::Kind)); the connection closes.
+    Ended {
+        /// Why, for programs.
+        code: Code,
+        /// Why, for people.
+        detail: String,
     },
     /// A game message on the reliable channel ([`super::channel`]).
     Message {

@@ -13,7 +13,8 @@
 //!   length-prefixed frames ([`frame`]) carrying [`ClientControl`] and [`ServerControl`]:
 //!   hello (version, token, the map the client has), welcome (player id, rates, the
 //!   [`MoveConfig`](crate::MoveConfig), map name and hash, server tick), map transfer,
-//!   refusal, kick and shutdown with a reason.
+//!   and the server's last words: a refusal, a removal or a shutdown, each a [`Code`]
+//!   with words for people.
 //! * Input datagrams ([`InputMsg`]): the last few tick-stamped commands, so one lost
 //!   datagram costs nothing, and the newest snapshot received (the delta baseline). Under
 //!   [`MovementAuthority::Client`] each command comes with the state the client claims it
@@ -27,6 +28,7 @@
 pub mod backoff;
 pub mod channel;
 pub mod client;
+pub mod code;
 pub mod conditioner;
 pub mod frame;
 pub mod input;
@@ -46,6 +48,7 @@ pub mod snapshot;
 #[cfg(feature = "server")]
 pub mod token;
 
+pub use code::{Code, Kind as EndKind};
 pub use messages::{
     ClientControl, ClientDatagram, EntityDelta, Feedback, FieldValues, GameLists, InputMsg,
     MovementAuthority, RosterChange, ServerControl, ServerDatagram, SnapshotMsg, ViewClaim,
@@ -56,15 +59,9 @@ use thiserror::Error;
 
 /// Protocol version carried in the hello; a server refuses any other. The ALPN names the
 /// same number.
-pub const VERSION: u16 = 11;
+pub const VERSION: u16 = 12;
 /// The QUIC application protocol name: `expel/` and [`VERSION`].
-pub const ALPN: &[u8] = b"expel/11";
-/// QUIC application close code: the server shut down.
-pub const CLOSE_SHUTDOWN: u32 = 0;
-/// QUIC application close code: the hello was refused.
-pub const CLOSE_REFUSED: u32 = 1;
-/// QUIC application close code: the client was kicked (cheating, silence, bad messages).
-pub const CLOSE_KICKED: u32 = 2;
+pub const ALPN: &[u8] = b"expel/12";
 /// Commands repeated in every input datagram (the last N), so a lost datagram costs nothing.
 pub const INPUT_REDUNDANCY: usize = 4;
 /// Most commands one input datagram may carry.

@@ -8,6 +8,7 @@
 
 use super::client::ClientOutput;
 use super::client::{Client, ClientSettings, End, Status};
+use super::code::Code;
 use super::conditioner::{Conditioner, LinkConditioner};
 use super::load::Load;
 use super::server::{map_frames, ConnId, Event, Output, Server};
@@ -43,7 +44,7 @@ impl Default for NetSettings {
 #[derive(Clone, Debug)]
 enum Stream {
     Bytes(Vec<u8>),
-    Close(u32, String),
+    Close(Code, String),
 }
 
 /// One client and its link.
@@ -327,7 +328,7 @@ impl SimNet {
                 match p.ctl_down.pop_front() {
                     Some((_, Stream::Bytes(b))) => p.client.handle_control(&b, now),
                     Some((_, Stream::Close(code, reason))) => {
-                        p.client.handle_closed(Some(code), &reason)
+                        p.client.handle_closed(Some(code.number().into()), &reason)
                     }
                     None => {}
                 }

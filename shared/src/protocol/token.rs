@@ -10,6 +10,7 @@
 //! that one only.
 
 use super::keyed::KeyedHash;
+use super::Code;
 use std::collections::BTreeMap;
 use thiserror::Error;
 
@@ -84,15 +85,15 @@ pub enum TokenError {
 }
 
 impl TokenError {
-    /// The refusal's metric label.
-    pub fn label(&self) -> &'static str {
+    /// The refusal's code.
+    pub fn code(&self) -> Code {
         match self {
-            TokenError::Malformed => "token_malformed",
-            TokenError::Version(_) => "token_version",
-            TokenError::Forged => "token_forged",
-            TokenError::WrongServer => "token_wrong_server",
-            TokenError::Expired => "token_expired",
-            TokenError::Replayed => "token_replayed",
+            TokenError::Malformed => Code::TokenMalformed,
+            TokenError::Version(_) => Code::TokenVersion,
+            TokenError::Forged => Code::TokenForged,
+            TokenError::WrongServer => Code::TokenWrongServer,
+            TokenError::Expired => Code::TokenExpired,
+            TokenError::Replayed => Code::TokenReplayed,
         }
     }
 }

@@ -36,8 +36,8 @@ use crate::protocol::interp::Interpolator;
 use crate::protocol::predict::Predictor;
 use crate::protocol::snapshot::SnapshotDecoder;
 use crate::protocol::{
-    decode, encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl,
-    ServerDatagram, ViewClaim, Welcome, CLOSE_KICKED, INPUT_REDUNDANCY, MAX_INPUT_COMMANDS,
+    decode, encode, ClientControl, ClientDatagram, Code, InputMsg, MovementAuthority,
+    ServerControl, ServerDatagram, ViewClaim, Welcome, INPUT_REDUNDANCY, MAX_INPUT_COMMANDS,
     MAX_MAP_BYTES, VERSION,
 };
 use crate::sim::{PlayerId, ShotView, Sim};
@@ -325,18 +325,22 @@ impl Client {
         self.end(End::Left(reason.to_string()));
     }
 
-    /// The transport closed: `code` and `reason` from the peer's close frame, if any.
-    pub fn handle_closed(&mut self, code: Option<u32>, reason: &str) {
+    /// The transport closed: the application error code (a [`Code`]'s number) and
+    /// reason from the peer's close frame, if it sent one.
+    pub fn handle_closed(&mut self, code: Option<u64>, reason: &str) {
         if matches!(self.status, Status::Ended(_)) {
             return;
         }
-        let end = match (code, &self.status) {
-            (Some(c), _) if c == CLOSE_KICKED => End::Kicked(reason.to_string()),
-            (Some(_), Status::Connecting) => End::Refused(reason.to_string()),
-            (Some(0), _) => End::Shutdown(reason.to_string()),
-            _ => End::Disconnected(reason.to_string()),
+        let end = match code {
+            Some(c) => End::from_server(Code::from_close(c), reason.to_string(), self.joined()),
+            None => End::Disconnected(reason.to_string()),
         };
         self.end(end);
+    }
+
+    /// Whether the server welcomed us.
+    fn joined(&self) -> bool {
+        !matches!(self.status, Status::Connecting)
     }
 
     fn end(&mut self, end: End) {
@@ -372,9 +376,10 @@ impl Client {
             (ServerControl::MapData { offset, bytes }, Status::ReceivingMap) => {
                 self.map_chunk(offset, &bytes, now)
             }
-            (ServerControl::Refused { reason }, _) => self.end(End::Refused(reason)),
-            (ServerControl::Kick { reason }, _) => self.end(End::Kicked(reason)),
-            (ServerControl::Shutdown { reason }, _) => self.end(End::Shutdown(reason)),
+            (ServerControl::Ended { code, detail }, _) => {
+                let end = End::from_server(code, detail, self.joined());
+                self.end(end)
+            }
             (ServerControl::Roster { changes }, Status::ReceivingMap | Status::Playing) => {
                 self.roster_changed(changes)
             }

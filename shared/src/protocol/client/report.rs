@@ -3,6 +3,7 @@
 
 use crate::movement::PlayerState;
 use crate::protocol::channel::MessageCounts;
+use crate::protocol::code::{Code, Kind};
 use crate::protocol::predict::PredictStats;
 use crate::sim::PlayerId;
 use std::collections::VecDeque;
@@ -117,9 +118,19 @@ pub enum ClientEvent {
 #[derive(Clone, Debug, PartialEq)]
 pub enum End {
     /// The server refused the hello.
-    Refused(String),
-    /// The server removed us (cheating, silence, a bad message).
-    Kicked(String),
+    Refused {
+        /// Why, for programs.
+        code: Code,
+        /// Why, for people.
+        detail: String,
+    },
+    /// The server removed us (cheating, silence, a bad message, the game's rules).
+    Kicked {
+        /// Why, for programs.
+        code: Code,
+        /// Why, for people.
+        detail: String,
+    },
     /// The server is shutting down.
     Shutdown(String),
     /// We said goodbye.
@@ -131,11 +142,24 @@ pub enum End {
 }
 
 impl End {
+    /// The server's last words as they came: their code's kind says which end it was
+    /// (a code this build does not know keeps its number; one that ends a player before
+    /// it joined is a refusal).
+    pub fn from_server(code: Code, detail: String, joined: bool) -> End {
+        match code.kind() {
+            Kind::Shutdown => End::Shutdown(detail),
+            Kind::Refused => End::Refused { code, detail },
+            Kind::Kicked | Kind::Left if !joined => End::Refused { code, detail },
+            Kind::Kicked => End::Kicked { code, detail },
+            Kind::Left => End::Disconnected(detail),
+        }
+    }
+
     /// The reason, whatever the kind.
     pub fn reason(&self) -> &str {
         match self {
-            End::Refused(r)
-            | End::Kicked(r)
+            End::Refused { detail: r, .. }
+            | End::Kicked { detail: r, .. }
             | End::Shutdown(r)
             | End::Left(r)
             | End::Protocol(r)
@@ -143,9 +167,22 @@ impl End {
         }
     }
 
+    /// The server's code, where the server ended it (or [`Code::Left`] for our goodbye).
+    pub fn code(&self) -> Option<Code> {
+        match self {
+            End::Refused { code, .. } | End::Kicked { code, .. } => Some(*code),
+            End::Shutdown(_) => Some(Code::Shutdown),
+            End::Left(_) => Some(Code::Left),
+            End::Protocol(_) | End::Disconnected(_) => None,
+        }
+    }
+
     /// Whether the server ended it (a refusal, kick or shutdown).
     pub fn by_server(&self) -> bool {
-        matches!(self, End::Refused(_) | End::Kicked(_) | End::Shutdown(_))
+        matches!(
+            self,
+            End::Refused { .. } | End::Kicked { .. } | End::Shutdown(_)
+        )
     }
 
     /// Whether connecting again may work: the server went away or is restarting (a kick,

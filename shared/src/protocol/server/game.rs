@@ -14,6 +14,7 @@ use crate::protocol::channel::{
 };
 use crate::protocol::frame::encode_frame;
 use crate::protocol::snapshot::{game_state_fields, Scope, Spawned, StateFields, MAX_STATE_BYTES};
+use crate::protocol::Code;
 use crate::protocol::{encode, MovementAuthority, ServerControl, ServerDatagram};
 use crate::sim::{in_range, Entity, EntityId, Impact, PlayerId, SimError, WorldState};
 use glam::DVec3;
@@ -463,7 +464,7 @@ impl Game<'_> {
             .get(&player)
             .ok_or(RuleError::NotPlaying(player))?
             .conn;
-        self.server.kick(conn, reason.to_string());
+        self.server.kick(conn, Code::Removed, reason.to_string());
         Ok(())
     }
 
@@ -668,7 +669,7 @@ impl Server {
             }
             Arrival::Refused { kick: true } => {
                 let conn = s.conn;
-                self.kick(conn, ABUSE.into());
+                self.kick(conn, Code::MessageAbuse, ABUSE.into());
             }
             Arrival::Stale => drop(MessageDrop::Stale),
             Arrival::Full => drop(MessageDrop::QueueFull),
@@ -706,7 +707,7 @@ impl Server {
         };
         if s.mail.malformed(channel, now, &mut self.stats.messages) {
             let conn = s.conn;
-            self.kick(conn, ABUSE.into());
+            self.kick(conn, Code::MessageAbuse, ABUSE.into());
         }
     }
 

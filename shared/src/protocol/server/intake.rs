@@ -10,7 +10,7 @@
 use super::{kick_reason, wall_tick, ConnId, MessageDrop, Player, Server, Stage, CLAIMS};
 use crate::movement::PlayerState;
 use crate::protocol::channel::Channel;
-use crate::protocol::{decode, ClientDatagram, InputMsg, MovementAuthority};
+use crate::protocol::{decode, ClientDatagram, Code, InputMsg, MovementAuthority};
 use crate::sim::{PlayerId, Sim};
 use crate::validate::{Violation, ViolationKind};
 use std::collections::BTreeMap;
@@ -51,7 +51,7 @@ struct Found {
     malformed: u64,
     violations: Vec<Violation>,
     /// Why it is kicked, once its record passes the threshold (its later inputs are moot).
-    kicked: Option<String>,
+    kicked: Option<(Code, String)>,
     /// Taking stops here until the ordered pass has re-run the prediction.
     suspect: Option<Suspect>,
 }
@@ -59,7 +59,7 @@ struct Found {
 impl Found {
     fn violation(&mut self, s: &mut Player, v: Violation) {
         if s.validator.record(&v) {
-            self.kicked = Some(kick_reason(&v));
+            self.kicked = Some((Code::Violation(v.kind), kick_reason(&v)));
         }
         self.violations.push(v);
     }
@@ -199,9 +199,9 @@ impl Server {
                 for v in std::mem::take(&mut f.violations) {
                     self.count_violation(id, &v);
                 }
-                if let Some(reason) = f.kicked.take() {
+                if let Some((code, reason)) = f.kicked.take() {
                     if let Some(conn) = self.players.get(&id).map(|s| s.conn) {
-                        self.kick(conn, reason);
+                        self.kick(conn, code, reason);
                     }
                     break;
                 }

@@ -29,9 +29,9 @@ impl Server {
                     let hello = matches!(c.stage, Stage::Hello { .. });
                     let reason = format!("malformed control frame: {e}");
                     if hello {
-                        self.refuse_with(conn, None, reason);
+                        self.refuse(conn, Code::BadHello, reason);
                     } else {
-                        self.kick(conn, reason);
+                        self.kick(conn, Code::Malformed, reason);
                     }
                     return;
                 }
@@ -49,7 +49,7 @@ impl Server {
                 ) => self.hello(conn, version, &token, have_map, now),
                 (false, Ok(ClientControl::Bye { reason })) => {
                     let reason = format!("said bye: {reason}");
-                    self.close(conn, Vec::new(), 0, reason);
+                    self.close(conn, Vec::new(), Code::Left, reason);
                 }
                 (false, Ok(ClientControl::Message { bytes })) => match c.stage {
                     Stage::Playing { player } => {
@@ -61,11 +61,11 @@ impl Server {
                 (true, _) => {
                     self.stats.malformed_control += 1;
                     let reason = "the first message must be a hello".to_string();
-                    self.refuse_with(conn, None, reason);
+                    self.refuse(conn, Code::BadHello, reason);
                 }
                 (false, _) => {
                     self.stats.malformed_control += 1;
-                    self.kick(conn, "malformed control message".into());
+                    self.kick(conn, Code::Malformed, "malformed control message".into());
                 }
             }
         }
@@ -83,7 +83,7 @@ impl Server {
             let reason = format!(
                 "protocol version {version} is not supported (this server speaks {VERSION})"
             );
-            return self.refuse_with(conn, Some("version"), reason);
+            return self.refuse(conn, Code::Version, reason);
         }
         let unix = self
             .unix_epoch
@@ -91,12 +91,12 @@ impl Server {
         let server = self.settings.server_id.as_ref();
         let grant = match token::verify(&self.settings.secret, token, unix, server) {
             Ok(g) => g,
-            Err(e) => return self.refuse_with(conn, Some(e.label()), e.to_string()),
+            Err(e) => return self.refuse(conn, e.code(), e.to_string()),
         };
         let id = grant.player_id;
         let max = self.settings.max_players;
         if self.stats.clients as usize >= max {
-            return self.refuse_with(conn, Some("full"), format!("server full ({max} players)"));
+            return self.refuse(conn, Code::Full, format!("server full ({max} players)"));
         }
         if let Some(cap) = self.headroom.capacity() {
             if self.stats.clients as usize >= cap {
@@ -107,17 +107,17 @@ impl Server {
                 let reason = format!(
                     "server full for its load: it carries {cap} players now ({why}; at most {max} when it can)"
                 );
-                return self.refuse_with(conn, Some("full_load"), reason);
+                return self.refuse(conn, Code::FullLoad, reason);
             }
         }
         if self.players.contains_key(&id) || self.transferring(id) {
             let reason = format!("player {id} is already connected");
-            return self.refuse_with(conn, Some("player_in_use"), reason);
+            return self.refuse(conn, Code::PlayerInUse, reason);
         }
         // The nonce is burned only once the slot is certain: a token refused because the
         // server is full or its player connected stays good for later.
         if let Err(e) = self.replay.admit(&grant, unix) {
-            return self.refuse_with(conn, Some(e.label()), e.to_string());
+            return self.refuse(conn, e.code(), e.to_string());
         }
         let sending_map = have_map != Some(self.map_hash);
         let welcome = Welcome {
@@ -174,7 +174,7 @@ impl Server {
     fn enter(&mut self, conn: ConnId, id: PlayerId, now: Instant) {
         let spawn = self.sim.join_state(&self.world, id, MoveMode::Walk);
         if self.sim.add_player(&mut self.world, id, spawn).is_err() {
-            self.kick(conn, "no room in the world".into());
+            self.kick(conn, Code::NoRoom, "no room in the world".into());
             return;
         }
         if let Some(c) = self.conns.get_mut(&conn) {

@@ -22,10 +22,7 @@ use super::load::{Headroom, Load, Window};
 use super::rate::InputGate;
 use super::snapshot::{Crowd, Feedback, SnapshotEncoder};
 use super::token::{self, ReplayGuard};
-use super::{
-    decode, ClientControl, ServerControl, Welcome, CLOSE_KICKED, CLOSE_REFUSED, CLOSE_SHUTDOWN,
-    MAP_CHUNK, VERSION,
-};
+use super::{decode, ClientControl, Code, ServerControl, Welcome, MAP_CHUNK, VERSION};
 use crate::movement::{MoveMode, PlayerState};
 use crate::sim::{History, PlayerId, Sim, SimScratch, WorldState};
 use crate::validate::{SeenWorld, ValidationConfig, Validator, Violation, ViolationKind};
@@ -411,7 +408,7 @@ impl Server {
             self.close(
                 conn,
                 Vec::new(),
-                CLOSE_SHUTDOWN,
+                Code::Shutdown,
                 "server shutting down".into(),
             );
             return;
@@ -469,7 +466,7 @@ impl Server {
         };
         if s.validator.record(v) {
             let conn = s.conn;
-            self.kick(conn, kick_reason(v));
+            self.kick(conn, Code::Violation(v.kind), kick_reason(v));
         }
     }
 
@@ -496,45 +493,48 @@ impl Server {
                 .get(&conn)
                 .is_some_and(|c| matches!(c.stage, Stage::Map { .. } | Stage::Playing { .. }));
             let last = if joined {
-                encode_frame(&ServerControl::Shutdown {
-                    reason: reason.to_string(),
+                encode_frame(&ServerControl::Ended {
+                    code: Code::Shutdown,
+                    detail: reason.to_string(),
                 })
             } else {
                 Vec::new()
             };
-            self.close(conn, last, CLOSE_SHUTDOWN, format!("shutdown: {reason}"));
+            self.close(conn, last, Code::Shutdown, format!("shutdown: {reason}"));
         }
     }
 
-    /// Refuses a connection before it joined: the reason on the control stream (when a
-    /// label is given, the refusal is counted under it) and in the close frame.
-    fn refuse_with(&mut self, conn: ConnId, label: Option<&str>, reason: String) {
-        if let Some(l) = label {
-            if let Some(i) = REFUSALS.iter().position(|r| *r == l) {
-                self.stats.refusals[i] += 1;
-            }
+    /// Refuses a connection before it joined: the code and reason on the control stream
+    /// and in the close frame (a code of [`REFUSALS`] is counted under it).
+    fn refuse(&mut self, conn: ConnId, code: Code, reason: String) {
+        if let Some(i) = REFUSALS.iter().position(|r| *r == code) {
+            self.stats.refusals[i] += 1;
         }
-        let last = encode_frame(&ServerControl::Refused {
-            reason: reason.clone(),
+        let last = encode_frame(&ServerControl::Ended {
+            code,
+            detail: reason.clone(),
         });
         self.events.push_back(Event::Refused {
             conn,
+            code,
             reason: reason.clone(),
         });
-        self.close(conn, last, CLOSE_REFUSED, reason);
+        self.close(conn, last, code, reason);
     }
 
-    /// Kicks a joined client: the reason on the control stream and in the close frame.
-    fn kick(&mut self, conn: ConnId, reason: String) {
+    /// Removes a joined client: the code and reason on the control stream and in the
+    /// close frame.
+    fn kick(&mut self, conn: ConnId, code: Code, reason: String) {
         self.stats.kicks += 1;
-        let last = encode_frame(&ServerControl::Kick {
-            reason: reason.clone(),
+        let last = encode_frame(&ServerControl::Ended {
+            code,
+            detail: reason.clone(),
         });
-        self.close(conn, last, CLOSE_KICKED, reason);
+        self.close(conn, last, code, reason);
     }
 
     /// Forgets the connection's player and tells the shell to close it after `last`.
-    fn close(&mut self, conn: ConnId, last: Vec<u8>, code: u32, reason: String) {
+    fn close(&mut self, conn: ConnId, last: Vec<u8>, code: Code, reason: String) {
         if let Some(c) = self.conns.get_mut(&conn) {
             let stage = std::mem::replace(&mut c.stage, Stage::Closing);
             if let Stage::Map { player } | Stage::Playing { player } = stage {

@@ -3,23 +3,25 @@
 
 use super::ConnId;
 use crate::protocol::input::InputStats;
+use crate::protocol::Code;
 use crate::sim::PlayerId;
 use crate::validate::ViolationKind;
 use std::time::Duration;
 
-/// Why connections were refused, as metric label values.
-pub const REFUSALS: [&str; 11] = [
-    "version",
-    "token_malformed",
-    "token_version",
-    "token_forged",
-    "token_wrong_server",
-    "token_expired",
-    "token_replayed",
-    "full",
-    "full_load",
-    "player_in_use",
-    "hello_timeout",
+/// The refusals counted in [`ServerStats::refusals`], in its order; their
+/// [`Code::label`]s are the metric's label values.
+pub const REFUSALS: [Code; 11] = [
+    Code::Version,
+    Code::TokenMalformed,
+    Code::TokenVersion,
+    Code::TokenForged,
+    Code::TokenWrongServer,
+    Code::TokenExpired,
+    Code::TokenReplayed,
+    Code::Full,
+    Code::FullLoad,
+    Code::PlayerInUse,
+    Code::HelloTimeout,
 ];
 
 /// What the shell must do.
@@ -54,8 +56,8 @@ pub enum Output {
         /// The last words on the control stream (a refusal, kick or shutdown notice;
         /// empty for none).
         last: Vec<u8>,
-        /// [`CLOSE_SHUTDOWN`](crate::protocol::CLOSE_SHUTDOWN), [`CLOSE_REFUSED`](crate::protocol::CLOSE_REFUSED) or [`CLOSE_KICKED`](crate::protocol::CLOSE_KICKED).
-        code: u32,
+        /// Why, for programs: its number is the close frame's application error code.
+        code: Code,
         /// Why, for the close frame.
         reason: String,
     },
@@ -84,7 +86,9 @@ pub enum Event {
     Refused {
         /// Its connection.
         conn: ConnId,
-        /// Why.
+        /// Why, for programs.
+        code: Code,
+        /// Why, for people.
         reason: String,
     },
     /// The server ran late and has caught up: ticks from `from` on, `ticks` of them, ran

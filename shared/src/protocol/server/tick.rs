@@ -8,7 +8,7 @@ use super::{
 use crate::movement::{MoveCommand, Obstacle, PlayerState};
 use crate::protocol::input::InputStats;
 use crate::protocol::snapshot::Crowd;
-use crate::protocol::MovementAuthority;
+use crate::protocol::{Code, MovementAuthority};
 use crate::sim::{PlayerId, PlayerReport, Sim, WorldState};
 use crate::validate::{TickClaim, Violation};
 use std::collections::BTreeMap;
@@ -91,11 +91,7 @@ impl Server {
             .collect();
         let t = self.settings.hello_timeout.as_secs_f64();
         for conn in late {
-            self.refuse_with(
-                conn,
-                Some("hello_timeout"),
-                format!("no hello within {t} s"),
-            );
+            self.refuse(conn, Code::HelloTimeout, format!("no hello within {t} s"));
         }
         let timeout = self.settings.input_timeout;
         // Silence while the server itself was away is not the client's.
@@ -107,7 +103,8 @@ impl Server {
             .map(|s| s.conn)
             .collect();
         for conn in silent {
-            self.kick(conn, format!("no input for {} s", timeout.as_secs_f64()));
+            let why = format!("no input for {} s", timeout.as_secs_f64());
+            self.kick(conn, Code::InputTimeout, why);
         }
     }
 
