@@ -49,7 +49,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
     let cheats: Vec<CheatKind> = CheatKind::ALL.iter().map(|(_, k)| *k).collect();
     let cheaters = args.cheaters.min(args.bots / cheats.len().max(1));
     let secret = hex::encode(rand::random::<[u8; 16]>());
-    let (sim, cfg, name) = net::prepare(ServeArgs {
+    let (builder, asked) = net::prepare(ServeArgs {
         map: args.map.clone(),
         addr: Some(args.addr),
         max_players: Some(args.bots + 16),
@@ -61,16 +61,15 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         }),
         ..ServeArgs::default()
     })?;
-    let movement = cfg.game.movement;
-    let operator_token = cfg.operator_token.clone();
+    let operator_token = asked.operator_token.clone();
     // The bots' tokens are for this server ($EXPEL_SERVER_ID may give it an id).
-    let server_id = cfg.game.server_id;
+    let server_id = asked.server_id;
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
     rt.block_on(async move {
-        let running = expel_server::start(sim.clone(), cfg).await?;
+        let running = builder.start().await?;
         let signalled = net::shutdown_signal();
         let http = running.metrics_addr.unwrap_or(running.addr);
-        println!("{}", net::ready_line(&running, &sim, movement, &name));
+        println!("{}", net::ready_line(&running, &asked));
         println!(
             "live view: http://{http}/   ({} bots, {} cheating; Ctrl-C stops)",
             args.bots,

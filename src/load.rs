@@ -24,12 +24,18 @@ impl Loaded {
     /// The simulation of this map with `config`, logging what in the map could not be used
     /// as written.
     pub(crate) fn into_sim(self, config: MoveConfig) -> Result<Sim> {
-        let movement = config.validate().context("movement settings")?;
-        let (sim, warnings) = Sim::from_map(std::sync::Arc::new(self.model), &self.map, movement);
-        for w in &warnings {
-            tracing::warn!(map = %self.name, "{w}");
-        }
-        Ok(sim)
+        Ok(self.into_map().sim(config)?)
+    }
+
+    /// The map as the server library holds it.
+    pub(crate) fn into_map(self) -> expel_server::Map {
+        use std::sync::Arc;
+        expel_server::Map::from_parts(
+            self.name,
+            Arc::new(self.bytes),
+            Arc::new(self.model),
+            self.map,
+        )
     }
 
     pub(crate) fn info_json(&self) -> serde_json::Value {

@@ -5,16 +5,15 @@ use crate::load::{self, Loaded};
 use anyhow::{bail, Context, Result};
 use expel_bots::RunOptions;
 use expel_client::{ConnectOptions, LinkConditioner, Trust};
-use expel_server::{Identity, ServerConfig, ServerSettings};
+use expel_server::Identity;
 use expel_shared::protocol::token::{self, Grant};
 use expel_shared::protocol::MovementAuthority;
-use expel_shared::{MoveCommand, MoveConfig};
+use expel_shared::MoveCommand;
 use rand::{Rng, SeedableRng};
 use serde::Deserialize;
 use serde_json::json;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// `expel serve` settings; each may also come from the TOML file, flags winning.
 #[derive(Debug, Default, Deserialize, clap::Args)]
@@ -221,17 +220,26 @@ fn map_name(path: Option<&Path>) -> String {
         .map_or("arena".to_string(), |s| s.to_string_lossy().into_owned())
 }
 
-/// The server's simulation and configuration from its settings, and the map's name.
-pub(crate) fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, ServerConfig, String)> {
+/// What `expel serve` was asked for beside the server itself.
+pub(crate) struct Prepared {
+    /// The map's name.
+    pub name: String,
+    /// Who moves the players.
+    pub movement: MovementAuthority,
+    /// The operator endpoint's token, if any.
+    pub operator_token: Option<String>,
+    /// The server's id, if any (tokens are minted for it).
+    pub server_id: Option<token::ServerId>,
+}
+
+/// The server's builder from its settings: the same path a game embedding the server
+/// takes ([`expel_server::Server::builder`]), with the map's model from the cache.
+pub(crate) fn prepare(args: ServeArgs) -> Result<(expel_server::Builder, Prepared)> {
     let args = args.merged()?;
     let mut loaded: Loaded = load::load_model(args.map.as_deref())?;
     let name = map_name(args.map.as_deref());
-    let bytes = Arc::new(std::mem::take(&mut loaded.bytes));
-    let config = MoveConfig {
-        tick_rate: args.tick_rate.unwrap_or(60),
-        ..MoveConfig::default()
-    };
-    let sim = Arc::new(loaded.into_sim(config)?);
+    loaded.name = name.clone();
+    let map = loaded.into_map();
     let identity = match (&args.cert, &args.key) {
         (Some(c), Some(k)) => Identity::from_pem(
             &std::fs::read(c).with_context(|| format!("reading {}", c.display()))?,
@@ -249,51 +257,50 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(Arc<expel_shared::Sim>, Server
     // GameServer's: the name an allocation returns, for which tokens are minted.
     let server_id = args
         .server_id
-        .or_else(|| std::env::var("EXPEL_SERVER_ID").ok());
-    let cfg = ServerConfig {
-        addr,
+        .or_else(|| std::env::var("EXPEL_SERVER_ID").ok())
+        .as_deref()
+        .map(server_id_of)
+        .transpose()?;
+    let threads = match args.threads {
+        Some(t @ 1..=256) => Some(t),
+        Some(t) => bail!("--threads must be 1 to 256, got {t}"),
+        None => None,
+    };
+    let movement = args.movement.unwrap_or_default();
+    let secret = secret(args.secret)?;
+    let mut b = expel_server::Server::builder(map)
+        .addr(addr)
+        .identity(identity)
+        .secret(secret)
+        .tick_rate(args.tick_rate.unwrap_or(60))
         // QUIC is UDP, so the same port number on TCP is normally free. The endpoint is
         // the operator's: on loopback unless asked elsewhere.
-        metrics: Some(args.metrics.unwrap_or_else(|| loopback_of(addr))),
-        operator_token,
-        identity,
-        limits: Default::default(),
-        game: {
-            let d = ServerSettings::new(name.clone(), bytes, secret(args.secret)?);
-            ServerSettings {
-                server_id: server_id.as_deref().map(server_id_of).transpose()?,
-                snapshot_rate: args.snapshot_rate.unwrap_or(d.snapshot_rate),
-                input_rate: args.input_rate,
-                max_players: args.max_players.unwrap_or(d.max_players),
-                interest: args.interest.unwrap_or(d.interest),
-                movement: args.movement.unwrap_or_default(),
-                threads: match args.threads {
-                    Some(t @ 1..=256) => t,
-                    Some(t) => bail!("--threads must be 1 to 256, got {t}"),
-                    None => cores(),
-                },
-                ..d
-            }
-        },
+        .metrics(args.metrics.unwrap_or_else(|| loopback_of(addr)))
         // Under Agones, the SDK sidecar's port is in the environment.
-        agones,
-        io_threads: match args.io_threads {
-            Some(t @ 1..=expel_server::MAX_IO_THREADS) => t,
-            Some(t) => bail!(
-                "--io-threads must be 1 to {}, got {t}",
-                expel_server::MAX_IO_THREADS
-            ),
-            None if cfg!(target_os = "linux") => cores().min(expel_server::MAX_IO_THREADS),
-            None => 1,
-        },
-        rules: args.mode.and_then(GameMode::rules),
+        .agones(agones)
+        .boxed_rules(args.mode.and_then(GameMode::rules))
+        .settings(|s| {
+            s.server_id = server_id;
+            s.snapshot_rate = args.snapshot_rate.unwrap_or(s.snapshot_rate);
+            s.input_rate = args.input_rate;
+            s.max_players = args.max_players.unwrap_or(s.max_players);
+            s.interest = args.interest.unwrap_or(s.interest);
+            s.movement = movement;
+            s.threads = threads.unwrap_or(s.threads);
+        });
+    if let Some(t) = &operator_token {
+        b = b.operator_token(t.clone());
+    }
+    if let Some(n) = args.io_threads {
+        b = b.io_threads(n);
+    }
+    let prepared = Prepared {
+        name,
+        movement,
+        operator_token,
+        server_id,
     };
-    Ok((sim, cfg, name))
-}
-
-/// The cores this process may run on (taskset and cgroups count).
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    Ok((b, prepared))
 }
 
 /// The QUIC address's port on loopback (the address itself when it is loopback).
@@ -310,35 +317,29 @@ fn loopback_of(addr: SocketAddr) -> SocketAddr {
 }
 
 /// The one line `expel serve` prints once it accepts connections.
-pub(crate) fn ready_line(
-    running: &expel_server::Running,
-    sim: &expel_shared::Sim,
-    cfg_movement: MovementAuthority,
-    name: &str,
-) -> serde_json::Value {
+pub(crate) fn ready_line(running: &expel_server::Server, asked: &Prepared) -> serde_json::Value {
     json!({
         "listening": running.addr.to_string(),
         "fingerprint": running.fingerprint,
         "metrics": running.metrics_addr.map(|a| a.to_string()),
-        "map": name,
+        "map": asked.name,
         "map_hash": running.map_hash,
-        "tick_rate": sim.config().tick_rate,
-        "movement": cfg_movement.name(),
+        "tick_rate": running.sim().config().tick_rate,
+        "movement": asked.movement.name(),
     })
 }
 
 /// Runs the server until SIGTERM or Ctrl-C (or until one of its tasks fails), then tells
 /// clients why and exits.
 pub(crate) fn serve(args: ServeArgs) -> Result<()> {
-    let (sim, cfg, name) = prepare(args)?;
+    let (builder, asked) = prepare(args)?;
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
     rt.block_on(async move {
-        let movement = cfg.game.movement;
-        let running = expel_server::start(sim.clone(), cfg).await?;
+        let running = builder.start().await?;
         // Before the line that tells a supervisor it may signal us: a SIGTERM that came
         // before the handler would kill the process uncleanly.
         let signalled = shutdown_signal();
-        let line = ready_line(&running, &sim, movement, &name);
+        let line = ready_line(&running, &asked);
         {
             use std::io::Write;
             let mut out = std::io::stdout().lock();

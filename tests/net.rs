@@ -6,7 +6,7 @@ use common::*;
 use expel_bots::{run_cheating, Cheats};
 use expel_bots::{RunOptions, RunReport};
 use expel_client::{ClientError, LinkConditioner, Trust};
-use expel_server::{Identity, Running};
+use expel_server::{Identity, Server};
 use expel_shared::protocol::{ServerControl, ALPN};
 use expel_shared::validate::ViolationKind;
 use expel_shared::{MoveCommand, PlayerState};
@@ -256,7 +256,7 @@ async fn sixty_four_clients_keep_their_snapshots_for_twenty_seconds() {
 }
 
 /// A client that connects as player `id` and wanders with `opts`, in the background.
-fn spawn_wanderer(r: &Running, id: u32, opts: RunOptions) -> tokio::task::JoinHandle<RunReport> {
+fn spawn_wanderer(r: &Server, id: u32, opts: RunOptions) -> tokio::task::JoinHandle<RunReport> {
     let o = options(r, id);
     let addr = r.addr;
     tokio::spawn(async move {
@@ -531,7 +531,7 @@ fn bad_link() -> LinkConditioner {
 }
 
 /// How many violations of `kind` the server counted.
-fn count(r: &Running, kind: ViolationKind) -> u64 {
+fn count(r: &Server, kind: ViolationKind) -> u64 {
     ViolationKind::ALL
         .iter()
         .zip(r.metrics.machine().violations)
@@ -540,7 +540,7 @@ fn count(r: &Running, kind: ViolationKind) -> u64 {
 }
 
 /// The kinds of violation the server counted, with their counts.
-fn violations(r: &Running) -> Vec<(&'static str, u64)> {
+fn violations(r: &Server) -> Vec<(&'static str, u64)> {
     ViolationKind::ALL
         .iter()
         .zip(r.metrics.machine().violations)

@@ -206,7 +206,7 @@ async fn a_token_joins_only_the_server_it_was_minted_for() {
     o.token = bound_token(8, None, common::now() + 60, 2);
     let (code, why) = common::refusal(expel_client::connect(a.addr, &o).await);
     assert_eq!(code, Code::TokenWrongServer, "{why}");
-    let counted = |r: &expel_server::Running| {
+    let counted = |r: &expel_server::Server| {
         let i = expel_server::REFUSALS
             .iter()
             .position(|l| *l == Code::TokenWrongServer)

@@ -3,7 +3,7 @@
 //! (hellos, tokens, player slots, inputs, validation, ticks, snapshots, kicks) is the
 //! machine's; this crate moves bytes and fires timers:
 //!
-//! * The machine's thread ([`machine`]) owns the [`Server`] machine: it calls its timeout
+//! * The machine's thread ([`machine`]) owns the [`Machine`]: it calls its timeout
 //!   when a tick is due, feeds it what the I/O threads gathered and hands them what it
 //!   says. It hands the machine's counters to [`Metrics`], which exposes them.
 //! * The I/O threads ([`io`]) each own a QUIC socket on the port, a quinn-proto endpoint
@@ -18,10 +18,11 @@
 //!   sidecar ([`agones`]).
 //!
 //! The machine, HTTP and Agones tasks are supervised: if either ends on its own (a panic is a
-//! bug), [`Running::stopped`] says why and the server stops accepting players.
+//! bug), [`Server::stopped`] says why and the server stops accepting players.
 
 mod admission;
 pub mod agones;
+mod builder;
 mod http;
 mod io;
 mod live;
@@ -35,12 +36,14 @@ pub mod udp;
 use admission::Admission;
 pub use admission::{Decision, Limits};
 pub use agones::AgonesConfig;
+pub use builder::{Builder, Map};
 pub use expel_shared::protocol::server::{ServerSettings, REFUSALS};
 pub use metrics::{Gauge, Labelled, Metrics};
 pub use tls::{fingerprint, Identity};
 
 use expel_shared::protocol::keyed::KeyedHash;
-use expel_shared::protocol::server::{GameRules, Server};
+use expel_shared::protocol::server::{GameRules, Server as Machine};
+use expel_shared::protocol::token::{mint, Grant, ServerId};
 use expel_shared::Sim;
 use io::{IoThreads, Wake};
 use quic::QuicParts;
@@ -80,6 +83,9 @@ pub enum ServerError {
     /// A setting out of range.
     #[error("config: {0}")]
     Config(String),
+    /// The map could not be read or parsed.
+    #[error("{0}")]
+    Map(String),
 }
 
 /// How to run a server: where it listens and how it guards itself; how it plays is the
@@ -112,7 +118,7 @@ pub struct ServerConfig {
 }
 
 /// A running server.
-pub struct Running {
+pub struct Server {
     /// The QUIC address.
     pub addr: SocketAddr,
     /// The metrics address.
@@ -128,9 +134,13 @@ pub struct Running {
     failed: watch::Receiver<Option<String>>,
     /// Reaches the machine's thread.
     wake: std::sync::mpsc::Sender<Wake>,
+    sim: Arc<Sim>,
+    /// What connect tokens for this server are signed with and bound to.
+    secret: Vec<u8>,
+    server_id: Option<ServerId>,
 }
 
-impl Running {
+impl Server {
     /// Tells every client why, closes every connection and stops.
     pub async fn shutdown(self, reason: &str) {
         self.metrics.set_ready(false);
@@ -146,6 +156,26 @@ impl Running {
     /// simulation would (its thread held, nothing stepped), then runs on.
     pub async fn stall_tick(&self, d: Duration) {
         let _ = self.wake.send(Wake::Stall(d));
+    }
+
+    /// The simulation the server runs (its map and movement settings).
+    pub fn sim(&self) -> &Arc<Sim> {
+        &self.sim
+    }
+
+    /// A fresh connect token for `player`, good on this server for `valid_for` and once.
+    /// A game that hands out tokens elsewhere mints them with the same secret
+    /// ([`expel_shared::protocol::token::mint`]).
+    pub fn token(&self, player: u32, valid_for: Duration) -> String {
+        let mut nonce = [0u8; 16];
+        rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut nonce);
+        let grant = Grant {
+            player_id: player,
+            expires: now_unix().saturating_add(valid_for.as_secs()),
+            nonce,
+            server: self.server_id,
+        };
+        mint(&self.secret, &grant)
     }
 
     /// Resolves when a supervised task (the machine or the HTTP endpoint) ended on its
@@ -175,9 +205,9 @@ struct Shared {
 }
 
 /// Starts the server: binds QUIC (and metrics), starts the machine and accept tasks.
-pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerError> {
+pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerError> {
     let mut cfg = cfg;
-    let mut machine = Server::new(sim.clone(), cfg.game.clone(), Instant::now(), now_unix())
+    let mut machine = Machine::new(sim.clone(), cfg.game.clone(), Instant::now(), now_unix())
         .map_err(|e| ServerError::Config(e.to_string()))?;
     if let Some(rules) = cfg.rules.take() {
         machine.set_rules(rules);
@@ -226,6 +256,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
     let (wake, wake_rx) = std::sync::mpsc::channel();
     let map_hash = hex::encode(machine.map_hash());
     let fingerprint = cfg.identity.fingerprint.clone();
+    let (secret, server_id) = (cfg.game.secret.clone(), cfg.game.server_id);
     let players = Arc::new(agones::Players::default());
     if let Some(a) = cfg.agones.clone() {
         let m = metrics.clone();
@@ -260,7 +291,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
     tasks.push(supervise("machine", task, failed_tx, metrics.clone()));
     metrics.set_ready(true);
     info!(%addr, "listening");
-    Ok(Running {
+    Ok(Server {
         addr,
         metrics_addr,
         fingerprint,
@@ -270,6 +301,9 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Running, ServerEr
         tasks,
         failed,
         wake,
+        sim,
+        secret,
+        server_id,
     })
 }
 
@@ -373,7 +407,7 @@ fn sockets(addr: SocketAddr, n: usize) -> std::io::Result<Vec<std::net::UdpSocke
 }
 
 /// Watches a task that must run until shutdown: if it ends otherwise (a panic is a bug),
-/// the server stops taking players and [`Running::stopped`] reports why.
+/// the server stops taking players and [`Server::stopped`] reports why.
 fn supervise(
     name: &'static str,
     task: tokio::task::JoinHandle<Option<String>>,

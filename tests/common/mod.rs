@@ -4,11 +4,11 @@
 
 use expel_bots::RunOptions;
 use expel_client::{ConnectOptions, Trust};
-use expel_server::{Identity, Running, ServerConfig, ServerSettings};
+use expel_server::{Identity, Server, ServerConfig, ServerSettings};
 use expel_shared::protocol::client::ClientSettings;
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
-use expel_shared::protocol::server::Server;
+use expel_shared::protocol::server::Server as Machine;
 use expel_shared::protocol::simnet::{NetSettings, SimNet};
 use expel_shared::protocol::token::{mint, Grant};
 pub(crate) use expel_shared::protocol::Code;
@@ -53,14 +53,14 @@ pub(crate) fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
     }
 }
 
-pub(crate) async fn server(max_players: usize) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
+pub(crate) async fn server(max_players: usize) -> (Server, Arc<Sim>, Arc<Vec<u8>>) {
     server_with(max_players, |_| {}).await
 }
 
 pub(crate) async fn server_with(
     max_players: usize,
     change: impl FnOnce(&mut ServerConfig),
-) -> (Running, Arc<Sim>, Arc<Vec<u8>>) {
+) -> (Server, Arc<Sim>, Arc<Vec<u8>>) {
     let (sim, bytes) = arena();
     let mut cfg = config(bytes.clone(), max_players);
     change(&mut cfg);
@@ -89,7 +89,7 @@ pub(crate) fn token_with(secret: &[u8], id: u32, expires: u64, n: u8) -> String 
     )
 }
 
-pub(crate) fn options(r: &Running, id: u32) -> ConnectOptions {
+pub(crate) fn options(r: &Server, id: u32) -> ConnectOptions {
     ConnectOptions {
         token: token_with(SECRET, id, now() + 600, 1),
         trust: Trust::Fingerprint(r.fingerprint.clone()),
@@ -111,7 +111,7 @@ pub(crate) fn wander(seed: u32) -> impl FnMut(u64, Option<&PlayerState>) -> Opti
 
 /// A raw QUIC connection with ALPN `alpn`, trusting the server's fingerprint.
 pub(crate) async fn raw(
-    r: &Running,
+    r: &Server,
     alpn: &[u8],
 ) -> Result<(quinn::Endpoint, quinn::Connection), String> {
     let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
@@ -154,7 +154,7 @@ pub(crate) async fn hello(
 
 /// A raw connection that said hello as player `id` and was welcomed.
 pub(crate) async fn joined_raw(
-    r: &Running,
+    r: &Server,
     id: u32,
     n: u8,
 ) -> (quinn::Endpoint, quinn::Connection, quinn::SendStream) {
@@ -468,7 +468,7 @@ pub(crate) fn network_with(
     edit(&mut settings);
     #[allow(clippy::disallowed_methods)] // the base of virtual time
     let t0 = std::time::Instant::now();
-    let server = Server::new(sim.clone(), settings, t0, UNIX).unwrap();
+    let server = Machine::new(sim.clone(), settings, t0, UNIX).unwrap();
     let net = NetSettings {
         up: link,
         down: link,
