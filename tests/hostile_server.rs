@@ -134,13 +134,13 @@ async fn a_flood_while_the_game_does_not_update_holds_a_bounded_queue() {
     // Updating again reads a bounded number of datagrams, however many wait.
     let most = expel_client::MOST_DATAGRAMS_PER_UPDATE;
     session.update(Instant::now());
-    let first = session.datagrams_read();
+    let first = session.diagnostics().datagrams_read;
     assert!(first >= 1 && first <= most, "{first} read in one update");
     let mut read = first;
     for _ in 0..50 {
         session.update(Instant::now());
-        assert!(session.datagrams_read() <= most);
-        read += session.datagrams_read();
+        assert!(session.diagnostics().datagrams_read <= most);
+        read += session.diagnostics().datagrams_read;
     }
     // Most of the flood never reached the game: the buffer held a small part of it.
     assert!(read < FLOOD / 2, "{read} of {FLOOD} read");

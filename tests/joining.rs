@@ -49,7 +49,11 @@ async fn a_frame_loop_joins_showing_the_maps_progress() {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(s.status(), &Status::Playing);
-    assert!(s.stats().predict.snapshots > 10, "{:?}", s.stats().predict);
+    assert!(
+        s.diagnostics().stats.predict.snapshots > 10,
+        "{:?}",
+        s.diagnostics().stats.predict
+    );
     s.close("done").await;
 }
 

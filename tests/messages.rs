@@ -239,7 +239,11 @@ async fn abusive_messages_are_refused_counted_and_kicked_while_honest_ones_echo(
     while started.elapsed() < Duration::from_secs(6) {
         if sent.len() < 200 {
             let line = format!("line {}", sent.len());
-            match honest.send(Channel::Reliable, &Msg::Chat(line.clone())) {
+            match honest.send(
+                Channel::Reliable,
+                &Msg::Chat(line.clone()),
+                std::time::Instant::now(),
+            ) {
                 Ok(()) => sent.push(line),
                 Err(MessageError::OverRate) => {}
                 Err(e) => panic!("{e}"),

@@ -152,7 +152,7 @@ async fn tag_over_expel_serve_gives_every_client_the_servers_score() {
     let mut said = Vec::new();
     let line = format!("hello\u{7} {}", "a".repeat(300));
     sessions[0]
-        .send(Channel::Reliable, &Say(line.clone()))
+        .send(Channel::Reliable, &Say(line.clone()), Instant::now())
         .unwrap();
     let until = Instant::now() + Duration::from_secs(15);
     while Instant::now() < until {
@@ -232,7 +232,11 @@ async fn two_floods_with_the_lowest_ids_leave_an_honest_players_chat_and_the_sco
     let mut spam = |abusers: &mut Vec<expel_client::Session>| {
         for a in abusers.iter_mut() {
             while a
-                .send(Channel::Reliable, &Say(format!("spam {flood}")))
+                .send(
+                    Channel::Reliable,
+                    &Say(format!("spam {flood}")),
+                    Instant::now(),
+                )
                 .is_ok()
             {
                 flood += 1;
@@ -259,7 +263,7 @@ async fn two_floods_with_the_lowest_ids_leave_an_honest_players_chat_and_the_sco
         // The honest player: a line every quarter second, twenty in all.
         if sent < 20 && now >= start + Duration::from_millis(250 * sent) {
             others[0]
-                .send(Channel::Reliable, &Say(format!("honest line {sent}")))
+                .send(Channel::Reliable, &Say(format!("honest line {sent}")), now)
                 .unwrap();
             sent += 1;
         }

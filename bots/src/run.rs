@@ -91,7 +91,7 @@ pub struct Recorder {
 impl Recorder {
     /// Starts following `s`.
     pub fn new(s: &Session) -> Recorder {
-        Recorder::of(s.stats())
+        Recorder::of(s.diagnostics().stats)
     }
 
     /// Starts following a protocol machine whose stats are `st` (a shell of its own).
@@ -107,7 +107,8 @@ impl Recorder {
 
     /// Takes what the last [`Session::update`] brought.
     pub fn update(&mut self, s: &Session) {
-        self.take(s.stats(), s.transport().rtt);
+        let d = s.diagnostics();
+        self.take(d.stats, d.transport.rtt);
     }
 
     /// Takes what the machine's last update brought, when the transport's round trip is
@@ -124,7 +125,8 @@ impl Recorder {
 
     /// The report of the session since `started`, when the transport stood at `t0`.
     pub fn finish(self, s: &Session, started: Instant, t0: &TransportStats) -> RunReport {
-        self.report(s.stats(), s.status(), started, t0, &s.transport())
+        let d = s.diagnostics();
+        self.report(d.stats, s.status(), started, t0, &d.transport)
     }
 
     /// [`Recorder::finish`] from the machine's stats and status and the transport's
@@ -423,7 +425,7 @@ pub async fn run(
     s.set_light(opts.light);
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(opts.seconds.max(0.0));
-    let stats0 = s.transport();
+    let stats0 = s.diagnostics().transport;
     let cheats = opts.cheats;
     let shooting = cheats.backtrack || cheats.wallshot || cheats.rapidfire;
     let gunner = (opts.fire || shooting).then(|| Gunner::new(opts.seed as u32).with_cheats(cheats));

@@ -214,7 +214,7 @@ fn main() -> Result<()> {
     window.set_target_fps(120);
     session.update(Instant::now());
     let started = Instant::now();
-    let snapshots0 = session.stats().predict.snapshots;
+    let snapshots0 = session.diagnostics().stats.predict.snapshots;
     let mut first: Option<DVec3> = None;
     let mut buf = vec![0u32; size * size];
     let mut yaw = 0.0f64;
@@ -224,7 +224,11 @@ fn main() -> Result<()> {
     let (mut last_said, mut heard) = (String::new(), 0u64);
     if let Some(line) = &args.say {
         session
-            .send(expel_client::Channel::Reliable, &Say(line.clone()))
+            .send(
+                expel_client::Channel::Reliable,
+                &Say(line.clone()),
+                Instant::now(),
+            )
             .context("saying the chat line")?;
     }
     while window.is_open() && !window.is_key_down(Key::Escape) {
@@ -364,7 +368,7 @@ fn main() -> Result<()> {
         }
         if now >= title_at {
             title_at = now + Duration::from_millis(250);
-            let st = session.stats();
+            let st = session.diagnostics().stats;
             let me_id = session.welcome.player_id;
             let tag = score.as_ref().map_or(String::new(), |s| {
                 let mine = s
@@ -404,7 +408,7 @@ fn main() -> Result<()> {
         save_png(path, &buf, size).with_context(|| format!("writing {}", path.display()))?;
     }
     // What it measured, as one JSON line.
-    let st = session.stats();
+    let st = session.diagnostics().stats;
     let secs = started.elapsed().as_secs_f64().max(1e-3);
     let last = session.local_player().map(|p| p.origin());
     let summary = serde_json::json!({
@@ -412,7 +416,7 @@ fn main() -> Result<()> {
         "moved": first.zip(last).map_or(0.0, |(a, b)| (b - a).length()),
         "corrections": st.predict.corrections,
         "chat_heard": heard,
-        "rtt_ms": session.transport().rtt.as_secs_f64() * 1000.0,
+        "rtt_ms": session.diagnostics().transport.rtt.as_secs_f64() * 1000.0,
     });
     println!("{summary}");
     session.close_blocking("done");

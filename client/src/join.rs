@@ -166,6 +166,7 @@ impl Joining {
             transport: self.transport,
             link: None,
             runtime: self.runtime,
+            last_update: Instant::now(),
         })
     }
 }

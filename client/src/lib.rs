@@ -4,20 +4,24 @@
 //!
 //! ```no_run
 //! # async fn game(addr: std::net::SocketAddr, token: String, fingerprint: String) {
-//! use expel_client::{connect, ConnectOptions, Trust};
+//! use expel_client::prelude::*;
 //! use std::time::Instant;
 //! let mut session = connect(addr, &ConnectOptions::new(token, Trust::Fingerprint(fingerprint)))
 //!     .await
 //!     .unwrap();
 //! loop {
 //!     // Each frame: this frame's input, then the update.
-//!     session.input(expel_shared::MoveCommand::new(1.0, 0.0, 0.0, 90.0, 0.0));
 //!     let now = Instant::now();
+//!     session.input(MoveCommand::new(1.0, 0.0, 0.0, 90.0, 0.0));
 //!     session.update(now);
-//!     let me = session.display_origin(); // our player, predicted, corrections smoothed
-//!     let others = session.others(now); // the others, interpolated
+//!     let me: Option<DVec3> = session.display_origin(); // predicted, corrections smoothed
+//!     let others = session.others_drawn(now); // the others, interpolated, facing their way
+//!     let things = session.entities(now); // the game's entities, likewise
 //!     while let Some(event) = session.poll_event() { /* joined, corrected, ended */ }
-//!     # break;
+//!     if let Status::Ended(end) = session.status() {
+//!         println!("ended: {} ({:?})", end.reason(), end.code());
+//!         break;
+//!     }
 //! }
 //! # }
 //! ```
@@ -34,6 +38,16 @@
 mod join;
 mod tls;
 mod transport;
+
+/// What a game uses each frame, in one import.
+pub mod prelude {
+    pub use crate::{
+        connect, connect_blocking, Channel, ClientError, ClientEvent, Code, ConnectOptions, Drawn,
+        DrawnEntity, End, Joining, Session, Status, Trust,
+    };
+    pub use expel_shared::{MoveCommand, MoveMode, PlayerId, PlayerState};
+    pub use glam::DVec3;
+}
 
 pub use expel_quic::{close_reason, TransportStats, REFUSED_AT_THE_DOOR};
 pub use expel_shared::protocol::backoff::Backoff;
@@ -166,6 +180,18 @@ impl ConnectOptions {
     }
 }
 
+/// What a session measured: [`Session::diagnostics`].
+#[derive(Clone, Debug)]
+pub struct Diagnostics<'a> {
+    /// The protocol machine's figures (prediction, snapshots, messages).
+    pub stats: &'a ClientStats,
+    /// The transport's (bytes both ways, round trip).
+    pub transport: TransportStats,
+    /// Datagrams the last [`Session::update`] read from the socket: at most
+    /// [`MOST_DATAGRAMS_PER_UPDATE`]; the rest wait in the kernel's buffer for the next.
+    pub datagrams_read: usize,
+}
+
 /// A joined session: the protocol machine and its connection.
 pub struct Session {
     /// What the server said.
@@ -181,6 +207,8 @@ pub struct Session {
     /// The runtime of a blocking session (its I/O driver notices the socket's readiness
     /// between the game's updates).
     runtime: Option<tokio::runtime::Runtime>,
+    /// The `now` of the last update: what arrived by then is read as of then.
+    last_update: Instant,
 }
 
 /// The address a client socket binds to reach `server`: any of this host's, of the
@@ -207,6 +235,7 @@ impl Session {
         now: Instant,
         command: &mut dyn FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand>,
     ) {
+        self.last_update = now;
         let (machine, link) = (&mut self.machine, &mut self.link);
         self.transport.pump(now, |e| match e {
             LinkEvent::Control(b) => machine.handle_control(&b, now),
@@ -249,12 +278,6 @@ impl Session {
     /// server (then [`Session::update`] has work).
     pub async fn wait(&mut self, until: Instant) {
         self.transport.wait(until).await;
-    }
-
-    /// Datagrams the last [`Session::update`] read from the socket: at most
-    /// [`MOST_DATAGRAMS_PER_UPDATE`]; the rest wait in the kernel's buffer for the next.
-    pub fn datagrams_read(&self) -> usize {
-        self.transport.read()
     }
 
     /// When the next tick is due (or a conditioned datagram, or QUIC's next timer),
@@ -374,9 +397,9 @@ impl Session {
         &mut self,
         channel: Channel,
         msg: &T,
+        now: Instant,
     ) -> Result<(), MessageError> {
         let bytes = expel_shared::protocol::channel::encode_message(msg)?;
-        let now = Instant::now();
         self.machine.send_message(channel, &bytes, now)?;
         self.flush(now);
         Ok(())
@@ -389,7 +412,7 @@ impl Session {
             let (channel, bytes) = self.machine.poll_message()?;
             match expel_shared::protocol::channel::decode_message(&bytes) {
                 Ok(m) => return Some((channel, m)),
-                Err(_) => self.machine.message_malformed(channel, Instant::now()),
+                Err(_) => self.machine.message_malformed(channel, self.last_update),
             }
         }
     }
@@ -399,19 +422,18 @@ impl Session {
         self.machine.poll_event()
     }
 
-    /// What the session measured so far.
-    pub fn stats(&self) -> &ClientStats {
-        self.machine.stats()
-    }
-
     /// Where the session stands.
     pub fn status(&self) -> &Status {
         self.machine.status()
     }
 
-    /// The transport's figures (bytes both ways, round trip).
-    pub fn transport(&self) -> TransportStats {
-        self.transport.stats()
+    /// What the session and its transport measured so far.
+    pub fn diagnostics(&self) -> Diagnostics<'_> {
+        Diagnostics {
+            stats: self.machine.stats(),
+            transport: self.transport.stats(),
+            datagrams_read: self.transport.read(),
+        }
     }
 
     /// The protocol machine underneath, for what this shell does not wrap (a shot's
@@ -473,6 +495,14 @@ impl Drop for Session {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A game keeps its session in a plain resource, shared by reference across threads.
+    #[test]
+    fn a_session_is_send_and_sync() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Session>();
+        shared::<Joining>();
+    }
     use quinn_proto::{ConnectionClose, ConnectionError, TransportErrorCode};
 
     fn closed(code: TransportErrorCode) -> ConnectionError {

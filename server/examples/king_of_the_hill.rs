@@ -117,7 +117,11 @@ pub(crate) async fn play(seconds: f64, clients: u32) -> Result<Vec<Seen>, Box<dy
                 s.input(MoveCommand::new(forward, 0.0, 0.0, yaw, 0.0));
             }
             if i == 1 && t > 1.0 && !std::mem::replace(&mut shouted, true) {
-                let _ = s.send(Channel::Reliable, &Shout("mine next!".into()));
+                let _ = s.send(
+                    Channel::Reliable,
+                    &Shout("mine next!".into()),
+                    Instant::now(),
+                );
             }
             s.update(now);
             while let Some((_, news)) = s.poll_message::<News>() {

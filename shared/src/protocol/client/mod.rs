@@ -99,7 +99,7 @@ impl ClientSettings {
 /// A test's way to make a client misbehave, for proving that a server catches it: it may
 /// rewrite each input message before it is sent, and override the tick period. A game's
 /// client never sets one.
-pub trait Tamper: Send {
+pub trait Tamper: Send + Sync {
     /// Rewrites `msg`, made at `tick` from `predictor`'s honest predictions.
     fn input(&mut self, sim: &Sim, predictor: &Predictor, tick: u64, msg: &mut InputMsg);
     /// The tick period (seconds) to use instead of the steered `period`.
