@@ -25,8 +25,46 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[derive(Parser)]
 #[command(name = "expel", version, about = "Expel: movement that never tunnels")]
 struct Cli {
+    /// How log lines on standard error look: `text` (coloured only on a terminal, and not
+    /// under NO_COLOR) or `json`, one object a line for log collectors (else
+    /// $EXPEL_LOG_FORMAT, else text). RUST_LOG picks what is logged (default: warn).
+    #[arg(long, global = true, value_enum)]
+    log_format: Option<LogFormat>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Logs to standard error as asked.
+fn init_logs(format: Option<LogFormat>) -> Result<()> {
+    use std::io::IsTerminal;
+    let format = match (format, std::env::var("EXPEL_LOG_FORMAT").ok().as_deref()) {
+        (Some(f), _) => f,
+        (None, None | Some("" | "text")) => LogFormat::Text,
+        (None, Some("json")) => LogFormat::Json,
+        (None, Some(other)) => {
+            anyhow::bail!("EXPEL_LOG_FORMAT must be text or json, got {other:?}")
+        }
+    };
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => logs.json().with_current_span(false).init(),
+        LogFormat::Text => {
+            let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+            logs.with_ansi(colour).init()
+        }
+    }
+    Ok(())
 }
 
 #[derive(Subcommand)]
@@ -133,13 +171,9 @@ enum MapCommand {
 }
 
 fn main() -> Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match Cli::parse().command {
+    let cli = Cli::parse();
+    init_logs(cli.log_format)?;
+    match cli.command {
         Command::Map {
             command: MapCommand::Info { map },
         } => {

@@ -357,3 +357,45 @@ fn the_demo_with_a_server_id_admits_its_own_bots() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("round 1: 4 bots connected"), "{text}");
 }
+
+/// Logs that go to a file or a collector carry no colour codes: plain text, or with
+/// `--log-format json` one JSON object a line, its level and fields named.
+#[test]
+fn logs_off_a_terminal_are_plain_text_or_json_lines() {
+    for json in [false, true] {
+        let mut args = vec!["--addr", "127.0.0.1:0", "--secret", "log-test"];
+        if json {
+            args.extend(["--log-format", "json"]);
+        }
+        let (mut child, _) = serve(&args, &[("RUST_LOG", "info")]).unwrap();
+        let term = Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(term.success());
+        assert!(child.wait().unwrap().success());
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(!err.contains('\u{1b}'), "colour codes in a file: {err:?}");
+        assert!(
+            err.contains("listening") && err.contains("shutting down"),
+            "{err}"
+        );
+        if json {
+            for line in err.lines() {
+                let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+                assert!(
+                    v["level"].is_string() && v["fields"]["message"].is_string(),
+                    "{line}"
+                );
+            }
+        } else {
+            assert!(err.lines().any(|l| l.contains(" INFO ")), "{err}");
+        }
+    }
+}
