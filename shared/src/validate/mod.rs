@@ -427,7 +427,7 @@ impl Validator {
             if apart > reach && !recently {
                 self.far_flagged_at = Some(tick);
                 return Some(Violation {
-                    kind: ViolationKind::Teleport,
+                    kind: sim.cheat_shown(own, claimed),
                     tick,
                     evidence: format!(
                         "reported prediction {apart:.1} units from the client's own prediction re-run from its snapshot, at most {reach:.1} reachable in a tick"
@@ -565,7 +565,7 @@ impl Validator {
         let moved = (state.origin() - p.origin()).length();
         let reach = sim.reach(&p) + crate::movement::pmove::UNSTICK_REACH;
         (moved > reach && own().as_ref() != Some(state)).then(|| Violation {
-            kind: ViolationKind::Teleport,
+            kind: sim.cheat_shown(&p, state),
             tick,
             evidence: format!(
                 "reported prediction moved {moved:.1} units in a tick, at most {reach:.1} reachable"
@@ -851,7 +851,8 @@ mod tests {
     #[test]
     fn the_clients_own_prediction_re_run_explains_or_condemns_a_report() {
         let sim = arena();
-        let at = |x: f64| PlayerState::at(glam::DVec3::new(x, 0.0, 24.0));
+        // Along y = -128, clear of the arena's pillars.
+        let at = |x: f64| PlayerState::at(glam::DVec3::new(x, -128.0, 24.0));
         let server = at(0.0);
         let crowd = [(2, at(40.0))];
         let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
@@ -893,5 +894,37 @@ mod tests {
                 .claim(&sim, &w, 1, &at(5.0), true, Some(&at(0.0)))
                 .is_none());
         }
+    }
+
+    /// A report no honest tick reaches is named by what it shows beside the client's own
+    /// prediction: a speed past the rules', a rise, a way through a wall, or else a jump.
+    #[test]
+    fn a_condemned_report_names_the_cheat_its_evidence_shows() {
+        let sim = arena();
+        let state = |x: f64, y: f64, v: [f64; 3]| {
+            let mut s = PlayerState::at(glam::DVec3::new(x, y, 24.0));
+            s.set_velocity(glam::DVec3::from(v));
+            s
+        };
+        let own = state(-256.0, -128.0, [300.0, 0.0, 0.0]);
+        let named = |claimed: PlayerState| {
+            let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
+            let w = world(&sim, 100, own, &[]);
+            v.claim(&sim, &w, 1, &claimed, false, Some(&own))
+                .map(|f| f.kind)
+        };
+        // Twice the top speed, and the distance it makes.
+        let speed = named(state(-200.0, -128.0, [640.0, 0.0, 0.0]));
+        assert_eq!(speed, Some(ViolationKind::Speed));
+        // Rising at 400 units a second off the floor.
+        let mut up = state(-256.0, -128.0, [300.0, 0.0, 400.0]);
+        up.origin = PlayerState::at(glam::DVec3::new(-256.0, -128.0, 84.0)).origin;
+        assert_eq!(named(up), Some(ViolationKind::Fly));
+        // Across the pillar at (0, 0) at an honest speed: through solid.
+        let through = named(state(64.0, 0.0, [300.0, 0.0, 0.0]));
+        assert_eq!(through, Some(ViolationKind::Blocked));
+        // 300 units along the open floor at an honest speed: a teleport.
+        let jump = named(state(-256.0, -428.0, [300.0, 0.0, 0.0]));
+        assert_eq!(jump, Some(ViolationKind::Teleport));
     }
 }
