@@ -32,17 +32,18 @@ fn serve(args: &[&str], env: &[(&str, &str)]) -> Result<(Child, Value), String> 
         .unwrap();
     if line.trim().is_empty() {
         let status = child.wait().unwrap();
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
-        return Err(format!("{status}: {err}"));
+        return Err(format!("{status}: {}", stderr_of(&mut child)));
     }
     let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
     Ok((child, v))
+}
+
+/// Everything the ended child wrote to its standard error.
+fn stderr_of(child: &mut Child) -> String {
+    let mut err = String::new();
+    let mut pipe = child.stderr.take().unwrap();
+    pipe.read_to_string(&mut err).unwrap();
+    err
 }
 
 /// One GET with `headers`: (status code, the response head, body). A stream (`/live`)
@@ -374,13 +375,7 @@ fn logs_off_a_terminal_are_plain_text_or_json_lines() {
             .unwrap();
         assert!(term.success());
         assert!(child.wait().unwrap().success());
-        let mut err = String::new();
-        child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
+        let err = stderr_of(&mut child);
         assert!(!err.contains('\u{1b}'), "colour codes in a file: {err:?}");
         assert!(
             err.contains("listening") && err.contains("shutting down"),

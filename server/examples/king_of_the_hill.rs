@@ -1,6 +1,5 @@
-//! King of the hill on Expel's server library: its own rules and messages, its server, and
-//! clients playing it over loopback QUIC, in one program. `cargo run -p expel-server
-//! --example king_of_the_hill -- 12 3`: 12 s, 3 clients taking turns on the hill.
+//! King of the hill on Expel's server library, its server and clients in one program:
+//! `cargo run -p expel-server --example king_of_the_hill -- 12 3` (12 s, 3 clients).
 
 use expel_client::{connect, Channel, ConnectOptions, Trust};
 use expel_server::{Map, Server};
@@ -117,11 +116,7 @@ pub(crate) async fn play(seconds: f64, clients: u32) -> Result<Vec<Seen>, Box<dy
                 s.input(MoveCommand::new(forward, 0.0, 0.0, yaw, 0.0));
             }
             if i == 1 && t > 1.0 && !std::mem::replace(&mut shouted, true) {
-                let _ = s.send(
-                    Channel::Reliable,
-                    &Shout("mine next!".into()),
-                    Instant::now(),
-                );
+                let _ = s.send(Channel::Reliable, &Shout("mine next!".into()), now);
             }
             s.update(now);
             while let Some((_, news)) = s.poll_message::<News>() {
