@@ -163,7 +163,7 @@ fn short(c: &mut expel_server::ServerConfig) {
         pending_total: 400,
         ..Limits::default()
     };
-    c.game.input_timeout = Duration::from_secs(2);
+    c.settings.input_timeout = Duration::from_secs(2);
 }
 
 /// An attacker's transport that grants the server `window` bytes of stream credit and,
@@ -337,7 +337,7 @@ async fn far_future_ticks_are_refused_and_a_speedhack_after_them_is_still_kicked
 /// Clients `ids` stand idle for `secs` in a server of `movement`: none may be flagged,
 /// corrected or kicked.
 async fn idle_together(movement: MovementAuthority, ids: [u32; 2], secs: f64) {
-    let (r, _, _) = server_with(8, |c| c.game.movement = movement).await;
+    let (r, _, _) = server_with(8, |c| c.settings.movement = movement).await;
     let mut tasks = Vec::new();
     for id in ids {
         let o = options(&r, id);

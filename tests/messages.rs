@@ -210,7 +210,7 @@ impl GameRules for Echo {
 async fn abusive_messages_are_refused_counted_and_kicked_while_honest_ones_echo() {
     let (r, _, _) = server_with(8, |c| {
         c.rules = Some(Box::new(Echo));
-        c.game.input_timeout = Duration::from_secs(10);
+        c.settings.input_timeout = Duration::from_secs(10);
     })
     .await;
     let mut honest = expel_client::connect(r.addr, &common::options(&r, 1))

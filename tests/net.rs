@@ -84,7 +84,7 @@ async fn a_replay_through_the_server_is_predicted_bit_for_bit() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_half_the_input_rate_every_command_arrives_in_half_the_datagrams() {
     let _serial = SERIAL.lock().await;
-    let (r, _, _) = server_with(8, |c| c.game.input_rate = Some(30)).await;
+    let (r, _, _) = server_with(8, |c| c.settings.input_rate = Some(30)).await;
     let joined = expel_client::connect(r.addr, &options(&r, 1))
         .await
         .unwrap();
@@ -183,7 +183,7 @@ async fn sixty_four_clients_keep_their_snapshots_for_twenty_seconds() {
     let _serial = SERIAL.lock().await;
     // Sixty-four handshakes at once starve a loaded two-core machine for seconds; the
     // production input timeout (10 s) applies, not the short one other tests use.
-    let (r, sim, bytes) = server_with(64, |c| c.game.input_timeout = Duration::from_secs(10)).await;
+    let (r, sim, bytes) = server_with(64, |c| c.settings.input_timeout = Duration::from_secs(10)).await;
     let mut tasks = Vec::new();
     for id in 0..64u32 {
         let mut o = options(&r, 100 + id);
@@ -581,7 +581,7 @@ async fn a_crowd_ends_in_the_same_bits_over_one_io_thread_and_four() {
         let (sim, bytes) = terrain();
         let mut cfg = config(bytes.clone(), 8);
         cfg.io_threads = io;
-        cfg.game.input_timeout = Duration::from_secs(10);
+        cfg.settings.input_timeout = Duration::from_secs(10);
         let r = expel_server::start(sim.clone(), cfg).await.unwrap();
         let mut joined = Vec::new();
         for id in 0..4u32 {
@@ -644,7 +644,7 @@ async fn a_client_that_moves_address_keeps_its_connection_over_four_io_threads()
     let _serial = SERIAL.lock().await;
     let (r, _, _) = server_with(8, |c| {
         c.io_threads = 4;
-        c.game.input_timeout = Duration::from_secs(10);
+        c.settings.input_timeout = Duration::from_secs(10);
     })
     .await;
     let (ep, c) = raw(&r, ALPN).await.unwrap();

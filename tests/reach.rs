@@ -182,7 +182,7 @@ async fn a_token_joins_only_the_server_it_was_minted_for() {
     use expel_shared::protocol::token::ServerId;
     let named = |id: &'static str| {
         move |c: &mut expel_server::ServerConfig| {
-            c.game.server_id = Some(ServerId::new(id).unwrap());
+            c.settings.server_id = Some(ServerId::new(id).unwrap());
         }
     };
     let (a, _, _) = common::server_with(4, named("match-a")).await;

@@ -254,7 +254,7 @@ impl Builder {
             operator_token: self.operator_token,
             identity,
             limits: self.limits,
-            game: ServerSettings {
+            settings: ServerSettings {
                 secret,
                 ..self.settings
             },

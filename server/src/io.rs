@@ -317,8 +317,8 @@ impl Job {
             metrics: &s.metrics,
             admission: &s.admission,
             limits: &s.cfg.limits,
-            map: &s.cfg.game.map_bytes,
-            max_players: s.cfg.game.max_players as u64,
+            map: &s.cfg.settings.map_bytes,
+            max_players: s.cfg.settings.max_players as u64,
         };
         let mut read_from = Instant::now();
         let mut stop: Option<(String, Instant)> = None;

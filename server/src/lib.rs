@@ -26,7 +26,7 @@ mod builder;
 mod http;
 mod io;
 mod live;
-mod load;
+mod meter;
 mod machine;
 mod metrics;
 mod quic;
@@ -106,7 +106,7 @@ pub struct ServerConfig {
     pub limits: Limits,
     /// How the server plays: rates, players, secret, interest, budget, map, timeouts,
     /// who moves the players.
-    pub game: ServerSettings,
+    pub settings: ServerSettings,
     /// Report to an Agones SDK sidecar ([`AgonesConfig::from_env`]).
     pub agones: Option<AgonesConfig>,
     /// I/O threads, each with a socket of its own on the QUIC port (1 to
@@ -207,13 +207,13 @@ struct Shared {
 /// Starts the server: binds QUIC (and metrics), starts the machine and accept tasks.
 pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerError> {
     let mut cfg = cfg;
-    let mut machine = Machine::new(sim.clone(), cfg.game.clone(), Instant::now(), now_unix())
+    let mut machine = Machine::new(sim.clone(), cfg.settings.clone(), Instant::now(), now_unix())
         .map_err(|e| ServerError::Config(e.to_string()))?;
     if let Some(rules) = cfg.rules.take() {
         machine.set_rules(rules);
     }
     let metrics = Arc::new(Metrics::new());
-    metrics.capacity.set(cfg.game.max_players as u64);
+    metrics.capacity.set(cfg.settings.max_players as u64);
     let quic = bind(&cfg, metrics.udp_counts())?;
     let addr = quic[0]
         .socket
@@ -222,7 +222,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
             addr: cfg.addr,
             source,
         })?;
-    let live = Arc::new(live::Live::new(&sim, &cfg.game.map_name));
+    let live = Arc::new(live::Live::new(&sim, &cfg.settings.map_name));
     let (failed_tx, failed) = watch::channel(None::<String>);
     let failed_tx = Arc::new(failed_tx);
     let mut tasks = Vec::new();
@@ -256,7 +256,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
     let (wake, wake_rx) = std::sync::mpsc::channel();
     let map_hash = hex::encode(machine.map_hash());
     let fingerprint = cfg.identity.fingerprint.clone();
-    let (secret, server_id) = (cfg.game.secret.clone(), cfg.game.server_id);
+    let (secret, server_id) = (cfg.settings.secret.clone(), cfg.settings.server_id);
     let players = Arc::new(agones::Players::default());
     if let Some(a) = cfg.agones.clone() {
         let m = metrics.clone();
@@ -337,7 +337,7 @@ fn bind(cfg: &ServerConfig, counts: udp::UdpCounts) -> Result<Vec<QuicParts>, Se
             "io threads must be 1 to {MAX_IO_THREADS}, got {threads}"
         )));
     }
-    let secret = KeyedHash::new(&cfg.game.secret);
+    let secret = KeyedHash::new(&cfg.settings.secret);
     let reset = Arc::new(
         secret
             .derive(b"expel quic stateless reset key")

@@ -5,7 +5,7 @@
 
 use crate::io::{Down, IoThreads, Wake};
 use crate::quic::Up;
-use crate::{live, load, Shared, SHUTDOWN_GRACE};
+use crate::{live, meter, Shared, SHUTDOWN_GRACE};
 use expel_shared::protocol::server::{Event, Output, Server};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -120,8 +120,8 @@ fn machine_loop(
         Spread::new(workers, period)
     });
     m.tick_threads.set(1);
-    let max_players = shared.cfg.game.max_players as u64;
-    let mut meter = load::LoadMeter::new(shared.port, Instant::now());
+    let max_players = shared.cfg.settings.max_players as u64;
+    let mut load_meter = meter::LoadMeter::new(shared.port, Instant::now());
     let mut hold = true;
     let mut up = Vec::new();
     // Time spent taking inputs since the last tick.
@@ -174,10 +174,10 @@ fn machine_loop(
                     server.set_spread(on);
                     m.tick_threads.set(if on { workers } else { 1 } as u64);
                 }
-                if let Some(l) = meter.sample(Instant::now(), || io.schedstats()) {
+                if let Some(l) = load_meter.sample(Instant::now(), || io.schedstats()) {
                     m.udp_drops.inc_by(l.dropped);
                     server.handle_load(l);
-                    let neighbour = meter.neighbour();
+                    let neighbour = load_meter.neighbour();
                     let percent = (neighbour * 100.0).round() as u64;
                     m.neighbour.set(percent);
                     let turn = if hold {

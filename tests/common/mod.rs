@@ -40,7 +40,7 @@ pub(crate) fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
         operator_token: None,
         identity: Identity::self_signed().unwrap(),
         limits: Default::default(),
-        game: ServerSettings {
+        settings: ServerSettings {
             max_players,
             hello_timeout: Duration::from_secs(1),
             input_timeout: Duration::from_secs(3),

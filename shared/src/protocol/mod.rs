@@ -36,7 +36,7 @@ pub mod interp;
 #[cfg(feature = "server")]
 pub mod keyed;
 #[cfg(feature = "server")]
-pub mod load;
+pub mod headroom;
 mod messages;
 pub mod predict;
 pub mod rate;

@@ -10,7 +10,7 @@ use super::client::ClientOutput;
 use super::client::{Client, ClientSettings, End, Status};
 use super::code::Code;
 use super::conditioner::{Conditioner, LinkConditioner};
-use super::load::Load;
+use super::headroom::Load;
 use super::server::{map_frames, ConnId, Event, Output, Server};
 use crate::movement::MoveCommand;
 use std::collections::VecDeque;

@@ -6,7 +6,7 @@
 //! sockets dropped. It also says how much of its cores' time other processes take (a
 //! neighbour), for the I/O threads' hold-off (see [`crate::io`]).
 
-use expel_shared::protocol::load::Load;
+use expel_shared::protocol::headroom::Load;
 use std::time::{Duration, Instant};
 
 #[cfg(doc)]
