@@ -183,7 +183,8 @@ async fn sixty_four_clients_keep_their_snapshots_for_twenty_seconds() {
     let _serial = SERIAL.lock().await;
     // Sixty-four handshakes at once starve a loaded two-core machine for seconds; the
     // production input timeout (10 s) applies, not the short one other tests use.
-    let (r, sim, bytes) = server_with(64, |c| c.settings.input_timeout = Duration::from_secs(10)).await;
+    let (r, sim, bytes) =
+        server_with(64, |c| c.settings.input_timeout = Duration::from_secs(10)).await;
     let mut tasks = Vec::new();
     for id in 0..64u32 {
         let mut o = options(&r, 100 + id);

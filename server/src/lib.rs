@@ -26,8 +26,8 @@ mod builder;
 mod http;
 mod io;
 mod live;
-mod meter;
 mod machine;
+mod meter;
 mod metrics;
 mod quic;
 mod tls;
@@ -207,8 +207,13 @@ struct Shared {
 /// Starts the server: binds QUIC (and metrics), starts the machine and accept tasks.
 pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerError> {
     let mut cfg = cfg;
-    let mut machine = Machine::new(sim.clone(), cfg.settings.clone(), Instant::now(), now_unix())
-        .map_err(|e| ServerError::Config(e.to_string()))?;
+    let mut machine = Machine::new(
+        sim.clone(),
+        cfg.settings.clone(),
+        Instant::now(),
+        now_unix(),
+    )
+    .map_err(|e| ServerError::Config(e.to_string()))?;
     if let Some(rules) = cfg.rules.take() {
         machine.set_rules(rules);
     }

@@ -31,12 +31,12 @@ pub mod client;
 pub mod code;
 pub mod conditioner;
 pub mod frame;
+#[cfg(feature = "server")]
+pub mod headroom;
 pub mod input;
 pub mod interp;
 #[cfg(feature = "server")]
 pub mod keyed;
-#[cfg(feature = "server")]
-pub mod headroom;
 mod messages;
 pub mod predict;
 pub mod rate;

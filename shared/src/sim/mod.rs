@@ -643,37 +643,6 @@ impl Sim {
         (speed + c.gravity * dt + gain) * dt + c.step_height + 1.0
     }
 
-    /// The cheat a state no honest tick reaches shows, beside the state the player
-    /// could have had (`expected`): a level speed past both the expected one and the
-    /// rules' top speed is [`ViolationKind::Speed`]; rising faster than expected is
-    /// [`ViolationKind::Fly`]; a straight way there the map blocks is moving through
-    /// solid ([`ViolationKind::Blocked`], noclip); anything else, a jump with honest
-    /// speeds, stays a [`ViolationKind::Teleport`].
-    pub(crate) fn cheat_shown(
-        &self,
-        expected: &PlayerState,
-        claimed: &PlayerState,
-    ) -> crate::validate::ViolationKind {
-        use crate::validate::ViolationKind;
-        let level = |v: DVec3| glam::DVec2::new(v.x, v.y).length();
-        let (ev, cv) = (expected.velocity(), claimed.velocity());
-        let top = level(ev).max(self.config().max_speed);
-        if level(cv) > top * 1.05 + 1.0 {
-            return ViolationKind::Speed;
-        }
-        let (a, b) = (expected.origin(), claimed.origin());
-        if cv.z > ev.z.max(0.0) + 1.0 && b.z > a.z {
-            return ViolationKind::Fly;
-        }
-        let hull = self.movement.hull(claimed);
-        let mut scratch = TraceScratch::default();
-        let way = (self.map).sweep(hull, a, b, Contents::PLAYER, &mut scratch);
-        if way.fraction < 1.0 && (way.end - b).length() > 1.0 {
-            return ViolationKind::Blocked;
-        }
-        ViolationKind::Teleport
-    }
-
     /// How far a player can move level in one tick, generously: its capped horizontal
     /// speed and a tick of acceleration, and slack (steps and falls are vertical).
     pub(crate) fn level_reach(&self, p: &PlayerState) -> f64 {

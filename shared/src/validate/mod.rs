@@ -43,6 +43,34 @@ use std::collections::VecDeque;
 /// Comparisons of reported predictions remembered (about two seconds at 60 Hz).
 const COMPARED: usize = 128;
 
+/// The cheat a state no honest tick reaches shows, beside the state the player could
+/// have had (`expected`): a level speed past both the expected one and the rules' top
+/// speed is [`ViolationKind::Speed`]; rising faster than expected is
+/// [`ViolationKind::Fly`]; a straight way there the map blocks is moving through solid
+/// ([`ViolationKind::Blocked`], noclip); anything else, a jump with honest speeds, stays
+/// a [`ViolationKind::Teleport`].
+fn cheat_shown(sim: &crate::Sim, expected: &PlayerState, claimed: &PlayerState) -> ViolationKind {
+    use glam::DVec3;
+    let level = |v: DVec3| glam::DVec2::new(v.x, v.y).length();
+    let (ev, cv) = (expected.velocity(), claimed.velocity());
+    let top = level(ev).max(sim.config().max_speed);
+    if level(cv) > top * 1.05 + 1.0 {
+        return ViolationKind::Speed;
+    }
+    let (a, b) = (expected.origin(), claimed.origin());
+    if cv.z > ev.z.max(0.0) + 1.0 && b.z > a.z {
+        return ViolationKind::Fly;
+    }
+    let hull = sim.movement().hull(claimed);
+    let mut scratch = crate::collision::TraceScratch::default();
+    let mask = crate::collision::Contents::PLAYER;
+    let way = sim.map().sweep(hull, a, b, mask, &mut scratch);
+    if way.fraction < 1.0 && (way.end - b).length() > 1.0 {
+        return ViolationKind::Blocked;
+    }
+    ViolationKind::Teleport
+}
+
 /// What a violation is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ViolationKind {
@@ -427,7 +455,7 @@ impl Validator {
             if apart > reach && !recently {
                 self.far_flagged_at = Some(tick);
                 return Some(Violation {
-                    kind: sim.cheat_shown(own, claimed),
+                    kind: cheat_shown(sim, own, claimed),
                     tick,
                     evidence: format!(
                         "reported prediction {apart:.1} units from the client's own prediction re-run from its snapshot, at most {reach:.1} reachable in a tick"
@@ -565,7 +593,7 @@ impl Validator {
         let moved = (state.origin() - p.origin()).length();
         let reach = sim.reach(&p) + crate::movement::pmove::UNSTICK_REACH;
         (moved > reach && own().as_ref() != Some(state)).then(|| Violation {
-            kind: sim.cheat_shown(&p, state),
+            kind: cheat_shown(sim, &p, state),
             tick,
             evidence: format!(
                 "reported prediction moved {moved:.1} units in a tick, at most {reach:.1} reachable"

@@ -17,8 +17,8 @@
 
 use super::channel::{Channel, Mailbox};
 use super::frame::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
-use super::input::{InputBuffer, InputStats};
 use super::headroom::{Headroom, Load, Window};
+use super::input::{InputBuffer, InputStats};
 use super::rate::InputGate;
 use super::snapshot::{Crowd, Feedback, SnapshotEncoder};
 use super::token::{self, ReplayGuard};
