@@ -6,7 +6,7 @@ use anyhow::{bail, Context, Result};
 use expel_bots::RunOptions;
 use expel_client::{ConnectOptions, LinkConditioner, Trust};
 use expel_server::Identity;
-use expel_shared::protocol::token::{self, Grant};
+use expel_shared::protocol::token;
 use expel_shared::protocol::MovementAuthority;
 use expel_shared::MoveCommand;
 use rand::{Rng, SeedableRng};
@@ -291,8 +291,13 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(expel_server::Builder, Prepare
     if let Some(t) = &operator_token {
         b = b.operator_token(t.clone());
     }
-    if let Some(n) = args.io_threads {
-        b = b.io_threads(n);
+    match args.io_threads {
+        Some(t @ 1..=expel_server::MAX_IO_THREADS) => b = b.io_threads(t),
+        Some(t) => bail!(
+            "--io-threads must be 1 to {}, got {t}",
+            expel_server::MAX_IO_THREADS
+        ),
+        None => {}
     }
     let prepared = Prepared {
         name,
@@ -401,12 +406,6 @@ pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     }
 }
 
-fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// The server id `name` stands for (`--server-id`).
 pub(crate) fn server_id_of(name: &str) -> Result<token::ServerId> {
     token::ServerId::new(name).map_err(|e| anyhow::anyhow!("server id {name:?}: {e}"))
@@ -423,15 +422,13 @@ pub(crate) fn mint_token(
     if secret.is_empty() {
         bail!("the secret must not be empty");
     }
-    let mut nonce = [0u8; 16];
-    rand::rngs::OsRng.fill(&mut nonce);
-    let grant = Grant {
-        player_id: player,
-        expires: now_unix().saturating_add(ttl),
-        nonce,
+    let valid_for = std::time::Duration::from_secs(ttl);
+    Ok(expel_server::new_token(
+        secret.as_bytes(),
+        player,
+        valid_for,
         server,
-    };
-    Ok(token::mint(secret.as_bytes(), &grant))
+    ))
 }
 
 /// `expel connect` settings.

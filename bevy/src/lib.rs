@@ -28,7 +28,7 @@
 use bevy::prelude::*;
 use bevy::state::app::StatesPlugin;
 use expel_client::prelude::*;
-use expel_client::{Diagnostics, MessageError};
+use expel_client::MessageError;
 use expel_shared::CollisionModel;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
@@ -90,11 +90,6 @@ impl Expel {
         msg: &T,
     ) -> Result<(), MessageError> {
         self.0.send(channel, msg, Instant::now())
-    }
-
-    /// What the session measured.
-    pub fn diagnostics(&self) -> Diagnostics<'_> {
-        self.0.diagnostics()
     }
 }
 
@@ -221,7 +216,9 @@ fn join(
     match joining.0.update(Instant::now()) {
         Ok(false) => {
             progress.0 = joining.0.map_progress();
-            if matches!(joining.0.status(), Status::ReceivingMap) {
+            // Set once: setting a state again runs its enter and exit systems again.
+            let receiving = matches!(joining.0.status(), Status::ReceivingMap);
+            if receiving && *state.get() != Connection::ReceivingMap {
                 next.set(Connection::ReceivingMap);
             }
         }

@@ -167,15 +167,7 @@ impl Server {
     /// A game that hands out tokens elsewhere mints them with the same secret
     /// ([`expel_shared::protocol::token::mint`]).
     pub fn token(&self, player: u32, valid_for: Duration) -> String {
-        let mut nonce = [0u8; 16];
-        rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut nonce);
-        let grant = Grant {
-            player_id: player,
-            expires: now_unix().saturating_add(valid_for.as_secs()),
-            nonce,
-            server: self.server_id,
-        };
-        mint(&self.secret, &grant)
+        new_token(&self.secret, player, valid_for, self.server_id)
     }
 
     /// Resolves when a supervised task (the machine or the HTTP endpoint) ended on its
@@ -191,6 +183,25 @@ impl Server {
             }
         }
     }
+}
+
+/// A fresh connect token for `player`, signed with `secret`, good for `valid_for` from now
+/// and once, on the server with id `server` only (`None`: a server without an id).
+pub fn new_token(
+    secret: &[u8],
+    player: u32,
+    valid_for: Duration,
+    server: Option<ServerId>,
+) -> String {
+    let mut nonce = [0u8; 16];
+    rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut nonce);
+    let grant = Grant {
+        player_id: player,
+        expires: now_unix().saturating_add(valid_for.as_secs()),
+        nonce,
+        server,
+    };
+    mint(secret, &grant)
 }
 
 /// What the machine's and the I/O threads use of the rest of the server.
