@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
                 c.input(MoveCommand::new(1.0, 0.0, 0.0, f64::from(*hi), 0.0));
                 c.handle_timeout(now);
             }
-            4 => c.handle_closed(Some(u32::from(*lo)), "fuzz"),
+            4 => c.handle_closed(Some(u64::from(*lo)), "fuzz"),
             _ => c.set_rtt(Duration::from_micros(u64::from(u16::from_le_bytes([
                 *lo, *hi,
             ])))),
