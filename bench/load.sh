@@ -74,9 +74,9 @@ thread_cpu() {
     echo "$(cat "$t/comm" 2>/dev/null) $(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
   done
 }
-# From two thread_cpu readings SECS apart: the machine thread's CPU ms per player-second
-# (the busiest tick thread: with workers the loop runs on one of them), then the busiest
-# I/O thread's.
+# From two thread_cpu readings SECS apart, CPU ms per player-second by thread kind: the
+# machine's thread (the serial part), the I/O threads together, the busiest of them, the
+# tick's workers together; then the share of commands in time.
 thread_share() {
   python3 - "$1" "$2" "$3" <<'PY'
 import sys
@@ -90,16 +90,23 @@ def read(path):
 a, b, secs = read(sys.argv[1]), read(sys.argv[2]), float(sys.argv[3])
 players = max(b.get("players", 0), 1)
 ms = lambda k: (b.get(k, 0) - a.get(k, 0)) / 1e6 / secs / players
-# With workers the machine's loop runs on one of them (the busiest: it also routes).
-print(f"{max(ms(k) for k in b if k == 'expel-machine' or k.startswith('expel-step')):.3f}")
+# Without workers (--threads 1) the machine's thread does all of a tick's work.
+print(f"{ms('expel-machine'):.3f}")
 io = [ms(k) for k in b if k.startswith("expel-io")]
+print(f"{sum(io):.3f}" if io else "n/a")
 print(f"{max(io):.3f}" if io else "n/a")
+workers = [ms(k) for k in b if k.startswith("expel-step")]
+print(f"{sum(workers):.3f}" if workers else "0")
 # The share of commands in time over the same third: the crowd in, its joins done.
 applied, missing = (b.get(k, 0) - a.get(k, 0) for k in ("applied", "missing"))
 print("n/a" if applied + missing <= 0 else f"{100 * applied / (applied + missing):.3f}%")
+# Each thread on its own (an older build ran the machine's loop on one of the workers).
+names = sorted(k for k in b if k.startswith("expel-"))
+print(", ".join(f"{k} {ms(k):.3f}" for k in names))
 PY
 }
 rows=()
+threads_each=()
 inputs=()
 short=()
 refusals=()
@@ -124,8 +131,8 @@ for n in "${counts[@]}"; do
     (sleep $((secs / 3)) && perf record -e cpu-clock -F 499 --call-graph dwarf,16384 -p "$server" -o "$out/perf-$n.data" -- sleep $((secs / 3)) >/dev/null 2>&1) &
     prof=$!
   fi
-  # The machine's thread alone (what admission is held to) and the busiest I/O thread,
-  # over the middle third of the run: CPU ms per player-second from the kernel's counts.
+  # Each kind of server thread (the machine's, the workers, the I/O threads), over the
+  # middle third of the run: CPU ms per player-second from the kernel's counts.
   threads=$(mktemp -d)
   (sleep $((secs / 3)) && thread_cpu "$server" "$addr" >"$threads/a" && sleep $((secs / 3)) &&
     thread_cpu "$server" "$addr" >"$threads/b" && thread_share "$threads/a" "$threads/b" $((secs / 3)) >"$threads/share") &
@@ -171,7 +178,11 @@ MERGE
   wait "$sampler" 2>/dev/null || true
   machine_ms=$(sed -n 1p "$threads/share" 2>/dev/null || true)
   io_ms=$(sed -n 2p "$threads/share" 2>/dev/null || true)
-  steady_in_time=$(sed -n 3p "$threads/share" 2>/dev/null || true)
+  io_max_ms=$(sed -n 3p "$threads/share" 2>/dev/null || true)
+  workers_ms=$(sed -n 4p "$threads/share" 2>/dev/null || true)
+  steady_in_time=$(sed -n 5p "$threads/share" 2>/dev/null || true)
+  each_thread=$(sed -n 6p "$threads/share" 2>/dev/null || true)
+  [ -n "$each_thread" ] && threads_each+=("$n: CPU ms per player-second by thread: $each_thread")
   rm -rf "$threads"
   # The server's own account of its lateness, before it goes.
   metrics=$(curl -s "http://$addr/metrics" 2>/dev/null || true)
@@ -184,12 +195,13 @@ MERGE
   drops=$(awk '/^expel_udp_drops_total /{print $2}' <<<"$metrics")
   inputs+=("$n: commands the server lacked on their tick ${missing:-n/a}, of them arriving late ${inputs_late:-n/a}; datagrams its sockets dropped ${drops:-n/a}; looks at them that left a backlog ${backlogs:-n/a}")
   kill -TERM "$server" && wait "$server" || true
-  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-60}" "${late:-n/a}" "${skipped:-n/a}" "${applied:-0}" "${missing:-0}" "${machine_ms:-n/a}" "${io_ms:-n/a}" "${steady_in_time:-n/a}" <<'EOF'
+  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-60}" "${late:-n/a}" "${skipped:-n/a}" "${applied:-0}" "${missing:-0}" "${machine_ms:-n/a}" "${io_ms:-n/a}" "${steady_in_time:-n/a}" "${io_max_ms:-n/a}" "${workers_ms:-n/a}" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1])); n = int(sys.argv[2]); rate = float(sys.argv[3])
 late, skipped = sys.argv[4], sys.argv[5]
 applied, missing = float(sys.argv[6]), float(sys.argv[7])
 machine_ms, io_ms, steady_in_time = sys.argv[8], sys.argv[9], sys.argv[10]
+io_max_ms, workers_ms = sys.argv[11], sys.argv[12]
 # Of the ticks the server had a player's command for or lacked one: the share in time.
 in_time = "n/a" if applied + missing == 0 else f"{100 * applied / (applied + missing):.3f}%"
 f = lambda v: "n/a" if v is None else f"{v:.2f}"
@@ -212,7 +224,7 @@ print(f"| {n} | {r['connected']} | {f(r['server_tick_ms_p50'])} | {f(r['server_t
       f"{r['down_payload_bytes_per_s']:.0f} | {dg:.1f} | {f(quic)} | "
       f"{r['up_bytes_per_s']:.0f} | {r['up_datagrams_per_s']:.1f} | {lost} | {r['honest_flagged']} | "
       f"{r['snapshots_per_s']:.1f} | {r['refused_for_load']} | {late} | {skipped} | {in_time} | {steady_in_time} | "
-      f"{machine_ms} | {io_ms} |")
+      f"{machine_ms} | {workers_ms} | {io_ms} | {io_max_ms} |")
 # The steady CPU, for the estimate of where the server's cores run out.
 print("n/a" if steady is None else f"{steady:.4f}")
 # Bots whose core is full send fewer inputs than asked: the row then measures a lighter
@@ -240,11 +252,12 @@ EOF
 done
 
 echo "server on CPUs $server_cpus$([ -n "$noise" ] && echo " (shared with a busy process)"), bots on CPUs $bot_cpus, ${secs} s per run, $([ ${#light[@]} -gt 0 ] && echo light || echo predicting) bots, inputs at ${INPUT_RATE:-60} Hz"
-echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s (whole run) | the same, everyone on | server CPU us per datagram each way | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot | refused for load | ticks late | ticks skipped | inputs in time | the same, middle third | machine thread CPU ms per player-s | busiest I/O thread's |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s (whole run) | the same, everyone on | server CPU us per datagram each way | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot | refused for load | ticks late | ticks skipped | inputs in time | the same, middle third | machine thread CPU ms per player-s (serial part) | workers' | I/O threads' | busiest I/O thread's |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 echo
 printf '%s\n' "${inputs[@]}"
+[ ${#threads_each[@]} -gt 0 ] && printf '%s\n' "${threads_each[@]}"
 [ ${#short[@]} -gt 0 ] && printf '%s\n' "${short[@]}"
 [ ${#refusals[@]} -gt 0 ] && printf '%s\n' "${refusals[@]}"
 echo "largest N with tick p99 under the 16.7 ms tick period, no disconnects and bots that kept up: $best"

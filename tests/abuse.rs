@@ -98,8 +98,9 @@ async fn a_hundred_bots_through_a_bad_link_for_a_minute_leave_no_memory_behind()
     // No panic: the process is alive and answers.
     assert!(s.metric("expel_ticks_total") > 0.0);
     assert_eq!(s.metric("expel_players"), 0.0, "everyone gone");
-    // A hundred players' ticks are short: they ran on one thread whatever the workers.
-    assert_eq!(s.metric("expel_tick_threads"), 1.0);
+    // The per-player work runs on a worker per core (one core: the machine's thread).
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(s.metric("expel_tick_threads"), cores.min(256) as f64);
     assert_eq!(report.connected, 100, "{:?}", report.errors);
     // Every cheater is caught: the server re-runs each reported prediction it does not
     // bear out, so noclip, teleport, speed and fly part from the client's own prediction

@@ -138,9 +138,10 @@ fn the_same_seed_gives_the_same_final_state_twice() {
 /// A crowd past the size whose inputs are judged over the tick's workers (a batch of 64
 /// players or more), a quarter of it cheating (teleports, fast clocks, speed, noclip), under
 /// loss and duplication: the world, every counter and every event are the same judged
-/// on one thread and on four.
+/// on one thread and on eight (more workers than cores: the order the system runs them in
+/// is not the outcome's).
 #[test]
-fn a_crowd_judged_over_four_workers_ends_in_the_same_bits_as_on_one() {
+fn a_crowd_judged_over_eight_workers_ends_in_the_same_bits_as_on_one() {
     let run = |threads: usize| {
         let mut net = network_with(96, lossy(), 5, |s| {
             s.movement = MovementAuthority::Server;
@@ -182,15 +183,15 @@ fn a_crowd_judged_over_four_workers_ends_in_the_same_bits_as_on_one() {
         )
     };
     let one = run(1);
-    let four = run(4);
+    let eight = run(8);
     assert!(
         one.1.violations.iter().sum::<u64>() > 0,
         "nobody was caught"
     );
     assert!(one.1.kicks > 0, "nobody was kicked");
-    assert_eq!(one.0, four.0, "world hash");
-    assert_eq!(one.1, four.1, "server counters");
-    assert_eq!(one.2, four.2, "events");
+    assert_eq!(one.0, eight.0, "world hash");
+    assert_eq!(one.1, eight.1, "server counters");
+    assert_eq!(one.2, eight.2, "events");
 }
 
 #[test]

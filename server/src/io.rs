@@ -285,10 +285,8 @@ impl Job {
             let Ok(router) = go.recv() else {
                 return None;
             };
-            if let Ok(me) = std::fs::read_link("/proc/thread-self") {
-                let _ = self
-                    .schedstat
-                    .set(format!("{}/schedstat", me.to_string_lossy()));
+            if let Some(me) = crate::meter::thread_schedstat() {
+                let _ = self.schedstat.set(me);
             }
             rt.block_on(async move {
                 match Quic::new(part, router) {

@@ -38,7 +38,7 @@ pub use admission::{Decision, Limits};
 pub use agones::AgonesConfig;
 pub use builder::{Builder, Map};
 pub use expel_shared::protocol::server::{ServerSettings, REFUSALS};
-pub use metrics::{Gauge, Labelled, Metrics};
+pub use metrics::{Gauge, Labelled, Metrics, Share};
 pub use tls::{fingerprint, Identity};
 
 use expel_shared::protocol::keyed::KeyedHash;

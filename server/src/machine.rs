@@ -20,56 +20,10 @@ const LATE_TOLD: Duration = Duration::from_millis(100);
 const NEIGHBOUR_IN: f64 = 0.15;
 const NEIGHBOUR_GONE: f64 = 0.05;
 
-/// Whether a tick's work spreads over the machine's workers: only while a tick on one
-/// thread, with the inputs taken for it, takes over a quarter of the period. The machine's
-/// thread's load caps the players admitted: spread from there, it stays under about half
-/// busy. Under that, one thread is cheaper, and a spread tick waits for every worker it
-/// handed work to, which the system may not run at once when other processes share the
-/// cores. The tick time is averaged over
-/// about twenty ticks; spread, a tick takes about its time on one thread over the
-/// workers, so it goes back to one thread only under a quarter of the period over the
-/// workers (no flapping).
-struct Spread {
-    on: bool,
-    workers: f64,
-    /// Mean tick time (seconds), as ticks run now.
-    mean: f64,
-    period: f64,
-}
-
-impl Spread {
-    /// Weight of the newest tick in the mean.
-    const WEIGHT: f64 = 0.05;
-
-    fn new(workers: usize, period: Duration) -> Self {
-        Spread {
-            on: false,
-            workers: workers.max(1) as f64,
-            mean: 0.0,
-            period: period.as_secs_f64(),
-        }
-    }
-
-    /// Takes one tick's time; returns the new setting when it changes.
-    fn tick(&mut self, took: Duration) -> Option<bool> {
-        self.mean += (took.as_secs_f64() - self.mean) * Self::WEIGHT;
-        let quarter = self.period / 4.0;
-        let on = if self.on {
-            self.mean >= quarter / self.workers
-        } else {
-            self.mean > quarter
-        };
-        (on != self.on).then(|| {
-            self.on = on;
-            on
-        })
-    }
-}
-
-/// Runs [`machine_loop`] on a thread of its own (one of the tick's workers when there are
-/// several, so the thread works on each tick rather than waiting for the others to be
-/// scheduled). The handle is a task's, for the supervisor; a panic on the thread surfaces
-/// as the task's.
+/// Runs [`machine_loop`] on a thread of its own, apart from the tick's workers: it does the
+/// serial part of each tick (ordering, the rules, merging what the workers found) and
+/// waits while they do the per-player part, so its CPU time is the serial part alone. The
+/// handle is a task's, for the supervisor; a panic on the thread surfaces as the task's.
 pub(crate) fn spawn(
     server: Server,
     io: IoThreads,
@@ -81,14 +35,8 @@ pub(crate) fn spawn(
     std::thread::Builder::new()
         .name("expel-machine".into())
         .spawn(move || {
-            let run = std::panic::AssertUnwindSafe(move || {
-                let workers = server.workers();
-                let machine = move || machine_loop(server, io, shared, live, wake);
-                match workers {
-                    Some(pool) => pool.install(machine),
-                    None => machine(),
-                }
-            });
+            let run =
+                std::panic::AssertUnwindSafe(move || machine_loop(server, io, shared, live, wake));
             let _ = done.send(std::panic::catch_unwind(run));
         })?;
     Ok(tokio::spawn(async move {
@@ -115,17 +63,16 @@ fn machine_loop(
     let frame_every = u64::from((rate / live::FRAME_RATE).max(1));
     let mut longest = Duration::ZERO;
     let workers = server.workers().map_or(1, |w| w.current_num_threads());
-    let mut spread = (workers > 1).then(|| {
-        server.set_spread(false);
-        Spread::new(workers, period)
-    });
-    m.tick_threads.set(1);
+    m.tick_threads.set(workers as u64);
     let max_players = shared.cfg.settings.max_players as u64;
-    let mut load_meter = meter::LoadMeter::new(shared.port, Instant::now());
+    // The workers' own schedstat files, asked of each of them once.
+    let worker_stats = server.workers().map_or_else(Vec::new, |pool| {
+        let each = pool.broadcast(|_| meter::thread_schedstat());
+        each.into_iter().flatten().collect()
+    });
+    let mut load_meter = meter::LoadMeter::new(shared.port, Instant::now(), worker_stats);
     let mut hold = true;
     let mut up = Vec::new();
-    // Time spent taking inputs since the last tick.
-    let mut fed = Duration::ZERO;
     let reason = loop {
         let due = server.poll_timeout();
         let now = Instant::now();
@@ -148,7 +95,7 @@ fn machine_loop(
             }
         }
         // What arrived, before the tick: the commands meet the ticks made for them.
-        fed += feed(&mut server, &mut io, &mut up);
+        feed(&mut server, &mut io, &mut up);
         if server.poll_timeout() <= Instant::now() {
             let before = server.world().tick;
             let ran = server.stats().ticks;
@@ -167,19 +114,13 @@ fn machine_loop(
                     m.overruns.inc_by(stepped);
                 }
                 longest = longest.max(each);
-                // The inputs taken for a tick spread with it: they count in its time.
-                let work = each + std::mem::take(&mut fed) / stepped as u32;
-                if let Some(on) = spread.as_mut().and_then(|s| s.tick(work)) {
-                    debug!(on, "tick work spread over the workers");
-                    server.set_spread(on);
-                    m.tick_threads.set(if on { workers } else { 1 } as u64);
-                }
                 if let Some(l) = load_meter.sample(Instant::now(), || io.schedstats()) {
                     m.udp_drops.inc_by(l.dropped);
                     server.handle_load(l);
                     let neighbour = load_meter.neighbour();
                     let percent = (neighbour * 100.0).round() as u64;
                     m.neighbour.set(percent);
+                    m.machine_busy.set(load_meter.machine_busy());
                     let turn = if hold {
                         neighbour > NEIGHBOUR_IN
                     } else {
@@ -234,11 +175,9 @@ fn machine_loop(
 }
 
 /// Hands the machine what the I/O threads gathered, in order; each run of datagrams in
-/// one batch, so that the players' inputs are judged over the tick's workers. Returns
-/// the time those batches took (joins and control messages are not a tick's work).
-fn feed(server: &mut Server, io: &mut IoThreads, up: &mut Vec<Up>) -> Duration {
+/// one batch, so that the players' inputs are judged over the tick's workers.
+fn feed(server: &mut Server, io: &mut IoThreads, up: &mut Vec<Up>) {
     io.take_up(up);
-    let mut inputs = Duration::ZERO;
     let mut rest = &up[..];
     while let Some(first) = rest.first() {
         let run = rest
@@ -246,12 +185,10 @@ fn feed(server: &mut Server, io: &mut IoThreads, up: &mut Vec<Up>) -> Duration {
             .position(|u| !matches!(u, Up::Datagram { .. }))
             .unwrap_or(rest.len());
         if run > 0 {
-            let began = Instant::now();
             server.handle_datagrams(rest[..run].iter().filter_map(|u| match u {
                 Up::Datagram { id, bytes, at } => Some((*id, &bytes[..], *at)),
                 _ => None,
             }));
-            inputs += began.elapsed();
             rest = &rest[run..];
             continue;
         }
@@ -268,7 +205,6 @@ fn feed(server: &mut Server, io: &mut IoThreads, up: &mut Vec<Up>) -> Duration {
         rest = &rest[1..];
     }
     up.clear();
-    inputs
 }
 
 /// Carries out the machine's outputs (queued for the I/O threads, then handed over in
@@ -342,27 +278,4 @@ fn carry_out(server: &mut Server, io: &mut IoThreads, shared: &Shared) {
     }
     io.flush();
     m.absorb(server.stats());
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ticks_spread_over_the_workers_only_while_they_are_long() {
-        let period = Duration::from_micros(16_000);
-        let mut s = Spread::new(2, period);
-        let ms = Duration::from_millis;
-        let us = Duration::from_micros;
-        // Ticks under a quarter of the period stay on one thread.
-        assert!((0..200).all(|_| s.tick(us(3500)).is_none()));
-        // Longer ones (over 4 ms) spread, once the mean has moved.
-        let turned = (0..200).position(|_| s.tick(ms(5)) == Some(true));
-        assert!(turned.is_some_and(|i| i > 3), "{turned:?}");
-        // Spread, a tick of 2.5 ms is one of about 5 on one thread: it stays spread...
-        assert!((0..200).all(|_| s.tick(us(2500)).is_none()));
-        // ...and goes back under 2 ms (4 ms over the two workers).
-        assert!((0..200).any(|_| s.tick(us(1500)) == Some(false)));
-        assert!((0..200).all(|_| s.tick(us(3500)).is_none()));
-    }
 }

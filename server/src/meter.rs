@@ -19,9 +19,13 @@ pub(crate) const WINDOW: Duration = Duration::from_millis(250);
 pub(crate) struct LoadMeter {
     port: u16,
     at: Instant,
-    /// The machine's thread's run time.
-    ran: Option<u64>,
-    /// Each I/O thread's, by its schedstat file.
+    /// The machine's thread's time run and waited, and run alone.
+    ran: Option<(u64, u64)>,
+    /// The share of the last window the machine's thread ran (0 to 1).
+    machine_busy: f64,
+    /// The tick's workers' schedstat files.
+    workers: Vec<String>,
+    /// Each other thread's (I/O threads, workers) time run and waited, by its file.
     others: Vec<(String, Option<u64>)>,
     dropped: Option<u64>,
     /// The cores the process may run on.
@@ -39,13 +43,16 @@ pub(crate) struct LoadMeter {
 const NEIGHBOUR_WEIGHT: f64 = 0.2;
 
 impl LoadMeter {
-    /// A meter for the thread that calls it and the UDP socket(s) on `port`.
-    pub(crate) fn new(port: u16, now: Instant) -> LoadMeter {
+    /// A meter for the thread that calls it, the tick's workers (their schedstat files)
+    /// and the UDP socket(s) on `port`.
+    pub(crate) fn new(port: u16, now: Instant, workers: Vec<String>) -> LoadMeter {
         let cpus = allowed_cpus().unwrap_or_default();
         LoadMeter {
             port,
             at: now,
-            ran: run_ns("/proc/thread-self/schedstat"),
+            ran: sched_ns("/proc/thread-self/schedstat"),
+            machine_busy: 0.0,
+            workers,
             others: Vec::new(),
             dropped: socket_drops(port),
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()) as f64,
@@ -61,24 +68,33 @@ impl LoadMeter {
         self.neighbour
     }
 
+    /// The share of the last window the machine's thread ran: the serial part of its
+    /// ticks, with what it takes in between (0 to 1; 0 where `/proc` does not tell).
+    pub(crate) fn machine_busy(&self) -> f64 {
+        self.machine_busy
+    }
+
     /// The load over the window just ended, once a window has passed (else `None`), with
-    /// the other threads to count (their `/proc` schedstat files, asked for only then).
+    /// the I/O threads to count (their `/proc` schedstat files, asked for only then).
     pub(crate) fn sample(
         &mut self,
         now: Instant,
-        others: impl FnOnce() -> Vec<String>,
+        io: impl FnOnce() -> Vec<String>,
     ) -> Option<Load> {
         let wall = now.checked_duration_since(self.at)?;
         if wall < WINDOW {
             return None;
         }
-        let others = others();
+        let mut others = io();
+        others.extend(self.workers.iter().cloned());
         let share = |a: Option<u64>, b: Option<u64>| match (a, b) {
             (Some(a), Some(b)) => b.saturating_sub(a) as f64 / 1e9 / wall.as_secs_f64(),
             _ => 0.0,
         };
-        let ran = run_ns("/proc/thread-self/schedstat");
-        let mut busy = share(self.ran, ran);
+        let ran = sched_ns("/proc/thread-self/schedstat");
+        let whole = |r: Option<(u64, u64)>| r.map(|(run, wait)| run.saturating_add(wait));
+        let mut busy = share(whole(self.ran), whole(ran));
+        self.machine_busy = share(self.ran.map(|r| r.0), ran.map(|r| r.0)).min(1.0);
         let mut total = busy;
         let mut next = Vec::with_capacity(others.len());
         for path in &others {
@@ -118,9 +134,21 @@ impl LoadMeter {
 /// Nanoseconds a thread has run or waited on a run queue to run (the first two fields
 /// of its `/proc` schedstat file).
 fn run_ns(schedstat: &str) -> Option<u64> {
+    sched_ns(schedstat).map(|(run, wait)| run.saturating_add(wait))
+}
+
+/// Nanoseconds a thread has run, and waited on a run queue to run.
+fn sched_ns(schedstat: &str) -> Option<(u64, u64)> {
     let s = std::fs::read_to_string(schedstat).ok()?;
     let mut f = s.split_whitespace().map(|x| x.parse::<u64>().ok());
-    Some(f.next()??.saturating_add(f.next()??))
+    Some((f.next()??, f.next()??))
+}
+
+/// The calling thread's `/proc` schedstat file, by a path any thread can read
+/// (`/proc/thread-self` is a link relative to `/proc`).
+pub(crate) fn thread_schedstat() -> Option<String> {
+    let me = std::fs::read_link("/proc/thread-self").ok()?;
+    Some(format!("/proc/{}/schedstat", me.to_string_lossy()))
 }
 
 /// `/proc`'s clock ticks a second (`USER_HZ`: 100 on every Linux architecture's ABI).
@@ -241,6 +269,33 @@ intr 12345";
         assert_eq!(busy_of(stat, &[0]), Some(37));
         assert_eq!(busy_of(stat, &[0, 1]), Some(127));
         assert_eq!(busy_of(stat, &[2]), None);
+    }
+
+    /// Another thread's schedstat file, as the load meter reads it: from the machine's
+    /// thread, a worker's or an I/O thread's run time (a path relative to `/proc` read
+    /// from the process's directory found nothing, and those threads counted as idle).
+    #[test]
+    fn another_threads_run_time_is_read_from_any_thread() {
+        if !std::path::Path::new("/proc/thread-self").exists() {
+            return; // not Linux: the meter reads no load
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            let path = thread_schedstat();
+            // A few milliseconds of work, so its run time shows.
+            let start = Instant::now();
+            let mut x = 0u64;
+            while start.elapsed() < Duration::from_millis(20) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            tx.send(path).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+        });
+        let path = rx.recv().unwrap().expect("a schedstat path");
+        assert!(path.starts_with("/proc/"), "{path}");
+        let (run, _) = sched_ns(&path).expect("read from another thread");
+        assert!(run >= 10_000_000, "{path}: ran {run} ns");
+        worker.join().unwrap();
     }
 
     #[test]

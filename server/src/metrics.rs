@@ -26,6 +26,8 @@ use std::time::Instant;
 
 /// A gauge of whole numbers (players, threads).
 pub type Gauge = prometheus_client::metrics::gauge::Gauge<u64, AtomicU64>;
+/// A gauge of fractions (a thread's busy share).
+pub type Share = prometheus_client::metrics::gauge::Gauge<f64, AtomicU64>;
 
 /// Upper bounds (seconds) of the tick duration histogram's buckets: fine enough (about
 /// ×1.25 apart) that quantiles read off them are within a few percent.
@@ -137,7 +139,7 @@ metrics! {
     overruns: Counter = "expel_tick_overruns", "Ticks that took longer than the tick period.",
         Counter::default();
     tick_threads: Gauge = "expel_tick_threads",
-        "Threads a tick's per-player work runs on now (more than one only while ticks are long).",
+        "Worker threads a tick's per-player work runs on (the machine's own thread keeps the serial part).",
         Gauge::default();
     tick_duration: Histogram = "expel_tick_duration_seconds",
         "Time to step one tick and send its snapshots.",
@@ -145,6 +147,9 @@ metrics! {
     neighbour: Gauge = "expel_cpu_neighbour_percent",
         "Share of the server's cores' time other processes took of late (a noisy neighbour), in percent.",
         Gauge::default();
+    machine_busy: Share = "expel_machine_busy_ratio",
+        "Share of the last quarter second the machine's thread ran (0 to 1): the serial part of the ticks and taking what arrived, the one thread that caps a world's players.",
+        Share::default();
     io_threads: Gauge = "expel_io_threads",
         "I/O threads, each with a QUIC socket of its own on the port.", Gauge::default();
     packets_over_rate: Counter = "expel_packets_over_rate",

@@ -319,9 +319,8 @@ impl SimScratch {
     }
 
     /// Whether steps spread their work over the workers (on by default when there are
-    /// any). Spreading costs some CPU and makes a tick wait for each worker's current
-    /// run, so a server turns it on only while a tick on one thread is long (the same bits
-    /// either way).
+    /// any; the same bits either way). Off, a caller that owns workers keeps its ticks on
+    /// its own thread.
     pub fn set_spread(&mut self, on: bool) {
         self.spread = on;
     }

@@ -1,11 +1,12 @@
 //! Datagrams in. A batch (what the shell gathered since it last called) is routed in
-//! arrival order: the connection's allowance, the game's messages, the stage. Then each
-//! player's inputs are decoded, judged and buffered apart from everyone else's (over
-//! the tick's workers while ticks spread: at 800 players on one core this was about a
-//! quarter of the machine's thread), and what that found is applied in player-id order. A player's
-//! inputs only touch its own state; the exception, a re-run of its own prediction (under
-//! one budget for all), waits for the ordered pass, and the player's later inputs with
-//! it. So the outcome is the batch's, whatever ran it on how many threads.
+//! arrival order: counted, the game's messages taken, each input sent to its player.
+//! Then each player's inputs pass its allowance and are decoded, judged and buffered
+//! apart from everyone else's (over the tick's workers: the serial part, the routing,
+//! is a few counters and a lookup a datagram), and what that found is applied in
+//! player-id order. A player's inputs only touch its own state; the exception, a re-run
+//! of its own prediction (under one budget for all), waits for the ordered pass, and the
+//! player's later inputs with it. So the outcome is the batch's, whatever ran it on how
+//! many threads.
 
 use super::{kick_reason, wall_tick, ConnId, MessageDrop, Player, Server, Stage, CLAIMS};
 use crate::movement::PlayerState;
@@ -13,8 +14,7 @@ use crate::protocol::channel::Channel;
 use crate::protocol::{decode, ClientDatagram, Code, InputMsg, MovementAuthority};
 use crate::sim::{PlayerId, Sim};
 use crate::validate::{Violation, ViolationKind};
-use std::collections::BTreeMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// An input datagram routed to its player.
 struct Arrival<'b> {
@@ -23,7 +23,13 @@ struct Arrival<'b> {
     /// It came while the server was away, or was read late after an absence: its lead
     /// would tell the server's delay, not the client's.
     absent: bool,
+    /// The server's newest absence as it stood when the datagram was routed (its end and
+    /// length): the allowance credits it.
+    absence: Option<(Instant, Duration)>,
 }
+
+/// An input datagram and the player it was routed to.
+type Routed<'b> = (PlayerId, Arrival<'b>);
 
 /// What a player's inputs are judged against: the same for every player of a batch.
 struct Intake<'a> {
@@ -32,6 +38,8 @@ struct Intake<'a> {
     next: u64,
     epoch: Instant,
     rate: u32,
+    /// The inputs a second clients are asked for (their allowance's rate).
+    input_rate: u32,
     trusted: bool,
 }
 
@@ -49,6 +57,8 @@ struct Found {
     /// Arrivals taken so far.
     taken: usize,
     malformed: u64,
+    /// Dropped undecoded, past the allowance.
+    over_rate: u64,
     violations: Vec<Violation>,
     /// Why it is kicked, once its record passes the threshold (its later inputs are moot).
     kicked: Option<(Code, String)>,
@@ -66,39 +76,42 @@ impl Found {
 }
 
 impl Server {
-    /// A datagram arrived on the connection. Past the connection's allowance it is dropped
-    /// undecoded; a connection that keeps sending past it is flagged for flooding.
+    /// A datagram arrived on the connection. Past the connection's allowance an input is
+    /// dropped undecoded; a connection that keeps sending past it is flagged for flooding.
     pub fn handle_datagram(&mut self, conn: ConnId, bytes: &[u8], now: Instant) {
         self.handle_datagrams([(conn, bytes, now)]);
     }
 
     /// Datagrams that arrived, in the order they did (each as [`Server::handle_datagram`]).
     /// A shell that gathers them between ticks hands them over at once: each player's are
-    /// then judged apart, over the tick's workers while ticks spread.
+    /// then judged apart, over the tick's workers.
     pub fn handle_datagrams<'b>(
         &mut self,
         batch: impl IntoIterator<Item = (ConnId, &'b [u8], Instant)>,
     ) {
-        let mut inputs: BTreeMap<PlayerId, Vec<Arrival<'b>>> = BTreeMap::new();
+        let mut inputs: Vec<Routed<'b>> = Vec::new();
         for (conn, bytes, now) in batch {
-            if let Some((player, a)) = self.route(conn, bytes, now) {
-                inputs.entry(player).or_default().push(a);
+            if let Some(routed) = self.route(conn, bytes, now) {
+                inputs.push(routed);
             }
         }
         if !inputs.is_empty() {
+            // Each player's in arrival order (a stable sort), players in id order.
+            inputs.sort_by_key(|(player, _)| *player);
             self.take_inputs(&inputs);
         }
     }
 
     /// Counts a datagram and sees it through its connection: a game's message is taken at
-    /// once, an input over the allowance is dropped, and one for a player in the world is
-    /// returned to be judged with the batch.
+    /// once, an input for a player in the world is returned to be judged with the batch
+    /// (its allowance with it), and one before the world is held to the connection's
+    /// allowance and counted.
     fn route<'b>(
         &mut self,
         conn: ConnId,
         bytes: &'b [u8],
         now: Instant,
-    ) -> Option<(PlayerId, Arrival<'b>)> {
+    ) -> Option<Routed<'b>> {
         self.called(now);
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += bytes.len() as u64;
@@ -128,44 +141,43 @@ impl Server {
             }
             return None;
         }
+        if let Stage::Playing { player } = c.stage {
+            let absent = absence.is_some_and(|(end, _)| end >= now);
+            let a = Arrival {
+                bytes,
+                now,
+                absent,
+                absence,
+            };
+            return Some((player, a));
+        }
         if let Some((end, length)) = absence {
             c.gate.credit(rate, end, length, now);
         }
         let admitted = c.gate.admit(now);
-        if let (Some(v), Stage::Playing { player }) =
-            (c.gate.flood(rate, now, self.world.tick), &c.stage)
-        {
-            let player = *player;
-            self.violation(player, &v);
-        }
+        // Flooding is judged of players: before the world, the allowance only drops.
+        let _ = c.gate.flood(rate, now, self.world.tick);
+        let waiting = matches!(c.stage, Stage::Map { .. });
         if !admitted {
             self.stats.datagrams_over_rate += 1;
             return None;
         }
-        match self.conns.get(&conn).map(|c| &c.stage) {
-            Some(Stage::Playing { player }) => {
-                let absent = absence.is_some_and(|(end, _)| end >= now);
-                Some((*player, Arrival { bytes, now, absent }))
-            }
-            Some(Stage::Closing) => None, // kicked for flooding just now
-            stage => {
-                // Decoded all the same: what is not an input is counted as malformed.
-                let input = matches!(
-                    decode::<ClientDatagram>("input", bytes),
-                    Ok(ClientDatagram::Input(msg)) if msg.validate().is_ok()
-                );
-                // Inputs while the map is on its way have nothing to do yet; inputs
-                // before a hello, or from no connection known, are out of turn.
-                if !input || !matches!(stage, Some(Stage::Map { .. })) {
-                    self.stats.malformed_datagrams += 1;
-                }
-                None
-            }
+        // Decoded all the same: what is not an input is counted as malformed.
+        let input = matches!(
+            decode::<ClientDatagram>("input", bytes),
+            Ok(ClientDatagram::Input(msg)) if msg.validate().is_ok()
+        );
+        // Inputs while the map is on its way have nothing to do yet; inputs before a
+        // hello are out of turn.
+        if !input || !waiting {
+            self.stats.malformed_datagrams += 1;
         }
+        None
     }
 
-    /// Judges and buffers each player's routed inputs (see the module's doc).
-    fn take_inputs(&mut self, inputs: &BTreeMap<PlayerId, Vec<Arrival<'_>>>) {
+    /// Judges and buffers each player's routed inputs, in player order (see the module's
+    /// doc).
+    fn take_inputs(&mut self, inputs: &[Routed<'_>]) {
         // Its own handle, so the context outlives the borrows of the ordered pass.
         let sim = self.sim.clone();
         let ctx = Intake {
@@ -173,29 +185,32 @@ impl Server {
             next: self.world.tick + 1,
             epoch: self.epoch,
             rate: self.rate(),
+            input_rate: self.input_rate(),
             trusted: self.settings.movement == MovementAuthority::Client,
         };
-        // Both in id order: one merge pairs each player with its inputs.
+        // Both in id order: one merge pairs each player with its run of inputs.
         let mut work: Vec<Taking> = Vec::with_capacity(inputs.len());
         let mut players = self.players.iter_mut().peekable();
-        for (id, list) in inputs {
-            while players.next_if(|(p, _)| *p < id).is_some() {}
-            if let Some((_, s)) = players.next_if(|(p, _)| *p == id) {
+        for run in inputs.chunk_by(|a, b| a.0 == b.0) {
+            let id = run[0].0;
+            while players.next_if(|(p, _)| **p < id).is_some() {}
+            if let Some((_, s)) = players.next_if(|(p, _)| **p == id) {
                 work.push(Taking {
-                    id: *id,
+                    id,
                     s,
-                    list,
+                    list: run,
                     found: Found::default(),
                 });
             }
         }
         self.scratch
             .spread_each(&mut work, |w| take(&ctx, w.id, w.s, w.list, &mut w.found));
-        let found: Vec<(PlayerId, Found)> = work.into_iter().map(|w| (w.id, w.found)).collect();
-        for (id, mut f) in found {
-            let list = &inputs[&id];
+        let found: Vec<(PlayerId, &[Routed], Found)> =
+            work.into_iter().map(|w| (w.id, w.list, w.found)).collect();
+        for (id, list, mut f) in found {
             loop {
                 self.stats.malformed_datagrams += std::mem::take(&mut f.malformed);
+                self.stats.datagrams_over_rate += std::mem::take(&mut f.over_rate);
                 for v in std::mem::take(&mut f.violations) {
                     self.count_violation(id, &v);
                 }
@@ -232,21 +247,34 @@ impl Server {
 }
 
 /// One player's inputs of a batch, as they are taken.
-struct Taking<'a, 'b> {
+struct Taking<'a, 'l, 'b> {
     id: PlayerId,
     s: &'a mut Player,
-    list: &'a [Arrival<'b>],
+    list: &'l [Routed<'b>],
     found: Found,
 }
 
 /// Takes a player's inputs from where it left off, until they run out, it is kicked, or
-/// one waits for its prediction's re-run.
-fn take(ctx: &Intake, id: PlayerId, s: &mut Player, list: &[Arrival], f: &mut Found) {
+/// one waits for its prediction's re-run. Each passes the player's allowance first:
+/// past it, it is dropped undecoded, and a player that keeps sending past it is flagged
+/// for flooding.
+fn take(ctx: &Intake, id: PlayerId, s: &mut Player, list: &[(PlayerId, Arrival)], f: &mut Found) {
     while f.kicked.is_none() && f.suspect.is_none() {
-        let Some(a) = list.get(f.taken) else {
+        let Some((_, a)) = list.get(f.taken) else {
             return;
         };
         f.taken += 1;
+        if let Some((end, length)) = a.absence {
+            s.gate.credit(ctx.input_rate, end, length, a.now);
+        }
+        let admitted = s.gate.admit(a.now);
+        if let Some(v) = s.gate.flood(ctx.input_rate, a.now, ctx.next - 1) {
+            f.violation(s, v);
+        }
+        if !admitted || f.kicked.is_some() {
+            f.over_rate += u64::from(!admitted);
+            continue;
+        }
         match decode::<ClientDatagram>("input", a.bytes) {
             Ok(ClientDatagram::Input(msg)) if msg.validate().is_ok() => {
                 input(ctx, id, s, &msg, a, f);

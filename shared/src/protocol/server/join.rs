@@ -177,9 +177,14 @@ impl Server {
             self.kick(conn, Code::NoRoom, "no room in the world".into());
             return;
         }
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.stage = Stage::Playing { player: id };
-        }
+        let input_rate = self.input_rate();
+        let gate = match self.conns.get_mut(&conn) {
+            Some(c) => {
+                c.stage = Stage::Playing { player: id };
+                std::mem::replace(&mut c.gate, InputGate::new(input_rate, now))
+            }
+            None => InputGate::new(input_rate, now),
+        };
         let rate = self.rate();
         self.players.insert(
             id,
@@ -200,6 +205,7 @@ impl Server {
                 correction_snapshot: 0,
                 entered: self.world.tick,
                 last_input: now,
+                gate,
                 mail: Server::mailbox(now),
                 outbox: Default::default(),
                 aim: Default::default(),

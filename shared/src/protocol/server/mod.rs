@@ -99,6 +99,8 @@ struct Conn {
     stage: Stage,
     dec: FrameDecoder,
     max_datagram: usize,
+    /// Its datagrams' allowance until its player enters the world, which takes it over
+    /// (so a player's inputs pass theirs where they are judged, on any worker).
     gate: InputGate,
 }
 
@@ -146,6 +148,8 @@ struct Player {
     /// yet has seen.
     entered: u64,
     last_input: Instant,
+    /// Its inputs' allowance (its connection's until it entered the world).
+    gate: InputGate,
     /// The game's messages with this player.
     mail: Mailbox,
     /// The game's messages waiting for this player's allowance, by sender.
@@ -444,16 +448,16 @@ impl Server {
         self.count_pending();
     }
 
-    /// The threads a tick's per-player work runs on, if more than one. Run the machine's
-    /// loop inside them (`install`): its thread then works on each tick too, rather than
-    /// waiting for workers the system may not schedule at once (cores shared with other
-    /// processes).
+    /// The threads a tick's per-player work runs on, if more than one. A shell that runs
+    /// the machine on a thread of its own keeps that thread to the serial part (its
+    /// per-thread CPU then tells the serial part apart); one that runs it inside them
+    /// (`install`) has its thread share the per-player work.
     pub fn workers(&self) -> Option<std::sync::Arc<rayon::ThreadPool>> {
         self.scratch.pool().cloned()
     }
 
-    /// Whether ticks spread their work over [`Server::workers`] (see
-    /// [`SimScratch::set_spread`]); the shell decides from how long its ticks take.
+    /// Whether ticks spread their work over [`Server::workers`] (on where there are any;
+    /// see [`SimScratch::set_spread`]). The outcome is the same bits either way.
     pub fn set_spread(&mut self, on: bool) {
         self.scratch.set_spread(on);
     }

@@ -219,7 +219,7 @@ impl Server {
 
     /// An authoritative tick: every player moves by its command; the predictions clients
     /// reported for the tick are compared with the result. Each player's comparison is
-    /// its own (over the workers while ticks spread); a report the server's state does
+    /// its own (over the workers); a report the server's state does
     /// not bear out waits for the ordered pass, where the client's own prediction may be
     /// re-run (under one budget for all), so the outcome does not hang on the threads.
     fn authoritative(&mut self, commands: &BTreeMap<PlayerId, MoveCommand>) {
