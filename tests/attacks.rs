@@ -227,7 +227,8 @@ async fn peers_that_grant_no_credit_are_dropped_and_free_their_slots() {
         full.err()
     );
     for (_, c, _) in &stallers {
-        let why = close_reason(c, 5).await;
+        let (code, why) = closed_with(c, 5).await;
+        assert_eq!(code, Some(expel_client::Code::Stalled), "{why}");
         assert!(why.contains("stalled"), "{why}");
     }
     let mut o = options(&r, 33);

@@ -269,7 +269,8 @@ async fn abusive_messages_are_refused_counted_and_kicked_while_honest_ones_echo(
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let why = common::close_reason(&c, 5).await;
+    let (code, why) = common::closed_with(&c, 5).await;
+    assert_eq!(code, Some(expel_client::Code::MessageAbuse), "{why}");
     assert!(why.contains("abusing messages"), "{why}");
     assert_eq!(echoed, sent, "the honest client's echoes");
     assert_eq!(sent.len(), 200);

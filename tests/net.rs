@@ -7,7 +7,8 @@ use expel_bots::{run_cheating, Cheats};
 use expel_bots::{RunOptions, RunReport};
 use expel_client::{ClientError, LinkConditioner, Trust};
 use expel_server::{Identity, Server};
-use expel_shared::protocol::{ServerControl, ALPN};
+use expel_shared::protocol::frame::encode_frame;
+use expel_shared::protocol::{ClientControl, ServerControl, ALPN};
 use expel_shared::validate::ViolationKind;
 use expel_shared::{MoveCommand, PlayerState};
 use std::time::Duration;
@@ -312,6 +313,22 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
     let (code, why) = refusal(expel_client::connect(r.addr, &o).await);
     assert_eq!(code, Code::TokenReplayed, "{why}");
     assert!(why.contains("already used"), "{why}");
+    // A token of a format version this server does not read: refused by name.
+    let t = token_with(SECRET, 54, now() + 60, 7);
+    o.token = format!("03{}", &t[2..]);
+    let (code, why) = refusal(expel_client::connect(r.addr, &o).await);
+    assert_eq!(code, Code::TokenVersion, "{why}");
+    assert!(why.contains("format v3"), "{why}");
+    // A first message that is not a hello.
+    let (_ep4, c4) = raw(&r, ALPN).await.unwrap();
+    let (mut s4, _r4) = c4.open_bi().await.unwrap();
+    let bye = ClientControl::Bye {
+        reason: "before hello".into(),
+    };
+    s4.write_all(&encode_frame(&bye)).await.unwrap();
+    let (code, why) = closed_with(&c4, 5).await;
+    assert_eq!(code, Some(Code::BadHello), "{why}");
+    assert!(why.contains("must be a hello"), "{why}");
     // A client that never says hello is timed out with a reason and its code.
     let (_ep2, silent) = raw(&r, ALPN).await.unwrap();
     let (code, why) = closed_with(&silent, 5).await;
