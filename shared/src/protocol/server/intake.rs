@@ -106,12 +106,7 @@ impl Server {
     /// once, an input for a player in the world is returned to be judged with the batch
     /// (its allowance with it), and one before the world is held to the connection's
     /// allowance and counted.
-    fn route<'b>(
-        &mut self,
-        conn: ConnId,
-        bytes: &'b [u8],
-        now: Instant,
-    ) -> Option<Routed<'b>> {
+    fn route<'b>(&mut self, conn: ConnId, bytes: &'b [u8], now: Instant) -> Option<Routed<'b>> {
         self.called(now);
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += bytes.len() as u64;
