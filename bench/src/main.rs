@@ -15,7 +15,7 @@
 //! that long, and prints only their mean time (for `perf record` or `valgrind
 //! --tool=callgrind`, or a quick comparison of two builds).
 
-#[path = "../../shared/tests/common/mod.rs"]
+#[path = "../../core/tests/common/mod.rs"]
 mod oracle;
 
 use anyhow::Result;

@@ -246,7 +246,7 @@ pub struct ClientStats {
     pub bytes_out: u64,
     /// Datagrams that did not decode.
     pub malformed: u64,
-    /// The game's messages, per channel ([`Channel::index`]).
+    /// The game's messages, per channel ([`Channel::index`](crate::protocol::channel::Channel::index)).
     pub messages: MessageCounts,
 }
 

@@ -3,8 +3,8 @@
 mod common;
 
 use common::*;
-use expel_shared::mover::{Mover, MoverState, Phase};
-use expel_shared::{
+use expel_core::mover::{Mover, MoverState, Phase};
+use expel_core::{
     CollisionModel, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch, WorldState,
 };
 use glam::DVec3;
@@ -291,7 +291,7 @@ fn real_map_movers_run_with_players() {
                     p.display(),
                     -sep
                 );
-                let mut s = expel_shared::TraceScratch::new();
+                let mut s = expel_core::TraceScratch::new();
                 for (m, ms) in w.movers() {
                     assert!(
                         !m.overlaps(w.movement().hull(pl), o, &m.pose(ms), &mut s),

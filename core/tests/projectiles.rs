@@ -7,9 +7,9 @@
 mod common;
 
 use common::*;
-use expel_shared::map::solidity::{is_player_clip_texture, is_tool_texture};
-use expel_shared::sim::entity::{Entity, Motion, Struck};
-use expel_shared::{
+use expel_core::map::solidity::{is_player_clip_texture, is_tool_texture};
+use expel_core::sim::entity::{Entity, Motion, Struck};
+use expel_core::{
     CollisionModel, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch, WorldState,
 };
 use glam::DVec3;

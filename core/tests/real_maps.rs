@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use expel_shared::map::MapData;
-use expel_shared::{Aabb, CollisionModel, Contents, Hull, TraceScratch, EXPEL};
+use expel_core::map::MapData;
+use expel_core::{Aabb, CollisionModel, Contents, Hull, TraceScratch, EXPEL};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -64,7 +64,7 @@ fn every_map_loads_and_builds() {
         if p.file_name().unwrap() == "oa_am_underworks.map" {
             assert_eq!((st.patches, st.patches_skipped), (56, 0));
             assert!(st.patch_polygons >= 56, "{st:?}");
-            assert!(st.patch_deviation <= expel_shared::collision::patch::PATCH_TOLERANCE);
+            assert!(st.patch_deviation <= expel_core::collision::patch::PATCH_TOLERANCE);
         }
     }
 }
@@ -104,7 +104,7 @@ fn bsp_brushes_match_their_map_sources() {
             .filter(|br| {
                 br.faces
                     .iter()
-                    .any(|f| expel_shared::map::solidity::is_liquid_texture(&f.texture))
+                    .any(|f| expel_core::map::solidity::is_liquid_texture(&f.texture))
                     && br.faces.iter().any(|f| f.texture.contains("skies"))
             })
             .count();

@@ -2,8 +2,8 @@
 
 mod common;
 
-use expel_shared::map::MapData;
-use expel_shared::{CollisionModel, Contents, Hull, MapError, TraceScratch};
+use expel_core::map::MapData;
+use expel_core::{CollisionModel, Contents, Hull, MapError, TraceScratch};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -329,7 +329,7 @@ fn same_trace(
     from: DVec3,
     to: DVec3,
     s: &mut TraceScratch,
-) -> expel_shared::Trace {
+) -> expel_core::Trace {
     let a = model.trace(hull, from, to, Contents::ALL, s);
     let b = reference.trace(hull, from, to, Contents::ALL, s);
     assert_eq!(a.start_solid, b.start_solid);

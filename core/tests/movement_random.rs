@@ -6,9 +6,9 @@
 mod common;
 
 use common::*;
-use expel_shared::collision::{hull::Hull, Sweep};
-use expel_shared::movement::{buttons, Collider, MapCollider};
-use expel_shared::{
+use expel_core::collision::{hull::Hull, Sweep};
+use expel_core::movement::{buttons, Collider, MapCollider};
+use expel_core::{
     pmove, CollisionModel, MapData, MoveCommand, Movement, PlayerState, TraceScratch,
 };
 use glam::DVec3;

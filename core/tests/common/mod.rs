@@ -2,8 +2,8 @@
 //! (it shares no geometry code with it), and random scene generators.
 #![allow(dead_code)]
 
-use expel_shared::map::{Brush, Entity, Face, MapData, Patch};
-use expel_shared::{CollisionModel, Plane};
+use expel_core::map::{Brush, Entity, Face, MapData, Patch};
+use expel_core::{CollisionModel, Plane};
 use glam::DVec3;
 use rand::Rng;
 

@@ -25,7 +25,7 @@ pub struct TickClaim {
 }
 
 /// Snapshots before the acknowledged one a claim may have been predicted against: a
-/// claim travels in [`crate::protocol::INPUT_REDUNDANCY`] messages, and the first copy
+/// claim travels in `expel_shared::protocol::INPUT_REDUNDANCY` messages, and the first copy
 /// to arrive is judged.
 const SEEN_BACK: u64 = 8;
 /// Work a claim's retries may take, whatever it says it saw: each tick of the kept world

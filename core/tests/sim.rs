@@ -2,8 +2,8 @@
 //! crosses a wire, the per-player tick, the player–player rule and prediction that matches
 //! the server bit for bit.
 
-use expel_shared::movement::buttons;
-use expel_shared::{
+use expel_core::movement::buttons;
+use expel_core::{
     CollisionModel, MapData, MoveCommand, MoveConfig, Obstacle, PlayerState, Sim, SimScratch,
     WorldState,
 };
@@ -154,7 +154,7 @@ fn conflicts_go_to_the_lower_id_and_boxes_never_overlap() {
     let mut b = PlayerState::at(DVec3::new(-400.0 + 34.0, -300.0, 24.03125));
     a.set_velocity(DVec3::new(300.0, 0.0, 0.0));
     b.set_velocity(DVec3::new(-300.0, 0.0, 0.0));
-    a.flags = expel_shared::movement::flags::ON_GROUND;
+    a.flags = expel_core::movement::flags::ON_GROUND;
     b.flags = a.flags;
     sim.add_player(&mut w, 7, a).unwrap();
     sim.add_player(&mut w, 9, b).unwrap();
@@ -223,7 +223,7 @@ fn entangled_players_walk_apart_then_block_again() {
     let mut w = sim.new_state();
     let floor = 24.03125;
     let mut a = PlayerState::at(DVec3::new(-400.0, -300.0, floor));
-    a.flags = expel_shared::movement::flags::ON_GROUND;
+    a.flags = expel_core::movement::flags::ON_GROUND;
     let mut b = a;
     b.origin = PlayerState::at(DVec3::new(-390.0, -300.0, floor)).origin;
     sim.add_player(&mut w, 1, a).unwrap();
@@ -332,7 +332,7 @@ fn players_join_where_nobody_stands() {
     // Ids that share a spawn point join first, then a crowd of 64 in all.
     let ids: Vec<u32> = [3, 3 + n].into_iter().chain(100..162).collect();
     for id in &ids {
-        let p = sim.join_state(&w, *id, expel_shared::MoveMode::Walk);
+        let p = sim.join_state(&w, *id, expel_core::MoveMode::Walk);
         sim.add_player(&mut w, *id, p).unwrap();
     }
     let a = w.players[&3].state.origin();
@@ -342,7 +342,7 @@ fn players_join_where_nobody_stands() {
         "ids 3 and {} share a spawn point: {a} and {b}",
         3 + n
     );
-    let boxes: Vec<(u32, expel_shared::Aabb)> = w
+    let boxes: Vec<(u32, expel_core::Aabb)> = w
         .players
         .iter()
         .map(|(id, p)| (*id, sim.movement().player_box(&p.state)))
@@ -352,8 +352,8 @@ fn players_join_where_nobody_stands() {
             !sim.map().position_solid(
                 sim.movement().stand(),
                 w.players[ia].state.origin(),
-                expel_shared::Contents::PLAYER,
-                &mut expel_shared::TraceScratch::new()
+                expel_core::Contents::PLAYER,
+                &mut expel_core::TraceScratch::new()
             ),
             "player {ia} joined inside solid"
         );

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use expel_shared::{CollisionModel, Contents, Hull, TraceScratch, EXPEL, MAX_COORD};
+use expel_core::{CollisionModel, Contents, Hull, TraceScratch, EXPEL, MAX_COORD};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -4,8 +4,8 @@
 mod common;
 
 use common::*;
-use expel_shared::collision::rotate::Rotation;
-use expel_shared::{CollisionModel, Contents, Hull, TraceScratch, EXPEL};
+use expel_core::collision::rotate::Rotation;
+use expel_core::{CollisionModel, Contents, Hull, TraceScratch, EXPEL};
 use glam::{DQuat, DVec3};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -1,9 +1,9 @@
 //! Long randomized check of traces on a map against the test oracle (not part of the suite):
-//! `cargo run --release -p expel-shared --example stress -- MAP [TRACES] [SEED]`.
+//! `cargo run --release -p expel-core --example stress -- MAP [TRACES] [SEED]`.
 #[path = "../tests/common/mod.rs"]
 mod common;
 use common::*;
-use expel_shared::*;
+use expel_core::*;
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
 

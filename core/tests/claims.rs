@@ -5,11 +5,11 @@
 mod common;
 
 use common::*;
-use expel_shared::movement::buttons;
-use expel_shared::validate::{
+use expel_core::movement::buttons;
+use expel_core::validate::{
     claim_from_values, ClaimOutcome, ClaimValidator, NoRecords, ViolationKind,
 };
-use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, Movement, PlayerState, Sim};
+use expel_core::{CollisionModel, MapData, MoveCommand, MoveConfig, Movement, PlayerState, Sim};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -25,7 +25,7 @@ fn sim_of(map: &MapData, movement: Movement) -> Sim {
 fn claims_of(sim: &Sim, start: PlayerState, commands: &[MoveCommand]) -> Vec<PlayerState> {
     let mut world = sim.new_state();
     sim.add_player(&mut world, 0, start).unwrap();
-    let mut s = expel_shared::SimScratch::new();
+    let mut s = expel_core::SimScratch::new();
     let mut cmds = BTreeMap::new();
     commands
         .iter()
@@ -240,7 +240,7 @@ fn a_path_through_a_wall_is_flagged_at_the_wall_and_never_passes_it() {
 fn a_frozen_player_may_claim_only_the_place_it_holds() {
     let sim = sim_of(&floor_map(false), Movement::default());
     let mut start = settled(&sim);
-    start.mode = expel_shared::MoveMode::Frozen;
+    start.mode = expel_core::MoveMode::Frozen;
     // The shared movement holds it whatever it asks: the honest claims are all accepted.
     let honest = claims_of(&sim, start, &[run_east(); 30]);
     assert!(honest
@@ -250,17 +250,17 @@ fn a_frozen_player_may_claim_only_the_place_it_holds() {
     assert_eq!(first_violation(&outs), None);
     // A client that walks on while frozen is refused at its first step, and held.
     let mut walking = start;
-    walking.mode = expel_shared::MoveMode::Walk;
+    walking.mode = expel_core::MoveMode::Walk;
     let mut claims = claims_of(&sim, walking, &[run_east(); 30]);
     for c in &mut claims {
-        c.mode = expel_shared::MoveMode::Frozen;
+        c.mode = expel_core::MoveMode::Frozen;
     }
     let outs = judge(&sim, start, &claims);
     assert_eq!(first_violation(&outs), Some((0, ViolationKind::Teleport)));
     assert!(outs.iter().all(|o| o.state.origin == start.origin));
     // So is one that claims to crouch (its box would change).
     let mut crouched = start;
-    crouched.flags |= expel_shared::movement::flags::CROUCHED;
+    crouched.flags |= expel_core::movement::flags::CROUCHED;
     let outs = judge(&sim, start, &[crouched]);
     assert_eq!(first_violation(&outs), Some((0, ViolationKind::Teleport)));
 }
@@ -272,7 +272,7 @@ fn a_teleport_is_flagged_that_tick() {
     let mut claims = claims_of(&sim, start, &[run_east(); 60]);
     for c in &mut claims[30..] {
         *c = PlayerState::at(c.origin() + DVec3::new(0.0, 100.0, 0.0));
-        c.flags = expel_shared::movement::flags::ON_GROUND;
+        c.flags = expel_core::movement::flags::ON_GROUND;
     }
     let outs = judge(&sim, start, &claims);
     assert_eq!(first_violation(&outs), Some((30, ViolationKind::Teleport)));
@@ -485,10 +485,10 @@ fn a_flyhack_along_a_wall_is_flagged_within_thirty_ticks_and_wall_hugging_never(
 /// still pass, for every span a claim may be judged over, from anywhere in mid-air.
 #[test]
 fn an_honest_fall_over_a_long_span_is_never_flagged() {
-    use expel_shared::validate::{SeenWorld, TickClaim, MAX_SPAN};
+    use expel_core::validate::{SeenWorld, TickClaim, MAX_SPAN};
     let sim = sim_of(&floor_map(false), Movement::default());
     let mut rng = ChaCha8Rng::seed_from_u64(13);
-    let mut s = expel_shared::SimScratch::new();
+    let mut s = expel_core::SimScratch::new();
     let mut judged = 0;
     for _ in 0..40 {
         let at = DVec3::new(
@@ -548,7 +548,7 @@ fn running_off_a_steps_corner_is_not_flying() {
     // plane), its feet one expel zone above the top; running -x, drifting +y.
     let mut start = PlayerState::at(DVec3::new(-11.58984375, -15.0, 42.03125));
     start.set_velocity(DVec3::new(-319.5625, 27.9375, 0.0));
-    start.flags = expel_shared::movement::flags::ON_GROUND;
+    start.flags = expel_core::movement::flags::ON_GROUND;
     let claim = claims_of(&sim, start, &[MoveCommand::default()])[0];
     assert!(!claim.on_ground(), "the case: it ends off the step");
     assert_eq!(
@@ -565,7 +565,7 @@ fn running_off_a_steps_corner_is_not_flying() {
 /// acknowledging a recent snapshot, and both are flagged.
 #[test]
 fn a_failing_claims_retries_cost_no_more_for_an_ancient_acknowledgement() {
-    use expel_shared::validate::{SeenWorld, TickClaim, RETRY_BUDGET};
+    use expel_core::validate::{SeenWorld, TickClaim, RETRY_BUDGET};
     let text = format!(
         "{{\n\"classname\" \"worldspawn\"\n{}}}\n{{\n\"classname\" \"func_rotating\"\n\"origin\" \"0 0 32\"\n\"speed\" \"90\"\n{}}}\n",
         brush(
@@ -576,7 +576,7 @@ fn a_failing_claims_retries_cost_no_more_for_an_ancient_acknowledgement() {
     );
     let map = MapData::parse_map(&text).unwrap();
     let sim = sim_of(&map, Movement::default());
-    let mut s = expel_shared::SimScratch::new();
+    let mut s = expel_core::SimScratch::new();
     let mut world = sim.new_state();
     // Beside the fan's sweep, and another player nearby.
     sim.add_player(&mut world, 0, PlayerState::at(DVec3::new(0.0, 140.0, 24.0)))

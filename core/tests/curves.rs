@@ -9,10 +9,10 @@
 mod common;
 
 use common::*;
-use expel_shared::collision::patch::{evaluate, PATCH_TOLERANCE};
-use expel_shared::map::Patch;
-use expel_shared::movement::buttons;
-use expel_shared::{
+use expel_core::collision::patch::{evaluate, PATCH_TOLERANCE};
+use expel_core::map::Patch;
+use expel_core::movement::buttons;
+use expel_core::{
     CollisionModel, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch, WorldState,
 };
 use glam::DVec3;
@@ -380,13 +380,13 @@ fn bsp_patch_surfaces_collide_exactly_like_their_map_source() {
         (a.patches, a.patches_skipped, a.patch_polygons, a.polygons),
         (b.patches, b.patches_skipped, b.patch_polygons, b.polygons)
     );
-    let hull = expel_shared::Hull::aabb(
+    let hull = expel_core::Hull::aabb(
         DVec3::new(-15.0, -15.0, -24.0),
         DVec3::new(15.0, 15.0, 32.0),
     )
     .unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(4);
-    let mut s = expel_shared::TraceScratch::new();
+    let mut s = expel_core::TraceScratch::new();
     let mut hits = 0;
     for _ in 0..2000 {
         let p = |rng: &mut ChaCha8Rng| {
@@ -397,10 +397,10 @@ fn bsp_patch_surfaces_collide_exactly_like_their_map_source() {
             )
         };
         let (from, to) = (p(&mut rng), p(&mut rng));
-        let x = model.trace(&hull, from, to, expel_shared::Contents::ALL, &mut s);
+        let x = model.trace(&hull, from, to, expel_core::Contents::ALL, &mut s);
         let y = c
             .model
-            .trace(&hull, from, to, expel_shared::Contents::ALL, &mut s);
+            .trace(&hull, from, to, expel_core::Contents::ALL, &mut s);
         assert_eq!(x, y, "{from:?} -> {to:?}");
         hits += x.sweep.hit.is_some() as usize;
     }
@@ -435,7 +435,7 @@ fn bsp_patch_surfaces_collide_exactly_like_their_map_source() {
 #[test]
 fn a_wild_patch_is_cut_within_the_budget_and_reports_its_deviation() {
     let mut rng = ChaCha8Rng::seed_from_u64(8);
-    let n = expel_shared::map::MAX_PATCH_GRID;
+    let n = expel_core::map::MAX_PATCH_GRID;
     let wild = Patch {
         width: n,
         height: n,
@@ -459,7 +459,7 @@ fn a_wild_patch_is_cut_within_the_budget_and_reports_its_deviation() {
     let model = CollisionModel::build(&map);
     let st = model.stats();
     assert_eq!(st.patches, 5);
-    assert!(st.patch_polygons <= expel_shared::collision::patch::MAX_PATCH_TRIANGLES + 2000);
+    assert!(st.patch_polygons <= expel_core::collision::patch::MAX_PATCH_TRIANGLES + 2000);
     assert!(
         st.patch_deviation > PATCH_TOLERANCE,
         "{}",

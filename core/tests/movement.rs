@@ -8,8 +8,8 @@
 //! x = 600/696/792 (4, 2, 1 thick, y 400..700); a crouch tunnel x 600..900, y -600..-400
 //! with its ceiling at z = 48; a low ceiling x 600..900, y -300..-100 at z = 96.
 
-use expel_shared::movement::buttons;
-use expel_shared::{
+use expel_core::movement::buttons;
+use expel_core::{
     CollisionModel, Contents, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch,
     TraceScratch, WorldState,
 };
@@ -396,8 +396,8 @@ fn replaying_the_same_inputs_gives_the_same_hash() {
 /// sticks. It walks up at an even pace, always on the ground and clear of the ramp.
 #[test]
 fn walking_a_gentle_ramp_never_sinks_into_it_tick_by_tick() {
-    use expel_shared::map::{Brush, Entity, Face};
-    use expel_shared::Plane;
+    use expel_core::map::{Brush, Entity, Face};
+    use expel_core::Plane;
     let face = |n: DVec3, d: f64| Face {
         plane: Plane {
             normal: n.normalize(),

@@ -28,7 +28,7 @@
 //!
 //! So rounding stays below 1e-3·e in every realistic case and below e/6 in the worst
 //! corner of the range; with the welding of `f32`-plane maps it stays below e/5. The tests
-//! in `shared/tests/numerics.rs` exercise the corners of the range.
+//! in `core/tests/numerics.rs` exercise the corners of the range.
 
 use glam::{DQuat, DVec3};
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use expel_shared::{CollisionModel, Contents, Hull, Trace, TraceScratch, EXPEL};
+use expel_core::{CollisionModel, Contents, Hull, Trace, TraceScratch, EXPEL};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -417,11 +417,10 @@ fn hulls_never_pass_through_random_curved_patches() {
             let t = model.trace(hull, start, end, Contents::ALL, &mut s).sweep;
             if let Some(h) = t.hit {
                 let sheet = match h.target {
-                    expel_shared::Target::Model(expel_shared::Feature::HullVertex {
-                        polygon,
-                        ..
+                    expel_core::Target::Model(expel_core::Feature::HullVertex {
+                        polygon, ..
                     }) => model.polygons()[polygon as usize].sheet,
-                    expel_shared::Target::Model(expel_shared::Feature::BoxBrush { brush }) => {
+                    expel_core::Target::Model(expel_core::Feature::BoxBrush { brush }) => {
                         model.polygons().iter().any(|p| p.sheet && p.brush == brush)
                     }
                     _ => false,
@@ -717,8 +716,8 @@ fn rotated_thin_brushes_make_edge_contacts_that_never_penetrate() {
             let target = t.hit.map(|h| h.target);
             if matches!(
                 target,
-                Some(expel_shared::Target::Model(
-                    expel_shared::Feature::EdgeEdge { .. }
+                Some(expel_core::Target::Model(
+                    expel_core::Feature::EdgeEdge { .. }
                 ))
             ) {
                 edge_hits += 1;

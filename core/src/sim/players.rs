@@ -9,7 +9,8 @@ use glam::DVec3;
 const PLAYER_CELL: f64 = 32.0;
 
 /// What a [`Grid`] holds: an item binned by the (x, y) cell of its centre.
-pub(crate) trait Binned: Copy {
+pub trait Binned: Copy {
+    /// Where the item is binned: its (x, y) cell is its centre's.
     fn centre(&self) -> DVec3;
     /// Whether the item reaches into `zone` (the exact test after the cells' coarse one).
     fn overlaps(&self, zone: &Aabb) -> bool;
@@ -29,7 +30,7 @@ impl Binned for PlayerBox {
 /// per tick, so a query reads a few cells directly. Items go in in order (the players' in
 /// id order), so each cell lists them in that order.
 #[derive(Debug)]
-pub(crate) struct Grid<T> {
+pub struct Grid<T> {
     cell: f64,
     /// Cell coordinates of the grid's first cell.
     origin: [i64; 2],
@@ -56,13 +57,13 @@ pub(crate) type PlayerGrid = Grid<PlayerBox>;
 
 impl<T: Binned> Grid<T> {
     /// Bins `input`, given in id order, in cells of about a player's width.
-    pub(crate) fn build(&mut self, input: &[T]) {
+    pub fn build(&mut self, input: &[T]) {
         self.build_with(input, PLAYER_CELL);
     }
 
-    /// Bins `input` in cells of `cell` units (at least [`PLAYER_CELL`]). The cell doubles
+    /// Bins `input` in cells of `cell` units (at least a player's width, 32). The cell doubles
     /// until the grid holds at most 16 cells per item (items spread over a huge map).
-    pub(crate) fn build_with(&mut self, input: &[T], cell: f64) {
+    pub fn build_with(&mut self, input: &[T], cell: f64) {
         self.items.clear();
         self.starts.clear();
         if input.is_empty() {
@@ -127,7 +128,7 @@ impl<T: Binned> Grid<T> {
 
     /// The cell of `p`, counted from the grid's first cell; a point beyond the grid gets
     /// the cell just outside it (so any point, however far, stays in range).
-    pub(crate) fn cell_at(&self, p: DVec3) -> [i64; 2] {
+    pub fn cell_at(&self, p: DVec3) -> [i64; 2] {
         let c = Self::coords(p, self.cell);
         let at = |a: usize| {
             c[a].saturating_sub(self.origin[a])
@@ -138,19 +139,19 @@ impl<T: Binned> Grid<T> {
 
     /// Where cell `c` (counted as [`Grid::cell_at`] counts) begins across (x, y), and the
     /// cells' side.
-    pub(crate) fn corner(&self, c: [i64; 2]) -> (DVec3, f64) {
+    pub fn corner(&self, c: [i64; 2]) -> (DVec3, f64) {
         let at = |a: usize| (c[a] + self.origin[a]) as f64 * self.cell;
         (DVec3::new(at(0), at(1), 0.0), self.cell)
     }
 
     /// How many cells the grid has across x and y.
-    pub(crate) fn dims(&self) -> [i64; 2] {
+    pub fn dims(&self) -> [i64; 2] {
         [self.dims[0] as i64, self.dims[1] as i64]
     }
 
     /// The items of cells `(x, y0..=y1)` (counted as [`Grid::cell_at`] counts), the part
     /// within the grid: one run of the cell order.
-    pub(crate) fn row(&self, x: i64, y0: i64, y1: i64) -> &[T] {
+    pub fn row(&self, x: i64, y0: i64, y1: i64) -> &[T] {
         let (w, h) = (self.dims[0] as i64, self.dims[1] as i64);
         let (y0, y1) = (y0.max(0), y1.min(h - 1));
         if x < 0 || x >= w || y0 > y1 {
@@ -166,13 +167,13 @@ impl<T: Binned> Grid<T> {
     /// id, so nothing depends on it); `size` bounds how far an item reaches
     /// across (x, y) from its centre, so the centre of an item that overlaps lies within
     /// it of the zone.
-    pub(crate) fn near(&self, zone: &Aabb, size: f64, out: &mut Vec<T>) {
+    pub fn near(&self, zone: &Aabb, size: f64, out: &mut Vec<T>) {
         out.clear();
         self.each_near(zone, size, |b| out.push(*b));
     }
 
     /// [`Grid::near`], each item handed to `f` instead of collected.
-    pub(crate) fn each_near(&self, zone: &Aabb, size: f64, mut f: impl FnMut(&T)) {
+    pub fn each_near(&self, zone: &Aabb, size: f64, mut f: impl FnMut(&T)) {
         if self.items.is_empty() {
             return;
         }

@@ -1,8 +1,8 @@
 //! Trace models: boxes, prisms, convex point sets, points; and contact gathering.
 
-use expel_shared::collision::hull::HullError;
-use expel_shared::map::MapData;
-use expel_shared::{CollisionModel, Contents, Hull, TraceScratch, EXPEL};
+use expel_core::collision::hull::HullError;
+use expel_core::map::MapData;
+use expel_core::{CollisionModel, Contents, Hull, TraceScratch, EXPEL};
 use glam::DVec3;
 
 #[test]

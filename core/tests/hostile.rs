@@ -4,9 +4,9 @@
 
 mod common;
 
-use expel_shared::collision::rotate::Rotation;
-use expel_shared::mover::{Mover, MoverState, Phase};
-use expel_shared::{
+use expel_core::collision::rotate::Rotation;
+use expel_core::mover::{Mover, MoverState, Phase};
+use expel_core::{
     CollisionModel, Contents, Hull, MapData, MoveCommand, MoveConfig, PlayerState, Sim, SimError,
     SimScratch, TraceScratch,
 };
@@ -387,7 +387,7 @@ fn mover_keys_out_of_range_are_clamped_and_reported() {
     let map = MapData::parse_map(&text).unwrap();
     let (movers, warnings) = Mover::from_map(&map);
     assert_eq!(movers.len(), 2);
-    let text_of = |w: &Vec<expel_shared::MapWarning>| {
+    let text_of = |w: &Vec<expel_core::MapWarning>| {
         w.iter()
             .map(|w| w.message.clone())
             .collect::<Vec<_>>()
@@ -544,7 +544,7 @@ fn a_player_without_a_command_repeats_its_last_one() {
 
 #[test]
 fn hulls_beyond_the_supported_range_are_refused() {
-    use expel_shared::collision::hull::HullError;
+    use expel_core::collision::hull::HullError;
     let big = DVec3::splat(1e300);
     assert_eq!(Hull::aabb(-big, big).unwrap_err(), HullError::OutOfRange);
     assert_eq!(

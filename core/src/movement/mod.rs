@@ -305,13 +305,13 @@ pub struct PlayerState {
 
 /// `v` in steps of `1/scale` (rounded to the nearest, saturating at the `i32` range):
 /// how positions ([`POSITION_SCALE`]) and velocities ([`VELOCITY_SCALE`]) are stored.
-pub(crate) fn quantize(v: DVec3, scale: f64) -> [i32; 3] {
+pub fn quantize(v: DVec3, scale: f64) -> [i32; 3] {
     let q = |x: f64| grid_step((x * scale).round());
     [q(v.x), q(v.y), q(v.z)]
 }
 
 /// Steps of `1/scale` as a vector (the inverse of [`quantize`]).
-pub(crate) fn from_grid(v: [i32; 3], scale: f64) -> DVec3 {
+pub fn from_grid(v: [i32; 3], scale: f64) -> DVec3 {
     DVec3::new(v[0] as f64, v[1] as f64, v[2] as f64) / scale
 }
 
@@ -394,7 +394,7 @@ pub struct MoveCommand {
     pub buttons: u8,
     /// The game's own buttons (fire, alt-fire, use, reload, weapon slots: bits the game
     /// names). Movement never reads them; the rules get them with the tick they belong
-    /// to ([`Game::command`](crate::protocol::server::Game::command)), and prediction
+    /// to (`expel_shared::protocol::server::Game::command`), and prediction
     /// replays them exactly.
     pub actions: u16,
     /// A field the game defines (the weapon held, an aim mode), carried like `actions`.

@@ -61,7 +61,7 @@ use thiserror::Error;
 pub(crate) mod collider;
 pub mod entity;
 pub mod history;
-pub(crate) mod players;
+pub mod players;
 mod push;
 mod step;
 
@@ -266,7 +266,7 @@ impl SimScratch {
 
 /// Fewest players per worker worth handing out (below, a step runs on one thread; the
 /// server's snapshots follow the same rule).
-pub(crate) const PLAYERS_PER_WORKER: usize = 32;
+pub const PLAYERS_PER_WORKER: usize = 32;
 
 impl SimScratch {
     /// Empty scratch; it grows to the map's size once.
@@ -677,7 +677,7 @@ impl Sim {
     }
 
     /// Whether `p` lies in the arena (players leaving it respawn).
-    pub(crate) fn in_arena(&self, p: DVec3) -> bool {
+    pub fn in_arena(&self, p: DVec3) -> bool {
         p.cmpge(self.arena.min).all() && p.cmple(self.arena.max).all()
     }
 
@@ -743,7 +743,7 @@ fn ring_offsets(r: i32) -> Vec<(i32, i32)> {
 }
 
 /// Whether a point lies within the supported coordinates.
-pub(crate) fn in_range(p: DVec3) -> bool {
+pub fn in_range(p: DVec3) -> bool {
     p.is_finite() && p.abs().max_element() <= MAX_COORD
 }
 
