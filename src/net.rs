@@ -105,9 +105,9 @@ fn parse_authority(s: &str) -> Result<MovementAuthority, String> {
 pub(crate) enum GameMode {
     /// Movement alone.
     None,
-    /// [`expel_shared::tag::Tag`].
+    /// [`expel_modes::tag::Tag`].
     Tag,
-    /// [`expel_shared::deathmatch::Deathmatch`].
+    /// [`expel_modes::deathmatch::Deathmatch`].
     Deathmatch,
 }
 
@@ -116,8 +116,8 @@ impl GameMode {
     pub(crate) fn rules(self) -> Option<Box<dyn expel_shared::protocol::server::GameRules>> {
         match self {
             GameMode::None => None,
-            GameMode::Tag => Some(Box::new(expel_shared::tag::Tag::new())),
-            GameMode::Deathmatch => Some(Box::new(expel_shared::deathmatch::Deathmatch::new())),
+            GameMode::Tag => Some(Box::new(expel_modes::tag::Tag::new())),
+            GameMode::Deathmatch => Some(Box::new(expel_modes::deathmatch::Deathmatch::new())),
         }
     }
 }

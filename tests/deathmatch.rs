@@ -7,7 +7,7 @@ mod common;
 
 use common::{http_get, network, Served};
 use expel_bots::Gunner;
-use expel_shared::deathmatch::{
+use expel_modes::deathmatch::{
     actions, Deathmatch, DeathmatchNews, DeathmatchScore, FighterState, RocketLauncher,
     ROCKET_KIND, ROCKET_SPEED,
 };

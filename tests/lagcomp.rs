@@ -9,7 +9,7 @@ mod common;
 
 use common::network_with;
 use expel_bots::ShotRecord;
-use expel_shared::deathmatch::{actions, eye, Deathmatch, GUN_RANGE};
+use expel_modes::deathmatch::{actions, eye, Deathmatch, GUN_RANGE};
 use expel_shared::protocol::client::{Client, End, Status, Tamper};
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::predict::Predictor;

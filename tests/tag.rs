@@ -7,10 +7,10 @@ mod common;
 use common::{http_get, network, Served};
 
 use expel_client::{Channel, ConnectOptions, Trust};
+use expel_modes::tag::{Say, Tag, TagNews, TagScore};
 use expel_shared::protocol::client::{Client, ClientEvent};
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::MovementAuthority;
-use expel_shared::tag::{Say, Tag, TagNews, TagScore};
 use expel_shared::{MoveCommand, MoveMode, PlayerState};
 use glam::DVec3;
 use std::collections::BTreeMap;

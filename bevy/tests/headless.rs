@@ -6,8 +6,8 @@ use expel_bevy::{
     RemotePlayer,
 };
 use expel_client::prelude::*;
+use expel_modes::tag::{Tag, TagNews};
 use expel_server::{Map, Server};
-use expel_shared::tag::{Tag, TagNews};
 use std::time::{Duration, Instant};
 
 /// Messages the app received, counted by a system of the test's.

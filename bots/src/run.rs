@@ -276,7 +276,7 @@ impl Gunner {
     /// The nearest of `others` within sight that the map's own trace from `me`'s eyes
     /// reaches (nobody is shot at through a wall).
     pub fn look(&mut self, sim: &Sim, me: Option<DVec3>, others: impl Iterator<Item = DVec3>) {
-        use expel_shared::deathmatch::EYE_HEIGHT;
+        use expel_modes::deathmatch::EYE_HEIGHT;
         self.target = None;
         let Some(me) = me else { return };
         let eye = me + DVec3::Z * EYE_HEIGHT;
@@ -309,7 +309,7 @@ impl Gunner {
         me: Option<&PlayerState>,
         mut cmd: MoveCommand,
     ) -> MoveCommand {
-        use expel_shared::deathmatch::{actions, EYE_HEIGHT};
+        use expel_modes::deathmatch::{actions, EYE_HEIGHT};
         let turn = (tick + u64::from(self.n) * 17) % 180;
         let cheating = self.cheating(tick);
         let burst = if cheating && self.cheats.rapidfire {
@@ -435,7 +435,7 @@ pub async fn run(
     let me = s.welcome.player_id;
     if (opts.fire || shooting) && !opts.light {
         // A predicting bot sees its own rockets at once, as a player would.
-        s.set_launcher(Box::new(expel_shared::deathmatch::RocketLauncher::default()));
+        s.set_launcher(Box::new(expel_modes::deathmatch::RocketLauncher::default()));
     }
     let mut script = Script::new(driver).with_gunner(gunner);
     // A predicting shooter counts its shots and the hits it saw and the server confirmed.

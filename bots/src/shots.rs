@@ -6,7 +6,7 @@
 //! server judges it, from where the bot no longer was: such shots are counted apart
 //! (`misplaced`), not among the hits it saw.
 
-use expel_shared::deathmatch::{eye, DeathmatchNews, Triggers, GUN_RANGE};
+use expel_modes::deathmatch::{eye, DeathmatchNews, Triggers, GUN_RANGE};
 use expel_shared::protocol::channel::decode_message;
 use expel_shared::protocol::client::Client;
 use expel_shared::sim::Struck;

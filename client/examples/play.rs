@@ -21,9 +21,9 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use expel_client::{connect_blocking, ClientEvent, ConnectOptions, LinkConditioner, Trust};
+use expel_modes::tag::{Say, TagNews, TagScore};
 use expel_shared::movement::buttons;
 use expel_shared::protocol::token;
-use expel_shared::tag::{Say, TagNews, TagScore};
 use expel_shared::{Contents, Hull, MoveCommand, Sim, TraceScratch};
 use glam::DVec3;
 use minifb::{Key, MouseButton, MouseMode, Window, WindowOptions};
@@ -200,7 +200,7 @@ fn main() -> Result<()> {
     };
     session.set_link(link, u64::from(args.player));
     // Our rockets (deathmatch's) show the moment the trigger is pulled.
-    session.set_launcher(Box::new(expel_shared::deathmatch::RocketLauncher::default()));
+    session.set_launcher(Box::new(expel_modes::deathmatch::RocketLauncher::default()));
     let sim = session.sim.clone();
     let size = args.size.clamp(128, 2048);
     let map = TopDown::new(&sim, size, &mut || session.update(Instant::now()));
@@ -272,7 +272,7 @@ fn main() -> Result<()> {
                 c.buttons |= buttons::CROUCH;
             }
             // Deathmatch's triggers (a server playing another game refuses and counts them).
-            use expel_shared::deathmatch::actions;
+            use expel_modes::deathmatch::actions;
             if window.get_mouse_down(MouseButton::Left) || window.is_key_down(Key::F) {
                 c.actions |= actions::FIRE;
             }
@@ -384,7 +384,7 @@ fn main() -> Result<()> {
                 format!("  tag: {who}, your points {mine}, passes {}", s.passes)
             }) + &last_said;
             let fighter = session
-                .player_state::<expel_shared::deathmatch::FighterState>(me_id)
+                .player_state::<expel_modes::deathmatch::FighterState>(me_id)
                 .map_or(String::new(), |f| {
                     format!("  health {}  frags {}", f.health, f.frags)
                 });

@@ -361,7 +361,7 @@ impl Session {
 
     /// Predicts the projectiles our own commands launch with `launcher`, the same launch
     /// function the server's rules use (deathmatch's:
-    /// [`RocketLauncher`](expel_shared::deathmatch::RocketLauncher)).
+    /// `expel_modes::deathmatch::RocketLauncher`).
     pub fn set_launcher(&mut self, launcher: Box<dyn expel_shared::protocol::client::Launcher>) {
         self.machine.set_launcher(launcher);
     }

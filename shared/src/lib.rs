@@ -1,6 +1,5 @@
 //! Expel's wire protocol as pure state machines over bytes, ticks and instants
-//! ([`protocol`]), the game modes the server ships ([`tag`], [`deathmatch`]) and text made
-//! safe to show ([`text`]), over the deterministic core (`expel-core`, re-exported here
+//! ([`protocol`]) and text made safe to show ([`text`]), over the deterministic core (`expel-core`, re-exported here
 //! whole, so `expel_shared::sim::Sim` and `expel_core::sim::Sim` are one type).
 //!
 //! Nothing here does I/O or async work: the shells in `expel-server` and `expel-client`
@@ -10,7 +9,5 @@
 
 pub use expel_core::*;
 
-pub mod deathmatch;
 pub mod protocol;
-pub mod tag;
 pub mod text;
