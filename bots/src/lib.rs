@@ -7,7 +7,7 @@
 //! bounded); [`metrics`] reads the server's Prometheus text; [`flood`] is an input flood
 //! for the attack tests and the flood bench.
 
-pub mod cheats;
+pub use expel_testkit::cheats;
 pub mod flood;
 mod light;
 pub mod metrics;

@@ -5,32 +5,19 @@
 use expel_bots::RunOptions;
 use expel_client::{ConnectOptions, Trust};
 use expel_server::{Identity, Server, ServerConfig, ServerSettings};
-use expel_shared::protocol::client::ClientSettings;
-use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
-use expel_shared::protocol::server::Server as Machine;
-use expel_shared::protocol::simnet::{NetSettings, SimNet};
-use expel_shared::protocol::token::{mint, Grant};
 pub(crate) use expel_shared::protocol::Code;
-use expel_shared::protocol::{decode, ClientControl, MovementAuthority, ServerControl, ALPN};
-use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
+use expel_shared::protocol::{decode, ClientControl, ServerControl, ALPN};
+use expel_shared::{MoveCommand, PlayerState, Sim};
+#[allow(unused_imports)] // each test binary uses its own part
+pub(crate) use expel_testkit::network::{
+    arena, network, network_with, token, token_with, ARENA, SECRET, UNIX,
+};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-pub(crate) const SECRET: &[u8] = b"test-secret";
-
-pub(crate) const ARENA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/maps/arena.map");
-
-pub(crate) fn arena() -> (Arc<Sim>, Arc<Vec<u8>>) {
-    let bytes = std::fs::read(ARENA).unwrap();
-    let map = MapData::parse_any(&bytes).unwrap();
-    let movement = MoveConfig::default().validate().unwrap();
-    let (sim, _) = Sim::from_map(Arc::new(CollisionModel::build(&map)), &map, movement);
-    (Arc::new(sim), Arc::new(bytes))
-}
 
 /// The test servers' configuration: the arena on a loopback port, short timeouts.
 pub(crate) fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
@@ -73,20 +60,6 @@ pub(crate) fn now() -> u64 {
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs()
-}
-
-pub(crate) fn token_with(secret: &[u8], id: u32, expires: u64, n: u8) -> String {
-    let mut nonce = [n; 16];
-    nonce[..4].copy_from_slice(&id.to_le_bytes());
-    mint(
-        secret,
-        &Grant {
-            player_id: id,
-            expires,
-            nonce,
-            server: None,
-        },
-    )
 }
 
 pub(crate) fn options(r: &Server, id: u32) -> ConnectOptions {
@@ -430,59 +403,4 @@ pub(crate) async fn half_open(
         }
     }
     held
-}
-
-/// Unix seconds on the simulated network's clock.
-pub(crate) const UNIX: u64 = 1_800_000_000;
-
-/// A token for `player` that the simulated network's server takes.
-pub(crate) fn token(player: u32) -> String {
-    token_with(SECRET, player, UNIX + 3600, 0)
-}
-
-/// A simulated network of `n` clients on the arena, all connected (half already hold
-/// the map).
-pub(crate) fn network(
-    n: u32,
-    movement: MovementAuthority,
-    link: LinkConditioner,
-    seed: u64,
-) -> SimNet {
-    network_with(n, link, seed, |s| s.movement = movement)
-}
-
-/// [`network`] with the server's settings edited by `edit`.
-pub(crate) fn network_with(
-    n: u32,
-    link: LinkConditioner,
-    seed: u64,
-    edit: impl FnOnce(&mut ServerSettings),
-) -> SimNet {
-    let (sim, map) = arena();
-    let mut settings = ServerSettings {
-        max_players: 128,
-        client_budget: 64 * 1024,
-        input_timeout: Duration::from_secs(5),
-        ..ServerSettings::new("arena", map.clone(), SECRET.to_vec())
-    };
-    edit(&mut settings);
-    #[allow(clippy::disallowed_methods)] // the base of virtual time
-    let t0 = std::time::Instant::now();
-    let server = Machine::new(sim.clone(), settings, t0, UNIX).unwrap();
-    let net = NetSettings {
-        up: link,
-        down: link,
-        seed,
-        step: Duration::from_millis(1),
-    };
-    let mut net = SimNet::new(server, t0, net);
-    for id in 1..=n {
-        let mut c = ClientSettings::new(token(id));
-        if id % 2 == 0 {
-            c.have_map = Some(map.clone());
-            c.sim = Some(sim.clone());
-        }
-        net.connect(c);
-    }
-    net
 }

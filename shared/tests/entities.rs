@@ -3,9 +3,6 @@
 //! duplication. Every client ends holding exactly the server's entities, heard of each
 //! one's spawn and despawn, and the impacts the rules saw never put one inside solid.
 
-mod common;
-
-use common::network;
 use expel_shared::protocol::client::ClientEvent;
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::server::{Game, GameRules};
@@ -14,6 +11,7 @@ use expel_shared::protocol::MovementAuthority;
 use expel_shared::sim::{Entity, EntityId, Motion, Struck};
 use expel_shared::MoveCommand;
 use expel_shared::{Contents, Hull, TraceScratch};
+use expel_testkit::network::network;
 use glam::DVec3;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,11 +1,8 @@
 //! The protocol on a simulated network: the server's and clients' state machines in one
 //! thread on virtual time, joined by seeded conditioned queues (no sockets, no wall time).
 
-mod common;
+use expel_testkit::network::{arena, network, network_with, token};
 
-use common::{arena, network, network_with, token};
-
-use expel_bots::{CheatTamper, Cheats};
 use expel_shared::protocol::client::{Client, ClientSettings, Status};
 use expel_shared::protocol::conditioner::LinkConditioner;
 use expel_shared::protocol::server::{Event, REFUSALS};
@@ -13,6 +10,7 @@ use expel_shared::protocol::simnet::SimNet;
 use expel_shared::protocol::{Code, MovementAuthority};
 use expel_shared::validate::ViolationKind;
 use expel_shared::MoveCommand;
+use expel_testkit::cheats::{CheatTamper, Cheats};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -3,9 +3,7 @@
 //! client follows exactly, nobody honest is flagged, and the rules hear of every player
 //! who leaves, also one they removed themselves.
 
-mod common;
-
-use common::network;
+use expel_testkit::network::network;
 
 use expel_shared::protocol::client::{End, Status};
 use expel_shared::protocol::conditioner::LinkConditioner;
