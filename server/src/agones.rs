@@ -5,7 +5,7 @@
 //! and disconnect (the alpha player-tracking endpoints), and that it is shutting down.
 //!
 //! [`Reporter`] decides the calls, in order, from what it is told and the time passed in;
-//! [`run`] makes them with an HTTP client. A call that fails (the sidecar may start after
+//! `run` makes them with an HTTP client. A call that fails (the sidecar may start after
 //! the server) is tried again with capped backoff, and the player list is reconciled, not
 //! queued: however long the sidecar is away, what is held is the set of players, never a
 //! backlog of calls.

@@ -3,16 +3,16 @@
 //! (hellos, tokens, player slots, inputs, validation, ticks, snapshots, kicks) is the
 //! machine's; this crate moves bytes and fires timers:
 //!
-//! * The machine's thread ([`machine`]) owns the [`Machine`]: it calls its timeout
+//! * The machine's thread (`machine.rs`) owns the [`Machine`]: it calls its timeout
 //!   when a tick is due, feeds it what the I/O threads gathered and hands them what it
 //!   says. It hands the machine's counters to [`Metrics`], which exposes them.
-//! * The I/O threads ([`io`]) each own a QUIC socket on the port, a quinn-proto endpoint
-//!   and its connections, driven by hand ([`quic`]). They admit connection attempts
-//!   (bounds on pending handshakes, a stateless retry under load; [`admission`]), hold
+//! * The I/O threads (`io.rs`) each own a QUIC socket on the port, a quinn-proto endpoint
+//!   and its connections, driven by hand (`quic/`). They admit connection attempts
+//!   (bounds on pending handshakes, a stateless retry under load; `admission.rs`), hold
 //!   each handshake to its deadline, and carry out the machine's datagrams, control
 //!   writes (each within the write deadline; a peer that grants no flow-control credit in
 //!   time is dropped as stalled), map transfers and closes.
-//! * The HTTP task ([`http`], on hyper) serves metrics, health, flagged players and the
+//! * The HTTP task (`http.rs`, on hyper) serves metrics, health, flagged players and the
 //!   live view.
 //! * Under Agones, a task reports readiness, health, players and shutdown to the SDK
 //!   sidecar ([`agones`]).

@@ -583,7 +583,7 @@ impl Metrics {
         recent_max(&self.tick_max, self.second())
     }
 
-    /// Whether the tick ran within [`STALL`] (or, before the first tick, the server
+    /// Whether the tick ran within `STALL` (1 s) (or, before the first tick, the server
     /// started within it).
     pub fn tick_healthy(&self) -> bool {
         let Some(started) = self.started else {

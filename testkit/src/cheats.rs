@@ -1,5 +1,5 @@
 //! Cheats, for proving the server catches them: a fast clock, and states that no honest
-//! movement reaches. Free of I/O: a [`Tamper`] on the client's protocol machine passes
+//! movement reaches. Free of I/O: a [`Tamper`](expel_shared::protocol::client::Tamper) on the client's protocol machine passes
 //! each honest prediction through [`CheatState::apply`] and sends what comes out, as its
 //! claim (trusted-client mode) or its reported prediction (authoritative mode).
 
@@ -165,7 +165,7 @@ impl CheatState {
 /// The cheats as a [`expel_shared::protocol::client::Tamper`]: each input message's
 /// reported prediction (or claims) rewritten into the cheat's own chain of states, and
 /// the clock's period overridden. Set it on a client's protocol machine (a
-/// [`Session`] or a bare [`expel_shared::protocol::client::Client`]).
+/// `expel_client::Session` or a bare [`expel_shared::protocol::client::Client`]).
 pub struct CheatTamper {
     cheats: Cheats,
     state: CheatState,
