@@ -214,3 +214,50 @@ async fn an_unknown_code_from_a_newer_server_is_shown_and_never_retried() {
         assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
     }
 }
+
+/// Rules that take every player out of the game a second after it joined.
+struct RemoveAfterASecond {
+    joined: std::collections::BTreeMap<u32, u64>,
+}
+
+impl expel_shared::protocol::server::GameRules for RemoveAfterASecond {
+    fn joined(&mut self, game: &mut expel_shared::protocol::server::Game<'_>, player: u32) {
+        self.joined.insert(player, game.tick());
+    }
+
+    fn tick(&mut self, game: &mut expel_shared::protocol::server::Game<'_>) {
+        let due: Vec<u32> = (self.joined.iter())
+            .filter(|(_, t)| game.tick() >= **t + 60)
+            .map(|(p, _)| *p)
+            .collect();
+        for p in due {
+            self.joined.remove(&p);
+            game.remove(p, "out of the game").unwrap();
+        }
+    }
+}
+
+/// A player the rules take out of the game is told over QUIC with its code, `removed`,
+/// and the rules' words as detail; the client does not retry it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_player_the_rules_remove_ends_with_the_removed_code() {
+    let (r, _, _) = common::server_with(4, |c| {
+        c.rules = Some(Box::new(RemoveAfterASecond {
+            joined: Default::default(),
+        }));
+    })
+    .await;
+    let mut s = connect(r.addr, &options(&r, 1)).await.unwrap();
+    let end = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < end && !matches!(s.status(), Status::Ended(_)) {
+        s.input(expel_shared::MoveCommand::new(0.0, 0.0, 0.0, 0.0, 0.0));
+        s.update(Instant::now());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let Status::Ended(e) = s.status() else {
+        panic!("still {:?} after 5 s", s.status());
+    };
+    assert_eq!(e.code(), Some(Code::Removed), "{e:?}");
+    assert!(e.reason().contains("out of the game"), "{e:?}");
+    assert!(!e.worth_reconnecting(), "{e:?}");
+}
