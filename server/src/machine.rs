@@ -62,14 +62,15 @@ fn machine_loop(
     let period = Duration::from_secs_f64(1.0 / f64::from(rate));
     let frame_every = u64::from((rate / live::FRAME_RATE).max(1));
     let mut longest = Duration::ZERO;
-    let workers = server.workers().map_or(1, |w| w.current_num_threads());
-    m.tick_threads.set(workers as u64);
-    let max_players = shared.cfg.settings.max_players as u64;
+    let pool = server.workers();
+    m.tick_threads
+        .set(pool.as_ref().map_or(1, |p| p.current_num_threads()) as u64);
     // The workers' own schedstat files, asked of each of them once.
-    let worker_stats = server.workers().map_or_else(Vec::new, |pool| {
+    let worker_stats = pool.map_or_else(Vec::new, |pool| {
         let each = pool.broadcast(|_| meter::thread_schedstat());
         each.into_iter().flatten().collect()
     });
+    let max_players = shared.cfg.settings.max_players as u64;
     let mut load_meter = meter::LoadMeter::new(shared.port, Instant::now(), worker_stats);
     let mut hold = true;
     let mut up = Vec::new();

@@ -115,9 +115,26 @@ impl InputGate {
         }
     }
 
+    /// A datagram arriving `now` at tick `tick`, with the server's newest absence as it
+    /// stands (its end and length): whether it is within the allowance (the absence
+    /// credited first), and the flood the window's drops make, once a window is over.
+    pub(crate) fn pass(
+        &mut self,
+        rate: u32,
+        absence: Option<(Instant, Duration)>,
+        now: Instant,
+        tick: u64,
+    ) -> (bool, Option<Violation>) {
+        if let Some((end, length)) = absence {
+            self.credit(rate, end, length, now);
+        }
+        let admitted = self.admit(now);
+        (admitted, self.flood(rate, now, tick))
+    }
+
     /// Credits the server's absence of `length` that ended at `end` (once): what an
     /// honest client sent meanwhile, twice over.
-    pub(crate) fn credit(&mut self, rate: u32, end: Instant, length: Duration, now: Instant) {
+    fn credit(&mut self, rate: u32, end: Instant, length: Duration, now: Instant) {
         if end > self.credited {
             self.credited = end;
             let backlog = length.as_secs_f64() * f64::from(rate) * ABSENCE_CREDIT;
@@ -126,7 +143,7 @@ impl InputGate {
     }
 
     /// Whether a datagram arriving `now` is within the allowance.
-    pub(crate) fn admit(&mut self, now: Instant) -> bool {
+    fn admit(&mut self, now: Instant) -> bool {
         let ok = self.bucket.take(now);
         if !ok {
             self.dropped += 1;
@@ -136,7 +153,7 @@ impl InputGate {
 
     /// Once a window is over: the flood its dropped datagrams make, if they do (found at
     /// server tick `tick`), and a new window.
-    pub(crate) fn flood(&mut self, rate: u32, now: Instant, tick: u64) -> Option<Violation> {
+    fn flood(&mut self, rate: u32, now: Instant, tick: u64) -> Option<Violation> {
         let span = now.saturating_duration_since(self.window);
         if span < FLOOD_WINDOW {
             return None;

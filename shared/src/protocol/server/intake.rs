@@ -20,12 +20,17 @@ use std::time::{Duration, Instant};
 struct Arrival<'b> {
     bytes: &'b [u8],
     now: Instant,
-    /// It came while the server was away, or was read late after an absence: its lead
-    /// would tell the server's delay, not the client's.
-    absent: bool,
     /// The server's newest absence as it stood when the datagram was routed (its end and
     /// length): the allowance credits it.
     absence: Option<(Instant, Duration)>,
+}
+
+impl Arrival<'_> {
+    /// It came while the server was away, or was read late after an absence: its lead
+    /// would tell the server's delay, not the client's.
+    fn absent(&self) -> bool {
+        self.absence.is_some_and(|(end, _)| end >= self.now)
+    }
 }
 
 /// An input datagram and the player it was routed to.
@@ -137,21 +142,15 @@ impl Server {
             return None;
         }
         if let Stage::Playing { player } = c.stage {
-            let absent = absence.is_some_and(|(end, _)| end >= now);
             let a = Arrival {
                 bytes,
                 now,
-                absent,
                 absence,
             };
             return Some((player, a));
         }
-        if let Some((end, length)) = absence {
-            c.gate.credit(rate, end, length, now);
-        }
-        let admitted = c.gate.admit(now);
         // Flooding is judged of players: before the world, the allowance only drops.
-        let _ = c.gate.flood(rate, now, self.world.tick);
+        let (admitted, _) = c.gate.pass(rate, absence, now, self.world.tick);
         let waiting = matches!(c.stage, Stage::Map { .. });
         if !admitted {
             self.stats.datagrams_over_rate += 1;
@@ -253,17 +252,14 @@ struct Taking<'a, 'l, 'b> {
 /// one waits for its prediction's re-run. Each passes the player's allowance first:
 /// past it, it is dropped undecoded, and a player that keeps sending past it is flagged
 /// for flooding.
-fn take(ctx: &Intake, id: PlayerId, s: &mut Player, list: &[(PlayerId, Arrival)], f: &mut Found) {
+fn take(ctx: &Intake, id: PlayerId, s: &mut Player, list: &[Routed], f: &mut Found) {
     while f.kicked.is_none() && f.suspect.is_none() {
         let Some((_, a)) = list.get(f.taken) else {
             return;
         };
         f.taken += 1;
-        if let Some((end, length)) = a.absence {
-            s.gate.credit(ctx.input_rate, end, length, a.now);
-        }
-        let admitted = s.gate.admit(a.now);
-        if let Some(v) = s.gate.flood(ctx.input_rate, a.now, ctx.next - 1) {
+        let (admitted, flood) = s.gate.pass(ctx.input_rate, a.absence, a.now, ctx.next - 1);
+        if let Some(v) = flood {
             f.violation(s, v);
         }
         if !admitted || f.kicked.is_some() {
@@ -291,7 +287,7 @@ fn input(ctx: &Intake, id: PlayerId, s: &mut Player, msg: &InputMsg, a: &Arrival
     // absence): their lead would be the server's delay.
     let behind = clock > next;
     let due_next = if behind { clock + 1 } else { next };
-    let timely = !behind && !a.absent;
+    let timely = !behind && !a.absent();
     if let Some(v) = s.validator.input(&msg.batch(), next, clock) {
         let invalid = v.kind == ViolationKind::Invalid;
         f.violation(s, v);

@@ -456,12 +456,6 @@ impl Server {
         self.scratch.pool().cloned()
     }
 
-    /// Whether ticks spread their work over [`Server::workers`] (on where there are any;
-    /// see [`SimScratch::set_spread`]). The outcome is the same bits either way.
-    pub fn set_spread(&mut self, on: bool) {
-        self.scratch.set_spread(on);
-    }
-
     /// Counts a violation and, past the threshold, kicks the player with the reason.
     fn violation(&mut self, id: PlayerId, v: &Violation) {
         self.count_violation(id, v);
