@@ -6,83 +6,20 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use expel_testkit::desktop::{example_binary, window_shown, xvfb, Kill};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Kill(std::process::Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn on_path(name: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
-}
-
-/// The example's binary: the one `cargo test` built beside this test (examples are built
-/// with the suite), else built now.
-fn play_binary() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), PathBuf::from);
-    let examples = target.join("debug/examples");
-    let newest = std::fs::read_dir(&examples).ok().and_then(|d| {
-        d.filter_map(|e| e.ok())
-            .filter(|e| {
-                let name = e.file_name().to_string_lossy().into_owned();
-                name.starts_with("play-") && !name.contains('.')
-            })
-            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
-            .max()
-    });
-    // Only one built after the sources changed will do: the suite's own build is.
-    let built_at = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
-    let fresh = newest.filter(|(t, _)| {
-        let this = built_at(Path::new(&std::env::current_exe().unwrap()));
-        this.is_some_and(|me| *t + Duration::from_secs(600) >= me)
-    });
-    if let Some((_, p)) = fresh {
-        return p;
-    }
-    let ok = Command::new(env!("CARGO"))
-        .args(["build", "-q", "-p", "expel-client", "--example", "play"])
-        .current_dir(root)
-        .status()
-        .expect("cargo build the example");
-    assert!(ok.success());
-    examples.join("play")
-}
-
 #[test]
 fn the_play_example_plays_itself_under_xvfb_and_draws_the_map_and_the_player() {
-    if !on_path("Xvfb") {
-        assert!(
-            std::env::var_os("EXPEL_REQUIRE_XVFB").is_none(),
-            "Xvfb is required here"
-        );
-        eprintln!("skipped: no Xvfb");
-        return;
-    }
-    let play = play_binary();
-    let display = format!(":{}", 100 + std::process::id() % 400);
-    let _x = Kill(
-        Command::new("Xvfb")
-            .args([
-                display.as_str(),
-                "-screen",
-                "0",
-                "800x800x24",
-                "-nolisten",
-                "tcp",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let Some(x) = xvfb(800) else { return };
+    let display = x.name.clone();
+    let play = example_binary(
+        Path::new(env!("CARGO_MANIFEST_DIR")),
+        "expel-client",
+        "play",
+        &std::env::current_exe().unwrap(),
     );
     let mut serve = Command::new(env!("CARGO_BIN_EXE_expel"))
         .args([
@@ -102,7 +39,6 @@ fn the_play_example_plays_itself_under_xvfb_and_draws_the_map_and_the_player() {
         .unwrap();
     let ready = common::ready_line(&mut serve);
     let _serve = Kill(serve);
-    std::thread::sleep(Duration::from_millis(300)); // Xvfb up
     let shot = std::env::temp_dir().join(format!("expel-play-{}.png", std::process::id()));
     let began = Instant::now();
     let child = Command::new(play)
@@ -127,19 +63,12 @@ fn the_play_example_plays_itself_under_xvfb_and_draws_the_map_and_the_player() {
         .spawn()
         .unwrap();
     // While it plays, its window is on the display.
-    if on_path("xdotool") {
-        let mut seen = false;
-        while !seen && began.elapsed() < Duration::from_secs(30) {
-            std::thread::sleep(Duration::from_millis(500));
-            let out = Command::new("xdotool")
-                .args(["search", "--name", "expel"])
-                .env("DISPLAY", &display)
-                .output()
-                .unwrap();
-            seen = !out.stdout.is_empty();
-        }
-        assert!(seen, "no window named expel on {display}");
+    let mut seen = false;
+    while !seen && began.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(500));
+        seen = window_shown(&display, "expel");
     }
+    assert!(seen, "no window named expel on {display}");
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -6,8 +6,11 @@
 //!   them against real servers; the simulated network's tests run them on virtual time.
 //! * [`network`]: the simulated network's standard setup (the arena, a secret, tokens
 //!   for it, N clients connected).
+//! * [`desktop`]: for windowed examples, a headless X display and the example's binary
+//!   (this one does I/O: processes and files).
 
 #![warn(missing_docs)]
 
 pub mod cheats;
+pub mod desktop;
 pub mod network;

@@ -1,0 +1,133 @@
+//! The window example under Xvfb against the real server on loopback QUIC, with a second
+//! client that walks up to it: its window opens, it walks, it draws the map in 3D, itself
+//! and the other player, and it leaves cleanly. Skips without Xvfb unless
+//! `EXPEL_REQUIRE_XVFB` is set (CI installs it).
+
+use expel_client::prelude::*;
+use expel_server::{Map, Server};
+use expel_testkit::desktop::{example_binary, window_shown, xvfb};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[test]
+fn the_window_example_draws_the_map_itself_and_another_player() {
+    let Some(x) = xvfb(600) else { return };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let exe = example_binary(
+        &root,
+        "expel-bevy",
+        "window",
+        &std::env::current_exe().unwrap(),
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let server = rt
+        .block_on(Server::builder(Map::arena().unwrap()).start())
+        .unwrap();
+    let options = |id: u32| {
+        let trust = Trust::Fingerprint(server.fingerprint.clone());
+        ConnectOptions::new(server.token(id, Duration::from_secs(60)), trust)
+    };
+    // Player 2 keeps walking to player 1 and stops near it, facing it: in the view.
+    let stop = Arc::new(AtomicBool::new(false));
+    let follower = {
+        let (stop, opts) = (stop.clone(), options(2));
+        let addr = server.addr;
+        std::thread::spawn(move || {
+            let mut s = connect_blocking(addr, &opts).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                let now = Instant::now();
+                let me = s.display_origin().unwrap_or_default();
+                let cmd = match s.others(now).get(&1) {
+                    Some(them) => {
+                        let to = *them - me;
+                        let yaw = to.y.atan2(to.x).to_degrees();
+                        let go = if to.truncate().length() > 120.0 {
+                            1.0
+                        } else {
+                            0.0
+                        };
+                        MoveCommand::new(go, 0.0, 0.0, yaw, 0.0)
+                    }
+                    None => MoveCommand::default(),
+                };
+                s.input(cmd);
+                s.update(now);
+                std::thread::sleep(Duration::from_millis(8));
+            }
+            s.close_blocking("done");
+        })
+    };
+    let shot = std::env::temp_dir().join(format!("expel-bevy-window-{}.png", std::process::id()));
+    let began = Instant::now();
+    let child = Command::new(exe)
+        .arg(server.addr.to_string())
+        .args(["--token", &server.token(1, Duration::from_secs(60))])
+        .args(["--fingerprint", &server.fingerprint])
+        .args(["--seconds", "8", "--size", "400", "--screenshot"])
+        .arg(&shot)
+        .env("DISPLAY", &x.name)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut seen = false;
+    while !seen && began.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(300));
+        seen = window_shown(&x.name, "expel: bevy");
+    }
+    let out = child.wait_with_output().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    follower.join().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(seen, "no window named \"expel: bevy\" on {}", x.name);
+    let line: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    println!("{line}");
+    assert!(line["frames"].as_u64().unwrap() >= 60, "{line}");
+    assert!(line["walked"].as_f64().unwrap() > 300.0, "{line}");
+    assert!(line["most_seen"].as_u64().unwrap() >= 1, "{line}");
+    assert!(
+        line["ended"].as_str().unwrap().contains("Left"),
+        "it said goodbye: {line}"
+    );
+    // The frame: the map in many shades, us in yellow, the other in red with its nose.
+    let decoder = png::Decoder::new(std::fs::File::open(&shot).unwrap());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!((info.width, info.height), (400, 400));
+    let pixels: Vec<[u8; 3]> = buf[..info.buffer_size()]
+        .chunks(3)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    let count = |rgb: [u8; 3]| pixels.iter().filter(|p| **p == rgb).count();
+    let (me, other, nose) = (
+        count([0xff, 0xff, 0x40]),
+        count([0xff, 0x40, 0x40]),
+        count([0xff, 0xa0, 0xa0]),
+    );
+    println!("pixels: me {me}, the other {other}, its nose {nose}");
+    assert!(me >= 100, "we are drawn ({me} pixels)");
+    assert!(
+        other >= 30 && nose >= 4,
+        "the other and its facing ({other}, {nose})"
+    );
+    let shades: std::collections::BTreeSet<[u8; 3]> = pixels.iter().copied().collect();
+    assert!(
+        shades.len() >= 16,
+        "the map is drawn ({} colours)",
+        shades.len()
+    );
+    // The server counts both gone once they said goodbye.
+    let until = Instant::now() + Duration::from_secs(5);
+    while server.metrics.machine().clients != 0 {
+        assert!(Instant::now() < until, "the server still holds a player");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_file(&shot);
+    rt.block_on(server.shutdown("done"));
+}

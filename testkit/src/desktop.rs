@@ -1,0 +1,110 @@
+//! Windowed examples in tests: a headless X display (Xvfb) and the example's binary. This
+//! part does I/O (processes, files); the rest of the kit does none.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A child process killed (and reaped) when dropped, so a failing test leaves none.
+pub struct Kill(pub Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether an executable of that name is on `PATH`.
+pub fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+}
+
+/// An X server without a screen, and its display name (`:N`).
+pub struct Display {
+    /// What `DISPLAY` is set to for a client of it.
+    pub name: String,
+    _server: Kill,
+}
+
+/// Starts Xvfb with one `size`×`size` screen on a display of its own. `None` without
+/// Xvfb on `PATH`, unless `EXPEL_REQUIRE_XVFB` is set (CI installs it): then a panic, so a
+/// missing install fails instead of skipping.
+pub fn xvfb(size: u32) -> Option<Display> {
+    if !on_path("Xvfb") {
+        assert!(
+            std::env::var_os("EXPEL_REQUIRE_XVFB").is_none(),
+            "Xvfb is required here (EXPEL_REQUIRE_XVFB is set)"
+        );
+        eprintln!("skipped: no Xvfb");
+        return None;
+    }
+    // A display per process and caller: tests of one run start several at once.
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!(":{}", 100 + (std::process::id() * 7 + k) % 800);
+    let screen = format!("{size}x{size}x24");
+    let server = Command::new("Xvfb")
+        .args([name.as_str(), "-screen", "0", &screen, "-nolisten", "tcp"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starting Xvfb");
+    // Up once its socket is there.
+    let socket = format!("/tmp/.X11-unix/X{}", &name[1..]);
+    let until = Instant::now() + Duration::from_secs(10);
+    while !Path::new(&socket).exists() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some(Display {
+        name,
+        _server: Kill(server),
+    })
+}
+
+/// Whether a window whose title contains `title` is on `display` (with xdotool; `true`
+/// without it, which only CI's install check catches).
+pub fn window_shown(display: &str, title: &str) -> bool {
+    if !on_path("xdotool") {
+        return true;
+    }
+    Command::new("xdotool")
+        .args(["search", "--name", title])
+        .env("DISPLAY", display)
+        .output()
+        .is_ok_and(|o| !o.stdout.is_empty())
+}
+
+/// The binary of example `name` of workspace package `package`: the one `cargo test` built
+/// with the suite (it builds every example) if it is newer than the sources' test binary
+/// `test_exe`, else built now. `root` is the workspace's root.
+pub fn example_binary(root: &Path, package: &str, name: &str, test_exe: &Path) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or(root.join("target"), PathBuf::from);
+    let examples = target.join("debug/examples");
+    let prefix = format!("{}-", name.replace('-', "_"));
+    let newest = std::fs::read_dir(&examples).ok().and_then(|d| {
+        d.filter_map(|e| e.ok())
+            .filter(|e| {
+                let file = e.file_name().to_string_lossy().into_owned();
+                file.starts_with(&prefix) && !file.contains('.')
+            })
+            .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+            .max()
+    });
+    // Only one built with the suite will do (within ten minutes of the test binary).
+    let built_at = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
+    let fresh = newest
+        .filter(|(t, _)| built_at(test_exe).is_some_and(|me| *t + Duration::from_secs(600) >= me));
+    if let Some((_, p)) = fresh {
+        return p;
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let ok = Command::new(cargo)
+        .args(["build", "-q", "-p", package, "--example", name])
+        .current_dir(root)
+        .status()
+        .expect("cargo build the example");
+    assert!(ok.success(), "building example {name} of {package}");
+    examples.join(name)
+}
