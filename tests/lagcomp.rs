@@ -106,7 +106,7 @@ fn hits_the_shooter_saw_are_confirmed_at_every_round_trip() {
                 }
             });
             for (i, r) in records.iter_mut().enumerate() {
-                r.look(net.client_mut(i));
+                r.look(net.client_mut(i), true);
             }
         }
         // The last confirmations come home.
@@ -115,7 +115,7 @@ fn hits_the_shooter_saw_are_confirmed_at_every_round_trip() {
                 MoveCommand::default()
             });
             for (i, r) in records.iter_mut().enumerate() {
-                r.look(net.client_mut(i));
+                r.look(net.client_mut(i), true);
             }
         }
         let shots: u64 = records.iter().map(|r| r.shots()).sum();
@@ -529,4 +529,58 @@ fn commands_left_out_on_purpose_are_flagged_and_loss_is_not() {
         stats.violations[gaps],
         "{stats:?}"
     );
+}
+
+/// Reports its player 48 units (past `SHOOTER_SLACK`, within `SHOOTER_REACH`) from
+/// where its prediction had it: a place to shoot from of its own choosing.
+struct Misplaced;
+
+impl Tamper for Misplaced {
+    fn input(&mut self, _: &Sim, _: &Predictor, _: u64, msg: &mut InputMsg) {
+        if let Some(p) = msg.predicted.as_mut() {
+            p.origin[0] += (48.0 * expel_shared::movement::POSITION_SCALE) as i32;
+        }
+    }
+}
+
+/// A shot leaves from where the shooter's client had itself, past the slack, only when a
+/// re-run of its own prediction makes that place: never from a place the client chose.
+#[test]
+fn a_shooter_s_own_place_past_the_slack_counts_only_when_its_prediction_bears_it_out() {
+    for misplaced in [false, true] {
+        let mut net = deathmatch(2, 150.0, 32, 70);
+        if misplaced {
+            net.client_mut(0).set_tamper(Box::new(Misplaced));
+        }
+        let target = id(&net, 1);
+        for _ in 0..40 {
+            net.run(Duration::from_millis(100), &mut |i, c| {
+                let tick = c.tick();
+                if i == 0 {
+                    shoot(c, target, 0.0, tick)
+                } else {
+                    strafe(tick, i)
+                }
+            });
+        }
+        let stats = net.server().stats();
+        println!(
+            "misplaced {misplaced}: {} shots, places replayed {}, refused {}",
+            stats.shots_judged, stats.shot_places_replayed, stats.shot_places_refused
+        );
+        assert!(stats.shots_judged >= 20, "{}", stats.shots_judged);
+        assert_eq!(stats.shot_places_replayed, 0);
+        if misplaced {
+            // Every shot after the first report: its place was refused, and it left from
+            // where the server had it.
+            assert!(
+                stats.shot_places_refused * 10 >= stats.shots_judged * 9,
+                "{} of {}",
+                stats.shot_places_refused,
+                stats.shots_judged
+            );
+        } else {
+            assert_eq!(stats.shot_places_refused, 0);
+        }
+    }
 }

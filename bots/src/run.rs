@@ -218,6 +218,14 @@ impl Default for RunOptions {
     }
 }
 
+/// How long before its run ends a shooting bot stops counting its shots: the server's
+/// answer to a shot takes a round trip and the view's delay (a second covers a 600 ms
+/// round trip through the link conditioner with room to spare).
+const CONFIRM_WAIT: Duration = Duration::from_secs(1);
+
+/// How long after its client's clock settles a shooting bot holds fire.
+const SETTLE_HOLD: Duration = Duration::from_secs(1);
+
 /// A bot's trigger finger: deathmatch's buttons added to its driver's commands, aimed at
 /// a target when it has one.
 #[derive(Clone, Debug, Default)]
@@ -229,6 +237,11 @@ pub struct Gunner {
     /// Its shooting cheats, from tick `start + cheats.after_ticks` on.
     cheats: crate::Cheats,
     start: Option<u64>,
+    /// Holds fire (a predicting bot, until a second after its client's clock settled:
+    /// see [`Client::settled`]), as a player does the moment the game appears.
+    ///
+    /// [`Client::settled`]: expel_shared::protocol::client::Client::settled
+    pub holding: bool,
 }
 
 /// How far a bot looks for someone to shoot, units.
@@ -321,6 +334,10 @@ impl Gunner {
             turn < 30 || (90..120).contains(&turn)
         };
         let rocket = if turn == 60 { actions::ROCKET } else { 0 };
+        if self.holding {
+            cmd.actions = 0;
+            return cmd;
+        }
         match (self.target, me) {
             (Some(t), Some(me)) => {
                 let d = t - (me.origin() + DVec3::Z * EYE_HEIGHT);
@@ -441,6 +458,7 @@ pub async fn run(
     // A predicting shooter counts its shots and the hits it saw and the server confirmed.
     let mut shots = ((opts.fire || shooting) && !opts.light).then(crate::ShotRecord::default);
     let mut recorder = Recorder::new(&s);
+    let mut settled_at: Option<Instant> = None;
     loop {
         let now = Instant::now();
         if now >= deadline || script.over(now) {
@@ -458,6 +476,13 @@ pub async fn run(
                 .ok();
         }
         if let Some(g) = script.gunner.as_mut() {
+            // Its clock settled, and a second more: the commands it made while its
+            // clock was still finding the server's came late, were stepped as repeats,
+            // and its prediction stands corrected only a round trip later.
+            if s.machine().settled() {
+                settled_at.get_or_insert(now);
+            }
+            g.holding = settled_at.is_none_or(|at| now < at + SETTLE_HOLD);
             if cheats.wallshot && g.cheating(s.tick()) {
                 let leaked = crate::cheats::leak()
                     .lock()
@@ -471,7 +496,7 @@ pub async fn run(
         s.update_with(now, &mut |tick, st| script.command(tick, st, now));
         recorder.update(&s);
         if let Some(r) = shots.as_mut() {
-            r.look(s.machine());
+            r.look(s.machine(), now + CONFIRM_WAIT < deadline);
         }
         let wake = s
             .next_wake()

@@ -31,13 +31,18 @@ pub struct ShotRecord {
     misplaced: BTreeSet<u64>,
     /// The newest tick the rules moved it, as last seen.
     moved: u64,
+    /// The first shot's tick once shots stopped being counted.
+    uncounted_from: Option<u64>,
 }
 
 impl ShotRecord {
     /// Looks at the ticks `c` predicted since the last look (which fired the gun, and
     /// whether each shot hit on its screen) and at the hit markers that came. Other
-    /// messages of the game's are read and dropped.
-    pub fn look(&mut self, c: &mut Client) {
+    /// messages of the game's are read and dropped. Shots are counted while `counting`:
+    /// a run stops counting a while before it ends, so the server's answer to each
+    /// shot counted can still arrive (one fired as the run ends would count as
+    /// unconfirmed for want of time).
+    pub fn look(&mut self, c: &mut Client, counting: bool) {
         let (Some(sim), Some(pred)) = (c.sim().cloned(), c.predictor()) else {
             return;
         };
@@ -56,6 +61,12 @@ impl ShotRecord {
             }
         }
         self.seen_to = now;
+        if !counting {
+            // The shots from here on are not counted, nor the server's answers to them.
+            let first = fired.first().map(|f| f.0);
+            self.uncounted_from = self.uncounted_from.or(first);
+            fired.clear();
+        }
         for (t, from, dir) in fired {
             self.shots += 1;
             self.fired.insert(t);
@@ -80,7 +91,9 @@ impl ShotRecord {
         }
         while let Some((_, bytes)) = c.poll_message() {
             if let Ok(DeathmatchNews::Hit { tick, .. }) = decode_message(&bytes) {
-                self.confirmed.insert(tick);
+                if self.uncounted_from.is_none_or(|u| tick < u) {
+                    self.confirmed.insert(tick);
+                }
             }
         }
     }

@@ -340,7 +340,7 @@ mod rules {
         }
 
         /// A gun shot of `p`'s along its view, judged as `p` saw the others when it
-        /// fired (a command that did not arrive, repeated, is judged in the present).
+        /// fired (one that has drawn nothing yet is judged in the present).
         fn gun(&mut self, game: &mut Game<'_>, p: PlayerId, eye: DVec3, dir: DVec3) {
             let end = eye + dir * GUN_RANGE;
             let hit = match game.shot_as_seen(p, &Hull::point(), eye, end) {
@@ -433,13 +433,20 @@ mod rules {
                     self.explode(game, owner, i);
                 }
             }
-            // Each player's triggers, in id order.
+            // Each player's triggers, in id order, pulled by the commands that came: a
+            // repeated one moves its player, but a trigger its client never pressed
+            // for this tick (its clock jumped past it) or whose press was lost with the
+            // command would fire where the client's own triggers did not, and every
+            // shot after it would leave a tick apart from the shooter's.
             let players: Vec<PlayerId> = self.fighters.keys().copied().collect();
             for p in players {
                 let (Some(cmd), Some(state)) = (game.command(p), game.world().player(p).copied())
                 else {
                     continue;
                 };
+                if !game.command_arrived(p) {
+                    continue;
+                }
                 if state.mode != crate::MoveMode::Walk {
                     continue;
                 }

@@ -337,6 +337,18 @@ const MACHINE: &[MachineMetric] = {
             C,
             |s| s.shots_over_budget,
         ),
+        (
+            "expel_shot_places_replayed",
+            "Shots that left from where the shooter's client had itself, farther than the slack from the server's place, because a re-run of its own prediction made that place.",
+            C,
+            |s| s.shot_places_replayed,
+        ),
+        (
+            "expel_shot_places_refused",
+            "Shots whose client had itself farther than the slack from the server's place with no re-run bearing it out: they left from the server's place.",
+            C,
+            |s| s.shot_places_refused,
+        ),
     ]
 };
 

@@ -181,6 +181,13 @@ impl History {
         self.tick(tick).is_some()
     }
 
+    /// Where player `id` stood after tick `tick` (on the grid), while that tick is held.
+    pub fn origin_of(&self, tick: u64, id: PlayerId) -> Option<[i32; 3]> {
+        let t = self.tick(tick)?;
+        let i = t.binary_search_by_key(&id, |p| p.id).ok()?;
+        Some(t[i].origin)
+    }
+
     /// Into `out`, the boxes of the players `ids` (in id order) as a client drew them at
     /// `view`: each between its places of the view's two ticks by [`between`], crouched
     /// as at the nearer one; one absent at `to` held where it stood at `from`; one without

@@ -267,6 +267,14 @@ impl Client {
         self.play.as_ref().map_or(0, |p| p.tick)
     }
 
+    /// Whether the server has reported a command of ours arriving in time: from then on
+    /// the clock no longer jumps, and the commands the server steps are this client's,
+    /// tick for tick (before, some it made were for ticks already gone, and a game's
+    /// triggers pulled by them fired on the client alone).
+    pub fn settled(&self) -> bool {
+        self.play.as_ref().is_some_and(|p| p.settled)
+    }
+
     /// The next output to send, if any.
     pub fn poll_output(&mut self) -> Option<ClientOutput> {
         self.outputs.pop_front()

@@ -18,6 +18,7 @@
 use super::Server;
 use crate::collision::hull::Hull;
 use crate::collision::{Contents, Hit};
+use crate::movement::PlayerState;
 use crate::protocol::input::Claimed;
 use crate::protocol::snapshot::SnapshotEncoder;
 use crate::protocol::INPUT_REDUNDANCY;
@@ -46,12 +47,22 @@ const TRIPS: usize = 48;
 /// player), units: within this, and with nothing solid between, the shot leaves from
 /// where the shooter saw itself.
 pub const SHOOTER_SLACK: f64 = 32.0;
+/// Farther than [`SHOOTER_SLACK`] (a brush with a player the client drew where it no
+/// longer was, at a long round trip), up to this, units: the shot leaves from where the
+/// shooter saw itself only if a re-run of its own prediction, from the snapshot it had
+/// acknowledged and the commands it sent, makes that very place (as the validation of
+/// moves re-runs it): a modified client cannot report a place of its choosing.
+pub const SHOOTER_REACH: f64 = 256.0;
 /// A shot within this angle (its cosine) of a player the client was shown was aimed at
 /// that player: 8 degrees, a hand's error and more. Its miss flies on past, and what it
 /// crosses beyond is no aim at the unseen.
 pub(super) const AIMED_AT_COS: f64 = 0.990_268_068_741_570_3;
 /// Reported places kept.
-const REPORTED: usize = 64;
+const REPORTED: usize = 8;
+/// Ticks before a shot's the newest report of the shooter's own place may be: the
+/// offset of its prediction from the server's changes little over a few ticks, and one
+/// report in twenty is lost at 5% loss.
+const REPORT_REACH: u64 = 4;
 
 /// Refusals by the game's rules a second, kept up over [`REFUSAL_SECONDS`], that flag a
 /// player (a human mashing a trigger while it reloads makes a few).
@@ -82,9 +93,18 @@ pub(super) struct Aim {
     /// Ticks of the rules' recent refusals.
     refusals: VecDeque<u64>,
     /// Where the client reported it stood after recent ticks (its own prediction).
-    reported: VecDeque<(u64, [i32; 3])>,
+    reported: VecDeque<Reported>,
     /// Ticks of recent commands left out while later ones came.
     skipped: VecDeque<u64>,
+}
+
+/// The state a client reported its player in after a tick (its own prediction), with
+/// the snapshot it had acknowledged: what a re-run of that prediction starts from.
+#[derive(Clone, Copy, Debug)]
+struct Reported {
+    tick: u64,
+    state: PlayerState,
+    ack: u64,
 }
 
 /// What the check of a shot's view found.
@@ -128,26 +148,24 @@ impl Aim {
         })
     }
 
-    /// The client reported standing at `origin` after tick `tick`.
-    pub(super) fn reported(&mut self, tick: u64, origin: [i32; 3]) {
-        if self.reported.back().is_some_and(|(t, _)| *t >= tick) {
+    /// The client reported its player in `state` after tick `tick`, having acknowledged
+    /// snapshot `ack`.
+    pub(super) fn reported(&mut self, tick: u64, state: PlayerState, ack: u64) {
+        if self.reported.back().is_some_and(|r| r.tick >= tick) {
             return;
         }
         if self.reported.len() >= REPORTED {
             self.reported.pop_front();
         }
-        self.reported.push_back((tick, origin));
+        self.reported.push_back(Reported { tick, state, ack });
     }
 
-    /// How far from `server` (where the server has the shooter after `tick`) its client
-    /// had itself then, when it reported it and it is within [`SHOOTER_SLACK`].
-    pub(super) fn own_offset(&self, tick: u64, server: DVec3) -> Option<DVec3> {
-        let i = self
-            .reported
-            .binary_search_by_key(&tick, |(t, _)| *t)
-            .ok()?;
-        let at = crate::movement::from_grid(self.reported[i].1, crate::movement::POSITION_SCALE);
-        Some(at - server).filter(|d| d.length() <= SHOOTER_SLACK && *d != DVec3::ZERO)
+    /// The newest report at or before `tick`, at most [`REPORT_REACH`] ticks before it
+    /// (the report of `tick` itself rides one datagram, which may be lost).
+    fn report_near(&self, tick: u64) -> Option<Reported> {
+        let i = self.reported.partition_point(|r| r.tick <= tick);
+        let r = *self.reported.get(i.checked_sub(1)?)?;
+        (tick - r.tick <= REPORT_REACH).then_some(r)
     }
 
     /// Tick `tick` passed without its command though later ones had come: the
@@ -375,9 +393,43 @@ pub(super) fn shot_as_seen(
     let judged = (s.aim.judge(&claimed, &s.snapshots, &server.history, every))
         .ok_or(ShotError::NothingDrawn(shooter))?;
     let view = judged.view;
-    // From where the shooter's client had itself, if near and nothing solid between.
-    let own = (server.world.player(shooter))
-        .and_then(|p| s.aim.own_offset(tick - 1, p.origin()))
+    // From where the shooter's client had itself after the tick before (its reported
+    // prediction, as offset from where the server had it then) rather than where the
+    // server has it: as it stands within SHOOTER_SLACK; farther, within SHOOTER_REACH,
+    // only if its own prediction re-run makes that very place. Never through anything
+    // solid.
+    let grid = |o| crate::movement::from_grid(o, crate::movement::POSITION_SCALE);
+    let own = (s.aim.report_near(tick.saturating_sub(1)))
+        .and_then(|r| {
+            let d = grid(r.state.origin) - grid(server.history.origin_of(r.tick, shooter)?);
+            if d == DVec3::ZERO || d.length() > SHOOTER_REACH {
+                return None;
+            }
+            if d.length() > SHOOTER_SLACK {
+                // The movers as they stand stand in only for those the client was never
+                // shown (none it reaches): a few ticks' difference changes nothing.
+                let borne_out = server.replayer.own_prediction(
+                    &server.sim,
+                    shooter,
+                    (&s.snapshots, &s.commands),
+                    r.ack,
+                    r.tick,
+                    &r.state,
+                    &server.world.movers,
+                    &mut server.stats,
+                ) == Some(r.state);
+                let stats = &mut server.stats;
+                *if borne_out {
+                    &mut stats.shot_places_replayed
+                } else {
+                    &mut stats.shot_places_refused
+                } += 1;
+                if !borne_out {
+                    return None;
+                }
+            }
+            Some(d)
+        })
         .filter(|d| {
             let (map, trace) = (server.sim.map(), &mut server.rewind.trace);
             let t = map.trace(&Hull::point(), start, start + *d, Contents::SOLID, trace);

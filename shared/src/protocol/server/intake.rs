@@ -323,7 +323,7 @@ fn input(ctx: &Intake, id: PlayerId, s: &mut Player, msg: &InputMsg, a: &Arrival
         if at >= next && s.expected.len() < CLAIMS {
             s.expected.insert(at, (p, msg.ack));
         }
-        s.aim.reported(at, p.origin);
+        s.aim.reported(at, p, msg.ack);
         match v {
             Some(violation) if asked => {
                 f.suspect = Some(Suspect {

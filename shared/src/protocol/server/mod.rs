@@ -53,7 +53,7 @@ const REPLAY_SPACING: f64 = 0.1;
 
 pub use aim::{
     SeenShot, ShotError, DEFAULT_INTERPOLATION_TICKS, MAX_INTERPOLATION_TICKS, MAX_SHOTS_PER_TICK,
-    SHOOTER_SLACK,
+    SHOOTER_REACH, SHOOTER_SLACK,
 };
 pub use game::{Game, GameRules, RuleError, SpawnError, StateError, MAX_ENTITIES};
 use game::{Hosted, Notice};

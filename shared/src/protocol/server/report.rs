@@ -173,6 +173,13 @@ pub struct ServerStats {
     pub shots_unseen: u64,
     /// Shots past a player's budget for a tick, refused.
     pub shots_over_budget: u64,
+    /// Shots that left from where the shooter's client had itself, farther than
+    /// [`SHOOTER_SLACK`](super::SHOOTER_SLACK) from the server's place, because a re-run
+    /// of its own prediction made that place.
+    pub shot_places_replayed: u64,
+    /// Shots whose client had itself farther than the slack from the server's place
+    /// where no re-run bore it out (or none could be made): they left from the server's.
+    pub shot_places_refused: u64,
     /// The game's messages dropped, by reason, in [`MessageDrop::ALL`] order.
     pub message_drops: [u64; MessageDrop::ALL.len()],
     /// Ticks stepped a period or more after they were due (caught up on).
