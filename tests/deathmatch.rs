@@ -250,6 +250,68 @@ fn own_rockets_are_predicted_and_meet_their_twins() {
     assert_eq!(left, 0, "every flight ended");
 }
 
+/// A crowd past the kill feed's size: each frag goes to its killer and its victim alone,
+/// the table of frags to everyone (its top rows), and no message is dropped for the
+/// game's share, so every hit marker arrives.
+#[test]
+fn in_a_crowd_each_frag_goes_to_the_two_it_concerns_and_no_message_is_dropped() {
+    use expel_modes::deathmatch::{KILL_FEED_PLAYERS, SCOREBOARD_ROWS};
+    let n = KILL_FEED_PLAYERS as u32 + 4;
+    let mut net = network(n, MovementAuthority::Server, LinkConditioner::default(), 9);
+    net.server_mut().set_rules(Box::new(Deathmatch::new()));
+    let mut gunners: Vec<Gunner> = (0..n).map(Gunner::new).collect();
+    let (mut frags, mut tables, mut foreign) = (0, 0, Vec::new());
+    for _ in 0..80 {
+        net.run(Duration::from_millis(100), &mut |i, c| {
+            let Some(sim) = c.sim() else {
+                return MoveCommand::default();
+            };
+            let me = c.local_player();
+            let g = &mut gunners[i];
+            g.look(
+                sim,
+                me.map(|m| m.origin()),
+                c.others(f64::MAX).into_values(),
+            );
+            let tick = c.tick();
+            let walk = MoveCommand::new(1.0, 0.0, 0.0, (tick / 90 + i as u64) as f64 * 71.0, 0.0);
+            g.arm(tick, me.as_ref(), walk)
+        });
+        for i in 0..n as usize {
+            let me = net.client(i).welcome().map(|w| w.player_id);
+            while let Some((_, bytes)) = net.client_mut(i).poll_message() {
+                match postcard::from_bytes::<DeathmatchNews>(&bytes).unwrap() {
+                    DeathmatchNews::Frag { killer, victim, .. } => {
+                        frags += 1;
+                        if killer != me && Some(victim) != me {
+                            foreign.push((i, killer, victim));
+                        }
+                    }
+                    DeathmatchNews::Score(s) => {
+                        tables += 1;
+                        assert!(s.frags.len() <= SCOREBOARD_ROWS, "{} rows", s.frags.len());
+                    }
+                    DeathmatchNews::Hit { .. } => {}
+                }
+            }
+        }
+    }
+    let stats = net.server().stats();
+    println!(
+        "{frags} frags heard, {tables} tables, messages {:?}",
+        stats.message_drops
+    );
+    assert!(frags >= 4, "{frags} frags heard in 8 s");
+    assert!(tables >= n as usize, "{tables} tables");
+    assert!(foreign.is_empty(), "frags told to others: {foreign:?}");
+    assert_eq!(
+        stats.message_drops.iter().sum::<u64>(),
+        0,
+        "{:?}",
+        stats.message_drops
+    );
+}
+
 /// Real bots, predicting and light, shoot it out against `expel serve --mode deathmatch`
 /// for a few seconds: frags are made, nobody honest is flagged or kicked.
 #[test]
@@ -282,7 +344,9 @@ fn bots_play_deathmatch_against_expel_serve() {
             args.push("--light".into());
         } else {
             // Predicting shooters through a 150 ms round trip with loss and jitter.
-            for a in ["--loss", "0.05", "--delay", "75", "--jitter", "20", "--report"] {
+            for a in [
+                "--loss", "0.05", "--delay", "75", "--jitter", "20", "--report",
+            ] {
                 args.push(a.into());
             }
             args.push(report.display().to_string());
@@ -320,7 +384,10 @@ fn bots_play_deathmatch_against_expel_serve() {
             );
             println!("hits seen {seen}, confirmed {confirmed}");
             assert!(seen >= 30, "{r}");
-            assert!(confirmed * 100 >= seen * 97, "{confirmed} of {seen} confirmed");
+            assert!(
+                confirmed * 100 >= seen * 97,
+                "{confirmed} of {seen} confirmed"
+            );
         }
     }
     let (_, metrics) = http_get(served.http, "/metrics");

@@ -12,11 +12,13 @@
 //! Each player's health and frags are the game's state of that player
 //! ([`FighterState`], replicated in the snapshots to its own client alone,
 //! `Session::player_state`: in a crowd shooting at each other every health in view
-//! changes every snapshot, which cost each client 7 KB/s more at 200 bots). Every player is told (reliable) the whole table
+//! changes every snapshot, which cost each client 7 KB/s more at 200 bots). Every player is told (reliable) the table
 //! of frags when it changed, at most every [`SCORE_EVERY`] seconds
-//! ([`DeathmatchNews::Score`]: a crowd's table is large, and a frag a second in a crowd
-//! would send it to everyone every second), and each frag ([`DeathmatchNews::Frag`]). Rockets reach clients as the game's
-//! entities of kind [`ROCKET_KIND`].
+//! ([`DeathmatchNews::Score`], the [`SCOREBOARD_ROWS`] with the most: a crowd's table is
+//! large, and a frag a second in a crowd would send it to everyone every second), and each
+//! frag ([`DeathmatchNews::Frag`]; in a game of more than [`KILL_FEED_PLAYERS`], only the
+//! killer and the victim). Rockets reach clients as the game's entities of kind
+//! [`ROCKET_KIND`].
 //!
 //! The rules check the game's buttons: bits other than the two defined, a `weapon` field
 //! other than 0, and a press of a weapon still reloading are refused and counted
@@ -57,17 +59,24 @@ pub const SPLASH_RADIUS: f64 = 120.0;
 pub const ROCKET_RELOAD: f64 = 0.8;
 /// Seconds between two sendings of the frags' table at the most.
 pub const SCORE_EVERY: f64 = 2.0;
+/// Players up to which every frag is told to everyone (a kill feed); in a larger game,
+/// to the two it concerns.
+pub const KILL_FEED_PLAYERS: usize = 32;
+/// Rows of the table of frags players are sent: those with the most (the operator's
+/// `/game.json` has every player's).
+pub const SCOREBOARD_ROWS: usize = 16;
 /// A rocket's entity kind.
 pub const ROCKET_KIND: u16 = 1;
 /// Height of the eyes above a player's origin (shots leave from there).
 pub const EYE_HEIGHT: f64 = 26.0;
 
-/// The frags, as every player is told them.
+/// The frags: as every player is told them, the [`SCOREBOARD_ROWS`] players with the
+/// most; as the operator reads them, everyone.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeathmatchScore {
     /// The tick it was made at.
     pub tick: u64,
-    /// Frags and deaths per player in the game, in id order.
+    /// Frags and deaths per player, in id order.
     pub frags: Vec<(PlayerId, i32, u32)>,
 }
 
@@ -294,15 +303,24 @@ mod rules {
             Deathmatch::default()
         }
 
-        fn score(&self, tick: u64) -> DeathmatchScore {
-            DeathmatchScore {
+        /// The whole table (the operator's), and the rows players are sent: the
+        /// [`SCOREBOARD_ROWS`] with the most frags, in id order.
+        fn score(&self, tick: u64) -> (DeathmatchScore, DeathmatchScore) {
+            let all = DeathmatchScore {
                 tick,
                 frags: self
                     .fighters
                     .iter()
                     .map(|(p, f)| (*p, f.frags, f.deaths))
                     .collect(),
+            };
+            let mut top = all.frags.clone();
+            if top.len() > SCOREBOARD_ROWS {
+                top.sort_by_key(|(p, frags, _)| (std::cmp::Reverse(*frags), *p));
+                top.truncate(SCOREBOARD_ROWS);
+                top.sort_by_key(|(p, ..)| *p);
             }
+            (all, DeathmatchScore { tick, frags: top })
         }
 
         /// `victim` takes `damage` from `by`; at 0 it is fragged and respawns.
@@ -336,7 +354,16 @@ mod rules {
                 victim,
                 weapon,
             };
-            let _ = game.broadcast(Channel::Reliable, &frag);
+            if self.fighters.len() <= KILL_FEED_PLAYERS {
+                let _ = game.broadcast(Channel::Reliable, &frag);
+            } else {
+                // A crowd's frags, each to everyone, were hundreds of messages a second
+                // per client, crowding out its own hit markers: the two it concerns.
+                let _ = game.send(victim, Channel::Reliable, &frag);
+                if by != victim {
+                    let _ = game.send(by, Channel::Reliable, &frag);
+                }
+            }
         }
 
         /// A gun shot of `p`'s along its view, judged as `p` saw the others when it
@@ -477,14 +504,44 @@ mod rules {
             if self.changed && tick >= self.score_at {
                 self.changed = false;
                 self.score_at = tick + (SCORE_EVERY * rate) as u64;
-                let score = self.score(tick);
-                let _ = game.broadcast(Channel::Reliable, &DeathmatchNews::Score(score.clone()));
-                self.summary = serde_json::to_string(&score).ok();
+                let (all, top) = self.score(tick);
+                let _ = game.broadcast(Channel::Reliable, &DeathmatchNews::Score(top));
+                self.summary = serde_json::to_string(&all).ok();
             }
         }
 
         fn summary(&mut self) -> Option<String> {
             self.summary.take()
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn players_are_sent_the_rows_with_the_most_frags_and_the_operator_every_row() {
+            let mut dm = Deathmatch::new();
+            for p in 0..40u32 {
+                let f = Fighter {
+                    // Frags rise with the id but for a tie among the last ones.
+                    frags: (p as i32).min(35),
+                    deaths: p,
+                    ..Fighter::default()
+                };
+                dm.fighters.insert(p, f);
+            }
+            let (all, top) = dm.score(7);
+            assert_eq!(all.frags.len(), 40);
+            assert_eq!((all.tick, top.tick), (7, 7));
+            // The 16 with the most: 35 frags for 35..=39, then 34 down to 24; a tie goes
+            // to the lower id. In id order.
+            let ids: Vec<u32> = top.frags.iter().map(|r| r.0).collect();
+            assert_eq!(ids, (24..40).collect::<Vec<u32>>());
+            assert!(top.frags.iter().all(|r| all.frags.contains(r)));
+            // A small game's table is whole.
+            dm.fighters.retain(|p, _| *p < 10);
+            assert_eq!(dm.score(8).1.frags.len(), 10);
         }
     }
 }
