@@ -21,6 +21,23 @@ use expel_shared::MoveCommand;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// Bot `i`'s command: walking a heading that turns every `turn_every` ticks, shooting at
+/// whom it sees.
+fn fight(g: &mut Gunner, i: usize, c: &Client, turn_every: u64) -> MoveCommand {
+    let Some(sim) = c.sim() else {
+        return MoveCommand::default();
+    };
+    let me = c.local_player();
+    g.look(
+        sim,
+        me.map(|m| m.origin()),
+        c.others(f64::MAX).into_values(),
+    );
+    let tick = c.tick();
+    let yaw = (tick / turn_every + i as u64) as f64 * 97.0;
+    g.arm(tick, me.as_ref(), MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0))
+}
+
 #[test]
 fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
     let link = LinkConditioner {
@@ -34,23 +51,12 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
     net.server_mut().set_rules(Box::new(Deathmatch::new()));
     let mut gunners: Vec<Gunner> = (0..n).map(Gunner::new).collect();
     let mut drive = |i: usize, c: &Client| {
-        let Some(sim) = c.sim() else {
-            return MoveCommand::default();
-        };
-        let me = c.local_player();
-        let g = &mut gunners[i];
-        g.look(
-            sim,
-            me.map(|m| m.origin()),
-            c.others(f64::MAX).into_values(),
-        );
-        let tick = c.tick();
-        let walk = MoveCommand::new(1.0, 0.0, 0.0, (tick / 120 + i as u64) as f64 * 97.0, 0.0);
         if i == 7 {
             // Not deathmatch's buttons: refused, counted, nothing fired.
+            let walk = MoveCommand::new(1.0, 0.0, 0.0, (c.tick() / 120 + 7) as f64 * 97.0, 0.0);
             return walk.with_actions(0x8001, 3);
         }
-        g.arm(tick, me.as_ref(), walk)
+        fight(&mut gunners[i], i, c, 120)
     };
     let mut health: BTreeMap<usize, i32> = BTreeMap::new();
     let mut score: BTreeMap<usize, DeathmatchScore> = BTreeMap::new();
@@ -263,19 +269,7 @@ fn in_a_crowd_each_frag_goes_to_the_two_it_concerns_and_no_message_is_dropped() 
     let (mut frags, mut tables, mut foreign) = (0, 0, Vec::new());
     for _ in 0..80 {
         net.run(Duration::from_millis(100), &mut |i, c| {
-            let Some(sim) = c.sim() else {
-                return MoveCommand::default();
-            };
-            let me = c.local_player();
-            let g = &mut gunners[i];
-            g.look(
-                sim,
-                me.map(|m| m.origin()),
-                c.others(f64::MAX).into_values(),
-            );
-            let tick = c.tick();
-            let walk = MoveCommand::new(1.0, 0.0, 0.0, (tick / 90 + i as u64) as f64 * 71.0, 0.0);
-            g.arm(tick, me.as_ref(), walk)
+            fight(&mut gunners[i], i, c, 90)
         });
         for i in 0..n as usize {
             let me = net.client(i).welcome().map(|w| w.player_id);

@@ -6,7 +6,7 @@
 
 mod common;
 
-use expel_testkit::desktop::{example_binary, window_shown, xvfb, Kill};
+use expel_testkit::desktop::{example_binary, read_png, window_shown, xvfb, Kill};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -93,15 +93,8 @@ fn the_play_example_plays_itself_under_xvfb_and_draws_the_map_and_the_player() {
     assert!(line["chat_heard"].as_u64().unwrap() >= 1, "{line}");
     assert!(String::from_utf8_lossy(&out.stderr).contains(": hello from play"));
     // The frame: the map's shades, the player's colour.
-    let decoder = png::Decoder::new(std::fs::File::open(&shot).unwrap());
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    assert_eq!((info.width, info.height), (400, 400));
-    let pixels: Vec<[u8; 3]> = buf[..info.buffer_size()]
-        .chunks(3)
-        .map(|c| [c[0], c[1], c[2]])
-        .collect();
+    let (w, h, pixels) = read_png(&shot);
+    assert_eq!((w, h), (400, 400));
     // The score in the corner: our swatch, yellow (we are "it").
     assert_eq!(
         pixels[10 * 400 + 10],

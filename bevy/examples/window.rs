@@ -20,10 +20,11 @@
 use bevy::app::{AppExit, ScheduleRunnerPlugin};
 use bevy::prelude::*;
 use expel_bevy::{
-    map_triangles, Connect, Connection, Ended, Expel, ExpelClientPlugin, ExpelInput, GameEntity,
-    Leave, LocalPlayer, MapTriangles, RemotePlayer,
+    from_bevy, map_triangles, Connect, Connection, Ended, Expel, ExpelClientPlugin, ExpelInput,
+    GameEntity, Leave, LocalPlayer, MapTriangles, RemotePlayer,
 };
 use expel_client::prelude::*;
+use expel_shared::{Contents, Hull, TraceScratch};
 use minifb::{Key, Window, WindowOptions};
 use std::time::{Duration, Instant};
 
@@ -127,10 +128,10 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Walks a circle: forward, turning a quarter turn every two seconds.
+/// Walks a circle at half speed, turning a quarter turn every two seconds.
 fn walk(run: Res<Run>, mut input: ResMut<ExpelInput>) {
     let yaw = run.started.elapsed().as_secs_f64() * 45.0 % 360.0;
-    input.0 = MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0);
+    input.0 = MoveCommand::new(0.5, 0.0, 0.0, yaw, 0.0);
 }
 
 /// The map's triangles and the body's box, from the session's simulation (once).
@@ -149,6 +150,7 @@ fn take_map(expel: Option<Res<Expel>>, mut mesh: ResMut<MapMesh>, mut body: ResM
 fn render(
     mut screen: NonSendMut<Screen>,
     mut run: ResMut<Run>,
+    expel: Option<Res<Expel>>,
     mesh: Res<MapMesh>,
     body: Res<Body>,
     me: Query<&Transform, With<LocalPlayer>>,
@@ -167,9 +169,28 @@ fn render(
         let _ = window.update_with_buffer(colour, *size, *size);
         return;
     };
-    // Above and behind, looking down at the player.
+    // Above and behind, looking down at the player: the first of a few places, each
+    // steeper, that the map's own trace reaches from the player (no wall hides it), else
+    // the steepest pulled in to where the trace stopped.
     let ahead = me.rotation * Vec3::X;
-    let eye = me.translation - ahead * 260.0 + Vec3::Y * 380.0;
+    let mut eye = me.translation + Vec3::Y * 300.0;
+    for (back, up) in [(260.0, 380.0), (140.0, 420.0), (40.0, 440.0)] {
+        let wanted = me.translation - ahead * back + Vec3::Y * up;
+        let Some(e) = &expel else {
+            eye = wanted;
+            break;
+        };
+        let (from, to) = (from_bevy(me.translation), from_bevy(wanted));
+        let mut scratch = TraceScratch::new();
+        let t =
+            e.0.sim
+                .map()
+                .trace(&Hull::point(), from, to, Contents::SOLID, &mut scratch);
+        eye = me.translation + (wanted - me.translation) * (t.sweep.fraction as f32 * 0.95);
+        if t.sweep.fraction >= 1.0 {
+            break;
+        }
+    }
     let view = Mat4::look_at_rh(eye, me.translation + ahead * 60.0, Vec3::Y);
     let mut raster = Raster {
         view,

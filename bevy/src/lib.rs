@@ -40,6 +40,11 @@ pub fn to_bevy(v: DVec3) -> Vec3 {
     Vec3::new(v.x as f32, v.z as f32, -v.y as f32)
 }
 
+/// Bevy's coordinates as Expel's: the inverse of [`to_bevy`].
+pub fn from_bevy(v: Vec3) -> DVec3 {
+    DVec3::new(f64::from(v.x), -f64::from(v.z), f64::from(v.y))
+}
+
 /// A facing (yaw in degrees about Expel's up, 0 along +x) as a rotation about Bevy's up
 /// that turns the local +X axis to it.
 pub fn facing(yaw_degrees: f64) -> Quat {
@@ -378,6 +383,20 @@ pub fn map_triangles(model: &CollisionModel) -> MapTriangles {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coordinates_convert_both_ways_z_up_to_y_up() {
+        let v = DVec3::new(1.5, -2.0, 56.0);
+        assert_eq!(to_bevy(v), Vec3::new(1.5, 56.0, 2.0));
+        assert_eq!(from_bevy(to_bevy(v)), v);
+        // Expel's +y (left of +x seen from above) is Bevy's -z, as both are right-handed.
+        assert_eq!(to_bevy(DVec3::Y), Vec3::NEG_Z);
+    }
 }
 
 /// The README's examples, compiled with the rest (they may not go stale).

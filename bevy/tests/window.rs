@@ -5,7 +5,7 @@
 
 use expel_client::prelude::*;
 use expel_server::{Map, Server};
-use expel_testkit::desktop::{example_binary, window_shown, xvfb};
+use expel_testkit::desktop::{example_binary, read_png, window_shown, xvfb};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,7 +30,8 @@ fn the_window_example_draws_the_map_itself_and_another_player() {
         let trust = Trust::Fingerprint(server.fingerprint.clone());
         ConnectOptions::new(server.token(id, Duration::from_secs(60)), trust)
     };
-    // Player 2 keeps walking to player 1 and stops near it, facing it: in the view.
+    // Player 2 keeps walking to player 1 (at full speed, twice the example's) and stops
+    // near it, facing it: in the view.
     let stop = Arc::new(AtomicBool::new(false));
     let follower = {
         let (stop, opts) = (stop.clone(), options(2));
@@ -95,15 +96,8 @@ fn the_window_example_draws_the_map_itself_and_another_player() {
         "it said goodbye: {line}"
     );
     // The frame: the map in many shades, us in yellow, the other in red with its nose.
-    let decoder = png::Decoder::new(std::fs::File::open(&shot).unwrap());
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    assert_eq!((info.width, info.height), (400, 400));
-    let pixels: Vec<[u8; 3]> = buf[..info.buffer_size()]
-        .chunks(3)
-        .map(|c| [c[0], c[1], c[2]])
-        .collect();
+    let (w, h, pixels) = read_png(&shot);
+    assert_eq!((w, h), (400, 400));
     let count = |rgb: [u8; 3]| pixels.iter().filter(|p| **p == rgb).count();
     let (me, other, nose) = (
         count([0xff, 0xff, 0x40]),

@@ -108,3 +108,17 @@ pub fn example_binary(root: &Path, package: &str, name: &str, test_exe: &Path) -
     assert!(ok.success(), "building example {name} of {package}");
     examples.join(name)
 }
+
+/// A screenshot's size and pixels (RGB, row by row) from an 8-bit RGB PNG.
+pub fn read_png(path: &Path) -> (u32, u32, Vec<[u8; 3]>) {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut reader = png::Decoder::new(file).read_info().expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("a PNG frame");
+    assert_eq!(info.color_type, png::ColorType::Rgb, "{}", path.display());
+    let pixels = buf[..info.buffer_size()]
+        .chunks(3)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    (info.width, info.height, pixels)
+}

@@ -6,11 +6,12 @@
 //!   them against real servers; the simulated network's tests run them on virtual time.
 //! * [`network`]: the simulated network's standard setup (the arena, a secret, tokens
 //!   for it, N clients connected).
-//! * [`desktop`]: for windowed examples, a headless X display and the example's binary
-//!   (this one does I/O: processes and files).
+//! * `desktop` (feature `desktop`): for windowed examples' tests, a headless X display,
+//!   the example's binary and its screenshot (this one does I/O: processes and files).
 
 #![warn(missing_docs)]
 
 pub mod cheats;
+#[cfg(feature = "desktop")]
 pub mod desktop;
 pub mod network;
