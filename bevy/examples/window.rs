@@ -56,13 +56,13 @@ struct Run {
     leaving: bool,
 }
 
-/// The map's triangles, once the session has the map.
+/// What is drawn besides the Transforms, once the session has the map: the map's
+/// triangles, and the standing hull's box, Bevy's way round (min, max about the origin).
 #[derive(Resource, Default)]
-struct MapMesh(Option<MapTriangles>);
-
-/// The standing hull's box, Bevy's way round (min, max about the origin).
-#[derive(Resource, Default)]
-struct Body(Vec3, Vec3);
+struct Scenery {
+    map: Option<MapTriangles>,
+    body: (Vec3, Vec3),
+}
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -117,8 +117,7 @@ fn main() -> anyhow::Result<()> {
             most_seen: 0,
             leaving: false,
         })
-        .init_resource::<MapMesh>()
-        .init_resource::<Body>()
+        .init_resource::<Scenery>()
         .add_systems(Update, (walk, take_map))
         .add_systems(PostUpdate, (render, finish).chain())
         .run();
@@ -135,13 +134,15 @@ fn walk(run: Res<Run>, mut input: ResMut<ExpelInput>) {
 }
 
 /// The map's triangles and the body's box, from the session's simulation (once).
-fn take_map(expel: Option<Res<Expel>>, mut mesh: ResMut<MapMesh>, mut body: ResMut<Body>) {
-    if let (Some(expel), None) = (expel, &mesh.0) {
+fn take_map(expel: Option<Res<Expel>>, mut scenery: ResMut<Scenery>) {
+    if let (Some(expel), None) = (expel, &scenery.map) {
         let sim = &expel.0.sim;
-        mesh.0 = Some(map_triangles(sim.map()));
         let b = sim.movement().stand().bounds();
         let (a, c) = (expel_bevy::to_bevy(b.min), expel_bevy::to_bevy(b.max));
-        *body = Body(a.min(c), a.max(c));
+        *scenery = Scenery {
+            map: Some(map_triangles(sim.map())),
+            body: (a.min(c), a.max(c)),
+        };
     }
 }
 
@@ -151,8 +152,7 @@ fn render(
     mut screen: NonSendMut<Screen>,
     mut run: ResMut<Run>,
     expel: Option<Res<Expel>>,
-    mesh: Res<MapMesh>,
-    body: Res<Body>,
+    scenery: Res<Scenery>,
     me: Query<&Transform, With<LocalPlayer>>,
     others: Query<(&Transform, &RemotePlayer)>,
     things: Query<&Transform, With<GameEntity>>,
@@ -199,7 +199,7 @@ fn render(
         colour,
         depth,
     };
-    if let Some(m) = &mesh.0 {
+    if let Some(m) = &scenery.map {
         let light = Vec3::new(0.4, 0.8, 0.3).normalize();
         for t in m.indices.chunks_exact(3) {
             let p = [t[0], t[1], t[2]].map(|i| Vec3::from(m.positions[i as usize]));
@@ -216,7 +216,7 @@ fn render(
             raster.triangle(p, Shade::Lit(lit));
         }
     }
-    let (lo, hi) = (body.0, body.1);
+    let (lo, hi) = scenery.body;
     raster.cuboid(me.translation, lo, hi, Quat::IDENTITY, ME);
     raster.nose(me, hi.y, THING);
     for (t, p) in &others {
