@@ -6,7 +6,7 @@
 
 mod common;
 
-use expel_testkit::desktop::{example_binary, read_png, window_shown, xvfb, Kill};
+use expel_testkit::desktop::{example_binary, read_png, window_within, xvfb, Kill};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -63,11 +63,7 @@ fn the_play_example_plays_itself_under_xvfb_and_draws_the_map_and_the_player() {
         .spawn()
         .unwrap();
     // While it plays, its window is on the display.
-    let mut seen = false;
-    while !seen && began.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_millis(500));
-        seen = window_shown(&display, "expel");
-    }
+    let seen = window_within(&display, "expel", began, Duration::from_secs(30));
     assert!(seen, "no window named expel on {display}");
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

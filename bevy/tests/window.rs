@@ -5,7 +5,7 @@
 
 use expel_client::prelude::*;
 use expel_server::{Map, Server};
-use expel_testkit::desktop::{example_binary, read_png, window_shown, xvfb};
+use expel_testkit::desktop::{example_binary, read_png, window_within, xvfb};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -74,11 +74,7 @@ fn the_window_example_draws_the_map_itself_and_another_player() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut seen = false;
-    while !seen && began.elapsed() < Duration::from_secs(30) {
-        std::thread::sleep(Duration::from_millis(300));
-        seen = window_shown(&x.name, "expel: bevy");
-    }
+    let seen = window_within(&x.name, "expel: bevy", began, Duration::from_secs(30));
     let out = child.wait_with_output().unwrap();
     stop.store(true, Ordering::Relaxed);
     follower.join().unwrap();

@@ -63,6 +63,20 @@ pub fn xvfb(size: u32) -> Option<Display> {
     })
 }
 
+/// Whether a window whose title contains `title` shows on `display` within `wait` of
+/// `since` (see [`window_shown`]).
+pub fn window_within(display: &str, title: &str, since: Instant, wait: Duration) -> bool {
+    loop {
+        if window_shown(display, title) {
+            return true;
+        }
+        if since.elapsed() >= wait {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
 /// Whether a window whose title contains `title` is on `display` (with xdotool; `true`
 /// without it, which only CI's install check catches).
 pub fn window_shown(display: &str, title: &str) -> bool {
