@@ -4,9 +4,10 @@
 mod common;
 
 use common::ready_line;
+use expel_testkit::process::Kill;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 fn temp_dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("expel-bots-{name}-{}", std::process::id()));
@@ -15,18 +16,8 @@ fn temp_dir(name: &str) -> PathBuf {
     d
 }
 
-/// Kills the child when dropped (a failed assertion must not leave a server running).
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `expel serve` on free ports with its log in `dir`: the child and its ready line.
-fn serve(dir: &Path, secret: &str) -> (Killed, Value) {
+fn serve(dir: &Path, secret: &str) -> (Kill, Value) {
     let log = std::fs::File::create(dir.join("serve.log")).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_expel"))
         .args(["serve", "--addr", "127.0.0.1:0", "--max-players", "200"])
@@ -38,7 +29,7 @@ fn serve(dir: &Path, secret: &str) -> (Killed, Value) {
         .spawn()
         .expect("run expel serve");
     let v = ready_line(&mut child);
-    (Killed(child), v)
+    (Kill(child), v)
 }
 
 /// Runs `expel bots` with `extra` flags; returns the report and the printed summary.

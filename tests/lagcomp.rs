@@ -544,43 +544,53 @@ impl Tamper for Misplaced {
 }
 
 /// A shot leaves from where the shooter's client had itself, past the slack, only when a
-/// re-run of its own prediction makes that place: never from a place the client chose.
+/// re-run of its own prediction makes that place: never from a place the client chose,
+/// and from the place an honest client saw itself in after a brush with a player it drew
+/// where that player no longer was.
 #[test]
 fn a_shooter_s_own_place_past_the_slack_counts_only_when_its_prediction_bears_it_out() {
-    for misplaced in [false, true] {
-        let mut net = deathmatch(2, 150.0, 32, 70);
-        if misplaced {
+    // Standing and honest; standing and reporting itself 48 units off; running into its
+    // strafing target through a 300 ms round trip.
+    for (case, rtt) in [
+        ("standing", 150.0),
+        ("misplaced", 150.0),
+        ("charging", 300.0),
+    ] {
+        let mut net = deathmatch(2, rtt, 32, 70);
+        if case == "misplaced" {
             net.client_mut(0).set_tamper(Box::new(Misplaced));
         }
         let target = id(&net, 1);
         for _ in 0..40 {
             net.run(Duration::from_millis(100), &mut |i, c| {
                 let tick = c.tick();
-                if i == 0 {
-                    shoot(c, target, 0.0, tick)
-                } else {
-                    strafe(tick, i)
+                match i {
+                    0 if case == "charging" => MoveCommand {
+                        forward: 127,
+                        ..shoot(c, target, 0.0, tick)
+                    },
+                    0 => shoot(c, target, 0.0, tick),
+                    _ => strafe(tick, i),
                 }
             });
         }
         let stats = net.server().stats();
-        println!(
-            "misplaced {misplaced}: {} shots, places replayed {}, refused {}",
-            stats.shots_judged, stats.shot_places_replayed, stats.shot_places_refused
+        let (judged, replayed, refused) = (
+            stats.shots_judged,
+            stats.shot_places_replayed,
+            stats.shot_places_refused,
         );
-        assert!(stats.shots_judged >= 20, "{}", stats.shots_judged);
-        assert_eq!(stats.shot_places_replayed, 0);
-        if misplaced {
+        println!("{case}: {judged} shots, places replayed {replayed}, refused {refused}");
+        assert!(judged >= 20, "{judged}");
+        match case {
+            "standing" => assert_eq!((replayed, refused), (0, 0)),
             // Every shot after the first report: its place was refused, and it left from
             // where the server had it.
-            assert!(
-                stats.shot_places_refused * 10 >= stats.shots_judged * 9,
-                "{} of {}",
-                stats.shot_places_refused,
-                stats.shots_judged
-            );
-        } else {
-            assert_eq!(stats.shot_places_refused, 0);
+            "misplaced" => {
+                assert_eq!(replayed, 0);
+                assert!(refused * 10 >= judged * 9, "{refused} of {judged}");
+            }
+            _ => assert!(replayed >= 1 && refused == 0, "{replayed}, {refused}"),
         }
     }
 }

@@ -6,7 +6,8 @@
 
 mod common;
 
-use expel_testkit::desktop::{example_binary, read_png, window_within, xvfb, Kill};
+use expel_testkit::desktop::{example_binary, read_png, window_within, xvfb};
+use expel_testkit::process::Kill;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

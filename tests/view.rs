@@ -3,10 +3,11 @@
 //! DevTools protocol. Without Chromium the test says so and passes, unless
 //! `EXPEL_REQUIRE_BROWSER` is set (CI sets it, and installs Chromium).
 
+use expel_testkit::process::Kill;
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn chromium() -> Option<&'static str> {
@@ -17,16 +18,6 @@ fn chromium() -> Option<&'static str> {
     ]
     .into_iter()
     .find(|p| std::path::Path::new(p).exists())
-}
-
-/// Kills the child when dropped (a failed assertion must not leave a browser running).
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// A plain HTTP GET on loopback: the body, read to its Content-Length (Chromium's
@@ -150,7 +141,7 @@ fn live_view(token: Option<&str>) {
     std::fs::create_dir_all(&dir).unwrap();
 
     // The demo: a server and a dozen bots, two of them cheating.
-    let mut demo = Killed(
+    let mut demo = Kill(
         Command::new(env!("CARGO_BIN_EXE_expel"))
             .args([
                 "demo",
@@ -198,7 +189,7 @@ fn live_view(token: Option<&str>) {
         None => url.clone(),
     };
     let profile = dir.join("chromium");
-    let mut chrome = Killed(
+    let mut chrome = Kill(
         Command::new(browser)
             .args([
                 "--headless",

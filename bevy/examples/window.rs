@@ -42,6 +42,8 @@ struct Screen {
     colour: Vec<u32>,
     /// 1 / depth of what each pixel shows (0: nothing).
     depth: Vec<f32>,
+    /// The chase camera's traces' working memory ("keep one and reuse it").
+    trace: TraceScratch,
 }
 
 #[derive(Resource)]
@@ -106,6 +108,7 @@ fn main() -> anyhow::Result<()> {
             size,
             colour: vec![SKY; size * size],
             depth: vec![0.0; size * size],
+            trace: TraceScratch::default(),
         })
         .insert_resource(Run {
             started: Instant::now(),
@@ -147,7 +150,6 @@ fn take_map(expel: Option<Res<Expel>>, mut scenery: ResMut<Scenery>) {
 }
 
 /// One frame: the map, then every player's box and nose, then the game's entities.
-#[allow(clippy::type_complexity)]
 fn render(
     mut screen: NonSendMut<Screen>,
     mut run: ResMut<Run>,
@@ -162,6 +164,7 @@ fn render(
         size,
         colour,
         depth,
+        trace,
     } = &mut *screen;
     colour.fill(SKY);
     depth.fill(0.0);
@@ -173,21 +176,21 @@ fn render(
     // steeper, that the map's own trace reaches from the player (no wall hides it), else
     // the steepest pulled in to where the trace stopped.
     let ahead = me.rotation * Vec3::X;
-    let mut eye = me.translation + Vec3::Y * 300.0;
-    for (back, up) in [(260.0, 380.0), (140.0, 420.0), (40.0, 440.0)] {
-        let wanted = me.translation - ahead * back + Vec3::Y * up;
-        let Some(e) = &expel else {
-            eye = wanted;
-            break;
-        };
-        let (from, to) = (from_bevy(me.translation), from_bevy(wanted));
-        let mut scratch = TraceScratch::new();
+    let wanted = |(back, up): (f32, f32)| me.translation - ahead * back + Vec3::Y * up;
+    let mut reached = |to: Vec3| {
+        let Some(e) = &expel else { return 1.0 };
+        let from = from_bevy(me.translation);
         let t =
             e.0.sim
                 .map()
-                .trace(&Hull::point(), from, to, Contents::SOLID, &mut scratch);
-        eye = me.translation + (wanted - me.translation) * (t.sweep.fraction as f32 * 0.95);
-        if t.sweep.fraction >= 1.0 {
+                .trace(&Hull::point(), from, from_bevy(to), Contents::SOLID, trace);
+        t.sweep.fraction as f32
+    };
+    let mut eye = me.translation;
+    for place in [(260.0, 380.0), (140.0, 420.0), (40.0, 440.0)].map(wanted) {
+        let fraction = reached(place);
+        eye = me.translation + (place - me.translation) * (fraction * 0.95);
+        if fraction >= 1.0 {
             break;
         }
     }

@@ -465,15 +465,14 @@ mod rules {
             // for this tick (its clock jumped past it) or whose press was lost with the
             // command would fire where the client's own triggers did not, and every
             // shot after it would leave a tick apart from the shooter's.
-            let players: Vec<PlayerId> = self.fighters.keys().copied().collect();
+            let players: Vec<PlayerId> = (self.fighters.keys().copied())
+                .filter(|p| game.command_arrived(*p))
+                .collect();
             for p in players {
                 let (Some(cmd), Some(state)) = (game.command(p), game.world().player(p).copied())
                 else {
                     continue;
                 };
-                if !game.command_arrived(p) {
-                    continue;
-                }
                 if state.mode != crate::MoveMode::Walk {
                     continue;
                 }

@@ -1,25 +1,10 @@
 //! Windowed examples in tests: a headless X display (Xvfb) and the example's binary. This
 //! part does I/O (processes, files); the rest of the kit does none.
 
+use crate::process::{on_path, Kill};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A child process killed (and reaped) when dropped, so a failing test leaves none.
-pub struct Kill(pub Child);
-
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Whether an executable of that name is on `PATH`.
-pub fn on_path(name: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
-}
 
 /// An X server without a screen, and its display name (`:N`).
 pub struct Display {

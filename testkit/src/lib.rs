@@ -6,8 +6,9 @@
 //!   them against real servers; the simulated network's tests run them on virtual time.
 //! * [`network`]: the simulated network's standard setup (the arena, a secret, tokens
 //!   for it, N clients connected).
-//! * `desktop` (feature `desktop`): for windowed examples' tests, a headless X display,
-//!   the example's binary and its screenshot (this one does I/O: processes and files).
+//! * `process` and `desktop` (feature `desktop`): for tests that run processes, a child
+//!   killed when its guard drops; for windowed examples' tests, a headless X display, the
+//!   example's binary and its screenshot (these do I/O: processes and files).
 
 #![warn(missing_docs)]
 
@@ -15,3 +16,5 @@ pub mod cheats;
 #[cfg(feature = "desktop")]
 pub mod desktop;
 pub mod network;
+#[cfg(feature = "desktop")]
+pub mod process;

@@ -418,15 +418,11 @@ pub(super) fn shot_as_seen(
                     &server.world.movers,
                     &mut server.stats,
                 ) == Some(r.state);
-                let stats = &mut server.stats;
-                *if borne_out {
-                    &mut stats.shot_places_replayed
-                } else {
-                    &mut stats.shot_places_refused
-                } += 1;
                 if !borne_out {
+                    server.stats.shot_places_refused += 1;
                     return None;
                 }
+                server.stats.shot_places_replayed += 1;
             }
             Some(d)
         })
