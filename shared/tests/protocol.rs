@@ -4,8 +4,9 @@
 
 use expel_shared::mover::MoverState;
 use expel_shared::protocol::frame::{encode_frame, FrameDecoder, MAX_FRAME};
+use expel_shared::protocol::snapshot::held_tolerance;
 use expel_shared::protocol::snapshot::{
-    Crowd, Feedback, Snapshot, SnapshotDecoder, SnapshotEncoder, EXACT_REACH, FAR_TOLERANCE,
+    Crowd, Feedback, Snapshot, SnapshotDecoder, SnapshotEncoder, EXACT_NEAR, FACING_DRIFT,
     VIEW_DRIFT, VIEW_REFRESH,
 };
 use expel_shared::protocol::{decode, ClientControl, ClientDatagram, ServerControl};
@@ -47,24 +48,41 @@ fn scattered(sim: &Sim, n: u32, seed: u64) -> (WorldState, ChaCha8Rng) {
 }
 
 /// Another player as a snapshot shows it to `me`: without velocity (see the snapshot
-/// module), exactly where `me` could meet it, and within the dead reckoning's tolerance
-/// farther off.
+/// module), exactly where `me` could meet it at any lead, and farther off (sent now and
+/// then, held between) within the held tolerance, flags and mode exact.
 fn assert_shown(shown: &PlayerState, truth: &PlayerState, me: &PlayerState, what: &str) {
     let want = PlayerState {
         velocity: [0; 3],
         ..*truth
     };
-    if truth.origin().distance(me.origin()) <= EXACT_REACH {
+    let d = truth.origin().distance(me.origin());
+    if d <= EXACT_NEAR {
         assert_eq!(*shown, want, "{what}");
     } else {
         let off = (0..3)
             .map(|k| (shown.origin[k] - want.origin[k]).abs())
             .max();
         assert!(
-            off.unwrap_or(0) as i64 <= FAR_TOLERANCE,
+            f64::from(off.unwrap_or(0)) <= held_tolerance(d) * 256.0,
             "{what}: {shown:?}, truth {want:?}"
         );
         assert_eq!((shown.flags, shown.mode), (want.flags, want.mode), "{what}");
+    }
+}
+
+/// A shown player's facing: as its newest command (to a 256th of a turn, rounded), or,
+/// held from afar, within [`FACING_DRIFT`] of it.
+fn assert_facing(shown: [u16; 2], newest: [u16; 2], exact: bool, what: &str) {
+    let sent = newest.map(|a| a.wrapping_add(128) & 0xff00);
+    if exact {
+        assert_eq!(shown, sent, "{what}");
+    }
+    for (a, b) in shown.iter().zip(sent) {
+        let steps = i64::from(a.wrapping_sub(b) >> 8);
+        assert!(
+            steps.min(256 - steps) <= FACING_DRIFT,
+            "{what}: {shown:?}, sent {sent:?}"
+        );
     }
 }
 
@@ -147,13 +165,9 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
                 assert_eq!(snap.players.len(), 16.min(truth.len() - 1));
                 for (id, p) in &snap.players {
                     assert_shown(p, &truth[id], &truth[&0], &format!("tick {t}: player {id}"));
-                    // Each shown player faces as its newest command (a far one may be
-                    // held as its carried baseline: then it faces as then).
-                    // (To a 256th of a turn, rounded.)
-                    if p == &truth[id] {
-                        let sent = facing[id].map(|a| a.wrapping_add(128) & 0xff00);
-                        assert_eq!(snap.facing[id], sent, "tick {t}: player {id}");
-                    }
+                    let what = format!("tick {t}: player {id}");
+                    let near = truth[id].origin().distance(truth[&0].origin()) <= EXACT_NEAR;
+                    assert_facing(snap.facing[id], facing[id], near, &what);
                 }
                 assert_eq!(
                     snap.facing.keys().collect::<Vec<_>>(),

@@ -10,7 +10,7 @@
 //! shooter saw it.
 
 use super::{PlayerBox, PlayerId, Sim, WorldState};
-use crate::movement::{flags, from_grid, MoveMode, POSITION_SCALE};
+use crate::movement::{flags, from_grid, MoveMode, PlayerState, POSITION_SCALE};
 use glam::DVec3;
 use std::collections::VecDeque;
 
@@ -105,6 +105,31 @@ struct Past {
     bits: u8,
 }
 
+impl Past {
+    fn of(id: PlayerId, s: &PlayerState) -> Past {
+        let solid = matches!(s.mode, MoveMode::Walk | MoveMode::Frozen);
+        Past {
+            id,
+            origin: s.origin,
+            bits: (u8::from(s.flags & flags::CROUCHED != 0) * CROUCHED) | (u8::from(solid) * SOLID),
+        }
+    }
+}
+
+/// The box a client drew player `id` with, when its snapshots showed it as `a` and then
+/// as `b` (if still there), `k` of the way between: what [`History::boxes_of`] puts back
+/// from the server's own record, here from the states a client was sent.
+pub fn drawn_between(
+    sim: &Sim,
+    id: PlayerId,
+    a: &PlayerState,
+    b: Option<&PlayerState>,
+    k: f64,
+) -> Option<PlayerBox> {
+    let q = b.map(|b| Past::of(id, b));
+    drawn_box(sim, &Past::of(id, a), q.as_ref(), k)
+}
+
 const CROUCHED: u8 = 1;
 /// Walking or frozen: it has a box shots meet.
 const SOLID: u8 = 2;
@@ -143,16 +168,7 @@ impl History {
             Vec::new()
         };
         players.clear();
-        players.extend(world.players.iter().map(|(id, p)| {
-            let s = &p.state;
-            let solid = matches!(s.mode, MoveMode::Walk | MoveMode::Frozen);
-            Past {
-                id: *id,
-                origin: s.origin,
-                bits: (u8::from(s.flags & flags::CROUCHED != 0) * CROUCHED)
-                    | (u8::from(solid) * SOLID),
-            }
-        }));
+        players.extend(world.players.iter().map(|(id, p)| Past::of(*id, &p.state)));
         self.ticks.push_back((world.tick, players));
     }
 

@@ -444,9 +444,17 @@ pub(super) fn shot_as_seen(
     }
     let shown = &rewind.shown;
     let sim = &*server.sim;
+    // The others where the snapshots it was sent put them (a player seen from afar is
+    // sent only now and then, and drawn where its baseline carries it between), the
+    // shooter where the server had it.
+    s.snapshots.drawn_boxes(sim, &view, &mut rewind.boxes);
     server
         .history
-        .boxes_of(sim, &view, shown, &mut rewind.boxes);
+        .boxes_of(sim, &view, &[shooter], &mut rewind.own);
+    if let Some(own) = rewind.own.first() {
+        let i = rewind.boxes.partition_point(|b| b.id < shooter);
+        rewind.boxes.insert(i, *own);
+    }
     sim.poses(&server.world.movers, &mut rewind.poses);
     let (_, hit) = sim.shot(
         hull,

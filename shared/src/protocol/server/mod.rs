@@ -109,6 +109,8 @@ struct Conn {
 struct Rewind {
     shown: Vec<PlayerId>,
     boxes: Vec<crate::sim::PlayerBox>,
+    /// The shooter's own box.
+    own: Vec<crate::sim::PlayerBox>,
     poses: Vec<crate::mover::Pose>,
     trace: crate::collision::TraceScratch,
 }

@@ -27,6 +27,10 @@ pub struct Crowd {
     /// id order.
     pub(super) player_states: Vec<(PlayerId, Scope, StateFields)>,
     pub(super) entity_states: Vec<(EntityId, StateFields)>,
+    /// How far a client's player may close on the others in a tick of its prediction
+    /// (which holds them where its snapshot shows them), units: twice the run speed, for
+    /// one knocked back or falling; see [`exact_reach`].
+    pub(super) closing: f64,
 }
 
 /// A game entity of the crowd's tick.
@@ -79,6 +83,7 @@ impl Crowd {
             entities: Vec::new(),
             player_states: Vec::new(),
             entity_states: Vec::new(),
+            closing: 0.0,
         };
         crowd.renew(sim, world, interest);
         crowd
@@ -88,6 +93,8 @@ impl Crowd {
     /// generation kept when the same players stand in the same order (so the clients'
     /// choices of players carry over).
     pub fn renew(&mut self, sim: &Sim, world: &WorldState, interest: usize) {
+        let m = sim.movement();
+        self.closing = 2.0 * m.config().max_speed * m.dt();
         sim.poses(&world.movers, &mut self.poses);
         self.movers.clear();
         self.movers.extend(

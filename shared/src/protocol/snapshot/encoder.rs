@@ -52,11 +52,16 @@ pub struct SnapshotEncoder {
 /// together (or were all made to choose at once by a change of the crowd) would
 /// otherwise choose together, and one tick in four carried every client's choice.
 pub(super) fn refresh_turn(me: PlayerId, written: u64) -> bool {
-    // The id's bits mixed (Fibonacci hashing), so ids of one snapshot parity spread over
-    // every turn.
-    let offset =
-        (u64::from(me).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) % u64::from(VIEW_REFRESH);
-    (written.wrapping_add(offset)) % u64::from(VIEW_REFRESH) == 0
+    let offset = mixed(me) % u64::from(VIEW_REFRESH);
+    written
+        .wrapping_add(offset)
+        .is_multiple_of(u64::from(VIEW_REFRESH))
+}
+
+/// An id's bits mixed (Fibonacci hashing), for turns drawn from it: ids of one snapshot
+/// parity, or in one run, spread over every turn.
+fn mixed(id: PlayerId) -> u64 {
+    u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32
 }
 
 impl SnapshotEncoder {
@@ -90,6 +95,27 @@ impl SnapshotEncoder {
     fn sent(&self, tick: u64) -> Option<usize> {
         let i = self.history.iter().rposition(|f| f.tick <= tick)?;
         (self.history[i].tick == tick).then_some(i)
+    }
+
+    /// Into `out`, the boxes of the other players as this client drew them at `view`:
+    /// between the scenes of the two snapshots it was sent, `view.k` of the way, in id
+    /// order (see [`drawn_between`]). `false` (and none) if either is no longer held.
+    /// A shot is judged against these: what the client was shown, a far player held
+    /// where its baseline carried it included.
+    pub fn drawn_boxes(&self, sim: &Sim, view: &ShotView, out: &mut Vec<PlayerBox>) -> bool {
+        out.clear();
+        let (Some(a), Some(b)) = (self.sent(view.from), self.sent(view.to)) else {
+            return false;
+        };
+        let (a, b) = (&self.history[a].players, &self.history[b].players);
+        for (id, later, f) in a.paired(b) {
+            let Some(at) = player_from(f) else {
+                continue;
+            };
+            let then = later.and_then(player_from);
+            out.extend(drawn_between(sim, id, &at, then.as_ref(), view.fraction()));
+        }
+        true
     }
 
     /// The newest acknowledged snapshot.
@@ -177,8 +203,19 @@ impl SnapshotEncoder {
             &mut self.near_entities,
             &mut scene.entities,
         );
-        let turn = refresh_turn(me, self.written);
+        let written = self.written;
+        let turn = refresh_turn(me, written);
         self.written = self.written.wrapping_add(1);
+        let exact = match base {
+            // The acknowledged snapshot's age and the commands' lead: the span of the
+            // client's prediction from this snapshot, about.
+            Some(_) => {
+                let lead = feedback.input_lead.unwrap_or(0).max(0) as u64;
+                let span = world.tick.saturating_sub(self.acked).saturating_add(lead);
+                exact_reach(span as f64 * crowd.closing)
+            }
+            None => EXACT_REACH,
+        };
         let view = &mut self.view;
         if view.generation != 0 && view.generation != crowd.generation {
             // The crowd changed (someone joined or left): the players last sent who are
@@ -208,7 +245,7 @@ impl SnapshotEncoder {
                 .players
                 .0
                 .extend(view.chosen.iter().map(|&i| crowd.players[i as usize]));
-            hold_far(&mut scene.players, &ahead.players, o);
+            thin(&mut scene.players, &ahead.players, o, exact, written);
             crowd.states_for(me, &mut scene);
             bytes = Some(write_snapshot(&scene, ahead, feedback)).filter(|b| b.len() <= max_bytes);
         }
@@ -227,7 +264,7 @@ impl SnapshotEncoder {
                     .players
                     .0
                     .extend(view.chosen.iter().map(|&i| crowd.players[i as usize]));
-                hold_far(&mut scene.players, &ahead.players, o);
+                thin(&mut scene.players, &ahead.players, o, exact, written);
                 crowd.states_for(me, &mut scene);
                 let bytes = write_snapshot(&scene, ahead, feedback);
                 if bytes.len() <= max_bytes {
@@ -260,26 +297,38 @@ impl SnapshotEncoder {
     }
 }
 
-/// Puts each player beyond [`EXACT_REACH`] of `o` that stands within [`FAR_TOLERANCE`] of
-/// its place in `ahead` (the carried baseline) at that place: the scene then holds what
-/// the client will, and nothing is sent for it.
-pub(super) fn hold_far(
+/// Holds each player seen from beyond `exact` units of `o` where the client's baseline
+/// carries it (`ahead`), so nothing is sent for it, except on its turn: once in
+/// `d / THIN_STEP` snapshots at distance `d` (at least once in `MAX_HELD + 1`), or at
+/// once when it strays past [`held_tolerance`] from there, turns past [`FACING_DRIFT`],
+/// or changes flags or mode. The scene then holds what the client will draw. `written`
+/// numbers the snapshot: a player's turns fall at an offset drawn from its id, so a
+/// client's far players are not all sent in the same snapshot.
+pub(super) fn thin(
     players: &mut Entities<PLAYER_FIELDS>,
     ahead: &Entities<PLAYER_FIELDS>,
     o: DVec3,
+    exact: f64,
+    written: u64,
 ) {
-    let reach = EXACT_REACH * POSITION_SCALE;
-    let o = o * POSITION_SCALE;
     let mut olds = ahead.0.iter().peekable();
     for (id, f) in players.0.iter_mut() {
         while olds.next_if(|(a, _)| a < id).is_some() {}
         let Some((_, a)) = olds.next_if(|(a, _)| a == id) else {
             continue;
         };
-        let near = (0..3).all(|k| f[k].abs_diff(a[k]) <= FAR_TOLERANCE as u64);
-        let far =
-            DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64).distance_squared(o) > reach * reach;
-        if near && far && f[3..] == a[3..] {
+        let at = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) / POSITION_SCALE;
+        let d = at.distance(o);
+        if d <= exact || f[3..5] != a[3..5] || f == a {
+            continue;
+        }
+        let strayed =
+            (0..3).any(|k| f[k].abs_diff(a[k]) as f64 > held_tolerance(d) * POSITION_SCALE);
+        let turned = (5..7).any(|k| facing_turn(f[k], a[k]) > FACING_DRIFT);
+        // At most MAX_HELD + 1: the cast cannot overflow.
+        let every = (d / THIN_STEP).ceil().clamp(1.0, f64::from(MAX_HELD + 1)) as u64;
+        let turn = written.wrapping_add(mixed(*id)).is_multiple_of(every);
+        if !(strayed || turned || turn) {
             *f = *a;
         }
     }

@@ -19,8 +19,9 @@ use super::{decode, EntityDelta, ProtocolError, ServerDatagram, MOVER_INTEREST_R
 use crate::geom::Aabb;
 use crate::movement::{MoveMode, PlayerState, POSITION_SCALE};
 use crate::mover::{MoverState, Phase};
+use crate::sim::history::drawn_between;
 use crate::sim::players::{Binned, Grid};
-use crate::sim::{Entity, EntityId, PlayerId, Sim, WorldState};
+use crate::sim::{Entity, EntityId, PlayerBox, PlayerId, ShotView, Sim, WorldState};
 use glam::DVec3;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -123,7 +124,7 @@ fn game_state_from(f: &StateFields) -> Option<Vec<u8>> {
 }
 
 /// How far from a client the game's [`Scope::Near`] entities are sent to it.
-pub const ENTITY_INTEREST_RADIUS: f64 = 3072.0;
+pub const ENTITY_INTEREST_RADIUS: f64 = 1024.0;
 /// Most game entities one snapshot carries: the nearest in scope (those of
 /// [`Scope::Everyone`] and [`Scope::Owner`] count as nearest of all).
 pub const ENTITY_BUDGET: usize = 64;
@@ -430,15 +431,46 @@ const PLAYER_MOVING: &[usize] = &[0, 1, 2];
 const MOVER_MOVING: &[usize] = &[0, 2];
 const ENTITY_MOVING: &[usize] = &[0, 1, 2];
 
+/// Within this of a client, another player is always sent as it stands: two hulls
+/// and a step, the least room in which the client's prediction may meet it.
+pub const EXACT_NEAR: f64 = 96.0;
 /// Beyond this distance from a client, another player cannot meet it within any
 /// prediction the client runs (two players running at each other for the half second a
 /// clock lead covers at most, with room to spare): it is only drawn.
 pub const EXACT_REACH: f64 = 512.0;
-/// How far (in 1/[`POSITION_SCALE`] units: an eighth of a unit) a player beyond
-/// [`EXACT_REACH`] may stray from where the client's baseline carries it before its state
-/// is sent: dead reckoning. Positions on the grid jitter by a step from tick to tick, which
-/// a running player would otherwise pay for in every snapshot.
-pub const FAR_TOLERANCE: i64 = 32;
+/// Beyond a client's exact reach, another player at distance `d` is sent once in
+/// `d / THIN_STEP` snapshots (at least once in `MAX_HELD + 1`), and held between where
+/// the client's baseline carries it (dead reckoning): far players' steps, turns and aim
+/// were most of a crowded snapshot, and a far player a few units off is drawn a few
+/// pixels off.
+pub const THIN_STEP: f64 = 64.0;
+/// The most snapshots in a row a far player is held.
+pub const MAX_HELD: u32 = 5;
+/// How far a held player may stray from where it is drawn, as a share of its distance:
+/// a 32nd (under two degrees of a client's view).
+pub const DRIFT_SHARE: f64 = 32.0;
+/// How far a held player may turn from the way it is drawn, in 256ths of a turn.
+pub const FACING_DRIFT: i64 = 16;
+
+/// How far (units) from where it is drawn a player `d` units from a client may stray
+/// before it is sent, when it is beyond the client's exact reach.
+pub fn held_tolerance(d: f64) -> f64 {
+    d / DRIFT_SHARE
+}
+
+/// A client's exact reach when it may close `closing` units on the others before its
+/// next acknowledged prediction (see `Crowd::closing`): [`EXACT_NEAR`] more, at most
+/// [`EXACT_REACH`].
+pub fn exact_reach(closing: f64) -> f64 {
+    (EXACT_NEAR + closing).min(EXACT_REACH)
+}
+
+/// The turn (in facing steps, the short way round) between two facing fields.
+fn facing_turn(a: i64, b: i64) -> i64 {
+    let steps = 1i64 << (16 - FACING_SHIFT);
+    let d = a.wrapping_sub(b).rem_euclid(steps);
+    d.min(steps - d)
+}
 
 /// Ticks past its scene a baseline's motion carries its entities on; beyond, the
 /// baseline stands where it is (a guess that old saves nothing).

@@ -595,3 +595,100 @@ fn a_games_state_costs_nothing_unchanged_and_a_changed_field_its_piece() {
     f[0] = 99;
     assert!(game_state_from(&f).is_none(), "a length past the limit");
 }
+
+/// A player seen from afar, walking a circle and turning as it goes, is sent on its
+/// turns and held between where the client's baseline carries it (within the held
+/// tolerance), while one beside the client, turning on the spot, is sent exactly in
+/// every snapshot; and the boxes a shot is judged against are where the client drew
+/// both, between the snapshots it decoded.
+#[test]
+fn a_far_player_is_sent_on_its_turns_and_shots_meet_it_where_it_was_drawn() {
+    let sim = arena_sim();
+    let mut w = sim.new_state();
+    let me = DVec3::new(-800.0, -800.0, 120.0);
+    sim.add_player(&mut w, 0, PlayerState::at(me)).unwrap();
+    sim.add_player(&mut w, 1, PlayerState::at(me + DVec3::new(48.0, 0.0, 0.0)))
+        .unwrap();
+    sim.add_player(&mut w, 2, PlayerState::at(DVec3::new(0.0, 0.0, 120.0)))
+        .unwrap();
+    let mut s = crate::SimScratch::new();
+    let mut enc = SnapshotEncoder::new();
+    let mut dec = SnapshotDecoder::new();
+    let mut decoded = BTreeMap::new();
+    let (mut exact, mut held) = (0, 0);
+    for tick in 0..600u32 {
+        let yaw = f64::from(tick % 360);
+        let cmds = BTreeMap::from([
+            (1, MoveCommand::new(0.0, 0.0, 0.0, -yaw, 0.0)),
+            (2, MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0)),
+        ]);
+        sim.step(&mut w, &cmds, &mut s);
+        if tick % 2 == 1 {
+            continue;
+        }
+        let bytes = enc
+            .encode(&sim, &w, 0, Feedback::default(), 16, 1200)
+            .unwrap();
+        let snap = dec.decode(&bytes).unwrap().unwrap();
+        enc.ack(snap.tick);
+        let shown = |id| {
+            let t = w.player(id).unwrap();
+            (
+                snap.players[&id],
+                PlayerState {
+                    velocity: [0; 3],
+                    ..*t
+                },
+            )
+        };
+        let (near, truth) = shown(1);
+        assert_eq!(near, truth, "tick {}: the near player", snap.tick);
+        let (far, truth) = shown(2);
+        let d = truth.origin().distance(w.player(0).unwrap().origin());
+        assert!(d > EXACT_REACH, "tick {}: {d} units off", snap.tick);
+        if far == truth {
+            exact += 1;
+        } else {
+            held += 1;
+            let off = (0..3)
+                .map(|k| (far.origin[k] - truth.origin[k]).abs())
+                .max();
+            assert!(
+                f64::from(off.unwrap_or(0)) <= held_tolerance(d) * POSITION_SCALE,
+                "tick {}: {far:?} for {truth:?}, {d} units off",
+                snap.tick
+            );
+        }
+        decoded.insert(snap.tick, snap);
+    }
+    // Sent once in six snapshots at that distance, or sooner when it strays or turns.
+    println!("the far player: sent in {exact} snapshots, held in {held}");
+    assert!(held >= 120 && exact >= 50, "held {held}, sent {exact}");
+    // The boxes at views between snapshots the client decoded: on the line between
+    // the two places it was shown.
+    let ticks: Vec<u64> = decoded.keys().copied().collect();
+    let stand = sim.movement().stand().bounds();
+    let mut boxes = Vec::new();
+    for pair in ticks[ticks.len() - 40..].windows(2) {
+        for k in [0u8, 100, 255] {
+            let view = ShotView {
+                from: pair[0],
+                to: pair[1],
+                k,
+            };
+            assert!(enc.drawn_boxes(&sim, &view, &mut boxes));
+            assert_eq!(boxes.iter().map(|b| b.id).collect::<Vec<_>>(), [1, 2]);
+            for b in &boxes {
+                let (a, z) = (
+                    &decoded[&pair[0]].players[&b.id],
+                    &decoded[&pair[1]].players[&b.id],
+                );
+                let at = crate::sim::history::between(a.origin(), z.origin(), view.fraction());
+                assert_eq!(b.bounds, stand.offset(at), "{view:?}: player {}", b.id);
+            }
+        }
+    }
+    // A view of a snapshot no longer held draws nothing.
+    assert!(!enc.drawn_boxes(&sim, &ShotView::at(ticks[0]), &mut boxes));
+    assert!(boxes.is_empty());
+}
