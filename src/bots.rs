@@ -48,7 +48,7 @@ pub(crate) struct BotsArgs {
     pub cheat_after: f64,
     /// The link conditioner, for every bot.
     #[command(flatten)]
-    pub link: crate::net::LinkArgs,
+    pub link: crate::net::ImpairmentArgs,
     /// Write the JSON report here.
     #[arg(long)]
     pub report: Option<PathBuf>,

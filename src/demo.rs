@@ -5,7 +5,7 @@
 use crate::net::{self, ServeArgs};
 use anyhow::{Context, Result};
 use expel_bots::{Behavior, CheatKind, SwarmOptions, SwarmProgress};
-use expel_client::{LinkConditioner, Trust};
+use expel_client::{Impairment, Trust};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -95,7 +95,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
                     behavior: Behavior::Mixed,
                     cheats: cheats.clone(),
                     cheaters,
-                    link: LinkConditioner::default(),
+                    link: Impairment::default(),
                     concurrent_connects: 16,
                     cheat_after: 5.0,
                     // Rounds bring bots back; a lost one waits for the next.

@@ -4,7 +4,7 @@
 use crate::load::{self, Loaded};
 use anyhow::{bail, Context, Result};
 use expel_bots::RunOptions;
-use expel_client::{ConnectOptions, LinkConditioner, Trust};
+use expel_client::{ConnectOptions, Impairment, Trust};
 use expel_server::Identity;
 use expel_shared::protocol::token;
 use expel_shared::protocol::MovementAuthority;
@@ -462,12 +462,12 @@ pub(crate) struct ConnectArgs {
     pub seconds: Option<f64>,
     /// The link conditioner.
     #[command(flatten)]
-    pub link: LinkArgs,
+    pub link: ImpairmentArgs,
 }
 
 /// Link conditioner flags, shared by `connect` and `bots`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct LinkArgs {
+pub(crate) struct ImpairmentArgs {
     /// Datagram loss probability in each direction (link conditioner).
     #[arg(long, default_value_t = 0.0)]
     pub loss: f64,
@@ -479,9 +479,9 @@ pub(crate) struct LinkArgs {
     pub jitter: f64,
 }
 
-impl LinkArgs {
+impl ImpairmentArgs {
     /// The conditioner, once every value is in range.
-    pub(crate) fn conditioner(&self) -> Result<LinkConditioner> {
+    pub(crate) fn conditioner(&self) -> Result<Impairment> {
         for (name, v, hi) in [
             ("--loss", self.loss, 1.0),
             ("--delay", self.delay, 10_000.0),
@@ -491,7 +491,7 @@ impl LinkArgs {
                 bail!("{name} must be 0 to {hi}, got {v}");
             }
         }
-        Ok(LinkConditioner {
+        Ok(Impairment {
             loss: self.loss,
             delay_ms: self.delay,
             jitter_ms: self.jitter,

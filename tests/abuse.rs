@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use expel_bots::{Behavior, CheatKind, SwarmOptions};
-use expel_client::{LinkConditioner, Trust};
+use expel_client::{Impairment, Trust};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ fn swarm_options(s: &Served, first_id: u32, count: u32, seconds: f64) -> SwarmOp
         behavior: Behavior::Mixed,
         cheats: Vec::new(),
         cheaters: 0,
-        link: LinkConditioner::default(),
+        link: Impairment::default(),
         concurrent_connects: 32,
         cheat_after: 2.0,
         reconnect: false,
@@ -60,7 +60,7 @@ async fn a_hundred_bots_through_a_bad_link_for_a_minute_leave_no_memory_behind()
         cheats: cheats.clone(),
         cheaters: 1,
         // 20% loss, 200 ± 50 ms each way (reordering), 5% duplicated.
-        link: LinkConditioner {
+        link: Impairment {
             loss: 0.2,
             delay_ms: 200.0,
             jitter_ms: 50.0,

@@ -14,7 +14,7 @@ use expel_modes::deathmatch::{
 use expel_shared::protocol::client::{
     Client, ClientEvent, End, LaunchStats, Status, CORRECTION_STEP,
 };
-use expel_shared::protocol::conditioner::LinkConditioner;
+use expel_shared::protocol::conditioner::Impairment;
 use expel_shared::protocol::{Code, MovementAuthority};
 use expel_shared::validate::ViolationKind;
 use expel_shared::MoveCommand;
@@ -40,7 +40,7 @@ fn fight(g: &mut Gunner, i: usize, c: &Client, turn_every: u64) -> MoveCommand {
 
 #[test]
 fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
-    let link = LinkConditioner {
+    let link = Impairment {
         loss: 0.02,
         delay_ms: 30.0,
         jitter_ms: 5.0,
@@ -164,7 +164,7 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
 /// walks and turns, its client predicting its own rockets with the rules' own launcher.
 /// Returns the launch statistics, the largest step a drawn rocket made in one tick beyond
 /// its flight (units), and the flights still held at the end.
-fn predicted_rockets(link: LinkConditioner, seed: u64) -> (LaunchStats, f64, usize) {
+fn predicted_rockets(link: Impairment, seed: u64) -> (LaunchStats, f64, usize) {
     let mut net = network(2, MovementAuthority::Server, link, seed);
     net.server_mut().set_rules(Box::new(Deathmatch::new()));
     net.client_mut(0)
@@ -216,7 +216,7 @@ fn predicted_rockets(link: LinkConditioner, seed: u64) -> (LaunchStats, f64, usi
 /// rocket never steps more than its flight plus [`CORRECTION_STEP`] in a tick.
 #[test]
 fn own_rockets_are_predicted_and_meet_their_twins() {
-    let clean = LinkConditioner {
+    let clean = Impairment {
         loss: 0.0,
         delay_ms: 40.0,
         jitter_ms: 0.0,
@@ -235,7 +235,7 @@ fn own_rockets_are_predicted_and_meet_their_twins() {
         "a drawn rocket stepped {worst} beyond its flight"
     );
     assert_eq!(left, 0, "every flight ended with its twin");
-    let lossy = LinkConditioner {
+    let lossy = Impairment {
         loss: 0.35,
         delay_ms: 80.0,
         jitter_ms: 60.0,
@@ -263,7 +263,7 @@ fn own_rockets_are_predicted_and_meet_their_twins() {
 fn in_a_crowd_each_frag_goes_to_the_two_it_concerns_and_no_message_is_dropped() {
     use expel_modes::deathmatch::{KILL_FEED_PLAYERS, SCOREBOARD_ROWS};
     let n = KILL_FEED_PLAYERS as u32 + 4;
-    let mut net = network(n, MovementAuthority::Server, LinkConditioner::default(), 9);
+    let mut net = network(n, MovementAuthority::Server, Impairment::default(), 9);
     net.server_mut().set_rules(Box::new(Deathmatch::new()));
     let mut gunners: Vec<Gunner> = (0..n).map(Gunner::new).collect();
     let (mut frags, mut tables, mut foreign) = (0, 0, Vec::new());

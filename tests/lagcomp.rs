@@ -11,7 +11,7 @@ use common::network_with;
 use expel_bots::ShotRecord;
 use expel_modes::deathmatch::{actions, eye, Deathmatch, GUN_RANGE};
 use expel_shared::protocol::client::{Client, End, Status, Tamper};
-use expel_shared::protocol::conditioner::LinkConditioner;
+use expel_shared::protocol::conditioner::Impairment;
 use expel_shared::protocol::predict::Predictor;
 use expel_shared::protocol::server::{Game, GameRules, MAX_SHOTS_PER_TICK};
 use expel_shared::protocol::simnet::SimNet;
@@ -36,8 +36,8 @@ fn aim(from: DVec3, to: DVec3) -> (f64, f64) {
 }
 
 /// A link of round trip `rtt_ms` with 5% loss and 20 ms of jitter each way.
-fn link(rtt_ms: f64) -> LinkConditioner {
-    LinkConditioner {
+fn link(rtt_ms: f64) -> Impairment {
+    Impairment {
         loss: 0.05,
         delay_ms: rtt_ms / 2.0,
         jitter_ms: 20.0,
@@ -480,7 +480,7 @@ fn a_shot_across_a_mover_meets_it_where_the_shooter_saw_it() {
 /// link losing 35% of its datagrams is not flagged.
 #[test]
 fn commands_left_out_on_purpose_are_flagged_and_loss_is_not() {
-    let lossy = LinkConditioner {
+    let lossy = Impairment {
         loss: 0.35,
         delay_ms: 50.0,
         jitter_ms: 20.0,

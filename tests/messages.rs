@@ -9,7 +9,7 @@ mod common;
 use common::{network, network_with, server_with};
 
 use expel_client::{Channel, MessageError};
-use expel_shared::protocol::conditioner::LinkConditioner;
+use expel_shared::protocol::conditioner::Impairment;
 use expel_shared::protocol::server::{Game, GameRules};
 use expel_shared::protocol::simnet::SimNet;
 use expel_shared::protocol::{encode, ClientControl, ClientDatagram, MovementAuthority};
@@ -71,7 +71,7 @@ impl GameRules for Counter {
 /// as the rules do; returns the rules' log and what each client sent and received.
 #[allow(clippy::type_complexity)]
 fn counting(n: u32, secs: u64, seed: u64) -> (Log, Log, SimNet) {
-    let link = LinkConditioner {
+    let link = Impairment {
         loss: 0.1,
         delay_ms: 60.0,
         jitter_ms: 30.0,
@@ -295,7 +295,7 @@ async fn abusive_messages_are_refused_counted_and_kicked_while_honest_ones_echo(
 #[test]
 fn clients_are_told_of_players_entering_and_leaving_their_view() {
     use expel_shared::protocol::client::ClientEvent;
-    let mut net = network(3, MovementAuthority::Server, LinkConditioner::default(), 5);
+    let mut net = network(3, MovementAuthority::Server, Impairment::default(), 5);
     let idle = &mut |_: usize, _: &expel_shared::protocol::client::Client| MoveCommand::default();
     net.run(Duration::from_secs(3), idle);
     let ids: Vec<u32> = (0..3)
@@ -351,7 +351,7 @@ fn clients_are_told_of_players_entering_and_leaving_their_view() {
 #[test]
 fn clients_hear_of_joins_and_leaves_beyond_their_view() {
     use expel_shared::protocol::client::{Client, ClientEvent};
-    let mut net = network_with(4, LinkConditioner::default(), 8, |s| s.interest = 1);
+    let mut net = network_with(4, Impairment::default(), 8, |s| s.interest = 1);
     let idle = &mut |_: usize, _: &Client| MoveCommand::default();
     net.run(Duration::from_secs(3), idle);
     let ids: Vec<u32> = (0..4)
@@ -412,7 +412,7 @@ fn clients_hear_of_joins_and_leaves_beyond_their_view() {
 #[test]
 fn others_are_drawn_facing_their_way_and_crouching() {
     use expel_shared::movement::buttons;
-    let mut net = network(3, MovementAuthority::Server, LinkConditioner::default(), 9);
+    let mut net = network(3, MovementAuthority::Server, Impairment::default(), 9);
     let yaw = |i: usize| 45.0 + 100.0 * i as f64;
     let face = &mut |i: usize, _: &expel_shared::protocol::client::Client| {
         let c = MoveCommand::new(0.0, 0.0, 0.0, yaw(i), -20.0);

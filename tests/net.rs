@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use expel_bots::{run_cheating, Cheats};
 use expel_bots::{RunOptions, RunReport};
-use expel_client::{ClientError, LinkConditioner, Trust};
+use expel_client::{ClientError, Impairment, Trust};
 use expel_server::{Identity, Server};
 use expel_shared::protocol::frame::encode_frame;
 use expel_shared::protocol::{ClientControl, ServerControl, ALPN};
@@ -496,7 +496,7 @@ async fn a_speedhack_is_flagged_and_kicked_while_honest_play_is_not() {
         1,
         RunOptions {
             seconds: 14.0,
-            link: LinkConditioner {
+            link: Impairment {
                 loss: 0.1,
                 delay_ms: 100.0,
                 jitter_ms: 30.0,
@@ -543,8 +543,8 @@ async fn a_speedhack_is_flagged_and_kicked_while_honest_play_is_not() {
 }
 
 /// The bad link of the issue: 10% loss, 100 ± 30 ms each way, some duplicates.
-fn bad_link() -> LinkConditioner {
-    LinkConditioner {
+fn bad_link() -> Impairment {
+    Impairment {
         loss: 0.1,
         delay_ms: 100.0,
         jitter_ms: 30.0,

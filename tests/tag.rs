@@ -9,7 +9,7 @@ use common::{http_get, network, Served};
 use expel_client::{Channel, ConnectOptions, Trust};
 use expel_modes::tag::{Say, Tag, TagNews, TagScore};
 use expel_shared::protocol::client::{Client, ClientEvent};
-use expel_shared::protocol::conditioner::LinkConditioner;
+use expel_shared::protocol::conditioner::Impairment;
 use expel_shared::protocol::MovementAuthority;
 use expel_shared::{MoveCommand, MoveMode, PlayerState};
 use glam::DVec3;
@@ -43,7 +43,7 @@ fn meeting(c: &Client) -> DVec3 {
 /// last score, the world's hash, and how many of the tenths of a second sampled found
 /// "it" frozen (it is, for a second after each pass; nobody else ever is).
 fn play(n: u32, secs: u64, seed: u64) -> (TagScore, Vec<Option<TagScore>>, u64, u64) {
-    let link = LinkConditioner {
+    let link = Impairment {
         loss: 0.05,
         delay_ms: 40.0,
         jitter_ms: 10.0,

@@ -17,8 +17,7 @@ mod shots;
 
 pub use cheats::{CheatState, CheatTamper, Cheats};
 use expel_client::{
-    connect, Backoff, ConnectOptions, LinkConditioner, Session, Trust, RECONNECT_CAP,
-    RECONNECT_FIRST,
+    connect, Backoff, ConnectOptions, Impairment, Session, Trust, RECONNECT_CAP, RECONNECT_FIRST,
 };
 use expel_shared::movement::buttons;
 use expel_shared::{MoveCommand, PlayerState, Sim};
@@ -284,7 +283,7 @@ pub struct SwarmOptions {
     /// Cheaters per kind.
     pub cheaters: usize,
     /// Datagram conditions for every bot.
-    pub link: LinkConditioner,
+    pub link: Impairment,
     /// Handshakes in flight at once.
     pub concurrent_connects: usize,
     /// Seconds of honest play before a cheater starts cheating.

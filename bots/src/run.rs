@@ -2,7 +2,7 @@
 //! measured ([`Recorder`], [`RunReport`]): a harness, not part of the client library's
 //! API. `expel connect`, the bots and the tests use it.
 
-use expel_client::{ClientError, End, LinkConditioner, Session, Status, TransportStats};
+use expel_client::{ClientError, End, Impairment, Session, Status, TransportStats};
 use expel_shared::protocol::client::ClientStats;
 use expel_shared::{MoveCommand, PlayerState, Sim};
 use glam::DVec3;
@@ -190,7 +190,7 @@ pub struct RunOptions {
     /// Stop after this many seconds.
     pub seconds: f64,
     /// Datagram conditions.
-    pub link: LinkConditioner,
+    pub link: Impairment,
     /// Ticks the client stays ahead of the server beyond the path's delay.
     pub buffer_ticks: f64,
     /// Seed of the conditioner's randomness.
@@ -208,7 +208,7 @@ impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
             seconds: 10.0,
-            link: LinkConditioner::default(),
+            link: Impairment::default(),
             buffer_ticks: 2.0,
             seed: 1,
             light: false,

@@ -20,7 +20,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use expel_client::{connect_blocking, ClientEvent, ConnectOptions, LinkConditioner, Trust};
+use expel_client::{connect_blocking, ClientEvent, ConnectOptions, Impairment, Trust};
 use expel_modes::tag::{Say, TagNews, TagScore};
 use expel_shared::movement::buttons;
 use expel_shared::protocol::token;
@@ -192,7 +192,7 @@ fn main() -> Result<()> {
     let opts = ConnectOptions::new(token, Trust::Fingerprint(args.fingerprint.clone()));
     let mut session = connect_blocking(args.addr, &opts)
         .with_context(|| format!("connecting to {}", args.addr))?;
-    let link = LinkConditioner {
+    let link = Impairment {
         loss: args.loss,
         delay_ms: args.delay_ms,
         jitter_ms: args.jitter_ms,

@@ -31,7 +31,7 @@
 //! calls [`Session::update`]. No task runs in the background: QUIC's own timers
 //! (acknowledgements, keep-alives) run in the updates too, so a game calls it every frame
 //! (an async one may [`Session::wait`] between). A
-//! [`LinkConditioner`] can add loss, delay, jitter and duplication to its datagrams, to
+//! [`Impairment`] can add loss, delay, jitter and duplication to its datagrams, to
 //! feel prediction under lag. (`expel_bots::run` is a headless player built on the same
 //! API, for `expel connect`, the bots and the tests.)
 
@@ -53,7 +53,7 @@ pub use expel_quic::{close_reason, TransportStats, REFUSED_AT_THE_DOOR};
 pub use expel_shared::protocol::backoff::Backoff;
 pub use expel_shared::protocol::channel::{Channel, MessageError, MAX_MESSAGE_BYTES};
 pub use expel_shared::protocol::client::{ClientEvent, ClientStats, End, Status};
-pub use expel_shared::protocol::conditioner::LinkConditioner;
+pub use expel_shared::protocol::conditioner::Impairment;
 pub use expel_shared::protocol::interp::{Drawn, DrawnEntity, Interpolator};
 pub use expel_shared::protocol::predict::{PredictStats, Predictor};
 pub use expel_shared::protocol::snapshot::{EntityView, Scope};
@@ -302,7 +302,7 @@ impl Session {
 
     /// Conditions for this session's datagrams, both ways (loss, delay, jitter,
     /// duplication), with the seed of their randomness: to feel prediction under lag.
-    pub fn set_link(&mut self, link: LinkConditioner, seed: u64) {
+    pub fn set_link(&mut self, link: Impairment, seed: u64) {
         self.link = link.active().then(|| {
             (
                 Conditioner::new(link, seed),

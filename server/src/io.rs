@@ -12,7 +12,7 @@
 
 use crate::quic::{Context, Forwarded, Quic, QuicParts, Router, Up, Waker};
 use crate::{Shared, READ_GAP};
-use expel_shared::protocol::server::ConnId;
+use expel_shared::protocol::server::{ConnId, Output};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -34,34 +34,14 @@ const FORWARD_QUEUE: usize = 4096;
 /// What the machine asks of an I/O thread.
 #[derive(Debug)]
 pub(crate) enum Down {
-    Datagram {
-        id: ConnId,
-        bytes: Vec<u8>,
-    },
-    Control {
-        id: ConnId,
-        bytes: Vec<u8>,
-    },
-    Map {
-        id: ConnId,
-        at: Instant,
-    },
-    /// Last words, then the close.
-    Close {
-        id: ConnId,
-        last: Vec<u8>,
-        code: u32,
-        reason: String,
-    },
+    /// One of the machine's outputs for a connection of this thread's, as the machine
+    /// wrote it, and when the machine's thread handed it over (a map's transfer is timed
+    /// from then).
+    Output(Output, Instant),
     /// The player joined: its admission slot is free.
-    Joined {
-        id: ConnId,
-    },
+    Joined { conn: ConnId },
     /// Shut down: take nobody more, close what is left by `until`, then end.
-    Stop {
-        reason: String,
-        until: Instant,
-    },
+    Stop { reason: String, until: Instant },
 }
 
 /// What wakes the machine's thread before its next tick.
@@ -78,7 +58,7 @@ pub(crate) enum Wake {
 }
 
 /// The machine's side of one I/O thread.
-struct Link {
+struct IoThread {
     down: Sender<Vec<Down>>,
     batch: Vec<Down>,
     waker: Waker,
@@ -91,7 +71,7 @@ struct Link {
 
 /// The I/O threads, as the machine's thread sees them.
 pub(crate) struct IoThreads {
-    links: Vec<Link>,
+    threads: Vec<IoThread>,
     /// Set by an I/O thread that woke the machine, cleared when the machine looks: one
     /// wake-up per look, however much arrived.
     woken: Arc<AtomicBool>,
@@ -150,7 +130,7 @@ impl IoThreads {
                 notify: notify.clone(),
             };
             queues.push((fwd_tx, waker.clone()));
-            started.push(Link {
+            started.push(IoThread {
                 down: down_tx,
                 batch: Vec::new(),
                 waker,
@@ -165,7 +145,7 @@ impl IoThreads {
             let _ = go.send(router.clone());
         }
         Ok(IoThreads {
-            links: started,
+            threads: started,
             woken,
             ticking,
             hold: true,
@@ -174,7 +154,7 @@ impl IoThreads {
 
     /// The `/proc` schedstat files of the threads started so far.
     pub(crate) fn schedstats(&self) -> Vec<String> {
-        self.links
+        self.threads
             .iter()
             .filter_map(|l| l.schedstat.get().cloned())
             .collect()
@@ -183,7 +163,7 @@ impl IoThreads {
     /// Everything the threads gathered, each thread's in its order.
     pub(crate) fn take_up(&mut self, into: &mut Vec<Up>) {
         self.woken.store(false, Relaxed);
-        for l in &self.links {
+        for l in &self.threads {
             let mut up = l.up.lock().unwrap_or_else(|e| e.into_inner());
             into.append(&mut up);
         }
@@ -210,7 +190,7 @@ impl IoThreads {
     pub(crate) fn ticking(&self, on: bool) {
         if let Some(t) = &self.ticking {
             if t.swap(on && self.hold, Relaxed) && !on {
-                for l in &self.links {
+                for l in &self.threads {
                     l.waker.wake();
                 }
             }
@@ -218,16 +198,16 @@ impl IoThreads {
     }
 
     /// Queues `d` for the thread that owns connection `id`.
-    pub(crate) fn send(&mut self, id: ConnId, d: Down) {
-        let n = self.links.len() as ConnId;
-        if let Some(l) = self.links.get_mut((id % n) as usize) {
+    pub(crate) fn send(&mut self, conn: ConnId, d: Down) {
+        let n = self.threads.len() as ConnId;
+        if let Some(l) = self.threads.get_mut((conn % n) as usize) {
             l.batch.push(d);
         }
     }
 
     /// Hands each thread what was queued for it.
     pub(crate) fn flush(&mut self) {
-        for l in &mut self.links {
+        for l in &mut self.threads {
             if !l.batch.is_empty() {
                 let batch = std::mem::take(&mut l.batch);
                 if l.down.send(batch).is_ok() {
@@ -239,7 +219,7 @@ impl IoThreads {
 
     /// Tells every thread to take nobody more and close what is left by `until`.
     pub(crate) fn stop(&mut self, reason: &str, until: Instant) {
-        for l in &mut self.links {
+        for l in &mut self.threads {
             l.batch.push(Down::Stop {
                 reason: reason.to_string(),
                 until,
@@ -250,7 +230,7 @@ impl IoThreads {
 
     /// Thread `index` said it ended.
     pub(crate) fn ended(&mut self, index: usize) {
-        if let Some(l) = self.links.get_mut(index) {
+        if let Some(l) = self.threads.get_mut(index) {
             l.ended = true;
             if let Some(t) = l.thread.take() {
                 let _ = t.join();
@@ -259,7 +239,7 @@ impl IoThreads {
     }
 
     pub(crate) fn all_ended(&self) -> bool {
-        self.links.iter().all(|l| l.ended)
+        self.threads.iter().all(|l| l.ended)
     }
 }
 
@@ -331,7 +311,7 @@ impl Job {
                 match self.down.try_recv() {
                     Ok(batch) => {
                         for d in batch {
-                            if let Some(s) = carry_out(&mut quic, d, now, &cx) {
+                            if let Some(s) = perform(&mut quic, d, now, &cx) {
                                 stop = Some(s);
                             }
                         }
@@ -416,23 +396,26 @@ impl Job {
     }
 }
 
-/// Carries out one command of the machine's; returns the stop, when it is one.
-fn carry_out(quic: &mut Quic, d: Down, now: Instant, cx: &Context) -> Option<(String, Instant)> {
+/// Does what the machine's thread handed over; returns the stop, when it is one.
+fn perform(quic: &mut Quic, d: Down, now: Instant, cx: &Context) -> Option<(String, Instant)> {
     match d {
-        Down::Datagram { id, bytes } => {
-            if !quic.send_datagram(id, bytes) {
+        Down::Output(Output::Datagram { conn, bytes }, _) => {
+            if !quic.send_datagram(conn, bytes) {
                 cx.metrics.datagram_send_errors.inc();
             }
         }
-        Down::Control { id, bytes } => quic.write(id, bytes),
-        Down::Map { id, at } => quic.send_map(id, at, cx),
-        Down::Close {
-            id,
-            last,
-            code,
-            reason,
-        } => quic.close(id, last, code, reason),
-        Down::Joined { id } => quic.joined(id, cx),
+        Down::Output(Output::Control { conn, bytes }, _) => quic.write(conn, bytes),
+        Down::Output(Output::Map { conn }, at) => quic.send_map(conn, at, cx),
+        Down::Output(
+            Output::Close {
+                conn,
+                last,
+                code,
+                reason,
+            },
+            _,
+        ) => quic.close(conn, last, code.number().into(), reason),
+        Down::Joined { conn } => quic.joined(conn, cx),
         Down::Stop { reason, until } => {
             quic.stop_accepting(&reason, now);
             return Some((reason, until));

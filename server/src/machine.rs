@@ -6,7 +6,7 @@
 use crate::io::{Down, IoThreads, Wake};
 use crate::quic::Up;
 use crate::{live, meter, Shared, SHUTDOWN_GRACE};
-use expel_shared::protocol::server::{Event, Output, Server};
+use expel_shared::protocol::server::{Event, Server};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -152,13 +152,13 @@ fn machine_loop(
                 }
             }
         }
-        carry_out(&mut server, &mut io, &shared);
+        hand_over(&mut server, &mut io, &shared);
         io.ticking(false);
     };
     // Shutdown: every player is told why; the I/O threads close the rest, and those who
     // read their last words within the grace are closed by then too.
     server.shutdown(&reason);
-    carry_out(&mut server, &mut io, &shared);
+    hand_over(&mut server, &mut io, &shared);
     io.stop(&reason, Instant::now() + SHUTDOWN_GRACE);
     let end = Instant::now() + SHUTDOWN_GRACE + Duration::from_secs(1);
     while !io.all_ended() && Instant::now() < end {
@@ -169,7 +169,7 @@ fn machine_loop(
             io.ended(index);
         }
         feed(&mut server, &mut io, &mut up);
-        carry_out(&mut server, &mut io, &shared);
+        hand_over(&mut server, &mut io, &shared);
     }
     debug!("closed");
     None
@@ -187,52 +187,34 @@ fn feed(server: &mut Server, io: &mut IoThreads, up: &mut Vec<Up>) {
             .unwrap_or(rest.len());
         if run > 0 {
             server.handle_datagrams(rest[..run].iter().filter_map(|u| match u {
-                Up::Datagram { id, bytes, at } => Some((*id, &bytes[..], *at)),
+                Up::Datagram { conn, bytes, at } => Some((*conn, &bytes[..], *at)),
                 _ => None,
             }));
             rest = &rest[run..];
             continue;
         }
         match first {
-            Up::Connected { id, room, at } => {
-                server.connected(*id, *at);
-                server.set_max_datagram(*id, *room);
+            Up::Connected { conn, room, at } => {
+                server.connected(*conn, *at);
+                server.set_max_datagram(*conn, *room);
             }
-            Up::Control { id, bytes, at } => server.handle_control(*id, bytes, *at),
+            Up::Control { conn, bytes, at } => server.handle_control(*conn, bytes, *at),
             Up::Datagram { .. } => {} // taken with its run, above
-            Up::MapSent { id, at } => server.handle_map_sent(*id, *at),
-            Up::Closed { id, reason } => server.handle_closed(*id, reason),
+            Up::MapSent { conn, at } => server.handle_map_sent(*conn, *at),
+            Up::Closed { conn, reason } => server.handle_closed(*conn, reason),
         }
         rest = &rest[1..];
     }
     up.clear();
 }
 
-/// Carries out the machine's outputs (queued for the I/O threads, then handed over in
-/// one batch each), logs its events and copies its counters.
-fn carry_out(server: &mut Server, io: &mut IoThreads, shared: &Shared) {
+/// Hands the machine's outputs to the I/O threads (queued, then handed over in one
+/// batch each, as the machine wrote them), logs its events and copies its counters.
+fn hand_over(server: &mut Server, io: &mut IoThreads, shared: &Shared) {
     let m = &shared.metrics;
     let now = Instant::now();
     while let Some(out) = server.poll_output() {
-        match out {
-            Output::Datagram { conn, bytes } => io.send(conn, Down::Datagram { id: conn, bytes }),
-            Output::Control { conn, bytes } => io.send(conn, Down::Control { id: conn, bytes }),
-            Output::Map { conn } => io.send(conn, Down::Map { id: conn, at: now }),
-            Output::Close {
-                conn,
-                last,
-                code,
-                reason,
-            } => io.send(
-                conn,
-                Down::Close {
-                    id: conn,
-                    last,
-                    code: code.number().into(),
-                    reason,
-                },
-            ),
-        }
+        io.send(out.conn(), Down::Output(out, now));
     }
     while let Some(e) = server.poll_event() {
         match e {
@@ -242,7 +224,7 @@ fn carry_out(server: &mut Server, io: &mut IoThreads, shared: &Shared) {
                 sending_map,
             } => {
                 info!(player, conn, sending_map, "joined");
-                io.send(conn, Down::Joined { id: conn });
+                io.send(conn, Down::Joined { conn });
                 shared.players.joined(player);
             }
             Event::Left { player, reason } => {

@@ -4,7 +4,7 @@
 //! one's spawn and despawn, and the impacts the rules saw never put one inside solid.
 
 use expel_shared::protocol::client::ClientEvent;
-use expel_shared::protocol::conditioner::LinkConditioner;
+use expel_shared::protocol::conditioner::Impairment;
 use expel_shared::protocol::server::{Game, GameRules};
 use expel_shared::protocol::snapshot::Scope;
 use expel_shared::protocol::MovementAuthority;
@@ -116,7 +116,7 @@ impl GameRules for Launcher {
 
 #[test]
 fn every_client_converges_to_the_servers_entities_under_loss_and_reordering() {
-    let link = LinkConditioner {
+    let link = Impairment {
         loss: 0.1,
         delay_ms: 50.0,
         jitter_ms: 25.0,

@@ -6,7 +6,7 @@
 use expel_testkit::network::network;
 
 use expel_shared::protocol::client::{End, Status};
-use expel_shared::protocol::conditioner::LinkConditioner;
+use expel_shared::protocol::conditioner::Impairment;
 use expel_shared::protocol::server::{Event, Game, GameRules, RuleError};
 use expel_shared::protocol::{Code, MovementAuthority};
 use expel_shared::sim::PlayerId;
@@ -140,7 +140,7 @@ fn shuffled(
     secs: u64,
     remove: Option<(PlayerId, u64)>,
 ) -> (Log, expel_shared::protocol::simnet::SimNet) {
-    let link = LinkConditioner {
+    let link = Impairment {
         loss: 0.05,
         delay_ms: 40.0,
         jitter_ms: 10.0,

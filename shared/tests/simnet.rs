@@ -4,7 +4,7 @@
 use expel_testkit::network::{arena, network, network_with, token};
 
 use expel_shared::protocol::client::{Client, ClientSettings, Status};
-use expel_shared::protocol::conditioner::LinkConditioner;
+use expel_shared::protocol::conditioner::Impairment;
 use expel_shared::protocol::server::{Event, REFUSALS};
 use expel_shared::protocol::simnet::SimNet;
 use expel_shared::protocol::{Code, MovementAuthority};
@@ -42,8 +42,8 @@ fn scatter(i: usize, c: &Client) -> MoveCommand {
     }
 }
 
-fn lossy() -> LinkConditioner {
-    LinkConditioner {
+fn lossy() -> Impairment {
+    Impairment {
         loss: 0.10,
         delay_ms: 100.0,
         jitter_ms: 30.0,
@@ -194,7 +194,7 @@ fn a_crowd_judged_over_eight_workers_ends_in_the_same_bits_as_on_one() {
 
 #[test]
 fn without_loss_no_client_is_corrected_but_where_players_met() {
-    let link = LinkConditioner {
+    let link = Impairment {
         loss: 0.0,
         delay_ms: 100.0,
         jitter_ms: 30.0,
@@ -240,9 +240,9 @@ fn without_loss_no_client_is_corrected_but_where_players_met() {
 /// so nothing is repeated for it and nothing is corrected, from the first tick on.
 #[test]
 fn a_client_that_is_slow_to_start_playing_loses_no_command_and_is_never_corrected() {
-    let link = LinkConditioner {
+    let link = Impairment {
         delay_ms: 1.0,
-        ..LinkConditioner::default()
+        ..Impairment::default()
     };
     for (build_ms, seed) in [(0, 6), (150, 7), (400, 8), (800, 9), (1500, 10)] {
         let mut net = network(4, MovementAuthority::Server, link, seed);
@@ -301,9 +301,9 @@ fn trusted_clients_under_loss_are_never_flagged() {
 
 /// Eight wandering clients on a clean 20 ms link, five seconds into play.
 fn settled(movement: MovementAuthority, seed: u64) -> SimNet {
-    let link = LinkConditioner {
+    let link = Impairment {
         delay_ms: 20.0,
-        ..LinkConditioner::default()
+        ..Impairment::default()
     };
     let mut net = network(8, movement, link, seed);
     net.run(Duration::from_secs(5), &mut wander);
@@ -372,9 +372,9 @@ fn clients_on_starved_hosts_are_not_flagged() {
                 } else {
                     20.0
                 };
-                let l = LinkConditioner {
+                let l = Impairment {
                     delay_ms: ms,
-                    ..LinkConditioner::default()
+                    ..Impairment::default()
                 };
                 net.set_links(i as usize, l, l);
             }
@@ -416,9 +416,9 @@ fn cheat_on(
     secs: f64,
     tick_cost: Duration,
 ) -> CheatRun {
-    let link = LinkConditioner {
+    let link = Impairment {
         delay_ms: 20.0,
-        ..LinkConditioner::default()
+        ..Impairment::default()
     };
     cheat_through(movement, cheats, secs, tick_cost, 4, link)
 }
@@ -430,7 +430,7 @@ fn cheat_through(
     secs: f64,
     tick_cost: Duration,
     n: u32,
-    link: LinkConditioner,
+    link: Impairment,
 ) -> CheatRun {
     let mut net = network(n, movement, link, 11);
     net.set_tick_cost(tick_cost);
@@ -664,7 +664,7 @@ fn authoritative_mode_neutralises_position_cheats_and_kicks_them() {
 #[test]
 fn a_teleport_at_high_latency_is_caught_and_honest_players_are_not_flagged() {
     for rtt_ms in [400.0, 700.0, 1000.0] {
-        let link = LinkConditioner {
+        let link = Impairment {
             loss: 0.10,
             delay_ms: rtt_ms / 2.0,
             jitter_ms: 30.0,
@@ -757,9 +757,9 @@ fn clients_whose_commands_queue_for_a_second_are_not_flagged() {
 fn clients_on_long_paths_whose_hosts_freeze_are_not_flagged() {
     honest_through(19, |net| {
         for i in 0..8usize {
-            let l = LinkConditioner {
+            let l = Impairment {
                 delay_ms: 50.0 + 50.0 * i as f64,
-                ..LinkConditioner::default()
+                ..Impairment::default()
             };
             net.set_links(i, l, l);
         }
@@ -909,7 +909,7 @@ fn fast_clocks_are_caught_as_quickly_while_the_server_runs_late() {
 #[test]
 fn a_join_storm_past_capacity_is_refused_for_load_and_harms_nobody_in() {
     let (sim, map) = arena();
-    let mut net = network(0, MovementAuthority::Server, LinkConditioner::default(), 29);
+    let mut net = network(0, MovementAuthority::Server, Impairment::default(), 29);
     net.set_player_cost(Duration::from_micros(500));
     for id in 1..=48 {
         let mut c = ClientSettings::new(token(id));
@@ -957,12 +957,7 @@ fn players_commands_coming_late_on_a_loaded_server_shut_the_door_until_they_are_
     };
     // 0.3 ms a player: 20 players keep 36% of the thread busy (loaded), and the estimate
     // carries 38 of them.
-    let mut net = network(
-        20,
-        MovementAuthority::Server,
-        LinkConditioner::default(),
-        31,
-    );
+    let mut net = network(20, MovementAuthority::Server, Impairment::default(), 31);
     net.set_player_cost(Duration::from_micros(300));
     net.run(Duration::from_secs(5), &mut wander);
     let before = net.server().stats().capacity;

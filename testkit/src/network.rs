@@ -2,7 +2,7 @@
 //! it, and a network of clients connected to a server on virtual time.
 
 use expel_shared::protocol::client::ClientSettings;
-use expel_shared::protocol::conditioner::LinkConditioner;
+use expel_shared::protocol::conditioner::Impairment;
 use expel_shared::protocol::server::{Server, ServerSettings};
 use expel_shared::protocol::simnet::{NetSettings, SimNet};
 use expel_shared::protocol::token::{mint, Grant};
@@ -57,7 +57,7 @@ pub fn token(player: u32) -> String {
 
 /// A simulated network of `n` clients on the arena, all connected (half already hold
 /// the map).
-pub fn network(n: u32, movement: MovementAuthority, link: LinkConditioner, seed: u64) -> SimNet {
+pub fn network(n: u32, movement: MovementAuthority, link: Impairment, seed: u64) -> SimNet {
     network_with(n, link, seed, |s| s.movement = movement)
 }
 
@@ -67,7 +67,7 @@ pub fn network(n: u32, movement: MovementAuthority, link: LinkConditioner, seed:
 /// If the edited settings do not make a server.
 pub fn network_with(
     n: u32,
-    link: LinkConditioner,
+    link: Impairment,
     seed: u64,
     edit: impl FnOnce(&mut ServerSettings),
 ) -> SimNet {

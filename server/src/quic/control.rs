@@ -59,7 +59,7 @@ pub(super) fn read_control(
                 Ok(Some(chunk)) => {
                     if let Some(id) = talking {
                         up.push(Up::Control {
-                            id,
+                            conn: id,
                             bytes: chunk.bytes,
                             at: now,
                         });

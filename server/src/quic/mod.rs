@@ -110,26 +110,26 @@ pub(crate) struct Context<'a> {
 pub(crate) enum Up {
     /// The handshake is done; the peer's datagrams take `room` bytes.
     Connected {
-        id: ConnId,
+        conn: ConnId,
         room: usize,
         at: Instant,
     },
     /// Bytes of the control stream.
     Control {
-        id: ConnId,
+        conn: ConnId,
         bytes: Bytes,
         at: Instant,
     },
     /// A datagram.
     Datagram {
-        id: ConnId,
+        conn: ConnId,
         bytes: Bytes,
         at: Instant,
     },
     /// The map's last frame is written.
-    MapSent { id: ConnId, at: Instant },
+    MapSent { conn: ConnId, at: Instant },
     /// The connection is gone.
-    Closed { id: ConnId, reason: String },
+    Closed { conn: ConnId, reason: String },
 }
 
 impl Up {
@@ -474,7 +474,11 @@ impl Quic {
                     ids.insert(id, h);
                     m.connections.inc();
                     let room = p.conn.datagrams().max_size().unwrap_or(1200);
-                    up.push(Up::Connected { id, room, at: now });
+                    up.push(Up::Connected {
+                        conn: id,
+                        room,
+                        at: now,
+                    });
                 }
                 Event::ConnectionLost { reason } => {
                     if p.handshake.take().is_some() {
@@ -504,7 +508,7 @@ impl Quic {
                         p.datagrams_taken += 1;
                         if let Some(id) = p.talking() {
                             up.push(Up::Datagram {
-                                id,
+                                conn: id,
                                 bytes: d,
                                 at: now,
                             });
@@ -552,7 +556,7 @@ impl Quic {
             }
             if map_sent {
                 if let Some(id) = p.id {
-                    up.push(Up::MapSent { id, at: now });
+                    up.push(Up::MapSent { conn: id, at: now });
                 }
             }
             // Without a stream there are no last words to wait for.
@@ -621,7 +625,7 @@ fn gone(p: &mut Peer, ids: &mut BTreeMap<ConnId, usize>, up: &mut Vec<Up>, reaso
         ids.remove(&id);
         debug!(conn = id, %reason, "connection ended");
         up.push(Up::Closed {
-            id,
+            conn: id,
             reason: reason.to_string(),
         });
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 /// Loss, delay, jitter and duplication of one direction of a link.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct LinkConditioner {
+pub struct Impairment {
     /// Probability a packet is lost.
     pub loss: f64,
     /// One-way delay, milliseconds.
@@ -18,7 +18,7 @@ pub struct LinkConditioner {
     pub duplicate: f64,
 }
 
-impl LinkConditioner {
+impl Impairment {
     /// Whether it changes anything.
     pub fn active(&self) -> bool {
         self.loss > 0.0 || self.delay_ms > 0.0 || self.jitter_ms > 0.0 || self.duplicate > 0.0
@@ -51,7 +51,7 @@ impl SplitMix {
 /// Packets in flight through a conditioned link.
 #[derive(Clone, Debug)]
 pub struct Conditioner<T> {
-    link: LinkConditioner,
+    link: Impairment,
     rng: SplitMix,
     /// By delivery instant, then push order (so equal instants keep their order).
     queue: BTreeMap<(Instant, u64), T>,
@@ -64,7 +64,7 @@ pub struct Conditioner<T> {
 
 impl<T: Clone> Conditioner<T> {
     /// An empty link with these conditions and this seed.
-    pub fn new(link: LinkConditioner, seed: u64) -> Self {
+    pub fn new(link: Impairment, seed: u64) -> Self {
         Conditioner {
             link,
             rng: SplitMix(seed),
@@ -77,7 +77,7 @@ impl<T: Clone> Conditioner<T> {
 
     /// Changes the link's conditions for packets sent from now on (those in flight keep
     /// their delivery instants).
-    pub fn set_link(&mut self, link: LinkConditioner) {
+    pub fn set_link(&mut self, link: Impairment) {
         self.link = link;
     }
 
@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn delays_reorders_loses_and_duplicates_reproducibly() {
-        let link = LinkConditioner {
+        let link = Impairment {
             loss: 0.1,
             delay_ms: 100.0,
             jitter_ms: 30.0,

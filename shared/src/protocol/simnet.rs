@@ -9,7 +9,7 @@
 use super::client::ClientOutput;
 use super::client::{Client, ClientSettings, End, Status};
 use super::code::Code;
-use super::conditioner::{Conditioner, LinkConditioner};
+use super::conditioner::{Conditioner, Impairment};
 use super::headroom::Load;
 use super::server::{map_frames, ConnId, Event, Output, Server};
 use crate::movement::MoveCommand;
@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, Debug)]
 pub struct NetSettings {
     /// Client to server.
-    pub up: LinkConditioner,
+    pub up: Impairment,
     /// Server to client.
-    pub down: LinkConditioner,
+    pub down: Impairment,
     /// Seed of every link's randomness.
     pub seed: u64,
     /// Virtual time per step.
@@ -32,8 +32,8 @@ pub struct NetSettings {
 impl Default for NetSettings {
     fn default() -> Self {
         NetSettings {
-            up: LinkConditioner::default(),
-            down: LinkConditioner::default(),
+            up: Impairment::default(),
+            down: Impairment::default(),
             seed: 1,
             step: Duration::from_millis(1),
         }
@@ -230,7 +230,7 @@ impl SimNet {
 
     /// Changes client `i`'s path each way from now on, as a queue building up on the way
     /// or a host falling behind would.
-    pub fn set_links(&mut self, i: usize, up: LinkConditioner, down: LinkConditioner) {
+    pub fn set_links(&mut self, i: usize, up: Impairment, down: Impairment) {
         if let Some(p) = self.peers.get_mut(i) {
             p.up.set_link(up);
             p.down.set_link(down);
@@ -371,6 +371,6 @@ fn deliver(server: &mut Server, inbox: &mut Vec<(ConnId, Vec<u8>, Instant)>) {
     inbox.clear();
 }
 
-fn delay(link: LinkConditioner) -> Duration {
+fn delay(link: Impairment) -> Duration {
     Duration::from_secs_f64(link.delay_ms.max(0.0) / 1000.0)
 }

@@ -63,6 +63,18 @@ pub enum Output {
     },
 }
 
+impl Output {
+    /// The connection it is for.
+    pub fn conn(&self) -> ConnId {
+        match self {
+            Output::Control { conn, .. }
+            | Output::Map { conn }
+            | Output::Datagram { conn, .. }
+            | Output::Close { conn, .. } => *conn,
+        }
+    }
+}
+
 /// What happened, for logs and per-player tables.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
