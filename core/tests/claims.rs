@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use expel_core::movement::buttons;
 use expel_core::validate::{
-    claim_from_values, ClaimOutcome, ClaimValidator, NoRecords, ViolationKind,
+    claim_from_values, ClaimOutcome, ClaimValidator, Judge, NoRecords, ViolationKind,
 };
 use expel_core::{CollisionModel, MapData, MoveCommand, MoveConfig, Movement, PlayerState, Sim};
 use glam::DVec3;
@@ -510,7 +510,7 @@ fn an_honest_fall_over_a_long_span_is_never_flagged() {
                     seen: 0,
                 },
             )]);
-            let report = &sim.step_claims(
+            let report = &Judge::new(&sim).step_claims(
                 &mut world,
                 &claims,
                 &SeenWorld::default(),
@@ -590,7 +590,7 @@ fn a_failing_claims_retries_cost_no_more_for_an_ancient_acknowledgement() {
     world.tick = 1_000_000;
     let mut seen = SeenWorld::default();
     for _ in 0..200 {
-        sim.step_claims(&mut world, &BTreeMap::new(), &seen, &mut NoRecords, &mut s);
+        Judge::new(&sim).step_claims(&mut world, &BTreeMap::new(), &seen, &mut NoRecords, &mut s);
         seen.record(&world);
     }
     let tick = world.tick;
@@ -608,7 +608,7 @@ fn a_failing_claims_retries_cost_no_more_for_an_ancient_acknowledgement() {
                 seen: ack,
             },
         )]);
-        let report = sim
+        let report = Judge::new(&sim)
             .step_claims(&mut w, &claims, &seen, &mut NoRecords, &mut s)
             .into_iter()
             .find(|r| r.id == 0)

@@ -246,7 +246,7 @@ pub struct SimScratch {
     /// The players' boxes an entity's sweep may meet.
     entity_boxes: Vec<PlayerBox>,
     /// The entities' impacts and losses of the last trusted-client tick
-    /// ([`Sim::step_claims`] returns the claims' reports).
+    /// ([`Judge::step_claims`](crate::validate::Judge::step_claims) returns the claims' reports).
     pub(crate) entity_report: (Vec<Impact>, Vec<EntityId>),
     /// Workers for the players' moves of a step (see [`SimScratch::with_threads`]).
     pool: Option<Arc<rayon::ThreadPool>>,
@@ -257,7 +257,7 @@ pub struct SimScratch {
 }
 
 impl SimScratch {
-    /// The entities' impacts and the entities lost in the last [`Sim::step_claims`]
+    /// The entities' impacts and the entities lost in the last [`Judge::step_claims`](crate::validate::Judge::step_claims)
     /// (taken: a second call gives none).
     pub fn take_entity_report(&mut self) -> (Vec<Impact>, Vec<EntityId>) {
         std::mem::take(&mut self.entity_report)

@@ -29,13 +29,13 @@
 //! `blocked`) or where it was (for the rest), at rest: never in solid, never past a wall.
 //! The client is told its corrected state.
 
-use super::{Violation, ViolationKind};
+use super::{Judge, Violation, ViolationKind};
 use crate::collision::hull::Hull;
 use crate::geom::{Aabb, EXPEL};
 use crate::movement::pmove::{ground_sweep, unstuck_position, Collider};
 use crate::movement::{flags, MoveMode, PlayerState};
 use crate::mover::Pose;
-use crate::sim::{in_range, PlayerBox, PlayerId, Sim, SimScratch};
+use crate::sim::{in_range, PlayerBox, PlayerId, SimScratch};
 use glam::DVec3;
 
 /// How close a path must come to the claimed position: the expel zone on both sides and
@@ -127,7 +127,7 @@ pub struct TickView<'a> {
     pub span: u32,
 }
 
-impl Sim {
+impl Judge<'_> {
     /// Judges `claim`, the state player `id` says it reached this tick, against `prev`:
     /// its last accepted state, after this tick's mover phase.
     /// `probes` are the player's contact probes for this movement ([`ContactHulls`]).
@@ -203,15 +203,15 @@ impl Sim {
                 at_rest(prev.origin),
             );
         }
-        let cfg = self.config();
-        let mv = self.movement();
+        let cfg = self.sim.config();
+        let mv = self.sim.movement();
         let dt = mv.dt();
         let p0 = prev.origin();
         // Speed can grow every tick of the span: the reaches add up.
-        let reach = self.reach(prev) * k * (k + 1.0) / 2.0;
+        let reach = self.sim.reach(prev) * k * (k + 1.0) / 2.0;
         let unstick = crate::movement::pmove::UNSTICK_REACH;
         // Respawn: the simulation puts a player who left the arena back at its spawn.
-        let spawn = self.spawn_state(id, prev.mode);
+        let spawn = self.sim.spawn_state(id, prev.mode);
         if claim.origin == spawn.origin
             && claim.velocity == [0; 3]
             && !self.in_arena_by(p0, reach + unstick)
@@ -253,10 +253,10 @@ impl Sim {
         // Gather only the space the checks can touch: both ends with a step and the
         // contact margin, and the unsticking search's reach only when it will run.
         let near = stand.offset(p0).expand(2.0 * CONTACT);
-        let stuck = self.collider(near, poses, others, s).solid(hull_p, p0);
+        let stuck = self.sim.collider(near, poses, others, s).solid(hull_p, p0);
         let from = stand.offset(p0).expand(if stuck { unstick } else { 0.0 });
         let around = self.judged_zone(from, c);
-        let mut col = self.collider(around, poses, others, s);
+        let mut col = self.sim.collider(around, poses, others, s);
         let start = unstuck_position(&mut col, hull_p, p0).unwrap_or(p0);
         let unstuck = start != p0;
         // Stuck in solid with nothing free nearby, the movement leaves a player where it
@@ -411,7 +411,7 @@ impl Sim {
             // Only another player in the way is a correction, not a cheat: the client
             // could not know where that player went since its last snapshot.
             let by_players = !others.is_empty() && {
-                let mut bare = self.collider(around, poses, &[], s);
+                let mut bare = self.sim.collider(around, poses, &[], s);
                 reachable(&mut bare, hull_c, start, c, cfg.step_height).is_ok()
             };
             if by_players {
@@ -438,15 +438,15 @@ impl Sim {
     /// The space a claim's checks can touch, from the player's box at the start (`from`)
     /// to the claimed origin: both ends with a step and the contact margin.
     pub(super) fn judged_zone(&self, from: Aabb, to: DVec3) -> Aabb {
-        let cfg = self.config();
+        let cfg = self.sim.config();
         let margin = cfg.step_height + cfg.ground_distance + 2.0 * CONTACT + 1.0;
-        let stand = self.movement().stand().bounds();
+        let stand = self.sim.movement().stand().bounds();
         from.union(&stand.offset(to)).expand(margin)
     }
 
     /// Whether the box of half-size `margin` around `p` lies in the arena.
     fn in_arena_by(&self, p: DVec3, margin: f64) -> bool {
-        self.in_arena(p - DVec3::splat(margin)) && self.in_arena(p + DVec3::splat(margin))
+        self.sim.in_arena(p - DVec3::splat(margin)) && self.sim.in_arena(p + DVec3::splat(margin))
     }
 }
 

@@ -38,7 +38,23 @@ pub use trusted::{
 };
 
 use crate::movement::{buttons, MoveCommand, PlayerState};
+use crate::Sim;
 use std::collections::VecDeque;
+
+/// Trusted-client validation's queries over one simulation: a claimed tick judged
+/// ([`Judge::step_claims`]), and the retries of a failing claim as its client may have
+/// seen the world. The simulation is only read: a judge is made for the call.
+#[derive(Clone, Copy)]
+pub struct Judge<'s> {
+    sim: &'s Sim,
+}
+
+impl<'s> Judge<'s> {
+    /// A judge over `sim`.
+    pub fn new(sim: &'s Sim) -> Judge<'s> {
+        Judge { sim }
+    }
+}
 
 /// Comparisons of reported predictions remembered (about two seconds at 60 Hz).
 const COMPARED: usize = 128;

@@ -5,7 +5,7 @@
 //! runs). The rules a claim is judged by are in `claims`.
 
 use super::claims::{claimable, ClaimOutcome, ContactHulls, TickView, MAX_SPAN};
-use super::{Violation, ViolationKind};
+use super::{Judge, Violation, ViolationKind};
 use crate::geom::Aabb;
 use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::MoverState;
@@ -143,7 +143,7 @@ pub struct ClaimReport {
     pub retry_cost: u32,
 }
 
-impl Sim {
+impl Judge<'_> {
     /// A trusted-client tick: movers advance (carrying and pushing players), then each
     /// player with a claim for the tick is judged against the others as they stood at its
     /// start. A player without one holds its state (the client's path stays the one
@@ -159,11 +159,11 @@ impl Sim {
         records: &mut dyn ClientRecords,
         s: &mut SimScratch,
     ) -> Vec<ClaimReport> {
-        let probes = ContactHulls::new(self.movement());
+        let probes = ContactHulls::new(self.sim.movement());
         self.step_claims_with(&probes, world, claims, seen, records, s)
     }
 
-    /// [`Sim::step_claims`] with the contact probes built beforehand (a validator that
+    /// [`Judge::step_claims`] with the contact probes built beforehand (a validator that
     /// judges one tick per call keeps them).
     fn step_claims_with(
         &self,
@@ -174,17 +174,17 @@ impl Sim {
         records: &mut dyn ClientRecords,
         s: &mut SimScratch,
     ) -> Vec<ClaimReport> {
-        self.advance_movers(world, s);
+        self.sim.advance_movers(world, s);
         let tick = world.tick.wrapping_add(1);
         let mut poses = Vec::new();
-        self.poses(&world.movers, &mut poses);
+        self.sim.poses(&world.movers, &mut poses);
         let boxes: Vec<PlayerBox> = world
             .players
             .iter()
-            .filter_map(|(id, p)| self.player_box(*id, &p.state))
+            .filter_map(|(id, p)| self.sim.player_box(*id, &p.state))
             .collect();
         // The entities move as in an authoritative tick (their impacts wait in `s`).
-        s.entity_report = self.step_entities(world, &poses, &boxes, s);
+        s.entity_report = self.sim.step_entities(world, &poses, &boxes, s);
         let mut reports = Vec::with_capacity(world.players.len());
         for (id, slot) in world.players.iter_mut() {
             let prev = slot.state;
@@ -224,7 +224,7 @@ impl Sim {
                 let since_seen = tick.saturating_sub(claim.seen);
                 if claim.seen < tick && since_seen < u64::from(claim.span) {
                     retry.view.span = since_seen as u32;
-                    if let Some(Some(o)) = retry.accepted(self, retry.view, s) {
+                    if let Some(Some(o)) = retry.accepted(*self, retry.view, s) {
                         return o;
                     }
                     if let Some(o) = self.as_the_client_saw(&retry, s) {
@@ -272,12 +272,12 @@ impl Retry<'_> {
     /// `None` once the budget is spent.
     fn accepted(
         &self,
-        sim: &Sim,
+        judge: Judge<'_>,
         view: TickView<'_>,
         s: &mut SimScratch,
     ) -> Option<Option<ClaimOutcome>> {
         self.spend(1)?;
-        let o = sim.check_claim(self.id, self.prev, &self.claim.state, view, self.probes, s);
+        let o = judge.check_claim(self.id, self.prev, &self.claim.state, view, self.probes, s);
         Some(o.accepted.then_some(o))
     }
 
@@ -289,7 +289,7 @@ impl Retry<'_> {
     }
 }
 
-impl Sim {
+impl Judge<'_> {
     /// Judges a claim against the world exactly as the client predicted it. A trusted
     /// client runs the movers on from each snapshot it takes: from the movers' states
     /// there, the others where it showed them (carried and pushed by the movers as the
@@ -367,23 +367,23 @@ impl Sim {
                     last_command,
                 },
             );
-            self.advance_movers(w, s);
+            self.sim.advance_movers(w, s);
             w.tick += 1;
         }
         let mut poses = Vec::new();
-        self.poses(&w.movers, &mut poses);
+        self.sim.poses(&w.movers, &mut poses);
         let others: Vec<PlayerBox> = w
             .players
             .iter()
             .filter(|(id, _)| **id != r.id)
-            .filter_map(|(id, p)| self.player_box(*id, &p.state))
+            .filter_map(|(id, p)| self.sim.player_box(*id, &p.state))
             .collect();
         let view = TickView {
             poses: &poses,
             others: &others,
             ..r.view
         };
-        r.accepted(self, view, s)
+        r.accepted(*self, view, s)
     }
 
     /// Judges a claim against the world as the client saw it, once it failed against the
@@ -395,7 +395,7 @@ impl Sim {
         let mut others = Vec::new();
         for t in (r.first()..=r.claim.seen).rev() {
             r.spend(1)?;
-            r.seen.boxes(self, t, r.id, &mut others);
+            r.seen.boxes(self.sim, t, r.id, &mut others);
             if others.is_empty() {
                 continue;
             }
@@ -403,7 +403,7 @@ impl Sim {
                 others: &others,
                 ..r.view
             };
-            if let Some(o) = r.accepted(self, then, s)? {
+            if let Some(o) = r.accepted(*self, then, s)? {
                 return Some(o);
             }
         }
@@ -432,13 +432,13 @@ impl Sim {
             seen,
             ..
         } = *r;
-        let stand = self.movement().stand().bounds();
+        let stand = self.sim.movement().stand().bounds();
         let zone = self.judged_zone(stand.offset(prev.origin()), claim.state.origin());
         let mut near = Vec::new();
-        self.movers_near(&zone, view.poses, &mut near);
+        self.sim.movers_near(&zone, view.poses, &mut near);
         let now: Vec<usize> = near.iter().map(|&(i, _)| i).collect();
         let mut acked = Vec::new();
-        seen.boxes(self, claim.seen, id, &mut acked);
+        seen.boxes(self.sim, claim.seen, id, &mut acked);
         let first = r.first();
         let late = (first..view.tick).rev().map(|t| (t, false));
         // Running on costs a mover tick per tick since the snapshot: not past a long span.
@@ -464,11 +464,11 @@ impl Sim {
                     break;
                 }
                 let states = self.run_movers_on(id, prev, then, zone, view.tick, s);
-                self.poses(&states, &mut poses);
+                self.sim.poses(&states, &mut poses);
             } else {
-                self.poses(&then.movers, &mut poses);
+                self.sim.poses(&then.movers, &mut poses);
             }
-            self.movers_near(&zone, &poses, &mut near);
+            self.sim.movers_near(&zone, &poses, &mut near);
             any_near |= !near.is_empty();
             let moved = now
                 .iter()
@@ -484,7 +484,7 @@ impl Sim {
                     others,
                     ..view
                 };
-                if let Some(o) = r.accepted(self, then, s)? {
+                if let Some(o) = r.accepted(*self, then, s)? {
                     return Some(o);
                 }
             }
@@ -515,7 +515,8 @@ impl Sim {
             .players
             .iter()
             .filter(|(p, state)| {
-                self.player_box(*p, state)
+                self.sim
+                    .player_box(*p, state)
                     .is_some_and(|b| b.bounds.overlaps(&reach))
             })
             .map(|&(p, state)| (p, slot(state)))
@@ -528,7 +529,7 @@ impl Sim {
             entities: Default::default(),
         };
         while w.tick < tick {
-            self.advance_movers(&mut w, s);
+            self.sim.advance_movers(&mut w, s);
             w.tick += 1;
         }
         w.movers
@@ -574,7 +575,7 @@ impl ClaimValidator {
                 seen: 0,
             },
         )]);
-        let reports = sim.step_claims_with(
+        let reports = Judge::new(sim).step_claims_with(
             &self.probes,
             &mut self.world,
             &claims,

@@ -174,7 +174,7 @@ impl Server {
             players: &self.players,
             replayer: &mut self.replayer,
         };
-        let reports = self.sim.step_claims(
+        let reports = crate::validate::Judge::new(&self.sim).step_claims(
             &mut self.world,
             &claims,
             &self.seen,
