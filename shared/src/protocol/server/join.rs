@@ -211,7 +211,7 @@ impl Server {
                 aim: Default::default(),
             },
         );
-        self.roster_entered(conn, id);
+        (self.roster).entered(conn, id, self.players.keys().copied(), &mut self.outputs);
         self.notify(Notice::Joined(id));
     }
 }

@@ -200,11 +200,8 @@ pub struct Server {
     players: BTreeMap<PlayerId, Player>,
     /// The game's rules, and what waits for them.
     game: Hosted,
-    /// Players who entered or left the world this tick, for every client.
-    roster_changes: Vec<crate::protocol::RosterChange>,
-    /// Players that entered since the roster was last sent, and where in
-    /// `roster_changes` their news begins.
-    roster_entered: BTreeMap<PlayerId, usize>,
+    /// Who entered and left the world, for every client.
+    roster: roster::Roster,
     replay: ReplayGuard,
     /// When tick 0 was: tick `t` is due at `epoch + t / rate`, however late the server
     /// runs it (ticks skipped keep their numbers), so the tick clients keep to is the wall
@@ -280,8 +277,7 @@ impl Server {
             conns: BTreeMap::new(),
             players: BTreeMap::new(),
             game: Hosted::default(),
-            roster_changes: Vec::new(),
-            roster_entered: BTreeMap::new(),
+            roster: roster::Roster::default(),
             replay: ReplayGuard::new(),
             epoch: now,
             snapshots_at: 0,
@@ -560,7 +556,7 @@ impl Server {
         self.stats.clients = self.stats.clients.saturating_sub(1);
         // A player still receiving the map never entered: nobody heard of it.
         if in_world.is_some() {
-            self.roster_left(player);
+            self.roster.left(player);
             self.notify(Notice::Left(player, reason.clone()));
         }
         self.events.push_back(Event::Left { player, reason });

@@ -2,10 +2,11 @@
 //! roster once, and the joins and leaves go to all every tenth of a second (per tick,
 //! a join storm would cost a frame per player per tick).
 
-use super::{ConnId, Output, Server};
+use super::{ConnId, Output};
 use crate::protocol::frame::encode_frame;
 use crate::protocol::{RosterChange, ServerControl};
 use crate::sim::PlayerId;
+use std::collections::{BTreeMap, VecDeque};
 
 /// Changes per frame: far under [`MAX_FRAME`](crate::protocol::frame::MAX_FRAME) at six
 /// bytes each at most.
@@ -23,46 +24,66 @@ fn frames(changes: &[RosterChange]) -> Vec<Vec<u8>> {
         .collect()
 }
 
-impl Server {
-    /// `player` entered the world on `conn`: it is told who else is in, and everyone of
-    /// it with the tick's other changes.
-    pub(super) fn roster_entered(&mut self, conn: ConnId, player: PlayerId) {
-        let changes: Vec<RosterChange> = self
-            .players
-            .keys()
-            .filter(|p| **p != player)
-            .map(|p| RosterChange::Joined(*p))
+/// The roster's machine: the changes since it was last sent, and who entered meanwhile
+/// (each hears only what followed its entry). The server owns one and hands it the
+/// players and the outputs to write to.
+#[derive(Debug, Default)]
+pub(super) struct Roster {
+    /// Players who entered or left the world since the roster was last sent.
+    changes: Vec<RosterChange>,
+    /// Players that entered since then, and where in `changes` their news begins.
+    entered: BTreeMap<PlayerId, usize>,
+}
+
+impl Roster {
+    /// `player` entered the world on `conn`: it is told who else is in (`others`), and
+    /// everyone of it with the tick's other changes.
+    pub(super) fn entered(
+        &mut self,
+        conn: ConnId,
+        player: PlayerId,
+        others: impl Iterator<Item = PlayerId>,
+        outputs: &mut VecDeque<Output>,
+    ) {
+        let changes: Vec<RosterChange> = others
+            .filter(|p| *p != player)
+            .map(RosterChange::Joined)
             .collect();
         for bytes in frames(&changes) {
-            self.outputs.push_back(Output::Control { conn, bytes });
+            outputs.push_back(Output::Control { conn, bytes });
         }
         // What came before is in the roster it was just sent: it hears what follows.
-        self.roster_entered
-            .insert(player, self.roster_changes.len() + 1);
-        self.roster_changes.push(RosterChange::Joined(player));
+        self.entered.insert(player, self.changes.len() + 1);
+        self.changes.push(RosterChange::Joined(player));
     }
 
     /// `player` left the world.
-    pub(super) fn roster_left(&mut self, player: PlayerId) {
-        self.roster_changes.push(RosterChange::Left(player));
+    pub(super) fn left(&mut self, player: PlayerId) {
+        self.changes.push(RosterChange::Left(player));
     }
 
-    /// Sends the changes since the last time to every player in the world, encoded once,
-    /// at the tenths of a second.
-    pub(super) fn send_roster(&mut self) {
-        let every = u64::from(self.rate() / 10).max(1);
-        if self.roster_changes.is_empty() || !self.world.tick.is_multiple_of(every) {
+    /// Sends the changes since the last time to every player in the world (`players`:
+    /// each with its connection), encoded once, at the tenths of a second of `tick`'s
+    /// `rate`.
+    pub(super) fn send(
+        &mut self,
+        (tick, rate): (u64, u32),
+        players: impl Iterator<Item = (PlayerId, ConnId)>,
+        outputs: &mut VecDeque<Output>,
+    ) {
+        let every = u64::from(rate / 10).max(1);
+        if self.changes.is_empty() || !tick.is_multiple_of(every) {
             return;
         }
-        let changes = std::mem::take(&mut self.roster_changes);
-        let entered = std::mem::take(&mut self.roster_entered);
+        let changes = std::mem::take(&mut self.changes);
+        let entered = std::mem::take(&mut self.entered);
         let all = frames(&changes);
-        for (id, s) in &self.players {
+        for (id, conn) in players {
             // A player that entered since the last time hears only what followed.
-            let from = entered.get(id).copied().unwrap_or(0);
+            let from = entered.get(&id).copied().unwrap_or(0);
             let news = changes.get(from..).unwrap_or_default();
             // A player told only of itself (alone, just in) is told nothing.
-            if news.iter().all(|c| c.player() == *id) {
+            if news.iter().all(|c| c.player() == id) {
                 continue;
             }
             let own;
@@ -73,8 +94,8 @@ impl Server {
                 &own
             };
             for bytes in frames {
-                self.outputs.push_back(Output::Control {
-                    conn: s.conn,
+                outputs.push_back(Output::Control {
+                    conn,
                     bytes: bytes.clone(),
                 });
             }

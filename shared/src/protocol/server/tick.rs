@@ -151,7 +151,8 @@ impl Server {
             self.authoritative(&commands);
         }
         self.stats.ticks += 1;
-        self.send_roster();
+        let players = self.players.iter().map(|(id, p)| (*id, p.conn));
+        (self.roster).send((self.world.tick, self.rate()), players, &mut self.outputs);
         if snapshots {
             self.send_snapshots();
         }
