@@ -58,6 +58,10 @@ pub(crate) struct ServeArgs {
     /// Other players per snapshot (default 32).
     #[arg(long)]
     pub interest: Option<usize>,
+    /// Snapshot bytes a second each client may receive (default 32768, at least 2048):
+    /// past it, far players are sent more rarely, farthest first, before any is left out.
+    #[arg(long)]
+    pub client_budget: Option<usize>,
     /// Threads for a tick's per-player work, the players' moves and their snapshots
     /// (default: the cores this process may run on; the state is the same bits on any
     /// number).
@@ -167,6 +171,7 @@ impl ServeArgs {
             operator_token: self.operator_token.or(f.operator_token),
             server_id: self.server_id.or(f.server_id),
             interest: self.interest.or(f.interest),
+            client_budget: self.client_budget.or(f.client_budget),
             threads: self.threads.or(f.threads),
             io_threads: self.io_threads.or(f.io_threads),
             movement: self.movement.or(f.movement),
@@ -285,6 +290,7 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(expel_server::Builder, Prepare
             s.input_rate = args.input_rate;
             s.max_players = args.max_players.unwrap_or(s.max_players);
             s.interest = args.interest.unwrap_or(s.interest);
+            s.client_budget = args.client_budget.unwrap_or(s.client_budget);
             s.movement = movement;
             s.threads = threads.unwrap_or(s.threads);
         });

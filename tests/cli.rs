@@ -660,6 +660,12 @@ fn serve_reads_a_toml_config_with_flags_winning_and_generates_a_secret() {
     assert!(!ok && err.contains("unknown movement"), "{err}");
     let (_, err, ok) = expel(&["serve", "--movement", "clients"], "", &cache);
     assert!(!ok && err.contains("unknown movement"), "{err}");
+    // A client budget below a few small snapshots a second, from the file or a flag.
+    std::fs::write(&config, "client_budget = 100\n").unwrap();
+    let (_, err, ok) = expel(&["serve", "--config", config.to_str().unwrap()], "", &cache);
+    assert!(!ok && err.contains("client budget 100 B/s"), "{err}");
+    let (_, err, ok) = expel(&["serve", "--client-budget", "2047"], "", &cache);
+    assert!(!ok && err.contains("at least 2048"), "{err}");
 }
 
 /// Parses `expel validate` output: one verdict object per line.

@@ -59,7 +59,7 @@ pub use game::{Game, GameRules, RuleError, SpawnError, StateError, MAX_ENTITIES}
 use game::{Hosted, Notice};
 pub use outbox::Sender;
 pub use report::{Event, MessageDrop, Output, ServerStats, REFUSALS};
-pub use settings::{ServerSettings, SettingsError};
+pub use settings::{ServerSettings, SettingsError, MIN_CLIENT_BUDGET};
 
 /// A connection, as the shell numbers them (never reused while the machine knows it).
 pub type ConnId = u64;
@@ -254,6 +254,12 @@ impl Server {
             return Err(SettingsError(format!(
                 "input rate {} must be 1 to the tick rate {rate}",
                 settings.input_rate.unwrap_or_default()
+            )));
+        }
+        if settings.client_budget < MIN_CLIENT_BUDGET {
+            return Err(SettingsError(format!(
+                "client budget {} B/s must be at least {MIN_CLIENT_BUDGET}",
+                settings.client_budget
             )));
         }
         if settings.max_players == 0 || settings.secret.is_empty() {

@@ -21,7 +21,10 @@ pub struct ServerSettings {
     pub server_id: Option<ServerId>,
     /// Other players per snapshot (the nearest).
     pub interest: usize,
-    /// Snapshot bytes per second each client may receive.
+    /// Snapshot bytes per second each client may receive (at least
+    /// [`MIN_CLIENT_BUDGET`]). A snapshot over what is left of it holds far players where
+    /// the client's baseline carries them, farthest first, and only then leaves players
+    /// out.
     pub client_budget: usize,
     /// The map's name, as clients see it.
     pub map_name: String,
@@ -61,6 +64,9 @@ impl ServerSettings {
         }
     }
 }
+
+/// The least [`ServerSettings::client_budget`]: a few small snapshots a second.
+pub const MIN_CLIENT_BUDGET: usize = 2048;
 
 /// A setting out of range.
 #[derive(Debug, thiserror::Error)]

@@ -45,6 +45,8 @@ pub struct SnapshotEncoder {
     ahead: Scene,
     /// The game entities in scope for the snapshot being written, nearest first.
     near_entities: Vec<(f64, usize)>,
+    /// Those entities' fields, in id order (the same order).
+    entities: Entities<ENTITY_FIELDS>,
 }
 
 /// Whether the `written`-th snapshot of client `me` is its turn to choose its players
@@ -201,7 +203,7 @@ impl SnapshotEncoder {
             o,
             &ahead.entities,
             &mut self.near_entities,
-            &mut scene.entities,
+            &mut self.entities,
         );
         let written = self.written;
         let turn = refresh_turn(me, written);
@@ -238,16 +240,20 @@ impl SnapshotEncoder {
             && view.interest == interest
             && (o - view.from).length_squared() < VIEW_DRIFT * VIEW_DRIFT;
         let mut bytes = None;
+        let fit = Fit {
+            crowd,
+            ahead,
+            entities: (&self.entities, &self.near_entities),
+            me,
+            o,
+            exact,
+            written,
+            feedback,
+            max_bytes,
+        };
         if reuse {
             view.uses += 1;
-            scene.players.0.clear();
-            scene
-                .players
-                .0
-                .extend(view.chosen.iter().map(|&i| crowd.players[i as usize]));
-            thin(&mut scene.players, &ahead.players, o, exact, written);
-            crowd.states_for(me, &mut scene);
-            bytes = Some(write_snapshot(&scene, ahead, feedback)).filter(|b| b.len() <= max_bytes);
+            bytes = fit.write(&mut scene, &view.chosen);
         }
         if bytes.is_none() {
             // Chosen afresh: the nearest, the farthest dropped until the datagram fits.
@@ -259,15 +265,7 @@ impl SnapshotEncoder {
                 view.chosen.clear();
                 view.chosen.extend(near[..count].iter().map(|n| n.index()));
                 view.chosen.sort_unstable();
-                scene.players.0.clear();
-                scene
-                    .players
-                    .0
-                    .extend(view.chosen.iter().map(|&i| crowd.players[i as usize]));
-                thin(&mut scene.players, &ahead.players, o, exact, written);
-                crowd.states_for(me, &mut scene);
-                let bytes = write_snapshot(&scene, ahead, feedback);
-                if bytes.len() <= max_bytes {
+                if let Some(bytes) = fit.write(&mut scene, &view.chosen) {
                     break Some(bytes);
                 }
                 if count == 0 {
@@ -297,18 +295,140 @@ impl SnapshotEncoder {
     }
 }
 
+/// Shares of the far players held, farthest first, tried in turn while a snapshot does
+/// not fit its client's bytes (its budget, or the path's datagram): far players are sent
+/// more rarely before any player is dropped from the view (one dropped and chosen again
+/// is sent whole); with all held, far ones new to the baseline wait for a later snapshot.
+/// Players within the client's exact reach are never held.
+const SQUEEZE: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
+
+/// What one client's snapshot is written from, and the bytes it must fit.
+struct Fit<'a> {
+    crowd: &'a Crowd,
+    /// The baseline, carried on to the snapshot's tick.
+    ahead: &'a Scene,
+    /// The game's entities in view, and their keys (see [`Crowd::entities_for`]), in id
+    /// order.
+    entities: (&'a Entities<ENTITY_FIELDS>, &'a [(f64, usize)]),
+    me: PlayerId,
+    o: DVec3,
+    exact: f64,
+    written: u64,
+    feedback: Feedback,
+    max_bytes: usize,
+}
+
+impl Fit<'_> {
+    /// The datagram of `scene` with the players `chosen` (crowd indices in id order), far
+    /// ones held as [`SQUEEZE`] allows until it fits; `None` if even all held it does not.
+    fn write(&self, scene: &mut Scene, chosen: &[u32]) -> Option<Vec<u8>> {
+        let (o, exact, written) = (self.o, self.exact, self.written);
+        // The far players' distances, farthest first: a share held is those at or beyond
+        // the distance at its place.
+        let mut far: Vec<f64> = (chosen.iter())
+            .map(|&i| field_distance(&self.crowd.players[i as usize].1, o))
+            .filter(|d| *d > exact)
+            .collect();
+        far.sort_unstable_by(|a, b| b.total_cmp(a));
+        for share in SQUEEZE {
+            // At most `far.len()`: the cast cannot overflow.
+            let held = (far.len() as f64 * share).ceil() as usize;
+            let squeeze = match held.checked_sub(1) {
+                None => f64::INFINITY,
+                Some(i) => far.get(i).map_or(exact, |d| d.next_down()),
+            };
+            scene.players.0.clear();
+            (scene.players.0).extend(chosen.iter().map(|&i| self.crowd.players[i as usize]));
+            thin(
+                &mut scene.players,
+                &self.ahead.players,
+                (o, exact, squeeze),
+                written,
+            );
+            if share == 1.0 {
+                // Last, a far player new to the baseline (sent whole) waits for a later
+                // snapshot of the same choice.
+                defer_new(&mut scene.players, &self.ahead.players, o, exact);
+            }
+            let (entities, keys) = self.entities;
+            scene.entities.0.clone_from(&entities.0);
+            squeeze_entities(&mut scene.entities, keys, &self.ahead.entities, share);
+            self.crowd.states_for(self.me, scene);
+            let bytes = write_snapshot(scene, self.ahead, self.feedback);
+            if bytes.len() <= self.max_bytes {
+                return Some(bytes);
+            }
+        }
+        None
+    }
+}
+
+/// Holds the farthest `share` of the game's entities that are only near the client
+/// (`keys`: their keys in `entities_for`, negative for its own and everyone's, in the
+/// entities' order) where the baseline carries them (a rocket flying straight is where it
+/// would be), and leaves out those of them new to the baseline for a later snapshot.
+fn squeeze_entities(
+    entities: &mut Entities<ENTITY_FIELDS>,
+    keys: &[(f64, usize)],
+    ahead: &Entities<ENTITY_FIELDS>,
+    share: f64,
+) {
+    if share == 0.0 {
+        return;
+    }
+    let mut far: Vec<f64> = keys.iter().map(|k| k.0).filter(|k| *k >= 0.0).collect();
+    far.sort_unstable_by(|a, b| b.total_cmp(a));
+    // At most `far.len()`: the cast cannot overflow.
+    let Some(i) = ((far.len() as f64 * share).ceil() as usize).checked_sub(1) else {
+        return;
+    };
+    let Some(&from) = far.get(i) else {
+        return;
+    };
+    let mut keys = keys.iter();
+    entities.0.retain_mut(|(id, f)| {
+        let squeezed = keys.next().is_some_and(|k| k.0 >= from);
+        match ahead.get(*id) {
+            _ if !squeezed => true,
+            Some(a) => {
+                *f = *a;
+                true
+            }
+            None => false,
+        }
+    });
+}
+
+/// How far (units) from `o` a player's fields put it.
+fn field_distance(f: &PlayerFields, o: DVec3) -> f64 {
+    (DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) / POSITION_SCALE).distance(o)
+}
+
+/// Leaves out each player beyond `exact` units of `o` that `ahead` (the baseline) lacks.
+fn defer_new(
+    players: &mut Entities<PLAYER_FIELDS>,
+    ahead: &Entities<PLAYER_FIELDS>,
+    o: DVec3,
+    exact: f64,
+) {
+    players
+        .0
+        .retain(|(id, f)| field_distance(f, o) <= exact || ahead.get(*id).is_some());
+}
+
 /// Holds each player seen from beyond `exact` units of `o` where the client's baseline
 /// carries it (`ahead`), so nothing is sent for it, except on its turn: once in
 /// `d / THIN_STEP` snapshots at distance `d` (at least once in `MAX_HELD + 1`), or at
 /// once when it strays past [`held_tolerance`] from there, turns past [`FACING_DRIFT`],
 /// or changes flags or mode. The scene then holds what the client will draw. `written`
 /// numbers the snapshot: a player's turns fall at an offset drawn from its id, so a
-/// client's far players are not all sent in the same snapshot.
+/// client's far players are not all sent in the same snapshot. Beyond `squeeze` units
+/// every far player is held, whatever its turn, drift, flags or mode (a snapshot over its
+/// bytes).
 pub(super) fn thin(
     players: &mut Entities<PLAYER_FIELDS>,
     ahead: &Entities<PLAYER_FIELDS>,
-    o: DVec3,
-    exact: f64,
+    (o, exact, squeeze): (DVec3, f64, f64),
     written: u64,
 ) {
     let mut olds = ahead.0.iter().peekable();
@@ -317,9 +437,15 @@ pub(super) fn thin(
         let Some((_, a)) = olds.next_if(|(a, _)| a == id) else {
             continue;
         };
-        let at = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) / POSITION_SCALE;
-        let d = at.distance(o);
-        if d <= exact || f[3..5] != a[3..5] || f == a {
+        let d = field_distance(f, o);
+        if d <= exact || f == a {
+            continue;
+        }
+        if d > squeeze {
+            *f = *a;
+            continue;
+        }
+        if f[3..5] != a[3..5] {
             continue;
         }
         let strayed =
@@ -328,7 +454,7 @@ pub(super) fn thin(
         // At most MAX_HELD + 1: the cast cannot overflow.
         let every = (d / THIN_STEP).ceil().clamp(1.0, f64::from(MAX_HELD + 1)) as u64;
         let turn = written.wrapping_add(mixed(*id)).is_multiple_of(every);
-        if !(strayed || turned || turn) {
+        if d > squeeze || !(strayed || turned || turn) {
             *f = *a;
         }
     }

@@ -692,3 +692,89 @@ fn a_far_player_is_sent_on_its_turns_and_shots_meet_it_where_it_was_drawn() {
     assert!(!enc.drawn_boxes(&sim, &ShotView::at(ticks[0]), &mut boxes));
     assert!(boxes.is_empty());
 }
+
+/// A snapshot over its client's bytes holds far players where the baseline carries them,
+/// farthest first, before it leaves any out: with room for the near players' news and
+/// little more, every player is still shown, the near ones exactly, and the snapshot
+/// fits; with room to spare the far ones are sent.
+#[test]
+fn a_snapshot_over_its_bytes_holds_far_players_before_leaving_any_out() {
+    let sim = arena_sim();
+    let mut w = sim.new_state();
+    let me = DVec3::new(-800.0, -800.0, 120.0);
+    sim.add_player(&mut w, 0, PlayerState::at(me)).unwrap();
+    // Two beside the client, twelve far off.
+    for i in 1..15u32 {
+        let at = if i < 3 {
+            me + DVec3::new(40.0 * f64::from(i), 0.0, 0.0)
+        } else {
+            DVec3::new(-400.0 + 60.0 * f64::from(i), 300.0, 120.0)
+        };
+        sim.add_player(&mut w, i, PlayerState::at(at)).unwrap();
+    }
+    let mut s = crate::SimScratch::new();
+    let run = |max: usize, w: &mut WorldState, s: &mut crate::SimScratch| {
+        let (mut enc, mut dec) = (SnapshotEncoder::new(), SnapshotDecoder::new());
+        let (mut sizes, mut far_sent) = (Vec::new(), 0);
+        let mut w = w.clone();
+        for tick in 0..300u32 {
+            let cmds: BTreeMap<PlayerId, MoveCommand> = (1..15u32)
+                .map(|i| {
+                    let yaw = f64::from((tick * (i + 2) + 40 * i) % 360);
+                    (i, MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0))
+                })
+                .collect();
+            sim.step(&mut w, &cmds, s);
+            if tick % 2 == 1 {
+                continue;
+            }
+            // The first snapshot sends everyone whole, whatever the room.
+            let room = if tick == 0 { 1200 } else { max };
+            let bytes = enc
+                .encode(&sim, &w, 0, Feedback::default(), 16, room)
+                .unwrap();
+            let snap = dec.decode(&bytes).unwrap().unwrap();
+            enc.ack(snap.tick);
+            assert_eq!(
+                snap.players.len(),
+                14,
+                "tick {tick}: every player shown ({} in the world, room {room}, {} bytes)",
+                w.players.len(),
+                bytes.len()
+            );
+            let own = w.player(0).unwrap().origin();
+            for (id, p) in &snap.players {
+                let truth = w.player(*id).unwrap();
+                let exact = PlayerState {
+                    velocity: [0; 3],
+                    ..*truth
+                };
+                if truth.origin().distance(own) <= EXACT_NEAR {
+                    assert_eq!(*p, exact, "tick {tick}: near player {id}");
+                } else {
+                    far_sent += usize::from(*p == exact);
+                }
+            }
+            sizes.push(bytes.len());
+        }
+        (sizes, far_sent)
+    };
+    let (roomy, sent_roomy) = run(1200, &mut w, &mut s);
+    // Room for the smaller snapshots of the roomy run only.
+    let mut sorted = roomy[1..].to_vec();
+    sorted.sort_unstable();
+    let tight = sorted[sorted.len() / 4];
+    let (squeezed, sent_squeezed) = run(tight, &mut w, &mut s);
+    println!(
+        "far players sent: {sent_roomy} with room, {sent_squeezed} within {tight} bytes; \
+         {} and {} bytes in all",
+        roomy.iter().sum::<usize>(),
+        squeezed.iter().sum::<usize>()
+    );
+    assert!(squeezed[1..].iter().all(|b| *b <= tight));
+    assert!(
+        sent_squeezed * 4 < sent_roomy * 3,
+        "{sent_squeezed} of {sent_roomy}"
+    );
+    assert!(squeezed.iter().sum::<usize>() * 4 < roomy.iter().sum::<usize>() * 3);
+}
