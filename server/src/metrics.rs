@@ -236,6 +236,18 @@ const MACHINE: &[MachineMetric] = {
         ("expel_bytes_in", "Datagram bytes received.", C, |s| s.bytes_in),
         ("expel_bytes_out", "Datagram bytes sent.", C, |s| s.bytes_out),
         ("expel_snapshot_drops", "Snapshots that could not be sent.", C, |s| s.snapshot_drops),
+        (
+            "expel_snapshot_players_held",
+            "Far players held where their clients' baselines carry them instead of sent.",
+            C,
+            |s| s.players_held,
+        ),
+        (
+            "expel_snapshots_squeezed",
+            "Snapshots that held far players past their turn to fit their clients' byte budget.",
+            C,
+            |s| s.snapshots_squeezed,
+        ),
         ("expel_inputs_applied", "Commands applied on their tick.", C, |s| s.inputs.applied),
         (
             "expel_inputs_missing",

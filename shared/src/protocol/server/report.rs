@@ -208,6 +208,10 @@ pub struct ServerStats {
     pub bytes_out: u64,
     /// Snapshots not sent (no room within the size or byte budget).
     pub snapshot_drops: u64,
+    /// Far players held where their clients' baselines carry them instead of sent.
+    pub players_held: u64,
+    /// Snapshots that held far players past their turn to fit their clients' bytes.
+    pub snapshots_squeezed: u64,
     /// What the input buffers saw, summed over every client that ever joined.
     pub inputs: InputStats,
     /// Predictions that differed from the server's state, and rejected claims.

@@ -354,6 +354,9 @@ impl Server {
             _ => due.iter_mut().map(one).collect(),
         };
         for ((_, s), bytes) in due.into_iter().zip(encoded) {
+            let held = s.snapshots.take_held();
+            self.stats.players_held += held.held;
+            self.stats.snapshots_squeezed += held.squeezed;
             let Some(bytes) = bytes else {
                 self.stats.snapshot_drops += 1;
                 continue;

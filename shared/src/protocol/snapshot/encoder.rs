@@ -45,6 +45,8 @@ pub struct SnapshotEncoder {
     ahead: Scene,
     /// The game entities in scope for the snapshot being written, nearest first.
     near_entities: Vec<(f64, usize)>,
+    /// What its snapshots held back, since [`SnapshotEncoder::take_held`].
+    counts: Held,
     /// Those entities' fields, in id order (the same order).
     entities: Entities<ENTITY_FIELDS>,
 }
@@ -282,17 +284,34 @@ impl SnapshotEncoder {
                 interest,
             };
         }
-        if bytes.is_none() {
+        let Some((bytes, held, squeezed)) = bytes else {
             self.spare = scene;
             return None;
-        }
+        };
+        self.counts.held += u64::from(held);
+        self.counts.squeezed += u64::from(squeezed);
         scene.set_motion(b);
         self.history.push_back(scene);
         if self.history.len() > HISTORY {
             self.spare = self.history.pop_front().unwrap_or_default();
         }
-        bytes
+        Some(bytes)
     }
+
+    /// What this client's snapshots held back since the last call (see [`Held`]).
+    pub fn take_held(&mut self) -> Held {
+        std::mem::take(&mut self.counts)
+    }
+}
+
+/// What a client's snapshots held back to keep small.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Far players held where the client's baseline carries them instead of sent.
+    pub held: u64,
+    /// Snapshots that held far players past their turn, or left out far ones new to the
+    /// baseline, to fit the client's bytes.
+    pub squeezed: u64,
 }
 
 /// Shares of the far players held, farthest first, tried in turn while a snapshot does
@@ -321,7 +340,8 @@ struct Fit<'a> {
 impl Fit<'_> {
     /// The datagram of `scene` with the players `chosen` (crowd indices in id order), far
     /// ones held as [`SQUEEZE`] allows until it fits; `None` if even all held it does not.
-    fn write(&self, scene: &mut Scene, chosen: &[u32]) -> Option<Vec<u8>> {
+    /// Also how many far players it held, and whether it held any past their turn.
+    fn write(&self, scene: &mut Scene, chosen: &[u32]) -> Option<(Vec<u8>, u32, bool)> {
         let (o, exact, written) = (self.o, self.exact, self.written);
         // The far players' distances, farthest first: a share held is those at or beyond
         // the distance at its place.
@@ -339,7 +359,7 @@ impl Fit<'_> {
             };
             scene.players.0.clear();
             (scene.players.0).extend(chosen.iter().map(|&i| self.crowd.players[i as usize]));
-            thin(
+            let held = thin(
                 &mut scene.players,
                 &self.ahead.players,
                 (o, exact, squeeze),
@@ -356,7 +376,7 @@ impl Fit<'_> {
             self.crowd.states_for(self.me, scene);
             let bytes = write_snapshot(scene, self.ahead, self.feedback);
             if bytes.len() <= self.max_bytes {
-                return Some(bytes);
+                return Some((bytes, held, share > 0.0));
             }
         }
         None
@@ -430,7 +450,8 @@ pub(super) fn thin(
     ahead: &Entities<PLAYER_FIELDS>,
     (o, exact, squeeze): (DVec3, f64, f64),
     written: u64,
-) {
+) -> u32 {
+    let mut held = 0;
     let mut olds = ahead.0.iter().peekable();
     for (id, f) in players.0.iter_mut() {
         while olds.next_if(|(a, _)| a < id).is_some() {}
@@ -443,6 +464,7 @@ pub(super) fn thin(
         }
         if d > squeeze {
             *f = *a;
+            held += 1;
             continue;
         }
         if f[3..5] != a[3..5] {
@@ -454,10 +476,12 @@ pub(super) fn thin(
         // At most MAX_HELD + 1: the cast cannot overflow.
         let every = (d / THIN_STEP).ceil().clamp(1.0, f64::from(MAX_HELD + 1)) as u64;
         let turn = written.wrapping_add(mixed(*id)).is_multiple_of(every);
-        if d > squeeze || !(strayed || turned || turn) {
+        if !(strayed || turned || turn) {
             *f = *a;
+            held += 1;
         }
     }
+    held
 }
 
 /// The snapshot datagram of `scene` against baseline `base` (empty: none; carried on to

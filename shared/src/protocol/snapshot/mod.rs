@@ -36,7 +36,7 @@ pub use crowd::Crowd;
 use crowd::*;
 use decoder::*;
 pub use decoder::{Snapshot, SnapshotDecoder};
-pub use encoder::{SnapshotEncoder, VIEW_DRIFT, VIEW_REFRESH};
+pub use encoder::{Held, SnapshotEncoder, VIEW_DRIFT, VIEW_REFRESH};
 
 /// Snapshots remembered as baselines; an acknowledgement older than this gets full state.
 pub const HISTORY: usize = 64;

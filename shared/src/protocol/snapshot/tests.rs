@@ -757,14 +757,14 @@ fn a_snapshot_over_its_bytes_holds_far_players_before_leaving_any_out() {
             }
             sizes.push(bytes.len());
         }
-        (sizes, far_sent)
+        (sizes, far_sent, enc.take_held())
     };
-    let (roomy, sent_roomy) = run(1200, &mut w, &mut s);
+    let (roomy, sent_roomy, held_roomy) = run(1200, &mut w, &mut s);
     // Room for the smaller snapshots of the roomy run only.
     let mut sorted = roomy[1..].to_vec();
     sorted.sort_unstable();
     let tight = sorted[sorted.len() / 4];
-    let (squeezed, sent_squeezed) = run(tight, &mut w, &mut s);
+    let (squeezed, sent_squeezed, held_tight) = run(tight, &mut w, &mut s);
     println!(
         "far players sent: {sent_roomy} with room, {sent_squeezed} within {tight} bytes; \
          {} and {} bytes in all",
@@ -777,4 +777,8 @@ fn a_snapshot_over_its_bytes_holds_far_players_before_leaving_any_out() {
         "{sent_squeezed} of {sent_roomy}"
     );
     assert!(squeezed.iter().sum::<usize>() * 4 < roomy.iter().sum::<usize>() * 3);
+    // Counted for the operator: squeezed snapshots only where room was short.
+    println!("{held_roomy:?} with room, {held_tight:?} within {tight} bytes");
+    assert_eq!(held_roomy.squeezed, 0);
+    assert!(held_tight.squeezed > 0 && held_tight.held > held_roomy.held);
 }
