@@ -542,7 +542,7 @@ impl Server {
         }
         self.game.notices.push_back(notice);
         if !self.game.running {
-            self.with_rules(self.last_call, |_, _| {});
+            self.with_rules(self.wall.last_call(), |_, _| {});
         }
     }
 

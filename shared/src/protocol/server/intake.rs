@@ -8,7 +8,7 @@
 //! player's later inputs with it. So the outcome is the batch's, whatever ran it on how
 //! many threads.
 
-use super::{kick_reason, wall_tick, ConnId, MessageDrop, Player, Server, Stage, CLAIMS};
+use super::{kick_reason, wall::Wall, ConnId, MessageDrop, Player, Server, Stage, CLAIMS};
 use crate::movement::PlayerState;
 use crate::protocol::channel::Channel;
 use crate::protocol::{decode, ClientDatagram, Code, InputMsg, MovementAuthority};
@@ -41,8 +41,7 @@ struct Intake<'a> {
     sim: &'a Sim,
     /// The tick the server steps next.
     next: u64,
-    epoch: Instant,
-    rate: u32,
+    wall: Wall,
     /// The inputs a second clients are asked for (their allowance's rate).
     input_rate: u32,
     trusted: bool,
@@ -112,11 +111,11 @@ impl Server {
     /// (its allowance with it), and one before the world is held to the connection's
     /// allowance and counted.
     fn route<'b>(&mut self, conn: ConnId, bytes: &'b [u8], now: Instant) -> Option<Routed<'b>> {
-        self.called(now);
+        self.wall.called(now);
         self.stats.datagrams_in += 1;
         self.stats.bytes_in += bytes.len() as u64;
         let rate = self.input_rate();
-        let absence = self.absence;
+        let absence = self.wall.absence();
         let Some(c) = self.conns.get_mut(&conn) else {
             self.stats.malformed_datagrams += 1;
             return None;
@@ -177,8 +176,7 @@ impl Server {
         let ctx = Intake {
             sim: &sim,
             next: self.world.tick + 1,
-            epoch: self.epoch,
-            rate: self.rate(),
+            wall: self.wall,
             input_rate: self.input_rate(),
             trusted: self.settings.movement == MovementAuthority::Client,
         };
@@ -281,7 +279,7 @@ fn input(ctx: &Intake, id: PlayerId, s: &mut Player, msg: &InputMsg, a: &Arrival
     // Commands are judged against the wall clock, which the server's lateness does not
     // hold back: an honest client keeps time with it. Its lead is told against it too,
     // so a server catching up never steers its clients' clocks.
-    let clock = wall_tick(ctx.epoch, ctx.rate, a.now);
+    let clock = ctx.wall.tick(a.now);
     // Behind: more than the tick due now but not yet run. Then the commands are placed
     // against the clock's tick, and were not read as they came (nor just after an
     // absence): their lead would be the server's delay.

@@ -6,7 +6,7 @@ use super::*;
 impl Server {
     /// Bytes arrived on the connection's control stream.
     pub fn handle_control(&mut self, conn: ConnId, bytes: &[u8], now: Instant) {
-        self.called(now);
+        self.wall.called(now);
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -85,9 +85,7 @@ impl Server {
             );
             return self.refuse(conn, Code::Version, reason);
         }
-        let unix = self
-            .unix_epoch
-            .saturating_add(now.saturating_duration_since(self.epoch).as_secs());
+        let unix = self.wall.unix(now);
         let server = self.settings.server_id.as_ref();
         let grant = match token::verify(&self.settings.secret, token, unix, server) {
             Ok(g) => g,
@@ -130,7 +128,7 @@ impl Server {
             map_size: self.settings.map_bytes.len() as u64,
             sending_map,
             // The clock's tick, which the world reaches however late it runs.
-            server_tick: self.clock(now).max(self.world.tick),
+            server_tick: self.wall.tick(now).max(self.world.tick),
             movement: self.settings.movement,
         };
         let bytes = encode_frame(&ServerControl::Welcome(Box::new(welcome)));

@@ -40,6 +40,7 @@ mod report;
 mod roster;
 mod settings;
 mod tick;
+mod wall;
 
 use replay::{CommandLog, Replayer};
 use tick::add_inputs;
@@ -76,10 +77,6 @@ const MAX_CATCH_UP: u64 = 64;
 const MAX_BACKLOG: Duration = Duration::from_secs(5);
 /// Datagram size assumed until the shell says otherwise (QUIC's minimum, less headers).
 const DEFAULT_DATAGRAM: usize = 1200;
-/// A gap this long between two calls of the shell is the server's own absence (a stall:
-/// a healthy shell calls at least once a tick). What clients sent meanwhile arrives at
-/// once afterwards, and is not held against them.
-const ABSENCE: Duration = Duration::from_millis(50);
 
 /// Where a connection stands.
 #[derive(Debug)]
@@ -203,10 +200,8 @@ pub struct Server {
     /// Who entered and left the world, for every client.
     roster: roster::Roster,
     replay: ReplayGuard,
-    /// When tick 0 was: tick `t` is due at `epoch + t / rate`, however late the server
-    /// runs it (ticks skipped keep their numbers), so the tick clients keep to is the wall
-    /// clock's.
-    epoch: Instant,
+    /// When tick 0 was, and the shell's calls.
+    wall: wall::Wall,
     /// The tick snapshots were last encoded at.
     snapshots_at: u64,
     /// The tick due on the clock at the present call of [`Server::handle_timeout`].
@@ -221,17 +216,10 @@ pub struct Server {
     behind_since: Option<(u64, Instant, Duration)>,
     /// When the hello and input deadlines are next looked at (see [`Server::deadlines`]).
     deadlines_due: Instant,
-    /// Unix seconds at `epoch`, for token expiry: the wall clock, which ticks skipped do
-    /// not set back.
-    unix_epoch: u64,
     outputs: VecDeque<Output>,
     events: VecDeque<Event>,
     stats: ServerStats,
     shut: bool,
-    /// When the shell last called, and the newest absence (its end and length; see
-    /// [`ABSENCE`]).
-    last_call: Instant,
-    absence: Option<(Instant, Duration)>,
 }
 
 impl Server {
@@ -285,7 +273,7 @@ impl Server {
             game: Hosted::default(),
             roster: roster::Roster::default(),
             replay: ReplayGuard::new(),
-            epoch: now,
+            wall: wall::Wall::new(now, unix_now, rate),
             snapshots_at: 0,
             headroom: Headroom::default(),
             reported: Window::default(),
@@ -293,13 +281,10 @@ impl Server {
             due: 0,
             behind_since: None,
             deadlines_due: now,
-            unix_epoch: unix_now,
             outputs: VecDeque::new(),
             events: VecDeque::new(),
             stats: ServerStats::default(),
             shut: false,
-            last_call: now,
-            absence: None,
         })
     }
 
@@ -362,7 +347,7 @@ impl Server {
 
     /// The next instant [`Server::handle_timeout`] has work (the next tick).
     pub fn poll_timeout(&self) -> Instant {
-        self.tick_at(self.world.tick + 1)
+        self.wall.tick_at(self.world.tick + 1)
     }
 
     /// The next thing to do, if any.
@@ -387,26 +372,6 @@ impl Server {
     /// Ticks between a client's input datagrams.
     fn input_every(&self) -> u64 {
         u64::from((self.rate() / self.input_rate().max(1)).max(1))
-    }
-
-    fn tick_at(&self, t: u64) -> Instant {
-        self.epoch + Duration::from_secs_f64(t as f64 / f64::from(self.rate()))
-    }
-
-    /// Notes a call of the shell at `now`: after a gap of [`ABSENCE`] or more, the server
-    /// was away.
-    fn called(&mut self, now: Instant) {
-        let gap = now.saturating_duration_since(self.last_call);
-        if gap >= ABSENCE {
-            self.absence = Some((now, gap));
-        }
-        self.last_call = self.last_call.max(now);
-    }
-
-    /// The tick due at `now` on the wall clock (the server may not have run it yet): what
-    /// an honest client's clock follows.
-    fn clock(&self, now: Instant) -> u64 {
-        wall_tick(self.epoch, self.rate(), now)
     }
 
     /// A connection finished its transport handshake; its hello is due within the hello
@@ -575,11 +540,6 @@ impl Server {
             .filter(|c| matches!(c.stage, Stage::Hello { .. }))
             .count() as u64;
     }
-}
-
-/// The tick due at `now` on the wall clock of a server whose tick 0 was at `epoch`.
-fn wall_tick(epoch: Instant, rate: u32, now: Instant) -> u64 {
-    (now.saturating_duration_since(epoch).as_secs_f64() * f64::from(rate)) as u64
 }
 
 /// Why a player whose record of violations passed the threshold is kicked.

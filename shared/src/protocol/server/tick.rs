@@ -23,14 +23,14 @@ impl Server {
     /// Deadlines are seconds long: they are looked at when a tick is due, not on every
     /// call (the shell calls this for its transport's timers too).
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.called(now);
+        self.wall.called(now);
         if self.poll_timeout() > now {
             return;
         }
         if now >= self.deadlines_due {
             self.deadlines(now);
         }
-        let due = self.clock(now);
+        let due = self.wall.tick(now);
         self.due = due;
         let backlog = (MAX_BACKLOG.as_secs_f64() * f64::from(self.rate())) as u64;
         if due > self.world.tick + backlog {
@@ -39,8 +39,11 @@ impl Server {
         let last = due.min(self.world.tick + MAX_CATCH_UP);
         if due > self.world.tick + 1 && self.behind_since.is_none() {
             let from = self.world.tick + 1;
-            self.behind_since =
-                Some((from, now, now.saturating_duration_since(self.tick_at(from))));
+            self.behind_since = Some((
+                from,
+                now,
+                now.saturating_duration_since(self.wall.tick_at(from)),
+            ));
         }
         while self.world.tick < last {
             if self.world.tick + 1 < due {
@@ -95,7 +98,7 @@ impl Server {
         }
         let timeout = self.settings.input_timeout;
         // Silence while the server itself was away is not the client's.
-        let back = self.absence.map_or(self.epoch, |(end, _)| end);
+        let back = self.wall.back();
         let silent: Vec<ConnId> = self
             .players
             .values()
@@ -111,7 +114,7 @@ impl Server {
     /// One tick: commands taken, the world stepped (or claims judged), and snapshots
     /// encoded unless `snapshots` is false (a tick caught up on).
     fn step(&mut self, snapshots: bool) {
-        let now = self.last_call;
+        let now = self.wall.last_call();
         let rate = f64::from(self.rate());
         let refill = self.settings.client_budget as f64 / rate;
         let cap = (self.settings.client_budget as f64 / 4.0).max(1200.0);
