@@ -596,6 +596,15 @@ fn a_games_state_costs_nothing_unchanged_and_a_changed_field_its_piece() {
     assert!(game_state_from(&f).is_none(), "a length past the limit");
 }
 
+/// The arena with the client, player 0, in a corner; and where it stands.
+fn client_in_a_corner() -> (Sim, WorldState, DVec3) {
+    let sim = arena_sim();
+    let mut w = sim.new_state();
+    let me = DVec3::new(-800.0, -800.0, 120.0);
+    sim.add_player(&mut w, 0, PlayerState::at(me)).unwrap();
+    (sim, w, me)
+}
+
 /// A player seen from afar, walking a circle and turning as it goes, is sent on its
 /// turns and held between where the client's baseline carries it (within the held
 /// tolerance), while one beside the client, turning on the spot, is sent exactly in
@@ -603,10 +612,7 @@ fn a_games_state_costs_nothing_unchanged_and_a_changed_field_its_piece() {
 /// both, between the snapshots it decoded.
 #[test]
 fn a_far_player_is_sent_on_its_turns_and_shots_meet_it_where_it_was_drawn() {
-    let sim = arena_sim();
-    let mut w = sim.new_state();
-    let me = DVec3::new(-800.0, -800.0, 120.0);
-    sim.add_player(&mut w, 0, PlayerState::at(me)).unwrap();
+    let (sim, mut w, me) = client_in_a_corner();
     sim.add_player(&mut w, 1, PlayerState::at(me + DVec3::new(48.0, 0.0, 0.0)))
         .unwrap();
     sim.add_player(&mut w, 2, PlayerState::at(DVec3::new(0.0, 0.0, 120.0)))
@@ -699,10 +705,7 @@ fn a_far_player_is_sent_on_its_turns_and_shots_meet_it_where_it_was_drawn() {
 /// fits; with room to spare the far ones are sent.
 #[test]
 fn a_snapshot_over_its_bytes_holds_far_players_before_leaving_any_out() {
-    let sim = arena_sim();
-    let mut w = sim.new_state();
-    let me = DVec3::new(-800.0, -800.0, 120.0);
-    sim.add_player(&mut w, 0, PlayerState::at(me)).unwrap();
+    let (sim, mut w, me) = client_in_a_corner();
     // Two beside the client, twelve far off.
     for i in 1..15u32 {
         let at = if i < 3 {
