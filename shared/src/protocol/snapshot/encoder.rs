@@ -321,6 +321,12 @@ pub struct Held {
 /// Players within the client's exact reach are never held.
 const SQUEEZE: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
 
+/// How many times its [`held_tolerance`] a far player held to fit its client's bytes
+/// may stray from where it is drawn: past it, it is sent (or, if even that does not
+/// fit, left out of the view) rather than drawn where it is not. Shots are judged where
+/// it was drawn, so this also bounds what a stale picture may hit.
+const SQUEEZED_DRIFT: f64 = 4.0;
+
 /// What one client's snapshot is written from, and the bytes it must fit.
 struct Fit<'a> {
     crowd: &'a Crowd,
@@ -443,8 +449,8 @@ fn defer_new(
 /// or changes flags or mode. The scene then holds what the client will draw. `written`
 /// numbers the snapshot: a player's turns fall at an offset drawn from its id, so a
 /// client's far players are not all sent in the same snapshot. Beyond `squeeze` units
-/// every far player is held, whatever its turn, drift, flags or mode (a snapshot over its
-/// bytes).
+/// every far player is held, whatever its turn, flags or mode, while it strays no more
+/// than [`SQUEEZED_DRIFT`] times its tolerance (a snapshot over its bytes).
 pub(super) fn thin(
     players: &mut Entities<PLAYER_FIELDS>,
     ahead: &Entities<PLAYER_FIELDS>,
@@ -462,7 +468,8 @@ pub(super) fn thin(
         if d <= exact || f == a {
             continue;
         }
-        if d > squeeze {
+        let off = (0..3).map(|k| f[k].abs_diff(a[k])).max().unwrap_or(0) as f64 / POSITION_SCALE;
+        if d > squeeze && off <= SQUEEZED_DRIFT * held_tolerance(d) {
             *f = *a;
             held += 1;
             continue;
@@ -470,8 +477,7 @@ pub(super) fn thin(
         if f[3..5] != a[3..5] {
             continue;
         }
-        let strayed =
-            (0..3).any(|k| f[k].abs_diff(a[k]) as f64 > held_tolerance(d) * POSITION_SCALE);
+        let strayed = off > held_tolerance(d);
         let turned = (5..7).any(|k| facing_turn(f[k], a[k]) > FACING_DRIFT);
         // At most MAX_HELD + 1: the cast cannot overflow.
         let every = (d / THIN_STEP).ceil().clamp(1.0, f64::from(MAX_HELD + 1)) as u64;
