@@ -325,7 +325,7 @@ const SQUEEZE: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
 /// may stray from where it is drawn: past it, it is sent (or, if even that does not
 /// fit, left out of the view) rather than drawn where it is not. Shots are judged where
 /// it was drawn, so this also bounds what a stale picture may hit.
-const SQUEEZED_DRIFT: f64 = 4.0;
+pub(super) const SQUEEZED_DRIFT: f64 = 4.0;
 
 /// What one client's snapshot is written from, and the bytes it must fit.
 struct Fit<'a> {

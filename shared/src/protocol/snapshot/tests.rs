@@ -700,9 +700,10 @@ fn a_far_player_is_sent_on_its_turns_and_shots_meet_it_where_it_was_drawn() {
 }
 
 /// A snapshot over its client's bytes holds far players where the baseline carries them,
-/// farthest first, before it leaves any out: with room for the near players' news and
-/// little more, every player is still shown, the near ones exactly, and the snapshot
-/// fits; with room to spare the far ones are sent.
+/// farthest first, each within `SQUEEZED_DRIFT` times its tolerance, before it leaves
+/// any out: with room for the near players' news and little more, every player is still
+/// shown, the near ones exactly, and the snapshot fits; with room to spare the far ones
+/// are sent.
 #[test]
 fn a_snapshot_over_its_bytes_holds_far_players_before_leaving_any_out() {
     let (sim, mut w, me) = client_in_a_corner();
@@ -752,10 +753,18 @@ fn a_snapshot_over_its_bytes_holds_far_players_before_leaving_any_out() {
                     velocity: [0; 3],
                     ..*truth
                 };
-                if truth.origin().distance(own) <= EXACT_NEAR {
+                let d = truth.origin().distance(own);
+                if d <= EXACT_NEAR {
                     assert_eq!(*p, exact, "tick {tick}: near player {id}");
                 } else {
                     far_sent += usize::from(*p == exact);
+                    // Held to fit, within its bound of where it stands.
+                    let off = (0..3).map(|k| (p.origin[k] - exact.origin[k]).abs()).max();
+                    let most = SQUEEZED_DRIFT * held_tolerance(d) * POSITION_SCALE;
+                    assert!(
+                        f64::from(off.unwrap_or(0)) <= most + 1.0,
+                        "tick {tick}: {id}"
+                    );
                 }
             }
             sizes.push(bytes.len());
