@@ -349,19 +349,24 @@ impl Fit<'_> {
     /// Also how many far players it held, and whether it held any past their turn.
     fn write(&self, scene: &mut Scene, chosen: &[u32]) -> Option<(Vec<u8>, u32, bool)> {
         let (o, exact, written) = (self.o, self.exact, self.written);
-        // The far players' distances, farthest first: a share held is those at or beyond
-        // the distance at its place.
-        let mut far: Vec<f64> = (chosen.iter())
-            .map(|&i| field_distance(&self.crowd.players[i as usize].1, o))
-            .filter(|d| *d > exact)
-            .collect();
-        far.sort_unstable_by(|a, b| b.total_cmp(a));
+        let (entities, keys) = self.entities;
+        // The far players' distances and the near-only entities' keys, farthest first:
+        // sorted only once a snapshot does not fit (most fit at once).
+        let mut far: Option<(Vec<f64>, Vec<f64>)> = None;
         for share in SQUEEZE {
-            // At most `far.len()`: the cast cannot overflow.
-            let held = (far.len() as f64 * share).ceil() as usize;
-            let squeeze = match held.checked_sub(1) {
-                None => f64::INFINITY,
-                Some(i) => far.get(i).map_or(exact, |d| d.next_down()),
+            let (squeeze, entities_from) = if share == 0.0 {
+                (f64::INFINITY, None)
+            } else {
+                let (players, near_only) = far.get_or_insert_with(|| {
+                    let players = (chosen.iter())
+                        .map(|&i| field_distance(&self.crowd.players[i as usize].1, o))
+                        .filter(|d| *d > exact);
+                    let near_only = keys.iter().map(|k| k.0).filter(|k| *k >= 0.0);
+                    (farthest_first(players), farthest_first(near_only))
+                });
+                // Held: those at or beyond the least one of the share.
+                let squeeze = least_held(players, share).map_or(f64::INFINITY, f64::next_down);
+                (squeeze, least_held(near_only, share))
             };
             scene.players.0.clear();
             (scene.players.0).extend(chosen.iter().map(|&i| self.crowd.players[i as usize]));
@@ -376,9 +381,10 @@ impl Fit<'_> {
                 // snapshot of the same choice.
                 defer_new(&mut scene.players, &self.ahead.players, o, exact);
             }
-            let (entities, keys) = self.entities;
             scene.entities.0.clone_from(&entities.0);
-            squeeze_entities(&mut scene.entities, keys, &self.ahead.entities, share);
+            if let Some(from) = entities_from {
+                squeeze_entities(&mut scene.entities, keys, &self.ahead.entities, from);
+            }
             self.crowd.states_for(self.me, scene);
             let bytes = write_snapshot(scene, self.ahead, self.feedback);
             if bytes.len() <= self.max_bytes {
@@ -389,28 +395,32 @@ impl Fit<'_> {
     }
 }
 
-/// Holds the farthest `share` of the game's entities that are only near the client
-/// (`keys`: their keys in `entities_for`, negative for its own and everyone's, in the
-/// entities' order) where the baseline carries them (a rocket flying straight is where it
-/// would be), and leaves out those of them new to the baseline for a later snapshot.
+/// `values` sorted farthest (greatest) first.
+fn farthest_first(values: impl Iterator<Item = f64>) -> Vec<f64> {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_unstable_by(|a, b| b.total_cmp(a));
+    v
+}
+
+/// The least of the first `share` of `desc` (sorted farthest first): the nearest one a
+/// squeeze of that share holds; `None` when it holds none.
+fn least_held(desc: &[f64], share: f64) -> Option<f64> {
+    // At most `desc.len()`: the cast cannot overflow.
+    let n = (desc.len() as f64 * share).ceil() as usize;
+    desc.get(n.checked_sub(1)?).copied()
+}
+
+/// Holds the game's entities that are only near the client whose keys (`keys`: their
+/// keys in `entities_for`, negative for its own and everyone's, in the entities' order)
+/// are `from` or farther where the baseline carries them (a rocket flying straight is
+/// where it would be), and leaves out those of them new to the baseline for a later
+/// snapshot.
 fn squeeze_entities(
     entities: &mut Entities<ENTITY_FIELDS>,
     keys: &[(f64, usize)],
     ahead: &Entities<ENTITY_FIELDS>,
-    share: f64,
+    from: f64,
 ) {
-    if share == 0.0 {
-        return;
-    }
-    let mut far: Vec<f64> = keys.iter().map(|k| k.0).filter(|k| *k >= 0.0).collect();
-    far.sort_unstable_by(|a, b| b.total_cmp(a));
-    // At most `far.len()`: the cast cannot overflow.
-    let Some(i) = ((far.len() as f64 * share).ceil() as usize).checked_sub(1) else {
-        return;
-    };
-    let Some(&from) = far.get(i) else {
-        return;
-    };
     let mut keys = keys.iter();
     entities.0.retain_mut(|(id, f)| {
         let squeezed = keys.next().is_some_and(|k| k.0 >= from);
