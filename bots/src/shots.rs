@@ -7,8 +7,8 @@
 //! (`misplaced`), not among the hits it saw.
 
 use expel_modes::deathmatch::{eye, DeathmatchNews, Triggers, GUN_RANGE};
-use expel_shared::protocol::channel::decode_message;
 use expel_shared::protocol::client::Client;
+use expel_shared::protocol::messages::decode_message;
 use expel_shared::sim::Struck;
 use expel_shared::Hull;
 use std::collections::BTreeSet;

@@ -51,11 +51,11 @@ pub mod prelude {
 
 pub use expel_quic::{close_reason, TransportStats, REFUSED_AT_THE_DOOR};
 pub use expel_shared::protocol::backoff::Backoff;
-pub use expel_shared::protocol::channel::{Channel, MessageError, MAX_MESSAGE_BYTES};
 pub use expel_shared::protocol::client::{ClientEvent, ClientStats, End, Status};
 pub use expel_shared::protocol::conditioner::Impairment;
-pub use expel_shared::protocol::interp::{Drawn, DrawnEntity, Interpolator};
+pub use expel_shared::protocol::messages::{Channel, MessageError, MAX_MESSAGE_BYTES};
 pub use expel_shared::protocol::predict::{PredictStats, Predictor};
+pub use expel_shared::protocol::snapshot::interp::{Drawn, DrawnEntity, Interpolator};
 pub use expel_shared::protocol::snapshot::{EntityView, Scope};
 pub use join::{connect, connect_blocking, reconnect, Joining, RECONNECT_CAP, RECONNECT_FIRST};
 pub use tls::{client_config, Trust};
@@ -376,13 +376,13 @@ impl Session {
     /// The game's own state of `player` (a type of the game's, as the server's rules set
     /// it), as the newest snapshot showed it; `None` when not shown or not a `T`.
     pub fn player_state<T: serde::de::DeserializeOwned>(&self, player: u32) -> Option<T> {
-        expel_shared::protocol::channel::decode_message(self.machine.player_state(player)?).ok()
+        expel_shared::protocol::messages::decode_message(self.machine.player_state(player)?).ok()
     }
 
     /// The game's own state of entity `id` (a type of the game's), as the newest
     /// snapshot showed it.
     pub fn entity_state<T: serde::de::DeserializeOwned>(&self, id: u32) -> Option<T> {
-        expel_shared::protocol::channel::decode_message(self.machine.entity_state(id)?).ok()
+        expel_shared::protocol::messages::decode_message(self.machine.entity_state(id)?).ok()
     }
 
     /// The movers as predicted.
@@ -399,7 +399,7 @@ impl Session {
         msg: &T,
         now: Instant,
     ) -> Result<(), MessageError> {
-        let bytes = expel_shared::protocol::channel::encode_message(msg)?;
+        let bytes = expel_shared::protocol::messages::encode_message(msg)?;
         self.machine.send_message(channel, &bytes, now)?;
         self.flush(now);
         Ok(())
@@ -410,7 +410,7 @@ impl Session {
     pub fn poll_message<T: serde::de::DeserializeOwned>(&mut self) -> Option<(Channel, T)> {
         loop {
             let (channel, bytes) = self.machine.poll_message()?;
-            match expel_shared::protocol::channel::decode_message(&bytes) {
+            match expel_shared::protocol::messages::decode_message(&bytes) {
                 Ok(m) => return Some((channel, m)),
                 Err(_) => self.machine.message_malformed(channel, self.last_update),
             }

@@ -5,7 +5,8 @@
 
 use expel_fuzz::{hello, server, ARENA, SECRET, UNIX};
 use expel_shared::protocol::frame::encode_frame;
-use expel_shared::protocol::server::{map_frames, Output};
+use expel_shared::protocol::join::map_frames;
+use expel_shared::protocol::server::Output;
 use expel_shared::protocol::token::{self, Grant};
 use expel_shared::protocol::{encode, ClientDatagram, InputMsg, MovementAuthority};
 use expel_shared::protocol::{ServerControl, Welcome};

@@ -234,7 +234,7 @@ mod rules {
     use super::*;
     use crate::collision::hull::Hull;
     use crate::collision::Contents;
-    use crate::protocol::channel::Channel;
+    use crate::protocol::messages::Channel;
     use crate::protocol::server::{Game, GameRules, ShotError};
     use crate::protocol::snapshot::Scope;
     use crate::sim::{Impact, PlayerBox, Struck};

@@ -58,7 +58,7 @@ pub use rules::Tag;
 mod rules {
     use super::{Say, TagNews, TagScore, MOST_SAID, TAG_COOLDOWN_TICKS, TAG_HEIGHT, TAG_REACH};
     use crate::movement::MoveMode;
-    use crate::protocol::channel::Channel;
+    use crate::protocol::messages::Channel;
     use crate::protocol::server::{Game, GameRules, Sender};
     use crate::sim::PlayerId;
     use std::collections::BTreeMap;

@@ -41,8 +41,8 @@ pub use expel_shared::protocol::server::{ServerSettings, REFUSALS};
 pub use metrics::{Gauge, Labelled, Metrics, Share};
 pub use tls::{fingerprint, Identity};
 
-use expel_shared::protocol::keyed::KeyedHash;
 use expel_shared::protocol::server::{GameRules, Server as Machine};
+use expel_shared::protocol::token::keyed::KeyedHash;
 use expel_shared::protocol::token::{mint, Grant, ServerId};
 use expel_shared::Sim;
 use io::{IoThreads, Wake};

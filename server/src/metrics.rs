@@ -9,7 +9,7 @@
 
 use crate::admission::Decision;
 use crate::udp::{Rejected, UdpCounts};
-use expel_shared::protocol::channel::Channel;
+use expel_shared::protocol::messages::Channel;
 use expel_shared::protocol::server::{MessageDrop, ServerStats, REFUSALS};
 use expel_shared::validate::ViolationKind;
 use prometheus_client::collector::Collector;

@@ -15,7 +15,7 @@
 //! negotiation) and are counted apart.
 
 use expel_quic::RecvMeta;
-use expel_shared::protocol::keyed::KeyedHash;
+use expel_shared::protocol::token::keyed::KeyedHash;
 use prometheus_client::metrics::counter::Counter;
 use quinn_proto::{ConnectionId, ConnectionIdGenerator, InvalidCid};
 use std::time::Duration;

@@ -4,7 +4,8 @@
 //! close.
 
 use super::{close_now, gone, Context, Peer, Up};
-use expel_shared::protocol::server::{map_frame, ConnId};
+use expel_shared::protocol::join::map_frame;
+use expel_shared::protocol::server::ConnId;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -6,8 +6,15 @@
 //! * [`server::Server`] (feature `server`): hellos, tokens ([`token`]), player slots, the
 //!   inputs ([`input`]), validation, the tick and each client's snapshot ([`snapshot`]).
 //! * [`client::Client`]: hello, welcome and map, clock steering, inputs, prediction and
-//!   reconciliation ([`predict`]), interpolation of the others ([`interp`]).
+//!   reconciliation ([`predict`]), interpolation of the others ([`snapshot::interp`]).
 //! * [`conditioner`]: loss, delay, jitter and duplication as a seeded queue.
+//!
+//! The modules follow the protocol's concerns, each with its client's and its server's
+//! half side by side: joining ([`join`]), connect tokens ([`token`]), commands
+//! ([`input`]), prediction and its re-run on the server ([`predict`]), snapshots and
+//! interpolation ([`snapshot`]), the roster ([`roster`]), the game's messages
+//! ([`messages`]), its things ([`game`]) and its shots ([`shots`]). The two machines,
+//! [`client`] and [`server`], are made of those halves.
 //!
 //! * Reliable control stream (one bidirectional QUIC stream, opened by the client):
 //!   length-prefixed frames ([`frame`]) carrying [`ClientControl`] and [`ServerControl`]:
@@ -19,37 +26,45 @@
 //!   datagram costs nothing, and the newest snapshot received (the delta baseline). Under
 //!   [`MovementAuthority::Client`] each command comes with the state the client claims it
 //!   reached, which the server validates instead of simulating.
-//! * Game messages ([`channel`]): the game's own, typed by it, on the control stream
+//! * Game messages ([`messages`]): the game's own, typed by it, on the control stream
 //!   (reliable, ordered) or as datagrams (unreliable, never twice, never stale).
 //! * Snapshot datagrams ([`SnapshotMsg`]): the client's own state in full, the other
 //!   players and the movers near it as per-entity deltas with changed-field masks against
 //!   the newest snapshot the client acknowledged ([`snapshot`]).
 
-pub mod backoff;
-pub mod channel;
-pub mod client;
+// The wire: the messages, their framing and the codes that end a session.
 pub mod code;
-pub mod conditioner;
 pub mod frame;
-#[cfg(feature = "server")]
-pub mod headroom;
+mod wire;
+
+// The protocol by concern, each with its client's and its server's half side by side.
+pub mod game;
 pub mod input;
-pub mod interp;
-#[cfg(feature = "server")]
-pub mod keyed;
-mod messages;
+pub mod join;
+pub mod messages;
 pub mod predict;
-pub mod rate;
-#[cfg(feature = "server")]
-pub mod server;
-#[cfg(feature = "server")]
-pub mod simnet;
+pub mod roster;
+pub mod shots;
 pub mod snapshot;
 #[cfg(feature = "server")]
 pub mod token;
 
+// The two machines, made of those halves.
+pub mod client;
+#[cfg(feature = "server")]
+pub mod server;
+
+// What both machines and their shells use: pacing, limits, test links.
+pub mod backoff;
+pub mod conditioner;
+#[cfg(feature = "server")]
+pub mod headroom;
+pub mod rate;
+#[cfg(feature = "server")]
+pub mod simnet;
+
 pub use code::{Code, Kind as EndKind};
-pub use messages::{
+pub use wire::{
     ClientControl, ClientDatagram, EntityDelta, Feedback, FieldValues, GameLists, InputMsg,
     MovementAuthority, RosterChange, ServerControl, ServerDatagram, SnapshotMsg, ViewClaim,
     Welcome, MAX_TICK,

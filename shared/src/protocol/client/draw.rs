@@ -4,7 +4,7 @@
 use super::Client;
 use crate::movement::PlayerState;
 use crate::mover::MoverState;
-use crate::protocol::interp::Drawn;
+use crate::protocol::snapshot::interp::Drawn;
 use crate::sim::PlayerId;
 use glam::DVec3;
 use std::collections::BTreeMap;

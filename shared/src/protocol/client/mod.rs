@@ -11,34 +11,27 @@
 //! ([`Interpolator`]). What to send comes out of [`Client::poll_output`], what happened
 //! out of [`Client::poll_event`].
 
-mod aim;
-mod clock;
 mod draw;
-mod launched;
-mod mail;
 mod report;
-mod roster;
-mod things;
 
-pub use launched::{DrawnLaunch, LaunchStats, Launcher, CORRECTION_STEP, MAX_FLIGHTS};
+pub use super::game::launched::{DrawnLaunch, LaunchStats, Launcher, CORRECTION_STEP, MAX_FLIGHTS};
+pub use super::roster::MAX_ROSTER;
 pub use report::{ClientEvent, ClientOutput, ClientStats, End, Status, EVENTS_KEPT};
-pub use roster::MAX_ROSTER;
 
-use clock::steer;
-use report::push_event;
+use super::game::{launched::Launched, things::Things};
+use super::input::clock::steer;
+pub(super) use report::push_event;
 
-use crate::collision::CollisionModel;
-use crate::map::MapData;
 use crate::movement::{MoveCommand, PlayerState};
-use crate::protocol::channel::{Channel, Mailbox, MESSAGE_QUEUE};
 use crate::protocol::frame::{encode_frame, FrameDecoder};
-use crate::protocol::interp::Interpolator;
+use crate::protocol::messages::{Channel, Mailbox, MESSAGE_QUEUE};
 use crate::protocol::predict::Predictor;
+use crate::protocol::snapshot::interp::Interpolator;
 use crate::protocol::snapshot::SnapshotDecoder;
 use crate::protocol::{
     decode, encode, ClientControl, ClientDatagram, Code, InputMsg, MovementAuthority,
     ServerControl, ServerDatagram, ViewClaim, Welcome, INPUT_REDUNDANCY, MAX_INPUT_COMMANDS,
-    MAX_MAP_BYTES, VERSION,
+    VERSION,
 };
 use crate::sim::{PlayerId, ShotView, Sim};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -49,14 +42,14 @@ use std::time::{Duration, Instant};
 const FIRST_RTT: f64 = 0.05;
 /// Ticks stepped at most per [`Client::handle_timeout`]; a game that stopped calling
 /// for longer resumes from now (the steering then catches the server up).
-const MAX_CATCH_UP: u32 = 32;
+pub(super) const MAX_CATCH_UP: u32 = 32;
 /// Send instants remembered per command tick, for the round-trip estimate.
 const SENT_KEPT: usize = 256;
 /// Most of the round trip (seconds) the clock lead covers. A transport's estimate taken
 /// while the server is swamped (a crowd joining at once) can be seconds of queueing; a
 /// client that ran that far ahead would send commands the server must refuse as out of
 /// its window, and the feedback steers it on from here either way.
-const MAX_LEAD_RTT: f64 = 0.5;
+pub(super) const MAX_LEAD_RTT: f64 = 0.5;
 /// Silence from the server (no datagram while playing) after which it is taken as gone.
 pub const SERVER_SILENCE: Duration = Duration::from_secs(5);
 
@@ -109,84 +102,84 @@ pub trait Tamper: Send + Sync {
 }
 
 /// The welcomed session: the map, the simulation, prediction and the clock.
-struct Play {
-    welcome: Welcome,
-    sim: Arc<Sim>,
-    map: Arc<Vec<u8>>,
-    predictor: Predictor,
-    snapshots: SnapshotDecoder,
-    interp: Interpolator,
+pub(super) struct Play {
+    pub(super) welcome: Welcome,
+    pub(super) sim: Arc<Sim>,
+    pub(super) map: Arc<Vec<u8>>,
+    pub(super) predictor: Predictor,
+    pub(super) snapshots: SnapshotDecoder,
+    pub(super) interp: Interpolator,
     /// The newest tick predicted and sent.
-    tick: u64,
+    pub(super) tick: u64,
     /// Whether a tick has run yet. Until then `tick` is provisional: building the map's
     /// model can take most of a second that the `now` it was started at cannot know of,
     /// so the clock is set again from the first tick's `now`.
-    running: bool,
+    pub(super) running: bool,
     /// Whether the server has yet reported a command of ours arriving in time. Until
     /// then a clock found behind jumps at once rather than speeding up: each command
     /// that arrives late is one the server must repeat, and the player is corrected.
-    settled: bool,
+    pub(super) settled: bool,
     /// The first tick sent.
-    first_tick: u64,
+    pub(super) first_tick: u64,
     /// Seconds per tick, as steered.
-    period: f64,
-    next_at: Instant,
+    pub(super) period: f64,
+    pub(super) next_at: Instant,
     /// The newest snapshot's tick and when it arrived.
-    newest: Option<(u64, Instant)>,
+    pub(super) newest: Option<(u64, Instant)>,
     /// First and last snapshot tick seen.
-    span: Option<(u64, u64)>,
-    seen_correction: u64,
-    sent_at: BTreeMap<u64, Instant>,
+    pub(super) span: Option<(u64, u64)>,
+    pub(super) seen_correction: u64,
+    pub(super) sent_at: BTreeMap<u64, Instant>,
     /// The view the others were drawn at when each recent command was made, and our
     /// player as predicted after the tick before, as reported to the server with it
     /// (what the server lets a shot of that command leave from).
-    views: BTreeMap<u64, (ShotView, PlayerState)>,
+    pub(super) views: BTreeMap<u64, (ShotView, PlayerState)>,
     /// Our player as predicted after the last tick run.
-    last_predicted: Option<PlayerState>,
-    /// The simulation's working memory for the queries a game makes (see `aim.rs`).
-    scratch: crate::SimScratch,
+    pub(super) last_predicted: Option<PlayerState>,
+    /// The simulation's working memory for the queries a game makes (see `shots/client.rs`).
+    pub(super) scratch: crate::SimScratch,
     /// The other players the newest snapshot showed.
-    in_view: BTreeSet<PlayerId>,
+    pub(super) in_view: BTreeSet<PlayerId>,
     /// The game's things as the newest snapshot showed them.
-    game: things::Things,
+    pub(super) game: Things,
     /// When a datagram last came from the server.
-    heard_at: Instant,
+    pub(super) heard_at: Instant,
     /// The server's reports of how early our commands arrive: their running mean and
     /// mean deviation, ticks (the path's jitter as the server sees it).
-    lead_mean: Option<f64>,
-    lead_deviation: f64,
+    pub(super) lead_mean: Option<f64>,
+    pub(super) lead_deviation: f64,
     /// The least round trip seen lately, ticks (it creeps up when none is as small):
     /// the path's own, without the queueing a starved host or a swamped server adds.
     /// Measured by the commands the server reports on, so it counts every delay they
     /// meet (a transport's estimate may not see a queue above it).
-    trip_floor: Option<f64>,
+    pub(super) trip_floor: Option<f64>,
     /// When `trip_floor` was last updated.
-    floor_at: Instant,
+    pub(super) floor_at: Instant,
 }
 
 /// The client's protocol state machine.
 pub struct Client {
-    settings: ClientSettings,
-    status: Status,
+    pub(super) settings: ClientSettings,
+    pub(super) status: Status,
     dec: FrameDecoder,
-    welcome: Option<Welcome>,
-    map: Vec<u8>,
-    play: Option<Play>,
+    pub(super) welcome: Option<Welcome>,
+    pub(super) map: Vec<u8>,
+    pub(super) play: Option<Play>,
     input: MoveCommand,
-    outputs: VecDeque<ClientOutput>,
-    events: VecDeque<ClientEvent>,
-    stats: ClientStats,
-    transport_rtt: Option<f64>,
+    pub(super) outputs: VecDeque<ClientOutput>,
+    pub(super) events: VecDeque<ClientEvent>,
+    pub(super) stats: ClientStats,
+    pub(super) transport_rtt: Option<f64>,
     tamper: Option<Box<dyn Tamper>>,
     /// The game's messages both ways.
-    mail: Mailbox,
+    pub(super) mail: Mailbox,
     /// Our own projectiles, predicted.
-    launched: launched::Launched,
+    pub(super) launched: Launched,
     /// The other players in the world.
-    roster: BTreeSet<PlayerId>,
+    pub(super) roster: BTreeSet<PlayerId>,
     /// When the hello was sent, and the welcome came: a first round trip.
-    hello_at: Instant,
-    welcome_at: Instant,
+    pub(super) hello_at: Instant,
+    pub(super) welcome_at: Instant,
 }
 
 impl Client {
@@ -220,7 +213,7 @@ impl Client {
             transport_rtt: None,
             tamper: None,
             mail: Mailbox::new(now, MESSAGE_QUEUE),
-            launched: launched::Launched::default(),
+            launched: Launched::default(),
             roster: BTreeSet::new(),
             hello_at: now,
             welcome_at: now,
@@ -351,7 +344,7 @@ impl Client {
         !matches!(self.status, Status::Connecting)
     }
 
-    fn end(&mut self, end: End) {
+    pub(super) fn end(&mut self, end: End) {
         self.status = Status::Ended(end.clone());
         push_event(&mut self.events, ClientEvent::Ended(end));
     }
@@ -399,133 +392,6 @@ impl Client {
             }
             (other, _) => self.end(End::Protocol(format!("unexpected {other:?}"))),
         }
-    }
-
-    fn welcomed(&mut self, w: Welcome, now: Instant) {
-        if let Err(e) = w.validate() {
-            return self.end(End::Protocol(e.to_string()));
-        }
-        self.welcome_at = now;
-        if self.transport_rtt.is_none() {
-            self.stats.rtt = now.saturating_duration_since(self.hello_at).as_secs_f64();
-        }
-        push_event(
-            &mut self.events,
-            ClientEvent::Welcomed {
-                player: w.player_id,
-                sending_map: w.sending_map,
-            },
-        );
-        if w.sending_map {
-            if w.map_size > MAX_MAP_BYTES {
-                let why = format!("a map of {} bytes is over the limit", w.map_size);
-                return self.end(End::Protocol(why));
-            }
-            self.status = Status::ReceivingMap;
-            self.welcome = Some(w);
-            if self.welcome.as_ref().is_some_and(|w| w.map_size == 0) {
-                self.map_done(now);
-            }
-            return;
-        }
-        let Some(map) = self.settings.have_map.clone() else {
-            return self.end(End::Protocol("the server sent no map".into()));
-        };
-        self.welcome = Some(w);
-        self.start(map, now);
-    }
-
-    fn map_chunk(&mut self, offset: u64, bytes: &[u8], now: Instant) {
-        let Some(size) = self.welcome.as_ref().map(|w| w.map_size) else {
-            return;
-        };
-        if let Err(e) = ServerControl::check_map_chunk(offset, bytes.len(), size) {
-            return self.end(End::Protocol(e.to_string()));
-        }
-        if offset != self.map.len() as u64 {
-            let why = format!("map chunk at {offset}, expected {}", self.map.len());
-            return self.end(End::Protocol(why));
-        }
-        self.map.extend_from_slice(bytes);
-        if self.map.len() as u64 == size {
-            self.map_done(now);
-        }
-    }
-
-    fn map_done(&mut self, now: Instant) {
-        let map = Arc::new(std::mem::take(&mut self.map));
-        let hash = self.welcome.as_ref().map(|w| w.map_hash);
-        if hash != Some(*blake3::hash(&map).as_bytes()) {
-            return self.end(End::Protocol("received map does not match its hash".into()));
-        }
-        self.start(map, now);
-    }
-
-    /// Builds (or reuses) the simulation and starts the clock.
-    fn start(&mut self, map: Arc<Vec<u8>>, now: Instant) {
-        let Some(welcome) = self.welcome.clone() else {
-            return;
-        };
-        let reuse = self
-            .settings
-            .sim
-            .clone()
-            .filter(|s| !welcome.sending_map && *s.config() == welcome.config);
-        let sim = match reuse {
-            Some(s) => s,
-            None => match build_sim(&map, &welcome) {
-                Ok(s) => s,
-                Err(e) => return self.end(End::Protocol(e)),
-            },
-        };
-        let period = 1.0 / f64::from(welcome.tick_rate().max(1));
-        let tick = self.opening_tick(&welcome, now);
-        let player = welcome.player_id;
-        let mut predictor = Predictor::new(sim.clone(), player);
-        predictor.set_light(self.settings.light);
-        let mut snapshots = SnapshotDecoder::new();
-        snapshots.set_others(!self.settings.light);
-        self.play = Some(Play {
-            predictor,
-            sim,
-            map,
-            snapshots,
-            interp: Interpolator::new(),
-            tick,
-            running: false,
-            settled: false,
-            first_tick: tick + 1,
-            period,
-            next_at: now,
-            heard_at: now,
-            lead_mean: None,
-            lead_deviation: 0.0,
-            trip_floor: None,
-            floor_at: now,
-            newest: None,
-            span: None,
-            seen_correction: 0,
-            sent_at: BTreeMap::new(),
-            views: BTreeMap::new(),
-            last_predicted: None,
-            scratch: crate::SimScratch::new(),
-            in_view: BTreeSet::new(),
-            game: Default::default(),
-            welcome,
-        });
-        self.status = Status::Playing;
-        push_event(&mut self.events, ClientEvent::Joined { player });
-    }
-
-    /// Where the clock starts at `now`: commands sent now reach the server a round trip
-    /// and the time spent since the welcome left it after its tick; that far, and the
-    /// buffer, ahead of it.
-    fn opening_tick(&self, welcome: &Welcome, now: Instant) -> u64 {
-        let period = 1.0 / f64::from(welcome.tick_rate().max(1));
-        let since = now.saturating_duration_since(self.welcome_at).as_secs_f64();
-        let lead = (self.stats.rtt.min(MAX_LEAD_RTT) + since) / period + self.settings.buffer_ticks;
-        // (A lead of any size saturates; the welcome's tick is at most MAX_TICK.)
-        welcome.server_tick.saturating_add(lead.ceil() as u64)
     }
 
     /// Runs the ticks due by `now`: each predicts this tick's command and sends it with
@@ -764,16 +630,4 @@ impl Client {
             p.period = t.period(p.period);
         }
     }
-}
-
-/// The simulation of a map the server sent, with the server's movement settings.
-fn build_sim(map: &[u8], welcome: &Welcome) -> Result<Arc<Sim>, String> {
-    let data = MapData::parse_any(map).map_err(|e| format!("map: {e}"))?;
-    let movement = welcome
-        .config
-        .clone()
-        .validate()
-        .map_err(|e| format!("movement settings: {e}"))?;
-    let model = Arc::new(CollisionModel::build(&data));
-    Ok(Arc::new(Sim::from_map(model, &data, movement).0))
 }

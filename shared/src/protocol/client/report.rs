@@ -2,8 +2,8 @@
 //! stands and ended, and what it measured.
 
 use crate::movement::PlayerState;
-use crate::protocol::channel::MessageCounts;
 use crate::protocol::code::{Code, Kind};
+use crate::protocol::messages::MessageCounts;
 use crate::protocol::predict::PredictStats;
 use crate::sim::PlayerId;
 use std::collections::VecDeque;
@@ -45,7 +45,7 @@ pub enum ClientEvent {
     /// A game message arrived on `channel`: [`super::Client::poll_message`] has it.
     Message {
         /// Its channel.
-        channel: crate::protocol::channel::Channel,
+        channel: crate::protocol::messages::Channel,
     },
     /// Another player came into our view: the snapshots show it from now on (it joined
     /// near us, or came near enough to be among the nearest shown).
@@ -246,7 +246,7 @@ pub struct ClientStats {
     pub bytes_out: u64,
     /// Datagrams that did not decode.
     pub malformed: u64,
-    /// The game's messages, per channel ([`Channel::index`](crate::protocol::channel::Channel::index)).
+    /// The game's messages, per channel ([`Channel::index`](crate::protocol::messages::Channel::index)).
     pub messages: MessageCounts,
 }
 
@@ -255,7 +255,7 @@ pub const EVENTS_KEPT: usize = 4096;
 
 /// Queues `e`, dropping the oldest past [`EVENTS_KEPT`] (the newest, such as the end,
 /// stay).
-pub(super) fn push_event(events: &mut VecDeque<ClientEvent>, e: ClientEvent) {
+pub(in crate::protocol) fn push_event(events: &mut VecDeque<ClientEvent>, e: ClientEvent) {
     if events.len() >= EVENTS_KEPT {
         events.pop_front();
     }

@@ -15,50 +15,46 @@
 //! ([`InputBuffer`]); the tick steps the [`Sim`] once and encodes each due client's
 //! snapshot within its byte budget.
 
-use super::channel::{Channel, Mailbox};
 use super::frame::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
 use super::headroom::{Headroom, Load, Window};
 use super::input::{InputBuffer, InputStats};
+use super::messages::Mailbox;
 use super::rate::InputGate;
 use super::snapshot::{Crowd, Feedback, SnapshotEncoder};
-use super::token::{self, ReplayGuard};
-use super::{decode, ClientControl, Code, ServerControl, Welcome, MAP_CHUNK, VERSION};
-use crate::movement::{MoveMode, PlayerState};
+use super::token::ReplayGuard;
+use super::{Code, ServerControl};
+use crate::movement::PlayerState;
 use crate::sim::{History, PlayerId, Sim, SimScratch, WorldState};
-use crate::validate::{SeenWorld, ValidationConfig, Validator, Violation, ViolationKind};
+use crate::validate::{SeenWorld, Validator, Violation, ViolationKind};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-mod aim;
-mod game;
-mod intake;
-mod join;
-pub mod outbox;
-mod replay;
 mod report;
-mod roster;
 mod settings;
 mod tick;
-mod wall;
+pub(super) mod wall;
 
-use replay::{CommandLog, Replayer};
+use super::game::server::{Hosted, Notice};
+use super::messages::outbox::Outbox;
+use super::predict::replay::{CommandLog, Replayer};
+use super::roster::server::Roster;
+use super::shots::server::{Aim, Rewind};
 use tick::add_inputs;
 
 /// The longest span (seconds) from an acknowledged snapshot to a reported tick whose
 /// prediction the server re-runs: a round trip of a second and the client's buffer.
-const REPLAY_SECONDS: u64 = 2;
+pub(super) const REPLAY_SECONDS: u64 = 2;
 /// Seconds between the re-runs of one client's reports that the server's state does not
 /// bear out (a loss makes a round trip's worth of them in a row).
 const REPLAY_SPACING: f64 = 0.1;
 
-pub use aim::{
+pub use super::game::server::{Game, GameRules, RuleError, SpawnError, StateError, MAX_ENTITIES};
+pub use super::messages::outbox::Sender;
+pub use super::shots::server::{
     SeenShot, ShotError, DEFAULT_INTERPOLATION_TICKS, MAX_INTERPOLATION_TICKS, MAX_SHOTS_PER_TICK,
     SHOOTER_REACH, SHOOTER_SLACK,
 };
-pub use game::{Game, GameRules, RuleError, SpawnError, StateError, MAX_ENTITIES};
-use game::{Hosted, Notice};
-pub use outbox::Sender;
 pub use report::{Event, MessageDrop, Output, ServerStats, REFUSALS};
 pub use settings::{ServerSettings, SettingsError, MIN_CLIENT_BUDGET};
 
@@ -66,7 +62,7 @@ pub use settings::{ServerSettings, SettingsError, MIN_CLIENT_BUDGET};
 pub type ConnId = u64;
 
 /// Predictions (or claims) remembered per client until the server reaches their tick.
-const CLAIMS: usize = 256;
+pub(super) const CLAIMS: usize = 256;
 /// Ticks stepped at most in one [`Server::handle_timeout`]: a server further behind
 /// catches up over several calls, and the shell reads what arrived in between.
 const MAX_CATCH_UP: u64 = 64;
@@ -80,7 +76,7 @@ const DEFAULT_DATAGRAM: usize = 1200;
 
 /// Where a connection stands.
 #[derive(Debug)]
-enum Stage {
+pub(super) enum Stage {
     /// Connected; its hello must come before the deadline.
     Hello { deadline: Instant },
     /// Welcomed; the map is on its way; the player enters the world once it has arrived.
@@ -92,69 +88,58 @@ enum Stage {
 }
 
 #[derive(Debug)]
-struct Conn {
-    stage: Stage,
-    dec: FrameDecoder,
+pub(super) struct Conn {
+    pub(super) stage: Stage,
+    pub(super) dec: FrameDecoder,
     max_datagram: usize,
     /// Its datagrams' allowance until its player enters the world, which takes it over
     /// (so a player's inputs pass theirs where they are judged, on any worker).
-    gate: InputGate,
-}
-
-/// What a shot judged as its shooter saw it works in (kept, not allocated a shot).
-#[derive(Debug, Default)]
-struct Rewind {
-    shown: Vec<PlayerId>,
-    boxes: Vec<crate::sim::PlayerBox>,
-    /// The shooter's own box.
-    own: Vec<crate::sim::PlayerBox>,
-    poses: Vec<crate::mover::Pose>,
-    trace: crate::collision::TraceScratch,
+    pub(super) gate: InputGate,
 }
 
 /// Per-player state of the tick.
 #[derive(Debug)]
-struct Player {
-    conn: ConnId,
-    inputs: InputBuffer,
+pub(super) struct Player {
+    pub(super) conn: ConnId,
+    pub(super) inputs: InputBuffer,
     /// What `inputs.stats` held when last added to the totals.
-    counted: InputStats,
+    pub(super) counted: InputStats,
     /// `counted.late` at the last load report.
-    late_reported: u64,
-    snapshots: SnapshotEncoder,
+    pub(super) late_reported: u64,
+    pub(super) snapshots: SnapshotEncoder,
     /// The commands as they arrived, to re-run the client's prediction from.
-    commands: CommandLog,
+    pub(super) commands: CommandLog,
     /// The first tick whose report the server may re-run when its state does not bear
     /// it out (one in [`REPLAY_SPACING`] seconds: the next one seldom tells more).
-    replay_at: u64,
+    pub(super) replay_at: u64,
     /// States the client predicted (authoritative mode) or claims (trusted-client mode),
     /// by tick, to compare or judge once the server steps that tick.
-    expected: BTreeMap<u64, (PlayerState, u64)>,
+    pub(super) expected: BTreeMap<u64, (PlayerState, u64)>,
     /// Snapshot bytes this client may still receive (a token bucket).
-    budget: f64,
-    validator: Validator,
+    pub(super) budget: f64,
+    pub(super) validator: Validator,
     /// Trusted-client mode: ticks since the last claim was judged.
-    unjudged: u32,
+    pub(super) unjudged: u32,
     /// What each snapshot tells the client about its commands.
-    feedback: Feedback,
+    pub(super) feedback: Feedback,
     /// Trusted-client mode: a claim was rejected and no snapshot has told the client yet.
-    correcting: bool,
+    pub(super) correcting: bool,
     /// Trusted-client mode: the first snapshot that told the client of its newest
     /// correction. Claims sent before the client saw it were made from a state that no
     /// longer stands: they are dropped, not judged.
-    correction_snapshot: u64,
+    pub(super) correction_snapshot: u64,
     /// The tick it entered the world at: what a client that has acknowledged no snapshot
     /// yet has seen.
-    entered: u64,
-    last_input: Instant,
+    pub(super) entered: u64,
+    pub(super) last_input: Instant,
     /// Its inputs' allowance (its connection's until it entered the world).
-    gate: InputGate,
+    pub(super) gate: InputGate,
     /// The game's messages with this player.
-    mail: Mailbox,
+    pub(super) mail: Mailbox,
     /// The game's messages waiting for this player's allowance, by sender.
-    outbox: outbox::Outbox,
+    pub(super) outbox: Outbox,
     /// Its shots as judged: their views' checks, its trips.
-    aim: aim::Aim,
+    pub(super) aim: Aim,
 }
 
 impl Player {
@@ -177,48 +162,48 @@ impl Player {
 
 /// The server's protocol state machine.
 pub struct Server {
-    sim: Arc<Sim>,
-    settings: ServerSettings,
-    map_hash: [u8; 32],
-    world: WorldState,
-    scratch: SimScratch,
+    pub(super) sim: Arc<Sim>,
+    pub(super) settings: ServerSettings,
+    pub(super) map_hash: [u8; 32],
+    pub(super) world: WorldState,
+    pub(super) scratch: SimScratch,
     /// Re-runs clients' reported predictions.
-    replayer: Replayer,
+    pub(super) replayer: Replayer,
     /// The players for the snapshots of a tick, renewed in place tick after tick.
     crowd: Option<Crowd>,
     /// The players and movers after recent ticks (trusted mode: what claims were made
     /// against).
     seen: SeenWorld,
     /// Every player's recent past, for shots judged as their shooters saw them.
-    history: History,
+    pub(super) history: History,
     /// A shot's scratch: the players shown, their boxes, the movers' poses.
-    rewind: Rewind,
-    conns: BTreeMap<ConnId, Conn>,
-    players: BTreeMap<PlayerId, Player>,
+    pub(super) rewind: Rewind,
+    pub(super) conns: BTreeMap<ConnId, Conn>,
+    pub(super) players: BTreeMap<PlayerId, Player>,
     /// The game's rules, and what waits for them.
-    game: Hosted,
+    pub(super) game: Hosted,
     /// Who entered and left the world, for every client.
-    roster: roster::Roster,
-    replay: ReplayGuard,
+    pub(super) roster: Roster,
+    pub(super) replay: ReplayGuard,
     /// When tick 0 was, and the shell's calls.
-    wall: wall::Wall,
+    pub(super) wall: wall::Wall,
     /// The tick snapshots were last encoded at.
     snapshots_at: u64,
     /// The tick due on the clock at the present call of [`Server::handle_timeout`].
     due: u64,
     /// What the load allows (see [`Server::handle_load`]).
-    headroom: Headroom,
+    pub(super) headroom: Headroom,
     /// The counts at the last load report (a window's are the difference).
     reported: Window,
     /// Players welcomed since the last load report.
-    joins_since: u64,
+    pub(super) joins_since: u64,
     /// The first tick stepped late in the present catch-up, when, and how late.
     behind_since: Option<(u64, Instant, Duration)>,
     /// When the hello and input deadlines are next looked at (see [`Server::deadlines`]).
     deadlines_due: Instant,
-    outputs: VecDeque<Output>,
-    events: VecDeque<Event>,
-    stats: ServerStats,
+    pub(super) outputs: VecDeque<Output>,
+    pub(super) events: VecDeque<Event>,
+    pub(super) stats: ServerStats,
     shut: bool,
 }
 
@@ -271,7 +256,7 @@ impl Server {
             conns: BTreeMap::new(),
             players: BTreeMap::new(),
             game: Hosted::default(),
-            roster: roster::Roster::default(),
+            roster: Roster::default(),
             replay: ReplayGuard::new(),
             wall: wall::Wall::new(now, unix_now, rate),
             snapshots_at: 0,
@@ -360,17 +345,17 @@ impl Server {
         self.events.pop_front()
     }
 
-    fn rate(&self) -> u32 {
+    pub(super) fn rate(&self) -> u32 {
         self.sim.config().tick_rate
     }
 
     /// Input datagrams a second a client sends.
-    fn input_rate(&self) -> u32 {
+    pub(super) fn input_rate(&self) -> u32 {
         self.settings.input_rate.unwrap_or(self.rate())
     }
 
     /// Ticks between a client's input datagrams.
-    fn input_every(&self) -> u64 {
+    pub(super) fn input_every(&self) -> u64 {
         u64::from((self.rate() / self.input_rate().max(1)).max(1))
     }
 
@@ -426,7 +411,7 @@ impl Server {
     }
 
     /// Counts a violation and, past the threshold, kicks the player with the reason.
-    fn violation(&mut self, id: PlayerId, v: &Violation) {
+    pub(super) fn violation(&mut self, id: PlayerId, v: &Violation) {
         self.count_violation(id, v);
         let Some(s) = self.players.get_mut(&id) else {
             return;
@@ -438,7 +423,7 @@ impl Server {
     }
 
     /// Counts a violation and tells the shell of it (whatever the player's record says).
-    fn count_violation(&mut self, id: PlayerId, v: &Violation) {
+    pub(super) fn count_violation(&mut self, id: PlayerId, v: &Violation) {
         if let Some(i) = ViolationKind::ALL.iter().position(|k| *k == v.kind) {
             self.stats.violations[i] += 1;
         }
@@ -473,7 +458,7 @@ impl Server {
 
     /// Refuses a connection before it joined: the code and reason on the control stream
     /// and in the close frame (a code of [`REFUSALS`] is counted under it).
-    fn refuse(&mut self, conn: ConnId, code: Code, reason: String) {
+    pub(super) fn refuse(&mut self, conn: ConnId, code: Code, reason: String) {
         if let Some(i) = REFUSALS.iter().position(|r| *r == code) {
             self.stats.refusals[i] += 1;
         }
@@ -491,7 +476,7 @@ impl Server {
 
     /// Removes a joined client: the code and reason on the control stream and in the
     /// close frame.
-    fn kick(&mut self, conn: ConnId, code: Code, reason: String) {
+    pub(super) fn kick(&mut self, conn: ConnId, code: Code, reason: String) {
         self.stats.kicks += 1;
         let last = encode_frame(&ServerControl::Ended {
             code,
@@ -501,7 +486,7 @@ impl Server {
     }
 
     /// Forgets the connection's player and tells the shell to close it after `last`.
-    fn close(&mut self, conn: ConnId, last: Vec<u8>, code: Code, reason: String) {
+    pub(super) fn close(&mut self, conn: ConnId, last: Vec<u8>, code: Code, reason: String) {
         if let Some(c) = self.conns.get_mut(&conn) {
             let stage = std::mem::replace(&mut c.stage, Stage::Closing);
             if let Stage::Map { player } | Stage::Playing { player } = stage {
@@ -533,7 +518,7 @@ impl Server {
         self.events.push_back(Event::Left { player, reason });
     }
 
-    fn count_pending(&mut self) {
+    pub(super) fn count_pending(&mut self) {
         self.stats.awaiting_hello = self
             .conns
             .values()
@@ -543,25 +528,6 @@ impl Server {
 }
 
 /// Why a player whose record of violations passed the threshold is kicked.
-fn kick_reason(v: &Violation) -> String {
+pub(super) fn kick_reason(v: &Violation) -> String {
     format!("kicked for cheating ({}: {})", v.kind.name(), v.evidence)
-}
-
-/// The control frames that carry `map` to a client, in order, made as they are written.
-pub fn map_frames(map: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
-    (0..).map_while(|i| map_frame(map, i))
-}
-
-/// The `i`th of [`map_frames`], or `None` past the last: a shell streaming the map to a
-/// slow peer keeps the index, not the frames.
-pub fn map_frame(map: &[u8], i: usize) -> Option<Vec<u8>> {
-    let at = i.checked_mul(MAP_CHUNK)?;
-    let chunk = map.get(at..)?.get(..MAP_CHUNK.min(map.len() - at))?;
-    if chunk.is_empty() {
-        return None;
-    }
-    Some(encode_frame(&ServerControl::MapData {
-        offset: at as u64,
-        bytes: chunk.to_vec(),
-    }))
 }

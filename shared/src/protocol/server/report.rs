@@ -34,7 +34,7 @@ pub enum Output {
         /// The frames.
         bytes: Vec<u8>,
     },
-    /// Stream the map after what was written before: the frames of [`map_frames`](super::map_frames).
+    /// Stream the map after what was written before: the frames of [`map_frames`](crate::protocol::join::map_frames).
     Map {
         /// To whom.
         conn: ConnId,
@@ -140,7 +140,7 @@ pub enum MessageDrop {
     /// The server runs no game to take it.
     NoGame,
     /// Outgoing: a sender's messages for one recipient over its fair share of that
-    /// recipient's allowance (see [`outbox`](super::outbox)).
+    /// recipient's allowance (see [`outbox`](crate::protocol::messages::outbox)).
     OverShare,
 }
 
@@ -171,8 +171,8 @@ impl MessageDrop {
 pub struct ServerStats {
     /// Ticks stepped.
     pub ticks: u64,
-    /// The game's messages, per channel ([`Channel::index`](crate::protocol::channel::Channel::index)).
-    pub messages: crate::protocol::channel::MessageCounts,
+    /// The game's messages, per channel ([`Channel::index`](crate::protocol::messages::Channel::index)).
+    pub messages: crate::protocol::messages::MessageCounts,
     /// Commands or messages the game's rules refused by their own checks
     /// ([`Game::refuse`](super::Game::refuse)).
     pub rule_refusals: u64,

@@ -1,12 +1,12 @@
 //! The machine's ticks: when they are due, catching up on those it owes, the deadlines
 //! looked at with them, and each tick's step and snapshots.
 
-use super::replay::Records;
 use super::{
     ConnId, Event, Output, Player, Server, Stage, DEFAULT_DATAGRAM, MAX_BACKLOG, MAX_CATCH_UP,
 };
 use crate::movement::{MoveCommand, Obstacle, PlayerState};
 use crate::protocol::input::InputStats;
+use crate::protocol::predict::replay::Records;
 use crate::protocol::snapshot::Crowd;
 use crate::protocol::{Code, MovementAuthority};
 use crate::sim::{PlayerId, PlayerReport, Sim, WorldState};

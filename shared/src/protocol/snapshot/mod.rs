@@ -13,7 +13,7 @@
 //! last step). Here: the fields and scenes both ends share. `crowd`: whom each client sees.
 //! `encoder`: the server's side. `decoder`: the client's side.
 
-use super::messages::{tick_from_gap, tick_gap};
+use super::wire::{tick_from_gap, tick_gap};
 pub use super::Feedback;
 use super::{decode, EntityDelta, ProtocolError, ServerDatagram, MOVER_INTEREST_RADIUS};
 use crate::geom::Aabb;
@@ -29,6 +29,7 @@ use std::collections::{BTreeMap, VecDeque};
 mod crowd;
 mod decoder;
 mod encoder;
+pub mod interp;
 #[cfg(test)]
 mod tests;
 

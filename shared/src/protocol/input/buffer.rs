@@ -3,8 +3,8 @@
 //! after its tick passed), duplicate (the redundant copies every input datagram carries)
 //! and too far ahead (refused, so a client cannot make the buffer grow).
 
-use super::InputMsg;
 use crate::movement::MoveCommand;
+use crate::protocol::InputMsg;
 use crate::sim::ShotView;
 use crate::validate::MAX_AHEAD;
 use std::collections::{BTreeMap, BTreeSet};

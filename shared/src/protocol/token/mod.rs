@@ -9,8 +9,10 @@
 //! that named no server would join each of them once. Bound to one server's id, it joins
 //! that one only.
 
-use super::keyed::KeyedHash;
-use super::Code;
+pub mod keyed;
+
+use crate::protocol::Code;
+use keyed::KeyedHash;
 use std::collections::BTreeMap;
 use thiserror::Error;
 

@@ -15,17 +15,28 @@
 //!
 //! [`ViewClaim`]: crate::protocol::ViewClaim
 
-use super::Server;
 use crate::collision::hull::Hull;
 use crate::collision::{Contents, Hit};
 use crate::movement::PlayerState;
 use crate::protocol::input::Claimed;
+use crate::protocol::server::Server;
 use crate::protocol::snapshot::SnapshotEncoder;
 use crate::protocol::INPUT_REDUNDANCY;
 use crate::sim::{History, PlayerId, ShotView, Struck};
 use crate::validate::{Violation, ViolationKind};
 use glam::DVec3;
 use std::collections::VecDeque;
+
+/// What a shot judged as its shooter saw it works in (kept, not allocated a shot).
+#[derive(Debug, Default)]
+pub(in crate::protocol) struct Rewind {
+    pub(in crate::protocol) shown: Vec<PlayerId>,
+    pub(in crate::protocol) boxes: Vec<crate::sim::PlayerBox>,
+    /// The shooter's own box.
+    pub(in crate::protocol) own: Vec<crate::sim::PlayerBox>,
+    pub(in crate::protocol) poses: Vec<crate::mover::Pose>,
+    pub(in crate::protocol) trace: crate::collision::TraceScratch,
+}
 
 /// The longest interpolation delay a shot is judged with, ticks: a client drawing the
 /// others further back than this is judged as if it drew them this far back.
@@ -78,7 +89,7 @@ const BASE_SLACK: f64 = 2.0;
 
 /// One player's shots as the server judged them.
 #[derive(Debug, Default)]
-pub(super) struct Aim {
+pub(in crate::protocol) struct Aim {
     trips: VecDeque<u64>,
     /// Mean deviation of the trips from their running mean, ticks (the path's jitter).
     mean: f64,
@@ -118,7 +129,7 @@ pub(super) struct Judged {
 
 impl Aim {
     /// An input acknowledging snapshot `ack` arrived when tick `arrived` was due.
-    pub(super) fn trip(&mut self, arrived: u64, ack: u64) {
+    pub(in crate::protocol) fn trip(&mut self, arrived: u64, ack: u64) {
         let Some(t) = arrived.checked_sub(ack).filter(|_| ack > 0) else {
             return;
         };
@@ -136,7 +147,7 @@ impl Aim {
 
     /// The rules refused a command of tick `tick`: the violation, once refusals are kept
     /// up ([`REFUSALS_PER_SECOND`] over [`REFUSAL_SECONDS`]).
-    pub(super) fn refused(&mut self, tick: u64, rate: u32) -> Option<Violation> {
+    pub(in crate::protocol) fn refused(&mut self, tick: u64, rate: u32) -> Option<Violation> {
         let n = kept_up(&mut self.refusals, tick, rate, REFUSALS_PER_SECOND)?;
         Some(Violation {
             kind: ViolationKind::Rules,
@@ -150,7 +161,7 @@ impl Aim {
 
     /// The client reported its player in `state` after tick `tick`, having acknowledged
     /// snapshot `ack`.
-    pub(super) fn reported(&mut self, tick: u64, state: PlayerState, ack: u64) {
+    pub(in crate::protocol) fn reported(&mut self, tick: u64, state: PlayerState, ack: u64) {
         if self.reported.back().is_some_and(|r| r.tick >= tick) {
             return;
         }
@@ -170,7 +181,7 @@ impl Aim {
 
     /// Tick `tick` passed without its command though later ones had come: the
     /// violation, once that is kept up ([`SKIPPED_PER_SECOND`] over [`REFUSAL_SECONDS`]).
-    pub(super) fn skipped(&mut self, tick: u64, rate: u32) -> Option<Violation> {
+    pub(in crate::protocol) fn skipped(&mut self, tick: u64, rate: u32) -> Option<Violation> {
         let n = kept_up(&mut self.skipped, tick, rate, SKIPPED_PER_SECOND)?;
         Some(Violation {
             kind: ViolationKind::Gaps,
@@ -342,7 +353,7 @@ fn view_near(usable: &[u64], x: f64) -> ShotView {
     }
 }
 
-/// A shot traced as its shooter saw the world ([`Game::shot_as_seen`](super::Game::shot_as_seen)).
+/// A shot traced as its shooter saw the world ([`Game::shot_as_seen`](crate::protocol::server::Game::shot_as_seen)).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SeenShot {
     /// What it met first: the map, a mover, or a player where the shooter saw it.
@@ -365,16 +376,16 @@ pub enum ShotError {
     /// Its command for this tick did not arrive (the server repeated its last).
     #[error("player {0} has no command for this tick")]
     NoCommand(PlayerId),
-    /// It was judged [`MAX_SHOTS_PER_TICK`](super::MAX_SHOTS_PER_TICK) times this tick.
-    #[error("player {0} shot more than {max} times this tick", max = super::MAX_SHOTS_PER_TICK)]
+    /// It was judged [`MAX_SHOTS_PER_TICK`] times this tick.
+    #[error("player {0} shot more than {max} times this tick", max = MAX_SHOTS_PER_TICK)]
     Budget(PlayerId),
     /// No snapshot it acknowledged is held: it has drawn nothing to aim at.
     #[error("player {0} has drawn nothing yet")]
     NothingDrawn(PlayerId),
 }
 
-/// [`Game::shot_as_seen`](super::Game::shot_as_seen) for tick `tick`'s rules.
-pub(super) fn shot_as_seen(
+/// [`Game::shot_as_seen`](crate::protocol::server::Game::shot_as_seen) for tick `tick`'s rules.
+pub(in crate::protocol) fn shot_as_seen(
     server: &mut Server,
     tick: u64,
     shooter: PlayerId,

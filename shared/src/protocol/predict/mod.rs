@@ -4,8 +4,11 @@
 //! has not yet applied. A prediction that differed from the server is a correction; the
 //! visual error it leaves is smoothed away over a few frames.
 
-use super::snapshot::Snapshot;
+#[cfg(feature = "server")]
+pub(super) mod replay;
+
 use crate::mover::MoverState;
+use crate::protocol::snapshot::Snapshot;
 use crate::sim::PlayerSlot;
 use crate::{Aabb, MoveCommand, PlayerState, Sim, SimScratch, WorldState};
 use glam::DVec3;

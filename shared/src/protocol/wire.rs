@@ -26,7 +26,7 @@ pub enum ClientControl {
         /// Why.
         reason: String,
     },
-    /// A game message on the reliable channel ([`super::channel`]).
+    /// A game message on the reliable channel ([`super::messages`]).
     Message {
         /// The game's encoding of it.
         bytes: Vec<u8>,
@@ -143,7 +143,7 @@ pub enum ServerControl {
         /// Why, for people.
         detail: String,
     },
-    /// A game message on the reliable channel ([`super::channel`]).
+    /// A game message on the reliable channel ([`super::messages`]).
     Message {
         /// The game's encoding of it.
         bytes: Vec<u8>,
@@ -293,7 +293,7 @@ impl InputMsg {
 pub enum ClientDatagram {
     /// Commands.
     Input(InputMsg),
-    /// A game message on the unreliable channel ([`super::channel`]).
+    /// A game message on the unreliable channel ([`super::messages`]).
     Message {
         /// Its number: the receiver delivers only one newer than all it delivered.
         seq: u64,
@@ -609,7 +609,7 @@ impl<'de> Deserialize<'de> for GameLists {
 pub enum ServerDatagram {
     /// A snapshot.
     Snapshot(SnapshotMsg),
-    /// A game message on the unreliable channel ([`super::channel`]).
+    /// A game message on the unreliable channel ([`super::messages`]).
     Message {
         /// Its number: the receiver delivers only one newer than all it delivered.
         seq: u64,

@@ -2,9 +2,15 @@
 //! protocol carries their bytes both ways on a reliable ordered channel (the control
 //! stream) or an unreliable one (QUIC datagrams). Here is what both ends share: the size
 //! limit, the unreliable channel's order (never twice, never older than one delivered),
-//! the sender's rate limit, the strikes that end a client's abuse, and the counts.
+//! the sender's rate limit, the strikes that end a client's abuse, and the counts. The client's half sends and
+//! takes them (`mail.rs`); the server's shares each recipient's allowance among the
+//! senders ([`outbox`]).
 
-use super::rate::TokenBucket;
+mod mail;
+#[cfg(feature = "server")]
+pub mod outbox;
+
+use crate::protocol::rate::TokenBucket;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 use thiserror::Error;
@@ -311,7 +317,8 @@ pub fn encode_message<T: Serialize>(msg: &T) -> Result<Vec<u8>, MessageError> {
 
 /// The game's message from bytes (postcard; trailing bytes are malformed).
 pub fn decode_message<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, MessageError> {
-    super::decode::<T>("message", bytes).map_err(|e| MessageError::Malformed(e.to_string()))
+    crate::protocol::decode::<T>("message", bytes)
+        .map_err(|e| MessageError::Malformed(e.to_string()))
 }
 
 #[cfg(test)]

@@ -1,15 +1,15 @@
 //! One recipient's outgoing game messages, shared fairly among whoever they come from.
 //!
-//! A client takes [`MESSAGE_RATE`](crate::protocol::channel::MESSAGE_RATE) messages a
+//! A client takes [`MESSAGE_RATE`](crate::protocol::messages::MESSAGE_RATE) messages a
 //! second from the server, on both channels together. Messages the rules send on a
-//! player's behalf (a chat line passed on: [`Game::send_from`](super::Game::send_from))
+//! player's behalf (a chat line passed on: [`Game::send_from`](crate::protocol::server::Game::send_from))
 //! and the game's own (a score) wait here in one queue per sender, and the recipient's
 //! allowance is handed out round robin over the senders with something waiting: however
 //! fast one sender talks, whatever its id, every other sender, and the game itself, gets
 //! its turn. A sender's queue holds [`SHARE_QUEUE`] messages; what does not fit is
 //! dropped (the oldest of that sender's first) and counted as over its share.
 
-use crate::protocol::channel::Channel;
+use crate::protocol::messages::Channel;
 use crate::sim::PlayerId;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -20,7 +20,7 @@ pub const SHARE_QUEUE: usize = 16;
 /// Whose message it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Sender {
-    /// The game's own (the rules' [`Game::send`](super::Game::send)).
+    /// The game's own (the rules' [`Game::send`](crate::protocol::server::Game::send)).
     Game,
     /// Passed on for a player.
     Player(PlayerId),

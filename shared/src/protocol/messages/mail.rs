@@ -1,9 +1,9 @@
 //! The game's messages on the client's side: sent, taken, and told of as events.
 
-use super::report::push_event;
-use super::{Client, ClientEvent, ClientOutput, Status};
-use crate::protocol::channel::{Arrival, Channel, MessageError};
+use crate::protocol::client::push_event;
+use crate::protocol::client::{Client, ClientEvent, ClientOutput, Status};
 use crate::protocol::frame::encode_frame;
+use crate::protocol::messages::{Arrival, Channel, MessageError};
 use crate::protocol::{encode, ClientControl, ClientDatagram};
 use std::time::Instant;
 
@@ -46,7 +46,7 @@ impl Client {
 
     /// A message from the server reached the mailbox: an event says so (the game takes it
     /// with `poll_message`).
-    pub(super) fn message_arrived(&mut self, channel: Channel, arrival: Arrival) {
+    pub(in crate::protocol) fn message_arrived(&mut self, channel: Channel, arrival: Arrival) {
         if arrival == Arrival::Taken {
             push_event(&mut self.events, ClientEvent::Message { channel });
         }

@@ -3,16 +3,16 @@
 //! inside the machine, at fixed points of the tick, in player order: the same inputs
 //! give the same state and the same messages.
 
-use super::aim::{SeenShot, ShotError};
-use super::outbox::Sender;
-use super::{MessageDrop, Output, Server};
 use crate::collision::hull::Hull;
 use crate::collision::{Contents, TraceScratch};
 use crate::movement::{flags, MoveCommand, MoveMode, PlayerState};
-use crate::protocol::channel::{
+use crate::protocol::frame::encode_frame;
+use crate::protocol::messages::outbox::Sender;
+use crate::protocol::messages::{
     check_size, decode_message, encode_message, Arrival, Channel, Mailbox, MessageError,
 };
-use crate::protocol::frame::encode_frame;
+use crate::protocol::server::{MessageDrop, Output, Server};
+use crate::protocol::shots::server::{SeenShot, ShotError};
 use crate::protocol::snapshot::{game_state_fields, Scope, Spawned, StateFields, MAX_STATE_BYTES};
 use crate::protocol::Code;
 use crate::protocol::{encode, MovementAuthority, ServerControl, ServerDatagram};
@@ -71,30 +71,30 @@ pub enum RuleError {
 }
 
 /// What happened to players while the rules were busy, for them once they are free.
-pub(super) enum Notice {
+pub(in crate::protocol) enum Notice {
     Joined(PlayerId),
     Left(PlayerId, String),
 }
 
 /// The game's rules as the server holds them, and what waits for them.
 #[derive(Default)]
-pub(super) struct Hosted {
+pub(in crate::protocol) struct Hosted {
     rules: Option<Box<dyn GameRules>>,
     /// The rules are running (taken out of `rules`): notices wait for them to return.
     running: bool,
     notices: VecDeque<Notice>,
     /// Players with messages waiting for the game.
-    pub(super) mail_waiting: BTreeSet<PlayerId>,
+    pub(in crate::protocol) mail_waiting: BTreeSet<PlayerId>,
     /// The player whose message the game took last: the next is the next player's, so
     /// the rules read the players' messages in turns, whatever their ids.
     last_taken: Option<PlayerId>,
     /// The commands that arrived for the tick being stepped, while the rules run.
-    pub(super) commands: BTreeMap<PlayerId, MoveCommand>,
+    pub(in crate::protocol) commands: BTreeMap<PlayerId, MoveCommand>,
     /// Who may see each entity, and the tick it was spawned for.
-    pub(super) spawned: BTreeMap<EntityId, Spawned>,
+    pub(in crate::protocol) spawned: BTreeMap<EntityId, Spawned>,
     /// The game's own state of players (with who may see it) and of entities.
-    pub(super) player_states: BTreeMap<PlayerId, (Scope, StateFields)>,
-    pub(super) entity_states: BTreeMap<EntityId, StateFields>,
+    pub(in crate::protocol) player_states: BTreeMap<PlayerId, (Scope, StateFields)>,
+    pub(in crate::protocol) entity_states: BTreeMap<EntityId, StateFields>,
     /// The next entity id to hand out.
     next_entity: EntityId,
     /// The entities' impacts of the last tick stepped, and the entities it lost.
@@ -104,7 +104,7 @@ pub(super) struct Hosted {
 
 impl Hosted {
     /// A tick was stepped: its impacts and losses, for the rules' next look.
-    pub(super) fn stepped(&mut self, impacts: Vec<Impact>, lost: &[EntityId]) {
+    pub(in crate::protocol) fn stepped(&mut self, impacts: Vec<Impact>, lost: &[EntityId]) {
         for id in lost {
             self.spawned.remove(id);
             self.entity_states.remove(id);
@@ -183,7 +183,7 @@ impl Game<'_> {
 
     /// Sends the game's own `msg` to `player` on `channel`. It goes at once, or waits
     /// for the player's allowance in turn with the messages others send it (see
-    /// [`outbox`](super::outbox)); a flood of the game's own drops its oldest first.
+    /// [`outbox`](crate::protocol::messages::outbox)); a flood of the game's own drops its oldest first.
     pub fn send<T: Serialize>(
         &mut self,
         player: PlayerId,
@@ -327,7 +327,7 @@ impl Game<'_> {
 
     /// Counts a command (or a message) of `player`'s that the rules refused by their
     /// own checks (a button the game does not define, a weapon it lacks, firing faster
-    /// than the weapon allows): [`ServerStats::rule_refusals`](super::ServerStats), the
+    /// than the weapon allows): [`ServerStats::rule_refusals`](crate::protocol::server::ServerStats), the
     /// operators' `expel_rule_refusals_total`.
     /// Kept up (ten a second for three seconds), refusals are a
     /// [`ViolationKind::Rules`](crate::validate::ViolationKind) violation.
@@ -349,11 +349,11 @@ impl Game<'_> {
     /// command claimed, if the client could have had that view (else the nearest view
     /// it could have had: counted, and kept up a `backtrack` violation). The shot leaves
     /// from where the shooter's client had itself, if that is within
-    /// [`SHOOTER_SLACK`](super::SHOOTER_SLACK) of where the server has it with nothing
+    /// [`SHOOTER_SLACK`](crate::protocol::server::SHOOTER_SLACK) of where the server has it with nothing
     /// solid between (a prediction a brush with another player put off). A player the ray
     /// passes through that the client was never shown is counted (kept up, an
     /// `unseen_target` violation). Nobody in the world moves: a query. At most
-    /// [`MAX_SHOTS_PER_TICK`](super::MAX_SHOTS_PER_TICK) a player a tick.
+    /// [`MAX_SHOTS_PER_TICK`](crate::protocol::server::MAX_SHOTS_PER_TICK) a player a tick.
     pub fn shot_as_seen(
         &mut self,
         shooter: PlayerId,
@@ -362,7 +362,7 @@ impl Game<'_> {
         end: DVec3,
     ) -> Result<SeenShot, ShotError> {
         let tick = self.tick();
-        super::aim::shot_as_seen(self.server, tick, shooter, hull, (start, end))
+        crate::protocol::shots::server::shot_as_seen(self.server, tick, shooter, hull, (start, end))
     }
 
     /// Puts `entity` in the world, seen by the clients of `scope`: its id. A projectile
@@ -513,7 +513,7 @@ impl Server {
     /// Runs `f` on the rules with the game's view of the server (nothing when there are
     /// no rules), then tells them of players who joined or left meanwhile (a player the
     /// rules kicked, say), in order.
-    pub(super) fn with_rules(
+    pub(in crate::protocol) fn with_rules(
         &mut self,
         now: Instant,
         f: impl FnOnce(&mut dyn GameRules, &mut Game<'_>),
@@ -536,7 +536,7 @@ impl Server {
 
     /// Tells the rules (if any) that a player joined or left: now, or when they return
     /// if they are running.
-    pub(super) fn notify(&mut self, notice: Notice) {
+    pub(in crate::protocol) fn notify(&mut self, notice: Notice) {
         if self.game.rules.is_none() && !self.game.running {
             return;
         }
@@ -620,7 +620,7 @@ impl Server {
 
     /// Sends what waits for every player, as far as their allowances go (once a tick:
     /// allowances refill with time).
-    pub(super) fn flush_outboxes(&mut self, now: Instant) {
+    pub(in crate::protocol) fn flush_outboxes(&mut self, now: Instant) {
         let waiting: Vec<PlayerId> = self
             .players
             .iter()
@@ -633,7 +633,7 @@ impl Server {
     }
 
     /// Counts a game message dropped on `channel` for `why`.
-    pub(super) fn message_dropped(&mut self, channel: Channel, why: MessageDrop) {
+    pub(in crate::protocol) fn message_dropped(&mut self, channel: Channel, why: MessageDrop) {
         self.stats.messages[channel.index()].dropped += 1;
         let i = MessageDrop::ALL.iter().position(|r| *r == why).unwrap_or(0);
         self.stats.message_drops[i] += 1;
@@ -641,7 +641,7 @@ impl Server {
 
     /// A message from `player` arrived (`seq`: an unreliable one's number). Without
     /// rules to take it, it is dropped.
-    pub(super) fn message_in(
+    pub(in crate::protocol) fn message_in(
         &mut self,
         player: PlayerId,
         channel: Channel,
@@ -712,7 +712,7 @@ impl Server {
     }
 
     /// A fresh mailbox for a player entering at `now`.
-    pub(super) fn mailbox(now: Instant) -> Mailbox {
+    pub(in crate::protocol) fn mailbox(now: Instant) -> Mailbox {
         Mailbox::new(now, PLAYER_QUEUE)
     }
 }

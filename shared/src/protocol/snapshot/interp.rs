@@ -2,7 +2,7 @@
 //! between the two snapshots around that moment, so they move (and turn) smoothly however
 //! snapshots arrive.
 
-use super::snapshot::{EntityView, Snapshot};
+use super::{EntityView, Snapshot};
 use crate::movement::flags;
 use crate::sim::history::between;
 pub use crate::sim::history::SNAP_DISTANCE;

@@ -2,8 +2,8 @@
 //! roster once, and the joins and leaves go to all every tenth of a second (per tick,
 //! a join storm would cost a frame per player per tick).
 
-use super::{ConnId, Output};
 use crate::protocol::frame::encode_frame;
+use crate::protocol::server::{ConnId, Output};
 use crate::protocol::{RosterChange, ServerControl};
 use crate::sim::PlayerId;
 use std::collections::{BTreeMap, VecDeque};
@@ -28,7 +28,7 @@ fn frames(changes: &[RosterChange]) -> Vec<Vec<u8>> {
 /// (each hears only what followed its entry). The server owns one and hands it the
 /// players and the outputs to write to.
 #[derive(Debug, Default)]
-pub(super) struct Roster {
+pub(in crate::protocol) struct Roster {
     /// Players who entered or left the world since the roster was last sent.
     changes: Vec<RosterChange>,
     /// Players that entered since then, and where in `changes` their news begins.
@@ -38,7 +38,7 @@ pub(super) struct Roster {
 impl Roster {
     /// `player` entered the world on `conn`: it is told who else is in (`others`), and
     /// everyone of it with the tick's other changes.
-    pub(super) fn entered(
+    pub(in crate::protocol) fn entered(
         &mut self,
         conn: ConnId,
         player: PlayerId,
@@ -58,14 +58,14 @@ impl Roster {
     }
 
     /// `player` left the world.
-    pub(super) fn left(&mut self, player: PlayerId) {
+    pub(in crate::protocol) fn left(&mut self, player: PlayerId) {
         self.changes.push(RosterChange::Left(player));
     }
 
     /// Sends the changes since the last time to every player in the world (`players`:
     /// each with its connection), encoded once, at the tenths of a second of `tick`'s
     /// `rate`.
-    pub(super) fn send(
+    pub(in crate::protocol) fn send(
         &mut self,
         (tick, rate): (u64, u32),
         players: impl Iterator<Item = (PlayerId, ConnId)>,

@@ -1,7 +1,7 @@
 //! The client's clock: steered to stay ahead of the server by the path's delay, its
 //! jitter and a buffer, from what each snapshot says of our commands' arrival.
 
-use super::{Play, MAX_CATCH_UP, MAX_LEAD_RTT};
+use crate::protocol::client::{Play, MAX_CATCH_UP, MAX_LEAD_RTT};
 use crate::protocol::snapshot::Snapshot;
 use std::time::{Duration, Instant};
 
@@ -26,7 +26,13 @@ const TRIP_FLOOR_RISE: f64 = 0.3;
 /// path's quickest round trip of late: a server that ran behind, or a host that held our
 /// commands back, can report them a second late, and a clock that chased that would be
 /// far ahead once the queue drained, which reads as a fast clock.
-pub(super) fn steer(p: &mut Play, snap: &Snapshot, rtt: f64, buffer: f64, now: Instant) {
+pub(in crate::protocol) fn steer(
+    p: &mut Play,
+    snap: &Snapshot,
+    rtt: f64,
+    buffer: f64,
+    now: Instant,
+) {
     let rate = f64::from(p.welcome.tick_rate().max(1));
     // Ticks already due run right after this (a host that was held up has a backlog):
     // the clock is where they put it.

@@ -1,7 +1,23 @@
 //! A connection's way in: the control stream's hello, its refusals, the map's transfer,
 //! and the player's entry into the world.
 
-use super::*;
+use crate::movement::MoveMode;
+use crate::protocol::frame::encode_frame;
+use crate::protocol::game::server::Notice;
+use crate::protocol::input::{InputBuffer, InputStats};
+use crate::protocol::messages::Channel;
+use crate::protocol::predict::replay::CommandLog;
+use crate::protocol::rate::InputGate;
+use crate::protocol::server::{
+    Conn, ConnId, Event, MessageDrop, Output, Player, Server, Stage, REPLAY_SECONDS,
+};
+use crate::protocol::snapshot::{Feedback, SnapshotEncoder};
+use crate::protocol::token;
+use crate::protocol::{decode, ClientControl, Code, ServerControl, Welcome, MAP_CHUNK, VERSION};
+use crate::sim::PlayerId;
+use crate::validate::{ValidationConfig, Validator};
+use std::collections::BTreeMap;
+use std::time::Instant;
 
 impl Server {
     /// Bytes arrived on the connection's control stream.
@@ -212,4 +228,23 @@ impl Server {
         (self.roster).entered(conn, id, self.players.keys().copied(), &mut self.outputs);
         self.notify(Notice::Joined(id));
     }
+}
+
+/// The control frames that carry `map` to a client, in order, made as they are written.
+pub fn map_frames(map: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+    (0..).map_while(|i| map_frame(map, i))
+}
+
+/// The `i`th of [`map_frames`], or `None` past the last: a shell streaming the map to a
+/// slow peer keeps the index, not the frames.
+pub fn map_frame(map: &[u8], i: usize) -> Option<Vec<u8>> {
+    let at = i.checked_mul(MAP_CHUNK)?;
+    let chunk = map.get(at..)?.get(..MAP_CHUNK.min(map.len() - at))?;
+    if chunk.is_empty() {
+        return None;
+    }
+    Some(encode_frame(&ServerControl::MapData {
+        offset: at as u64,
+        bytes: chunk.to_vec(),
+    }))
 }

@@ -2,16 +2,16 @@
 //! players and of entities, the events when they come, change and go, and what a game
 //! reads of them.
 
-use super::report::push_event;
-use super::{Client, ClientEvent};
-use crate::protocol::interp::DrawnEntity;
+use crate::protocol::client::push_event;
+use crate::protocol::client::{Client, ClientEvent};
+use crate::protocol::snapshot::interp::DrawnEntity;
 use crate::protocol::snapshot::{EntityView, Snapshot};
 use crate::sim::{EntityId, PlayerId};
 use std::collections::{BTreeMap, VecDeque};
 
 /// The game's things as the newest snapshot showed them.
 #[derive(Debug, Default)]
-pub(super) struct Things {
+pub(in crate::protocol) struct Things {
     entities: BTreeMap<EntityId, EntityView>,
     /// The game's own state of players and of entities (postcard bytes).
     player_states: BTreeMap<PlayerId, Vec<u8>>,
@@ -21,7 +21,11 @@ pub(super) struct Things {
 impl Things {
     /// Takes a snapshot's things, raising the events for what came, changed (other than
     /// by moving) or went, in id order.
-    pub(super) fn take(&mut self, snap: &Snapshot, events: &mut VecDeque<ClientEvent>) {
+    pub(in crate::protocol) fn take(
+        &mut self,
+        snap: &Snapshot,
+        events: &mut VecDeque<ClientEvent>,
+    ) {
         for (id, e) in &snap.entities {
             let entity = *e;
             // A state that changed (one gone is no change of it).

@@ -1,8 +1,8 @@
 //! Who else is in the world (the server's roster, not our view), and how far the map
 //! has come.
 
-use super::report::push_event;
-use super::{Client, ClientEvent, End, Status};
+use crate::protocol::client::push_event;
+use crate::protocol::client::{Client, ClientEvent, End, Status};
 use crate::protocol::RosterChange;
 use crate::sim::PlayerId;
 use std::collections::BTreeSet;
@@ -27,7 +27,7 @@ impl Client {
     }
 
     /// A light client (a load-test bot) keeps no roster.
-    pub(super) fn roster_changed(&mut self, changes: Vec<RosterChange>) {
+    pub(in crate::protocol) fn roster_changed(&mut self, changes: Vec<RosterChange>) {
         if self.settings.light {
             return;
         }

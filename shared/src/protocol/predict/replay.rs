@@ -6,11 +6,11 @@
 //! an honest client reported, however long the round trip, so a reported path far from
 //! it is one no unmodified client makes.
 
-use super::super::predict;
-use super::super::snapshot::SnapshotEncoder;
-use super::{Player, ServerStats, REPLAY_SECONDS};
 use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::MoverState;
+use crate::protocol::predict;
+use crate::protocol::server::{Player, ServerStats, REPLAY_SECONDS};
+use crate::protocol::snapshot::SnapshotEncoder;
 use crate::sim::{PlayerId, Sim, SimScratch, WorldState};
 use crate::validate::ClientRecords;
 use std::collections::BTreeMap;
@@ -18,13 +18,13 @@ use std::collections::BTreeMap;
 /// The commands a client sent, by tick, the first copy of each as it arrived (for the
 /// newest ticks only: a ring indexed by tick).
 #[derive(Debug)]
-pub(super) struct CommandLog {
+pub(in crate::protocol) struct CommandLog {
     slots: Vec<Option<(u64, MoveCommand)>>,
 }
 
 impl CommandLog {
     /// A log of at least the newest `span` ticks.
-    pub(super) fn new(span: usize) -> CommandLog {
+    pub(in crate::protocol) fn new(span: usize) -> CommandLog {
         CommandLog {
             slots: vec![None; span.max(1).next_power_of_two()],
         }
@@ -35,7 +35,7 @@ impl CommandLog {
     }
 
     /// Records the commands for `ticks`, keeping a tick's first copy.
-    pub(super) fn record(&mut self, ticks: impl Iterator<Item = (u64, MoveCommand)>) {
+    pub(in crate::protocol) fn record(&mut self, ticks: impl Iterator<Item = (u64, MoveCommand)>) {
         for (t, c) in ticks {
             let i = self.slot(t);
             match self.slots[i] {
@@ -66,7 +66,7 @@ impl CommandLog {
 /// tick: a client cannot make the server work without bound by reporting predictions its
 /// state does not bear out.
 #[derive(Debug)]
-pub(super) struct Replayer {
+pub(in crate::protocol) struct Replayer {
     /// Ticks that may still be re-run before the next tick.
     budget: u64,
     /// The longest span re-run, from the acknowledged snapshot to the reported tick.
@@ -77,7 +77,7 @@ pub(super) struct Replayer {
 
 impl Replayer {
     /// Re-runs at `rate` ticks a second, of spans up to [`REPLAY_SECONDS`].
-    pub(super) fn new(rate: u32) -> Replayer {
+    pub(in crate::protocol) fn new(rate: u32) -> Replayer {
         let max_ticks = REPLAY_SECONDS * u64::from(rate.max(1));
         Replayer {
             budget: max_ticks,
@@ -89,7 +89,7 @@ impl Replayer {
 
     /// A new tick among `players`: a tick of re-run for each on average, and room for
     /// the longest span.
-    pub(super) fn renew(&mut self, players: usize) {
+    pub(in crate::protocol) fn renew(&mut self, players: usize) {
         self.budget = players as u64 + self.max_ticks;
     }
 
@@ -99,7 +99,7 @@ impl Replayer {
     /// long) or the budget is spent. `movers` stands in for the movers the client holds
     /// that no snapshot it was sent showed (far from it: none it reaches in the span).
     #[allow(clippy::too_many_arguments)] // what a prediction is made of, each its own
-    pub(super) fn own_prediction(
+    pub(in crate::protocol) fn own_prediction(
         &mut self,
         sim: &Sim,
         id: PlayerId,
@@ -156,10 +156,10 @@ impl Replayer {
 
 /// The server's records of its clients (the snapshots each was sent, the commands it
 /// sent), for judging trusted clients' claims exactly as they were made.
-pub(super) struct Records<'a> {
-    pub(super) sim: &'a Sim,
-    pub(super) players: &'a BTreeMap<PlayerId, Player>,
-    pub(super) replayer: &'a mut Replayer,
+pub(in crate::protocol) struct Records<'a> {
+    pub(in crate::protocol) sim: &'a Sim,
+    pub(in crate::protocol) players: &'a BTreeMap<PlayerId, Player>,
+    pub(in crate::protocol) replayer: &'a mut Replayer,
 }
 
 impl ClientRecords for Records<'_> {

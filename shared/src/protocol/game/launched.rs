@@ -11,10 +11,10 @@
 //! others are drawn in the past, so a predicted hit on one would be a guess; the server's
 //! twin says what it met.
 
-use super::report::push_event;
-use super::{Client, ClientEvent};
 use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::Pose;
+use crate::protocol::client::push_event;
+use crate::protocol::client::{Client, ClientEvent};
 use crate::protocol::predict::Predictor;
 use crate::protocol::snapshot::{EntityView, Snapshot};
 use crate::sim::{Entity, EntityId, PlayerId, Sim};
@@ -99,7 +99,7 @@ pub struct DrawnLaunch {
 
 /// The predicted projectiles of a client.
 #[derive(Default)]
-pub(super) struct Launched {
+pub(in crate::protocol) struct Launched {
     launcher: Option<Box<dyn Launcher>>,
     flights: Vec<Flight>,
     next_local: u32,
@@ -112,7 +112,7 @@ pub(super) struct Launched {
 impl Launched {
     /// Tick `t` was predicted with `cmd` from `before`: launches what it launches and
     /// moves every flight through it.
-    pub(super) fn tick(
+    pub(in crate::protocol) fn tick(
         &mut self,
         sim: &Sim,
         predictor: &Predictor,
@@ -176,7 +176,7 @@ impl Launched {
 
     /// A snapshot came: flights meet their twins, are corrected by them, or end with
     /// them; one the server never launched is dropped.
-    pub(super) fn snapshot(
+    pub(in crate::protocol) fn snapshot(
         &mut self,
         sim: &Sim,
         predictor: &Predictor,
