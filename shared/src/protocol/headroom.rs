@@ -83,9 +83,36 @@ pub struct Headroom {
     capacity: Option<usize>,
     /// Why the last report held joins at the players in, if it did.
     strained: Option<String>,
+    /// The server's running counts at the last report (a window's are the difference).
+    reported: Window,
+    /// Players welcomed since the last report.
+    joins: u64,
 }
 
 impl Headroom {
+    /// A player was welcomed.
+    pub fn joined(&mut self) {
+        self.joins += 1;
+    }
+
+    /// Takes a window's load with the server's running counts at its end (`totals`, whose
+    /// `joins` this counts itself): the window is what they grew by since the last report.
+    pub fn report_totals(&mut self, load: Load, totals: Window) {
+        let now = Window {
+            joins: std::mem::take(&mut self.joins),
+            ..totals
+        };
+        let was = std::mem::replace(&mut self.reported, now);
+        let window = Window {
+            ticks: now.ticks.saturating_sub(was.ticks),
+            late_ticks: now.late_ticks.saturating_sub(was.late_ticks),
+            commands: now.commands.saturating_sub(was.commands),
+            late_commands: now.late_commands.saturating_sub(was.late_commands),
+            ..now
+        };
+        self.report(load, window);
+    }
+
     /// Takes a window's load and what the server saw in it.
     pub fn report(&mut self, load: Load, w: Window) {
         let players = w.players;
@@ -196,6 +223,44 @@ mod tests {
             late_commands: 0,
             late_players: 0,
         }
+    }
+
+    /// The server reports its running counts; the windows between them are what count,
+    /// and the joins it told of one by one are the window's.
+    #[test]
+    fn running_totals_are_reported_as_the_windows_between_them() {
+        let windows = [
+            (0.2, seen(20, 15, 0, 0)),
+            (0.5, seen(20, 15, 0, 12)),
+            (0.4, seen(20, 15, 3, 0)),
+            (0.2, seen(24, 15, 0, 0)),
+        ];
+        let (mut by_window, mut by_totals) = (Headroom::default(), Headroom::default());
+        let mut totals = Window::default();
+        let mut strained = 0;
+        for _ in 0..5 {
+            for (busy, w) in windows {
+                by_window.report(load(busy), w);
+                for _ in 0..w.joins {
+                    by_totals.joined();
+                }
+                totals = Window {
+                    players: w.players,
+                    ticks: totals.ticks + w.ticks,
+                    late_ticks: totals.late_ticks + w.late_ticks,
+                    joins: 0,
+                    commands: totals.commands + w.commands,
+                    late_commands: totals.late_commands + w.late_commands,
+                    late_players: w.late_players,
+                };
+                by_totals.report_totals(load(busy), totals);
+                assert_eq!(by_window.capacity(), by_totals.capacity());
+                assert_eq!(by_window.strained(), by_totals.strained());
+                strained += usize::from(by_totals.strained().is_some());
+            }
+        }
+        assert!(by_totals.capacity().is_some());
+        assert!(strained > 0, "the late ticks strained it");
     }
 
     #[test]

@@ -150,7 +150,7 @@ impl Server {
         let bytes = encode_frame(&ServerControl::Welcome(Box::new(welcome)));
         self.outputs.push_back(Output::Control { conn, bytes });
         self.stats.clients += 1;
-        self.joins_since += 1;
+        self.headroom.joined();
         self.events.push_back(Event::Joined {
             conn,
             player: id,

@@ -30,10 +30,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod pace;
 mod report;
 mod settings;
 mod tick;
 pub(super) mod wall;
+
+use pace::Pace;
 
 use super::game::server::{Hosted, Notice};
 use super::messages::outbox::Outbox;
@@ -187,20 +190,10 @@ pub struct Server {
     pub(super) replay: ReplayGuard,
     /// When tick 0 was, and the shell's calls.
     pub(super) wall: wall::Wall,
-    /// The tick snapshots were last encoded at.
-    snapshots_at: u64,
-    /// The tick due on the clock at the present call of [`Server::handle_timeout`].
-    due: u64,
+    /// The tick due, a catch-up under way, snapshots' and deadlines' turns.
+    pace: Pace,
     /// What the load allows (see [`Server::handle_load`]).
     pub(super) headroom: Headroom,
-    /// The counts at the last load report (a window's are the difference).
-    reported: Window,
-    /// Players welcomed since the last load report.
-    pub(super) joins_since: u64,
-    /// The first tick stepped late in the present catch-up, when, and how late.
-    behind_since: Option<(u64, Instant, Duration)>,
-    /// When the hello and input deadlines are next looked at (see [`Server::deadlines`]).
-    deadlines_due: Instant,
     pub(super) outputs: VecDeque<Output>,
     pub(super) events: VecDeque<Event>,
     pub(super) stats: ServerStats,
@@ -259,13 +252,8 @@ impl Server {
             roster: Roster::default(),
             replay: ReplayGuard::new(),
             wall: wall::Wall::new(now, unix_now, rate),
-            snapshots_at: 0,
+            pace: Pace::new(now),
             headroom: Headroom::default(),
-            reported: Window::default(),
-            joins_since: 0,
-            due: 0,
-            behind_since: None,
-            deadlines_due: now,
             outputs: VecDeque::new(),
             events: VecDeque::new(),
             stats: ServerStats::default(),
@@ -309,24 +297,16 @@ impl Server {
             p.late_reported = p.counted.late;
         }
         let s = &self.stats;
-        let now = Window {
+        let totals = Window {
             players: s.clients as usize,
             ticks: s.ticks,
             late_ticks: s.ticks_late,
-            joins: std::mem::take(&mut self.joins_since),
+            joins: 0,
             commands: s.inputs.applied,
             late_commands: s.inputs.late,
             late_players,
         };
-        let was = std::mem::replace(&mut self.reported, now);
-        let window = Window {
-            ticks: now.ticks.saturating_sub(was.ticks),
-            late_ticks: now.late_ticks.saturating_sub(was.late_ticks),
-            commands: now.commands.saturating_sub(was.commands),
-            late_commands: now.late_commands.saturating_sub(was.late_commands),
-            ..now
-        };
-        self.headroom.report(load, window);
+        self.headroom.report_totals(load, totals);
         self.stats.capacity = self.headroom.capacity().map(|c| c as u64);
     }
 

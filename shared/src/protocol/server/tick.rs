@@ -1,9 +1,7 @@
 //! The machine's ticks: when they are due, catching up on those it owes, the deadlines
 //! looked at with them, and each tick's step and snapshots.
 
-use super::{
-    ConnId, Event, Output, Player, Server, Stage, DEFAULT_DATAGRAM, MAX_BACKLOG, MAX_CATCH_UP,
-};
+use super::{ConnId, Output, Player, Server, Stage, DEFAULT_DATAGRAM, MAX_BACKLOG, MAX_CATCH_UP};
 use crate::movement::{MoveCommand, Obstacle, PlayerState};
 use crate::protocol::input::InputStats;
 use crate::protocol::predict::replay::Records;
@@ -12,7 +10,7 @@ use crate::protocol::{Code, MovementAuthority};
 use crate::sim::{PlayerId, PlayerReport, Sim, WorldState};
 use crate::validate::{TickClaim, Violation};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 impl Server {
     /// Steps the ticks due by `now` (and closes connections past their deadlines).
@@ -27,24 +25,18 @@ impl Server {
         if self.poll_timeout() > now {
             return;
         }
-        if now >= self.deadlines_due {
+        let shorter = self.settings.hello_timeout.min(self.settings.input_timeout);
+        if self.pace.deadlines_due(now, shorter) {
             self.deadlines(now);
         }
         let due = self.wall.tick(now);
-        self.due = due;
         let backlog = (MAX_BACKLOG.as_secs_f64() * f64::from(self.rate())) as u64;
         if due > self.world.tick + backlog {
             self.skip(due - self.world.tick - 1);
         }
         let last = due.min(self.world.tick + MAX_CATCH_UP);
-        if due > self.world.tick + 1 && self.behind_since.is_none() {
-            let from = self.world.tick + 1;
-            self.behind_since = Some((
-                from,
-                now,
-                now.saturating_duration_since(self.wall.tick_at(from)),
-            ));
-        }
+        let next = self.world.tick + 1;
+        self.pace.clock(due, next, self.wall.tick_at(next), now);
         while self.world.tick < last {
             if self.world.tick + 1 < due {
                 self.stats.ticks_late += 1;
@@ -52,15 +44,8 @@ impl Server {
             let snapshots = self.world.tick + 1 == last;
             self.step(snapshots);
         }
-        if self.world.tick == due {
-            if let Some((from, since, behind)) = self.behind_since.take() {
-                self.events.push_back(Event::CaughtUp {
-                    from,
-                    ticks: due + 1 - from,
-                    behind,
-                    took: now.saturating_duration_since(since),
-                });
-            }
+        if let Some(caught_up) = self.pace.stepped_to(self.world.tick, now) {
+            self.events.push_back(caught_up);
         }
     }
 
@@ -81,11 +66,8 @@ impl Server {
     }
 
     /// Refuses connections that sent no hello in time and kicks players whose input
-    /// stopped. Every connection and session is looked at, so not at every tick: at a
-    /// twentieth of the shorter timeout (at most 100 ms), which a deadline may pass by.
+    /// stopped (when [`Pace::deadlines_due`](super::pace::Pace::deadlines_due) says).
     fn deadlines(&mut self, now: Instant) {
-        let shorter = self.settings.hello_timeout.min(self.settings.input_timeout);
-        self.deadlines_due = now + (shorter / 20).min(Duration::from_millis(100));
         let late: Vec<ConnId> = self
             .conns
             .iter()
@@ -304,10 +286,9 @@ impl Server {
     fn send_snapshots(&mut self) {
         let every = u64::from((self.rate() / self.settings.snapshot_rate).max(1));
         let tick = self.world.tick;
-        let behind = u32::try_from(self.due.saturating_sub(tick)).unwrap_or(u32::MAX);
+        let behind = u32::try_from(self.pace.due().saturating_sub(tick)).unwrap_or(u32::MAX);
         // Ticks caught up on sent nothing: whoever was due in them is due now.
-        let span = tick.saturating_sub(self.snapshots_at).max(1);
-        self.snapshots_at = tick;
+        let span = self.pace.snapshots(tick);
         let (interest, trusted) = (
             self.settings.interest,
             self.settings.movement == MovementAuthority::Client,
