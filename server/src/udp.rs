@@ -33,10 +33,10 @@ pub const CID_LEN: usize = CID_NONCE + CID_SIGNATURE;
 ///
 /// quinn's `HashedConnectionIdGenerator` does the same with a 3-byte nonce. quinn checks a
 /// new connection's ids against those in use, but not the id a stateless retry hands out:
-/// with a thousand players holding several ids each, about one retry in 2,000 got a live
-/// connection's id, and the client's next Initial went to that connection, which dropped
-/// it; the player's handshake was lost (about once in three 1,000-player joins, "6
-/// datagrams sent, 1 received"). Eight random bytes make that one in 10^15.
+/// with a thousand players holding several ids each, a 3-byte nonce can hand a retry a
+/// live connection's id, and the client's next Initial then goes to that connection,
+/// which drops it: the player's handshake is lost. Eight random bytes make that one in
+/// 10^15.
 ///
 /// The hash is HMAC-SHA256 (the connect tokens' algorithm): its result is fixed by its
 /// specification, so a server built with another toolchain still knows its previous

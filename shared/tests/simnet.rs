@@ -271,7 +271,8 @@ const TRUSTED_N: u32 = 16;
 /// Sixty-four trusted clients under 10% loss: each sees only its 32 nearest players and
 /// runs the lift on from every snapshot with those and its own path, so its lift can stand
 /// where the server's never did. The server runs the same ticks from the same snapshot:
-/// nobody is flagged (two seeds that flagged 8 and 2 before).
+/// nobody is flagged, on two seeds that flagged players while the server judged claims
+/// only against its own world.
 #[test]
 fn a_trusted_crowd_around_the_lift_is_never_flagged() {
     for seed in [100, 101] {

@@ -243,10 +243,11 @@ mod tests {
             assert_eq!(run(&mut r, ack, tick), None);
         }
         r.renew(10);
-        assert_eq!(run(&mut r, 100, 230), None); // past the longest span: unknown
-                                                 // (100, 200) and (150, 180) spent the budget (and found no commands); (190, 200)
-                                                 // found none left; none is run from before snapshot 1 or over no span; the next
-                                                 // tick, (100, 230) is longer than any re-run.
+        // Past the longest span: unknown.
+        assert_eq!(run(&mut r, 100, 230), None);
+        // (100, 200) and (150, 180) spent the budget (and found no commands); (190, 200)
+        // found none left; none is run from before snapshot 1 or over no span; the next
+        // tick, (100, 230) is longer than any re-run.
         assert_eq!((stats.replays, stats.replays_unknown), (3, 3));
     }
 }
