@@ -20,6 +20,8 @@ pub use report::{ClientEvent, ClientOutput, ClientStats, End, Status, EVENTS_KEP
 
 use super::game::{launched::Launched, things::Things};
 use super::input::clock::steer;
+use super::join::client::{build_sim, Joining};
+use super::roster::client::Roster;
 pub(super) use report::push_event;
 
 use crate::movement::{MoveCommand, PlayerState};
@@ -105,45 +107,45 @@ pub trait Tamper: Send + Sync {
 pub(super) struct Play {
     pub(super) welcome: Welcome,
     pub(super) sim: Arc<Sim>,
-    pub(super) map: Arc<Vec<u8>>,
+    map: Arc<Vec<u8>>,
     pub(super) predictor: Predictor,
-    pub(super) snapshots: SnapshotDecoder,
+    snapshots: SnapshotDecoder,
     pub(super) interp: Interpolator,
     /// The newest tick predicted and sent.
     pub(super) tick: u64,
     /// Whether a tick has run yet. Until then `tick` is provisional: building the map's
     /// model can take most of a second that the `now` it was started at cannot know of,
     /// so the clock is set again from the first tick's `now`.
-    pub(super) running: bool,
+    running: bool,
     /// Whether the server has yet reported a command of ours arriving in time. Until
     /// then a clock found behind jumps at once rather than speeding up: each command
     /// that arrives late is one the server must repeat, and the player is corrected.
     pub(super) settled: bool,
     /// The first tick sent.
-    pub(super) first_tick: u64,
+    first_tick: u64,
     /// Seconds per tick, as steered.
     pub(super) period: f64,
     pub(super) next_at: Instant,
     /// The newest snapshot's tick and when it arrived.
-    pub(super) newest: Option<(u64, Instant)>,
+    newest: Option<(u64, Instant)>,
     /// First and last snapshot tick seen.
-    pub(super) span: Option<(u64, u64)>,
-    pub(super) seen_correction: u64,
+    span: Option<(u64, u64)>,
+    seen_correction: u64,
     pub(super) sent_at: BTreeMap<u64, Instant>,
     /// The view the others were drawn at when each recent command was made, and our
     /// player as predicted after the tick before, as reported to the server with it
     /// (what the server lets a shot of that command leave from).
     pub(super) views: BTreeMap<u64, (ShotView, PlayerState)>,
     /// Our player as predicted after the last tick run.
-    pub(super) last_predicted: Option<PlayerState>,
+    last_predicted: Option<PlayerState>,
     /// The simulation's working memory for the queries a game makes (see `shots/client.rs`).
     pub(super) scratch: crate::SimScratch,
     /// The other players the newest snapshot showed.
-    pub(super) in_view: BTreeSet<PlayerId>,
+    in_view: BTreeSet<PlayerId>,
     /// The game's things as the newest snapshot showed them.
     pub(super) game: Things,
     /// When a datagram last came from the server.
-    pub(super) heard_at: Instant,
+    heard_at: Instant,
     /// The server's reports of how early our commands arrive: their running mean and
     /// mean deviation, ticks (the path's jitter as the server sees it).
     pub(super) lead_mean: Option<f64>,
@@ -159,27 +161,24 @@ pub(super) struct Play {
 
 /// The client's protocol state machine.
 pub struct Client {
-    pub(super) settings: ClientSettings,
+    settings: ClientSettings,
     pub(super) status: Status,
     dec: FrameDecoder,
-    pub(super) welcome: Option<Welcome>,
-    pub(super) map: Vec<u8>,
+    /// The way in: the welcome, and the map as it arrives.
+    join: Joining,
     pub(super) play: Option<Play>,
     input: MoveCommand,
     pub(super) outputs: VecDeque<ClientOutput>,
     pub(super) events: VecDeque<ClientEvent>,
     pub(super) stats: ClientStats,
-    pub(super) transport_rtt: Option<f64>,
+    transport_rtt: Option<f64>,
     tamper: Option<Box<dyn Tamper>>,
     /// The game's messages both ways.
     pub(super) mail: Mailbox,
     /// Our own projectiles, predicted.
     pub(super) launched: Launched,
     /// The other players in the world.
-    pub(super) roster: BTreeSet<PlayerId>,
-    /// When the hello was sent, and the welcome came: a first round trip.
-    pub(super) hello_at: Instant,
-    pub(super) welcome_at: Instant,
+    roster: Roster,
 }
 
 impl Client {
@@ -200,8 +199,7 @@ impl Client {
             settings,
             status: Status::Connecting,
             dec: FrameDecoder::new(),
-            welcome: None,
-            map: Vec::new(),
+            join: Joining::new(now),
             play: None,
             input: MoveCommand::default(),
             outputs,
@@ -214,9 +212,7 @@ impl Client {
             tamper: None,
             mail: Mailbox::new(now, MESSAGE_QUEUE),
             launched: Launched::default(),
-            roster: BTreeSet::new(),
-            hello_at: now,
-            welcome_at: now,
+            roster: Roster::default(),
         }
     }
 
@@ -232,7 +228,17 @@ impl Client {
 
     /// The welcome, once it came.
     pub fn welcome(&self) -> Option<&Welcome> {
-        self.welcome.as_ref()
+        self.join.welcome()
+    }
+
+    /// While the map arrives: bytes received and the map's size.
+    pub fn map_progress(&self) -> Option<(u64, u64)> {
+        self.join.progress(&self.status)
+    }
+
+    /// The other players in the world (whether or not our snapshots show them).
+    pub fn roster(&self) -> &BTreeSet<PlayerId> {
+        self.roster.players()
     }
 
     /// The simulation, once the map is here.
@@ -381,8 +387,13 @@ impl Client {
                 let end = End::from_server(code, detail, self.joined());
                 self.end(end)
             }
+            // A light client (a load-test bot) keeps no roster.
+            (ServerControl::Roster { .. }, _) if self.settings.light => {}
             (ServerControl::Roster { changes }, Status::ReceivingMap | Status::Playing) => {
-                self.roster_changed(changes)
+                let me = self.join.welcome().map(|w| w.player_id);
+                if let Err(end) = self.roster.apply(me, changes, &mut self.events) {
+                    self.end(end);
+                }
             }
             (ServerControl::Message { bytes }, Status::Playing) => {
                 // A server over the rate or the size is its own problem: refused, counted.
@@ -392,6 +403,102 @@ impl Client {
             }
             (other, _) => self.end(End::Protocol(format!("unexpected {other:?}"))),
         }
+    }
+
+    fn welcomed(&mut self, w: Welcome, now: Instant) {
+        if let Err(e) = w.validate() {
+            return self.end(End::Protocol(e.to_string()));
+        }
+        let event = ClientEvent::Welcomed {
+            player: w.player_id,
+            sending_map: w.sending_map,
+        };
+        let sending_map = w.sending_map;
+        let ready = self.join.welcomed(w, self.settings.have_map.clone(), now);
+        if self.transport_rtt.is_none() {
+            self.stats.rtt = self.join.first_rtt();
+        }
+        push_event(&mut self.events, event);
+        if sending_map {
+            self.status = Status::ReceivingMap;
+        }
+        self.joined_with(ready, now);
+    }
+
+    fn map_chunk(&mut self, offset: u64, bytes: &[u8], now: Instant) {
+        let ready = self.join.map_chunk(offset, bytes);
+        self.joined_with(ready, now);
+    }
+
+    /// Plays on the map once it is here; a way in that failed ends the session.
+    fn joined_with(&mut self, ready: Result<Option<Arc<Vec<u8>>>, End>, now: Instant) {
+        match ready {
+            Ok(Some(map)) => self.start(map, now),
+            Ok(None) => {}
+            Err(end) => self.end(end),
+        }
+    }
+
+    /// Builds (or reuses) the simulation and starts the clock.
+    pub(super) fn start(&mut self, map: Arc<Vec<u8>>, now: Instant) {
+        let Some(welcome) = self.join.welcome().cloned() else {
+            return;
+        };
+        let reuse = self
+            .settings
+            .sim
+            .clone()
+            .filter(|s| !welcome.sending_map && *s.config() == welcome.config);
+        let sim = match reuse {
+            Some(s) => s,
+            None => match build_sim(&map, &welcome) {
+                Ok(s) => s,
+                Err(e) => return self.end(End::Protocol(e)),
+            },
+        };
+        let period = 1.0 / f64::from(welcome.tick_rate().max(1));
+        let tick = self.opening_tick(&welcome, now);
+        let player = welcome.player_id;
+        let mut predictor = Predictor::new(sim.clone(), player);
+        predictor.set_light(self.settings.light);
+        let mut snapshots = SnapshotDecoder::new();
+        snapshots.set_others(!self.settings.light);
+        self.play = Some(Play {
+            predictor,
+            sim,
+            map,
+            snapshots,
+            interp: Interpolator::new(),
+            tick,
+            running: false,
+            settled: false,
+            first_tick: tick + 1,
+            period,
+            next_at: now,
+            heard_at: now,
+            lead_mean: None,
+            lead_deviation: 0.0,
+            trip_floor: None,
+            floor_at: now,
+            newest: None,
+            span: None,
+            seen_correction: 0,
+            sent_at: BTreeMap::new(),
+            views: BTreeMap::new(),
+            last_predicted: None,
+            scratch: crate::SimScratch::new(),
+            in_view: BTreeSet::new(),
+            game: Default::default(),
+            welcome,
+        });
+        self.status = Status::Playing;
+        push_event(&mut self.events, ClientEvent::Joined { player });
+    }
+
+    /// Where the clock starts at `now` (see [`Joining::opening_tick`]).
+    fn opening_tick(&self, welcome: &Welcome, now: Instant) -> u64 {
+        let buffer = self.settings.buffer_ticks;
+        (self.join).opening_tick(welcome, self.stats.rtt, buffer, now)
     }
 
     /// Runs the ticks due by `now`: each predicts this tick's command and sends it with

@@ -3,147 +3,140 @@
 
 use crate::collision::CollisionModel;
 use crate::map::MapData;
-use crate::protocol::client::{push_event, Client, ClientEvent, End, Play, Status, MAX_LEAD_RTT};
-use crate::protocol::predict::Predictor;
-use crate::protocol::snapshot::interp::Interpolator;
-use crate::protocol::snapshot::SnapshotDecoder;
+use crate::protocol::client::{End, Status, MAX_LEAD_RTT};
 use crate::protocol::{ServerControl, Welcome, MAX_MAP_BYTES};
 use crate::sim::Sim;
-use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-impl Client {
-    pub(in crate::protocol) fn welcomed(&mut self, w: Welcome, now: Instant) {
-        if let Err(e) = w.validate() {
-            return self.end(End::Protocol(e.to_string()));
+/// The client's way in: from the hello sent to the welcome, and the map's bytes as they
+/// arrive.
+#[derive(Debug)]
+pub(in crate::protocol) struct Joining {
+    welcome: Option<Welcome>,
+    /// The map's bytes so far, while the server sends it.
+    map: Vec<u8>,
+    /// When the hello was sent, and the welcome came: a first round trip.
+    hello_at: Instant,
+    welcome_at: Instant,
+}
+
+impl Joining {
+    /// A hello sent at `now`.
+    pub(in crate::protocol) fn new(now: Instant) -> Joining {
+        Joining {
+            welcome: None,
+            map: Vec::new(),
+            hello_at: now,
+            welcome_at: now,
         }
+    }
+
+    /// The welcome, once it came.
+    pub(in crate::protocol) fn welcome(&self) -> Option<&Welcome> {
+        self.welcome.as_ref()
+    }
+
+    /// The round trip from the hello to the welcome, seconds.
+    pub(in crate::protocol) fn first_rtt(&self) -> f64 {
+        (self.welcome_at)
+            .saturating_duration_since(self.hello_at)
+            .as_secs_f64()
+    }
+
+    /// The welcome (checked) came at `now`. The map to play on when it is here: the one
+    /// the client has (`have_map`) unless the server sends its own, which is then awaited
+    /// (`None`).
+    pub(in crate::protocol) fn welcomed(
+        &mut self,
+        w: Welcome,
+        have_map: Option<Arc<Vec<u8>>>,
+        now: Instant,
+    ) -> Result<Option<Arc<Vec<u8>>>, End> {
         self.welcome_at = now;
-        if self.transport_rtt.is_none() {
-            self.stats.rtt = now.saturating_duration_since(self.hello_at).as_secs_f64();
-        }
-        push_event(
-            &mut self.events,
-            ClientEvent::Welcomed {
-                player: w.player_id,
-                sending_map: w.sending_map,
-            },
-        );
         if w.sending_map {
             if w.map_size > MAX_MAP_BYTES {
                 let why = format!("a map of {} bytes is over the limit", w.map_size);
-                return self.end(End::Protocol(why));
+                return Err(End::Protocol(why));
             }
-            self.status = Status::ReceivingMap;
+            let empty = w.map_size == 0;
             self.welcome = Some(w);
-            if self.welcome.as_ref().is_some_and(|w| w.map_size == 0) {
-                self.map_done(now);
-            }
-            return;
+            return if empty {
+                self.map_done().map(Some)
+            } else {
+                Ok(None)
+            };
         }
-        let Some(map) = self.settings.have_map.clone() else {
-            return self.end(End::Protocol("the server sent no map".into()));
+        let Some(map) = have_map else {
+            return Err(End::Protocol("the server sent no map".into()));
         };
         self.welcome = Some(w);
-        self.start(map, now);
+        Ok(Some(map))
     }
 
-    pub(in crate::protocol) fn map_chunk(&mut self, offset: u64, bytes: &[u8], now: Instant) {
+    /// A chunk of the map came: the whole map once the last one is here and its hash
+    /// holds.
+    pub(in crate::protocol) fn map_chunk(
+        &mut self,
+        offset: u64,
+        bytes: &[u8],
+    ) -> Result<Option<Arc<Vec<u8>>>, End> {
         let Some(size) = self.welcome.as_ref().map(|w| w.map_size) else {
-            return;
+            return Ok(None);
         };
         if let Err(e) = ServerControl::check_map_chunk(offset, bytes.len(), size) {
-            return self.end(End::Protocol(e.to_string()));
+            return Err(End::Protocol(e.to_string()));
         }
         if offset != self.map.len() as u64 {
             let why = format!("map chunk at {offset}, expected {}", self.map.len());
-            return self.end(End::Protocol(why));
+            return Err(End::Protocol(why));
         }
         self.map.extend_from_slice(bytes);
         if self.map.len() as u64 == size {
-            self.map_done(now);
+            return self.map_done().map(Some);
         }
+        Ok(None)
     }
 
-    fn map_done(&mut self, now: Instant) {
+    fn map_done(&mut self) -> Result<Arc<Vec<u8>>, End> {
         let map = Arc::new(std::mem::take(&mut self.map));
         let hash = self.welcome.as_ref().map(|w| w.map_hash);
         if hash != Some(*blake3::hash(&map).as_bytes()) {
-            return self.end(End::Protocol("received map does not match its hash".into()));
+            return Err(End::Protocol("received map does not match its hash".into()));
         }
-        self.start(map, now);
+        Ok(map)
     }
 
-    /// Builds (or reuses) the simulation and starts the clock.
-    fn start(&mut self, map: Arc<Vec<u8>>, now: Instant) {
-        let Some(welcome) = self.welcome.clone() else {
-            return;
+    /// While the map arrives: bytes received and the map's size.
+    pub(in crate::protocol) fn progress(&self, status: &Status) -> Option<(u64, u64)> {
+        let w = self.welcome.as_ref().filter(|w| w.sending_map)?;
+        let got = match status {
+            Status::Connecting | Status::ReceivingMap => self.map.len() as u64,
+            _ => w.map_size,
         };
-        let reuse = self
-            .settings
-            .sim
-            .clone()
-            .filter(|s| !welcome.sending_map && *s.config() == welcome.config);
-        let sim = match reuse {
-            Some(s) => s,
-            None => match build_sim(&map, &welcome) {
-                Ok(s) => s,
-                Err(e) => return self.end(End::Protocol(e)),
-            },
-        };
-        let period = 1.0 / f64::from(welcome.tick_rate().max(1));
-        let tick = self.opening_tick(&welcome, now);
-        let player = welcome.player_id;
-        let mut predictor = Predictor::new(sim.clone(), player);
-        predictor.set_light(self.settings.light);
-        let mut snapshots = SnapshotDecoder::new();
-        snapshots.set_others(!self.settings.light);
-        self.play = Some(Play {
-            predictor,
-            sim,
-            map,
-            snapshots,
-            interp: Interpolator::new(),
-            tick,
-            running: false,
-            settled: false,
-            first_tick: tick + 1,
-            period,
-            next_at: now,
-            heard_at: now,
-            lead_mean: None,
-            lead_deviation: 0.0,
-            trip_floor: None,
-            floor_at: now,
-            newest: None,
-            span: None,
-            seen_correction: 0,
-            sent_at: BTreeMap::new(),
-            views: BTreeMap::new(),
-            last_predicted: None,
-            scratch: crate::SimScratch::new(),
-            in_view: BTreeSet::new(),
-            game: Default::default(),
-            welcome,
-        });
-        self.status = Status::Playing;
-        push_event(&mut self.events, ClientEvent::Joined { player });
+        Some((got, w.map_size))
     }
 
     /// Where the clock starts at `now`: commands sent now reach the server a round trip
-    /// and the time spent since the welcome left it after its tick; that far, and the
-    /// buffer, ahead of it.
-    pub(in crate::protocol) fn opening_tick(&self, welcome: &Welcome, now: Instant) -> u64 {
+    /// (`rtt` seconds) and the time spent since the welcome left it after its tick; that
+    /// far, and `buffer` ticks, ahead of it.
+    pub(in crate::protocol) fn opening_tick(
+        &self,
+        welcome: &Welcome,
+        rtt: f64,
+        buffer: f64,
+        now: Instant,
+    ) -> u64 {
         let period = 1.0 / f64::from(welcome.tick_rate().max(1));
         let since = now.saturating_duration_since(self.welcome_at).as_secs_f64();
-        let lead = (self.stats.rtt.min(MAX_LEAD_RTT) + since) / period + self.settings.buffer_ticks;
+        let lead = (rtt.min(MAX_LEAD_RTT) + since) / period + buffer;
         // (A lead of any size saturates; the welcome's tick is at most MAX_TICK.)
         welcome.server_tick.saturating_add(lead.ceil() as u64)
     }
 }
 
 /// The simulation of a map the server sent, with the server's movement settings.
-fn build_sim(map: &[u8], welcome: &Welcome) -> Result<Arc<Sim>, String> {
+pub(in crate::protocol) fn build_sim(map: &[u8], welcome: &Welcome) -> Result<Arc<Sim>, String> {
     let data = MapData::parse_any(map).map_err(|e| format!("map: {e}"))?;
     let movement = welcome
         .config
@@ -152,4 +145,84 @@ fn build_sim(map: &[u8], welcome: &Welcome) -> Result<Arc<Sim>, String> {
         .map_err(|e| format!("movement settings: {e}"))?;
     let model = Arc::new(CollisionModel::build(&data));
     Ok(Arc::new(Sim::from_map(model, &data, movement).0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn welcome(map: &[u8], sending_map: bool) -> Welcome {
+        Welcome {
+            player_id: 1,
+            snapshot_rate: 30,
+            input_rate: 60,
+            config: crate::MoveConfig::default(),
+            map_name: "test".into(),
+            map_hash: *blake3::hash(map).as_bytes(),
+            map_size: map.len() as u64,
+            sending_map,
+            server_tick: 100,
+            movement: Default::default(),
+        }
+    }
+
+    fn protocol_error(r: Result<Option<Arc<Vec<u8>>>, End>) -> String {
+        match r {
+            Err(End::Protocol(why)) => why,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_sent_map_is_taken_in_order_and_whole_against_its_hash() {
+        #[allow(clippy::disallowed_methods)] // the base of the test's instants
+        let t0 = Instant::now();
+        let map = vec![7u8; 100];
+        let mut j = Joining::new(t0);
+        let later = t0 + Duration::from_millis(80);
+        assert_eq!(j.welcomed(welcome(&map, true), None, later), Ok(None));
+        assert_eq!(j.first_rtt(), 0.08);
+        assert_eq!(j.progress(&Status::ReceivingMap), Some((0, 100)));
+        assert_eq!(j.map_chunk(0, &map[..60]), Ok(None));
+        assert_eq!(j.progress(&Status::ReceivingMap), Some((60, 100)));
+        let got = j.map_chunk(60, &map[60..]).unwrap().expect("whole");
+        assert_eq!(*got, map);
+
+        // Out of order, over its size, or not the map the welcome named: the end.
+        let mut j = Joining::new(t0);
+        j.welcomed(welcome(&map, true), None, t0).unwrap();
+        assert!(protocol_error(j.map_chunk(10, &map[..10])).contains("expected 0"));
+        let mut j = Joining::new(t0);
+        j.welcomed(welcome(&map, true), None, t0).unwrap();
+        assert!(j.map_chunk(0, &[0; 101]).is_err());
+        let mut j = Joining::new(t0);
+        j.welcomed(welcome(&map, true), None, t0).unwrap();
+        let why = protocol_error(j.map_chunk(0, &[8; 100]));
+        assert!(why.contains("hash"), "{why}");
+    }
+
+    #[test]
+    fn a_welcome_without_a_map_plays_on_the_clients_own_or_ends() {
+        #[allow(clippy::disallowed_methods)] // the base of the test's instants
+        let t0 = Instant::now();
+        let map = Arc::new(vec![1u8, 2, 3]);
+        let mut j = Joining::new(t0);
+        let got = j.welcomed(welcome(&map, false), Some(map.clone()), t0);
+        assert_eq!(got, Ok(Some(map.clone())));
+        assert_eq!(j.progress(&Status::Playing), None, "nothing was sent");
+        let mut j = Joining::new(t0);
+        let why = protocol_error(j.welcomed(welcome(&map, false), None, t0));
+        assert!(why.contains("no map"), "{why}");
+        let mut w = welcome(&map, true);
+        w.map_size = MAX_MAP_BYTES + 1;
+        let why = protocol_error(Joining::new(t0).welcomed(w, None, t0));
+        assert!(why.contains("over the limit"), "{why}");
+        // An empty map is whole at once.
+        let mut j = Joining::new(t0);
+        assert_eq!(
+            j.welcomed(welcome(&[], true), None, t0),
+            Ok(Some(Arc::default()))
+        );
+    }
 }

@@ -3,7 +3,7 @@
 //! stream, and the player's entry into the world. The server's half is in `server.rs`,
 //! the client's in `client.rs`.
 
-mod client;
+pub(super) mod client;
 #[cfg(feature = "server")]
 mod server;
 

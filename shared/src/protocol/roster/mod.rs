@@ -2,7 +2,7 @@
 //! (`server.rs`), and the client keeps the list (`client.rs`), apart from the few players
 //! its snapshots show.
 
-mod client;
+pub(super) mod client;
 #[cfg(feature = "server")]
 pub(super) mod server;
 
