@@ -5,7 +5,7 @@
 
 pub(super) mod client;
 #[cfg(feature = "server")]
-mod server;
+pub(super) mod server;
 
 #[cfg(feature = "server")]
 pub use server::{map_frame, map_frames};

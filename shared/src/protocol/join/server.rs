@@ -4,20 +4,112 @@
 use crate::movement::MoveMode;
 use crate::protocol::frame::encode_frame;
 use crate::protocol::game::server::Notice;
+use crate::protocol::headroom::{Headroom, Load, Window};
 use crate::protocol::input::{InputBuffer, InputStats};
 use crate::protocol::messages::Channel;
 use crate::protocol::predict::replay::CommandLog;
 use crate::protocol::rate::InputGate;
+use crate::protocol::server::ServerSettings;
 use crate::protocol::server::{
     Conn, ConnId, Event, MessageDrop, Output, Player, Server, Stage, REPLAY_SECONDS,
 };
 use crate::protocol::snapshot::{Feedback, SnapshotEncoder};
-use crate::protocol::token;
+use crate::protocol::token::{self, Grant, ReplayGuard};
 use crate::protocol::{decode, ClientControl, Code, ServerControl, Welcome, MAP_CHUNK, VERSION};
 use crate::sim::PlayerId;
 use crate::validate::{ValidationConfig, Validator};
 use std::collections::BTreeMap;
 use std::time::Instant;
+
+/// A hello, as the door weighs it.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::protocol) struct Knock<'a> {
+    /// The protocol version the client speaks.
+    pub(in crate::protocol) version: u16,
+    /// Its connect token.
+    pub(in crate::protocol) token: &'a str,
+    /// Unix seconds now, for the token's expiry.
+    pub(in crate::protocol) unix: u64,
+    /// Players in the world or on their way in.
+    pub(in crate::protocol) clients: usize,
+}
+
+/// Who may come in: the protocol version, a connect token the server's secret signed (for
+/// this server, unexpired, never used before), a free player slot, and the headroom the
+/// load leaves. A hello it refuses gets the refusal's code and words for people.
+#[derive(Debug, Default)]
+pub(in crate::protocol) struct Door {
+    /// The tokens already used, until they expire.
+    replay: ReplayGuard,
+    /// How many players the load allows.
+    headroom: Headroom,
+}
+
+impl Door {
+    /// Admits `knock` or says why not; `in_use` says whether a player id is connected
+    /// already. A token is spent only when its player comes in: one refused because the
+    /// server is full or its player connected stays good for later.
+    pub(in crate::protocol) fn admit(
+        &mut self,
+        settings: &ServerSettings,
+        knock: Knock<'_>,
+        in_use: impl Fn(PlayerId) -> bool,
+    ) -> Result<Grant, (Code, String)> {
+        let Knock {
+            version,
+            token,
+            unix,
+            clients,
+        } = knock;
+        if version != VERSION {
+            let reason = format!(
+                "protocol version {version} is not supported (this server speaks {VERSION})"
+            );
+            return Err((Code::Version, reason));
+        }
+        let server = settings.server_id.as_ref();
+        let grant = token::verify(&settings.secret, token, unix, server)
+            .map_err(|e| (e.code(), e.to_string()))?;
+        let id = grant.player_id;
+        let max = settings.max_players;
+        if clients >= max {
+            return Err((Code::Full, format!("server full ({max} players)")));
+        }
+        if let Some(cap) = self.headroom.capacity() {
+            if clients >= cap {
+                let why = (self.headroom)
+                    .strained()
+                    .unwrap_or("its players fill its headroom");
+                let reason = format!(
+                    "server full for its load: it carries {cap} players now ({why}; at most {max} when it can)"
+                );
+                return Err((Code::FullLoad, reason));
+            }
+        }
+        if in_use(id) {
+            return Err((
+                Code::PlayerInUse,
+                format!("player {id} is already connected"),
+            ));
+        }
+        self.replay
+            .admit(&grant, unix)
+            .map_err(|e| (e.code(), e.to_string()))?;
+        Ok(grant)
+    }
+
+    /// A player was welcomed.
+    pub(in crate::protocol) fn joined(&mut self) {
+        self.headroom.joined();
+    }
+
+    /// Takes the load the shell measured with the server's running counts (see
+    /// [`Headroom::report_totals`]): the players it admits from now on.
+    pub(in crate::protocol) fn report_load(&mut self, load: Load, totals: Window) -> Option<usize> {
+        self.headroom.report_totals(load, totals);
+        self.headroom.capacity()
+    }
+}
 
 impl Server {
     /// Bytes arrived on the connection's control stream.
@@ -95,44 +187,18 @@ impl Server {
         have_map: Option<[u8; 32]>,
         now: Instant,
     ) {
-        if version != VERSION {
-            let reason = format!(
-                "protocol version {version} is not supported (this server speaks {VERSION})"
-            );
-            return self.refuse(conn, Code::Version, reason);
-        }
-        let unix = self.wall.unix(now);
-        let server = self.settings.server_id.as_ref();
-        let grant = match token::verify(&self.settings.secret, token, unix, server) {
-            Ok(g) => g,
-            Err(e) => return self.refuse(conn, e.code(), e.to_string()),
+        let knock = Knock {
+            version,
+            token,
+            unix: self.wall.unix(now),
+            clients: self.stats.clients as usize,
         };
-        let id = grant.player_id;
-        let max = self.settings.max_players;
-        if self.stats.clients as usize >= max {
-            return self.refuse(conn, Code::Full, format!("server full ({max} players)"));
-        }
-        if let Some(cap) = self.headroom.capacity() {
-            if self.stats.clients as usize >= cap {
-                let why = self
-                    .headroom
-                    .strained()
-                    .unwrap_or("its players fill its headroom");
-                let reason = format!(
-                    "server full for its load: it carries {cap} players now ({why}; at most {max} when it can)"
-                );
-                return self.refuse(conn, Code::FullLoad, reason);
-            }
-        }
-        if self.players.contains_key(&id) || self.transferring(id) {
-            let reason = format!("player {id} is already connected");
-            return self.refuse(conn, Code::PlayerInUse, reason);
-        }
-        // The nonce is burned only once the slot is certain: a token refused because the
-        // server is full or its player connected stays good for later.
-        if let Err(e) = self.replay.admit(&grant, unix) {
-            return self.refuse(conn, e.code(), e.to_string());
-        }
+        let (players, conns) = (&self.players, &self.conns);
+        let in_use = |id| players.contains_key(&id) || transferring(conns, id);
+        let id = match self.door.admit(&self.settings, knock, in_use) {
+            Ok(grant) => grant.player_id,
+            Err((code, reason)) => return self.refuse(conn, code, reason),
+        };
         let sending_map = have_map != Some(self.map_hash);
         let welcome = Welcome {
             player_id: id,
@@ -150,7 +216,7 @@ impl Server {
         let bytes = encode_frame(&ServerControl::Welcome(Box::new(welcome)));
         self.outputs.push_back(Output::Control { conn, bytes });
         self.stats.clients += 1;
-        self.headroom.joined();
+        self.door.joined();
         self.events.push_back(Event::Joined {
             conn,
             player: id,
@@ -165,12 +231,6 @@ impl Server {
             self.enter(conn, id, now);
         }
         self.count_pending();
-    }
-
-    fn transferring(&self, id: PlayerId) -> bool {
-        self.conns
-            .values()
-            .any(|c| matches!(c.stage, Stage::Map { player } if player == id))
     }
 
     /// The map finished sending: the player enters the world, and its input clock starts.
@@ -230,6 +290,13 @@ impl Server {
     }
 }
 
+/// Whether player `id` is on its way in, its map being sent.
+fn transferring(conns: &BTreeMap<ConnId, Conn>, id: PlayerId) -> bool {
+    conns
+        .values()
+        .any(|c| matches!(c.stage, Stage::Map { player } if player == id))
+}
+
 /// The control frames that carry `map` to a client, in order, made as they are written.
 pub fn map_frames(map: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
     (0..).map_while(|i| map_frame(map, i))
@@ -247,4 +314,95 @@ pub fn map_frame(map: &[u8], i: usize) -> Option<Vec<u8>> {
         offset: at as u64,
         bytes: chunk.to_vec(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::token::mint;
+    use std::sync::Arc;
+
+    const UNIX: u64 = 1_800_000_000;
+
+    fn signed(secret: &[u8], player_id: u32, nonce: u8) -> String {
+        let grant = Grant {
+            player_id,
+            expires: UNIX + 60,
+            nonce: [nonce; 16],
+            server: None,
+        };
+        mint(secret, &grant)
+    }
+
+    fn token(player_id: u32, nonce: u8) -> String {
+        signed(b"door secret", player_id, nonce)
+    }
+
+    fn knock(token: &str, clients: usize) -> Knock<'_> {
+        Knock {
+            version: VERSION,
+            token,
+            unix: UNIX,
+            clients,
+        }
+    }
+
+    fn code(r: Result<Grant, (Code, String)>) -> Code {
+        r.expect_err("refused").0
+    }
+
+    #[test]
+    fn the_door_admits_a_good_hello_once_and_says_why_it_refuses() {
+        let mut settings = ServerSettings::new("m", Arc::default(), b"door secret".to_vec());
+        settings.max_players = 2;
+        let mut door = Door::default();
+        let free = |_| false;
+        let t = token(7, 1);
+        let old = Knock {
+            version: VERSION - 1,
+            ..knock(&t, 0)
+        };
+        assert_eq!(code(door.admit(&settings, old, free)), Code::Version);
+        let forged = signed(b"another secret", 7, 1);
+        let r = door.admit(&settings, knock(&forged, 0), free);
+        assert_eq!(code(r), Code::TokenForged);
+        // Refused while full or while its player is in: the token stays good.
+        assert_eq!(code(door.admit(&settings, knock(&t, 2), free)), Code::Full);
+        let in_use = |id| id == 7;
+        let r = door.admit(&settings, knock(&t, 0), in_use);
+        assert_eq!(code(r), Code::PlayerInUse);
+        let grant = door.admit(&settings, knock(&t, 1), free).expect("admitted");
+        assert_eq!(grant.player_id, 7);
+        // Spent.
+        let again = door.admit(&settings, knock(&t, 0), free);
+        assert_eq!(code(again), Code::TokenReplayed);
+    }
+
+    #[test]
+    fn the_door_holds_joins_to_what_the_load_allows() {
+        let settings = ServerSettings::new("m", Arc::default(), b"door secret".to_vec());
+        let mut door = Door::default();
+        let mut totals = Window::default();
+        let mut capacity = None;
+        // 20 players keeping 40% of the thread busy: 2% each.
+        for _ in 0..20 {
+            totals.players = 20;
+            totals.ticks += 15;
+            totals.commands += 20 * 15;
+            let load = Load {
+                busy: 0.4,
+                dropped: 0,
+            };
+            capacity = door.report_load(load, totals);
+        }
+        let cap = capacity.expect("an estimate");
+        assert!(cap < settings.max_players, "{cap}");
+        let t = token(3, 2);
+        let (c, why) = door
+            .admit(&settings, knock(&t, cap), |_| false)
+            .expect_err("full for its load");
+        assert_eq!(c, Code::FullLoad);
+        assert!(why.contains(&format!("carries {cap} players")), "{why}");
+        assert!(door.admit(&settings, knock(&t, cap - 1), |_| false).is_ok());
+    }
 }

@@ -16,12 +16,11 @@
 //! snapshot within its byte budget.
 
 use super::frame::{encode_frame, FrameDecoder, MAX_CLIENT_FRAME};
-use super::headroom::{Headroom, Load, Window};
+use super::headroom::{Load, Window};
 use super::input::{InputBuffer, InputStats};
 use super::messages::Mailbox;
 use super::rate::InputGate;
 use super::snapshot::{Crowd, Feedback, SnapshotEncoder};
-use super::token::ReplayGuard;
 use super::{Code, ServerControl};
 use crate::movement::PlayerState;
 use crate::sim::{History, PlayerId, Sim, SimScratch, WorldState};
@@ -39,6 +38,7 @@ pub(super) mod wall;
 use pace::Pace;
 
 use super::game::server::{Hosted, Notice};
+use super::join::server::Door;
 use super::messages::outbox::Outbox;
 use super::predict::replay::{CommandLog, Replayer};
 use super::roster::server::Roster;
@@ -187,13 +187,12 @@ pub struct Server {
     pub(super) game: Hosted,
     /// Who entered and left the world, for every client.
     pub(super) roster: Roster,
-    pub(super) replay: ReplayGuard,
+    /// Who may come in: tokens, slots and the load's headroom.
+    pub(super) door: Door,
     /// When tick 0 was, and the shell's calls.
     pub(super) wall: wall::Wall,
     /// The tick due, a catch-up under way, snapshots' and deadlines' turns.
     pace: Pace,
-    /// What the load allows (see [`Server::handle_load`]).
-    pub(super) headroom: Headroom,
     pub(super) outputs: VecDeque<Output>,
     pub(super) events: VecDeque<Event>,
     pub(super) stats: ServerStats,
@@ -250,10 +249,9 @@ impl Server {
             players: BTreeMap::new(),
             game: Hosted::default(),
             roster: Roster::default(),
-            replay: ReplayGuard::new(),
+            door: Door::default(),
             wall: wall::Wall::new(now, unix_now, rate),
             pace: Pace::new(now),
-            headroom: Headroom::default(),
             outputs: VecDeque::new(),
             events: VecDeque::new(),
             stats: ServerStats::default(),
@@ -306,8 +304,7 @@ impl Server {
             late_commands: s.inputs.late,
             late_players,
         };
-        self.headroom.report_totals(load, totals);
-        self.stats.capacity = self.headroom.capacity().map(|c| c as u64);
+        self.stats.capacity = self.door.report_load(load, totals).map(|c| c as u64);
     }
 
     /// The next instant [`Server::handle_timeout`] has work (the next tick).
