@@ -2,13 +2,16 @@
 //! protocol carries their bytes both ways on a reliable ordered channel (the control
 //! stream) or an unreliable one (QUIC datagrams). Here is what both ends share: the size
 //! limit, the unreliable channel's order (never twice, never older than one delivered),
-//! the sender's rate limit, the strikes that end a client's abuse, and the counts. The client's half sends and
-//! takes them (`mail.rs`); the server's shares each recipient's allowance among the
-//! senders ([`outbox`]).
+//! the sender's rate limit, the strikes that end a client's abuse, and the counts. The
+//! client's half sends and takes them (`client.rs`); the server's takes them in for the
+//! game and shares each recipient's allowance among the senders (`server.rs`,
+//! [`outbox`]).
 
-mod mail;
+mod client;
 #[cfg(feature = "server")]
 pub mod outbox;
+#[cfg(feature = "server")]
+mod server;
 
 use crate::protocol::rate::TokenBucket;
 use serde::{Deserialize, Serialize};

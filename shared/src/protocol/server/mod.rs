@@ -287,7 +287,7 @@ impl Server {
     /// Takes the load the shell measured over a window (a quarter second or so): with
     /// what this machine saw in it (ticks run late, commands that came after their tick),
     /// that sets how many players it admits (see
-    /// [`Headroom`]). Joins past it are refused for load ("full_load").
+    /// [`Headroom`](super::headroom::Headroom)). Joins past it are refused for load ("full_load").
     pub fn handle_load(&mut self, load: Load) {
         let mut late_players = 0;
         for p in self.players.values_mut() {

@@ -1,0 +1,177 @@
+//! The game's messages, the server's half: what the game sends each player shared out
+//! by its allowance (see [`outbox`](super::outbox)), what players send taken in turn for
+//! the rules, and what is dropped or abused counted.
+
+use crate::protocol::frame::encode_frame;
+use crate::protocol::messages::outbox::Sender;
+use crate::protocol::messages::{check_size, Arrival, Channel, Mailbox, MessageError};
+use crate::protocol::server::{MessageDrop, Output, Server};
+use crate::protocol::{encode, Code, ServerControl, ServerDatagram};
+use crate::sim::PlayerId;
+use std::time::Instant;
+
+/// Messages from one player waiting for the game, at most: at the rate a client may send,
+/// a game that takes them every tick never comes near it.
+const PLAYER_QUEUE: usize = 64;
+/// Why a client that abuses messages is kicked.
+const ABUSE: &str = "kicked for abusing messages (too many, too large or malformed)";
+
+impl Server {
+    /// Sends the game's own message (its bytes) to `player` on `channel`.
+    pub fn send_message(
+        &mut self,
+        player: PlayerId,
+        channel: Channel,
+        bytes: &[u8],
+        now: Instant,
+    ) -> Result<(), MessageError> {
+        self.send_from(Sender::Game, player, channel, bytes, now)
+    }
+
+    /// Queues a message (its bytes) from `from` for `player` on `channel`, and sends what
+    /// the player's allowance takes now.
+    pub fn send_from(
+        &mut self,
+        from: Sender,
+        player: PlayerId,
+        channel: Channel,
+        bytes: &[u8],
+        now: Instant,
+    ) -> Result<(), MessageError> {
+        check_size(bytes)?;
+        let Some(s) = self.players.get_mut(&player) else {
+            return Err(MessageError::NotPlaying);
+        };
+        if s.outbox.push(from, channel, bytes.to_vec()) {
+            self.message_dropped(channel, MessageDrop::OverShare);
+        }
+        self.flush_outbox(player, now);
+        Ok(())
+    }
+
+    /// Sends what waits for `player`, in turns, while its allowance lasts.
+    fn flush_outbox(&mut self, player: PlayerId, now: Instant) {
+        let Some(s) = self.players.get_mut(&player) else {
+            return;
+        };
+        let (mail, counts, conn) = (&mut s.mail, &mut self.stats.messages, s.conn);
+        while let Some((_, channel, bytes, seq)) = s
+            .outbox
+            .next(|channel, bytes| mail.send(channel, bytes, now, counts).ok())
+        {
+            self.outputs.push_back(match channel {
+                Channel::Reliable => Output::Control {
+                    conn,
+                    bytes: encode_frame(&ServerControl::Message { bytes }),
+                },
+                Channel::Unreliable => Output::Datagram {
+                    conn,
+                    bytes: encode(&ServerDatagram::Message { seq, bytes }),
+                },
+            });
+        }
+    }
+
+    /// Sends what waits for every player, as far as their allowances go (once a tick:
+    /// allowances refill with time).
+    pub(in crate::protocol) fn flush_outboxes(&mut self, now: Instant) {
+        let waiting: Vec<PlayerId> = self
+            .players
+            .iter()
+            .filter(|(_, s)| !s.outbox.is_empty())
+            .map(|(id, _)| *id)
+            .collect();
+        for p in waiting {
+            self.flush_outbox(p, now);
+        }
+    }
+
+    /// Counts a game message dropped on `channel` for `why`.
+    pub(in crate::protocol) fn message_dropped(&mut self, channel: Channel, why: MessageDrop) {
+        self.stats.messages[channel.index()].dropped += 1;
+        let i = MessageDrop::ALL.iter().position(|r| *r == why).unwrap_or(0);
+        self.stats.message_drops[i] += 1;
+    }
+
+    /// A message from `player` arrived (`seq`: an unreliable one's number). Without
+    /// rules to take it, it is dropped.
+    pub(in crate::protocol) fn message_in(
+        &mut self,
+        player: PlayerId,
+        channel: Channel,
+        seq: u64,
+        bytes: Vec<u8>,
+        now: Instant,
+    ) {
+        if self.game.rules.is_none() {
+            if self.players.contains_key(&player) {
+                self.message_dropped(channel, MessageDrop::NoGame);
+            }
+            return;
+        }
+        let counts = &mut self.stats.messages;
+        let Some(s) = self.players.get_mut(&player) else {
+            return;
+        };
+        let drops = &mut self.stats.message_drops;
+        let mut drop = |why: MessageDrop| {
+            drops[MessageDrop::ALL.iter().position(|r| *r == why).unwrap_or(0)] += 1;
+        };
+        match s.mail.receive(channel, seq, bytes, now, counts) {
+            Arrival::Taken => {
+                self.game.mail_waiting.insert(player);
+            }
+            Arrival::Refused { kick: true } => {
+                let conn = s.conn;
+                self.kick(conn, Code::MessageAbuse, ABUSE.into());
+            }
+            Arrival::Stale => drop(MessageDrop::Stale),
+            Arrival::Full => drop(MessageDrop::QueueFull),
+            Arrival::Refused { kick: false } => {}
+        }
+    }
+
+    /// The oldest message of the next player after the one taken last (in id order,
+    /// round) that has one.
+    pub(in crate::protocol) fn take_message(&mut self) -> Option<(PlayerId, Channel, Vec<u8>)> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        loop {
+            let waiting = &self.game.mail_waiting;
+            let next = match self.game.last_taken {
+                Some(l) => waiting.range((Excluded(l), Unbounded)).next(),
+                None => None,
+            }
+            .or_else(|| waiting.first());
+            let id = *next?;
+            let mut s = self.players.get_mut(&id);
+            let m = s.as_mut().and_then(|s| s.mail.take());
+            if s.is_none_or(|s| s.mail.waiting() == 0) {
+                self.game.mail_waiting.remove(&id);
+            }
+            if let Some((c, b)) = m {
+                self.game.last_taken = Some(id);
+                return Some((id, c, b));
+            }
+        }
+    }
+
+    pub(in crate::protocol) fn message_malformed(
+        &mut self,
+        player: PlayerId,
+        channel: Channel,
+        now: Instant,
+    ) {
+        let Some(s) = self.players.get_mut(&player) else {
+            return;
+        };
+        if s.mail.malformed(channel, now, &mut self.stats.messages) {
+            let conn = s.conn;
+            self.kick(conn, Code::MessageAbuse, ABUSE.into());
+        }
+    }
+
+    /// A fresh mailbox for a player entering at `now`.
+    pub(in crate::protocol) fn mailbox(now: Instant) -> Mailbox {
+        Mailbox::new(now, PLAYER_QUEUE)
+    }
+}
