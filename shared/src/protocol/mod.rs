@@ -43,6 +43,7 @@ pub mod input;
 pub mod join;
 pub mod messages;
 pub mod predict;
+mod report;
 pub mod roster;
 pub mod shots;
 pub mod snapshot;

@@ -31,7 +31,7 @@ impl Client {
         let Some((tick, at)) = p.newest else {
             return 0.0;
         };
-        let since = now.saturating_duration_since(at).as_secs_f64() / p.period;
+        let since = now.saturating_duration_since(at).as_secs_f64() / p.clock.period;
         tick as f64 + since.min(4.0) - self.settings.interpolation_ticks
     }
 

@@ -12,17 +12,19 @@
 //! out of [`Client::poll_event`].
 
 mod draw;
-mod report;
+mod game;
+mod messages;
+mod shots;
 
 pub use super::game::launched::{DrawnLaunch, LaunchStats, Launcher, CORRECTION_STEP, MAX_FLIGHTS};
+pub use super::report::client::{ClientEvent, ClientOutput, ClientStats, End, Status, EVENTS_KEPT};
 pub use super::roster::MAX_ROSTER;
-pub use report::{ClientEvent, ClientOutput, ClientStats, End, Status, EVENTS_KEPT};
 
 use super::game::{launched::Launched, things::Things};
-use super::input::clock::steer;
+use super::input::clock::{Clock, MAX_CATCH_UP};
 use super::join::client::{build_sim, Joining};
+use super::report::client::push_event;
 use super::roster::client::Roster;
-pub(super) use report::push_event;
 
 use crate::movement::{MoveCommand, PlayerState};
 use crate::protocol::frame::{encode_frame, FrameDecoder};
@@ -42,16 +44,8 @@ use std::time::{Duration, Instant};
 
 /// Round trip assumed before any is measured.
 const FIRST_RTT: f64 = 0.05;
-/// Ticks stepped at most per [`Client::handle_timeout`]; a game that stopped calling
-/// for longer resumes from now (the steering then catches the server up).
-pub(super) const MAX_CATCH_UP: u32 = 32;
 /// Send instants remembered per command tick, for the round-trip estimate.
 const SENT_KEPT: usize = 256;
-/// Most of the round trip (seconds) the clock lead covers. A transport's estimate taken
-/// while the server is swamped (a crowd joining at once) can be seconds of queueing; a
-/// client that ran that far ahead would send commands the server must refuse as out of
-/// its window, and the feedback steers it on from here either way.
-pub(super) const MAX_LEAD_RTT: f64 = 0.5;
 /// Silence from the server (no datagram while playing) after which it is taken as gone.
 pub const SERVER_SILENCE: Duration = Duration::from_secs(5);
 
@@ -111,27 +105,19 @@ pub(super) struct Play {
     pub(super) predictor: Predictor,
     snapshots: SnapshotDecoder,
     pub(super) interp: Interpolator,
-    /// The newest tick predicted and sent.
-    pub(super) tick: u64,
+    /// The newest tick predicted and sent, when the next is due, and what steers it.
+    clock: Clock,
     /// Whether a tick has run yet. Until then `tick` is provisional: building the map's
     /// model can take most of a second that the `now` it was started at cannot know of,
     /// so the clock is set again from the first tick's `now`.
     running: bool,
-    /// Whether the server has yet reported a command of ours arriving in time. Until
-    /// then a clock found behind jumps at once rather than speeding up: each command
-    /// that arrives late is one the server must repeat, and the player is corrected.
-    pub(super) settled: bool,
     /// The first tick sent.
     first_tick: u64,
-    /// Seconds per tick, as steered.
-    pub(super) period: f64,
-    pub(super) next_at: Instant,
     /// The newest snapshot's tick and when it arrived.
     newest: Option<(u64, Instant)>,
     /// First and last snapshot tick seen.
     span: Option<(u64, u64)>,
     seen_correction: u64,
-    pub(super) sent_at: BTreeMap<u64, Instant>,
     /// The view the others were drawn at when each recent command was made, and our
     /// player as predicted after the tick before, as reported to the server with it
     /// (what the server lets a shot of that command leave from).
@@ -146,17 +132,6 @@ pub(super) struct Play {
     pub(super) game: Things,
     /// When a datagram last came from the server.
     heard_at: Instant,
-    /// The server's reports of how early our commands arrive: their running mean and
-    /// mean deviation, ticks (the path's jitter as the server sees it).
-    pub(super) lead_mean: Option<f64>,
-    pub(super) lead_deviation: f64,
-    /// The least round trip seen lately, ticks (it creeps up when none is as small):
-    /// the path's own, without the queueing a starved host or a swamped server adds.
-    /// Measured by the commands the server reports on, so it counts every delay they
-    /// meet (a transport's estimate may not see a queue above it).
-    pub(super) trip_floor: Option<f64>,
-    /// When `trip_floor` was last updated.
-    pub(super) floor_at: Instant,
 }
 
 /// The client's protocol state machine.
@@ -263,7 +238,7 @@ impl Client {
 
     /// The newest tick predicted.
     pub fn tick(&self) -> u64 {
-        self.play.as_ref().map_or(0, |p| p.tick)
+        self.play.as_ref().map_or(0, |p| p.clock.tick)
     }
 
     /// Whether the server has reported a command of ours arriving in time: from then on
@@ -271,7 +246,7 @@ impl Client {
     /// tick for tick (before, some it made were for ticks already gone, and a game's
     /// triggers pulled by them fired on the client alone).
     pub fn settled(&self) -> bool {
-        self.play.as_ref().is_some_and(|p| p.settled)
+        self.play.as_ref().is_some_and(|p| p.clock.settled)
     }
 
     /// The next output to send, if any.
@@ -288,7 +263,7 @@ impl Client {
     /// When [`Client::handle_timeout`] next has work (the next tick), while playing.
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.status {
-            Status::Playing => self.play.as_ref().map(|p| p.next_at),
+            Status::Playing => self.play.as_ref().map(|p| p.clock.next_at),
             _ => None,
         }
     }
@@ -456,7 +431,6 @@ impl Client {
                 Err(e) => return self.end(End::Protocol(e)),
             },
         };
-        let period = 1.0 / f64::from(welcome.tick_rate().max(1));
         let tick = self.opening_tick(&welcome, now);
         let player = welcome.player_id;
         let mut predictor = Predictor::new(sim.clone(), player);
@@ -469,21 +443,13 @@ impl Client {
             map,
             snapshots,
             interp: Interpolator::new(),
-            tick,
+            clock: Clock::new(welcome.tick_rate(), tick, now),
             running: false,
-            settled: false,
             first_tick: tick + 1,
-            period,
-            next_at: now,
             heard_at: now,
-            lead_mean: None,
-            lead_deviation: 0.0,
-            trip_floor: None,
-            floor_at: now,
             newest: None,
             span: None,
             seen_correction: 0,
-            sent_at: BTreeMap::new(),
             views: BTreeMap::new(),
             last_predicted: None,
             scratch: crate::SimScratch::new(),
@@ -528,9 +494,9 @@ impl Client {
             let tick = self.opening_tick(w, now);
             if let Some(p) = self.play.as_mut() {
                 p.running = true;
-                p.tick = p.tick.max(tick);
-                p.first_tick = p.tick + 1;
-                p.next_at = now;
+                p.clock.tick = p.clock.tick.max(tick);
+                p.first_tick = p.clock.tick + 1;
+                p.clock.next_at = now;
             }
         }
         let drawn_at = self.render_tick(now);
@@ -546,15 +512,15 @@ impl Client {
             return;
         }
         let mut n = 0;
-        while p.next_at <= now {
+        while p.clock.next_at <= now {
             n += 1;
             if n > MAX_CATCH_UP {
-                p.next_at = now + Duration::from_secs_f64(p.period);
+                p.clock.next_at = now + Duration::from_secs_f64(p.clock.period);
                 break;
             }
-            p.next_at += Duration::from_secs_f64(p.period);
-            p.tick += 1;
-            let tick = p.tick;
+            p.clock.next_at += Duration::from_secs_f64(p.clock.period);
+            p.clock.tick += 1;
+            let tick = p.clock.tick;
             let before = p.predictor.state();
             if let Some(c) = command(tick, before.as_ref()) {
                 self.input = c;
@@ -604,9 +570,9 @@ impl Client {
             self.stats.datagrams_out += 1;
             self.stats.bytes_out += bytes.len() as u64;
             self.outputs.push_back(ClientOutput::Datagram(bytes));
-            p.sent_at.entry(tick).or_insert(now);
-            while p.sent_at.len() > SENT_KEPT {
-                p.sent_at.pop_first();
+            p.clock.sent_at.entry(tick).or_insert(now);
+            while p.clock.sent_at.len() > SENT_KEPT {
+                p.clock.sent_at.pop_first();
             }
             while p.views.len() > SENT_KEPT {
                 p.views.pop_first();
@@ -725,16 +691,16 @@ impl Client {
         // Our own round-trip estimate, when the transport gives none: from sending the
         // command the server last applied to seeing it applied.
         if self.transport_rtt.is_none() {
-            if let Some(sent) = p.sent_at.get(&snap.feedback.last_command) {
+            if let Some(sent) = p.clock.sent_at.get(&snap.feedback.last_command) {
                 let sample = now.saturating_duration_since(*sent).as_secs_f64();
                 st.rtt += (sample - st.rtt) * 0.125;
             }
         }
         if p.running {
-            steer(p, &snap, st.rtt, self.settings.buffer_ticks, now);
+            (p.clock).steer(&snap, st.rtt, self.settings.buffer_ticks, now);
         }
         if let Some(t) = self.tamper.as_mut() {
-            p.period = t.period(p.period);
+            p.clock.period = t.period(p.clock.period);
         }
     }
 }

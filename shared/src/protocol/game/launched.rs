@@ -13,9 +13,8 @@
 
 use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::Pose;
-use crate::protocol::client::push_event;
-use crate::protocol::client::{Client, ClientEvent};
 use crate::protocol::predict::Predictor;
+use crate::protocol::report::client::{push_event, ClientEvent};
 use crate::protocol::snapshot::{EntityView, Snapshot};
 use crate::sim::{Entity, EntityId, PlayerId, Sim};
 use crate::SimScratch;
@@ -100,13 +99,13 @@ pub struct DrawnLaunch {
 /// The predicted projectiles of a client.
 #[derive(Default)]
 pub(in crate::protocol) struct Launched {
-    launcher: Option<Box<dyn Launcher>>,
+    pub(in crate::protocol) launcher: Option<Box<dyn Launcher>>,
     flights: Vec<Flight>,
     next_local: u32,
     scratch: SimScratch,
     poses: Vec<Pose>,
     out: Vec<Entity>,
-    pub(super) stats: LaunchStats,
+    pub(in crate::protocol) stats: LaunchStats,
 }
 
 impl Launched {
@@ -226,7 +225,7 @@ impl Launched {
     }
 
     /// The flights as drawn at the newest predicted tick.
-    pub(super) fn drawn(&self) -> impl Iterator<Item = DrawnLaunch> + '_ {
+    pub(in crate::protocol) fn drawn(&self) -> impl Iterator<Item = DrawnLaunch> + '_ {
         self.flights.iter().filter_map(|f| {
             let (_, e) = f.path.last_key_value()?;
             Some(DrawnLaunch {
@@ -302,25 +301,4 @@ fn correct(
         f.path.insert(t, now);
     }
     f.error += was - now.origin();
-}
-
-impl Client {
-    /// Predicts the projectiles this client's own commands launch with `launcher` (the
-    /// same launch function the server's rules use): they appear at once, in
-    /// [`Client::launched`], until the server's twin has come and gone.
-    pub fn set_launcher(&mut self, launcher: Box<dyn Launcher>) {
-        self.launched.launcher = Some(launcher);
-    }
-
-    /// This client's own projectiles, predicted, as a game draws them now: those not yet
-    /// matched to the server's twin, and those matched (whose twin
-    /// [`Client::entities_drawn`] also draws at the same place).
-    pub fn launched(&self) -> Vec<DrawnLaunch> {
-        self.launched.drawn().collect()
-    }
-
-    /// How the predicted projectiles fared.
-    pub fn launch_stats(&self) -> LaunchStats {
-        self.launched.stats
-    }
 }

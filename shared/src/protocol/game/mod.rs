@@ -1,9 +1,7 @@
-//! The game's own things in the protocol. The server's half hosts the game's rules and
-//! their messages, entities and state ([`server`]); the client's half keeps the game's
-//! things as the snapshots show them (`things.rs`) and predicts the player's own
-//! projectiles ([`launched`]).
+//! The game's own things as the client has them: as the snapshots show them
+//! (`things.rs`), and its player's own projectiles, predicted ([`launched`]). The server's
+//! side is the game's rules, hosted in the server machine
+//! ([`GameRules`](super::server::GameRules), [`Game`](super::server::Game)).
 
 pub mod launched;
-#[cfg(feature = "server")]
-pub mod server;
 pub(super) mod things;

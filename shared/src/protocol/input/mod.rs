@@ -7,8 +7,6 @@
 #[cfg(feature = "server")]
 mod buffer;
 pub(super) mod clock;
-#[cfg(feature = "server")]
-pub(super) mod intake;
 
 #[cfg(feature = "server")]
 pub use buffer::{Claimed, InputBuffer, InputStats};

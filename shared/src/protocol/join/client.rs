@@ -3,7 +3,8 @@
 
 use crate::collision::CollisionModel;
 use crate::map::MapData;
-use crate::protocol::client::{End, Status, MAX_LEAD_RTT};
+use crate::protocol::input::clock::MAX_LEAD_RTT;
+use crate::protocol::report::client::{End, Status};
 use crate::protocol::{ServerControl, Welcome, MAX_MAP_BYTES};
 use crate::sim::Sim;
 use std::sync::Arc;

@@ -7,11 +7,8 @@
 //! game and shares each recipient's allowance among the senders (`server.rs`,
 //! [`outbox`]).
 
-mod client;
 #[cfg(feature = "server")]
 pub mod outbox;
-#[cfg(feature = "server")]
-mod server;
 
 use crate::protocol::rate::TokenBucket;
 use serde::{Deserialize, Serialize};

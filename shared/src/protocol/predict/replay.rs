@@ -9,11 +9,13 @@
 use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::MoverState;
 use crate::protocol::predict;
-use crate::protocol::server::{Player, ServerStats, REPLAY_SECONDS};
+use crate::protocol::report::server::ServerStats;
 use crate::protocol::snapshot::SnapshotEncoder;
-use crate::sim::{PlayerId, Sim, SimScratch, WorldState};
-use crate::validate::ClientRecords;
-use std::collections::BTreeMap;
+use crate::sim::{PlayerId, Sim, SimScratch};
+
+/// The longest span (seconds) from an acknowledged snapshot to a reported tick whose
+/// prediction the server re-runs: a round trip of a second and the client's buffer.
+pub(in crate::protocol) const REPLAY_SECONDS: u64 = 2;
 
 /// The commands a client sent, by tick, the first copy of each as it arrived (for the
 /// newest ticks only: a ring indexed by tick).
@@ -122,7 +124,7 @@ impl Replayer {
 
     /// [`Replayer::own_prediction`] uncounted: `None` when the budget is spent or there
     /// is no span, `Some(None)` when it cannot be re-run exactly.
-    fn replay(
+    pub(in crate::protocol) fn replay(
         &mut self,
         sim: &Sim,
         id: PlayerId,
@@ -151,40 +153,6 @@ impl Replayer {
             &self.commands,
             &mut self.scratch,
         ))
-    }
-}
-
-/// The server's records of its clients (the snapshots each was sent, the commands it
-/// sent), for judging trusted clients' claims exactly as they were made.
-pub(in crate::protocol) struct Records<'a> {
-    pub(in crate::protocol) sim: &'a Sim,
-    pub(in crate::protocol) players: &'a BTreeMap<PlayerId, Player>,
-    pub(in crate::protocol) replayer: &'a mut Replayer,
-}
-
-impl ClientRecords for Records<'_> {
-    fn shown(&mut self, id: PlayerId, tick: u64, world: &mut WorldState) -> bool {
-        let Some(s) = self.players.get(&id) else {
-            return false;
-        };
-        let Some(snap) = s.snapshots.seen(tick, &mut world.movers) else {
-            return false;
-        };
-        *world = predict::seen_world(&snap, id, std::mem::take(&mut world.movers), true);
-        true
-    }
-
-    fn replayed(
-        &mut self,
-        id: PlayerId,
-        from: u64,
-        tick: u64,
-        movers: &[MoverState],
-    ) -> Option<PlayerState> {
-        let s = self.players.get(&id)?;
-        let sent = (&s.snapshots, &s.commands);
-        self.replayer
-            .replay(self.sim, id, sent, from, tick, movers)?
     }
 }
 

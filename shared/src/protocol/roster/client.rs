@@ -1,6 +1,6 @@
 //! Who else is in the world: the server's roster, not our view.
 
-use crate::protocol::client::{push_event, ClientEvent, End};
+use crate::protocol::report::client::{push_event, ClientEvent, End};
 use crate::protocol::RosterChange;
 use crate::sim::PlayerId;
 use std::collections::{BTreeSet, VecDeque};

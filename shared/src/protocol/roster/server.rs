@@ -3,7 +3,7 @@
 //! a join storm would cost a frame per player per tick).
 
 use crate::protocol::frame::encode_frame;
-use crate::protocol::server::{ConnId, Output};
+use crate::protocol::report::server::{ConnId, Output};
 use crate::protocol::{RosterChange, ServerControl};
 use crate::sim::PlayerId;
 use std::collections::{BTreeMap, VecDeque};

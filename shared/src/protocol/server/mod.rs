@@ -29,40 +29,37 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod control;
+mod game;
+mod intake;
+mod messages;
 mod pace;
-mod report;
-mod settings;
+pub(super) mod settings;
 mod tick;
 pub(super) mod wall;
 
 use pace::Pace;
 
-use super::game::server::{Hosted, Notice};
 use super::join::server::Door;
 use super::messages::outbox::Outbox;
 use super::predict::replay::{CommandLog, Replayer};
 use super::roster::server::Roster;
 use super::shots::server::{Aim, Rewind};
+use game::{Hosted, Notice};
 use tick::add_inputs;
 
-/// The longest span (seconds) from an acknowledged snapshot to a reported tick whose
-/// prediction the server re-runs: a round trip of a second and the client's buffer.
-pub(super) const REPLAY_SECONDS: u64 = 2;
 /// Seconds between the re-runs of one client's reports that the server's state does not
 /// bear out (a loss makes a round trip's worth of them in a row).
 const REPLAY_SPACING: f64 = 0.1;
 
-pub use super::game::server::{Game, GameRules, RuleError, SpawnError, StateError, MAX_ENTITIES};
 pub use super::messages::outbox::Sender;
+pub use super::report::server::{ConnId, Event, MessageDrop, Output, ServerStats, REFUSALS};
 pub use super::shots::server::{
     SeenShot, ShotError, DEFAULT_INTERPOLATION_TICKS, MAX_INTERPOLATION_TICKS, MAX_SHOTS_PER_TICK,
     SHOOTER_REACH, SHOOTER_SLACK,
 };
-pub use report::{Event, MessageDrop, Output, ServerStats, REFUSALS};
+pub use game::{Game, GameRules, RuleError, SpawnError, StateError, MAX_ENTITIES};
 pub use settings::{ServerSettings, SettingsError, MIN_CLIENT_BUDGET};
-
-/// A connection, as the shell numbers them (never reused while the machine knows it).
-pub type ConnId = u64;
 
 /// Predictions (or claims) remembered per client until the server reaches their tick.
 pub(super) const CLAIMS: usize = 256;

@@ -3,11 +3,13 @@
 
 use super::{ConnId, Output, Player, Server, Stage, DEFAULT_DATAGRAM, MAX_BACKLOG, MAX_CATCH_UP};
 use crate::movement::{MoveCommand, Obstacle, PlayerState};
+use crate::mover::MoverState;
 use crate::protocol::input::InputStats;
-use crate::protocol::predict::replay::Records;
+use crate::protocol::predict::{self, replay::Replayer};
 use crate::protocol::snapshot::Crowd;
 use crate::protocol::{Code, MovementAuthority};
 use crate::sim::{PlayerId, PlayerReport, Sim, WorldState};
+use crate::validate::ClientRecords;
 use crate::validate::{TickClaim, Violation};
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -439,4 +441,38 @@ pub(super) fn add_inputs(total: &mut InputStats, now: &InputStats, counted: &Inp
     total.late += now.late - counted.late;
     total.duplicate += now.duplicate - counted.duplicate;
     total.too_far_ahead += now.too_far_ahead - counted.too_far_ahead;
+}
+
+/// The server's records of its clients (the snapshots each was sent, the commands it
+/// sent), for judging trusted clients' claims exactly as they were made.
+pub(in crate::protocol) struct Records<'a> {
+    pub(in crate::protocol) sim: &'a Sim,
+    pub(in crate::protocol) players: &'a BTreeMap<PlayerId, Player>,
+    pub(in crate::protocol) replayer: &'a mut Replayer,
+}
+
+impl ClientRecords for Records<'_> {
+    fn shown(&mut self, id: PlayerId, tick: u64, world: &mut WorldState) -> bool {
+        let Some(s) = self.players.get(&id) else {
+            return false;
+        };
+        let Some(snap) = s.snapshots.seen(tick, &mut world.movers) else {
+            return false;
+        };
+        *world = predict::seen_world(&snap, id, std::mem::take(&mut world.movers), true);
+        true
+    }
+
+    fn replayed(
+        &mut self,
+        id: PlayerId,
+        from: u64,
+        tick: u64,
+        movers: &[MoverState],
+    ) -> Option<PlayerState> {
+        let s = self.players.get(&id)?;
+        let sent = (&s.snapshots, &s.commands);
+        self.replayer
+            .replay(self.sim, id, sent, from, tick, movers)?
+    }
 }

@@ -15,16 +15,13 @@
 //!
 //! [`ViewClaim`]: crate::protocol::ViewClaim
 
-use crate::collision::hull::Hull;
-use crate::collision::{Contents, Hit};
+use crate::collision::Hit;
 use crate::movement::PlayerState;
 use crate::protocol::input::Claimed;
-use crate::protocol::server::Server;
 use crate::protocol::snapshot::SnapshotEncoder;
 use crate::protocol::INPUT_REDUNDANCY;
 use crate::sim::{History, PlayerId, ShotView, Struck};
 use crate::validate::{Violation, ViolationKind};
-use glam::DVec3;
 use std::collections::VecDeque;
 
 /// What a shot judged as its shooter saw it works in (kept, not allocated a shot).
@@ -67,7 +64,7 @@ pub const SHOOTER_REACH: f64 = 256.0;
 /// A shot within this angle (its cosine) of a player the client was shown was aimed at
 /// that player: 8 degrees, a hand's error and more. Its miss flies on past, and what it
 /// crosses beyond is no aim at the unseen.
-pub(super) const AIMED_AT_COS: f64 = 0.990_268_068_741_570_3;
+pub(in crate::protocol) const AIMED_AT_COS: f64 = 0.990_268_068_741_570_3;
 /// Reported places kept.
 const REPORTED: usize = 8;
 /// Ticks before a shot's the newest report of the shooter's own place may be: the
@@ -112,19 +109,19 @@ pub(in crate::protocol) struct Aim {
 /// The state a client reported its player in after a tick (its own prediction), with
 /// the snapshot it had acknowledged: what a re-run of that prediction starts from.
 #[derive(Clone, Copy, Debug)]
-struct Reported {
-    tick: u64,
-    state: PlayerState,
-    ack: u64,
+pub(in crate::protocol) struct Reported {
+    pub(in crate::protocol) tick: u64,
+    pub(in crate::protocol) state: PlayerState,
+    pub(in crate::protocol) ack: u64,
 }
 
 /// What the check of a shot's view found.
 #[derive(Clone, Debug, PartialEq)]
-pub(super) struct Judged {
+pub(in crate::protocol) struct Judged {
     /// The view the shot is traced at.
-    pub view: ShotView,
+    pub(in crate::protocol) view: ShotView,
     /// Why the claimed view was not taken (clamped), if it was not.
-    pub clamped: Option<String>,
+    pub(in crate::protocol) clamped: Option<String>,
 }
 
 impl Aim {
@@ -173,7 +170,7 @@ impl Aim {
 
     /// The newest report at or before `tick`, at most [`REPORT_REACH`] ticks before it
     /// (the report of `tick` itself rides one datagram, which may be lost).
-    fn report_near(&self, tick: u64) -> Option<Reported> {
+    pub(in crate::protocol) fn report_near(&self, tick: u64) -> Option<Reported> {
         let i = self.reported.partition_point(|r| r.tick <= tick);
         let r = *self.reported.get(i.checked_sub(1)?)?;
         (tick - r.tick <= REPORT_REACH).then_some(r)
@@ -194,7 +191,7 @@ impl Aim {
     }
 
     /// Another shot this tick, if the budget allows it.
-    pub(super) fn take_shot(&mut self, tick: u64) -> bool {
+    pub(in crate::protocol) fn take_shot(&mut self, tick: u64) -> bool {
         if self.tick != tick {
             (self.tick, self.judged) = (tick, 0);
         }
@@ -205,7 +202,7 @@ impl Aim {
     /// The view shot `claimed` is judged at: its own if the client could have had it,
     /// else the nearest it could have (see the module docs). `None`: nothing was drawn
     /// yet (no snapshot acknowledged is held).
-    pub(super) fn judge(
+    pub(in crate::protocol) fn judge(
         &self,
         claimed: &Claimed,
         sent: &SnapshotEncoder,
@@ -270,7 +267,7 @@ impl Aim {
 
     /// Counts a shot judged at `tick` (clamped, or aimed through a player not shown):
     /// the violation it makes, once such shots are kept up.
-    pub(super) fn count(
+    pub(in crate::protocol) fn count(
         &mut self,
         tick: u64,
         rate: u32,
@@ -382,128 +379,6 @@ pub enum ShotError {
     /// No snapshot it acknowledged is held: it has drawn nothing to aim at.
     #[error("player {0} has drawn nothing yet")]
     NothingDrawn(PlayerId),
-}
-
-/// [`Game::shot_as_seen`](crate::protocol::server::Game::shot_as_seen) for tick `tick`'s rules.
-pub(in crate::protocol) fn shot_as_seen(
-    server: &mut Server,
-    tick: u64,
-    shooter: PlayerId,
-    hull: &Hull,
-    (start, end): (DVec3, DVec3),
-) -> Result<SeenShot, ShotError> {
-    let (rate, every) = (server.rate(), server.input_every());
-    let s = (server.players.get_mut(&shooter)).ok_or(ShotError::NotPlaying(shooter))?;
-    let claimed = (s.inputs.claimed())
-        .filter(|_| s.inputs.last_applied() == tick)
-        .ok_or(ShotError::NoCommand(shooter))?;
-    if !s.aim.take_shot(tick) {
-        server.stats.shots_over_budget += 1;
-        return Err(ShotError::Budget(shooter));
-    }
-    let judged = (s.aim.judge(&claimed, &s.snapshots, &server.history, every))
-        .ok_or(ShotError::NothingDrawn(shooter))?;
-    let view = judged.view;
-    // From where the shooter's client had itself after the tick before (its reported
-    // prediction, as offset from where the server had it then) rather than where the
-    // server has it: as it stands within SHOOTER_SLACK; farther, within SHOOTER_REACH,
-    // only if its own prediction re-run makes that very place. Never through anything
-    // solid.
-    let grid = |o| crate::movement::from_grid(o, crate::movement::POSITION_SCALE);
-    let own = (s.aim.report_near(tick.saturating_sub(1)))
-        .and_then(|r| {
-            let d = grid(r.state.origin) - grid(server.history.origin_of(r.tick, shooter)?);
-            if d == DVec3::ZERO || d.length() > SHOOTER_REACH {
-                return None;
-            }
-            if d.length() > SHOOTER_SLACK {
-                // The movers as they stand stand in only for those the client was never
-                // shown (none it reaches): a few ticks' difference changes nothing.
-                let borne_out = server.replayer.own_prediction(
-                    &server.sim,
-                    shooter,
-                    (&s.snapshots, &s.commands),
-                    r.ack,
-                    r.tick,
-                    &r.state,
-                    &server.world.movers,
-                    &mut server.stats,
-                ) == Some(r.state);
-                if !borne_out {
-                    server.stats.shot_places_refused += 1;
-                    return None;
-                }
-                server.stats.shot_places_replayed += 1;
-            }
-            Some(d)
-        })
-        .filter(|d| {
-            let (map, trace) = (server.sim.map(), &mut server.rewind.trace);
-            let t = map.trace(&Hull::point(), start, start + *d, Contents::SOLID, trace);
-            t.sweep.fraction >= 1.0
-        });
-    let (start, end) = own.map_or((start, end), |d| (start + d, end + d));
-    let rewind = &mut server.rewind;
-    rewind.shown.clear();
-    rewind
-        .shown
-        .extend(s.snapshots.showed(view.from).into_iter().flatten());
-    // The shooter among them (in id order): its own box is passed through, never
-    // an aim at someone unseen.
-    if let Err(i) = rewind.shown.binary_search(&shooter) {
-        rewind.shown.insert(i, shooter);
-    }
-    let shown = &rewind.shown;
-    let sim = &*server.sim;
-    // The others where the snapshots it was sent put them (a player seen from afar is
-    // sent only now and then, and drawn where its baseline carries it between), the
-    // shooter where the server had it.
-    s.snapshots.drawn_boxes(sim, &view, &mut rewind.boxes);
-    server
-        .history
-        .boxes_of(sim, &view, &[shooter], &mut rewind.own);
-    if let Some(own) = rewind.own.first() {
-        let i = rewind.boxes.partition_point(|b| b.id < shooter);
-        rewind.boxes.insert(i, *own);
-    }
-    sim.poses(&server.world.movers, &mut rewind.poses);
-    let (_, hit) = sim.shot(
-        hull,
-        start,
-        end,
-        &rewind.poses,
-        &rewind.boxes,
-        Some(shooter),
-        &mut server.scratch,
-    );
-    // Aimed through someone it was never shown (where it stood at the view, or now),
-    // and at nobody it was shown (a miss of a shown player flies on past it)?
-    let dir = (end - start).normalize_or_zero();
-    let at_shown = (rewind.boxes.iter()).any(|b| {
-        let to = (b.bounds.center() - start).normalize_or_zero();
-        b.id != shooter && to.dot(dir) >= AIMED_AT_COS
-    });
-    let unseen = match (hit, server.history.span()) {
-        (Some((Struck::Player(_), _)), _) | (_, None) => None,
-        _ if at_shown => None,
-        (_, Some((_, now))) => {
-            (server.history).first_crossed(sim, (view.from, now), shown, (start, end))
-        }
-    };
-    let stats = &mut server.stats;
-    stats.shots_judged += 1;
-    stats.shot_views_clamped += u64::from(judged.clamped.is_some());
-    stats.shots_unseen += u64::from(unseen.is_some());
-    let clamped = judged.clamped.as_deref();
-    if let Some(v) = s.aim.count(tick, rate, clamped, unseen) {
-        server.violation(shooter, &v);
-    }
-    Ok(SeenShot {
-        hit,
-        view,
-        clamped: judged.clamped.is_some(),
-        unseen,
-    })
 }
 
 #[cfg(test)]

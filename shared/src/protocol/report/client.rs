@@ -42,7 +42,7 @@ pub enum ClientEvent {
         /// The player.
         player: PlayerId,
     },
-    /// A game message arrived on `channel`: [`super::Client::poll_message`] has it.
+    /// A game message arrived on `channel`: [`Client::poll_message`](crate::protocol::client::Client::poll_message) has it.
     Message {
         /// Its channel.
         channel: crate::protocol::messages::Channel,
@@ -75,7 +75,7 @@ pub enum ClientEvent {
         entity: crate::protocol::snapshot::EntityView,
     },
     /// The game's own state of a player changed (or came into view):
-    /// [`Client::player_state`](super::Client::player_state) has it.
+    /// [`Client::player_state`](crate::protocol::client::Client::player_state) has it.
     PlayerStateChanged {
         /// The player.
         player: PlayerId,
@@ -86,7 +86,7 @@ pub enum ClientEvent {
         id: crate::sim::EntityId,
     },
     /// Our command launched a projectile, predicted at once
-    /// ([`Client::launched`](super::Client::launched)).
+    /// ([`Client::launched`](crate::protocol::client::Client::launched)).
     Launched {
         /// The client's own number for it.
         local: u32,

@@ -4,10 +4,10 @@
 //! ([`Game::shot_as_seen`](crate::protocol::server::Game::shot_as_seen)) over what this
 //! client drew, so a game (or a bot) knows what its shot hit on its own screen.
 
+use super::Client;
 use crate::collision::hull::Hull;
 use crate::collision::Hit;
 use crate::movement::PlayerState;
-use crate::protocol::client::Client;
 use crate::sim::{PlayerBox, ShotView, Struck};
 use glam::DVec3;
 

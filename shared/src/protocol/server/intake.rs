@@ -8,11 +8,9 @@
 //! player's later inputs with it. So the outcome is the batch's, whatever ran it on how
 //! many threads.
 
+use super::{kick_reason, wall::Wall, ConnId, MessageDrop, Player, Server, Stage, CLAIMS};
 use crate::movement::PlayerState;
 use crate::protocol::messages::Channel;
-use crate::protocol::server::{
-    kick_reason, wall::Wall, ConnId, MessageDrop, Player, Server, Stage, CLAIMS,
-};
 use crate::protocol::{decode, ClientDatagram, Code, InputMsg, MovementAuthority};
 use crate::sim::{PlayerId, Sim};
 use crate::validate::{Violation, ViolationKind};

@@ -1,12 +1,14 @@
 //! What the server machine tells its shell: what to do ([`Output`]), what happened
 //! ([`Event`]) and its counters ([`ServerStats`]).
 
-use super::ConnId;
 use crate::protocol::input::InputStats;
 use crate::protocol::Code;
 use crate::sim::PlayerId;
 use crate::validate::ViolationKind;
 use std::time::Duration;
+
+/// A connection, as the shell numbers them (never reused while the machine knows it).
+pub type ConnId = u64;
 
 /// The refusals counted in [`ServerStats::refusals`], in its order; their
 /// [`Code::label`]s are the metric's label values.
@@ -174,10 +176,10 @@ pub struct ServerStats {
     /// The game's messages, per channel ([`Channel::index`](crate::protocol::messages::Channel::index)).
     pub messages: crate::protocol::messages::MessageCounts,
     /// Commands or messages the game's rules refused by their own checks
-    /// ([`Game::refuse`](super::Game::refuse)).
+    /// ([`Game::refuse`](crate::protocol::server::Game::refuse)).
     pub rule_refusals: u64,
     /// Shots the rules judged as their shooters saw them
-    /// ([`Game::shot_as_seen`](super::Game::shot_as_seen)).
+    /// ([`Game::shot_as_seen`](crate::protocol::server::Game::shot_as_seen)).
     pub shots_judged: u64,
     /// Of those, shots whose claimed view was clamped to one the client could have had.
     pub shot_views_clamped: u64,
@@ -186,7 +188,7 @@ pub struct ServerStats {
     /// Shots past a player's budget for a tick, refused.
     pub shots_over_budget: u64,
     /// Shots that left from where the shooter's client had itself, farther than
-    /// [`SHOOTER_SLACK`](super::SHOOTER_SLACK) from the server's place, because a re-run
+    /// [`SHOOTER_SLACK`](crate::protocol::server::SHOOTER_SLACK) from the server's place, because a re-run
     /// of its own prediction made that place.
     pub shot_places_replayed: u64,
     /// Shots whose client had itself farther than the slack from the server's place
@@ -249,6 +251,6 @@ pub struct ServerStats {
     /// Connections that have not said hello yet.
     pub awaiting_hello: u64,
     /// The players the load allows now (`None`: no limit known; see
-    /// [`Server::handle_load`](super::Server::handle_load)).
+    /// [`Server::handle_load`](crate::protocol::server::Server::handle_load)).
     pub capacity: Option<u64>,
 }

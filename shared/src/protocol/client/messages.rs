@@ -1,7 +1,7 @@
 //! The game's messages on the client's side: sent, taken, and told of as events.
 
-use crate::protocol::client::push_event;
-use crate::protocol::client::{Client, ClientEvent, ClientOutput, Status};
+use super::push_event;
+use super::{Client, ClientEvent, ClientOutput, Status};
 use crate::protocol::frame::encode_frame;
 use crate::protocol::messages::{Arrival, Channel, MessageError};
 use crate::protocol::{encode, ClientControl, ClientDatagram};

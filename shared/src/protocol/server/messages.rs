@@ -2,10 +2,10 @@
 //! by its allowance (see [`outbox`](super::outbox)), what players send taken in turn for
 //! the rules, and what is dropped or abused counted.
 
+use super::{MessageDrop, Output, Server};
 use crate::protocol::frame::encode_frame;
 use crate::protocol::messages::outbox::Sender;
 use crate::protocol::messages::{check_size, Arrival, Channel, Mailbox, MessageError};
-use crate::protocol::server::{MessageDrop, Output, Server};
 use crate::protocol::{encode, Code, ServerControl, ServerDatagram};
 use crate::sim::PlayerId;
 use std::time::Instant;
