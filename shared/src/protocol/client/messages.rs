@@ -46,7 +46,7 @@ impl Client {
 
     /// A message from the server reached the mailbox: an event says so (the game takes it
     /// with `poll_message`).
-    pub(in crate::protocol) fn message_arrived(&mut self, channel: Channel, arrival: Arrival) {
+    pub(super) fn message_arrived(&mut self, channel: Channel, arrival: Arrival) {
         if arrival == Arrival::Taken {
             push_event(&mut self.events, ClientEvent::Message { channel });
         }

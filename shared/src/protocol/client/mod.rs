@@ -99,12 +99,12 @@ pub trait Tamper: Send + Sync {
 
 /// The welcomed session: the map, the simulation, prediction and the clock.
 pub(super) struct Play {
-    pub(super) welcome: Welcome,
-    pub(super) sim: Arc<Sim>,
+    welcome: Welcome,
+    sim: Arc<Sim>,
     map: Arc<Vec<u8>>,
-    pub(super) predictor: Predictor,
+    predictor: Predictor,
     snapshots: SnapshotDecoder,
-    pub(super) interp: Interpolator,
+    interp: Interpolator,
     /// The newest tick predicted and sent, when the next is due, and what steers it.
     clock: Clock,
     /// Whether a tick has run yet. Until then `tick` is provisional: building the map's
@@ -121,15 +121,15 @@ pub(super) struct Play {
     /// The view the others were drawn at when each recent command was made, and our
     /// player as predicted after the tick before, as reported to the server with it
     /// (what the server lets a shot of that command leave from).
-    pub(super) views: BTreeMap<u64, (ShotView, PlayerState)>,
+    views: BTreeMap<u64, (ShotView, PlayerState)>,
     /// Our player as predicted after the last tick run.
     last_predicted: Option<PlayerState>,
     /// The simulation's working memory for the queries a game makes (see `shots/client.rs`).
-    pub(super) scratch: crate::SimScratch,
+    scratch: crate::SimScratch,
     /// The other players the newest snapshot showed.
     in_view: BTreeSet<PlayerId>,
     /// The game's things as the newest snapshot showed them.
-    pub(super) game: Things,
+    game: Things,
     /// When a datagram last came from the server.
     heard_at: Instant,
 }
@@ -137,21 +137,21 @@ pub(super) struct Play {
 /// The client's protocol state machine.
 pub struct Client {
     settings: ClientSettings,
-    pub(super) status: Status,
+    status: Status,
     dec: FrameDecoder,
     /// The way in: the welcome, and the map as it arrives.
     join: Joining,
-    pub(super) play: Option<Play>,
+    play: Option<Play>,
     input: MoveCommand,
-    pub(super) outputs: VecDeque<ClientOutput>,
-    pub(super) events: VecDeque<ClientEvent>,
-    pub(super) stats: ClientStats,
+    outputs: VecDeque<ClientOutput>,
+    events: VecDeque<ClientEvent>,
+    stats: ClientStats,
     transport_rtt: Option<f64>,
     tamper: Option<Box<dyn Tamper>>,
     /// The game's messages both ways.
-    pub(super) mail: Mailbox,
+    mail: Mailbox,
     /// Our own projectiles, predicted.
-    pub(super) launched: Launched,
+    launched: Launched,
     /// The other players in the world.
     roster: Roster,
 }
@@ -325,7 +325,7 @@ impl Client {
         !matches!(self.status, Status::Connecting)
     }
 
-    pub(super) fn end(&mut self, end: End) {
+    fn end(&mut self, end: End) {
         self.status = Status::Ended(end.clone());
         push_event(&mut self.events, ClientEvent::Ended(end));
     }
@@ -415,7 +415,7 @@ impl Client {
     }
 
     /// Builds (or reuses) the simulation and starts the clock.
-    pub(super) fn start(&mut self, map: Arc<Vec<u8>>, now: Instant) {
+    fn start(&mut self, map: Arc<Vec<u8>>, now: Instant) {
         let Some(welcome) = self.join.welcome().cloned() else {
             return;
         };

@@ -73,22 +73,22 @@ pub(in crate::protocol) enum Notice {
 /// The game's rules as the server holds them, and what waits for them.
 #[derive(Default)]
 pub(in crate::protocol) struct Hosted {
-    pub(in crate::protocol) rules: Option<Box<dyn GameRules>>,
+    pub(super) rules: Option<Box<dyn GameRules>>,
     /// The rules are running (taken out of `rules`): notices wait for them to return.
     running: bool,
     notices: VecDeque<Notice>,
     /// Players with messages waiting for the game.
-    pub(in crate::protocol) mail_waiting: BTreeSet<PlayerId>,
+    pub(super) mail_waiting: BTreeSet<PlayerId>,
     /// The player whose message the game took last: the next is the next player's, so
     /// the rules read the players' messages in turns, whatever their ids.
-    pub(in crate::protocol) last_taken: Option<PlayerId>,
+    pub(super) last_taken: Option<PlayerId>,
     /// The commands that arrived for the tick being stepped, while the rules run.
-    pub(in crate::protocol) commands: BTreeMap<PlayerId, MoveCommand>,
+    pub(super) commands: BTreeMap<PlayerId, MoveCommand>,
     /// Who may see each entity, and the tick it was spawned for.
-    pub(in crate::protocol) spawned: BTreeMap<EntityId, Spawned>,
+    pub(super) spawned: BTreeMap<EntityId, Spawned>,
     /// The game's own state of players (with who may see it) and of entities.
-    pub(in crate::protocol) player_states: BTreeMap<PlayerId, (Scope, StateFields)>,
-    pub(in crate::protocol) entity_states: BTreeMap<EntityId, StateFields>,
+    pub(super) player_states: BTreeMap<PlayerId, (Scope, StateFields)>,
+    pub(super) entity_states: BTreeMap<EntityId, StateFields>,
     /// The next entity id to hand out.
     next_entity: EntityId,
     /// The entities' impacts of the last tick stepped, and the entities it lost.
@@ -98,7 +98,7 @@ pub(in crate::protocol) struct Hosted {
 
 impl Hosted {
     /// A tick was stepped: its impacts and losses, for the rules' next look.
-    pub(in crate::protocol) fn stepped(&mut self, impacts: Vec<Impact>, lost: &[EntityId]) {
+    pub(super) fn stepped(&mut self, impacts: Vec<Impact>, lost: &[EntityId]) {
         for id in lost {
             self.spawned.remove(id);
             self.entity_states.remove(id);
@@ -507,7 +507,7 @@ impl Server {
     /// Runs `f` on the rules with the game's view of the server (nothing when there are
     /// no rules), then tells them of players who joined or left meanwhile (a player the
     /// rules kicked, say), in order.
-    pub(in crate::protocol) fn with_rules(
+    pub(super) fn with_rules(
         &mut self,
         now: Instant,
         f: impl FnOnce(&mut dyn GameRules, &mut Game<'_>),
@@ -530,7 +530,7 @@ impl Server {
 
     /// Tells the rules (if any) that a player joined or left: now, or when they return
     /// if they are running.
-    pub(in crate::protocol) fn notify(&mut self, notice: Notice) {
+    pub(super) fn notify(&mut self, notice: Notice) {
         if self.game.rules.is_none() && !self.game.running {
             return;
         }

@@ -74,7 +74,7 @@ impl Server {
 
     /// Sends what waits for every player, as far as their allowances go (once a tick:
     /// allowances refill with time).
-    pub(in crate::protocol) fn flush_outboxes(&mut self, now: Instant) {
+    pub(super) fn flush_outboxes(&mut self, now: Instant) {
         let waiting: Vec<PlayerId> = self
             .players
             .iter()
@@ -87,7 +87,7 @@ impl Server {
     }
 
     /// Counts a game message dropped on `channel` for `why`.
-    pub(in crate::protocol) fn message_dropped(&mut self, channel: Channel, why: MessageDrop) {
+    pub(super) fn message_dropped(&mut self, channel: Channel, why: MessageDrop) {
         self.stats.messages[channel.index()].dropped += 1;
         let i = MessageDrop::ALL.iter().position(|r| *r == why).unwrap_or(0);
         self.stats.message_drops[i] += 1;
@@ -95,7 +95,7 @@ impl Server {
 
     /// A message from `player` arrived (`seq`: an unreliable one's number). Without
     /// rules to take it, it is dropped.
-    pub(in crate::protocol) fn message_in(
+    pub(super) fn message_in(
         &mut self,
         player: PlayerId,
         channel: Channel,
@@ -133,7 +133,7 @@ impl Server {
 
     /// The oldest message of the next player after the one taken last (in id order,
     /// round) that has one.
-    pub(in crate::protocol) fn take_message(&mut self) -> Option<(PlayerId, Channel, Vec<u8>)> {
+    pub(super) fn take_message(&mut self) -> Option<(PlayerId, Channel, Vec<u8>)> {
         use std::ops::Bound::{Excluded, Unbounded};
         loop {
             let waiting = &self.game.mail_waiting;
@@ -155,12 +155,7 @@ impl Server {
         }
     }
 
-    pub(in crate::protocol) fn message_malformed(
-        &mut self,
-        player: PlayerId,
-        channel: Channel,
-        now: Instant,
-    ) {
+    pub(super) fn message_malformed(&mut self, player: PlayerId, channel: Channel, now: Instant) {
         let Some(s) = self.players.get_mut(&player) else {
             return;
         };
@@ -171,7 +166,7 @@ impl Server {
     }
 
     /// A fresh mailbox for a player entering at `now`.
-    pub(in crate::protocol) fn mailbox(now: Instant) -> Mailbox {
+    pub(super) fn mailbox(now: Instant) -> Mailbox {
         Mailbox::new(now, PLAYER_QUEUE)
     }
 }

@@ -62,7 +62,7 @@ pub use game::{Game, GameRules, RuleError, SpawnError, StateError, MAX_ENTITIES}
 pub use settings::{ServerSettings, SettingsError, MIN_CLIENT_BUDGET};
 
 /// Predictions (or claims) remembered per client until the server reaches their tick.
-pub(super) const CLAIMS: usize = 256;
+const CLAIMS: usize = 256;
 /// Ticks stepped at most in one [`Server::handle_timeout`]: a server further behind
 /// catches up over several calls, and the shell reads what arrived in between.
 const MAX_CATCH_UP: u64 = 64;
@@ -89,57 +89,57 @@ pub(super) enum Stage {
 
 #[derive(Debug)]
 pub(super) struct Conn {
-    pub(super) stage: Stage,
-    pub(super) dec: FrameDecoder,
+    stage: Stage,
+    dec: FrameDecoder,
     max_datagram: usize,
     /// Its datagrams' allowance until its player enters the world, which takes it over
     /// (so a player's inputs pass theirs where they are judged, on any worker).
-    pub(super) gate: InputGate,
+    gate: InputGate,
 }
 
 /// Per-player state of the tick.
 #[derive(Debug)]
 pub(super) struct Player {
-    pub(super) conn: ConnId,
-    pub(super) inputs: InputBuffer,
+    conn: ConnId,
+    inputs: InputBuffer,
     /// What `inputs.stats` held when last added to the totals.
-    pub(super) counted: InputStats,
+    counted: InputStats,
     /// `counted.late` at the last load report.
-    pub(super) late_reported: u64,
-    pub(super) snapshots: SnapshotEncoder,
+    late_reported: u64,
+    snapshots: SnapshotEncoder,
     /// The commands as they arrived, to re-run the client's prediction from.
-    pub(super) commands: CommandLog,
+    commands: CommandLog,
     /// The first tick whose report the server may re-run when its state does not bear
     /// it out (one in [`REPLAY_SPACING`] seconds: the next one seldom tells more).
-    pub(super) replay_at: u64,
+    replay_at: u64,
     /// States the client predicted (authoritative mode) or claims (trusted-client mode),
     /// by tick, to compare or judge once the server steps that tick.
-    pub(super) expected: BTreeMap<u64, (PlayerState, u64)>,
+    expected: BTreeMap<u64, (PlayerState, u64)>,
     /// Snapshot bytes this client may still receive (a token bucket).
-    pub(super) budget: f64,
-    pub(super) validator: Validator,
+    budget: f64,
+    validator: Validator,
     /// Trusted-client mode: ticks since the last claim was judged.
-    pub(super) unjudged: u32,
+    unjudged: u32,
     /// What each snapshot tells the client about its commands.
-    pub(super) feedback: Feedback,
+    feedback: Feedback,
     /// Trusted-client mode: a claim was rejected and no snapshot has told the client yet.
-    pub(super) correcting: bool,
+    correcting: bool,
     /// Trusted-client mode: the first snapshot that told the client of its newest
     /// correction. Claims sent before the client saw it were made from a state that no
     /// longer stands: they are dropped, not judged.
-    pub(super) correction_snapshot: u64,
+    correction_snapshot: u64,
     /// The tick it entered the world at: what a client that has acknowledged no snapshot
     /// yet has seen.
-    pub(super) entered: u64,
-    pub(super) last_input: Instant,
+    entered: u64,
+    last_input: Instant,
     /// Its inputs' allowance (its connection's until it entered the world).
-    pub(super) gate: InputGate,
+    gate: InputGate,
     /// The game's messages with this player.
-    pub(super) mail: Mailbox,
+    mail: Mailbox,
     /// The game's messages waiting for this player's allowance, by sender.
-    pub(super) outbox: Outbox,
+    outbox: Outbox,
     /// Its shots as judged: their views' checks, its trips.
-    pub(super) aim: Aim,
+    aim: Aim,
 }
 
 impl Player {
@@ -162,37 +162,37 @@ impl Player {
 
 /// The server's protocol state machine.
 pub struct Server {
-    pub(super) sim: Arc<Sim>,
-    pub(super) settings: ServerSettings,
-    pub(super) map_hash: [u8; 32],
-    pub(super) world: WorldState,
-    pub(super) scratch: SimScratch,
+    sim: Arc<Sim>,
+    settings: ServerSettings,
+    map_hash: [u8; 32],
+    world: WorldState,
+    scratch: SimScratch,
     /// Re-runs clients' reported predictions.
-    pub(super) replayer: Replayer,
+    replayer: Replayer,
     /// The players for the snapshots of a tick, renewed in place tick after tick.
     crowd: Option<Crowd>,
     /// The players and movers after recent ticks (trusted mode: what claims were made
     /// against).
     seen: SeenWorld,
     /// Every player's recent past, for shots judged as their shooters saw them.
-    pub(super) history: History,
+    history: History,
     /// A shot's scratch: the players shown, their boxes, the movers' poses.
-    pub(super) rewind: Rewind,
-    pub(super) conns: BTreeMap<ConnId, Conn>,
-    pub(super) players: BTreeMap<PlayerId, Player>,
+    rewind: Rewind,
+    conns: BTreeMap<ConnId, Conn>,
+    players: BTreeMap<PlayerId, Player>,
     /// The game's rules, and what waits for them.
-    pub(super) game: Hosted,
+    game: Hosted,
     /// Who entered and left the world, for every client.
-    pub(super) roster: Roster,
+    roster: Roster,
     /// Who may come in: tokens, slots and the load's headroom.
-    pub(super) door: Door,
+    door: Door,
     /// When tick 0 was, and the shell's calls.
-    pub(super) wall: wall::Wall,
+    wall: wall::Wall,
     /// The tick due, a catch-up under way, snapshots' and deadlines' turns.
     pace: Pace,
-    pub(super) outputs: VecDeque<Output>,
-    pub(super) events: VecDeque<Event>,
-    pub(super) stats: ServerStats,
+    outputs: VecDeque<Output>,
+    events: VecDeque<Event>,
+    stats: ServerStats,
     shut: bool,
 }
 
@@ -319,17 +319,17 @@ impl Server {
         self.events.pop_front()
     }
 
-    pub(super) fn rate(&self) -> u32 {
+    fn rate(&self) -> u32 {
         self.sim.config().tick_rate
     }
 
     /// Input datagrams a second a client sends.
-    pub(super) fn input_rate(&self) -> u32 {
+    fn input_rate(&self) -> u32 {
         self.settings.input_rate.unwrap_or(self.rate())
     }
 
     /// Ticks between a client's input datagrams.
-    pub(super) fn input_every(&self) -> u64 {
+    fn input_every(&self) -> u64 {
         u64::from((self.rate() / self.input_rate().max(1)).max(1))
     }
 
@@ -385,7 +385,7 @@ impl Server {
     }
 
     /// Counts a violation and, past the threshold, kicks the player with the reason.
-    pub(super) fn violation(&mut self, id: PlayerId, v: &Violation) {
+    fn violation(&mut self, id: PlayerId, v: &Violation) {
         self.count_violation(id, v);
         let Some(s) = self.players.get_mut(&id) else {
             return;
@@ -397,7 +397,7 @@ impl Server {
     }
 
     /// Counts a violation and tells the shell of it (whatever the player's record says).
-    pub(super) fn count_violation(&mut self, id: PlayerId, v: &Violation) {
+    fn count_violation(&mut self, id: PlayerId, v: &Violation) {
         if let Some(i) = ViolationKind::ALL.iter().position(|k| *k == v.kind) {
             self.stats.violations[i] += 1;
         }
@@ -432,7 +432,7 @@ impl Server {
 
     /// Refuses a connection before it joined: the code and reason on the control stream
     /// and in the close frame (a code of [`REFUSALS`] is counted under it).
-    pub(super) fn refuse(&mut self, conn: ConnId, code: Code, reason: String) {
+    fn refuse(&mut self, conn: ConnId, code: Code, reason: String) {
         if let Some(i) = REFUSALS.iter().position(|r| *r == code) {
             self.stats.refusals[i] += 1;
         }
@@ -450,7 +450,7 @@ impl Server {
 
     /// Removes a joined client: the code and reason on the control stream and in the
     /// close frame.
-    pub(super) fn kick(&mut self, conn: ConnId, code: Code, reason: String) {
+    fn kick(&mut self, conn: ConnId, code: Code, reason: String) {
         self.stats.kicks += 1;
         let last = encode_frame(&ServerControl::Ended {
             code,
@@ -460,7 +460,7 @@ impl Server {
     }
 
     /// Forgets the connection's player and tells the shell to close it after `last`.
-    pub(super) fn close(&mut self, conn: ConnId, last: Vec<u8>, code: Code, reason: String) {
+    fn close(&mut self, conn: ConnId, last: Vec<u8>, code: Code, reason: String) {
         if let Some(c) = self.conns.get_mut(&conn) {
             let stage = std::mem::replace(&mut c.stage, Stage::Closing);
             if let Stage::Map { player } | Stage::Playing { player } = stage {
@@ -492,7 +492,7 @@ impl Server {
         self.events.push_back(Event::Left { player, reason });
     }
 
-    pub(super) fn count_pending(&mut self) {
+    fn count_pending(&mut self) {
         self.stats.awaiting_hello = self
             .conns
             .values()
@@ -502,6 +502,6 @@ impl Server {
 }
 
 /// Why a player whose record of violations passed the threshold is kicked.
-pub(super) fn kick_reason(v: &Violation) -> String {
+fn kick_reason(v: &Violation) -> String {
     format!("kicked for cheating ({}: {})", v.kind.name(), v.evidence)
 }

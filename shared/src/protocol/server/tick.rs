@@ -445,10 +445,10 @@ pub(super) fn add_inputs(total: &mut InputStats, now: &InputStats, counted: &Inp
 
 /// The server's records of its clients (the snapshots each was sent, the commands it
 /// sent), for judging trusted clients' claims exactly as they were made.
-pub(in crate::protocol) struct Records<'a> {
-    pub(in crate::protocol) sim: &'a Sim,
-    pub(in crate::protocol) players: &'a BTreeMap<PlayerId, Player>,
-    pub(in crate::protocol) replayer: &'a mut Replayer,
+struct Records<'a> {
+    sim: &'a Sim,
+    players: &'a BTreeMap<PlayerId, Player>,
+    replayer: &'a mut Replayer,
 }
 
 impl ClientRecords for Records<'_> {

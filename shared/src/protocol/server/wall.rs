@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 /// A gap this long between two calls of the shell is the server's own absence (a stall:
 /// a healthy shell calls at least once a tick). What clients sent meanwhile arrives at
 /// once afterwards, and is not held against them.
-pub(super) const ABSENCE: Duration = Duration::from_millis(50);
+const ABSENCE: Duration = Duration::from_millis(50);
 
 /// The wall clock of a server ticking `rate` times a second.
 #[derive(Clone, Copy, Debug)]
-pub(in crate::protocol) struct Wall {
+pub(super) struct Wall {
     /// When tick 0 was: tick `t` is due at `epoch + t / rate`.
     epoch: Instant,
     /// Unix seconds at `epoch`: token expiry follows the wall clock, which ticks skipped
@@ -44,18 +44,18 @@ impl Wall {
 
     /// The tick due at `now` (the server may not have run it yet): what an honest
     /// client's clock follows.
-    pub(in crate::protocol) fn tick(&self, now: Instant) -> u64 {
+    pub(super) fn tick(&self, now: Instant) -> u64 {
         (now.saturating_duration_since(self.epoch).as_secs_f64() * f64::from(self.rate)) as u64
     }
 
     /// Unix seconds at `now`.
-    pub(in crate::protocol) fn unix(&self, now: Instant) -> u64 {
+    pub(super) fn unix(&self, now: Instant) -> u64 {
         (self.unix_epoch).saturating_add(now.saturating_duration_since(self.epoch).as_secs())
     }
 
     /// Notes a call of the shell at `now`: after a gap of [`ABSENCE`] or more, the server
     /// was away.
-    pub(in crate::protocol) fn called(&mut self, now: Instant) {
+    pub(super) fn called(&mut self, now: Instant) {
         let gap = now.saturating_duration_since(self.last_call);
         if gap >= ABSENCE {
             self.absence = Some((now, gap));
@@ -64,12 +64,12 @@ impl Wall {
     }
 
     /// When the shell last called: the present, for the machine.
-    pub(in crate::protocol) fn last_call(&self) -> Instant {
+    pub(super) fn last_call(&self) -> Instant {
         self.last_call
     }
 
     /// The newest absence of the server's: its end and length.
-    pub(in crate::protocol) fn absence(&self) -> Option<(Instant, Duration)> {
+    pub(super) fn absence(&self) -> Option<(Instant, Duration)> {
         self.absence
     }
 

@@ -8,25 +8,25 @@ use super::*;
 /// snapshot fields.
 pub struct Crowd {
     /// Each player's origin, named by its index in `players`.
-    pub(super) grid: Grid<Point>,
+    grid: Grid<Point>,
     /// Each player's id and fields, in id order.
     pub(super) players: Vec<(PlayerId, PlayerFields)>,
     /// Largest distance across (x, y) between any two players (bounds the search).
-    pub(super) span: f64,
+    span: f64,
     /// Each mover's centre at its pose, index and fields, in mover order.
     pub(super) movers: Vec<(DVec3, u32, MoverFields)>,
     /// Names the players' membership and order: the same while the same ids stand at the
     /// same indices, unique otherwise (a client's choice of players, kept as indices, is
     /// good for the crowds of its generation only).
     pub(super) generation: u64,
-    pub(super) points: Vec<Point>,
-    pub(super) poses: Vec<crate::mover::Pose>,
+    points: Vec<Point>,
+    poses: Vec<crate::mover::Pose>,
     /// The game's entities: id, where, who may see it, owner and fields, in id order.
-    pub(super) entities: Vec<CrowdEntity>,
+    entities: Vec<CrowdEntity>,
     /// The game's own state of players (who may see it, its fields) and of entities, in
     /// id order.
-    pub(super) player_states: Vec<(PlayerId, Scope, StateFields)>,
-    pub(super) entity_states: Vec<(EntityId, StateFields)>,
+    player_states: Vec<(PlayerId, Scope, StateFields)>,
+    entity_states: Vec<(EntityId, StateFields)>,
     /// How far a client's player may close on the others in a tick of its prediction
     /// (which holds them where its snapshot shows them), units: twice the run speed, for
     /// one knocked back or falling; see [`exact_reach`].
@@ -35,7 +35,7 @@ pub struct Crowd {
 
 /// A game entity of the crowd's tick.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct CrowdEntity {
+struct CrowdEntity {
     id: EntityId,
     at: DVec3,
     scope: Scope,
@@ -44,16 +44,16 @@ pub(super) struct CrowdEntity {
 }
 
 /// The last [`Crowd::generation`] handed out, across every crowd.
-pub(super) static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static GENERATIONS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-pub(super) fn new_generation() -> u64 {
+fn new_generation() -> u64 {
     GENERATIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1
 }
 
 /// A player in the crowd's grid: where it stands and its index in the crowd (a third of
 /// a box's bytes: a query reads dozens of them).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Point {
+struct Point {
     at: DVec3,
     index: u32,
 }

@@ -50,7 +50,7 @@ pub(super) fn checked<const N: usize, T>(
     }
 }
 
-pub(super) fn out_of_range(what: &str, id: u32) -> ProtocolError {
+fn out_of_range(what: &str, id: u32) -> ProtocolError {
     ProtocolError::Invalid {
         what: "snapshot",
         detail: format!("{what} {id} has out-of-range fields"),

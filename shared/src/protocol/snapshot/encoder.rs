@@ -55,7 +55,7 @@ pub struct SnapshotEncoder {
 /// afresh: one in [`VIEW_REFRESH`], at an offset drawn from the id. Clients that joined
 /// together (or were all made to choose at once by a change of the crowd) would
 /// otherwise choose together, and one tick in four carried every client's choice.
-pub(super) fn refresh_turn(me: PlayerId, written: u64) -> bool {
+fn refresh_turn(me: PlayerId, written: u64) -> bool {
     let offset = mixed(me) % u64::from(VIEW_REFRESH);
     written
         .wrapping_add(offset)
@@ -461,7 +461,7 @@ fn defer_new(
 /// client's far players are not all sent in the same snapshot. Beyond `squeeze` units
 /// every far player is held, whatever its turn, flags or mode, while it strays no more
 /// than [`SQUEEZED_DRIFT`] times its tolerance (a snapshot over its bytes).
-pub(super) fn thin(
+fn thin(
     players: &mut Entities<PLAYER_FIELDS>,
     ahead: &Entities<PLAYER_FIELDS>,
     (o, exact, squeeze): (DVec3, f64, f64),
@@ -546,7 +546,7 @@ thread_local! {
 /// postcard's form: a length, then each delta's id (as its gap from the one before),
 /// mask and values (zig-zag varints, one per bit of the mask). Ids ascend in both lists,
 /// so no gap underflows.
-pub(super) fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, old: &Entities<N>) {
+fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, old: &Entities<N>) {
     // The count goes first, but is known only after: one byte is held for it (a count
     // under 128), and the rare larger count moves the deltas up.
     let at = out.len();
@@ -596,7 +596,7 @@ fn put_if_any<const N: usize>(
 
 /// One delta: the id (or its gap), the mask, and each masked field's difference from
 /// `old` (zeros when none) as a zig-zag varint.
-pub(super) fn put_delta<const N: usize>(
+fn put_delta<const N: usize>(
     out: &mut Vec<u8>,
     id: u32,
     old: Option<&[i64; N]>,
@@ -613,7 +613,7 @@ pub(super) fn put_delta<const N: usize>(
 }
 
 /// postcard's unsigned varint: seven bits a byte, low first.
-pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
         v >>= 7;
