@@ -1,5 +1,6 @@
-//! A connection's way in: the control stream's hello, its refusals, the map's transfer,
-//! and the player's entry into the world.
+//! Joining, the server's part: the door a hello meets (who may come in, and why not) and
+//! the frames that carry the map. The server machine runs a connection's way in with
+//! them (`server/control.rs`).
 
 use crate::protocol::frame::encode_frame;
 use crate::protocol::headroom::{Headroom, Load, Window};

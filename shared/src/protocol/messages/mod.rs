@@ -2,10 +2,10 @@
 //! protocol carries their bytes both ways on a reliable ordered channel (the control
 //! stream) or an unreliable one (QUIC datagrams). Here is what both ends share: the size
 //! limit, the unreliable channel's order (never twice, never older than one delivered),
-//! the sender's rate limit, the strikes that end a client's abuse, and the counts. The
-//! client's half sends and takes them (`client.rs`); the server's takes them in for the
-//! game and shares each recipient's allowance among the senders (`server.rs`,
-//! [`outbox`]).
+//! the sender's rate limit, the strikes that end a client's abuse, and the counts; and
+//! the server's fair share of each recipient's allowance among the senders
+//! ([`outbox`]). The machines send and take them (`client/messages.rs`,
+//! `server/messages.rs`).
 
 #[cfg(feature = "server")]
 pub mod outbox;

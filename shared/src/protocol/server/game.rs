@@ -343,7 +343,7 @@ impl Game<'_> {
     /// command claimed, if the client could have had that view (else the nearest view
     /// it could have had: counted, and kept up a `backtrack` violation). The shot leaves
     /// from where the shooter's client had itself, if that is within
-    /// [`SHOOTER_SLACK`](crate::protocol::server::SHOOTER_SLACK) of where the server has it with nothing
+    /// [`SHOOTER_SLACK`] of where the server has it with nothing
     /// solid between (a prediction a brush with another player put off). A player the ray
     /// passes through that the client was never shown is counted (kept up, an
     /// `unseen_target` violation). Nobody in the world moves: a query. At most

@@ -1,5 +1,6 @@
 //! Snapshots: the server's per-client encoder (interest, deltas against the newest
-//! acknowledged snapshot, the datagram size limit) and the client's decoder.
+//! acknowledged snapshot, the datagram size limit) and the client's decoder and
+//! interpolation ([`interp`]).
 //!
 //! Every entity is a short list of integer fields (a player's origin, velocity, flags and
 //! mode; a mover's progress, phase and timer; a game entity's origin, kind, owner and
