@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Fails on a relative link in the README, the book or the results file whose target is
-missing, and on a book include whose file is missing (mdbook only logs that)."""
+missing, and on a book include whose file or anchor is missing (mdbook only logs the
+first and includes nothing for the second)."""
 import pathlib
 import re
 import sys
@@ -10,9 +11,14 @@ files = [root / "README.md", root / "bench" / "RESULTS.md", *sorted((root / "doc
 bad = []
 for f in files:
     text = f.read_text()
-    for target in re.findall(r"\{\{#include ([^}:\s]+)", text):
-        if not (f.parent / target).resolve().exists():
+    for target, anchor in re.findall(r"\{\{#include ([^}:\s]+)(?::([A-Za-z_][\w-]*))?", text):
+        source = (f.parent / target).resolve()
+        if not source.exists():
             bad.append(f"{f.relative_to(root)}: include {target}")
+        elif anchor:
+            code = source.read_text()
+            if not all(re.search(rf"ANCHOR{end}: {anchor}\b", code) for end in ("", "_END")):
+                bad.append(f"{f.relative_to(root)}: include {target}:{anchor} (no such anchor)")
     # Links outside code blocks only.
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     for target in re.findall(r"\]\(([^)\s]+)\)", text):

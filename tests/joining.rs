@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_loop_joins_showing_the_maps_progress() {
     let (r, _, map) = server(4).await;
+    // ANCHOR: frame_loop
     let mut j = Joining::start(r.addr, &options(&r, 1)).unwrap();
     let mut seen = Vec::new();
     let mut statuses = Vec::new();
@@ -42,6 +43,7 @@ async fn a_frame_loop_joins_showing_the_maps_progress() {
     assert!(seen.iter().all(|(_, of)| *of == size));
     assert_eq!(j.map_progress(), Some((size, size)));
     let mut s = j.joined().unwrap();
+    // ANCHOR_END: frame_loop
     assert_eq!(s.map.len() as u64, size);
     let end = Instant::now() + Duration::from_secs(1);
     while Instant::now() < end {

@@ -122,6 +122,7 @@ fn take_news(
     last: &mut BTreeMap<usize, TagScore>,
     said: &mut Vec<(usize, u32, String)>,
 ) {
+    // ANCHOR: take
     while let Some((_, news)) = s.poll_message::<TagNews>() {
         match news {
             TagNews::Score(score) => {
@@ -130,6 +131,7 @@ fn take_news(
             TagNews::Said { from, line } => said.push((i, from, line)),
         }
     }
+    // ANCHOR_END: take
 }
 
 /// Clients play tag against the real server (`expel serve --mode tag`) for fifteen
@@ -151,9 +153,11 @@ async fn tag_over_expel_serve_gives_every_client_the_servers_score() {
     // One chat line, with a bell in it and far too long: everyone hears it, cleaned.
     let mut said = Vec::new();
     let line = format!("hello\u{7} {}", "a".repeat(300));
+    // ANCHOR: send
     sessions[0]
         .send(Channel::Reliable, &Say(line.clone()), Instant::now())
         .unwrap();
+    // ANCHOR_END: send
     let until = Instant::now() + Duration::from_secs(15);
     while Instant::now() < until {
         let now = Instant::now();

@@ -185,6 +185,7 @@ pub fn eye(state: &PlayerState) -> DVec3 {
     state.origin() + DVec3::new(0.0, 0.0, EYE_HEIGHT)
 }
 
+// ANCHOR: rocket
 /// The rocket `owner` launches standing at `state` with `cmd`'s view.
 pub fn rocket(state: &PlayerState, cmd: &MoveCommand, owner: PlayerId) -> Option<Entity> {
     Entity::launched(
@@ -197,6 +198,7 @@ pub fn rocket(state: &PlayerState, cmd: &MoveCommand, owner: PlayerId) -> Option
     .map(|e| e.with_kind(ROCKET_KIND))
     .ok()
 }
+// ANCHOR_END: rocket
 
 /// A shooter's client's prediction of its own rockets
 /// ([`Client::set_launcher`](crate::protocol::client::Client::set_launcher)): the
@@ -366,6 +368,7 @@ mod rules {
             }
         }
 
+        // ANCHOR: gun
         /// A gun shot of `p`'s along its view, judged as `p` saw the others when it
         /// fired (one that has drawn nothing yet is judged in the present).
         fn gun(&mut self, game: &mut Game<'_>, p: PlayerId, eye: DVec3, dir: DVec3) {
@@ -394,6 +397,7 @@ mod rules {
                 self.hurt(game, victim, p, GUN_DAMAGE, Weapon::Gun);
             }
         }
+        // ANCHOR_END: gun
 
         /// A rocket met something: its blast.
         fn explode(&mut self, game: &mut Game<'_>, owner: PlayerId, i: &Impact) {
@@ -446,6 +450,7 @@ mod rules {
             self.obstacles = None;
             let tick = game.tick();
             let rate = f64::from(game.sim().movement().tick_rate());
+            // ANCHOR: impacts
             // The rockets the last tick stopped explode.
             let impacts: Vec<Impact> = game.impacts().to_vec();
             for i in &impacts {
@@ -460,6 +465,7 @@ mod rules {
                     self.explode(game, owner, i);
                 }
             }
+            // ANCHOR_END: impacts
             // Each player's triggers, in id order, pulled by the commands that came: a
             // repeated one moves its player, but a trigger its client never pressed
             // for this tick (its clock jumped past it) or whose press was lost with the
@@ -486,9 +492,11 @@ mod rules {
                 if pulled.gun {
                     self.gun(game, p, eye(&state), cmd.view().0);
                 }
+                // ANCHOR: spawn
                 if let Some(e) = rocket(&state, &cmd, p).filter(|_| pulled.rocket) {
                     let _ = game.spawn(e, Scope::Near);
                 }
+                // ANCHOR_END: spawn
             }
             // Each player's state as it stands, where it changed.
             for (p, f) in self.fighters.iter_mut() {

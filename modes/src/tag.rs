@@ -142,12 +142,14 @@ mod rules {
         }
 
         fn tick(&mut self, game: &mut Game<'_>) {
+            // ANCHOR: chat
             while let Some((from, _, Say(line))) = game.poll::<Say>() {
                 let line = crate::text::display_line(&line, MOST_SAID);
                 // In the speaker's turn at each recipient: no flood crowds out the others.
                 let said = TagNews::Said { from, line };
                 let _ = game.broadcast_from(Sender::Player(from), Channel::Reliable, &said);
             }
+            // ANCHOR_END: chat
             let tick = game.tick();
             if let Some(it) = self.it.filter(|_| tick >= self.ready_at) {
                 if let Some(mode) = self.thaw_to.take() {
