@@ -1,4 +1,5 @@
-//! Rotational continuous collision detection (seed 000 §2.4–2.5, §3.3–3.4).
+//! Rotational continuous collision detection (van Waveren 2005, §2.4–2.5, §3.3–3.4; the
+//! paper is cited in full in `trace.rs`).
 //!
 //! The hull turns about an axis through a point. In a frame whose z axis is the rotation
 //! axis, every feature pair gives a function `A cos a + B sin a + C` of the angle: a point's

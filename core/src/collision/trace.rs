@@ -1,4 +1,6 @@
-//! Translational continuous collision detection (seed 000 §2.2–2.3, §3.1–3.2, §4–5).
+//! Translational continuous collision detection (J.M.P. van Waveren, *Robust Continuous
+//! Collision Detection Between Arbitrary Polyhedra Using Trajectory Parameterization of
+//! Polyhedral Features*, 2005: §2.2–2.3, §3.1–3.2, §4–5).
 //!
 //! Three feature pairs cover every first contact of a convex hull with a polygon model:
 //! a hull vertex against a model polygon, a model vertex against a hull face (the model
@@ -370,7 +372,7 @@ impl CollisionModel {
     }
 
     /// Contacts of `hull` at `pos` with polygons within `max_dist`, for ground and wall
-    /// checks (seed 000 §2.6): each nearby front-facing polygon is probed by sweeping the
+    /// checks (van Waveren 2005, §2.6): each nearby front-facing polygon is probed by sweeping the
     /// hull straight at it, with the same feature tests as [`CollisionModel::sweep`].
     /// Normals point from the model towards the hull.
     pub fn contacts(

@@ -1,4 +1,4 @@
-//! Axial BSP tree over item bounds (seed 000 §5): the broad phase for polygons (and the
+//! Axial BSP tree over item bounds (van Waveren 2005, §5): the broad phase for polygons (and the
 //! model build's own face-sized queries of brushes; traces find brushes in `grid.rs`).
 //!
 //! Each node splits space by an axis-aligned plane taken from the items' own bound planes

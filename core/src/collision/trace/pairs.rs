@@ -1,4 +1,4 @@
-//! The three feature pairs a first contact can be (seed 000 §3.1–3.2): a hull vertex
+//! The three feature pairs a first contact can be (van Waveren 2005, §3.1–3.2): a hull vertex
 //! against a model polygon, a model vertex against a hull face, and edge against edge.
 
 use super::*;
