@@ -4,8 +4,7 @@
 
 use crate::protocol::frame::encode_frame;
 use crate::protocol::headroom::{Headroom, Load, Window};
-use crate::protocol::server::settings::ServerSettings;
-use crate::protocol::token::{self, Grant, ReplayGuard};
+use crate::protocol::token::{self, Grant, ReplayGuard, ServerId};
 use crate::protocol::{Code, ServerControl, MAP_CHUNK, VERSION};
 use crate::sim::PlayerId;
 
@@ -20,6 +19,15 @@ pub(in crate::protocol) struct Knock<'a> {
     pub(in crate::protocol) unix: u64,
     /// Players in the world or on their way in.
     pub(in crate::protocol) clients: usize,
+}
+
+/// What the door holds a hello to: the server's secret and id (a token must be signed
+/// with the one and made for the other) and its cap on players.
+#[derive(Clone, Copy, Debug)]
+pub(in crate::protocol) struct House<'a> {
+    pub(in crate::protocol) secret: &'a [u8],
+    pub(in crate::protocol) server: Option<&'a ServerId>,
+    pub(in crate::protocol) max_players: usize,
 }
 
 /// Who may come in: the protocol version, a connect token the server's secret signed (for
@@ -39,7 +47,7 @@ impl Door {
     /// server is full or its player connected stays good for later.
     pub(in crate::protocol) fn admit(
         &mut self,
-        settings: &ServerSettings,
+        house: House<'_>,
         knock: Knock<'_>,
         in_use: impl Fn(PlayerId) -> bool,
     ) -> Result<Grant, (Code, String)> {
@@ -55,11 +63,10 @@ impl Door {
             );
             return Err((Code::Version, reason));
         }
-        let server = settings.server_id.as_ref();
-        let grant = token::verify(&settings.secret, token, unix, server)
+        let grant = token::verify(house.secret, token, unix, house.server)
             .map_err(|e| (e.code(), e.to_string()))?;
         let id = grant.player_id;
-        let max = settings.max_players;
+        let max = house.max_players;
         if clients >= max {
             return Err((Code::Full, format!("server full ({max} players)")));
         }
@@ -122,7 +129,6 @@ pub fn map_frame(map: &[u8], i: usize) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use crate::protocol::token::mint;
-    use std::sync::Arc;
 
     const UNIX: u64 = 1_800_000_000;
 
@@ -140,6 +146,14 @@ mod tests {
         signed(b"door secret", player_id, nonce)
     }
 
+    fn house() -> House<'static> {
+        House {
+            secret: b"door secret",
+            server: None,
+            max_players: 64,
+        }
+    }
+
     fn knock(token: &str, clients: usize) -> Knock<'_> {
         Knock {
             version: VERSION,
@@ -155,8 +169,10 @@ mod tests {
 
     #[test]
     fn the_door_admits_a_good_hello_once_and_says_why_it_refuses() {
-        let mut settings = ServerSettings::new("m", Arc::default(), b"door secret".to_vec());
-        settings.max_players = 2;
+        let house = House {
+            max_players: 2,
+            ..house()
+        };
         let mut door = Door::default();
         let free = |_| false;
         let t = token(7, 1);
@@ -164,25 +180,25 @@ mod tests {
             version: VERSION - 1,
             ..knock(&t, 0)
         };
-        assert_eq!(code(door.admit(&settings, old, free)), Code::Version);
+        assert_eq!(code(door.admit(house, old, free)), Code::Version);
         let forged = signed(b"another secret", 7, 1);
-        let r = door.admit(&settings, knock(&forged, 0), free);
+        let r = door.admit(house, knock(&forged, 0), free);
         assert_eq!(code(r), Code::TokenForged);
         // Refused while full or while its player is in: the token stays good.
-        assert_eq!(code(door.admit(&settings, knock(&t, 2), free)), Code::Full);
+        assert_eq!(code(door.admit(house, knock(&t, 2), free)), Code::Full);
         let in_use = |id| id == 7;
-        let r = door.admit(&settings, knock(&t, 0), in_use);
+        let r = door.admit(house, knock(&t, 0), in_use);
         assert_eq!(code(r), Code::PlayerInUse);
-        let grant = door.admit(&settings, knock(&t, 1), free).expect("admitted");
+        let grant = door.admit(house, knock(&t, 1), free).expect("admitted");
         assert_eq!(grant.player_id, 7);
         // Spent.
-        let again = door.admit(&settings, knock(&t, 0), free);
+        let again = door.admit(house, knock(&t, 0), free);
         assert_eq!(code(again), Code::TokenReplayed);
     }
 
     #[test]
     fn the_door_holds_joins_to_what_the_load_allows() {
-        let settings = ServerSettings::new("m", Arc::default(), b"door secret".to_vec());
+        let house = house();
         let mut door = Door::default();
         let mut totals = Window::default();
         let mut capacity = None;
@@ -198,13 +214,13 @@ mod tests {
             capacity = door.report_load(load, totals);
         }
         let cap = capacity.expect("an estimate");
-        assert!(cap < settings.max_players, "{cap}");
+        assert!(cap < house.max_players, "{cap}");
         let t = token(3, 2);
         let (c, why) = door
-            .admit(&settings, knock(&t, cap), |_| false)
+            .admit(house, knock(&t, cap), |_| false)
             .expect_err("full for its load");
         assert_eq!(c, Code::FullLoad);
         assert!(why.contains(&format!("carries {cap} players")), "{why}");
-        assert!(door.admit(&settings, knock(&t, cap - 1), |_| false).is_ok());
+        assert!(door.admit(house, knock(&t, cap - 1), |_| false).is_ok());
     }
 }

@@ -9,13 +9,19 @@
 use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::MoverState;
 use crate::protocol::predict;
-use crate::protocol::report::server::ServerStats;
 use crate::protocol::snapshot::SnapshotEncoder;
 use crate::sim::{PlayerId, Sim, SimScratch};
 
 /// The longest span (seconds) from an acknowledged snapshot to a reported tick whose
 /// prediction the server re-runs: a round trip of a second and the client's buffer.
 pub(in crate::protocol) const REPLAY_SECONDS: u64 = 2;
+
+/// Where re-runs are counted (the server's counters).
+pub(in crate::protocol) trait ReplayCounts {
+    /// A re-run was made of a prediction reported as `reported`: `own` is what it gave,
+    /// `None` where it could not be made exactly (a command in its span never arrived).
+    fn replayed(&mut self, own: Option<&PlayerState>, reported: &PlayerState);
+}
 
 /// The commands a client sent, by tick, the first copy of each as it arrived (for the
 /// newest ticks only: a ring indexed by tick).
@@ -96,7 +102,7 @@ impl Replayer {
     }
 
     /// Re-runs the prediction player `id`'s client reported (`reported`) for `tick` from
-    /// snapshot `ack`, and counts the outcome. `None` when it cannot be re-run exactly
+    /// snapshot `ack`, and counts the outcome in `counts`. `None` when it cannot be re-run exactly
     /// (the snapshot has left the history, a command never arrived, the span is too
     /// long) or the budget is spent. `movers` stands in for the movers the client holds
     /// that no snapshot it was sent showed (far from it: none it reaches in the span).
@@ -110,15 +116,10 @@ impl Replayer {
         tick: u64,
         reported: &PlayerState,
         movers: &[MoverState],
-        stats: &mut ServerStats,
+        counts: &mut impl ReplayCounts,
     ) -> Option<PlayerState> {
         let own = self.replay(sim, id, (encoder, log), ack, tick, movers)?;
-        stats.replays += 1;
-        match &own {
-            None => stats.replays_unknown += 1,
-            Some(o) if o != reported => stats.replays_apart += 1,
-            Some(_) => {}
-        }
+        counts.replayed(own.as_ref(), reported);
         own
     }
 
@@ -201,7 +202,16 @@ mod tests {
         let sim = Sim::from_map(model, &map, movement).0;
         let (enc, log) = (SnapshotEncoder::new(), CommandLog::new(128));
         let mut r = Replayer::new(60);
-        let mut stats = ServerStats::default();
+        /// Re-runs, and those that could not be made exactly.
+        #[derive(Default)]
+        struct Counted(u64, u64);
+        impl ReplayCounts for Counted {
+            fn replayed(&mut self, own: Option<&PlayerState>, _: &PlayerState) {
+                self.0 += 1;
+                self.1 += u64::from(own.is_none());
+            }
+        }
+        let mut stats = Counted::default();
         let state = PlayerState::default();
         let mut run = |r: &mut Replayer, ack: u64, tick: u64| {
             r.own_prediction(&sim, 1, (&enc, &log), ack, tick, &state, &[], &mut stats)
@@ -216,6 +226,6 @@ mod tests {
         // (100, 200) and (150, 180) spent the budget (and found no commands); (190, 200)
         // found none left; none is run from before snapshot 1 or over no span; the next
         // tick, (100, 230) is longer than any re-run.
-        assert_eq!((stats.replays, stats.replays_unknown), (3, 3));
+        assert_eq!((stats.0, stats.1), (3, 3));
     }
 }

@@ -1,7 +1,9 @@
 //! What the server machine tells its shell: what to do ([`Output`]), what happened
 //! ([`Event`]) and its counters ([`ServerStats`]).
 
+use crate::movement::PlayerState;
 use crate::protocol::input::InputStats;
+use crate::protocol::predict::replay::ReplayCounts;
 use crate::protocol::Code;
 use crate::sim::PlayerId;
 use crate::validate::ViolationKind;
@@ -253,4 +255,15 @@ pub struct ServerStats {
     /// The players the load allows now (`None`: no limit known; see
     /// [`Server::handle_load`](crate::protocol::server::Server::handle_load)).
     pub capacity: Option<u64>,
+}
+
+impl ReplayCounts for ServerStats {
+    fn replayed(&mut self, own: Option<&PlayerState>, reported: &PlayerState) {
+        self.replays += 1;
+        match own {
+            None => self.replays_unknown += 1,
+            Some(o) if o != reported => self.replays_apart += 1,
+            Some(_) => {}
+        }
+    }
 }

@@ -7,7 +7,7 @@ use super::{Conn, ConnId, Event, MessageDrop, Output, Player, Server, Stage};
 use crate::movement::MoveMode;
 use crate::protocol::frame::encode_frame;
 use crate::protocol::input::{InputBuffer, InputStats};
-use crate::protocol::join::server::Knock;
+use crate::protocol::join::server::{House, Knock};
 use crate::protocol::messages::Channel;
 use crate::protocol::predict::replay::{CommandLog, REPLAY_SECONDS};
 use crate::protocol::rate::InputGate;
@@ -102,7 +102,12 @@ impl Server {
         };
         let (players, conns) = (&self.players, &self.conns);
         let in_use = |id| players.contains_key(&id) || transferring(conns, id);
-        let id = match self.door.admit(&self.settings, knock, in_use) {
+        let house = House {
+            secret: &self.settings.secret,
+            server: self.settings.server_id.as_ref(),
+            max_players: self.settings.max_players,
+        };
+        let id = match self.door.admit(house, knock, in_use) {
             Ok(grant) => grant.player_id,
             Err((code, reason)) => return self.refuse(conn, code, reason),
         };
