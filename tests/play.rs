@@ -65,7 +65,17 @@ fn the_play_example_plays_itself_under_xvfb_and_draws_the_map_and_the_player() {
         .unwrap();
     // While it plays, its window is on the display.
     let seen = window_within(&display, "expel", began, Duration::from_secs(30));
-    assert!(seen, "no window named expel on {display}");
+    let mut child = child;
+    if !seen {
+        // Say what the example said: whether it never joined, or never opened a window.
+        let _ = child.kill();
+        let out = child.wait_with_output().unwrap();
+        panic!(
+            "no window named expel on {display}; the example printed:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
