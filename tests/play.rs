@@ -42,7 +42,7 @@ fn the_play_example_plays_itself_under_xvfb_and_draws_the_map_and_the_player() {
     let _serve = Kill(serve);
     let shot = std::env::temp_dir().join(format!("expel-play-{}.png", std::process::id()));
     let began = Instant::now();
-    let child = Command::new(play)
+    let mut child = Command::new(play)
         .args([
             ready["listening"].as_str().unwrap(),
             "--secret",
@@ -65,7 +65,6 @@ fn the_play_example_plays_itself_under_xvfb_and_draws_the_map_and_the_player() {
         .unwrap();
     // While it plays, its window is on the display.
     let seen = window_within(&display, "expel", began, Duration::from_secs(30));
-    let mut child = child;
     if !seen {
         // Say what the example said: whether it never joined, or never opened a window.
         let _ = child.kill();

@@ -9,12 +9,13 @@
 //!   reconciliation ([`predict`]), interpolation of the others ([`snapshot::interp`]).
 //! * [`conditioner`]: loss, delay, jitter and duplication as a seeded queue.
 //!
-//! The modules follow the protocol's concerns, each with its client's and its server's
-//! half side by side: joining ([`join`]), connect tokens ([`token`]), commands
-//! ([`input`]), prediction and its re-run on the server ([`predict`]), snapshots and
-//! interpolation ([`snapshot`]), the roster ([`roster`]), the game's messages
-//! ([`messages`]), its things ([`game`]) and its shots ([`shots`]). The two machines,
-//! [`client`] and [`server`], are made of those halves.
+//! The modules follow the protocol's concerns, each holding its parts as owned types,
+//! the client's and the server's side by side: joining ([`join`]), connect tokens
+//! ([`token`]), commands ([`input`]), prediction and its re-run on the server
+//! ([`predict`]), snapshots and interpolation ([`snapshot`]), the roster ([`roster`]),
+//! the game's messages ([`messages`]), its things ([`game`]) and its shots ([`shots`]).
+//! The two machines, [`client`] and [`server`], own those parts, hold their own methods,
+//! and re-export what they report.
 //!
 //! * Reliable control stream (one bidirectional QUIC stream, opened by the client):
 //!   length-prefixed frames ([`frame`]) carrying [`ClientControl`] and [`ServerControl`]:

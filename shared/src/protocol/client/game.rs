@@ -45,9 +45,7 @@ impl Client {
         let states = &self.play.as_ref()?.game.entity_states;
         states.get(&id).map(Vec::as_slice)
     }
-}
 
-impl Client {
     /// Predicts the projectiles this client's own commands launch with `launcher` (the
     /// same launch function the server's rules use): they appear at once, in
     /// [`Client::launched`], until the server's twin has come and gone.

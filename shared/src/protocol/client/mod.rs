@@ -107,7 +107,7 @@ pub(super) struct Play {
     interp: Interpolator,
     /// The newest tick predicted and sent, when the next is due, and what steers it.
     clock: Clock,
-    /// Whether a tick has run yet. Until then `tick` is provisional: building the map's
+    /// Whether a tick has run yet. Until then `clock.tick` is provisional: building the map's
     /// model can take most of a second that the `now` it was started at cannot know of,
     /// so the clock is set again from the first tick's `now`.
     running: bool,
@@ -124,7 +124,7 @@ pub(super) struct Play {
     views: BTreeMap<u64, (ShotView, PlayerState)>,
     /// Our player as predicted after the last tick run.
     last_predicted: Option<PlayerState>,
-    /// The simulation's working memory for the queries a game makes (see `shots/client.rs`).
+    /// The simulation's working memory for the queries a game makes (see `shots.rs`).
     scratch: crate::SimScratch,
     /// The other players the newest snapshot showed.
     in_view: BTreeSet<PlayerId>,
@@ -362,12 +362,13 @@ impl Client {
                 let end = End::from_server(code, detail, self.joined());
                 self.end(end)
             }
-            // A light client (a load-test bot) keeps no roster.
-            (ServerControl::Roster { .. }, _) if self.settings.light => {}
             (ServerControl::Roster { changes }, Status::ReceivingMap | Status::Playing) => {
-                let me = self.join.welcome().map(|w| w.player_id);
-                if let Err(end) = self.roster.apply(me, changes, &mut self.events) {
-                    self.end(end);
+                // A light client (a load-test bot) keeps no roster.
+                if !self.settings.light {
+                    let me = self.join.welcome().map(|w| w.player_id);
+                    if let Err(end) = self.roster.apply(me, changes, &mut self.events) {
+                        self.end(end);
+                    }
                 }
             }
             (ServerControl::Message { bytes }, Status::Playing) => {

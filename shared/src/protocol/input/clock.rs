@@ -5,7 +5,9 @@ use crate::protocol::snapshot::Snapshot;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-/// Ticks stepped at most per [`Client::handle_timeout`](crate::protocol::client::Client::handle_timeout); a game that stopped calling
+/// Ticks stepped at most per
+/// [`Client::handle_timeout`](crate::protocol::client::Client::handle_timeout); a game that
+/// stopped calling
 /// for longer resumes from now (the steering then catches the server up).
 pub(in crate::protocol) const MAX_CATCH_UP: u32 = 32;
 /// Most of the round trip (seconds) the clock lead covers. A transport's estimate taken
@@ -91,20 +93,19 @@ impl Clock {
         buffer: f64,
         now: Instant,
     ) {
-        let p = self;
-        let rate = p.rate;
+        let rate = self.rate;
         // Ticks already due run right after this (a host that was held up has a backlog):
         // the clock is where they put it.
-        let due = match now.checked_duration_since(p.next_at) {
+        let due = match now.checked_duration_since(self.next_at) {
             Some(late) => {
-                (late.as_secs_f64() / p.period)
+                (late.as_secs_f64() / self.period)
                     .floor()
                     .min(f64::from(MAX_CATCH_UP))
                     + 1.0
             }
             None => 0.0,
         };
-        let clock = p.tick as f64 + due;
+        let clock = self.tick as f64 + due;
         // The server's clock when it made the snapshot: past its tick while it catches up.
         let server = snap.tick as f64 + f64::from(snap.feedback.behind);
         let error = match snap.feedback.input_lead {
@@ -112,33 +113,35 @@ impl Clock {
                 // The jitter is the reports' own: a command our host sent late is as late
                 // as one the path held, and only lead covers either.
                 let raw = f64::from(l);
-                let mean = *p.lead_mean.get_or_insert(raw);
-                p.lead_deviation += ((raw - mean).abs() - p.lead_deviation) * LEAD_SMOOTHING;
-                p.lead_mean = Some(mean + (raw - mean) * LEAD_SMOOTHING);
-                let (l, trip) = p.lead_now(snap.tick, raw, clock, rate, now);
-                p.settled |= l >= 0.0;
+                let mean = *self.lead_mean.get_or_insert(raw);
+                self.lead_deviation += ((raw - mean).abs() - self.lead_deviation) * LEAD_SMOOTHING;
+                self.lead_mean = Some(mean + (raw - mean) * LEAD_SMOOTHING);
+                let (l, trip) = self.lead_now(snap.tick, raw, clock, rate, now);
+                self.settled |= l >= 0.0;
                 if let Some(trip) = trip {
-                    let risen = now.saturating_duration_since(p.floor_at).as_secs_f64();
-                    let floor = p.trip_floor.map_or(trip, |f| f + risen * TRIP_FLOOR_RISE);
-                    p.trip_floor = Some(floor.min(trip));
-                    p.floor_at = now;
+                    let risen = now.saturating_duration_since(self.floor_at).as_secs_f64();
+                    let floor = self
+                        .trip_floor
+                        .map_or(trip, |f| f + risen * TRIP_FLOOR_RISE);
+                    self.trip_floor = Some(floor.min(trip));
+                    self.floor_at = now;
                 }
                 // At most an eighth of a second: beyond it the lead would read as a fast
                 // clock to the server's speedhack check.
-                let jitter = p.lead_deviation.min(rate / 8.0);
-                let most = server + p.trip_floor.unwrap_or(0.0) + rate / 4.0 - clock;
+                let jitter = self.lead_deviation.min(rate / 8.0);
+                let most = server + self.trip_floor.unwrap_or(0.0) + rate / 4.0 - clock;
                 (buffer + jitter - l).min(most)
             }
             None => server + (rtt.min(MAX_LEAD_RTT) * rate + buffer).min(rate / 4.0) - clock,
         };
-        if error > rate || (!p.settled && error >= 1.0) {
+        if error > rate || (!self.settled && error >= 1.0) {
             // Far behind (at the start, or after a stall): jump forward only. The jump is
             // where the clock belongs now: the ticks the clock missed while behind (a
             // frozen host's) are not to be run on top of it.
-            p.tick = (clock + error.floor()) as u64;
-            p.next_at = p.next_at.max(now + Duration::from_secs_f64(p.period));
+            self.tick = (clock + error.floor()) as u64;
+            self.next_at = self.next_at.max(now + Duration::from_secs_f64(self.period));
         } else {
-            p.period = 1.0 / rate / (1.0 + (error * 0.02).clamp(-0.2, 0.2));
+            self.period = 1.0 / rate / (1.0 + (error * 0.02).clamp(-0.2, 0.2));
         }
     }
 

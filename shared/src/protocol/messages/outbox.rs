@@ -2,7 +2,8 @@
 //!
 //! A client takes [`MESSAGE_RATE`](crate::protocol::messages::MESSAGE_RATE) messages a
 //! second from the server, on both channels together. Messages the rules send on a
-//! player's behalf (a chat line passed on: [`Game::send_from`](crate::protocol::server::Game::send_from))
+//! player's behalf (a chat line passed on:
+//! [`Game::send_from`](crate::protocol::server::Game::send_from))
 //! and the game's own (a score) wait here in one queue per sender, and the recipient's
 //! allowance is handed out round robin over the senders with something waiting: however
 //! fast one sender talks, whatever its id, every other sender, and the game itself, gets

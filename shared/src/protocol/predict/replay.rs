@@ -102,9 +102,9 @@ impl Replayer {
     }
 
     /// Re-runs the prediction player `id`'s client reported (`reported`) for `tick` from
-    /// snapshot `ack`, and counts the outcome in `counts`. `None` when it cannot be re-run exactly
-    /// (the snapshot has left the history, a command never arrived, the span is too
-    /// long) or the budget is spent. `movers` stands in for the movers the client holds
+    /// snapshot `ack`, and counts the outcome in `counts`. `None` when it cannot be re-run
+    /// exactly (the snapshot has left the history, a command never arrived, the span is
+    /// too long) or the budget is spent. `movers` stands in for the movers the client holds
     /// that no snapshot it was sent showed (far from it: none it reaches in the span).
     #[allow(clippy::too_many_arguments)] // what a prediction is made of, each its own
     pub(in crate::protocol) fn own_prediction(

@@ -42,7 +42,8 @@ pub enum ClientEvent {
         /// The player.
         player: PlayerId,
     },
-    /// A game message arrived on `channel`: [`Client::poll_message`](crate::protocol::client::Client::poll_message) has it.
+    /// A game message arrived on `channel`:
+    /// [`Client::poll_message`](crate::protocol::client::Client::poll_message) has it.
     Message {
         /// Its channel.
         channel: crate::protocol::messages::Channel,
@@ -246,7 +247,8 @@ pub struct ClientStats {
     pub bytes_out: u64,
     /// Datagrams that did not decode.
     pub malformed: u64,
-    /// The game's messages, per channel ([`Channel::index`](crate::protocol::messages::Channel::index)).
+    /// The game's messages, per channel
+    /// ([`Channel::index`](crate::protocol::messages::Channel::index)).
     pub messages: MessageCounts,
 }
 

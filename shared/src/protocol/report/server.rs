@@ -38,7 +38,8 @@ pub enum Output {
         /// The frames.
         bytes: Vec<u8>,
     },
-    /// Stream the map after what was written before: the frames of [`map_frames`](crate::protocol::join::map_frames).
+    /// Stream the map after what was written before: the frames of
+    /// [`map_frames`](crate::protocol::join::map_frames).
     Map {
         /// To whom.
         conn: ConnId,
@@ -175,7 +176,8 @@ impl MessageDrop {
 pub struct ServerStats {
     /// Ticks stepped.
     pub ticks: u64,
-    /// The game's messages, per channel ([`Channel::index`](crate::protocol::messages::Channel::index)).
+    /// The game's messages, per channel
+    /// ([`Channel::index`](crate::protocol::messages::Channel::index)).
     pub messages: crate::protocol::messages::MessageCounts,
     /// Commands or messages the game's rules refused by their own checks
     /// ([`Game::refuse`](crate::protocol::server::Game::refuse)).
@@ -190,7 +192,8 @@ pub struct ServerStats {
     /// Shots past a player's budget for a tick, refused.
     pub shots_over_budget: u64,
     /// Shots that left from where the shooter's client had itself, farther than
-    /// [`SHOOTER_SLACK`](crate::protocol::server::SHOOTER_SLACK) from the server's place, because a re-run
+    /// [`SHOOTER_SLACK`](crate::protocol::server::SHOOTER_SLACK) from the server's place,
+    /// because a re-run
     /// of its own prediction made that place.
     pub shot_places_replayed: u64,
     /// Shots whose client had itself farther than the slack from the server's place

@@ -177,7 +177,8 @@ impl Game<'_> {
 
     /// Sends the game's own `msg` to `player` on `channel`. It goes at once, or waits
     /// for the player's allowance in turn with the messages others send it (see
-    /// [`outbox`](crate::protocol::messages::outbox)); a flood of the game's own drops its oldest first.
+    /// [`outbox`](crate::protocol::messages::outbox)); a flood of the game's own drops its
+    /// oldest first.
     pub fn send<T: Serialize>(
         &mut self,
         player: PlayerId,
@@ -321,7 +322,8 @@ impl Game<'_> {
 
     /// Counts a command (or a message) of `player`'s that the rules refused by their
     /// own checks (a button the game does not define, a weapon it lacks, firing faster
-    /// than the weapon allows): [`ServerStats::rule_refusals`](crate::protocol::server::ServerStats), the
+    /// than the weapon allows):
+    /// [`ServerStats::rule_refusals`](crate::protocol::server::ServerStats), the
     /// operators' `expel_rule_refusals_total`.
     /// Kept up (ten a second for three seconds), refusals are a
     /// [`ViolationKind::Rules`](crate::validate::ViolationKind) violation.

@@ -48,7 +48,7 @@ impl Pace {
 
     /// The clock has `due` at `now`, and `next` (due at `next_at`) is the next tick to
     /// step: more than one owed begins a catch-up, unless one is under way.
-    pub(super) fn clock(&mut self, due: u64, next: u64, next_at: Instant, now: Instant) {
+    pub(super) fn set_due(&mut self, due: u64, next: u64, next_at: Instant, now: Instant) {
         self.due = due;
         if due > next && self.behind_since.is_none() {
             self.behind_since = Some((next, now, now.saturating_duration_since(next_at)));
@@ -89,15 +89,15 @@ mod tests {
         let ms = Duration::from_millis;
         let mut pace = Pace::new(t0);
         // On time: tick 5 due and next.
-        pace.clock(5, 5, t0, t0);
+        pace.set_due(5, 5, t0, t0);
         assert_eq!(pace.stepped_to(5, t0), None);
         // Held up: tick 6 was due 40 ms ago, and the clock is at 9.
         let now = t0 + ms(100);
-        pace.clock(9, 6, t0 + ms(60), now);
+        pace.set_due(9, 6, t0 + ms(60), now);
         assert_eq!(pace.due(), 9);
         assert_eq!(pace.stepped_to(7, now), None, "not there yet");
         // Later calls do not move where it began.
-        pace.clock(12, 8, t0 + ms(80), now + ms(30));
+        pace.set_due(12, 8, t0 + ms(80), now + ms(30));
         let e = pace.stepped_to(12, now + ms(50));
         let Some(Event::CaughtUp {
             from,

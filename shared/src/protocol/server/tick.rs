@@ -9,8 +9,7 @@ use crate::protocol::predict::{self, replay::Replayer};
 use crate::protocol::snapshot::Crowd;
 use crate::protocol::{Code, MovementAuthority};
 use crate::sim::{PlayerId, PlayerReport, Sim, WorldState};
-use crate::validate::ClientRecords;
-use crate::validate::{TickClaim, Violation};
+use crate::validate::{ClientRecords, TickClaim, Violation};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -38,7 +37,7 @@ impl Server {
         }
         let last = due.min(self.world.tick + MAX_CATCH_UP);
         let next = self.world.tick + 1;
-        self.pace.clock(due, next, self.wall.tick_at(next), now);
+        self.pace.set_due(due, next, self.wall.tick_at(next), now);
         while self.world.tick < last {
             if self.world.tick + 1 < due {
                 self.stats.ticks_late += 1;

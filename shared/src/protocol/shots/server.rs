@@ -350,7 +350,8 @@ fn view_near(usable: &[u64], x: f64) -> ShotView {
     }
 }
 
-/// A shot traced as its shooter saw the world ([`Game::shot_as_seen`](crate::protocol::server::Game::shot_as_seen)).
+/// A shot traced as its shooter saw the world
+/// ([`Game::shot_as_seen`](crate::protocol::server::Game::shot_as_seen)).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SeenShot {
     /// What it met first: the map, a mover, or a player where the shooter saw it.
