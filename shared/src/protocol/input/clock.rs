@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 
 /// Ticks stepped at most per
 /// [`Client::handle_timeout`](crate::protocol::client::Client::handle_timeout); a game that
-/// stopped calling
-/// for longer resumes from now (the steering then catches the server up).
+/// stopped calling for longer resumes from now (the steering then catches the server up).
 pub(in crate::protocol) const MAX_CATCH_UP: u32 = 32;
 /// Most of the round trip (seconds) the clock lead covers. A transport's estimate taken
 /// while the server is swamped (a crowd joining at once) can be seconds of queueing; a

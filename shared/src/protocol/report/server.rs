@@ -193,8 +193,7 @@ pub struct ServerStats {
     pub shots_over_budget: u64,
     /// Shots that left from where the shooter's client had itself, farther than
     /// [`SHOOTER_SLACK`](crate::protocol::server::SHOOTER_SLACK) from the server's place,
-    /// because a re-run
-    /// of its own prediction made that place.
+    /// because a re-run of its own prediction made that place.
     pub shot_places_replayed: u64,
     /// Shots whose client had itself farther than the slack from the server's place
     /// where no re-run bore it out (or none could be made): they left from the server's.

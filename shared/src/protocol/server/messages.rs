@@ -1,7 +1,6 @@
 //! The game's messages, the server's half: what the game sends each player shared out
 //! by its allowance (see [`outbox`](crate::protocol::messages::outbox)), what players send
-//! taken in turn for
-//! the rules, and what is dropped or abused counted.
+//! taken in turn for the rules, and what is dropped or abused counted.
 
 use super::{MessageDrop, Output, Server};
 use crate::protocol::frame::encode_frame;
