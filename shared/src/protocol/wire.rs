@@ -5,6 +5,7 @@ use super::code::Code;
 use super::{ProtocolError, MAX_INPUT_COMMANDS, MAX_MAP_BYTES};
 use crate::movement::{MoveCommand, MoveConfig, PlayerState};
 use crate::sim::ShotView;
+use super::game::ends::WireEnd;
 use crate::validate::Commands;
 use serde::{Deserialize, Serialize};
 
@@ -145,6 +146,8 @@ pub enum ServerControl {
     },
     /// A game message on the reliable channel ([`super::messages`]).
     Message {
+        /// The server tick whose world the rules saw when they sent it.
+        tick: u64,
         /// The game's encoding of it.
         bytes: Vec<u8>,
     },
@@ -505,9 +508,9 @@ pub struct SnapshotMsg {
 
 /// A snapshot's lists of the game's things: its entities in view, and the game's own
 /// state of players and of entities, each as deltas against the baseline and the ids
-/// that left it. On the wire a byte says which of the three carry anything, and only
-/// those follow: a game with no entities and no states pays one byte a snapshot for them,
-/// not six.
+/// that left it; then the entities that ended since the baseline. On the wire a byte says
+/// which of the four carry anything, and only those follow: a game with no entities and
+/// no states pays one byte a snapshot for them, not seven.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GameLists {
     /// The game's entities in view (see [`EntityView`](super::snapshot::EntityView)),
@@ -524,6 +527,9 @@ pub struct GameLists {
     pub entity_states: Vec<EntityDelta>,
     /// Entities whose state the baseline had and this snapshot does not.
     pub removed_entity_states: Vec<u32>,
+    /// The game's entities in view that ended since the baseline (see
+    /// [`ends`](super::game::ends)).
+    pub ends: Vec<WireEnd>,
 }
 
 impl GameLists {
@@ -546,13 +552,19 @@ impl Serialize for GameLists {
             .enumerate()
             .filter(|(_, (d, r))| !d.is_empty() || !r.is_empty())
             .fold(0u8, |m, (i, _)| m | 1 << i);
-        let mut t = s.serialize_tuple(1 + 2 * mask.count_ones() as usize)?;
+        let ends = !self.ends.is_empty();
+        let mask = mask | u8::from(ends) << 3;
+        let len = 1 + 2 * (mask & 7).count_ones() as usize + usize::from(ends);
+        let mut t = s.serialize_tuple(len)?;
         t.serialize_element(&mask)?;
         for (i, (d, r)) in pairs.iter().enumerate() {
             if mask & 1 << i != 0 {
                 t.serialize_element(d)?;
                 t.serialize_element(r)?;
             }
+        }
+        if ends {
+            t.serialize_element(&self.ends)?;
         }
         t.end()
     }
@@ -574,7 +586,7 @@ impl<'de> Deserialize<'de> for GameLists {
                 let mask: u8 = seq
                     .next_element()?
                     .ok_or_else(|| A::Error::invalid_length(0, &self))?;
-                if mask >> 3 != 0 {
+                if mask >> 4 != 0 {
                     return Err(A::Error::custom(format!("game lists mask {mask:#x}")));
                 }
                 let mut g = GameLists::default();
@@ -593,11 +605,16 @@ impl<'de> Deserialize<'de> for GameLists {
                             .ok_or_else(|| A::Error::invalid_length(2 + 2 * i, &self))?;
                     }
                 }
+                if mask & 1 << 3 != 0 {
+                    g.ends = seq
+                        .next_element()?
+                        .ok_or_else(|| A::Error::invalid_length(7, &self))?;
+                }
                 Ok(g)
             }
         }
         // A tuple as long as the longest: the mask says how much of it is there.
-        d.deserialize_tuple(7, Visit)
+        d.deserialize_tuple(8, Visit)
     }
 }
 
@@ -613,6 +630,8 @@ pub enum ServerDatagram {
     Message {
         /// Its number: the receiver delivers only one newer than all it delivered.
         seq: u64,
+        /// The server tick whose world the rules saw when they sent it.
+        tick: u64,
         /// The game's encoding of it.
         bytes: Vec<u8>,
     },

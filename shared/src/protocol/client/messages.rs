@@ -3,7 +3,7 @@
 use super::push_event;
 use super::{Client, ClientEvent, ClientOutput, Status};
 use crate::protocol::frame::encode_frame;
-use crate::protocol::messages::{Arrival, Channel, MessageError};
+use crate::protocol::messages::{Arrival, Channel, Letter, MessageError};
 use crate::protocol::{encode, ClientControl, ClientDatagram};
 use std::time::Instant;
 
@@ -34,14 +34,47 @@ impl Client {
         Ok(())
     }
 
-    /// The oldest of the server's messages not yet taken: its channel and bytes.
-    pub fn poll_message(&mut self) -> Option<(Channel, Vec<u8>)> {
-        self.mail.take()
+    /// The oldest of the server's messages not yet taken that is due: its channel, the
+    /// tick it was sent at and its bytes. On a channel released at once (the default)
+    /// every message is due as it arrives; on one released with the drawn view
+    /// ([`Release::Drawn`]), when the view drawn at the last [`Client::handle_timeout`]
+    /// reached the message's tick: a frag told as the victim sees the rocket reach it.
+    /// Messages of a channel go in order, one held holding those after it.
+    pub fn poll_message(&mut self) -> Option<Letter> {
+        let (release, drawn) = (self.release, self.drawn_tick);
+        let stats = &mut self.stats.releases;
+        self.mail.take_if(|m| {
+            let due = release[m.channel.index()] == Release::AtOnce || drawn >= m.tick as f64;
+            if due && release[m.channel.index()] == Release::Drawn {
+                stats.record(m.tick, drawn);
+            }
+            due
+        })
+    }
+
+    /// When the game is handed the server's messages on `channel` (see
+    /// [`Client::poll_message`]).
+    pub fn set_release(&mut self, channel: Channel, release: Release) {
+        self.release[channel.index()] = release;
     }
 
     /// A message taken was not of the game's type: counted as refused.
     pub fn message_malformed(&mut self, channel: Channel, now: Instant) {
         let _ = self.mail.malformed(channel, now, &mut self.stats.messages);
+    }
+
+    /// The tick a message of the server's is released at: its own, unless it lies more
+    /// than a second past the newest tick this client knows (counted, released at once).
+    pub(super) fn message_tick(&mut self, tick: u64) -> u64 {
+        let Some(p) = self.play.as_ref() else {
+            return 0;
+        };
+        let known = p.newest.map_or(0, |(t, _)| t).max(p.clock.tick);
+        if tick > known.saturating_add(u64::from(p.welcome.tick_rate())) {
+            self.stats.releases.future += 1;
+            return 0;
+        }
+        tick
     }
 
     /// A message from the server reached the mailbox: an event says so (the game takes it
@@ -50,5 +83,38 @@ impl Client {
         if arrival == Arrival::Taken {
             push_event(&mut self.events, ClientEvent::Message { channel });
         }
+    }
+}
+
+/// When a client hands the server's messages of a channel to the game.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Release {
+    /// As they arrive (chat: nobody waits for the picture to catch up).
+    #[default]
+    AtOnce,
+    /// When the others' drawn view reaches the tick they were sent at (the game's events:
+    /// a hit, a frag, a pickup, told as the player sees it happen). The server's snapshots
+    /// run ahead of what is drawn by the interpolation delay, and its messages with them.
+    Drawn,
+}
+
+/// How the messages released with the drawn view met it: a message is due when the drawn
+/// tick reaches its own, and a client that polls late hands it over past that.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Releases {
+    /// Messages released with the drawn view.
+    pub released: u64,
+    /// The most ticks the drawn view had passed a message's tick when it was handed over
+    /// (a game that polls once a frame sees up to a frame's worth).
+    pub max_late_ticks: f64,
+    /// Messages whose tick was beyond the newest snapshot's by more than a second when
+    /// they arrived (a server's clock gone wrong): handed over at once, counted.
+    pub future: u64,
+}
+
+impl Releases {
+    fn record(&mut self, tick: u64, drawn: f64) {
+        self.released += 1;
+        self.max_late_ticks = self.max_late_ticks.max(drawn - tick as f64);
     }
 }

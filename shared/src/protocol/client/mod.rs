@@ -16,8 +16,12 @@ mod game;
 mod messages;
 mod shots;
 
+pub use messages::{Release, Releases};
+
 pub use super::game::launched::{DrawnLaunch, LaunchStats, Launcher, CORRECTION_STEP, MAX_FLIGHTS};
-pub use super::report::client::{ClientEvent, ClientOutput, ClientStats, End, Status, EVENTS_KEPT};
+pub use super::report::client::{
+    ClientEvent, ClientOutput, ClientStats, End, EndCounts, Status, EVENTS_KEPT,
+};
 pub use super::roster::MAX_ROSTER;
 
 use super::game::{launched::Launched, things::Things};
@@ -154,6 +158,10 @@ pub struct Client {
     launched: Launched,
     /// The other players in the world.
     roster: Roster,
+    /// When each channel's messages go to the game (by [`Channel::index`]).
+    release: [Release; 2],
+    /// The tick the others were drawn at by the last [`Client::handle_timeout`].
+    drawn_tick: f64,
 }
 
 impl Client {
@@ -188,6 +196,8 @@ impl Client {
             mail: Mailbox::new(now, MESSAGE_QUEUE),
             launched: Launched::default(),
             roster: Roster::default(),
+            release: [Release::AtOnce; 2],
+            drawn_tick: 0.0,
         }
     }
 
@@ -371,10 +381,11 @@ impl Client {
                     }
                 }
             }
-            (ServerControl::Message { bytes }, Status::Playing) => {
+            (ServerControl::Message { tick, bytes }, Status::Playing) => {
                 // A server over the rate or the size is its own problem: refused, counted.
-                let a =
-                    (self.mail).receive(Channel::Reliable, 0, bytes, now, &mut self.stats.messages);
+                let tick = self.message_tick(tick);
+                let counts = &mut self.stats.messages;
+                let a = (self.mail).receive(Channel::Reliable, (0, tick), bytes, now, counts);
                 self.message_arrived(Channel::Reliable, a);
             }
             (other, _) => self.end(End::Protocol(format!("unexpected {other:?}"))),
@@ -501,6 +512,7 @@ impl Client {
             }
         }
         let drawn_at = self.render_tick(now);
+        self.drawn_tick = drawn_at;
         let Some(p) = self.play.as_mut() else {
             return;
         };
@@ -594,9 +606,10 @@ impl Client {
         self.stats.bytes_in += bytes.len() as u64;
         if bytes.first() == Some(&ServerDatagram::MESSAGE_TAG) {
             match decode::<ServerDatagram>("message", bytes) {
-                Ok(ServerDatagram::Message { seq, bytes }) => {
+                Ok(ServerDatagram::Message { seq, tick, bytes }) => {
+                    let tick = self.message_tick(tick);
                     let counts = &mut self.stats.messages;
-                    let a = (self.mail).receive(Channel::Unreliable, seq, bytes, now, counts);
+                    let a = (self.mail).receive(Channel::Unreliable, (seq, tick), bytes, now, counts);
                     self.message_arrived(Channel::Unreliable, a);
                 }
                 _ => self.stats.malformed += 1,
@@ -673,7 +686,7 @@ impl Client {
         if let Some((a, b)) = p.span {
             st.snapshots_lost = ((b - a) / every + 1).saturating_sub(st.predict.snapshots);
         }
-        p.game.take(&snap, &mut self.events);
+        p.game.take(&snap, &mut self.events, &mut st.ends);
         let me = p.welcome.player_id;
         (self.launched).snapshot(&p.sim, &p.predictor, me, &snap, &mut self.events);
         // A light client draws nothing.

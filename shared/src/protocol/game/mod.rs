@@ -3,5 +3,6 @@
 //! side is the game's rules, hosted in the server machine
 //! ([`GameRules`](super::server::GameRules), [`Game`](super::server::Game)).
 
+pub mod ends;
 pub mod launched;
 pub(super) mod things;

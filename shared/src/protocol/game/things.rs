@@ -2,10 +2,15 @@
 //! players and of entities, the events when they come, change and go, and what a game
 //! reads of them.
 
-use crate::protocol::report::client::{push_event, ClientEvent};
+use super::ends::EndsSeen;
+use crate::protocol::report::client::{push_event, ClientEvent, EndCounts};
 use crate::protocol::snapshot::{EntityView, Snapshot};
 use crate::sim::{EntityId, PlayerId};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Entities a client remembers having shown after they went from its snapshots: an end
+/// may come for one a snapshot or two after it left.
+const GONE_KEPT: usize = 256;
 
 /// The game's things as the newest snapshot showed them.
 #[derive(Debug, Default)]
@@ -14,6 +19,10 @@ pub(in crate::protocol) struct Things {
     /// The game's own state of players and of entities (postcard bytes).
     pub(in crate::protocol) player_states: BTreeMap<PlayerId, Vec<u8>>,
     pub(in crate::protocol) entity_states: BTreeMap<EntityId, Vec<u8>>,
+    /// The ends taken, each once.
+    seen_ends: EndsSeen,
+    /// Entities shown once and gone since, newest last.
+    gone: VecDeque<EntityId>,
 }
 
 impl Things {
@@ -23,7 +32,41 @@ impl Things {
         &mut self,
         snap: &Snapshot,
         events: &mut VecDeque<ClientEvent>,
+        counts: &mut EndCounts,
     ) {
+        // The ends first: a brief entity is told as spawned (from its start), then ended;
+        // one that ended is not also told as despawned.
+        let mut ended = BTreeSet::new();
+        for end in &snap.ends {
+            if !self.seen_ends.first(end) {
+                counts.repeated += 1;
+                continue;
+            }
+            let shown = self.entities.contains_key(&end.id) || self.gone.contains(&end.id);
+            match end.start {
+                _ if shown => {}
+                Some(s) => {
+                    counts.brief += 1;
+                    let entity = EntityView {
+                        origin: s.from,
+                        kind: s.kind,
+                        owner: s.owner,
+                        at_rest: false,
+                        moving: true,
+                        born: s.born,
+                    };
+                    push_event(events, ClientEvent::EntitySpawned { id: end.id, entity });
+                }
+                None => {
+                    // An end of something never started: nothing to end.
+                    counts.unknown += 1;
+                    continue;
+                }
+            }
+            counts.taken += 1;
+            ended.insert(end.id);
+            push_event(events, ClientEvent::EntityEnded { end: *end });
+        }
         for (id, e) in &snap.entities {
             let entity = *e;
             // A state that changed (one gone is no change of it).
@@ -48,7 +91,13 @@ impl Things {
             .keys()
             .filter(|id| !snap.entities.contains_key(id))
         {
-            push_event(events, ClientEvent::EntityDespawned { id: *id });
+            if !ended.contains(id) {
+                push_event(events, ClientEvent::EntityDespawned { id: *id });
+            }
+            self.gone.push_back(*id);
+            if self.gone.len() > GONE_KEPT {
+                self.gone.pop_front();
+            }
         }
         for (player, st) in &snap.player_states {
             if self.player_states.get(player) != Some(st) {

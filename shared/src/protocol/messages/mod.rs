@@ -197,6 +197,20 @@ pub enum Arrival {
     },
 }
 
+/// A message that arrived: its channel, the server tick it was sent at (0 for a
+/// client's), and the game's bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Letter {
+    /// The channel it came on.
+    pub channel: Channel,
+    /// The server tick whose world the rules saw when they sent it (see
+    /// [`Game::tick`](crate::protocol::server::Game)): a client may deliver it when its
+    /// drawn view reaches that tick. 0 for a client's message.
+    pub tick: u64,
+    /// The game's encoding of it.
+    pub bytes: Vec<u8>,
+}
+
 /// One end's messages with one peer: what it sends (numbered, within the rate the peer
 /// takes), what arrives (judged for size, rate and freshness, then queued for the game),
 /// and the peer's strikes.
@@ -207,7 +221,7 @@ pub struct Mailbox {
     gate_in: MessageGate,
     gate_out: MessageGate,
     strikes: Strikes,
-    queue: std::collections::VecDeque<(Channel, Vec<u8>)>,
+    queue: std::collections::VecDeque<Letter>,
     most_queued: usize,
 }
 
@@ -226,11 +240,12 @@ impl Mailbox {
     }
 
     /// A message arrived on `channel` (`seq`: an unreliable one's number; 0 for a
-    /// reliable one), counted in `counts`.
+    /// reliable one; `tick`: the server tick it was sent at, 0 for a client's), counted in
+    /// `counts`.
     pub fn receive(
         &mut self,
         channel: Channel,
-        seq: u64,
+        (seq, tick): (u64, u64),
         bytes: Vec<u8>,
         now: Instant,
         counts: &mut MessageCounts,
@@ -246,7 +261,11 @@ impl Mailbox {
                 c.dropped += 1;
                 return if fresh { Arrival::Full } else { Arrival::Stale };
             }
-            self.queue.push_back((channel, bytes));
+            self.queue.push_back(Letter {
+                channel,
+                tick,
+                bytes,
+            });
             c.received += 1;
             return Arrival::Taken;
         };
@@ -290,8 +309,18 @@ impl Mailbox {
     }
 
     /// The oldest message waiting for the game.
-    pub fn take(&mut self) -> Option<(Channel, Vec<u8>)> {
+    pub fn take(&mut self) -> Option<Letter> {
         self.queue.pop_front()
+    }
+
+    /// The oldest message waiting for the game, if `due` says it may go now (messages
+    /// go in order: one held holds those after it).
+    pub fn take_if(&mut self, due: impl FnOnce(&Letter) -> bool) -> Option<Letter> {
+        if due(self.queue.front()?) {
+            self.queue.pop_front()
+        } else {
+            None
+        }
     }
 
     /// Messages waiting for the game.

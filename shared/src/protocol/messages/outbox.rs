@@ -30,18 +30,19 @@ pub enum Sender {
 /// One recipient's waiting messages (see the module docs).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Outbox {
-    queues: BTreeMap<Sender, VecDeque<(Channel, Vec<u8>)>>,
+    /// Each message with the tick it was sent at.
+    queues: BTreeMap<Sender, VecDeque<(Channel, u64, Vec<u8>)>>,
     /// The sender served last: the next turn goes to the one after it.
     last: Option<Sender>,
 }
 
 impl Outbox {
-    /// Queues a message from `from`; returns whether an older one of that sender's was
-    /// dropped to make room.
-    pub(crate) fn push(&mut self, from: Sender, channel: Channel, bytes: Vec<u8>) -> bool {
+    /// Queues a message from `from`, sent at `tick`; returns whether an older one of that
+    /// sender's was dropped to make room.
+    pub(crate) fn push(&mut self, from: Sender, channel: Channel, tick: u64, bytes: Vec<u8>) -> bool {
         let q = self.queues.entry(from).or_default();
         let dropped = q.len() >= SHARE_QUEUE && q.pop_front().is_some();
-        q.push_back((channel, bytes));
+        q.push_back((channel, tick, bytes));
         dropped
     }
 
@@ -51,12 +52,13 @@ impl Outbox {
     }
 
     /// The next sender's turn, if `admit` takes its message (it answers with what sending
-    /// it needs: the number of an unreliable one): whose it is, the message and that.
-    /// `None` when nothing waits or the allowance is spent.
+    /// it needs: the number of an unreliable one): whose it is, the message (its
+    /// channel, tick and bytes) and that. `None` when nothing waits or the allowance is
+    /// spent.
     pub(crate) fn next<T>(
         &mut self,
         mut admit: impl FnMut(Channel, &[u8]) -> Option<T>,
-    ) -> Option<(Sender, Channel, Vec<u8>, T)> {
+    ) -> Option<(Sender, Channel, u64, Vec<u8>, T)> {
         let from = match self.last {
             Some(l) => self
                 .queues
@@ -67,14 +69,14 @@ impl Outbox {
         }
         .map(|(s, _)| *s)?;
         let q = self.queues.get_mut(&from)?;
-        let (channel, bytes) = q.front()?;
+        let (channel, _, bytes) = q.front()?;
         let token = admit(*channel, bytes)?;
-        let (channel, bytes) = q.pop_front()?;
+        let (channel, tick, bytes) = q.pop_front()?;
         if q.is_empty() {
             self.queues.remove(&from);
         }
         self.last = Some(from);
-        Some((from, channel, bytes, token))
+        Some((from, channel, tick, bytes, token))
     }
 
     /// Messages waiting, all told.
@@ -105,11 +107,11 @@ mod tests {
     fn turns_go_round_the_senders_whatever_their_ids_and_rates() {
         let mut o = Outbox::default();
         for _ in 0..100 {
-            o.push(Sender::Player(0), Channel::Reliable, vec![0]);
-            o.push(Sender::Player(1), Channel::Reliable, vec![1]);
+            o.push(Sender::Player(0), Channel::Reliable, 0, vec![0]);
+            o.push(Sender::Player(1), Channel::Reliable, 0, vec![1]);
         }
-        o.push(Sender::Player(9), Channel::Reliable, vec![9]);
-        o.push(Sender::Game, Channel::Reliable, vec![7]);
+        o.push(Sender::Player(9), Channel::Reliable, 0, vec![9]);
+        o.push(Sender::Game, Channel::Reliable, 0, vec![7]);
         // The two floods were cut to their share of the queue.
         assert_eq!(o.len(), 2 * SHARE_QUEUE + 2);
         // Four turns: each sender one, in order from the game.
@@ -135,7 +137,7 @@ mod tests {
             ]
         );
         // A newcomer waits at most one round.
-        o.push(Sender::Player(5), Channel::Reliable, vec![5]);
+        o.push(Sender::Player(5), Channel::Reliable, 0, vec![5]);
         let round = drain(&mut o, 3);
         assert!(round.contains(&Sender::Player(5)), "{round:?}");
     }
@@ -143,13 +145,13 @@ mod tests {
     #[test]
     fn a_spent_allowance_keeps_the_turn_and_the_message() {
         let mut o = Outbox::default();
-        o.push(Sender::Player(3), Channel::Unreliable, vec![1, 2, 3]);
+        o.push(Sender::Player(3), Channel::Unreliable, 4, vec![1, 2, 3]);
         assert!(o.next(|_, _| None::<()>).is_none());
         assert_eq!(o.len(), 1);
-        let (s, c, b, n) = o.next(|_, b| (b.len() == 3).then_some(7)).unwrap();
+        let (s, c, t, b, n) = o.next(|_, b| (b.len() == 3).then_some(7)).unwrap();
         assert_eq!(
-            (s, c, b, n),
-            (Sender::Player(3), Channel::Unreliable, vec![1, 2, 3], 7)
+            (s, c, t, b, n),
+            (Sender::Player(3), Channel::Unreliable, 4, vec![1, 2, 3], 7)
         );
         assert!(o.is_empty());
     }

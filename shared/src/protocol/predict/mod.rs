@@ -584,6 +584,7 @@ mod tests {
                     entities: BTreeMap::new(),
                     player_states: BTreeMap::new(),
                     entity_states: BTreeMap::new(),
+                    ends: Vec::new(),
                     movers: w
                         .movers
                         .iter()

@@ -81,10 +81,18 @@ pub enum ClientEvent {
         /// The player.
         player: PlayerId,
     },
-    /// A game entity left our view: the server removed it, or it went out of scope.
+    /// A game entity left our view: it went out of scope, or the server removed it
+    /// without an end to tell (one that ended is [`ClientEvent::EntityEnded`]).
     EntityDespawned {
         /// The entity.
         id: crate::sim::EntityId,
+    },
+    /// A game entity in view ended: where, when and why, as the server had it. One that
+    /// started and ended between two of our snapshots comes as
+    /// [`ClientEvent::EntitySpawned`] (from its start) and then this.
+    EntityEnded {
+        /// The end.
+        end: crate::protocol::game::ends::EntityEnd,
     },
     /// Our command launched a projectile, predicted at once
     /// ([`Client::launched`](crate::protocol::client::Client::launched)).
@@ -99,7 +107,9 @@ pub enum ClientEvent {
         /// The server's entity.
         id: crate::sim::EntityId,
     },
-    /// The server never launched our predicted projectile `local` (dropped).
+    /// The server never launched our predicted projectile `local`: no entity of ours of
+    /// its kind spawned for its tick came, nor the end of one (the rules refused it). It
+    /// vanishes where it was drawn.
     LaunchMissed {
         /// The client's own number for it.
         local: u32,
@@ -250,6 +260,26 @@ pub struct ClientStats {
     /// The game's messages, per channel
     /// ([`Channel::index`](crate::protocol::messages::Channel::index)).
     pub messages: MessageCounts,
+    /// The messages released with the drawn view, and how late.
+    pub releases: crate::protocol::client::Releases,
+    /// The game's entities' ends taken, and those refused.
+    pub ends: EndCounts,
+    /// Teleports taken from the snapshots (our own player's and others').
+    pub teleports: u64,
+}
+
+/// The entities' ends a client took from its snapshots.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EndCounts {
+    /// Ends told to the game.
+    pub taken: u64,
+    /// Of those, ends of entities no snapshot of ours had shown (their start came with
+    /// the end).
+    pub brief: u64,
+    /// Ends repeated by later snapshots (an unacknowledged one is sent again).
+    pub repeated: u64,
+    /// Ends of entities never started (no start with them, none shown): refused.
+    pub unknown: u64,
 }
 
 /// Events kept for the game to take; past it the oldest go.

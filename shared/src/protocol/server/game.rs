@@ -13,6 +13,7 @@ use crate::protocol::shots::server::{
     SeenShot, ShotError, AIMED_AT_COS, SHOOTER_REACH, SHOOTER_SLACK,
 };
 use crate::protocol::snapshot::{game_state_fields, Scope, Spawned, StateFields, MAX_STATE_BYTES};
+use crate::protocol::game::ends::{EndCause, EndLog, Ended, EntityEnd, EntityStart};
 use crate::protocol::Code;
 use crate::protocol::MovementAuthority;
 use crate::sim::Struck;
@@ -94,18 +95,54 @@ pub(in crate::protocol) struct Hosted {
     /// The entities' impacts of the last tick stepped, and the entities it lost.
     impacts: Vec<Impact>,
     lost: Vec<EntityId>,
+    /// The entities that ended lately, told to the clients that would have seen them.
+    pub(super) ends: EndLog,
 }
 
 impl Hosted {
     /// A tick was stepped: its impacts and losses, for the rules' next look.
-    pub(super) fn stepped(&mut self, impacts: Vec<Impact>, lost: &[EntityId]) {
+    pub(super) fn stepped(&mut self, impacts: Vec<Impact>, lost: &[EntityId], tick: u64) {
         for id in lost {
-            self.spawned.remove(id);
+            if let Some(s) = self.spawned.remove(id) {
+                // Its last place lay outside the map: told where it started.
+                let start = EntityStart {
+                    kind: 0,
+                    owner: None,
+                    born: s.tick,
+                    from: s.from,
+                };
+                self.ended(*id, &s, start, (tick.saturating_sub(1), s.from), EndCause::Lost);
+            }
             self.entity_states.remove(id);
         }
         self.lost.clear();
         self.lost.extend_from_slice(lost);
         self.impacts = impacts;
+    }
+}
+
+impl Hosted {
+    /// Keeps the end of entity `id` (spawned as `s`), standing at `at` at `tick`.
+    fn ended(
+        &mut self,
+        id: EntityId,
+        s: &Spawned,
+        start: EntityStart,
+        (tick, at): (u64, [i32; 3]),
+        cause: EndCause,
+    ) {
+        let end = EntityEnd {
+            id,
+            tick,
+            at,
+            cause,
+            start: None,
+        };
+        self.ends.push(Ended {
+            end,
+            scope: s.scope,
+            start,
+        });
     }
 }
 
@@ -380,7 +417,8 @@ impl Game<'_> {
         world.entities.insert(id, entity);
         // The rules run before the tick they are given is stepped: the entity's first.
         let tick = world.tick + 1;
-        hosted.spawned.insert(id, Spawned { scope, tick });
+        let from = entity.origin;
+        hosted.spawned.insert(id, Spawned { scope, tick, from });
         Ok(id)
     }
 
@@ -418,11 +456,39 @@ impl Game<'_> {
         Ok(())
     }
 
-    /// Takes an entity out of the world (its clients see it go): what it was.
+    /// Takes an entity out of the world: what it was. Its clients are told of its end
+    /// where it stands, with every snapshot until they have it (see
+    /// [`ends`](crate::protocol::game::ends)): as an impact with what it met the tick
+    /// before, if it met something, else as removed by the rules.
     pub fn despawn(&mut self, id: EntityId) -> Option<Entity> {
-        self.server.game.spawned.remove(&id);
-        self.server.game.entity_states.remove(&id);
-        self.server.world.entities.remove(&id)
+        let hit = (self.server.game.impacts.iter().rev()).find(|i| i.entity == id);
+        let cause = hit.map_or(EndCause::Removed, |i| EndCause::Impact(i.struck));
+        self.end(id, cause)
+    }
+
+    /// Takes an entity out of the world as expired (its time ran out): what it was. Its
+    /// clients are told like [`Game::despawn`]'s.
+    pub fn expire(&mut self, id: EntityId) -> Option<Entity> {
+        self.end(id, EndCause::Expired)
+    }
+
+    fn end(&mut self, id: EntityId, cause: EndCause) -> Option<Entity> {
+        let hosted = &mut self.server.game;
+        let spawned = hosted.spawned.remove(&id);
+        hosted.entity_states.remove(&id);
+        let e = self.server.world.entities.remove(&id)?;
+        if let Some(s) = spawned {
+            let start = EntityStart {
+                kind: e.kind,
+                owner: e.owner,
+                born: s.tick,
+                from: s.from,
+            };
+            // It stood there after the last tick stepped, and is gone from the next.
+            let at = (self.server.world.tick, e.origin);
+            hosted.ended(id, &s, start, at, cause);
+        }
+        Some(e)
     }
 
     /// An entity as the last tick left it.

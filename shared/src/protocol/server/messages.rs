@@ -42,7 +42,9 @@ impl Server {
         let Some(s) = self.players.get_mut(&player) else {
             return Err(MessageError::NotPlaying);
         };
-        if s.outbox.push(from, channel, bytes.to_vec()) {
+        // Stamped with the world the rules see: the snapshot of this tick shows what they
+        // saw when they sent it.
+        if s.outbox.push(from, channel, self.world.tick, bytes.to_vec()) {
             self.message_dropped(channel, MessageDrop::OverShare);
         }
         self.flush_outbox(player, now);
@@ -55,18 +57,18 @@ impl Server {
             return;
         };
         let (mail, counts, conn) = (&mut s.mail, &mut self.stats.messages, s.conn);
-        while let Some((_, channel, bytes, seq)) = s
+        while let Some((_, channel, tick, bytes, seq)) = s
             .outbox
             .next(|channel, bytes| mail.send(channel, bytes, now, counts).ok())
         {
             self.outputs.push_back(match channel {
                 Channel::Reliable => Output::Control {
                     conn,
-                    bytes: encode_frame(&ServerControl::Message { bytes }),
+                    bytes: encode_frame(&ServerControl::Message { tick, bytes }),
                 },
                 Channel::Unreliable => Output::Datagram {
                     conn,
-                    bytes: encode(&ServerDatagram::Message { seq, bytes }),
+                    bytes: encode(&ServerDatagram::Message { seq, tick, bytes }),
                 },
             });
         }
@@ -117,7 +119,7 @@ impl Server {
         let mut drop = |why: MessageDrop| {
             drops[MessageDrop::ALL.iter().position(|r| *r == why).unwrap_or(0)] += 1;
         };
-        match s.mail.receive(channel, seq, bytes, now, counts) {
+        match s.mail.receive(channel, (seq, 0), bytes, now, counts) {
             Arrival::Taken => {
                 self.game.mail_waiting.insert(player);
             }
@@ -148,9 +150,9 @@ impl Server {
             if s.is_none_or(|s| s.mail.waiting() == 0) {
                 self.game.mail_waiting.remove(&id);
             }
-            if let Some((c, b)) = m {
+            if let Some(m) = m {
                 self.game.last_taken = Some(id);
-                return Some((id, c, b));
+                return Some((id, m.channel, m.bytes));
             }
         }
     }

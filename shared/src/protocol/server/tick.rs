@@ -169,7 +169,7 @@ impl Server {
             &mut self.scratch,
         );
         let (impacts, lost) = self.scratch.take_entity_report();
-        self.game.stepped(impacts, &lost);
+        self.game.stepped(impacts, &lost, self.world.tick);
         self.seen.record(&self.world);
         self.history.record(&self.world);
         let tick = self.world.tick;
@@ -213,7 +213,7 @@ impl Server {
         let step = self
             .sim
             .step_world(&mut self.world, commands, &mut self.scratch);
-        self.game.stepped(step.impacts, &step.lost);
+        self.game.stepped(step.impacts, &step.lost, self.world.tick);
         self.history.record(&self.world);
         let reports = step.players;
         let tick = self.world.tick;
@@ -312,6 +312,7 @@ impl Server {
                 .insert(Crowd::new(&self.sim, &self.world, interest)),
         };
         crowd.set_spawned(&self.game.spawned);
+        crowd.set_ends(&self.game.ends);
         crowd.set_states(&self.game.player_states, &self.game.entity_states);
         let crowd = &*crowd;
         let (world, conns) = (&self.world, &self.conns);
@@ -342,6 +343,7 @@ impl Server {
             let held = s.snapshots.take_held();
             self.stats.players_held += held.held;
             self.stats.snapshots_squeezed += held.squeezed;
+            self.stats.entity_ends_cut += held.ends_cut;
             let Some(bytes) = bytes else {
                 self.stats.snapshot_drops += 1;
                 continue;

@@ -31,6 +31,8 @@ pub struct Crowd {
     /// (which holds them where its snapshot shows them), units: twice the run speed, for
     /// one knocked back or falling; see [`exact_reach`].
     pub(super) closing: f64,
+    /// The entities that ended lately, oldest first.
+    ends: Vec<Ended>,
 }
 
 /// A game entity of the crowd's tick.
@@ -84,6 +86,7 @@ impl Crowd {
             player_states: Vec::new(),
             entity_states: Vec::new(),
             closing: 0.0,
+            ends: Vec::new(),
         };
         crowd.renew(sim, world, interest);
         crowd
@@ -304,6 +307,56 @@ impl Crowd {
                 scene.entity_states.0.push((*id, *f));
             }
         }
+    }
+
+    /// Sets the entities that ended lately (see [`ends`](crate::protocol::game::ends)).
+    pub(in crate::protocol) fn set_ends(&mut self, log: &EndLog) {
+        self.ends.clear();
+        self.ends.extend(log.since(0, u64::MAX).copied());
+    }
+
+    /// Into `out`, the ends client `me` at `o` is told in a snapshot of `tick` written
+    /// against a baseline of tick `since` (0: none) whose entities (carried on) are
+    /// `held`: those in its scope that ended since, oldest first, at most
+    /// [`ENDS_PER_SNAPSHOT`], each with its start where the baseline lacks the entity.
+    /// How many more there were (left out).
+    pub(super) fn ends_for(
+        &self,
+        me: PlayerId,
+        o: DVec3,
+        (since, tick): (u64, u64),
+        held: &Entities<ENTITY_FIELDS>,
+        out: &mut Vec<EntityEnd>,
+    ) -> u64 {
+        out.clear();
+        let r2 = ENTITY_INTEREST_RADIUS * ENTITY_INTEREST_RADIUS;
+        let from = self.ends.partition_point(|e| e.end.tick < since);
+        let mut cut = 0;
+        for e in self.ends[from..].iter().take_while(|e| e.end.tick < tick) {
+            let near = || {
+                let grid = |p| crate::movement::from_grid(p, POSITION_SCALE);
+                grid(e.start.from).distance_squared(o) <= r2 || e.end.at().distance_squared(o) <= r2
+            };
+            let shown = match e.scope {
+                _ if e.start.owner == Some(me) => true,
+                Scope::Owner => false,
+                Scope::Everyone => true,
+                Scope::Near => near(),
+            };
+            if !shown {
+                continue;
+            }
+            if out.len() >= ENDS_PER_SNAPSHOT {
+                cut += 1;
+                continue;
+            }
+            let mut end = e.end;
+            if held.get(end.id).is_none() {
+                end.start = Some(e.start);
+            }
+            out.push(end);
+        }
+        cut
     }
 
     /// Sets who may see each game entity and the tick it was spawned for (one not named

@@ -80,6 +80,10 @@ pub struct Snapshot {
     pub player_states: BTreeMap<PlayerId, Vec<u8>>,
     /// The game's own state of entities in view (its postcard bytes), by id.
     pub entity_states: BTreeMap<EntityId, Vec<u8>>,
+    /// The game's entities in view that ended since the snapshot's baseline, oldest
+    /// first (see [`ends`](crate::protocol::game::ends)): an end can come again in the
+    /// next snapshots, until the server knows this one arrived.
+    pub ends: Vec<EntityEnd>,
 }
 
 /// The client's snapshot state: recent snapshots kept as baselines.
@@ -160,6 +164,10 @@ impl SnapshotDecoder {
         let mut ahead = Scene::default();
         base.carried_to(msg.tick, &mut ahead);
         let own = apply(ahead.own.get(0), &msg.own)?;
+        let ends = (msg.game.ends.iter())
+            .map(|w| w.end(msg.tick).filter(|e| e.tick < msg.tick))
+            .collect::<Option<Vec<EntityEnd>>>()
+            .ok_or_else(|| bad_tick("an entity's end"))?;
         let mut scene = Scene {
             tick: msg.tick,
             players: ahead.players.clone(),
@@ -168,6 +176,7 @@ impl SnapshotDecoder {
             entities: ahead.entities.clone(),
             player_states: ahead.player_states.clone(),
             entity_states: ahead.entity_states.clone(),
+            ends,
             ..Scene::default()
         };
         scene.player_states.remove(&msg.game.removed_player_states);

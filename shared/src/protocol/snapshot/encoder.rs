@@ -51,6 +51,7 @@ pub struct SnapshotEncoder {
     entities: Entities<ENTITY_FIELDS>,
 }
 
+
 /// Whether the `written`-th snapshot of client `me` is its turn to choose its players
 /// afresh: one in [`VIEW_REFRESH`], at an offset drawn from the id. Clients that joined
 /// together (or were all made to choose at once by a change of the crowd) would
@@ -207,6 +208,9 @@ impl SnapshotEncoder {
             &mut self.near_entities,
             &mut self.entities,
         );
+        let since = base.map_or(0, |i| self.history[i].tick);
+        let ends = (since, world.tick);
+        self.counts.ends_cut += crowd.ends_for(me, o, ends, &ahead.entities, &mut scene.ends);
         let written = self.written;
         let turn = refresh_turn(me, written);
         self.written = self.written.wrapping_add(1);
@@ -312,6 +316,10 @@ pub struct Held {
     /// Snapshots that held far players past their turn, or left out far ones new to the
     /// baseline, to fit the client's bytes.
     pub squeezed: u64,
+    /// Entities' ends left out of a snapshot past
+    /// [`ENDS_PER_SNAPSHOT`](crate::protocol::game::ends::ENDS_PER_SNAPSHOT) (they are not
+    /// told again once the client acknowledges it).
+    pub ends_cut: u64,
 }
 
 /// Shares of the far players held, farthest first, tried in turn while a snapshot does
@@ -525,9 +533,14 @@ pub(super) fn write_snapshot(scene: &Scene, base: &Scene, fb: Feedback) -> Vec<u
         // The game's lists: a byte saying which carry anything, then those (see
         // `GameLists`); each is written, and taken out again when it said nothing.
         let at = out.len();
-        let mask = put_if_any(&mut out, &scene.entities, &base.entities, 0)
+        let mut mask = put_if_any(&mut out, &scene.entities, &base.entities, 0)
             | put_if_any(&mut out, &scene.player_states, &base.player_states, 1)
             | put_if_any(&mut out, &scene.entity_states, &base.entity_states, 2);
+        if !scene.ends.is_empty() {
+            mask |= 1 << 3;
+            let wire = scene.ends.iter().map(|e| WireEnd::of(e, scene.tick));
+            out = postcard::to_extend(&wire.collect::<Vec<_>>(), out).unwrap_or_default();
+        }
         out.insert(at, mask);
         let bytes = out.as_slice().to_vec();
         *scratch = out;

@@ -3,6 +3,7 @@
 //! snapshots arrive.
 
 use super::{EntityView, Snapshot};
+use crate::protocol::game::ends::EntityEnd;
 use crate::movement::flags;
 use crate::sim::history::between;
 pub use crate::sim::history::SNAP_DISTANCE;
@@ -52,7 +53,12 @@ pub struct Interpolator {
     frames: VecDeque<(u64, BTreeMap<u32, Drawn>)>,
     /// The entities of the same snapshots, in the same order.
     entities: VecDeque<BTreeMap<u32, EntityView>>,
+    /// The entities' ends lately told, by id: each is drawn to its end, and no further.
+    ends: BTreeMap<u32, EntityEnd>,
 }
+
+/// Ends kept for drawing at most (the oldest go first).
+const ENDS_DRAWN: usize = 256;
 
 impl Interpolator {
     /// Empty.
@@ -86,12 +92,84 @@ impl Interpolator {
             self.frames.pop_front();
             self.entities.pop_front();
         }
+        for e in &snap.ends {
+            self.ends.entry(e.id).or_insert(*e);
+        }
+        // Ends older than every snapshot kept are drawn by nobody.
+        let oldest = self.frames.front().map_or(0, |f| f.0);
+        self.ends.retain(|_, e| e.tick + 1 >= oldest);
+        while self.ends.len() > ENDS_DRAWN {
+            let first = self.ends.values().min_by_key(|e| (e.tick, e.id)).map(|e| e.id);
+            first.map(|id| self.ends.remove(&id));
+        }
+    }
+
+    /// The entities that ended, drawn at (fractional) server tick `at`: each goes on from
+    /// where the last snapshot before `at` showed it to where it ended, reaching it at its
+    /// end's tick, and is drawn no more after (a brief one, never shown, from where it
+    /// started, the tick before its first step).
+    fn draw_ends(&self, at: f64, drawn: &mut BTreeMap<u32, DrawnEntity>) {
+        for (id, e) in &self.ends {
+            if at >= e.tick as f64 {
+                drawn.remove(id);
+                continue;
+            }
+            // The last snapshot at or before `at` that showed it.
+            let last = (self.frames.iter().zip(&self.entities))
+                .rev()
+                .filter(|((t, _), _)| *t as f64 <= at)
+                .find_map(|((t, _), m)| m.get(id).map(|v| (*t, v.origin(), *v)));
+            let start = e.start.map(|s| {
+                let view = EntityView {
+                    origin: s.from,
+                    kind: s.kind,
+                    owner: s.owner,
+                    at_rest: false,
+                    moving: true,
+                    born: s.born,
+                };
+                (s.born.saturating_sub(1), view.origin(), view)
+            });
+            let Some((t0, from, view)) = last.or(start) else {
+                continue;
+            };
+            if (t0 as f64) > at {
+                continue;
+            }
+            let span = e.tick.saturating_sub(t0) as f64;
+            let k = if span > 0.0 {
+                ((at - t0 as f64) / span).clamp(0.0, 1.0)
+            } else {
+                1.0
+            };
+            let to = e.at();
+            let origin = if (to - from).length() > SNAP_DISTANCE {
+                from
+            } else {
+                from + (to - from) * k
+            };
+            drawn.insert(*id, DrawnEntity { origin, view });
+        }
+    }
+
+    /// The end of entity `id`, if one was told lately.
+    pub fn end_of(&self, id: u32) -> Option<&EntityEnd> {
+        self.ends.get(&id)
     }
 
     /// The game's entities at (fractional) server tick `at`, interpolated between the
     /// snapshots around it like players (a jump past [`SNAP_DISTANCE`] is not swept;
-    /// one in only one of the two is drawn from the one it is in, if nearer).
+    /// one in only one of the two is drawn from the one it is in, if nearer). One that
+    /// ended is drawn on to where it ended, until its end's tick, however briefly it
+    /// lived.
     pub fn entities(&self, at: f64) -> BTreeMap<u32, DrawnEntity> {
+        let mut drawn = self.entities_shown(at);
+        self.draw_ends(at, &mut drawn);
+        drawn
+    }
+
+    /// [`Interpolator::entities`] from the snapshots' entities alone.
+    fn entities_shown(&self, at: f64) -> BTreeMap<u32, DrawnEntity> {
         let whole = |m: &BTreeMap<u32, EntityView>| {
             m.iter()
                 .map(|(id, v)| {
@@ -250,6 +328,7 @@ mod tests {
             player_states: BTreeMap::new(),
             entity_states: BTreeMap::new(),
             movers: BTreeMap::new(),
+            ends: Vec::new(),
         }
     }
 

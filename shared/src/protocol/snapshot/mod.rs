@@ -22,6 +22,7 @@ use crate::movement::{MoveMode, PlayerState, POSITION_SCALE};
 use crate::mover::{MoverState, Phase};
 use crate::sim::history::drawn_between;
 use crate::sim::players::{Binned, Grid};
+use crate::protocol::game::ends::{EndLog, Ended, EntityEnd, WireEnd, ENDS_PER_SNAPSHOT};
 use crate::sim::{Entity, EntityId, PlayerBox, PlayerId, ShotView, Sim, WorldState};
 use glam::DVec3;
 
@@ -83,6 +84,8 @@ pub struct Spawned {
     pub scope: Scope,
     /// The tick it was spawned for (its first step).
     pub tick: u64,
+    /// Where it was spawned, in 1/[`POSITION_SCALE`] units.
+    pub from: [i32; 3],
 }
 
 /// Most bytes of the game's own state of one player or entity (its postcard encoding).
@@ -421,6 +424,8 @@ struct Scene {
     own_motion: Motion,
     entity_motion: Motion,
     span: u64,
+    /// The game's entities that ended since the baseline (not carried to later scenes).
+    ends: Vec<EntityEnd>,
 }
 
 /// Entities' steps over a scene's span, one per entity of its list, in the same order:
@@ -552,6 +557,7 @@ impl Scene {
             entities: typed(&self.entities, entity_from, "entity")?,
             player_states: typed(&self.player_states, game_state_from, "player state")?,
             entity_states: typed(&self.entity_states, game_state_from, "entity state")?,
+            ends: self.ends.clone(),
         })
     }
 

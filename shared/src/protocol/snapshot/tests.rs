@@ -59,6 +59,9 @@ fn oracle(scene: &Scene, base: &Scene, fb: Feedback) -> SnapshotMsg {
             removed_player_states: gone(&scene.player_states, &base.player_states),
             entity_states: deltas(&scene.entity_states, &base.entity_states),
             removed_entity_states: gone(&scene.entity_states, &base.entity_states),
+            ends: (scene.ends.iter())
+                .map(|e| crate::protocol::game::ends::WireEnd::of(e, scene.tick))
+                .collect(),
         },
     };
     gaps(msg.players.iter_mut().map(|d| &mut d.id));
@@ -474,7 +477,11 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
     // Out of scope: only its owner sees an owner-scoped entity, nobody a far one.
     let mut crowd = Crowd::new(&sim, &w, 32);
     let mut spawned = std::collections::BTreeMap::new();
-    let scope = |scope| Spawned { scope, tick: 7 };
+    let scope = |scope| Spawned {
+        scope,
+        tick: 7,
+        from: [0; 3],
+    };
     spawned.insert(11, scope(Scope::Owner));
     crowd.set_spawned(&spawned);
     let (mut near, mut out) = (Vec::new(), Entities::default());

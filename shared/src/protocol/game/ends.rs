@@ -1,0 +1,288 @@
+//! How a game entity ended, told with the snapshots: its last place, its last tick and
+//! why (what it hit, expired, removed by the rules, left the map), and, to a client whose
+//! baseline never held it, how it started. A rocket fired point-blank lives a tick; a
+//! client sent a snapshot every other tick would otherwise never hear of it (Quake 3 sends
+//! such things as temporary entities with the snapshot for the same reason). Each
+//! snapshot carries every end since the baseline it was written against, so an end is
+//! sent again until a snapshot that held it is acknowledged: a lost snapshot loses none.
+//!
+//! The server keeps the ends of the last [`ENDS_KEPT_TICKS`] ticks ([`EndLog`]); a client
+//! takes each end once ([`EndsSeen`]).
+
+use crate::sim::{EntityId, PlayerId, Struck};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+/// Why a game entity ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EndCause {
+    /// It hit something (the rules removed it the tick after its impact).
+    Impact(Struck),
+    /// Its time ran out (the rules said so: [`Game::expire`]).
+    ///
+    /// [`Game::expire`]: crate::protocol::server::Game::expire
+    Expired,
+    /// The rules removed it for their own reasons.
+    Removed,
+    /// It left the map.
+    Lost,
+}
+
+/// How an entity started, for a client that never had it in a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntityStart {
+    /// What it was, in the game's numbering.
+    pub kind: u16,
+    /// Whose it was.
+    pub owner: Option<PlayerId>,
+    /// The tick it was spawned for (its first step).
+    pub born: u64,
+    /// Where it was spawned, in 1/[`POSITION_SCALE`](crate::movement::POSITION_SCALE)
+    /// units.
+    pub from: [i32; 3],
+}
+
+/// A game entity's end, as a snapshot tells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntityEnd {
+    /// The entity.
+    pub id: EntityId,
+    /// The last tick it stood in the world: a snapshot of this tick shows it at `at`, one
+    /// of the next no longer.
+    pub tick: u64,
+    /// Where it stood then, in 1/[`POSITION_SCALE`](crate::movement::POSITION_SCALE)
+    /// units.
+    pub at: [i32; 3],
+    /// Why it ended.
+    pub cause: EndCause,
+    /// How it started: sent when the snapshot's baseline did not hold the entity.
+    pub start: Option<EntityStart>,
+}
+
+impl EntityEnd {
+    /// Where it ended, units.
+    pub fn at(&self) -> glam::DVec3 {
+        crate::movement::from_grid(self.at, crate::movement::POSITION_SCALE)
+    }
+}
+
+/// An end as a snapshot datagram carries it: its ticks as gaps back from the snapshot's
+/// (a byte each). See [`EntityEnd`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireEnd {
+    id: EntityId,
+    /// The snapshot's tick less the end's.
+    ago: u64,
+    at: [i32; 3],
+    cause: EndCause,
+    /// The start, its `born` as the end's tick less it.
+    start: Option<EntityStart>,
+}
+
+impl WireEnd {
+    /// `end` as a snapshot of `tick` carries it.
+    pub fn of(end: &EntityEnd, tick: u64) -> WireEnd {
+        WireEnd {
+            id: end.id,
+            ago: tick.saturating_sub(end.tick),
+            at: end.at,
+            cause: end.cause,
+            start: end.start.map(|s| EntityStart {
+                born: end.tick.saturating_sub(s.born),
+                ..s
+            }),
+        }
+    }
+
+    /// The end a snapshot of `tick` told; `None` for ticks before tick 1.
+    pub fn end(&self, tick: u64) -> Option<EntityEnd> {
+        let t = tick.checked_sub(self.ago).filter(|t| *t > 0)?;
+        let start = match self.start {
+            Some(s) => Some(EntityStart {
+                born: t.checked_sub(s.born).filter(|b| *b > 0)?,
+                ..s
+            }),
+            None => None,
+        };
+        Some(EntityEnd {
+            id: self.id,
+            tick: t,
+            at: self.at,
+            cause: self.cause,
+            start,
+        })
+    }
+}
+
+/// Ticks an end is kept on the server: a client whose newest acknowledgement is older is
+/// sent its snapshots in full, and any end older than this is no longer told to it
+/// (about four seconds at 60 Hz; a client that far behind has lost more than a rocket).
+pub const ENDS_KEPT_TICKS: u64 = 256;
+/// Most ends kept on the server: a game that ends more in [`ENDS_KEPT_TICKS`] loses the
+/// oldest first (counted).
+pub const ENDS_KEPT: usize = 4096;
+/// Most ends one snapshot carries (the oldest first; the rest ride the next ones).
+pub const ENDS_PER_SNAPSHOT: usize = 24;
+
+/// An end as the server keeps it: who may be told, and where it started.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(in crate::protocol) struct Ended {
+    pub(in crate::protocol) end: EntityEnd,
+    pub(in crate::protocol) scope: crate::protocol::snapshot::Scope,
+    /// Its start, always (a snapshot sends it where the baseline lacks the entity).
+    pub(in crate::protocol) start: EntityStart,
+}
+
+/// The server's ends of the last [`ENDS_KEPT_TICKS`] ticks, oldest first.
+#[derive(Debug, Default)]
+pub(in crate::protocol) struct EndLog {
+    ends: VecDeque<Ended>,
+    /// Ends dropped for [`ENDS_KEPT`] before their time.
+    pub(in crate::protocol) overflowed: u64,
+}
+
+impl EndLog {
+    /// Keeps `ended`; forgets those older than [`ENDS_KEPT_TICKS`] behind it.
+    pub(in crate::protocol) fn push(&mut self, ended: Ended) {
+        let tick = ended.end.tick;
+        while self
+            .ends
+            .front()
+            .is_some_and(|e| e.end.tick + ENDS_KEPT_TICKS < tick)
+        {
+            self.ends.pop_front();
+        }
+        if self.ends.len() >= ENDS_KEPT {
+            self.ends.pop_front();
+            self.overflowed += 1;
+        }
+        self.ends.push_back(ended);
+    }
+
+    /// The ends a client last acknowledging tick `since` (0: nothing, or too old) has not
+    /// been sure to hear of, up to tick `tick`: those that ended after `since`, oldest
+    /// first.
+    pub(in crate::protocol) fn since(&self, since: u64, tick: u64) -> impl Iterator<Item = &Ended> {
+        // An entity that ended at `e` was in the world at `e` and gone at `e + 1`: a
+        // snapshot of `since >= e + 1` told of it.
+        let from = self.ends.partition_point(|e| e.end.tick < since);
+        self.ends
+            .range(from..)
+            .take_while(move |e| e.end.tick < tick)
+    }
+
+    /// How many are kept.
+    #[cfg(test)]
+    pub(in crate::protocol) fn len(&self) -> usize {
+        self.ends.len()
+    }
+}
+
+/// Ends a client keeps to take each once: more than any snapshot repeats.
+const SEEN_KEPT: usize = 512;
+
+/// The ends a client took, so each is told to the game once however often it comes.
+#[derive(Debug, Default)]
+pub(in crate::protocol) struct EndsSeen {
+    seen: BTreeMap<(EntityId, u64), ()>,
+    order: VecDeque<(EntityId, u64)>,
+}
+
+impl EndsSeen {
+    /// Whether `end` is new (and from now on, not).
+    pub(in crate::protocol) fn first(&mut self, end: &EntityEnd) -> bool {
+        let key = (end.id, end.tick);
+        if self.seen.insert(key, ()).is_some() {
+            return false;
+        }
+        self.order.push_back(key);
+        while self.order.len() > SEEN_KEPT {
+            if let Some(k) = self.order.pop_front() {
+                self.seen.remove(&k);
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::snapshot::Scope;
+
+    fn ended(id: EntityId, tick: u64) -> Ended {
+        let start = EntityStart {
+            kind: 1,
+            owner: Some(3),
+            born: tick,
+            from: [0; 3],
+        };
+        Ended {
+            end: EntityEnd {
+                id,
+                tick,
+                at: [256, 0, 0],
+                cause: EndCause::Impact(Struck::World),
+                start: None,
+            },
+            scope: Scope::Near,
+            start,
+        }
+    }
+
+    #[test]
+    fn a_client_is_told_what_ended_since_its_acknowledgement() {
+        let mut log = EndLog::default();
+        for (id, t) in [(1, 10), (2, 11), (3, 13)] {
+            log.push(ended(id, t));
+        }
+        let ids = |since, tick| log.since(since, tick).map(|e| e.end.id).collect::<Vec<_>>();
+        // A snapshot of 12 shows 2 gone (it stood at 11): told to one acknowledging 11.
+        assert_eq!(ids(11, 12), vec![2]);
+        assert_eq!(ids(0, 14), vec![1, 2, 3]);
+        // Acknowledging 12 means the snapshot of 12 came, which told of 1 and 2.
+        assert_eq!(ids(12, 14), vec![3]);
+        assert_eq!(ids(14, 20), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn the_log_forgets_by_age_and_by_count() {
+        let mut log = EndLog::default();
+        log.push(ended(1, 1));
+        log.push(ended(2, 2 + ENDS_KEPT_TICKS));
+        assert_eq!(log.len(), 1, "an end older than the window is forgotten");
+        for i in 0..ENDS_KEPT as u32 + 10 {
+            log.push(ended(10 + i, 300));
+        }
+        assert_eq!(log.len(), ENDS_KEPT);
+        assert_eq!(log.overflowed, 11);
+    }
+
+    #[test]
+    fn a_wire_end_reads_back_and_refuses_ticks_before_the_first() {
+        let mut e = ended(5, 100).end;
+        e.start = Some(ended(5, 99).start);
+        let w = WireEnd::of(&e, 104);
+        assert_eq!(w.end(104), Some(e));
+        assert_eq!(w.end(3), None);
+        let mut far = w;
+        far.start = Some(EntityStart {
+            born: 1000,
+            ..ended(5, 99).start
+        });
+        assert_eq!(far.end(104), None, "born before tick 1");
+    }
+
+    #[test]
+    fn each_end_is_taken_once_in_bounded_memory() {
+        let mut seen = EndsSeen::default();
+        let e = ended(1, 10).end;
+        assert!(seen.first(&e));
+        assert!(!seen.first(&e));
+        for i in 0..10_000 {
+            seen.first(&ended(100 + i, 10).end);
+        }
+        assert!(seen.seen.len() <= SEEN_KEPT && seen.order.len() <= SEEN_KEPT);
+    }
+}
