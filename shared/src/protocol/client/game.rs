@@ -17,10 +17,25 @@ impl Client {
             return BTreeMap::new();
         };
         let mut drawn = p.interp.entities(at);
+        // Our own projectiles where their flights are drawn, and not after their end.
+        for id in &self.launched.ended {
+            drawn.remove(id);
+        }
         for l in self.launched.drawn() {
-            if let Some(d) = l.twin.and_then(|id| drawn.get_mut(&id)) {
-                d.origin = l.origin;
-            }
+            let Some(id) = l.twin else {
+                continue;
+            };
+            let e = &l.entity;
+            let view = EntityView {
+                origin: e.origin,
+                kind: e.kind,
+                owner: e.owner,
+                at_rest: e.at_rest,
+                moving: e.motion.is_some(),
+                born: 0,
+            };
+            let d = drawn.entry(id).or_insert(DrawnEntity { origin: l.origin, view });
+            d.origin = l.origin;
         }
         drawn
     }

@@ -67,6 +67,9 @@ pub struct ClientSettings {
     pub buffer_ticks: f64,
     /// Ticks behind the newest snapshot that other players are drawn.
     pub interpolation_ticks: f64,
+    /// How long a correction of our own player takes to fade to 1/e of itself on screen
+    /// (a teleport is drawn at once).
+    pub smoothing: Duration,
     /// Light: no prediction (see [`Predictor::set_light`]), for load tests whose clients
     /// must cost far less than the server. Commands go out as ever, snapshots are decoded
     /// and acknowledged, and our player is where the newest snapshot shows it; nobody is
@@ -84,6 +87,7 @@ impl ClientSettings {
             sim: None,
             buffer_ticks: 2.0,
             interpolation_ticks: 4.0,
+            smoothing: crate::protocol::predict::SMOOTHING,
             light: false,
         }
     }
@@ -542,12 +546,20 @@ impl Client {
             let predicted = p.predictor.command(tick, cmd);
             let from = p.last_predicted.or(before);
             p.last_predicted = predicted;
-            if let (Some(v), Some(b)) = (p.interp.view(drawn_at), from) {
+            let view = p.interp.view(drawn_at);
+            if let (Some(v), Some(b)) = (view, from) {
                 p.views.insert(tick, (v, b));
             }
+            // Our projectiles meet the others where we draw them.
+            let boxes = match view {
+                Some(v) if self.launched.flying() => shots::boxes_drawn(&p.sim, &p.interp, &v),
+                _ => Vec::new(),
+            };
             let (launched, events) = (&mut self.launched, &mut self.events);
-            launched.tick(&p.sim, &p.predictor, tick, before.as_ref(), &cmd, events);
-            p.predictor.frame();
+            let (sim, pred) = (&p.sim, &p.predictor);
+            launched.tick(sim, pred, tick, before.as_ref(), &cmd, &boxes, events);
+            let elapsed = Duration::from_secs_f64(p.clock.period);
+            p.predictor.frame(elapsed, self.settings.smoothing);
             self.stats.ticks += 1;
             // One datagram every `every` ticks: the commands since the last, and the
             // few datagrams' worth before them again, none from before the first.
@@ -676,6 +688,7 @@ impl Client {
             );
         }
         st.predict = p.predictor.stats;
+        st.teleports = p.predictor.teleports;
         st.final_match = correction.is_none();
         st.final_state = Some(snap.own);
         st.input_lead = snap.feedback.input_lead;

@@ -8,8 +8,27 @@ use super::Client;
 use crate::collision::hull::Hull;
 use crate::collision::Hit;
 use crate::movement::PlayerState;
-use crate::sim::{PlayerBox, ShotView, Struck};
+use crate::protocol::snapshot::interp::Interpolator;
+use crate::sim::{PlayerBox, ShotView, Sim, Struck};
 use glam::DVec3;
+
+/// The other players' boxes as `interp` draws them at `view`.
+pub(super) fn boxes_drawn(sim: &Sim, interp: &Interpolator, view: &ShotView) -> Vec<PlayerBox> {
+    let movement = sim.movement();
+    (interp.drawn_view(view).into_iter())
+        .map(|(id, d)| {
+            let hull = if d.crouched {
+                movement.crouch()
+            } else {
+                movement.stand()
+            };
+            PlayerBox {
+                id,
+                bounds: hull.bounds().offset(d.origin),
+            }
+        })
+        .collect()
+}
 
 impl Client {
     /// The view the others were drawn at when the command for `tick` was made (while it
@@ -30,20 +49,7 @@ impl Client {
         let Some(p) = self.play.as_ref() else {
             return Vec::new();
         };
-        let movement = p.sim.movement();
-        (p.interp.drawn_view(view).into_iter())
-            .map(|(id, d)| {
-                let hull = if d.crouched {
-                    movement.crouch()
-                } else {
-                    movement.stand()
-                };
-                PlayerBox {
-                    id,
-                    bounds: hull.bounds().offset(d.origin),
-                }
-            })
-            .collect()
+        boxes_drawn(&p.sim, &p.interp, view)
     }
 
     /// What `hull` from `start` to `end` met as this client drew the world when it made

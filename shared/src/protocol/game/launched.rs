@@ -7,16 +7,22 @@
 //! for the same tick: [`EntityView::born`]), the flight is matched to it; from then on
 //! each snapshot's position of the twin is compared with the flight's for that tick, and
 //! a difference restarts the flight from the server's position, the visual error fading
-//! at most [`CORRECTION_STEP`] units a tick. Players' boxes are not swept against: the
-//! others are drawn in the past, so a predicted hit on one would be a guess; the server's
-//! twin says what it met.
+//! at most [`CORRECTION_STEP`] units a tick. The flight meets the map, the movers and the
+//! other players' boxes where this client draws them (a rocket is drawn stopping at the
+//! player it is seen to reach, not flying through).
+//!
+//! When the twin ends (its end rides the snapshots: see [`ends`](super::ends)), the drawn
+//! flight goes on along its path to where the server ended it, at its speed, and ends
+//! there; one the prediction had already carried past that place ends where it is drawn.
+//! Either way it is never drawn stepping back along its path, and the twin's interpolated
+//! copy, which lags behind, is not drawn after it.
 
 use crate::movement::{MoveCommand, PlayerState};
 use crate::mover::Pose;
 use crate::protocol::predict::Predictor;
 use crate::protocol::report::client::{push_event, ClientEvent};
 use crate::protocol::snapshot::{EntityView, Snapshot};
-use crate::sim::{Entity, EntityId, PlayerId, Sim};
+use crate::sim::{Entity, EntityId, PlayerBox, PlayerId, Sim};
 use crate::SimScratch;
 use glam::DVec3;
 use std::collections::BTreeMap;
@@ -67,6 +73,13 @@ pub struct LaunchStats {
     /// The largest difference between the flight and its twin at the first snapshot
     /// that matched it, units.
     pub max_match_error: f64,
+    /// Flights whose twin's end came.
+    pub ended: u64,
+    /// Of those, flights the prediction had carried past the server's end when it came
+    /// (ended where they were drawn).
+    pub overshot: u64,
+    /// The farthest past the server's end such a flight was drawn, units.
+    pub max_overshoot: f64,
 }
 
 /// One predicted projectile.
@@ -81,6 +94,15 @@ struct Flight {
     path: BTreeMap<u64, Entity>,
     /// What is left of the last correction, fading.
     error: DVec3,
+    /// Where the server ended the twin; the drawn flight goes on to it from `drawn`.
+    end: Option<DVec3>,
+    /// Where it was drawn last.
+    drawn: DVec3,
+    /// Its way and speed (units a tick) at launch.
+    way: DVec3,
+    step: f64,
+    /// It reached its end: drawn there once more, then gone.
+    done: bool,
 }
 
 /// A predicted projectile as a game draws it.
@@ -96,9 +118,15 @@ pub struct DrawnLaunch {
     pub entity: Entity,
 }
 
+/// Twins of ended flights remembered, whose interpolated copies are not drawn.
+const ENDED_KEPT: usize = 64;
+
 /// The predicted projectiles of a client.
 #[derive(Default)]
 pub(in crate::protocol) struct Launched {
+    /// Twins whose flights ended, newest last: their interpolated copies lag behind the
+    /// flight, and drawing them would fly the projectile a second time.
+    pub(in crate::protocol) ended: std::collections::VecDeque<EntityId>,
     pub(in crate::protocol) launcher: Option<Box<dyn Launcher>>,
     flights: Vec<Flight>,
     next_local: u32,
@@ -109,8 +137,9 @@ pub(in crate::protocol) struct Launched {
 }
 
 impl Launched {
-    /// Tick `t` was predicted with `cmd` from `before`: launches what it launches and
-    /// moves every flight through it.
+    /// Tick `t` was predicted with `cmd` from `before`, the others drawn as `players`:
+    /// launches what it launches and moves every flight through it.
+    #[allow(clippy::too_many_arguments)]
     pub(in crate::protocol) fn tick(
         &mut self,
         sim: &Sim,
@@ -118,6 +147,7 @@ impl Launched {
         t: u64,
         before: Option<&PlayerState>,
         cmd: &MoveCommand,
+        players: &[PlayerBox],
         events: &mut std::collections::VecDeque<ClientEvent>,
     ) {
         let (Some(launcher), Some(before)) = (self.launcher.as_mut(), before) else {
@@ -138,6 +168,7 @@ impl Launched {
             self.stats.launched += 1;
             let mut path = BTreeMap::new();
             path.insert(t - 1, e);
+            let v = e.velocity();
             self.flights.push(Flight {
                 local,
                 born: t,
@@ -145,18 +176,50 @@ impl Launched {
                 twin: None,
                 path,
                 error: DVec3::ZERO,
+                end: None,
+                drawn: e.origin(),
+                way: v.normalize_or_zero(),
+                step: v.length() * sim.movement().dt(),
+                done: false,
             });
             push_event(events, ClientEvent::Launched { local });
         }
+        let (stats, ended) = (&mut self.stats, &mut self.ended);
+        self.flights.retain_mut(|f| {
+            if f.done {
+                remember(ended, f.twin);
+                return false;
+            }
+            let Some(end) = f.end else {
+                return true;
+            };
+            // On to the server's end along the path, never back: one already past it ends
+            // where it is.
+            let left = (end - f.drawn).dot(f.way);
+            if left <= 0.0 {
+                stats.overshot += 1;
+                stats.max_overshoot = stats.max_overshoot.max(-left);
+                remember(ended, f.twin);
+                return false;
+            }
+            let gap = end - f.drawn;
+            if gap.length() <= f.step {
+                f.drawn = end;
+                f.done = true;
+            } else {
+                f.drawn += gap.normalize_or_zero() * f.step;
+            }
+            true
+        });
         for f in &mut self.flights {
             let Some((&last, e)) = f.path.last_key_value() else {
                 continue;
             };
-            if last >= t {
+            if last >= t || f.end.is_some() {
                 continue;
             }
             let id = f.twin.unwrap_or(0);
-            let next = sim.entity_tick(id, e, &self.poses, &[], &mut self.scratch);
+            let next = sim.entity_tick(id, e, &self.poses, players, &mut self.scratch);
             f.path.insert(t, next.entity);
             while f.path.len() > 1
                 && f.path
@@ -170,6 +233,7 @@ impl Launched {
             if f.error.length() < 1e-3 {
                 f.error = DVec3::ZERO;
             }
+            f.drawn = next.entity.origin() + f.error;
         }
     }
 
@@ -189,12 +253,41 @@ impl Launched {
         let stats = &mut self.stats;
         let (scratch, poses) = (&mut self.scratch, &mut self.poses);
         let mut taken: Vec<EntityId> = self.flights.iter().filter_map(|f| f.twin).collect();
+        let ended = &mut self.ended;
         self.flights.retain_mut(|f| {
+            if f.end.is_some() {
+                return true;
+            }
+            // A twin that ended, or one that lived and ended between two snapshots.
+            let end = (snap.ends.iter()).find(|e| match (f.twin, e.start) {
+                (Some(id), _) => e.id == id,
+                (None, Some(s)) => {
+                    s.owner == Some(me)
+                        && s.kind == f.kind
+                        && s.born.abs_diff(f.born) <= MATCH_TICKS
+                        && !taken.contains(&e.id)
+                }
+                (None, None) => false,
+            });
+            if let Some(e) = end {
+                if f.twin.is_none() {
+                    f.twin = Some(e.id);
+                    taken.push(e.id);
+                    stats.matched += 1;
+                    push_event(events, ClientEvent::LaunchMatched { local: f.local, id: e.id });
+                }
+                stats.ended += 1;
+                f.end = Some(e.at());
+                return true;
+            }
             let twin = match f.twin {
                 Some(id) => match snap.entities.get(&id) {
                     Some(v) => (id, *v),
-                    // The twin went: so does the flight.
-                    None => return false,
+                    // The twin went untold (out of view): so does the flight.
+                    None => {
+                        remember(ended, Some(id));
+                        return false;
+                    }
                 },
                 None => {
                     let found = twin_of(f, me, snap, &taken);
@@ -224,6 +317,11 @@ impl Launched {
         });
     }
 
+    /// Whether any flight is predicted (the others' boxes are wanted).
+    pub(in crate::protocol) fn flying(&self) -> bool {
+        self.launcher.is_some()
+    }
+
     /// The flights as drawn at the newest predicted tick.
     pub(in crate::protocol) fn drawn(&self) -> impl Iterator<Item = DrawnLaunch> + '_ {
         self.flights.iter().filter_map(|f| {
@@ -231,10 +329,20 @@ impl Launched {
             Some(DrawnLaunch {
                 local: f.local,
                 twin: f.twin,
-                origin: e.origin() + f.error,
+                origin: f.drawn,
                 entity: *e,
             })
         })
+    }
+}
+
+/// Remembers that `twin`'s flight ended (its interpolated copy is drawn no more).
+fn remember(ended: &mut std::collections::VecDeque<EntityId>, twin: Option<EntityId>) {
+    if let Some(id) = twin {
+        ended.push_back(id);
+        if ended.len() > ENDED_KEPT {
+            ended.pop_front();
+        }
     }
 }
 

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 /// Ticks of commands and predictions kept (beyond this the server is hopelessly behind).
 const KEEP: u64 = 512;
-/// Fraction of the remaining visual error removed per rendered frame.
-const SMOOTHING: f64 = 0.25;
+/// How long a correction's visual error takes to fade to 1/e of itself, by default.
+pub const SMOOTHING: std::time::Duration = std::time::Duration::from_millis(60);
 /// Room added to every reach the replay skip measures (units): the expel zone's probes
 /// and rounding, many times over.
 const REACH_SLACK: f64 = 8.0;
@@ -59,6 +59,10 @@ pub struct Predictor {
     scratch: SimScratch,
     /// Visual offset still to smooth away.
     error: DVec3,
+    /// Our teleports' count as the newest snapshot had it (none before the first).
+    leaps: Option<u8>,
+    /// Teleports taken from the snapshots: each drawn at once, the error cleared.
+    pub teleports: u64,
     /// Replays every snapshot (the skip's reference in tests).
     #[cfg(test)]
     always_replay: bool,
@@ -84,6 +88,8 @@ impl Predictor {
             base_tick: 0,
             scratch: SimScratch::new(),
             error: DVec3::ZERO,
+            leaps: None,
+            teleports: 0,
             #[cfg(test)]
             always_replay: false,
             light: false,
@@ -193,6 +199,7 @@ impl Predictor {
         }
         self.stats.snapshots += 1;
         let before = self.display_origin();
+        let leapt = self.take_leaps(snap);
         let correction = match self.predicted.get(&snap.tick) {
             Some(p) if *p != snap.own && !self.light => {
                 Some((p.origin() - snap.own.origin()).length())
@@ -229,13 +236,24 @@ impl Predictor {
         if !self.light {
             self.advance_to(target);
         }
-        // Keep what is drawn continuous: the jump becomes an error that fades.
-        if correction.is_some() {
+        // Keep what is drawn continuous: the jump becomes an error that fades. A teleport
+        // is drawn at once: nothing of the old place is kept.
+        if leapt {
+            self.error = DVec3::ZERO;
+        } else if correction.is_some() {
             if let Some(b) = before {
                 self.error += b - self.origin();
             }
         }
         correction
+    }
+
+    /// Whether the snapshot tells of a teleport of ours since the last one.
+    fn take_leaps(&mut self, snap: &Snapshot) -> bool {
+        let leapt = self.leaps.is_some_and(|l| l != snap.own_leaps);
+        self.leaps = Some(snap.own_leaps);
+        self.teleports += u64::from(leapt);
+        leapt
     }
 
     /// Takes a snapshot that leaves our own path standing (a trusted client's, when the
@@ -253,6 +271,9 @@ impl Predictor {
         }
         self.stats.snapshots += 1;
         self.base_tick = snap.tick;
+        if self.take_leaps(snap) {
+            self.error = DVec3::ZERO;
+        }
         let mut movers = self
             .movers_at
             .get(&snap.tick)
@@ -425,9 +446,11 @@ impl Predictor {
         self.ready().then(|| self.origin() + self.error)
     }
 
-    /// Advances the smoothing by one rendered frame.
-    pub fn frame(&mut self) {
-        self.error *= 1.0 - SMOOTHING;
+    /// Advances the smoothing by `elapsed` of `smoothing` (the time the error takes to
+    /// fade to 1/e of itself): the same look at any tick rate.
+    pub fn frame(&mut self, elapsed: std::time::Duration, smoothing: std::time::Duration) {
+        let k = elapsed.as_secs_f64() / smoothing.as_secs_f64().max(1e-6);
+        self.error *= libm::exp(-k);
         if self.error.length() < 1e-3 {
             self.error = DVec3::ZERO;
         }
@@ -585,6 +608,8 @@ mod tests {
                     player_states: BTreeMap::new(),
                     entity_states: BTreeMap::new(),
                     ends: Vec::new(),
+                    leaps: BTreeMap::new(),
+                    own_leaps: 0,
                     movers: w
                         .movers
                         .iter()

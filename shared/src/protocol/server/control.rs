@@ -195,6 +195,7 @@ impl Server {
                 mail: Server::mailbox(now),
                 outbox: Default::default(),
                 aim: Default::default(),
+                leaps: Default::default(),
             },
         );
         (self.roster).entered(conn, id, self.players.keys().copied(), &mut self.outputs);

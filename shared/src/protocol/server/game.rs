@@ -617,6 +617,7 @@ impl Server {
             return;
         };
         s.feedback.moved = tick;
+        s.leaps.moved = true;
         s.validator.moved_by_server(tick);
         if trusted {
             s.correcting = true;

@@ -140,6 +140,8 @@ pub(super) struct Player {
     outbox: Outbox,
     /// Its shots as judged: their views' checks, its trips.
     aim: Aim,
+    /// Its teleports, as its snapshots and everyone's count them.
+    leaps: Leaps,
 }
 
 impl Player {
@@ -157,6 +159,33 @@ impl Player {
             }
         }
         None
+    }
+}
+
+/// A player's moves that no movement makes in a tick: a respawn, a place by the rules, a
+/// jump past what its speed and a mover's could cover. Snapshots carry the count (its
+/// low byte), and a client that sees it change draws the player there at once, its own
+/// or another, rather than sliding it across the map.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Leaps {
+    count: u8,
+    /// Where the last tick left it (none before its first).
+    from: Option<[i32; 3]>,
+    /// The rules moved it this tick.
+    moved: bool,
+}
+
+impl Leaps {
+    /// The tick left it at `to`, no farther than `limit` units a tick by its movement:
+    /// counted if the rules moved it or it went farther.
+    fn stepped(&mut self, to: [i32; 3], limit: f64) {
+        let grid = |o| crate::movement::from_grid(o, crate::movement::POSITION_SCALE);
+        let far = self.from.is_some_and(|f| grid(f).distance(grid(to)) > limit);
+        if self.moved || far {
+            self.count = self.count.wrapping_add(1);
+        }
+        self.from = Some(to);
+        self.moved = false;
     }
 }
 

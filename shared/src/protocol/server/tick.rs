@@ -137,10 +137,26 @@ impl Server {
             self.authoritative(&commands);
         }
         self.stats.ticks += 1;
+        self.count_leaps();
         let players = self.players.iter().map(|(id, p)| (*id, p.conn));
         (self.roster).send((self.world.tick, self.rate()), players, &mut self.outputs);
         if snapshots {
             self.send_snapshots();
+        }
+    }
+
+    /// Counts each player's teleport of the tick just stepped (see [`Leaps`]). Movement
+    /// moves a player at most its velocity's cap on every axis a tick, a mover's push
+    /// as much again at most (every shipped mover is far slower).
+    fn count_leaps(&mut self) {
+        let m = self.sim.movement();
+        let limit = 2.0 * m.config().max_velocity * 3f64.sqrt() * m.dt() + 1.0;
+        let mut world = self.world.players.iter().peekable();
+        for (id, s) in self.players.iter_mut() {
+            while world.next_if(|(w, _)| *w < id).is_some() {}
+            if let Some((_, slot)) = world.next_if(|(w, _)| *w == id) {
+                s.leaps.stepped(slot.state.origin, limit);
+            }
         }
     }
 
@@ -294,12 +310,7 @@ impl Server {
             self.settings.interest,
             self.settings.movement == MovementAuthority::Client,
         );
-        let mut due: Vec<(&PlayerId, &mut Player)> = self
-            .players
-            .iter_mut()
-            .filter(|(id, _)| (tick + u64::from(**id)) % every < span)
-            .collect();
-        if due.is_empty() {
+        if !(self.players.keys()).any(|id| (tick + u64::from(*id)) % every < span) {
             return;
         }
         let crowd = match &mut self.crowd {
@@ -313,8 +324,14 @@ impl Server {
         };
         crowd.set_spawned(&self.game.spawned);
         crowd.set_ends(&self.game.ends);
+        crowd.set_leaps(self.players.iter().map(|(id, s)| (*id, s.leaps.count)));
         crowd.set_states(&self.game.player_states, &self.game.entity_states);
         let crowd = &*crowd;
+        let mut due: Vec<(&PlayerId, &mut Player)> = self
+            .players
+            .iter_mut()
+            .filter(|(id, _)| (tick + u64::from(**id)) % every < span)
+            .collect();
         let (world, conns) = (&self.world, &self.conns);
         // Each client's snapshot from its own encoder: independent, so the workers may
         // share them out; the datagrams still go out in id order.

@@ -309,6 +309,21 @@ impl Crowd {
         }
     }
 
+    /// Sets each player's teleports' count (see [`Snapshot::leaps`]), in id order.
+    pub(in crate::protocol) fn set_leaps(&mut self, leaps: impl Iterator<Item = (PlayerId, u8)>) {
+        let mut leaps = leaps.peekable();
+        for (id, f) in &mut self.players {
+            while leaps.next_if(|(l, _)| l < id).is_some() {}
+            f[7] = leaps.next_if(|(l, _)| l == id).map_or(0, |(_, n)| i64::from(n));
+        }
+    }
+
+    /// The teleports' count of the player at crowd index `i`.
+    pub(super) fn leaps_of(&self, i: Option<u32>) -> u8 {
+        let f = i.and_then(|i| self.players.get(i as usize));
+        f.map_or(0, |(_, f)| u8::try_from(f[7]).unwrap_or(0))
+    }
+
     /// Sets the entities that ended lately (see [`ends`](crate::protocol::game::ends)).
     pub(in crate::protocol) fn set_ends(&mut self, log: &EndLog) {
         self.ends.clear();

@@ -71,6 +71,12 @@ pub struct Snapshot {
     /// The way each of them faces: yaw and pitch as in its newest command
     /// ([`MoveCommand`](crate::MoveCommand)'s units).
     pub facing: BTreeMap<u32, [u16; 2]>,
+    /// Each of them's teleports' count (its low byte): a change between two snapshots
+    /// says it went from one place to the other at once (a respawn, a place by the rules),
+    /// and is drawn so, never slid between.
+    pub leaps: BTreeMap<u32, u8>,
+    /// Our own player's teleports' count, the same way.
+    pub own_leaps: u8,
     /// Movers in view, by index.
     pub movers: BTreeMap<u32, MoverState>,
     /// The game's entities in view, by id.

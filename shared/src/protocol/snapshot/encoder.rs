@@ -118,7 +118,9 @@ impl SnapshotEncoder {
                 continue;
             };
             let then = later.and_then(player_from);
-            out.extend(drawn_between(sim, id, &at, then.as_ref(), view.fraction()));
+            let leaps = |f: &PlayerFields| f[7] as u8;
+            let k = interp::leapt(Some(&leaps(f)), later.map(leaps).as_ref(), view.fraction());
+            out.extend(drawn_between(sim, id, &at, then.as_ref(), k));
         }
         true
     }
@@ -188,7 +190,8 @@ impl SnapshotEncoder {
         let mut scene = std::mem::take(&mut self.spare);
         scene.tick = world.tick;
         scene.own.0.clear();
-        scene.own.0.push((0, own_fields(&own)));
+        let leaps = crowd.leaps_of(crowd.index_of(me));
+        scene.own.0.push((0, own_fields(&own, leaps)));
         scene.movers.0.clear();
         scene.movers.0.extend(
             crowd

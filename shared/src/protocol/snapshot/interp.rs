@@ -53,6 +53,8 @@ pub struct Interpolator {
     frames: VecDeque<(u64, BTreeMap<u32, Drawn>)>,
     /// The entities of the same snapshots, in the same order.
     entities: VecDeque<BTreeMap<u32, EntityView>>,
+    /// The players' teleports' counts of the same snapshots.
+    leaps: VecDeque<BTreeMap<u32, u8>>,
     /// The entities' ends lately told, by id: each is drawn to its end, and no further.
     ends: BTreeMap<u32, EntityEnd>,
 }
@@ -88,9 +90,11 @@ impl Interpolator {
             .collect();
         self.frames.push_back((snap.tick, drawn));
         self.entities.push_back(snap.entities.clone());
+        self.leaps.push_back(snap.leaps.clone());
         while self.frames.len() > KEEP {
             self.frames.pop_front();
             self.entities.pop_front();
+            self.leaps.pop_front();
         }
         for e in &snap.ends {
             self.ends.entry(e.id).or_insert(*e);
@@ -283,14 +287,17 @@ impl Interpolator {
             .unwrap_or_default()
     }
 
-    /// The players of snapshot `i` as drawn `k` of the way to snapshot `j`'s.
+    /// The players of snapshot `i` as drawn `k` of the way to snapshot `j`'s. One that
+    /// teleported between them is drawn at one or the other (see [`leapt`]).
     fn drawn_between(&self, i: usize, j: usize, k: f64) -> BTreeMap<u32, Drawn> {
         let (a, b) = (&self.frames[i].1, &self.frames[j].1);
+        let (la, lb) = (&self.leaps[i], &self.leaps[j]);
         a.iter()
             .map(|(id, p)| {
                 let d = match b.get(id) {
                     None => *p,
                     Some(q) => {
+                        let k = leapt(la.get(id), lb.get(id), k);
                         let near = if k < 0.5 { p } else { q };
                         if (q.origin - p.origin).length() > SNAP_DISTANCE {
                             *near
@@ -307,6 +314,24 @@ impl Interpolator {
                 (*id, d)
             })
             .collect()
+    }
+}
+
+/// The fraction a player is drawn at between two snapshots whose teleports' counts for it
+/// are `a` and `b`, `k` of the way: `k`, or, when it teleported between them, the nearer
+/// snapshot's end (0 or 1), so it is drawn at one place or the other and never between.
+/// The server's rewind of a shot draws it the same way
+/// ([`SnapshotEncoder::drawn_boxes`](super::SnapshotEncoder::drawn_boxes)).
+pub fn leapt(a: Option<&u8>, b: Option<&u8>, k: f64) -> f64 {
+    match (a, b) {
+        (Some(a), Some(b)) if a != b => {
+            if k < 0.5 {
+                0.0
+            } else {
+                1.0
+            }
+        }
+        _ => k,
     }
 }
 
@@ -329,6 +354,8 @@ mod tests {
             entity_states: BTreeMap::new(),
             movers: BTreeMap::new(),
             ends: Vec::new(),
+            leaps: BTreeMap::new(),
+            own_leaps: 0,
         }
     }
 

@@ -44,19 +44,21 @@ pub use encoder::{Held, SnapshotEncoder, VIEW_DRIFT, VIEW_REFRESH};
 /// Snapshots remembered as baselines; an acknowledgement older than this gets full state.
 pub const HISTORY: usize = 64;
 
-/// Another player as a client needs it: origin, flags (crouched among them), mode, and the
-/// way it faces (yaw, pitch: to draw it). Its velocity is left out: prediction holds other
-/// players where the snapshot shows them, and interpolation needs only positions, so
-/// velocity would only cost bytes (the client's own state is exact).
-const PLAYER_FIELDS: usize = 7;
+/// Another player as a client needs it: origin, flags (crouched among them), mode, the
+/// way it faces (yaw, pitch: to draw it), and its teleports' count (see
+/// [`Snapshot::leaps`]). Its velocity is left out: prediction holds other players where
+/// the snapshot shows them, and interpolation needs only positions, so velocity would
+/// only cost bytes (the client's own state is exact).
+const PLAYER_FIELDS: usize = 8;
 const MOVER_FIELDS: usize = 3;
 /// A game entity: origin, kind, owner (its id plus one; 0: none) and flags (at rest;
 /// moving by itself). No velocity: a client draws entities where the snapshots put them,
 /// and a new rocket's velocity was a third of its bytes (six fields also keep its mask
 /// to one byte).
 const ENTITY_FIELDS: usize = 7;
-/// The client's own player: origin, velocity, flags and mode, all of it exact.
-const OWN_FIELDS: usize = 8;
+/// The client's own player: origin, velocity, flags and mode, all of it exact, and its
+/// teleports' count.
+const OWN_FIELDS: usize = 9;
 // A delta's mask has 16 bits, and its values 16 places.
 const _: () = assert!(PLAYER_FIELDS <= 16 && MOVER_FIELDS <= 16 && ENTITY_FIELDS <= 16);
 
@@ -203,7 +205,8 @@ fn facing_field(a: u16) -> i64 {
     i64::from(a.wrapping_add(1 << (FACING_SHIFT - 1)) >> FACING_SHIFT)
 }
 
-/// A player's fields: its state, and `facing` (yaw, pitch) from its newest command.
+/// A player's fields: its state, and `facing` (yaw, pitch) from its newest command (its
+/// teleports' count is set with the crowd's: `Crowd::set_leaps`).
 fn player_fields(p: &PlayerState, facing: [u16; 2]) -> PlayerFields {
     [
         p.origin[0] as i64,
@@ -213,7 +216,13 @@ fn player_fields(p: &PlayerState, facing: [u16; 2]) -> PlayerFields {
         p.mode as i64,
         facing_field(facing[0]),
         facing_field(facing[1]),
+        0,
     ]
+}
+
+/// A teleports' count from its field (`None` past a byte).
+fn leaps_from(v: i64) -> Option<u8> {
+    u8::try_from(v).ok()
 }
 
 /// A state from its fields: origin, velocity, flags and mode (`None` out of range).
@@ -237,6 +246,7 @@ fn state_from(origin: &[i64], velocity: &[i64], flags: i64, mode: i64) -> Option
 
 fn player_from(f: &PlayerFields) -> Option<PlayerState> {
     facing_from(f)?;
+    leaps_from(f[7])?;
     state_from(&f[0..3], &[0; 3], f[3], f[4])
 }
 
@@ -253,7 +263,7 @@ fn facing_from(f: &PlayerFields) -> Option<[u16; 2]> {
     Some([angle(f[5])?, angle(f[6])?])
 }
 
-fn own_fields(p: &PlayerState) -> [i64; OWN_FIELDS] {
+fn own_fields(p: &PlayerState, leaps: u8) -> [i64; OWN_FIELDS] {
     let o = p.origin.map(i64::from);
     let v = p.velocity.map(i64::from);
     [
@@ -265,10 +275,12 @@ fn own_fields(p: &PlayerState) -> [i64; OWN_FIELDS] {
         v[2],
         p.flags as i64,
         p.mode as i64,
+        i64::from(leaps),
     ]
 }
 
 fn own_from(f: &[i64; OWN_FIELDS]) -> Option<PlayerState> {
+    leaps_from(f[8])?;
     state_from(&f[0..3], &f[3..6], f[6], f[7])
 }
 
@@ -540,19 +552,23 @@ impl Scene {
                 what: "snapshot",
                 detail: "own state out of range".into(),
             })?;
-        let (players, facing) = if others {
+        let (players, facing, leaps) = if others {
             let facing = typed(&self.players, facing_from, "player")?;
-            (typed(&self.players, player_from, "player")?, facing)
+            let leaps = typed(&self.players, |f| leaps_from(f[7]), "player")?;
+            (typed(&self.players, player_from, "player")?, facing, leaps)
         } else {
             checked(&self.players, player_from, "player")?;
-            (BTreeMap::new(), BTreeMap::new())
+            (BTreeMap::new(), BTreeMap::new(), BTreeMap::new())
         };
+        let own_leaps = self.own.get(0).and_then(|f| leaps_from(f[8])).unwrap_or(0);
         Ok(Snapshot {
             tick: self.tick,
             feedback,
             own,
             players,
             facing,
+            leaps,
+            own_leaps,
             movers: typed(&self.movers, mover_from, "mover")?,
             entities: typed(&self.entities, entity_from, "entity")?,
             player_states: typed(&self.player_states, game_state_from, "player state")?,
