@@ -83,7 +83,8 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
                     _ => {}
                 }
             }
-            while let Some((_, bytes)) = net.client_mut(i).poll_message() {
+            while let Some(m) = net.client_mut(i).poll_message() {
+                let bytes = m.bytes;
                 match postcard::from_bytes::<DeathmatchNews>(&bytes).unwrap() {
                     DeathmatchNews::Score(s) => {
                         score.insert(i, s);
@@ -273,7 +274,8 @@ fn in_a_crowd_each_frag_goes_to_the_two_it_concerns_and_no_message_is_dropped() 
         });
         for i in 0..n as usize {
             let me = net.client(i).welcome().map(|w| w.player_id);
-            while let Some((_, bytes)) = net.client_mut(i).poll_message() {
+            while let Some(m) = net.client_mut(i).poll_message() {
+                let bytes = m.bytes;
                 match postcard::from_bytes::<DeathmatchNews>(&bytes).unwrap() {
                     DeathmatchNews::Frag { killer, victim, .. } => {
                         frags += 1;

@@ -91,7 +91,10 @@ fn counting(n: u32, secs: u64, seed: u64) -> (Log, Log, SimNet) {
             let Some(me) = c.welcome().map(|w| w.player_id) else {
                 continue;
             };
-            while let Some((ch, bytes)) = c.poll_message() {
+            while let Some(expel_shared::protocol::messages::Letter {
+                channel: ch, bytes, ..
+            }) = c.poll_message()
+            {
                 let Ok(Msg::Count(t)) = postcard::from_bytes::<Msg>(&bytes) else {
                     panic!("not a count");
                 };
@@ -117,7 +120,10 @@ fn counting(n: u32, secs: u64, seed: u64) -> (Log, Log, SimNet) {
     for i in 0..net.len() {
         let c = net.client_mut(i);
         let me = c.welcome().map(|w| w.player_id).unwrap_or(0);
-        while let Some((ch, bytes)) = c.poll_message() {
+        while let Some(expel_shared::protocol::messages::Letter {
+            channel: ch, bytes, ..
+        }) = c.poll_message()
+        {
             if let Ok(Msg::Count(t)) = postcard::from_bytes::<Msg>(&bytes) {
                 clients.got.entry((me, ch)).or_default().push(t);
             }
@@ -261,7 +267,12 @@ async fn abusive_messages_are_refused_counted_and_kicked_while_honest_ones_echo(
             }
         }
         honest.update(std::time::Instant::now());
-        while let Some((ch, m)) = honest.poll_message::<Msg>() {
+        while let Some(expel_client::Delivered {
+            channel: ch,
+            message: m,
+            ..
+        }) = honest.poll_message::<Msg>()
+        {
             assert_eq!(ch, Channel::Reliable);
             if let Msg::Chat(l) = m {
                 echoed.push(l);

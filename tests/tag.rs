@@ -66,7 +66,8 @@ fn play(n: u32, secs: u64, seed: u64) -> (TagScore, Vec<Option<TagScore>>, u64, 
                 })
                 .count();
             let mut taken = 0;
-            while let Some((ch, bytes)) = net.client_mut(i).poll_message() {
+            while let Some(m) = net.client_mut(i).poll_message() {
+                let (ch, bytes) = (m.channel, m.bytes);
                 taken += 1;
                 assert_eq!(ch, Channel::Reliable);
                 match postcard::from_bytes::<TagNews>(&bytes).unwrap() {
@@ -123,7 +124,7 @@ fn take_news(
     said: &mut Vec<(usize, u32, String)>,
 ) {
     // ANCHOR: take
-    while let Some((_, news)) = s.poll_message::<TagNews>() {
+    while let Some(expel_client::Delivered { message: news, .. }) = s.poll_message::<TagNews>() {
         match news {
             TagNews::Score(score) => {
                 last.insert(i, score);

@@ -150,6 +150,9 @@ pub struct ExpelEvent(pub ClientEvent);
 pub struct Received<M: Send + Sync + 'static> {
     /// How it came.
     pub channel: Channel,
+    /// The server tick whose world the rules saw when they sent it (see
+    /// `Session::set_release` to have messages wait for the drawn view to reach it).
+    pub tick: u64,
     /// The message.
     pub message: M,
 }
@@ -268,8 +271,12 @@ fn play<M: serde::de::DeserializeOwned + Send + Sync + 'static>(
     while let Some(e) = session.poll_event() {
         events.write(ExpelEvent(e));
     }
-    while let Some((channel, message)) = session.poll_message::<M>() {
-        received.write(Received { channel, message });
+    while let Some(m) = session.poll_message::<M>() {
+        received.write(Received {
+            channel: m.channel,
+            tick: m.tick,
+            message: m.message,
+        });
     }
     if let Status::Ended(end) = session.status() {
         commands.insert_resource(Ended::Session(end.clone()));

@@ -89,7 +89,8 @@ impl ShotRecord {
                 self.misplaced.insert(t);
             }
         }
-        while let Some((_, bytes)) = c.poll_message() {
+        while let Some(m) = c.poll_message() {
+            let bytes = m.bytes;
             if let Ok(DeathmatchNews::Hit { tick, .. }) = decode_message(&bytes) {
                 if self.uncounted_from.is_none_or(|u| tick < u) {
                     self.confirmed.insert(tick);

@@ -20,7 +20,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use expel_client::{connect_blocking, ClientEvent, ConnectOptions, Impairment, Trust};
+use expel_client::{connect_blocking, ClientEvent, ConnectOptions, Delivered, Impairment, Trust};
 use expel_modes::tag::{Say, TagNews, TagScore};
 use expel_shared::movement::buttons;
 use expel_shared::protocol::token;
@@ -290,7 +290,7 @@ fn main() -> Result<()> {
             }
         }
         // A server playing tag sends its score whenever it changes, and the chat.
-        while let Some((_, news)) = session.poll_message::<TagNews>() {
+        while let Some(Delivered { message: news, .. }) = session.poll_message::<TagNews>() {
             match news {
                 TagNews::Score(s) => score = Some(s),
                 TagNews::Said { from, line } => {

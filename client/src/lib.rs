@@ -42,8 +42,8 @@ mod transport;
 /// What a game uses each frame, in one import.
 pub mod prelude {
     pub use crate::{
-        connect, connect_blocking, Channel, ClientError, ClientEvent, Code, ConnectOptions, Drawn,
-        DrawnEntity, End, Joining, Session, Status, Trust,
+        connect, connect_blocking, Channel, ClientError, ClientEvent, Code, ConnectOptions,
+        Delivered, Drawn, DrawnEntity, End, Joining, Release, Session, Status, Trust,
     };
     pub use expel_shared::{MoveCommand, MoveMode, PlayerId, PlayerState};
     pub use glam::DVec3;
@@ -51,7 +51,7 @@ pub mod prelude {
 
 pub use expel_quic::{close_reason, TransportStats, REFUSED_AT_THE_DOOR};
 pub use expel_shared::protocol::backoff::Backoff;
-pub use expel_shared::protocol::client::{ClientEvent, ClientStats, End, Status};
+pub use expel_shared::protocol::client::{ClientEvent, ClientStats, End, Release, Status};
 pub use expel_shared::protocol::conditioner::Impairment;
 pub use expel_shared::protocol::messages::{Channel, MessageError, MAX_MESSAGE_BYTES};
 pub use expel_shared::protocol::predict::{PredictStats, Predictor};
@@ -75,6 +75,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use transport::Transport;
+
+/// A message of the server's, as the game's own type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delivered<T> {
+    /// The channel it came on.
+    pub channel: Channel,
+    /// The server tick whose world the rules saw when they sent it (the tick of the
+    /// snapshot that shows what they saw).
+    pub tick: u64,
+    /// The message.
+    pub message: T,
+}
 
 /// Most datagrams one [`Session::update`] reads: a flood costs each update a bounded
 /// amount of work, and what waits past it stays in the kernel's bounded socket buffer.
@@ -405,16 +417,32 @@ impl Session {
         Ok(())
     }
 
-    /// The server's next message that arrived by the last [`Session::update`], with its
-    /// channel. One that is not a `T` is counted (the stats' `messages`) and passed over.
-    pub fn poll_message<T: serde::de::DeserializeOwned>(&mut self) -> Option<(Channel, T)> {
+    /// The server's next message that arrived and is due by the last
+    /// [`Session::update`], with its channel and tick. A channel's messages are due as
+    /// they arrive, or when the others' drawn view reaches their tick
+    /// ([`Session::set_release`]). One that is not a `T` is counted (the stats'
+    /// `messages`) and passed over.
+    pub fn poll_message<T: serde::de::DeserializeOwned>(&mut self) -> Option<Delivered<T>> {
         loop {
-            let (channel, bytes) = self.machine.poll_message()?;
-            match expel_shared::protocol::messages::decode_message(&bytes) {
-                Ok(m) => return Some((channel, m)),
-                Err(_) => self.machine.message_malformed(channel, self.last_update),
+            let m = self.machine.poll_message()?;
+            match expel_shared::protocol::messages::decode_message(&m.bytes) {
+                Ok(message) => {
+                    return Some(Delivered {
+                        channel: m.channel,
+                        tick: m.tick,
+                        message,
+                    })
+                }
+                Err(_) => self.machine.message_malformed(m.channel, self.last_update),
             }
         }
+    }
+
+    /// When the server's messages on `channel` are handed to the game: as they arrive
+    /// (chat; the default), or when the drawn view reaches the tick they were sent at
+    /// (the game's events: a frag told as the rocket is seen to reach its victim).
+    pub fn set_release(&mut self, channel: Channel, release: Release) {
+        self.machine.set_release(channel, release);
     }
 
     /// The next event (welcomed, joined, corrected, ended with the reason).

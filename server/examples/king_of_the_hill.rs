@@ -1,7 +1,7 @@
 //! King of the hill on Expel's server library, its server and clients in one program:
 //! `cargo run -p expel-server --example king_of_the_hill -- 12 3` (12 s, 3 clients).
 
-use expel_client::{connect, Channel, ConnectOptions, Trust};
+use expel_client::{connect, Channel, ConnectOptions, Delivered, Trust};
 use expel_server::{Map, Server};
 use expel_shared::protocol::server::{Game, GameRules};
 use expel_shared::{MoveCommand, PlayerId};
@@ -119,7 +119,7 @@ pub(crate) async fn play(seconds: f64, clients: u32) -> Result<Vec<Seen>, Box<dy
                 let _ = s.send(Channel::Reliable, &Shout("mine next!".into()), now);
             }
             s.update(now);
-            while let Some((_, news)) = s.poll_message::<News>() {
+            while let Some(Delivered { message: news, .. }) = s.poll_message::<News>() {
                 match news {
                     News::Standings { points, .. } => seen.1 = points,
                     News::Shouted { from, words } => seen.2.push((from, words)),

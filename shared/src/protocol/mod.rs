@@ -76,9 +76,9 @@ use thiserror::Error;
 
 /// Protocol version carried in the hello; a server refuses any other. The ALPN names the
 /// same number.
-pub const VERSION: u16 = 12;
+pub const VERSION: u16 = 13;
 /// The QUIC application protocol name: `expel/` and [`VERSION`].
-pub const ALPN: &[u8] = b"expel/12";
+pub const ALPN: &[u8] = b"expel/13";
 /// Commands repeated in every input datagram (the last N), so a lost datagram costs nothing.
 pub const INPUT_REDUNDANCY: usize = 4;
 /// Most commands one input datagram may carry.

@@ -2,10 +2,10 @@
 //! with [`super::VERSION`].
 
 use super::code::Code;
+use super::game::ends::WireEnd;
 use super::{ProtocolError, MAX_INPUT_COMMANDS, MAX_MAP_BYTES};
 use crate::movement::{MoveCommand, MoveConfig, PlayerState};
 use crate::sim::ShotView;
-use super::game::ends::WireEnd;
 use crate::validate::Commands;
 use serde::{Deserialize, Serialize};
 

@@ -34,7 +34,10 @@ impl Client {
                 moving: e.motion.is_some(),
                 born: 0,
             };
-            let d = drawn.entry(id).or_insert(DrawnEntity { origin: l.origin, view });
+            let d = drawn.entry(id).or_insert(DrawnEntity {
+                origin: l.origin,
+                view,
+            });
             d.origin = l.origin;
         }
         drawn

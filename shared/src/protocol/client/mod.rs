@@ -621,7 +621,8 @@ impl Client {
                 Ok(ServerDatagram::Message { seq, tick, bytes }) => {
                     let tick = self.message_tick(tick);
                     let counts = &mut self.stats.messages;
-                    let a = (self.mail).receive(Channel::Unreliable, (seq, tick), bytes, now, counts);
+                    let a =
+                        (self.mail).receive(Channel::Unreliable, (seq, tick), bytes, now, counts);
                     self.message_arrived(Channel::Unreliable, a);
                 }
                 _ => self.stats.malformed += 1,

@@ -274,7 +274,13 @@ impl Launched {
                     f.twin = Some(e.id);
                     taken.push(e.id);
                     stats.matched += 1;
-                    push_event(events, ClientEvent::LaunchMatched { local: f.local, id: e.id });
+                    push_event(
+                        events,
+                        ClientEvent::LaunchMatched {
+                            local: f.local,
+                            id: e.id,
+                        },
+                    );
                 }
                 stats.ended += 1;
                 f.end = Some(e.at());

@@ -39,7 +39,13 @@ pub(crate) struct Outbox {
 impl Outbox {
     /// Queues a message from `from`, sent at `tick`; returns whether an older one of that
     /// sender's was dropped to make room.
-    pub(crate) fn push(&mut self, from: Sender, channel: Channel, tick: u64, bytes: Vec<u8>) -> bool {
+    pub(crate) fn push(
+        &mut self,
+        from: Sender,
+        channel: Channel,
+        tick: u64,
+        bytes: Vec<u8>,
+    ) -> bool {
         let q = self.queues.entry(from).or_default();
         let dropped = q.len() >= SHARE_QUEUE && q.pop_front().is_some();
         q.push_back((channel, tick, bytes));

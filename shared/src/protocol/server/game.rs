@@ -6,6 +6,7 @@
 use crate::collision::hull::Hull;
 use crate::collision::{Contents, TraceScratch};
 use crate::movement::{flags, MoveCommand, MoveMode, PlayerState};
+use crate::protocol::game::ends::{EndCause, EndLog, Ended, EntityEnd, EntityStart};
 use crate::protocol::messages::outbox::Sender;
 use crate::protocol::messages::{decode_message, encode_message, Channel, MessageError};
 use crate::protocol::server::Server;
@@ -13,7 +14,6 @@ use crate::protocol::shots::server::{
     SeenShot, ShotError, AIMED_AT_COS, SHOOTER_REACH, SHOOTER_SLACK,
 };
 use crate::protocol::snapshot::{game_state_fields, Scope, Spawned, StateFields, MAX_STATE_BYTES};
-use crate::protocol::game::ends::{EndCause, EndLog, Ended, EntityEnd, EntityStart};
 use crate::protocol::Code;
 use crate::protocol::MovementAuthority;
 use crate::sim::Struck;
@@ -111,7 +111,13 @@ impl Hosted {
                     born: s.tick,
                     from: s.from,
                 };
-                self.ended(*id, &s, start, (tick.saturating_sub(1), s.from), EndCause::Lost);
+                self.ended(
+                    *id,
+                    &s,
+                    start,
+                    (tick.saturating_sub(1), s.from),
+                    EndCause::Lost,
+                );
             }
             self.entity_states.remove(id);
         }

@@ -44,7 +44,9 @@ impl Server {
         };
         // Stamped with the world the rules see: the snapshot of this tick shows what they
         // saw when they sent it.
-        if s.outbox.push(from, channel, self.world.tick, bytes.to_vec()) {
+        if s.outbox
+            .push(from, channel, self.world.tick, bytes.to_vec())
+        {
             self.message_dropped(channel, MessageDrop::OverShare);
         }
         self.flush_outbox(player, now);

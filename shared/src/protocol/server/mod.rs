@@ -180,7 +180,9 @@ impl Leaps {
     /// counted if the rules moved it or it went farther.
     fn stepped(&mut self, to: [i32; 3], limit: f64) {
         let grid = |o| crate::movement::from_grid(o, crate::movement::POSITION_SCALE);
-        let far = self.from.is_some_and(|f| grid(f).distance(grid(to)) > limit);
+        let far = self
+            .from
+            .is_some_and(|f| grid(f).distance(grid(to)) > limit);
         if self.moved || far {
             self.count = self.count.wrapping_add(1);
         }

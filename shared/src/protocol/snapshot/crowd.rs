@@ -314,7 +314,9 @@ impl Crowd {
         let mut leaps = leaps.peekable();
         for (id, f) in &mut self.players {
             while leaps.next_if(|(l, _)| l < id).is_some() {}
-            f[7] = leaps.next_if(|(l, _)| l == id).map_or(0, |(_, n)| i64::from(n));
+            f[7] = leaps
+                .next_if(|(l, _)| l == id)
+                .map_or(0, |(_, n)| i64::from(n));
         }
     }
 

@@ -51,7 +51,6 @@ pub struct SnapshotEncoder {
     entities: Entities<ENTITY_FIELDS>,
 }
 
-
 /// Whether the `written`-th snapshot of client `me` is its turn to choose its players
 /// afresh: one in [`VIEW_REFRESH`], at an offset drawn from the id. Clients that joined
 /// together (or were all made to choose at once by a change of the crowd) would

@@ -3,8 +3,8 @@
 //! snapshots arrive.
 
 use super::{EntityView, Snapshot};
-use crate::protocol::game::ends::EntityEnd;
 use crate::movement::flags;
+use crate::protocol::game::ends::EntityEnd;
 use crate::sim::history::between;
 pub use crate::sim::history::SNAP_DISTANCE;
 use crate::sim::ShotView;
@@ -103,7 +103,11 @@ impl Interpolator {
         let oldest = self.frames.front().map_or(0, |f| f.0);
         self.ends.retain(|_, e| e.tick + 1 >= oldest);
         while self.ends.len() > ENDS_DRAWN {
-            let first = self.ends.values().min_by_key(|e| (e.tick, e.id)).map(|e| e.id);
+            let first = self
+                .ends
+                .values()
+                .min_by_key(|e| (e.tick, e.id))
+                .map(|e| e.id);
             first.map(|id| self.ends.remove(&id));
         }
     }

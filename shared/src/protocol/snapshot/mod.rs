@@ -20,9 +20,9 @@ use super::{decode, EntityDelta, ProtocolError, ServerDatagram, MOVER_INTEREST_R
 use crate::geom::Aabb;
 use crate::movement::{MoveMode, PlayerState, POSITION_SCALE};
 use crate::mover::{MoverState, Phase};
+use crate::protocol::game::ends::{EndLog, Ended, EntityEnd, WireEnd, ENDS_PER_SNAPSHOT};
 use crate::sim::history::drawn_between;
 use crate::sim::players::{Binned, Grid};
-use crate::protocol::game::ends::{EndLog, Ended, EntityEnd, WireEnd, ENDS_PER_SNAPSHOT};
 use crate::sim::{Entity, EntityId, PlayerBox, PlayerId, ShotView, Sim, WorldState};
 use glam::DVec3;
 
