@@ -302,6 +302,21 @@ fn print_summary(r: &SwarmReport) {
             r.shots, r.hits_seen, r.hits_confirmed, r.hits_confirmed_unseen
         );
     }
+    let v = &r.sight;
+    if v.projectiles_ended > 0 || v.teleports > 0 {
+        println!(
+            "drawn: {} of {} ended projectiles seen to start, largest step back {:.2} units; \
+             {} teleports, {} drawn sliding; {} messages released with the view, at most \
+             {:.2} ticks late",
+            v.projectiles_started,
+            v.projectiles_ended,
+            v.max_backstep,
+            v.teleports,
+            v.teleports_slid,
+            v.messages_released,
+            v.max_release_late_ticks
+        );
+    }
     println!(
         "server: tick p50 {} ms, p99 {} ms, max {} ms; cpu {} %, {} ms per player-second with everyone on",
         opt(r.server_tick_ms_p50),

@@ -21,7 +21,8 @@ pub(crate) struct DemoArgs {
     /// Bots.
     #[arg(long, default_value_t = 64)]
     pub bots: usize,
-    /// Cheaters of each kind (noclip, teleport, speed, fly, timing).
+    /// Cheaters of each kind the game can show: in tag, every cheat but those at
+    /// shooting (backtrack, wallshot, rapidfire: tag has no gun); in deathmatch, all.
     #[arg(long, default_value_t = 1)]
     pub cheaters: usize,
     /// Seconds to run (default: until Ctrl-C).
@@ -44,9 +45,16 @@ pub(crate) enum DemoMode {
     Deathmatch,
 }
 
+/// The cheats the demo's game can show: a cheat at shooting needs a gun.
+pub(crate) fn demo_cheats(mode: DemoMode) -> Vec<CheatKind> {
+    (CheatKind::ALL.iter().map(|(_, k)| *k))
+        .filter(|k| mode == DemoMode::Deathmatch || !k.shoots())
+        .collect()
+}
+
 /// Runs the demo.
 pub(crate) fn run(args: DemoArgs) -> Result<()> {
-    let cheats: Vec<CheatKind> = CheatKind::ALL.iter().map(|(_, k)| *k).collect();
+    let cheats = demo_cheats(args.mode);
     let cheaters = args.cheaters.min(args.bots / cheats.len().max(1));
     let secret = hex::encode(rand::random::<[u8; 16]>());
     let (builder, asked) = net::prepare(ServeArgs {
@@ -70,10 +78,12 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         let signalled = net::shutdown_signal();
         let http = running.metrics_addr.unwrap_or(running.addr);
         println!("{}", net::ready_line(&running, &asked));
+        let names: Vec<&str> = cheats.iter().map(|c| c.name()).collect();
         println!(
-            "live view: http://{http}/   ({} bots, {} cheating; Ctrl-C stops)",
+            "live view: http://{http}/   ({} bots, {} cheating: {}; Ctrl-C stops)",
             args.bots,
-            cheaters * cheats.len()
+            cheaters * cheats.len(),
+            names.join(", ")
         );
         let started = std::time::Instant::now();
         let mut round = 0u32;
@@ -129,4 +139,23 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         running.shutdown("demo over").await;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_demo_runs_only_the_cheats_its_game_can_show() {
+        let tag = demo_cheats(DemoMode::Tag);
+        assert!(
+            !tag.is_empty() && tag.iter().all(|c| !c.shoots()),
+            "{tag:?}"
+        );
+        assert!(tag.contains(&CheatKind::Gaps) && tag.contains(&CheatKind::Noclip));
+        assert_eq!(
+            demo_cheats(DemoMode::Deathmatch).len(),
+            CheatKind::ALL.len()
+        );
+    }
 }

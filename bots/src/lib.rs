@@ -14,6 +14,7 @@ pub mod metrics;
 mod report;
 mod run;
 mod shots;
+mod sight;
 
 pub use cheats::{CheatState, CheatTamper, Cheats};
 use expel_client::{
@@ -30,6 +31,7 @@ pub use report::{
 pub use run::{percentile, run, run_cheating, Gunner, Recorder, RunOptions, RunReport, Script};
 use serde::Serialize;
 pub use shots::ShotRecord;
+pub use sight::{Sight, SightFigures};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -108,6 +110,22 @@ impl CheatKind {
         ("rapidfire", CheatKind::Rapidfire),
         ("gaps", CheatKind::Gaps),
     ];
+
+    /// Whether the cheat is at shooting: a game without guns (tag) cannot show it.
+    pub fn shoots(self) -> bool {
+        matches!(
+            self,
+            CheatKind::Backtrack | CheatKind::Wallshot | CheatKind::Rapidfire
+        )
+    }
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("?", |(n, _)| *n)
+    }
 
     /// By name.
     pub fn parse(s: &str) -> Option<CheatKind> {

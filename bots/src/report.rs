@@ -195,6 +195,9 @@ pub struct SwarmReport {
     pub hits_confirmed: u64,
     /// Hits the server confirmed that the shooters saw miss.
     pub hits_confirmed_unseen: u64,
+    /// What the predicting bots drew at the edges, all told (see
+    /// [`SightFigures`](crate::SightFigures)).
+    pub sight: crate::SightFigures,
     /// Server tick time, median over the run, ms (from its metrics).
     pub server_tick_ms_p50: Option<f64>,
     /// Server tick time, 99th percentile, ms.
@@ -266,6 +269,7 @@ pub fn summarize(
         hits_seen: 0,
         hits_confirmed: 0,
         hits_confirmed_unseen: 0,
+        sight: Default::default(),
         server_tick_ms_p50: server.and_then(|s| s.tick_ms(0.5)),
         server_tick_ms_p99: server.and_then(|s| s.tick_ms(0.99)),
         server_tick_ms_max: server.and_then(|s| s.tick_ms_max()),
@@ -309,6 +313,7 @@ pub fn summarize(
             r.disconnected += 1;
         }
         rtt.extend_from_slice(&rep.rtt_ms);
+        r.sight.add(&rep.sight);
         let secs = rep.ended_after.max(1e-9);
         snaps += rep.stats.predict.snapshots as f64 / secs;
         down += rep.down_bytes_per_s;

@@ -47,6 +47,8 @@ pub struct RunReport {
     pub hits_confirmed: u64,
     /// Hits the server confirmed that it saw miss.
     pub hits_confirmed_unseen: u64,
+    /// What it drew at the edges (a predicting bot; see [`crate::Sight`]).
+    pub sight: crate::SightFigures,
 }
 
 impl RunReport {
@@ -170,6 +172,7 @@ impl Recorder {
             hits_seen: 0,
             hits_confirmed: 0,
             hits_confirmed_unseen: 0,
+            sight: Default::default(),
             stats: st,
         }
     }
@@ -457,6 +460,15 @@ pub async fn run(
     let mut script = Script::new(driver).with_gunner(gunner);
     // A predicting shooter counts its shots and the hits it saw and the server confirmed.
     let mut shots = ((opts.fire || shooting) && !opts.light).then(crate::ShotRecord::default);
+    // A predicting bot looks at what it draws; the game's events (hits, frags) go to it
+    // when its drawn view reaches them, as a player would see them.
+    let mut sight = (!opts.light).then(crate::Sight::default);
+    if !opts.light {
+        s.set_release(
+            expel_client::Channel::Reliable,
+            expel_client::Release::Drawn,
+        );
+    }
     let mut recorder = Recorder::new(&s);
     let mut settled_at: Option<Instant> = None;
     loop {
@@ -498,6 +510,9 @@ pub async fn run(
         if let Some(r) = shots.as_mut() {
             r.look(s.machine(), now + CONFIRM_WAIT < deadline);
         }
+        if let Some(v) = sight.as_mut() {
+            v.look(s.machine(), now);
+        }
         let wake = s
             .next_wake()
             .unwrap_or(now + Duration::from_millis(5))
@@ -510,6 +525,9 @@ pub async fn run(
         report.hits_seen = r.hits_seen();
         report.hits_confirmed = r.hits_confirmed();
         report.hits_confirmed_unseen = r.hits_confirmed_unseen();
+    }
+    if let Some(v) = sight {
+        report.sight = v.figures();
     }
     s.close("done").await;
     Ok(report)

@@ -153,6 +153,7 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
                 snap.clone().map(|s| Snapshot {
                     players: BTreeMap::new(),
                     facing: BTreeMap::new(),
+                    leaps: BTreeMap::new(),
                     ..s
                 })
             );

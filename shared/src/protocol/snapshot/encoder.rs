@@ -210,7 +210,13 @@ impl SnapshotEncoder {
             &mut self.near_entities,
             &mut self.entities,
         );
-        let since = base.map_or(0, |i| self.history[i].tick);
+        // The ends since what the client last acknowledged (if its scene is no longer
+        // held, since its tick all the same); a client yet to acknowledge anything is
+        // told those since its first snapshot.
+        let since = match self.acked {
+            0 => self.history.front().map_or(world.tick, |s| s.tick),
+            acked => acked,
+        };
         let ends = (since, world.tick);
         self.counts.ends_cut += crowd.ends_for(me, o, ends, &ahead.entities, &mut scene.ends);
         let written = self.written;

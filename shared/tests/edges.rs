@@ -1,0 +1,621 @@
+//! What the player sees holds at the edges, on the simulated network at 0, 150 and 300 ms
+//! round trips with 5% loss: rockets that live a single tick reach the shooter and a
+//! bystander, start and end; the shooter's own rockets are never drawn stepping back
+//! along their path; a respawn is drawn with no place between; a message released with
+//! the drawn view comes with what it tells of; and bad word from a server (a message's
+//! tick far off, an end of nothing, a teleport every snapshot) is counted, not obeyed.
+
+use expel_shared::movement::PlayerState;
+use expel_shared::protocol::client::{Client, ClientEvent, Launcher, Release};
+use expel_shared::protocol::conditioner::Impairment;
+use expel_shared::protocol::frame::encode_frame;
+use expel_shared::protocol::messages::Channel;
+use expel_shared::protocol::server::{Game, GameRules};
+use expel_shared::protocol::simnet::SimNet;
+use expel_shared::protocol::snapshot::Scope;
+use expel_shared::protocol::ServerControl;
+use expel_shared::sim::{Entity, EntityId, Motion, PlayerId, Sim};
+use expel_shared::{Contents, Hull, MoveCommand, TraceScratch};
+use expel_testkit::network::network_with;
+use glam::DVec3;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+const ROCKET: u16 = 7;
+/// The round trips each test plays at (each way half of it), with 5% loss.
+const ROUND_TRIPS_MS: [f64; 3] = [0.0, 150.0, 300.0];
+
+fn link(rtt_ms: f64) -> Impairment {
+    Impairment {
+        loss: 0.05,
+        delay_ms: rtt_ms / 2.0,
+        jitter_ms: 0.0,
+        duplicate: 0.0,
+    }
+}
+
+/// Two clients (players 1 and 2) on a link of `rtt_ms`, playing `rules`.
+fn two(rtt_ms: f64, seed: u64, rules: impl GameRules + 'static) -> SimNet {
+    let mut net = network_with(2, link(rtt_ms), seed, |_| {});
+    net.server_mut().set_rules(Box::new(rules));
+    net
+}
+
+fn player_of(c: &Client) -> PlayerId {
+    c.welcome().map_or(0, |w| w.player_id)
+}
+
+/// The nearest wall from `from` over eight ways level: its way and distance.
+fn nearest_wall(sim: &Sim, from: DVec3) -> (DVec3, f64) {
+    let mut scratch = TraceScratch::new();
+    (0..8)
+        .map(|k| {
+            let a = f64::from(k) * std::f64::consts::FRAC_PI_4;
+            let way = DVec3::new(a.cos(), a.sin(), 0.0);
+            let t = sim.map().trace(
+                &Hull::point(),
+                from,
+                from + way * 4000.0,
+                Contents::SOLID,
+                &mut scratch,
+            );
+            (way, t.sweep.fraction * 4000.0)
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .expect("eight ways")
+}
+
+/// Puts every other player within `reach` of player 1, in plain sight of it (the first
+/// place free of those tried); whether all found one.
+fn gather(game: &mut Game<'_>, reach: f64) -> bool {
+    let Some(one) = game.world().player(1).map(PlayerState::origin) else {
+        return false;
+    };
+    let others: Vec<PlayerId> = game.players().filter(|p| *p != 1).collect();
+    let mut taken = 0;
+    let mut scratch = TraceScratch::new();
+    for p in others {
+        let placed = (0..16).any(|k| {
+            let a = f64::from(k + taken * 5) * std::f64::consts::PI / 8.0;
+            let to = one + DVec3::new(a.cos(), a.sin(), 0.0) * reach;
+            let eye = DVec3::new(0.0, 0.0, 20.0);
+            let sight = game.sim().map().trace(
+                &Hull::point(),
+                one + eye,
+                to + eye,
+                Contents::SOLID,
+                &mut scratch,
+            );
+            sight.sweep.fraction >= 1.0 && game.place(p, to).is_ok()
+        });
+        if !placed {
+            return false;
+        }
+        taken += 1;
+    }
+    true
+}
+
+/// Rules that fire a rocket of player 1's at the nearest wall from so close that it
+/// hits within its first tick, at uneven spacings: launched and ended in one tick.
+struct PointBlank {
+    speed: f64,
+    next: u64,
+    gathered: bool,
+    fired: Arc<Mutex<Vec<EntityId>>>,
+    most: usize,
+}
+
+impl GameRules for PointBlank {
+    fn tick(&mut self, game: &mut Game<'_>) {
+        for i in game.impacts().to_vec() {
+            game.despawn(i.entity);
+        }
+        let tick = game.tick();
+        if game.players().count() < 2 || tick < 120 {
+            return;
+        }
+        if !self.gathered {
+            self.gathered = gather(game, 80.0);
+            self.next = tick + 60;
+            return;
+        }
+        if tick < self.next || self.fired.lock().unwrap().len() >= self.most {
+            return;
+        }
+        let fired = self.fired.lock().unwrap().len() as u64;
+        // Uneven spacings: a client sent every other tick meets every parity.
+        self.next = tick + 7 + fired % 5;
+        let eye = game.world().player(1).unwrap().origin() + DVec3::new(0.0, 0.0, 20.0);
+        let (way, d) = nearest_wall(game.sim(), eye);
+        let tick_len = self.speed / f64::from(game.sim().movement().tick_rate());
+        let from = eye + way * (d - tick_len * 0.5).max(0.0);
+        let e = Entity::launched(from, way, self.speed, Motion::POINT, Some(1))
+            .unwrap()
+            .with_kind(ROCKET);
+        let id = game.spawn(e, Scope::Near).unwrap();
+        self.fired.lock().unwrap().push(id);
+    }
+}
+
+#[test]
+fn rockets_fired_point_blank_reach_the_shooter_and_a_bystander_start_and_end() {
+    for (n, rtt) in ROUND_TRIPS_MS.into_iter().enumerate() {
+        for speed in [900.0, 20_000.0] {
+            let fired = Arc::new(Mutex::new(Vec::new()));
+            let rules = PointBlank {
+                speed,
+                next: 0,
+                gathered: false,
+                fired: fired.clone(),
+                most: 30,
+            };
+            let mut net = two(rtt, 11 + n as u64, rules);
+            let mut seen: Vec<(BTreeSet<EntityId>, BTreeSet<EntityId>)> =
+                vec![Default::default(); 2];
+            let mut shown = vec![BTreeSet::new(); 2];
+            let mut still = |_: usize, _: &Client| MoveCommand::default();
+            for _ in 0..150 {
+                net.run(Duration::from_millis(100), &mut still);
+                for i in 0..2 {
+                    while let Some(e) = net.client_mut(i).poll_event() {
+                        match e {
+                            ClientEvent::EntitySpawned { id, .. } => {
+                                seen[i].0.insert(id);
+                            }
+                            ClientEvent::EntityEnded { end } => {
+                                seen[i].1.insert(end.id);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                for (i, s) in shown.iter_mut().enumerate() {
+                    let c = net.client(i);
+                    s.extend(c.entities().keys().copied());
+                }
+            }
+            let fired = fired.lock().unwrap().clone();
+            assert!(
+                fired.len() >= 24,
+                "{rtt} ms, {speed}/s: {} fired",
+                fired.len()
+            );
+            for i in 0..2 {
+                let (starts, ends) = &seen[i];
+                let missed: Vec<_> = (fired.iter())
+                    .filter(|id| !starts.contains(id) || !ends.contains(id))
+                    .collect();
+                assert!(
+                    missed.is_empty(),
+                    "{rtt} ms, {speed}/s: client {i} missed {missed:?} of {fired:?}"
+                );
+                let c = net.client(i);
+                assert_eq!(c.launch_stats().missed, 0);
+                let ends = c.stats().ends;
+                assert!(ends.taken >= fired.len() as u64, "{ends:?}");
+                // Nearly all lived too briefly for any snapshot of this client.
+                assert!(ends.brief >= fired.len() as u64 / 2, "client {i}: {ends:?}");
+            }
+        }
+    }
+}
+
+/// The test's rocket: from the eye, the way the command looks, at `speed`.
+fn rocket(before: &PlayerState, cmd: &MoveCommand, owner: PlayerId, speed: f64) -> Option<Entity> {
+    let eye = before.origin() + DVec3::new(0.0, 0.0, 20.0);
+    Entity::launched(eye, cmd.view().0, speed, Motion::POINT, Some(owner))
+        .ok()
+        .map(|e| e.with_kind(ROCKET))
+}
+
+/// Fires a rocket on each tick whose command holds button 1, one in `RELOAD` ticks.
+const RELOAD: u64 = 6;
+
+#[derive(Default)]
+struct Trigger {
+    next: u64,
+}
+
+impl Trigger {
+    fn pull(&mut self, tick: u64, cmd: &MoveCommand) -> bool {
+        let fire = cmd.actions & 1 != 0 && tick >= self.next;
+        if fire {
+            self.next = tick + RELOAD;
+        }
+        fire
+    }
+}
+
+/// The client's side of [`Rockets`]: the same trigger and rocket.
+struct ClientRockets {
+    trigger: Trigger,
+    speed: f64,
+}
+
+impl Launcher for ClientRockets {
+    fn launch(
+        &mut self,
+        _: &Sim,
+        tick: u64,
+        player: PlayerId,
+        before: &PlayerState,
+        cmd: &MoveCommand,
+        out: &mut Vec<Entity>,
+    ) {
+        if self.trigger.pull(tick, cmd) {
+            out.extend(rocket(before, cmd, player, self.speed));
+        }
+    }
+}
+
+/// Rules: each player's commands fire rockets ([`Trigger`]); a rocket ends at its impact.
+/// A player a rocket hits is told (reliably) and sent back to a spawn point.
+struct Rockets {
+    speed: f64,
+    triggers: BTreeMap<PlayerId, Trigger>,
+    fired: Arc<Mutex<u64>>,
+    /// Hits as the rules saw them: the rocket's id, the tick it stood at the victim.
+    hits: Arc<Mutex<Vec<(EntityId, u64)>>>,
+    respawn: bool,
+    /// Gathers the others around player 1 at this distance, once.
+    gather: Option<f64>,
+}
+
+impl GameRules for Rockets {
+    fn tick(&mut self, game: &mut Game<'_>) {
+        for i in game.impacts().to_vec() {
+            let standing = game.world().tick;
+            game.despawn(i.entity);
+            if let expel_shared::sim::Struck::Player(victim) = i.struck {
+                self.hits.lock().unwrap().push((i.entity, standing));
+                let _ = game.broadcast(Channel::Reliable, &(i.entity, victim));
+                if self.respawn {
+                    let _ = game.respawn(victim);
+                }
+            }
+        }
+        let tick = game.tick();
+        if let Some(reach) = self
+            .gather
+            .filter(|_| tick >= 120 && game.players().count() >= 3)
+        {
+            if gather(game, reach) {
+                self.gather = None;
+            }
+        }
+        let players: Vec<PlayerId> = game.players().collect();
+        for p in players {
+            let (Some(cmd), Some(state)) = (game.command(p), game.world().player(p).copied())
+            else {
+                continue;
+            };
+            if !game.command_arrived(p) {
+                continue;
+            }
+            if self.triggers.entry(p).or_default().pull(tick, &cmd) {
+                if let Some(e) = rocket(&state, &cmd, p, self.speed) {
+                    game.spawn(e, Scope::Near).unwrap();
+                    *self.fired.lock().unwrap() += 1;
+                }
+            }
+        }
+    }
+}
+
+/// How each drawn rocket went along its path: the most it stepped back.
+#[derive(Default)]
+struct Steps {
+    /// Per rocket: its first drawn place, its way, its farthest progress along it.
+    along: BTreeMap<(usize, u32), (DVec3, DVec3, f64)>,
+    worst: f64,
+    samples: u64,
+}
+
+impl Steps {
+    fn see(&mut self, key: (usize, u32), at: DVec3, way: DVec3) {
+        self.samples += 1;
+        let (o, w, best) = self.along.entry(key).or_insert((at, way, 0.0));
+        let progress = (at - *o).dot(*w);
+        self.worst = self.worst.max(*best - progress);
+        *best = best.max(progress);
+    }
+}
+
+#[test]
+fn the_shooters_own_rockets_are_never_drawn_stepping_back() {
+    let mut rockets = 0;
+    for (n, rtt) in ROUND_TRIPS_MS.into_iter().enumerate() {
+        for speed in [900.0, 20_000.0] {
+            let fired = Arc::new(Mutex::new(0u64));
+            let rules = Rockets {
+                speed,
+                triggers: BTreeMap::new(),
+                fired: fired.clone(),
+                hits: Arc::default(),
+                respawn: false,
+                gather: None,
+            };
+            let mut net = network_with(4, link(rtt), 30 + n as u64, |_| {});
+            net.server_mut().set_rules(Box::new(rules));
+            for i in 0..4 {
+                let launcher = ClientRockets {
+                    trigger: Trigger::default(),
+                    speed,
+                };
+                net.client_mut(i).set_launcher(Box::new(launcher));
+            }
+            // Clients 0 and 1 fire, turning, at the walls and at clients 2 and 3, which
+            // strafe left and right.
+            let mut play = |i: usize, c: &Client| {
+                let t = c.tick();
+                if i < 2 {
+                    let yaw = (t as f64 * 1.7 + i as f64 * 90.0) % 360.0;
+                    let mut cmd = MoveCommand::new(0.0, 0.0, 0.0, yaw, 0.0);
+                    cmd.actions = 1;
+                    cmd
+                } else {
+                    let side = if (t / 40) % 2 == 0 { 1.0 } else { -1.0 };
+                    MoveCommand::new(0.0, side, 0.0, 0.0, 0.0)
+                }
+            };
+            let mut steps = Steps::default();
+            for _ in 0..(12_000 / 4) {
+                net.run(Duration::from_millis(4), &mut play);
+                let now = net.now();
+                for i in 0..2 {
+                    let c = net.client(i);
+                    for l in c.launched() {
+                        steps.see(
+                            (i, l.local),
+                            l.origin,
+                            l.entity.velocity().normalize_or_zero(),
+                        );
+                    }
+                    // The twins as drawn: at the flight while it lives, then not at all.
+                    let at = c.render_tick(now);
+                    let twins: BTreeMap<EntityId, u32> = (c.launched().into_iter())
+                        .filter_map(|l| Some((l.twin?, l.local)))
+                        .collect();
+                    for (id, d) in c.entities_drawn(at) {
+                        if d.view.owner == Some(player_of(c)) && !twins.contains_key(&id) {
+                            panic!("{rtt} ms: client {i} draws its ended rocket {id}'s copy");
+                        }
+                    }
+                }
+                while net.client_mut(0).poll_event().is_some() {}
+            }
+            let fired = *fired.lock().unwrap();
+            rockets += fired;
+            assert!(fired >= 150, "{rtt} ms, {speed}/s: {fired} fired");
+            assert!(
+                steps.worst <= 1.0,
+                "{rtt} ms, {speed}/s: a drawn rocket stepped back {:.2} units",
+                steps.worst
+            );
+            for i in 0..2 {
+                let s = net.client(i).launch_stats();
+                assert!(s.ended >= s.matched / 2, "{rtt} ms: {s:?}");
+            }
+        }
+    }
+    assert!(rockets >= 1000, "{rockets} rockets in all");
+}
+
+#[test]
+fn a_respawn_is_drawn_at_once_for_the_player_and_for_others() {
+    /// Moves player 1 across the map on tick 300 (after a gathering).
+    struct Jump {
+        to: Option<DVec3>,
+        gathered: bool,
+    }
+    impl GameRules for Jump {
+        fn tick(&mut self, game: &mut Game<'_>) {
+            let tick = game.tick();
+            if game.players().count() < 2 || tick < 120 {
+                return;
+            }
+            if !self.gathered {
+                self.gathered = gather(game, 80.0);
+                return;
+            }
+            if tick == 300 {
+                let here = game.world().player(1).unwrap().origin();
+                let far = (game.sim().spawns().iter())
+                    .copied()
+                    .max_by(|a, b| a.distance(here).total_cmp(&b.distance(here)))
+                    .unwrap();
+                game.respawn(1).unwrap();
+                self.to = game.world().player(1).map(PlayerState::origin);
+                assert!(far.distance(here) > 300.0, "the spawns are too near");
+            }
+        }
+    }
+    for (n, rtt) in ROUND_TRIPS_MS.into_iter().enumerate() {
+        let mut net = two(
+            rtt,
+            50 + n as u64,
+            Jump {
+                to: None,
+                gathered: false,
+            },
+        );
+        let mut still = |_: usize, _: &Client| MoveCommand::default();
+        net.run(Duration::from_secs(4), &mut still);
+        let (me, other) = if player_of(net.client(0)) == 1 {
+            (0, 1)
+        } else {
+            (1, 0)
+        };
+        let from = net.client(me).display_origin().unwrap();
+        let seen_from = net
+            .client(other)
+            .others_drawn(net.client(other).render_tick(net.now()))[&1]
+            .origin;
+        let mut own = vec![from];
+        let mut drawn = vec![seen_from];
+        for _ in 0..3000 {
+            net.run(Duration::from_millis(1), &mut still);
+            own.push(net.client(me).display_origin().unwrap());
+            let o = net.client(other);
+            if let Some(d) = o.others_drawn(o.render_tick(net.now())).get(&1) {
+                drawn.push(d.origin);
+            }
+        }
+        let to = *own.last().unwrap();
+        assert!(
+            to.distance(from) > 300.0,
+            "{rtt} ms: it did not move: {from} {to}"
+        );
+        let between = |list: &[DVec3], a: DVec3, b: DVec3| {
+            list.iter()
+                .filter(|p| p.distance(a) > 2.0 && p.distance(b) > 2.0)
+                .count()
+        };
+        assert_eq!(between(&own, from, to), 0, "{rtt} ms: its own drawing slid");
+        let seen_to = *drawn.last().unwrap();
+        assert!(
+            seen_to.distance(to) < 2.0,
+            "{rtt} ms: others draw it at {seen_to}, not {to}"
+        );
+        assert_eq!(
+            between(&drawn, seen_from, seen_to),
+            0,
+            "{rtt} ms: others' drawing slid"
+        );
+        assert!(net.client(me).stats().teleports >= 1);
+    }
+}
+
+#[test]
+fn a_hit_told_with_the_drawn_view_comes_within_a_frame_of_the_rocket_reaching_it() {
+    let frame = Duration::from_micros(16_667);
+    for (n, rtt) in ROUND_TRIPS_MS.into_iter().enumerate() {
+        let hits = Arc::new(Mutex::new(Vec::new()));
+        let rules = Rockets {
+            speed: 900.0,
+            triggers: BTreeMap::new(),
+            fired: Arc::default(),
+            hits: hits.clone(),
+            respawn: false,
+            gather: Some(250.0),
+        };
+        let mut net = network_with(3, link(rtt), 70 + n as u64, |_| {});
+        net.server_mut().set_rules(Box::new(rules));
+        for i in 0..3 {
+            net.client_mut(i)
+                .set_release(Channel::Reliable, Release::Drawn);
+        }
+        // Client 0's player fires at the others, who stand where the spawns put them:
+        // it aims at the nearest as the snapshots show it.
+        let mut play = |_: usize, c: &Client| {
+            if player_of(c) != 1 {
+                return MoveCommand::default();
+            }
+            let Some(me) = c.local_player() else {
+                return MoveCommand::default();
+            };
+            let target = c
+                .others(f64::MAX)
+                .into_values()
+                .min_by(|a, b| a.distance(me.origin()).total_cmp(&b.distance(me.origin())));
+            let Some(t) = target else {
+                return MoveCommand::default();
+            };
+            let d = t - (me.origin() + DVec3::new(0.0, 0.0, 20.0));
+            let yaw = d.y.atan2(d.x).to_degrees();
+            let pitch = -(d.z.atan2(d.truncate().length())).to_degrees();
+            let mut cmd = MoveCommand::new(0.0, 0.0, 0.0, yaw, pitch);
+            cmd.actions = 1;
+            cmd
+        };
+        // When each client took each hit's message, and when it stopped drawing the
+        // rocket (it drew it until it reached its end).
+        let mut told: BTreeMap<(usize, EntityId), std::time::Instant> = BTreeMap::new();
+        let mut last_drawn: BTreeMap<(usize, EntityId), std::time::Instant> = BTreeMap::new();
+        for _ in 0..12_000 {
+            net.run(Duration::from_millis(1), &mut play);
+            let now = net.now();
+            for i in 0..3 {
+                let c = net.client_mut(i);
+                if player_of(c) == 1 {
+                    continue;
+                }
+                let at = c.render_tick(now);
+                for id in c.entities_drawn(at).keys() {
+                    last_drawn.insert((i, *id), now);
+                }
+                while let Some(m) = c.poll_message() {
+                    let (id, _victim): (EntityId, PlayerId) =
+                        postcard::from_bytes(&m.bytes).unwrap();
+                    told.entry((i, id)).or_insert(now);
+                }
+            }
+        }
+        let hits = hits.lock().unwrap().clone();
+        assert!(hits.len() >= 5, "{rtt} ms: {} hits", hits.len());
+        let mut compared = 0;
+        for (id, _) in &hits {
+            for i in (0..3).filter(|i| player_of(net.client(*i)) != 1) {
+                let (Some(t), Some(d)) = (told.get(&(i, *id)), last_drawn.get(&(i, *id))) else {
+                    continue;
+                };
+                compared += 1;
+                let gap = if t > d { *t - *d } else { *d - *t };
+                assert!(
+                    gap <= frame,
+                    "{rtt} ms: client {i} was told of hit {id} {gap:?} from drawing its end"
+                );
+            }
+        }
+        assert!(
+            compared >= hits.len(),
+            "{rtt} ms: {compared} compared of {} hits",
+            hits.len()
+        );
+    }
+}
+
+#[test]
+fn a_message_tick_far_off_is_counted_and_released_at_once() {
+    let mut net = network_with(1, link(0.0), 90, |_| {});
+    let mut still = |_: usize, _: &Client| MoveCommand::default();
+    net.run(Duration::from_secs(2), &mut still);
+    let now = net.now();
+    let c = net.client_mut(0);
+    c.set_release(Channel::Reliable, Release::Drawn);
+    for tick in [u64::MAX, 1] {
+        let frame = encode_frame(&ServerControl::Message {
+            tick,
+            bytes: postcard::to_allocvec(&7u32).unwrap(),
+        });
+        c.handle_control(&frame, now);
+        let m = c.poll_message().expect("released at once");
+        assert_ne!(m.tick, u64::MAX);
+    }
+    assert_eq!(c.stats().releases.future, 1);
+}
+
+#[test]
+fn a_teleport_every_snapshot_is_drawn_at_once_and_counted() {
+    /// Places player 1 where it stands, every tick: a teleport each tick.
+    struct Every;
+    impl GameRules for Every {
+        fn tick(&mut self, game: &mut Game<'_>) {
+            if let Some(o) = game.world().player(1).map(PlayerState::origin) {
+                let _ = game.place(1, o);
+            }
+        }
+    }
+    let mut net = two(150.0, 91, Every);
+    let mut walk = |_: usize, _: &Client| MoveCommand::new(1.0, 0.0, 0.0, 45.0, 0.0);
+    net.run(Duration::from_secs(6), &mut walk);
+    for i in 0..2 {
+        let c = net.client(i);
+        assert!(c.display_origin().unwrap().is_finite());
+        if player_of(c) == 1 {
+            assert!(c.stats().teleports >= 60, "{}", c.stats().teleports);
+        }
+    }
+}
