@@ -36,6 +36,9 @@ const MATCH_TICKS: u64 = 2;
 pub const CORRECTION_STEP: f64 = 4.0;
 /// Fraction of a correction's error taken away each tick (within [`CORRECTION_STEP`]).
 const SMOOTHING: f64 = 0.25;
+/// How near (units, along its way) a drawn flight must be to the server's end to have
+/// arrived there rather than gone past it.
+const ARRIVED: f64 = 0.5;
 /// Ticks a flight's path is kept behind the newest predicted tick.
 const KEEP_TICKS: u64 = 256;
 
@@ -196,6 +199,12 @@ impl Launched {
             // On to the server's end along the path, never back: one already past it ends
             // where it is.
             let left = (end - f.drawn).dot(f.way);
+            if left <= 0.0 && left > -ARRIVED {
+                // There already (a flight that stopped at the same wall).
+                f.drawn = end;
+                remember(ended, f.twin);
+                return false;
+            }
             if left <= 0.0 {
                 stats.overshot += 1;
                 stats.max_overshoot = stats.max_overshoot.max(-left);
@@ -212,14 +221,14 @@ impl Launched {
             true
         });
         for f in &mut self.flights {
-            let Some((&last, e)) = f.path.last_key_value() else {
+            let Some((&last, &e)) = f.path.last_key_value() else {
                 continue;
             };
             if last >= t || f.end.is_some() {
                 continue;
             }
             let id = f.twin.unwrap_or(0);
-            let next = sim.entity_tick(id, e, &self.poses, players, &mut self.scratch);
+            let next = sim.entity_tick(id, &e, &self.poses, players, &mut self.scratch);
             f.path.insert(t, next.entity);
             while f.path.len() > 1
                 && f.path
@@ -229,7 +238,11 @@ impl Launched {
                 f.path.pop_first();
             }
             let fade = (f.error.length() * SMOOTHING).min(CORRECTION_STEP);
-            f.error -= f.error.normalize_or_zero() * fade;
+            f.error -= forward_fade(
+                f.error.normalize_or_zero() * fade,
+                next.entity.origin() - e.origin(),
+                f.way,
+            );
             if f.error.length() < 1e-3 {
                 f.error = DVec3::ZERO;
             }
@@ -339,6 +352,23 @@ impl Launched {
                 entity: *e,
             })
         })
+    }
+}
+
+/// What of `fade` (taken off a drawn flight's error) leaves it moving no way but forward,
+/// its path having moved `moved` this tick (launched along `way`): a flight drawn ahead of
+/// its path closes on it no faster than the path moves, and not at all while the path
+/// stands still (it waits at the wall for its end).
+fn forward_fade(fade: DVec3, moved: DVec3, way: DVec3) -> DVec3 {
+    let m = moved.length();
+    let dir = if m > 1e-9 { moved / m } else { way };
+    let back = fade.dot(dir);
+    if back <= m {
+        fade
+    } else if back > 0.0 && m > 0.0 {
+        fade * (m / back)
+    } else {
+        DVec3::ZERO
     }
 }
 
