@@ -248,6 +248,12 @@ const MACHINE: &[MachineMetric] = {
             C,
             |s| s.snapshots_squeezed,
         ),
+        (
+            "expel_entity_ends_cut",
+            "Entities' ends left out of a snapshot past the most one carries.",
+            C,
+            |s| s.entity_ends_cut,
+        ),
         ("expel_inputs_applied", "Commands applied on their tick.", C, |s| s.inputs.applied),
         (
             "expel_inputs_missing",

@@ -109,3 +109,84 @@ impl Things {
         self.entity_states.clone_from(&snap.entity_states);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::game::ends::{EndCause, EntityEnd, EntityStart};
+    use crate::sim::Struck;
+
+    fn snap(tick: u64, ends: Vec<EntityEnd>) -> Snapshot {
+        Snapshot {
+            tick,
+            feedback: Default::default(),
+            own: Default::default(),
+            players: BTreeMap::new(),
+            facing: BTreeMap::new(),
+            leaps: BTreeMap::new(),
+            own_leaps: 0,
+            movers: BTreeMap::new(),
+            entities: BTreeMap::new(),
+            player_states: BTreeMap::new(),
+            entity_states: BTreeMap::new(),
+            ends,
+        }
+    }
+
+    fn end(id: EntityId, start: bool) -> EntityEnd {
+        EntityEnd {
+            id,
+            tick: 9,
+            at: [2560, 0, 0],
+            cause: EndCause::Impact(Struck::World),
+            start: start.then_some(EntityStart {
+                kind: 3,
+                owner: Some(1),
+                born: 9,
+                from: [0; 3],
+            }),
+        }
+    }
+
+    #[test]
+    fn a_brief_entity_is_told_started_then_ended_once_and_an_end_of_nothing_is_refused() {
+        let (mut things, mut events, mut counts) =
+            (Things::default(), VecDeque::new(), EndCounts::default());
+        let brief = end(5, true);
+        things.take(
+            &snap(10, vec![brief, end(6, false)]),
+            &mut events,
+            &mut counts,
+        );
+        // Sent again (not yet acknowledged): taken once.
+        things.take(&snap(12, vec![brief]), &mut events, &mut counts);
+        let got: Vec<_> = events.drain(..).collect();
+        assert!(matches!(got[0], ClientEvent::EntitySpawned { id: 5, entity } if entity.kind == 3));
+        assert_eq!(got[1], ClientEvent::EntityEnded { end: brief });
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(
+            counts,
+            EndCounts {
+                taken: 1,
+                brief: 1,
+                repeated: 1,
+                unknown: 1
+            }
+        );
+    }
+
+    #[test]
+    fn an_entity_shown_then_ended_is_told_ended_not_despawned() {
+        let (mut things, mut events, mut counts) =
+            (Things::default(), VecDeque::new(), EndCounts::default());
+        let mut shown = snap(8, Vec::new());
+        shown.entities.insert(6, EntityView::default());
+        things.take(&shown, &mut events, &mut counts);
+        things.take(&snap(10, vec![end(6, false)]), &mut events, &mut counts);
+        let got: Vec<_> = events.drain(..).collect();
+        assert!(matches!(got[0], ClientEvent::EntitySpawned { id: 6, .. }));
+        assert!(matches!(got[1], ClientEvent::EntityEnded { end } if end.id == 6));
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(counts.unknown, 0);
+    }
+}

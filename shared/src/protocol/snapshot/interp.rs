@@ -404,4 +404,64 @@ mod tests {
         assert_eq!(i.drawn(12.5)[&7].origin.x, 20.0);
         assert_eq!(i.drawn(13.5)[&7].origin.x, 2000.0);
     }
+
+    #[test]
+    fn an_ended_entity_is_drawn_on_to_its_end_and_no_further() {
+        use crate::protocol::game::ends::{EndCause, EntityEnd, EntityStart};
+        let mut i = Interpolator::new();
+        let mut a = snap(10, 0.0);
+        a.entities.insert(
+            4,
+            EntityView {
+                origin: [0, 0, 0],
+                moving: true,
+                ..Default::default()
+            },
+        );
+        i.push(&a);
+        // Gone by 12: it stood at x 30 at tick 11. Entity 5 lived only tick 11.
+        let mut b = snap(12, 0.0);
+        let at = |x: f64| {
+            crate::movement::quantize(DVec3::new(x, 0.0, 0.0), crate::movement::POSITION_SCALE)
+        };
+        let end = |id, start| EntityEnd {
+            id,
+            tick: 11,
+            at: at(30.0),
+            cause: EndCause::Expired,
+            start,
+        };
+        let brief = EntityStart {
+            kind: 1,
+            owner: None,
+            born: 11,
+            from: at(100.0),
+        };
+        b.ends = vec![end(4, None), end(5, Some(brief))];
+        i.push(&b);
+        let drawn = i.entities(10.5);
+        assert!((drawn[&4].origin.x - 15.0).abs() < 1e-9, "{drawn:?}");
+        // The brief one from where it started (the tick before its first step) to its end.
+        assert!((drawn[&5].origin.x - 65.0).abs() < 1e-9, "{drawn:?}");
+        assert!(i.entities(11.0).is_empty(), "both ended at 11");
+        assert!(i.entities(9.5).get(&5).is_none(), "not before it started");
+    }
+
+    #[test]
+    fn a_teleport_between_snapshots_is_drawn_at_one_end_or_the_other() {
+        let mut i = Interpolator::new();
+        let mut a = snap(10, 0.0);
+        a.leaps.insert(7, 1);
+        let mut b = snap(12, 100.0);
+        b.leaps.insert(7, 2);
+        i.push(&a);
+        i.push(&b);
+        assert_eq!(i.drawn(10.9)[&7].origin.x, 0.0);
+        assert_eq!(i.drawn(11.0)[&7].origin.x, 100.0);
+        // Without the count's change, the same 100 units are swept.
+        let mut j = Interpolator::new();
+        j.push(&snap(10, 0.0));
+        j.push(&snap(12, 100.0));
+        assert_eq!(j.drawn(11.0)[&7].origin.x, 50.0);
+    }
 }

@@ -185,6 +185,9 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
             player_states: Entities::sorted(state_like(&players)),
             players: Entities::sorted(players),
             own: Entities::sorted(vec![(0, own)]),
+            ends: (0..rng.gen_range(0..4u32))
+                .map(|k| random_end(&mut rng, 100 + u64::from(k)))
+                .collect(),
             ..Scene::default()
         };
         let fb = Feedback {
@@ -227,6 +230,36 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
             own,
             "round {round}"
         );
+        let ends: Vec<_> = (msg.game.ends.iter())
+            .map(|w| w.end(scene.tick).unwrap())
+            .collect();
+        assert_eq!(ends, scene.ends, "round {round}");
+    }
+}
+
+/// An entity's end of tick `tick`, anywhere, for any reason, its start told or not.
+fn random_end(rng: &mut ChaCha8Rng, tick: u64) -> crate::protocol::game::ends::EntityEnd {
+    use crate::protocol::game::ends::{EndCause, EntityEnd, EntityStart};
+    use crate::sim::Struck;
+    let cause = match rng.gen_range(0..6) {
+        0 => EndCause::Impact(Struck::World),
+        1 => EndCause::Impact(Struck::Mover(rng.gen())),
+        2 => EndCause::Impact(Struck::Player(rng.gen())),
+        3 => EndCause::Expired,
+        4 => EndCause::Removed,
+        _ => EndCause::Lost,
+    };
+    EntityEnd {
+        id: rng.gen(),
+        tick,
+        at: rng.gen(),
+        cause,
+        start: rng.gen_bool(0.5).then(|| EntityStart {
+            kind: rng.gen(),
+            owner: rng.gen_bool(0.5).then(|| rng.gen()),
+            born: tick - rng.gen_range(0..50),
+            from: rng.gen(),
+        }),
     }
 }
 
