@@ -111,22 +111,6 @@ impl CheatKind {
         ("gaps", CheatKind::Gaps),
     ];
 
-    /// Whether the cheat is at shooting: a game without guns (tag) cannot show it.
-    pub fn shoots(self) -> bool {
-        matches!(
-            self,
-            CheatKind::Backtrack | CheatKind::Wallshot | CheatKind::Rapidfire
-        )
-    }
-
-    /// Its name on the command line.
-    pub fn name(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, k)| *k == self)
-            .map_or("?", |(n, _)| *n)
-    }
-
     /// By name.
     pub fn parse(s: &str) -> Option<CheatKind> {
         Self::ALL.iter().find(|(n, _)| *n == s).map(|(_, k)| *k)

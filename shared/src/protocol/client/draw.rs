@@ -10,6 +10,50 @@ use glam::DVec3;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+/// Most ticks the drawn view runs past the newest snapshot (while none comes).
+const MAX_AHEAD: f64 = 4.0;
+/// How much faster or slower than time the drawn view runs while it closes on where it
+/// should be.
+const SLEW: f64 = 0.1;
+/// How far (ticks) behind where it should be the drawn view jumps there at once (a start,
+/// a stall): ahead, it only ever slows.
+const JUMP: f64 = 8.0;
+
+/// The clock the others are drawn by: it runs with time, a little faster or slower to
+/// close on the newest snapshot's tick less the interpolation delay, and never back.
+/// Snapshots arrive unevenly (scheduling, jitter, loss); drawn straight from each
+/// arrival, the view stepped back whenever one came late, and every interpolated
+/// projectile with it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct ViewClock {
+    /// The tick it showed at `at`, and its rate since.
+    anchor: Option<(Instant, f64, f64)>,
+}
+
+impl ViewClock {
+    /// The tick it shows at `now` (ticks of `period` seconds) when the newest snapshot
+    /// shows `target` as the tick to draw: no more than [`MAX_AHEAD`] past it.
+    pub(super) fn shown(&self, now: Instant, period: f64, target: f64) -> f64 {
+        let cap = target + MAX_AHEAD;
+        let Some((at, tick, rate)) = self.anchor else {
+            return cap;
+        };
+        let since = now.saturating_duration_since(at).as_secs_f64() / period;
+        (tick + since * rate).min(cap)
+    }
+
+    /// A snapshot came at `now`, showing `target` as the tick to draw; `shown` is what
+    /// the view showed just before.
+    pub(super) fn steer(&mut self, now: Instant, shown: Option<f64>, target: f64) {
+        let cur = match shown {
+            Some(c) if target - c <= JUMP => c,
+            _ => target,
+        };
+        let rate = 1.0 + ((target - cur) * SLEW).clamp(-SLEW, SLEW);
+        self.anchor = Some((now, cur, rate));
+    }
+}
+
 impl Client {
     /// Our player, predicted at the newest tick.
     pub fn local_player(&self) -> Option<PlayerState> {
@@ -22,17 +66,19 @@ impl Client {
         self.play.as_ref()?.predictor.display_origin()
     }
 
-    /// The server tick to draw others at, `now`: the newest snapshot's tick advanced by
-    /// the time since it came, less the interpolation delay.
+    /// The server tick to draw others at, `now`: about the newest snapshot's tick
+    /// advanced by the time since it came, less the interpolation delay, on a clock that
+    /// never runs back (see [`ViewClock`]), and never more than 4 ticks past the newest
+    /// snapshot.
     pub fn render_tick(&self, now: Instant) -> f64 {
         let Some(p) = self.play.as_ref() else {
             return 0.0;
         };
-        let Some((tick, at)) = p.newest else {
+        let Some((tick, _)) = p.newest else {
             return 0.0;
         };
-        let since = now.saturating_duration_since(at).as_secs_f64() / p.clock.period;
-        tick as f64 + since.min(4.0) - self.settings.interpolation_ticks
+        let delay = self.settings.interpolation_ticks;
+        p.view.shown(now, p.clock.period, tick as f64 - delay)
     }
 
     /// The other players' positions at server tick `at` (see [`Client::render_tick`]).

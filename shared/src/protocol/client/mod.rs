@@ -123,6 +123,8 @@ pub(super) struct Play {
     first_tick: u64,
     /// The newest snapshot's tick and when it arrived.
     newest: Option<(u64, Instant)>,
+    /// The clock the others are drawn by.
+    view: draw::ViewClock,
     /// First and last snapshot tick seen.
     span: Option<(u64, u64)>,
     seen_correction: u64,
@@ -464,6 +466,7 @@ impl Client {
             first_tick: tick + 1,
             heard_at: now,
             newest: None,
+            view: Default::default(),
             span: None,
             seen_correction: 0,
             views: BTreeMap::new(),
@@ -715,6 +718,11 @@ impl Client {
             }
             p.in_view = now_in;
         }
+        // The view as drawn until now, then steered to this snapshot.
+        let delay = self.settings.interpolation_ticks;
+        let shown = (p.newest).map(|(t, _)| p.view.shown(now, p.clock.period, t as f64 - delay));
+        let target = snap.tick as f64 - delay;
+        p.view.steer(now, shown, target);
         p.newest = Some((snap.tick, now));
         // Our own round-trip estimate, when the transport gives none: from sending the
         // command the server last applied to seeing it applied.

@@ -101,7 +101,8 @@ struct Flight {
     end: Option<DVec3>,
     /// Where it was drawn last.
     drawn: DVec3,
-    /// Its way and speed (units a tick) at launch.
+    /// The way its path went last (at launch, the launch's), and its speed at launch
+    /// (units a tick).
     way: DVec3,
     step: f64,
     /// It reached its end: drawn there once more, then gone.
@@ -237,12 +238,13 @@ impl Launched {
             {
                 f.path.pop_first();
             }
+            let moved = next.entity.origin() - e.origin();
             let fade = (f.error.length() * SMOOTHING).min(CORRECTION_STEP);
-            f.error -= forward_fade(
-                f.error.normalize_or_zero() * fade,
-                next.entity.origin() - e.origin(),
-                f.way,
-            );
+            f.error -= forward_fade(f.error.normalize_or_zero() * fade, moved, f.way);
+            // Its way is where its path goes now (a bounce turns it).
+            if let Some(way) = moved.try_normalize() {
+                f.way = way;
+            }
             if f.error.length() < 1e-3 {
                 f.error = DVec3::ZERO;
             }

@@ -113,20 +113,23 @@ impl Interpolator {
     }
 
     /// The entities that ended, drawn at (fractional) server tick `at`: each goes on from
-    /// where the last snapshot before `at` showed it to where it ended, reaching it at its
+    /// where the last snapshot that showed it had it to where it ended, reaching it at its
     /// end's tick, and is drawn no more after (a brief one, never shown, from where it
-    /// started, the tick before its first step).
+    /// started, the tick before its first step). Before that last snapshot's tick the
+    /// snapshots draw it: an end that comes later changes nothing already drawn.
     fn draw_ends(&self, at: f64, drawn: &mut BTreeMap<u32, DrawnEntity>) {
         for (id, e) in &self.ends {
             if at >= e.tick as f64 {
                 drawn.remove(id);
                 continue;
             }
-            // The last snapshot at or before `at` that showed it.
+            // The last snapshot that showed it: before it, the snapshots draw it.
             let last = (self.frames.iter().zip(&self.entities))
                 .rev()
-                .filter(|((t, _), _)| *t as f64 <= at)
                 .find_map(|((t, _), m)| m.get(id).map(|v| (*t, v.origin(), *v)));
+            if last.is_some_and(|(t, ..)| at < t as f64) {
+                continue;
+            }
             let start = e.start.map(|s| {
                 let view = EntityView {
                     origin: s.from,
