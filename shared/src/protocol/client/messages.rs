@@ -74,6 +74,10 @@ impl Client {
             self.stats.releases.future += 1;
             return 0;
         }
+        // Older than any snapshot still held: its moment was drawn long ago.
+        if tick.saturating_add(PAST_TICKS) < known {
+            self.stats.releases.past += 1;
+        }
         tick
     }
 
@@ -85,6 +89,9 @@ impl Client {
         }
     }
 }
+
+/// Ticks back past which a message's tick is older than any snapshot kept.
+const PAST_TICKS: u64 = 2 * crate::protocol::snapshot::HISTORY as u64;
 
 /// When a client hands the server's messages of a channel to the game.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -110,6 +117,9 @@ pub struct Releases {
     /// Messages whose tick was beyond the newest snapshot's by more than a second when
     /// they arrived (a server's clock gone wrong): handed over at once, counted.
     pub future: u64,
+    /// Messages whose tick lay further back than the snapshots a client keeps (a server
+    /// that held them, or one gone wrong): due at once, counted.
+    pub past: u64,
 }
 
 impl Releases {
