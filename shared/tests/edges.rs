@@ -250,17 +250,29 @@ impl Launcher for ClientRockets {
     }
 }
 
-/// Rules: each player's commands fire rockets ([`Trigger`]); a rocket ends at its impact.
-/// A player a rocket hits is told (reliably) and sent back to a spawn point.
+/// Rules: each player's commands fire rockets ([`Trigger`]); a rocket ends at its impact,
+/// and a hit on a player is told to everyone (reliably).
 struct Rockets {
     speed: f64,
     triggers: BTreeMap<PlayerId, Trigger>,
     fired: Arc<Mutex<u64>>,
     /// Hits as the rules saw them: the rocket's id, the tick it stood at the victim.
     hits: Arc<Mutex<Vec<(EntityId, u64)>>>,
-    respawn: bool,
     /// Gathers the others around player 1 at this distance, once.
     gather: Option<f64>,
+}
+
+impl Rockets {
+    /// Rockets of `speed`, the players gathered `gather` units around player 1.
+    fn new(speed: f64, gather: f64) -> Rockets {
+        Rockets {
+            speed,
+            triggers: BTreeMap::new(),
+            fired: Arc::default(),
+            hits: Arc::default(),
+            gather: Some(gather),
+        }
+    }
 }
 
 impl GameRules for Rockets {
@@ -271,9 +283,6 @@ impl GameRules for Rockets {
             if let expel_shared::sim::Struck::Player(victim) = i.struck {
                 self.hits.lock().unwrap().push((i.entity, standing));
                 let _ = game.broadcast(Channel::Reliable, &(i.entity, victim));
-                if self.respawn {
-                    let _ = game.respawn(victim);
-                }
             }
         }
         let tick = game.tick();
@@ -339,18 +348,10 @@ fn the_shooters_own_rockets_are_never_drawn_stepping_back() {
     let mut rockets = 0;
     for (n, rtt) in ROUND_TRIPS_MS.into_iter().enumerate() {
         for speed in [900.0, 20_000.0] {
-            let fired = Arc::new(Mutex::new(0u64));
-            let hits = Arc::new(Mutex::new(Vec::new()));
             // Gathered, so the turning shooters' rockets meet the strafers as well as the
             // walls.
-            let rules = Rockets {
-                speed,
-                triggers: BTreeMap::new(),
-                fired: fired.clone(),
-                hits: hits.clone(),
-                respawn: false,
-                gather: Some(200.0),
-            };
+            let rules = Rockets::new(speed, 200.0);
+            let (fired, hits) = (rules.fired.clone(), rules.hits.clone());
             let mut net = network_with(4, link(rtt), 30 + n as u64, |_| {});
             net.server_mut().set_rules(Box::new(rules));
             for i in 0..4 {
@@ -540,23 +541,16 @@ fn a_respawn_is_drawn_at_once_for_the_player_and_for_others() {
 fn a_hit_told_with_the_drawn_view_comes_within_a_frame_of_the_rocket_reaching_it() {
     let frame = Duration::from_micros(16_667);
     for (n, rtt) in ROUND_TRIPS_MS.into_iter().enumerate() {
-        let hits = Arc::new(Mutex::new(Vec::new()));
-        let rules = Rockets {
-            speed: 900.0,
-            triggers: BTreeMap::new(),
-            fired: Arc::default(),
-            hits: hits.clone(),
-            respawn: false,
-            gather: Some(250.0),
-        };
+        let rules = Rockets::new(900.0, 250.0);
+        let hits = rules.hits.clone();
         let mut net = network_with(3, link(rtt), 70 + n as u64, |_| {});
         net.server_mut().set_rules(Box::new(rules));
         for i in 0..3 {
             net.client_mut(i)
                 .set_release(Channel::Reliable, Release::Drawn);
         }
-        // Client 0's player fires at the others, who stand where the spawns put them:
-        // it aims at the nearest as the snapshots show it.
+        // Player 1 fires at the others, gathered around it: at the nearest as the
+        // snapshots show it.
         let mut play = |_: usize, c: &Client| {
             if player_of(c) != 1 {
                 return MoveCommand::default();

@@ -43,6 +43,21 @@ pub struct EntityStart {
     pub from: [i32; 3],
 }
 
+impl EntityStart {
+    /// The entity as it started (a projectile, just launched), as a snapshot would have
+    /// shown it.
+    pub fn view(&self) -> crate::protocol::snapshot::EntityView {
+        crate::protocol::snapshot::EntityView {
+            origin: self.from,
+            kind: self.kind,
+            owner: self.owner,
+            at_rest: false,
+            moving: true,
+            born: self.born,
+        }
+    }
+}
+
 /// A game entity's end, as a snapshot tells it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EntityEnd {

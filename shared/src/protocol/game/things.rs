@@ -47,14 +47,7 @@ impl Things {
                 _ if shown => {}
                 Some(s) => {
                     counts.brief += 1;
-                    let entity = EntityView {
-                        origin: s.from,
-                        kind: s.kind,
-                        owner: s.owner,
-                        at_rest: false,
-                        moving: true,
-                        born: s.born,
-                    };
+                    let entity = s.view();
                     push_event(events, ClientEvent::EntitySpawned { id: end.id, entity });
                 }
                 None => {

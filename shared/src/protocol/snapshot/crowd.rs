@@ -314,16 +314,16 @@ impl Crowd {
         let mut leaps = leaps.peekable();
         for (id, f) in &mut self.players {
             while leaps.next_if(|(l, _)| l < id).is_some() {}
-            f[7] = leaps
-                .next_if(|(l, _)| l == id)
-                .map_or(0, |(_, n)| i64::from(n));
+            let n = leaps.next_if(|(l, _)| l == id).map_or(0, |(_, n)| n);
+            f[PLAYER_FLAGS] = flags_field(f[PLAYER_FLAGS] as u8, n);
         }
     }
 
     /// The teleports' count of the player at crowd index `i`.
     pub(super) fn leaps_of(&self, i: Option<u32>) -> u8 {
         let f = i.and_then(|i| self.players.get(i as usize));
-        f.map_or(0, |(_, f)| u8::try_from(f[7]).unwrap_or(0))
+        f.and_then(|(_, f)| flags_from(f[PLAYER_FLAGS]))
+            .map_or(0, |(_, leaps)| leaps)
     }
 
     /// Sets the entities that ended lately (see [`ends`](crate::protocol::game::ends)).

@@ -117,7 +117,7 @@ impl SnapshotEncoder {
                 continue;
             };
             let then = later.and_then(player_from);
-            let leaps = |f: &PlayerFields| f[7] as u8;
+            let leaps = |f: &PlayerFields| flags_from(f[PLAYER_FLAGS]).map_or(0, |(_, n)| n);
             let k = interp::leapt(Some(&leaps(f)), later.map(leaps).as_ref(), view.fraction());
             out.extend(drawn_between(sim, id, &at, then.as_ref(), k));
         }

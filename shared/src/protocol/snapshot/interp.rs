@@ -130,17 +130,7 @@ impl Interpolator {
             if last.is_some_and(|(t, ..)| at < t as f64) {
                 continue;
             }
-            let start = e.start.map(|s| {
-                let view = EntityView {
-                    origin: s.from,
-                    kind: s.kind,
-                    owner: s.owner,
-                    at_rest: false,
-                    moving: true,
-                    born: s.born,
-                };
-                (s.born.saturating_sub(1), view.origin(), view)
-            });
+            let start = (e.start).map(|s| (s.born.saturating_sub(1), s.view().origin(), s.view()));
             let Some((t0, from, view)) = last.or(start) else {
                 continue;
             };

@@ -44,21 +44,21 @@ pub use encoder::{Held, SnapshotEncoder, VIEW_DRIFT, VIEW_REFRESH};
 /// Snapshots remembered as baselines; an acknowledgement older than this gets full state.
 pub const HISTORY: usize = 64;
 
-/// Another player as a client needs it: origin, flags (crouched among them), mode, the
-/// way it faces (yaw, pitch: to draw it), and its teleports' count (see
-/// [`Snapshot::leaps`]). Its velocity is left out: prediction holds other players where
-/// the snapshot shows them, and interpolation needs only positions, so velocity would
-/// only cost bytes (the client's own state is exact).
-const PLAYER_FIELDS: usize = 8;
+/// Another player as a client needs it: origin, flags (crouched among them; its
+/// teleports' count rides the same field above them, see [`flags_field`]), mode, and the
+/// way it faces (yaw, pitch: to draw it). Its velocity is left out: prediction holds other
+/// players where the snapshot shows them, and interpolation needs only positions, so
+/// velocity would only cost bytes (the client's own state is exact).
+const PLAYER_FIELDS: usize = 7;
 const MOVER_FIELDS: usize = 3;
 /// A game entity: origin, kind, owner (its id plus one; 0: none) and flags (at rest;
 /// moving by itself). No velocity: a client draws entities where the snapshots put them,
 /// and a new rocket's velocity was a third of its bytes (six fields also keep its mask
 /// to one byte).
 const ENTITY_FIELDS: usize = 7;
-/// The client's own player: origin, velocity, flags and mode, all of it exact, and its
-/// teleports' count.
-const OWN_FIELDS: usize = 9;
+/// The client's own player: origin, velocity, flags (and its teleports' count) and mode,
+/// all of it exact.
+const OWN_FIELDS: usize = 8;
 // A delta's mask has 16 bits, and its values 16 places.
 const _: () = assert!(PLAYER_FIELDS <= 16 && MOVER_FIELDS <= 16 && ENTITY_FIELDS <= 16);
 
@@ -212,18 +212,29 @@ fn player_fields(p: &PlayerState, facing: [u16; 2]) -> PlayerFields {
         p.origin[0] as i64,
         p.origin[1] as i64,
         p.origin[2] as i64,
-        p.flags as i64,
+        flags_field(p.flags, 0),
         p.mode as i64,
         facing_field(facing[0]),
         facing_field(facing[1]),
-        0,
     ]
 }
 
-/// A teleports' count from its field (`None` past a byte).
-fn leaps_from(v: i64) -> Option<u8> {
-    u8::try_from(v).ok()
+/// A player's flags field: its state's flags, and above them its teleports' count (a
+/// byte each). A count that did not change costs nothing; one that did is sent with the
+/// flags, as a change of them would be.
+fn flags_field(flags: u8, leaps: u8) -> i64 {
+    i64::from(flags) | i64::from(leaps) << 8
 }
+
+/// The flags and the teleports' count from a flags field (`None` past two bytes).
+fn flags_from(v: i64) -> Option<(u8, u8)> {
+    let v = u16::try_from(v).ok()?;
+    Some((v as u8, (v >> 8) as u8))
+}
+
+/// The field index of the flags in a player's fields and in the client's own.
+const PLAYER_FLAGS: usize = 3;
+const OWN_FLAGS: usize = 6;
 
 /// A state from its fields: origin, velocity, flags and mode (`None` out of range).
 fn state_from(origin: &[i64], velocity: &[i64], flags: i64, mode: i64) -> Option<PlayerState> {
@@ -246,8 +257,8 @@ fn state_from(origin: &[i64], velocity: &[i64], flags: i64, mode: i64) -> Option
 
 fn player_from(f: &PlayerFields) -> Option<PlayerState> {
     facing_from(f)?;
-    leaps_from(f[7])?;
-    state_from(&f[0..3], &[0; 3], f[3], f[4])
+    let (flags, _) = flags_from(f[PLAYER_FLAGS])?;
+    state_from(&f[0..3], &[0; 3], i64::from(flags), f[4])
 }
 
 /// The way a player faces (yaw, pitch) from its fields.
@@ -273,15 +284,14 @@ fn own_fields(p: &PlayerState, leaps: u8) -> [i64; OWN_FIELDS] {
         v[0],
         v[1],
         v[2],
-        p.flags as i64,
+        flags_field(p.flags, leaps),
         p.mode as i64,
-        i64::from(leaps),
     ]
 }
 
 fn own_from(f: &[i64; OWN_FIELDS]) -> Option<PlayerState> {
-    leaps_from(f[8])?;
-    state_from(&f[0..3], &f[3..6], f[6], f[7])
+    let (flags, _) = flags_from(f[OWN_FLAGS])?;
+    state_from(&f[0..3], &f[3..6], i64::from(flags), f[7])
 }
 
 fn mover_fields(m: &MoverState) -> MoverFields {
@@ -554,13 +564,18 @@ impl Scene {
             })?;
         let (players, facing, leaps) = if others {
             let facing = typed(&self.players, facing_from, "player")?;
-            let leaps = typed(&self.players, |f| leaps_from(f[7]), "player")?;
+            let leaps = typed(
+                &self.players,
+                |f| Some(flags_from(f[PLAYER_FLAGS])?.1),
+                "player",
+            )?;
             (typed(&self.players, player_from, "player")?, facing, leaps)
         } else {
             checked(&self.players, player_from, "player")?;
             (BTreeMap::new(), BTreeMap::new(), BTreeMap::new())
         };
-        let own_leaps = self.own.get(0).and_then(|f| leaps_from(f[8])).unwrap_or(0);
+        let own_flags = self.own.get(0).and_then(|f| flags_from(f[OWN_FLAGS]));
+        let own_leaps = own_flags.map_or(0, |(_, leaps)| leaps);
         Ok(Snapshot {
             tick: self.tick,
             feedback,
