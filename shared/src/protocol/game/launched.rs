@@ -37,8 +37,8 @@ pub const CORRECTION_STEP: f64 = 4.0;
 /// Fraction of a correction's error taken away each tick (within [`CORRECTION_STEP`]).
 const SMOOTHING: f64 = 0.25;
 /// How near (units, along its way) a drawn flight must be to the server's end to have
-/// arrived there rather than gone past it.
-const ARRIVED: f64 = 0.5;
+/// arrived there rather than gone past it (ends are told to the unit).
+const ARRIVED: f64 = 1.0;
 /// Ticks a flight's path is kept behind the newest predicted tick.
 const KEEP_TICKS: u64 = 256;
 

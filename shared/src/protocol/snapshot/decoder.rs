@@ -170,10 +170,21 @@ impl SnapshotDecoder {
         let mut ahead = Scene::default();
         base.carried_to(msg.tick, &mut ahead);
         let own = apply(ahead.own.get(0), &msg.own)?;
+        let held = |id| {
+            let f = ahead.entities.get(id)?;
+            Some([
+                i32::try_from(f[0]).ok()?,
+                i32::try_from(f[1]).ok()?,
+                i32::try_from(f[2]).ok()?,
+            ])
+        };
         let ends = (msg.game.ends.iter())
-            .map(|w| w.end(msg.tick).filter(|e| e.tick < msg.tick))
+            .map(|w| w.end(msg.tick, held(w.id())).filter(|e| e.tick < msg.tick))
             .collect::<Option<Vec<EntityEnd>>>()
-            .ok_or_else(|| bad_tick("an entity's end"))?;
+            .ok_or_else(|| ProtocolError::Invalid {
+                what: "snapshot",
+                detail: "an entity's end out of range, before tick 1, or of nothing".into(),
+            })?;
         let mut scene = Scene {
             tick: msg.tick,
             players: ahead.players.clone(),

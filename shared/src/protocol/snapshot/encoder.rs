@@ -546,7 +546,12 @@ pub(super) fn write_snapshot(scene: &Scene, base: &Scene, fb: Feedback) -> Vec<u
             | put_if_any(&mut out, &scene.entity_states, &base.entity_states, 2);
         if !scene.ends.is_empty() {
             mask |= 1 << 3;
-            let wire = scene.ends.iter().map(|e| WireEnd::of(e, scene.tick));
+            let held = |id| {
+                base.entities
+                    .get(id)
+                    .map(|f| [f[0], f[1], f[2]].map(|v| v as i32))
+            };
+            let wire = (scene.ends.iter()).map(|e| WireEnd::of(e, scene.tick, held(e.id)));
             out = postcard::to_extend(&wire.collect::<Vec<_>>(), out).unwrap_or_default();
         }
         out.insert(at, mask);

@@ -60,7 +60,13 @@ fn oracle(scene: &Scene, base: &Scene, fb: Feedback) -> SnapshotMsg {
             entity_states: deltas(&scene.entity_states, &base.entity_states),
             removed_entity_states: gone(&scene.entity_states, &base.entity_states),
             ends: (scene.ends.iter())
-                .map(|e| crate::protocol::game::ends::WireEnd::of(e, scene.tick))
+                .map(|e| {
+                    let held = base
+                        .entities
+                        .get(e.id)
+                        .map(|f| [f[0], f[1], f[2]].map(|v| v as i32));
+                    crate::protocol::game::ends::WireEnd::of(e, scene.tick, held)
+                })
                 .collect(),
         },
     };
@@ -186,7 +192,7 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
             players: Entities::sorted(players),
             own: Entities::sorted(vec![(0, own)]),
             ends: (0..rng.gen_range(0..4u32))
-                .map(|k| random_end(&mut rng, 100 + u64::from(k)))
+                .map(|k| random_end(&mut rng, 100 + u64::from(k), &base))
                 .collect(),
             ..Scene::default()
         };
@@ -230,15 +236,25 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
             own,
             "round {round}"
         );
+        let held = |id| {
+            base.entities
+                .get(id)
+                .map(|f| [f[0], f[1], f[2]].map(|v| v as i32))
+        };
         let ends: Vec<_> = (msg.game.ends.iter())
-            .map(|w| w.end(scene.tick).unwrap())
+            .map(|w| w.end(scene.tick, held(w.id())).unwrap())
             .collect();
         assert_eq!(ends, scene.ends, "round {round}");
     }
 }
 
-/// An entity's end of tick `tick`, anywhere, for any reason, its start told or not.
-fn random_end(rng: &mut ChaCha8Rng, tick: u64) -> crate::protocol::game::ends::EntityEnd {
+/// An entity's end of tick `tick`, anywhere, for any reason, to the unit: its start told,
+/// or (half the time) not, for an entity of `base`'s (the receiver places it from there).
+fn random_end(
+    rng: &mut ChaCha8Rng,
+    tick: u64,
+    base: &Scene,
+) -> crate::protocol::game::ends::EntityEnd {
     use crate::protocol::game::ends::{EndCause, EntityEnd, EntityStart};
     use crate::sim::Struck;
     let cause = match rng.gen_range(0..6) {
@@ -249,18 +265,24 @@ fn random_end(rng: &mut ChaCha8Rng, tick: u64) -> crate::protocol::game::ends::E
         4 => EndCause::Removed,
         _ => EndCause::Lost,
     };
+    let place = |rng: &mut ChaCha8Rng| [0; 3].map(|_: i32| rng.gen_range(-8_000_000..8_000_000));
+    let held = (base.entities.0)
+        .get(rng.gen_range(0..base.entities.0.len().max(1)))
+        .filter(|(_, f)| f[..3].iter().all(|v| i32::try_from(*v).is_ok()) && rng.gen_bool(0.5));
+    let start = EntityStart {
+        kind: rng.gen(),
+        owner: rng.gen_bool(0.5).then(|| rng.gen()),
+        born: tick - rng.gen_range(0..50),
+        from: place(rng),
+    };
     EntityEnd {
-        id: rng.gen(),
+        id: held.map_or_else(|| rng.gen(), |(id, _)| *id),
         tick,
-        at: rng.gen(),
+        at: place(rng),
         cause,
-        start: rng.gen_bool(0.5).then(|| EntityStart {
-            kind: rng.gen(),
-            owner: rng.gen_bool(0.5).then(|| rng.gen()),
-            born: tick - rng.gen_range(0..50),
-            from: rng.gen(),
-        }),
+        start: held.is_none().then_some(start),
     }
+    .rounded()
 }
 
 /// Ids whose gaps add up past `u32` are refused, not wrapped.
