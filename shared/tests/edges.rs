@@ -73,9 +73,8 @@ fn gather(game: &mut Game<'_>, reach: f64) -> bool {
         return false;
     };
     let others: Vec<PlayerId> = game.players().filter(|p| *p != 1).collect();
-    let mut taken = 0;
     let mut scratch = TraceScratch::new();
-    for p in others {
+    for (taken, p) in (0u32..).zip(others) {
         let placed = (0..16).any(|k| {
             let a = f64::from(k + taken * 5) * std::f64::consts::PI / 8.0;
             let to = one + DVec3::new(a.cos(), a.sin(), 0.0) * reach;
@@ -92,7 +91,6 @@ fn gather(game: &mut Game<'_>, reach: f64) -> bool {
         if !placed {
             return false;
         }
-        taken += 1;
     }
     true
 }
@@ -154,26 +152,21 @@ fn rockets_fired_point_blank_reach_the_shooter_and_a_bystander_start_and_end() {
             let mut net = two(rtt, 11 + n as u64, rules);
             let mut seen: Vec<(BTreeSet<EntityId>, BTreeSet<EntityId>)> =
                 vec![Default::default(); 2];
-            let mut shown = vec![BTreeSet::new(); 2];
             let mut still = |_: usize, _: &Client| MoveCommand::default();
             for _ in 0..150 {
                 net.run(Duration::from_millis(100), &mut still);
-                for i in 0..2 {
+                for (i, (starts, ends)) in seen.iter_mut().enumerate() {
                     while let Some(e) = net.client_mut(i).poll_event() {
                         match e {
                             ClientEvent::EntitySpawned { id, .. } => {
-                                seen[i].0.insert(id);
+                                starts.insert(id);
                             }
                             ClientEvent::EntityEnded { end } => {
-                                seen[i].1.insert(end.id);
+                                ends.insert(end.id);
                             }
                             _ => {}
                         }
                     }
-                }
-                for (i, s) in shown.iter_mut().enumerate() {
-                    let c = net.client(i);
-                    s.extend(c.entities().keys().copied());
                 }
             }
             let fired = fired.lock().unwrap().clone();
@@ -182,8 +175,7 @@ fn rockets_fired_point_blank_reach_the_shooter_and_a_bystander_start_and_end() {
                 "{rtt} ms, {speed}/s: {} fired",
                 fired.len()
             );
-            for i in 0..2 {
-                let (starts, ends) = &seen[i];
+            for (i, (starts, ends)) in seen.iter().enumerate() {
                 let missed: Vec<_> = (fired.iter())
                     .filter(|id| !starts.contains(id) || !ends.contains(id))
                     .collect();
@@ -378,7 +370,11 @@ fn the_shooters_own_rockets_are_never_drawn_stepping_back() {
                     cmd.actions = u16::from(settled.get(&i).is_some_and(|s| t > s + 60));
                     cmd
                 } else {
-                    let side = if (t / 40) % 2 == 0 { 1.0 } else { -1.0 };
+                    let side = if (t / 40).is_multiple_of(2) {
+                        1.0
+                    } else {
+                        -1.0
+                    };
                     MoveCommand::new(0.0, side, 0.0, 0.0, 0.0)
                 }
             };

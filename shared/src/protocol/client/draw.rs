@@ -68,8 +68,9 @@ impl Client {
 
     /// The server tick to draw others at, `now`: about the newest snapshot's tick
     /// advanced by the time since it came, less the interpolation delay, on a clock that
-    /// never runs back (see [`ViewClock`]), and never more than 4 ticks past the newest
-    /// snapshot.
+    /// never runs back (it runs with time, a tenth faster or slower while it closes on
+    /// where it should be, so a late snapshot never steps the view back), and never more
+    /// than 4 ticks past the newest snapshot.
     pub fn render_tick(&self, now: Instant) -> f64 {
         let Some(p) = self.play.as_ref() else {
             return 0.0;

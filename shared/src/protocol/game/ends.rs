@@ -6,8 +6,8 @@
 //! snapshot carries every end since the baseline it was written against, so an end is
 //! sent again until a snapshot that held it is acknowledged: a lost snapshot loses none.
 //!
-//! The server keeps the ends of the last [`ENDS_KEPT_TICKS`] ticks ([`EndLog`]); a client
-//! takes each end once ([`EndsSeen`]).
+//! The server keeps the ends of the last [`ENDS_KEPT_TICKS`] ticks (at most
+//! [`ENDS_KEPT`]); a client takes each end once, however often it comes.
 
 use crate::sim::{EntityId, PlayerId, Struck};
 use serde::{Deserialize, Serialize};
