@@ -104,27 +104,3 @@ pub enum Release {
     /// run ahead of what is drawn by the interpolation delay, and its messages with them.
     Drawn,
 }
-
-/// How the messages released with the drawn view met it: a message is due when the drawn
-/// tick reaches its own, and a client that polls late hands it over past that.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Releases {
-    /// Messages released with the drawn view.
-    pub released: u64,
-    /// The most ticks the drawn view had passed a message's tick when it was handed over
-    /// (a game that polls once a frame sees up to a frame's worth).
-    pub max_late_ticks: f64,
-    /// Messages whose tick was beyond the newest snapshot's by more than a second when
-    /// they arrived (a server's clock gone wrong): handed over at once, counted.
-    pub future: u64,
-    /// Messages whose tick lay further back than the snapshots a client keeps (a server
-    /// that held them, or one gone wrong): due at once, counted.
-    pub past: u64,
-}
-
-impl Releases {
-    fn record(&mut self, tick: u64, drawn: f64) {
-        self.released += 1;
-        self.max_late_ticks = self.max_late_ticks.max(drawn - tick as f64);
-    }
-}

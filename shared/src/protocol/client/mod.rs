@@ -16,11 +16,11 @@ mod game;
 mod messages;
 mod shots;
 
-pub use messages::{Release, Releases};
+pub use messages::Release;
 
 pub use super::game::launched::{DrawnLaunch, LaunchStats, Launcher, CORRECTION_STEP, MAX_FLIGHTS};
 pub use super::report::client::{
-    ClientEvent, ClientOutput, ClientStats, End, EndCounts, Status, EVENTS_KEPT,
+    ClientEvent, ClientOutput, ClientStats, End, EndCounts, Releases, Status, EVENTS_KEPT,
 };
 pub use super::roster::MAX_ROSTER;
 

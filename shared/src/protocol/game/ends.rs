@@ -6,8 +6,9 @@
 //! snapshot carries every end since the baseline it was written against, so an end is
 //! sent again until a snapshot that held it is acknowledged: a lost snapshot loses none.
 //!
-//! The server keeps the ends of the last [`ENDS_KEPT_TICKS`] ticks (at most
-//! [`ENDS_KEPT`]); a client takes each end once, however often it comes.
+//! A client takes each end once, however often it comes; the server keeps those of the
+//! last few seconds for the snapshots
+//! ([`ENDS_KEPT_TICKS`](crate::protocol::snapshot::ENDS_KEPT_TICKS)).
 
 use crate::sim::{EntityId, PlayerId, Struck};
 use serde::{Deserialize, Serialize};
@@ -41,21 +42,6 @@ pub struct EntityStart {
     /// Where it was spawned, in 1/[`POSITION_SCALE`](crate::movement::POSITION_SCALE)
     /// units.
     pub from: [i32; 3],
-}
-
-impl EntityStart {
-    /// The entity as it started (a projectile, just launched), as a snapshot would have
-    /// shown it.
-    pub fn view(&self) -> crate::protocol::snapshot::EntityView {
-        crate::protocol::snapshot::EntityView {
-            origin: self.from,
-            kind: self.kind,
-            owner: self.owner,
-            at_rest: false,
-            moving: true,
-            born: self.born,
-        }
-    }
 }
 
 /// A game entity's end, as a snapshot tells it.
@@ -113,7 +99,7 @@ fn from_units(u: [i64; 3]) -> Option<[i32; 3]> {
 
 impl EntityEnd {
     /// The end as told: its places to the unit.
-    pub(in crate::protocol) fn rounded(mut self) -> EntityEnd {
+    pub(crate) fn rounded(mut self) -> EntityEnd {
         let round = |p: [i32; 3]| from_units(units(p).map(i64::from)).unwrap_or(p);
         self.at = round(self.at);
         if let Some(s) = self.start.as_mut() {
@@ -173,79 +159,6 @@ impl WireEnd {
     }
 }
 
-/// Ticks an end is kept on the server: a client whose newest acknowledgement is older is
-/// sent its snapshots in full, and any end older than this is no longer told to it
-/// (about four seconds at 60 Hz; a client that far behind has lost more than a rocket).
-pub const ENDS_KEPT_TICKS: u64 = 256;
-/// Most ends kept on the server: a game that ends more in [`ENDS_KEPT_TICKS`] loses the
-/// oldest first (counted).
-pub const ENDS_KEPT: usize = 4096;
-/// Most ends one snapshot carries (the oldest first; the rest ride the next ones).
-pub const ENDS_PER_SNAPSHOT: usize = 24;
-
-/// An end as the server keeps it: who may be told, and where it started.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(in crate::protocol) struct Ended {
-    pub(in crate::protocol) end: EntityEnd,
-    pub(in crate::protocol) scope: crate::protocol::snapshot::Scope,
-    /// Its start, always (a snapshot sends it where the baseline lacks the entity).
-    pub(in crate::protocol) start: EntityStart,
-}
-
-/// The server's ends of the last [`ENDS_KEPT_TICKS`] ticks, oldest first.
-#[derive(Debug, Default)]
-pub(in crate::protocol) struct EndLog {
-    ends: VecDeque<Ended>,
-    /// Ends dropped for [`ENDS_KEPT`] before their time.
-    pub(in crate::protocol) overflowed: u64,
-}
-
-impl EndLog {
-    /// Keeps `ended`; forgets those older than [`ENDS_KEPT_TICKS`] behind it.
-    pub(in crate::protocol) fn push(&mut self, mut ended: Ended) {
-        // Told to the unit: what the server keeps is what its clients decode.
-        ended.end = ended.end.rounded();
-        ended.start = EntityEnd {
-            start: Some(ended.start),
-            ..ended.end
-        }
-        .rounded()
-        .start
-        .unwrap_or(ended.start);
-        let tick = ended.end.tick;
-        while self
-            .ends
-            .front()
-            .is_some_and(|e| e.end.tick + ENDS_KEPT_TICKS < tick)
-        {
-            self.ends.pop_front();
-        }
-        if self.ends.len() >= ENDS_KEPT {
-            self.ends.pop_front();
-            self.overflowed += 1;
-        }
-        self.ends.push_back(ended);
-    }
-
-    /// The ends a client last acknowledging tick `since` (0: nothing, or too old) has not
-    /// been sure to hear of, up to tick `tick`: those that ended after `since`, oldest
-    /// first.
-    pub(in crate::protocol) fn since(&self, since: u64, tick: u64) -> impl Iterator<Item = &Ended> {
-        // An entity that ended at `e` was in the world at `e` and gone at `e + 1`: a
-        // snapshot of `since >= e + 1` told of it.
-        let from = self.ends.partition_point(|e| e.end.tick < since);
-        self.ends
-            .range(from..)
-            .take_while(move |e| e.end.tick < tick)
-    }
-
-    /// How many are kept.
-    #[cfg(test)]
-    pub(in crate::protocol) fn len(&self) -> usize {
-        self.ends.len()
-    }
-}
-
 /// Ends a client keeps to take each once: more than any snapshot repeats.
 const SEEN_KEPT: usize = 512;
 
@@ -276,71 +189,38 @@ impl EndsSeen {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::snapshot::Scope;
 
-    fn ended(id: EntityId, tick: u64) -> Ended {
-        let start = EntityStart {
+    fn end(id: EntityId, tick: u64) -> EntityEnd {
+        EntityEnd {
+            id,
+            tick,
+            at: [256, 0, 0],
+            cause: EndCause::Impact(Struck::World),
+            start: None,
+        }
+    }
+
+    fn start(born: u64) -> EntityStart {
+        EntityStart {
             kind: 1,
             owner: Some(3),
-            born: tick,
+            born,
             from: [0; 3],
-        };
-        Ended {
-            end: EntityEnd {
-                id,
-                tick,
-                at: [256, 0, 0],
-                cause: EndCause::Impact(Struck::World),
-                start: None,
-            },
-            scope: Scope::Near,
-            start,
         }
-    }
-
-    #[test]
-    fn a_client_is_told_what_ended_since_its_acknowledgement() {
-        let mut log = EndLog::default();
-        for (id, t) in [(1, 10), (2, 11), (3, 13)] {
-            log.push(ended(id, t));
-        }
-        let ids = |since, tick| log.since(since, tick).map(|e| e.end.id).collect::<Vec<_>>();
-        // A snapshot of 12 shows 2 gone (it stood at 11): told to one acknowledging 11.
-        assert_eq!(ids(11, 12), vec![2]);
-        assert_eq!(ids(0, 14), vec![1, 2, 3]);
-        // Acknowledging 12 means the snapshot of 12 came, which told of 1 and 2.
-        assert_eq!(ids(12, 14), vec![3]);
-        assert_eq!(ids(14, 20), Vec::<u32>::new());
-    }
-
-    #[test]
-    fn the_log_forgets_by_age_and_by_count() {
-        let mut log = EndLog::default();
-        log.push(ended(1, 1));
-        log.push(ended(2, 2 + ENDS_KEPT_TICKS));
-        assert_eq!(log.len(), 1, "an end older than the window is forgotten");
-        for i in 0..ENDS_KEPT as u32 + 10 {
-            log.push(ended(10 + i, 300));
-        }
-        assert_eq!(log.len(), ENDS_KEPT);
-        assert_eq!(log.overflowed, 11);
     }
 
     #[test]
     fn a_wire_end_reads_back_to_the_unit_and_refuses_what_it_cannot_place() {
-        let mut e = ended(5, 100).end;
+        let mut e = end(5, 100);
         e.at = [256 * 700 + 100, -256 * 3 - 200, 5];
-        e.start = Some(ended(5, 99).start);
+        e.start = Some(start(99));
         let told = e.rounded();
         assert_eq!(told.at, [256 * 700, -256 * 4, 0]);
         let w = WireEnd::of(&told, 104, None);
         assert_eq!(w.end(104, None), Some(told));
         assert_eq!(w.end(3, None), None, "before tick 1");
         let mut far = w;
-        far.start = Some(EntityStart {
-            born: 1000,
-            ..ended(5, 99).start
-        });
+        far.start = Some(start(1000));
         assert_eq!(far.end(104, None), None, "born before tick 1");
         // Without its start, it is placed from where the baseline has it.
         let bare = EntityEnd {
@@ -364,11 +244,11 @@ mod tests {
     #[test]
     fn each_end_is_taken_once_in_bounded_memory() {
         let mut seen = EndsSeen::default();
-        let e = ended(1, 10).end;
+        let e = end(1, 10);
         assert!(seen.first(&e));
         assert!(!seen.first(&e));
         for i in 0..10_000 {
-            seen.first(&ended(100 + i, 10).end);
+            seen.first(&end(100 + i, 10));
         }
         assert!(seen.seen.len() <= SEEN_KEPT && seen.order.len() <= SEEN_KEPT);
     }

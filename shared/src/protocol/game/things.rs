@@ -47,7 +47,7 @@ impl Things {
                 _ if shown => {}
                 Some(s) => {
                     counts.brief += 1;
-                    let entity = s.view();
+                    let entity = EntityView::from(s);
                     push_event(events, ClientEvent::EntitySpawned { id: end.id, entity });
                 }
                 None => {

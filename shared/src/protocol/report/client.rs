@@ -261,7 +261,7 @@ pub struct ClientStats {
     /// ([`Channel::index`](crate::protocol::messages::Channel::index)).
     pub messages: MessageCounts,
     /// The messages released with the drawn view, and how late.
-    pub releases: crate::protocol::client::Releases,
+    pub releases: Releases,
     /// The game's entities' ends taken, and those refused.
     pub ends: EndCounts,
     /// Teleports taken from the snapshots (our own player's and others').
@@ -292,4 +292,29 @@ pub(in crate::protocol) fn push_event(events: &mut VecDeque<ClientEvent>, e: Cli
         events.pop_front();
     }
     events.push_back(e);
+}
+
+/// How the messages released with the drawn view
+/// ([`Release::Drawn`](crate::protocol::client::Release::Drawn)) met it: a message is due when the drawn
+/// tick reaches its own, and a client that polls late hands it over past that.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Releases {
+    /// Messages released with the drawn view.
+    pub released: u64,
+    /// The most ticks the drawn view had passed a message's tick when it was handed over
+    /// (a game that polls once a frame sees up to a frame's worth).
+    pub max_late_ticks: f64,
+    /// Messages whose tick was beyond the newest snapshot's by more than a second when
+    /// they arrived (a server's clock gone wrong): handed over at once, counted.
+    pub future: u64,
+    /// Messages whose tick lay further back than the snapshots a client keeps (a server
+    /// that held them, or one gone wrong): due at once, counted.
+    pub past: u64,
+}
+
+impl Releases {
+    pub(in crate::protocol) fn record(&mut self, tick: u64, drawn: f64) {
+        self.released += 1;
+        self.max_late_ticks = self.max_late_ticks.max(drawn - tick as f64);
+    }
 }

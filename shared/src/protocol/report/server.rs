@@ -218,8 +218,9 @@ pub struct ServerStats {
     pub players_held: u64,
     /// Snapshots that held far players past their turn to fit their clients' bytes.
     pub snapshots_squeezed: u64,
-    /// Entities' ends left out of a client's snapshot past
-    /// [`ENDS_PER_SNAPSHOT`](crate::protocol::game::ends::ENDS_PER_SNAPSHOT).
+    /// Entities' ends never told: left out of a client's snapshot past
+    /// [`ENDS_PER_SNAPSHOT`](crate::protocol::snapshot::ENDS_PER_SNAPSHOT), or dropped from
+    /// the server's log past [`ENDS_KEPT`](crate::protocol::snapshot::ENDS_KEPT).
     pub entity_ends_cut: u64,
     /// What the input buffers saw, summed over every client that ever joined.
     pub inputs: InputStats,

@@ -6,14 +6,16 @@
 use crate::collision::hull::Hull;
 use crate::collision::{Contents, TraceScratch};
 use crate::movement::{flags, MoveCommand, MoveMode, PlayerState};
-use crate::protocol::game::ends::{EndCause, EndLog, Ended, EntityEnd, EntityStart};
+use crate::protocol::game::ends::{EndCause, EntityEnd, EntityStart};
 use crate::protocol::messages::outbox::Sender;
 use crate::protocol::messages::{decode_message, encode_message, Channel, MessageError};
 use crate::protocol::server::Server;
 use crate::protocol::shots::server::{
     SeenShot, ShotError, AIMED_AT_COS, SHOOTER_REACH, SHOOTER_SLACK,
 };
-use crate::protocol::snapshot::{game_state_fields, Scope, Spawned, StateFields, MAX_STATE_BYTES};
+use crate::protocol::snapshot::{
+    game_state_fields, EndLog, Ended, Scope, Spawned, StateFields, MAX_STATE_BYTES,
+};
 use crate::protocol::Code;
 use crate::protocol::MovementAuthority;
 use crate::sim::Struck;

@@ -324,6 +324,7 @@ impl Server {
         };
         crowd.set_spawned(&self.game.spawned);
         crowd.set_ends(&self.game.ends);
+        self.stats.entity_ends_cut += self.game.ends.take_overflowed();
         crowd.set_leaps(self.players.iter().map(|(id, s)| (*id, s.leaps.count)));
         crowd.set_states(&self.game.player_states, &self.game.entity_states);
         let crowd = &*crowd;

@@ -325,7 +325,7 @@ pub struct Held {
     /// baseline, to fit the client's bytes.
     pub squeezed: u64,
     /// Entities' ends left out of a snapshot past
-    /// [`ENDS_PER_SNAPSHOT`](crate::protocol::game::ends::ENDS_PER_SNAPSHOT) (they are not
+    /// [`ENDS_PER_SNAPSHOT`] (they are not
     /// told again once the client acknowledges it).
     pub ends_cut: u64,
 }

@@ -130,7 +130,8 @@ impl Interpolator {
             if last.is_some_and(|(t, ..)| at < t as f64) {
                 continue;
             }
-            let start = (e.start).map(|s| (s.born.saturating_sub(1), s.view().origin(), s.view()));
+            let start = (e.start).map(|s| (s.born.saturating_sub(1), EntityView::from(s)));
+            let start = start.map(|(t, v)| (t, v.origin(), v));
             let Some((t0, from, view)) = last.or(start) else {
                 continue;
             };

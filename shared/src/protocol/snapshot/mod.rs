@@ -20,7 +20,7 @@ use super::{decode, EntityDelta, ProtocolError, ServerDatagram, MOVER_INTEREST_R
 use crate::geom::Aabb;
 use crate::movement::{MoveMode, PlayerState, POSITION_SCALE};
 use crate::mover::{MoverState, Phase};
-use crate::protocol::game::ends::{EndLog, Ended, EntityEnd, WireEnd, ENDS_PER_SNAPSHOT};
+use crate::protocol::game::ends::{EntityEnd, EntityStart, WireEnd};
 use crate::sim::history::drawn_between;
 use crate::sim::players::{Binned, Grid};
 use crate::sim::{Entity, EntityId, PlayerBox, PlayerId, ShotView, Sim, WorldState};
@@ -31,6 +31,7 @@ use std::collections::{BTreeMap, VecDeque};
 mod crowd;
 mod decoder;
 mod encoder;
+mod ended;
 pub mod interp;
 #[cfg(test)]
 mod tests;
@@ -40,6 +41,8 @@ use crowd::*;
 use decoder::*;
 pub use decoder::{Snapshot, SnapshotDecoder};
 pub use encoder::{Held, SnapshotEncoder, VIEW_DRIFT, VIEW_REFRESH};
+pub(crate) use ended::{EndLog, Ended};
+pub use ended::{ENDS_KEPT, ENDS_KEPT_TICKS, ENDS_PER_SNAPSHOT};
 
 /// Snapshots remembered as baselines; an acknowledgement older than this gets full state.
 pub const HISTORY: usize = 64;
@@ -153,6 +156,21 @@ pub struct EntityView {
     /// what a shooter's client matches its own predicted projectile by (sent to its
     /// owner alone; 0 for others').
     pub born: u64,
+}
+
+impl From<EntityStart> for EntityView {
+    /// The entity as it started (a projectile, just launched), as a snapshot would have
+    /// shown it.
+    fn from(s: EntityStart) -> EntityView {
+        EntityView {
+            origin: s.from,
+            kind: s.kind,
+            owner: s.owner,
+            at_rest: false,
+            moving: true,
+            born: s.born,
+        }
+    }
 }
 
 impl EntityView {
