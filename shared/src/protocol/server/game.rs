@@ -108,8 +108,8 @@ impl Hosted {
             if let Some(s) = self.spawned.remove(id) {
                 // Its last place lay outside the map: told where it started.
                 let start = EntityStart {
-                    kind: 0,
-                    owner: None,
+                    kind: s.kind,
+                    owner: s.owner,
                     born: s.tick,
                     from: s.from,
                 };
@@ -127,9 +127,7 @@ impl Hosted {
         self.lost.extend_from_slice(lost);
         self.impacts = impacts;
     }
-}
 
-impl Hosted {
     /// Keeps the end of entity `id` (spawned as `s`), standing at `at` at `tick`.
     fn ended(
         &mut self,
@@ -425,8 +423,15 @@ impl Game<'_> {
         world.entities.insert(id, entity);
         // The rules run before the tick they are given is stepped: the entity's first.
         let tick = world.tick + 1;
-        let from = entity.origin;
-        hosted.spawned.insert(id, Spawned { scope, tick, from });
+        let (from, kind, owner) = (entity.origin, entity.kind, entity.owner);
+        let spawned = Spawned {
+            scope,
+            tick,
+            from,
+            kind,
+            owner,
+        };
+        hosted.spawned.insert(id, spawned);
         Ok(id)
     }
 

@@ -91,6 +91,10 @@ pub struct Spawned {
     pub tick: u64,
     /// Where it was spawned, in 1/[`POSITION_SCALE`] units.
     pub from: [i32; 3],
+    /// What it was spawned as, and whose (for its end, should it leave the map).
+    pub kind: u16,
+    /// See `kind`.
+    pub owner: Option<PlayerId>,
 }
 
 /// Most bytes of the game's own state of one player or entity (its postcard encoding).

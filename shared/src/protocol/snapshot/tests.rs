@@ -536,6 +536,8 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
         scope,
         tick: 7,
         from: [0; 3],
+        kind: 0,
+        owner: None,
     };
     spawned.insert(11, scope(Scope::Owner));
     crowd.set_spawned(&spawned);
