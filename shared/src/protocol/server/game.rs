@@ -107,19 +107,8 @@ impl Hosted {
         for id in lost {
             if let Some(s) = self.spawned.remove(id) {
                 // Its last place lay outside the map: told where it started.
-                let start = EntityStart {
-                    kind: s.kind,
-                    owner: s.owner,
-                    born: s.tick,
-                    from: s.from,
-                };
-                self.ended(
-                    *id,
-                    &s,
-                    start,
-                    (tick.saturating_sub(1), s.from),
-                    EndCause::Lost,
-                );
+                let at = (tick.saturating_sub(1), s.start.from);
+                self.ended(*id, &s, s.start, at, EndCause::Lost);
             }
             self.entity_states.remove(id);
         }
@@ -423,14 +412,13 @@ impl Game<'_> {
         world.entities.insert(id, entity);
         // The rules run before the tick they are given is stepped: the entity's first.
         let tick = world.tick + 1;
-        let (from, kind, owner) = (entity.origin, entity.kind, entity.owner);
-        let spawned = Spawned {
-            scope,
-            tick,
-            from,
-            kind,
-            owner,
+        let start = EntityStart {
+            kind: entity.kind,
+            owner: entity.owner,
+            born: tick,
+            from: entity.origin,
         };
+        let spawned = Spawned { scope, start };
         hosted.spawned.insert(id, spawned);
         Ok(id)
     }
@@ -491,11 +479,11 @@ impl Game<'_> {
         hosted.entity_states.remove(&id);
         let e = self.server.world.entities.remove(&id)?;
         if let Some(s) = spawned {
+            // As what, and whose, it is now (the rules may have changed it).
             let start = EntityStart {
                 kind: e.kind,
                 owner: e.owner,
-                born: s.tick,
-                from: s.from,
+                ..s.start
             };
             // It stood there after the last tick stepped, and is gone from the next.
             let at = (self.server.world.tick, e.origin);

@@ -383,11 +383,11 @@ impl Crowd {
         let mut named = spawned.iter().peekable();
         for e in &mut self.entities {
             while named.next_if(|(id, _)| **id < e.id).is_some() {}
-            let s = named
+            let (scope, born) = named
                 .next_if(|(id, _)| **id == e.id)
-                .map_or_else(Spawned::default, |(_, s)| *s);
-            e.scope = s.scope;
-            e.fields[6] = i64::try_from(s.tick).unwrap_or(i64::MAX);
+                .map_or((Scope::Near, 0), |(_, s)| (s.scope, s.start.born));
+            e.scope = scope;
+            e.fields[6] = i64::try_from(born).unwrap_or(i64::MAX);
         }
     }
 

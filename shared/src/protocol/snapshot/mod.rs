@@ -81,20 +81,14 @@ pub enum Scope {
     Owner,
 }
 
-/// What the server keeps of an entity beside the world's: who may see it and the tick
-/// it was spawned for.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What the server keeps of an entity beside the world's: who may see it, and how it
+/// started (the tick it was spawned for, where, as what, whose).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Spawned {
     /// Who may see it.
     pub scope: Scope,
-    /// The tick it was spawned for (its first step).
-    pub tick: u64,
-    /// Where it was spawned, in 1/[`POSITION_SCALE`] units.
-    pub from: [i32; 3],
-    /// What it was spawned as, and whose (for its end, should it leave the map).
-    pub kind: u16,
-    /// See `kind`.
-    pub owner: Option<PlayerId>,
+    /// How it started: `start.born` is the tick it was spawned for (its first step).
+    pub start: EntityStart,
 }
 
 /// Most bytes of the game's own state of one player or entity (its postcard encoding).

@@ -534,10 +534,12 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
     let mut spawned = std::collections::BTreeMap::new();
     let scope = |scope| Spawned {
         scope,
-        tick: 7,
-        from: [0; 3],
-        kind: 0,
-        owner: None,
+        start: crate::protocol::game::ends::EntityStart {
+            kind: 0,
+            owner: None,
+            born: 7,
+            from: [0; 3],
+        },
     };
     spawned.insert(11, scope(Scope::Owner));
     crowd.set_spawned(&spawned);
