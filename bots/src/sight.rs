@@ -77,13 +77,14 @@ impl Sight {
             }
         }
         let mut live = BTreeSet::new();
-        for l in c.launched() {
+        let launched = c.launched();
+        let twins: BTreeSet<EntityId> = launched.iter().filter_map(|l| l.twin).collect();
+        for l in launched {
             let way = l.entity.velocity().normalize_or_zero();
             self.see((true, l.local), l.origin, way);
             live.insert((true, l.local));
         }
         let at = c.render_tick(now);
-        let twins: BTreeSet<EntityId> = c.launched().iter().filter_map(|l| l.twin).collect();
         for (id, d) in c.entities_drawn(at) {
             if d.view.moving && !twins.contains(&id) {
                 // Its way: from where it was first drawn to where it is.

@@ -555,7 +555,7 @@ impl Client {
             }
             // Our projectiles meet the others where we draw them.
             let boxes = match view {
-                Some(v) if self.launched.flying() => shots::boxes_drawn(&p.sim, &p.interp, &v),
+                Some(v) if self.launched.predicts() => shots::boxes_drawn(&p.sim, &p.interp, &v),
                 _ => Vec::new(),
             };
             let (launched, events) = (&mut self.launched, &mut self.events);

@@ -338,8 +338,9 @@ impl Launched {
         });
     }
 
-    /// Whether any flight is predicted (the others' boxes are wanted).
-    pub(in crate::protocol) fn flying(&self) -> bool {
+    /// Whether the game gave a launcher: its flights meet the others' boxes, which are
+    /// made only for it.
+    pub(in crate::protocol) fn predicts(&self) -> bool {
         self.launcher.is_some()
     }
 

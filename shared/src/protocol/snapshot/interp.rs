@@ -154,11 +154,6 @@ impl Interpolator {
         }
     }
 
-    /// The end of entity `id`, if one was told lately.
-    pub fn end_of(&self, id: u32) -> Option<&EntityEnd> {
-        self.ends.get(&id)
-    }
-
     /// The game's entities at (fractional) server tick `at`, interpolated between the
     /// snapshots around it like players (a jump past [`SNAP_DISTANCE`] is not swept;
     /// one in only one of the two is drawn from the one it is in, if nearer). One that

@@ -35,6 +35,8 @@ mod ended;
 pub mod interp;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wire_tests;
 
 pub use crowd::Crowd;
 use crowd::*;
