@@ -2,8 +2,8 @@
 
 use crate::lines::{answer_each, vec3};
 use anyhow::Result;
-use expel_shared::collision::rotate::Rotation;
-use expel_shared::{CollisionModel, Contents, Hull, TraceScratch};
+use expel_core::collision::rotate::Rotation;
+use expel_core::{CollisionModel, Contents, Hull, TraceScratch};
 use glam::DVec3;
 use serde::Deserialize;
 use serde_json::json;
@@ -79,7 +79,7 @@ fn answer_rotate(
     let position = vec3(req.position, "position")?;
     let origin = vec3(req.origin, "origin")?;
     let axis = DVec3::from_array(req.axis);
-    if expel_shared::geom::unit_axis(axis).is_none() {
+    if expel_core::geom::unit_axis(axis).is_none() {
         return Err(format!(
             "axis {:?} must be a finite non-zero vector",
             req.axis
@@ -96,7 +96,7 @@ fn answer_rotate(
     let rot = Rotation {
         origin,
         axis,
-        angle: expel_shared::geom::radians(req.angle),
+        angle: expel_core::geom::radians(req.angle),
     };
     let t = model.rotate(&hull, position, &rot, Contents::ALL, scratch);
     Ok(json!({

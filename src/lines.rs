@@ -109,7 +109,7 @@ pub(crate) fn answer_each(
 /// A point from a request's `[x, y, z]`, refused (naming `what`) when it is not finite or
 /// lies outside the supported coordinates.
 pub(crate) fn vec3(v: [f64; 3], what: &str) -> Result<glam::DVec3, String> {
-    use expel_shared::MAX_COORD;
+    use expel_core::MAX_COORD;
     let d = glam::DVec3::from_array(v);
     if !d.is_finite() || d.abs().max_element() > MAX_COORD {
         return Err(format!(

@@ -1,7 +1,7 @@
 //! Loading a map into a collision model, with an on-disk cache of compiled models.
 
 use anyhow::{Context, Result};
-use expel_shared::{CollisionModel, MapData, MoveConfig, Sim};
+use expel_core::{CollisionModel, MapData, MoveConfig, Sim};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::Instant;

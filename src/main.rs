@@ -125,7 +125,7 @@ enum Command {
         tick_rate: u32,
         /// walk, noclip or spectator.
         #[arg(long, default_value = "walk", value_parser = parse_mode)]
-        mode: expel_shared::MoveMode,
+        mode: expel_core::MoveMode,
     },
     /// Projectiles swept by the server's simulation: reads JSON lines {"start","dir",
     /// "speed","mins","maxs","gravity","bounce","ticks"}, writes one line per shot:
@@ -150,11 +150,11 @@ enum Command {
     },
 }
 
-fn parse_mode(s: &str) -> Result<expel_shared::MoveMode, String> {
+fn parse_mode(s: &str) -> Result<expel_core::MoveMode, String> {
     match s {
-        "walk" => Ok(expel_shared::MoveMode::Walk),
-        "noclip" => Ok(expel_shared::MoveMode::Noclip),
-        "spectator" => Ok(expel_shared::MoveMode::Spectator),
+        "walk" => Ok(expel_core::MoveMode::Walk),
+        "noclip" => Ok(expel_core::MoveMode::Noclip),
+        "spectator" => Ok(expel_core::MoveMode::Spectator),
         _ => Err(format!("unknown mode '{s}' (walk, noclip, spectator)")),
     }
 }

@@ -5,10 +5,10 @@ use crate::load::{self, Loaded};
 use anyhow::{bail, Context, Result};
 use expel_bots::RunOptions;
 use expel_client::{ConnectOptions, Impairment, Trust};
+use expel_core::MoveCommand;
+use expel_protocol::token;
+use expel_protocol::MovementAuthority;
 use expel_server::Identity;
-use expel_shared::protocol::token;
-use expel_shared::protocol::MovementAuthority;
-use expel_shared::MoveCommand;
 use rand::{Rng, SeedableRng};
 use serde::Deserialize;
 use serde_json::json;
@@ -117,7 +117,7 @@ pub(crate) enum GameMode {
 
 impl GameMode {
     /// Its rules for the server.
-    pub(crate) fn rules(self) -> Option<Box<dyn expel_shared::protocol::server::GameRules>> {
+    pub(crate) fn rules(self) -> Option<Box<dyn expel_protocol::server::GameRules>> {
         match self {
             GameMode::None => None,
             GameMode::Tag => Some(Box::new(expel_modes::tag::Tag::new())),
@@ -552,7 +552,7 @@ pub(crate) fn connect(args: ConnectArgs) -> Result<()> {
         let mut next = 0usize;
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(u64::from(joined.welcome.player_id));
         let mut wander = MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0);
-        let driver = move |_tick: u64, _state: Option<&expel_shared::PlayerState>| match &inputs {
+        let driver = move |_tick: u64, _state: Option<&expel_core::PlayerState>| match &inputs {
             Some(list) => {
                 let c = list.get(next).copied();
                 next += 1;

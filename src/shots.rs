@@ -4,8 +4,8 @@
 use crate::lines::{answer_each, vec3};
 use crate::load::Loaded;
 use anyhow::Result;
-use expel_shared::sim::entity::{Entity, Motion, Struck};
-use expel_shared::{MoveConfig, Sim, SimScratch};
+use expel_core::sim::entity::{EntityState, Motion, Struck};
+use expel_core::{MoveConfig, Sim, SimScratch};
 use glam::DVec3;
 use serde::Deserialize;
 use serde_json::json;
@@ -38,7 +38,7 @@ struct ShotLine {
 }
 
 /// The entity a line launches, and how many ticks it runs.
-fn parse(line: &str, tick_rate: u32) -> Result<(Entity, u64), String> {
+fn parse(line: &str, tick_rate: u32) -> Result<(EntityState, u64), String> {
     let req: ShotLine = serde_json::from_str(line).map_err(|e| format!("bad shot: {e}"))?;
     let start = vec3(req.start, "start")?;
     let dir = vec3(req.dir, "dir")?;
@@ -55,7 +55,8 @@ fn parse(line: &str, tick_rate: u32) -> Result<(Entity, u64), String> {
     if ticks > MAX_TICKS {
         return Err(format!("ticks {ticks} is over the limit of {MAX_TICKS}"));
     }
-    let e = Entity::launched(start, dir, req.speed, motion, None).map_err(|e| e.to_string())?;
+    let e =
+        EntityState::launched(start, dir, req.speed, motion, None).map_err(|e| e.to_string())?;
     Ok((e, ticks))
 }
 
@@ -68,7 +69,7 @@ fn hit_json(s: Struck) -> serde_json::Value {
 }
 
 /// Runs one shot from a fresh world (movers at rest at tick 0, as `expel sim` starts).
-fn fly(sim: &Sim, e: Entity, ticks: u64, s: &mut SimScratch) -> serde_json::Value {
+fn fly(sim: &Sim, e: EntityState, ticks: u64, s: &mut SimScratch) -> serde_json::Value {
     let mut world = sim.new_state();
     world.entities.insert(0, e);
     let none = BTreeMap::new();

@@ -3,8 +3,8 @@
 use crate::lines::{Line, Lines};
 use crate::load::Loaded;
 use anyhow::{bail, Context, Result};
-use expel_shared::movement::buttons;
-use expel_shared::{MoveCommand, MoveConfig, MoveMode, PlayerState, Sim, SimScratch};
+use expel_core::movement::buttons;
+use expel_core::{MoveCommand, MoveConfig, MoveMode, PlayerState, Sim, SimScratch};
 use glam::DVec3;
 use serde::Deserialize;
 use serde_json::json;

@@ -5,8 +5,8 @@
 use crate::lines::{Line, Lines};
 use crate::load::Loaded;
 use anyhow::{bail, Result};
-use expel_shared::validate::{claim_from_values, ClaimValidator, ViolationKind};
-use expel_shared::PlayerState;
+use expel_core::validate::{claim_from_values, ClaimValidator, ViolationKind};
+use expel_core::PlayerState;
 use glam::DVec3;
 use serde::Deserialize;
 use serde_json::json;

@@ -3,8 +3,8 @@
 
 use crate::load::Loaded;
 use anyhow::{ensure, Result};
-use expel_shared::movement::buttons;
-use expel_shared::{Contents, MoveCommand, MoveConfig, PlayerState, SimScratch, TraceScratch};
+use expel_core::movement::buttons;
+use expel_core::{Contents, MoveCommand, MoveConfig, PlayerState, SimScratch, TraceScratch};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

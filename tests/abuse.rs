@@ -147,8 +147,8 @@ type Raw = (
 /// A raw QUIC connection that says hello with `token`; returns it once the server has
 /// answered (or closed it).
 async fn hello_with(addr: std::net::SocketAddr, fingerprint: String, token: String) -> Option<Raw> {
-    use expel_shared::protocol::frame::encode_frame;
-    use expel_shared::protocol::{ClientControl, ALPN, VERSION};
+    use expel_protocol::frame::encode_frame;
+    use expel_protocol::{ClientControl, ALPN, VERSION};
     let mut ep = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).ok()?;
     let cfg = expel_client::client_config(&Trust::Fingerprint(fingerprint), ALPN).ok()?;
     ep.set_default_client_config(cfg);

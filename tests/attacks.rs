@@ -10,14 +10,14 @@ mod common;
 use common::*;
 use expel_bots::RunOptions;
 use expel_client::Trust;
-use expel_server::Limits;
-use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
-use expel_shared::protocol::{
+use expel_core::validate::ViolationKind;
+use expel_core::{MoveCommand, PlayerState};
+use expel_protocol::frame::{encode_frame, FrameDecoder};
+use expel_protocol::{
     encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl, ALPN,
     VERSION,
 };
-use expel_shared::validate::ViolationKind;
-use expel_shared::{MoveCommand, PlayerState};
+use expel_server::Limits;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;

@@ -73,7 +73,7 @@ fn map_info_prints_one_json_object_and_caches_the_model() {
         (Some(4), Some(2))
     );
     assert!(c["patch_polygons"].as_u64().unwrap() > 100);
-    let tolerance = expel_shared::collision::patch::PATCH_TOLERANCE;
+    let tolerance = expel_core::collision::patch::PATCH_TOLERANCE;
     assert!(c["patch_deviation"].as_f64().unwrap() <= tolerance);
     assert!(v["bounds"]["mins"].is_array() && v["bounds"]["maxs"].is_array());
     assert_eq!(v["cached"], false);

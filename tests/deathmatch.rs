@@ -7,17 +7,15 @@ mod common;
 
 use common::{http_get, network, Served};
 use expel_bots::Gunner;
+use expel_core::validate::ViolationKind;
+use expel_core::MoveCommand;
 use expel_modes::deathmatch::{
     actions, Deathmatch, DeathmatchNews, DeathmatchScore, FighterState, RocketLauncher,
     ROCKET_KIND, ROCKET_SPEED,
 };
-use expel_shared::protocol::client::{
-    Client, ClientEvent, End, LaunchStats, Status, CORRECTION_STEP,
-};
-use expel_shared::protocol::conditioner::Impairment;
-use expel_shared::protocol::{Code, MovementAuthority};
-use expel_shared::validate::ViolationKind;
-use expel_shared::MoveCommand;
+use expel_protocol::client::{Client, ClientEvent, End, LaunchStats, Status, CORRECTION_STEP};
+use expel_protocol::conditioner::Impairment;
+use expel_protocol::{Code, MovementAuthority};
 use std::collections::BTreeMap;
 use std::time::Duration;
 

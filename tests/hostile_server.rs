@@ -6,10 +6,10 @@
 mod common;
 
 use expel_client::{ClientError, ConnectOptions, Trust};
+use expel_core::MoveConfig;
+use expel_protocol::frame::{encode_frame, FrameDecoder};
+use expel_protocol::{decode, ClientControl, ServerControl, Welcome};
 use expel_server::Identity;
-use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
-use expel_shared::protocol::{decode, ClientControl, ServerControl, Welcome};
-use expel_shared::MoveConfig;
 use std::time::{Duration, Instant};
 
 /// A server endpoint on loopback that runs `script` on the first connection's control

@@ -8,8 +8,8 @@ use common::{options, server};
 
 use common::Code;
 use expel_client::{connect, connect_blocking, reconnect, ClientError, Joining, Status};
-use expel_shared::protocol::frame::encode_frame;
-use expel_shared::protocol::ServerControl;
+use expel_protocol::frame::encode_frame;
+use expel_protocol::ServerControl;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -222,12 +222,12 @@ struct RemoveAfterASecond {
     joined: std::collections::BTreeMap<u32, u64>,
 }
 
-impl expel_shared::protocol::server::GameRules for RemoveAfterASecond {
-    fn joined(&mut self, game: &mut expel_shared::protocol::server::Game<'_>, player: u32) {
+impl expel_protocol::server::GameRules for RemoveAfterASecond {
+    fn joined(&mut self, game: &mut expel_protocol::server::Game<'_>, player: u32) {
         self.joined.insert(player, game.tick());
     }
 
-    fn tick(&mut self, game: &mut expel_shared::protocol::server::Game<'_>) {
+    fn tick(&mut self, game: &mut expel_protocol::server::Game<'_>) {
         let due: Vec<u32> = (self.joined.iter())
             .filter(|(_, t)| game.tick() >= **t + 60)
             .map(|(p, _)| *p)
@@ -252,7 +252,7 @@ async fn a_player_the_rules_remove_ends_with_the_removed_code() {
     let mut s = connect(r.addr, &options(&r, 1)).await.unwrap();
     let end = Instant::now() + Duration::from_secs(5);
     while Instant::now() < end && !matches!(s.status(), Status::Ended(_)) {
-        s.input(expel_shared::MoveCommand::new(0.0, 0.0, 0.0, 0.0, 0.0));
+        s.input(expel_core::MoveCommand::new(0.0, 0.0, 0.0, 0.0, 0.0));
         s.update(Instant::now());
         tokio::time::sleep(Duration::from_millis(10)).await;
     }

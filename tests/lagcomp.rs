@@ -9,16 +9,16 @@ mod common;
 
 use common::network_with;
 use expel_bots::ShotRecord;
+use expel_core::sim::Struck;
+use expel_core::validate::ViolationKind;
+use expel_core::{Contents, Hull, MoveCommand, Sim, TraceScratch};
 use expel_modes::deathmatch::{actions, eye, Deathmatch, GUN_RANGE};
-use expel_shared::protocol::client::{Client, End, Status, Tamper};
-use expel_shared::protocol::conditioner::Impairment;
-use expel_shared::protocol::predict::Predictor;
-use expel_shared::protocol::server::{Game, GameRules, MAX_SHOTS_PER_TICK};
-use expel_shared::protocol::simnet::SimNet;
-use expel_shared::protocol::{Code, InputMsg, ViewClaim};
-use expel_shared::sim::Struck;
-use expel_shared::validate::ViolationKind;
-use expel_shared::{Contents, Hull, MoveCommand, Sim, TraceScratch};
+use expel_protocol::client::{Client, End, Status, Tamper};
+use expel_protocol::conditioner::Impairment;
+use expel_protocol::predict::Predictor;
+use expel_protocol::server::{Game, GameRules, MAX_SHOTS_PER_TICK};
+use expel_protocol::simnet::SimNet;
+use expel_protocol::{Code, InputMsg, ViewClaim};
 use glam::DVec3;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -538,7 +538,7 @@ struct Misplaced;
 impl Tamper for Misplaced {
     fn input(&mut self, _: &Sim, _: &Predictor, _: u64, msg: &mut InputMsg) {
         if let Some(p) = msg.predicted.as_mut() {
-            p.origin[0] += (48.0 * expel_shared::movement::POSITION_SCALE) as i32;
+            p.origin[0] += (48.0 * expel_core::movement::POSITION_SCALE) as i32;
         }
     }
 }

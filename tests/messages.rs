@@ -9,11 +9,11 @@ mod common;
 use common::{network, network_with, server_with};
 
 use expel_client::{Channel, MessageError};
-use expel_shared::protocol::conditioner::Impairment;
-use expel_shared::protocol::server::{Game, GameRules};
-use expel_shared::protocol::simnet::SimNet;
-use expel_shared::protocol::{encode, ClientControl, ClientDatagram, MovementAuthority};
-use expel_shared::MoveCommand;
+use expel_core::MoveCommand;
+use expel_protocol::conditioner::Impairment;
+use expel_protocol::server::{Game, GameRules};
+use expel_protocol::simnet::SimNet;
+use expel_protocol::{encode, ClientControl, ClientDatagram, MovementAuthority};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -91,7 +91,7 @@ fn counting(n: u32, secs: u64, seed: u64) -> (Log, Log, SimNet) {
             let Some(me) = c.welcome().map(|w| w.player_id) else {
                 continue;
             };
-            while let Some(expel_shared::protocol::messages::Letter {
+            while let Some(expel_protocol::messages::Letter {
                 channel: ch, bytes, ..
             }) = c.poll_message()
             {
@@ -100,7 +100,7 @@ fn counting(n: u32, secs: u64, seed: u64) -> (Log, Log, SimNet) {
                 };
                 clients.got.entry((me, ch)).or_default().push(t);
             }
-            if *c.status() != expel_shared::protocol::client::Status::Playing {
+            if *c.status() != expel_protocol::client::Status::Playing {
                 continue;
             }
             let mut channels = vec![Channel::Unreliable];
@@ -120,7 +120,7 @@ fn counting(n: u32, secs: u64, seed: u64) -> (Log, Log, SimNet) {
     for i in 0..net.len() {
         let c = net.client_mut(i);
         let me = c.welcome().map(|w| w.player_id).unwrap_or(0);
-        while let Some(expel_shared::protocol::messages::Letter {
+        while let Some(expel_protocol::messages::Letter {
             channel: ch, bytes, ..
         }) = c.poll_message()
         {
@@ -225,7 +225,7 @@ async fn abusive_messages_are_refused_counted_and_kicked_while_honest_ones_echo(
     // The abuser: a raw QUIC connection that joins and then speaks for itself.
     let (_ep, c, mut s) = common::joined_raw(&r, 2, 1).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let frame = |m: &ClientControl| expel_shared::protocol::frame::encode_frame(m);
+    let frame = |m: &ClientControl| expel_protocol::frame::encode_frame(m);
     // Too large (reliable), then not the game's type: refused, not fatal at once.
     let big = ClientControl::Message {
         bytes: vec![1; 2000],
@@ -305,9 +305,9 @@ async fn abusive_messages_are_refused_counted_and_kicked_while_honest_ones_echo(
 /// it go, and it never comes back).
 #[test]
 fn clients_are_told_of_players_entering_and_leaving_their_view() {
-    use expel_shared::protocol::client::ClientEvent;
+    use expel_protocol::client::ClientEvent;
     let mut net = network(3, MovementAuthority::Server, Impairment::default(), 5);
-    let idle = &mut |_: usize, _: &expel_shared::protocol::client::Client| MoveCommand::default();
+    let idle = &mut |_: usize, _: &expel_protocol::client::Client| MoveCommand::default();
     net.run(Duration::from_secs(3), idle);
     let ids: Vec<u32> = (0..3)
         .map(|i| net.client(i).welcome().unwrap().player_id)
@@ -361,7 +361,7 @@ fn clients_are_told_of_players_entering_and_leaving_their_view() {
 /// and when one leaves, the others each hear exactly that it left.
 #[test]
 fn clients_hear_of_joins_and_leaves_beyond_their_view() {
-    use expel_shared::protocol::client::{Client, ClientEvent};
+    use expel_protocol::client::{Client, ClientEvent};
     let mut net = network_with(4, Impairment::default(), 8, |s| s.interest = 1);
     let idle = &mut |_: usize, _: &Client| MoveCommand::default();
     net.run(Duration::from_secs(3), idle);
@@ -372,7 +372,7 @@ fn clients_hear_of_joins_and_leaves_beyond_their_view() {
     let size = net.client(0).map().map(|m| m.len() as u64).unwrap();
     assert_eq!(net.client(0).map_progress(), Some((size, size)));
     assert_eq!(net.client(1).map_progress(), None);
-    let drain = |net: &mut expel_shared::protocol::simnet::SimNet, i: usize| {
+    let drain = |net: &mut expel_protocol::simnet::SimNet, i: usize| {
         std::iter::from_fn(|| net.client_mut(i).poll_event()).collect::<Vec<_>>()
     };
     for i in 0..4 {
@@ -422,10 +422,10 @@ fn clients_hear_of_joins_and_leaves_beyond_their_view() {
 /// pitch, through the snapshots' deltas and the interpolation) and one crouches.
 #[test]
 fn others_are_drawn_facing_their_way_and_crouching() {
-    use expel_shared::movement::buttons;
+    use expel_core::movement::buttons;
     let mut net = network(3, MovementAuthority::Server, Impairment::default(), 9);
     let yaw = |i: usize| 45.0 + 100.0 * i as f64;
-    let face = &mut |i: usize, _: &expel_shared::protocol::client::Client| {
+    let face = &mut |i: usize, _: &expel_protocol::client::Client| {
         let c = MoveCommand::new(0.0, 0.0, 0.0, yaw(i), -20.0);
         if i == 2 {
             c.with_buttons(buttons::CROUCH)

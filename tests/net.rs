@@ -6,11 +6,11 @@ use common::*;
 use expel_bots::{run_cheating, Cheats};
 use expel_bots::{RunOptions, RunReport};
 use expel_client::{ClientError, Impairment, Trust};
+use expel_core::validate::ViolationKind;
+use expel_core::{MoveCommand, PlayerState};
+use expel_protocol::frame::encode_frame;
+use expel_protocol::{ClientControl, ServerControl, ALPN};
 use expel_server::{Identity, Server};
-use expel_shared::protocol::frame::encode_frame;
-use expel_shared::protocol::{ClientControl, ServerControl, ALPN};
-use expel_shared::validate::ViolationKind;
-use expel_shared::{MoveCommand, PlayerState};
 use std::time::Duration;
 
 /// One networked test at a time: they measure timing-sensitive behaviour (commands
@@ -31,10 +31,10 @@ fn replay() -> Vec<MoveCommand> {
             let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
             let mut b = 0;
             if v["jump"].as_bool() == Some(true) {
-                b |= expel_shared::movement::buttons::JUMP;
+                b |= expel_core::movement::buttons::JUMP;
             }
             if v["crouch"].as_bool() == Some(true) {
-                b |= expel_shared::movement::buttons::CROUCH;
+                b |= expel_core::movement::buttons::CROUCH;
             }
             MoveCommand::new(f("forward"), f("side"), f("up"), f("yaw"), f("pitch")).with_buttons(b)
         })
@@ -356,7 +356,7 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
     let mut bad = MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0);
     bad.pitch = 30_000; // 165°: beyond straight down
     for k in 0..5u64 {
-        let msg = expel_shared::protocol::ClientDatagram::Input(expel_shared::protocol::InputMsg {
+        let msg = expel_protocol::ClientDatagram::Input(expel_protocol::InputMsg {
             ack: 0,
             first_tick: 1_000 + k,
             commands: vec![bad],
@@ -365,7 +365,7 @@ async fn bad_clients_are_refused_and_counted_while_others_keep_their_snapshots()
             views: Vec::new(),
         });
         // After the third the server has closed the connection.
-        let _ = c5.send_datagram(expel_shared::protocol::encode(&msg).into());
+        let _ = c5.send_datagram(expel_protocol::encode(&msg).into());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let why = close_reason(&c5, 5).await;
@@ -572,8 +572,8 @@ fn violations(r: &Server) -> Vec<(&'static str, u64)> {
 }
 
 /// The terrain map's simulation and bytes: four spawn points far apart, no movers.
-fn terrain() -> (std::sync::Arc<expel_shared::Sim>, std::sync::Arc<Vec<u8>>) {
-    use expel_shared::{CollisionModel, MapData, MoveConfig, Sim};
+fn terrain() -> (std::sync::Arc<expel_core::Sim>, std::sync::Arc<Vec<u8>>) {
+    use expel_core::{CollisionModel, MapData, MoveConfig, Sim};
     let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/maps/terrain.map")).unwrap();
     let map = MapData::parse_any(&bytes).unwrap();
     let movement = MoveConfig::default().validate().unwrap();
@@ -677,12 +677,12 @@ async fn a_client_that_moves_address_keeps_its_connection_over_four_io_threads()
     .await;
     let (ep, c) = raw(&r, ALPN).await.unwrap();
     let (mut send, mut recv) = c.open_bi().await.unwrap();
-    let hello = expel_shared::protocol::ClientControl::Hello {
-        version: expel_shared::protocol::VERSION,
+    let hello = expel_protocol::ClientControl::Hello {
+        version: expel_protocol::VERSION,
         token: token_with(SECRET, 7, now() + 60, 1),
         have_map: None,
     };
-    send.write_all(&expel_shared::protocol::frame::encode_frame(&hello))
+    send.write_all(&expel_protocol::frame::encode_frame(&hello))
         .await
         .unwrap();
     // The welcome and the map arrive on the stream; the test reads it as it comes.

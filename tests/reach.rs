@@ -164,7 +164,7 @@ fn a_public_endpoint_without_a_token_is_refused_at_start_and_the_default_is_loop
 }
 
 fn bound_token(id: u32, server: Option<&str>, expires: u64, n: u8) -> String {
-    use expel_shared::protocol::token::{mint, Grant, ServerId};
+    use expel_protocol::token::{mint, Grant, ServerId};
     mint(
         common::SECRET,
         &Grant {
@@ -179,7 +179,7 @@ fn bound_token(id: u32, server: Option<&str>, expires: u64, n: u8) -> String {
 /// Two servers of one fleet (one secret): a token minted for one joins it, and only it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_joins_only_the_server_it_was_minted_for() {
-    use expel_shared::protocol::token::ServerId;
+    use expel_protocol::token::ServerId;
     let named = |id: &'static str| {
         move |c: &mut expel_server::ServerConfig| {
             c.settings.server_id = Some(ServerId::new(id).unwrap());

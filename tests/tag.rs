@@ -7,11 +7,11 @@ mod common;
 use common::{http_get, network, Served};
 
 use expel_client::{Channel, ConnectOptions, Trust};
+use expel_core::{MoveCommand, MoveMode, PlayerState};
 use expel_modes::tag::{Say, Tag, TagNews, TagScore};
-use expel_shared::protocol::client::{Client, ClientEvent};
-use expel_shared::protocol::conditioner::Impairment;
-use expel_shared::protocol::MovementAuthority;
-use expel_shared::{MoveCommand, MoveMode, PlayerState};
+use expel_protocol::client::{Client, ClientEvent};
+use expel_protocol::conditioner::Impairment;
+use expel_protocol::MovementAuthority;
 use glam::DVec3;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! and, when present, ../shared/maps/oa_q3dm6ish.bsp.
 
 use anyhow::{Context, Result};
-use expel_shared::{MapData, MoveConfig, MoveMode, Sim, WorldState};
+use expel_core::{MapData, MoveConfig, MoveMode, Sim, WorldState};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ pub(crate) fn arena_crowd(players: u32) -> Result<(Sim, WorldState)> {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../maps/arena.map");
     let map = MapData::parse_map(&std::fs::read_to_string(path).context(path)?)?;
     let movement = MoveConfig::default().validate()?;
-    let model = Arc::new(expel_shared::CollisionModel::build(&map));
+    let model = Arc::new(expel_core::CollisionModel::build(&map));
     let (sim, _) = Sim::from_map(model, &map, movement);
     let mut world = sim.new_state();
     for id in 0..players {

@@ -19,8 +19,8 @@
 mod oracle;
 
 use anyhow::Result;
-use expel_shared::collision::rotate::Rotation;
-use expel_shared::{CollisionModel, Contents, Hull, MapData, TraceScratch};
+use expel_core::collision::rotate::Rotation;
+use expel_core::{CollisionModel, Contents, Hull, MapData, TraceScratch};
 use glam::DVec3;
 use oracle::{overlap_interval, separation, OBrush, OHull};
 use parry3d::math::{Pose, Vector};
@@ -420,7 +420,7 @@ fn player_moves(sc: &Scene, hull: &Hull, oh: &OHull, kind: usize, n: usize) -> V
         let (start, d) = match kind {
             0 | 1 => {
                 let start =
-                    down.end - DVec3::Z * (expel_shared::EXPEL - rng.gen_range(0.0005..0.004));
+                    down.end - DVec3::Z * (expel_core::EXPEL - rng.gen_range(0.0005..0.004));
                 let drop = if kind == 1 {
                     rng.gen_range(0.0..18.0)
                 } else {
@@ -456,7 +456,7 @@ fn early_stop(sc: &Scene, oh: &OHull, m: &Move, end: DVec3) -> bool {
         return false;
     }
     sc.brushes.iter().all(|(b, _, _)| {
-        let keep = separation(oh, end, b).min(expel_shared::EXPEL) - 1e-4;
+        let keep = separation(oh, end, b).min(expel_core::EXPEL) - 1e-4;
         overlap_interval(oh, end, m.end - end, b, -keep).is_none()
     })
 }

@@ -6,7 +6,7 @@
 //! `cargo run --release -p expel-bench --bin patch-bench [MAP...]`
 
 use anyhow::{Context, Result};
-use expel_shared::{CollisionModel, MapData};
+use expel_core::{CollisionModel, MapData};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::fmt::Write;

@@ -7,8 +7,8 @@
 mod bench_maps;
 
 use anyhow::Result;
-use expel_shared::movement::buttons;
-use expel_shared::{
+use expel_core::movement::buttons;
+use expel_core::{
     CollisionModel, Contents, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch,
     TraceScratch,
 };
@@ -60,7 +60,7 @@ fn main() -> Result<()> {
                 let me = hull.bounds().offset(at).expand(1.0);
                 if boxes
                     .iter()
-                    .any(|b: &expel_shared::geom::Aabb| b.overlaps(&me))
+                    .any(|b: &expel_core::geom::Aabb| b.overlaps(&me))
                 {
                     continue;
                 }

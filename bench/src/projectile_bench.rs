@@ -10,8 +10,8 @@
 mod bench_maps;
 
 use anyhow::Result;
-use expel_shared::sim::entity::{Entity, Motion};
-use expel_shared::{
+use expel_core::sim::entity::{EntityState, Motion};
+use expel_core::{
     CollisionModel, Contents, Hull, MapData, Movement, PlayerBox, Sim, SimScratch, TraceScratch,
 };
 use glam::DVec3;
@@ -84,7 +84,7 @@ fn boxes(launches: &[Launch], rng: &mut ChaCha8Rng) -> Vec<PlayerBox> {
             );
             PlayerBox {
                 id,
-                bounds: expel_shared::Aabb {
+                bounds: expel_core::Aabb {
                     min: c + DVec3::new(-16.0, -16.0, -24.0),
                     max: c + DVec3::new(16.0, 16.0, 32.0),
                 },
@@ -121,8 +121,8 @@ fn main() -> Result<()> {
             } else {
                 Vec::new()
             };
-            let launch = |l: &Launch| Entity::launched(l.0, l.1, l.2, l.3, None).unwrap();
-            let mut es: Vec<Entity> = starts.iter().map(launch).collect();
+            let launch = |l: &Launch| EntityState::launched(l.0, l.1, l.2, l.3, None).unwrap();
+            let mut es: Vec<EntityState> = starts.iter().map(launch).collect();
             let mut s = SimScratch::new();
             let (mut ticks, mut impacts) = (0u64, 0u64);
             let t0 = Instant::now();

@@ -10,8 +10,8 @@
 mod bench_maps;
 
 use anyhow::{Context, Result};
-use expel_shared::sim::{History, ShotView};
-use expel_shared::{Hull, MoveCommand, PlayerBox, SimScratch};
+use expel_core::sim::{History, ShotView};
+use expel_core::{Hull, MoveCommand, PlayerBox, SimScratch};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -118,7 +118,7 @@ fn main() -> Result<()> {
     println!(
         "history: {} bytes for {players} players ({} bytes a player-tick, {:.0} bytes a player)",
         history.bytes(),
-        expel_shared::sim::history::HISTORY_BYTES_PER_PLAYER_TICK,
+        expel_core::sim::history::HISTORY_BYTES_PER_PLAYER_TICK,
         history.bytes() as f64 / f64::from(players)
     );
     Ok(())

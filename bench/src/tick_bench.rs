@@ -13,9 +13,9 @@
 mod bench_maps;
 
 use anyhow::Result;
-use expel_shared::movement::buttons;
-use expel_shared::protocol::snapshot::{Crowd, Feedback, SnapshotEncoder};
-use expel_shared::{MoveCommand, MoveMode, SimScratch};
+use expel_core::movement::buttons;
+use expel_core::{MoveCommand, MoveMode, SimScratch};
+use expel_protocol::snapshot::{Crowd, Feedback, SnapshotEncoder};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};

@@ -8,9 +8,9 @@ mod bench_maps;
 
 use anyhow::Result;
 use expel_bots::percentile;
-use expel_shared::movement::buttons;
-use expel_shared::validate::ClaimValidator;
-use expel_shared::{CollisionModel, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch};
+use expel_core::movement::buttons;
+use expel_core::validate::ClaimValidator;
+use expel_core::{CollisionModel, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;

@@ -24,7 +24,7 @@ use expel_bevy::{
     GameEntity, Leave, LocalPlayer, MapTriangles, RemotePlayer,
 };
 use expel_client::prelude::*;
-use expel_shared::{Contents, Hull, TraceScratch};
+use expel_core::{Contents, Hull, TraceScratch};
 use minifb::{Key, Window, WindowOptions};
 use std::time::{Duration, Instant};
 

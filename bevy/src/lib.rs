@@ -29,7 +29,7 @@ use bevy::prelude::*;
 use bevy::state::app::StatesPlugin;
 use expel_client::prelude::*;
 use expel_client::MessageError;
-use expel_shared::CollisionModel;
+use expel_core::CollisionModel;
 use std::collections::BTreeMap;
 use std::marker::PhantomData;
 use std::net::SocketAddr;

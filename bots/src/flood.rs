@@ -7,11 +7,11 @@
 
 use bytes::Bytes;
 use expel_client::{bind_address, client_config, Trust};
-use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
-use expel_shared::protocol::{
+use expel_core::{MoveCommand, PlayerState};
+use expel_protocol::frame::{encode_frame, FrameDecoder};
+use expel_protocol::{
     decode, encode, ClientControl, ClientDatagram, InputMsg, ServerControl, ALPN, VERSION,
 };
-use expel_shared::{MoveCommand, PlayerState};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 

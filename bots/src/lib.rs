@@ -20,8 +20,8 @@ pub use cheats::{CheatState, CheatTamper, Cheats};
 use expel_client::{
     connect, Backoff, ConnectOptions, Impairment, Session, Trust, RECONNECT_CAP, RECONNECT_FIRST,
 };
-use expel_shared::movement::buttons;
-use expel_shared::{MoveCommand, PlayerState, Sim};
+use expel_core::movement::buttons;
+use expel_core::{MoveCommand, PlayerState, Sim};
 use glam::DVec3;
 pub use metrics::{http_get, tick_quantile, Operator, Scrape};
 use rand::{Rng, SeedableRng};

@@ -16,10 +16,10 @@ use crate::{
 };
 use bytes::Bytes;
 use expel_client::{bind_address, client_config, ClientError, TransportStats, HANDSHAKE_TIMEOUT};
+use expel_core::{MoveCommand, PlayerState, Sim};
+use expel_protocol::client::{Client, ClientOutput, ClientSettings, Status};
+use expel_protocol::ALPN;
 use expel_quic::{datagrams, ecn, Batch, Link, LinkEvent, Timers, Wire};
-use expel_shared::protocol::client::{Client, ClientOutput, ClientSettings, Status};
-use expel_shared::protocol::ALPN;
-use expel_shared::{MoveCommand, PlayerState, Sim};
 use quinn_proto::{DatagramEvent, Endpoint, EndpointConfig};
 use std::io;
 use std::net::SocketAddr;

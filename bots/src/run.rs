@@ -3,8 +3,8 @@
 //! API. `expel connect`, the bots and the tests use it.
 
 use expel_client::{ClientError, End, Impairment, Session, Status, TransportStats};
-use expel_shared::protocol::client::ClientStats;
-use expel_shared::{MoveCommand, PlayerState, Sim};
+use expel_core::{MoveCommand, PlayerState, Sim};
+use expel_protocol::client::ClientStats;
 use glam::DVec3;
 use std::time::{Duration, Instant};
 
@@ -243,7 +243,7 @@ pub struct Gunner {
     /// Holds fire (a predicting bot, until a second after its client's clock settled:
     /// see [`Client::settled`]), as a player does the moment the game appears.
     ///
-    /// [`Client::settled`]: expel_shared::protocol::client::Client::settled
+    /// [`Client::settled`]: expel_protocol::client::Client::settled
     pub holding: bool,
 }
 
@@ -296,7 +296,7 @@ impl Gunner {
         self.target = None;
         let Some(me) = me else { return };
         let eye = me + DVec3::Z * EYE_HEIGHT;
-        let mut s = expel_shared::TraceScratch::new();
+        let mut s = expel_core::TraceScratch::new();
         let mut near: Vec<(f64, DVec3)> = others
             .map(|o| (o.distance_squared(me), o))
             .filter(|(d, _)| *d < SIGHT * SIGHT && *d > 1.0)
@@ -304,10 +304,10 @@ impl Gunner {
         near.sort_by(|a, b| a.0.total_cmp(&b.0));
         self.target = near.into_iter().map(|n| n.1).find(|o| {
             let t = sim.map().trace(
-                &expel_shared::Hull::point(),
+                &expel_core::Hull::point(),
                 eye,
                 *o,
-                expel_shared::Contents::SOLID,
+                expel_core::Contents::SOLID,
                 &mut s,
             );
             t.sweep.fraction == 1.0
@@ -537,7 +537,7 @@ pub async fn run(
 /// Also returns when the cheat began, in seconds of play (ticks sent at the tick rate).
 pub async fn run_cheating(
     mut session: Session,
-    driver: impl FnMut(u64, Option<&PlayerState>) -> Option<expel_shared::MoveCommand>,
+    driver: impl FnMut(u64, Option<&PlayerState>) -> Option<expel_core::MoveCommand>,
     opts: RunOptions,
     cheats: crate::Cheats,
 ) -> Result<(RunReport, Option<f64>), ClientError> {

@@ -6,11 +6,11 @@
 //! server judges it, from where the bot no longer was: such shots are counted apart
 //! (`misplaced`), not among the hits it saw.
 
+use expel_core::sim::Struck;
+use expel_core::Hull;
 use expel_modes::deathmatch::{eye, DeathmatchNews, Triggers, GUN_RANGE};
-use expel_shared::protocol::client::Client;
-use expel_shared::protocol::messages::decode_message;
-use expel_shared::sim::Struck;
-use expel_shared::Hull;
+use expel_protocol::client::Client;
+use expel_protocol::messages::decode_message;
 use std::collections::BTreeSet;
 
 /// Ticks looked back at most when the bot was away.

@@ -3,8 +3,8 @@
 //! projectile stepped back along its path, its own teleports drawn with a place between,
 //! and how late the messages released with the drawn view came.
 
-use expel_shared::protocol::client::{Client, ClientEvent};
-use expel_shared::sim::EntityId;
+use expel_core::sim::EntityId;
+use expel_protocol::client::{Client, ClientEvent};
 use glam::DVec3;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;

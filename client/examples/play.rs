@@ -21,10 +21,10 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use expel_client::{connect_blocking, ClientEvent, ConnectOptions, Delivered, Impairment, Trust};
+use expel_core::movement::buttons;
+use expel_core::{Contents, Hull, MoveCommand, Sim, TraceScratch};
 use expel_modes::tag::{Say, TagNews, TagScore};
-use expel_shared::movement::buttons;
-use expel_shared::protocol::token;
-use expel_shared::{Contents, Hull, MoveCommand, Sim, TraceScratch};
+use expel_protocol::token;
 use glam::DVec3;
 use minifb::{Key, MouseButton, MouseMode, Window, WindowOptions};
 use std::net::SocketAddr;

@@ -4,10 +4,10 @@
 
 use crate::transport::Transport;
 use crate::{client_config, ClientError, ConnectOptions, Session, HANDSHAKE_TIMEOUT};
+use expel_protocol::backoff::Backoff;
+use expel_protocol::client::{Client, ClientOutput, ClientSettings, Status};
+use expel_protocol::{Code, ALPN};
 use expel_quic::{LinkEvent, REFUSED_AT_THE_DOOR};
-use expel_shared::protocol::backoff::Backoff;
-use expel_shared::protocol::client::{Client, ClientOutput, ClientSettings, Status};
-use expel_shared::protocol::{Code, ALPN};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -198,7 +198,7 @@ pub const RECONNECT_FIRST: Duration = Duration::from_millis(200);
 /// The most any wait before joining again grows to.
 pub const RECONNECT_CAP: Duration = Duration::from_secs(3);
 
-/// Joins `addr` again after a session ended ([`End::worth_reconnecting`](expel_shared::protocol::client::End::worth_reconnecting)): tries until
+/// Joins `addr` again after a session ended ([`End::worth_reconnecting`](expel_protocol::client::End::worth_reconnecting)): tries until
 /// `within` has passed, waiting between tries with a jittered backoff (200 ms doubling to
 /// 3 s; `seed` spreads a crowd) while the server is unreachable or refuses for now (full,
 /// shutting down, our last connection not yet gone). Any other refusal ends it at once.

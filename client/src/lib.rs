@@ -1,5 +1,5 @@
 //! Expel's client library: what a game loop calls each frame, a thin shell around the
-//! protocol's client state machine ([`expel_shared::protocol::client::Client`]) on the
+//! protocol's client state machine ([`expel_protocol::client::Client`]) on the
 //! hand-driven QUIC the server runs on ([`expel_quic`]).
 //!
 //! ```no_run
@@ -45,29 +45,29 @@ pub mod prelude {
         connect, connect_blocking, Channel, ClientError, ClientEvent, Code, ConnectOptions,
         Delivered, Drawn, DrawnEntity, End, Joining, Release, Session, Status, Trust,
     };
-    pub use expel_shared::{MoveCommand, MoveMode, PlayerId, PlayerState};
+    pub use expel_core::{MoveCommand, MoveMode, PlayerId, PlayerState};
     pub use glam::DVec3;
 }
 
+pub use expel_protocol::backoff::Backoff;
+pub use expel_protocol::client::{ClientEvent, ClientStats, End, Launcher, Release, Status};
+pub use expel_protocol::conditioner::Impairment;
+pub use expel_protocol::messages::{Channel, MessageError, MAX_MESSAGE_BYTES};
+pub use expel_protocol::predict::{PredictStats, Predictor};
+pub use expel_protocol::snapshot::interp::{Drawn, DrawnEntity, Interpolator};
+pub use expel_protocol::snapshot::{EntityView, Scope};
 pub use expel_quic::{close_reason, TransportStats, REFUSED_AT_THE_DOOR};
-pub use expel_shared::protocol::backoff::Backoff;
-pub use expel_shared::protocol::client::{ClientEvent, ClientStats, End, Release, Status};
-pub use expel_shared::protocol::conditioner::Impairment;
-pub use expel_shared::protocol::messages::{Channel, MessageError, MAX_MESSAGE_BYTES};
-pub use expel_shared::protocol::predict::{PredictStats, Predictor};
-pub use expel_shared::protocol::snapshot::interp::{Drawn, DrawnEntity, Interpolator};
-pub use expel_shared::protocol::snapshot::{EntityView, Scope};
 pub use join::{connect, connect_blocking, reconnect, Joining, RECONNECT_CAP, RECONNECT_FIRST};
 pub use tls::{client_config, Trust};
 
 use bytes::Bytes;
+use expel_core::mover::MoverState;
+use expel_core::{MoveCommand, PlayerState, Sim};
+use expel_protocol::client::{Client, ClientOutput};
+use expel_protocol::conditioner::Conditioner;
+use expel_protocol::Welcome;
+pub use expel_protocol::{Code, EndKind};
 use expel_quic::LinkEvent;
-use expel_shared::mover::MoverState;
-use expel_shared::protocol::client::{Client, ClientOutput};
-use expel_shared::protocol::conditioner::Conditioner;
-use expel_shared::protocol::Welcome;
-pub use expel_shared::protocol::{Code, EndKind};
-use expel_shared::{MoveCommand, PlayerState, Sim};
 use glam::DVec3;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -328,7 +328,7 @@ impl Session {
         self.machine.set_buffer_ticks(ticks);
     }
 
-    /// Plays light: no prediction (see [`ClientSettings::light`](expel_shared::protocol::client::ClientSettings::light)).
+    /// Plays light: no prediction (see [`ClientSettings::light`](expel_protocol::client::ClientSettings::light)).
     pub fn set_light(&mut self, light: bool) {
         self.machine.set_light(light);
     }
@@ -374,27 +374,27 @@ impl Session {
     /// Predicts the projectiles our own commands launch with `launcher`, the same launch
     /// function the server's rules use (deathmatch's:
     /// `expel_modes::deathmatch::RocketLauncher`).
-    pub fn set_launcher(&mut self, launcher: Box<dyn expel_shared::protocol::client::Launcher>) {
+    pub fn set_launcher(&mut self, launcher: Box<dyn expel_protocol::client::Launcher>) {
         self.machine.set_launcher(launcher);
     }
 
     /// Our own projectiles, predicted, where to draw them now: from the tick their
     /// trigger was pulled, before the server's twin arrives, and while it lives (it is
     /// drawn at the same place in [`Session::entities`]).
-    pub fn launched(&self) -> Vec<expel_shared::protocol::client::DrawnLaunch> {
+    pub fn launched(&self) -> Vec<expel_protocol::client::DrawnLaunch> {
         self.machine.launched()
     }
 
     /// The game's own state of `player` (a type of the game's, as the server's rules set
     /// it), as the newest snapshot showed it; `None` when not shown or not a `T`.
     pub fn player_state<T: serde::de::DeserializeOwned>(&self, player: u32) -> Option<T> {
-        expel_shared::protocol::messages::decode_message(self.machine.player_state(player)?).ok()
+        expel_protocol::messages::decode_message(self.machine.player_state(player)?).ok()
     }
 
     /// The game's own state of entity `id` (a type of the game's), as the newest
     /// snapshot showed it.
     pub fn entity_state<T: serde::de::DeserializeOwned>(&self, id: u32) -> Option<T> {
-        expel_shared::protocol::messages::decode_message(self.machine.entity_state(id)?).ok()
+        expel_protocol::messages::decode_message(self.machine.entity_state(id)?).ok()
     }
 
     /// The movers as predicted.
@@ -411,7 +411,7 @@ impl Session {
         msg: &T,
         now: Instant,
     ) -> Result<(), MessageError> {
-        let bytes = expel_shared::protocol::messages::encode_message(msg)?;
+        let bytes = expel_protocol::messages::encode_message(msg)?;
         self.machine.send_message(channel, &bytes, now)?;
         self.flush(now);
         Ok(())
@@ -425,7 +425,7 @@ impl Session {
     pub fn poll_message<T: serde::de::DeserializeOwned>(&mut self) -> Option<Delivered<T>> {
         loop {
             let m = self.machine.poll_message()?;
-            match expel_shared::protocol::messages::decode_message(&m.bytes) {
+            match expel_protocol::messages::decode_message(&m.bytes) {
                 Ok(message) => {
                     return Some(Delivered {
                         channel: m.channel,
@@ -473,7 +473,7 @@ impl Session {
     /// Makes this client misbehave (the bots' cheaters, to test a server's validation;
     /// only with the `cheats` feature, never in a game's build).
     #[cfg(feature = "cheats")]
-    pub fn set_tamper(&mut self, t: Box<dyn expel_shared::protocol::client::Tamper>) {
+    pub fn set_tamper(&mut self, t: Box<dyn expel_protocol::client::Tamper>) {
         self.machine.set_tamper(t);
     }
 

@@ -19,7 +19,7 @@
 //!
 //! Nothing here does I/O or async work: every query is a pure function of `&CollisionModel`
 //! plus caller-owned scratch, so any number of threads can trace one model at once. The
-//! wire protocol that carries it is `expel-shared`.
+//! wire protocol that carries it is `expel-protocol`.
 
 #![warn(missing_docs)]
 
@@ -42,6 +42,6 @@ pub use movement::{
     PlayerState,
 };
 pub use sim::{
-    Entity, EntityId, Impact, Motion, PlayerBox, PlayerId, PlayerTick, Sim, SimError, SimScratch,
-    StepReport, Struck, WorldState,
+    EntityId, EntityState, Impact, Motion, PlayerBox, PlayerId, PlayerTick, Sim, SimError,
+    SimScratch, StepReport, Struck, WorldState,
 };

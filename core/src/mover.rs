@@ -9,7 +9,7 @@ use crate::collision::{
     hull::Hull, CollisionModel, Contents, Sweep, Target, TraceScratch, ROTATED_KEPT,
 };
 use crate::geom::{axis_angle, radians, Aabb, Plane, MAX_COORD};
-use crate::map::{solidity, Brush, Entity, Face, MapData, MapWarning, Patch};
+use crate::map::{solidity, Brush, Face, MapData, MapEntity, MapWarning, Patch};
 use glam::{DQuat, DVec3};
 use serde::{Deserialize, Serialize};
 
@@ -24,7 +24,7 @@ pub const MAX_PATH_CORNERS: usize = 64;
 
 /// How a mover moves.
 #[derive(Clone, Debug)]
-pub enum Motion {
+pub enum MoverMotion {
     /// Back and forth along `dir` by `distance` (doors, platforms, buttons). `wait`: ticks
     /// to stay open before returning (`None`: stays open).
     Slide {
@@ -122,7 +122,7 @@ pub struct Mover {
     /// World position of the model's local origin (the rotation origin for turns).
     pub pivot: DVec3,
     /// How it moves.
-    pub motion: Motion,
+    pub motion: MoverMotion,
     /// World box around the mover at rest, grown by 60 units: a player inside triggers it.
     pub trigger: Aabb,
 }
@@ -139,7 +139,7 @@ const MOVER_CLASSES: [&str; 6] = [
 /// Reads an entity's numeric keys, checking each against its range and reporting what it
 /// had to change or ignore, naming the entity.
 struct Keys<'a> {
-    e: &'a Entity,
+    e: &'a MapEntity,
     warnings: &'a mut Vec<MapWarning>,
 }
 
@@ -205,7 +205,7 @@ impl Keys<'_> {
     }
 }
 
-fn spin_axis(e: &Entity) -> DVec3 {
+fn spin_axis(e: &MapEntity) -> DVec3 {
     let flags = e
         .get("spawnflags")
         .and_then(|v| v.parse::<u32>().ok())
@@ -305,7 +305,7 @@ impl Mover {
             })
             .collect();
         let model = CollisionModel::build(&MapData {
-            entities: vec![Entity {
+            entities: vec![MapEntity {
                 properties: vec![("classname".into(), "worldspawn".into())],
                 brushes: local,
                 // Solid curved patches ride along, moved the same way.
@@ -331,7 +331,7 @@ impl Mover {
                 let dir = keys.angle_dir();
                 let extent = size.dot(dir.abs());
                 let lip = keys.f64("lip", if button { 4.0 } else { 8.0 }, -far, far);
-                Motion::Slide {
+                MoverMotion::Slide {
                     dir,
                     distance: (extent - lip).clamp(0.0, far),
                     speed: keys.speed(if button { 40.0 } else { 100.0 }),
@@ -342,7 +342,7 @@ impl Mover {
             "func_plat" => {
                 let lip = keys.f64("lip", 8.0, -far, far);
                 let height = keys.f64("height", size.z - lip, 0.0, far);
-                Motion::Slide {
+                MoverMotion::Slide {
                     dir: -DVec3::Z,
                     distance: height.max(0.0),
                     speed: keys.speed(150.0),
@@ -382,17 +382,17 @@ impl Mover {
                 if points.is_empty() {
                     points.push(DVec3::ZERO);
                 }
-                Motion::Path {
+                MoverMotion::Path {
                     points,
                     speed: keys.speed(100.0),
                     wait: keys.wait(0.0).unwrap_or(0.0),
                 }
             }
-            "func_rotating" => Motion::Spin {
+            "func_rotating" => MoverMotion::Spin {
                 axis: spin_axis(e),
                 speed: keys.speed(100.0),
             },
-            _ => Motion::Swing {
+            _ => MoverMotion::Swing {
                 axis: spin_axis(e),
                 angle: keys.f64("distance", 90.0, -360.0, 360.0),
                 speed: keys.speed(100.0),
@@ -438,19 +438,19 @@ impl Mover {
     pub fn pose(&self, s: &MoverState) -> Pose {
         let p = s.progress as f64 / STEP;
         match &self.motion {
-            Motion::Slide { dir, .. } => Pose {
+            MoverMotion::Slide { dir, .. } => Pose {
                 offset: *dir * p,
                 rotation: DQuat::IDENTITY,
             },
-            Motion::Path { points, .. } => Pose {
+            MoverMotion::Path { points, .. } => Pose {
                 offset: path_point(points, p),
                 rotation: DQuat::IDENTITY,
             },
-            Motion::Spin { axis, .. } => Pose {
+            MoverMotion::Spin { axis, .. } => Pose {
                 offset: DVec3::ZERO,
                 rotation: axis_angle(*axis, radians(p)),
             },
-            Motion::Swing { axis, angle, .. } => Pose {
+            MoverMotion::Swing { axis, angle, .. } => Pose {
                 offset: DVec3::ZERO,
                 rotation: axis_angle(*axis, radians(angle.signum() * p)),
             },
@@ -466,11 +466,11 @@ impl Mover {
         let ticks = |w: f64| (w * rate).round() as u32;
         let mut n = *s;
         match &self.motion {
-            Motion::Spin { speed, .. } => {
+            MoverMotion::Spin { speed, .. } => {
                 let turn = 360 * STEP as i64;
                 n.progress = (s.progress.rem_euclid(turn) + step(*speed)) % turn;
             }
-            Motion::Path {
+            MoverMotion::Path {
                 points,
                 speed,
                 wait,
@@ -490,7 +490,7 @@ impl Mover {
                     n.timer = ticks(*wait);
                 }
             }
-            Motion::Slide {
+            MoverMotion::Slide {
                 distance,
                 speed,
                 wait,
@@ -506,7 +506,7 @@ impl Mover {
                     triggered || *auto,
                 );
             }
-            Motion::Swing {
+            MoverMotion::Swing {
                 angle, speed, wait, ..
             } => {
                 shuttle(
@@ -526,7 +526,7 @@ impl Mover {
         let mut n = *s;
         n.phase = match s.phase {
             Phase::Closing => Phase::Opening,
-            Phase::Opening if matches!(self.motion, Motion::Slide { auto: true, .. }) => {
+            Phase::Opening if matches!(self.motion, MoverMotion::Slide { auto: true, .. }) => {
                 Phase::Closing
             }
             p => p,

@@ -396,7 +396,7 @@ fn replaying_the_same_inputs_gives_the_same_hash() {
 /// sticks. It walks up at an even pace, always on the ground and clear of the ramp.
 #[test]
 fn walking_a_gentle_ramp_never_sinks_into_it_tick_by_tick() {
-    use expel_core::map::{Brush, Entity, Face};
+    use expel_core::map::{Brush, Face, MapEntity};
     use expel_core::Plane;
     let face = |n: DVec3, d: f64| Face {
         plane: Plane {
@@ -418,7 +418,7 @@ fn walking_a_gentle_ramp_never_sinks_into_it_tick_by_tick() {
         line: 1,
     };
     let map = MapData {
-        entities: vec![Entity {
+        entities: vec![MapEntity {
             properties: vec![("classname".into(), "worldspawn".into())],
             brushes: vec![ramp],
             ..Default::default()

@@ -8,7 +8,7 @@ mod common;
 
 use common::*;
 use expel_core::map::solidity::{is_player_clip_texture, is_tool_texture};
-use expel_core::sim::entity::{Entity, Motion, Struck};
+use expel_core::sim::entity::{EntityState, Motion, Struck};
 use expel_core::{
     CollisionModel, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch, WorldState,
 };
@@ -185,7 +185,7 @@ fn fast_projectiles_stop_at_thin_walls() {
             let dir = (n + unit(&mut rng) * 0.7).normalize();
             let speed = rng.gen_range(500.0..20_000.0);
             let mut world = sim.new_state();
-            let e = Entity::launched(start, dir, speed, motion, None).unwrap();
+            let e = EntityState::launched(start, dir, speed, motion, None).unwrap();
             world.entities.insert(0, e);
             let f = fly(&sim, &mut world, 120, &mut s);
             let what = format!("scene {scene_no} shot {shot} ({speed:.0} u/s, {motion:?})");
@@ -219,7 +219,7 @@ fn ten_thousand_units_a_second_stop_at_a_one_unit_wall() {
     let mut s = SimScratch::new();
     for start_x in [0.0, 3.3, 170.0, 333.0, 499.0] {
         let mut world = sim.new_state();
-        let e = Entity::launched(
+        let e = EntityState::launched(
             DVec3::new(start_x, 10.0, 20.0),
             DVec3::X,
             10_000.0,
@@ -299,7 +299,7 @@ fn projectiles_never_pass_through_the_shipped_maps() {
             }
             let speed = rng.gen_range(500.0..20_000.0);
             let mut world = sim.new_state();
-            let e = Entity::launched(start, unit(&mut rng), speed, motion, None).unwrap();
+            let e = EntityState::launched(start, unit(&mut rng), speed, motion, None).unwrap();
             world.entities.insert(0, e);
             let f = fly(&sim, &mut world, 240, &mut s);
             let what = format!(
@@ -362,7 +362,7 @@ fn projectiles_meet_a_moving_door_where_it_stands() {
         );
         let dir = DVec3::new(1.0, rng.gen_range(-0.3..0.3), rng.gen_range(-0.1..0.2));
         let speed = rng.gen_range(500.0..20_000.0);
-        let e = Entity::launched(start, dir, speed, motion, None).unwrap();
+        let e = EntityState::launched(start, dir, speed, motion, None).unwrap();
         world.entities.insert(0, e);
         let what = format!("shot {shot} ({speed:.0} u/s, {motion:?})");
         let f = fly_with(&sim, &mut world, 90, &mut s, |w, seg| {
@@ -424,7 +424,7 @@ fn projectiles_hit_players_but_pass_through_their_owner() {
         let from = shooter + DVec3::new(0.0, 0.0, 10.0);
         let aim = target + DVec3::new(0.0, 0.0, rng.gen_range(-8.0..8.0)) - from;
         let speed = rng.gen_range(500.0..20_000.0);
-        let e = Entity::launched(from, aim, speed, motion, Some(1)).unwrap();
+        let e = EntityState::launched(from, aim, speed, motion, Some(1)).unwrap();
         world.entities.insert(0, e);
         let mut f = Flight {
             path: vec![from],
@@ -493,7 +493,7 @@ fn a_crowd_of_projectiles_steps_to_the_same_bits_on_any_number_of_threads() {
         for id in 0..200u32 {
             let motion = random_motion(&mut rng);
             let from = spawns[id as usize % spawns.len()] + DVec3::new(0.0, 0.0, 40.0);
-            let e = Entity::launched(
+            let e = EntityState::launched(
                 from,
                 unit(&mut rng),
                 rng.gen_range(300.0..3000.0),

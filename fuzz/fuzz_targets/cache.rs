@@ -3,7 +3,7 @@
 //! the structural check behind them are what is fuzzed.
 #![no_main]
 
-use expel_shared::CollisionModel;
+use expel_core::CollisionModel;
 use glam::DVec3;
 use libfuzzer_sys::fuzz_target;
 
@@ -17,14 +17,14 @@ fuzz_target!(|payload: &[u8]| {
     file.extend_from_slice(payload);
     if let Ok(model) = CollisionModel::from_cache_bytes(&file, &source) {
         // A model that passes its check must answer queries without a panic.
-        let hull = expel_shared::Hull::aabb(
+        let hull = expel_core::Hull::aabb(
             DVec3::new(-15.0, -15.0, -24.0),
             DVec3::new(15.0, 15.0, 32.0),
         );
         if let Ok(h) = hull {
-            let mut s = expel_shared::TraceScratch::default();
+            let mut s = expel_core::TraceScratch::default();
             let b = model.bounds();
-            let _ = model.trace(&h, b.min, b.max, expel_shared::Contents::ALL, &mut s);
+            let _ = model.trace(&h, b.min, b.max, expel_core::Contents::ALL, &mut s);
         }
     }
 });

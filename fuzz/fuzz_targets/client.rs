@@ -5,7 +5,7 @@
 #![no_main]
 
 use expel_fuzz::client;
-use expel_shared::MoveCommand;
+use expel_core::MoveCommand;
 use libfuzzer_sys::fuzz_target;
 use std::time::{Duration, Instant};
 

@@ -2,8 +2,8 @@
 //! decoder (the second may name the first as its baseline).
 #![no_main]
 
-use expel_shared::protocol::snapshot::SnapshotDecoder;
-use expel_shared::protocol::{decode, ClientDatagram, ServerDatagram};
+use expel_protocol::snapshot::SnapshotDecoder;
+use expel_protocol::{decode, ClientDatagram, ServerDatagram};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -2,8 +2,8 @@
 //! (with the server's client-frame limit); each frame decoded as every control message.
 #![no_main]
 
-use expel_shared::protocol::frame::{FrameDecoder, MAX_CLIENT_FRAME};
-use expel_shared::protocol::{decode, ClientControl, ServerControl};
+use expel_protocol::frame::{FrameDecoder, MAX_CLIENT_FRAME};
+use expel_protocol::{decode, ClientControl, ServerControl};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

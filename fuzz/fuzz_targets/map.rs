@@ -2,7 +2,7 @@
 //! and when they parse, compiled into a collision model.
 #![no_main]
 
-use expel_shared::{CollisionModel, MapData};
+use expel_core::{CollisionModel, MapData};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

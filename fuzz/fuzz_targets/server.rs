@@ -5,7 +5,7 @@
 #![no_main]
 
 use expel_fuzz::server;
-use expel_shared::protocol::MovementAuthority;
+use expel_protocol::MovementAuthority;
 use libfuzzer_sys::fuzz_target;
 use std::time::{Duration, Instant};
 

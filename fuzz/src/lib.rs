@@ -2,11 +2,11 @@
 //! two players already joined (a fuzzer cannot forge a token's MAC, so the harness joins
 //! them), and the hello that joins a player.
 
-use expel_shared::protocol::frame::encode_frame;
-use expel_shared::protocol::server::{Server, ServerSettings};
-use expel_shared::protocol::token::{self, Grant};
-use expel_shared::protocol::{ClientControl, MovementAuthority, VERSION};
-use expel_shared::{CollisionModel, MapData, MoveConfig, Sim};
+use expel_protocol::frame::encode_frame;
+use expel_protocol::server::{Server, ServerSettings};
+use expel_protocol::token::{self, Grant};
+use expel_protocol::{ClientControl, MovementAuthority, VERSION};
+use expel_core::{CollisionModel, MapData, MoveConfig, Sim};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -70,8 +70,8 @@ pub fn server(movement: MovementAuthority, now: Instant) -> Server {
 
 /// A client of the arena at `now` that has said hello, with the map (`have_map`) or
 /// without it (the server must send it).
-pub fn client(have_map: bool, now: Instant) -> expel_shared::protocol::client::Client {
-    use expel_shared::protocol::client::{Client, ClientSettings};
+pub fn client(have_map: bool, now: Instant) -> expel_protocol::client::Client {
+    use expel_protocol::client::{Client, ClientSettings};
     let settings = ClientSettings {
         have_map: have_map.then(|| Arc::new(ARENA.to_vec())),
         sim: have_map.then(sim),

@@ -4,13 +4,13 @@
 //! that traffic for the server target, a token and the arena's compiled model. `cargo run --release --bin seeds` in `fuzz/`.
 
 use expel_fuzz::{hello, server, ARENA, SECRET, UNIX};
-use expel_shared::protocol::frame::encode_frame;
-use expel_shared::protocol::join::map_frames;
-use expel_shared::protocol::server::Output;
-use expel_shared::protocol::token::{self, Grant};
-use expel_shared::protocol::{encode, ClientDatagram, InputMsg, MovementAuthority};
-use expel_shared::protocol::{ServerControl, Welcome};
-use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig};
+use expel_protocol::frame::encode_frame;
+use expel_protocol::join::map_frames;
+use expel_protocol::server::Output;
+use expel_protocol::token::{self, Grant};
+use expel_protocol::{encode, ClientDatagram, InputMsg, MovementAuthority};
+use expel_protocol::{ServerControl, Welcome};
+use expel_core::{CollisionModel, MapData, MoveCommand, MoveConfig};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

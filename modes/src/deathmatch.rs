@@ -1,7 +1,7 @@
 //! Deathmatch, a game mode shipped with the server (`expel serve --mode deathmatch`):
 //! every player for itself, with a hitscan gun ([`actions::FIRE`]) and a rocket launcher
 //! ([`actions::ROCKET`]). A gun shot is a point swept along the view ray by the core
-//! ([`Sim::shot`](crate::Sim::shot)): the map stops it, so nobody is hit through a wall. A
+//! ([`Sim::shot`](expel_core::Sim::shot)): the map stops it, so nobody is hit through a wall. A
 //! rocket is a projectile the simulation moves and sweeps each tick, so it never tunnels;
 //! where it meets something it explodes: a direct hit takes [`ROCKET_DAMAGE`], and every
 //! player within [`SPLASH_RADIUS`] whom the map's own trace from the blast reaches takes
@@ -22,16 +22,16 @@
 //!
 //! The rules check the game's buttons: bits other than the two defined, a `weapon` field
 //! other than 0, and a press of a weapon still reloading are refused and counted
-//! ([`Game::refuse`](crate::protocol::server::Game::refuse)); holding a trigger fires at
+//! ([`Game::refuse`](expel_protocol::server::Game::refuse)); holding a trigger fires at
 //! the weapon's rate.
 
-use crate::protocol::client::Launcher;
-use crate::sim::{Entity, Motion, PlayerId, Sim};
-use crate::{MoveCommand, MoveMode, PlayerState};
+use expel_core::sim::{EntityState, Motion, PlayerId, Sim};
+use expel_core::{MoveCommand, MoveMode, PlayerState};
+use expel_protocol::client::Launcher;
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
-/// The game's buttons of deathmatch ([`MoveCommand::actions`](crate::MoveCommand)).
+/// The game's buttons of deathmatch ([`MoveCommand::actions`](expel_core::MoveCommand)).
 pub mod actions {
     /// The hitscan gun.
     pub const FIRE: u16 = 1;
@@ -187,8 +187,8 @@ pub fn eye(state: &PlayerState) -> DVec3 {
 
 // ANCHOR: rocket
 /// The rocket `owner` launches standing at `state` with `cmd`'s view.
-pub fn rocket(state: &PlayerState, cmd: &MoveCommand, owner: PlayerId) -> Option<Entity> {
-    Entity::launched(
+pub fn rocket(state: &PlayerState, cmd: &MoveCommand, owner: PlayerId) -> Option<EntityState> {
+    EntityState::launched(
         eye(state),
         cmd.view().0,
         ROCKET_SPEED,
@@ -201,7 +201,7 @@ pub fn rocket(state: &PlayerState, cmd: &MoveCommand, owner: PlayerId) -> Option
 // ANCHOR_END: rocket
 
 /// A shooter's client's prediction of its own rockets
-/// ([`Client::set_launcher`](crate::protocol::client::Client::set_launcher)): the
+/// ([`Client::set_launcher`](expel_protocol::client::Client::set_launcher)): the
 /// rules' own triggers and launch, run on its own commands.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RocketLauncher {
@@ -216,7 +216,7 @@ impl Launcher for RocketLauncher {
         player: PlayerId,
         before: &PlayerState,
         cmd: &MoveCommand,
-        out: &mut Vec<Entity>,
+        out: &mut Vec<EntityState>,
     ) {
         if before.mode != MoveMode::Walk {
             return;
@@ -234,13 +234,13 @@ pub use rules::Deathmatch;
 #[cfg(feature = "server")]
 mod rules {
     use super::*;
-    use crate::collision::hull::Hull;
-    use crate::collision::Contents;
-    use crate::protocol::messages::Channel;
-    use crate::protocol::server::{Game, GameRules, ShotError};
-    use crate::protocol::snapshot::Scope;
-    use crate::sim::{Impact, PlayerBox, Struck};
-    use crate::SimScratch;
+    use expel_core::collision::hull::Hull;
+    use expel_core::collision::Contents;
+    use expel_core::sim::{Impact, PlayerBox, Struck};
+    use expel_core::SimScratch;
+    use expel_protocol::messages::Channel;
+    use expel_protocol::server::{Game, GameRules, ShotError};
+    use expel_protocol::snapshot::Scope;
     use std::collections::BTreeMap;
 
     /// One player's side of the game.
@@ -277,14 +277,14 @@ mod rules {
         /// The score as last sent, for the operator's summary (taken once).
         summary: Option<String>,
         scratch: SimScratch,
-        trace: crate::TraceScratch,
+        trace: expel_core::TraceScratch,
         /// The movers' poses and the players' boxes as the world stands, made once and
         /// kept until a player is moved (a respawn): every shot of a tick reads them.
         obstacles: Option<Obstacles>,
     }
 
     /// The movers' poses and the players' boxes.
-    type Obstacles = (Vec<crate::mover::Pose>, Vec<PlayerBox>);
+    type Obstacles = (Vec<expel_core::mover::Pose>, Vec<PlayerBox>);
 
     /// The world's movers' poses and players' boxes as they stand.
     fn obstacles(game: &Game<'_>) -> Obstacles {
@@ -479,7 +479,7 @@ mod rules {
                 else {
                     continue;
                 };
-                if state.mode != crate::MoveMode::Walk {
+                if state.mode != expel_core::MoveMode::Walk {
                     continue;
                 }
                 let Some(f) = self.fighters.get_mut(&p) else {

@@ -5,8 +5,5 @@
 
 #![warn(missing_docs)]
 
-// The protocol and the core, under their own names (`crate::protocol`, `crate::Sim`).
-use expel_shared::*;
-
 pub mod deathmatch;
 pub mod tag;

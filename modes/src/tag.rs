@@ -1,11 +1,11 @@
 //! Tag, the game mode shipped with the server (`expel serve --mode tag`): one player is
 //! "it" and passes it on by touching another, which scores the passer a point. After a
-//! pass the new "it" stands frozen for a second ([`MoveMode::Frozen`](crate::MoveMode))
+//! pass the new "it" stands frozen for a second ([`MoveMode::Frozen`](expel_core::MoveMode))
 //! while the others run. The score goes to every player (reliable, [`TagNews::Score`])
 //! whenever it changes, and to each player who joins. A player's chat line ([`Say`])
 //! goes to everyone ([`TagNews::Said`]).
 
-use crate::sim::PlayerId;
+use expel_core::sim::PlayerId;
 use serde::{Deserialize, Serialize};
 
 /// Horizontal distance between two players' origins within which "it" touches the other
@@ -41,7 +41,7 @@ pub struct Say(pub String);
 pub enum TagNews {
     /// The score, changed.
     Score(TagScore),
-    /// A player's chat line, clean for display ([`display_line`](crate::text::display_line):
+    /// A player's chat line, clean for display ([`display_line`](expel_protocol::text::display_line):
     /// nothing that reorders, hides or stacks), at most [`MOST_SAID`] characters.
     Said {
         /// Who said it.
@@ -57,10 +57,10 @@ pub use rules::Tag;
 #[cfg(feature = "server")]
 mod rules {
     use super::{Say, TagNews, TagScore, MOST_SAID, TAG_COOLDOWN_TICKS, TAG_HEIGHT, TAG_REACH};
-    use crate::movement::MoveMode;
-    use crate::protocol::messages::Channel;
-    use crate::protocol::server::{Game, GameRules, Sender};
-    use crate::sim::PlayerId;
+    use expel_core::movement::MoveMode;
+    use expel_core::sim::PlayerId;
+    use expel_protocol::messages::Channel;
+    use expel_protocol::server::{Game, GameRules, Sender};
     use std::collections::BTreeMap;
 
     /// Tag's rules (see the module docs).
@@ -144,7 +144,7 @@ mod rules {
         fn tick(&mut self, game: &mut Game<'_>) {
             // ANCHOR: chat
             while let Some((from, _, Say(line))) = game.poll::<Say>() {
-                let line = crate::text::display_line(&line, MOST_SAID);
+                let line = expel_protocol::text::display_line(&line, MOST_SAID);
                 // In the speaker's turn at each recipient: no flood crowds out the others.
                 let said = TagNews::Said { from, line };
                 let _ = game.broadcast_from(Sender::Player(from), Channel::Reliable, &said);

@@ -10,7 +10,7 @@
 //! queued: however long the sidecar is away, what is held is the set of players, never a
 //! backlog of calls.
 
-use expel_shared::protocol::backoff::Backoff;
+use expel_protocol::backoff::Backoff;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -16,8 +16,8 @@
 //! ```
 
 use crate::{start, AgonesConfig, Identity, Limits, Server, ServerConfig, ServerError};
-use expel_shared::protocol::server::{GameRules, ServerSettings};
-use expel_shared::{CollisionModel, MapData, MoveConfig, Sim};
+use expel_core::{CollisionModel, MapData, MoveConfig, Sim};
+use expel_protocol::server::{GameRules, ServerSettings};
 use rand::RngCore;
 use std::net::SocketAddr;
 use std::path::Path;

@@ -16,7 +16,7 @@ use crate::live::Live;
 use crate::metrics::{Metrics, CLASSIC, OPENMETRICS};
 use base64::Engine as _;
 use bytes::Bytes;
-use expel_shared::protocol::backoff::Backoff;
+use expel_protocol::backoff::Backoff;
 use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
 use hyper::body::Frame;
 use hyper::header::{HeaderValue, ACCEPT, AUTHORIZATION, CACHE_CONTROL, CONTENT_TYPE};

@@ -12,7 +12,7 @@
 
 use crate::quic::{Context, Forwarded, Quic, QuicParts, Router, Up, Waker};
 use crate::{Shared, READ_GAP};
-use expel_shared::protocol::server::{ConnId, Output};
+use expel_protocol::server::{ConnId, Output};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, OnceLock};

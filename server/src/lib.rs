@@ -1,5 +1,5 @@
 //! Expel's authoritative server: a shell of threads around the protocol's server state
-//! machine, [`expel_shared::protocol::server::Server`]. Everything the protocol decides
+//! machine, [`expel_protocol::server::Server`]. Everything the protocol decides
 //! (hellos, tokens, player slots, inputs, validation, ticks, snapshots, kicks) is the
 //! machine's; this crate moves bytes and fires timers:
 //!
@@ -37,14 +37,21 @@ use admission::Admission;
 pub use admission::{Decision, Limits};
 pub use agones::AgonesConfig;
 pub use builder::{Builder, Map};
-pub use expel_shared::protocol::server::{ServerSettings, REFUSALS};
+// The rules API a game hands `Builder::rules`, and what it names.
+pub use expel_core::{EntityId, EntityState, Motion, PlayerId};
+pub use expel_protocol::messages::Channel;
+pub use expel_protocol::server::{
+    Game, GameRules, RuleError, Sender, ServerSettings, SettingsError, ShotError, SpawnError,
+    StateError, REFUSALS,
+};
+pub use expel_protocol::snapshot::Scope;
 pub use metrics::{Gauge, Labelled, Metrics, Share};
 pub use tls::{fingerprint, Identity};
 
-use expel_shared::protocol::server::{GameRules, Server as Machine};
-use expel_shared::protocol::token::keyed::KeyedHash;
-use expel_shared::protocol::token::{mint, Grant, ServerId};
-use expel_shared::Sim;
+use expel_core::Sim;
+use expel_protocol::server::Server as Machine;
+use expel_protocol::token::keyed::KeyedHash;
+use expel_protocol::token::{mint, Grant, ServerId};
 use io::{IoThreads, Wake};
 use quic::QuicParts;
 use std::net::SocketAddr;
@@ -165,7 +172,7 @@ impl Server {
 
     /// A fresh connect token for `player`, good on this server for `valid_for` and once.
     /// A game that hands out tokens elsewhere mints them with the same secret
-    /// ([`expel_shared::protocol::token::mint`]).
+    /// ([`expel_protocol::token::mint`]).
     pub fn token(&self, player: u32, valid_for: Duration) -> String {
         new_token(&self.secret, player, valid_for, self.server_id)
     }

@@ -4,7 +4,7 @@
 
 use crate::admission::{Held, PerAddress};
 use crate::metrics::Metrics;
-use expel_shared::{Sim, WorldState};
+use expel_core::{Sim, WorldState};
 use std::net::IpAddr;
 use std::sync::Arc;
 use tokio::sync::watch;

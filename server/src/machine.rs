@@ -6,7 +6,7 @@
 use crate::io::{Down, IoThreads, Wake};
 use crate::quic::Up;
 use crate::{live, meter, Shared, SHUTDOWN_GRACE};
-use expel_shared::protocol::server::{Event, Server};
+use expel_protocol::server::{Event, Server};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

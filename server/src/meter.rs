@@ -6,11 +6,11 @@
 //! sockets dropped. It also says how much of its cores' time other processes take (a
 //! neighbour), for the I/O threads' hold-off (see [`crate::io`]).
 
-use expel_shared::protocol::headroom::Load;
+use expel_protocol::headroom::Load;
 use std::time::{Duration, Instant};
 
 #[cfg(doc)]
-use expel_shared::protocol::server::Server;
+use expel_protocol::server::Server;
 
 /// How often the load is reported.
 pub(crate) const WINDOW: Duration = Duration::from_millis(250);

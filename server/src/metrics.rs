@@ -9,9 +9,9 @@
 
 use crate::admission::Decision;
 use crate::udp::{Rejected, UdpCounts};
-use expel_shared::protocol::messages::Channel;
-use expel_shared::protocol::server::{MessageDrop, ServerStats, REFUSALS};
-use expel_shared::validate::ViolationKind;
+use expel_core::validate::ViolationKind;
+use expel_protocol::messages::Channel;
+use expel_protocol::server::{MessageDrop, ServerStats, REFUSALS};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};

@@ -50,14 +50,14 @@ impl Identity {
         })
     }
 
-    /// The QUIC server configuration (ALPN [`expel_shared::protocol::ALPN`], TLS 1.3).
+    /// The QUIC server configuration (ALPN [`expel_protocol::ALPN`], TLS 1.3).
     pub fn quic_config(&self) -> Result<quinn::ServerConfig, crate::ServerError> {
         let tls = |m: String| crate::ServerError::Tls(m);
         let mut crypto = rustls::ServerConfig::builder()
             .with_no_client_auth()
             .with_single_cert(self.chain.clone(), self.key.clone_key())
             .map_err(|e| tls(e.to_string()))?;
-        crypto.alpn_protocols = vec![expel_shared::protocol::ALPN.to_vec()];
+        crypto.alpn_protocols = vec![expel_protocol::ALPN.to_vec()];
         let quic = quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
             .map_err(|e| tls(e.to_string()))?;
         let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(quic));

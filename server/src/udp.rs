@@ -14,8 +14,8 @@
 //! Long-header packets of other versions pass (quinn answers them with version
 //! negotiation) and are counted apart.
 
+use expel_protocol::token::keyed::KeyedHash;
 use expel_quic::RecvMeta;
-use expel_shared::protocol::token::keyed::KeyedHash;
 use prometheus_client::metrics::counter::Counter;
 use quinn_proto::{ConnectionId, ConnectionIdGenerator, InvalidCid};
 use std::time::Duration;

@@ -1,13 +1,151 @@
-//! Expel's wire protocol as pure state machines over bytes, ticks and instants
-//! ([`protocol`]) and text made safe to show ([`text`]), over the deterministic core (`expel-core`, re-exported here
-//! whole, so `expel_shared::sim::Sim` and `expel_core::sim::Sim` are one type).
+//! Expel's wire protocol, free of I/O, over the deterministic core (`expel-core`): the
+//! messages and their codecs, and both ends as state machines over bytes and instants
+//! passed in. The server and client crates are async shells that move these bytes over
+//! QUIC and fire timers; tests drive everything here with bytes and virtual time
+//! ([`simnet`]). [`text`] makes players' text safe to show.
 //!
-//! Nothing here does I/O or async work: the shells in `expel-server` and `expel-client`
-//! move the bytes and fire the timers.
+//! * [`server::Server`] (feature `server`): hellos, tokens ([`token`]), player slots, the
+//!   inputs ([`input`]), validation, the tick and each client's snapshot ([`snapshot`]).
+//! * [`client::Client`]: hello, welcome and map, clock steering, inputs, prediction and
+//!   reconciliation ([`predict`]), interpolation of the others ([`snapshot::interp`]).
+//! * [`conditioner`]: loss, delay, jitter and duplication as a seeded queue.
+//!
+//! The modules follow the protocol's concerns, each holding its parts as owned types,
+//! the client's and the server's side by side: joining ([`join`]), connect tokens
+//! ([`token`]), commands ([`input`]), prediction and its re-run on the server
+//! ([`predict`]), snapshots and interpolation ([`snapshot`]), the roster ([`roster`]),
+//! the game's messages ([`messages`]), its things ([`game`]) and its shots ([`shots`]).
+//! The two machines, [`client`] and [`server`], own those parts, hold their own methods,
+//! and re-export what they report.
+//!
+//! * Reliable control stream (one bidirectional QUIC stream, opened by the client):
+//!   length-prefixed frames ([`frame`]) carrying [`ClientControl`] and [`ServerControl`]:
+//!   hello (version, token, the map the client has), welcome (player id, rates, the
+//!   [`MoveConfig`](expel_core::MoveConfig), map name and hash, server tick), map transfer,
+//!   and the server's last words: a refusal, a removal or a shutdown, each a [`Code`]
+//!   with words for people.
+//! * Input datagrams ([`InputMsg`]): the last few tick-stamped commands, so one lost
+//!   datagram costs nothing, and the newest snapshot received (the delta baseline). Under
+//!   [`MovementAuthority::Client`] each command comes with the state the client claims it
+//!   reached, which the server validates instead of simulating.
+//! * Game messages ([`messages`]): the game's own, typed by it, on the control stream
+//!   (reliable, ordered) or as datagrams (unreliable, never twice, never stale).
+//! * Snapshot datagrams ([`SnapshotMsg`]): the client's own state in full, the other
+//!   players and the movers near it as per-entity deltas with changed-field masks against
+//!   the newest snapshot the client acknowledged ([`snapshot`]).
 
 #![warn(missing_docs)]
 
-pub use expel_core::*;
-
-pub mod protocol;
 pub mod text;
+
+// The wire: the messages, their framing and the codes that end a session.
+pub mod code;
+pub mod frame;
+mod wire;
+
+// The protocol by concern, each with its client's and its server's half side by side.
+pub mod game;
+pub mod input;
+pub mod join;
+pub mod messages;
+pub mod predict;
+mod report;
+pub mod roster;
+pub mod shots;
+pub mod snapshot;
+#[cfg(feature = "server")]
+pub mod token;
+
+// The two machines, made of those halves.
+pub mod client;
+#[cfg(feature = "server")]
+pub mod server;
+
+// What both machines and their shells use: pacing, limits, test links.
+pub mod backoff;
+pub mod conditioner;
+#[cfg(feature = "server")]
+pub mod headroom;
+pub mod rate;
+#[cfg(feature = "server")]
+pub mod simnet;
+
+pub use code::{Code, Kind as EndKind};
+pub use wire::{
+    ClientControl, ClientDatagram, EntityDelta, Feedback, FieldValues, GameLists, InputMsg,
+    MovementAuthority, RosterChange, ServerControl, ServerDatagram, SnapshotMsg, ViewClaim,
+    Welcome, MAX_TICK,
+};
+
+use thiserror::Error;
+
+/// Protocol version carried in the hello; a server refuses any other. The ALPN names the
+/// same number.
+pub const VERSION: u16 = 13;
+/// The QUIC application protocol name: `expel/` and [`VERSION`].
+pub const ALPN: &[u8] = b"expel/13";
+/// Commands repeated in every input datagram (the last N), so a lost datagram costs nothing.
+pub const INPUT_REDUNDANCY: usize = 4;
+/// Most commands one input datagram may carry.
+pub const MAX_INPUT_COMMANDS: usize = 32;
+/// Largest map a server sends or a client accepts.
+pub const MAX_MAP_BYTES: u64 = 64 << 20;
+/// Map transfer chunk size.
+pub const MAP_CHUNK: usize = 32 * 1024;
+/// Other players in a snapshot by default (the nearest).
+pub const DEFAULT_INTEREST: usize = 32;
+/// Movers within this distance of a player are in its snapshots.
+pub const MOVER_INTEREST_RADIUS: f64 = 4096.0;
+
+/// Bytes that do not form a valid message.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum ProtocolError {
+    /// Not decodable as the expected message.
+    #[error("malformed {what}: {detail}")]
+    Malformed {
+        /// Which message.
+        what: &'static str,
+        /// The decoder's complaint.
+        detail: String,
+    },
+    /// A frame longer than allowed.
+    #[error("frame of {0} bytes exceeds the limit of {1}")]
+    FrameTooLong(usize, usize),
+    /// Decodable, but inconsistent (a mask that does not match its values, too many
+    /// commands, a map larger than allowed, ...).
+    #[error("invalid {what}: {detail}")]
+    Invalid {
+        /// Which message.
+        what: &'static str,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// Encodes a message with postcard.
+pub fn encode<T: serde::Serialize>(msg: &T) -> Vec<u8> {
+    // Plain data into a Vec cannot fail. Most messages fit a datagram: reserve one, so
+    // encoding does not grow the buffer byte by byte.
+    postcard::to_extend(msg, Vec::with_capacity(1200)).unwrap_or_default()
+}
+
+/// Decodes a message with postcard; trailing bytes are an error.
+pub fn decode<'a, T: serde::Deserialize<'a>>(
+    what: &'static str,
+    bytes: &'a [u8],
+) -> Result<T, ProtocolError> {
+    let malformed = |detail: String| ProtocolError::Malformed { what, detail };
+    let (v, rest) = postcard::take_from_bytes(bytes).map_err(|e| malformed(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(malformed(format!("{} trailing bytes", rest.len())));
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod version_tests {
+    #[test]
+    fn the_alpn_names_the_protocol_version() {
+        assert_eq!(super::ALPN, format!("expel/{}", super::VERSION).as_bytes());
+    }
+}

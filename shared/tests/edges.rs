@@ -5,17 +5,17 @@
 //! the drawn view comes with what it tells of; and bad word from a server (a message's
 //! tick far off, an end of nothing, a teleport every snapshot) is counted, not obeyed.
 
-use expel_shared::movement::PlayerState;
-use expel_shared::protocol::client::{Client, ClientEvent, Launcher, Release};
-use expel_shared::protocol::conditioner::Impairment;
-use expel_shared::protocol::frame::encode_frame;
-use expel_shared::protocol::messages::Channel;
-use expel_shared::protocol::server::{Game, GameRules};
-use expel_shared::protocol::simnet::SimNet;
-use expel_shared::protocol::snapshot::Scope;
-use expel_shared::protocol::ServerControl;
-use expel_shared::sim::{Entity, EntityId, Motion, PlayerId, Sim};
-use expel_shared::{Contents, Hull, MoveCommand, TraceScratch};
+use expel_core::movement::PlayerState;
+use expel_core::sim::{EntityId, EntityState, Motion, PlayerId, Sim};
+use expel_core::{Contents, Hull, MoveCommand, TraceScratch};
+use expel_protocol::client::{Client, ClientEvent, Launcher, Release};
+use expel_protocol::conditioner::Impairment;
+use expel_protocol::frame::encode_frame;
+use expel_protocol::messages::Channel;
+use expel_protocol::server::{Game, GameRules};
+use expel_protocol::simnet::SimNet;
+use expel_protocol::snapshot::Scope;
+use expel_protocol::ServerControl;
 use expel_testkit::network::network_with;
 use glam::DVec3;
 use std::collections::{BTreeMap, BTreeSet};
@@ -129,7 +129,7 @@ impl GameRules for PointBlank {
         let (way, d) = nearest_wall(game.sim(), eye);
         let tick_len = self.speed / f64::from(game.sim().movement().tick_rate());
         let from = eye + way * (d - tick_len * 0.5).max(0.0);
-        let e = Entity::launched(from, way, self.speed, Motion::POINT, Some(1))
+        let e = EntityState::launched(from, way, self.speed, Motion::POINT, Some(1))
             .unwrap()
             .with_kind(ROCKET);
         let id = game.spawn(e, Scope::Near).unwrap();
@@ -195,9 +195,14 @@ fn rockets_fired_point_blank_reach_the_shooter_and_a_bystander_start_and_end() {
 }
 
 /// The test's rocket: from the eye, the way the command looks, at `speed`.
-fn rocket(before: &PlayerState, cmd: &MoveCommand, owner: PlayerId, speed: f64) -> Option<Entity> {
+fn rocket(
+    before: &PlayerState,
+    cmd: &MoveCommand,
+    owner: PlayerId,
+    speed: f64,
+) -> Option<EntityState> {
     let eye = before.origin() + DVec3::new(0.0, 0.0, 20.0);
-    Entity::launched(eye, cmd.view().0, speed, Motion::POINT, Some(owner))
+    EntityState::launched(eye, cmd.view().0, speed, Motion::POINT, Some(owner))
         .ok()
         .map(|e| e.with_kind(ROCKET))
 }
@@ -234,7 +239,7 @@ impl Launcher for ClientRockets {
         player: PlayerId,
         before: &PlayerState,
         cmd: &MoveCommand,
-        out: &mut Vec<Entity>,
+        out: &mut Vec<EntityState>,
     ) {
         if self.trigger.pull(tick, cmd) {
             out.extend(rocket(before, cmd, player, self.speed));
@@ -272,7 +277,7 @@ impl GameRules for Rockets {
         for i in game.impacts().to_vec() {
             let standing = game.world().tick;
             game.despawn(i.entity);
-            if let expel_shared::sim::Struck::Player(victim) = i.struck {
+            if let expel_core::sim::Struck::Player(victim) = i.struck {
                 self.hits.lock().unwrap().push((i.entity, standing));
                 let _ = game.broadcast(Channel::Reliable, &(i.entity, victim));
             }

@@ -3,14 +3,14 @@
 //! duplication. Every client ends holding exactly the server's entities, heard of each
 //! one's spawn and despawn, and the impacts the rules saw never put one inside solid.
 
-use expel_shared::protocol::client::ClientEvent;
-use expel_shared::protocol::conditioner::Impairment;
-use expel_shared::protocol::server::{Game, GameRules};
-use expel_shared::protocol::snapshot::Scope;
-use expel_shared::protocol::MovementAuthority;
-use expel_shared::sim::{Entity, EntityId, Motion, Struck};
-use expel_shared::MoveCommand;
-use expel_shared::{Contents, Hull, TraceScratch};
+use expel_core::sim::{EntityId, EntityState, Motion, Struck};
+use expel_core::MoveCommand;
+use expel_core::{Contents, Hull, TraceScratch};
+use expel_protocol::client::ClientEvent;
+use expel_protocol::conditioner::Impairment;
+use expel_protocol::server::{Game, GameRules};
+use expel_protocol::snapshot::Scope;
+use expel_protocol::MovementAuthority;
 use expel_testkit::network::network;
 use glam::DVec3;
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,7 +46,7 @@ impl GameRules for Launcher {
         if self.flag.is_none() {
             let at = game.sim().spawns()[0] + DVec3::new(0.0, 0.0, 40.0);
             self.flag = game
-                .spawn(Entity::fixed(at).with_kind(FLAG), Scope::Everyone)
+                .spawn(EntityState::fixed(at).with_kind(FLAG), Scope::Everyone)
                 .ok();
         }
         if let Some(f) = self.flag.filter(|_| self.firing && tick.is_multiple_of(60)) {
@@ -102,9 +102,10 @@ impl GameRules for Launcher {
                 let m = Motion::new(DVec3::splat(-3.0), DVec3::splat(3.0), 800.0, 0.6).unwrap();
                 (GRENADE, m, 600.0)
             };
-            let e = Entity::launched(me + DVec3::new(0.0, 0.0, 20.0), dir, speed, motion, Some(p))
-                .unwrap()
-                .with_kind(kind);
+            let e =
+                EntityState::launched(me + DVec3::new(0.0, 0.0, 20.0), dir, speed, motion, Some(p))
+                    .unwrap()
+                    .with_kind(kind);
             game.spawn(e, Scope::Near).unwrap();
             let mut set = self.set.lock().unwrap();
             let launched = set.1.entry(p).or_default();
@@ -132,7 +133,7 @@ fn every_client_converges_to_the_servers_entities_under_loss_and_reordering() {
         set: set.clone(),
         ..Default::default()
     }));
-    let mut walk = |i: usize, c: &expel_shared::protocol::client::Client| {
+    let mut walk = |i: usize, c: &expel_protocol::client::Client| {
         let yaw = (c.tick() / 90 + i as u64) as f64 * 77.0;
         MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0)
     };
@@ -140,7 +141,7 @@ fn every_client_converges_to_the_servers_entities_under_loss_and_reordering() {
     let mut despawned: Vec<BTreeSet<EntityId>> = vec![BTreeSet::new(); n as usize];
     let mut changed = vec![0u32; n as usize];
     let mut most = 0;
-    let mut take_events = |net: &mut expel_shared::protocol::simnet::SimNet| {
+    let mut take_events = |net: &mut expel_protocol::simnet::SimNet| {
         for i in 0..n as usize {
             while let Some(e) = net.client_mut(i).poll_event() {
                 match e {

@@ -2,17 +2,17 @@
 //! reordering and stale acknowledgements equal the server's world; datagrams fit their
 //! limit; malformed bytes are errors, never panics.
 
-use expel_shared::mover::MoverState;
-use expel_shared::protocol::frame::{encode_frame, FrameDecoder, MAX_FRAME};
-use expel_shared::protocol::snapshot::held_tolerance;
-use expel_shared::protocol::snapshot::{
+use expel_core::mover::MoverState;
+use expel_core::{
+    CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim, SimScratch, WorldState,
+};
+use expel_protocol::frame::{encode_frame, FrameDecoder, MAX_FRAME};
+use expel_protocol::snapshot::held_tolerance;
+use expel_protocol::snapshot::{
     Crowd, Feedback, Snapshot, SnapshotDecoder, SnapshotEncoder, EXACT_NEAR, FACING_DRIFT,
     VIEW_DRIFT, VIEW_REFRESH,
 };
-use expel_shared::protocol::{decode, ClientControl, ClientDatagram, ServerControl};
-use expel_shared::{
-    CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim, SimScratch, WorldState,
-};
+use expel_protocol::{decode, ClientControl, ClientDatagram, ServerControl};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

@@ -5,12 +5,12 @@
 
 use expel_testkit::network::network;
 
-use expel_shared::protocol::client::{End, Status};
-use expel_shared::protocol::conditioner::Impairment;
-use expel_shared::protocol::server::{Event, Game, GameRules, RuleError};
-use expel_shared::protocol::{Code, MovementAuthority};
-use expel_shared::sim::PlayerId;
-use expel_shared::{MoveCommand, MoveMode};
+use expel_core::sim::PlayerId;
+use expel_core::{MoveCommand, MoveMode};
+use expel_protocol::client::{End, Status};
+use expel_protocol::conditioner::Impairment;
+use expel_protocol::server::{Event, Game, GameRules, RuleError};
+use expel_protocol::{Code, MovementAuthority};
 use glam::DVec3;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -139,7 +139,7 @@ fn shuffled(
     movement: MovementAuthority,
     secs: u64,
     remove: Option<(PlayerId, u64)>,
-) -> (Log, expel_shared::protocol::simnet::SimNet) {
+) -> (Log, expel_protocol::simnet::SimNet) {
     let link = Impairment {
         loss: 0.05,
         delay_ms: 40.0,

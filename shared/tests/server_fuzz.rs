@@ -4,14 +4,14 @@
 //! strangers, with time jumping. In a debug build (overflow checks on): nothing may panic,
 //! and each bad message is counted or refused. `EXPEL_FUZZ_ITERATIONS` runs it longer.
 
-use expel_shared::movement::MoveMode;
-use expel_shared::protocol::frame::encode_frame;
-use expel_shared::protocol::server::{ConnId, Event, Output, Server, ServerSettings};
-use expel_shared::protocol::token::{self, Grant};
-use expel_shared::protocol::{
+use expel_core::movement::MoveMode;
+use expel_core::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
+use expel_protocol::frame::encode_frame;
+use expel_protocol::server::{ConnId, Event, Output, Server, ServerSettings};
+use expel_protocol::token::{self, Grant};
+use expel_protocol::{
     encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ViewClaim, VERSION,
 };
-use expel_shared::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::sync::Arc;

@@ -3,13 +3,13 @@
 
 use expel_testkit::network::{arena, network, network_with, token};
 
-use expel_shared::protocol::client::{Client, ClientSettings, Status};
-use expel_shared::protocol::conditioner::Impairment;
-use expel_shared::protocol::server::{Event, REFUSALS};
-use expel_shared::protocol::simnet::SimNet;
-use expel_shared::protocol::{Code, MovementAuthority};
-use expel_shared::validate::ViolationKind;
-use expel_shared::MoveCommand;
+use expel_core::validate::ViolationKind;
+use expel_core::MoveCommand;
+use expel_protocol::client::{Client, ClientSettings, Status};
+use expel_protocol::conditioner::Impairment;
+use expel_protocol::server::{Event, REFUSALS};
+use expel_protocol::simnet::SimNet;
+use expel_protocol::{Code, MovementAuthority};
 use expel_testkit::cheats::{CheatTamper, Cheats};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;

@@ -1,11 +1,11 @@
 //! Cheats, for proving the server catches them: a fast clock, and states that no honest
-//! movement reaches. Free of I/O: a [`Tamper`](expel_shared::protocol::client::Tamper) on the client's protocol machine passes
+//! movement reaches. Free of I/O: a [`Tamper`](expel_protocol::client::Tamper) on the client's protocol machine passes
 //! each honest prediction through [`CheatState::apply`] and sends what comes out, as its
 //! claim (trusted-client mode) or its reported prediction (authoritative mode).
 
-use expel_shared::protocol::predict::Predictor;
-use expel_shared::protocol::{InputMsg, INPUT_REDUNDANCY};
-use expel_shared::{MoveCommand, PlayerState, Sim};
+use expel_core::{MoveCommand, PlayerState, Sim};
+use expel_protocol::predict::Predictor;
+use expel_protocol::{InputMsg, INPUT_REDUNDANCY};
 use glam::DVec3;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -150,7 +150,7 @@ impl CheatState {
         if cheats.fly != 0.0 {
             velocity.z = cheats.fly;
             step.z = cheats.fly * dt;
-            out.flags &= !expel_shared::movement::flags::ON_GROUND;
+            out.flags &= !expel_core::movement::flags::ON_GROUND;
         }
         if let (Some(o), true) = (cheats.teleport, first) {
             step += o;
@@ -162,10 +162,10 @@ impl CheatState {
     }
 }
 
-/// The cheats as a [`expel_shared::protocol::client::Tamper`]: each input message's
+/// The cheats as a [`expel_protocol::client::Tamper`]: each input message's
 /// reported prediction (or claims) rewritten into the cheat's own chain of states, and
 /// the clock's period overridden. Set it on a client's protocol machine (a
-/// `expel_client::Session` or a bare [`expel_shared::protocol::client::Client`]).
+/// `expel_client::Session` or a bare [`expel_protocol::client::Client`]).
 pub struct CheatTamper {
     cheats: Cheats,
     state: CheatState,
@@ -197,7 +197,7 @@ impl CheatTamper {
     }
 }
 
-impl expel_shared::protocol::client::Tamper for CheatTamper {
+impl expel_protocol::client::Tamper for CheatTamper {
     fn input(&mut self, sim: &Sim, predictor: &Predictor, tick: u64, msg: &mut InputMsg) {
         self.base = 1.0 / f64::from(sim.config().tick_rate.max(1));
         self.calls += 1;

@@ -1,13 +1,13 @@
 //! The simulated network's standard setup: the arena map, the test secret, tokens for
 //! it, and a network of clients connected to a server on virtual time.
 
-use expel_shared::protocol::client::ClientSettings;
-use expel_shared::protocol::conditioner::Impairment;
-use expel_shared::protocol::server::{Server, ServerSettings};
-use expel_shared::protocol::simnet::{NetSettings, SimNet};
-use expel_shared::protocol::token::{mint, Grant};
-use expel_shared::protocol::MovementAuthority;
-use expel_shared::{CollisionModel, MapData, MoveConfig, Sim};
+use expel_core::{CollisionModel, MapData, MoveConfig, Sim};
+use expel_protocol::client::ClientSettings;
+use expel_protocol::conditioner::Impairment;
+use expel_protocol::server::{Server, ServerSettings};
+use expel_protocol::simnet::{NetSettings, SimNet};
+use expel_protocol::token::{mint, Grant};
+use expel_protocol::MovementAuthority;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -4,11 +4,11 @@
 
 use expel_bots::RunOptions;
 use expel_client::{ConnectOptions, Trust};
+use expel_core::{MoveCommand, PlayerState, Sim};
+use expel_protocol::frame::{encode_frame, FrameDecoder};
+pub(crate) use expel_protocol::Code;
+use expel_protocol::{decode, ClientControl, ServerControl, ALPN};
 use expel_server::{Identity, Server, ServerConfig, ServerSettings};
-use expel_shared::protocol::frame::{encode_frame, FrameDecoder};
-pub(crate) use expel_shared::protocol::Code;
-use expel_shared::protocol::{decode, ClientControl, ServerControl, ALPN};
-use expel_shared::{MoveCommand, PlayerState, Sim};
 #[allow(unused_imports)] // each test binary uses its own part
 pub(crate) use expel_testkit::network::{
     arena, network, network_with, token, token_with, ARENA, SECRET, UNIX,
@@ -134,7 +134,7 @@ pub(crate) async fn joined_raw(
     let (ep, c) = raw(r, ALPN).await.unwrap();
     let (s, reply) = hello(
         &c,
-        expel_shared::protocol::VERSION,
+        expel_protocol::VERSION,
         token_with(SECRET, id, now() + 60, n),
     )
     .await;

@@ -98,306 +98,312 @@ struct BoxBest {
     sweep: Aabb,
 }
 
-impl CollisionModel {
-    /// [`CollisionModel::trace`] of an upright box or a point: its sweep, whose clips also
-    /// tell whether it starts inside a brush (every brush the start box meets is clipped).
-    pub(super) fn trace_box(
-        &self,
-        hull: &Hull,
-        start: DVec3,
-        end: DVec3,
-        mask: Contents,
-        s: &mut TraceScratch,
-    ) -> Trace {
-        let (sweep, start_solid) = match self.sweep_box(hull, start, end, mask, None, s) {
-            Some(found) => found,
-            None => (Sweep::clear(end), self.position_solid(hull, start, mask, s)),
-        };
-        // A box that starts inside a brush never goes deeper into it (see
-        // `start_inside`), so one that ends inside never left.
-        let all_solid = start_solid && self.position_solid(hull, sweep.end, mask, s);
-        Trace {
-            sweep,
-            start_solid,
-            all_solid,
-        }
+/// [`CollisionModel::trace`] of an upright box or a point: its sweep, whose clips also
+/// tell whether it starts inside a brush (every brush the start box meets is clipped).
+pub(super) fn trace_box(
+    model: &CollisionModel,
+    hull: &Hull,
+    start: DVec3,
+    end: DVec3,
+    mask: Contents,
+    s: &mut TraceScratch,
+) -> Trace {
+    let (sweep, start_solid) = match sweep_box(model, hull, start, end, mask, None, s) {
+        Some(found) => found,
+        None => (
+            Sweep::clear(end),
+            model.position_solid(hull, start, mask, s),
+        ),
+    };
+    // A box that starts inside a brush never goes deeper into it (see
+    // `start_inside`), so one that ends inside never left.
+    let all_solid = start_solid && model.position_solid(hull, sweep.end, mask, s);
+    Trace {
+        sweep,
+        start_solid,
+        all_solid,
     }
+}
 
-    /// [`CollisionModel::sweep`] of an upright box or a point: the swept separating-axis
-    /// test per brush (see the module docs), over the region's brushes when the move lies
-    /// inside it, else over the brush grid, nearest piece first. Also whether the box starts
-    /// inside a brush. `None` for no move (or a move not finite).
-    pub(super) fn sweep_box(
-        &self,
-        hull: &Hull,
-        start: DVec3,
-        end: DVec3,
-        mask: Contents,
-        region: Option<&Region>,
-        s: &mut TraceScratch,
-    ) -> Option<(Sweep, bool)> {
-        let dir = end - start;
-        if !(dir.length_squared() > 0.0 && dir.is_finite() && start.is_finite()) {
-            return None;
+/// [`CollisionModel::sweep`] of an upright box or a point: the swept separating-axis
+/// test per brush (see the module docs), over the region's brushes when the move lies
+/// inside it, else over the brush grid, nearest piece first. Also whether the box starts
+/// inside a brush. `None` for no move (or a move not finite).
+pub(super) fn sweep_box(
+    model: &CollisionModel,
+    hull: &Hull,
+    start: DVec3,
+    end: DVec3,
+    mask: Contents,
+    region: Option<&Region>,
+    s: &mut TraceScratch,
+) -> Option<(Sweep, bool)> {
+    let dir = end - start;
+    if !(dir.length_squared() > 0.0 && dir.is_finite() && start.is_finite()) {
+        return None;
+    }
+    let hb = hull.bounds();
+    let mv = BoxMove {
+        centre: start + (hb.min + hb.max) * 0.5,
+        half: (hb.max - hb.min) * 0.5,
+        dir,
+    };
+    let sweep_box = |f: f64| hull.swept_bounds(start, start + dir * f).expand(MARGIN);
+    let whole = sweep_box(1.0);
+    let mut best = BoxBest {
+        f: 1.0,
+        brush: u32::MAX,
+        normal: DVec3::ZERO,
+        point: DVec3::ZERO,
+        sweep: whole,
+    };
+    let mut inside = false;
+    let mut test = |bi: u32, best: &mut BoxBest| {
+        // (Its bounds are known to meet the sweep box.)
+        if !model.brushes[bi as usize].contents.intersects(mask) {
+            return;
         }
-        let hb = hull.bounds();
-        let mv = BoxMove {
-            centre: start + (hb.min + hb.max) * 0.5,
-            half: (hb.max - hb.min) * 0.5,
-            dir,
-        };
-        let sweep_box = |f: f64| hull.swept_bounds(start, start + dir * f).expand(MARGIN);
-        let whole = sweep_box(1.0);
-        let mut best = BoxBest {
-            f: 1.0,
-            brush: u32::MAX,
-            normal: DVec3::ZERO,
-            point: DVec3::ZERO,
-            sweep: whole,
-        };
-        let mut inside = false;
-        let mut test = |bi: u32, best: &mut BoxBest| {
-            // (Its bounds are known to meet the sweep box.)
-            if !self.brushes[bi as usize].contents.intersects(mask) {
-                return;
-            }
-            let (t, ix) = match self.box_vs_brush(&mv, bi as usize, best.f) {
-                Meets::No => return,
-                Meets::Inside => {
-                    inside = true;
-                    // Out of a brush it starts in, the box goes where it likes, except
-                    // deeper: such a move does not start.
-                    match self.start_inside(&mv, bi as usize) {
-                        Some(ix) => (0.0, ix),
-                        None => return,
-                    }
+        let (t, ix) = match box_vs_brush(model, &mv, bi as usize, best.f) {
+            Meets::No => return,
+            Meets::Inside => {
+                inside = true;
+                // Out of a brush it starts in, the box goes where it likes, except
+                // deeper: such a move does not start.
+                match start_inside(model, &mv, bi as usize) {
+                    Some(ix) => (0.0, ix),
+                    None => return,
                 }
-                Meets::At(t, ix) => (t, ix),
+            }
+            Meets::At(t, ix) => (t, ix),
+        };
+        if t < best.f || (t == best.f && bi < best.brush) {
+            let (n, g, r) = box_axis(model, &mv, bi as usize, ix);
+            let centre = mv.centre + dir * t;
+            best.f = t;
+            best.brush = bi;
+            best.normal = n;
+            // The point of the hit plane nearest the box's centre.
+            best.point = centre - n * (n.abs().dot(mv.half) + g + r * t);
+            best.sweep = sweep_box(t);
+        }
+    };
+    match region {
+        Some(r) if r.contains(&whole) => {
+            for (&bi, b) in r.brushes().iter().zip(r.brush_bounds()) {
+                if b.overlaps(&best.sweep) {
+                    test(bi, &mut best);
+                }
+            }
+        }
+        _ if dir.abs().max_element() <= SHORT_MOVE => {
+            model.brush_grid.query(&whole, |bi| {
+                if model.brushes[bi as usize].bounds.overlaps(&best.sweep) {
+                    test(bi, &mut best);
+                }
+            });
+        }
+        // The grid, over the move in pieces of at most SHORT_MOVE units, nearest first:
+        // a brush the box meets before the end of a piece overlaps the swept box of
+        // that piece or an earlier one, so once the best hit lies within the pieces
+        // queried, the rest are skipped.
+        _ => {
+            let Some((f0, f1)) = grid_span(model, &mv) else {
+                return Some((Sweep::clear(end), false));
             };
-            if t < best.f || (t == best.f && bi < best.brush) {
-                let (n, g, r) = self.box_axis(&mv, bi as usize, ix);
-                let centre = mv.centre + dir * t;
-                best.f = t;
-                best.brush = bi;
-                best.normal = n;
-                // The point of the hit plane nearest the box's centre.
-                best.point = centre - n * (n.abs().dot(mv.half) + g + r * t);
-                best.sweep = sweep_box(t);
+            let pieces = ((dir.abs().max_element() * (f1 - f0) / SHORT_MOVE).ceil() as u32)
+                .clamp(1, MAX_PIECES);
+            if pieces > 1 {
+                s.begin(model);
             }
-        };
-        match region {
-            Some(r) if r.contains(&whole) => {
-                for (&bi, b) in r.brushes().iter().zip(r.brush_bounds()) {
-                    if b.overlaps(&best.sweep) {
-                        test(bi, &mut best);
-                    }
+            let (marks, stamp) = (&mut s.brush_mark, s.stamp);
+            for k in 0..pieces {
+                let a = f0 + (f1 - f0) * (k as f64 / pieces as f64);
+                if a > best.f {
+                    break;
                 }
-            }
-            _ if dir.abs().max_element() <= SHORT_MOVE => {
-                self.brush_grid.query(&whole, |bi| {
-                    if self.brushes[bi as usize].bounds.overlaps(&best.sweep) {
+                let b = if k + 1 == pieces {
+                    f1
+                } else {
+                    f0 + (f1 - f0) * ((k + 1) as f64 / pieces as f64)
+                };
+                let q = hull
+                    .swept_bounds(start + dir * a, start + dir * b)
+                    .expand(MARGIN);
+                model.brush_grid.query(&q, |bi| {
+                    if pieces > 1 {
+                        if marks[bi as usize] == stamp {
+                            return;
+                        }
+                        marks[bi as usize] = stamp;
+                    }
+                    if model.brushes[bi as usize].bounds.overlaps(&best.sweep) {
                         test(bi, &mut best);
                     }
                 });
-            }
-            // The grid, over the move in pieces of at most SHORT_MOVE units, nearest first:
-            // a brush the box meets before the end of a piece overlaps the swept box of
-            // that piece or an earlier one, so once the best hit lies within the pieces
-            // queried, the rest are skipped.
-            _ => {
-                let Some((f0, f1)) = self.grid_span(&mv) else {
-                    return Some((Sweep::clear(end), false));
-                };
-                let pieces = ((dir.abs().max_element() * (f1 - f0) / SHORT_MOVE).ceil() as u32)
-                    .clamp(1, MAX_PIECES);
-                if pieces > 1 {
-                    s.begin(self);
-                }
-                let (marks, stamp) = (&mut s.brush_mark, s.stamp);
-                for k in 0..pieces {
-                    let a = f0 + (f1 - f0) * (k as f64 / pieces as f64);
-                    if a > best.f {
-                        break;
-                    }
-                    let b = if k + 1 == pieces {
-                        f1
-                    } else {
-                        f0 + (f1 - f0) * ((k + 1) as f64 / pieces as f64)
-                    };
-                    let q = hull
-                        .swept_bounds(start + dir * a, start + dir * b)
-                        .expand(MARGIN);
-                    self.brush_grid.query(&q, |bi| {
-                        if pieces > 1 {
-                            if marks[bi as usize] == stamp {
-                                return;
-                            }
-                            marks[bi as usize] = stamp;
-                        }
-                        if self.brushes[bi as usize].bounds.overlaps(&best.sweep) {
-                            test(bi, &mut best);
-                        }
-                    });
-                    if best.f <= b {
-                        break;
-                    }
+                if best.f <= b {
+                    break;
                 }
             }
         }
-        let sweep = if best.brush == u32::MAX {
-            Sweep::clear(end)
+    }
+    let sweep = if best.brush == u32::MAX {
+        Sweep::clear(end)
+    } else {
+        Sweep {
+            fraction: best.f,
+            end: start + dir * best.f,
+            hit: Some(Hit {
+                normal: best.normal,
+                point: best.point,
+                contents: model.brushes[best.brush as usize].contents,
+                target: Target::Model(Feature::BoxBrush { brush: best.brush }),
+            }),
+        }
+    };
+    Some((sweep, inside))
+}
+
+/// The fractions of the move during which the box (with the margin) may meet the
+/// grid's brushes: the move clipped to their bounds. `None` when it never does.
+fn grid_span(model: &CollisionModel, mv: &BoxMove) -> Option<(f64, f64)> {
+    let g = model.brush_grid.bounds();
+    let (mut t0, mut t1) = (0.0f64, 1.0f64);
+    for k in 0..3 {
+        let half = mv.half[k] + MARGIN;
+        let (lo, hi) = (
+            g.min[k] - half - mv.centre[k],
+            g.max[k] + half - mv.centre[k],
+        );
+        let d = mv.dir[k];
+        if d == 0.0 {
+            if !(lo <= 0.0 && 0.0 <= hi) {
+                return None;
+            }
         } else {
-            Sweep {
-                fraction: best.f,
-                end: start + dir * best.f,
-                hit: Some(Hit {
-                    normal: best.normal,
-                    point: best.point,
-                    contents: self.brushes[best.brush as usize].contents,
-                    target: Target::Model(Feature::BoxBrush { brush: best.brush }),
-                }),
-            }
-        };
-        Some((sweep, inside))
+            let (a, b) = (lo / d, hi / d);
+            t0 = t0.max(a.min(b));
+            t1 = t1.min(a.max(b));
+        }
     }
+    // (Widened a little: rounding must not drop a brush at the ends.)
+    (t0 <= t1).then(|| ((t0 - 1e-9).max(0.0), (t1 + 1e-9).min(1.0)))
+}
 
-    /// The fractions of the move during which the box (with the margin) may meet the
-    /// grid's brushes: the move clipped to their bounds. `None` when it never does.
-    fn grid_span(&self, mv: &BoxMove) -> Option<(f64, f64)> {
-        let g = self.brush_grid.bounds();
-        let (mut t0, mut t1) = (0.0f64, 1.0f64);
-        for k in 0..3 {
-            let half = mv.half[k] + MARGIN;
-            let (lo, hi) = (
-                g.min[k] - half - mv.centre[k],
-                g.max[k] + half - mv.centre[k],
-            );
-            let d = mv.dir[k];
-            if d == 0.0 {
-                if !(lo <= 0.0 && 0.0 <= hi) {
-                    return None;
-                }
-            } else {
-                let (a, b) = (lo / d, hi / d);
-                t0 = t0.max(a.min(b));
-                t1 = t1.min(a.max(b));
-            }
-        }
-        // (Widened a little: rounding must not drop a brush at the ends.)
-        (t0 <= t1).then(|| ((t0 - 1e-9).max(0.0), (t1 + 1e-9).min(1.0)))
-    }
-
-    /// How the moving box meets brush `bi`, up to fraction `limit`. Its axes, numbered in
-    /// this order: the brush's planes that are not sides of its bounds first (for a box
-    /// resting on a slope, or passing over the brushes under a floor, one of them is most
-    /// often the axis that keeps the brush out), then the coordinate axes both ways (its
-    /// bounds), then the precomputed axes both ways; two at a time (`clip.rs`).
-    fn box_vs_brush(&self, mv: &BoxMove, bi: usize, limit: f64) -> Meets {
-        let b = &self.brushes[bi];
-        let mut c = PairClip::new(steady_for(mv.centre, mv.dir));
-        let mut ix = 0u32;
-        let gap = |p: &Plane| mv.gap(p.normal, p.dist);
-        let pairs = self.brush_box_planes(bi).chunks_exact(2);
-        let odd = pairs.remainder();
-        for p in pairs {
-            if !c.pair(ix, gap(&p[0]), gap(&p[1])) {
-                return Meets::No;
-            }
-            ix += 2;
-        }
-        if let [p] = odd {
-            if !c.pair(ix, gap(p), NEUTRAL) {
-                return Meets::No;
-            }
-            ix += 1;
-        }
-        for k in 0..3 {
-            if !c.pair(
-                ix,
-                mv.coord(k, true, &b.bounds),
-                mv.coord(k, false, &b.bounds),
-            ) {
-                return Meets::No;
-            }
-            ix += 2;
-        }
-        let sat = self.brush_sat(bi);
-        if !sat.is_empty() && c.missed(limit) {
+/// How the moving box meets brush `bi`, up to fraction `limit`. Its axes, numbered in
+/// this order: the brush's planes that are not sides of its bounds first (for a box
+/// resting on a slope, or passing over the brushes under a floor, one of them is most
+/// often the axis that keeps the brush out), then the coordinate axes both ways (its
+/// bounds), then the precomputed axes both ways; two at a time (`clip.rs`).
+fn box_vs_brush(model: &CollisionModel, mv: &BoxMove, bi: usize, limit: f64) -> Meets {
+    let b = &model.brushes[bi];
+    let mut c = PairClip::new(steady_for(mv.centre, mv.dir));
+    let mut ix = 0u32;
+    let gap = |p: &Plane| mv.gap(p.normal, p.dist);
+    let pairs = model.brush_box_planes(bi).chunks_exact(2);
+    let odd = pairs.remainder();
+    for p in pairs {
+        if !c.pair(ix, gap(&p[0]), gap(&p[1])) {
             return Meets::No;
         }
-        for a in sat {
-            let [hi, lo] = mv.both(a);
-            if !c.pair(ix, hi, lo) {
-                return Meets::No;
-            }
-            ix += 2;
-        }
-        c.finish().meets(limit)
+        ix += 2;
     }
-
-    /// For a box that starts inside brush `bi` (deeper than the position tolerance on
-    /// every axis): the axis that stops the move, when the move goes deeper. How deep the
-    /// box is, is its least penetration: the largest gap over the axes (an exact measure,
-    /// since the axes include every separating axis of a box and a brush). Along the move
-    /// that largest gap is a maximum of linear functions, so convex: it never shrinks
-    /// anywhere along the move if it does not shrink at the start, that is if one of the
-    /// axes of least penetration (within the tolerance) is not closing. A move that
-    /// closes them all goes deeper and is stopped at once (the first of them names it);
-    /// any other never takes the box deeper than it started, so never through a wall.
-    fn start_inside(&self, mv: &BoxMove, bi: usize) -> Option<u32> {
-        let axes = || (0..).map_while(|i| self.box_axis_at(mv, bi, i));
-        let top = axes().fold(f64::NEG_INFINITY, |m, (_, (g, _))| m.max(g));
-        let mut first = None;
-        for (i, (_, (g, r))) in axes().enumerate() {
-            if g >= top - POSITION_EPS {
-                if r >= -RATE_EPS {
-                    return None;
-                }
-                first.get_or_insert(i as u32);
-            }
+    if let [p] = odd {
+        if !c.pair(ix, gap(p), NEUTRAL) {
+            return Meets::No;
         }
-        first
+        ix += 1;
     }
-
-    /// Axis `ix` of brush `bi` as [`CollisionModel::box_vs_brush`] numbers them: its
-    /// direction out of the brush, and the box's gap and rate along it (the same numbers
-    /// the clip sees); `None` past the last. Found by index, not by walking the axes
-    /// before it: it runs for each new best hit.
-    fn box_axis_at(&self, mv: &BoxMove, bi: usize, ix: usize) -> Option<(DVec3, Axis)> {
-        let b = &self.brushes[bi];
-        let planes = self.brush_box_planes(bi);
-        if let Some(p) = planes.get(ix) {
-            return Some((p.normal, mv.gap(p.normal, p.dist)));
+    for k in 0..3 {
+        if !c.pair(
+            ix,
+            mv.coord(k, true, &b.bounds),
+            mv.coord(k, false, &b.bounds),
+        ) {
+            return Meets::No;
         }
-        let i = ix - planes.len();
-        if i < 6 {
-            let (k, up) = (i / 2, i.is_multiple_of(2));
-            let n = DVec3::AXES[k] * if up { 1.0 } else { -1.0 };
-            return Some((n, mv.coord(k, up, &b.bounds)));
-        }
-        let a = self.brush_sat(bi).get((i - 6) / 2)?;
+        ix += 2;
+    }
+    let sat = model.brush_sat(bi);
+    if !sat.is_empty() && c.missed(limit) {
+        return Meets::No;
+    }
+    for a in sat {
         let [hi, lo] = mv.both(a);
-        Some(if i.is_multiple_of(2) {
-            (a.normal, hi)
-        } else {
-            (-a.normal, lo)
-        })
-    }
-
-    /// Axis `ix` of brush `bi` (see [`CollisionModel::box_axis_at`]): its direction, and
-    /// the box's gap and rate along it. [`NO_AXIS`] names the least shut axis
-    /// ([`least_shut`]); when there is none either, no direction and no gap.
-    fn box_axis(&self, mv: &BoxMove, bi: usize, ix: u32) -> (DVec3, f64, f64) {
-        let ix = if ix == NO_AXIS {
-            let axes = (0..).map_while(|i| self.box_axis_at(mv, bi, i));
-            least_shut(axes.map(|(_, a)| a))
-        } else {
-            ix
-        };
-        match self.box_axis_at(mv, bi, ix as usize) {
-            Some((n, (g, r))) => (n, g, r),
-            None => (DVec3::ZERO, f64::NEG_INFINITY, 0.0),
+        if !c.pair(ix, hi, lo) {
+            return Meets::No;
         }
+        ix += 2;
+    }
+    c.finish().meets(limit)
+}
+
+/// For a box that starts inside brush `bi` (deeper than the position tolerance on
+/// every axis): the axis that stops the move, when the move goes deeper. How deep the
+/// box is, is its least penetration: the largest gap over the axes (an exact measure,
+/// since the axes include every separating axis of a box and a brush). Along the move
+/// that largest gap is a maximum of linear functions, so convex: it never shrinks
+/// anywhere along the move if it does not shrink at the start, that is if one of the
+/// axes of least penetration (within the tolerance) is not closing. A move that
+/// closes them all goes deeper and is stopped at once (the first of them names it);
+/// any other never takes the box deeper than it started, so never through a wall.
+fn start_inside(model: &CollisionModel, mv: &BoxMove, bi: usize) -> Option<u32> {
+    let axes = || (0..).map_while(|i| box_axis_at(model, mv, bi, i));
+    let top = axes().fold(f64::NEG_INFINITY, |m, (_, (g, _))| m.max(g));
+    let mut first = None;
+    for (i, (_, (g, r))) in axes().enumerate() {
+        if g >= top - POSITION_EPS {
+            if r >= -RATE_EPS {
+                return None;
+            }
+            first.get_or_insert(i as u32);
+        }
+    }
+    first
+}
+
+/// Axis `ix` of brush `bi` as [`CollisionModel::box_vs_brush`] numbers them: its
+/// direction out of the brush, and the box's gap and rate along it (the same numbers
+/// the clip sees); `None` past the last. Found by index, not by walking the axes
+/// before it: it runs for each new best hit.
+fn box_axis_at(
+    model: &CollisionModel,
+    mv: &BoxMove,
+    bi: usize,
+    ix: usize,
+) -> Option<(DVec3, Axis)> {
+    let b = &model.brushes[bi];
+    let planes = model.brush_box_planes(bi);
+    if let Some(p) = planes.get(ix) {
+        return Some((p.normal, mv.gap(p.normal, p.dist)));
+    }
+    let i = ix - planes.len();
+    if i < 6 {
+        let (k, up) = (i / 2, i.is_multiple_of(2));
+        let n = DVec3::AXES[k] * if up { 1.0 } else { -1.0 };
+        return Some((n, mv.coord(k, up, &b.bounds)));
+    }
+    let a = model.brush_sat(bi).get((i - 6) / 2)?;
+    let [hi, lo] = mv.both(a);
+    Some(if i.is_multiple_of(2) {
+        (a.normal, hi)
+    } else {
+        (-a.normal, lo)
+    })
+}
+
+/// Axis `ix` of brush `bi` (see [`CollisionModel::box_axis_at`]): its direction, and
+/// the box's gap and rate along it. [`NO_AXIS`] names the least shut axis
+/// ([`least_shut`]); when there is none either, no direction and no gap.
+fn box_axis(model: &CollisionModel, mv: &BoxMove, bi: usize, ix: u32) -> (DVec3, f64, f64) {
+    let ix = if ix == NO_AXIS {
+        let axes = (0..).map_while(|i| box_axis_at(model, mv, bi, i));
+        least_shut(axes.map(|(_, a)| a))
+    } else {
+        ix
+    };
+    match box_axis_at(model, mv, bi, ix as usize) {
+        Some((n, (g, r))) => (n, g, r),
+        None => (DVec3::ZERO, f64::NEG_INFINITY, 0.0),
     }
 }
 

@@ -25,47 +25,46 @@ pub enum CacheError {
     #[error("contents corrupted (checksum mismatch)")]
     Corrupted,
     /// The contents do not decode.
-    #[error("contents do not decode: {0}")]
-    Decode(String),
+    #[error("contents do not decode")]
+    Decode(#[source] postcard::Error),
     /// The model fails its structural check.
     #[error("{0}")]
     Invalid(#[from] super::ModelError),
 }
 
-impl CollisionModel {
-    /// The cache file bytes of this model, built from map bytes whose BLAKE3 hash is
-    /// `source`.
-    pub fn to_cache_bytes(&self, source: &[u8; 32]) -> Vec<u8> {
-        // Serializing plain data into a Vec cannot fail.
-        let payload = postcard::to_allocvec(self).unwrap_or_default();
-        let mut out = Vec::with_capacity(HEADER + payload.len());
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&Self::FORMAT_VERSION.to_le_bytes());
-        out.extend_from_slice(source);
-        out.extend_from_slice(blake3::hash(&payload).as_bytes());
-        out.extend_from_slice(&payload);
-        out
-    }
+/// The work of [`CollisionModel::to_cache_bytes`].
+pub(super) fn to_cache_bytes(model: &CollisionModel, source: &[u8; 32]) -> Vec<u8> {
+    // Serializing plain data into a Vec cannot fail.
+    let payload = postcard::to_allocvec(model).unwrap_or_default();
+    let mut out = Vec::with_capacity(HEADER + payload.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&CollisionModel::FORMAT_VERSION.to_le_bytes());
+    out.extend_from_slice(source);
+    out.extend_from_slice(blake3::hash(&payload).as_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
 
-    /// Decodes and checks a cache file for the map bytes hashed to `source`.
-    pub fn from_cache_bytes(bytes: &[u8], source: &[u8; 32]) -> Result<Self, CacheError> {
-        if bytes.len() < HEADER || &bytes[..8] != MAGIC {
-            return Err(CacheError::NotCache);
-        }
-        let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        if version != Self::FORMAT_VERSION {
-            return Err(CacheError::Version(version));
-        }
-        if &bytes[12..44] != source {
-            return Err(CacheError::OtherMap);
-        }
-        let payload = &bytes[HEADER..];
-        if blake3::hash(payload).as_bytes() != &bytes[44..76] {
-            return Err(CacheError::Corrupted);
-        }
-        let model: CollisionModel =
-            postcard::from_bytes(payload).map_err(|e| CacheError::Decode(e.to_string()))?;
-        model.validate()?;
-        Ok(model)
+/// The work of [`CollisionModel::from_cache_bytes`].
+pub(super) fn from_cache_bytes(
+    bytes: &[u8],
+    source: &[u8; 32],
+) -> Result<CollisionModel, CacheError> {
+    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
+        return Err(CacheError::NotCache);
     }
+    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    if version != CollisionModel::FORMAT_VERSION {
+        return Err(CacheError::Version(version));
+    }
+    if &bytes[12..44] != source {
+        return Err(CacheError::OtherMap);
+    }
+    let payload = &bytes[HEADER..];
+    if blake3::hash(payload).as_bytes() != &bytes[44..76] {
+        return Err(CacheError::Corrupted);
+    }
+    let model: CollisionModel = postcard::from_bytes(payload).map_err(CacheError::Decode)?;
+    model.validate()?;
+    Ok(model)
 }

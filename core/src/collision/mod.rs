@@ -27,8 +27,9 @@ pub use trace::{Region, TraceScratch};
 pub use validate::ModelError;
 
 use crate::geom::{Aabb, Plane};
-use glam::DVec3;
+use glam::{DQuat, DVec3};
 use hull::Hull;
+use rotate::{Rotation, RotationTrace};
 use serde::{Deserialize, Serialize};
 use tree::AxialTree;
 
@@ -409,6 +410,169 @@ impl CollisionModel {
         let b = &self.brushes[i];
         let first = b.planes.0 as usize;
         &self.brush_planes[first..first + b.box_planes as usize]
+    }
+
+    /// Sweeps `hull` from `start` to `end` against everything whose contents meet `mask`,
+    /// and tests whether the start position is solid.
+    pub fn trace(
+        &self,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+        mask: Contents,
+        scratch: &mut TraceScratch,
+    ) -> Trace {
+        trace::trace(self, hull, start, end, mask, scratch)
+    }
+
+    /// The sweep alone (no start-solid test): the continuous collision query. Upright
+    /// boxes and points take the box sweep (an exact swept separating-axis test per brush);
+    /// other hulls the polygon sweep.
+    pub fn sweep(
+        &self,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> Sweep {
+        trace::sweep(self, hull, start, end, mask, s)
+    }
+
+    /// [`CollisionModel::sweep`] over the polygons of a [`Region`] gathered beforehand,
+    /// when the move lies inside it (else over the whole model): many short traces in one
+    /// place (a player's tick) then share one broad-phase query.
+    pub fn sweep_in(
+        &self,
+        region: &Region,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> Sweep {
+        trace::sweep_in(self, region, hull, start, end, mask, s)
+    }
+
+    /// The polygon sweep (van Waveren's feature tests against the model's polygons) for
+    /// any hull, boxes included, where [`CollisionModel::sweep`] takes the box sweep for
+    /// boxes: the two stand side by side in tests and benchmarks.
+    pub fn sweep_polygons(
+        &self,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> Sweep {
+        trace::sweep_polygons(self, hull, start, end, mask, s)
+    }
+
+    /// Gathers into `region` what sweeps and position tests of `hull` within `bounds`
+    /// need: every solid brush whose bounds meet them, and for a hull other than an upright
+    /// box (which sweeps the brushes) every such polygon.
+    pub fn gather_region(
+        &self,
+        bounds: Aabb,
+        hull: &Hull,
+        region: &mut Region,
+        s: &mut TraceScratch,
+    ) {
+        trace::gather_region(self, bounds, hull, region, s)
+    }
+
+    /// Contacts of `hull` at `pos` with polygons within `max_dist`, for ground and wall
+    /// checks (van Waveren 2005, §2.6): each nearby front-facing polygon is probed by sweeping the
+    /// hull straight at it, with the same feature tests as [`CollisionModel::sweep`].
+    /// Normals point from the model towards the hull.
+    pub fn contacts(
+        &self,
+        hull: &Hull,
+        pos: DVec3,
+        max_dist: f64,
+        mask: Contents,
+        s: &mut TraceScratch,
+        out: &mut Vec<Contact>,
+    ) {
+        trace::contacts(self, hull, pos, max_dist, mask, s, out)
+    }
+
+    /// Whether `hull` placed at `pos` overlaps (deeper than [`POSITION_EPS`]) any solid
+    /// brush whose contents meet `mask`. Exact separating-axis test against the brushes.
+    pub fn position_solid(
+        &self,
+        hull: &Hull,
+        pos: DVec3,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> bool {
+        overlap::position_solid(self, hull, pos, mask, s)
+    }
+
+    /// The first solid brush (index) that `hull` at `pos` overlaps, if any.
+    pub fn overlapping_brush(
+        &self,
+        hull: &Hull,
+        pos: DVec3,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> Option<usize> {
+        overlap::overlapping_brush(self, hull, pos, mask, s)
+    }
+
+    /// Whether `hull` at `position`, turned by `q` about `origin`, overlaps solid.
+    pub fn position_solid_posed(
+        &self,
+        hull: &Hull,
+        position: DVec3,
+        q: DQuat,
+        origin: DVec3,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> bool {
+        overlap::position_solid_posed(self, hull, position, q, origin, mask, s)
+    }
+
+    /// [`CollisionModel::position_solid`] over the brushes of a [`Region`] gathered
+    /// beforehand, when the hull lies inside it (else over the whole model).
+    pub fn position_solid_in(
+        &self,
+        region: &Region,
+        hull: &Hull,
+        pos: DVec3,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> bool {
+        overlap::position_solid_in(self, region, hull, pos, mask, s)
+    }
+
+    /// Turns `hull`, placed at `position`, by `rot`, against everything whose contents
+    /// meet `mask`; stops where the first feature pair enters the expel zone.
+    pub fn rotate(
+        &self,
+        hull: &Hull,
+        position: DVec3,
+        rot: &Rotation,
+        mask: Contents,
+        s: &mut TraceScratch,
+    ) -> RotationTrace {
+        rotate::rotate(self, hull, position, rot, mask, s)
+    }
+
+    /// The cache file bytes of this model, built from map bytes whose BLAKE3 hash is
+    /// `source`.
+    pub fn to_cache_bytes(&self, source: &[u8; 32]) -> Vec<u8> {
+        cache::to_cache_bytes(self, source)
+    }
+
+    /// Decodes and checks a cache file for the map bytes hashed to `source`.
+    pub fn from_cache_bytes(bytes: &[u8], source: &[u8; 32]) -> Result<Self, CacheError> {
+        cache::from_cache_bytes(bytes, source)
+    }
+
+    /// Checks the model's structure; see the module docs.
+    pub fn validate(&self) -> Result<(), ModelError> {
+        validate::validate(self)
     }
 }
 

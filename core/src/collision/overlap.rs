@@ -91,136 +91,138 @@ pub(super) fn range(set: &[DVec3], axis: DVec3) -> (f64, f64) {
         })
 }
 
-impl CollisionModel {
-    /// Whether `hull` placed at `pos` overlaps (deeper than [`POSITION_EPS`]) any solid
-    /// brush whose contents meet `mask`. Exact separating-axis test against the brushes.
-    pub fn position_solid(
-        &self,
-        hull: &Hull,
-        pos: DVec3,
-        mask: Contents,
-        s: &mut TraceScratch,
-    ) -> bool {
-        self.overlapping_brush(hull, pos, mask, s).is_some()
-    }
+/// The work of [`CollisionModel::position_solid`].
+pub(super) fn position_solid(
+    model: &CollisionModel,
+    hull: &Hull,
+    pos: DVec3,
+    mask: Contents,
+    s: &mut TraceScratch,
+) -> bool {
+    model.overlapping_brush(hull, pos, mask, s).is_some()
+}
 
-    /// The first solid brush (index) that `hull` at `pos` overlaps, if any.
-    pub fn overlapping_brush(
-        &self,
-        hull: &Hull,
-        pos: DVec3,
-        mask: Contents,
-        s: &mut TraceScratch,
-    ) -> Option<usize> {
-        self.first_overlap(&Upright { hull, pos }, mask, s)
-    }
+/// The work of [`CollisionModel::overlapping_brush`].
+pub(super) fn overlapping_brush(
+    model: &CollisionModel,
+    hull: &Hull,
+    pos: DVec3,
+    mask: Contents,
+    s: &mut TraceScratch,
+) -> Option<usize> {
+    first_overlap(model, &Upright { hull, pos }, mask, s)
+}
 
-    /// Whether `hull` at `position`, turned by `q` about `origin`, overlaps solid.
-    pub fn position_solid_posed(
-        &self,
-        hull: &Hull,
-        position: DVec3,
-        q: DQuat,
-        origin: DVec3,
-        mask: Contents,
-        s: &mut TraceScratch,
-    ) -> bool {
-        if q == DQuat::IDENTITY {
-            return self.position_solid(hull, position, mask, s);
-        }
-        let placed = Turned {
-            pts: hull
-                .vertices()
-                .iter()
-                .map(|v| origin + q * (position + *v - origin))
-                .collect(),
-            normals: hull.planes().map(|p| q * p.normal).collect(),
-            dirs: hull.edge_directions().map(|d| q * d).collect(),
-        };
-        self.first_overlap(&placed, mask, s).is_some()
+/// The work of [`CollisionModel::position_solid_posed`].
+pub(super) fn position_solid_posed(
+    model: &CollisionModel,
+    hull: &Hull,
+    position: DVec3,
+    q: DQuat,
+    origin: DVec3,
+    mask: Contents,
+    s: &mut TraceScratch,
+) -> bool {
+    if q == DQuat::IDENTITY {
+        return model.position_solid(hull, position, mask, s);
     }
-
-    /// [`CollisionModel::position_solid`] over the brushes of a [`Region`] gathered
-    /// beforehand, when the hull lies inside it (else over the whole model).
-    pub fn position_solid_in(
-        &self,
-        region: &Region,
-        hull: &Hull,
-        pos: DVec3,
-        mask: Contents,
-        s: &mut TraceScratch,
-    ) -> bool {
-        let h = Upright { hull, pos };
-        if !region.contains(&h.bounds()) {
-            return self.first_overlap(&h, mask, s).is_some();
-        }
-        let inner = h.bounds().expand(-POSITION_EPS);
-        region
-            .brushes()
+    let placed = Turned {
+        pts: hull
+            .vertices()
             .iter()
-            .zip(region.brush_bounds())
-            .any(|(&bi, b)| b.overlaps(&inner) && self.brush_blocks(&h, bi as usize, mask, &inner))
-    }
+            .map(|v| origin + q * (position + *v - origin))
+            .collect(),
+        normals: hull.planes().map(|p| q * p.normal).collect(),
+        dirs: hull.edge_directions().map(|d| q * d).collect(),
+    };
+    first_overlap(model, &placed, mask, s).is_some()
+}
 
-    /// The lowest-numbered brush the placed hull overlaps.
-    fn first_overlap(
-        &self,
-        h: &impl Placed,
-        mask: Contents,
-        s: &mut TraceScratch,
-    ) -> Option<usize> {
-        let q = h.bounds();
-        let mut cand = std::mem::take(&mut s.candidates);
-        cand.clear();
-        self.brush_grid.query(&q, |i| cand.push(i));
-        cand.sort_unstable();
-        let inner = q.expand(-POSITION_EPS);
-        let found = cand
-            .iter()
-            .map(|&i| i as usize)
-            .find(|&bi| self.brush_blocks(h, bi, mask, &inner));
-        s.candidates = cand;
-        found
+/// The work of [`CollisionModel::position_solid_in`].
+pub(super) fn position_solid_in(
+    model: &CollisionModel,
+    region: &Region,
+    hull: &Hull,
+    pos: DVec3,
+    mask: Contents,
+    s: &mut TraceScratch,
+) -> bool {
+    let h = Upright { hull, pos };
+    if !region.contains(&h.bounds()) {
+        return first_overlap(model, &h, mask, s).is_some();
     }
+    let inner = h.bounds().expand(-POSITION_EPS);
+    region
+        .brushes()
+        .iter()
+        .zip(region.brush_bounds())
+        .any(|(&bi, b)| b.overlaps(&inner) && brush_blocks(model, &h, bi as usize, mask, &inner))
+}
 
-    /// Whether brush `bi` meets `mask` and the placed hull (whose bounds shrunk by
-    /// [`POSITION_EPS`] are `inner`) overlaps it.
-    fn brush_blocks(&self, h: &impl Placed, bi: usize, mask: Contents, inner: &Aabb) -> bool {
-        let b = &self.brushes[bi];
-        b.contents.intersects(mask) && b.bounds.overlaps(inner) && self.overlaps_brush(h, bi)
-    }
+/// The lowest-numbered brush the placed hull overlaps.
+fn first_overlap(
+    model: &CollisionModel,
+    h: &impl Placed,
+    mask: Contents,
+    s: &mut TraceScratch,
+) -> Option<usize> {
+    let q = h.bounds();
+    let mut cand = std::mem::take(&mut s.candidates);
+    cand.clear();
+    model.brush_grid.query(&q, |i| cand.push(i));
+    cand.sort_unstable();
+    let inner = q.expand(-POSITION_EPS);
+    let found = cand
+        .iter()
+        .map(|&i| i as usize)
+        .find(|&bi| brush_blocks(model, h, bi, mask, &inner));
+    s.candidates = cand;
+    found
+}
 
-    /// Separating-axis test of the placed hull against brush `bi`, the brush's bounds
-    /// already known to overlap. Face axes need one side only: two disjoint convex solids
-    /// are separated by a face plane of one of them, or by an edge-pair axis.
-    fn overlaps_brush(&self, h: &impl Placed, bi: usize) -> bool {
-        let pts = self.brush_points(bi);
-        for p in self.brush_planes(bi) {
-            if p.dist - h.project(p.normal).0 <= POSITION_EPS {
-                return false;
-            }
-        }
-        // A box's faces are the coordinate axes: the bounds test settled them, and an axial
-        // brush has only axis-parallel edges, so no edge pair separates either.
-        if h.is_box() && self.brushes[bi].axial {
-            return true;
-        }
-        if !h.is_box() && h.any_face(|n, far| range(pts, n).0 - far >= -POSITION_EPS) {
+/// Whether brush `bi` meets `mask` and the placed hull (whose bounds shrunk by
+/// [`POSITION_EPS`] are `inner`) overlaps it.
+fn brush_blocks(
+    model: &CollisionModel,
+    h: &impl Placed,
+    bi: usize,
+    mask: Contents,
+    inner: &Aabb,
+) -> bool {
+    let b = &model.brushes[bi];
+    b.contents.intersects(mask) && b.bounds.overlaps(inner) && overlaps_brush(model, h, bi)
+}
+
+/// Separating-axis test of the placed hull against brush `bi`, the brush's bounds
+/// already known to overlap. Face axes need one side only: two disjoint convex solids
+/// are separated by a face plane of one of them, or by an edge-pair axis.
+fn overlaps_brush(model: &CollisionModel, h: &impl Placed, bi: usize) -> bool {
+    let pts = model.brush_points(bi);
+    for p in model.brush_planes(bi) {
+        if p.dist - h.project(p.normal).0 <= POSITION_EPS {
             return false;
         }
-        let separated = h.any_dir(|d| {
-            self.brush_axes(bi).iter().any(|a| {
-                let c = d.cross(*a);
-                let l = c.length();
-                if l <= 1e-9 {
-                    return false;
-                }
-                let axis = c / l;
-                let (hl, hh) = h.project(axis);
-                let (bl, bh) = range(pts, axis);
-                (hh - bl).min(bh - hl) <= POSITION_EPS
-            })
-        });
-        !separated
     }
+    // A box's faces are the coordinate axes: the bounds test settled them, and an axial
+    // brush has only axis-parallel edges, so no edge pair separates either.
+    if h.is_box() && model.brushes[bi].axial {
+        return true;
+    }
+    if !h.is_box() && h.any_face(|n, far| range(pts, n).0 - far >= -POSITION_EPS) {
+        return false;
+    }
+    let separated = h.any_dir(|d| {
+        model.brush_axes(bi).iter().any(|a| {
+            let c = d.cross(*a);
+            let l = c.length();
+            if l <= 1e-9 {
+                return false;
+            }
+            let axis = c / l;
+            let (hl, hh) = h.project(axis);
+            let (bl, bh) = range(pts, axis);
+            (hh - bl).min(bh - hl) <= POSITION_EPS
+        })
+    });
+    !separated
 }

@@ -223,191 +223,188 @@ fn vertex_stop(
     })
 }
 
-impl CollisionModel {
-    /// Turns `hull`, placed at `position`, by `rot`, against everything whose contents
-    /// meet `mask`; stops where the first feature pair enters the expel zone.
-    pub fn rotate(
-        &self,
-        hull: &Hull,
-        position: DVec3,
-        rot: &Rotation,
-        mask: Contents,
-        s: &mut TraceScratch,
-    ) -> RotationTrace {
-        let start_solid =
-            self.position_solid_posed(hull, position, DQuat::IDENTITY, rot.origin, mask, s);
-        let free = RotationTrace {
-            fraction: 1.0,
-            hit: None,
-            start_solid,
-        };
-        let Some(mut k) = crate::geom::unit_axis(rot.axis) else {
-            return free;
-        };
-        if !rot.angle.is_finite() || rot.angle == 0.0 {
-            return free;
+/// The work of [`CollisionModel::rotate`].
+pub(super) fn rotate(
+    model: &CollisionModel,
+    hull: &Hull,
+    position: DVec3,
+    rot: &Rotation,
+    mask: Contents,
+    s: &mut TraceScratch,
+) -> RotationTrace {
+    let start_solid =
+        model.position_solid_posed(hull, position, DQuat::IDENTITY, rot.origin, mask, s);
+    let free = RotationTrace {
+        fraction: 1.0,
+        hit: None,
+        start_solid,
+    };
+    let Some(mut k) = crate::geom::unit_axis(rot.axis) else {
+        return free;
+    };
+    if !rot.angle.is_finite() || rot.angle == 0.0 {
+        return free;
+    }
+    let mut total = rot.angle;
+    if total < 0.0 {
+        k = -k;
+        total = -total;
+    }
+    // Frame: z along the axis, origin on it.
+    let e1 = k.any_orthonormal_vector();
+    let e2 = k.cross(e1);
+    let to_local = DMat3::from_cols(e1, e2, k).transpose();
+    let to_world = DMat3::from_cols(e1, e2, k);
+    let pieces = (total / std::f64::consts::FRAC_PI_2).ceil().max(1.0) as usize;
+    let step = total / pieces as f64;
+    let r_step = libm::tan(step * 0.5);
+    for piece in 0..pieces {
+        let done = step * piece as f64;
+        let q = crate::geom::axis_angle(k, done);
+        if let Some((r, normal, point)) = rotate_piece(
+            model, hull, position, rot.origin, q, r_step, to_local, to_world, mask,
+        ) {
+            let a = 2.0 * libm::atan(r);
+            return RotationTrace {
+                fraction: ((done + a) / total).clamp(0.0, 1.0),
+                hit: Some(RotationHit { normal, point }),
+                start_solid,
+            };
         }
-        let mut total = rot.angle;
-        if total < 0.0 {
-            k = -k;
-            total = -total;
+    }
+    free
+}
+
+/// One piece of at most 90°: the hull starts turned by `q` about the axis. Returns the
+/// stop as `r`, with normal and point in world space.
+#[allow(clippy::too_many_arguments)]
+fn rotate_piece(
+    model: &CollisionModel,
+    hull: &Hull,
+    position: DVec3,
+    origin: DVec3,
+    q: DQuat,
+    r_end: f64,
+    to_local: DMat3,
+    to_world: DMat3,
+    mask: Contents,
+) -> Option<(f64, DVec3, DVec3)> {
+    // Hull vertices in the rotation frame at the start of the piece.
+    let local = |v: DVec3| to_local * (q * (position + v - origin));
+    let hv: Vec<DVec3> = hull.vertices.iter().map(|v| local(*v)).collect();
+    // Everything a vertex can reach while turning lies within its circle about the axis.
+    let mut reach = Aabb::EMPTY;
+    let kw = to_world.z_axis;
+    let spread = DVec3::new(
+        (1.0 - kw.x * kw.x).max(0.0).sqrt(),
+        (1.0 - kw.y * kw.y).max(0.0).sqrt(),
+        (1.0 - kw.z * kw.z).max(0.0).sqrt(),
+    );
+    for p in &hv {
+        let rad = p.truncate().length();
+        let c = origin + to_world * DVec3::new(0.0, 0.0, p.z);
+        reach = reach.union(&Aabb {
+            min: c - spread * rad,
+            max: c + spread * rad,
+        });
+    }
+    let reach = reach.expand(EXPEL * super::mesh::MITRE_CAP + 1e-3);
+    let mut cand: Vec<u32> = Vec::new();
+    model.poly_tree.query_aabb(&reach, |i| cand.push(i));
+    cand.sort_unstable();
+    cand.dedup();
+    let mut best: Option<(f64, DVec3, DVec3)> = None;
+    let mut sides = Vec::new();
+    let mut roots = Vec::new();
+    let mut corners: Vec<DVec3> = Vec::new();
+    let better = |best: &Option<(f64, DVec3, DVec3)>, r: f64| best.is_none_or(|b| r < b.0);
+    // Hull faces in the frame, for model vertices against them.
+    let hull_faces: Vec<(Plane, Vec<DVec3>)> = hull
+        .faces
+        .iter()
+        .map(|f| {
+            let pts: Vec<DVec3> = hull.face_edges[f.first as usize..(f.first + f.count) as usize]
+                .iter()
+                .map(|&(e, rev)| {
+                    let he = &hull.edges[e as usize];
+                    hv[he.v[rev as usize] as usize]
+                })
+                .collect();
+            let n = (to_local * (q * f.plane.normal)).normalize();
+            (
+                Plane {
+                    normal: n,
+                    dist: n.dot(pts[0]),
+                },
+                pts,
+            )
+        })
+        .collect();
+    for &pi in &cand {
+        let poly = &model.polygons[pi as usize];
+        if !poly.contents.intersects(mask) || !poly.bounds.overlaps(&reach) {
+            continue;
         }
-        // Frame: z along the axis, origin on it.
-        let e1 = k.any_orthonormal_vector();
-        let e2 = k.cross(e1);
-        let to_local = DMat3::from_cols(e1, e2, k).transpose();
-        let to_world = DMat3::from_cols(e1, e2, k);
-        let pieces = (total / std::f64::consts::FRAC_PI_2).ceil().max(1.0) as usize;
-        let step = total / pieces as f64;
-        let r_step = libm::tan(step * 0.5);
-        for piece in 0..pieces {
-            let done = step * piece as f64;
-            let q = crate::geom::axis_angle(k, done);
-            if let Some((r, normal, point)) = self.rotate_piece(
-                hull, position, rot.origin, q, r_step, to_local, to_world, mask,
-            ) {
-                let a = 2.0 * libm::atan(r);
-                return RotationTrace {
-                    fraction: ((done + a) / total).clamp(0.0, 1.0),
-                    hit: Some(RotationHit { normal, point }),
-                    start_solid,
-                };
+        corners.clear();
+        corners.extend(
+            model
+                .polygon_points(pi as usize)
+                .map(|p| to_local * (p - origin)),
+        );
+        let n = to_local * poly.plane.normal;
+        let face = Face {
+            plane: Plane {
+                normal: n,
+                dist: n.dot(corners[0]),
+            },
+            corners: &corners,
+        };
+        // Hull vertices turning against the polygon.
+        for p in &hv {
+            if let Some(r) = vertex_stop(*p, 1.0, &face, r_end, &mut sides, &mut roots) {
+                if better(&best, r) {
+                    best = Some((r, to_world * n, origin + to_world * turn(*p, r)));
+                }
             }
         }
-        free
-    }
-
-    /// One piece of at most 90°: the hull starts turned by `q` about the axis. Returns the
-    /// stop as `r`, with normal and point in world space.
-    #[allow(clippy::too_many_arguments)]
-    fn rotate_piece(
-        &self,
-        hull: &Hull,
-        position: DVec3,
-        origin: DVec3,
-        q: DQuat,
-        r_end: f64,
-        to_local: DMat3,
-        to_world: DMat3,
-        mask: Contents,
-    ) -> Option<(f64, DVec3, DVec3)> {
-        // Hull vertices in the rotation frame at the start of the piece.
-        let local = |v: DVec3| to_local * (q * (position + v - origin));
-        let hv: Vec<DVec3> = hull.vertices.iter().map(|v| local(*v)).collect();
-        // Everything a vertex can reach while turning lies within its circle about the axis.
-        let mut reach = Aabb::EMPTY;
-        let kw = to_world.z_axis;
-        let spread = DVec3::new(
-            (1.0 - kw.x * kw.x).max(0.0).sqrt(),
-            (1.0 - kw.y * kw.y).max(0.0).sqrt(),
-            (1.0 - kw.z * kw.z).max(0.0).sqrt(),
-        );
-        for p in &hv {
-            let rad = p.truncate().length();
-            let c = origin + to_world * DVec3::new(0.0, 0.0, p.z);
-            reach = reach.union(&Aabb {
-                min: c - spread * rad,
-                max: c + spread * rad,
-            });
+        // Polygon corners turning (backwards) against the hull's faces.
+        for c in corners.iter() {
+            for (plane, pts) in &hull_faces {
+                let f = Face {
+                    plane: *plane,
+                    corners: pts,
+                };
+                if let Some(r) = vertex_stop(*c, -1.0, &f, r_end, &mut sides, &mut roots) {
+                    if better(&best, r) {
+                        best = Some((
+                            r,
+                            -(to_world * turn(plane.normal, r)),
+                            origin + to_world * *c,
+                        ));
+                    }
+                }
+            }
         }
-        let reach = reach.expand(EXPEL * super::mesh::MITRE_CAP + 1e-3);
-        let mut cand: Vec<u32> = Vec::new();
-        self.poly_tree.query_aabb(&reach, |i| cand.push(i));
-        cand.sort_unstable();
-        cand.dedup();
-        let mut best: Option<(f64, DVec3, DVec3)> = None;
-        let mut sides = Vec::new();
-        let mut roots = Vec::new();
-        let mut corners: Vec<DVec3> = Vec::new();
-        let better = |best: &Option<(f64, DVec3, DVec3)>, r: f64| best.is_none_or(|b| r < b.0);
-        // Hull faces in the frame, for model vertices against them.
-        let hull_faces: Vec<(Plane, Vec<DVec3>)> = hull
-            .faces
-            .iter()
-            .map(|f| {
-                let pts: Vec<DVec3> = hull.face_edges
-                    [f.first as usize..(f.first + f.count) as usize]
-                    .iter()
-                    .map(|&(e, rev)| {
-                        let he = &hull.edges[e as usize];
-                        hv[he.v[rev as usize] as usize]
-                    })
-                    .collect();
-                let n = (to_local * (q * f.plane.normal)).normalize();
-                (
-                    Plane {
-                        normal: n,
-                        dist: n.dot(pts[0]),
-                    },
-                    pts,
-                )
-            })
-            .collect();
-        for &pi in &cand {
-            let poly = &self.polygons[pi as usize];
-            if !poly.contents.intersects(mask) || !poly.bounds.overlaps(&reach) {
+        // Hull edges turning against the polygon's edges.
+        let m = &model.poly_edges[poly.first as usize..(poly.first + poly.count) as usize];
+        for (k, &code) in m.iter().enumerate() {
+            let edge = &model.edges[(code >> 1) as usize];
+            if edge.internal {
                 continue;
             }
-            corners.clear();
-            corners.extend(
-                self.polygon_points(pi as usize)
-                    .map(|p| to_local * (p - origin)),
-            );
-            let n = to_local * poly.plane.normal;
-            let face = Face {
-                plane: Plane {
-                    normal: n,
-                    dist: n.dot(corners[0]),
-                },
-                corners: &corners,
-            };
-            // Hull vertices turning against the polygon.
-            for p in &hv {
-                if let Some(r) = vertex_stop(*p, 1.0, &face, r_end, &mut sides, &mut roots) {
+            let (qa, qb) = (corners[k], corners[(k + 1) % corners.len()]);
+            let mitre = to_local * edge.mitre;
+            for he in &hull.edges {
+                let (pa, pb) = (hv[he.v[0] as usize], hv[he.v[1] as usize]);
+                if let Some((r, nn, pt)) = edge_stop(pa, pb, qa, qb, mitre, r_end) {
                     if better(&best, r) {
-                        best = Some((r, to_world * n, origin + to_world * turn(*p, r)));
-                    }
-                }
-            }
-            // Polygon corners turning (backwards) against the hull's faces.
-            for c in corners.iter() {
-                for (plane, pts) in &hull_faces {
-                    let f = Face {
-                        plane: *plane,
-                        corners: pts,
-                    };
-                    if let Some(r) = vertex_stop(*c, -1.0, &f, r_end, &mut sides, &mut roots) {
-                        if better(&best, r) {
-                            best = Some((
-                                r,
-                                -(to_world * turn(plane.normal, r)),
-                                origin + to_world * *c,
-                            ));
-                        }
-                    }
-                }
-            }
-            // Hull edges turning against the polygon's edges.
-            let m = &self.poly_edges[poly.first as usize..(poly.first + poly.count) as usize];
-            for (k, &code) in m.iter().enumerate() {
-                let edge = &self.edges[(code >> 1) as usize];
-                if edge.internal {
-                    continue;
-                }
-                let (qa, qb) = (corners[k], corners[(k + 1) % corners.len()]);
-                let mitre = to_local * edge.mitre;
-                for he in &hull.edges {
-                    let (pa, pb) = (hv[he.v[0] as usize], hv[he.v[1] as usize]);
-                    if let Some((r, nn, pt)) = edge_stop(pa, pb, qa, qb, mitre, r_end) {
-                        if better(&best, r) {
-                            best = Some((r, to_world * nn, origin + to_world * pt));
-                        }
+                        best = Some((r, to_world * nn, origin + to_world * pt));
                     }
                 }
             }
         }
-        best
     }
+    best
 }
 
 /// Bisection for where `pred` turns true in `(lo, hi]`, given false at `lo`, true at `hi`.

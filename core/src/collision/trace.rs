@@ -187,245 +187,231 @@ struct Query<'a> {
     mask: Contents,
 }
 
-impl CollisionModel {
-    /// Sweeps `hull` from `start` to `end` against everything whose contents meet `mask`,
-    /// and tests whether the start position is solid.
-    pub fn trace(
-        &self,
-        hull: &Hull,
-        start: DVec3,
-        end: DVec3,
-        mask: Contents,
-        scratch: &mut TraceScratch,
-    ) -> Trace {
-        if hull.is_box() {
-            return self.trace_box(hull, start, end, mask, scratch);
-        }
-        let sweep = self.sweep(hull, start, end, mask, scratch);
-        let start_solid = self.position_solid(hull, start, mask, scratch);
-        Trace {
-            sweep,
-            start_solid,
-            all_solid: start_solid && self.position_solid(hull, sweep.end, mask, scratch),
-        }
+/// The work of [`CollisionModel::trace`].
+pub(super) fn trace(
+    model: &CollisionModel,
+    hull: &Hull,
+    start: DVec3,
+    end: DVec3,
+    mask: Contents,
+    scratch: &mut TraceScratch,
+) -> Trace {
+    if hull.is_box() {
+        return super::boxsweep::trace_box(model, hull, start, end, mask, scratch);
     }
-
-    /// The sweep alone (no start-solid test): the continuous collision query. Upright
-    /// boxes and points take the box sweep (an exact swept separating-axis test per brush);
-    /// other hulls the polygon sweep.
-    pub fn sweep(
-        &self,
-        hull: &Hull,
-        start: DVec3,
-        end: DVec3,
-        mask: Contents,
-        s: &mut TraceScratch,
-    ) -> Sweep {
-        self.sweep_with(hull, start, end, mask, None, s)
+    let sweep = model.sweep(hull, start, end, mask, scratch);
+    let start_solid = model.position_solid(hull, start, mask, scratch);
+    Trace {
+        sweep,
+        start_solid,
+        all_solid: start_solid && model.position_solid(hull, sweep.end, mask, scratch),
     }
+}
 
-    /// [`CollisionModel::sweep`] over the polygons of a [`Region`] gathered beforehand,
-    /// when the move lies inside it (else over the whole model): many short traces in one
-    /// place (a player's tick) then share one broad-phase query.
-    pub fn sweep_in(
-        &self,
-        region: &Region,
-        hull: &Hull,
-        start: DVec3,
-        end: DVec3,
-        mask: Contents,
-        s: &mut TraceScratch,
-    ) -> Sweep {
-        self.sweep_with(hull, start, end, mask, Some(region), s)
+/// The work of [`CollisionModel::sweep`].
+pub(super) fn sweep(
+    model: &CollisionModel,
+    hull: &Hull,
+    start: DVec3,
+    end: DVec3,
+    mask: Contents,
+    s: &mut TraceScratch,
+) -> Sweep {
+    sweep_with(model, hull, start, end, mask, None, s)
+}
+
+/// The work of [`CollisionModel::sweep_in`].
+pub(super) fn sweep_in(
+    model: &CollisionModel,
+    region: &Region,
+    hull: &Hull,
+    start: DVec3,
+    end: DVec3,
+    mask: Contents,
+    s: &mut TraceScratch,
+) -> Sweep {
+    sweep_with(model, hull, start, end, mask, Some(region), s)
+}
+
+/// The work of [`CollisionModel::sweep_polygons`].
+pub(super) fn sweep_polygons(
+    model: &CollisionModel,
+    hull: &Hull,
+    start: DVec3,
+    end: DVec3,
+    mask: Contents,
+    s: &mut TraceScratch,
+) -> Sweep {
+    sweep_polygons_in(model, hull, start, end, mask, None, s)
+}
+
+fn sweep_with(
+    model: &CollisionModel,
+    hull: &Hull,
+    start: DVec3,
+    end: DVec3,
+    mask: Contents,
+    region: Option<&Region>,
+    s: &mut TraceScratch,
+) -> Sweep {
+    if hull.is_box() {
+        super::boxsweep::sweep_box(model, hull, start, end, mask, region, s)
+            .map_or(Sweep::clear(end), |(sweep, _)| sweep)
+    } else {
+        sweep_polygons_in(model, hull, start, end, mask, region, s)
     }
+}
 
-    /// The polygon sweep (van Waveren's feature tests against the model's polygons) for
-    /// any hull, boxes included, where [`CollisionModel::sweep`] takes the box sweep for
-    /// boxes: the two stand side by side in tests and benchmarks.
-    pub fn sweep_polygons(
-        &self,
-        hull: &Hull,
-        start: DVec3,
-        end: DVec3,
-        mask: Contents,
-        s: &mut TraceScratch,
-    ) -> Sweep {
-        self.sweep_polygons_in(hull, start, end, mask, None, s)
-    }
-
-    fn sweep_with(
-        &self,
-        hull: &Hull,
-        start: DVec3,
-        end: DVec3,
-        mask: Contents,
-        region: Option<&Region>,
-        s: &mut TraceScratch,
-    ) -> Sweep {
-        if hull.is_box() {
-            self.sweep_box(hull, start, end, mask, region, s)
-                .map_or(Sweep::clear(end), |(sweep, _)| sweep)
-        } else {
-            self.sweep_polygons_in(hull, start, end, mask, region, s)
-        }
-    }
-
-    fn sweep_polygons_in(
-        &self,
-        hull: &Hull,
-        start: DVec3,
-        end: DVec3,
-        mask: Contents,
-        region: Option<&Region>,
-        s: &mut TraceScratch,
-    ) -> Sweep {
-        let dir = end - start;
-        let mut best = Best::NONE;
-        let dir_len = dir.length();
-        if dir_len > 0.0 && dir_len.is_finite() && start.is_finite() {
-            s.begin(self);
-            let q = Query {
-                model: self,
-                hull,
-                start,
-                dir,
-                dir_len,
-                mask,
-            };
-            q.prepare_hull(s);
-            best = q.best(best);
-            match region {
-                Some(r) if r.with_polygons && r.contains(&best.sweep) => {
-                    for (&pi, b) in r.polygons.iter().zip(&r.bounds32) {
-                        if b.overlaps(&best.sweep32) {
-                            q.test_polygon(pi, s, &mut best);
-                        }
+fn sweep_polygons_in(
+    model: &CollisionModel,
+    hull: &Hull,
+    start: DVec3,
+    end: DVec3,
+    mask: Contents,
+    region: Option<&Region>,
+    s: &mut TraceScratch,
+) -> Sweep {
+    let dir = end - start;
+    let mut best = Best::NONE;
+    let dir_len = dir.length();
+    if dir_len > 0.0 && dir_len.is_finite() && start.is_finite() {
+        s.begin(model);
+        let q = Query {
+            model: model,
+            hull,
+            start,
+            dir,
+            dir_len,
+            mask,
+        };
+        q.prepare_hull(s);
+        best = q.best(best);
+        match region {
+            Some(r) if r.with_polygons && r.contains(&best.sweep) => {
+                for (&pi, b) in r.polygons.iter().zip(&r.bounds32) {
+                    if b.overlaps(&best.sweep32) {
+                        q.test_polygon(pi, s, &mut best);
                     }
                 }
-                _ => q.traverse(s, &mut best),
             }
-        }
-        match best.feature {
-            Some(feature) => Sweep {
-                fraction: best.f,
-                end: start + dir * best.f,
-                hit: Some(Hit {
-                    normal: best.normal,
-                    point: best.point,
-                    contents: best.contents,
-                    target: Target::Model(feature),
-                }),
-            },
-            None => Sweep::clear(end),
+            _ => q.traverse(s, &mut best),
         }
     }
+    match best.feature {
+        Some(feature) => Sweep {
+            fraction: best.f,
+            end: start + dir * best.f,
+            hit: Some(Hit {
+                normal: best.normal,
+                point: best.point,
+                contents: best.contents,
+                target: Target::Model(feature),
+            }),
+        },
+        None => Sweep::clear(end),
+    }
+}
 
-    /// Gathers into `region` what sweeps and position tests of `hull` within `bounds`
-    /// need: every solid brush whose bounds meet them, and for a hull other than an upright
-    /// box (which sweeps the brushes) every such polygon.
-    pub fn gather_region(
-        &self,
-        bounds: Aabb,
-        hull: &Hull,
-        region: &mut Region,
-        s: &mut TraceScratch,
-    ) {
-        s.begin(self);
-        region.bounds = bounds;
-        region.with_polygons = !hull.is_box();
-        region.polygons.clear();
-        region.bounds32.clear();
-        region.brushes.clear();
-        region.brush_bounds.clear();
-        let brushes = &mut region.brushes;
-        self.brush_grid.query(&bounds, |i| {
-            if self.brushes[i as usize].bounds.overlaps(&bounds) {
-                brushes.push(i);
-            }
-        });
-        region.brush_bounds.extend(
-            region
-                .brushes
-                .iter()
-                .map(|&i| self.brushes[i as usize].bounds),
-        );
-        if !region.with_polygons {
-            return;
+/// The work of [`CollisionModel::gather_region`].
+pub(super) fn gather_region(
+    model: &CollisionModel,
+    bounds: Aabb,
+    hull: &Hull,
+    region: &mut Region,
+    s: &mut TraceScratch,
+) {
+    s.begin(model);
+    region.bounds = bounds;
+    region.with_polygons = !hull.is_box();
+    region.polygons.clear();
+    region.bounds32.clear();
+    region.brushes.clear();
+    region.brush_bounds.clear();
+    let brushes = &mut region.brushes;
+    model.brush_grid.query(&bounds, |i| {
+        if model.brushes[i as usize].bounds.overlaps(&bounds) {
+            brushes.push(i);
         }
-        let marks = &mut s.poly_mark;
-        let stamp = s.stamp;
-        let polys = &mut region.polygons;
-        self.poly_tree.query_aabb(&bounds, |i| {
-            if marks[i as usize] != stamp && self.polygons[i as usize].bounds.overlaps(&bounds) {
-                marks[i as usize] = stamp;
-                polys.push(i);
-            }
-        });
-        // Tree order, not query order, so results never depend on the walk.
-        region.polygons.sort_unstable();
-        region.bounds32.extend(
-            region
-                .polygons
-                .iter()
-                .map(|&i| self.poly_bounds32[i as usize]),
-        );
+    });
+    region.brush_bounds.extend(
+        region
+            .brushes
+            .iter()
+            .map(|&i| model.brushes[i as usize].bounds),
+    );
+    if !region.with_polygons {
+        return;
     }
+    let marks = &mut s.poly_mark;
+    let stamp = s.stamp;
+    let polys = &mut region.polygons;
+    model.poly_tree.query_aabb(&bounds, |i| {
+        if marks[i as usize] != stamp && model.polygons[i as usize].bounds.overlaps(&bounds) {
+            marks[i as usize] = stamp;
+            polys.push(i);
+        }
+    });
+    // Tree order, not query order, so results never depend on the walk.
+    region.polygons.sort_unstable();
+    region.bounds32.extend(
+        region
+            .polygons
+            .iter()
+            .map(|&i| model.poly_bounds32[i as usize]),
+    );
+}
 
-    /// Contacts of `hull` at `pos` with polygons within `max_dist`, for ground and wall
-    /// checks (van Waveren 2005, §2.6): each nearby front-facing polygon is probed by sweeping the
-    /// hull straight at it, with the same feature tests as [`CollisionModel::sweep`].
-    /// Normals point from the model towards the hull.
-    pub fn contacts(
-        &self,
-        hull: &Hull,
-        pos: DVec3,
-        max_dist: f64,
-        mask: Contents,
-        s: &mut TraceScratch,
-        out: &mut Vec<Contact>,
-    ) {
-        out.clear();
-        let q = hull.bounds().offset(pos).expand(max_dist + MARGIN);
-        let mut cand = std::mem::take(&mut s.candidates);
-        cand.clear();
-        self.poly_tree.query_aabb(&q, |i| cand.push(i));
-        cand.sort_unstable();
-        cand.dedup();
-        for &pi in &cand {
-            let p = &self.polygons[pi as usize];
-            if !p.contents.intersects(mask) || !p.bounds.overlaps(&q) {
-                continue;
-            }
-            let n = p.plane.normal;
-            let distance = p.plane.distance(pos) + hull.project(n).0;
-            if !(-POSITION_EPS..=max_dist).contains(&distance) {
-                continue;
-            }
-            let dir = -n * (max_dist + EXPEL);
-            s.begin(self);
-            let qy = Query {
-                model: self,
-                hull,
-                start: pos,
-                dir,
-                dir_len: dir.length(),
-                mask,
-            };
-            qy.prepare_hull(s);
-            let mut best = Best::NONE;
-            best = qy.best(best);
-            qy.test_polygon(pi, s, &mut best);
-            if best.feature.is_some() {
-                out.push(Contact {
-                    normal: best.normal,
-                    distance,
-                    point: best.point,
-                    contents: p.contents,
-                });
-            }
+/// The work of [`CollisionModel::contacts`].
+pub(super) fn contacts(
+    model: &CollisionModel,
+    hull: &Hull,
+    pos: DVec3,
+    max_dist: f64,
+    mask: Contents,
+    s: &mut TraceScratch,
+    out: &mut Vec<Contact>,
+) {
+    out.clear();
+    let q = hull.bounds().offset(pos).expand(max_dist + MARGIN);
+    let mut cand = std::mem::take(&mut s.candidates);
+    cand.clear();
+    model.poly_tree.query_aabb(&q, |i| cand.push(i));
+    cand.sort_unstable();
+    cand.dedup();
+    for &pi in &cand {
+        let p = &model.polygons[pi as usize];
+        if !p.contents.intersects(mask) || !p.bounds.overlaps(&q) {
+            continue;
         }
-        s.candidates = cand;
+        let n = p.plane.normal;
+        let distance = p.plane.distance(pos) + hull.project(n).0;
+        if !(-POSITION_EPS..=max_dist).contains(&distance) {
+            continue;
+        }
+        let dir = -n * (max_dist + EXPEL);
+        s.begin(model);
+        let qy = Query {
+            model: model,
+            hull,
+            start: pos,
+            dir,
+            dir_len: dir.length(),
+            mask,
+        };
+        qy.prepare_hull(s);
+        let mut best = Best::NONE;
+        best = qy.best(best);
+        qy.test_polygon(pi, s, &mut best);
+        if best.feature.is_some() {
+            out.push(Contact {
+                normal: best.normal,
+                distance,
+                point: best.point,
+                contents: p.contents,
+            });
+        }
     }
+    s.candidates = cand;
 }
 
 impl<'a> Query<'a> {

@@ -224,78 +224,80 @@ impl BrushGrid {
     }
 }
 
-impl CollisionModel {
-    /// Checks the model's structure; see the module docs.
-    pub fn validate(&self) -> Result<(), ModelError> {
-        let (nv, ne, np, nb) = (
-            self.vertices.len(),
-            self.edges.len(),
-            self.polygons.len(),
-            self.brushes.len(),
-        );
-        for (i, v) in self.vertices.iter().enumerate() {
-            finite_vec("vertex", i, *v)?;
+/// The work of [`CollisionModel::validate`].
+pub(super) fn validate(model: &CollisionModel) -> Result<(), ModelError> {
+    let (nv, ne, np, nb) = (
+        model.vertices.len(),
+        model.edges.len(),
+        model.polygons.len(),
+        model.brushes.len(),
+    );
+    for (i, v) in model.vertices.iter().enumerate() {
+        finite_vec("vertex", i, *v)?;
+    }
+    if model.vertex_active.len() != nv || model.poly_bounds32.len() != np {
+        return fail("per-vertex or per-polygon lists differ in length".into());
+    }
+    for (i, e) in model.edges.iter().enumerate() {
+        if e.v.iter().any(|&v| v as usize >= nv) {
+            return fail(format!("edge {i}: vertex {:?} outside 0..{nv}", e.v));
         }
-        if self.vertex_active.len() != nv || self.poly_bounds32.len() != np {
-            return fail("per-vertex or per-polygon lists differ in length".into());
+        if e.polys[0] as usize >= np || (e.polys[1] != NONE && e.polys[1] as usize >= np) {
+            return fail(format!("edge {i}: polygons {:?} outside 0..{np}", e.polys));
         }
-        for (i, e) in self.edges.iter().enumerate() {
-            if e.v.iter().any(|&v| v as usize >= nv) {
-                return fail(format!("edge {i}: vertex {:?} outside 0..{nv}", e.v));
-            }
-            if e.polys[0] as usize >= np || (e.polys[1] != NONE && e.polys[1] as usize >= np) {
-                return fail(format!("edge {i}: polygons {:?} outside 0..{np}", e.polys));
-            }
-            for v in [e.normals[0], e.normals[1], e.mitre] {
-                finite_vec("edge", i, v)?;
-            }
+        for v in [e.normals[0], e.normals[1], e.mitre] {
+            finite_vec("edge", i, v)?;
         }
-        if let Some(c) = self.poly_edges.iter().find(|&&c| (c >> 1) as usize >= ne) {
+    }
+    if let Some(c) = model.poly_edges.iter().find(|&&c| (c >> 1) as usize >= ne) {
+        return fail(format!(
+            "polygon edge use {c} names an edge outside 0..{ne}"
+        ));
+    }
+    for (i, p) in model.polygons.iter().enumerate() {
+        let end = p.first.checked_add(p.count);
+        range(
+            "polygon",
+            i,
+            (p.first, end.unwrap_or(u32::MAX)),
+            model.poly_edges.len(),
+        )?;
+        if p.count < 3 || p.brush as usize >= nb {
+            return fail(format!("polygon {i}: {} edges, brush {}", p.count, p.brush));
+        }
+        unit_plane("polygon", i, &p.plane)?;
+        finite_box("polygon", i, &p.bounds)?;
+    }
+    for (i, b) in model.brushes.iter().enumerate() {
+        range("brush planes", i, b.planes, model.brush_planes.len())?;
+        range("brush points", i, b.points, model.brush_points.len())?;
+        range("brush axes", i, b.axes, model.brush_axes.len())?;
+        range("brush separating axes", i, b.sat, model.brush_sat.len())?;
+        // (The planes a box sweep clips are the first of the brush's own.)
+        let clipped = (b.planes.0, b.planes.0.saturating_add(b.box_planes));
+        range("brush box planes", i, clipped, b.planes.1 as usize)?;
+        finite_box("brush", i, &b.bounds)?;
+    }
+    for (i, p) in model.brush_planes.iter().enumerate() {
+        unit_plane("brush plane", i, p)?;
+    }
+    for (i, v) in model
+        .brush_points
+        .iter()
+        .chain(&model.brush_axes)
+        .enumerate()
+    {
+        finite_vec("brush point or axis", i, *v)?;
+    }
+    for (i, a) in model.brush_sat.iter().enumerate() {
+        let ok = a.lo.is_finite() && a.hi.is_finite() && (a.normal.length() - 1.0).abs() <= 1e-6;
+        if !ok {
             return fail(format!(
-                "polygon edge use {c} names an edge outside 0..{ne}"
+                "brush separating axis {i}: {a:?} is not a unit axis"
             ));
         }
-        for (i, p) in self.polygons.iter().enumerate() {
-            let end = p.first.checked_add(p.count);
-            range(
-                "polygon",
-                i,
-                (p.first, end.unwrap_or(u32::MAX)),
-                self.poly_edges.len(),
-            )?;
-            if p.count < 3 || p.brush as usize >= nb {
-                return fail(format!("polygon {i}: {} edges, brush {}", p.count, p.brush));
-            }
-            unit_plane("polygon", i, &p.plane)?;
-            finite_box("polygon", i, &p.bounds)?;
-        }
-        for (i, b) in self.brushes.iter().enumerate() {
-            range("brush planes", i, b.planes, self.brush_planes.len())?;
-            range("brush points", i, b.points, self.brush_points.len())?;
-            range("brush axes", i, b.axes, self.brush_axes.len())?;
-            range("brush separating axes", i, b.sat, self.brush_sat.len())?;
-            // (The planes a box sweep clips are the first of the brush's own.)
-            let clipped = (b.planes.0, b.planes.0.saturating_add(b.box_planes));
-            range("brush box planes", i, clipped, b.planes.1 as usize)?;
-            finite_box("brush", i, &b.bounds)?;
-        }
-        for (i, p) in self.brush_planes.iter().enumerate() {
-            unit_plane("brush plane", i, p)?;
-        }
-        for (i, v) in self.brush_points.iter().chain(&self.brush_axes).enumerate() {
-            finite_vec("brush point or axis", i, *v)?;
-        }
-        for (i, a) in self.brush_sat.iter().enumerate() {
-            let ok =
-                a.lo.is_finite() && a.hi.is_finite() && (a.normal.length() - 1.0).abs() <= 1e-6;
-            if !ok {
-                return fail(format!(
-                    "brush separating axis {i}: {a:?} is not a unit axis"
-                ));
-            }
-        }
-        self.poly_tree.validate("polygon tree", np)?;
-        self.brush_grid.validate(nb)?;
-        finite_box("model", 0, &self.bounds)
     }
+    model.poly_tree.validate("polygon tree", np)?;
+    model.brush_grid.validate(nb)?;
+    finite_box("model", 0, &model.bounds)
 }

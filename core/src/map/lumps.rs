@@ -1,7 +1,7 @@
 //! What the compiled-map readers share: little-endian fields, bounds-checked lumps, plane
 //! checks, and handing each entity its model's geometry.
 
-use super::{Brush, Entity, MapData, MapError, Patch};
+use super::{Brush, MapData, MapEntity, MapError, Patch};
 use crate::geom::{Plane, MAX_COORD};
 use glam::DVec3;
 
@@ -94,7 +94,7 @@ pub(super) fn assign_models(
         let (brushes, patches) = model(0)?;
         map.entities.insert(
             0,
-            Entity {
+            MapEntity {
                 properties: vec![("classname".into(), "worldspawn".into())],
                 brushes,
                 patches,

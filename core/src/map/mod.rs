@@ -139,7 +139,7 @@ impl Patch {
 
 /// An entity with its key/value pairs in file order, its brushes and its patches.
 #[derive(Clone, Debug, PartialEq, Default)]
-pub struct Entity {
+pub struct MapEntity {
     /// Key/value pairs in file order.
     pub properties: Vec<(String, String)>,
     /// The brushes.
@@ -150,7 +150,7 @@ pub struct Entity {
     pub line: usize,
 }
 
-impl Entity {
+impl MapEntity {
     /// First value of `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.properties
@@ -179,7 +179,7 @@ impl Entity {
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct MapData {
     /// Entities in file order.
-    pub entities: Vec<Entity>,
+    pub entities: Vec<MapEntity>,
     /// Entities dropped because their TrenchBroom layer is omitted from export.
     pub omitted_entities: usize,
     /// What the reader forgave (dropped faces, loose brushes), each naming its line.

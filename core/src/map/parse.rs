@@ -10,7 +10,7 @@
 //! matrix, a raw texture token (names like `{trigger` and `*04water1` exist), then texture
 //! fields (numbers, Valve's `[ ... ]` axes, Quake 3's trailing flags) up to the next face.
 
-use super::{Brush, Entity, Face, MapData, MapError, MapWarning, Patch, MAX_BRUSH_FACES};
+use super::{Brush, Face, MapData, MapEntity, MapError, MapWarning, Patch, MAX_BRUSH_FACES};
 use crate::geom::{planes_to_polygons, Plane, MAX_COORD};
 use glam::DVec3;
 
@@ -262,7 +262,7 @@ pub(super) fn parse(text: &str) -> Result<MapData, MapError> {
         lx.number()?;
     }
     // Brushes and patches outside any entity (editor clipboard files).
-    let mut loose = Entity {
+    let mut loose = MapEntity {
         properties: vec![("classname".into(), "worldspawn".into())],
         ..Default::default()
     };
@@ -283,7 +283,7 @@ pub(super) fn parse(text: &str) -> Result<MapData, MapError> {
             );
             continue;
         }
-        let mut ent = Entity {
+        let mut ent = MapEntity {
             line,
             ..Default::default()
         };

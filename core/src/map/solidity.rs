@@ -1,8 +1,8 @@
 //! Which brushes collide: the one place that decides solidity.
 
-use super::{Brush, Entity, Patch};
+use super::{Brush, MapEntity, Patch};
 
-/// Entity classes whose brushes are static world geometry.
+/// MapEntity classes whose brushes are static world geometry.
 pub const WORLD_CLASSES: [&str; 5] = [
     "worldspawn",
     "func_group",
@@ -105,7 +105,7 @@ pub fn is_world_solid_patch(classname: &str, patch: &Patch) -> bool {
 
 /// Removes the entities of TrenchBroom layers marked `_tb_layer_omit_from_export`, and
 /// the groups and entities inside them (nested groups included). Returns how many went.
-pub(super) fn drop_omitted_layers(entities: &mut Vec<Entity>) -> usize {
+pub(super) fn drop_omitted_layers(entities: &mut Vec<MapEntity>) -> usize {
     let omitted_layers: Vec<&str> = entities
         .iter()
         .filter(|e| {
@@ -119,7 +119,7 @@ pub(super) fn drop_omitted_layers(entities: &mut Vec<Entity>) -> usize {
     }
     let omitted_layers: Vec<String> = omitted_layers.into_iter().map(String::from).collect();
     // Whether `e`'s value for `key` names one of `ids`.
-    let refers = |e: &Entity, key: &str, ids: &[String]| {
+    let refers = |e: &MapEntity, key: &str, ids: &[String]| {
         e.get(key).is_some_and(|v| ids.iter().any(|x| x == v))
     };
     // Groups inherit omission from their layer or from an enclosing group; iterate to a

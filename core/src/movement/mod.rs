@@ -394,7 +394,7 @@ pub struct MoveCommand {
     pub buttons: u8,
     /// The game's own buttons (fire, alt-fire, use, reload, weapon slots: bits the game
     /// names). Movement never reads them; the rules get them with the tick they belong
-    /// to (`expel_shared::protocol::server::Game::command`), and prediction
+    /// to (`expel_protocol::server::Game::command`), and prediction
     /// replays them exactly.
     pub actions: u16,
     /// A field the game defines (the weapon held, an aim mode), carried like `actions`.

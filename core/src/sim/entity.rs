@@ -1,4 +1,4 @@
-//! The game's things in the world: [`Entity`], and the [`Motion`] that makes one a
+//! The game's things in the world: [`EntityState`], and the [`Motion`] that makes one a
 //! projectile the simulation sweeps each tick with the same continuous collision core as
 //! players, so nothing a game moves tunnels, at any speed.
 //!
@@ -157,7 +157,7 @@ impl Motion {
 
 /// A thing of the game's in the world: where it is, how it moves, whose it is.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Entity {
+pub struct EntityState {
     /// Position in 1/[`POSITION_SCALE`] units.
     pub origin: [i32; 3],
     /// Velocity in 1/[`VELOCITY_SCALE`] units a second.
@@ -174,10 +174,10 @@ pub struct Entity {
     pub at_rest: bool,
 }
 
-impl Entity {
+impl EntityState {
     /// An entity that stays at `origin` (quantized).
-    pub fn fixed(origin: DVec3) -> Entity {
-        Entity {
+    pub fn fixed(origin: DVec3) -> EntityState {
+        EntityState {
             origin: quantize(origin, POSITION_SCALE),
             velocity: [0; 3],
             kind: 0,
@@ -188,7 +188,7 @@ impl Entity {
     }
 
     /// The entity as the game's `kind`.
-    pub fn with_kind(mut self, kind: u16) -> Entity {
+    pub fn with_kind(mut self, kind: u16) -> EntityState {
         self.kind = kind;
         self
     }
@@ -201,7 +201,7 @@ impl Entity {
         speed: f64,
         motion: Motion,
         owner: Option<PlayerId>,
-    ) -> Result<Entity, MotionError> {
+    ) -> Result<EntityState, MotionError> {
         if !super::in_range(origin) {
             return Err(MotionError::OutOfRange(origin.to_array()));
         }
@@ -210,7 +210,7 @@ impl Entity {
         }
         let d = dir.try_normalize().unwrap_or(DVec3::ZERO);
         motion.validate()?;
-        Ok(Entity {
+        Ok(EntityState {
             origin: quantize(origin, POSITION_SCALE),
             velocity: quantize(d * speed, VELOCITY_SCALE),
             kind: 0,
@@ -288,175 +288,166 @@ pub struct Impact {
 #[derive(Clone, Debug, PartialEq)]
 pub struct EntityTick {
     /// The new state.
-    pub entity: Entity,
+    pub entity: EntityState,
     /// The impacts on the way, in order.
     pub impacts: Vec<Impact>,
     /// Its origin left the arena: the world drops it.
     pub lost: bool,
 }
 
-impl Sim {
-    /// Moves entity `id` one tick (see the module docs) against the map, the movers at
-    /// `poses` and the players' boxes `players` (its owner's ignored). The world's step
-    /// calls exactly this for every moving entity, so a client that passes the same
-    /// inputs gets the same bits.
-    pub fn entity_tick(
-        &self,
-        id: EntityId,
-        e: &Entity,
-        poses: &[Pose],
-        players: &[PlayerBox],
-        s: &mut SimScratch,
-    ) -> EntityTick {
-        let Some(motion) = e.motion else {
-            return EntityTick {
-                entity: *e,
-                impacts: Vec::new(),
-                lost: false,
-            };
-        };
-        let hull = s.take_entity_hull(&motion);
-        let out = self.move_entity(id, e, &motion, &hull, poses, players, s);
-        s.entity_hulls.push(((motion.mins, motion.maxs), hull));
-        out
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn move_entity(
-        &self,
-        id: EntityId,
-        e: &Entity,
-        motion: &Motion,
-        hull: &Hull,
-        poses: &[Pose],
-        players: &[PlayerBox],
-        s: &mut SimScratch,
-    ) -> EntityTick {
-        let mut out = EntityTick {
+/// The work of [`Sim::entity_tick`].
+pub(super) fn entity_tick(
+    sim: &Sim,
+    id: EntityId,
+    e: &EntityState,
+    poses: &[Pose],
+    players: &[PlayerBox],
+    s: &mut SimScratch,
+) -> EntityTick {
+    let Some(motion) = e.motion else {
+        return EntityTick {
             entity: *e,
             impacts: Vec::new(),
             lost: false,
         };
-        let dt = self.movement.dt();
-        let fall = DVec3::new(0.0, 0.0, -motion.gravity);
-        let mut pos = e.origin();
-        let mut vel = e.velocity();
-        let mut at_rest = e.at_rest;
-        if at_rest {
-            // Held up by what it rests on, or falling again now that it went.
-            let below = pos + DVec3::new(0.0, 0.0, -SUPPORT);
-            let stuck = motion.bounce == 0.0 || motion.gravity <= 0.0;
-            if stuck
-                || self
-                    .shot(hull, pos, below, poses, players, e.owner, s)
-                    .1
-                    .is_some()
-            {
-                return out;
-            }
-            at_rest = false;
-            vel = DVec3::ZERO;
-        }
-        let mut left = dt;
-        for _ in 0..CONTACTS_PER_TICK {
-            let vel_end = vel + fall * left;
-            let end = pos + (vel + vel_end) * 0.5 * left;
-            if !super::in_range(end) {
-                // Only a launch far outside the map goes there: it is lost either way.
-                out.lost = true;
-                return out;
-            }
-            let (sweep, struck) = self.shot(hull, pos, end, poses, players, e.owner, s);
-            let Some((struck, hit)) = struck else {
-                pos = end;
-                vel = vel_end;
-                break;
-            };
-            let used = left * sweep.fraction;
-            pos = sweep.end;
-            vel += fall * used;
-            out.impacts.push(Impact {
-                entity: id,
-                struck,
-                point: pos,
-                contact: hit.point,
-                normal: hit.normal,
-                fraction: ((dt - left + used) / dt).clamp(0.0, 1.0),
-            });
-            left -= used;
-            let n = hit.normal;
-            let into = vel.dot(n);
-            if motion.bounce == 0.0 {
-                (vel, at_rest) = (DVec3::ZERO, true);
-                break;
-            }
-            if into < 0.0 {
-                vel = (vel - n * (2.0 * into)) * motion.bounce;
-            }
-            if motion.gravity > 0.0 && n.z >= FLOOR_Z && vel.dot(n) < 2.0 * motion.gravity * dt {
-                (vel, at_rest) = (DVec3::ZERO, true);
-                break;
-            }
-        }
-        // Out of contacts with time left, it waits for the next tick where the last one
-        // left it.
-        out.entity.origin = quantize(pos, POSITION_SCALE);
-        out.entity.velocity = quantize(vel, VELOCITY_SCALE);
-        out.entity.at_rest = at_rest;
-        out.lost = !self.in_arena(out.entity.origin());
-        out
-    }
+    };
+    let hull = s.take_entity_hull(&motion);
+    let out = move_entity(sim, id, e, &motion, &hull, poses, players, s);
+    s.entity_hulls.push(((motion.mins, motion.maxs), hull));
+    out
+}
 
-    /// What `hull` moving straight from `start` to `end` meets first: the map (solid
-    /// brushes and patches; clip brushes let shots through), the movers at `poses`, the
-    /// players' boxes `players` but `passes`' (the shooter's own), as a projectile's
-    /// tick meets them. A hitscan shot is a point swept along its ray. Returns the sweep
-    /// and what it met, if anything. Nothing is moved: a query.
-    #[allow(clippy::too_many_arguments)]
-    pub fn shot(
-        &self,
-        hull: &Hull,
-        start: DVec3,
-        end: DVec3,
-        poses: &[Pose],
-        players: &[PlayerBox],
-        passes: Option<PlayerId>,
-        s: &mut SimScratch,
-    ) -> (
-        crate::collision::Sweep,
-        Option<(Struck, crate::collision::Hit)>,
-    ) {
-        let swept = hull.swept_bounds(start, end);
-        self.movers_near(&swept, poses, &mut s.movers);
-        s.entity_boxes.clear();
-        s.entity_boxes.extend(players.iter().filter(|b| {
-            Some(b.id) != passes
-                && b.bounds
-                    .overlaps(&swept.expand(super::collider::SWEEP_MARGIN))
-        }));
-        let region = Region::default();
-        let mut col = SimCollider {
-            sim: self,
-            mask: Contents::SOLID,
-            scratch: &mut s.trace,
-            region: &region,
-            boxes: &s.entity_boxes,
-            close: None,
-            poses,
-            movers: &s.movers,
-            blocked_by: None,
-        };
-        let sweep = col.sweep(hull, start, end);
-        let struck = sweep.hit.map(|h| {
-            let what = match h.target {
-                Target::Model(_) => Struck::World,
-                Target::Mover { mover, .. } => Struck::Mover(mover),
-                Target::Player(p) => Struck::Player(p),
-            };
-            (what, h)
-        });
-        (sweep, struck)
+#[allow(clippy::too_many_arguments)]
+fn move_entity(
+    sim: &Sim,
+    id: EntityId,
+    e: &EntityState,
+    motion: &Motion,
+    hull: &Hull,
+    poses: &[Pose],
+    players: &[PlayerBox],
+    s: &mut SimScratch,
+) -> EntityTick {
+    let mut out = EntityTick {
+        entity: *e,
+        impacts: Vec::new(),
+        lost: false,
+    };
+    let dt = sim.movement.dt();
+    let fall = DVec3::new(0.0, 0.0, -motion.gravity);
+    let mut pos = e.origin();
+    let mut vel = e.velocity();
+    let mut at_rest = e.at_rest;
+    if at_rest {
+        // Held up by what it rests on, or falling again now that it went.
+        let below = pos + DVec3::new(0.0, 0.0, -SUPPORT);
+        let stuck = motion.bounce == 0.0 || motion.gravity <= 0.0;
+        if stuck
+            || sim
+                .shot(hull, pos, below, poses, players, e.owner, s)
+                .1
+                .is_some()
+        {
+            return out;
+        }
+        at_rest = false;
+        vel = DVec3::ZERO;
     }
+    let mut left = dt;
+    for _ in 0..CONTACTS_PER_TICK {
+        let vel_end = vel + fall * left;
+        let end = pos + (vel + vel_end) * 0.5 * left;
+        if !super::in_range(end) {
+            // Only a launch far outside the map goes there: it is lost either way.
+            out.lost = true;
+            return out;
+        }
+        let (sweep, struck) = sim.shot(hull, pos, end, poses, players, e.owner, s);
+        let Some((struck, hit)) = struck else {
+            pos = end;
+            vel = vel_end;
+            break;
+        };
+        let used = left * sweep.fraction;
+        pos = sweep.end;
+        vel += fall * used;
+        out.impacts.push(Impact {
+            entity: id,
+            struck,
+            point: pos,
+            contact: hit.point,
+            normal: hit.normal,
+            fraction: ((dt - left + used) / dt).clamp(0.0, 1.0),
+        });
+        left -= used;
+        let n = hit.normal;
+        let into = vel.dot(n);
+        if motion.bounce == 0.0 {
+            (vel, at_rest) = (DVec3::ZERO, true);
+            break;
+        }
+        if into < 0.0 {
+            vel = (vel - n * (2.0 * into)) * motion.bounce;
+        }
+        if motion.gravity > 0.0 && n.z >= FLOOR_Z && vel.dot(n) < 2.0 * motion.gravity * dt {
+            (vel, at_rest) = (DVec3::ZERO, true);
+            break;
+        }
+    }
+    // Out of contacts with time left, it waits for the next tick where the last one
+    // left it.
+    out.entity.origin = quantize(pos, POSITION_SCALE);
+    out.entity.velocity = quantize(vel, VELOCITY_SCALE);
+    out.entity.at_rest = at_rest;
+    out.lost = !sim.in_arena(out.entity.origin());
+    out
+}
+
+/// The work of [`Sim::shot`].
+#[allow(clippy::too_many_arguments)]
+pub(super) fn shot(
+    sim: &Sim,
+    hull: &Hull,
+    start: DVec3,
+    end: DVec3,
+    poses: &[Pose],
+    players: &[PlayerBox],
+    passes: Option<PlayerId>,
+    s: &mut SimScratch,
+) -> (
+    crate::collision::Sweep,
+    Option<(Struck, crate::collision::Hit)>,
+) {
+    let swept = hull.swept_bounds(start, end);
+    sim.movers_near(&swept, poses, &mut s.movers);
+    s.entity_boxes.clear();
+    s.entity_boxes.extend(players.iter().filter(|b| {
+        Some(b.id) != passes
+            && b.bounds
+                .overlaps(&swept.expand(super::collider::SWEEP_MARGIN))
+    }));
+    let region = Region::default();
+    let mut col = SimCollider {
+        sim: sim,
+        mask: Contents::SOLID,
+        scratch: &mut s.trace,
+        region: &region,
+        boxes: &s.entity_boxes,
+        close: None,
+        poses,
+        movers: &s.movers,
+        blocked_by: None,
+    };
+    let sweep = col.sweep(hull, start, end);
+    let struck = sweep.hit.map(|h| {
+        let what = match h.target {
+            Target::Model(_) => Struck::World,
+            Target::Mover { mover, .. } => Struck::Mover(mover),
+            Target::Player(p) => Struck::Player(p),
+        };
+        (what, h)
+    });
+    (sweep, struck)
 }
 
 impl SimScratch {

@@ -41,7 +41,7 @@
 //!
 //! The state hash ([`WorldState::hash`]) is FNV-1a (64-bit) over the tick, each mover's
 //! state in map order, each player's id and [`PlayerState::hash_bytes`] in id order and
-//! each entity's id and [`Entity::hash_bytes`] in id order: stable across platforms,
+//! each entity's id and [`EntityState::hash_bytes`] in id order: stable across platforms,
 //! builds, runs and thread counts.
 
 use crate::collision::TraceScratch;
@@ -68,7 +68,7 @@ mod step;
 pub(crate) use collider::SimCollider;
 use players::{entangled, overlapping_pairs, PlayerGrid};
 
-pub use entity::{Entity, EntityId, EntityTick, Impact, Motion, MotionError, Struck};
+pub use entity::{EntityId, EntityState, EntityTick, Impact, Motion, MotionError, Struck};
 pub use history::{History, ShotView};
 
 /// A player's id, unique within a world.
@@ -144,7 +144,7 @@ pub struct WorldState {
     /// The movers' states, in the simulation's mover order.
     pub movers: Vec<MoverState>,
     /// The game's entities, by id (see [`entity`]).
-    pub entities: BTreeMap<EntityId, Entity>,
+    pub entities: BTreeMap<EntityId, EntityState>,
 }
 
 impl WorldState {
@@ -487,7 +487,7 @@ impl Sim {
 
     /// Checks an entity received from elsewhere: its origin within the supported
     /// coordinates, its motion one the simulation takes.
-    pub fn validate_entity(id: EntityId, e: &Entity) -> Result<(), SimError> {
+    pub fn validate_entity(id: EntityId, e: &EntityState) -> Result<(), SimError> {
         if !in_range(e.origin()) {
             return Err(SimError::EntityOutOfRange {
                 id,
@@ -728,6 +728,50 @@ impl Sim {
         }
         *state = self.spawn_state(id, state.mode);
         true
+    }
+
+    /// Moves entity `id` one tick (see the module docs) against the map, the movers at
+    /// `poses` and the players' boxes `players` (its owner's ignored). The world's step
+    /// calls exactly this for every moving entity, so a client that passes the same
+    /// inputs gets the same bits.
+    pub fn entity_tick(
+        &self,
+        id: EntityId,
+        e: &EntityState,
+        poses: &[Pose],
+        players: &[PlayerBox],
+        s: &mut SimScratch,
+    ) -> EntityTick {
+        entity::entity_tick(self, id, e, poses, players, s)
+    }
+
+    /// What `hull` moving straight from `start` to `end` meets first: the map (solid
+    /// brushes and patches; clip brushes let shots through), the movers at `poses`, the
+    /// players' boxes `players` but `passes`' (the shooter's own), as a projectile's
+    /// tick meets them. A hitscan shot is a point swept along its ray. Returns the sweep
+    /// and what it met, if anything. Nothing is moved: a query.
+    #[allow(clippy::too_many_arguments)]
+    pub fn shot(
+        &self,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+        poses: &[Pose],
+        players: &[PlayerBox],
+        passes: Option<PlayerId>,
+        s: &mut SimScratch,
+    ) -> (
+        crate::collision::Sweep,
+        Option<(Struck, crate::collision::Hit)>,
+    ) {
+        entity::shot(self, hull, start, end, poses, players, passes, s)
+    }
+
+    /// Advances every mover one tick, carrying its riders and pushing the players in its
+    /// way; a mover that cannot push a player does not move and turns back if its kind
+    /// does, so nobody is ever left inside it.
+    pub fn advance_movers(&self, world: &mut WorldState, s: &mut SimScratch) {
+        push::advance_movers(self, world, s)
     }
 }
 

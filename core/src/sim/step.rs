@@ -221,7 +221,7 @@ impl Sim {
         boxes: &[PlayerBox],
         s: &mut SimScratch,
     ) -> (Vec<Impact>, Vec<EntityId>) {
-        let moving: Vec<(EntityId, Entity)> = world
+        let moving: Vec<(EntityId, EntityState)> = world
             .entities
             .iter()
             .filter(|(_, e)| e.motion.is_some())

@@ -127,327 +127,324 @@ pub struct TickView<'a> {
     pub span: u32,
 }
 
-impl Judge<'_> {
-    /// Judges `claim`, the state player `id` says it reached this tick, against `prev`:
-    /// its last accepted state, after this tick's mover phase.
-    /// `probes` are the player's contact probes for this movement ([`ContactHulls`]).
-    pub(super) fn check_claim(
-        &self,
-        id: PlayerId,
-        prev: &PlayerState,
-        claim: &PlayerState,
-        view: TickView<'_>,
-        probes: &ContactHulls,
-        s: &mut SimScratch,
-    ) -> ClaimOutcome {
-        let TickView {
+/// Judges `claim`, the state player `id` says it reached this tick, against `prev`:
+/// its last accepted state, after this tick's mover phase.
+/// `probes` are the player's contact probes for this movement ([`ContactHulls`]).
+pub(super) fn check_claim(
+    judge: &Judge<'_>,
+    id: PlayerId,
+    prev: &PlayerState,
+    claim: &PlayerState,
+    view: TickView<'_>,
+    probes: &ContactHulls,
+    s: &mut SimScratch,
+) -> ClaimOutcome {
+    let TickView {
+        tick,
+        poses,
+        others,
+        span,
+    } = view;
+    if span > MAX_SPAN {
+        return ClaimOutcome {
+            state: *prev,
+            accepted: false,
+            violation: None,
+        };
+    }
+    let k = span.max(1) as f64;
+    let verdict = |kind: ViolationKind, evidence: String, state: PlayerState| ClaimOutcome {
+        state,
+        accepted: false,
+        violation: Some(Violation {
+            kind,
             tick,
-            poses,
-            others,
-            span,
-        } = view;
-        if span > MAX_SPAN {
+            evidence,
+        }),
+    };
+    let at_rest = |origin: [i32; 3]| PlayerState {
+        origin,
+        velocity: [0; 3],
+        flags: prev.flags & flags::CROUCHED,
+        mode: prev.mode,
+    };
+    let accept = || {
+        let mut state = *claim;
+        state.flags = claimable(claim);
+        ClaimOutcome {
+            state,
+            accepted: true,
+            violation: None,
+        }
+    };
+    let c = claim.origin();
+    if !in_range(c) || claim.mode != prev.mode {
+        let why = if claim.mode != prev.mode {
+            format!("mode {:?} claimed, {:?} allowed", claim.mode, prev.mode)
+        } else {
+            format!(
+                "origin {:?} is beyond the supported coordinates",
+                c.to_array()
+            )
+        };
+        return verdict(ViolationKind::Invalid, why, at_rest(prev.origin));
+    }
+    // A frozen player's tick is exact: it stays where the movers left it, at rest.
+    if prev.mode == MoveMode::Frozen {
+        let held = claimable(claim) == claimable(prev);
+        if claim.origin == prev.origin && claim.velocity == [0; 3] && held {
+            return accept();
+        }
+        let moved = (c - prev.origin()).length();
+        return verdict(
+            ViolationKind::Teleport,
+            format!("moved {moved:.1} units while frozen by the game"),
+            at_rest(prev.origin),
+        );
+    }
+    let cfg = judge.sim.config();
+    let mv = judge.sim.movement();
+    let dt = mv.dt();
+    let p0 = prev.origin();
+    // Speed can grow every tick of the span: the reaches add up.
+    let reach = judge.sim.reach(prev) * k * (k + 1.0) / 2.0;
+    let unstick = crate::movement::pmove::UNSTICK_REACH;
+    // Respawn: the simulation puts a player who left the arena back at its spawn.
+    let spawn = judge.sim.spawn_state(id, prev.mode);
+    if claim.origin == spawn.origin
+        && claim.velocity == [0; 3]
+        && !in_arena_by(judge, p0, reach + unstick)
+    {
+        return accept();
+    }
+    let teleport = |moved: f64| {
+        verdict(
+            ViolationKind::Teleport,
+            format!("moved {moved:.1} units in a tick, at most {reach:.1} reachable"),
+            at_rest(prev.origin),
+        )
+    };
+    // A gross bound first, so a teleport never makes us gather a far region.
+    if (c - p0).length() > reach + unstick + MOVE_TOL {
+        return teleport((c - p0).length());
+    }
+    let hull_p = mv.hull(prev);
+    let hull_c = mv.hull(claim);
+    // Players the claimant stood inside as the tick began do not block it (the
+    // simulation's rule: they pass through each other until they part). Nor do those
+    // beyond anything the checks reach (a crowd's thousand would be looked at by every
+    // sweep).
+    let me = mv.player_box(prev);
+    let stand = mv.stand().bounds();
+    let reach_zone = judged_zone(judge, stand.offset(p0).expand(unstick), c)
+        .expand(crate::sim::collider::SWEEP_MARGIN);
+    let others: Vec<_> = others
+        .iter()
+        .filter(|b| {
+            b.id != id
+                && b.bounds.overlaps(&reach_zone)
+                && !crate::sim::players::entangled(&me, &b.bounds)
+        })
+        .copied()
+        .collect();
+    let others = &others[..];
+    // Gather only the space the checks can touch: both ends with a step and the
+    // contact margin, and the unsticking search's reach only when it will run.
+    let near = stand.offset(p0).expand(2.0 * CONTACT);
+    let stuck = judge.sim.collider(near, poses, others, s).solid(hull_p, p0);
+    let from = stand.offset(p0).expand(if stuck { unstick } else { 0.0 });
+    let around = judged_zone(judge, from, c);
+    let mut col = judge.sim.collider(around, poses, others, s);
+    let start = unstuck_position(&mut col, hull_p, p0).unwrap_or(p0);
+    let unstuck = start != p0;
+    // Stuck in solid with nothing free nearby, the movement leaves a player where it
+    // is, whatever its speed and ground say.
+    if stuck && !unstuck && claim.origin == prev.origin {
+        return accept();
+    }
+    let d = c - start;
+    if d.length() > reach + MOVE_TOL {
+        return teleport(d.length());
+    }
+
+    // Speed bounds from one tick of friction and acceleration.
+    let v = prev.velocity().clamp(
+        DVec3::splat(-cfg.max_velocity),
+        DVec3::splat(cfg.max_velocity),
+    );
+    let grounded = [hull_p, hull_c]
+        .iter()
+        .any(|h| ground_sweep(&mut col, h, start, v, cfg).1.is_some());
+    // Landing turns a fall's speed along the ground, which may be level or up a slope.
+    let landing = claim.on_ground() && !grounded;
+    let contact =
+        unstuck || landing || touching(&mut col, probes.probe(claim.crouched()), start, c);
+    // Only a surface that faces up (a floor, a slope, a steep face, a mover's top,
+    // another player's head) can hold a player up against gravity or turn its speed
+    // upward; a wall or a ceiling cannot, however hard the player presses into it.
+    let lift =
+        unstuck || landing || under(&mut col, probes.under(claim.crouched()), hull_c, start, c);
+    let w = cfg.max_speed;
+    let gain = |accel: f64| {
+        let a = (accel * dt * w).min(w);
+        a * (2.0 * w - a)
+    };
+    let flat2 = v.x * v.x + v.y * v.y;
+    // Airborne (or jumping: no friction that tick): air acceleration, level.
+    let mut h2 = flat2 + k * gain(cfg.air_accelerate);
+    let mut up = v.z;
+    if grounded {
+        up = up.max(cfg.jump_velocity);
+        // Walking: friction, ground acceleration, and the ground's slope keeps speed.
+        let walk = friction(v, cfg.stop_speed, cfg.friction * dt).length_squared()
+            + k * gain(cfg.accelerate);
+        h2 = h2.max(walk);
+        up = up.max(walk.sqrt());
+    }
+    if contact {
+        // A slanted surface may turn vertical speed level; one facing up may turn
+        // any of the speed upward.
+        let most = up.max(v.z.abs());
+        let all = h2 + most * most;
+        h2 = all;
+        if lift {
+            up = all.sqrt();
+        }
+    }
+    let h_max = h2.sqrt() + SPEED_TOL * k;
+    let cv = claim.velocity();
+    let claimed_h = cv.truncate().length();
+    if claimed_h > h_max {
+        return verdict(
+            ViolationKind::Speed,
+            format!("horizontal speed {claimed_h:.1} claimed, at most {h_max:.1} allowed"),
+            at_rest(prev.origin),
+        );
+    }
+    let moved_h = d.truncate().length();
+    if moved_h > h_max * dt * k + MOVE_TOL {
+        return verdict(
+            ViolationKind::Speed,
+            format!(
+                "moved {moved_h:.2} units level in a tick, at most {:.2} allowed",
+                h_max * dt * k
+            ),
+            at_rest(prev.origin),
+        );
+    }
+
+    // Vertical: jumps, steps and gravity.
+    let rise_max = (up.max(0.0) * dt + cfg.step_height + cfg.ground_distance) * k + MOVE_TOL;
+    if !unstuck && d.z > rise_max {
+        return verdict(
+            ViolationKind::Fly,
+            format!(
+                "rose {:.2} units in a tick, at most {rise_max:.2} allowed",
+                d.z
+            ),
+            at_rest(prev.origin),
+        );
+    }
+    if cv.z > up.max(0.0) + SPEED_TOL * k {
+        return verdict(
+            ViolationKind::Fly,
+            format!(
+                "vertical speed {:.1} claimed, at most {:.1} allowed",
+                cv.z,
+                up.max(0.0)
+            ),
+            at_rest(prev.origin),
+        );
+    }
+    let feet = probes.ground(claim.crouched());
+    if claim.on_ground()
+        && !has_ground(&mut col, hull_c, c, cfg)
+        && !has_ground(&mut col, feet, c, cfg)
+    {
+        return verdict(
+            ViolationKind::Fly,
+            "ground claimed where there is none".into(),
+            at_rest(prev.origin),
+        );
+    }
+    // Pressed into a crease or a corner, the movement stops dead (Quake's rule):
+    // at rest, no higher than the tick's motion began to take it. From rest, the
+    // next tick falls again, so this cannot be held.
+    let stopped_dead = contact
+        && claim.velocity == [0; 3]
+        && prev.velocity != [0; 3]
+        && d.z <= v.z.max(0.0) * dt * k + MOVE_TOL;
+    if !grounded && !claim.on_ground() && !lift && !stopped_dead {
+        // Free fall over the span (exact for the trapezoidal step the movement takes),
+        // the speed capped as the movement caps it.
+        let vz = (v.z - cfg.gravity * dt * k).max(-cfg.max_velocity);
+        let dz = (v.z * k - cfg.gravity * dt * k * k * 0.5) * dt;
+        if cv.z > vz + SPEED_TOL * k || d.z > dz + MOVE_TOL + fall_rounding(k, dt) {
+            return verdict(
+                ViolationKind::Fly,
+                format!(
+                    "airborne: vertical speed {:.1} and rise {:.2} claimed, gravity allows {vz:.1} and {dz:.2}",
+                    cv.z, d.z
+                ),
+                at_rest(prev.origin),
+            );
+        }
+    }
+
+    // Reachability through free space.
+    if let Err(stop) = reachable(&mut col, hull_c, start, c, cfg.step_height) {
+        // Where the sweep toward the claim stopped, each axis rounded toward the
+        // start so it stays free; else where the player was.
+        let toward = |x: f64, from: f64| {
+            let q = x * crate::movement::POSITION_SCALE;
+            (if from < x { q.floor() } else { q.ceil() }) as i32
+        };
+        let to = [0, 1, 2].map(|i| toward(stop[i], start[i]));
+        let free = !col.solid(hull_p, at_rest(to).origin());
+        let state = if free {
+            at_rest(to)
+        } else {
+            at_rest(prev.origin)
+        };
+        // Only another player in the way is a correction, not a cheat: the client
+        // could not know where that player went since its last snapshot.
+        let by_players = !others.is_empty() && {
+            let mut bare = judge.sim.collider(around, poses, &[], s);
+            reachable(&mut bare, hull_c, start, c, cfg.step_height).is_ok()
+        };
+        if by_players {
             return ClaimOutcome {
-                state: *prev,
+                state,
                 accepted: false,
                 violation: None,
             };
         }
-        let k = span.max(1) as f64;
-        let verdict = |kind: ViolationKind, evidence: String, state: PlayerState| ClaimOutcome {
+        return verdict(
+            ViolationKind::Blocked,
+            format!(
+                "no free path from {:?} to {:?}; stopped at {:?}",
+                start.to_array(),
+                c.to_array(),
+                state.origin().to_array()
+            ),
             state,
-            accepted: false,
-            violation: Some(Violation {
-                kind,
-                tick,
-                evidence,
-            }),
-        };
-        let at_rest = |origin: [i32; 3]| PlayerState {
-            origin,
-            velocity: [0; 3],
-            flags: prev.flags & flags::CROUCHED,
-            mode: prev.mode,
-        };
-        let accept = || {
-            let mut state = *claim;
-            state.flags = claimable(claim);
-            ClaimOutcome {
-                state,
-                accepted: true,
-                violation: None,
-            }
-        };
-        let c = claim.origin();
-        if !in_range(c) || claim.mode != prev.mode {
-            let why = if claim.mode != prev.mode {
-                format!("mode {:?} claimed, {:?} allowed", claim.mode, prev.mode)
-            } else {
-                format!(
-                    "origin {:?} is beyond the supported coordinates",
-                    c.to_array()
-                )
-            };
-            return verdict(ViolationKind::Invalid, why, at_rest(prev.origin));
-        }
-        // A frozen player's tick is exact: it stays where the movers left it, at rest.
-        if prev.mode == MoveMode::Frozen {
-            let held = claimable(claim) == claimable(prev);
-            if claim.origin == prev.origin && claim.velocity == [0; 3] && held {
-                return accept();
-            }
-            let moved = (c - prev.origin()).length();
-            return verdict(
-                ViolationKind::Teleport,
-                format!("moved {moved:.1} units while frozen by the game"),
-                at_rest(prev.origin),
-            );
-        }
-        let cfg = self.sim.config();
-        let mv = self.sim.movement();
-        let dt = mv.dt();
-        let p0 = prev.origin();
-        // Speed can grow every tick of the span: the reaches add up.
-        let reach = self.sim.reach(prev) * k * (k + 1.0) / 2.0;
-        let unstick = crate::movement::pmove::UNSTICK_REACH;
-        // Respawn: the simulation puts a player who left the arena back at its spawn.
-        let spawn = self.sim.spawn_state(id, prev.mode);
-        if claim.origin == spawn.origin
-            && claim.velocity == [0; 3]
-            && !self.in_arena_by(p0, reach + unstick)
-        {
-            return accept();
-        }
-        let teleport = |moved: f64| {
-            verdict(
-                ViolationKind::Teleport,
-                format!("moved {moved:.1} units in a tick, at most {reach:.1} reachable"),
-                at_rest(prev.origin),
-            )
-        };
-        // A gross bound first, so a teleport never makes us gather a far region.
-        if (c - p0).length() > reach + unstick + MOVE_TOL {
-            return teleport((c - p0).length());
-        }
-        let hull_p = mv.hull(prev);
-        let hull_c = mv.hull(claim);
-        // Players the claimant stood inside as the tick began do not block it (the
-        // simulation's rule: they pass through each other until they part). Nor do those
-        // beyond anything the checks reach (a crowd's thousand would be looked at by every
-        // sweep).
-        let me = mv.player_box(prev);
-        let stand = mv.stand().bounds();
-        let reach_zone = self
-            .judged_zone(stand.offset(p0).expand(unstick), c)
-            .expand(crate::sim::collider::SWEEP_MARGIN);
-        let others: Vec<_> = others
-            .iter()
-            .filter(|b| {
-                b.id != id
-                    && b.bounds.overlaps(&reach_zone)
-                    && !crate::sim::players::entangled(&me, &b.bounds)
-            })
-            .copied()
-            .collect();
-        let others = &others[..];
-        // Gather only the space the checks can touch: both ends with a step and the
-        // contact margin, and the unsticking search's reach only when it will run.
-        let near = stand.offset(p0).expand(2.0 * CONTACT);
-        let stuck = self.sim.collider(near, poses, others, s).solid(hull_p, p0);
-        let from = stand.offset(p0).expand(if stuck { unstick } else { 0.0 });
-        let around = self.judged_zone(from, c);
-        let mut col = self.sim.collider(around, poses, others, s);
-        let start = unstuck_position(&mut col, hull_p, p0).unwrap_or(p0);
-        let unstuck = start != p0;
-        // Stuck in solid with nothing free nearby, the movement leaves a player where it
-        // is, whatever its speed and ground say.
-        if stuck && !unstuck && claim.origin == prev.origin {
-            return accept();
-        }
-        let d = c - start;
-        if d.length() > reach + MOVE_TOL {
-            return teleport(d.length());
-        }
-
-        // Speed bounds from one tick of friction and acceleration.
-        let v = prev.velocity().clamp(
-            DVec3::splat(-cfg.max_velocity),
-            DVec3::splat(cfg.max_velocity),
         );
-        let grounded = [hull_p, hull_c]
-            .iter()
-            .any(|h| ground_sweep(&mut col, h, start, v, cfg).1.is_some());
-        // Landing turns a fall's speed along the ground, which may be level or up a slope.
-        let landing = claim.on_ground() && !grounded;
-        let contact =
-            unstuck || landing || touching(&mut col, probes.probe(claim.crouched()), start, c);
-        // Only a surface that faces up (a floor, a slope, a steep face, a mover's top,
-        // another player's head) can hold a player up against gravity or turn its speed
-        // upward; a wall or a ceiling cannot, however hard the player presses into it.
-        let lift =
-            unstuck || landing || under(&mut col, probes.under(claim.crouched()), hull_c, start, c);
-        let w = cfg.max_speed;
-        let gain = |accel: f64| {
-            let a = (accel * dt * w).min(w);
-            a * (2.0 * w - a)
-        };
-        let flat2 = v.x * v.x + v.y * v.y;
-        // Airborne (or jumping: no friction that tick): air acceleration, level.
-        let mut h2 = flat2 + k * gain(cfg.air_accelerate);
-        let mut up = v.z;
-        if grounded {
-            up = up.max(cfg.jump_velocity);
-            // Walking: friction, ground acceleration, and the ground's slope keeps speed.
-            let walk = friction(v, cfg.stop_speed, cfg.friction * dt).length_squared()
-                + k * gain(cfg.accelerate);
-            h2 = h2.max(walk);
-            up = up.max(walk.sqrt());
-        }
-        if contact {
-            // A slanted surface may turn vertical speed level; one facing up may turn
-            // any of the speed upward.
-            let most = up.max(v.z.abs());
-            let all = h2 + most * most;
-            h2 = all;
-            if lift {
-                up = all.sqrt();
-            }
-        }
-        let h_max = h2.sqrt() + SPEED_TOL * k;
-        let cv = claim.velocity();
-        let claimed_h = cv.truncate().length();
-        if claimed_h > h_max {
-            return verdict(
-                ViolationKind::Speed,
-                format!("horizontal speed {claimed_h:.1} claimed, at most {h_max:.1} allowed"),
-                at_rest(prev.origin),
-            );
-        }
-        let moved_h = d.truncate().length();
-        if moved_h > h_max * dt * k + MOVE_TOL {
-            return verdict(
-                ViolationKind::Speed,
-                format!(
-                    "moved {moved_h:.2} units level in a tick, at most {:.2} allowed",
-                    h_max * dt * k
-                ),
-                at_rest(prev.origin),
-            );
-        }
-
-        // Vertical: jumps, steps and gravity.
-        let rise_max = (up.max(0.0) * dt + cfg.step_height + cfg.ground_distance) * k + MOVE_TOL;
-        if !unstuck && d.z > rise_max {
-            return verdict(
-                ViolationKind::Fly,
-                format!(
-                    "rose {:.2} units in a tick, at most {rise_max:.2} allowed",
-                    d.z
-                ),
-                at_rest(prev.origin),
-            );
-        }
-        if cv.z > up.max(0.0) + SPEED_TOL * k {
-            return verdict(
-                ViolationKind::Fly,
-                format!(
-                    "vertical speed {:.1} claimed, at most {:.1} allowed",
-                    cv.z,
-                    up.max(0.0)
-                ),
-                at_rest(prev.origin),
-            );
-        }
-        let feet = probes.ground(claim.crouched());
-        if claim.on_ground()
-            && !has_ground(&mut col, hull_c, c, cfg)
-            && !has_ground(&mut col, feet, c, cfg)
-        {
-            return verdict(
-                ViolationKind::Fly,
-                "ground claimed where there is none".into(),
-                at_rest(prev.origin),
-            );
-        }
-        // Pressed into a crease or a corner, the movement stops dead (Quake's rule):
-        // at rest, no higher than the tick's motion began to take it. From rest, the
-        // next tick falls again, so this cannot be held.
-        let stopped_dead = contact
-            && claim.velocity == [0; 3]
-            && prev.velocity != [0; 3]
-            && d.z <= v.z.max(0.0) * dt * k + MOVE_TOL;
-        if !grounded && !claim.on_ground() && !lift && !stopped_dead {
-            // Free fall over the span (exact for the trapezoidal step the movement takes),
-            // the speed capped as the movement caps it.
-            let vz = (v.z - cfg.gravity * dt * k).max(-cfg.max_velocity);
-            let dz = (v.z * k - cfg.gravity * dt * k * k * 0.5) * dt;
-            if cv.z > vz + SPEED_TOL * k || d.z > dz + MOVE_TOL + fall_rounding(k, dt) {
-                return verdict(
-                    ViolationKind::Fly,
-                    format!(
-                        "airborne: vertical speed {:.1} and rise {:.2} claimed, gravity allows {vz:.1} and {dz:.2}",
-                        cv.z, d.z
-                    ),
-                    at_rest(prev.origin),
-                );
-            }
-        }
-
-        // Reachability through free space.
-        if let Err(stop) = reachable(&mut col, hull_c, start, c, cfg.step_height) {
-            // Where the sweep toward the claim stopped, each axis rounded toward the
-            // start so it stays free; else where the player was.
-            let toward = |x: f64, from: f64| {
-                let q = x * crate::movement::POSITION_SCALE;
-                (if from < x { q.floor() } else { q.ceil() }) as i32
-            };
-            let to = [0, 1, 2].map(|i| toward(stop[i], start[i]));
-            let free = !col.solid(hull_p, at_rest(to).origin());
-            let state = if free {
-                at_rest(to)
-            } else {
-                at_rest(prev.origin)
-            };
-            // Only another player in the way is a correction, not a cheat: the client
-            // could not know where that player went since its last snapshot.
-            let by_players = !others.is_empty() && {
-                let mut bare = self.sim.collider(around, poses, &[], s);
-                reachable(&mut bare, hull_c, start, c, cfg.step_height).is_ok()
-            };
-            if by_players {
-                return ClaimOutcome {
-                    state,
-                    accepted: false,
-                    violation: None,
-                };
-            }
-            return verdict(
-                ViolationKind::Blocked,
-                format!(
-                    "no free path from {:?} to {:?}; stopped at {:?}",
-                    start.to_array(),
-                    c.to_array(),
-                    state.origin().to_array()
-                ),
-                state,
-            );
-        }
-        accept()
     }
+    accept()
+}
 
-    /// The space a claim's checks can touch, from the player's box at the start (`from`)
-    /// to the claimed origin: both ends with a step and the contact margin.
-    pub(super) fn judged_zone(&self, from: Aabb, to: DVec3) -> Aabb {
-        let cfg = self.sim.config();
-        let margin = cfg.step_height + cfg.ground_distance + 2.0 * CONTACT + 1.0;
-        let stand = self.sim.movement().stand().bounds();
-        from.union(&stand.offset(to)).expand(margin)
-    }
+/// The space a claim's checks can touch, from the player's box at the start (`from`)
+/// to the claimed origin: both ends with a step and the contact margin.
+pub(super) fn judged_zone(judge: &Judge<'_>, from: Aabb, to: DVec3) -> Aabb {
+    let cfg = judge.sim.config();
+    let margin = cfg.step_height + cfg.ground_distance + 2.0 * CONTACT + 1.0;
+    let stand = judge.sim.movement().stand().bounds();
+    from.union(&stand.offset(to)).expand(margin)
+}
 
-    /// Whether the box of half-size `margin` around `p` lies in the arena.
-    fn in_arena_by(&self, p: DVec3, margin: f64) -> bool {
-        self.sim.in_arena(p - DVec3::splat(margin)) && self.sim.in_arena(p + DVec3::splat(margin))
-    }
+/// Whether the box of half-size `margin` around `p` lies in the arena.
+fn in_arena_by(judge: &Judge<'_>, p: DVec3, margin: f64) -> bool {
+    judge.sim.in_arena(p - DVec3::splat(margin)) && judge.sim.in_arena(p + DVec3::splat(margin))
 }
 
 /// How far a fall of `k` ticks may come short of the exact trapezoid: every tick rounds

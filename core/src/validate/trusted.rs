@@ -25,7 +25,7 @@ pub struct TickClaim {
 }
 
 /// Snapshots before the acknowledged one a claim may have been predicted against: a
-/// claim travels in `expel_shared::protocol::INPUT_REDUNDANCY` messages, and the first copy
+/// claim travels in `expel_protocol::INPUT_REDUNDANCY` messages, and the first copy
 /// to arrive is judged.
 const SEEN_BACK: u64 = 8;
 /// Work a claim's retries may take, whatever it says it saw: each tick of the kept world
@@ -196,7 +196,8 @@ impl Judge<'_> {
                     others: &boxes,
                     span: claim.span,
                 };
-                let outcome = self.check_claim(*id, &prev, &claim.state, view, probes, s);
+                let outcome =
+                    super::claims::check_claim(self, *id, &prev, &claim.state, view, probes, s);
                 // The client's view is known only while the snapshot it acknowledged is
                 // kept: past it (an acknowledgement of long ago, or none) the world as it
                 // is decides, whatever the acknowledgement.
@@ -277,7 +278,15 @@ impl Retry<'_> {
         s: &mut SimScratch,
     ) -> Option<Option<ClaimOutcome>> {
         self.spend(1)?;
-        let o = judge.check_claim(self.id, self.prev, &self.claim.state, view, self.probes, s);
+        let o = super::claims::check_claim(
+            &judge,
+            self.id,
+            self.prev,
+            &self.claim.state,
+            view,
+            self.probes,
+            s,
+        );
         Some(o.accepted.then_some(o))
     }
 
@@ -433,7 +442,8 @@ impl Judge<'_> {
             ..
         } = *r;
         let stand = self.sim.movement().stand().bounds();
-        let zone = self.judged_zone(stand.offset(prev.origin()), claim.state.origin());
+        let zone =
+            super::claims::judged_zone(self, stand.offset(prev.origin()), claim.state.origin());
         let mut near = Vec::new();
         self.sim.movers_near(&zone, view.poses, &mut near);
         let now: Vec<usize> = near.iter().map(|&(i, _)| i).collect();

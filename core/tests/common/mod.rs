@@ -2,7 +2,7 @@
 //! (it shares no geometry code with it), and random scene generators.
 #![allow(dead_code)]
 
-use expel_core::map::{Brush, Entity, Face, MapData, Patch};
+use expel_core::map::{Brush, Face, MapData, MapEntity, Patch};
 use expel_core::{CollisionModel, Plane};
 use glam::DVec3;
 use rand::Rng;
@@ -264,7 +264,7 @@ pub(crate) struct Scene {
 
 impl Scene {
     pub(crate) fn new(planes_list: Vec<Vec<(DVec3, f64)>>) -> Scene {
-        let mut ent = Entity {
+        let mut ent = MapEntity {
             properties: vec![("classname".into(), "worldspawn".into())],
             ..Default::default()
         };

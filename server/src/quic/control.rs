@@ -4,8 +4,8 @@
 //! close.
 
 use super::{close_now, gone, Context, Peer, Up};
-use expel_shared::protocol::join::map_frame;
-use expel_shared::protocol::server::ConnId;
+use expel_protocol::join::map_frame;
+use expel_protocol::server::ConnId;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

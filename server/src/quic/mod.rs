@@ -14,10 +14,10 @@ use crate::admission::{Admission, Pending};
 use crate::udp::{CidGenerator, Doorman, UdpCounts};
 use crate::{Decision, Limits, Metrics};
 use bytes::{Bytes, BytesMut};
+use expel_protocol::rate::TokenBucket;
+use expel_protocol::server::ConnId;
+use expel_protocol::Code;
 use expel_quic::{datagrams, endpoint_events, transmit, Batch, Blocked, RecvMeta, Timers, Wire};
-use expel_shared::protocol::rate::TokenBucket;
-use expel_shared::protocol::server::ConnId;
-use expel_shared::protocol::Code;
 use quinn_proto::{
     ConnectionHandle, DatagramEvent, Dir, Endpoint, Event, StreamEvent, StreamId, Transmit, VarInt,
 };

@@ -1,0 +1,52 @@
+//! Expel: an authoritative multiplayer game server whose player movement never tunnels
+//! through walls, at any speed, on either side of the wire. This is the one crate a game
+//! depends on; `use expel::prelude::*;` brings what a game writes against:
+//!
+//! ```no_run
+//! use expel::prelude::*;
+//!
+//! /// Says hello to everyone who joins.
+//! struct Greeter;
+//!
+//! impl GameRules for Greeter {
+//!     fn joined(&mut self, game: &mut Game<'_>, player: PlayerId) {
+//!         let _ = game.broadcast(Channel::Reliable, &format!("welcome, player {player}"));
+//!     }
+//!     fn tick(&mut self, _game: &mut Game<'_>) {}
+//! }
+//!
+//! # async fn run() -> Result<(), ServerError> {
+//! let server = Server::builder(Map::arena()?).rules(Greeter).max_players(16).start().await?;
+//! let token = server.token(7, std::time::Duration::from_secs(3600)); // for player 7
+//! let options = ConnectOptions::new(token, Trust::Fingerprint(server.fingerprint.clone()));
+//! let mut session = connect(server.addr, &options).await.expect("joined");
+//! session.input(MoveCommand::new(1.0, 0.0, 0.0, 90.0, 0.0));
+//! # Ok(()) }
+//! ```
+//!
+//! Features: `server` (the server as a library and the rules API) and `client` (the
+//! session a game embeds each frame), both on by default; `bevy` (the Bevy plugin).
+//!
+//! The crates under it stay for those who want one part alone, and are here under short
+//! names: [`core`] (collision, movement, the simulation: deterministic, no I/O),
+//! [`protocol`] (the wire and both ends as state machines over bytes and instants),
+//! [`server`], [`client`] and [`bevy`]. The versions of [`glam`], [`serde`] and `tokio` that
+//! Expel's API names are re-exported, so a game's match Expel's: a game that depends on
+//! this crate alone derives with `#[serde(crate = "expel::serde")]` and starts with
+//! `#[expel::tokio::main(crate = "expel::tokio")]`.
+
+pub mod prelude;
+
+pub use expel_core as core;
+pub use expel_protocol as protocol;
+pub use glam;
+
+#[cfg(feature = "bevy")]
+pub use expel_bevy as bevy;
+#[cfg(feature = "client")]
+pub use expel_client as client;
+#[cfg(feature = "server")]
+pub use expel_server as server;
+pub use serde;
+#[cfg(any(feature = "server", feature = "client"))]
+pub use tokio;

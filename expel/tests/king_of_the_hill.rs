@@ -1,0 +1,30 @@
+//! The example game outside the workspace (examples/king-of-the-hill, which depends on
+//! `expel` alone), played by real clients over loopback QUIC.
+
+#[allow(dead_code)]
+#[path = "../../examples/king-of-the-hill/src/main.rs"]
+mod king_of_the_hill;
+
+/// Two clients take turns on the hill: each scores while alone on it, both see the same
+/// standings, and a shout reaches the other.
+#[expel::tokio::test(crate = "expel::tokio", flavor = "multi_thread", worker_threads = 2)]
+async fn king_of_the_hill_is_played_by_real_clients() {
+    let seen = king_of_the_hill::play(9.0, 2).await.unwrap();
+    assert_eq!(seen.len(), 2);
+    let points = &seen[0].1;
+    assert_eq!(points.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
+    assert!(
+        points[&1] >= 1,
+        "the first turn's king scored nothing: {points:?}"
+    );
+    assert!(
+        points[&2] >= 1,
+        "the second turn's king scored nothing: {points:?}"
+    );
+    let (a, b) = (&seen[0].1, &seen[1].1);
+    let off: u32 = a.keys().map(|k| a[k].abs_diff(b[k])).sum();
+    assert!(off <= 1, "the clients saw different standings: {a:?} {b:?}");
+    for (me, _, shouts) in &seen {
+        assert_eq!(shouts, &vec![(2, "mine next!".to_string())], "player {me}");
+    }
+}

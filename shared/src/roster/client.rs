@@ -1,0 +1,86 @@
+//! Who else is in the world: the server's roster, not our view.
+
+use crate::report::client::{push_event, ClientEvent, End};
+use crate::RosterChange;
+use expel_core::sim::PlayerId;
+use std::collections::{BTreeSet, VecDeque};
+
+/// Most players a client keeps in its roster: a server claiming more is broken.
+pub const MAX_ROSTER: usize = 1 << 16;
+
+/// The other players in the world (whether or not our snapshots show them), as the
+/// server's roster changes tell of them.
+#[derive(Debug, Default)]
+pub(crate) struct Roster {
+    players: BTreeSet<PlayerId>,
+}
+
+impl Roster {
+    pub(crate) fn players(&self) -> &BTreeSet<PlayerId> {
+        &self.players
+    }
+
+    /// Takes the server's changes, telling `events` of each; our own player (`me`) is not
+    /// one of the others. A roster past [`MAX_ROSTER`] is the server's error.
+    pub(crate) fn apply(
+        &mut self,
+        me: Option<PlayerId>,
+        changes: Vec<RosterChange>,
+        events: &mut VecDeque<ClientEvent>,
+    ) -> Result<(), End> {
+        for c in changes {
+            match c {
+                RosterChange::Joined(player) if Some(player) != me => {
+                    if self.players.len() >= MAX_ROSTER && !self.players.contains(&player) {
+                        let why = format!("a roster over {MAX_ROSTER} players");
+                        return Err(End::Protocol(why));
+                    }
+                    if self.players.insert(player) {
+                        push_event(events, ClientEvent::PlayerJoined { player });
+                    }
+                }
+                RosterChange::Left(player) => {
+                    if self.players.remove(&player) {
+                        push_event(events, ClientEvent::PlayerLeft { player });
+                    }
+                }
+                RosterChange::Joined(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_roster_keeps_the_others_and_tells_of_each_change() {
+        let mut r = Roster::default();
+        let mut events = VecDeque::new();
+        let changes = vec![
+            RosterChange::Joined(1),
+            RosterChange::Joined(2),
+            RosterChange::Joined(3),
+            RosterChange::Joined(2),
+            RosterChange::Left(3),
+            RosterChange::Left(9),
+        ];
+        r.apply(Some(1), changes, &mut events).unwrap();
+        assert_eq!(r.players().iter().copied().collect::<Vec<_>>(), vec![2]);
+        assert_eq!(
+            Vec::from(events),
+            vec![
+                ClientEvent::PlayerJoined { player: 2 },
+                ClientEvent::PlayerJoined { player: 3 },
+                ClientEvent::PlayerLeft { player: 3 },
+            ]
+        );
+        let mut events = VecDeque::new();
+        let flood = (10..10 + MAX_ROSTER as u32 + 1)
+            .map(RosterChange::Joined)
+            .collect();
+        assert!(r.apply(None, flood, &mut events).is_err());
+    }
+}

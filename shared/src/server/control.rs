@@ -1,0 +1,218 @@
+//! A connection's control stream in the machine: the hello at the door, the welcome, the
+//! map's transfer and the player's entry into the world; then the player's messages and
+//! its goodbye.
+
+use super::game::Notice;
+use super::{Conn, ConnId, Event, MessageDrop, Output, Player, Server, Stage};
+use crate::frame::encode_frame;
+use crate::input::{InputBuffer, InputStats};
+use crate::join::server::{House, Knock};
+use crate::messages::Channel;
+use crate::predict::replay::{CommandLog, REPLAY_SECONDS};
+use crate::rate::InputGate;
+use crate::snapshot::{Feedback, SnapshotEncoder};
+use crate::{decode, ClientControl, Code, ServerControl, Welcome};
+use expel_core::movement::MoveMode;
+use expel_core::sim::PlayerId;
+use expel_core::validate::{ValidationConfig, Validator};
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// The work of [`Server::handle_control`].
+pub(super) fn handle_control(server: &mut Server, conn: ConnId, bytes: &[u8], now: Instant) {
+    server.wall.called(now);
+    let Some(c) = server.conns.get_mut(&conn) else {
+        return;
+    };
+    if matches!(c.stage, Stage::Closing) {
+        return;
+    }
+    c.dec.push(bytes);
+    loop {
+        let Some(c) = server.conns.get_mut(&conn) else {
+            return;
+        };
+        if matches!(c.stage, Stage::Closing) {
+            return;
+        }
+        let frame = match c.dec.next_frame() {
+            Ok(Some(f)) => f,
+            Ok(None) => return,
+            Err(e) => {
+                server.stats.malformed_control += 1;
+                let hello = matches!(c.stage, Stage::Hello { .. });
+                let reason = format!("malformed control frame: {e}");
+                if hello {
+                    server.refuse(conn, Code::BadHello, reason);
+                } else {
+                    server.kick(conn, Code::Malformed, reason);
+                }
+                return;
+            }
+        };
+        let msg = decode::<ClientControl>("control", &frame);
+        let hello = matches!(c.stage, Stage::Hello { .. });
+        match (hello, msg) {
+            (
+                true,
+                Ok(ClientControl::Hello {
+                    version,
+                    token,
+                    have_map,
+                }),
+            ) => self::hello(server, conn, version, &token, have_map, now),
+            (false, Ok(ClientControl::Bye { reason })) => {
+                let reason = format!("said bye: {reason}");
+                server.close(conn, Vec::new(), Code::Left, reason);
+            }
+            (false, Ok(ClientControl::Message { bytes })) => match c.stage {
+                Stage::Playing { player } => {
+                    super::messages::message_in(server, player, Channel::Reliable, 0, bytes, now);
+                }
+                // Sent before its player entered the world: nobody to take it.
+                _ => super::messages::message_dropped(
+                    server,
+                    Channel::Reliable,
+                    MessageDrop::NotPlaying,
+                ),
+            },
+            (true, _) => {
+                server.stats.malformed_control += 1;
+                let reason = "the first message must be a hello".to_string();
+                server.refuse(conn, Code::BadHello, reason);
+            }
+            (false, _) => {
+                server.stats.malformed_control += 1;
+                server.kick(conn, Code::Malformed, "malformed control message".into());
+            }
+        }
+    }
+}
+
+fn hello(
+    server: &mut Server,
+    conn: ConnId,
+    version: u16,
+    token: &str,
+    have_map: Option<[u8; 32]>,
+    now: Instant,
+) {
+    let knock = Knock {
+        version,
+        token,
+        unix: server.wall.unix(now),
+        clients: server.stats.clients as usize,
+    };
+    let (players, conns) = (&server.players, &server.conns);
+    let in_use = |id| players.contains_key(&id) || transferring(conns, id);
+    let house = House {
+        secret: &server.settings.secret,
+        server: server.settings.server_id.as_ref(),
+        max_players: server.settings.max_players,
+    };
+    let id = match server.door.admit(house, knock, in_use) {
+        Ok(grant) => grant.player_id,
+        Err((code, reason)) => return server.refuse(conn, code, reason),
+    };
+    let sending_map = have_map != Some(server.map_hash);
+    let welcome = Welcome {
+        player_id: id,
+        snapshot_rate: server.settings.snapshot_rate,
+        input_rate: server.input_rate(),
+        config: server.sim.config().clone(),
+        map_name: server.settings.map_name.clone(),
+        map_hash: server.map_hash,
+        map_size: server.settings.map_bytes.len() as u64,
+        sending_map,
+        // The clock's tick, which the world reaches however late it runs.
+        server_tick: server.wall.tick(now).max(server.world.tick),
+        movement: server.settings.movement,
+    };
+    let bytes = encode_frame(&ServerControl::Welcome(Box::new(welcome)));
+    server.outputs.push_back(Output::Control { conn, bytes });
+    server.stats.clients += 1;
+    server.door.joined();
+    server.events.push_back(Event::Joined {
+        conn,
+        player: id,
+        sending_map,
+    });
+    if sending_map {
+        server.outputs.push_back(Output::Map { conn });
+        if let Some(c) = server.conns.get_mut(&conn) {
+            c.stage = Stage::Map { player: id };
+        }
+    } else {
+        enter(server, conn, id, now);
+    }
+    server.count_pending();
+}
+
+/// The work of [`Server::handle_map_sent`].
+pub(super) fn handle_map_sent(server: &mut Server, conn: ConnId, now: Instant) {
+    if let Some(Conn {
+        stage: Stage::Map { player },
+        ..
+    }) = server.conns.get(&conn)
+    {
+        let player = *player;
+        enter(server, conn, player, now);
+    }
+}
+
+fn enter(server: &mut Server, conn: ConnId, id: PlayerId, now: Instant) {
+    let spawn = server.sim.join_state(&server.world, id, MoveMode::Walk);
+    if server.sim.add_player(&mut server.world, id, spawn).is_err() {
+        server.kick(conn, Code::NoRoom, "no room in the world".into());
+        return;
+    }
+    let input_rate = server.input_rate();
+    let gate = match server.conns.get_mut(&conn) {
+        Some(c) => {
+            c.stage = Stage::Playing { player: id };
+            std::mem::replace(&mut c.gate, InputGate::new(input_rate, now))
+        }
+        None => InputGate::new(input_rate, now),
+    };
+    let rate = server.rate();
+    server.players.insert(
+        id,
+        Player {
+            conn,
+            inputs: InputBuffer::new(),
+            counted: InputStats::default(),
+            late_reported: 0,
+            snapshots: SnapshotEncoder::new(),
+            commands: CommandLog::new(REPLAY_SECONDS as usize * rate as usize),
+            replay_at: 0,
+            expected: BTreeMap::new(),
+            budget: server.settings.client_budget as f64 / 4.0,
+            validator: Validator::new(ValidationConfig::for_tick_rate(rate)),
+            unjudged: 0,
+            feedback: Feedback::default(),
+            correcting: false,
+            correction_snapshot: 0,
+            entered: server.world.tick,
+            last_input: now,
+            gate,
+            mail: super::messages::mailbox(now),
+            outbox: Default::default(),
+            aim: Default::default(),
+            leaps: Default::default(),
+        },
+    );
+    (server.roster).entered(
+        conn,
+        id,
+        server.players.keys().copied(),
+        &mut server.outputs,
+    );
+    super::game::notify(server, Notice::Joined(id));
+}
+
+/// Whether player `id` is on its way in, its map being sent.
+fn transferring(conns: &BTreeMap<ConnId, Conn>, id: PlayerId) -> bool {
+    conns
+        .values()
+        .any(|c| matches!(c.stage, Stage::Map { player } if player == id))
+}

@@ -1,0 +1,74 @@
+//! What the server machine is made with: its settings, and the error for one out of range.
+
+use crate::token::ServerId;
+use crate::MovementAuthority;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How the server plays (the transport's own limits are the shell's).
+#[derive(Clone, Debug)]
+pub struct ServerSettings {
+    /// Snapshots per second (1 to the tick rate).
+    pub snapshot_rate: u32,
+    /// Input datagrams per second clients send (1 to the tick rate; `None`: one a tick).
+    pub input_rate: Option<u32>,
+    /// Most players at once.
+    pub max_players: usize,
+    /// Connect-token secret.
+    pub secret: Vec<u8>,
+    /// This server's id: it accepts only tokens minted for it (`None`: only tokens minted
+    /// for no server).
+    pub server_id: Option<ServerId>,
+    /// Other players per snapshot (the nearest).
+    pub interest: usize,
+    /// Snapshot bytes per second each client may receive (at least
+    /// [`MIN_CLIENT_BUDGET`]). A snapshot over what is left of it holds far players where
+    /// the client's baseline carries them, farthest first, and only then leaves players
+    /// out.
+    pub client_budget: usize,
+    /// The map's name, as clients see it.
+    pub map_name: String,
+    /// The map file's bytes (sent to clients that lack it).
+    pub map_bytes: Arc<Vec<u8>>,
+    /// How long a new connection may take to say hello.
+    pub hello_timeout: Duration,
+    /// How long a joined client may go without sending input.
+    pub input_timeout: Duration,
+    /// Who moves the players.
+    pub movement: MovementAuthority,
+    /// Threads a tick's per-player work runs on (the players' moves and their snapshots;
+    /// one: the caller's). The results are the same bits on any number.
+    pub threads: usize,
+}
+
+impl ServerSettings {
+    /// `expel serve`'s defaults for a map and a secret: 30 snapshots a second, 64
+    /// players, the nearest [`crate::DEFAULT_INTEREST`] in each snapshot, 32 KiB/s of
+    /// snapshots per client, 5 s to say hello, 10 s without input, the server moving
+    /// every player.
+    pub fn new(map_name: impl Into<String>, map_bytes: Arc<Vec<u8>>, secret: Vec<u8>) -> Self {
+        ServerSettings {
+            snapshot_rate: 30,
+            input_rate: None,
+            max_players: 64,
+            secret,
+            server_id: None,
+            interest: crate::DEFAULT_INTEREST,
+            client_budget: 32 * 1024,
+            map_name: map_name.into(),
+            map_bytes,
+            hello_timeout: Duration::from_secs(5),
+            input_timeout: Duration::from_secs(10),
+            movement: MovementAuthority::Server,
+            threads: 1,
+        }
+    }
+}
+
+/// The least [`ServerSettings::client_budget`]: a few small snapshots a second.
+pub const MIN_CLIENT_BUDGET: usize = 2048;
+
+/// A setting out of range.
+#[derive(Debug, thiserror::Error)]
+#[error("server settings: {0}")]
+pub struct SettingsError(pub(super) String);
