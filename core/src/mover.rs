@@ -205,6 +205,45 @@ impl Keys<'_> {
     }
 }
 
+/// A train's path: its corners as offsets from where it was drawn (`drawn_at`, its
+/// mins), following the targets until the loop closes, a target is missing, or
+/// [`MAX_PATH_CORNERS`]. At least one corner (standing still).
+fn train_path(keys: &mut Keys, map: &MapData, drawn_at: DVec3) -> Vec<DVec3> {
+    let e = keys.e;
+    // Quake puts the train's mins at each path corner in turn; the loop closes
+    // where it started. Offsets are from where the train was drawn.
+    let mut points = Vec::new();
+    let mut target = e.get("target").map(str::to_string);
+    while let Some(t) = target.take() {
+        let Some(pc) = map
+            .entities
+            .iter()
+            .find(|x| x.get("targetname") == Some(t.as_str()))
+        else {
+            keys.warn(format!("path target \"{t}\" does not exist"));
+            break;
+        };
+        let Some(o) = pc.origin().filter(|o| o.abs().max_element() <= MAX_COORD) else {
+            keys.warn(format!("path corner \"{t}\" has no usable origin"));
+            break;
+        };
+        let at = o - drawn_at;
+        if points.contains(&at) {
+            break;
+        }
+        if points.len() >= MAX_PATH_CORNERS {
+            keys.warn(format!("path longer than {MAX_PATH_CORNERS} corners; cut"));
+            break;
+        }
+        points.push(at);
+        target = pc.get("target").map(str::to_string);
+    }
+    if points.is_empty() {
+        points.push(DVec3::ZERO);
+    }
+    points
+}
+
 fn spin_axis(e: &MapEntity) -> DVec3 {
     let flags = e
         .get("spawnflags")
@@ -351,37 +390,7 @@ impl Mover {
                 }
             }
             "func_train" => {
-                // Quake puts the train's mins at each path corner in turn; the loop closes
-                // where it started. Offsets are from where the train was drawn.
-                let mut points = Vec::new();
-                let mut target = e.get("target").map(str::to_string);
-                while let Some(t) = target.take() {
-                    let Some(pc) = map
-                        .entities
-                        .iter()
-                        .find(|x| x.get("targetname") == Some(t.as_str()))
-                    else {
-                        keys.warn(format!("path target \"{t}\" does not exist"));
-                        break;
-                    };
-                    let Some(o) = pc.origin().filter(|o| o.abs().max_element() <= MAX_COORD) else {
-                        keys.warn(format!("path corner \"{t}\" has no usable origin"));
-                        break;
-                    };
-                    let at = o - bounds.min;
-                    if points.contains(&at) {
-                        break;
-                    }
-                    if points.len() >= MAX_PATH_CORNERS {
-                        keys.warn(format!("path longer than {MAX_PATH_CORNERS} corners; cut"));
-                        break;
-                    }
-                    points.push(at);
-                    target = pc.get("target").map(str::to_string);
-                }
-                if points.is_empty() {
-                    points.push(DVec3::ZERO);
-                }
+                let points = train_path(keys, map, bounds.min);
                 MoverMotion::Path {
                     points,
                     speed: keys.speed(100.0),

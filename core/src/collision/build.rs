@@ -183,89 +183,9 @@ impl CollisionModel {
                 line: g.line as u32,
             });
         }
-        let brush_bounds: Vec<Aabb> = m.brushes.iter().map(|b| b.bounds).collect();
-        // The build's own queries are as large as faces and polygons, up to the whole map:
-        // there a tree's pruning beats the grid, which is made for player-sized queries.
-        let build_tree = AxialTree::build(&brush_bounds);
-
-        // Faces, minus their parts buried inside other brushes of the same contents. A face
-        // partly inside a neighbour keeps only its exposed part: left whole, its rim would
-        // stand where the neighbour's surface runs on (a floor's edge under a floor), and a
-        // box sliding along that surface would catch on it.
         let mut welder = Welder::new(super::mesh::WELD);
-        let mut raw: Vec<RawPolygon> = Vec::new();
-        let mut raw_meta: Vec<(Contents, u32)> = Vec::new();
-        let mut candidates: Vec<u32> = Vec::new();
-        for (bi, g) in geoms.iter().enumerate() {
-            for (pi, w) in &g.faces {
-                let plane = g.planes[*pi];
-                let pb = Aabb::from_points(w);
-                candidates.clear();
-                build_tree.query_aabb(&pb.expand(BURIED_EPS), |i| candidates.push(i));
-                candidates.sort_unstable();
-                candidates.dedup();
-                let mut pieces = vec![w.clone()];
-                for &bj in &candidates {
-                    let other = &geoms[bj as usize];
-                    if bj as usize == bi || other.contents != g.contents {
-                        continue;
-                    }
-                    pieces = pieces
-                        .into_iter()
-                        .flat_map(|piece| {
-                            exposed_parts(piece, &plane, &other.planes, (bj as usize) < bi)
-                        })
-                        .collect();
-                    if pieces.is_empty() {
-                        break;
-                    }
-                }
-                if pieces.is_empty() {
-                    stats.buried_faces += 1;
-                }
-                for piece in pieces {
-                    let verts = welded_loop(&mut welder, &piece);
-                    if verts.len() >= 3 {
-                        raw.push(RawPolygon {
-                            plane,
-                            verts,
-                            surface: Surface::Solid,
-                        });
-                        raw_meta.push((g.contents, bi as u32));
-                    }
-                }
-            }
-        }
-        // Patch triangles: the front faces of two-sided sheets (the meta's second field
-        // holds the patch's line until the sheet's brushes exist).
-        for sheet in &sheets {
-            for tri in &sheet.triangles {
-                let verts: Vec<u32> = tri.iter().map(|p| welder.vertex(*p)).collect();
-                if verts[0] == verts[1] || verts[1] == verts[2] || verts[0] == verts[2] {
-                    continue;
-                }
-                let [a, b, c] = [0, 1, 2].map(|k| welder.vertices[verts[k] as usize]);
-                let n = (b - a).cross(c - a);
-                let longest = (b - a)
-                    .length_squared()
-                    .max((c - b).length_squared())
-                    .max((a - c).length_squared());
-                let len = n.length();
-                if !(len > 1e-12 && len > SLIVER * longest) {
-                    continue;
-                }
-                let normal = n / len;
-                raw.push(RawPolygon {
-                    plane: Plane {
-                        normal,
-                        dist: normal.dot(a),
-                    },
-                    verts,
-                    surface: Surface::SheetFront,
-                });
-                raw_meta.push((sheet.contents, sheet.line as u32));
-            }
-        }
+        let (mut raw, mut raw_meta) = exposed_faces(&geoms, &m.brushes, &mut welder, &mut stats);
+        push_sheet_triangles(&sheets, &mut welder, &mut raw, &mut raw_meta);
         m.vertices = welder.vertices;
         split_t_junctions(&m.vertices, &mut raw);
         stats.merged_polygons = merge_coplanar(&m.vertices, &mut raw, &mut raw_meta);
@@ -674,4 +594,105 @@ fn union_loop(vertices: &[DVec3], a: &[u32], b: &[u32], e: [u32; 2], n: DVec3) -
         }
     }
     Some(out)
+}
+
+/// The brushes' faces as polygons, minus their parts buried inside other brushes of the
+/// same contents (each with its contents and brush); faces buried whole are counted.
+fn exposed_faces(
+    geoms: &[BrushGeom],
+    brushes: &[SolidBrush],
+    welder: &mut Welder,
+    stats: &mut ModelStats,
+) -> (Vec<RawPolygon>, Vec<(Contents, u32)>) {
+    let brush_bounds: Vec<Aabb> = brushes.iter().map(|b| b.bounds).collect();
+    // The build's own queries are as large as faces and polygons, up to the whole map:
+    // there a tree's pruning beats the grid, which is made for player-sized queries.
+    let build_tree = AxialTree::build(&brush_bounds);
+
+    // Faces, minus their parts buried inside other brushes of the same contents. A face
+    // partly inside a neighbour keeps only its exposed part: left whole, its rim would
+    // stand where the neighbour's surface runs on (a floor's edge under a floor), and a
+    // box sliding along that surface would catch on it.
+    let mut raw: Vec<RawPolygon> = Vec::new();
+    let mut raw_meta: Vec<(Contents, u32)> = Vec::new();
+    let mut candidates: Vec<u32> = Vec::new();
+    for (bi, g) in geoms.iter().enumerate() {
+        for (pi, w) in &g.faces {
+            let plane = g.planes[*pi];
+            let pb = Aabb::from_points(w);
+            candidates.clear();
+            build_tree.query_aabb(&pb.expand(BURIED_EPS), |i| candidates.push(i));
+            candidates.sort_unstable();
+            candidates.dedup();
+            let mut pieces = vec![w.clone()];
+            for &bj in &candidates {
+                let other = &geoms[bj as usize];
+                if bj as usize == bi || other.contents != g.contents {
+                    continue;
+                }
+                pieces = pieces
+                    .into_iter()
+                    .flat_map(|piece| {
+                        exposed_parts(piece, &plane, &other.planes, (bj as usize) < bi)
+                    })
+                    .collect();
+                if pieces.is_empty() {
+                    break;
+                }
+            }
+            if pieces.is_empty() {
+                stats.buried_faces += 1;
+            }
+            for piece in pieces {
+                let verts = welded_loop(welder, &piece);
+                if verts.len() >= 3 {
+                    raw.push(RawPolygon {
+                        plane,
+                        verts,
+                        surface: Surface::Solid,
+                    });
+                    raw_meta.push((g.contents, bi as u32));
+                }
+            }
+        }
+    }
+    (raw, raw_meta)
+}
+
+/// Adds the sheets' triangles as the front faces of two-sided sheets (the meta's second
+/// field holds the patch's line until the sheet's brushes exist); slivers are left out.
+fn push_sheet_triangles(
+    sheets: &[Sheet],
+    welder: &mut Welder,
+    raw: &mut Vec<RawPolygon>,
+    raw_meta: &mut Vec<(Contents, u32)>,
+) {
+    for sheet in sheets {
+        for tri in &sheet.triangles {
+            let verts: Vec<u32> = tri.iter().map(|p| welder.vertex(*p)).collect();
+            if verts[0] == verts[1] || verts[1] == verts[2] || verts[0] == verts[2] {
+                continue;
+            }
+            let [a, b, c] = [0, 1, 2].map(|k| welder.vertices[verts[k] as usize]);
+            let n = (b - a).cross(c - a);
+            let longest = (b - a)
+                .length_squared()
+                .max((c - b).length_squared())
+                .max((a - c).length_squared());
+            let len = n.length();
+            if !(len > 1e-12 && len > SLIVER * longest) {
+                continue;
+            }
+            let normal = n / len;
+            raw.push(RawPolygon {
+                plane: Plane {
+                    normal,
+                    dist: normal.dot(a),
+                },
+                verts,
+                surface: Surface::SheetFront,
+            });
+            raw_meta.push((sheet.contents, sheet.line as u32));
+        }
+    }
 }

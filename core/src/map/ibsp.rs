@@ -32,6 +32,20 @@ fn index(v: i32, count: usize, what: &str, owner: usize) -> Result<usize, MapErr
     Ok(v as usize)
 }
 
+/// The shader lump's names and content flags, in lump order (a name is NUL-padded to 64
+/// bytes; the contents follow the surface flags).
+fn read_shaders(shaders: &[u8]) -> (Vec<String>, Vec<u32>) {
+    shaders
+        .chunks_exact(72)
+        .map(|s| {
+            let name = &s[..64];
+            let end = name.iter().position(|&c| c == 0).unwrap_or(64);
+            let name = String::from_utf8_lossy(&name[..end]).into_owned();
+            (name, i32_at(s, 68) as u32)
+        })
+        .unzip()
+}
+
 pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
     if bytes.len() < 8 + LUMP_COUNT * 8 || &bytes[..4] != b"IBSP" {
         return err("not an IBSP file (bad magic or truncated header)");
@@ -48,18 +62,7 @@ pub(super) fn parse(bytes: &[u8]) -> Result<MapData, MapError> {
     let mut map = parse::parse(ent_text).map_err(|e| MapError::Bsp(format!("entities: {e}")))?;
 
     let shaders = super::lumps::lump(bytes, 8, LUMP_SHADERS, 72, "shaders")?;
-    let shader_names: Vec<String> = shaders
-        .chunks_exact(72)
-        .map(|s| {
-            let name = &s[..64];
-            let end = name.iter().position(|&c| c == 0).unwrap_or(64);
-            String::from_utf8_lossy(&name[..end]).into_owned()
-        })
-        .collect();
-    let shader_contents: Vec<u32> = shaders
-        .chunks_exact(72)
-        .map(|s| i32_at(s, 68) as u32)
-        .collect();
+    let (shader_names, shader_contents) = read_shaders(shaders);
     let surfaces = super::lumps::lump(bytes, 8, LUMP_SURFACES, 104, "surfaces")?;
     let nsurfaces = surfaces.len() / 104;
     let verts = super::lumps::lump(bytes, 8, LUMP_DRAWVERTS, 44, "drawverts")?;

@@ -37,6 +37,7 @@ use crate::movement::{flags, MoveMode, PlayerState};
 use crate::mover::Pose;
 use crate::sim::{in_range, PlayerBox, PlayerId, SimScratch};
 use glam::DVec3;
+use std::ops::ControlFlow;
 
 /// How close a path must come to the claimed position: the expel zone on both sides and
 /// the rounding of a quantized position.
@@ -139,69 +140,88 @@ pub(super) fn check_claim(
     probes: &ContactHulls,
     s: &mut SimScratch,
 ) -> ClaimOutcome {
-    let TickView {
-        tick,
-        poses,
-        others,
-        span,
-    } = view;
-    if span > MAX_SPAN {
+    if view.span > MAX_SPAN {
         return ClaimOutcome {
             state: *prev,
             accepted: false,
             violation: None,
         };
     }
-    let k = span.max(1) as f64;
-    let verdict = |kind: ViolationKind, evidence: String, state: PlayerState| ClaimOutcome {
-        state,
-        accepted: false,
-        violation: Some(Violation {
-            kind,
-            tick,
-            evidence,
-        }),
+    let h = Hearing {
+        tick: view.tick,
+        prev,
+        claim,
+        k: view.span.max(1) as f64,
     };
-    let at_rest = |origin: [i32; 3]| PlayerState {
-        origin,
-        velocity: [0; 3],
-        flags: prev.flags & flags::CROUCHED,
-        mode: prev.mode,
-    };
-    let accept = || {
-        let mut state = *claim;
-        state.flags = claimable(claim);
+    match hear(judge, &h, id, view, probes, s) {
+        ControlFlow::Break(outcome) => outcome,
+        ControlFlow::Continue(()) => h.accept(),
+    }
+}
+
+/// One claim under judgement: the tick, the state it is judged from and the one
+/// claimed, the ticks of motion the bounds allow; and the outcomes the checks give.
+struct Hearing<'a> {
+    tick: u64,
+    prev: &'a PlayerState,
+    claim: &'a PlayerState,
+    /// The span's ticks, at least 1.
+    k: f64,
+}
+
+impl Hearing<'_> {
+    /// The player at rest at `origin`, as crouched as it was.
+    fn at_rest(&self, origin: [i32; 3]) -> PlayerState {
+        PlayerState {
+            origin,
+            velocity: [0; 3],
+            flags: self.prev.flags & flags::CROUCHED,
+            mode: self.prev.mode,
+        }
+    }
+
+    fn verdict(&self, kind: ViolationKind, evidence: String, state: PlayerState) -> ClaimOutcome {
+        ClaimOutcome {
+            state,
+            accepted: false,
+            violation: Some(Violation {
+                kind,
+                tick: self.tick,
+                evidence,
+            }),
+        }
+    }
+
+    /// A violation that leaves the player at rest where it was.
+    fn refuse(&self, kind: ViolationKind, evidence: String) -> ClaimOutcome {
+        self.verdict(kind, evidence, self.at_rest(self.prev.origin))
+    }
+
+    fn accept(&self) -> ClaimOutcome {
+        let mut state = *self.claim;
+        state.flags = claimable(self.claim);
         ClaimOutcome {
             state,
             accepted: true,
             violation: None,
         }
-    };
+    }
+}
+
+/// Every check of a claim in turn: `Break` with the first outcome decided, `Continue`
+/// when nothing stands against it.
+fn hear(
+    judge: &Judge<'_>,
+    h: &Hearing<'_>,
+    id: PlayerId,
+    view: TickView<'_>,
+    probes: &ContactHulls,
+    s: &mut SimScratch,
+) -> ControlFlow<ClaimOutcome> {
+    let TickView { poses, others, .. } = view;
+    let (prev, claim, k) = (h.prev, h.claim, h.k);
+    screen(h)?;
     let c = claim.origin();
-    if !in_range(c) || claim.mode != prev.mode {
-        let why = if claim.mode != prev.mode {
-            format!("mode {:?} claimed, {:?} allowed", claim.mode, prev.mode)
-        } else {
-            format!(
-                "origin {:?} is beyond the supported coordinates",
-                c.to_array()
-            )
-        };
-        return verdict(ViolationKind::Invalid, why, at_rest(prev.origin));
-    }
-    // A frozen player's tick is exact: it stays where the movers left it, at rest.
-    if prev.mode == MoveMode::Frozen {
-        let held = claimable(claim) == claimable(prev);
-        if claim.origin == prev.origin && claim.velocity == [0; 3] && held {
-            return accept();
-        }
-        let moved = (c - prev.origin()).length();
-        return verdict(
-            ViolationKind::Teleport,
-            format!("moved {moved:.1} units while frozen by the game"),
-            at_rest(prev.origin),
-        );
-    }
     let cfg = judge.sim.config();
     let mv = judge.sim.movement();
     let dt = mv.dt();
@@ -215,14 +235,11 @@ pub(super) fn check_claim(
         && claim.velocity == [0; 3]
         && !in_arena_by(judge, p0, reach + unstick)
     {
-        return accept();
+        return ControlFlow::Break(h.accept());
     }
     let teleport = |moved: f64| {
-        verdict(
-            ViolationKind::Teleport,
-            format!("moved {moved:.1} units in a tick, at most {reach:.1} reachable"),
-            at_rest(prev.origin),
-        )
+        let why = format!("moved {moved:.1} units in a tick, at most {reach:.1} reachable");
+        ControlFlow::Break(h.refuse(ViolationKind::Teleport, why))
     };
     // A gross bound first, so a teleport never makes us gather a far region.
     if (c - p0).length() > reach + unstick + MOVE_TOL {
@@ -260,30 +277,129 @@ pub(super) fn check_claim(
     // Stuck in solid with nothing free nearby, the movement leaves a player where it
     // is, whatever its speed and ground say.
     if stuck && !unstuck && claim.origin == prev.origin {
-        return accept();
+        return ControlFlow::Break(h.accept());
     }
     let d = c - start;
     if d.length() > reach + MOVE_TOL {
         return teleport(d.length());
     }
+    let claimed = ClaimedMove { start, d, unstuck };
+    let limits = speed_limits(h, &mut col, probes, [hull_p, hull_c], &claimed, cfg, dt);
+    check_speed(h, &limits, d, dt)?;
+    check_vertical(h, &mut col, probes, &limits, hull_c, &claimed, cfg, dt)?;
 
-    // Speed bounds from one tick of friction and acceleration.
-    let v = prev.velocity().clamp(
+    // Reachability through free space.
+    if let Err(stop) = reachable(&mut col, hull_c, start, c, cfg.step_height) {
+        // Where the sweep toward the claim stopped, each axis rounded toward the
+        // start so it stays free; else where the player was.
+        let toward = |x: f64, from: f64| {
+            let q = x * crate::movement::POSITION_SCALE;
+            (if from < x { q.floor() } else { q.ceil() }) as i32
+        };
+        let to = [0, 1, 2].map(|i| toward(stop[i], start[i]));
+        let free = !col.solid(hull_p, h.at_rest(to).origin());
+        let state = h.at_rest(if free { to } else { prev.origin });
+        // Only another player in the way is a correction, not a cheat: the client
+        // could not know where that player went since its last snapshot.
+        let by_players = !others.is_empty() && {
+            let mut bare = judge.sim.collider(around, poses, &[], s);
+            reachable(&mut bare, hull_c, start, c, cfg.step_height).is_ok()
+        };
+        if by_players {
+            return ControlFlow::Break(ClaimOutcome {
+                state,
+                accepted: false,
+                violation: None,
+            });
+        }
+        let why = format!(
+            "no free path from {:?} to {:?}; stopped at {:?}",
+            start.to_array(),
+            c.to_array(),
+            state.origin().to_array()
+        );
+        return ControlFlow::Break(h.verdict(ViolationKind::Blocked, why, state));
+    }
+    ControlFlow::Continue(())
+}
+
+/// What needs no world: an origin beyond the coordinates or a mode the game did not
+/// set is invalid; a frozen player's tick is exact (it stays where the movers left it,
+/// at rest).
+fn screen(h: &Hearing<'_>) -> ControlFlow<ClaimOutcome> {
+    let (prev, claim) = (h.prev, h.claim);
+    let c = claim.origin();
+    if !in_range(c) || claim.mode != prev.mode {
+        let why = if claim.mode != prev.mode {
+            format!("mode {:?} claimed, {:?} allowed", claim.mode, prev.mode)
+        } else {
+            format!(
+                "origin {:?} is beyond the supported coordinates",
+                c.to_array()
+            )
+        };
+        return ControlFlow::Break(h.refuse(ViolationKind::Invalid, why));
+    }
+    if prev.mode == MoveMode::Frozen {
+        let held = claimable(claim) == claimable(prev);
+        if claim.origin == prev.origin && claim.velocity == [0; 3] && held {
+            return ControlFlow::Break(h.accept());
+        }
+        let moved = (c - prev.origin()).length();
+        let why = format!("moved {moved:.1} units while frozen by the game");
+        return ControlFlow::Break(h.refuse(ViolationKind::Teleport, why));
+    }
+    ControlFlow::Continue(())
+}
+
+/// The claimed move from where the checks start it: `start` (the unstuck origin when
+/// the player began inside something) and the displacement `d` to the claim.
+struct ClaimedMove {
+    start: DVec3,
+    d: DVec3,
+    unstuck: bool,
+}
+
+/// What one tick of friction and acceleration allows from the state judged from.
+struct Limits {
+    /// The velocity judged from, capped.
+    v: DVec3,
+    /// Most level speed, tolerance included.
+    h_max: f64,
+    /// Most upward speed.
+    up: f64,
+    /// On the ground at the start, standing or crouched.
+    grounded: bool,
+    /// Touching something the move can turn along.
+    contact: bool,
+    /// Something facing up holds the player or turns its speed upward.
+    lift: bool,
+}
+
+fn speed_limits<C: Collider>(
+    h: &Hearing<'_>,
+    col: &mut C,
+    probes: &ContactHulls,
+    [hull_p, hull_c]: [&Hull; 2],
+    m: &ClaimedMove,
+    cfg: &crate::movement::MoveConfig,
+    dt: f64,
+) -> Limits {
+    let (claim, k, start, c) = (h.claim, h.k, m.start, m.start + m.d);
+    let v = h.prev.velocity().clamp(
         DVec3::splat(-cfg.max_velocity),
         DVec3::splat(cfg.max_velocity),
     );
     let grounded = [hull_p, hull_c]
         .iter()
-        .any(|h| ground_sweep(&mut col, h, start, v, cfg).1.is_some());
+        .any(|hull| ground_sweep(col, hull, start, v, cfg).1.is_some());
     // Landing turns a fall's speed along the ground, which may be level or up a slope.
     let landing = claim.on_ground() && !grounded;
-    let contact =
-        unstuck || landing || touching(&mut col, probes.probe(claim.crouched()), start, c);
+    let contact = m.unstuck || landing || touching(col, probes.probe(claim.crouched()), start, c);
     // Only a surface that faces up (a floor, a slope, a steep face, a mover's top,
     // another player's head) can hold a player up against gravity or turn its speed
     // upward; a wall or a ceiling cannot, however hard the player presses into it.
-    let lift =
-        unstuck || landing || under(&mut col, probes.under(claim.crouched()), hull_c, start, c);
+    let lift = m.unstuck || landing || under(col, probes.under(claim.crouched()), hull_c, start, c);
     let w = cfg.max_speed;
     let gain = |accel: f64| {
         let a = (accel * dt * w).min(w);
@@ -311,126 +427,89 @@ pub(super) fn check_claim(
             up = all.sqrt();
         }
     }
-    let h_max = h2.sqrt() + SPEED_TOL * k;
-    let cv = claim.velocity();
-    let claimed_h = cv.truncate().length();
+    Limits {
+        v,
+        h_max: h2.sqrt() + SPEED_TOL * k,
+        up,
+        grounded,
+        contact,
+        lift,
+    }
+}
+
+/// Level speed, claimed and moved, within the limits.
+fn check_speed(h: &Hearing<'_>, l: &Limits, d: DVec3, dt: f64) -> ControlFlow<ClaimOutcome> {
+    let h_max = l.h_max;
+    let claimed_h = h.claim.velocity().truncate().length();
     if claimed_h > h_max {
-        return verdict(
-            ViolationKind::Speed,
-            format!("horizontal speed {claimed_h:.1} claimed, at most {h_max:.1} allowed"),
-            at_rest(prev.origin),
-        );
+        let why = format!("horizontal speed {claimed_h:.1} claimed, at most {h_max:.1} allowed");
+        return ControlFlow::Break(h.refuse(ViolationKind::Speed, why));
     }
     let moved_h = d.truncate().length();
-    if moved_h > h_max * dt * k + MOVE_TOL {
-        return verdict(
-            ViolationKind::Speed,
-            format!(
-                "moved {moved_h:.2} units level in a tick, at most {:.2} allowed",
-                h_max * dt * k
-            ),
-            at_rest(prev.origin),
+    if moved_h > h_max * dt * h.k + MOVE_TOL {
+        let why = format!(
+            "moved {moved_h:.2} units level in a tick, at most {:.2} allowed",
+            h_max * dt * h.k
         );
+        return ControlFlow::Break(h.refuse(ViolationKind::Speed, why));
     }
+    ControlFlow::Continue(())
+}
 
-    // Vertical: jumps, steps and gravity.
+/// Vertical: jumps, steps, ground claimed and gravity.
+#[allow(clippy::too_many_arguments)]
+fn check_vertical<C: Collider>(
+    h: &Hearing<'_>,
+    col: &mut C,
+    probes: &ContactHulls,
+    l: &Limits,
+    hull_c: &Hull,
+    m: &ClaimedMove,
+    cfg: &crate::movement::MoveConfig,
+    dt: f64,
+) -> ControlFlow<ClaimOutcome> {
+    let (claim, k, d, v, up) = (h.claim, h.k, m.d, l.v, l.up);
+    let c = m.start + d;
+    let cv = claim.velocity();
+    let fly = |why: String| ControlFlow::Break(h.refuse(ViolationKind::Fly, why));
     let rise_max = (up.max(0.0) * dt + cfg.step_height + cfg.ground_distance) * k + MOVE_TOL;
-    if !unstuck && d.z > rise_max {
-        return verdict(
-            ViolationKind::Fly,
-            format!(
-                "rose {:.2} units in a tick, at most {rise_max:.2} allowed",
-                d.z
-            ),
-            at_rest(prev.origin),
-        );
+    if !m.unstuck && d.z > rise_max {
+        return fly(format!(
+            "rose {:.2} units in a tick, at most {rise_max:.2} allowed",
+            d.z
+        ));
     }
     if cv.z > up.max(0.0) + SPEED_TOL * k {
-        return verdict(
-            ViolationKind::Fly,
-            format!(
-                "vertical speed {:.1} claimed, at most {:.1} allowed",
-                cv.z,
-                up.max(0.0)
-            ),
-            at_rest(prev.origin),
-        );
+        return fly(format!(
+            "vertical speed {:.1} claimed, at most {:.1} allowed",
+            cv.z,
+            up.max(0.0)
+        ));
     }
     let feet = probes.ground(claim.crouched());
-    if claim.on_ground()
-        && !has_ground(&mut col, hull_c, c, cfg)
-        && !has_ground(&mut col, feet, c, cfg)
-    {
-        return verdict(
-            ViolationKind::Fly,
-            "ground claimed where there is none".into(),
-            at_rest(prev.origin),
-        );
+    if claim.on_ground() && !has_ground(col, hull_c, c, cfg) && !has_ground(col, feet, c, cfg) {
+        return fly("ground claimed where there is none".into());
     }
     // Pressed into a crease or a corner, the movement stops dead (Quake's rule):
     // at rest, no higher than the tick's motion began to take it. From rest, the
     // next tick falls again, so this cannot be held.
-    let stopped_dead = contact
+    let stopped_dead = l.contact
         && claim.velocity == [0; 3]
-        && prev.velocity != [0; 3]
+        && h.prev.velocity != [0; 3]
         && d.z <= v.z.max(0.0) * dt * k + MOVE_TOL;
-    if !grounded && !claim.on_ground() && !lift && !stopped_dead {
+    if !l.grounded && !claim.on_ground() && !l.lift && !stopped_dead {
         // Free fall over the span (exact for the trapezoidal step the movement takes),
         // the speed capped as the movement caps it.
         let vz = (v.z - cfg.gravity * dt * k).max(-cfg.max_velocity);
         let dz = (v.z * k - cfg.gravity * dt * k * k * 0.5) * dt;
         if cv.z > vz + SPEED_TOL * k || d.z > dz + MOVE_TOL + fall_rounding(k, dt) {
-            return verdict(
-                ViolationKind::Fly,
-                format!(
-                    "airborne: vertical speed {:.1} and rise {:.2} claimed, gravity allows {vz:.1} and {dz:.2}",
-                    cv.z, d.z
-                ),
-                at_rest(prev.origin),
-            );
+            return fly(format!(
+                "airborne: vertical speed {:.1} and rise {:.2} claimed, gravity allows {vz:.1} and {dz:.2}",
+                cv.z, d.z
+            ));
         }
     }
-
-    // Reachability through free space.
-    if let Err(stop) = reachable(&mut col, hull_c, start, c, cfg.step_height) {
-        // Where the sweep toward the claim stopped, each axis rounded toward the
-        // start so it stays free; else where the player was.
-        let toward = |x: f64, from: f64| {
-            let q = x * crate::movement::POSITION_SCALE;
-            (if from < x { q.floor() } else { q.ceil() }) as i32
-        };
-        let to = [0, 1, 2].map(|i| toward(stop[i], start[i]));
-        let free = !col.solid(hull_p, at_rest(to).origin());
-        let state = if free {
-            at_rest(to)
-        } else {
-            at_rest(prev.origin)
-        };
-        // Only another player in the way is a correction, not a cheat: the client
-        // could not know where that player went since its last snapshot.
-        let by_players = !others.is_empty() && {
-            let mut bare = judge.sim.collider(around, poses, &[], s);
-            reachable(&mut bare, hull_c, start, c, cfg.step_height).is_ok()
-        };
-        if by_players {
-            return ClaimOutcome {
-                state,
-                accepted: false,
-                violation: None,
-            };
-        }
-        return verdict(
-            ViolationKind::Blocked,
-            format!(
-                "no free path from {:?} to {:?}; stopped at {:?}",
-                start.to_array(),
-                c.to_array(),
-                state.origin().to_array()
-            ),
-            state,
-        );
-    }
-    accept()
+    ControlFlow::Continue(())
 }
 
 /// The space a claim's checks can touch, from the player's box at the start (`from`)

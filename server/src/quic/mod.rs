@@ -503,25 +503,7 @@ impl Quic {
                 Event::Stream(StreamEvent::Readable { .. }) => {
                     read_control(p, ids, up, now);
                 }
-                Event::DatagramReceived => {
-                    while let Some(d) = p.conn.datagrams().recv() {
-                        p.datagrams_taken += 1;
-                        if let Some(id) = p.talking() {
-                            up.push(Up::Datagram {
-                                conn: id,
-                                bytes: d,
-                                at: now,
-                            });
-                        }
-                    }
-                    // Emptied: what it received and we did not take, it dropped.
-                    let received = p.conn.stats().frame_rx.datagram;
-                    let lost = received.saturating_sub(p.datagrams_taken);
-                    if lost > p.datagrams_overflowed {
-                        m.datagrams_overflowed.inc_by(lost - p.datagrams_overflowed);
-                        p.datagrams_overflowed = lost;
-                    }
-                }
+                Event::DatagramReceived => take_datagrams(p, up, m, now),
                 _ => {}
             }
         }
@@ -620,6 +602,28 @@ impl Quic {
 }
 
 /// Tells the machine the connection is gone (once).
+/// Takes every datagram the connection holds up to the machine (from a player past its
+/// hello), and counts those the connection dropped because we took them too late.
+fn take_datagrams(p: &mut Peer, up: &mut Vec<Up>, m: &Metrics, now: Instant) {
+    while let Some(d) = p.conn.datagrams().recv() {
+        p.datagrams_taken += 1;
+        if let Some(id) = p.talking() {
+            up.push(Up::Datagram {
+                conn: id,
+                bytes: d,
+                at: now,
+            });
+        }
+    }
+    // Emptied: what it received and we did not take, it dropped.
+    let received = p.conn.stats().frame_rx.datagram;
+    let lost = received.saturating_sub(p.datagrams_taken);
+    if lost > p.datagrams_overflowed {
+        m.datagrams_overflowed.inc_by(lost - p.datagrams_overflowed);
+        p.datagrams_overflowed = lost;
+    }
+}
+
 fn gone(p: &mut Peer, ids: &mut BTreeMap<ConnId, usize>, up: &mut Vec<Up>, reason: &str) {
     if let Some(id) = p.id.take() {
         ids.remove(&id);
