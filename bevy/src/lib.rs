@@ -405,8 +405,3 @@ mod tests {
         assert_eq!(to_bevy(DVec3::Y), Vec3::NEG_Z);
     }
 }
-
-/// The README's examples, compiled with the rest (they may not go stale).
-#[doc = include_str!("../../README.md")]
-#[cfg(doctest)]
-pub struct ReadmeExamples;

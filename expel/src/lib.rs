@@ -50,3 +50,9 @@ pub use expel_server as server;
 pub use serde;
 #[cfg(any(feature = "server", feature = "client"))]
 pub use tokio;
+
+/// The README's examples, compiled with the rest (they may not go stale); the suite
+/// builds this crate with `bevy` (the workspace's dev-dependency turns it on).
+#[doc = include_str!("../../README.md")]
+#[cfg(all(doctest, feature = "bevy"))]
+pub struct ReadmeExamples;
