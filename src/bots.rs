@@ -34,11 +34,11 @@ pub(crate) struct BotsArgs {
     /// Seconds each bot plays.
     #[arg(long)]
     pub duration: f64,
-    /// wander, strafe, stairs, walls or mixed.
-    #[arg(long, default_value = "mixed", value_parser = parse_behavior)]
+    /// How the honest bots move.
+    #[arg(long, default_value = "mixed", value_parser = crate::named::named(&Behavior::NAMES))]
     pub behavior: Behavior,
-    /// Cheats, comma separated: noclip, teleport, speed, fly, timing.
-    #[arg(long, value_delimiter = ',', value_parser = parse_cheat)]
+    /// Cheats, comma separated.
+    #[arg(long, value_delimiter = ',', value_parser = crate::named::named(&CheatKind::ALL))]
     pub cheat: Vec<CheatKind>,
     /// Cheaters per cheat kind (default 1 when --cheat is given).
     #[arg(long)]
@@ -85,16 +85,6 @@ pub(crate) struct BotsArgs {
     /// their heading.
     #[arg(long)]
     pub fire: bool,
-}
-
-fn parse_behavior(s: &str) -> Result<Behavior, String> {
-    Behavior::parse(s)
-        .ok_or_else(|| format!("unknown behavior '{s}' (wander, strafe, stairs, walls, mixed)"))
-}
-
-fn parse_cheat(s: &str) -> Result<CheatKind, String> {
-    CheatKind::parse(s)
-        .ok_or_else(|| format!("unknown cheat '{s}' (noclip, teleport, speed, fly, timing)"))
 }
 
 /// The tokens: read from the file, or minted with the secret.

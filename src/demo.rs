@@ -6,6 +6,7 @@ use crate::net::{self, ServeArgs};
 use anyhow::{Context, Result};
 use expel_bots::{Behavior, CheatKind, SwarmOptions, SwarmProgress};
 use expel_client::{Impairment, Trust};
+use expel_modes::Mode;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -31,24 +32,19 @@ pub(crate) struct DemoArgs {
     /// Seconds per round of bots.
     #[arg(long, default_value_t = 60.0)]
     pub round: f64,
-    /// The game the bots play: tag, or deathmatch (they shoot at whom they see).
-    #[arg(long, value_enum, default_value_t = DemoMode::Tag)]
-    pub mode: DemoMode,
+    /// The game the bots play (in deathmatch they shoot at whom they see).
+    #[arg(long, default_value = "tag", value_parser = crate::named::named(&DEMO_MODES))]
+    pub mode: Mode,
 }
 
-/// The games `expel demo` plays.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum DemoMode {
-    /// Tag.
-    Tag,
-    /// Deathmatch.
-    Deathmatch,
-}
+/// The games `expel demo` plays, by name: tag, or deathmatch (the bots shoot at whom
+/// they see).
+const DEMO_MODES: [(&str, Mode); 2] = [("tag", Mode::Tag), ("deathmatch", Mode::Deathmatch)];
 
 /// The cheats the demo's game can show: a cheat at shooting needs a gun.
-pub(crate) fn demo_cheats(mode: DemoMode) -> Vec<CheatKind> {
+pub(crate) fn demo_cheats(mode: Mode) -> Vec<CheatKind> {
     (CheatKind::ALL.iter().map(|(_, k)| *k))
-        .filter(|k| mode == DemoMode::Deathmatch || !k.shoots())
+        .filter(|k| mode == Mode::Deathmatch || !k.shoots())
         .collect()
 }
 
@@ -63,10 +59,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         max_players: Some(args.bots + 16),
         secret: Some(secret.clone()),
         // The bots play a game on top of moving (the live view shows the score).
-        mode: Some(match args.mode {
-            DemoMode::Tag => net::GameMode::Tag,
-            DemoMode::Deathmatch => net::GameMode::Deathmatch,
-        }),
+        mode: Some(args.mode),
         ..ServeArgs::default()
     })?;
     let operator_token = asked.operator_token.clone();
@@ -112,7 +105,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
                     reconnect: false,
                     buffer_ticks: expel_bots::RunOptions::default().buffer_ticks,
                     light: false,
-                    fire: args.mode == DemoMode::Deathmatch,
+                    fire: args.mode == Mode::Deathmatch,
                 };
                 let http = expel_bots::Operator {
                     addr: http,
@@ -147,15 +140,12 @@ mod tests {
 
     #[test]
     fn the_demo_runs_only_the_cheats_its_game_can_show() {
-        let tag = demo_cheats(DemoMode::Tag);
+        let tag = demo_cheats(Mode::Tag);
         assert!(
             !tag.is_empty() && tag.iter().all(|c| !c.shoots()),
             "{tag:?}"
         );
         assert!(tag.contains(&CheatKind::Gaps) && tag.contains(&CheatKind::Noclip));
-        assert_eq!(
-            demo_cheats(DemoMode::Deathmatch).len(),
-            CheatKind::ALL.len()
-        );
+        assert_eq!(demo_cheats(Mode::Deathmatch).len(), CheatKind::ALL.len());
     }
 }

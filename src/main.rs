@@ -5,6 +5,7 @@ mod cli_trace;
 mod demo;
 mod lines;
 mod load;
+mod named;
 mod net;
 mod shots;
 mod sim;
@@ -123,8 +124,8 @@ enum Command {
         /// Ticks per second (10 to 240).
         #[arg(long, default_value_t = 60)]
         tick_rate: u32,
-        /// walk, noclip or spectator.
-        #[arg(long, default_value = "walk", value_parser = parse_mode)]
+        /// How the player moves.
+        #[arg(long, default_value = "walk", value_parser = named::named(&MOVE_MODES))]
         mode: expel_core::MoveMode,
     },
     /// Projectiles swept by the server's simulation: reads JSON lines {"start","dir",
@@ -150,14 +151,12 @@ enum Command {
     },
 }
 
-fn parse_mode(s: &str) -> Result<expel_core::MoveMode, String> {
-    match s {
-        "walk" => Ok(expel_core::MoveMode::Walk),
-        "noclip" => Ok(expel_core::MoveMode::Noclip),
-        "spectator" => Ok(expel_core::MoveMode::Spectator),
-        _ => Err(format!("unknown mode '{s}' (walk, noclip, spectator)")),
-    }
-}
+/// The modes `expel sim --mode` plays, by name (frozen is a game's, not a player's).
+const MOVE_MODES: [(&str, expel_core::MoveMode); 3] = [
+    ("walk", expel_core::MoveMode::Walk),
+    ("noclip", expel_core::MoveMode::Noclip),
+    ("spectator", expel_core::MoveMode::Spectator),
+];
 
 #[derive(Subcommand)]
 enum MapCommand {

@@ -2,10 +2,12 @@
 //! libraries to flags, a TOML file and standard output.
 
 use crate::load::{self, Loaded};
+use crate::named::{lookup, named};
 use anyhow::{bail, Context, Result};
 use expel_bots::RunOptions;
 use expel_client::{ConnectOptions, Impairment, Trust};
 use expel_core::MoveCommand;
+use expel_modes::{Mode, MODES};
 use expel_protocol::token;
 use expel_protocol::MovementAuthority;
 use expel_server::Identity;
@@ -75,15 +77,15 @@ pub(crate) struct ServeArgs {
     pub io_threads: Option<usize>,
     /// Who moves the players: `server` (simulates every command; the default) or
     /// `client` (clients claim their states, the server validates each).
-    #[arg(long, value_parser = parse_authority)]
+    #[arg(long, value_parser = named(&AUTHORITIES))]
     #[serde(default, deserialize_with = "authority_from_str")]
     pub movement: Option<MovementAuthority>,
-    /// The game the server runs on top of movement: `none` (the default) or `tag` (one
-    /// player is "it" and passes it on by touching another; the score goes to every
-    /// player as messages and to operators at /game.json).
-    #[arg(long, value_parser = parse_mode)]
+    /// The game the server runs on top of movement (`none`, the default, is movement
+    /// alone); its score goes to every player as messages and to operators at
+    /// /game.json.
+    #[arg(long, value_parser = named(&MODES))]
     #[serde(default, deserialize_with = "mode_from_str")]
-    pub mode: Option<GameMode>,
+    pub mode: Option<Mode>,
     /// PEM certificate chain (with --key) instead of a self-signed certificate.
     #[arg(long)]
     pub cert: Option<PathBuf>,
@@ -96,57 +98,36 @@ pub(crate) struct ServeArgs {
     pub config: Option<PathBuf>,
 }
 
-fn parse_authority(s: &str) -> Result<MovementAuthority, String> {
-    match s {
-        "server" => Ok(MovementAuthority::Server),
-        "client" => Ok(MovementAuthority::Client),
-        _ => Err(format!("unknown movement '{s}' (server, client)")),
-    }
-}
+/// Who decides where a player is, by the name `--movement` takes.
+const AUTHORITIES: [(&str, MovementAuthority); 2] = [
+    ("server", MovementAuthority::Server),
+    ("client", MovementAuthority::Client),
+];
 
-/// A game mode `expel serve --mode` runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum GameMode {
-    /// Movement alone.
-    None,
-    /// [`expel_modes::tag::Tag`].
-    Tag,
-    /// [`expel_modes::deathmatch::Deathmatch`].
-    Deathmatch,
-}
-
-impl GameMode {
-    /// Its rules for the server.
-    pub(crate) fn rules(self) -> Option<Box<dyn expel_protocol::server::GameRules>> {
-        match self {
-            GameMode::None => None,
-            GameMode::Tag => Some(Box::new(expel_modes::tag::Tag::new())),
-            GameMode::Deathmatch => Some(Box::new(expel_modes::deathmatch::Deathmatch::new())),
-        }
-    }
-}
-
-fn parse_mode(s: &str) -> Result<GameMode, String> {
-    match s {
-        "none" => Ok(GameMode::None),
-        "tag" => Ok(GameMode::Tag),
-        "deathmatch" => Ok(GameMode::Deathmatch),
-        _ => Err(format!("unknown mode '{s}' (none, tag, deathmatch)")),
-    }
-}
-
-fn mode_from_str<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<GameMode>, D::Error> {
-    let s: Option<String> = serde::Deserialize::deserialize(d)?;
-    s.map(|s| parse_mode(&s).map_err(serde::de::Error::custom))
-        .transpose()
+fn mode_from_str<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Mode>, D::Error> {
+    from_table(&MODES, "mode", d)
 }
 
 fn authority_from_str<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Option<MovementAuthority>, D::Error> {
+    from_table(&AUTHORITIES, "movement", d)
+}
+
+/// A config file's setting named from `table`, refused with the names it may take.
+fn from_table<'de, D: serde::Deserializer<'de>, T: Copy>(
+    table: &[(&str, T)],
+    what: &str,
+    d: D,
+) -> Result<Option<T>, D::Error> {
     let s: Option<String> = serde::Deserialize::deserialize(d)?;
-    s.map(|s| parse_authority(&s).map_err(serde::de::Error::custom))
-        .transpose()
+    s.map(|s| {
+        let names: Vec<&str> = table.iter().map(|(name, _)| *name).collect();
+        let names = names.join(", ");
+        lookup(table, &s).ok_or_else(|| format!("unknown {what} '{s}' ({names})"))
+    })
+    .transpose()
+    .map_err(serde::de::Error::custom)
 }
 
 impl ServeArgs {
@@ -283,7 +264,7 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(expel_server::Builder, Prepare
         .metrics(args.metrics.unwrap_or_else(|| loopback_of(addr)))
         // Under Agones, the SDK sidecar's port is in the environment.
         .agones(agones)
-        .boxed_rules(args.mode.and_then(GameMode::rules))
+        .boxed_rules(args.mode.and_then(Mode::rules))
         .settings(|s| {
             s.server_id = server_id;
             s.snapshot_rate = args.snapshot_rate.unwrap_or(s.snapshot_rate);
