@@ -531,7 +531,7 @@ pub(crate) fn connect(args: ConnectArgs) -> Result<()> {
         };
         let joined = expel_client::connect(args.addr, &opts).await?;
         let mut next = 0usize;
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(u64::from(joined.welcome.player_id));
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(u64::from(joined.welcome.player));
         let mut wander = MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0);
         let driver = move |_tick: u64, _state: Option<&expel_core::PlayerState>| match &inputs {
             Some(list) => {

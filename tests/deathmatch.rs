@@ -31,7 +31,7 @@ fn fight(g: &mut Gunner, i: usize, c: &Client, turn_every: u64) -> MoveCommand {
         me.map(|m| m.origin()),
         c.others(f64::MAX).into_values(),
     );
-    let tick = c.tick();
+    let tick = c.predicted_tick();
     let yaw = (tick / turn_every + i as u64) as f64 * 97.0;
     g.arm(tick, me.as_ref(), MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0))
 }
@@ -51,7 +51,13 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
     let mut drive = |i: usize, c: &Client| {
         if i == 7 {
             // Not deathmatch's buttons: refused, counted, nothing fired.
-            let walk = MoveCommand::new(1.0, 0.0, 0.0, (c.tick() / 120 + 7) as f64 * 97.0, 0.0);
+            let walk = MoveCommand::new(
+                1.0,
+                0.0,
+                0.0,
+                (c.predicted_tick() / 120 + 7) as f64 * 97.0,
+                0.0,
+            );
             return walk.with_actions(0x8001, 3);
         }
         fight(&mut gunners[i], i, c, 120)
@@ -73,7 +79,7 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
                         let c = net.client(i);
                         let bytes = c.player_state(player).unwrap();
                         let s: FighterState = postcard::from_bytes(bytes).unwrap();
-                        if Some(player) == c.welcome().map(|w| w.player_id) {
+                        if Some(player) == c.welcome().map(|w| w.player) {
                             health.insert(i, s.health);
                         }
                         states_heard += 1;
@@ -114,7 +120,7 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
     assert!(made <= died as i32, "every frag is a death: {rules:?}");
     // The one that sent foreign buttons never fragged anyone, and kept up, was kicked for
     // it by the rules' own count.
-    let foreign = net.client(7).welcome().unwrap().player_id;
+    let foreign = net.client(7).welcome().unwrap().player;
     if let Some(f) = rules.frags.iter().find(|f| f.0 == foreign) {
         assert!(f.1 <= 0, "{f:?}");
     }
@@ -141,7 +147,7 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
     // kicked is gone.
     for i in 0..n as usize - 1 {
         let c = net.client(i);
-        let me = c.welcome().unwrap().player_id;
+        let me = c.welcome().unwrap().player;
         let s: FighterState = postcard::from_bytes(c.player_state(me).unwrap()).unwrap();
         let f = rules.frags.iter().find(|f| f.0 == me).unwrap();
         assert_eq!(s.frags, f.1, "client {i}");
@@ -173,7 +179,7 @@ fn predicted_rockets(link: Impairment, seed: u64) -> (LaunchStats, f64, usize) {
     let mut worst: f64 = 0.0;
     let per_tick = ROCKET_SPEED / 60.0;
     let mut drive = |i: usize, c: &Client| {
-        let tick = c.tick();
+        let tick = c.predicted_tick();
         if i == 0 {
             let twins = c.entities_drawn(f64::MAX);
             for l in c.launched() {
@@ -271,7 +277,7 @@ fn in_a_crowd_each_frag_goes_to_the_two_it_concerns_and_no_message_is_dropped() 
             fight(&mut gunners[i], i, c, 90)
         });
         for i in 0..n as usize {
-            let me = net.client(i).welcome().map(|w| w.player_id);
+            let me = net.client(i).welcome().map(|w| w.player);
             while let Some(m) = net.client_mut(i).poll_message() {
                 let bytes = m.bytes;
                 match postcard::from_bytes::<DeathmatchNews>(&bytes).unwrap() {

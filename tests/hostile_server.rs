@@ -48,7 +48,7 @@ where
 
 fn welcome(server_tick: u64, map: &[u8]) -> Vec<u8> {
     encode_frame(&ServerControl::Welcome(Box::new(Welcome {
-        player_id: 1,
+        player: 1,
         snapshot_rate: 30,
         input_rate: 60,
         config: MoveConfig::default(),

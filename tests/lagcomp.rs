@@ -86,7 +86,7 @@ fn strafe(tick: u64, i: usize) -> MoveCommand {
 
 /// The player id of client `i`.
 fn id(net: &SimNet, i: usize) -> u32 {
-    net.client(i).welcome().map_or(u32::MAX, |w| w.player_id)
+    net.client(i).welcome().map_or(u32::MAX, |w| w.player)
 }
 
 #[test]
@@ -98,7 +98,7 @@ fn hits_the_shooter_saw_are_confirmed_at_every_round_trip() {
         let mut records: Vec<ShotRecord> = (0..SHOOTERS).map(|_| ShotRecord::default()).collect();
         for _ in 0..25 * 60 / 4 {
             net.run(Duration::from_millis(66), &mut |i, c| {
-                let tick = c.tick();
+                let tick = c.predicted_tick();
                 if i < SHOOTERS {
                     shoot(c, targets[i % TARGETS], 24.0, tick)
                 } else {
@@ -181,7 +181,7 @@ fn cheater(net: &mut SimNet, secs: u64, cheat: &mut Cheat<'_>) -> (Option<String
     for step in 0..secs * 10 {
         let places = others(net);
         net.run(Duration::from_millis(100), &mut |i, c| {
-            let tick = c.tick();
+            let tick = c.predicted_tick();
             if i == 0 {
                 cheat(c, tick, &places)
             } else {
@@ -438,7 +438,7 @@ fn a_shot_across_a_mover_meets_it_where_the_shooter_saw_it() {
                 MoveCommand::new(0.0, 0.0, 0.0, yaw, pitch).with_actions(1, 0)
             });
             let c = net.client_mut(0);
-            let now = c.tick();
+            let now = c.predicted_tick();
             let done: Vec<u64> = traced.iter().map(|t| t.0).collect();
             for t in now.saturating_sub(8)..=now {
                 let (Some(from), Some(cmd)) = (
@@ -502,7 +502,7 @@ fn commands_left_out_on_purpose_are_flagged_and_loss_is_not() {
                 1.0,
                 0.0,
                 0.0,
-                (c.tick() / 60) as f64 * 90.0 + 45.0 * i as f64,
+                (c.predicted_tick() / 60) as f64 * 90.0 + 45.0 * i as f64,
                 0.0,
             )
         });
@@ -563,7 +563,7 @@ fn a_shooter_s_own_place_past_the_slack_counts_only_when_its_prediction_bears_it
         let target = id(&net, 1);
         for _ in 0..40 {
             net.run(Duration::from_millis(100), &mut |i, c| {
-                let tick = c.tick();
+                let tick = c.predicted_tick();
                 match i {
                     0 if case == "charging" => MoveCommand {
                         forward: 127,

@@ -88,7 +88,7 @@ fn counting(n: u32, secs: u64, seed: u64) -> (Log, Log, SimNet) {
         let now = net.now();
         for i in 0..net.len() {
             let c = net.client_mut(i);
-            let Some(me) = c.welcome().map(|w| w.player_id) else {
+            let Some(me) = c.welcome().map(|w| w.player) else {
                 continue;
             };
             while let Some(expel_protocol::messages::Letter {
@@ -119,7 +119,7 @@ fn counting(n: u32, secs: u64, seed: u64) -> (Log, Log, SimNet) {
     net.run(Duration::from_secs(1), &mut |_, _| MoveCommand::default());
     for i in 0..net.len() {
         let c = net.client_mut(i);
-        let me = c.welcome().map(|w| w.player_id).unwrap_or(0);
+        let me = c.welcome().map(|w| w.player).unwrap_or(0);
         while let Some(expel_protocol::messages::Letter {
             channel: ch, bytes, ..
         }) = c.poll_message()
@@ -310,7 +310,7 @@ fn clients_are_told_of_players_entering_and_leaving_their_view() {
     let idle = &mut |_: usize, _: &expel_protocol::client::Client| MoveCommand::default();
     net.run(Duration::from_secs(3), idle);
     let ids: Vec<u32> = (0..3)
-        .map(|i| net.client(i).welcome().unwrap().player_id)
+        .map(|i| net.client(i).welcome().unwrap().player)
         .collect();
     let mut seen: Vec<Vec<ClientEvent>> = (0..3)
         .map(|i| {
@@ -366,7 +366,7 @@ fn clients_hear_of_joins_and_leaves_beyond_their_view() {
     let idle = &mut |_: usize, _: &Client| MoveCommand::default();
     net.run(Duration::from_secs(3), idle);
     let ids: Vec<u32> = (0..4)
-        .map(|i| net.client(i).welcome().unwrap().player_id)
+        .map(|i| net.client(i).welcome().unwrap().player)
         .collect();
     // Odd ids were sent the map (and report it whole), even ones held it.
     let size = net.client(0).map().map(|m| m.len() as u64).unwrap();
@@ -435,7 +435,7 @@ fn others_are_drawn_facing_their_way_and_crouching() {
     };
     net.run(Duration::from_secs(3), face);
     let ids: Vec<u32> = (0..3)
-        .map(|i| net.client(i).welcome().unwrap().player_id)
+        .map(|i| net.client(i).welcome().unwrap().player)
         .collect();
     let c = net.client(0);
     let drawn = c.others_drawn(c.render_tick(net.now()));

@@ -168,7 +168,7 @@ fn bound_token(id: u32, server: Option<&str>, expires: u64, n: u8) -> String {
     mint(
         common::SECRET,
         &Grant {
-            player_id: id,
+            player: id,
             expires,
             nonce: [n; 16],
             server: server.map(|s| ServerId::new(s).unwrap()),

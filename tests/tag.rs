@@ -56,7 +56,12 @@ fn play(n: u32, secs: u64, seed: u64) -> (TagScore, Vec<Option<TagScore>>, u64, 
     let mut frozen = 0;
     for _ in 0..secs * 10 {
         net.run(Duration::from_millis(100), &mut |i, c| {
-            towards(meeting(c), c.local_player().as_ref(), i as u64, c.tick())
+            towards(
+                meeting(c),
+                c.local_player().as_ref(),
+                i as u64,
+                c.predicted_tick(),
+            )
         });
         for (i, seen) in last.iter_mut().enumerate() {
             // An event for each message (the score goes reliable), then the messages.
@@ -194,7 +199,7 @@ async fn tag_over_expel_serve_gives_every_client_the_servers_score() {
     assert_eq!(server.scores.len(), 4, "{server:?}");
     assert!(server.it.is_some());
     assert!(server.passes >= 1, "never passed on: {server:?}");
-    let speaker = sessions[0].welcome.player_id;
+    let speaker = sessions[0].welcome.player;
     let cleaned: String = line.chars().filter(|c| *c != '\u{7}').take(200).collect();
     let heard: Vec<_> = (0..4).map(|i| (i, speaker, cleaned.clone())).collect();
     // Each client hears it once; which of them reads it first is the network's.
@@ -257,7 +262,7 @@ async fn two_floods_with_the_lowest_ids_leave_an_honest_players_chat_and_the_sco
                 .unwrap(),
         );
     }
-    let honest = others[0].welcome.player_id;
+    let honest = others[0].welcome.player;
     let mut last: BTreeMap<usize, TagScore> = BTreeMap::new();
     let mut said = Vec::new();
     let start = Instant::now();

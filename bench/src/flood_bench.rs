@@ -37,7 +37,7 @@ fn token(player: u32, n: u32) -> Result<String> {
     Ok(mint(
         SECRET.as_bytes(),
         &Grant {
-            player_id: player,
+            player: player,
             expires: now + 3600,
             nonce,
             server: None,

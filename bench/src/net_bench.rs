@@ -62,7 +62,7 @@ fn main() -> Result<()> {
                 let token = mint(
                     SECRET.as_bytes(),
                     &Grant {
-                        player_id: i,
+                        player: i,
                         expires: now + 3600,
                         nonce,
                         server: None,

@@ -452,7 +452,7 @@ pub async fn run(
     if cheats.wallshot {
         crate::cheats::leaking().store(true, std::sync::atomic::Ordering::Relaxed);
     }
-    let me = s.welcome.player_id;
+    let me = s.welcome.player;
     if (opts.fire || shooting) && !opts.light {
         // A predicting bot sees its own rockets at once, as a player would.
         s.set_launcher(Box::new(expel_modes::deathmatch::RocketLauncher::default()));
@@ -495,7 +495,7 @@ pub async fn run(
                 settled_at.get_or_insert(now);
             }
             g.holding = settled_at.is_none_or(|at| now < at + SETTLE_HOLD);
-            if cheats.wallshot && g.cheating(s.tick()) {
+            if cheats.wallshot && g.cheating(s.predicted_tick()) {
                 let leaked = crate::cheats::leak()
                     .lock()
                     .map(|l| l.clone())
@@ -508,10 +508,10 @@ pub async fn run(
         s.update_with(now, &mut |tick, st| script.command(tick, st, now));
         recorder.update(&s);
         if let Some(r) = shots.as_mut() {
-            r.look(s.machine(), now + CONFIRM_WAIT < deadline);
+            r.look(s.machine_mut(), now + CONFIRM_WAIT < deadline);
         }
         if let Some(v) = sight.as_mut() {
-            v.look(s.machine(), now);
+            v.look(s.machine_mut(), now);
         }
         let wake = s
             .next_wake()

@@ -47,7 +47,7 @@ impl ShotRecord {
             return;
         };
         let rate = f64::from(sim.movement().tick_rate());
-        let now = c.tick();
+        let now = c.predicted_tick();
         let mut fired = Vec::new();
         if pred.ready() {
             for t in self.seen_to.max(now.saturating_sub(LOOK_BACK)) + 1..=now {

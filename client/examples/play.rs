@@ -180,7 +180,7 @@ fn main() -> Result<()> {
             nonce[..8].copy_from_slice(&now.to_le_bytes());
             nonce[8..12].copy_from_slice(&std::process::id().to_le_bytes());
             let grant = token::Grant {
-                player_id: args.player,
+                player: args.player,
                 expires: now + 3600,
                 nonce,
                 server: None,
@@ -364,12 +364,12 @@ fn main() -> Result<()> {
             square(&mut buf, size, at, 5, 0x00ff_ff40);
         }
         if let Some(s) = &score {
-            draw_score(&mut buf, size, s, session.welcome.player_id);
+            draw_score(&mut buf, size, s, session.welcome.player);
         }
         if now >= title_at {
             title_at = now + Duration::from_millis(250);
             let st = session.diagnostics().stats;
-            let me_id = session.welcome.player_id;
+            let me_id = session.welcome.player;
             let tag = score.as_ref().map_or(String::new(), |s| {
                 let mine = s
                     .scores

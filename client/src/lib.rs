@@ -98,9 +98,15 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Why a client could not connect or play.
 #[derive(Debug, Error)]
 pub enum ClientError {
-    /// TLS configuration.
-    #[error("tls: {0}")]
-    Tls(String),
+    /// TLS configuration: what was being done, and what failed.
+    #[error("tls: {what}")]
+    Tls {
+        /// What was being done.
+        what: &'static str,
+        /// What failed.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// The QUIC connection failed.
     #[error("connecting to {addr}: {detail}")]
     Connect {
@@ -130,7 +136,7 @@ impl ClientError {
         match self {
             ClientError::Connect { .. } => true,
             ClientError::Refused { code, .. } => code.is_transient(),
-            ClientError::Tls(_) | ClientError::Protocol(_) => false,
+            ClientError::Tls { .. } | ClientError::Protocol(_) => false,
         }
     }
 
@@ -338,9 +344,11 @@ impl Session {
         self.machine.input(cmd);
     }
 
-    /// The newest tick predicted (the next one gets the input given now).
-    pub fn tick(&self) -> u64 {
-        self.machine.tick()
+    /// The newest tick predicted (the next one gets the input given now): a tick
+    /// numbers the server's steps, the same numbers as [`Delivered::tick`] and the
+    /// rules' `Game::tick`.
+    pub fn predicted_tick(&self) -> u64 {
+        self.machine.predicted_tick()
     }
 
     /// Our player, predicted at the newest tick.
@@ -466,7 +474,12 @@ impl Session {
 
     /// The protocol machine underneath, for what this shell does not wrap (a shot's
     /// trace as this client drew it: `trace_seen`; diagnostics).
-    pub fn machine(&mut self) -> &mut Client {
+    pub fn machine(&self) -> &Client {
+        &self.machine
+    }
+
+    /// The protocol machine underneath, to change what this shell does not wrap.
+    pub fn machine_mut(&mut self) -> &mut Client {
         &mut self.machine
     }
 

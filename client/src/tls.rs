@@ -89,18 +89,23 @@ pub fn client_config(
     trust: &Trust,
     alpn: &[u8],
 ) -> Result<quinn_proto::ClientConfig, crate::ClientError> {
-    let err = |m: String| crate::ClientError::Tls(m);
+    let err = |what: &'static str, source: Box<dyn std::error::Error + Send + Sync>| {
+        crate::ClientError::Tls { what, source }
+    };
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(|e| err(e.to_string()))?;
+        .map_err(|e| err("choosing TLS 1.3", e.into()))?;
     let mut crypto = match trust {
         Trust::Fingerprint(hexfp) => {
             let raw =
-                hex::decode(hexfp.trim()).map_err(|_| err("fingerprint is not hex".into()))?;
-            let fingerprint: [u8; 32] = raw
-                .try_into()
-                .map_err(|_| err("fingerprint must be 32 bytes (64 hex digits)".into()))?;
+                hex::decode(hexfp.trim()).map_err(|e| err("reading the fingerprint", e.into()))?;
+            let fingerprint: [u8; 32] = raw.try_into().map_err(|_| {
+                err(
+                    "reading the fingerprint",
+                    "not 32 bytes (64 hex digits)".into(),
+                )
+            })?;
             builder
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(Pinned {
@@ -113,15 +118,17 @@ pub fn client_config(
             use rustls::pki_types::pem::PemObject;
             let mut roots = rustls::RootCertStore::empty();
             for c in CertificateDer::pem_slice_iter(pem) {
-                let c = c.map_err(|e| err(format!("authority certificate: {e}")))?;
-                roots.add(c).map_err(|e| err(e.to_string()))?;
+                let c = c.map_err(|e| err("reading the authority's certificate", e.into()))?;
+                roots
+                    .add(c)
+                    .map_err(|e| err("trusting the authority's certificate", e.into()))?;
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         }
     };
     crypto.alpn_protocols = vec![alpn.to_vec()];
     let quic = quinn_proto::crypto::rustls::QuicClientConfig::try_from(crypto)
-        .map_err(|e| err(e.to_string()))?;
+        .map_err(|e| err("making the QUIC configuration", e.into()))?;
     let mut cfg = quinn_proto::ClientConfig::new(Arc::new(quic));
     let mut transport = quinn_proto::TransportConfig::default();
     transport.keep_alive_interval(Some(std::time::Duration::from_secs(2)));

@@ -4,8 +4,8 @@
 //! and events are drained and its views read as a game would.
 #![no_main]
 
-use expel_fuzz::client;
 use expel_core::MoveCommand;
+use expel_fuzz::client;
 use libfuzzer_sys::fuzz_target;
 use std::time::{Duration, Instant};
 
@@ -45,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = (
             c.local_player(),
             c.display_origin(),
-            c.tick(),
+            c.predicted_tick(),
             c.poll_timeout(),
         );
         let _ = c.others(c.render_tick(now));

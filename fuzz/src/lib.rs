@@ -2,11 +2,11 @@
 //! two players already joined (a fuzzer cannot forge a token's MAC, so the harness joins
 //! them), and the hello that joins a player.
 
+use expel_core::{CollisionModel, MapData, MoveConfig, Sim};
 use expel_protocol::frame::encode_frame;
 use expel_protocol::server::{Server, ServerSettings};
 use expel_protocol::token::{self, Grant};
 use expel_protocol::{ClientControl, MovementAuthority, VERSION};
-use expel_core::{CollisionModel, MapData, MoveConfig, Sim};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -35,7 +35,7 @@ pub fn hello(id: u32) -> Vec<u8> {
     let mut nonce = [0u8; 16];
     nonce[..4].copy_from_slice(&id.to_le_bytes());
     let grant = Grant {
-        player_id: id,
+        player: id,
         expires: UNIX + 3600,
         nonce,
         server: None,

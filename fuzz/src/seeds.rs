@@ -3,6 +3,7 @@
 //! control frames and snapshot datagrams, their hellos and input datagrams), a script of
 //! that traffic for the server target, a token and the arena's compiled model. `cargo run --release --bin seeds` in `fuzz/`.
 
+use expel_core::{CollisionModel, MapData, MoveCommand, MoveConfig};
 use expel_fuzz::{hello, server, ARENA, SECRET, UNIX};
 use expel_protocol::frame::encode_frame;
 use expel_protocol::join::map_frames;
@@ -10,7 +11,6 @@ use expel_protocol::server::Output;
 use expel_protocol::token::{self, Grant};
 use expel_protocol::{encode, ClientDatagram, InputMsg, MovementAuthority};
 use expel_protocol::{ServerControl, Welcome};
-use expel_core::{CollisionModel, MapData, MoveCommand, MoveConfig};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -33,7 +33,7 @@ fn main() {
     // What player 1's client hears: the welcome, then each tick's time and snapshot.
     let welcome = |sending_map: bool| {
         encode_frame(&ServerControl::Welcome(Box::new(Welcome {
-            player_id: 1,
+            player: 1,
             snapshot_rate: 30,
             input_rate: 60,
             config: MoveConfig::default(),
@@ -115,7 +115,7 @@ fn main() {
     trusted[0] = 1;
     write(&dir, "server", "walking-trusted", &trusted);
     let grant = Grant {
-        player_id: 9,
+        player: 9,
         expires: UNIX + 60,
         nonce: [3; 16],
         server: None,

@@ -46,16 +46,20 @@ impl Map {
     /// named `name` for the clients.
     pub fn from_bytes(name: impl Into<String>, bytes: Vec<u8>) -> Result<Map, ServerError> {
         let name = name.into();
-        let data = MapData::parse_any(&bytes)
-            .map_err(|e| ServerError::Map(format!("loading map {name}: {e}")))?;
+        let data = MapData::parse_any(&bytes).map_err(|source| ServerError::Map {
+            name: name.clone(),
+            source,
+        })?;
         let model = Arc::new(CollisionModel::build(&data));
         Ok(Map::from_parts(name, Arc::new(bytes), model, data))
     }
 
     /// The map file at `path`, named by its file stem.
     pub fn open(path: &Path) -> Result<Map, ServerError> {
-        let bytes = std::fs::read(path)
-            .map_err(|e| ServerError::Map(format!("reading map {}: {e}", path.display())))?;
+        let bytes = std::fs::read(path).map_err(|source| ServerError::ReadMap {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let name = path
             .file_stem()
             .map_or("map".into(), |s| s.to_string_lossy().into_owned());
@@ -85,9 +89,7 @@ impl Map {
     /// The simulation of this map with `movement`, logging what in the map could not be
     /// used as written.
     pub fn sim(&self, movement: MoveConfig) -> Result<Sim, ServerError> {
-        let movement = movement
-            .validate()
-            .map_err(|e| ServerError::Config(format!("movement settings: {e}")))?;
+        let movement = movement.validate().map_err(ServerError::Movement)?;
         let (sim, warnings) = Sim::from_map(self.model.clone(), &self.data, movement);
         for w in &warnings {
             tracing::warn!(map = %self.name, "{w}");

@@ -76,23 +76,60 @@ pub const MAX_IO_THREADS: usize = 64;
 /// Why the server could not start.
 #[derive(Debug, Error)]
 pub enum ServerError {
-    /// Certificate or TLS configuration.
-    #[error("tls: {0}")]
-    Tls(String),
+    /// Certificate or TLS configuration: what was being done, and what failed.
+    #[error("tls: {what}")]
+    Tls {
+        /// What was being done.
+        what: &'static str,
+        /// What failed.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A socket could not be bound.
-    #[error("binding {addr}: {source}")]
+    #[error("binding {addr}")]
     Bind {
         /// The address.
         addr: SocketAddr,
         /// The error.
+        #[source]
         source: std::io::Error,
     },
-    /// A setting out of range.
+    /// A setting out of range, or two that do not go together.
     #[error("config: {0}")]
     Config(String),
-    /// The map could not be read or parsed.
-    #[error("{0}")]
-    Map(String),
+    /// The protocol's settings were refused.
+    #[error("server settings")]
+    Settings(#[source] expel_protocol::server::SettingsError),
+    /// The movement settings were refused.
+    #[error("movement settings")]
+    Movement(#[source] expel_core::movement::ConfigError),
+    /// A thread could not be started.
+    #[error("starting the {what}")]
+    Thread {
+        /// Which.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The map file could not be read.
+    #[error("reading map {path}")]
+    ReadMap {
+        /// Where.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The map could not be parsed.
+    #[error("loading map {name}")]
+    Map {
+        /// Its name.
+        name: String,
+        /// Why.
+        #[source]
+        source: expel_core::MapError,
+    },
 }
 
 /// How to run a server: where it listens and how it guards itself; how it plays is the
@@ -138,7 +175,7 @@ pub struct Server {
     pub metrics: Arc<Metrics>,
     shutdown: watch::Sender<Option<String>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
-    failed: watch::Receiver<Option<String>>,
+    failed: watch::Receiver<Option<TaskEnded>>,
     /// Reaches the machine's thread.
     wake: std::sync::mpsc::Sender<Wake>,
     sim: Arc<Sim>,
@@ -179,7 +216,7 @@ impl Server {
 
     /// Resolves when a supervised task (the machine or the HTTP endpoint) ended on its
     /// own, with why: the process should stop (or restart) the server.
-    pub async fn stopped(&self) -> String {
+    pub async fn stopped(&self) -> TaskEnded {
         let mut f = self.failed.clone();
         loop {
             if let Some(why) = f.borrow_and_update().clone() {
@@ -203,7 +240,7 @@ pub fn new_token(
     let mut nonce = [0u8; 16];
     rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut nonce);
     let grant = Grant {
-        player_id: player,
+        player: player,
         expires: now_unix().saturating_add(valid_for.as_secs()),
         nonce,
         server,
@@ -231,7 +268,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
         Instant::now(),
         now_unix(),
     )
-    .map_err(|e| ServerError::Config(e.to_string()))?;
+    .map_err(ServerError::Settings)?;
     if let Some(rules) = cfg.rules.take() {
         machine.set_rules(rules);
     }
@@ -246,7 +283,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
             source,
         })?;
     let live = Arc::new(live::Live::new(&sim, &cfg.settings.map_name));
-    let (failed_tx, failed) = watch::channel(None::<String>);
+    let (failed_tx, failed) = watch::channel(None::<TaskEnded>);
     let failed_tx = Arc::new(failed_tx);
     let mut tasks = Vec::new();
     let (shutdown, shutdown_rx) = watch::channel(None::<String>);
@@ -307,10 +344,16 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
         port: addr.port(),
         cfg,
     });
-    let io = IoThreads::start(quic, &shared, &wake)
-        .map_err(|e| ServerError::Config(format!("starting the I/O threads: {e}")))?;
-    let task = machine::spawn(machine, io, shared, live, wake_rx)
-        .map_err(|e| ServerError::Config(format!("starting the machine thread: {e}")))?;
+    let io = IoThreads::start(quic, &shared, &wake).map_err(|source| ServerError::Thread {
+        what: "I/O threads",
+        source,
+    })?;
+    let task = machine::spawn(machine, io, shared, live, wake_rx).map_err(|source| {
+        ServerError::Thread {
+            what: "machine thread",
+            source,
+        }
+    })?;
     tasks.push(supervise("machine", task, failed_tx, metrics.clone()));
     metrics.set_ready(true);
     info!(%addr, "listening");
@@ -431,18 +474,30 @@ fn sockets(addr: SocketAddr, n: usize) -> std::io::Result<Vec<std::net::UdpSocke
 
 /// Watches a task that must run until shutdown: if it ends otherwise (a panic is a bug),
 /// the server stops taking players and [`Server::stopped`] reports why.
+/// A supervised task of the server's that ended on its own (a panic is a bug): which,
+/// and why.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+#[error("the {task} task ended: {reason}")]
+pub struct TaskEnded {
+    /// The task: `machine`, `http` or `agones`.
+    pub task: &'static str,
+    /// Why, in words.
+    pub reason: String,
+}
+
 fn supervise(
     name: &'static str,
     task: tokio::task::JoinHandle<Option<String>>,
-    failed: Arc<watch::Sender<Option<String>>>,
+    failed: Arc<watch::Sender<Option<TaskEnded>>>,
     metrics: Arc<Metrics>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let why = match task.await {
+        let reason = match task.await {
             Ok(None) => return, // stopped by shutdown
-            Ok(Some(why)) => format!("{name} task ended: {why}"),
-            Err(e) => format!("{name} task failed: {e}"),
+            Ok(Some(why)) => why,
+            Err(e) => format!("it failed: {e}"),
         };
+        let why = TaskEnded { task: name, reason };
         tracing::error!(%why, "supervised task ended");
         metrics.set_ready(false);
         let _ = failed.send(Some(why));
@@ -468,7 +523,7 @@ mod tests {
     async fn a_supervised_task_that_dies_stops_the_server_with_the_reason() {
         let metrics = Arc::new(Metrics::new());
         metrics.set_ready(true);
-        let (tx, mut rx) = watch::channel(None::<String>);
+        let (tx, mut rx) = watch::channel(None::<TaskEnded>);
         let tx = Arc::new(tx);
         let dies = tokio::spawn(async { panic!("a bug") });
         supervise("machine", dies, tx.clone(), metrics.clone())
@@ -476,13 +531,11 @@ mod tests {
             .unwrap();
         rx.changed().await.unwrap();
         let why = rx.borrow().clone().unwrap();
-        assert!(
-            why.contains("machine task failed") && why.contains("panicked"),
-            "{why}"
-        );
+        assert_eq!(why.task, "machine");
+        assert!(why.reason.contains("panicked"), "{why}");
         assert!(!metrics.ready(), "no longer ready");
         // A task stopped by shutdown reports nothing.
-        let (tx2, rx2) = watch::channel(None::<String>);
+        let (tx2, rx2) = watch::channel(None::<TaskEnded>);
         let done = tokio::spawn(async { None });
         supervise("http", done, Arc::new(tx2), metrics)
             .await

@@ -24,7 +24,7 @@ impl Identity {
     /// A fresh self-signed certificate for `localhost` and `expel`.
     pub fn self_signed() -> Result<Identity, crate::ServerError> {
         let c = rcgen::generate_simple_self_signed(vec!["localhost".into(), "expel".into()])
-            .map_err(|e| crate::ServerError::Tls(e.to_string()))?;
+            .map_err(|e| tls("generating a self-signed certificate", e))?;
         let der = c.cert.der().clone();
         Ok(Identity {
             fingerprint: fingerprint(&der),
@@ -36,13 +36,12 @@ impl Identity {
     /// A certificate chain and key from PEM text.
     pub fn from_pem(cert_pem: &[u8], key_pem: &[u8]) -> Result<Identity, crate::ServerError> {
         use rustls::pki_types::pem::PemObject;
-        let tls = |m: String| crate::ServerError::Tls(m);
         let chain: Vec<CertificateDer<'static>> = rustls_pemfile_certs(cert_pem)?;
         let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(key_pem)
-            .map_err(|e| tls(format!("key: {e}")))?;
+            .map_err(|e| tls("reading the private key", e))?;
         let end = chain
             .first()
-            .ok_or_else(|| tls("no certificate in the file".into()))?;
+            .ok_or_else(|| tls("reading the certificates", "no certificate in the file"))?;
         Ok(Identity {
             fingerprint: fingerprint(end),
             chain,
@@ -52,14 +51,13 @@ impl Identity {
 
     /// The QUIC server configuration (ALPN [`expel_protocol::ALPN`], TLS 1.3).
     pub fn quic_config(&self) -> Result<quinn::ServerConfig, crate::ServerError> {
-        let tls = |m: String| crate::ServerError::Tls(m);
         let mut crypto = rustls::ServerConfig::builder()
             .with_no_client_auth()
             .with_single_cert(self.chain.clone(), self.key.clone_key())
-            .map_err(|e| tls(e.to_string()))?;
+            .map_err(|e| tls("using the certificate and key", e))?;
         crypto.alpn_protocols = vec![expel_protocol::ALPN.to_vec()];
         let quic = quinn::crypto::rustls::QuicServerConfig::try_from(crypto)
-            .map_err(|e| tls(e.to_string()))?;
+            .map_err(|e| tls("making the QUIC configuration", e))?;
         let mut cfg = quinn::ServerConfig::with_crypto(Arc::new(quic));
         cfg.transport_config(Arc::new(transport()?));
         // Connection attempts the QUIC driver has not decided on yet, and what quinn
@@ -96,7 +94,7 @@ fn transport() -> Result<quinn::TransportConfig, crate::ServerError> {
     t.max_idle_timeout(Some(
         std::time::Duration::from_secs(15)
             .try_into()
-            .map_err(|_| crate::ServerError::Tls("idle timeout".into()))?,
+            .map_err(|e| tls("setting the idle timeout", e))?,
     ));
     t.keep_alive_interval(Some(std::time::Duration::from_secs(2)));
     t.max_concurrent_bidi_streams(1u32.into());
@@ -109,11 +107,22 @@ fn transport() -> Result<quinn::TransportConfig, crate::ServerError> {
     Ok(t)
 }
 
+/// A TLS error: what was being done, and what failed.
+fn tls(
+    what: &'static str,
+    source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> crate::ServerError {
+    crate::ServerError::Tls {
+        what,
+        source: source.into(),
+    }
+}
+
 fn rustls_pemfile_certs(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, crate::ServerError> {
     use rustls::pki_types::pem::PemObject;
     CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| crate::ServerError::Tls(format!("certificate: {e}")))
+        .map_err(|e| tls("reading the certificates", e))
 }
 
 #[cfg(test)]

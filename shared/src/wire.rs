@@ -38,7 +38,7 @@ pub enum ClientControl {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Welcome {
     /// The client's player.
-    pub player_id: u32,
+    pub player: u32,
     /// Snapshots per second.
     pub snapshot_rate: u32,
     /// Input datagrams per second the server asks for (each carries the commands since

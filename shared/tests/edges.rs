@@ -43,7 +43,7 @@ fn two(rtt_ms: f64, seed: u64, rules: impl GameRules + 'static) -> SimNet {
 }
 
 fn player_of(c: &Client) -> PlayerId {
-    c.welcome().map_or(0, |w| w.player_id)
+    c.welcome().map_or(0, |w| w.player)
 }
 
 /// The nearest wall from `from` over eight ways level: its way and distance.
@@ -365,7 +365,7 @@ fn the_shooters_own_rockets_are_never_drawn_stepping_back() {
             // client alone would put the two reloads out of step for good).
             let mut settled: BTreeMap<usize, u64> = BTreeMap::new();
             let mut play = |i: usize, c: &Client| {
-                let t = c.tick();
+                let t = c.predicted_tick();
                 if c.settled() {
                     settled.entry(i).or_insert(t);
                 }

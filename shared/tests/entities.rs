@@ -134,7 +134,7 @@ fn every_client_converges_to_the_servers_entities_under_loss_and_reordering() {
         ..Default::default()
     }));
     let mut walk = |i: usize, c: &expel_protocol::client::Client| {
-        let yaw = (c.tick() / 90 + i as u64) as f64 * 77.0;
+        let yaw = (c.predicted_tick() / 90 + i as u64) as f64 * 77.0;
         MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0)
     };
     let mut spawned: Vec<BTreeSet<EntityId>> = vec![BTreeSet::new(); n as usize];
@@ -195,7 +195,7 @@ fn every_client_converges_to_the_servers_entities_under_loss_and_reordering() {
     for i in 0..n as usize {
         let held: BTreeMap<EntityId, (u16, [i32; 3])> = net
             .client(i)
-            .entities()
+            .snapshot_entities()
             .iter()
             .map(|(id, e)| (*id, (e.kind, e.origin)))
             .collect();

@@ -155,7 +155,9 @@ fn shuffled(
         remove,
         until: secs * 60,
     }));
-    net.run(Duration::from_secs(secs), &mut |i, c| circling(i, c.tick()));
+    net.run(Duration::from_secs(secs), &mut |i, c| {
+        circling(i, c.predicted_tick())
+    });
     net.run(Duration::from_secs(2), &mut |_, _| MoveCommand::default());
     let log = std::mem::take(&mut *log.lock().unwrap());
     (log, net)
@@ -185,7 +187,7 @@ fn rules_move_players_and_every_client_follows(movement: MovementAuthority) {
     for i in 0..net.len() {
         let c = net.client(i);
         assert_eq!(c.status(), &Status::Playing, "client {i}");
-        let id = c.welcome().unwrap().player_id;
+        let id = c.welcome().unwrap().player;
         assert_eq!(
             c.local_player().as_ref(),
             net.server().world().player(id),

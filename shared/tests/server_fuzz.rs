@@ -39,7 +39,7 @@ fn hello(player: u32, nonce: u32) -> Vec<u8> {
     let mut n = [0u8; 16];
     n[..4].copy_from_slice(&nonce.to_le_bytes());
     let grant = Grant {
-        player_id: player,
+        player: player,
         expires: UNIX + 1_000_000_000,
         nonce: n,
         server: None,

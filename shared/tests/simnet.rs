@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 /// Each client walks, turning to a new heading every 90 ticks.
 fn wander(i: usize, c: &Client) -> MoveCommand {
-    let t = c.tick() / 90;
+    let t = c.predicted_tick() / 90;
     let k = (i as u64 + 1)
         .wrapping_mul(2_654_435_761)
         .wrapping_add(t.wrapping_mul(1_103_515_245));

@@ -42,7 +42,7 @@ pub fn token_with(secret: &[u8], id: u32, expires: u64, n: u8) -> String {
     mint(
         secret,
         &Grant {
-            player_id: id,
+            player: id,
             expires,
             nonce,
             server: None,

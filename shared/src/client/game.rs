@@ -45,7 +45,7 @@ impl Client {
 
     /// The game's entities as the newest snapshot showed them (every client keeps
     /// them, a light one too).
-    pub fn entities(&self) -> &BTreeMap<EntityId, EntityView> {
+    pub fn snapshot_entities(&self) -> &BTreeMap<EntityId, EntityView> {
         static NONE: BTreeMap<EntityId, EntityView> = BTreeMap::new();
         self.play.as_ref().map_or(&NONE, |p| &p.game.entities)
     }

@@ -257,7 +257,7 @@ impl Client {
     }
 
     /// The newest tick predicted.
-    pub fn tick(&self) -> u64 {
+    pub fn predicted_tick(&self) -> u64 {
         self.play.as_ref().map_or(0, |p| p.clock.tick)
     }
 
@@ -385,7 +385,7 @@ impl Client {
             (ServerControl::Roster { changes }, Status::ReceivingMap | Status::Playing) => {
                 // A light client (a load-test bot) keeps no roster.
                 if !self.settings.light {
-                    let me = self.join.welcome().map(|w| w.player_id);
+                    let me = self.join.welcome().map(|w| w.player);
                     if let Err(end) = self.roster.apply(me, changes, &mut self.events) {
                         self.end(end);
                     }
@@ -407,7 +407,7 @@ impl Client {
             return self.end(End::Protocol(e.to_string()));
         }
         let event = ClientEvent::Welcomed {
-            player: w.player_id,
+            player: w.player,
             sending_map: w.sending_map,
         };
         let sending_map = w.sending_map;
@@ -454,7 +454,7 @@ impl Client {
             },
         };
         let tick = self.opening_tick(&welcome, now);
-        let player = welcome.player_id;
+        let player = welcome.player;
         let mut predictor = Predictor::new(sim.clone(), player);
         predictor.set_light(self.settings.light);
         let mut snapshots = SnapshotDecoder::new();
@@ -708,7 +708,7 @@ impl Client {
             st.snapshots_lost = ((b - a) / every + 1).saturating_sub(st.predict.snapshots);
         }
         p.game.take(&snap, &mut self.events, &mut st.ends);
-        let me = p.welcome.player_id;
+        let me = p.welcome.player;
         (self.launched).snapshot(&p.sim, &p.predictor, me, &snap, &mut self.events);
         // A light client draws nothing.
         if !self.settings.light {

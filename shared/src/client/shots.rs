@@ -62,7 +62,7 @@ pub(super) fn trace_seen(
     let movers = p.predictor.movers_after(tick.checked_sub(1)?)?;
     let mut poses = Vec::new();
     p.sim.poses(movers, &mut poses);
-    let me = p.welcome.player_id;
+    let me = p.welcome.player;
     let scratch = &mut p.scratch;
     p.sim
         .shot(hull, start, end, &poses, &boxes, Some(me), scratch)

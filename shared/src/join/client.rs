@@ -155,7 +155,7 @@ mod tests {
 
     fn welcome(map: &[u8], sending_map: bool) -> Welcome {
         Welcome {
-            player_id: 1,
+            player: 1,
             snapshot_rate: 30,
             input_rate: 60,
             config: expel_core::MoveConfig::default(),

@@ -65,7 +65,7 @@ impl Door {
         }
         let grant = token::verify(house.secret, token, unix, house.server)
             .map_err(|e| (e.code(), e.to_string()))?;
-        let id = grant.player_id;
+        let id = grant.player;
         let max = house.max_players;
         if clients >= max {
             return Err((Code::Full, format!("server full ({max} players)")));
@@ -134,7 +134,7 @@ mod tests {
 
     fn signed(secret: &[u8], player_id: u32, nonce: u8) -> String {
         let grant = Grant {
-            player_id,
+            player: player_id,
             expires: UNIX + 60,
             nonce: [nonce; 16],
             server: None,
@@ -190,7 +190,7 @@ mod tests {
         let r = door.admit(house, knock(&t, 0), in_use);
         assert_eq!(code(r), Code::PlayerInUse);
         let grant = door.admit(house, knock(&t, 1), free).expect("admitted");
-        assert_eq!(grant.player_id, 7);
+        assert_eq!(grant.player, 7);
         // Spent.
         let again = door.admit(house, knock(&t, 0), free);
         assert_eq!(code(again), Code::TokenReplayed);

@@ -111,12 +111,12 @@ fn hello(
         max_players: server.settings.max_players,
     };
     let id = match server.door.admit(house, knock, in_use) {
-        Ok(grant) => grant.player_id,
+        Ok(grant) => grant.player,
         Err((code, reason)) => return server.refuse(conn, code, reason),
     };
     let sending_map = have_map != Some(server.map_hash);
     let welcome = Welcome {
-        player_id: id,
+        player: id,
         snapshot_rate: server.settings.snapshot_rate,
         input_rate: server.input_rate(),
         config: server.sim.config().clone(),
