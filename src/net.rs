@@ -6,7 +6,7 @@ use crate::named::{lookup, named};
 use anyhow::{bail, Context, Result};
 use expel_bots::RunOptions;
 use expel_client::{ConnectOptions, Impairment, Trust};
-use expel_core::MoveCommand;
+use expel_core::{MoveCommand, PlayerId};
 use expel_modes::{Mode, MODES};
 use expel_protocol::token;
 use expel_protocol::MovementAuthority;
@@ -412,7 +412,7 @@ pub(crate) fn mint_token(
     let valid_for = std::time::Duration::from_secs(ttl);
     Ok(expel_server::new_token(
         secret.as_bytes(),
-        player,
+        PlayerId(player),
         valid_for,
         server,
     ))
@@ -531,7 +531,7 @@ pub(crate) fn connect(args: ConnectArgs) -> Result<()> {
         };
         let joined = expel_client::connect(args.addr, &opts).await?;
         let mut next = 0usize;
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(u64::from(joined.welcome.player));
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(u64::from(joined.welcome.player.0));
         let mut wander = MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0);
         let driver = move |_tick: u64, _state: Option<&expel_core::PlayerState>| match &inputs {
             Some(list) => {

@@ -5,6 +5,7 @@ use crate::lines::{answer_each, vec3};
 use crate::load::Loaded;
 use anyhow::Result;
 use expel_core::sim::entity::{EntityState, Motion, Struck};
+use expel_core::EntityId;
 use expel_core::{MoveConfig, Sim, SimScratch};
 use glam::DVec3;
 use serde::Deserialize;
@@ -71,7 +72,7 @@ fn hit_json(s: Struck) -> serde_json::Value {
 /// Runs one shot from a fresh world (movers at rest at tick 0, as `expel sim` starts).
 fn fly(sim: &Sim, e: EntityState, ticks: u64, s: &mut SimScratch) -> serde_json::Value {
     let mut world = sim.new_state();
-    world.entities.insert(0, e);
+    world.entities.insert(EntityId(0), e);
     let none = BTreeMap::new();
     let mut impacts = Vec::new();
     let mut state = "flying";
@@ -89,7 +90,7 @@ fn fly(sim: &Sim, e: EntityState, ticks: u64, s: &mut SimScratch) -> serde_json:
                 "contact": i.contact.to_array(),
             })
         }));
-        match world.entities.get(&0) {
+        match world.entities.get(&EntityId(0)) {
             None => {
                 state = "lost";
                 break;
@@ -106,7 +107,7 @@ fn fly(sim: &Sim, e: EntityState, ticks: u64, s: &mut SimScratch) -> serde_json:
             Some(_) => {}
         }
     }
-    let e = world.entities.get(&0).copied().unwrap_or(e);
+    let e = world.entities.get(&EntityId(0)).copied().unwrap_or(e);
     if state == "flying" && e.at_rest {
         state = "resting";
     }

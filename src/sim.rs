@@ -4,6 +4,7 @@ use crate::lines::{Line, Lines};
 use crate::load::Loaded;
 use anyhow::{bail, Context, Result};
 use expel_core::movement::buttons;
+use expel_core::PlayerId;
 use expel_core::{MoveCommand, MoveConfig, MoveMode, PlayerState, Sim, SimScratch};
 use glam::DVec3;
 use serde::Deserialize;
@@ -87,7 +88,7 @@ pub(crate) fn run(loaded: Loaded, args: SimArgs, mut out: impl Write) -> Result<
     let mut world = sim.new_state();
     let mut start = PlayerState::at(spawn);
     start.mode = args.mode;
-    sim.add_player(&mut world, 0, start)
+    sim.add_player(&mut world, PlayerId(0), start)
         .context("placing the player")?;
     let file = std::fs::File::open(&args.inputs)
         .with_context(|| format!("opening inputs {}", args.inputs.display()))?;
@@ -108,9 +109,11 @@ pub(crate) fn run(loaded: Loaded, args: SimArgs, mut out: impl Write) -> Result<
             continue;
         }
         let cmd = parse_input(&text).with_context(|| at(lines.number))?;
-        commands.insert(0, cmd);
+        commands.insert(PlayerId(0), cmd);
         sim.step(&mut world, &commands, &mut scratch);
-        let p = world.player(0).context("player 0 left the world")?;
+        let p = world
+            .player(PlayerId(0))
+            .context("player 0 left the world")?;
         writeln!(
             out,
             "{}",

@@ -4,6 +4,7 @@
 use crate::load::Loaded;
 use anyhow::{ensure, Result};
 use expel_core::movement::buttons;
+use expel_core::PlayerId;
 use expel_core::{Contents, MoveCommand, MoveConfig, PlayerState, SimScratch, TraceScratch};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
@@ -41,20 +42,24 @@ pub(crate) fn run(loaded: Loaded, bots: u32, seconds: f64) -> Result<()> {
         // Bots share spawn points, lifted apart so they do not start inside each other.
         let sp = spawns[id as usize % spawns.len()];
         let lift = 64.0 * (id as usize / spawns.len()) as f64;
-        sim.add_player(&mut world, id, PlayerState::at(sp + DVec3::Z * lift))?;
+        sim.add_player(
+            &mut world,
+            PlayerId(id),
+            PlayerState::at(sp + DVec3::Z * lift),
+        )?;
     }
     let rate = sim.config().tick_rate;
     let ticks = (seconds * rate as f64).round() as u64;
     let mut scratch = SimScratch::new();
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let mut cmds: BTreeMap<u32, MoveCommand> = BTreeMap::new();
+    let mut cmds: BTreeMap<PlayerId, MoveCommand> = BTreeMap::new();
     let mut s = TraceScratch::new();
     let (mut in_solid, mut travelled, mut jumps) = (0u64, 0.0f64, 0u64);
     let started = Instant::now();
     let mut sim_time = 0.0;
     for tick in 1..=ticks {
         for id in 0..bots {
-            let c = cmds.entry(id).or_default();
+            let c = cmds.entry(PlayerId(id)).or_default();
             // Wander: keep a heading for a while, turn, sometimes hop or crouch.
             if rng.gen_bool(0.02) || tick == 1 {
                 let mut b = 0;

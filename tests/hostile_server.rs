@@ -7,6 +7,7 @@ mod common;
 
 use expel_client::{ClientError, ConnectOptions, Trust};
 use expel_core::MoveConfig;
+use expel_core::PlayerId;
 use expel_protocol::frame::{encode_frame, FrameDecoder};
 use expel_protocol::{decode, ClientControl, ServerControl, Welcome};
 use expel_server::Identity;
@@ -48,7 +49,7 @@ where
 
 fn welcome(server_tick: u64, map: &[u8]) -> Vec<u8> {
     encode_frame(&ServerControl::Welcome(Box::new(Welcome {
-        player: 1,
+        player: PlayerId(1),
         snapshot_rate: 30,
         input_rate: 60,
         config: MoveConfig::default(),

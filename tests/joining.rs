@@ -8,6 +8,7 @@ use common::{options, server};
 
 use common::Code;
 use expel_client::{connect, connect_blocking, reconnect, ClientError, Joining, Status};
+use expel_core::PlayerId;
 use expel_protocol::frame::encode_frame;
 use expel_protocol::ServerControl;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -223,8 +224,12 @@ struct RemoveAfterASecond {
 }
 
 impl expel_protocol::server::GameRules for RemoveAfterASecond {
-    fn joined(&mut self, game: &mut expel_protocol::server::Game<'_>, player: u32) {
-        self.joined.insert(player, game.tick());
+    fn joined(
+        &mut self,
+        game: &mut expel_protocol::server::Game<'_>,
+        player: expel_core::PlayerId,
+    ) {
+        self.joined.insert(player.0, game.tick());
     }
 
     fn tick(&mut self, game: &mut expel_protocol::server::Game<'_>) {
@@ -234,7 +239,7 @@ impl expel_protocol::server::GameRules for RemoveAfterASecond {
             .collect();
         for p in due {
             self.joined.remove(&p);
-            game.remove(p, "out of the game").unwrap();
+            game.remove(PlayerId(p), "out of the game").unwrap();
         }
     }
 }

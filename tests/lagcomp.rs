@@ -11,6 +11,7 @@ use common::network_with;
 use expel_bots::ShotRecord;
 use expel_core::sim::Struck;
 use expel_core::validate::ViolationKind;
+use expel_core::PlayerId;
 use expel_core::{Contents, Hull, MoveCommand, Sim, TraceScratch};
 use expel_modes::deathmatch::{actions, eye, Deathmatch, GUN_RANGE};
 use expel_protocol::client::{Client, End, Status, Tamper};
@@ -62,7 +63,7 @@ fn shoot(c: &Client, target: u32, spread: f64, tick: u64) -> MoveCommand {
         return MoveCommand::default();
     };
     let others = c.others_drawn(f64::MAX);
-    let Some(t) = others.get(&target) else {
+    let Some(t) = others.get(&PlayerId(target)) else {
         return MoveCommand::default();
     };
     let from = eye(&me);
@@ -85,8 +86,10 @@ fn strafe(tick: u64, i: usize) -> MoveCommand {
 }
 
 /// The player id of client `i`.
-fn id(net: &SimNet, i: usize) -> u32 {
-    net.client(i).welcome().map_or(u32::MAX, |w| w.player)
+fn id(net: &SimNet, i: usize) -> PlayerId {
+    net.client(i)
+        .welcome()
+        .map_or(PlayerId(u32::MAX), |w| w.player)
 }
 
 #[test]
@@ -94,13 +97,13 @@ fn hits_the_shooter_saw_are_confirmed_at_every_round_trip() {
     for (k, rtt) in [50.0, 150.0, 300.0].into_iter().enumerate() {
         let n = (SHOOTERS + TARGETS) as u32;
         let mut net = deathmatch(n, rtt, 32, 11 + k as u64);
-        let targets: Vec<u32> = (0..TARGETS).map(|t| id(&net, SHOOTERS + t)).collect();
+        let targets: Vec<PlayerId> = (0..TARGETS).map(|t| id(&net, SHOOTERS + t)).collect();
         let mut records: Vec<ShotRecord> = (0..SHOOTERS).map(|_| ShotRecord::default()).collect();
         for _ in 0..25 * 60 / 4 {
             net.run(Duration::from_millis(66), &mut |i, c| {
                 let tick = c.predicted_tick();
                 if i < SHOOTERS {
-                    shoot(c, targets[i % TARGETS], 24.0, tick)
+                    shoot(c, targets[i % TARGETS].0, 24.0, tick)
                 } else {
                     strafe(tick, i)
                 }
@@ -166,13 +169,13 @@ impl Tamper for Backtrack {
 
 /// A cheater's command at a tick, given where the others are (by id) as the server has
 /// them.
-type Cheat<'a> = dyn FnMut(&Client, u64, &[(u32, DVec3)]) -> MoveCommand + 'a;
+type Cheat<'a> = dyn FnMut(&Client, u64, &[(PlayerId, DVec3)]) -> MoveCommand + 'a;
 
 /// Runs the clients for up to `secs` with cheater 0 doing `cheat`: why it was kicked,
 /// if it was, and the violations of each kind.
 fn cheater(net: &mut SimNet, secs: u64, cheat: &mut Cheat<'_>) -> (Option<String>, Vec<u64>) {
     // Where the others are, as the server has them (what a leak would give a cheat).
-    let others = |net: &SimNet| -> Vec<(u32, DVec3)> {
+    let others = |net: &SimNet| -> Vec<(PlayerId, DVec3)> {
         let w = net.server().world();
         (1..net.len())
             .filter_map(|i| w.player(id(net, i)).map(|p| (id(net, i), p.origin())))
@@ -210,7 +213,9 @@ fn backtrack_wallshot_and_rapidfire_cheaters_are_flagged_and_kicked() {
         net.client_mut(0)
             .set_tamper(Box::new(Backtrack { back: 10 }));
         let target = id(&net, 1);
-        let (why, v) = cheater(&mut net, 10, &mut |c, tick, _| shoot(c, target, 0.0, tick));
+        let (why, v) = cheater(&mut net, 10, &mut |c, tick, _| {
+            shoot(c, target.0, 0.0, tick)
+        });
         let why = why.unwrap_or_else(|| panic!("rtt {rtt}: backtrack not kicked: {v:?}"));
         assert!(why.contains("backtrack"), "{why}");
         assert_eq!(
@@ -237,7 +242,7 @@ fn backtrack_wallshot_and_rapidfire_cheaters_are_flagged_and_kicked() {
         let mut net = deathmatch(3, rtt, 32, seed);
         let target = id(&net, 1);
         let (why, _) = cheater(&mut net, 10, &mut |c, tick, _| {
-            let cmd = shoot(c, target, 0.0, tick);
+            let cmd = shoot(c, target.0, 0.0, tick);
             if tick.is_multiple_of(2) {
                 cmd
             } else {
@@ -252,8 +257,11 @@ fn backtrack_wallshot_and_rapidfire_cheaters_are_flagged_and_kicked() {
 /// Where `p`'s eyes are and where it looks, if its command for this tick arrived and
 /// presses a button.
 fn pressed(game: &Game<'_>, p: u32) -> Option<(DVec3, DVec3)> {
-    let (cmd, me) = (game.command(p)?, game.world().player(p)?);
-    (cmd.actions != 0 && game.command_arrived(p)).then(|| (eye(me), cmd.view().0))
+    let (cmd, me) = (
+        game.command(PlayerId(p))?,
+        game.world().player(PlayerId(p))?,
+    );
+    (cmd.actions != 0 && game.command_arrived(PlayerId(p))).then(|| (eye(me), cmd.view().0))
 }
 
 /// Rules that judge a thousand shots a tick for every player pressing a button.
@@ -261,9 +269,9 @@ struct Barrage;
 
 impl GameRules for Barrage {
     fn tick(&mut self, game: &mut Game<'_>) {
-        let players: Vec<u32> = game.players().collect();
+        let players: Vec<PlayerId> = game.players().collect();
         for p in players {
-            let Some((from, dir)) = pressed(game, p) else {
+            let Some((from, dir)) = pressed(game, p.0) else {
                 continue;
             };
             let end = from + dir * GUN_RANGE;
@@ -371,7 +379,7 @@ struct ByTheFan {
 const FAN: DVec3 = DVec3::new(750.0, -850.0, 24.0);
 
 impl GameRules for ByTheFan {
-    fn joined(&mut self, game: &mut Game<'_>, player: u32) {
+    fn joined(&mut self, game: &mut Game<'_>, player: PlayerId) {
         // The first place about the fan from which the eyes see its hub.
         let mut s = TraceScratch::new();
         let sim = game.sim();
@@ -400,15 +408,15 @@ impl GameRules for ByTheFan {
 
     fn tick(&mut self, game: &mut Game<'_>) {
         let tick = game.tick();
-        let players: Vec<u32> = game.players().collect();
+        let players: Vec<PlayerId> = game.players().collect();
         for p in players {
-            let Some((from, dir)) = pressed(game, p) else {
+            let Some((from, dir)) = pressed(game, p.0) else {
                 continue;
             };
             let end = from + dir * 2048.0;
             if let Ok(shot) = game.shot_as_seen(p, &Hull::point(), from, end) {
                 let met = shot.hit.map(|h| h.0);
-                self.judged.lock().unwrap().push((p, tick, met));
+                self.judged.lock().unwrap().push((p.0, tick, met));
             }
         }
     }
@@ -567,9 +575,9 @@ fn a_shooter_s_own_place_past_the_slack_counts_only_when_its_prediction_bears_it
                 match i {
                     0 if case == "charging" => MoveCommand {
                         forward: 127,
-                        ..shoot(c, target, 0.0, tick)
+                        ..shoot(c, target.0, 0.0, tick)
                     },
-                    0 => shoot(c, target, 0.0, tick),
+                    0 => shoot(c, target.0, 0.0, tick),
                     _ => strafe(tick, i),
                 }
             });

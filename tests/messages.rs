@@ -10,6 +10,7 @@ use common::{network, network_with, server_with};
 
 use expel_client::{Channel, MessageError};
 use expel_core::MoveCommand;
+use expel_core::PlayerId;
 use expel_protocol::conditioner::Impairment;
 use expel_protocol::server::{Game, GameRules};
 use expel_protocol::simnet::SimNet;
@@ -46,14 +47,14 @@ impl GameRules for Counter {
         let mut log = self.0.lock().unwrap();
         while let Some((p, ch, m)) = game.poll::<Msg>() {
             if let Msg::Count(k) = m {
-                log.got.entry((p, ch)).or_default().push(k);
+                log.got.entry((p.0, ch)).or_default().push(k);
             }
         }
         if log.done {
             return;
         }
         let t = game.tick();
-        let players: Vec<u32> = game.players().collect();
+        let players: Vec<PlayerId> = game.players().collect();
         for p in players {
             let mut channels = vec![Channel::Unreliable];
             if t.is_multiple_of(2) {
@@ -61,7 +62,7 @@ impl GameRules for Counter {
             }
             for ch in channels {
                 game.send(p, ch, &Msg::Count(t)).unwrap();
-                log.sent.entry((p, ch)).or_default().push(t);
+                log.sent.entry((p.0, ch)).or_default().push(t);
             }
         }
     }
@@ -98,7 +99,7 @@ fn counting(n: u32, secs: u64, seed: u64) -> (Log, Log, SimNet) {
                 let Ok(Msg::Count(t)) = postcard::from_bytes::<Msg>(&bytes) else {
                     panic!("not a count");
                 };
-                clients.got.entry((me, ch)).or_default().push(t);
+                clients.got.entry((me.0, ch)).or_default().push(t);
             }
             if *c.status() != expel_protocol::client::Status::Playing {
                 continue;
@@ -110,7 +111,7 @@ fn counting(n: u32, secs: u64, seed: u64) -> (Log, Log, SimNet) {
             for ch in channels {
                 let bytes = postcard::to_allocvec(&Msg::Count(k)).unwrap();
                 c.send_message(ch, &bytes, now).unwrap();
-                clients.sent.entry((me, ch)).or_default().push(k);
+                clients.sent.entry((me.0, ch)).or_default().push(k);
             }
         }
     }
@@ -119,13 +120,13 @@ fn counting(n: u32, secs: u64, seed: u64) -> (Log, Log, SimNet) {
     net.run(Duration::from_secs(1), &mut |_, _| MoveCommand::default());
     for i in 0..net.len() {
         let c = net.client_mut(i);
-        let me = c.welcome().map(|w| w.player).unwrap_or(0);
+        let me = c.welcome().map(|w| w.player).unwrap_or(PlayerId(0));
         while let Some(expel_protocol::messages::Letter {
             channel: ch, bytes, ..
         }) = c.poll_message()
         {
             if let Ok(Msg::Count(t)) = postcard::from_bytes::<Msg>(&bytes) {
-                clients.got.entry((me, ch)).or_default().push(t);
+                clients.got.entry((me.0, ch)).or_default().push(t);
             }
         }
     }
@@ -305,11 +306,12 @@ async fn abusive_messages_are_refused_counted_and_kicked_while_honest_ones_echo(
 /// it go, and it never comes back).
 #[test]
 fn clients_are_told_of_players_entering_and_leaving_their_view() {
+    use expel_core::PlayerId;
     use expel_protocol::client::ClientEvent;
     let mut net = network(3, MovementAuthority::Server, Impairment::default(), 5);
     let idle = &mut |_: usize, _: &expel_protocol::client::Client| MoveCommand::default();
     net.run(Duration::from_secs(3), idle);
-    let ids: Vec<u32> = (0..3)
+    let ids: Vec<PlayerId> = (0..3)
         .map(|i| net.client(i).welcome().unwrap().player)
         .collect();
     let mut seen: Vec<Vec<ClientEvent>> = (0..3)
@@ -325,7 +327,7 @@ fn clients_are_told_of_players_entering_and_leaving_their_view() {
         })
         .collect();
     for (i, events) in seen.iter().enumerate() {
-        let mut came: Vec<u32> = events
+        let mut came: Vec<PlayerId> = events
             .iter()
             .map(|e| match e {
                 ClientEvent::EnteredView { player } => *player,
@@ -333,7 +335,7 @@ fn clients_are_told_of_players_entering_and_leaving_their_view() {
             })
             .collect();
         came.sort_unstable();
-        let mut others: Vec<u32> = ids.iter().copied().filter(|p| *p != ids[i]).collect();
+        let mut others: Vec<PlayerId> = ids.iter().copied().filter(|p| *p != ids[i]).collect();
         others.sort_unstable();
         assert_eq!(came, others, "client {i}");
     }
@@ -350,7 +352,9 @@ fn clients_are_told_of_players_entering_and_leaving_their_view() {
             .collect();
         assert_eq!(
             *events,
-            vec![ClientEvent::LeftView { player: ids[2] }],
+            vec![ClientEvent::LeftView {
+                player: PlayerId(ids[2].0)
+            }],
             "client {i}"
         );
     }
@@ -361,11 +365,12 @@ fn clients_are_told_of_players_entering_and_leaving_their_view() {
 /// and when one leaves, the others each hear exactly that it left.
 #[test]
 fn clients_hear_of_joins_and_leaves_beyond_their_view() {
+    use expel_core::PlayerId;
     use expel_protocol::client::{Client, ClientEvent};
     let mut net = network_with(4, Impairment::default(), 8, |s| s.interest = 1);
     let idle = &mut |_: usize, _: &Client| MoveCommand::default();
     net.run(Duration::from_secs(3), idle);
-    let ids: Vec<u32> = (0..4)
+    let ids: Vec<PlayerId> = (0..4)
         .map(|i| net.client(i).welcome().unwrap().player)
         .collect();
     // Odd ids were sent the map (and report it whole), even ones held it.
@@ -377,7 +382,7 @@ fn clients_hear_of_joins_and_leaves_beyond_their_view() {
     };
     for i in 0..4 {
         let events = drain(&mut net, i);
-        let mut joined: Vec<u32> = events
+        let mut joined: Vec<PlayerId> = events
             .iter()
             .filter_map(|e| match e {
                 ClientEvent::PlayerJoined { player } => Some(*player),
@@ -385,7 +390,7 @@ fn clients_hear_of_joins_and_leaves_beyond_their_view() {
             })
             .collect();
         joined.sort_unstable();
-        let others: Vec<u32> = ids.iter().copied().filter(|p| *p != ids[i]).collect();
+        let others: Vec<PlayerId> = ids.iter().copied().filter(|p| *p != ids[i]).collect();
         assert_eq!(joined, others, "client {i}: {events:?}");
         assert_eq!(
             net.client(i).roster().iter().copied().collect::<Vec<_>>(),
@@ -411,10 +416,12 @@ fn clients_hear_of_joins_and_leaves_beyond_their_view() {
             .collect();
         assert_eq!(
             left,
-            vec![ClientEvent::PlayerLeft { player: ids[3] }],
+            vec![ClientEvent::PlayerLeft {
+                player: PlayerId(ids[3].0)
+            }],
             "client {i}"
         );
-        assert!(!net.client(i).roster().contains(&ids[3]));
+        assert!(!net.client(i).roster().contains(&PlayerId(ids[3].0)));
     }
 }
 
@@ -423,6 +430,7 @@ fn clients_hear_of_joins_and_leaves_beyond_their_view() {
 #[test]
 fn others_are_drawn_facing_their_way_and_crouching() {
     use expel_core::movement::buttons;
+    use expel_core::PlayerId;
     let mut net = network(3, MovementAuthority::Server, Impairment::default(), 9);
     let yaw = |i: usize| 45.0 + 100.0 * i as f64;
     let face = &mut |i: usize, _: &expel_protocol::client::Client| {
@@ -434,7 +442,7 @@ fn others_are_drawn_facing_their_way_and_crouching() {
         }
     };
     net.run(Duration::from_secs(3), face);
-    let ids: Vec<u32> = (0..3)
+    let ids: Vec<PlayerId> = (0..3)
         .map(|i| net.client(i).welcome().unwrap().player)
         .collect();
     let c = net.client(0);
@@ -443,7 +451,7 @@ fn others_are_drawn_facing_their_way_and_crouching() {
     // Others' facing travels to a 256th of a turn: within half a step.
     let step = 360.0 / 256.0;
     for i in 1..3 {
-        let d = drawn[&ids[i]];
+        let d = drawn[&PlayerId(ids[i].0)];
         assert!((d.yaw - yaw(i)).abs() <= step / 2.0, "player {i}: {d:?}");
         assert!((d.pitch + 20.0).abs() <= step / 2.0, "player {i}: {d:?}");
         assert_eq!(d.crouched, i == 2, "player {i}: {d:?}");

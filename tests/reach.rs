@@ -164,11 +164,12 @@ fn a_public_endpoint_without_a_token_is_refused_at_start_and_the_default_is_loop
 }
 
 fn bound_token(id: u32, server: Option<&str>, expires: u64, n: u8) -> String {
+    use expel_core::PlayerId;
     use expel_protocol::token::{mint, Grant, ServerId};
     mint(
         common::SECRET,
         &Grant {
-            player: id,
+            player: PlayerId(id),
             expires,
             nonce: [n; 16],
             server: server.map(|s| ServerId::new(s).unwrap()),

@@ -5,6 +5,7 @@
 mod common;
 
 use common::{http_get, network, Served};
+use expel_core::PlayerId;
 
 use expel_client::{Channel, ConnectOptions, Trust};
 use expel_core::{MoveCommand, MoveMode, PlayerState};
@@ -126,7 +127,7 @@ fn take_news(
     i: usize,
     s: &mut expel_client::Session,
     last: &mut BTreeMap<usize, TagScore>,
-    said: &mut Vec<(usize, u32, String)>,
+    said: &mut Vec<(usize, PlayerId, String)>,
 ) {
     // ANCHOR: take
     while let Some(expel_client::Delivered { message: news, .. }) = s.poll_message::<TagNews>() {

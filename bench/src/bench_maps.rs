@@ -2,6 +2,7 @@
 //! and, when present, ../shared/maps/oa_q3dm6ish.bsp.
 
 use anyhow::{Context, Result};
+use expel_core::PlayerId;
 use expel_core::{MapData, MoveConfig, MoveMode, Sim, WorldState};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,8 +18,8 @@ pub(crate) fn arena_crowd(players: u32) -> Result<(Sim, WorldState)> {
     let (sim, _) = Sim::from_map(model, &map, movement);
     let mut world = sim.new_state();
     for id in 0..players {
-        let p = sim.join_state(&world, id, MoveMode::Walk);
-        sim.add_player(&mut world, id, p)?;
+        let p = sim.join_state(&world, PlayerId(id), MoveMode::Walk);
+        sim.add_player(&mut world, PlayerId(id), p)?;
     }
     Ok((sim, world))
 }

@@ -14,6 +14,7 @@ use anyhow::Result;
 use expel_bots::RunOptions;
 use expel_client::{ConnectOptions, Trust};
 use expel_core::MoveCommand;
+use expel_core::PlayerId;
 use expel_protocol::token::{mint, Grant};
 use served::Served;
 use std::path::PathBuf;
@@ -37,7 +38,7 @@ fn token(player: u32, n: u32) -> Result<String> {
     Ok(mint(
         SECRET.as_bytes(),
         &Grant {
-            player: player,
+            player: PlayerId(player),
             expires: now + 3600,
             nonce,
             server: None,

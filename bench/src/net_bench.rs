@@ -11,6 +11,7 @@ mod served;
 use anyhow::Result;
 use expel_bots::RunOptions;
 use expel_client::{ConnectOptions, Trust};
+use expel_core::PlayerId;
 use expel_core::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
 use expel_protocol::token::{mint, Grant};
 use served::Served;
@@ -62,7 +63,7 @@ fn main() -> Result<()> {
                 let token = mint(
                     SECRET.as_bytes(),
                     &Grant {
-                        player: i,
+                        player: PlayerId(i),
                         expires: now + 3600,
                         nonce,
                         server: None,

@@ -8,6 +8,7 @@ mod bench_maps;
 
 use anyhow::Result;
 use expel_core::movement::buttons;
+use expel_core::PlayerId;
 use expel_core::{
     CollisionModel, Contents, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch,
     TraceScratch,
@@ -65,16 +66,16 @@ fn main() -> Result<()> {
                     continue;
                 }
                 boxes.push(me);
-                sim.add_player(&mut world, placed as u32, PlayerState::at(at))?;
+                sim.add_player(&mut world, PlayerId(placed as u32), PlayerState::at(at))?;
                 placed += 1;
             }
             let ticks = (200_000 / players).clamp(60, 3000);
-            let mut cmds: BTreeMap<u32, MoveCommand> = BTreeMap::new();
+            let mut cmds: BTreeMap<PlayerId, MoveCommand> = BTreeMap::new();
             let mut scratch = SimScratch::new();
             let t0 = Instant::now();
             for _ in 0..ticks {
                 for id in 0..players as u32 {
-                    let c = cmds.entry(id).or_default();
+                    let c = cmds.entry(PlayerId(id)).or_default();
                     if rng.gen_bool(0.05) {
                         let jump = if rng.gen_bool(0.2) { buttons::JUMP } else { 0 };
                         *c = MoveCommand::new(

@@ -11,6 +11,8 @@ mod bench_maps;
 
 use anyhow::Result;
 use expel_core::sim::entity::{EntityState, Motion};
+use expel_core::EntityId;
+use expel_core::PlayerId;
 use expel_core::{
     CollisionModel, Contents, Hull, MapData, Movement, PlayerBox, Sim, SimScratch, TraceScratch,
 };
@@ -83,7 +85,7 @@ fn boxes(launches: &[Launch], rng: &mut ChaCha8Rng) -> Vec<PlayerBox> {
                 0.0,
             );
             PlayerBox {
-                id,
+                id: PlayerId(id),
                 bounds: expel_core::Aabb {
                     min: c + DVec3::new(-16.0, -16.0, -24.0),
                     max: c + DVec3::new(16.0, 16.0, 32.0),
@@ -128,7 +130,7 @@ fn main() -> Result<()> {
             let t0 = Instant::now();
             for _ in 0..TICKS {
                 for (i, e) in es.iter_mut().enumerate() {
-                    let t = sim.entity_tick(i as u32, e, &poses, &players, &mut s);
+                    let t = sim.entity_tick(EntityId(i as u32), e, &poses, &players, &mut s);
                     ticks += 1;
                     impacts += t.impacts.len() as u64;
                     *e = if t.lost || t.entity.at_rest {

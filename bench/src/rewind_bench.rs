@@ -11,6 +11,7 @@ mod bench_maps;
 
 use anyhow::{Context, Result};
 use expel_core::sim::{History, ShotView};
+use expel_core::PlayerId;
 use expel_core::{Hull, MoveCommand, PlayerBox, SimScratch};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
@@ -32,9 +33,9 @@ fn main() -> Result<()> {
     let mut cmds = BTreeMap::new();
     for _ in 0..history.capacity() {
         for id in 0..players {
-            if rng.gen_bool(1.0 / 30.0) || !cmds.contains_key(&id) {
+            if rng.gen_bool(1.0 / 30.0) || !cmds.contains_key(&PlayerId(id)) {
                 let yaw = rng.gen_range(0.0..360.0);
-                cmds.insert(id, MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0));
+                cmds.insert(PlayerId(id), MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0));
             }
         }
         sim.step(&mut world, &cmds, &mut s);
@@ -44,7 +45,7 @@ fn main() -> Result<()> {
     let mut poses = Vec::new();
     sim.poses(&world.movers, &mut poses);
     let mut boxes: Vec<PlayerBox> = Vec::new();
-    let ids: Vec<u32> = (0..players).collect();
+    let ids: Vec<PlayerId> = (0..players).map(PlayerId).collect();
     let mut hits = 0usize;
     let mut unseen = 0usize;
     let (mut rewind_s, mut aim_s, mut present_s) = (0.0, 0.0, 0.0);
@@ -61,12 +62,12 @@ fn main() -> Result<()> {
             k: rng.gen(),
         };
         // The 32 nearest shown (ids chosen by place, as interest does).
-        let mut near: Vec<(f64, u32)> = (world.players.iter())
+        let mut near: Vec<(f64, PlayerId)> = (world.players.iter())
             .map(|(id, p)| (p.state.origin().distance_squared(me), *id))
             .collect();
         let nth = SHOWN.min(near.len() - 1);
         near.select_nth_unstable_by(nth, |a, b| a.0.total_cmp(&b.0));
-        let mut shown: Vec<u32> = near.iter().take(SHOWN).map(|n| n.1).collect();
+        let mut shown: Vec<PlayerId> = near.iter().take(SHOWN).map(|n| n.1).collect();
         shown.sort_unstable();
         let yaw = rng.gen_range(0.0..std::f64::consts::TAU);
         let eye = me + DVec3::Z * 26.0;
@@ -91,7 +92,7 @@ fn main() -> Result<()> {
         // The same shot unrewound: the shown players' boxes as they stand now.
         let t2 = Instant::now();
         boxes.clear();
-        let now = |id: &u32| sim.player_box(*id, world.player(*id)?);
+        let now = |id: &PlayerId| sim.player_box(*id, world.player(*id)?);
         boxes.extend(shown.iter().filter(|id| **id != shooter).filter_map(now));
         shoot(&boxes, &mut s);
         present_s += t2.elapsed().as_secs_f64();

@@ -14,6 +14,7 @@ mod bench_maps;
 
 use anyhow::Result;
 use expel_core::movement::buttons;
+use expel_core::PlayerId;
 use expel_core::{MoveCommand, MoveMode, SimScratch};
 use expel_protocol::snapshot::{Crowd, Feedback, SnapshotEncoder};
 use rand::{Rng, SeedableRng};
@@ -35,7 +36,7 @@ fn main() -> Result<()> {
     let (sim, mut world) = bench_maps::arena_crowd(players)?;
     let mut s = SimScratch::with_threads(1)?;
     let mut rng = ChaCha8Rng::seed_from_u64(3);
-    let mut cmds: BTreeMap<u32, MoveCommand> = BTreeMap::new();
+    let mut cmds: BTreeMap<PlayerId, MoveCommand> = BTreeMap::new();
     let mut encoders: Vec<SnapshotEncoder> = (0..players).map(|_| SnapshotEncoder::new()).collect();
     let mut acks: VecDeque<(u64, usize, u64)> = VecDeque::new();
     let (mut step, mut crowd_t, mut encode) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
@@ -52,21 +53,21 @@ fn main() -> Result<()> {
         while due_churn >= 1.0 && players > 0 {
             due_churn -= 1.0;
             let slot = rng.gen_range(0..players) as usize;
-            world.remove_player(ids[slot]);
-            cmds.remove(&ids[slot]);
+            world.remove_player(PlayerId(ids[slot]));
+            cmds.remove(&PlayerId(ids[slot]));
             ids[slot] = next_id;
-            let p = sim.join_state(&world, next_id, MoveMode::Walk);
-            sim.add_player(&mut world, next_id, p)?;
+            let p = sim.join_state(&world, PlayerId(next_id), MoveMode::Walk);
+            sim.add_player(&mut world, PlayerId(next_id), p)?;
             encoders[slot] = SnapshotEncoder::new();
             next_id += 1;
         }
         // Honest walkers: a heading held for about a second, now and then a jump.
         for &id in &ids {
-            if rng.gen_bool(1.0 / 60.0) || !cmds.contains_key(&id) {
+            if rng.gen_bool(1.0 / 60.0) || !cmds.contains_key(&PlayerId(id)) {
                 let jump = if rng.gen_bool(0.1) { buttons::JUMP } else { 0 };
                 let yaw = rng.gen_range(0.0..360.0);
                 let cmd = MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0).with_buttons(jump);
-                cmds.insert(id, cmd);
+                cmds.insert(PlayerId(id), cmd);
             }
         }
         let t0 = Instant::now();
@@ -85,7 +86,9 @@ fn main() -> Result<()> {
                 continue;
             }
             let fb = Feedback::default();
-            if let Some(b) = encoders[slot].encode_in(&world, &crowd, id, fb, INTEREST, DATAGRAM) {
+            if let Some(b) =
+                encoders[slot].encode_in(&world, &crowd, PlayerId(id), fb, INTEREST, DATAGRAM)
+            {
                 snaps += 1;
                 bytes += b.len() as u64;
                 acks.push_back((tick + ACK_DELAY, slot, tick));

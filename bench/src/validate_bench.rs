@@ -10,6 +10,7 @@ use anyhow::Result;
 use expel_bots::percentile;
 use expel_core::movement::buttons;
 use expel_core::validate::ClaimValidator;
+use expel_core::PlayerId;
 use expel_core::{CollisionModel, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -37,7 +38,7 @@ fn main() -> Result<()> {
         let mut rng = ChaCha8Rng::seed_from_u64(11);
         // Honest claims: one player running, turning, jumping and crouching, timed per tick.
         let mut world = sim.new_state();
-        sim.add_player(&mut world, 0, start)?;
+        sim.add_player(&mut world, PlayerId(0), start)?;
         let mut s = SimScratch::new();
         let mut cmds = BTreeMap::new();
         let mut cmd = MoveCommand::default();
@@ -61,11 +62,11 @@ fn main() -> Result<()> {
                 )
                 .with_buttons(b);
             }
-            cmds.insert(0, cmd);
+            cmds.insert(PlayerId(0), cmd);
             let t = Instant::now();
             sim.step(&mut world, &cmds, &mut s);
             pmove_us.push(t.elapsed().as_secs_f64() * 1e6);
-            if let Some(p) = world.player(0) {
+            if let Some(p) = world.player(PlayerId(0)) {
                 claims.push(*p);
             }
         }

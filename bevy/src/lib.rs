@@ -136,7 +136,7 @@ pub struct RemotePlayer {
 #[derive(Component)]
 pub struct GameEntity {
     /// Its id.
-    pub id: u32,
+    pub id: EntityId,
     /// Its kind, as the game numbers them.
     pub kind: u16,
 }
@@ -308,7 +308,7 @@ fn draw(
         // Our facing is our own command's: it needs no prediction.
         t.rotation = facing(f64::from(input.0.yaw) * 360.0 / 65536.0);
     }
-    let mut drawn: BTreeMap<u32, Drawn> = session.others_drawn(now);
+    let mut drawn: BTreeMap<PlayerId, Drawn> = session.others_drawn(now);
     for (e, mut p, mut t) in &mut others {
         match drawn.remove(&p.id) {
             Some(d) => {
@@ -328,7 +328,7 @@ fn draw(
             t,
         ));
     }
-    let mut drawn: BTreeMap<u32, DrawnEntity> = session.entities(now);
+    let mut drawn: BTreeMap<EntityId, DrawnEntity> = session.entities(now);
     for (e, g, mut t) in &mut things {
         match drawn.remove(&g.id) {
             Some(d) => t.translation = to_bevy(d.origin),

@@ -32,7 +32,7 @@ fn a_headless_app_joins_walks_sees_another_hears_the_game_and_leaves() {
         .unwrap();
     let options = |id: u32| {
         let trust = Trust::Fingerprint(server.fingerprint.clone());
-        ConnectOptions::new(server.token(id, Duration::from_secs(60)), trust)
+        ConnectOptions::new(server.token(PlayerId(id), Duration::from_secs(60)), trust)
     };
     let mut app = App::new();
     app.add_plugins((MinimalPlugins, ExpelClientPlugin::<TagNews>::default()))
@@ -69,7 +69,7 @@ fn a_headless_app_joins_walks_sees_another_hears_the_game_and_leaves() {
             let from = *start.get_or_insert(at);
             let walked = (at - from).length();
             let heard = !world.resource::<Heard>().0.is_empty();
-            if walked > 100.0 && saw.contains(&2) && heard {
+            if walked > 100.0 && saw.contains(&PlayerId(2)) && heard {
                 break (walked, saw);
             }
         }

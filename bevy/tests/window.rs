@@ -28,7 +28,7 @@ fn the_window_example_draws_the_map_itself_and_another_player() {
         .unwrap();
     let options = |id: u32| {
         let trust = Trust::Fingerprint(server.fingerprint.clone());
-        ConnectOptions::new(server.token(id, Duration::from_secs(60)), trust)
+        ConnectOptions::new(server.token(PlayerId(id), Duration::from_secs(60)), trust)
     };
     // Player 2 keeps walking to player 1 (at full speed, twice the example's) and stops
     // near it, facing it: in the view.
@@ -41,7 +41,7 @@ fn the_window_example_draws_the_map_itself_and_another_player() {
             while !stop.load(Ordering::Relaxed) {
                 let now = Instant::now();
                 let me = s.display_origin().unwrap_or_default();
-                let cmd = match s.others(now).get(&1) {
+                let cmd = match s.others(now).get(&PlayerId(1)) {
                     Some(them) => {
                         let to = *them - me;
                         let yaw = to.y.atan2(to.x).to_degrees();
@@ -65,7 +65,10 @@ fn the_window_example_draws_the_map_itself_and_another_player() {
     let began = Instant::now();
     let child = Command::new(exe)
         .arg(server.addr.to_string())
-        .args(["--token", &server.token(1, Duration::from_secs(60))])
+        .args([
+            "--token",
+            &server.token(PlayerId(1), Duration::from_secs(60)),
+        ])
         .args(["--fingerprint", &server.fingerprint])
         .args(["--seconds", "8", "--size", "400", "--screenshot"])
         .arg(&shot)

@@ -454,7 +454,7 @@ pub async fn swarm(opts: SwarmOptions, progress: Arc<SwarmProgress>) -> Vec<BotO
                 if out.player.is_none() {
                     progress.connected.fetch_add(1, Relaxed);
                 }
-                out.player = Some(joined.welcome.player);
+                out.player = Some(joined.welcome.player.0);
                 let rate = joined.welcome.tick_rate() as f64;
                 // A cheater plays where its cheat shows: a noclip cheater runs at walls (in
                 // the open it cheats nothing, and a wanderer turns away from a wall within

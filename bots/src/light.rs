@@ -533,7 +533,7 @@ impl Swarm {
         if self.known.is_none() {
             self.known = Some((map.clone(), sim.clone()));
         }
-        bot.outcome.player = Some(welcome.player);
+        bot.outcome.player = Some(welcome.player.0);
         self.progress.connected.fetch_add(1, Relaxed);
         let commands: Driver = Box::new(driver(self.opts.behavior, i as u32, BEHAVIOUR_SEED, sim));
         bot.stage = Stage::Playing(Box::new(Play {

@@ -3,7 +3,7 @@
 //! API. `expel connect`, the bots and the tests use it.
 
 use expel_client::{ClientError, End, Impairment, Session, Status, TransportStats};
-use expel_core::{MoveCommand, PlayerState, Sim};
+use expel_core::{MoveCommand, PlayerId, PlayerState, Sim};
 use expel_protocol::client::ClientStats;
 use glam::DVec3;
 use std::time::{Duration, Instant};
@@ -269,9 +269,9 @@ impl Gunner {
     /// player) of a player it is not shown (`shown`), whatever is between.
     pub fn look_leaked(
         &mut self,
-        me: Option<(u32, DVec3)>,
-        shown: &std::collections::BTreeMap<u32, DVec3>,
-        leaked: &std::collections::BTreeMap<u32, DVec3>,
+        me: Option<(PlayerId, DVec3)>,
+        shown: &std::collections::BTreeMap<PlayerId, DVec3>,
+        leaked: &std::collections::BTreeMap<PlayerId, DVec3>,
     ) {
         let Some((id, at)) = me else {
             self.target = None;

@@ -90,7 +90,7 @@ impl Sight {
                 // Its way: from where it was first drawn to where it is.
                 let way = self
                     .along
-                    .get(&(false, id))
+                    .get(&(false, id.0))
                     .map_or(DVec3::ZERO, |(o, w, _)| {
                         if *w == DVec3::ZERO {
                             (d.origin - *o).normalize_or_zero()
@@ -98,8 +98,8 @@ impl Sight {
                             *w
                         }
                     });
-                self.see((false, id), d.origin, way);
-                live.insert((false, id));
+                self.see((false, id.0), d.origin, way);
+                live.insert((false, id.0));
             }
         }
         self.along.retain(|k, _| live.contains(k));

@@ -22,7 +22,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use expel_client::{connect_blocking, ClientEvent, ConnectOptions, Delivered, Impairment, Trust};
 use expel_core::movement::buttons;
-use expel_core::{Contents, Hull, MoveCommand, Sim, TraceScratch};
+use expel_core::{Contents, Hull, MoveCommand, PlayerId, Sim, TraceScratch};
 use expel_modes::tag::{Say, TagNews, TagScore};
 use expel_protocol::token;
 use glam::DVec3;
@@ -180,7 +180,7 @@ fn main() -> Result<()> {
             nonce[..8].copy_from_slice(&now.to_le_bytes());
             nonce[8..12].copy_from_slice(&std::process::id().to_le_bytes());
             let grant = token::Grant {
-                player: args.player,
+                player: PlayerId(args.player),
                 expires: now + 3600,
                 nonce,
                 server: None,
@@ -379,12 +379,12 @@ fn main() -> Result<()> {
                 let who = if s.it == Some(me_id) {
                     "you are it".to_string()
                 } else {
-                    format!("it: {}", s.it.unwrap_or(0))
+                    format!("it: {}", s.it.unwrap_or(PlayerId(0)))
                 };
                 format!("  tag: {who}, your points {mine}, passes {}", s.passes)
             }) + &last_said;
             let fighter = session
-                .player_state::<expel_modes::deathmatch::FighterState>(me_id)
+                .player_state::<expel_modes::deathmatch::FighterState>(me_id.0)
                 .map_or(String::new(), |f| {
                     format!("  health {}  frags {}", f.health, f.frags)
                 });
@@ -425,8 +425,8 @@ fn main() -> Result<()> {
 
 /// The tag score in the top left corner: a row per player (the ten best), a swatch
 /// (yellow for "it", white for us, red for the rest) and a bar as long as its points.
-fn draw_score(buf: &mut [u32], size: usize, s: &TagScore, me: u32) {
-    let mut rows: Vec<&(u32, u32)> = s.scores.iter().collect();
+fn draw_score(buf: &mut [u32], size: usize, s: &TagScore, me: PlayerId) {
+    let mut rows: Vec<&(PlayerId, u32)> = s.scores.iter().collect();
     rows.sort_by_key(|(p, points)| (std::cmp::Reverse(*points), *p));
     for (k, (player, points)) in rows.into_iter().take(10).enumerate() {
         let y = 8 + k * 10;

@@ -45,7 +45,7 @@ pub mod prelude {
         connect, connect_blocking, Channel, ClientError, ClientEvent, Code, ConnectOptions,
         Delivered, Drawn, DrawnEntity, End, Joining, Release, Session, Status, Trust,
     };
-    pub use expel_core::{MoveCommand, MoveMode, PlayerId, PlayerState};
+    pub use expel_core::{EntityId, MoveCommand, MoveMode, PlayerId, PlayerState};
     pub use glam::DVec3;
 }
 
@@ -62,6 +62,8 @@ pub use tls::{client_config, Trust};
 
 use bytes::Bytes;
 use expel_core::mover::MoverState;
+use expel_core::EntityId;
+use expel_core::PlayerId;
 use expel_core::{MoveCommand, PlayerState, Sim};
 use expel_protocol::client::{Client, ClientOutput};
 use expel_protocol::conditioner::Conditioner;
@@ -362,20 +364,20 @@ impl Session {
     }
 
     /// The other players, interpolated for drawing at `now`.
-    pub fn others(&self, now: Instant) -> BTreeMap<u32, DVec3> {
+    pub fn others(&self, now: Instant) -> BTreeMap<PlayerId, DVec3> {
         self.machine.others(self.machine.render_tick(now))
     }
 
     /// The other players as a game draws them at `now`: interpolated, facing their way
     /// (angles the short way round), crouched or not; a teleport is not swept across.
-    pub fn others_drawn(&self, now: Instant) -> BTreeMap<u32, Drawn> {
+    pub fn others_drawn(&self, now: Instant) -> BTreeMap<PlayerId, Drawn> {
         self.machine.others_drawn(self.machine.render_tick(now))
     }
 
     /// The game's entities as a game draws them at `now`: interpolated like the other
     /// players (their kind, owner and flags from the nearer snapshot); our own
     /// projectiles where their prediction has them (see [`Session::launched`]).
-    pub fn entities(&self, now: Instant) -> BTreeMap<u32, DrawnEntity> {
+    pub fn entities(&self, now: Instant) -> BTreeMap<EntityId, DrawnEntity> {
         self.machine.entities_drawn(self.machine.render_tick(now))
     }
 
@@ -396,13 +398,13 @@ impl Session {
     /// The game's own state of `player` (a type of the game's, as the server's rules set
     /// it), as the newest snapshot showed it; `None` when not shown or not a `T`.
     pub fn player_state<T: serde::de::DeserializeOwned>(&self, player: u32) -> Option<T> {
-        expel_protocol::messages::decode_message(self.machine.player_state(player)?).ok()
+        expel_protocol::messages::decode_message(self.machine.player_state(PlayerId(player))?).ok()
     }
 
     /// The game's own state of entity `id` (a type of the game's), as the newest
     /// snapshot showed it.
     pub fn entity_state<T: serde::de::DeserializeOwned>(&self, id: u32) -> Option<T> {
-        expel_protocol::messages::decode_message(self.machine.entity_state(id)?).ok()
+        expel_protocol::messages::decode_message(self.machine.entity_state(EntityId(id))?).ok()
     }
 
     /// The movers as predicted.

@@ -25,6 +25,7 @@
 
 pub mod collision;
 pub mod geom;
+mod id;
 pub mod map;
 pub mod movement;
 pub mod mover;
@@ -36,12 +37,13 @@ pub use collision::{
     TraceScratch,
 };
 pub use geom::{Aabb, Plane, EXPEL, MAX_COORD};
+pub use id::{EntityId, PlayerId};
 pub use map::{MapData, MapError, MapWarning};
 pub use movement::{
     pmove, ConfigError, MoveCommand, MoveConfig, MoveEvents, MoveMode, Movement, Obstacle,
     PlayerState,
 };
 pub use sim::{
-    EntityId, EntityState, Impact, Motion, PlayerBox, PlayerId, PlayerTick, Sim, SimError,
-    SimScratch, StepReport, Struck, WorldState,
+    EntityState, Impact, Motion, PlayerBox, PlayerTick, Sim, SimError, SimScratch, StepReport,
+    Struck, WorldState,
 };

@@ -9,6 +9,7 @@ use expel_core::movement::buttons;
 use expel_core::validate::{
     claim_from_values, ClaimOutcome, ClaimValidator, Judge, NoRecords, ViolationKind,
 };
+use expel_core::PlayerId;
 use expel_core::{CollisionModel, MapData, MoveCommand, MoveConfig, Movement, PlayerState, Sim};
 use glam::DVec3;
 use rand::{Rng, SeedableRng};
@@ -24,15 +25,15 @@ fn sim_of(map: &MapData, movement: Movement) -> Sim {
 /// What the shared movement does for `commands` from `start`: the honest claims.
 fn claims_of(sim: &Sim, start: PlayerState, commands: &[MoveCommand]) -> Vec<PlayerState> {
     let mut world = sim.new_state();
-    sim.add_player(&mut world, 0, start).unwrap();
+    sim.add_player(&mut world, PlayerId(0), start).unwrap();
     let mut s = expel_core::SimScratch::new();
     let mut cmds = BTreeMap::new();
     commands
         .iter()
         .map(|c| {
-            cmds.insert(0, *c);
+            cmds.insert(PlayerId(0), *c);
             sim.step(&mut world, &cmds, &mut s);
-            *world.player(0).unwrap()
+            *world.player(PlayerId(0)).unwrap()
         })
         .collect()
 }
@@ -486,6 +487,7 @@ fn a_flyhack_along_a_wall_is_flagged_within_thirty_ticks_and_wall_hugging_never(
 #[test]
 fn an_honest_fall_over_a_long_span_is_never_flagged() {
     use expel_core::validate::{SeenWorld, TickClaim, MAX_SPAN};
+    use expel_core::PlayerId;
     let sim = sim_of(&floor_map(false), Movement::default());
     let mut rng = ChaCha8Rng::seed_from_u64(13);
     let mut s = expel_core::SimScratch::new();
@@ -500,10 +502,10 @@ fn an_honest_fall_over_a_long_span_is_never_flagged() {
         let fall = claims_of(&sim, start, &[MoveCommand::default(); MAX_SPAN as usize]);
         for (i, claim) in fall.iter().enumerate() {
             let mut world = sim.new_state();
-            sim.add_player(&mut world, 0, start).unwrap();
+            sim.add_player(&mut world, PlayerId(0), start).unwrap();
             let span = i as u32 + 1;
             let claims = BTreeMap::from([(
-                0,
+                PlayerId(0),
                 TickClaim {
                     state: *claim,
                     span,
@@ -566,6 +568,7 @@ fn running_off_a_steps_corner_is_not_flying() {
 #[test]
 fn a_failing_claims_retries_cost_no_more_for_an_ancient_acknowledgement() {
     use expel_core::validate::{SeenWorld, TickClaim, RETRY_BUDGET};
+    use expel_core::PlayerId;
     let text = format!(
         "{{\n\"classname\" \"worldspawn\"\n{}}}\n{{\n\"classname\" \"func_rotating\"\n\"origin\" \"0 0 32\"\n\"speed\" \"90\"\n{}}}\n",
         brush(
@@ -579,11 +582,15 @@ fn a_failing_claims_retries_cost_no_more_for_an_ancient_acknowledgement() {
     let mut s = expel_core::SimScratch::new();
     let mut world = sim.new_state();
     // Beside the fan's sweep, and another player nearby.
-    sim.add_player(&mut world, 0, PlayerState::at(DVec3::new(0.0, 140.0, 24.0)))
-        .unwrap();
     sim.add_player(
         &mut world,
-        1,
+        PlayerId(0),
+        PlayerState::at(DVec3::new(0.0, 140.0, 24.0)),
+    )
+    .unwrap();
+    sim.add_player(
+        &mut world,
+        PlayerId(1),
         PlayerState::at(DVec3::new(60.0, 140.0, 24.0)),
     )
     .unwrap();
@@ -594,14 +601,14 @@ fn a_failing_claims_retries_cost_no_more_for_an_ancient_acknowledgement() {
         seen.record(&world);
     }
     let tick = world.tick;
-    let prev = *world.player(0).unwrap();
+    let prev = *world.player(PlayerId(0)).unwrap();
     // Half a map up in one tick.
     let cheat = PlayerState::at(prev.origin() + DVec3::new(0.0, 0.0, 300.0));
     let mut cost = Vec::new();
     for ack in [0, tick - 10, tick - 127] {
         let mut w = world.clone();
         let claims = BTreeMap::from([(
-            0,
+            PlayerId(0),
             TickClaim {
                 state: cheat,
                 span: 1,
@@ -611,7 +618,7 @@ fn a_failing_claims_retries_cost_no_more_for_an_ancient_acknowledgement() {
         let report = Judge::new(&sim)
             .step_claims(&mut w, &claims, &seen, &mut NoRecords, &mut s)
             .into_iter()
-            .find(|r| r.id == 0)
+            .find(|r| r.id == PlayerId(0))
             .unwrap();
         let outcome = report.outcome.unwrap();
         assert!(!outcome.accepted, "ack {ack}");

@@ -12,6 +12,7 @@ use common::*;
 use expel_core::collision::patch::{evaluate, PATCH_TOLERANCE};
 use expel_core::map::Patch;
 use expel_core::movement::buttons;
+use expel_core::PlayerId;
 use expel_core::{
     CollisionModel, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch, WorldState,
 };
@@ -84,7 +85,8 @@ impl One {
     fn at(p: DVec3) -> One {
         let sim = &curves().sim;
         let mut world = sim.new_state();
-        sim.add_player(&mut world, 1, PlayerState::at(p)).unwrap();
+        sim.add_player(&mut world, PlayerId(1), PlayerState::at(p))
+            .unwrap();
         One {
             world,
             scratch: SimScratch::new(),
@@ -92,11 +94,11 @@ impl One {
     }
 
     fn p(&self) -> PlayerState {
-        *self.world.player(1).unwrap()
+        *self.world.player(PlayerId(1)).unwrap()
     }
 
     fn run(&mut self, n: usize, cmd: MoveCommand) -> Vec<PlayerState> {
-        let cmds = BTreeMap::from([(1, cmd)]);
+        let cmds = BTreeMap::from([(PlayerId(1), cmd)]);
         (0..n)
             .map(|_| {
                 curves().sim.step(&mut self.world, &cmds, &mut self.scratch);
@@ -293,7 +295,7 @@ fn random_play_never_ends_a_tick_inside_or_beyond_a_patch() {
             )
         };
         c.sim
-            .add_player(&mut world, i, PlayerState::at(at))
+            .add_player(&mut world, PlayerId(i), PlayerState::at(at))
             .unwrap();
     }
     let mut s = SimScratch::new();
@@ -302,7 +304,7 @@ fn random_play_never_ends_a_tick_inside_or_beyond_a_patch() {
     let mut deck_ticks = 0;
     for _ in 0..1500 {
         for i in 0..n {
-            if rng.gen_bool(0.05) || !cmds.contains_key(&i) {
+            if rng.gen_bool(0.05) || !cmds.contains_key(&PlayerId(i)) {
                 let b = if rng.gen_bool(0.3) { buttons::JUMP } else { 0 };
                 let cmd = MoveCommand::new(
                     rng.gen_range(-1.0..1.0),
@@ -311,12 +313,12 @@ fn random_play_never_ends_a_tick_inside_or_beyond_a_patch() {
                     rng.gen_range(0.0..360.0),
                     0.0,
                 );
-                cmds.insert(i, cmd.with_buttons(b));
+                cmds.insert(PlayerId(i), cmd.with_buttons(b));
             }
         }
         c.sim.step(&mut world, &cmds, &mut s);
         for i in 0..n {
-            let p = *world.player(i).unwrap();
+            let p = *world.player(PlayerId(i)).unwrap();
             assert!(
                 clearance(&p) >= -1e-6,
                 "player {i} in a patch or solid: {p:?}"

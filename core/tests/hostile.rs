@@ -6,6 +6,7 @@ mod common;
 
 use expel_core::collision::rotate::Rotation;
 use expel_core::mover::{Mover, MoverState, Phase};
+use expel_core::PlayerId;
 use expel_core::{
     CollisionModel, Contents, Hull, MapData, MoveCommand, MoveConfig, PlayerState, Sim, SimError,
     SimScratch, TraceScratch,
@@ -469,18 +470,21 @@ fn add_player_refuses_an_id_in_use_and_far_origins() {
     let sim = arena_sim();
     let mut w = sim.new_state();
     let at = PlayerState::at(DVec3::new(-300.0, -300.0, 40.0));
-    sim.add_player(&mut w, 3, at).unwrap();
+    sim.add_player(&mut w, PlayerId(3), at).unwrap();
     assert_eq!(
-        sim.add_player(&mut w, 3, at),
-        Err(SimError::PlayerExists(3))
+        sim.add_player(&mut w, PlayerId(3), at),
+        Err(SimError::PlayerExists(PlayerId(3)))
     );
     let far = PlayerState {
         origin: [i32::MAX; 3],
         ..Default::default()
     };
     assert!(matches!(
-        sim.add_player(&mut w, 4, far),
-        Err(SimError::OutOfRange { id: 4, .. })
+        sim.add_player(&mut w, PlayerId(4), far),
+        Err(SimError::OutOfRange {
+            id: PlayerId(4),
+            ..
+        })
     ));
     assert_eq!(w.players.len(), 1);
 }
@@ -494,18 +498,18 @@ fn runaway_players_are_capped_and_respawned() {
     let mut s = SimScratch::new();
     let mut fast = PlayerState::at(DVec3::new(-300.0, -300.0, 200.0));
     fast.velocity = [i32::MAX, i32::MIN, i32::MAX];
-    sim.add_player(&mut w, 1, fast).unwrap();
+    sim.add_player(&mut w, PlayerId(1), fast).unwrap();
     // Far below the map, falling.
     let mut lost = PlayerState::at(DVec3::new(0.0, 0.0, -900_000.0));
     lost.velocity = [0, 0, i32::MIN];
-    sim.add_player(&mut w, 2, lost).unwrap();
+    sim.add_player(&mut w, PlayerId(2), lost).unwrap();
     let cap = sim.config().max_velocity;
     let reports = sim.step(&mut w, &BTreeMap::new(), &mut s);
-    let p1 = w.player(1).unwrap();
+    let p1 = w.player(PlayerId(1)).unwrap();
     assert!(p1.velocity().abs().max_element() <= cap, "{p1:?}");
-    let r2 = reports.iter().find(|r| r.id == 2).unwrap();
+    let r2 = reports.iter().find(|r| r.id == PlayerId(2)).unwrap();
     assert!(r2.respawned && r2.repeated_command);
-    let p2 = w.player(2).unwrap();
+    let p2 = w.player(PlayerId(2)).unwrap();
     assert_eq!(p2.origin(), sim.spawns()[2 % sim.spawns().len()]);
     assert_eq!(p2.velocity, [0; 3]);
     for _ in 0..600 {
@@ -524,10 +528,10 @@ fn a_player_without_a_command_repeats_its_last_one() {
     let start = PlayerState::at(DVec3::new(-600.0, -300.0, 24.03125));
     let run = |send_every_tick: bool, s: &mut SimScratch| {
         let mut w = sim.new_state();
-        sim.add_player(&mut w, 1, start).unwrap();
+        sim.add_player(&mut w, PlayerId(1), start).unwrap();
         let walk = MoveCommand::new(1.0, 0.5, 0.0, 37.0, 10.0);
         let mut c = BTreeMap::new();
-        c.insert(1, walk);
+        c.insert(PlayerId(1), walk);
         for t in 0..40 {
             if send_every_tick || t < 5 {
                 sim.step(&mut w, &c, s);
@@ -535,7 +539,7 @@ fn a_player_without_a_command_repeats_its_last_one() {
                 sim.step(&mut w, &BTreeMap::new(), s);
             }
         }
-        *w.player(1).unwrap()
+        *w.player(PlayerId(1)).unwrap()
     };
     let (always, lost) = (run(true, &mut s), run(false, &mut s));
     assert_eq!(always, lost);

@@ -9,6 +9,7 @@
 //! with its ceiling at z = 48; a low ceiling x 600..900, y -300..-100 at z = 96.
 
 use expel_core::movement::buttons;
+use expel_core::PlayerId;
 use expel_core::{
     CollisionModel, Contents, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch,
     TraceScratch, WorldState,
@@ -44,7 +45,11 @@ impl One {
     fn at(x: f64, y: f64, z: f64) -> One {
         let mut world = sim().new_state();
         sim()
-            .add_player(&mut world, 1, PlayerState::at(DVec3::new(x, y, z)))
+            .add_player(
+                &mut world,
+                PlayerId(1),
+                PlayerState::at(DVec3::new(x, y, z)),
+            )
             .unwrap();
         One {
             world,
@@ -53,13 +58,13 @@ impl One {
     }
 
     fn p(&self) -> PlayerState {
-        *self.world.player(1).unwrap()
+        *self.world.player(PlayerId(1)).unwrap()
     }
 
     /// Runs `n` ticks of `cmd`, returning the state after each.
     fn run(&mut self, n: usize, cmd: MoveCommand) -> Vec<PlayerState> {
         let mut cmds = BTreeMap::new();
-        cmds.insert(1, cmd);
+        cmds.insert(PlayerId(1), cmd);
         (0..n)
             .map(|_| {
                 sim().step(&mut self.world, &cmds, &mut self.scratch);
@@ -336,16 +341,20 @@ fn players_block_each_other() {
     let mut world = sim().new_state();
     let mut s = SimScratch::new();
     let at = |x| PlayerState::at(DVec3::new(x, 0.0, 24.03125));
-    sim().add_player(&mut world, 1, at(-400.0)).unwrap();
-    sim().add_player(&mut world, 2, at(-300.0)).unwrap();
+    sim()
+        .add_player(&mut world, PlayerId(1), at(-400.0))
+        .unwrap();
+    sim()
+        .add_player(&mut world, PlayerId(2), at(-300.0))
+        .unwrap();
     let mut cmds = BTreeMap::new();
-    cmds.insert(1, walk(0.0));
-    cmds.insert(2, walk(180.0));
+    cmds.insert(PlayerId(1), walk(0.0));
+    cmds.insert(PlayerId(2), walk(180.0));
     for _ in 0..120 {
         sim().step(&mut world, &cmds, &mut s);
         let (a, b) = (
-            world.player(1).unwrap().origin(),
-            world.player(2).unwrap().origin(),
+            world.player(PlayerId(1)).unwrap().origin(),
+            world.player(PlayerId(2)).unwrap().origin(),
         );
         assert!(b.x - a.x >= 30.0, "players overlap: {a:?} {b:?}");
     }
@@ -358,16 +367,16 @@ fn replaying_the_same_inputs_gives_the_same_hash() {
         let mut s = SimScratch::new();
         for i in 0..8 {
             let at = PlayerState::at(DVec3::new(-500.0 + 40.0 * i as f64, -100.0, 40.0));
-            sim().add_player(&mut world, i, at).unwrap();
+            sim().add_player(&mut world, PlayerId(i), at).unwrap();
         }
         let mut hashes = Vec::new();
         for t in 0..600u32 {
-            let cmds: BTreeMap<u32, MoveCommand> = (0..8)
+            let cmds: BTreeMap<PlayerId, MoveCommand> = (0..8)
                 .map(|i| {
                     let k = t.wrapping_mul(2654435761).wrapping_add(i * 40503);
                     let b = if k % 7 == 0 { buttons::JUMP } else { 0 };
                     (
-                        i,
+                        PlayerId(i),
                         MoveCommand::new(
                             1.0,
                             ((k >> 8) % 3) as f64 - 1.0,
@@ -398,6 +407,7 @@ fn replaying_the_same_inputs_gives_the_same_hash() {
 fn walking_a_gentle_ramp_never_sinks_into_it_tick_by_tick() {
     use expel_core::map::{Brush, Face, MapEntity};
     use expel_core::Plane;
+    use expel_core::PlayerId;
     let face = |n: DVec3, d: f64| Face {
         plane: Plane {
             normal: n.normalize(),
@@ -428,15 +438,19 @@ fn walking_a_gentle_ramp_never_sinks_into_it_tick_by_tick() {
     let model = Arc::new(CollisionModel::build(&map));
     let sim = Sim::new(model.clone(), Movement::default(), Vec::new(), Vec::new());
     let mut world = sim.new_state();
-    sim.add_player(&mut world, 1, PlayerState::at(DVec3::new(0.0, 16.0, 40.0)))
-        .unwrap();
+    sim.add_player(
+        &mut world,
+        PlayerId(1),
+        PlayerState::at(DVec3::new(0.0, 16.0, 40.0)),
+    )
+    .unwrap();
     let (mut s, mut ts) = (SimScratch::new(), TraceScratch::new());
     let mut cmds = BTreeMap::new();
-    cmds.insert(1, walk(90.0));
-    let mut last = world.player(1).unwrap().origin();
+    cmds.insert(PlayerId(1), walk(90.0));
+    let mut last = world.player(PlayerId(1)).unwrap().origin();
     for tick in 0..500 {
         sim.step(&mut world, &cmds, &mut s);
-        let p = *world.player(1).unwrap();
+        let p = *world.player(PlayerId(1)).unwrap();
         let o = p.origin();
         if o.y > 1900.0 {
             return;

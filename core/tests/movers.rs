@@ -4,6 +4,7 @@ mod common;
 
 use common::*;
 use expel_core::mover::{Mover, MoverState, Phase};
+use expel_core::PlayerId;
 use expel_core::{
     CollisionModel, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch, WorldState,
 };
@@ -30,15 +31,17 @@ impl World {
     }
 
     fn add_player(&mut self, id: u32, p: PlayerState) {
-        self.sim.add_player(&mut self.state, id, p).unwrap();
+        self.sim
+            .add_player(&mut self.state, PlayerId(id), p)
+            .unwrap();
     }
 
-    fn step(&mut self, c: &BTreeMap<u32, MoveCommand>) {
+    fn step(&mut self, c: &BTreeMap<PlayerId, MoveCommand>) {
         self.sim.step(&mut self.state, c, &mut self.scratch);
     }
 
     fn player(&self, id: u32) -> Option<&PlayerState> {
-        self.state.player(id)
+        self.state.player(PlayerId(id))
     }
 
     fn movers(&self) -> impl Iterator<Item = (&Mover, &MoverState)> {
@@ -84,9 +87,9 @@ fn player_vs_mover(p: &PlayerState, w: &World, local_min: DVec3, local_max: DVec
     separation(&OHull::new(corners), DVec3::ZERO, &player)
 }
 
-fn idle() -> BTreeMap<u32, MoveCommand> {
+fn idle() -> BTreeMap<PlayerId, MoveCommand> {
     let mut c = BTreeMap::new();
-    c.insert(1, MoveCommand::default());
+    c.insert(PlayerId(1), MoveCommand::default());
     c
 }
 
@@ -105,7 +108,7 @@ fn a_door_closing_on_a_player_turns_back_and_never_traps_it() {
         // Wait for the door to open, walk into the doorway, and stand there.
         let mut c = idle();
         if (60..70).contains(&tick) {
-            c.insert(1, MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0));
+            c.insert(PlayerId(1), MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0));
         }
         w.step(&c);
         let p = *w.player(1).unwrap();
@@ -212,9 +215,9 @@ fn a_scene_with_movers_replays_to_the_same_hash() {
         let mut hashes = Vec::new();
         for t in 0..1200u32 {
             let mut c = BTreeMap::new();
-            c.insert(1, MoveCommand::new(0.0, 0.0, 0.0, 0.0, 0.0));
+            c.insert(PlayerId(1), MoveCommand::new(0.0, 0.0, 0.0, 0.0, 0.0));
             c.insert(
-                2,
+                PlayerId(2),
                 MoveCommand::new(((t / 60) % 2) as f64, 0.0, 0.0, (t % 360) as f64, 0.0),
             );
             w.step(&c);
@@ -258,10 +261,10 @@ fn real_map_movers_run_with_players() {
             w.add_player(i as u32, PlayerState::at(*sp + DVec3::Z * 9.0));
         }
         for t in 0..600u32 {
-            let c: BTreeMap<u32, MoveCommand> = (0..8)
+            let c: BTreeMap<PlayerId, MoveCommand> = (0..8)
                 .map(|i| {
                     (
-                        i,
+                        PlayerId(i),
                         MoveCommand::new(
                             1.0,
                             0.0,

@@ -9,6 +9,8 @@ mod common;
 use common::*;
 use expel_core::map::solidity::{is_player_clip_texture, is_tool_texture};
 use expel_core::sim::entity::{EntityState, Motion, Struck};
+use expel_core::EntityId;
+use expel_core::PlayerId;
 use expel_core::{
     CollisionModel, MapData, MoveCommand, Movement, PlayerState, Sim, SimScratch, WorldState,
 };
@@ -68,7 +70,7 @@ fn fly_with(
     mut each: impl FnMut(&WorldState, &[DVec3]),
 ) -> Flight {
     let mut f = Flight {
-        path: vec![world.entities[&0].origin()],
+        path: vec![world.entities[&EntityId(0)].origin()],
         ends: Vec::new(),
         struck: Vec::new(),
         lost: false,
@@ -77,11 +79,11 @@ fn fly_with(
     for _ in 0..ticks {
         let start = f.path.len() - 1;
         let r = sim.step_world(world, &none, s);
-        for i in r.impacts.iter().filter(|i| i.entity == 0) {
+        for i in r.impacts.iter().filter(|i| i.entity == EntityId(0)) {
             f.path.push(i.point);
             f.struck.push(i.struck);
         }
-        match world.entities.get(&0) {
+        match world.entities.get(&EntityId(0)) {
             Some(e) => {
                 f.path.push(e.origin());
                 f.ends.push(e.origin());
@@ -186,7 +188,7 @@ fn fast_projectiles_stop_at_thin_walls() {
             let speed = rng.gen_range(500.0..20_000.0);
             let mut world = sim.new_state();
             let e = EntityState::launched(start, dir, speed, motion, None).unwrap();
-            world.entities.insert(0, e);
+            world.entities.insert(EntityId(0), e);
             let f = fly(&sim, &mut world, 120, &mut s);
             let what = format!("scene {scene_no} shot {shot} ({speed:.0} u/s, {motion:?})");
             assert_never_in_solid(&solids, &oh, &f, &what);
@@ -227,10 +229,10 @@ fn ten_thousand_units_a_second_stop_at_a_one_unit_wall() {
             None,
         )
         .unwrap();
-        world.entities.insert(0, e);
+        world.entities.insert(EntityId(0), e);
         let f = fly(&sim, &mut world, 60, &mut s);
         assert_eq!(f.struck, vec![Struck::World], "from x = {start_x}");
-        let end = world.entities[&0].origin();
+        let end = world.entities[&EntityId(0)].origin();
         assert!(
             end.x < 500.0 && end.x > 500.0 - 0.05,
             "from x = {start_x}: stopped at {end:?}, not at the wall"
@@ -300,7 +302,7 @@ fn projectiles_never_pass_through_the_shipped_maps() {
             let speed = rng.gen_range(500.0..20_000.0);
             let mut world = sim.new_state();
             let e = EntityState::launched(start, unit(&mut rng), speed, motion, None).unwrap();
-            world.entities.insert(0, e);
+            world.entities.insert(EntityId(0), e);
             let f = fly(&sim, &mut world, 240, &mut s);
             let what = format!(
                 "{} shot {shot} ({speed:.0} u/s, {motion:?})",
@@ -345,7 +347,7 @@ fn projectiles_meet_a_moving_door_where_it_stands() {
         let mut world = sim.new_state();
         sim.add_player(
             &mut world,
-            7,
+            PlayerId(7),
             PlayerState::at(DVec3::new(-40.0, 300.0, 24.03125)),
         )
         .unwrap();
@@ -363,7 +365,7 @@ fn projectiles_meet_a_moving_door_where_it_stands() {
         let dir = DVec3::new(1.0, rng.gen_range(-0.3..0.3), rng.gen_range(-0.1..0.2));
         let speed = rng.gen_range(500.0..20_000.0);
         let e = EntityState::launched(start, dir, speed, motion, None).unwrap();
-        world.entities.insert(0, e);
+        world.entities.insert(EntityId(0), e);
         let what = format!("shot {shot} ({speed:.0} u/s, {motion:?})");
         let f = fly_with(&sim, &mut world, 90, &mut s, |w, seg| {
             // The door as it stands this tick, for the oracle.
@@ -410,9 +412,9 @@ fn projectiles_hit_players_but_pass_through_their_owner() {
             24.03125,
         );
         let shooter = DVec3::new(0.0, 0.0, 24.03125);
-        sim.add_player(&mut world, 1, PlayerState::at(shooter))
+        sim.add_player(&mut world, PlayerId(1), PlayerState::at(shooter))
             .unwrap();
-        sim.add_player(&mut world, 2, PlayerState::at(target))
+        sim.add_player(&mut world, PlayerId(2), PlayerState::at(target))
             .unwrap();
         // Straight (no gravity): nothing but the target is in the way.
         let motion = Motion {
@@ -424,22 +426,22 @@ fn projectiles_hit_players_but_pass_through_their_owner() {
         let from = shooter + DVec3::new(0.0, 0.0, 10.0);
         let aim = target + DVec3::new(0.0, 0.0, rng.gen_range(-8.0..8.0)) - from;
         let speed = rng.gen_range(500.0..20_000.0);
-        let e = EntityState::launched(from, aim, speed, motion, Some(1)).unwrap();
-        world.entities.insert(0, e);
+        let e = EntityState::launched(from, aim, speed, motion, Some(PlayerId(1))).unwrap();
+        world.entities.insert(EntityId(0), e);
         let mut f = Flight {
             path: vec![from],
             ends: vec![],
             struck: vec![],
             lost: false,
         };
-        let none: BTreeMap<u32, MoveCommand> = BTreeMap::new();
+        let none: BTreeMap<PlayerId, MoveCommand> = BTreeMap::new();
         for _ in 0..200 {
             let r = sim.step_world(&mut world, &none, &mut s);
             for i in &r.impacts {
                 f.path.push(i.point);
                 f.struck.push(i.struck);
             }
-            match world.entities.get(&0) {
+            match world.entities.get(&EntityId(0)) {
                 Some(e) => f.path.push(e.origin()),
                 None => break,
             }
@@ -449,11 +451,13 @@ fn projectiles_hit_players_but_pass_through_their_owner() {
         }
         assert_eq!(
             f.struck.first(),
-            Some(&Struck::Player(2)),
+            Some(&Struck::Player(PlayerId(2))),
             "shot {shot} at {speed:.0} u/s: {f:?}",
             f = f.struck
         );
-        let b = sim.movement().player_box(world.player(2).unwrap());
+        let b = sim
+            .movement()
+            .player_box(world.player(PlayerId(2)).unwrap());
         let body = Scene::new(vec![box_planes(b.min, b.max)]);
         for w in f.path.windows(2) {
             assert!(
@@ -488,7 +492,7 @@ fn a_crowd_of_projectiles_steps_to_the_same_bits_on_any_number_of_threads() {
         for id in 0..16u32 {
             let at =
                 spawns[id as usize % spawns.len()] + DVec3::new(0.0, 0.0, (id / 7) as f64 * 60.0);
-            let _ = sim.add_player(&mut world, id, PlayerState::at(at));
+            let _ = sim.add_player(&mut world, PlayerId(id), PlayerState::at(at));
         }
         for id in 0..200u32 {
             let motion = random_motion(&mut rng);
@@ -498,17 +502,17 @@ fn a_crowd_of_projectiles_steps_to_the_same_bits_on_any_number_of_threads() {
                 unit(&mut rng),
                 rng.gen_range(300.0..3000.0),
                 motion,
-                Some(id % 16),
+                Some(PlayerId(id % 16)),
             )
             .unwrap();
-            world.entities.insert(id, e);
+            world.entities.insert(EntityId(id), e);
         }
         let mut impacts = 0;
         for _ in 0..300 {
             let mut cmds = BTreeMap::new();
             for id in 0..16u32 {
                 cmds.insert(
-                    id,
+                    PlayerId(id),
                     MoveCommand::new(1.0, 0.0, 0.0, rng.gen_range(0.0..360.0), 0.0),
                 );
             }

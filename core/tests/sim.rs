@@ -3,6 +3,7 @@
 //! the server bit for bit.
 
 use expel_core::movement::buttons;
+use expel_core::PlayerId;
 use expel_core::{
     CollisionModel, MapData, MoveCommand, MoveConfig, Obstacle, PlayerState, Sim, SimScratch,
     WorldState,
@@ -34,17 +35,18 @@ fn crowd(sim: &Sim, n: u32) -> WorldState {
             door.y - 100.0 + 36.0 * (i / 6) as f64,
             60.0,
         );
-        sim.add_player(&mut w, i, PlayerState::at(at)).unwrap();
+        sim.add_player(&mut w, PlayerId(i), PlayerState::at(at))
+            .unwrap();
     }
     w
 }
 
-fn commands(rng: &mut ChaCha8Rng, n: u32, prev: &mut BTreeMap<u32, MoveCommand>) {
+fn commands(rng: &mut ChaCha8Rng, n: u32, prev: &mut BTreeMap<PlayerId, MoveCommand>) {
     for i in 0..n {
-        if rng.gen_bool(0.1) || !prev.contains_key(&i) {
+        if rng.gen_bool(0.1) || !prev.contains_key(&PlayerId(i)) {
             let b = if rng.gen_bool(0.2) { buttons::JUMP } else { 0 };
             prev.insert(
-                i,
+                PlayerId(i),
                 MoveCommand::new(
                     1.0,
                     rng.gen_range(-1.0..1.0),
@@ -81,9 +83,14 @@ fn a_client_predicts_from_a_serialized_snapshot_bit_for_bit() {
         let mut client: WorldState = postcard::from_bytes(&snapshot).unwrap();
         sim.validate_state(&client).unwrap();
         let predicted = sim
-            .predict(&mut client, me, &cmds[&me], &mut client_scratch)
+            .predict(
+                &mut client,
+                PlayerId(me),
+                &cmds[&PlayerId(me)],
+                &mut client_scratch,
+            )
             .unwrap();
-        let report = reports.iter().find(|r| r.id == me).unwrap();
+        let report = reports.iter().find(|r| r.id == PlayerId(me)).unwrap();
         assert_eq!(predicted.events, report.events, "tick {tick}");
         assert_eq!(client.movers, server.movers, "tick {tick}: movers differ");
         assert_eq!(client.tick, server.tick);
@@ -93,7 +100,7 @@ fn a_client_predicts_from_a_serialized_snapshot_bit_for_bit() {
         }
         assert_eq!(
             predicted.state,
-            *server.player(me).unwrap(),
+            *server.player(PlayerId(me)).unwrap(),
             "tick {tick}: prediction of player {me} differs"
         );
         checked += 1;
@@ -156,16 +163,16 @@ fn conflicts_go_to_the_lower_id_and_boxes_never_overlap() {
     b.set_velocity(DVec3::new(-300.0, 0.0, 0.0));
     a.flags = expel_core::movement::flags::ON_GROUND;
     b.flags = a.flags;
-    sim.add_player(&mut w, 7, a).unwrap();
-    sim.add_player(&mut w, 9, b).unwrap();
+    sim.add_player(&mut w, PlayerId(7), a).unwrap();
+    sim.add_player(&mut w, PlayerId(9), b).unwrap();
     let mut c = BTreeMap::new();
-    c.insert(7, MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0));
-    c.insert(9, MoveCommand::new(1.0, 0.0, 0.0, 180.0, 0.0));
+    c.insert(PlayerId(7), MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0));
+    c.insert(PlayerId(9), MoveCommand::new(1.0, 0.0, 0.0, 180.0, 0.0));
     let r = sim.step(&mut w, &c, &mut s);
     assert!(!r[0].reverted && r[1].reverted, "{r:?}");
-    assert_eq!(w.player(9).unwrap().origin, b.origin);
-    assert_eq!(w.player(9).unwrap().velocity, [0; 3]);
-    assert!(w.player(7).unwrap().origin()[0] > a.origin()[0]);
+    assert_eq!(w.player(PlayerId(9)).unwrap().origin, b.origin);
+    assert_eq!(w.player(PlayerId(9)).unwrap().velocity, [0; 3]);
+    assert!(w.player(PlayerId(7)).unwrap().origin()[0] > a.origin()[0]);
 
     let n = 24;
     let mut w = crowd(&sim, n);
@@ -226,26 +233,26 @@ fn entangled_players_walk_apart_then_block_again() {
     a.flags = expel_core::movement::flags::ON_GROUND;
     let mut b = a;
     b.origin = PlayerState::at(DVec3::new(-390.0, -300.0, floor)).origin;
-    sim.add_player(&mut w, 1, a).unwrap();
-    sim.add_player(&mut w, 2, b).unwrap();
+    sim.add_player(&mut w, PlayerId(1), a).unwrap();
+    sim.add_player(&mut w, PlayerId(2), b).unwrap();
     let overlap = |w: &WorldState| {
         let bx = |id| sim.player_box(id, w.player(id).unwrap()).unwrap().bounds;
-        bx(1).expand(-1e-6).overlaps(&bx(2))
+        bx(PlayerId(1)).expand(-1e-6).overlaps(&bx(PlayerId(2)))
     };
     assert!(overlap(&w), "the two start inside each other");
     // Both walk apart along x; every tick both move.
     let mut c = BTreeMap::new();
-    c.insert(1, MoveCommand::new(1.0, 0.0, 0.0, 180.0, 0.0));
-    c.insert(2, MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0));
+    c.insert(PlayerId(1), MoveCommand::new(1.0, 0.0, 0.0, 180.0, 0.0));
+    c.insert(PlayerId(2), MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0));
     let mut parted = None;
     for tick in 0..60 {
-        let before = [1, 2].map(|id| w.player(id).unwrap().origin()[0]);
+        let before = [1, 2].map(|id| w.player(PlayerId(id)).unwrap().origin()[0]);
         let r = sim.step(&mut w, &c, &mut s);
         assert!(
             r.iter().all(|r| !r.reverted && !r.events.unstuck),
             "tick {tick}: {r:?}"
         );
-        let after = [1, 2].map(|id| w.player(id).unwrap().origin()[0]);
+        let after = [1, 2].map(|id| w.player(PlayerId(id)).unwrap().origin()[0]);
         assert!(
             after[0] < before[0] && after[1] > before[1],
             "tick {tick}: stuck at {after:?}"
@@ -257,13 +264,14 @@ fn entangled_players_walk_apart_then_block_again() {
     }
     assert!(parted.is_some(), "still inside each other after a second");
     // Apart, they are obstacles again: walking back, they meet and stop.
-    c.insert(1, MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0));
-    c.insert(2, MoveCommand::new(1.0, 0.0, 0.0, 180.0, 0.0));
+    c.insert(PlayerId(1), MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0));
+    c.insert(PlayerId(2), MoveCommand::new(1.0, 0.0, 0.0, 180.0, 0.0));
     for tick in 0..120 {
         sim.step(&mut w, &c, &mut s);
         assert!(!overlap(&w), "tick {tick}: walked back into each other");
     }
-    let gap = w.player(2).unwrap().origin()[0] - w.player(1).unwrap().origin()[0];
+    let gap =
+        w.player(PlayerId(2)).unwrap().origin()[0] - w.player(PlayerId(1)).unwrap().origin()[0];
     assert!(gap > 0.0, "they passed each other: {gap}");
 }
 
@@ -330,19 +338,23 @@ fn players_join_where_nobody_stands() {
     let mut w = sim.new_state();
     let mut s = SimScratch::new();
     // Ids that share a spawn point join first, then a crowd of 64 in all.
-    let ids: Vec<u32> = [3, 3 + n].into_iter().chain(100..162).collect();
+    let ids: Vec<PlayerId> = [3, 3 + n]
+        .into_iter()
+        .chain(100..162)
+        .map(PlayerId)
+        .collect();
     for id in &ids {
         let p = sim.join_state(&w, *id, expel_core::MoveMode::Walk);
         sim.add_player(&mut w, *id, p).unwrap();
     }
-    let a = w.players[&3].state.origin();
-    let b = w.players[&(3 + n)].state.origin();
+    let a = w.players[&PlayerId(3)].state.origin();
+    let b = w.players[&PlayerId(3 + n)].state.origin();
     assert!(
         a != b,
         "ids 3 and {} share a spawn point: {a} and {b}",
         3 + n
     );
-    let boxes: Vec<(u32, expel_core::Aabb)> = w
+    let boxes: Vec<(PlayerId, expel_core::Aabb)> = w
         .players
         .iter()
         .map(|(id, p)| (*id, sim.movement().player_box(&p.state)))
@@ -365,7 +377,7 @@ fn players_join_where_nobody_stands() {
         }
     }
     // Idle for a second: they settle onto the floor, and nobody is pushed sideways.
-    let before: BTreeMap<u32, DVec3> = w
+    let before: BTreeMap<PlayerId, DVec3> = w
         .players
         .iter()
         .map(|(id, p)| (*id, p.state.origin()))
@@ -403,12 +415,16 @@ fn a_crowd_steps_to_the_same_hash_on_one_thread_or_many() {
             commands(&mut rng, n, &mut cmds);
             if tick == 100 {
                 for id in (0..n).step_by(7) {
-                    w.players.remove(&id);
+                    w.players.remove(&PlayerId(id));
                 }
             }
             if tick == 200 {
                 for id in (0..n).step_by(7) {
-                    let _ = sim.add_player(&mut w, id, PlayerState::at(DVec3::new(0.0, 0.0, 60.0)));
+                    let _ = sim.add_player(
+                        &mut w,
+                        PlayerId(id),
+                        PlayerState::at(DVec3::new(0.0, 0.0, 60.0)),
+                    );
                 }
             }
             if toggle {

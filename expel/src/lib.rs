@@ -17,7 +17,7 @@
 //!
 //! # async fn run() -> Result<(), ServerError> {
 //! let server = Server::builder(Map::arena()?).rules(Greeter).max_players(16).start().await?;
-//! let token = server.token(7, std::time::Duration::from_secs(3600)); // for player 7
+//! let token = server.token(PlayerId(7), std::time::Duration::from_secs(3600)); // for player 7
 //! let options = ConnectOptions::new(token, Trust::Fingerprint(server.fingerprint.clone()));
 //! let mut session = connect(server.addr, &options).await.expect("joined");
 //! session.input(MoveCommand::new(1.0, 0.0, 0.0, 90.0, 0.0));

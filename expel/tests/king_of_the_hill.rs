@@ -1,5 +1,6 @@
 //! The example game outside the workspace (examples/king-of-the-hill, which depends on
 //! `expel` alone), played by real clients over loopback QUIC.
+use expel_core::PlayerId;
 
 #[allow(dead_code)]
 #[path = "../../examples/king-of-the-hill/src/main.rs"]
@@ -12,19 +13,26 @@ async fn king_of_the_hill_is_played_by_real_clients() {
     let seen = king_of_the_hill::play(9.0, 2).await.unwrap();
     assert_eq!(seen.len(), 2);
     let points = &seen[0].1;
-    assert_eq!(points.keys().copied().collect::<Vec<_>>(), vec![1, 2]);
+    assert_eq!(
+        points.keys().copied().collect::<Vec<_>>(),
+        [1, 2].map(PlayerId)
+    );
     assert!(
-        points[&1] >= 1,
+        points[&PlayerId(1)] >= 1,
         "the first turn's king scored nothing: {points:?}"
     );
     assert!(
-        points[&2] >= 1,
+        points[&PlayerId(2)] >= 1,
         "the second turn's king scored nothing: {points:?}"
     );
     let (a, b) = (&seen[0].1, &seen[1].1);
     let off: u32 = a.keys().map(|k| a[k].abs_diff(b[k])).sum();
     assert!(off <= 1, "the clients saw different standings: {a:?} {b:?}");
     for (me, _, shouts) in &seen {
-        assert_eq!(shouts, &vec![(2, "mine next!".to_string())], "player {me}");
+        assert_eq!(
+            shouts,
+            &vec![(PlayerId(2), "mine next!".to_string())],
+            "player {me}"
+        );
     }
 }

@@ -35,7 +35,7 @@ pub fn hello(id: u32) -> Vec<u8> {
     let mut nonce = [0u8; 16];
     nonce[..4].copy_from_slice(&id.to_le_bytes());
     let grant = Grant {
-        player: id,
+        player: expel_core::PlayerId(id),
         expires: UNIX + 3600,
         nonce,
         server: None,

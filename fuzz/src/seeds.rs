@@ -33,7 +33,7 @@ fn main() {
     // What player 1's client hears: the welcome, then each tick's time and snapshot.
     let welcome = |sending_map: bool| {
         encode_frame(&ServerControl::Welcome(Box::new(Welcome {
-            player: 1,
+            player: expel_core::PlayerId(1),
             snapshot_rate: 30,
             input_rate: 60,
             config: MoveConfig::default(),
@@ -115,7 +115,7 @@ fn main() {
     trusted[0] = 1;
     write(&dir, "server", "walking-trusted", &trusted);
     let grant = Grant {
-        player: 9,
+        player: expel_core::PlayerId(9),
         expires: UNIX + 60,
         nonce: [3; 16],
         server: None,

@@ -536,18 +536,18 @@ mod rules {
                     deaths: p,
                     ..Fighter::default()
                 };
-                dm.fighters.insert(p, f);
+                dm.fighters.insert(PlayerId(p), f);
             }
             let (all, top) = dm.score(7);
             assert_eq!(all.frags.len(), 40);
             assert_eq!((all.tick, top.tick), (7, 7));
             // The 16 with the most: 35 frags for 35..=39, then 34 down to 24; a tie goes
             // to the lower id. In id order.
-            let ids: Vec<u32> = top.frags.iter().map(|r| r.0).collect();
-            assert_eq!(ids, (24..40).collect::<Vec<u32>>());
+            let ids: Vec<PlayerId> = top.frags.iter().map(|r| r.0).collect();
+            assert_eq!(ids, (24..40).map(PlayerId).collect::<Vec<_>>());
             assert!(top.frags.iter().all(|r| all.frags.contains(r)));
             // A small game's table is whole.
-            dm.fighters.retain(|p, _| *p < 10);
+            dm.fighters.retain(|p, _| *p < PlayerId(10));
             assert_eq!(dm.score(8).1.frags.len(), 10);
         }
     }

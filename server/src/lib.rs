@@ -210,7 +210,7 @@ impl Server {
     /// A fresh connect token for `player`, good on this server for `valid_for` and once.
     /// A game that hands out tokens elsewhere mints them with the same secret
     /// ([`expel_protocol::token::mint`]).
-    pub fn token(&self, player: u32, valid_for: Duration) -> String {
+    pub fn token(&self, player: PlayerId, valid_for: Duration) -> String {
         new_token(&self.secret, player, valid_for, self.server_id)
     }
 
@@ -233,14 +233,14 @@ impl Server {
 /// and once, on the server with id `server` only (`None`: a server without an id).
 pub fn new_token(
     secret: &[u8],
-    player: u32,
+    player: PlayerId,
     valid_for: Duration,
     server: Option<ServerId>,
 ) -> String {
     let mut nonce = [0u8; 16];
     rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut nonce);
     let grant = Grant {
-        player: player,
+        player,
         expires: now_unix().saturating_add(valid_for.as_secs()),
         nonce,
         server,

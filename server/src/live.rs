@@ -140,7 +140,7 @@ pub(crate) fn frame(sim: &Sim, world: &WorldState, m: &Metrics, tick_ms: f64) ->
         .iter()
         .map(|(id, p)| {
             let v = p.state.origin();
-            let f = u8::from(flagged.contains_key(id));
+            let f = u8::from(flagged.contains_key(&id.0));
             serde_json::json!([id, r(v.x), r(v.y), r(v.z), f])
         })
         .collect();

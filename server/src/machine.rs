@@ -223,13 +223,13 @@ fn hand_over(server: &mut Server, io: &mut IoThreads, shared: &Shared) {
                 player,
                 sending_map,
             } => {
-                info!(player, conn, sending_map, "joined");
+                info!(%player, conn, sending_map, "joined");
                 io.send(conn, Down::Joined { conn });
-                shared.players.joined(player);
+                shared.players.joined(player.0);
             }
             Event::Left { player, reason } => {
-                info!(player, %reason, "left");
-                shared.players.left(player);
+                info!(%player, %reason, "left");
+                shared.players.left(player.0);
             }
             Event::Refused { conn, code, reason } => {
                 info!(conn, code = code.label(), %reason, "refused")
@@ -254,8 +254,8 @@ fn hand_over(server: &mut Server, io: &mut IoThreads, shared: &Shared) {
                 kind,
                 evidence,
             } => {
-                warn!(player, kind = kind.name(), %evidence, "violation");
-                m.flag(player, kind);
+                warn!(%player, kind = kind.name(), %evidence, "violation");
+                m.flag(player.0, kind);
             }
         }
     }

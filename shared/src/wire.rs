@@ -7,6 +7,7 @@ use super::{ProtocolError, MAX_INPUT_COMMANDS, MAX_MAP_BYTES};
 use expel_core::movement::{MoveCommand, MoveConfig, PlayerState};
 use expel_core::sim::ShotView;
 use expel_core::validate::Commands;
+use expel_core::PlayerId;
 use serde::{Deserialize, Serialize};
 
 /// What a client sends on the control stream.
@@ -38,7 +39,7 @@ pub enum ClientControl {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Welcome {
     /// The client's player.
-    pub player: u32,
+    pub player: PlayerId,
     /// Snapshots per second.
     pub snapshot_rate: u32,
     /// Input datagrams per second the server asks for (each carries the commands since
@@ -163,14 +164,14 @@ pub enum ServerControl {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum RosterChange {
     /// The player entered the world.
-    Joined(u32),
+    Joined(PlayerId),
     /// The player left the world.
-    Left(u32),
+    Left(PlayerId),
 }
 
 impl RosterChange {
     /// The player it is about.
-    pub fn player(&self) -> u32 {
+    pub fn player(&self) -> PlayerId {
         match self {
             RosterChange::Joined(p) | RosterChange::Left(p) => *p,
         }

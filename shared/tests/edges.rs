@@ -43,7 +43,7 @@ fn two(rtt_ms: f64, seed: u64, rules: impl GameRules + 'static) -> SimNet {
 }
 
 fn player_of(c: &Client) -> PlayerId {
-    c.welcome().map_or(0, |w| w.player)
+    c.welcome().map_or(PlayerId(0), |w| w.player)
 }
 
 /// The nearest wall from `from` over eight ways level: its way and distance.
@@ -69,10 +69,10 @@ fn nearest_wall(sim: &Sim, from: DVec3) -> (DVec3, f64) {
 /// Puts every other player within `reach` of player 1, in plain sight of it (the first
 /// place free of those tried); whether all found one.
 fn gather(game: &mut Game<'_>, reach: f64) -> bool {
-    let Some(one) = game.world().player(1).map(PlayerState::origin) else {
+    let Some(one) = game.world().player(PlayerId(1)).map(PlayerState::origin) else {
         return false;
     };
-    let others: Vec<PlayerId> = game.players().filter(|p| *p != 1).collect();
+    let others: Vec<PlayerId> = game.players().filter(|p| *p != PlayerId(1)).collect();
     let mut scratch = TraceScratch::new();
     for (taken, p) in (0u32..).zip(others) {
         let placed = (0..16).any(|k| {
@@ -125,11 +125,11 @@ impl GameRules for PointBlank {
         let fired = self.fired.lock().unwrap().len() as u64;
         // Uneven spacings: a client sent every other tick meets every parity.
         self.next = tick + 7 + fired % 5;
-        let eye = game.world().player(1).unwrap().origin() + DVec3::new(0.0, 0.0, 20.0);
+        let eye = game.world().player(PlayerId(1)).unwrap().origin() + DVec3::new(0.0, 0.0, 20.0);
         let (way, d) = nearest_wall(game.sim(), eye);
         let tick_len = self.speed / f64::from(game.sim().movement().tick_rate());
         let from = eye + way * (d - tick_len * 0.5).max(0.0);
-        let e = EntityState::launched(from, way, self.speed, Motion::POINT, Some(1))
+        let e = EntityState::launched(from, way, self.speed, Motion::POINT, Some(PlayerId(1)))
             .unwrap()
             .with_kind(ROCKET);
         let id = game.spawn(e, Scope::Near).unwrap();
@@ -412,7 +412,7 @@ fn the_shooters_own_rockets_are_never_drawn_stepping_back() {
                     let c = net.client(i);
                     for (id, d) in c.entities_drawn(c.render_tick(now)) {
                         if d.view.owner != Some(player_of(c)) {
-                            others.see((i, id), d.origin, DVec3::ZERO);
+                            others.see((i, id.0), d.origin, DVec3::ZERO);
                         }
                     }
                 }
@@ -471,13 +471,13 @@ fn a_respawn_is_drawn_at_once_for_the_player_and_for_others() {
                 return;
             }
             if tick == 300 {
-                let here = game.world().player(1).unwrap().origin();
+                let here = game.world().player(PlayerId(1)).unwrap().origin();
                 let far = (game.sim().spawns().iter())
                     .copied()
                     .max_by(|a, b| a.distance(here).total_cmp(&b.distance(here)))
                     .unwrap();
                 assert!(far.distance(here) > 300.0, "the spawns are too near");
-                game.place(1, far).unwrap();
+                game.place(PlayerId(1), far).unwrap();
                 self.to = Some(far);
             }
         }
@@ -493,7 +493,7 @@ fn a_respawn_is_drawn_at_once_for_the_player_and_for_others() {
         );
         let mut still = |_: usize, _: &Client| MoveCommand::default();
         net.run(Duration::from_secs(4), &mut still);
-        let (me, other) = if player_of(net.client(0)) == 1 {
+        let (me, other) = if player_of(net.client(0)) == PlayerId(1) {
             (0, 1)
         } else {
             (1, 0)
@@ -501,7 +501,7 @@ fn a_respawn_is_drawn_at_once_for_the_player_and_for_others() {
         let from = net.client(me).display_origin().unwrap();
         let seen_from = net
             .client(other)
-            .others_drawn(net.client(other).render_tick(net.now()))[&1]
+            .others_drawn(net.client(other).render_tick(net.now()))[&PlayerId(1)]
             .origin;
         let mut own = vec![from];
         let mut drawn = vec![seen_from];
@@ -509,7 +509,7 @@ fn a_respawn_is_drawn_at_once_for_the_player_and_for_others() {
             net.run(Duration::from_millis(1), &mut still);
             own.push(net.client(me).display_origin().unwrap());
             let o = net.client(other);
-            if let Some(d) = o.others_drawn(o.render_tick(net.now())).get(&1) {
+            if let Some(d) = o.others_drawn(o.render_tick(net.now())).get(&PlayerId(1)) {
                 drawn.push(d.origin);
             }
         }
@@ -553,7 +553,7 @@ fn a_hit_told_with_the_drawn_view_comes_within_a_frame_of_the_rocket_reaching_it
         // Player 1 fires at the others, gathered around it: at the nearest as the
         // snapshots show it.
         let mut play = |_: usize, c: &Client| {
-            if player_of(c) != 1 {
+            if player_of(c) != PlayerId(1) {
                 return MoveCommand::default();
             }
             let Some(me) = c.local_player() else {
@@ -582,7 +582,7 @@ fn a_hit_told_with_the_drawn_view_comes_within_a_frame_of_the_rocket_reaching_it
             let now = net.now();
             for i in 0..3 {
                 let c = net.client_mut(i);
-                if player_of(c) == 1 {
+                if player_of(c) == PlayerId(1) {
                     continue;
                 }
                 let at = c.render_tick(now);
@@ -600,7 +600,7 @@ fn a_hit_told_with_the_drawn_view_comes_within_a_frame_of_the_rocket_reaching_it
         assert!(hits.len() >= 5, "{rtt} ms: {} hits", hits.len());
         let mut compared = 0;
         for (id, _) in &hits {
-            for i in (0..3).filter(|i| player_of(net.client(*i)) != 1) {
+            for i in (0..3).filter(|i| player_of(net.client(*i)) != PlayerId(1)) {
                 let (Some(t), Some(d)) = (told.get(&(i, *id)), last_drawn.get(&(i, *id))) else {
                     continue;
                 };
@@ -648,8 +648,8 @@ fn a_teleport_every_snapshot_is_drawn_at_once_and_counted() {
     struct Every;
     impl GameRules for Every {
         fn tick(&mut self, game: &mut Game<'_>) {
-            if let Some(o) = game.world().player(1).map(PlayerState::origin) {
-                let _ = game.place(1, o);
+            if let Some(o) = game.world().player(PlayerId(1)).map(PlayerState::origin) {
+                let _ = game.place(PlayerId(1), o);
             }
         }
     }
@@ -659,7 +659,7 @@ fn a_teleport_every_snapshot_is_drawn_at_once_and_counted() {
     for i in 0..2 {
         let c = net.client(i);
         assert!(c.display_origin().unwrap().is_finite());
-        if player_of(c) == 1 {
+        if player_of(c) == PlayerId(1) {
             assert!(c.stats().teleports >= 60, "{}", c.stats().teleports);
         }
     }

@@ -5,6 +5,7 @@
 
 use expel_core::sim::{EntityId, EntityState, Motion, Struck};
 use expel_core::MoveCommand;
+use expel_core::PlayerId;
 use expel_core::{Contents, Hull, TraceScratch};
 use expel_protocol::client::ClientEvent;
 use expel_protocol::conditioner::Impairment;
@@ -24,7 +25,7 @@ const GRENADE: u16 = 2;
 const ROCKET: u16 = 3;
 
 /// The game's state the rules set: each grenade's bounces, each player's launches.
-type SetState = Arc<Mutex<(BTreeMap<EntityId, u32>, BTreeMap<u32, u32>)>>;
+type SetState = Arc<Mutex<(BTreeMap<EntityId, u32>, BTreeMap<PlayerId, u32>)>>;
 
 /// Launches from every player now and then while `firing`; a rocket goes at its first
 /// impact, a grenade at its fourth; the flag (for everyone) changes kind every second
@@ -86,12 +87,13 @@ impl GameRules for Launcher {
         if !self.firing {
             return;
         }
-        let players: Vec<u32> = game.players().collect();
-        for p in players {
+        let players: Vec<PlayerId> = game.players().collect();
+        for id in players {
+            let p = id.0;
             if !(tick + u64::from(p) * 7).is_multiple_of(20) {
                 continue;
             }
-            let Some(me) = game.world().player(p).map(|s| s.origin()) else {
+            let Some(me) = game.world().player(id).map(|s| s.origin()) else {
                 continue;
             };
             let yaw = (tick as f64 * 0.37 + f64::from(p)).sin() * std::f64::consts::PI;
@@ -102,15 +104,21 @@ impl GameRules for Launcher {
                 let m = Motion::new(DVec3::splat(-3.0), DVec3::splat(3.0), 800.0, 0.6).unwrap();
                 (GRENADE, m, 600.0)
             };
-            let e =
-                EntityState::launched(me + DVec3::new(0.0, 0.0, 20.0), dir, speed, motion, Some(p))
-                    .unwrap()
-                    .with_kind(kind);
+            let e = EntityState::launched(
+                me + DVec3::new(0.0, 0.0, 20.0),
+                dir,
+                speed,
+                motion,
+                Some(id),
+            )
+            .unwrap()
+            .with_kind(kind);
             game.spawn(e, Scope::Near).unwrap();
             let mut set = self.set.lock().unwrap();
-            let launched = set.1.entry(p).or_default();
+            let launched = set.1.entry(id).or_default();
             *launched += 1;
-            game.set_player_state(p, launched, Scope::Everyone).unwrap();
+            game.set_player_state(id, launched, Scope::Everyone)
+                .unwrap();
         }
     }
 }

@@ -3,6 +3,7 @@
 //! limit; malformed bytes are errors, never panics.
 
 use expel_core::mover::MoverState;
+use expel_core::PlayerId;
 use expel_core::{
     CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim, SimScratch, WorldState,
 };
@@ -42,7 +43,8 @@ fn scattered(sim: &Sim, n: u32, seed: u64) -> (WorldState, ChaCha8Rng) {
             rng.gen_range(-900.0..900.0),
             120.0,
         );
-        sim.add_player(&mut w, i, PlayerState::at(p)).unwrap();
+        sim.add_player(&mut w, PlayerId(i), PlayerState::at(p))
+            .unwrap();
     }
     (w, rng)
 }
@@ -107,11 +109,11 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
     let mut dec = SnapshotDecoder::new();
     let mut light = SnapshotDecoder::new();
     light.set_others(false);
-    type Facing = BTreeMap<u32, [u16; 2]>;
+    type Facing = BTreeMap<PlayerId, [u16; 2]>;
     type Sent = (
         u64,
         Vec<u8>,
-        BTreeMap<u32, PlayerState>,
+        BTreeMap<PlayerId, PlayerState>,
         Facing,
         Vec<MoverState>,
     );
@@ -122,19 +124,21 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
         for i in 0..40u32 {
             if rng.gen_bool(0.05) || tick == 0 {
                 cmds.insert(
-                    i,
+                    PlayerId(i),
                     MoveCommand::new(1.0, 0.0, 0.0, rng.gen_range(0.0..360.0), 0.0),
                 );
             }
         }
         sim.step(&mut w, &cmds, &mut s);
         if tick % 2 == 0 {
-            let bytes = enc.encode(&sim, &w, 0, fb(tick), 16, 1200).unwrap();
+            let bytes = enc
+                .encode(&sim, &w, PlayerId(0), fb(tick), 16, 1200)
+                .unwrap();
             max_len = max_len.max(bytes.len());
             total += bytes.len();
-            let truth: BTreeMap<u32, PlayerState> =
+            let truth: BTreeMap<PlayerId, PlayerState> =
                 w.players.iter().map(|(k, v)| (*k, v.state)).collect();
-            let facing: BTreeMap<u32, [u16; 2]> = (w.players.iter())
+            let facing: BTreeMap<PlayerId, [u16; 2]> = (w.players.iter())
                 .map(|(k, v)| (*k, [v.last_command.yaw, v.last_command.pitch]))
                 .collect();
             in_flight.push((w.tick, bytes, truth, facing, w.movers.clone()));
@@ -162,12 +166,18 @@ fn snapshots_decode_to_the_servers_world_through_loss_and_reordering() {
                 assert_eq!(snap.tick, t);
                 let sent = fb(t - 1);
                 assert_eq!(snap.feedback, sent);
-                assert_eq!(snap.own, truth[&0]);
+                assert_eq!(snap.own, truth[&PlayerId(0)]);
                 assert_eq!(snap.players.len(), 16.min(truth.len() - 1));
                 for (id, p) in &snap.players {
-                    assert_shown(p, &truth[id], &truth[&0], &format!("tick {t}: player {id}"));
+                    assert_shown(
+                        p,
+                        &truth[id],
+                        &truth[&PlayerId(0)],
+                        &format!("tick {t}: player {id}"),
+                    );
                     let what = format!("tick {t}: player {id}");
-                    let near = truth[id].origin().distance(truth[&0].origin()) <= EXACT_NEAR;
+                    let near =
+                        truth[id].origin().distance(truth[&PlayerId(0)].origin()) <= EXACT_NEAR;
                     assert_facing(snap.facing[id], facing[id], near, &what);
                 }
                 assert_eq!(
@@ -212,10 +222,10 @@ fn a_clients_players_are_chosen_again_often_at_once_when_it_moves_far_and_leaver
     let mut crowd = Crowd::new(&sim, &w, K);
     let mut cmds = BTreeMap::new();
     // The nearest ids at each snapshot's tick, newest last.
-    let mut nearest: Vec<Vec<u32>> = Vec::new();
+    let mut nearest: Vec<Vec<PlayerId>> = Vec::new();
     let (mut stale, mut teleports, mut joins_shown) = (0, 0, 0);
     // A player who joined near the client, and the snapshots since.
-    let mut joined: Option<(u32, usize)> = None;
+    let mut joined: Option<(PlayerId, usize)> = None;
     let mut out = Vec::new();
     for tick in 0..1200u64 {
         for i in w.players.keys().copied().collect::<Vec<_>>() {
@@ -242,13 +252,14 @@ fn a_clients_players_are_chosen_again_often_at_once_when_it_moves_far_and_leaver
             }
             60 => {
                 let id = 1000 + tick as u32;
-                let p = w.player(0).unwrap().origin() + DVec3::new(20.0, 0.0, 0.0);
-                sim.add_player(&mut w, id, PlayerState::at(p)).unwrap();
-                joined = Some((id, 0));
+                let p = w.player(PlayerId(0)).unwrap().origin() + DVec3::new(20.0, 0.0, 0.0);
+                sim.add_player(&mut w, PlayerId(id), PlayerState::at(p))
+                    .unwrap();
+                joined = Some((PlayerId(id), 0));
                 false
             }
             90 => {
-                let slot = w.players.get_mut(&0).unwrap();
+                let slot = w.players.get_mut(&PlayerId(0)).unwrap();
                 let o = slot.state.origin();
                 let to = DVec3::new(-o.x, -o.y, o.z);
                 slot.state = PlayerState::at(to);
@@ -257,20 +268,27 @@ fn a_clients_players_are_chosen_again_often_at_once_when_it_moves_far_and_leaver
             _ => false,
         };
         crowd.renew(&sim, &w, K);
-        crowd.nearest(0, w.player(0).unwrap().origin(), K, &mut out);
-        let mut ids: Vec<u32> = out.iter().map(|(_, id)| *id).collect();
+        crowd.nearest(
+            PlayerId(0),
+            w.player(PlayerId(0)).unwrap().origin(),
+            K,
+            &mut out,
+        );
+        let mut ids: Vec<PlayerId> = out.iter().map(|(_, id)| *id).collect();
         ids.sort_unstable();
         nearest.push(ids);
-        let bytes = enc.encode_in(&w, &crowd, 0, fb(tick), K, 1200).unwrap();
+        let bytes = enc
+            .encode_in(&w, &crowd, PlayerId(0), fb(tick), K, 1200)
+            .unwrap();
         let snap = dec.decode(&bytes).unwrap().unwrap();
         enc.ack(dec.newest());
         // Nobody who left is shown (the world lookup fails for them).
-        let me = *w.player(0).unwrap();
+        let me = *w.player(PlayerId(0)).unwrap();
         for (id, p) in &snap.players {
             let truth = w.player(*id).unwrap();
             assert_shown(p, truth, &me, &format!("tick {tick}: player {id}"));
         }
-        let shown: Vec<u32> = snap.players.keys().copied().collect();
+        let shown: Vec<PlayerId> = snap.players.keys().copied().collect();
         let now = nearest.len() - 1;
         if teleport {
             assert_eq!(
@@ -281,7 +299,7 @@ fn a_clients_players_are_chosen_again_often_at_once_when_it_moves_far_and_leaver
         }
         // One of the last choices, less those who have left since.
         let back = now.saturating_sub(VIEW_REFRESH as usize - 1);
-        let here = |ids: &Vec<u32>| -> Vec<u32> {
+        let here = |ids: &Vec<PlayerId>| -> Vec<PlayerId> {
             ids.iter()
                 .copied()
                 .filter(|id| w.players.contains_key(id))
@@ -320,24 +338,30 @@ fn a_tiny_datagram_limit_drops_the_farthest_players() {
     let mut w = sim.new_state();
     for i in 0..32u32 {
         let p = DVec3::new(-900.0 + 50.0 * i as f64, -600.0, 40.0);
-        sim.add_player(&mut w, i, PlayerState::at(p)).unwrap();
+        sim.add_player(&mut w, PlayerId(i), PlayerState::at(p))
+            .unwrap();
     }
     let mut enc = SnapshotEncoder::new();
-    assert!(enc.encode(&sim, &w, 0, fb(0), 32, 1200).is_none(), "tick 0");
+    assert!(
+        enc.encode(&sim, &w, PlayerId(0), fb(0), 32, 1200).is_none(),
+        "tick 0"
+    );
     sim.step(&mut w, &BTreeMap::new(), &mut SimScratch::new());
-    let big = enc.encode(&sim, &w, 0, fb(0), 32, 1200).unwrap();
-    let small = enc.encode(&sim, &w, 0, fb(0), 32, 200).unwrap();
+    let big = enc.encode(&sim, &w, PlayerId(0), fb(0), 32, 1200).unwrap();
+    let small = enc.encode(&sim, &w, PlayerId(0), fb(0), 32, 200).unwrap();
     assert!(small.len() <= 200 && small.len() < big.len());
     let mut dec = SnapshotDecoder::new();
     let snap = dec.decode(&small).unwrap().unwrap();
     // The nearest were kept.
-    let ids: Vec<u32> = snap.players.keys().copied().collect();
+    let ids: Vec<PlayerId> = snap.players.keys().copied().collect();
     assert!(
-        !ids.is_empty() && ids.iter().all(|i| *i <= ids.len() as u32),
+        !ids.is_empty() && ids.iter().all(|i| i.0 <= ids.len() as u32),
         "{ids:?}"
     );
-    assert!(enc.encode(&sim, &w, 0, fb(0), 32, 10).is_none());
-    assert!(enc.encode(&sim, &w, 99, fb(0), 32, 1200).is_none());
+    assert!(enc.encode(&sim, &w, PlayerId(0), fb(0), 32, 10).is_none());
+    assert!(enc
+        .encode(&sim, &w, PlayerId(99), fb(0), 32, 1200)
+        .is_none());
 }
 
 #[test]
@@ -345,13 +369,21 @@ fn malformed_bytes_are_errors_never_panics() {
     let mut rng = ChaCha8Rng::seed_from_u64(3);
     let sim = arena_sim();
     let mut w = sim.new_state();
-    sim.add_player(&mut w, 0, PlayerState::at(DVec3::new(0.0, -600.0, 40.0)))
-        .unwrap();
-    sim.add_player(&mut w, 1, PlayerState::at(DVec3::new(60.0, -600.0, 40.0)))
-        .unwrap();
+    sim.add_player(
+        &mut w,
+        PlayerId(0),
+        PlayerState::at(DVec3::new(0.0, -600.0, 40.0)),
+    )
+    .unwrap();
+    sim.add_player(
+        &mut w,
+        PlayerId(1),
+        PlayerState::at(DVec3::new(60.0, -600.0, 40.0)),
+    )
+    .unwrap();
     sim.step(&mut w, &BTreeMap::new(), &mut SimScratch::new());
     let good = SnapshotEncoder::new()
-        .encode(&sim, &w, 0, fb(0), 32, 1200)
+        .encode(&sim, &w, PlayerId(0), fb(0), 32, 1200)
         .unwrap();
     for _ in 0..5000 {
         let mut b: Vec<u8> = if rng.gen_bool(0.5) {

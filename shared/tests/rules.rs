@@ -210,14 +210,14 @@ fn rules_that_place_respawn_and_freeze_players_flag_nobody_in_trusted_mode() {
 /// still hear that it left (once), the others playing on.
 #[test]
 fn the_rules_hear_of_a_player_they_removed_themselves() {
-    let (log, net) = shuffled(MovementAuthority::Server, 6, Some((3, 200)));
-    let gone: Vec<_> = log.left.iter().filter(|(p, _)| *p == 3).collect();
+    let (log, net) = shuffled(MovementAuthority::Server, 6, Some((PlayerId(3), 200)));
+    let gone: Vec<_> = log.left.iter().filter(|(p, _)| *p == PlayerId(3)).collect();
     assert_eq!(gone.len(), 1, "{log:?}");
     assert!(gone[0].1.contains("caught by the rules"), "{gone:?}");
     assert_eq!(log.left.len(), 1, "{log:?}");
     let mut joined = log.joined.clone();
     joined.sort();
-    assert_eq!(joined, vec![1, 2, 3, 4]);
+    assert_eq!(joined, [1, 2, 3, 4].map(PlayerId));
     assert_eq!(
         net.client(2).status(),
         &Status::Ended(End::Kicked {

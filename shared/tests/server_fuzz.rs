@@ -5,6 +5,7 @@
 //! and each bad message is counted or refused. `EXPEL_FUZZ_ITERATIONS` runs it longer.
 
 use expel_core::movement::MoveMode;
+use expel_core::PlayerId;
 use expel_core::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
 use expel_protocol::frame::encode_frame;
 use expel_protocol::server::{ConnId, Event, Output, Server, ServerSettings};
@@ -39,7 +40,7 @@ fn hello(player: u32, nonce: u32) -> Vec<u8> {
     let mut n = [0u8; 16];
     n[..4].copy_from_slice(&nonce.to_le_bytes());
     let grant = Grant {
-        player: player,
+        player: PlayerId(player),
         expires: UNIX + 1_000_000_000,
         nonce: n,
         server: None,

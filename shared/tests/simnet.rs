@@ -5,6 +5,7 @@ use expel_testkit::network::{arena, network, network_with, token};
 
 use expel_core::validate::ViolationKind;
 use expel_core::MoveCommand;
+use expel_core::PlayerId;
 use expel_protocol::client::{Client, ClientSettings, Status};
 use expel_protocol::conditioner::Impairment;
 use expel_protocol::server::{Event, REFUSALS};
@@ -469,7 +470,7 @@ fn cheat_through(
         if out.flagged.is_none() && net.server().stats().violations.iter().any(|n| *n > 0) {
             out.flagged = Some(at);
         }
-        if let Some(p) = net.server().world().player(CHEATER) {
+        if let Some(p) = net.server().world().player(PlayerId(CHEATER)) {
             out.max_server_x = out.max_server_x.max(p.origin().x);
         }
         if let Status::Ended(e) = net.client(cheater).status() {
@@ -478,7 +479,7 @@ fn cheat_through(
             break;
         }
     }
-    let flagged: Vec<u32> = net
+    let flagged: Vec<PlayerId> = net
         .events()
         .iter()
         .filter_map(|e| match e {
@@ -487,7 +488,7 @@ fn cheat_through(
         })
         .collect();
     assert!(
-        flagged.iter().all(|p| *p == CHEATER),
+        flagged.iter().all(|p| *p == PlayerId(CHEATER)),
         "honest players flagged: {flagged:?}"
     );
     let counts = net.server().stats().violations;

@@ -3,6 +3,7 @@
 //! each honest prediction through [`CheatState::apply`] and sends what comes out, as its
 //! claim (trusted-client mode) or its reported prediction (authoritative mode).
 
+use expel_core::PlayerId;
 use expel_core::{MoveCommand, PlayerState, Sim};
 use expel_protocol::predict::Predictor;
 use expel_protocol::{InputMsg, INPUT_REDUNDANCY};
@@ -71,8 +72,9 @@ pub const BACKTRACK_TICKS: (u16, u16) = (10, 24);
 /// Where the swarm's players stand, each bot's own as it predicts it: what a wallshot
 /// cheat is leaked (a swarm colluding, as an ESP would). Filled only while a wallshot
 /// cheater plays ([`leaking`]).
-pub fn leak() -> &'static std::sync::Mutex<BTreeMap<u32, DVec3>> {
-    static LEAK: std::sync::Mutex<BTreeMap<u32, DVec3>> = std::sync::Mutex::new(BTreeMap::new());
+pub fn leak() -> &'static std::sync::Mutex<BTreeMap<PlayerId, DVec3>> {
+    static LEAK: std::sync::Mutex<BTreeMap<PlayerId, DVec3>> =
+        std::sync::Mutex::new(BTreeMap::new());
     &LEAK
 }
 

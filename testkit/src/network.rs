@@ -1,6 +1,7 @@
 //! The simulated network's standard setup: the arena map, the test secret, tokens for
 //! it, and a network of clients connected to a server on virtual time.
 
+use expel_core::PlayerId;
 use expel_core::{CollisionModel, MapData, MoveConfig, Sim};
 use expel_protocol::client::ClientSettings;
 use expel_protocol::conditioner::Impairment;
@@ -42,7 +43,7 @@ pub fn token_with(secret: &[u8], id: u32, expires: u64, n: u8) -> String {
     mint(
         secret,
         &Grant {
-            player: id,
+            player: PlayerId(id),
             expires,
             nonce,
             server: None,

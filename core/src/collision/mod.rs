@@ -165,7 +165,7 @@ pub enum Target {
         feature: Feature,
     },
     /// Another player's box.
-    Player(u32),
+    Player(crate::PlayerId),
 }
 
 /// Where and what a sweep hit.

@@ -277,7 +277,7 @@ fn sweep_polygons_in(
     if dir_len > 0.0 && dir_len.is_finite() && start.is_finite() {
         s.begin(model);
         let q = Query {
-            model: model,
+            model,
             hull,
             start,
             dir,
@@ -391,7 +391,7 @@ pub(super) fn contacts(
         let dir = -n * (max_dist + EXPEL);
         s.begin(model);
         let qy = Query {
-            model: model,
+            model,
             hull,
             start: pos,
             dir,

@@ -31,7 +31,7 @@ pub enum Obstacle {
     /// A mover, by its index in the simulation.
     Mover(u32),
     /// Another player.
-    Player(u32),
+    Player(crate::PlayerId),
 }
 
 impl From<Target> for Obstacle {

@@ -182,6 +182,7 @@ mod tests {
     use crate::geom::{Aabb, EXPEL};
     use crate::movement::{buttons, Collider, MoveCommand, MoveConfig, PlayerState};
     use crate::sim::{PlayerBox, Sim, SimScratch};
+    use crate::PlayerId;
     use crate::{CollisionModel, MapData};
     use glam::DVec3;
     use rand::{Rng, SeedableRng};
@@ -231,7 +232,7 @@ mod tests {
         for _ in 0..500 {
             let boxes: Vec<PlayerBox> = (0..6)
                 .map(|id| PlayerBox {
-                    id,
+                    id: PlayerId(id),
                     bounds: hb.offset(grid(c + (point_in(&mut rng, &cube) - c) * 0.4)),
                 })
                 .collect();
@@ -295,7 +296,7 @@ mod tests {
         for _ in 0..200 {
             let boxes: Vec<PlayerBox> = (0..60)
                 .map(|id| PlayerBox {
-                    id,
+                    id: PlayerId(id),
                     bounds: hull.bounds().offset(point_in(&mut rng, &cube)),
                 })
                 .collect();
@@ -345,7 +346,8 @@ mod tests {
         for id in 0..160u32 {
             let (i, j) = (f64::from(id % 12), f64::from(id / 12));
             let at = centre + DVec3::new(i * 31.5, j * 31.5, rng.gen_range(0.0..40.0));
-            sim.add_player(&mut world, id, PlayerState::at(at)).unwrap();
+            sim.add_player(&mut world, PlayerId(id), PlayerState::at(at))
+                .unwrap();
         }
         let (mut narrow, mut wide, mut step) =
             (SimScratch::new(), SimScratch::new(), SimScratch::new());
@@ -353,7 +355,7 @@ mod tests {
         let mut poses = Vec::new();
         let (mut close, mut all) = (0, 0);
         for _ in 0..120 {
-            let cmds: BTreeMap<u32, MoveCommand> = world
+            let cmds: BTreeMap<PlayerId, MoveCommand> = world
                 .players
                 .keys()
                 .map(|&id| {

@@ -28,6 +28,7 @@
 //! meets and rounding moves a point at most √3/512 units, so the rounding never puts an
 //! entity into solid, and a client that steps the same state gets the same bits.
 
+use super::EntityId;
 use super::{PlayerBox, PlayerId, Sim, SimCollider, SimScratch};
 use crate::collision::hull::Hull;
 use crate::collision::{Contents, Region, Target};
@@ -36,9 +37,6 @@ use crate::mover::Pose;
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
-
-/// An entity's id, unique within a world.
-pub type EntityId = u32;
 
 /// Most impacts one entity makes in one tick.
 pub const CONTACTS_PER_TICK: usize = 8;
@@ -236,7 +234,12 @@ impl EntityState {
             out.extend_from_slice(&v.to_le_bytes());
         }
         out.extend_from_slice(&self.kind.to_le_bytes());
-        out.extend_from_slice(&self.owner.map_or(u64::MAX, u64::from).to_le_bytes());
+        out.extend_from_slice(
+            &self
+                .owner
+                .map_or(u64::MAX, |o| u64::from(o.0))
+                .to_le_bytes(),
+        );
         match &self.motion {
             None => out.push(0),
             Some(m) => {
@@ -428,7 +431,7 @@ pub(super) fn shot(
     }));
     let region = Region::default();
     let mut col = SimCollider {
-        sim: sim,
+        sim,
         mask: Contents::SOLID,
         scratch: &mut s.trace,
         region: &region,

@@ -68,11 +68,9 @@ mod step;
 pub(crate) use collider::SimCollider;
 use players::{entangled, overlapping_pairs, PlayerGrid};
 
-pub use entity::{EntityId, EntityState, EntityTick, Impact, Motion, MotionError, Struck};
+pub use crate::id::{EntityId, PlayerId};
+pub use entity::{EntityState, EntityTick, Impact, Motion, MotionError, Struck};
 pub use history::{History, ShotView};
-
-/// A player's id, unique within a world.
-pub type PlayerId = u32;
 
 /// How far outside the map's solid bounds a player may go before it is respawned.
 pub const OUT_OF_BOUNDS_MARGIN: f64 = 1024.0;
@@ -168,12 +166,12 @@ impl WorldState {
             bytes.extend_from_slice(&s.timer.to_le_bytes());
         }
         for (id, p) in &self.players {
-            bytes.extend_from_slice(&id.to_le_bytes());
+            bytes.extend_from_slice(&id.0.to_le_bytes());
             p.state.hash_bytes(&mut bytes);
         }
         // After the players, so a world without entities hashes as it always did.
         for (id, e) in &self.entities {
-            bytes.extend_from_slice(&id.to_le_bytes());
+            bytes.extend_from_slice(&id.0.to_le_bytes());
             e.hash_bytes(&mut bytes);
         }
         fnv1a(&bytes)
@@ -527,7 +525,7 @@ impl Sim {
         let at = if self.spawns.is_empty() {
             self.map.bounds().center()
         } else {
-            self.spawns[id as usize % self.spawns.len()]
+            self.spawns[id.0 as usize % self.spawns.len()]
         };
         let mut s = PlayerState::at(if in_range(at) { at } else { DVec3::ZERO });
         s.mode = mode;
@@ -570,7 +568,7 @@ impl Sim {
         let mut scratch = TraceScratch::new();
         for ring in 0..=JOIN_RINGS {
             for k in 0..n {
-                let spawn = self.spawns[(id as usize).wrapping_add(k) % n];
+                let spawn = self.spawns[(id.0 as usize).wrapping_add(k) % n];
                 if !in_range(spawn) {
                     continue;
                 }

@@ -640,6 +640,7 @@ impl Validator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::PlayerId;
 
     fn input(first: u64, n: usize) -> Commands<'static> {
         // Idle commands, leaked: a test helper, a few bytes per call.
@@ -794,9 +795,9 @@ mod tests {
         others: &[(u32, PlayerState)],
     ) -> crate::WorldState {
         let mut w = sim.new_state();
-        sim.add_player(&mut w, 1, state).unwrap();
+        sim.add_player(&mut w, PlayerId(1), state).unwrap();
         for (id, o) in others {
-            sim.add_player(&mut w, *id, *o).unwrap();
+            sim.add_player(&mut w, PlayerId(*id), *o).unwrap();
         }
         w.tick = tick;
         w
@@ -810,12 +811,12 @@ mod tests {
         let server = at(0.0);
         // Predicted 6 ticks after the snapshot it acknowledged: a bump by another player
         // parts the paths by a few units, within reach.
-        v.report(&sim, 1, 100, &at(40.0), 94, || None);
+        v.report(&sim, PlayerId(1), 100, &at(40.0), 94, || None);
         assert!(v
             .claim(
                 &sim,
                 &world(&sim, 100, server, &[]),
-                1,
+                PlayerId(1),
                 &at(40.0),
                 true,
                 None
@@ -825,19 +826,26 @@ mod tests {
         // claims to widen its own bound.
         let mut fast = at(400.0);
         fast.set_velocity(glam::DVec3::new(1.0e5, 0.0, 0.0));
-        v.report(&sim, 1, 101, &fast, 95, || None);
-        let f = v.claim(&sim, &world(&sim, 101, server, &[]), 1, &fast, true, None);
+        v.report(&sim, PlayerId(1), 101, &fast, 95, || None);
+        let f = v.claim(
+            &sim,
+            &world(&sim, 101, server, &[]),
+            PlayerId(1),
+            &fast,
+            true,
+            None,
+        );
         assert!(f.is_some_and(|f| f.kind == ViolationKind::Divergence));
         // A respawn since the snapshot: the server moved the player by a rule no
         // prediction follows.
         let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
         v.relocated(97);
-        v.report(&sim, 1, 101, &at(900.0), 95, || None);
+        v.report(&sim, PlayerId(1), 101, &at(900.0), 95, || None);
         assert!(v
             .claim(
                 &sim,
                 &world(&sim, 101, server, &[]),
-                1,
+                PlayerId(1),
                 &at(900.0),
                 true,
                 None
@@ -853,12 +861,17 @@ mod tests {
         let b = PlayerState::at(glam::DVec3::new(1.0, 0.0, 24.0));
         let alone = |t| world(&sim, t, a, &[]);
         for t in 1..100 {
-            assert!(v.claim(&sim, &alone(t), 1, &b, false, None).is_none());
+            assert!(v
+                .claim(&sim, &alone(t), PlayerId(1), &b, false, None)
+                .is_none());
         }
-        assert!(v.claim(&sim, &alone(100), 1, &a, false, None).is_none());
+        assert!(v
+            .claim(&sim, &alone(100), PlayerId(1), &a, false, None)
+            .is_none());
         for t in 101..400 {
             assert!(
-                v.claim(&sim, &alone(t), 1, &b, true, None).is_none(),
+                v.claim(&sim, &alone(t), PlayerId(1), &b, true, None)
+                    .is_none(),
                 "contact explains it"
             );
         }
@@ -868,11 +881,12 @@ mod tests {
         for t in 400..700 {
             let w = world(&sim, t, a, &[(2, crowd)]);
             assert!(
-                v.claim(&sim, &w, 1, &b, false, None).is_none(),
+                v.claim(&sim, &w, PlayerId(1), &b, false, None).is_none(),
                 "a neighbour explains it"
             );
         }
-        let flagged = (700..1000).find_map(|t| v.claim(&sim, &alone(t), 1, &b, false, None));
+        let flagged =
+            (700..1000).find_map(|t| v.claim(&sim, &alone(t), PlayerId(1), &b, false, None));
         assert!(flagged
             .as_ref()
             .is_some_and(|f| f.tick == 820 && f.kind == ViolationKind::Divergence));
@@ -902,20 +916,24 @@ mod tests {
         let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
         // 900 units from the server's state, but exactly what the client predicts (the
         // jump from its previous report too).
-        assert!(v.report(&sim, 1, 100, &at(0.0), 94, || None).is_none());
         assert!(v
-            .report(&sim, 1, 101, &at(900.0), 94, || Some(at(900.0)))
+            .report(&sim, PlayerId(1), 100, &at(0.0), 94, || None)
+            .is_none());
+        assert!(v
+            .report(&sim, PlayerId(1), 101, &at(900.0), 94, || Some(at(900.0)))
             .is_none());
         for t in 101..400 {
             let w = world(&sim, t, server, &[]);
             assert!(v
-                .claim(&sim, &w, 1, &at(900.0), false, Some(&at(900.0)))
+                .claim(&sim, &w, PlayerId(1), &at(900.0), false, Some(&at(900.0)))
                 .is_none());
         }
         // The same jump with a prediction that does not make it.
         let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
-        assert!(v.report(&sim, 1, 100, &at(0.0), 94, || None).is_none());
-        let f = v.report(&sim, 1, 101, &at(900.0), 94, || Some(at(0.0)));
+        assert!(v
+            .report(&sim, PlayerId(1), 100, &at(0.0), 94, || None)
+            .is_none());
+        let f = v.report(&sim, PlayerId(1), 101, &at(900.0), 94, || Some(at(0.0)));
         assert!(f.is_some_and(|f| f.kind == ViolationKind::Teleport));
         // 60 units from its own prediction, next to another player and in contact: a
         // teleport all the same, flagged once a second.
@@ -923,7 +941,7 @@ mod tests {
         let flags: Vec<u64> = (100..400)
             .filter_map(|t| {
                 let w = world(&sim, t, server, &crowd);
-                v.claim(&sim, &w, 1, &at(60.0), true, Some(&at(0.0)))
+                v.claim(&sim, &w, PlayerId(1), &at(60.0), true, Some(&at(0.0)))
             })
             .inspect(|f| assert_eq!(f.kind, ViolationKind::Teleport))
             .map(|f| f.tick)
@@ -935,7 +953,7 @@ mod tests {
         for t in 100..400 {
             let w = world(&sim, t, server, &[]);
             assert!(v
-                .claim(&sim, &w, 1, &at(5.0), true, Some(&at(0.0)))
+                .claim(&sim, &w, PlayerId(1), &at(5.0), true, Some(&at(0.0)))
                 .is_none());
         }
     }
@@ -954,7 +972,7 @@ mod tests {
         let named = |claimed: PlayerState| {
             let mut v = Validator::new(ValidationConfig::for_tick_rate(60));
             let w = world(&sim, 100, own, &[]);
-            v.claim(&sim, &w, 1, &claimed, false, Some(&own))
+            v.claim(&sim, &w, PlayerId(1), &claimed, false, Some(&own))
                 .map(|f| f.kind)
         };
         // Twice the top speed, and the distance it makes.

@@ -556,7 +556,7 @@ pub struct ClaimValidator {
 }
 
 /// The player id the standalone validator uses (as `expel sim` does).
-const SOLO: PlayerId = 0;
+const SOLO: PlayerId = PlayerId(0);
 
 impl ClaimValidator {
     /// A player starting at `start`.

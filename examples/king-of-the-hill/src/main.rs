@@ -94,7 +94,7 @@ pub(crate) async fn play(seconds: f64, clients: u32) -> Result<Vec<Seen>, Box<dy
     let rules = KingOfTheHill::default();
     let server = Server::builder(Map::arena()?).rules(rules).start().await?;
     let mut players = Vec::new();
-    for id in 1..=clients {
+    for id in (1..=clients).map(PlayerId) {
         let token = server.token(id, Duration::from_secs(60));
         let trust = Trust::Fingerprint(server.fingerprint.clone());
         let s = connect(server.addr, &ConnectOptions::new(token, trust)).await?;

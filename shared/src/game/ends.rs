@@ -203,7 +203,7 @@ mod tests {
     fn start(born: u64) -> EntityStart {
         EntityStart {
             kind: 1,
-            owner: Some(3),
+            owner: Some(PlayerId(3)),
             born,
             from: [0; 3],
         }
@@ -211,7 +211,7 @@ mod tests {
 
     #[test]
     fn a_wire_end_reads_back_to_the_unit_and_refuses_what_it_cannot_place() {
-        let mut e = end(5, 100);
+        let mut e = end(EntityId(5), 100);
         e.at = [256 * 700 + 100, -256 * 3 - 200, 5];
         e.start = Some(start(99));
         let told = e.rounded();
@@ -244,11 +244,11 @@ mod tests {
     #[test]
     fn each_end_is_taken_once_in_bounded_memory() {
         let mut seen = EndsSeen::default();
-        let e = end(1, 10);
+        let e = end(EntityId(1), 10);
         assert!(seen.first(&e));
         assert!(!seen.first(&e));
         for i in 0..10_000 {
-            seen.first(&end(100 + i, 10));
+            seen.first(&end(EntityId(100 + i), 10));
         }
         assert!(seen.seen.len() <= SEEN_KEPT && seen.order.len() <= SEEN_KEPT);
     }

@@ -164,7 +164,7 @@ impl Launched {
         self.out.clear();
         launcher.launch(sim, t, predictor.id(), before, cmd, &mut self.out);
         for e in self.out.drain(..) {
-            if self.flights.len() >= MAX_FLIGHTS || Sim::validate_entity(0, &e).is_err() {
+            if self.flights.len() >= MAX_FLIGHTS || Sim::validate_entity(EntityId(0), &e).is_err() {
                 continue;
             }
             let local = self.next_local;
@@ -228,7 +228,7 @@ impl Launched {
             if last >= t || f.end.is_some() {
                 continue;
             }
-            let id = f.twin.unwrap_or(0);
+            let id = f.twin.unwrap_or(EntityId(0));
             let next = sim.entity_tick(id, &e, &self.poses, players, &mut self.scratch);
             f.path.insert(t, next.entity);
             while f.path.len() > 1
@@ -443,7 +443,7 @@ fn correct(
         };
         sim.poses(movers, poses);
         now = sim
-            .entity_tick(f.twin.unwrap_or(0), &now, poses, &[], scratch)
+            .entity_tick(f.twin.unwrap_or(EntityId(0)), &now, poses, &[], scratch)
             .entity;
         f.path.insert(t, now);
     }

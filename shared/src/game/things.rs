@@ -134,7 +134,7 @@ mod tests {
             cause: EndCause::Impact(Struck::World),
             start: start.then_some(EntityStart {
                 kind: 3,
-                owner: Some(1),
+                owner: Some(PlayerId(1)),
                 born: 9,
                 from: [0; 3],
             }),
@@ -145,16 +145,18 @@ mod tests {
     fn a_brief_entity_is_told_started_then_ended_once_and_an_end_of_nothing_is_refused() {
         let (mut things, mut events, mut counts) =
             (Things::default(), VecDeque::new(), EndCounts::default());
-        let brief = end(5, true);
+        let brief = end(EntityId(5), true);
         things.take(
-            &snap(10, vec![brief, end(6, false)]),
+            &snap(10, vec![brief, end(EntityId(6), false)]),
             &mut events,
             &mut counts,
         );
         // Sent again (not yet acknowledged): taken once.
         things.take(&snap(12, vec![brief]), &mut events, &mut counts);
         let got: Vec<_> = events.drain(..).collect();
-        assert!(matches!(got[0], ClientEvent::EntitySpawned { id: 5, entity } if entity.kind == 3));
+        assert!(
+            matches!(got[0], ClientEvent::EntitySpawned { id: EntityId(5), entity } if entity.kind == 3)
+        );
         assert_eq!(got[1], ClientEvent::EntityEnded { end: brief });
         assert_eq!(got.len(), 2, "{got:?}");
         assert_eq!(
@@ -173,12 +175,22 @@ mod tests {
         let (mut things, mut events, mut counts) =
             (Things::default(), VecDeque::new(), EndCounts::default());
         let mut shown = snap(8, Vec::new());
-        shown.entities.insert(6, EntityView::default());
+        shown.entities.insert(EntityId(6), EntityView::default());
         things.take(&shown, &mut events, &mut counts);
-        things.take(&snap(10, vec![end(6, false)]), &mut events, &mut counts);
+        things.take(
+            &snap(10, vec![end(EntityId(6), false)]),
+            &mut events,
+            &mut counts,
+        );
         let got: Vec<_> = events.drain(..).collect();
-        assert!(matches!(got[0], ClientEvent::EntitySpawned { id: 6, .. }));
-        assert!(matches!(got[1], ClientEvent::EntityEnded { end } if end.id == 6));
+        assert!(matches!(
+            got[0],
+            ClientEvent::EntitySpawned {
+                id: EntityId(6),
+                ..
+            }
+        ));
+        assert!(matches!(got[1], ClientEvent::EntityEnded { end } if end.id == EntityId(6)));
         assert_eq!(got.len(), 2, "{got:?}");
         assert_eq!(counts.unknown, 0);
     }

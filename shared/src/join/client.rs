@@ -151,11 +151,12 @@ pub(crate) fn build_sim(map: &[u8], welcome: &Welcome) -> Result<Arc<Sim>, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use expel_core::PlayerId;
     use std::time::Duration;
 
     fn welcome(map: &[u8], sending_map: bool) -> Welcome {
         Welcome {
-            player: 1,
+            player: PlayerId(1),
             snapshot_rate: 30,
             input_rate: 60,
             config: expel_core::MoveConfig::default(),

@@ -134,7 +134,7 @@ mod tests {
 
     fn signed(secret: &[u8], player_id: u32, nonce: u8) -> String {
         let grant = Grant {
-            player: player_id,
+            player: PlayerId(player_id),
             expires: UNIX + 60,
             nonce: [nonce; 16],
             server: None,
@@ -186,11 +186,11 @@ mod tests {
         assert_eq!(code(r), Code::TokenForged);
         // Refused while full or while its player is in: the token stays good.
         assert_eq!(code(door.admit(house, knock(&t, 2), free)), Code::Full);
-        let in_use = |id| id == 7;
+        let in_use = |id| id == PlayerId(7);
         let r = door.admit(house, knock(&t, 0), in_use);
         assert_eq!(code(r), Code::PlayerInUse);
         let grant = door.admit(house, knock(&t, 1), free).expect("admitted");
-        assert_eq!(grant.player, 7);
+        assert_eq!(grant.player, PlayerId(7));
         // Spent.
         let again = door.admit(house, knock(&t, 0), free);
         assert_eq!(code(again), Code::TokenReplayed);

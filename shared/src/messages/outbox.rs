@@ -113,10 +113,10 @@ mod tests {
     fn turns_go_round_the_senders_whatever_their_ids_and_rates() {
         let mut o = Outbox::default();
         for _ in 0..100 {
-            o.push(Sender::Player(0), Channel::Reliable, 0, vec![0]);
-            o.push(Sender::Player(1), Channel::Reliable, 0, vec![1]);
+            o.push(Sender::Player(PlayerId(0)), Channel::Reliable, 0, vec![0]);
+            o.push(Sender::Player(PlayerId(1)), Channel::Reliable, 0, vec![1]);
         }
-        o.push(Sender::Player(9), Channel::Reliable, 0, vec![9]);
+        o.push(Sender::Player(PlayerId(9)), Channel::Reliable, 0, vec![9]);
         o.push(Sender::Game, Channel::Reliable, 0, vec![7]);
         // The two floods were cut to their share of the queue.
         assert_eq!(o.len(), 2 * SHARE_QUEUE + 2);
@@ -126,9 +126,9 @@ mod tests {
             first,
             [
                 Sender::Game,
-                Sender::Player(0),
-                Sender::Player(1),
-                Sender::Player(9)
+                Sender::Player(PlayerId(0)),
+                Sender::Player(PlayerId(1)),
+                Sender::Player(PlayerId(9))
             ]
         );
         // Then the floods alternate, the allowance a message at a time.
@@ -136,28 +136,39 @@ mod tests {
         assert_eq!(
             next,
             [
-                Sender::Player(0),
-                Sender::Player(1),
-                Sender::Player(0),
-                Sender::Player(1)
+                Sender::Player(PlayerId(0)),
+                Sender::Player(PlayerId(1)),
+                Sender::Player(PlayerId(0)),
+                Sender::Player(PlayerId(1))
             ]
         );
         // A newcomer waits at most one round.
-        o.push(Sender::Player(5), Channel::Reliable, 0, vec![5]);
+        o.push(Sender::Player(PlayerId(5)), Channel::Reliable, 0, vec![5]);
         let round = drain(&mut o, 3);
-        assert!(round.contains(&Sender::Player(5)), "{round:?}");
+        assert!(round.contains(&Sender::Player(PlayerId(5))), "{round:?}");
     }
 
     #[test]
     fn a_spent_allowance_keeps_the_turn_and_the_message() {
         let mut o = Outbox::default();
-        o.push(Sender::Player(3), Channel::Unreliable, 4, vec![1, 2, 3]);
+        o.push(
+            Sender::Player(PlayerId(3)),
+            Channel::Unreliable,
+            4,
+            vec![1, 2, 3],
+        );
         assert!(o.next(|_, _| None::<()>).is_none());
         assert_eq!(o.len(), 1);
         let (s, c, t, b, n) = o.next(|_, b| (b.len() == 3).then_some(7)).unwrap();
         assert_eq!(
             (s, c, t, b, n),
-            (Sender::Player(3), Channel::Unreliable, 4, vec![1, 2, 3], 7)
+            (
+                Sender::Player(PlayerId(3)),
+                Channel::Unreliable,
+                4,
+                vec![1, 2, 3],
+                7
+            )
         );
         assert!(o.is_empty());
     }

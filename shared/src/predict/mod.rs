@@ -10,6 +10,7 @@ pub(super) mod replay;
 use crate::snapshot::Snapshot;
 use expel_core::mover::MoverState;
 use expel_core::sim::PlayerSlot;
+use expel_core::PlayerId;
 use expel_core::{Aabb, MoveCommand, PlayerState, Sim, SimScratch, WorldState};
 use glam::DVec3;
 use std::collections::BTreeMap;
@@ -41,7 +42,7 @@ pub struct PredictStats {
 /// The client's own player, predicted.
 pub struct Predictor {
     sim: Arc<Sim>,
-    id: u32,
+    id: PlayerId,
     /// Commands by the tick they are for.
     commands: BTreeMap<u64, MoveCommand>,
     /// Own state predicted after each tick.
@@ -74,7 +75,7 @@ pub struct Predictor {
 
 impl Predictor {
     /// A predictor for player `id`; the world starts empty until the first snapshot.
-    pub fn new(sim: Arc<Sim>, id: u32) -> Predictor {
+    pub fn new(sim: Arc<Sim>, id: PlayerId) -> Predictor {
         let world = sim.new_state();
         Predictor {
             movers: world.movers.clone(),
@@ -427,7 +428,7 @@ impl Predictor {
     }
 
     /// The player predicted.
-    pub fn id(&self) -> u32 {
+    pub fn id(&self) -> PlayerId {
         self.id
     }
 
@@ -468,7 +469,7 @@ impl Predictor {
 /// it holds with the snapshot's already merged in.
 pub(crate) fn seen_world(
     snap: &Snapshot,
-    me: u32,
+    me: PlayerId,
     movers: Vec<MoverState>,
     others: bool,
 ) -> WorldState {
@@ -476,7 +477,7 @@ pub(crate) fn seen_world(
         state,
         last_command: MoveCommand::default(),
     };
-    let mut players: BTreeMap<u32, PlayerSlot> = snap
+    let mut players: BTreeMap<PlayerId, PlayerSlot> = snap
         .players
         .iter()
         .filter(|_| others)
@@ -497,7 +498,7 @@ pub(crate) fn seen_world(
 /// that checks what a client reports. `None` when `me` is not in the world.
 pub fn replay(
     sim: &Sim,
-    me: u32,
+    me: PlayerId,
     snap: &Snapshot,
     mut movers: Vec<MoverState>,
     commands: &[MoveCommand],
@@ -550,8 +551,8 @@ mod tests {
         let mut world = sim.new_state();
         let players = 24u32;
         for id in 1..=players {
-            let p = sim.join_state(&world, id, MoveMode::Walk);
-            sim.add_player(&mut world, id, p).unwrap();
+            let p = sim.join_state(&world, PlayerId(id), MoveMode::Walk);
+            sim.add_player(&mut world, PlayerId(id), p).unwrap();
         }
         // Player i's command for tick t: a heading per second, some jumps and crouches;
         // half the players stop now and then (so some stand still between snapshots).
@@ -573,17 +574,18 @@ mod tests {
             }
             c
         };
-        let mut skip = Predictor::new(sim.clone(), 1);
-        let mut replay = Predictor::new(sim.clone(), 1);
+        let mut skip = Predictor::new(sim.clone(), PlayerId(1));
+        let mut replay = Predictor::new(sim.clone(), PlayerId(1));
         replay.always_replay = true;
-        let mut light = Predictor::new(sim.clone(), 1);
+        let mut light = Predictor::new(sim.clone(), PlayerId(1));
         light.set_light(true);
         let mut scratch = SimScratch::new();
         let mut history = vec![world.clone()];
         let lead = 9; // the client's commands run this many ticks ahead of the server
         for t in 1..=1800u64 {
-            let cmds: BTreeMap<u32, MoveCommand> =
-                (1..=players).map(|i| (i, command(i, t))).collect();
+            let cmds: BTreeMap<PlayerId, MoveCommand> = (1..=players)
+                .map(|i| (PlayerId(i), command(i, t)))
+                .collect();
             sim.step(&mut world, &cmds, &mut scratch);
             history.push(world.clone());
             for p in [&mut skip, &mut replay] {
@@ -596,11 +598,11 @@ mod tests {
                 let snap = Snapshot {
                     tick: w.tick,
                     feedback: Default::default(),
-                    own: w.players[&1].state,
+                    own: w.players[&PlayerId(1)].state,
                     players: w
                         .players
                         .iter()
-                        .filter(|(id, _)| **id != 1)
+                        .filter(|(id, _)| **id != PlayerId(1))
                         .map(|(id, p)| (*id, p.state))
                         .collect(),
                     facing: BTreeMap::new(),
@@ -621,7 +623,11 @@ mod tests {
                 let b = replay.snapshot(&snap);
                 assert_eq!(a, b, "correction at tick {t}");
                 assert_eq!(skip.predicted, replay.predicted, "predictions at tick {t}");
-                assert_eq!(skip.world.players[&1], replay.world.players[&1], "tick {t}");
+                assert_eq!(
+                    skip.world.players[&PlayerId(1)],
+                    replay.world.players[&PlayerId(1)],
+                    "tick {t}"
+                );
                 assert_eq!(skip.world.movers, replay.world.movers, "tick {t}");
                 assert_eq!(light.snapshot(&snap), None);
                 assert_eq!(light.state(), Some(snap.own), "light, tick {t}");

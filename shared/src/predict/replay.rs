@@ -214,7 +214,16 @@ mod tests {
         let mut stats = Counted::default();
         let state = PlayerState::default();
         let mut run = |r: &mut Replayer, ack: u64, tick: u64| {
-            r.own_prediction(&sim, 1, (&enc, &log), ack, tick, &state, &[], &mut stats)
+            r.own_prediction(
+                &sim,
+                PlayerId(1),
+                (&enc, &log),
+                ack,
+                tick,
+                &state,
+                &[],
+                &mut stats,
+            )
         };
         r.renew(10); // 130 ticks
         for (ack, tick) in [(100, 200), (150, 180), (190, 200), (0, 5), (9, 9)] {

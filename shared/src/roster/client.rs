@@ -60,26 +60,35 @@ mod tests {
         let mut r = Roster::default();
         let mut events = VecDeque::new();
         let changes = vec![
-            RosterChange::Joined(1),
-            RosterChange::Joined(2),
-            RosterChange::Joined(3),
-            RosterChange::Joined(2),
-            RosterChange::Left(3),
-            RosterChange::Left(9),
+            RosterChange::Joined(PlayerId(1)),
+            RosterChange::Joined(PlayerId(2)),
+            RosterChange::Joined(PlayerId(3)),
+            RosterChange::Joined(PlayerId(2)),
+            RosterChange::Left(PlayerId(3)),
+            RosterChange::Left(PlayerId(9)),
         ];
-        r.apply(Some(1), changes, &mut events).unwrap();
-        assert_eq!(r.players().iter().copied().collect::<Vec<_>>(), vec![2]);
+        r.apply(Some(PlayerId(1)), changes, &mut events).unwrap();
+        assert_eq!(
+            r.players().iter().copied().collect::<Vec<_>>(),
+            vec![PlayerId(2)]
+        );
         assert_eq!(
             Vec::from(events),
             vec![
-                ClientEvent::PlayerJoined { player: 2 },
-                ClientEvent::PlayerJoined { player: 3 },
-                ClientEvent::PlayerLeft { player: 3 },
+                ClientEvent::PlayerJoined {
+                    player: PlayerId(2)
+                },
+                ClientEvent::PlayerJoined {
+                    player: PlayerId(3)
+                },
+                ClientEvent::PlayerLeft {
+                    player: PlayerId(3)
+                },
             ]
         );
         let mut events = VecDeque::new();
         let flood = (10..10 + MAX_ROSTER as u32 + 1)
-            .map(RosterChange::Joined)
+            .map(|p| RosterChange::Joined(PlayerId(p)))
             .collect();
         assert!(r.apply(None, flood, &mut events).is_err());
     }

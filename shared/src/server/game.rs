@@ -403,9 +403,9 @@ impl Game<'_> {
         // Ids are not reused while one is in the world (a wrap skips those in use).
         let mut id = hosted.next_entity;
         while world.entities.contains_key(&id) {
-            id = id.wrapping_add(1);
+            id = EntityId(id.0.wrapping_add(1));
         }
-        hosted.next_entity = id.wrapping_add(1);
+        hosted.next_entity = EntityId(id.0.wrapping_add(1));
         expel_core::Sim::validate_entity(id, &entity)?;
         world.entities.insert(id, entity);
         // The rules run before the tick they are given is stepped: the entity's first.
@@ -584,10 +584,7 @@ pub(super) fn with_rules(
         return;
     };
     server.game.running = true;
-    let mut game = Game {
-        server: server,
-        now,
-    };
+    let mut game = Game { server, now };
     f(rules.as_mut(), &mut game);
     while let Some(n) = game.server.game.notices.pop_front() {
         match n {

@@ -310,7 +310,7 @@ impl Server {
             self.settings.interest,
             self.settings.movement == MovementAuthority::Client,
         );
-        if !(self.players.keys()).any(|id| (tick + u64::from(*id)) % every < span) {
+        if !(self.players.keys()).any(|id| (tick + u64::from(id.0)) % every < span) {
             return;
         }
         let crowd = match &mut self.crowd {
@@ -331,7 +331,7 @@ impl Server {
         let mut due: Vec<(&PlayerId, &mut Player)> = self
             .players
             .iter_mut()
-            .filter(|(id, _)| (tick + u64::from(**id)) % every < span)
+            .filter(|(id, _)| (tick + u64::from(id.0)) % every < span)
             .collect();
         let (world, conns) = (&self.world, &self.conns);
         // Each client's snapshot from its own encoder: independent, so the workers may

@@ -288,22 +288,22 @@ impl Crowd {
             let shown = match scope {
                 _ if *id == me => true,
                 Scope::Owner => false,
-                Scope::Near => scene.players.get(*id).is_some(),
-                Scope::Everyone if scene.players.get(*id).is_some() => true,
+                Scope::Near => scene.players.get(id.0).is_some(),
+                Scope::Everyone if scene.players.get(id.0).is_some() => true,
                 Scope::Everyone => {
                     extra += 1;
                     extra <= ENTITY_BUDGET
                 }
             };
             if shown {
-                scene.player_states.0.push((*id, *f));
+                scene.player_states.0.push((id.0, *f));
             }
         }
         scene.entity_states.0.clear();
         let mut states = self.entity_states.iter().peekable();
         for (id, _) in &scene.entities.0 {
-            while states.next_if(|(s, _)| s < id).is_some() {}
-            if let Some((_, f)) = states.next_if(|(s, _)| s == id) {
+            while states.next_if(|(s, _)| s.0 < *id).is_some() {}
+            if let Some((_, f)) = states.next_if(|(s, _)| s.0 == *id) {
                 scene.entity_states.0.push((*id, *f));
             }
         }
@@ -368,7 +368,7 @@ impl Crowd {
                 continue;
             }
             let mut end = e.end;
-            if held.get(end.id).is_none() {
+            if held.get(end.id.0).is_none() {
                 end.start = Some(e.start);
             }
             out.push(end);
@@ -409,8 +409,8 @@ impl Crowd {
         let r2 = ENTITY_INTEREST_RADIUS * ENTITY_INTEREST_RADIUS;
         let mut helds = held.0.iter().peekable();
         for (i, e) in self.entities.iter().enumerate() {
-            while helds.next_if(|(h, _)| *h < e.id).is_some() {}
-            let kept = helds.next_if(|(h, _)| *h == e.id).is_some();
+            while helds.next_if(|(h, _)| *h < e.id.0).is_some() {}
+            let kept = helds.next_if(|(h, _)| *h == e.id.0).is_some();
             let d2 = e.at.distance_squared(o);
             let d2 = if kept { d2 * 0.25 } else { d2 };
             let key = match e.scope {
@@ -437,7 +437,7 @@ impl Crowd {
                 // Only its owner matches a prediction by the tick it was spawned for.
                 fields[6] = 0;
             }
-            (e.id, fields)
+            (e.id.0, fields)
         }));
     }
 }

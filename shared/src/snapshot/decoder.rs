@@ -23,16 +23,16 @@ pub(super) fn ids_from_gaps<'a>(
 }
 
 /// Field lists as typed entities, refusing out-of-range values.
-pub(super) fn typed<const N: usize, T>(
+pub(super) fn typed<const N: usize, K: From<u32> + Ord, T>(
     fields: &Entities<N>,
     from: fn(&[i64; N]) -> Option<T>,
     what: &str,
-) -> Result<BTreeMap<u32, T>, ProtocolError> {
+) -> Result<BTreeMap<K, T>, ProtocolError> {
     fields
         .iter()
         .map(|(id, f)| {
             from(f)
-                .map(|t| (id, t))
+                .map(|t| (K::from(id), t))
                 .ok_or_else(|| out_of_range(what, id))
         })
         .collect()
@@ -67,14 +67,14 @@ pub struct Snapshot {
     /// The client's own state.
     pub own: PlayerState,
     /// Other players in view.
-    pub players: BTreeMap<u32, PlayerState>,
+    pub players: BTreeMap<PlayerId, PlayerState>,
     /// The way each of them faces: yaw and pitch as in its newest command
     /// ([`MoveCommand`](expel_core::MoveCommand)'s units).
-    pub facing: BTreeMap<u32, [u16; 2]>,
+    pub facing: BTreeMap<PlayerId, [u16; 2]>,
     /// Each of them's teleports' count (its low byte): a change between two snapshots
     /// says it went from one place to the other at once (a respawn, a place by the rules),
     /// and is drawn so, never slid between.
-    pub leaps: BTreeMap<u32, u8>,
+    pub leaps: BTreeMap<PlayerId, u8>,
     /// Our own player's teleports' count, the same way.
     pub own_leaps: u8,
     /// Movers in view, by index.
@@ -179,7 +179,10 @@ impl SnapshotDecoder {
             ])
         };
         let ends = (msg.game.ends.iter())
-            .map(|w| w.end(msg.tick, held(w.id())).filter(|e| e.tick < msg.tick))
+            .map(|w| {
+                w.end(msg.tick, held(w.id().0))
+                    .filter(|e| e.tick < msg.tick)
+            })
             .collect::<Option<Vec<EntityEnd>>>()
             .ok_or_else(|| ProtocolError::Invalid {
                 what: "snapshot",

@@ -65,7 +65,7 @@ fn refresh_turn(me: PlayerId, written: u64) -> bool {
 /// An id's bits mixed (Fibonacci hashing), for turns drawn from it: ids of one snapshot
 /// parity, or in one run, spread over every turn.
 fn mixed(id: PlayerId) -> u64 {
-    u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32
+    u64::from(id.0).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32
 }
 
 impl SnapshotEncoder {
@@ -90,7 +90,13 @@ impl SnapshotEncoder {
     /// The other players snapshot `tick` showed, in id order, while it is held.
     pub fn showed(&self, tick: u64) -> Option<impl Iterator<Item = PlayerId> + '_> {
         let i = self.sent(tick)?;
-        Some(self.history[i].players.0.iter().map(|(id, _)| *id))
+        Some(
+            self.history[i]
+                .players
+                .0
+                .iter()
+                .map(|(id, _)| PlayerId(*id)),
+        )
     }
 
     /// Where the scene of `tick` is in the history. Acknowledgements are of the last few
@@ -119,7 +125,7 @@ impl SnapshotEncoder {
             let then = later.and_then(player_from);
             let leaps = |f: &PlayerFields| flags_from(f[PLAYER_FLAGS]).map_or(0, |(_, n)| n);
             let k = interp::leapt(Some(&leaps(f)), later.map(leaps).as_ref(), view.fraction());
-            out.extend(drawn_between(sim, id, &at, then.as_ref(), k));
+            out.extend(drawn_between(sim, PlayerId(id), &at, then.as_ref(), k));
         }
         true
     }
@@ -243,7 +249,7 @@ impl SnapshotEncoder {
                     last.players
                         .0
                         .iter()
-                        .filter_map(|(id, _)| crowd.index_of(*id)),
+                        .filter_map(|(id, _)| crowd.index_of(PlayerId(*id))),
                 );
                 view.generation = crowd.generation;
             }
@@ -385,7 +391,10 @@ impl Fit<'_> {
                 (squeeze, least_held(near_only, share))
             };
             scene.players.0.clear();
-            (scene.players.0).extend(chosen.iter().map(|&i| self.crowd.players[i as usize]));
+            (scene.players.0).extend(chosen.iter().map(|&i| {
+                let (id, fields) = self.crowd.players[i as usize];
+                (id.0, fields)
+            }));
             let held = thin(
                 &mut scene.players,
                 &self.ahead.players,
@@ -507,7 +516,9 @@ fn thin(
         let turned = (5..7).any(|k| facing_turn(f[k], a[k]) > FACING_DRIFT);
         // At most MAX_HELD + 1: the cast cannot overflow.
         let every = (d / THIN_STEP).ceil().clamp(1.0, f64::from(MAX_HELD + 1)) as u64;
-        let turn = written.wrapping_add(mixed(*id)).is_multiple_of(every);
+        let turn = written
+            .wrapping_add(mixed(PlayerId(*id)))
+            .is_multiple_of(every);
         if !(strayed || turned || turn) {
             *f = *a;
             held += 1;
@@ -551,7 +562,7 @@ pub(super) fn write_snapshot(scene: &Scene, base: &Scene, fb: Feedback) -> Vec<u
                     .get(id)
                     .map(|f| [f[0], f[1], f[2]].map(|v| v as i32))
             };
-            let wire = (scene.ends.iter()).map(|e| WireEnd::of(e, scene.tick, held(e.id)));
+            let wire = (scene.ends.iter()).map(|e| WireEnd::of(e, scene.tick, held(e.id.0)));
             out = postcard::to_extend(&wire.collect::<Vec<_>>(), out).unwrap_or_default();
         }
         out.insert(at, mask);

@@ -92,7 +92,7 @@ mod tests {
     fn ended(id: EntityId, tick: u64) -> Ended {
         let start = EntityStart {
             kind: 1,
-            owner: Some(3),
+            owner: Some(PlayerId(3)),
             born: tick,
             from: [0; 3],
         };
@@ -113,9 +113,13 @@ mod tests {
     fn a_client_is_told_what_ended_since_its_acknowledgement() {
         let mut log = EndLog::default();
         for (id, t) in [(1, 10), (2, 11), (3, 13)] {
-            log.push(ended(id, t));
+            log.push(ended(EntityId(id), t));
         }
-        let ids = |since, tick| log.since(since, tick).map(|e| e.end.id).collect::<Vec<_>>();
+        let ids = |since, tick| {
+            log.since(since, tick)
+                .map(|e| e.end.id.0)
+                .collect::<Vec<_>>()
+        };
         // A snapshot of 12 shows 2 gone (it stood at 11): told to one acknowledging 11.
         assert_eq!(ids(11, 12), vec![2]);
         assert_eq!(ids(0, 14), vec![1, 2, 3]);
@@ -127,11 +131,11 @@ mod tests {
     #[test]
     fn the_log_forgets_by_age_and_by_count() {
         let mut log = EndLog::default();
-        log.push(ended(1, 1));
-        log.push(ended(2, 2 + ENDS_KEPT_TICKS));
+        log.push(ended(EntityId(1), 1));
+        log.push(ended(EntityId(2), 2 + ENDS_KEPT_TICKS));
         assert_eq!(log.len(), 1, "an end older than the window is forgotten");
         for i in 0..ENDS_KEPT as u32 + 10 {
-            log.push(ended(10 + i, 300));
+            log.push(ended(EntityId(10 + i), 300));
         }
         assert_eq!(log.len(), ENDS_KEPT);
         assert_eq!(log.take_overflowed(), 11);

@@ -8,6 +8,7 @@ use expel_core::movement::flags;
 use expel_core::sim::history::between;
 pub use expel_core::sim::history::SNAP_DISTANCE;
 use expel_core::sim::ShotView;
+use expel_core::{EntityId, PlayerId};
 use glam::DVec3;
 use std::collections::{BTreeMap, VecDeque};
 
@@ -50,13 +51,13 @@ pub struct DrawnEntity {
 /// Other players and the game's entities over recent snapshots.
 #[derive(Debug, Default)]
 pub struct Interpolator {
-    frames: VecDeque<(u64, BTreeMap<u32, Drawn>)>,
+    frames: VecDeque<(u64, BTreeMap<PlayerId, Drawn>)>,
     /// The entities of the same snapshots, in the same order.
-    entities: VecDeque<BTreeMap<u32, EntityView>>,
+    entities: VecDeque<BTreeMap<EntityId, EntityView>>,
     /// The players' teleports' counts of the same snapshots.
-    leaps: VecDeque<BTreeMap<u32, u8>>,
+    leaps: VecDeque<BTreeMap<PlayerId, u8>>,
     /// The entities' ends lately told, by id: each is drawn to its end, and no further.
-    ends: BTreeMap<u32, EntityEnd>,
+    ends: BTreeMap<EntityId, EntityEnd>,
 }
 
 /// Ends kept for drawing at most (the oldest go first).
@@ -117,7 +118,7 @@ impl Interpolator {
     /// end's tick, and is drawn no more after (a brief one, never shown, from where it
     /// started, the tick before its first step). Before that last snapshot's tick the
     /// snapshots draw it: an end that comes later changes nothing already drawn.
-    fn draw_ends(&self, at: f64, drawn: &mut BTreeMap<u32, DrawnEntity>) {
+    fn draw_ends(&self, at: f64, drawn: &mut BTreeMap<EntityId, DrawnEntity>) {
         for (id, e) in &self.ends {
             if at >= e.tick as f64 {
                 drawn.remove(id);
@@ -159,15 +160,15 @@ impl Interpolator {
     /// one in only one of the two is drawn from the one it is in, if nearer). One that
     /// ended is drawn on to where it ended, until its end's tick, however briefly it
     /// lived.
-    pub fn entities(&self, at: f64) -> BTreeMap<u32, DrawnEntity> {
+    pub fn entities(&self, at: f64) -> BTreeMap<EntityId, DrawnEntity> {
         let mut drawn = self.entities_shown(at);
         self.draw_ends(at, &mut drawn);
         drawn
     }
 
     /// [`Interpolator::entities`] from the snapshots' entities alone.
-    fn entities_shown(&self, at: f64) -> BTreeMap<u32, DrawnEntity> {
-        let whole = |m: &BTreeMap<u32, EntityView>| {
+    fn entities_shown(&self, at: f64) -> BTreeMap<EntityId, DrawnEntity> {
+        let whole = |m: &BTreeMap<EntityId, EntityView>| {
             m.iter()
                 .map(|(id, v)| {
                     let d = DrawnEntity {
@@ -227,7 +228,7 @@ impl Interpolator {
     }
 
     /// Positions at (fractional) server tick `at` (see [`Interpolator::drawn`]).
-    pub fn at(&self, at: f64) -> BTreeMap<u32, DVec3> {
+    pub fn at(&self, at: f64) -> BTreeMap<PlayerId, DVec3> {
         (self.drawn(at).into_iter())
             .map(|(id, d)| (id, d.origin))
             .collect()
@@ -263,7 +264,7 @@ impl Interpolator {
 
     /// The players as drawn at `view` exactly (the server's rewind of a shot puts their
     /// boxes there); empty when its snapshots are no longer held.
-    pub fn drawn_view(&self, view: &ShotView) -> BTreeMap<u32, Drawn> {
+    pub fn drawn_view(&self, view: &ShotView) -> BTreeMap<PlayerId, Drawn> {
         let find = |t: u64| self.frames.iter().position(|(f, _)| *f == t);
         match (find(view.from), find(view.to)) {
             (Some(i), Some(j)) => self.drawn_between(i, j, view.fraction()),
@@ -274,7 +275,7 @@ impl Interpolator {
     /// The players at (fractional) server tick `at`: interpolated between the snapshots
     /// around it (angles the short way round; crouch and a jump past [`SNAP_DISTANCE`]
     /// taken from the nearer one), held at the nearest one outside their span.
-    pub fn drawn(&self, at: f64) -> BTreeMap<u32, Drawn> {
+    pub fn drawn(&self, at: f64) -> BTreeMap<PlayerId, Drawn> {
         self.around(at)
             .map(|(i, j, k)| self.drawn_between(i, j, k))
             .unwrap_or_default()
@@ -282,7 +283,7 @@ impl Interpolator {
 
     /// The players of snapshot `i` as drawn `k` of the way to snapshot `j`'s. One that
     /// teleported between them is drawn at one or the other (see [`leapt`]).
-    fn drawn_between(&self, i: usize, j: usize, k: f64) -> BTreeMap<u32, Drawn> {
+    fn drawn_between(&self, i: usize, j: usize, k: f64) -> BTreeMap<PlayerId, Drawn> {
         let (a, b) = (&self.frames[i].1, &self.frames[j].1);
         let (la, lb) = (&self.leaps[i], &self.leaps[j]);
         a.iter()
@@ -335,7 +336,7 @@ mod tests {
 
     fn snap(tick: u64, x: f64) -> Snapshot {
         let mut players = BTreeMap::new();
-        players.insert(7, PlayerState::at(DVec3::new(x, 0.0, 0.0)));
+        players.insert(PlayerId(7), PlayerState::at(DVec3::new(x, 0.0, 0.0)));
         Snapshot {
             tick,
             feedback: Default::default(),
@@ -358,20 +359,20 @@ mod tests {
         i.push(&snap(10, 0.0));
         i.push(&snap(12, 20.0));
         i.push(&snap(11, 99.0)); // late: ignored
-        assert_eq!(i.at(11.0)[&7].x, 10.0);
-        assert_eq!(i.at(11.5)[&7].x, 15.0);
-        assert_eq!(i.at(5.0)[&7].x, 0.0);
-        assert_eq!(i.at(30.0)[&7].x, 20.0);
+        assert_eq!(i.at(11.0)[&PlayerId(7)].x, 10.0);
+        assert_eq!(i.at(11.5)[&PlayerId(7)].x, 15.0);
+        assert_eq!(i.at(5.0)[&PlayerId(7)].x, 0.0);
+        assert_eq!(i.at(30.0)[&PlayerId(7)].x, 20.0);
     }
 
     /// A snapshot of player 7 at `x`, facing `yaw` degrees, maybe crouched.
     fn facing(tick: u64, x: f64, yaw: f64, crouched: bool) -> Snapshot {
         let mut s = snap(tick, x);
         if crouched {
-            s.players.get_mut(&7).unwrap().flags |= flags::CROUCHED;
+            s.players.get_mut(&PlayerId(7)).unwrap().flags |= flags::CROUCHED;
         }
         let cmd = expel_core::MoveCommand::new(0.0, 0.0, 0.0, yaw, -10.0);
-        s.facing.insert(7, [cmd.yaw, cmd.pitch]);
+        s.facing.insert(PlayerId(7), [cmd.yaw, cmd.pitch]);
         s
     }
 
@@ -381,17 +382,17 @@ mod tests {
         i.push(&facing(10, 0.0, 350.0, false));
         i.push(&facing(12, 20.0, 10.0, true));
         i.push(&facing(14, 2000.0, 90.0, true));
-        let half = i.drawn(11.0)[&7];
+        let half = i.drawn(11.0)[&PlayerId(7)];
         // 350 to 10 goes through 0, not back through 180.
         assert!(half.yaw < 0.01 || half.yaw > 359.99, "{half:?}");
         assert!((half.pitch + 10.0).abs() < 0.01, "{half:?}");
         assert!(half.crouched, "crouch from the nearer snapshot");
-        assert!(!i.drawn(10.5)[&7].crouched);
-        let quarter = i.drawn(10.5)[&7];
+        assert!(!i.drawn(10.5)[&PlayerId(7)].crouched);
+        let quarter = i.drawn(10.5)[&PlayerId(7)];
         assert!((quarter.yaw - 355.0).abs() < 0.01, "{quarter:?}");
         // 1980 units in two ticks: a teleport, drawn at one end or the other.
-        assert_eq!(i.drawn(12.5)[&7].origin.x, 20.0);
-        assert_eq!(i.drawn(13.5)[&7].origin.x, 2000.0);
+        assert_eq!(i.drawn(12.5)[&PlayerId(7)].origin.x, 20.0);
+        assert_eq!(i.drawn(13.5)[&PlayerId(7)].origin.x, 2000.0);
     }
 
     #[test]
@@ -400,7 +401,7 @@ mod tests {
         let mut i = Interpolator::new();
         let mut a = snap(10, 0.0);
         a.entities.insert(
-            4,
+            EntityId(4),
             EntityView {
                 origin: [0, 0, 0],
                 moving: true,
@@ -429,31 +430,40 @@ mod tests {
             born: 11,
             from: at(100.0),
         };
-        b.ends = vec![end(4, None), end(5, Some(brief))];
+        b.ends = vec![end(EntityId(4), None), end(EntityId(5), Some(brief))];
         i.push(&b);
         let drawn = i.entities(10.5);
-        assert!((drawn[&4].origin.x - 15.0).abs() < 1e-9, "{drawn:?}");
+        assert!(
+            (drawn[&EntityId(4)].origin.x - 15.0).abs() < 1e-9,
+            "{drawn:?}"
+        );
         // The brief one from where it started (the tick before its first step) to its end.
-        assert!((drawn[&5].origin.x - 65.0).abs() < 1e-9, "{drawn:?}");
+        assert!(
+            (drawn[&EntityId(5)].origin.x - 65.0).abs() < 1e-9,
+            "{drawn:?}"
+        );
         assert!(i.entities(11.0).is_empty(), "both ended at 11");
-        assert!(!i.entities(9.5).contains_key(&5), "not before it started");
+        assert!(
+            !i.entities(9.5).contains_key(&EntityId(5)),
+            "not before it started"
+        );
     }
 
     #[test]
     fn a_teleport_between_snapshots_is_drawn_at_one_end_or_the_other() {
         let mut i = Interpolator::new();
         let mut a = snap(10, 0.0);
-        a.leaps.insert(7, 1);
+        a.leaps.insert(PlayerId(7), 1);
         let mut b = snap(12, 100.0);
-        b.leaps.insert(7, 2);
+        b.leaps.insert(PlayerId(7), 2);
         i.push(&a);
         i.push(&b);
-        assert_eq!(i.drawn(10.9)[&7].origin.x, 0.0);
-        assert_eq!(i.drawn(11.0)[&7].origin.x, 100.0);
+        assert_eq!(i.drawn(10.9)[&PlayerId(7)].origin.x, 0.0);
+        assert_eq!(i.drawn(11.0)[&PlayerId(7)].origin.x, 100.0);
         // Without the count's change, the same 100 units are swept.
         let mut j = Interpolator::new();
         j.push(&snap(10, 0.0));
         j.push(&snap(12, 100.0));
-        assert_eq!(j.drawn(11.0)[&7].origin.x, 50.0);
+        assert_eq!(j.drawn(11.0)[&PlayerId(7)].origin.x, 50.0);
     }
 }

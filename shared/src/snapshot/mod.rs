@@ -188,7 +188,7 @@ fn entity_fields(e: &EntityState) -> EntityFields {
         o[1],
         o[2],
         i64::from(e.kind),
-        e.owner.map_or(0, |p| i64::from(p) + 1),
+        e.owner.map_or(0, |p| i64::from(p.0) + 1),
         flags,
         // The tick it was spawned for: set with its scope (`Crowd::set_spawned`).
         0,
@@ -205,7 +205,7 @@ fn entity_from(f: &EntityFields) -> Option<EntityView> {
         kind: u16::try_from(f[3]).ok()?,
         owner: match f[4] {
             0 => None,
-            o => Some(PlayerId::try_from(o - 1).ok()?),
+            o => Some(PlayerId(u32::try_from(o - 1).ok()?)),
         },
         at_rest: f[5] & 1 != 0,
         moving: f[5] & 2 != 0,

@@ -25,9 +25,13 @@ fn clients_that_joined_together_choose_their_players_on_turns_of_their_own() {
     let sim = arena_sim();
     let mut world = sim.new_state();
     world.tick = 1;
-    let ids: Vec<PlayerId> = (0..400).map(|i| 2 * i).collect();
+    let ids: Vec<PlayerId> = (0..400).map(|i| PlayerId(2 * i)).collect();
     for &id in &ids {
-        let p = DVec3::new(f64::from(id % 40) * 40.0, f64::from(id / 40) * 40.0, 0.0);
+        let p = DVec3::new(
+            f64::from(id.0 % 40) * 40.0,
+            f64::from(id.0 / 40) * 40.0,
+            0.0,
+        );
         let slot = PlayerSlot {
             state: PlayerState::at(p),
             last_command: MoveCommand::default(),
@@ -100,7 +104,7 @@ fn the_crowd_finds_exactly_the_nearest_players() {
                 (rng.gen_range(-1.0..1.0f64) * spread * 0.1).round(),
             );
             world.players.insert(
-                id,
+                PlayerId(id),
                 PlayerSlot {
                     state: PlayerState::at(p),
                     last_command: MoveCommand::default(),
@@ -117,7 +121,7 @@ fn the_crowd_finds_exactly_the_nearest_players() {
             } else {
                 let far = [0.0, 1000.0, 100_000.0, 1e300][rng.gen_range(0..4)];
                 let mut at = || (rng.gen_range(-1.0..1.0f64) * (spread + far)).round();
-                (u32::MAX, DVec3::new(at(), at(), at()))
+                (PlayerId(u32::MAX), DVec3::new(at(), at(), at()))
             };
             let k = rng.gen_range(0..64);
             let mut want: Vec<(f64, PlayerId)> = world
@@ -144,7 +148,7 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
     let sim = arena_sim();
     let mut w = sim.new_state();
     let spawn = sim.spawns()[0];
-    sim.add_player(&mut w, 1, expel_core::PlayerState::at(spawn))
+    sim.add_player(&mut w, PlayerId(1), expel_core::PlayerState::at(spawn))
         .unwrap();
     let mut s = expel_core::SimScratch::new();
     let none = std::collections::BTreeMap::new();
@@ -154,7 +158,7 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
     // Each snapshot acknowledged at once, a tick apart.
     let send = |w: &WorldState, enc: &mut SnapshotEncoder, dec: &mut SnapshotDecoder| {
         let b = enc
-            .encode(&sim, w, 1, Feedback::default(), 32, 1200)
+            .encode(&sim, w, PlayerId(1), Feedback::default(), 32, 1200)
             .unwrap();
         let snap = dec.decode(&b).unwrap().unwrap();
         enc.ack(snap.tick);
@@ -170,17 +174,17 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
     let (bare, _) = send(&w, &mut enc, &mut dec);
     // A pickup at rest near the player, and a rocket flying away from it.
     let pickup = EntityState::fixed(spawn + glam::DVec3::new(40.0, 0.0, 0.0)).with_kind(3);
-    w.entities.insert(10, pickup);
+    w.entities.insert(EntityId(10), pickup);
     let rocket = EntityState::launched(
         spawn + glam::DVec3::new(0.0, 0.0, 200.0),
         glam::DVec3::Z,
         0.0,
         Motion::POINT,
-        Some(1),
+        Some(PlayerId(1)),
     )
     .unwrap();
     w.entities.insert(
-        11,
+        EntityId(11),
         EntityState {
             velocity: [16 * 300, 0, 0],
             ..rocket
@@ -207,12 +211,15 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
         step(&mut w, &mut s);
         let (len, snap) = send(&w, &mut enc, &mut dec);
         assert_eq!(len, bare, "unchanged and steady entities cost nothing");
-        assert_eq!(snap.entities[&11].origin, w.entities[&11].origin);
+        assert_eq!(
+            snap.entities[&EntityId(11)].origin,
+            w.entities[&EntityId(11)].origin
+        );
     }
     // The pickup's kind changes: with nothing to say the game's lists cost their mask's
     // byte; now the entities' list is there: its two counts, then the id gap, the mask
     // and one small value.
-    w.entities.get_mut(&10).unwrap().kind = 4;
+    w.entities.get_mut(&EntityId(10)).unwrap().kind = 4;
     step(&mut w, &mut s);
     let (len, snap) = send(&w, &mut enc, &mut dec);
     assert_eq!(
@@ -220,7 +227,7 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
         bare + 5,
         "the list's two counts, its id, its mask and one value"
     );
-    assert_eq!(snap.entities[&10].kind, 4);
+    assert_eq!(snap.entities[&EntityId(10)].kind, 4);
     // Out of scope: only its owner sees an owner-scoped entity, nobody a far one.
     let mut crowd = Crowd::new(&sim, &w, 32);
     let mut spawned = std::collections::BTreeMap::new();
@@ -233,17 +240,29 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
             from: [0; 3],
         },
     };
-    spawned.insert(11, scope(Scope::Owner));
+    spawned.insert(EntityId(11), scope(Scope::Owner));
     crowd.set_spawned(&spawned);
     let (mut near, mut out) = (Vec::new(), Entities::default());
     let ids = |out: &Entities<ENTITY_FIELDS>| out.iter().map(|e| e.0).collect::<Vec<_>>();
-    crowd.entities_for(2, spawn, &Entities::default(), &mut near, &mut out);
+    crowd.entities_for(
+        PlayerId(2),
+        spawn,
+        &Entities::default(),
+        &mut near,
+        &mut out,
+    );
     assert_eq!(ids(&out), [10]);
-    crowd.entities_for(1, spawn, &Entities::default(), &mut near, &mut out);
+    crowd.entities_for(
+        PlayerId(1),
+        spawn,
+        &Entities::default(),
+        &mut near,
+        &mut out,
+    );
     assert_eq!(ids(&out), [10, 11]);
     // Far off: its own, not the near one.
     crowd.entities_for(
-        1,
+        PlayerId(1),
         spawn + glam::DVec3::splat(10_000.0),
         &Entities::default(),
         &mut near,
@@ -251,10 +270,10 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
     );
     assert_eq!(ids(&out), [11]);
     assert_eq!(out.0[0].1[6], 7, "the tick it was spawned for");
-    spawned.insert(10, scope(Scope::Everyone));
+    spawned.insert(EntityId(10), scope(Scope::Everyone));
     crowd.set_spawned(&spawned);
     crowd.entities_for(
-        2,
+        PlayerId(2),
         spawn + glam::DVec3::splat(10_000.0),
         &Entities::default(),
         &mut near,
@@ -265,10 +284,16 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
     // Over the budget: the nearest go.
     for id in 100..100 + 2 * ENTITY_BUDGET as u32 {
         let at = spawn + glam::DVec3::new(f64::from(id), 0.0, 0.0);
-        w.entities.insert(id, EntityState::fixed(at));
+        w.entities.insert(EntityId(id), EntityState::fixed(at));
     }
     crowd.renew(&sim, &w, 32);
-    crowd.entities_for(1, spawn, &Entities::default(), &mut near, &mut out);
+    crowd.entities_for(
+        PlayerId(1),
+        spawn,
+        &Entities::default(),
+        &mut near,
+        &mut out,
+    );
     // Its own rocket first wherever it is, the pickup 40 units off, then those 100 units
     // off and on, one a unit further each.
     let nearest: Vec<u32> = [10, 11]
@@ -280,7 +305,7 @@ fn an_unchanged_entity_costs_no_byte_and_a_changed_field_only_its_own() {
     let far = 100 + ENTITY_BUDGET as u32 + 5;
     let mut held = Entities::default();
     held.0.push((far, [0; ENTITY_FIELDS]));
-    crowd.entities_for(1, spawn, &held, &mut near, &mut out);
+    crowd.entities_for(PlayerId(1), spawn, &held, &mut near, &mut out);
     assert_eq!(out.0.len(), ENTITY_BUDGET);
     assert!(ids(&out).contains(&far), "kept: {:?}", ids(&out));
 }
@@ -300,8 +325,12 @@ fn a_games_state_costs_nothing_unchanged_and_a_changed_field_its_piece() {
     }
     let sim = arena_sim();
     let mut w = sim.new_state();
-    sim.add_player(&mut w, 1, expel_core::PlayerState::at(sim.spawns()[0]))
-        .unwrap();
+    sim.add_player(
+        &mut w,
+        PlayerId(1),
+        expel_core::PlayerState::at(sim.spawns()[0]),
+    )
+    .unwrap();
     let mut s = expel_core::SimScratch::new();
     let none = std::collections::BTreeMap::new();
     let mut enc = SnapshotEncoder::new();
@@ -319,11 +348,14 @@ fn a_games_state_costs_nothing_unchanged_and_a_changed_field_its_piece() {
         let mut crowd = Crowd::new(&sim, w, 32);
         if let Some(k) = kit {
             let bytes = postcard::to_allocvec(k).unwrap();
-            states.insert(1, (Scope::Near, game_state_fields(&bytes).unwrap()));
+            states.insert(
+                PlayerId(1),
+                (Scope::Near, game_state_fields(&bytes).unwrap()),
+            );
         }
         crowd.set_states(&states, &std::collections::BTreeMap::new());
         let b = enc
-            .encode_in(w, &crowd, 1, Feedback::default(), 32, 1200)
+            .encode_in(w, &crowd, PlayerId(1), Feedback::default(), 32, 1200)
             .unwrap();
         let snap = dec.decode(&b).unwrap().unwrap();
         enc.ack(snap.tick);
@@ -334,14 +366,14 @@ fn a_games_state_costs_nothing_unchanged_and_a_changed_field_its_piece() {
     }
     let (bare, _) = send(&mut w, None);
     let (first, snap) = send(&mut w, Some(&kit));
-    let got: Kit = postcard::from_bytes(&snap.player_states[&1]).unwrap();
+    let got: Kit = postcard::from_bytes(&snap.player_states[&PlayerId(1)]).unwrap();
     assert_eq!(got, kit);
     assert!(first > bare + 10, "sent in full: {first} against {bare}");
     let (same, _) = send(&mut w, Some(&kit));
     assert_eq!(same, bare, "an unchanged state costs nothing");
     kit.health = 90;
     let (changed, snap) = send(&mut w, Some(&kit));
-    let got: Kit = postcard::from_bytes(&snap.player_states[&1]).unwrap();
+    let got: Kit = postcard::from_bytes(&snap.player_states[&PlayerId(1)]).unwrap();
     assert_eq!(got, kit);
     // The states' list's two counts, then the id, the mask and one piece.
     assert!(changed <= bare + 6, "one piece: {changed} against {bare}");
@@ -359,7 +391,8 @@ fn client_in_a_corner() -> (Sim, WorldState, DVec3) {
     let sim = arena_sim();
     let mut w = sim.new_state();
     let me = DVec3::new(-800.0, -800.0, 120.0);
-    sim.add_player(&mut w, 0, PlayerState::at(me)).unwrap();
+    sim.add_player(&mut w, PlayerId(0), PlayerState::at(me))
+        .unwrap();
     (sim, w, me)
 }
 
@@ -371,10 +404,18 @@ fn client_in_a_corner() -> (Sim, WorldState, DVec3) {
 #[test]
 fn a_far_player_is_sent_on_its_turns_and_shots_meet_it_where_it_was_drawn() {
     let (sim, mut w, me) = client_in_a_corner();
-    sim.add_player(&mut w, 1, PlayerState::at(me + DVec3::new(48.0, 0.0, 0.0)))
-        .unwrap();
-    sim.add_player(&mut w, 2, PlayerState::at(DVec3::new(0.0, 0.0, 120.0)))
-        .unwrap();
+    sim.add_player(
+        &mut w,
+        PlayerId(1),
+        PlayerState::at(me + DVec3::new(48.0, 0.0, 0.0)),
+    )
+    .unwrap();
+    sim.add_player(
+        &mut w,
+        PlayerId(2),
+        PlayerState::at(DVec3::new(0.0, 0.0, 120.0)),
+    )
+    .unwrap();
     let mut s = expel_core::SimScratch::new();
     let mut enc = SnapshotEncoder::new();
     let mut dec = SnapshotDecoder::new();
@@ -383,15 +424,15 @@ fn a_far_player_is_sent_on_its_turns_and_shots_meet_it_where_it_was_drawn() {
     for tick in 0..600u32 {
         let yaw = f64::from(tick % 360);
         let cmds = BTreeMap::from([
-            (1, MoveCommand::new(0.0, 0.0, 0.0, -yaw, 0.0)),
-            (2, MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0)),
+            (PlayerId(1), MoveCommand::new(0.0, 0.0, 0.0, -yaw, 0.0)),
+            (PlayerId(2), MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0)),
         ]);
         sim.step(&mut w, &cmds, &mut s);
         if tick % 2 == 1 {
             continue;
         }
         let bytes = enc
-            .encode(&sim, &w, 0, Feedback::default(), 16, 1200)
+            .encode(&sim, &w, PlayerId(0), Feedback::default(), 16, 1200)
             .unwrap();
         let snap = dec.decode(&bytes).unwrap().unwrap();
         enc.ack(snap.tick);
@@ -405,10 +446,12 @@ fn a_far_player_is_sent_on_its_turns_and_shots_meet_it_where_it_was_drawn() {
                 },
             )
         };
-        let (near, truth) = shown(1);
+        let (near, truth) = shown(PlayerId(1));
         assert_eq!(near, truth, "tick {}: the near player", snap.tick);
-        let (far, truth) = shown(2);
-        let d = truth.origin().distance(w.player(0).unwrap().origin());
+        let (far, truth) = shown(PlayerId(2));
+        let d = truth
+            .origin()
+            .distance(w.player(PlayerId(0)).unwrap().origin());
         assert!(d > EXACT_REACH, "tick {}: {d} units off", snap.tick);
         if far == truth {
             exact += 1;
@@ -441,7 +484,7 @@ fn a_far_player_is_sent_on_its_turns_and_shots_meet_it_where_it_was_drawn() {
                 k,
             };
             assert!(enc.drawn_boxes(&sim, &view, &mut boxes));
-            assert_eq!(boxes.iter().map(|b| b.id).collect::<Vec<_>>(), [1, 2]);
+            assert_eq!(boxes.iter().map(|b| b.id.0).collect::<Vec<_>>(), [1, 2]);
             for b in &boxes {
                 let (a, z) = (
                     &decoded[&pair[0]].players[&b.id],
@@ -472,7 +515,8 @@ fn a_snapshot_over_its_bytes_holds_far_players_before_leaving_any_out() {
         } else {
             DVec3::new(-400.0 + 60.0 * f64::from(i), 300.0, 120.0)
         };
-        sim.add_player(&mut w, i, PlayerState::at(at)).unwrap();
+        sim.add_player(&mut w, PlayerId(i), PlayerState::at(at))
+            .unwrap();
     }
     let mut s = expel_core::SimScratch::new();
     let run = |max: usize, w: &mut WorldState, s: &mut expel_core::SimScratch| {
@@ -483,7 +527,7 @@ fn a_snapshot_over_its_bytes_holds_far_players_before_leaving_any_out() {
             let cmds: BTreeMap<PlayerId, MoveCommand> = (1..15u32)
                 .map(|i| {
                     let yaw = f64::from((tick * (i + 2) + 40 * i) % 360);
-                    (i, MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0))
+                    (PlayerId(i), MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0))
                 })
                 .collect();
             sim.step(&mut w, &cmds, s);
@@ -493,7 +537,7 @@ fn a_snapshot_over_its_bytes_holds_far_players_before_leaving_any_out() {
             // The first snapshot sends everyone whole, whatever the room.
             let room = if tick == 0 { 1200 } else { max };
             let bytes = enc
-                .encode(&sim, &w, 0, Feedback::default(), 16, room)
+                .encode(&sim, &w, PlayerId(0), Feedback::default(), 16, room)
                 .unwrap();
             let snap = dec.decode(&bytes).unwrap().unwrap();
             enc.ack(snap.tick);
@@ -504,7 +548,7 @@ fn a_snapshot_over_its_bytes_holds_far_players_before_leaving_any_out() {
                 w.players.len(),
                 bytes.len()
             );
-            let own = w.player(0).unwrap().origin();
+            let own = w.player(PlayerId(0)).unwrap().origin();
             for (id, p) in &snap.players {
                 let truth = w.player(*id).unwrap();
                 let exact = PlayerState {

@@ -63,7 +63,7 @@ fn oracle(scene: &Scene, base: &Scene, fb: Feedback) -> SnapshotMsg {
                 .map(|e| {
                     let held = base
                         .entities
-                        .get(e.id)
+                        .get(e.id.0)
                         .map(|f| [f[0], f[1], f[2]].map(|v| v as i32));
                     crate::game::ends::WireEnd::of(e, scene.tick, held)
                 })
@@ -242,7 +242,7 @@ fn snapshots_are_written_as_the_message_they_stand_for() {
                 .map(|f| [f[0], f[1], f[2]].map(|v| v as i32))
         };
         let ends: Vec<_> = (msg.game.ends.iter())
-            .map(|w| w.end(scene.tick, held(w.id())).unwrap())
+            .map(|w| w.end(scene.tick, held(w.id().0)).unwrap())
             .collect();
         assert_eq!(ends, scene.ends, "round {round}");
     }
@@ -256,7 +256,7 @@ fn random_end(rng: &mut ChaCha8Rng, tick: u64, base: &Scene) -> crate::game::end
     let cause = match rng.gen_range(0..6) {
         0 => EndCause::Impact(Struck::World),
         1 => EndCause::Impact(Struck::Mover(rng.gen())),
-        2 => EndCause::Impact(Struck::Player(rng.gen())),
+        2 => EndCause::Impact(Struck::Player(PlayerId(rng.gen()))),
         3 => EndCause::Expired,
         4 => EndCause::Removed,
         _ => EndCause::Lost,
@@ -267,12 +267,12 @@ fn random_end(rng: &mut ChaCha8Rng, tick: u64, base: &Scene) -> crate::game::end
         .filter(|(_, f)| f[..3].iter().all(|v| i32::try_from(*v).is_ok()) && rng.gen_bool(0.5));
     let start = EntityStart {
         kind: rng.gen(),
-        owner: rng.gen_bool(0.5).then(|| rng.gen()),
+        owner: rng.gen_bool(0.5).then(|| PlayerId(rng.gen())),
         born: tick - rng.gen_range(0..50),
         from: place(rng),
     };
     EntityEnd {
-        id: held.map_or_else(|| rng.gen(), |(id, _)| *id),
+        id: EntityId(held.map_or_else(|| rng.gen(), |(id, _)| *id)),
         tick,
         at: place(rng),
         cause,
@@ -308,5 +308,8 @@ fn a_snapshot_whose_id_gaps_overflow_is_refused() {
     assert!(err.to_string().contains("overflows"), "{err}");
     let bytes = encode(&ServerDatagram::Snapshot(msg(vec![delta(7), delta(3)])));
     let snap = SnapshotDecoder::new().decode(&bytes).unwrap().unwrap();
-    assert_eq!(snap.players.keys().copied().collect::<Vec<_>>(), [7, 10]);
+    assert_eq!(
+        snap.players.keys().copied().collect::<Vec<_>>(),
+        [PlayerId(7), PlayerId(10)]
+    );
 }

@@ -12,6 +12,7 @@
 pub mod keyed;
 
 use crate::Code;
+use expel_core::PlayerId;
 use keyed::KeyedHash;
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -51,7 +52,7 @@ impl ServerId {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Grant {
     /// The player the token is for.
-    pub player: u32,
+    pub player: PlayerId,
     /// Unix time (seconds) after which it is refused.
     pub expires: u64,
     /// Makes each token unique, for replay detection.
@@ -109,7 +110,7 @@ fn signed(body: &[u8]) -> Vec<u8> {
 pub fn mint(secret: &[u8], grant: &Grant) -> String {
     let mut body = Vec::with_capacity(LEN);
     body.push(TOKEN_VERSION);
-    body.extend_from_slice(&grant.player.to_le_bytes());
+    body.extend_from_slice(&grant.player.0.to_le_bytes());
     body.extend_from_slice(&grant.expires.to_le_bytes());
     body.extend_from_slice(&grant.nonce);
     body.extend_from_slice(&grant.server.map_or([0; 16], |s| s.0));
@@ -142,7 +143,7 @@ pub fn verify(
     }
     let bound: [u8; 16] = field(&raw, 29);
     let grant = Grant {
-        player: u32::from_le_bytes(field(&raw, 1)),
+        player: PlayerId(u32::from_le_bytes(field(&raw, 1))),
         expires: u64::from_le_bytes(field(&raw, 5)),
         nonce: field(&raw, 13),
         server: (bound != [0; 16]).then_some(ServerId(bound)),
@@ -205,7 +206,7 @@ mod tests {
     #[test]
     fn tokens_verify_and_refuse_forgery_expiry_and_replay() {
         let c = Grant {
-            player: 7,
+            player: PlayerId(7),
             expires: 1000,
             nonce: [3; 16],
             server: None,
@@ -242,7 +243,7 @@ mod tests {
         let a = ServerId::new("match-a").unwrap();
         let b = ServerId::new("match-b").unwrap();
         let g = Grant {
-            player: 1,
+            player: PlayerId(1),
             expires: 100,
             nonce: [1; 16],
             server: Some(a),
@@ -269,7 +270,7 @@ mod tests {
     #[test]
     fn the_format_is_versioned() {
         let g = Grant {
-            player: 1,
+            player: PlayerId(1),
             expires: 100,
             nonce: [1; 16],
             server: None,
