@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fails on a relative link in the README, the book or the results file whose target is
-missing, and on a book include whose file or anchor is missing (mdbook only logs the
-first and includes nothing for the second)."""
+missing, or whose #section names no heading there, and on a book include whose file or
+anchor is missing (mdbook only logs the first and includes nothing for the second)."""
 import pathlib
 import re
 import sys
@@ -9,6 +9,18 @@ import sys
 root = pathlib.Path(__file__).resolve().parent.parent
 files = [root / "README.md", root / "bench" / "RESULTS.md", *sorted((root / "docs" / "src").glob("*.md"))]
 bad = []
+
+
+def slugs(md):
+    """The ids mdbook and GitHub give a Markdown file's headings."""
+    text = re.sub(r"```.*?```", "", md.read_text(), flags=re.S)
+    out = set()
+    for title in re.findall(r"^#+\s+(.*?)\s*$", text, flags=re.M):
+        title = re.sub(r"[`*_\[\]]|\]\([^)]*\)", "", title).lower()
+        out.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return out
+
+
 for f in files:
     text = f.read_text()
     for target, anchor in re.findall(r"\{\{#include ([^}:\s]+)(?::([A-Za-z_][\w-]*))?", text):
@@ -22,11 +34,14 @@ for f in files:
     # Links outside code blocks only.
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     for target in re.findall(r"\]\(([^)\s]+)\)", text):
-        if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+        if re.match(r"^[a-z]+:", target):
             continue
-        path = (f.parent / target.split("#")[0]).resolve()
+        file, _, section = target.partition("#")
+        path = (f.parent / file).resolve() if file else f
         if not path.exists():
             bad.append(f"{f.relative_to(root)}: {target}")
+        elif section and path.suffix == ".md" and section not in slugs(path):
+            bad.append(f"{f.relative_to(root)}: {target} (no such section)")
 if bad:
     print("broken links:\n  " + "\n  ".join(bad), file=sys.stderr)
     sys.exit(1)

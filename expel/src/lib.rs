@@ -1,6 +1,7 @@
 //! Expel: an authoritative multiplayer game server whose player movement never tunnels
 //! through walls, at any speed, on either side of the wire. This is the one crate a game
-//! depends on; `use expel::prelude::*;` brings what a game writes against:
+//! depends on, and its [`prelude`] is where a game starts: `use expel::prelude::*;` brings
+//! what a game writes against:
 //!
 //! ```no_run
 //! use expel::prelude::*;
@@ -28,27 +29,39 @@
 //! session a game embeds each frame), both on by default; `bevy` (the Bevy plugin).
 //!
 //! The crates under it stay for those who want one part alone, and are here under short
-//! names: [`core`] (collision, movement, the simulation: deterministic, no I/O),
-//! [`protocol`] (the wire and both ends as state machines over bytes and instants),
-//! [`server`], [`client`] and [`bevy`]. The versions of [`glam`], [`serde`] and `tokio` that
-//! Expel's API names are re-exported, so a game's match Expel's: a game that depends on
-//! this crate alone derives with `#[serde(crate = "expel::serde")]` and starts with
+//! names (not listed below, so the [`prelude`] stands first): `expel::core` (`expel-core`:
+//! collision, movement, the simulation; deterministic, no I/O), `expel::protocol`
+//! (`expel-protocol`: the wire and both ends as state machines over bytes and instants),
+//! `expel::server`, `expel::client` and `expel::bevy` (with its feature). The versions of
+//! `glam`, `serde` and `tokio` that Expel's API names are re-exported too (`expel::glam`,
+//! `expel::serde`, `expel::tokio`), so a game's match Expel's: a game that depends on this
+//! crate alone derives with `#[serde(crate = "expel::serde")]` and starts with
 //! `#[expel::tokio::main(crate = "expel::tokio")]`.
 
 pub mod prelude;
 
+// The parts, each under its short name; hidden from the listing, which starts with the
+// prelude (the crate docs above name them).
+#[doc(hidden)]
 pub use expel_core as core;
+#[doc(hidden)]
 pub use expel_protocol as protocol;
+#[doc(hidden)]
 pub use glam;
 
 #[cfg(feature = "bevy")]
+#[doc(hidden)]
 pub use expel_bevy as bevy;
 #[cfg(feature = "client")]
+#[doc(hidden)]
 pub use expel_client as client;
 #[cfg(feature = "server")]
+#[doc(hidden)]
 pub use expel_server as server;
+#[doc(hidden)]
 pub use serde;
 #[cfg(any(feature = "server", feature = "client"))]
+#[doc(hidden)]
 pub use tokio;
 
 /// The README's examples, compiled with the rest (they may not go stale); the suite

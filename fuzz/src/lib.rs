@@ -4,7 +4,7 @@
 
 use expel_core::{CollisionModel, MapData, MoveConfig, Sim};
 use expel_protocol::frame::encode_frame;
-use expel_protocol::server::{Server, ServerSettings};
+use expel_protocol::server::{ServerMachine, ServerSettings};
 use expel_protocol::token::{self, Grant};
 use expel_protocol::{ClientControl, MovementAuthority, VERSION};
 use std::sync::{Arc, OnceLock};

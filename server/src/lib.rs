@@ -1,5 +1,5 @@
 //! Expel's authoritative server: a shell of threads around the protocol's server state
-//! machine, [`expel_protocol::server::Server`]. Everything the protocol decides
+//! machine, [`expel_protocol::server::ServerMachine`]. Everything the protocol decides
 //! (hellos, tokens, player slots, inputs, validation, ticks, snapshots, kicks) is the
 //! machine's; this crate moves bytes and fires timers:
 //!
@@ -49,7 +49,7 @@ pub use metrics::{Gauge, Labelled, Metrics, Share};
 pub use tls::{fingerprint, Identity};
 
 use expel_core::Sim;
-use expel_protocol::server::Server as Machine;
+use expel_protocol::server::ServerMachine as Machine;
 use expel_protocol::token::keyed::KeyedHash;
 use expel_protocol::token::{mint, Grant, ServerId};
 use io::{IoThreads, Wake};

@@ -6,7 +6,7 @@
 use crate::io::{Down, IoThreads, Wake};
 use crate::quic::Up;
 use crate::{live, meter, Shared, SHUTDOWN_GRACE};
-use expel_protocol::server::{Event, Server};
+use expel_protocol::server::{Event, ServerMachine};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,7 +25,7 @@ const NEIGHBOUR_GONE: f64 = 0.05;
 /// waits while they do the per-player part, so its CPU time is the serial part alone. The
 /// handle is a task's, for the supervisor; a panic on the thread surfaces as the task's.
 pub(crate) fn spawn(
-    server: Server,
+    server: ServerMachine,
     io: IoThreads,
     shared: Arc<Shared>,
     live: Arc<live::Live>,
@@ -51,7 +51,7 @@ pub(crate) fn spawn(
 /// The machine's loop: ticks when they are due, what the I/O threads gathered whenever
 /// it wakes. Returns `None` on shutdown, else why it stopped.
 fn machine_loop(
-    mut server: Server,
+    mut server: ServerMachine,
     mut io: IoThreads,
     shared: Arc<Shared>,
     live: Arc<live::Live>,
@@ -177,7 +177,7 @@ fn machine_loop(
 
 /// Hands the machine what the I/O threads gathered, in order; each run of datagrams in
 /// one batch, so that the players' inputs are judged over the tick's workers.
-fn feed(server: &mut Server, io: &mut IoThreads, up: &mut Vec<Up>) {
+fn feed(server: &mut ServerMachine, io: &mut IoThreads, up: &mut Vec<Up>) {
     io.take_up(up);
     let mut rest = &up[..];
     while let Some(first) = rest.first() {
@@ -210,7 +210,7 @@ fn feed(server: &mut Server, io: &mut IoThreads, up: &mut Vec<Up>) {
 
 /// Hands the machine's outputs to the I/O threads (queued, then handed over in one
 /// batch each, as the machine wrote them), logs its events and copies its counters.
-fn hand_over(server: &mut Server, io: &mut IoThreads, shared: &Shared) {
+fn hand_over(server: &mut ServerMachine, io: &mut IoThreads, shared: &Shared) {
     let m = &shared.metrics;
     let now = Instant::now();
     while let Some(out) = server.poll_output() {

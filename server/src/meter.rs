@@ -10,7 +10,7 @@ use expel_protocol::headroom::Load;
 use std::time::{Duration, Instant};
 
 #[cfg(doc)]
-use expel_protocol::server::Server;
+use expel_protocol::server::ServerMachine;
 
 /// How often the load is reported.
 pub(crate) const WINDOW: Duration = Duration::from_millis(250);

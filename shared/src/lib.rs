@@ -4,7 +4,7 @@
 //! QUIC and fire timers; tests drive everything here with bytes and virtual time
 //! ([`simnet`]). [`text`] makes players' text safe to show.
 //!
-//! * [`server::Server`] (feature `server`): hellos, tokens ([`token`]), player slots, the
+//! * [`server::ServerMachine`] (feature `server`): hellos, tokens ([`token`]), player slots, the
 //!   inputs ([`input`]), validation, the tick and each client's snapshot ([`snapshot`]).
 //! * [`client::Client`]: hello, welcome and map, clock steering, inputs, prediction and
 //!   reconciliation ([`predict`]), interpolation of the others ([`snapshot::interp`]).

@@ -12,7 +12,7 @@ use super::code::Code;
 use super::conditioner::{Conditioner, Impairment};
 use super::headroom::Load;
 use super::join::map_frames;
-use super::server::{ConnId, Event, Output, Server};
+use super::server::{ConnId, Event, Output, ServerMachine};
 use expel_core::movement::MoveCommand;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 pub struct NetSettings {
     /// Client to server.
     pub up: Impairment,
-    /// Server to client.
+    /// ServerMachine to client.
     pub down: Impairment,
     /// Seed of every link's randomness.
     pub seed: u64,
@@ -68,7 +68,7 @@ struct Peer {
 
 /// The server, its clients and the links between them.
 pub struct SimNet {
-    server: Server,
+    server: ServerMachine,
     peers: Vec<Peer>,
     settings: NetSettings,
     now: Instant,
@@ -90,12 +90,12 @@ pub struct SimNet {
 /// How often the network reports the server's load to it, as a shell does.
 const LOAD_WINDOW: Duration = Duration::from_millis(250);
 
-/// Server events kept for the test to read; later ones are dropped.
+/// ServerMachine events kept for the test to read; later ones are dropped.
 const EVENTS_KEPT: usize = 10_000;
 
 impl SimNet {
     /// A network around `server`, whose clock is at `now`.
-    pub fn new(server: Server, now: Instant, settings: NetSettings) -> SimNet {
+    pub fn new(server: ServerMachine, now: Instant, settings: NetSettings) -> SimNet {
         SimNet {
             server,
             peers: Vec::new(),
@@ -120,7 +120,7 @@ impl SimNet {
     }
 
     /// From now on each tick costs `cost` more per player in the world (a server whose
-    /// capacity is its players' cost: see [`Server::handle_load`], which the network
+    /// capacity is its players' cost: see [`ServerMachine::handle_load`], which the network
     /// reports the load to every quarter second).
     pub fn set_player_cost(&mut self, cost: Duration) {
         self.player_cost = cost;
@@ -159,12 +159,12 @@ impl SimNet {
     }
 
     /// The server.
-    pub fn server(&self) -> &Server {
+    pub fn server(&self) -> &ServerMachine {
         &self.server
     }
 
     /// The server, to change (install a game's rules, send its messages).
-    pub fn server_mut(&mut self) -> &mut Server {
+    pub fn server_mut(&mut self) -> &mut ServerMachine {
         &mut self.server
     }
 
@@ -367,7 +367,7 @@ impl SimNet {
 }
 
 /// Hands the server the datagrams gathered since it last took them, in one batch.
-fn deliver(server: &mut Server, inbox: &mut Vec<(ConnId, Vec<u8>, Instant)>) {
+fn deliver(server: &mut ServerMachine, inbox: &mut Vec<(ConnId, Vec<u8>, Instant)>) {
     server.handle_datagrams(inbox.iter().map(|(c, b, at)| (*c, &b[..], *at)));
     inbox.clear();
 }

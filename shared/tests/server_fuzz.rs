@@ -8,7 +8,7 @@ use expel_core::movement::MoveMode;
 use expel_core::PlayerId;
 use expel_core::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
 use expel_protocol::frame::encode_frame;
-use expel_protocol::server::{ConnId, Event, Output, Server, ServerSettings};
+use expel_protocol::server::{ConnId, Event, Output, ServerMachine, ServerSettings};
 use expel_protocol::token::{self, Grant};
 use expel_protocol::{
     encode, ClientControl, ClientDatagram, InputMsg, MovementAuthority, ViewClaim, VERSION,
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 const SECRET: &[u8] = b"fuzz secret";
 const UNIX: u64 = 1_800_000_000;
 
-fn server(movement: MovementAuthority, now: Instant) -> Server {
+fn server(movement: MovementAuthority, now: Instant) -> ServerMachine {
     let bytes = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../maps/arena.map")).unwrap();
     let map = MapData::parse_any(&bytes).unwrap();
     let model = Arc::new(CollisionModel::build(&map));
@@ -33,7 +33,7 @@ fn server(movement: MovementAuthority, now: Instant) -> Server {
         movement,
         ..ServerSettings::new("arena", Arc::new(bytes), SECRET.to_vec())
     };
-    Server::new(Arc::new(sim), settings, now, UNIX).unwrap()
+    ServerMachine::new(Arc::new(sim), settings, now, UNIX).unwrap()
 }
 
 fn hello(player: u32, nonce: u32) -> Vec<u8> {

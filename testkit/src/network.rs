@@ -5,7 +5,7 @@ use expel_core::PlayerId;
 use expel_core::{CollisionModel, MapData, MoveConfig, Sim};
 use expel_protocol::client::ClientSettings;
 use expel_protocol::conditioner::Impairment;
-use expel_protocol::server::{Server, ServerSettings};
+use expel_protocol::server::{ServerMachine, ServerSettings};
 use expel_protocol::simnet::{NetSettings, SimNet};
 use expel_protocol::token::{mint, Grant};
 use expel_protocol::MovementAuthority;
@@ -82,7 +82,7 @@ pub fn network_with(
     edit(&mut settings);
     #[allow(clippy::disallowed_methods)] // the base of virtual time
     let t0 = std::time::Instant::now();
-    let server = Server::new(sim.clone(), settings, t0, UNIX).expect("a test server");
+    let server = ServerMachine::new(sim.clone(), settings, t0, UNIX).expect("a test server");
     let net = NetSettings {
         up: link,
         down: link,

@@ -497,7 +497,7 @@ impl CollisionModel {
         trace::contacts(self, hull, pos, max_dist, mask, s, out)
     }
 
-    /// Whether `hull` placed at `pos` overlaps (deeper than [`POSITION_EPS`]) any solid
+    /// Whether `hull` placed at `pos` overlaps (deeper than `POSITION_EPS`) any solid
     /// brush whose contents meet `mask`. Exact separating-axis test against the brushes.
     pub fn position_solid(
         &self,

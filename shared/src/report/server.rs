@@ -259,7 +259,7 @@ pub struct ServerStats {
     /// Connections that have not said hello yet.
     pub awaiting_hello: u64,
     /// The players the load allows now (`None`: no limit known; see
-    /// [`Server::handle_load`](crate::server::Server::handle_load)).
+    /// [`ServerMachine::handle_load`](crate::server::ServerMachine::handle_load)).
     pub capacity: Option<u64>,
 }
 

@@ -3,7 +3,7 @@
 //! its goodbye.
 
 use super::game::Notice;
-use super::{Conn, ConnId, Event, MessageDrop, Output, Player, Server, Stage};
+use super::{Conn, ConnId, Event, MessageDrop, Output, Player, ServerMachine, Stage};
 use crate::frame::encode_frame;
 use crate::input::{InputBuffer, InputStats};
 use crate::join::server::{House, Knock};
@@ -18,8 +18,8 @@ use expel_core::validate::{ValidationConfig, Validator};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-/// The work of [`Server::handle_control`].
-pub(super) fn handle_control(server: &mut Server, conn: ConnId, bytes: &[u8], now: Instant) {
+/// The work of [`ServerMachine::handle_control`].
+pub(super) fn handle_control(server: &mut ServerMachine, conn: ConnId, bytes: &[u8], now: Instant) {
     server.wall.called(now);
     let Some(c) = server.conns.get_mut(&conn) else {
         return;
@@ -90,7 +90,7 @@ pub(super) fn handle_control(server: &mut Server, conn: ConnId, bytes: &[u8], no
 }
 
 fn hello(
-    server: &mut Server,
+    server: &mut ServerMachine,
     conn: ConnId,
     version: u16,
     token: &str,
@@ -148,8 +148,8 @@ fn hello(
     server.count_pending();
 }
 
-/// The work of [`Server::handle_map_sent`].
-pub(super) fn handle_map_sent(server: &mut Server, conn: ConnId, now: Instant) {
+/// The work of [`ServerMachine::handle_map_sent`].
+pub(super) fn handle_map_sent(server: &mut ServerMachine, conn: ConnId, now: Instant) {
     if let Some(Conn {
         stage: Stage::Map { player },
         ..
@@ -160,7 +160,7 @@ pub(super) fn handle_map_sent(server: &mut Server, conn: ConnId, now: Instant) {
     }
 }
 
-fn enter(server: &mut Server, conn: ConnId, id: PlayerId, now: Instant) {
+fn enter(server: &mut ServerMachine, conn: ConnId, id: PlayerId, now: Instant) {
     let spawn = server.sim.join_state(&server.world, id, MoveMode::Walk);
     if server.sim.add_player(&mut server.world, id, spawn).is_err() {
         server.kick(conn, Code::NoRoom, "no room in the world".into());

@@ -6,7 +6,7 @@
 use crate::game::ends::{EndCause, EntityEnd, EntityStart};
 use crate::messages::outbox::Sender;
 use crate::messages::{decode_message, encode_message, Channel, MessageError};
-use crate::server::Server;
+use crate::server::ServerMachine;
 use crate::shots::server::{SeenShot, ShotError, AIMED_AT_COS, SHOOTER_REACH, SHOOTER_SLACK};
 use crate::snapshot::{
     game_state_fields, EndLog, Ended, Scope, Spawned, StateFields, MAX_STATE_BYTES,
@@ -180,7 +180,7 @@ pub const MAX_ENTITIES: usize = 16_384;
 
 /// What the game's rules may do: the server, as the game sees it.
 pub struct Game<'a> {
-    server: &'a mut Server,
+    server: &'a mut ServerMachine,
     now: Instant,
 }
 
@@ -538,7 +538,7 @@ impl Game<'_> {
     }
 
     /// Sets a player's state by the rules: the next tick steps it from there, and its
-    /// client is corrected to it (see [`Server::moved_by_rules`]).
+    /// client is corrected to it (see [`ServerMachine::moved_by_rules`]).
     fn set_state(&mut self, player: PlayerId, to: PlayerState) {
         if let Some(slot) = self.server.world.players.get_mut(&player) {
             slot.state = to;
@@ -562,13 +562,13 @@ impl Game<'_> {
     }
 }
 
-/// The work of [`Server::game_summary`].
-pub(super) fn game_summary(server: &mut Server) -> Option<String> {
+/// The work of [`ServerMachine::game_summary`].
+pub(super) fn game_summary(server: &mut ServerMachine) -> Option<String> {
     server.game.rules.as_mut()?.summary()
 }
 
-/// The work of [`Server::set_rules`].
-pub(super) fn set_rules(server: &mut Server, rules: Box<dyn GameRules>) {
+/// The work of [`ServerMachine::set_rules`].
+pub(super) fn set_rules(server: &mut ServerMachine, rules: Box<dyn GameRules>) {
     server.game.rules = Some(rules);
 }
 
@@ -576,7 +576,7 @@ pub(super) fn set_rules(server: &mut Server, rules: Box<dyn GameRules>) {
 /// no rules), then tells them of players who joined or left meanwhile (a player the
 /// rules kicked, say), in order.
 pub(super) fn with_rules(
-    server: &mut Server,
+    server: &mut ServerMachine,
     now: Instant,
     f: impl FnOnce(&mut dyn GameRules, &mut Game<'_>),
 ) {
@@ -598,7 +598,7 @@ pub(super) fn with_rules(
 
 /// Tells the rules (if any) that a player joined or left: now, or when they return
 /// if they are running.
-pub(super) fn notify(server: &mut Server, notice: Notice) {
+pub(super) fn notify(server: &mut ServerMachine, notice: Notice) {
     if server.game.rules.is_none() && !server.game.running {
         return;
     }
@@ -610,7 +610,7 @@ pub(super) fn notify(server: &mut Server, notice: Notice) {
 
 /// The rules set `player`'s state: its client learns it from the next snapshot like a
 /// correction, and nothing it reported or claimed from before counts against it.
-fn moved_by_rules(server: &mut Server, player: PlayerId) {
+fn moved_by_rules(server: &mut ServerMachine, player: PlayerId) {
     let tick = server.world.tick + 1;
     let trusted = server.settings.movement == MovementAuthority::Client;
     let Some(s) = server.players.get_mut(&player) else {
@@ -628,7 +628,7 @@ fn moved_by_rules(server: &mut Server, player: PlayerId) {
 
 /// [`Game::shot_as_seen`] for tick `tick`'s rules.
 fn shot_as_seen(
-    server: &mut Server,
+    server: &mut ServerMachine,
     tick: u64,
     shooter: PlayerId,
     hull: &Hull,

@@ -8,7 +8,7 @@
 //! player's later inputs with it. So the outcome is the batch's, whatever ran it on how
 //! many threads.
 
-use super::{kick_reason, wall::Wall, ConnId, MessageDrop, Player, Server, Stage, CLAIMS};
+use super::{kick_reason, wall::Wall, ConnId, MessageDrop, Player, ServerMachine, Stage, CLAIMS};
 use crate::messages::Channel;
 use crate::{decode, ClientDatagram, Code, InputMsg, MovementAuthority};
 use expel_core::movement::PlayerState;
@@ -79,14 +79,19 @@ impl Found {
     }
 }
 
-/// The work of [`Server::handle_datagram`].
-pub(super) fn handle_datagram(server: &mut Server, conn: ConnId, bytes: &[u8], now: Instant) {
+/// The work of [`ServerMachine::handle_datagram`].
+pub(super) fn handle_datagram(
+    server: &mut ServerMachine,
+    conn: ConnId,
+    bytes: &[u8],
+    now: Instant,
+) {
     server.handle_datagrams([(conn, bytes, now)]);
 }
 
-/// The work of [`Server::handle_datagrams`].
+/// The work of [`ServerMachine::handle_datagrams`].
 pub(super) fn handle_datagrams<'b>(
-    server: &mut Server,
+    server: &mut ServerMachine,
     batch: impl IntoIterator<Item = (ConnId, &'b [u8], Instant)>,
 ) {
     let mut inputs: Vec<Routed<'b>> = Vec::new();
@@ -107,7 +112,7 @@ pub(super) fn handle_datagrams<'b>(
 /// (its allowance with it), and one before the world is held to the connection's
 /// allowance and counted.
 fn route<'b>(
-    server: &mut Server,
+    server: &mut ServerMachine,
     conn: ConnId,
     bytes: &'b [u8],
     now: Instant,
@@ -175,7 +180,7 @@ fn route<'b>(
 
 /// Judges and buffers each player's routed inputs, in player order (see the module's
 /// doc).
-fn take_inputs(server: &mut Server, inputs: &[Routed<'_>]) {
+fn take_inputs(server: &mut ServerMachine, inputs: &[Routed<'_>]) {
     // Its own handle, so the context outlives the borrows of the ordered pass.
     let sim = server.sim.clone();
     let ctx = Intake {

@@ -2,7 +2,7 @@
 //! by its allowance (see [`outbox`](crate::messages::outbox)), what players send
 //! taken in turn for the rules, and what is dropped or abused counted.
 
-use super::{MessageDrop, Output, Server};
+use super::{MessageDrop, Output, ServerMachine};
 use crate::frame::encode_frame;
 use crate::messages::outbox::Sender;
 use crate::messages::{check_size, Arrival, Channel, Mailbox, MessageError};
@@ -16,9 +16,9 @@ const PLAYER_QUEUE: usize = 64;
 /// Why a client that abuses messages is kicked.
 const ABUSE: &str = "kicked for abusing messages (too many, too large or malformed)";
 
-/// The work of [`Server::send_message`].
+/// The work of [`ServerMachine::send_message`].
 pub(super) fn send_message(
-    server: &mut Server,
+    server: &mut ServerMachine,
     player: PlayerId,
     channel: Channel,
     bytes: &[u8],
@@ -27,9 +27,9 @@ pub(super) fn send_message(
     server.send_from(Sender::Game, player, channel, bytes, now)
 }
 
-/// The work of [`Server::send_from`].
+/// The work of [`ServerMachine::send_from`].
 pub(super) fn send_from(
-    server: &mut Server,
+    server: &mut ServerMachine,
     from: Sender,
     player: PlayerId,
     channel: Channel,
@@ -52,7 +52,7 @@ pub(super) fn send_from(
 }
 
 /// Sends what waits for `player`, in turns, while its allowance lasts.
-fn flush_outbox(server: &mut Server, player: PlayerId, now: Instant) {
+fn flush_outbox(server: &mut ServerMachine, player: PlayerId, now: Instant) {
     let Some(s) = server.players.get_mut(&player) else {
         return;
     };
@@ -76,7 +76,7 @@ fn flush_outbox(server: &mut Server, player: PlayerId, now: Instant) {
 
 /// Sends what waits for every player, as far as their allowances go (once a tick:
 /// allowances refill with time).
-pub(super) fn flush_outboxes(server: &mut Server, now: Instant) {
+pub(super) fn flush_outboxes(server: &mut ServerMachine, now: Instant) {
     let waiting: Vec<PlayerId> = server
         .players
         .iter()
@@ -89,7 +89,7 @@ pub(super) fn flush_outboxes(server: &mut Server, now: Instant) {
 }
 
 /// Counts a game message dropped on `channel` for `why`.
-pub(super) fn message_dropped(server: &mut Server, channel: Channel, why: MessageDrop) {
+pub(super) fn message_dropped(server: &mut ServerMachine, channel: Channel, why: MessageDrop) {
     server.stats.messages[channel.index()].dropped += 1;
     let i = MessageDrop::ALL.iter().position(|r| *r == why).unwrap_or(0);
     server.stats.message_drops[i] += 1;
@@ -98,7 +98,7 @@ pub(super) fn message_dropped(server: &mut Server, channel: Channel, why: Messag
 /// A message from `player` arrived (`seq`: an unreliable one's number). Without
 /// rules to take it, it is dropped.
 pub(super) fn message_in(
-    server: &mut Server,
+    server: &mut ServerMachine,
     player: PlayerId,
     channel: Channel,
     seq: u64,
@@ -135,7 +135,7 @@ pub(super) fn message_in(
 
 /// The oldest message of the next player after the one taken last (in id order,
 /// round) that has one.
-pub(super) fn take_message(server: &mut Server) -> Option<(PlayerId, Channel, Vec<u8>)> {
+pub(super) fn take_message(server: &mut ServerMachine) -> Option<(PlayerId, Channel, Vec<u8>)> {
     use std::ops::Bound::{Excluded, Unbounded};
     loop {
         let waiting = &server.game.mail_waiting;
@@ -158,7 +158,7 @@ pub(super) fn take_message(server: &mut Server) -> Option<(PlayerId, Channel, Ve
 }
 
 pub(super) fn message_malformed(
-    server: &mut Server,
+    server: &mut ServerMachine,
     player: PlayerId,
     channel: Channel,
     now: Instant,

@@ -1,14 +1,14 @@
 //! The server's side of the protocol as a state machine: no sockets, no clock, no async.
 //!
 //! A shell (the `expel-server` crate over quinn, or a test's simulated network) tells it
-//! what happened and when: a connection arrived ([`Server::connected`]), bytes arrived on
-//! a connection's control stream ([`Server::handle_control`]) or as a datagram
-//! ([`Server::handle_datagram`]), the map finished sending ([`Server::handle_map_sent`]),
-//! a connection went away ([`Server::handle_closed`]), time passed
-//! ([`Server::handle_timeout`], due at [`Server::poll_timeout`]). It reads out what to do
-//! ([`Server::poll_output`]: control bytes and datagrams to send, the map to stream,
-//! connections to close) and what happened ([`Server::poll_event`]: joins, leaves,
-//! violations). Every figure an operator watches is in [`Server::stats`].
+//! what happened and when: a connection arrived ([`ServerMachine::connected`]), bytes arrived on
+//! a connection's control stream ([`ServerMachine::handle_control`]) or as a datagram
+//! ([`ServerMachine::handle_datagram`]), the map finished sending ([`ServerMachine::handle_map_sent`]),
+//! a connection went away ([`ServerMachine::handle_closed`]), time passed
+//! ([`ServerMachine::handle_timeout`], due at [`ServerMachine::poll_timeout`]). It reads out what to do
+//! ([`ServerMachine::poll_output`]: control bytes and datagrams to send, the map to stream,
+//! connections to close) and what happened ([`ServerMachine::poll_event`]: joins, leaves,
+//! violations). Every figure an operator watches is in [`ServerMachine::stats`].
 //!
 //! Each tick drains nothing: inputs are judged as they arrive, against the tick the
 //! server will step next and the wall-clock tick `now` gives, and buffered per client
@@ -63,7 +63,7 @@ pub use settings::{ServerSettings, SettingsError, MIN_CLIENT_BUDGET};
 
 /// Predictions (or claims) remembered per client until the server reaches their tick.
 const CLAIMS: usize = 256;
-/// Ticks stepped at most in one [`Server::handle_timeout`]: a server further behind
+/// Ticks stepped at most in one [`ServerMachine::handle_timeout`]: a server further behind
 /// catches up over several calls, and the shell reads what arrived in between.
 const MAX_CATCH_UP: u64 = 64;
 /// How far behind the server may fall and still run every tick it owes (catching up on
@@ -192,7 +192,7 @@ impl Leaps {
 }
 
 /// The server's protocol state machine.
-pub struct Server {
+pub struct ServerMachine {
     sim: Arc<Sim>,
     settings: ServerSettings,
     map_hash: [u8; 32],
@@ -227,7 +227,7 @@ pub struct Server {
     shut: bool,
 }
 
-impl Server {
+impl ServerMachine {
     /// A server whose tick 0 is `now`, which is `unix_now` in Unix seconds (token expiry
     /// is judged on that clock).
     pub fn new(
@@ -235,7 +235,7 @@ impl Server {
         settings: ServerSettings,
         now: Instant,
         unix_now: u64,
-    ) -> Result<Server, SettingsError> {
+    ) -> Result<ServerMachine, SettingsError> {
         let rate = sim.config().tick_rate;
         if settings.snapshot_rate == 0 || settings.snapshot_rate > rate {
             return Err(SettingsError(format!(
@@ -262,7 +262,7 @@ impl Server {
         }
         let scratch = SimScratch::with_threads(settings.threads)
             .map_err(|e| SettingsError(format!("{} worker threads: {e}", settings.threads)))?;
-        Ok(Server {
+        Ok(ServerMachine {
             world: sim.new_state(),
             map_hash: *blake3::hash(&settings.map_bytes).as_bytes(),
             sim,
@@ -335,7 +335,7 @@ impl Server {
         self.stats.capacity = self.door.report_load(load, totals).map(|c| c as u64);
     }
 
-    /// The next instant [`Server::handle_timeout`] has work (the next tick).
+    /// The next instant [`ServerMachine::handle_timeout`] has work (the next tick).
     pub fn poll_timeout(&self) -> Instant {
         self.wall.tick_at(self.world.tick + 1)
     }
@@ -365,7 +365,7 @@ impl Server {
     }
 
     /// A connection finished its transport handshake; its hello is due within the hello
-    /// timeout. After [`Server::shutdown`] it is closed at once.
+    /// timeout. After [`ServerMachine::shutdown`] it is closed at once.
     pub fn connected(&mut self, conn: ConnId, now: Instant) {
         if self.shut {
             self.close(
@@ -547,7 +547,7 @@ impl Server {
         intake::handle_datagram(self, conn, bytes, now)
     }
 
-    /// Datagrams that arrived, in the order they did (each as [`Server::handle_datagram`]).
+    /// Datagrams that arrived, in the order they did (each as [`ServerMachine::handle_datagram`]).
     /// A shell that gathers them between ticks hands them over at once: each player's are
     /// then judged apart, over the tick's workers.
     pub fn handle_datagrams<'b>(

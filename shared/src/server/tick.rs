@@ -1,7 +1,9 @@
 //! The machine's ticks: when they are due, catching up on those it owes, the deadlines
 //! looked at with them, and each tick's step and snapshots.
 
-use super::{ConnId, Output, Player, Server, Stage, DEFAULT_DATAGRAM, MAX_BACKLOG, MAX_CATCH_UP};
+use super::{
+    ConnId, Output, Player, ServerMachine, Stage, DEFAULT_DATAGRAM, MAX_BACKLOG, MAX_CATCH_UP,
+};
 use crate::input::InputStats;
 use crate::predict::{self, replay::Replayer};
 use crate::snapshot::Crowd;
@@ -13,7 +15,7 @@ use expel_core::validate::{ClientRecords, TickClaim, Violation};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-impl Server {
+impl ServerMachine {
     /// Steps the ticks due by `now` (and closes connections past their deadlines).
     /// A server behind its clock runs every tick it owes, up to `MAX_CATCH_UP` a call:
     /// all but the last on movement alone (their snapshots would be stale before they were
