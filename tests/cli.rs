@@ -659,7 +659,10 @@ fn serve_reads_a_toml_config_with_flags_winning_and_generates_a_secret() {
     let (_, err, ok) = expel(&["serve", "--config", config.to_str().unwrap()], "", &cache);
     assert!(!ok && err.contains("unknown movement"), "{err}");
     let (_, err, ok) = expel(&["serve", "--movement", "clients"], "", &cache);
-    assert!(!ok && err.contains("unknown movement"), "{err}");
+    assert!(
+        !ok && err.contains("'clients'") && err.contains("server, client"),
+        "{err}"
+    );
     // A client budget below a few small snapshots a second, from the file or a flag.
     std::fs::write(&config, "client_budget = 100\n").unwrap();
     let (_, err, ok) = expel(&["serve", "--config", config.to_str().unwrap()], "", &cache);

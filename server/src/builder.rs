@@ -2,14 +2,14 @@
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), expel_server::ServerError> {
-//! use expel_server::{Map, Server};
+//! use expel_server::{Map, PlayerId, Server};
 //! let server = Server::builder(Map::arena()?)
 //!     .addr("127.0.0.1:27960".parse().unwrap())
 //!     .max_players(16)
 //!     .start()
 //!     .await?;
 //! println!("listening on {}, certificate {}", server.addr, server.fingerprint);
-//! let token = server.token(7, std::time::Duration::from_secs(3600));
+//! let token = server.token(PlayerId(7), std::time::Duration::from_secs(3600));
 //! # let _ = token;
 //! server.shutdown("done").await;
 //! # Ok(()) }
