@@ -49,7 +49,7 @@ pub fn hello(id: u32) -> Vec<u8> {
 
 /// A server in `movement` mode at `now`, with connections 1 and 2 joined as players 1
 /// and 2 (their map taken as sent).
-pub fn server(movement: MovementAuthority, now: Instant) -> Server {
+pub fn server(movement: MovementAuthority, now: Instant) -> ServerMachine {
     let settings = ServerSettings {
         max_players: 8,
         client_budget: 64 * 1024,
@@ -57,7 +57,7 @@ pub fn server(movement: MovementAuthority, now: Instant) -> Server {
         movement,
         ..ServerSettings::new("arena", Arc::new(ARENA.to_vec()), SECRET.to_vec())
     };
-    let mut s = Server::new(sim(), settings, now, UNIX).expect("settings are valid");
+    let mut s = ServerMachine::new(sim(), settings, now, UNIX).expect("settings are valid");
     for id in 1..=2 {
         s.connected(id, now);
         s.handle_control(id, &hello(id as u32), now);

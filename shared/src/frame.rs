@@ -2,14 +2,14 @@
 //! and that many bytes of postcard. The decoder takes bytes as they arrive and never
 //! buffers more than one frame's limit.
 
-use super::ProtocolError;
+use crate::codec::{encode, ProtocolError};
 
 /// Longest control frame (map chunks are the largest messages).
 pub const MAX_FRAME: usize = 64 * 1024;
 
 /// Encodes one frame.
 pub fn encode_frame<T: serde::Serialize>(msg: &T) -> Vec<u8> {
-    let body = super::encode(msg);
+    let body = encode(msg);
     let mut out = Vec::with_capacity(4 + body.len());
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
     out.extend_from_slice(&body);

@@ -38,8 +38,10 @@
 
 pub mod text;
 
-// The wire: the messages, their framing and the codes that end a session.
+// The wire: the version and limits, the messages, their framing and the codes that end a
+// session.
 pub mod code;
+mod codec;
 pub mod frame;
 mod wire;
 
@@ -71,81 +73,12 @@ pub mod rate;
 pub mod simnet;
 
 pub use code::{Code, Kind as EndKind};
+pub use codec::{
+    decode, encode, ProtocolError, ALPN, DEFAULT_INTEREST, INPUT_REDUNDANCY, MAP_CHUNK,
+    MAX_INPUT_COMMANDS, MAX_MAP_BYTES, MOVER_INTEREST_RADIUS, VERSION,
+};
 pub use wire::{
     ClientControl, ClientDatagram, EntityDelta, Feedback, FieldValues, GameLists, InputMsg,
     MovementAuthority, RosterChange, ServerControl, ServerDatagram, SnapshotMsg, ViewClaim,
     Welcome, MAX_TICK,
 };
-
-use thiserror::Error;
-
-/// Protocol version carried in the hello; a server refuses any other. The ALPN names the
-/// same number.
-pub const VERSION: u16 = 13;
-/// The QUIC application protocol name: `expel/` and [`VERSION`].
-pub const ALPN: &[u8] = b"expel/13";
-/// Commands repeated in every input datagram (the last N), so a lost datagram costs nothing.
-pub const INPUT_REDUNDANCY: usize = 4;
-/// Most commands one input datagram may carry.
-pub const MAX_INPUT_COMMANDS: usize = 32;
-/// Largest map a server sends or a client accepts.
-pub const MAX_MAP_BYTES: u64 = 64 << 20;
-/// Map transfer chunk size.
-pub const MAP_CHUNK: usize = 32 * 1024;
-/// Other players in a snapshot by default (the nearest).
-pub const DEFAULT_INTEREST: usize = 32;
-/// Movers within this distance of a player are in its snapshots.
-pub const MOVER_INTEREST_RADIUS: f64 = 4096.0;
-
-/// Bytes that do not form a valid message.
-#[derive(Debug, Error, Clone, PartialEq)]
-pub enum ProtocolError {
-    /// Not decodable as the expected message.
-    #[error("malformed {what}: {detail}")]
-    Malformed {
-        /// Which message.
-        what: &'static str,
-        /// The decoder's complaint.
-        detail: String,
-    },
-    /// A frame longer than allowed.
-    #[error("frame of {0} bytes exceeds the limit of {1}")]
-    FrameTooLong(usize, usize),
-    /// Decodable, but inconsistent (a mask that does not match its values, too many
-    /// commands, a map larger than allowed, ...).
-    #[error("invalid {what}: {detail}")]
-    Invalid {
-        /// Which message.
-        what: &'static str,
-        /// What is wrong.
-        detail: String,
-    },
-}
-
-/// Encodes a message with postcard.
-pub fn encode<T: serde::Serialize>(msg: &T) -> Vec<u8> {
-    // Plain data into a Vec cannot fail. Most messages fit a datagram: reserve one, so
-    // encoding does not grow the buffer byte by byte.
-    postcard::to_extend(msg, Vec::with_capacity(1200)).unwrap_or_default()
-}
-
-/// Decodes a message with postcard; trailing bytes are an error.
-pub fn decode<'a, T: serde::Deserialize<'a>>(
-    what: &'static str,
-    bytes: &'a [u8],
-) -> Result<T, ProtocolError> {
-    let malformed = |detail: String| ProtocolError::Malformed { what, detail };
-    let (v, rest) = postcard::take_from_bytes(bytes).map_err(|e| malformed(e.to_string()))?;
-    if !rest.is_empty() {
-        return Err(malformed(format!("{} trailing bytes", rest.len())));
-    }
-    Ok(v)
-}
-
-#[cfg(test)]
-mod version_tests {
-    #[test]
-    fn the_alpn_names_the_protocol_version() {
-        assert_eq!(super::ALPN, format!("expel/{}", super::VERSION).as_bytes());
-    }
-}

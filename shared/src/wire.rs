@@ -3,7 +3,7 @@
 
 use super::code::Code;
 use super::game::ends::WireEnd;
-use super::{ProtocolError, MAX_INPUT_COMMANDS, MAX_MAP_BYTES};
+use crate::codec::{ProtocolError, MAX_INPUT_COMMANDS, MAX_MAP_BYTES};
 use expel_core::movement::{MoveCommand, MoveConfig, PlayerState};
 use expel_core::sim::ShotView;
 use expel_core::validate::Commands;

@@ -2,9 +2,10 @@
 
 use super::push_event;
 use super::{Client, ClientEvent, ClientOutput, Status};
+use crate::codec::encode;
 use crate::frame::encode_frame;
 use crate::messages::{Arrival, Channel, Letter, MessageError};
-use crate::{encode, ClientControl, ClientDatagram};
+use crate::wire::{ClientControl, ClientDatagram};
 use std::time::Instant;
 
 /// The work of [`Client::send_message`].

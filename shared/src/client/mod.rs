@@ -30,15 +30,16 @@ use super::join::client::{build_sim, Joining};
 use super::report::client::push_event;
 use super::roster::client::Roster;
 
+use crate::code::Code;
+use crate::codec::{decode, encode, INPUT_REDUNDANCY, MAX_INPUT_COMMANDS, VERSION};
 use crate::frame::{encode_frame, FrameDecoder};
 use crate::messages::{Channel, Letter, Mailbox, MessageError, MESSAGE_QUEUE};
 use crate::predict::Predictor;
 use crate::snapshot::interp::{Drawn, Interpolator};
 use crate::snapshot::SnapshotDecoder;
-use crate::{
-    decode, encode, ClientControl, ClientDatagram, Code, InputMsg, MovementAuthority,
-    ServerControl, ServerDatagram, ViewClaim, Welcome, INPUT_REDUNDANCY, MAX_INPUT_COMMANDS,
-    VERSION,
+use crate::wire::{
+    ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl, ServerDatagram,
+    ViewClaim, Welcome,
 };
 use expel_core::collision::hull::Hull;
 use expel_core::collision::Hit;

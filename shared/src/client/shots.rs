@@ -1,6 +1,6 @@
 //! The client's side of shots judged as the shooter saw them: the view each command was
 //! made at (sent with the commands that press a game button, see
-//! [`ViewClaim`](crate::ViewClaim)), and the same trace the server's rules run
+//! [`ViewClaim`](crate::wire::ViewClaim)), and the same trace the server's rules run
 //! ([`Game::shot_as_seen`](crate::server::Game::shot_as_seen)) over what this
 //! client drew, so a game (or a bot) knows what its shot hit on its own screen.
 

@@ -3,7 +3,7 @@
 //! after its tick passed), duplicate (the redundant copies every input datagram carries)
 //! and too far ahead (refused, so a client cannot make the buffer grow).
 
-use crate::InputMsg;
+use crate::wire::InputMsg;
 use expel_core::movement::MoveCommand;
 use expel_core::sim::ShotView;
 use expel_core::validate::MAX_AHEAD;

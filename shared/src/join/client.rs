@@ -1,9 +1,10 @@
 //! Joining, the client's half: the welcome (or the refusal), the map's transfer checked
 //! against its hash, the simulation built from it, and where the clock starts.
 
+use crate::codec::MAX_MAP_BYTES;
 use crate::input::clock::MAX_LEAD_RTT;
 use crate::report::client::{End, Status};
-use crate::{ServerControl, Welcome, MAX_MAP_BYTES};
+use crate::wire::{ServerControl, Welcome};
 use expel_core::collision::CollisionModel;
 use expel_core::map::MapData;
 use expel_core::sim::Sim;

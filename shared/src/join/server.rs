@@ -2,10 +2,12 @@
 //! the frames that carry the map. The server machine runs a connection's way in with
 //! them (`server/control.rs`).
 
+use crate::code::Code;
+use crate::codec::{MAP_CHUNK, VERSION};
 use crate::frame::encode_frame;
 use crate::headroom::{Headroom, Load, Window};
 use crate::token::{self, Grant, ReplayGuard, ServerId};
-use crate::{Code, ServerControl, MAP_CHUNK, VERSION};
+use crate::wire::ServerControl;
 use expel_core::sim::PlayerId;
 
 /// A hello, as the door weighs it.

@@ -346,7 +346,7 @@ pub fn encode_message<T: Serialize>(msg: &T) -> Result<Vec<u8>, MessageError> {
 
 /// The game's message from bytes (postcard; trailing bytes are malformed).
 pub fn decode_message<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, MessageError> {
-    crate::decode::<T>("message", bytes).map_err(|e| MessageError::Malformed(e.to_string()))
+    crate::codec::decode::<T>("message", bytes).map_err(|e| MessageError::Malformed(e.to_string()))
 }
 
 #[cfg(test)]

@@ -1,9 +1,9 @@
 //! What the server machine tells its shell: what to do ([`Output`]), what happened
 //! ([`Event`]) and its counters ([`ServerStats`]).
 
+use crate::code::Code;
 use crate::input::InputStats;
 use crate::predict::replay::ReplayCounts;
-use crate::Code;
 use expel_core::movement::PlayerState;
 use expel_core::sim::PlayerId;
 use expel_core::validate::ViolationKind;

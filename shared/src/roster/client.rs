@@ -1,7 +1,7 @@
 //! Who else is in the world: the server's roster, not our view.
 
 use crate::report::client::{push_event, ClientEvent, End};
-use crate::RosterChange;
+use crate::wire::RosterChange;
 use expel_core::sim::PlayerId;
 use std::collections::{BTreeSet, VecDeque};
 

@@ -4,7 +4,7 @@
 
 use crate::frame::encode_frame;
 use crate::report::server::{ConnId, Output};
-use crate::{RosterChange, ServerControl};
+use crate::wire::{RosterChange, ServerControl};
 use expel_core::sim::PlayerId;
 use std::collections::{BTreeMap, VecDeque};
 

@@ -4,6 +4,8 @@
 
 use super::game::Notice;
 use super::{Conn, ConnId, Event, MessageDrop, Output, Player, ServerMachine, Stage};
+use crate::code::Code;
+use crate::codec::decode;
 use crate::frame::encode_frame;
 use crate::input::{InputBuffer, InputStats};
 use crate::join::server::{House, Knock};
@@ -11,7 +13,7 @@ use crate::messages::Channel;
 use crate::predict::replay::{CommandLog, REPLAY_SECONDS};
 use crate::rate::InputGate;
 use crate::snapshot::{Feedback, SnapshotEncoder};
-use crate::{decode, ClientControl, Code, ServerControl, Welcome};
+use crate::wire::{ClientControl, ServerControl, Welcome};
 use expel_core::movement::MoveMode;
 use expel_core::sim::PlayerId;
 use expel_core::validate::{ValidationConfig, Validator};

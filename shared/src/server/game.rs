@@ -3,6 +3,7 @@
 //! inside the machine, at fixed points of the tick, in player order: the same inputs
 //! give the same state and the same messages.
 
+use crate::code::Code;
 use crate::game::ends::{EndCause, EntityEnd, EntityStart};
 use crate::messages::outbox::Sender;
 use crate::messages::{decode_message, encode_message, Channel, MessageError};
@@ -11,8 +12,7 @@ use crate::shots::server::{SeenShot, ShotError, AIMED_AT_COS, SHOOTER_REACH, SHO
 use crate::snapshot::{
     game_state_fields, EndLog, Ended, Scope, Spawned, StateFields, MAX_STATE_BYTES,
 };
-use crate::Code;
-use crate::MovementAuthority;
+use crate::wire::MovementAuthority;
 use expel_core::collision::hull::Hull;
 use expel_core::collision::{Contents, TraceScratch};
 use expel_core::movement::{flags, MoveCommand, MoveMode, PlayerState};

@@ -9,8 +9,10 @@
 //! many threads.
 
 use super::{kick_reason, wall::Wall, ConnId, MessageDrop, Player, ServerMachine, Stage, CLAIMS};
+use crate::code::Code;
+use crate::codec::decode;
 use crate::messages::Channel;
-use crate::{decode, ClientDatagram, Code, InputMsg, MovementAuthority};
+use crate::wire::{ClientDatagram, InputMsg, MovementAuthority};
 use expel_core::movement::PlayerState;
 use expel_core::sim::{PlayerId, Sim};
 use expel_core::validate::{Violation, ViolationKind};

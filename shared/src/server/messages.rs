@@ -3,10 +3,12 @@
 //! taken in turn for the rules, and what is dropped or abused counted.
 
 use super::{MessageDrop, Output, ServerMachine};
+use crate::code::Code;
+use crate::codec::encode;
 use crate::frame::encode_frame;
 use crate::messages::outbox::Sender;
 use crate::messages::{check_size, Arrival, Channel, Mailbox, MessageError};
-use crate::{encode, Code, ServerControl, ServerDatagram};
+use crate::wire::{ServerControl, ServerDatagram};
 use expel_core::sim::PlayerId;
 use std::time::Instant;
 

@@ -1,7 +1,7 @@
 //! What the server machine is made with: its settings, and the error for one out of range.
 
 use crate::token::ServerId;
-use crate::MovementAuthority;
+use crate::wire::MovementAuthority;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,7 +43,7 @@ pub struct ServerSettings {
 
 impl ServerSettings {
     /// `expel serve`'s defaults for a map and a secret: 30 snapshots a second, 64
-    /// players, the nearest [`crate::DEFAULT_INTEREST`] in each snapshot, 32 KiB/s of
+    /// players, the nearest [`crate::codec::DEFAULT_INTEREST`] in each snapshot, 32 KiB/s of
     /// snapshots per client, 5 s to say hello, 10 s without input, the server moving
     /// every player.
     pub fn new(map_name: impl Into<String>, map_bytes: Arc<Vec<u8>>, secret: Vec<u8>) -> Self {
@@ -53,7 +53,7 @@ impl ServerSettings {
             max_players: 64,
             secret,
             server_id: None,
-            interest: crate::DEFAULT_INTEREST,
+            interest: crate::codec::DEFAULT_INTEREST,
             client_budget: 32 * 1024,
             map_name: map_name.into(),
             map_bytes,

@@ -4,10 +4,11 @@
 use super::{
     ConnId, Output, Player, ServerMachine, Stage, DEFAULT_DATAGRAM, MAX_BACKLOG, MAX_CATCH_UP,
 };
+use crate::code::Code;
 use crate::input::InputStats;
 use crate::predict::{self, replay::Replayer};
 use crate::snapshot::Crowd;
-use crate::{Code, MovementAuthority};
+use crate::wire::MovementAuthority;
 use expel_core::movement::{MoveCommand, Obstacle, PlayerState};
 use expel_core::mover::MoverState;
 use expel_core::sim::{PlayerId, PlayerReport, Sim, WorldState};

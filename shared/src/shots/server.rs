@@ -13,11 +13,11 @@
 //! client was never shown is counted, and kept up it is a
 //! [`ViolationKind::UnseenTarget`].
 //!
-//! [`ViewClaim`]: crate::ViewClaim
+//! [`ViewClaim`]: crate::wire::ViewClaim
 
+use crate::codec::INPUT_REDUNDANCY;
 use crate::input::Claimed;
 use crate::snapshot::SnapshotEncoder;
-use crate::INPUT_REDUNDANCY;
 use expel_core::collision::Hit;
 use expel_core::movement::PlayerState;
 use expel_core::sim::{History, PlayerId, ShotView, Struck};

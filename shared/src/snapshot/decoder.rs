@@ -5,7 +5,7 @@ use super::*;
 /// A list's ids from the gaps they are sent as (see [`SnapshotMsg`]), refusing ids
 /// beyond `u32`.
 ///
-/// [`SnapshotMsg`]: crate::SnapshotMsg
+/// [`SnapshotMsg`]: crate::wire::SnapshotMsg
 pub(super) fn ids_from_gaps<'a>(
     ids: impl Iterator<Item = &'a mut u32>,
 ) -> Result<(), ProtocolError> {

@@ -15,9 +15,10 @@
 //! `encoder`: the server's side. `decoder`: the client's side.
 
 use super::wire::{tick_from_gap, tick_gap};
-pub use super::Feedback;
-use super::{decode, EntityDelta, ProtocolError, ServerDatagram, MOVER_INTEREST_RADIUS};
+use crate::codec::{decode, ProtocolError, MOVER_INTEREST_RADIUS};
 use crate::game::ends::{EntityEnd, EntityStart, WireEnd};
+pub use crate::wire::Feedback;
+use crate::wire::{EntityDelta, ServerDatagram};
 use expel_core::geom::Aabb;
 use expel_core::movement::{MoveMode, PlayerState, POSITION_SCALE};
 use expel_core::mover::{MoverState, Phase};

@@ -4,8 +4,8 @@
 use super::decoder::*;
 use super::encoder::*;
 use super::*;
-use crate::encode;
-use crate::SnapshotMsg;
+use crate::codec::encode;
+use crate::wire::SnapshotMsg;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -15,7 +15,7 @@ fn oracle(scene: &Scene, base: &Scene, fb: Feedback) -> SnapshotMsg {
     fn delta<const N: usize>(id: u32, o: Option<&[i64; N]>, f: &[i64; N]) -> Option<EntityDelta> {
         let mask = changed(o, f)?;
         let o = o.copied().unwrap_or([0; N]);
-        let mut values = crate::FieldValues::default();
+        let mut values = crate::wire::FieldValues::default();
         for i in (0..N).filter(|i| mask & 1 << i != 0) {
             values.push(f[i].wrapping_sub(o[i]));
         }
@@ -52,7 +52,7 @@ fn oracle(scene: &Scene, base: &Scene, fb: Feedback) -> SnapshotMsg {
         removed: gone(&scene.players, &base.players),
         movers: deltas(&scene.movers, &base.movers),
         removed_movers: gone(&scene.movers, &base.movers),
-        game: crate::GameLists {
+        game: crate::wire::GameLists {
             entities: deltas(&scene.entities, &base.entities),
             removed_entities: gone(&scene.entities, &base.entities),
             player_states: deltas(&scene.player_states, &base.player_states),

@@ -11,7 +11,7 @@
 
 pub mod keyed;
 
-use crate::Code;
+use crate::code::Code;
 use expel_core::PlayerId;
 use keyed::KeyedHash;
 use std::collections::BTreeMap;
