@@ -13,7 +13,9 @@ use expel_modes::deathmatch::{
     actions, Deathmatch, DeathmatchNews, DeathmatchScore, FighterState, RocketLauncher,
     ROCKET_KIND, ROCKET_SPEED,
 };
-use expel_protocol::client::{Client, ClientEvent, End, LaunchStats, Status, CORRECTION_STEP};
+use expel_protocol::client::{
+    ClientEvent, ClientMachine, End, LaunchStats, Status, CORRECTION_STEP,
+};
 use expel_protocol::conditioner::Impairment;
 use expel_protocol::{Code, MovementAuthority};
 use std::collections::BTreeMap;
@@ -21,7 +23,7 @@ use std::time::Duration;
 
 /// Bot `i`'s command: walking a heading that turns every `turn_every` ticks, shooting at
 /// whom it sees.
-fn fight(g: &mut Gunner, i: usize, c: &Client, turn_every: u64) -> MoveCommand {
+fn fight(g: &mut Gunner, i: usize, c: &ClientMachine, turn_every: u64) -> MoveCommand {
     let Some(sim) = c.sim() else {
         return MoveCommand::default();
     };
@@ -48,7 +50,7 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
     let mut net = network(n, MovementAuthority::Server, link, 5);
     net.server_mut().set_rules(Box::new(Deathmatch::new()));
     let mut gunners: Vec<Gunner> = (0..n).map(Gunner::new).collect();
-    let mut drive = |i: usize, c: &Client| {
+    let mut drive = |i: usize, c: &ClientMachine| {
         if i == 7 {
             // Not deathmatch's buttons: refused, counted, nothing fired.
             let walk = MoveCommand::new(
@@ -178,7 +180,7 @@ fn predicted_rockets(link: Impairment, seed: u64) -> (LaunchStats, f64, usize) {
     let mut drawn: BTreeMap<u32, (u64, glam::DVec3)> = BTreeMap::new();
     let mut worst: f64 = 0.0;
     let per_tick = ROCKET_SPEED / 60.0;
-    let mut drive = |i: usize, c: &Client| {
+    let mut drive = |i: usize, c: &ClientMachine| {
         let tick = c.predicted_tick();
         if i == 0 {
             let twins = c.entities_drawn(f64::MAX);

@@ -14,7 +14,7 @@ use expel_core::validate::ViolationKind;
 use expel_core::PlayerId;
 use expel_core::{Contents, Hull, MoveCommand, Sim, TraceScratch};
 use expel_modes::deathmatch::{actions, eye, Deathmatch, GUN_RANGE};
-use expel_protocol::client::{Client, End, Status, Tamper};
+use expel_protocol::client::{ClientMachine, End, Status, Tamper};
 use expel_protocol::conditioner::Impairment;
 use expel_protocol::predict::Predictor;
 use expel_protocol::server::{Game, GameRules, MAX_SHOTS_PER_TICK};
@@ -58,7 +58,7 @@ fn deathmatch(n: u32, rtt_ms: f64, interest: usize, seed: u64) -> SimNet {
 
 /// What a shooter does at `tick`: aims at target `t`'s drawn place, off by up to
 /// `spread` units across, and holds the gun's trigger.
-fn shoot(c: &Client, target: u32, spread: f64, tick: u64) -> MoveCommand {
+fn shoot(c: &ClientMachine, target: u32, spread: f64, tick: u64) -> MoveCommand {
     let Some(me) = c.local_player() else {
         return MoveCommand::default();
     };
@@ -169,7 +169,7 @@ impl Tamper for Backtrack {
 
 /// A cheater's command at a tick, given where the others are (by id) as the server has
 /// them.
-type Cheat<'a> = dyn FnMut(&Client, u64, &[(PlayerId, DVec3)]) -> MoveCommand + 'a;
+type Cheat<'a> = dyn FnMut(&ClientMachine, u64, &[(PlayerId, DVec3)]) -> MoveCommand + 'a;
 
 /// Runs the clients for up to `secs` with cheater 0 doing `cheat`: why it was kicked,
 /// if it was, and the violations of each kind.
@@ -325,7 +325,7 @@ fn absurd_views_are_clamped_and_a_thousand_shots_a_tick_meet_the_budget() {
     net.server_mut().set_rules(Box::new(Barrage));
     net.run(Duration::from_secs(2), &mut |_, _| MoveCommand::default());
     let fire = MoveCommand::new(0.0, 0.0, 0.0, 0.0, 0.0).with_actions(1, 0);
-    let mut drive = |i: usize, _: &Client| {
+    let mut drive = |i: usize, _: &ClientMachine| {
         if i == 0 {
             fire
         } else {

@@ -309,7 +309,7 @@ fn clients_are_told_of_players_entering_and_leaving_their_view() {
     use expel_core::PlayerId;
     use expel_protocol::client::ClientEvent;
     let mut net = network(3, MovementAuthority::Server, Impairment::default(), 5);
-    let idle = &mut |_: usize, _: &expel_protocol::client::Client| MoveCommand::default();
+    let idle = &mut |_: usize, _: &expel_protocol::client::ClientMachine| MoveCommand::default();
     net.run(Duration::from_secs(3), idle);
     let ids: Vec<PlayerId> = (0..3)
         .map(|i| net.client(i).welcome().unwrap().player)
@@ -366,9 +366,9 @@ fn clients_are_told_of_players_entering_and_leaving_their_view() {
 #[test]
 fn clients_hear_of_joins_and_leaves_beyond_their_view() {
     use expel_core::PlayerId;
-    use expel_protocol::client::{Client, ClientEvent};
+    use expel_protocol::client::{ClientEvent, ClientMachine};
     let mut net = network_with(4, Impairment::default(), 8, |s| s.interest = 1);
-    let idle = &mut |_: usize, _: &Client| MoveCommand::default();
+    let idle = &mut |_: usize, _: &ClientMachine| MoveCommand::default();
     net.run(Duration::from_secs(3), idle);
     let ids: Vec<PlayerId> = (0..4)
         .map(|i| net.client(i).welcome().unwrap().player)
@@ -433,7 +433,7 @@ fn others_are_drawn_facing_their_way_and_crouching() {
     use expel_core::PlayerId;
     let mut net = network(3, MovementAuthority::Server, Impairment::default(), 9);
     let yaw = |i: usize| 45.0 + 100.0 * i as f64;
-    let face = &mut |i: usize, _: &expel_protocol::client::Client| {
+    let face = &mut |i: usize, _: &expel_protocol::client::ClientMachine| {
         let c = MoveCommand::new(0.0, 0.0, 0.0, yaw(i), -20.0);
         if i == 2 {
             c.with_buttons(buttons::CROUCH)

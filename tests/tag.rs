@@ -10,7 +10,7 @@ use expel_core::PlayerId;
 use expel_client::{Channel, ConnectOptions, Trust};
 use expel_core::{MoveCommand, MoveMode, PlayerState};
 use expel_modes::tag::{Say, Tag, TagNews, TagScore};
-use expel_protocol::client::{Client, ClientEvent};
+use expel_protocol::client::{ClientEvent, ClientMachine};
 use expel_protocol::conditioner::Impairment;
 use expel_protocol::MovementAuthority;
 use glam::DVec3;
@@ -34,7 +34,7 @@ fn towards(goal: DVec3, me: Option<&PlayerState>, id: u64, tick: u64) -> MoveCom
 }
 
 /// Where the players meet: the first spawn point.
-fn meeting(c: &Client) -> DVec3 {
+fn meeting(c: &ClientMachine) -> DVec3 {
     c.sim()
         .and_then(|s| s.spawns().first().copied())
         .unwrap_or_default()

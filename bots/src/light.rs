@@ -17,7 +17,7 @@ use crate::{
 use bytes::Bytes;
 use expel_client::{bind_address, client_config, ClientError, TransportStats, HANDSHAKE_TIMEOUT};
 use expel_core::{MoveCommand, PlayerState, Sim};
-use expel_protocol::client::{Client, ClientOutput, ClientSettings, Status};
+use expel_protocol::client::{ClientMachine, ClientOutput, ClientSettings, Status};
 use expel_protocol::ALPN;
 use expel_quic::{datagrams, ecn, Batch, Link, LinkEvent, Timers, Wire};
 use quinn_proto::{DatagramEvent, Endpoint, EndpointConfig};
@@ -77,7 +77,7 @@ struct Play {
 struct Bot {
     group: usize,
     link: Option<Link>,
-    machine: Option<Client>,
+    machine: Option<ClientMachine>,
     stage: Stage,
     /// The wake-up in the timer heap that is this bot's current one.
     armed: Option<Instant>,
@@ -407,7 +407,7 @@ impl Swarm {
                 Stage::Playing(_) => bot
                     .machine
                     .as_ref()
-                    .and_then(Client::poll_timeout)
+                    .and_then(ClientMachine::poll_timeout)
                     .map(|t| t.min(self.deadline)),
                 Stage::Leaving { until } | Stage::Closing { until } => Some(*until),
                 Stage::Waiting | Stage::Joining | Stage::Done => None,
@@ -449,7 +449,7 @@ impl Swarm {
                     light: true,
                     ..ClientSettings::new(opts.tokens[i].clone())
                 };
-                *machine = Some(Client::new(settings, now));
+                *machine = Some(ClientMachine::new(settings, now));
                 *stage = Stage::Joining;
             }
             LinkEvent::Lost(code, why) => match machine.as_mut() {
@@ -488,7 +488,7 @@ impl Swarm {
                 });
                 Next::Fail(ClientError::Connect { addr, detail })
             }
-            Stage::Joining => match bot.machine.as_ref().map(Client::status) {
+            Stage::Joining => match bot.machine.as_ref().map(ClientMachine::status) {
                 Some(Status::Playing) => Next::Joined,
                 Some(Status::Ended(e)) => Next::Fail(ClientError::joining(e, addr)),
                 _ => Next::Stay,

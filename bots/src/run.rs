@@ -241,9 +241,9 @@ pub struct Gunner {
     cheats: crate::Cheats,
     start: Option<u64>,
     /// Holds fire (a predicting bot, until a second after its client's clock settled:
-    /// see [`Client::settled`]), as a player does the moment the game appears.
+    /// see [`ClientMachine::settled`]), as a player does the moment the game appears.
     ///
-    /// [`Client::settled`]: expel_protocol::client::Client::settled
+    /// [`ClientMachine::settled`]: expel_protocol::client::ClientMachine::settled
     pub holding: bool,
 }
 

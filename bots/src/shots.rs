@@ -9,7 +9,7 @@
 use expel_core::sim::Struck;
 use expel_core::Hull;
 use expel_modes::deathmatch::{eye, DeathmatchNews, Triggers, GUN_RANGE};
-use expel_protocol::client::Client;
+use expel_protocol::client::ClientMachine;
 use expel_protocol::messages::decode_message;
 use std::collections::BTreeSet;
 
@@ -42,7 +42,7 @@ impl ShotRecord {
     /// a run stops counting a while before it ends, so the server's answer to each
     /// shot counted can still arrive (one fired as the run ends would count as
     /// unconfirmed for want of time).
-    pub fn look(&mut self, c: &mut Client, counting: bool) {
+    pub fn look(&mut self, c: &mut ClientMachine, counting: bool) {
         let (Some(sim), Some(pred)) = (c.sim().cloned(), c.predictor()) else {
             return;
         };

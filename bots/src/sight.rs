@@ -4,7 +4,7 @@
 //! and how late the messages released with the drawn view came.
 
 use expel_core::sim::EntityId;
-use expel_protocol::client::{Client, ClientEvent};
+use expel_protocol::client::{ClientEvent, ClientMachine};
 use glam::DVec3;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -60,7 +60,7 @@ impl SightFigures {
 impl Sight {
     /// Takes what the client's last update brought (its events: the game's other
     /// readers get none) and what it draws at `now`.
-    pub fn look(&mut self, c: &mut Client, now: Instant) {
+    pub fn look(&mut self, c: &mut ClientMachine, now: Instant) {
         while let Some(e) = c.poll_event() {
             match e {
                 ClientEvent::EntitySpawned { id, .. } => {

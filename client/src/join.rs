@@ -5,7 +5,7 @@
 use crate::transport::Transport;
 use crate::{client_config, ClientError, ConnectOptions, Session, HANDSHAKE_TIMEOUT};
 use expel_protocol::backoff::Backoff;
-use expel_protocol::client::{Client, ClientOutput, ClientSettings, Status};
+use expel_protocol::client::{ClientMachine, ClientOutput, ClientSettings, Status};
 use expel_protocol::{Code, ALPN};
 use expel_quic::{LinkEvent, REFUSED_AT_THE_DOOR};
 use std::net::SocketAddr;
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// is in, then takes the [`Session`]; [`connect`] does the same, awaiting in between.
 pub struct Joining {
     addr: SocketAddr,
-    machine: Client,
+    machine: ClientMachine,
     transport: Transport,
     connected: bool,
     handshake_by: Instant,
@@ -40,7 +40,7 @@ impl Joining {
         };
         Ok(Joining {
             addr,
-            machine: Client::new(settings, started),
+            machine: ClientMachine::new(settings, started),
             transport,
             connected: false,
             // A server that is down answers nothing: give up long before QUIC's idle

@@ -1,5 +1,5 @@
 //! Expel's client library: what a game loop calls each frame, a thin shell around the
-//! protocol's client state machine ([`expel_protocol::client::Client`]) on the
+//! protocol's client state machine ([`expel_protocol::client::ClientMachine`]) on the
 //! hand-driven QUIC the server runs on ([`expel_quic`]).
 //!
 //! ```no_run
@@ -65,7 +65,7 @@ use expel_core::mover::MoverState;
 use expel_core::EntityId;
 use expel_core::PlayerId;
 use expel_core::{MoveCommand, PlayerState, Sim};
-use expel_protocol::client::{Client, ClientOutput};
+use expel_protocol::client::{ClientMachine, ClientOutput};
 use expel_protocol::conditioner::Conditioner;
 use expel_protocol::Welcome;
 pub use expel_protocol::{Code, EndKind};
@@ -220,7 +220,7 @@ pub struct Session {
     pub map: Arc<Vec<u8>>,
     /// The simulation, as the server runs it.
     pub sim: Arc<Sim>,
-    machine: Client,
+    machine: ClientMachine,
     transport: Transport,
     /// Conditioned datagrams, when a conditioner is set: (out, in).
     link: Option<(Conditioner<Bytes>, Conditioner<Bytes>)>,
@@ -249,7 +249,7 @@ impl Session {
     }
 
     /// [`Session::update`], asking `command` for each tick's command as it runs (see
-    /// [`Client::handle_timeout_with`]).
+    /// [`ClientMachine::handle_timeout_with`]).
     pub fn update_with(
         &mut self,
         now: Instant,
@@ -476,12 +476,12 @@ impl Session {
 
     /// The protocol machine underneath, for what this shell does not wrap (a shot's
     /// trace as this client drew it: `trace_seen`; diagnostics).
-    pub fn machine(&self) -> &Client {
+    pub fn machine(&self) -> &ClientMachine {
         &self.machine
     }
 
     /// The protocol machine underneath, to change what this shell does not wrap.
-    pub fn machine_mut(&mut self) -> &mut Client {
+    pub fn machine_mut(&mut self) -> &mut ClientMachine {
         &mut self.machine
     }
 

@@ -70,14 +70,14 @@ pub fn server(movement: MovementAuthority, now: Instant) -> ServerMachine {
 
 /// A client of the arena at `now` that has said hello, with the map (`have_map`) or
 /// without it (the server must send it).
-pub fn client(have_map: bool, now: Instant) -> expel_protocol::client::Client {
-    use expel_protocol::client::{Client, ClientSettings};
+pub fn client(have_map: bool, now: Instant) -> expel_protocol::client::ClientMachine {
+    use expel_protocol::client::{ClientMachine, ClientSettings};
     let settings = ClientSettings {
         have_map: have_map.then(|| Arc::new(ARENA.to_vec())),
         sim: have_map.then(sim),
         ..ClientSettings::new("00")
     };
-    let mut c = Client::new(settings, now);
+    let mut c = ClientMachine::new(settings, now);
     while c.poll_output().is_some() {}
     c
 }

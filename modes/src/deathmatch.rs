@@ -201,7 +201,7 @@ pub fn rocket(state: &PlayerState, cmd: &MoveCommand, owner: PlayerId) -> Option
 // ANCHOR_END: rocket
 
 /// A shooter's client's prediction of its own rockets
-/// ([`Client::set_launcher`](expel_protocol::client::Client::set_launcher)): the
+/// ([`ClientMachine::set_launcher`](expel_protocol::client::ClientMachine::set_launcher)): the
 /// rules' own triggers and launch, run on its own commands.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RocketLauncher {

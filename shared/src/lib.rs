@@ -6,7 +6,7 @@
 //!
 //! * [`server::ServerMachine`] (feature `server`): hellos, tokens ([`token`]), player slots, the
 //!   inputs ([`input`]), validation, the tick and each client's snapshot ([`snapshot`]).
-//! * [`client::Client`]: hello, welcome and map, clock steering, inputs, prediction and
+//! * [`client::ClientMachine`]: hello, welcome and map, clock steering, inputs, prediction and
 //!   reconciliation ([`predict`]), interpolation of the others ([`snapshot::interp`]).
 //! * [`conditioner`]: loss, delay, jitter and duplication as a seeded queue.
 //!

@@ -7,7 +7,7 @@
 //! advances in fixed steps; everything due within a step happens at its end.
 
 use super::client::ClientOutput;
-use super::client::{Client, ClientSettings, End, Status};
+use super::client::{ClientMachine, ClientSettings, End, Status};
 use super::code::Code;
 use super::conditioner::{Conditioner, Impairment};
 use super::headroom::Load;
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 /// How the network behaves.
 #[derive(Clone, Copy, Debug)]
 pub struct NetSettings {
-    /// Client to server.
+    /// ClientMachine to server.
     pub up: Impairment,
     /// ServerMachine to client.
     pub down: Impairment,
@@ -51,7 +51,7 @@ enum Stream {
 /// One client and its link.
 struct Peer {
     conn: ConnId,
-    client: Client,
+    client: ClientMachine,
     up: Conditioner<Vec<u8>>,
     down: Conditioner<Vec<u8>>,
     ctl_up: VecDeque<(Instant, Vec<u8>)>,
@@ -139,7 +139,7 @@ impl SimNet {
         let seed = self.settings.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         self.peers.push(Peer {
             conn,
-            client: Client::new(settings, self.now),
+            client: ClientMachine::new(settings, self.now),
             up: Conditioner::new(self.settings.up, seed),
             down: Conditioner::new(self.settings.down, seed ^ 0xd0),
             ctl_up: VecDeque::new(),
@@ -173,13 +173,13 @@ impl SimNet {
         &self.events
     }
 
-    /// Client `i`.
-    pub fn client(&self, i: usize) -> &Client {
+    /// ClientMachine `i`.
+    pub fn client(&self, i: usize) -> &ClientMachine {
         &self.peers[i].client
     }
 
-    /// Client `i`, to change (a tamper, a buffer).
-    pub fn client_mut(&mut self, i: usize) -> &mut Client {
+    /// ClientMachine `i`, to change (a tamper, a buffer).
+    pub fn client_mut(&mut self, i: usize) -> &mut ClientMachine {
         &mut self.peers[i].client
     }
 
@@ -195,7 +195,11 @@ impl SimNet {
 
     /// Runs for `d` of virtual time. Before each client's tick `input(i, client)` gives
     /// its command.
-    pub fn run(&mut self, d: Duration, input: &mut impl FnMut(usize, &Client) -> MoveCommand) {
+    pub fn run(
+        &mut self,
+        d: Duration,
+        input: &mut impl FnMut(usize, &ClientMachine) -> MoveCommand,
+    ) {
         let end = self.now + d;
         while self.now < end {
             self.now += self.settings.step;
@@ -238,7 +242,7 @@ impl SimNet {
         }
     }
 
-    fn step(&mut self, input: &mut impl FnMut(usize, &Client) -> MoveCommand) {
+    fn step(&mut self, input: &mut impl FnMut(usize, &ClientMachine) -> MoveCommand) {
         let now = self.now;
         let up_delay = delay(self.settings.up);
         let down_delay = delay(self.settings.down);

@@ -8,7 +8,7 @@
 use expel_core::movement::PlayerState;
 use expel_core::sim::{EntityId, EntityState, Motion, PlayerId, Sim};
 use expel_core::{Contents, Hull, MoveCommand, TraceScratch};
-use expel_protocol::client::{Client, ClientEvent, Launcher, Release};
+use expel_protocol::client::{ClientEvent, ClientMachine, Launcher, Release};
 use expel_protocol::conditioner::Impairment;
 use expel_protocol::frame::encode_frame;
 use expel_protocol::messages::Channel;
@@ -42,7 +42,7 @@ fn two(rtt_ms: f64, seed: u64, rules: impl GameRules + 'static) -> SimNet {
     net
 }
 
-fn player_of(c: &Client) -> PlayerId {
+fn player_of(c: &ClientMachine) -> PlayerId {
     c.welcome().map_or(PlayerId(0), |w| w.player)
 }
 
@@ -152,7 +152,7 @@ fn rockets_fired_point_blank_reach_the_shooter_and_a_bystander_start_and_end() {
             let mut net = two(rtt, 11 + n as u64, rules);
             let mut seen: Vec<(BTreeSet<EntityId>, BTreeSet<EntityId>)> =
                 vec![Default::default(); 2];
-            let mut still = |_: usize, _: &Client| MoveCommand::default();
+            let mut still = |_: usize, _: &ClientMachine| MoveCommand::default();
             for _ in 0..150 {
                 net.run(Duration::from_millis(100), &mut still);
                 for (i, (starts, ends)) in seen.iter_mut().enumerate() {
@@ -364,7 +364,7 @@ fn the_shooters_own_rockets_are_never_drawn_stepping_back() {
             // reach the server too late for their ticks, and a trigger pulled on the
             // client alone would put the two reloads out of step for good).
             let mut settled: BTreeMap<usize, u64> = BTreeMap::new();
-            let mut play = |i: usize, c: &Client| {
+            let mut play = |i: usize, c: &ClientMachine| {
                 let t = c.predicted_tick();
                 if c.settled() {
                     settled.entry(i).or_insert(t);
@@ -491,7 +491,7 @@ fn a_respawn_is_drawn_at_once_for_the_player_and_for_others() {
                 gathered: false,
             },
         );
-        let mut still = |_: usize, _: &Client| MoveCommand::default();
+        let mut still = |_: usize, _: &ClientMachine| MoveCommand::default();
         net.run(Duration::from_secs(4), &mut still);
         let (me, other) = if player_of(net.client(0)) == PlayerId(1) {
             (0, 1)
@@ -552,7 +552,7 @@ fn a_hit_told_with_the_drawn_view_comes_within_a_frame_of_the_rocket_reaching_it
         }
         // Player 1 fires at the others, gathered around it: at the nearest as the
         // snapshots show it.
-        let mut play = |_: usize, c: &Client| {
+        let mut play = |_: usize, c: &ClientMachine| {
             if player_of(c) != PlayerId(1) {
                 return MoveCommand::default();
             }
@@ -624,7 +624,7 @@ fn a_hit_told_with_the_drawn_view_comes_within_a_frame_of_the_rocket_reaching_it
 #[test]
 fn a_message_tick_far_off_is_counted_and_released_at_once() {
     let mut net = network_with(1, link(0.0), 90, |_| {});
-    let mut still = |_: usize, _: &Client| MoveCommand::default();
+    let mut still = |_: usize, _: &ClientMachine| MoveCommand::default();
     net.run(Duration::from_secs(4), &mut still);
     let now = net.now();
     let c = net.client_mut(0);
@@ -654,7 +654,7 @@ fn a_teleport_every_snapshot_is_drawn_at_once_and_counted() {
         }
     }
     let mut net = two(150.0, 91, Every);
-    let mut walk = |_: usize, _: &Client| MoveCommand::new(1.0, 0.0, 0.0, 45.0, 0.0);
+    let mut walk = |_: usize, _: &ClientMachine| MoveCommand::new(1.0, 0.0, 0.0, 45.0, 0.0);
     net.run(Duration::from_secs(6), &mut walk);
     for i in 0..2 {
         let c = net.client(i);

@@ -141,7 +141,7 @@ fn every_client_converges_to_the_servers_entities_under_loss_and_reordering() {
         set: set.clone(),
         ..Default::default()
     }));
-    let mut walk = |i: usize, c: &expel_protocol::client::Client| {
+    let mut walk = |i: usize, c: &expel_protocol::client::ClientMachine| {
         let yaw = (c.predicted_tick() / 90 + i as u64) as f64 * 77.0;
         MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0)
     };

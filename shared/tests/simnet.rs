@@ -6,7 +6,7 @@ use expel_testkit::network::{arena, network, network_with, token};
 use expel_core::validate::ViolationKind;
 use expel_core::MoveCommand;
 use expel_core::PlayerId;
-use expel_protocol::client::{Client, ClientSettings, Status};
+use expel_protocol::client::{ClientMachine, ClientSettings, Status};
 use expel_protocol::conditioner::Impairment;
 use expel_protocol::server::{Event, REFUSALS};
 use expel_protocol::simnet::SimNet;
@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Each client walks, turning to a new heading every 90 ticks.
-fn wander(i: usize, c: &Client) -> MoveCommand {
+fn wander(i: usize, c: &ClientMachine) -> MoveCommand {
     let t = c.predicted_tick() / 90;
     let k = (i as u64 + 1)
         .wrapping_mul(2_654_435_761)
@@ -27,7 +27,7 @@ fn wander(i: usize, c: &Client) -> MoveCommand {
 
 /// Each client walks away from the others for a second, then strafes back and forth
 /// on its own, turning.
-fn scatter(i: usize, c: &Client) -> MoveCommand {
+fn scatter(i: usize, c: &ClientMachine) -> MoveCommand {
     let t = c.stats().ticks;
     let yaw = ((i * 360 * 7 / 64) % 360) as f64;
     match t {
@@ -202,7 +202,7 @@ fn without_loss_no_client_is_corrected_but_where_players_met() {
         duplicate: 0.0,
     };
     for (name, driver) in [
-        ("crowd", wander as fn(usize, &Client) -> MoveCommand),
+        ("crowd", wander as fn(usize, &ClientMachine) -> MoveCommand),
         ("scattered", scatter),
     ] {
         let mut net = network(64, MovementAuthority::Server, link, 3);

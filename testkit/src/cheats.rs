@@ -167,7 +167,7 @@ impl CheatState {
 /// The cheats as a [`expel_protocol::client::Tamper`]: each input message's
 /// reported prediction (or claims) rewritten into the cheat's own chain of states, and
 /// the clock's period overridden. Set it on a client's protocol machine (a
-/// `expel_client::Session` or a bare [`expel_protocol::client::Client`]).
+/// `expel_client::Session` or a bare [`expel_protocol::client::ClientMachine`]).
 pub struct CheatTamper {
     cheats: Cheats,
     state: CheatState,

@@ -1,7 +1,7 @@
 //! What a game draws: our player as predicted, the others interpolated a little behind
 //! the newest snapshot, the movers as predicted.
 
-use super::Client;
+use super::ClientMachine;
 use crate::snapshot::interp::Drawn;
 use expel_core::movement::PlayerState;
 use expel_core::mover::MoverState;
@@ -54,18 +54,18 @@ impl ViewClock {
     }
 }
 
-/// The work of [`Client::local_player`].
-pub(super) fn local_player(client: &Client) -> Option<PlayerState> {
+/// The work of [`ClientMachine::local_player`].
+pub(super) fn local_player(client: &ClientMachine) -> Option<PlayerState> {
     client.play.as_ref()?.predictor.state()
 }
 
-/// The work of [`Client::display_origin`].
-pub(super) fn display_origin(client: &Client) -> Option<DVec3> {
+/// The work of [`ClientMachine::display_origin`].
+pub(super) fn display_origin(client: &ClientMachine) -> Option<DVec3> {
     client.play.as_ref()?.predictor.display_origin()
 }
 
-/// The work of [`Client::render_tick`].
-pub(super) fn render_tick(client: &Client, now: Instant) -> f64 {
+/// The work of [`ClientMachine::render_tick`].
+pub(super) fn render_tick(client: &ClientMachine, now: Instant) -> f64 {
     let Some(p) = client.play.as_ref() else {
         return 0.0;
     };
@@ -76,8 +76,8 @@ pub(super) fn render_tick(client: &Client, now: Instant) -> f64 {
     p.view.shown(now, p.clock.period, tick as f64 - delay)
 }
 
-/// The work of [`Client::others`].
-pub(super) fn others(client: &Client, at: f64) -> BTreeMap<PlayerId, DVec3> {
+/// The work of [`ClientMachine::others`].
+pub(super) fn others(client: &ClientMachine, at: f64) -> BTreeMap<PlayerId, DVec3> {
     client
         .play
         .as_ref()
@@ -85,8 +85,8 @@ pub(super) fn others(client: &Client, at: f64) -> BTreeMap<PlayerId, DVec3> {
         .unwrap_or_default()
 }
 
-/// The work of [`Client::others_drawn`].
-pub(super) fn others_drawn(client: &Client, at: f64) -> BTreeMap<PlayerId, Drawn> {
+/// The work of [`ClientMachine::others_drawn`].
+pub(super) fn others_drawn(client: &ClientMachine, at: f64) -> BTreeMap<PlayerId, Drawn> {
     client
         .play
         .as_ref()
@@ -94,8 +94,8 @@ pub(super) fn others_drawn(client: &Client, at: f64) -> BTreeMap<PlayerId, Drawn
         .unwrap_or_default()
 }
 
-/// The work of [`Client::movers`].
-pub(super) fn movers(client: &Client) -> &[MoverState] {
+/// The work of [`ClientMachine::movers`].
+pub(super) fn movers(client: &ClientMachine) -> &[MoverState] {
     client
         .play
         .as_ref()

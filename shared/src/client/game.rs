@@ -1,17 +1,17 @@
 //! The game's things as a game reads them from the client: its entities drawn, the
 //! game's own state of players and entities, and its own projectiles, predicted.
 
-use super::Client;
+use super::ClientMachine;
 use crate::game::launched::{DrawnLaunch, LaunchStats, Launcher};
 use crate::snapshot::interp::DrawnEntity;
 use crate::snapshot::EntityView;
 use expel_core::sim::{EntityId, PlayerId};
 use std::collections::BTreeMap;
 
-impl Client {
+impl ClientMachine {
     /// The game's entities as a game draws them at server tick `at` (see
-    /// [`Client::render_tick`]): interpolated like other players, but our own
-    /// projectiles where their prediction has them now (see [`Client::launched`]).
+    /// [`ClientMachine::render_tick`]): interpolated like other players, but our own
+    /// projectiles where their prediction has them now (see [`ClientMachine::launched`]).
     pub fn entities_drawn(&self, at: f64) -> BTreeMap<EntityId, DrawnEntity> {
         let Some(p) = self.play.as_ref() else {
             return BTreeMap::new();
@@ -66,14 +66,14 @@ impl Client {
 
     /// Predicts the projectiles this client's own commands launch with `launcher` (the
     /// same launch function the server's rules use): they appear at once, in
-    /// [`Client::launched`], until the server's twin has come and gone.
+    /// [`ClientMachine::launched`], until the server's twin has come and gone.
     pub fn set_launcher(&mut self, launcher: Box<dyn Launcher>) {
         self.launched.launcher = Some(launcher);
     }
 
     /// This client's own projectiles, predicted, as a game draws them now: those not yet
     /// matched to the server's twin, and those matched (whose twin
-    /// [`Client::entities_drawn`] also draws at the same place).
+    /// [`ClientMachine::entities_drawn`] also draws at the same place).
     pub fn launched(&self) -> Vec<DrawnLaunch> {
         self.launched.drawn().collect()
     }

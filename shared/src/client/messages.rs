@@ -1,16 +1,16 @@
 //! The game's messages on the client's side: sent, taken, and told of as events.
 
 use super::push_event;
-use super::{Client, ClientEvent, ClientOutput, Status};
+use super::{ClientEvent, ClientMachine, ClientOutput, Status};
 use crate::codec::encode;
 use crate::frame::encode_frame;
 use crate::messages::{Arrival, Channel, Letter, MessageError};
 use crate::wire::{ClientControl, ClientDatagram};
 use std::time::Instant;
 
-/// The work of [`Client::send_message`].
+/// The work of [`ClientMachine::send_message`].
 pub(super) fn send_message(
-    client: &mut Client,
+    client: &mut ClientMachine,
     channel: Channel,
     bytes: &[u8],
     now: Instant,
@@ -31,8 +31,8 @@ pub(super) fn send_message(
     Ok(())
 }
 
-/// The work of [`Client::poll_message`].
-pub(super) fn poll_message(client: &mut Client) -> Option<Letter> {
+/// The work of [`ClientMachine::poll_message`].
+pub(super) fn poll_message(client: &mut ClientMachine) -> Option<Letter> {
     let (release, drawn) = (client.release, client.drawn_tick);
     let stats = &mut client.stats.releases;
     client.mail.take_if(|m| {
@@ -44,13 +44,13 @@ pub(super) fn poll_message(client: &mut Client) -> Option<Letter> {
     })
 }
 
-/// The work of [`Client::set_release`].
-pub(super) fn set_release(client: &mut Client, channel: Channel, release: Release) {
+/// The work of [`ClientMachine::set_release`].
+pub(super) fn set_release(client: &mut ClientMachine, channel: Channel, release: Release) {
     client.release[channel.index()] = release;
 }
 
-/// The work of [`Client::message_malformed`].
-pub(super) fn message_malformed(client: &mut Client, channel: Channel, now: Instant) {
+/// The work of [`ClientMachine::message_malformed`].
+pub(super) fn message_malformed(client: &mut ClientMachine, channel: Channel, now: Instant) {
     let _ = client
         .mail
         .malformed(channel, now, &mut client.stats.messages);
@@ -58,7 +58,7 @@ pub(super) fn message_malformed(client: &mut Client, channel: Channel, now: Inst
 
 /// The tick a message of the server's is released at: its own, unless it lies more
 /// than a second past the newest tick this client knows (counted, released at once).
-pub(super) fn message_tick(client: &mut Client, tick: u64) -> u64 {
+pub(super) fn message_tick(client: &mut ClientMachine, tick: u64) -> u64 {
     let Some(p) = client.play.as_ref() else {
         return 0;
     };
@@ -76,7 +76,7 @@ pub(super) fn message_tick(client: &mut Client, tick: u64) -> u64 {
 
 /// A message from the server reached the mailbox: an event says so (the game takes it
 /// with `poll_message`).
-pub(super) fn message_arrived(client: &mut Client, channel: Channel, arrival: Arrival) {
+pub(super) fn message_arrived(client: &mut ClientMachine, channel: Channel, arrival: Arrival) {
     if arrival == Arrival::Taken {
         push_event(&mut client.events, ClientEvent::Message { channel });
     }

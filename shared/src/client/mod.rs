@@ -1,15 +1,15 @@
 //! The client's side of the protocol as a state machine: no sockets, no clock, no async.
 //!
 //! A shell (the `expel-client` crate over quinn, or a test's simulated network) feeds it
-//! the control stream's bytes ([`Client::handle_control`]), datagrams
-//! ([`Client::handle_datagram`]) and the passing of time ([`Client::handle_timeout`], due at
-//! [`Client::poll_timeout`]); the game gives it this frame's input ([`Client::input`]). It
+//! the control stream's bytes ([`ClientMachine::handle_control`]), datagrams
+//! ([`ClientMachine::handle_datagram`]) and the passing of time ([`ClientMachine::handle_timeout`], due at
+//! [`ClientMachine::poll_timeout`]); the game gives it this frame's input ([`ClientMachine::input`]). It
 //! says hello, takes the welcome and the map (building the [`Sim`] from it), keeps its tick
 //! ahead of the server's by the path's delay plus a small buffer (steering its tick period,
 //! never stepping back), sends each tick's command with the previous few, predicts its own
 //! player ([`Predictor`]), reconciles each snapshot and interpolates the others
-//! ([`Interpolator`]). What to send comes out of [`Client::poll_output`], what happened
-//! out of [`Client::poll_event`].
+//! ([`Interpolator`]). What to send comes out of [`ClientMachine::poll_output`], what happened
+//! out of [`ClientMachine::poll_event`].
 
 mod draw;
 mod game;
@@ -78,7 +78,7 @@ pub struct ClientSettings {
     /// Light: no prediction (see [`Predictor::set_light`]), for load tests whose clients
     /// must cost far less than the server. Commands go out as ever, snapshots are decoded
     /// and acknowledged, and our player is where the newest snapshot shows it; nobody is
-    /// interpolated ([`Client::others`] stays empty). For an
+    /// interpolated ([`ClientMachine::others`] stays empty). For an
     /// authoritative server only: a trusted client must claim predicted states.
     pub light: bool,
 }
@@ -150,7 +150,7 @@ pub(super) struct Play {
 }
 
 /// The client's protocol state machine.
-pub struct Client {
+pub struct ClientMachine {
     settings: ClientSettings,
     status: Status,
     dec: FrameDecoder,
@@ -171,13 +171,13 @@ pub struct Client {
     roster: Roster,
     /// When each channel's messages go to the game (by [`Channel::index`]).
     release: [Release; 2],
-    /// The tick the others were drawn at by the last [`Client::handle_timeout`].
+    /// The tick the others were drawn at by the last [`ClientMachine::handle_timeout`].
     drawn_tick: f64,
 }
 
-impl Client {
+impl ClientMachine {
     /// A client that says hello at `now` (the hello is the first output).
-    pub fn new(settings: ClientSettings, now: Instant) -> Client {
+    pub fn new(settings: ClientSettings, now: Instant) -> ClientMachine {
         let have_map = settings
             .have_map
             .as_ref()
@@ -189,7 +189,7 @@ impl Client {
         };
         let mut outputs = VecDeque::new();
         outputs.push_back(ClientOutput::Control(encode_frame(&hello)));
-        Client {
+        ClientMachine {
             settings,
             status: Status::Connecting,
             dec: FrameDecoder::new(),
@@ -281,7 +281,7 @@ impl Client {
         self.events.pop_front()
     }
 
-    /// When [`Client::handle_timeout`] next has work (the next tick), while playing.
+    /// When [`ClientMachine::handle_timeout`] next has work (the next tick), while playing.
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.status {
             Status::Playing => self.play.as_ref().map(|p| p.clock.next_at),
@@ -497,7 +497,7 @@ impl Client {
         self.handle_timeout_with(now, &mut |_, _| None);
     }
 
-    /// [`Client::handle_timeout`], asking `command` for each tick's command just before
+    /// [`ClientMachine::handle_timeout`], asking `command` for each tick's command just before
     /// that tick runs (given the tick and our player as predicted so far; `None` keeps the
     /// held command). Several ticks can fall due at once after a stall, and a script must
     /// still give each its own command.
@@ -765,13 +765,13 @@ impl Client {
         draw::render_tick(self, now)
     }
 
-    /// The other players' positions at server tick `at` (see [`Client::render_tick`]).
+    /// The other players' positions at server tick `at` (see [`ClientMachine::render_tick`]).
     pub fn others(&self, at: f64) -> BTreeMap<PlayerId, DVec3> {
         draw::others(self, at)
     }
 
     /// The other players as a game draws them at server tick `at`: where they stand,
-    /// which way they face, whether they crouch (see [`Client::render_tick`]).
+    /// which way they face, whether they crouch (see [`ClientMachine::render_tick`]).
     pub fn others_drawn(&self, at: f64) -> BTreeMap<PlayerId, Drawn> {
         draw::others_drawn(self, at)
     }
@@ -795,7 +795,7 @@ impl Client {
     /// The oldest of the server's messages not yet taken that is due: its channel, the
     /// tick it was sent at and its bytes. On a channel released at once (the default)
     /// every message is due as it arrives; on one released with the drawn view
-    /// ([`Release::Drawn`]), when the view drawn at the last [`Client::handle_timeout`]
+    /// ([`Release::Drawn`]), when the view drawn at the last [`ClientMachine::handle_timeout`]
     /// reached the message's tick: a frag told as the victim sees the rocket reach it.
     /// Messages of a channel go in order, one held holding those after it.
     pub fn poll_message(&mut self) -> Option<Letter> {
@@ -803,7 +803,7 @@ impl Client {
     }
 
     /// When the game is handed the server's messages on `channel` (see
-    /// [`Client::poll_message`]).
+    /// [`ClientMachine::poll_message`]).
     pub fn set_release(&mut self, channel: Channel, release: Release) {
         messages::set_release(self, channel, release)
     }

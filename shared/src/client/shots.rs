@@ -4,7 +4,7 @@
 //! ([`Game::shot_as_seen`](crate::server::Game::shot_as_seen)) over what this
 //! client drew, so a game (or a bot) knows what its shot hit on its own screen.
 
-use super::Client;
+use super::ClientMachine;
 use crate::snapshot::interp::Interpolator;
 use expel_core::collision::hull::Hull;
 use expel_core::collision::Hit;
@@ -30,27 +30,27 @@ pub(super) fn boxes_drawn(sim: &Sim, interp: &Interpolator, view: &ShotView) -> 
         .collect()
 }
 
-/// The work of [`Client::view_of`].
-pub(super) fn view_of(client: &Client, tick: u64) -> Option<ShotView> {
+/// The work of [`ClientMachine::view_of`].
+pub(super) fn view_of(client: &ClientMachine, tick: u64) -> Option<ShotView> {
     Some(client.play.as_ref()?.views.get(&tick)?.0)
 }
 
-/// The work of [`Client::made_from`].
-pub(super) fn made_from(client: &Client, tick: u64) -> Option<PlayerState> {
+/// The work of [`ClientMachine::made_from`].
+pub(super) fn made_from(client: &ClientMachine, tick: u64) -> Option<PlayerState> {
     Some(client.play.as_ref()?.views.get(&tick)?.1)
 }
 
-/// The work of [`Client::boxes_at`].
-pub(super) fn boxes_at(client: &Client, view: &ShotView) -> Vec<PlayerBox> {
+/// The work of [`ClientMachine::boxes_at`].
+pub(super) fn boxes_at(client: &ClientMachine, view: &ShotView) -> Vec<PlayerBox> {
     let Some(p) = client.play.as_ref() else {
         return Vec::new();
     };
     boxes_drawn(&p.sim, &p.interp, view)
 }
 
-/// The work of [`Client::trace_seen`].
+/// The work of [`ClientMachine::trace_seen`].
 pub(super) fn trace_seen(
-    client: &mut Client,
+    client: &mut ClientMachine,
     tick: u64,
     hull: &Hull,
     start: DVec3,

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Ticks stepped at most per
-/// [`Client::handle_timeout`](crate::client::Client::handle_timeout); a game that
+/// [`ClientMachine::handle_timeout`](crate::client::ClientMachine::handle_timeout); a game that
 /// stopped calling for longer resumes from now (the steering then catches the server up).
 pub(crate) const MAX_CATCH_UP: u32 = 32;
 /// Most of the round trip (seconds) the clock lead covers. A transport's estimate taken

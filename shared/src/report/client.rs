@@ -43,7 +43,7 @@ pub enum ClientEvent {
         player: PlayerId,
     },
     /// A game message arrived on `channel`:
-    /// [`Client::poll_message`](crate::client::Client::poll_message) has it.
+    /// [`ClientMachine::poll_message`](crate::client::ClientMachine::poll_message) has it.
     Message {
         /// Its channel.
         channel: crate::messages::Channel,
@@ -76,7 +76,7 @@ pub enum ClientEvent {
         entity: crate::snapshot::EntityView,
     },
     /// The game's own state of a player changed (or came into view):
-    /// [`Client::player_state`](crate::client::Client::player_state) has it.
+    /// [`ClientMachine::player_state`](crate::client::ClientMachine::player_state) has it.
     PlayerStateChanged {
         /// The player.
         player: PlayerId,
@@ -95,7 +95,7 @@ pub enum ClientEvent {
         end: crate::game::ends::EntityEnd,
     },
     /// Our command launched a projectile, predicted at once
-    /// ([`Client::launched`](crate::client::Client::launched)).
+    /// ([`ClientMachine::launched`](crate::client::ClientMachine::launched)).
     Launched {
         /// The client's own number for it.
         local: u32,
