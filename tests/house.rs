@@ -41,20 +41,12 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// `#[test]`, or `#[cfg(test)]` (and `cfg(all(test, ...))`): not the house, its tests.
 fn is_test(attrs: &[syn::Attribute]) -> bool {
     attrs.iter().any(|a| {
-        (a.path().is_ident("cfg") && a.to_token_stream_string().contains("test"))
-            || a.path().is_ident("test")
+        let cfg = || quote::ToTokens::to_token_stream(&a.meta).to_string();
+        a.path().is_ident("test") || (a.path().is_ident("cfg") && cfg().contains("test"))
     })
-}
-
-trait AttrText {
-    fn to_token_stream_string(&self) -> String;
-}
-impl AttrText for syn::Attribute {
-    fn to_token_stream_string(&self) -> String {
-        quote::ToTokens::to_token_stream(&self.meta).to_string()
-    }
 }
 
 struct Survey<'a> {

@@ -1,5 +1,6 @@
 //! A Bevy game globs both preludes: every name in Expel's must stay unambiguous beside
-//! Bevy's (a clash would only show where a game names it, so each is named here).
+//! Bevy's. A clash shows only where a game names it, as a compile error, so the check is
+//! that this file builds with each name used; the assertions say what each resolved to.
 #![cfg(feature = "bevy")]
 
 use bevy::prelude::*;

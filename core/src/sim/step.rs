@@ -304,4 +304,48 @@ impl Sim {
         world.tick = world.tick.wrapping_add(1);
         Some(t)
     }
+
+    /// Moves entity `id` one tick (see the module docs) against the map, the movers at
+    /// `poses` and the players' boxes `players` (its owner's ignored). The world's step
+    /// calls exactly this for every moving entity, so a client that passes the same
+    /// inputs gets the same bits.
+    pub fn entity_tick(
+        &self,
+        id: EntityId,
+        e: &EntityState,
+        poses: &[Pose],
+        players: &[PlayerBox],
+        s: &mut SimScratch,
+    ) -> EntityTick {
+        entity::entity_tick(self, id, e, poses, players, s)
+    }
+
+    /// What `hull` moving straight from `start` to `end` meets first: the map (solid
+    /// brushes and patches; clip brushes let shots through), the movers at `poses`, the
+    /// players' boxes `players` but `passes`' (the shooter's own), as a projectile's
+    /// tick meets them. A hitscan shot is a point swept along its ray. Returns the sweep
+    /// and what it met, if anything. Nothing is moved: a query.
+    #[allow(clippy::too_many_arguments)]
+    pub fn shot(
+        &self,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+        poses: &[Pose],
+        players: &[PlayerBox],
+        passes: Option<PlayerId>,
+        s: &mut SimScratch,
+    ) -> (
+        crate::collision::Sweep,
+        Option<(Struck, crate::collision::Hit)>,
+    ) {
+        entity::shot(self, hull, start, end, poses, players, passes, s)
+    }
+
+    /// Advances every mover one tick, carrying its riders and pushing the players in its
+    /// way; a mover that cannot push a player does not move and turns back if its kind
+    /// does, so nobody is ever left inside it.
+    pub fn advance_movers(&self, world: &mut WorldState, s: &mut SimScratch) {
+        push::advance_movers(self, world, s)
+    }
 }

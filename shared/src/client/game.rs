@@ -1,12 +1,23 @@
-//! The game's things as a game reads them from the client: its entities drawn, the
-//! game's own state of players and entities, and its own projectiles, predicted.
+//! What a game reads and sends through the client, beside the machine itself (`mod.rs`):
+//! the world drawn (its player, the others, the movers: `draw.rs` does the work), its
+//! entities drawn, the game's own state of players and entities, its own projectiles
+//! predicted, its messages (`messages.rs`) and its shots as it saw them (`shots.rs`).
 
-use super::ClientMachine;
+use super::{draw, messages, shots, ClientMachine, Release};
 use crate::game::launched::{DrawnLaunch, LaunchStats, Launcher};
+use crate::messages::{Channel, Letter, MessageError};
+use crate::snapshot::interp::Drawn;
 use crate::snapshot::interp::DrawnEntity;
 use crate::snapshot::EntityView;
+use expel_core::collision::hull::Hull;
+use expel_core::collision::Hit;
+use expel_core::movement::PlayerState;
+use expel_core::mover::MoverState;
 use expel_core::sim::{EntityId, PlayerId};
+use expel_core::sim::{PlayerBox, ShotView, Struck};
+use glam::DVec3;
 use std::collections::BTreeMap;
+use std::time::Instant;
 
 impl ClientMachine {
     /// The game's entities as a game draws them at server tick `at` (see
@@ -81,5 +92,106 @@ impl ClientMachine {
     /// How the predicted projectiles fared.
     pub fn launch_stats(&self) -> LaunchStats {
         self.launched.stats
+    }
+
+    /// Our player, predicted at the newest tick.
+    pub fn local_player(&self) -> Option<PlayerState> {
+        draw::local_player(self)
+    }
+
+    /// Where to draw our player: the prediction plus what is left of the last
+    /// correction, fading.
+    pub fn display_origin(&self) -> Option<DVec3> {
+        draw::display_origin(self)
+    }
+
+    /// The server tick to draw others at, `now`: about the newest snapshot's tick
+    /// advanced by the time since it came, less the interpolation delay, on a clock that
+    /// never runs back (it runs with time, a tenth faster or slower while it closes on
+    /// where it should be, so a late snapshot never steps the view back), and never more
+    /// than 4 ticks past the newest snapshot.
+    pub fn render_tick(&self, now: Instant) -> f64 {
+        draw::render_tick(self, now)
+    }
+
+    /// The other players' positions at server tick `at` (see [`ClientMachine::render_tick`]).
+    pub fn others(&self, at: f64) -> BTreeMap<PlayerId, DVec3> {
+        draw::others(self, at)
+    }
+
+    /// The other players as a game draws them at server tick `at`: where they stand,
+    /// which way they face, whether they crouch (see [`ClientMachine::render_tick`]).
+    pub fn others_drawn(&self, at: f64) -> BTreeMap<PlayerId, Drawn> {
+        draw::others_drawn(self, at)
+    }
+
+    /// The movers as the newest prediction has them.
+    pub fn movers(&self) -> &[MoverState] {
+        draw::movers(self)
+    }
+
+    /// Sends the game's message (its bytes) on `channel` at `now`: refused when too
+    /// large, while not playing, or over the rate the server takes (try again later).
+    pub fn send_message(
+        &mut self,
+        channel: Channel,
+        bytes: &[u8],
+        now: Instant,
+    ) -> Result<(), MessageError> {
+        messages::send_message(self, channel, bytes, now)
+    }
+
+    /// The oldest of the server's messages not yet taken that is due: its channel, the
+    /// tick it was sent at and its bytes. On a channel released at once (the default)
+    /// every message is due as it arrives; on one released with the drawn view
+    /// ([`Release::Drawn`]), when the view drawn at the last [`ClientMachine::handle_timeout`]
+    /// reached the message's tick: a frag told as the victim sees the rocket reach it.
+    /// Messages of a channel go in order, one held holding those after it.
+    pub fn poll_message(&mut self) -> Option<Letter> {
+        messages::poll_message(self)
+    }
+
+    /// When the game is handed the server's messages on `channel` (see
+    /// [`ClientMachine::poll_message`]).
+    pub fn set_release(&mut self, channel: Channel, release: Release) {
+        messages::set_release(self, channel, release)
+    }
+
+    /// A message taken was not of the game's type: counted as refused.
+    pub fn message_malformed(&mut self, channel: Channel, now: Instant) {
+        messages::message_malformed(self, channel, now)
+    }
+
+    /// The view the others were drawn at when the command for `tick` was made (while it
+    /// is recent).
+    pub fn view_of(&self, tick: u64) -> Option<ShotView> {
+        shots::view_of(self, tick)
+    }
+
+    /// Our player as predicted after the tick before `tick`, as reported to the server
+    /// (a shot of the command for `tick` leaves from there), while it is recent.
+    pub fn made_from(&self, tick: u64) -> Option<PlayerState> {
+        shots::made_from(self, tick)
+    }
+
+    /// The other players' boxes as this client drew them at `view` (empty once its
+    /// snapshots are no longer held).
+    pub fn boxes_at(&self, view: &ShotView) -> Vec<PlayerBox> {
+        shots::boxes_at(self, view)
+    }
+
+    /// What `hull` from `start` to `end` met as this client drew the world when it made
+    /// the command for `tick`: the map, the movers as predicted before that tick, and the
+    /// others at that command's view (our own player passed through), exactly as the
+    /// server's rules judge it from the same view. `None` also when the tick is no
+    /// longer recent.
+    pub fn trace_seen(
+        &mut self,
+        tick: u64,
+        hull: &Hull,
+        start: DVec3,
+        end: DVec3,
+    ) -> Option<(Struck, Hit)> {
+        shots::trace_seen(self, tick, hull, start, end)
     }
 }
