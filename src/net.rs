@@ -528,6 +528,7 @@ pub(crate) fn connect(args: ConnectArgs) -> Result<()> {
             have_map: None,
             sim: None,
             server_name: None,
+            states: Default::default(),
         };
         let joined = expel_client::connect(args.addr, &opts).await?;
         let mut next = 0usize;

@@ -79,8 +79,7 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
                     }
                     ClientEvent::PlayerStateChanged { player } => {
                         let c = net.client(i);
-                        let bytes = c.player_state(player).unwrap();
-                        let s: FighterState = postcard::from_bytes(bytes).unwrap();
+                        let s: FighterState = c.player_state(player).unwrap().unwrap();
                         if Some(player) == c.welcome().map(|w| w.player) {
                             health.insert(i, s.health);
                         }
@@ -150,7 +149,7 @@ fn bots_that_shoot_frag_each_other_and_undefined_buttons_are_refused() {
     for i in 0..n as usize - 1 {
         let c = net.client(i);
         let me = c.welcome().unwrap().player;
-        let s: FighterState = postcard::from_bytes(c.player_state(me).unwrap()).unwrap();
+        let s: FighterState = c.player_state(me).unwrap().unwrap();
         let f = rules.frags.iter().find(|f| f.0 == me).unwrap();
         assert_eq!(s.frags, f.1, "client {i}");
     }

@@ -59,6 +59,7 @@ fn welcome(server_tick: u64, map: &[u8]) -> Vec<u8> {
         sending_map: false,
         server_tick,
         movement: Default::default(),
+        states: Default::default(),
     })))
 }
 
@@ -70,6 +71,7 @@ fn options(fingerprint: String) -> ConnectOptions {
         have_map: Some(bytes),
         sim: Some(sim),
         server_name: None,
+        states: Default::default(),
     }
 }
 

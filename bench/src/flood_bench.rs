@@ -80,6 +80,7 @@ fn main() -> Result<()> {
             have_map: Some(Arc::new(map.clone())),
             sim: None,
             server_name: None,
+            states: Default::default(),
         };
         let joined = expel_client::connect(addr, &o).await?;
         let total = seconds * 2.0 * rounds as f64 + 2.0;

@@ -75,6 +75,7 @@ fn main() -> Result<()> {
                     have_map: Some(bytes.clone()),
                     sim: Some(sim.clone()),
                     server_name: None,
+                    states: Default::default(),
                 };
                 joined.push(expel_client::connect(addr, &o).await?);
             }

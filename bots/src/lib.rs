@@ -330,6 +330,7 @@ async fn join(
         have_map: known.as_ref().map(|k| k.0.clone()),
         sim: known.as_ref().map(|k| k.1.clone()),
         server_name: None,
+        states: Default::default(),
     };
     if known.is_some() {
         drop(known);

@@ -384,7 +384,10 @@ fn main() -> Result<()> {
                 format!("  tag: {who}, your points {mine}, passes {}", s.passes)
             }) + &last_said;
             let fighter = session
-                .player_state::<expel_modes::deathmatch::FighterState>(me_id.0)
+                .player_state::<expel_modes::deathmatch::FighterState>(me_id)
+                // Tag's server names no fighter: nothing to show.
+                .ok()
+                .flatten()
                 .map_or(String::new(), |f| {
                     format!("  health {}  frags {}", f.health, f.frags)
                 });

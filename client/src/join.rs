@@ -36,6 +36,7 @@ impl Joining {
         let settings = ClientSettings {
             have_map: opts.have_map.clone(),
             sim: opts.sim.clone(),
+            states: opts.states,
             ..ClientSettings::new(opts.token.clone())
         };
         Ok(Joining {

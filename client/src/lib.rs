@@ -52,6 +52,7 @@ pub mod prelude {
 pub use expel_protocol::backoff::Backoff;
 pub use expel_protocol::client::{ClientEvent, ClientStats, End, Launcher, Release, Status};
 pub use expel_protocol::conditioner::Impairment;
+pub use expel_protocol::game::state::{Replicated, StateError, StateTypes};
 pub use expel_protocol::messages::{Channel, MessageError, MAX_MESSAGE_BYTES};
 pub use expel_protocol::predict::{PredictStats, Predictor};
 pub use expel_protocol::snapshot::interp::{Drawn, DrawnEntity, Interpolator};
@@ -128,6 +129,10 @@ pub enum ClientError {
     /// The server broke the protocol (or sent a map that cannot be used).
     #[error("protocol: {0}")]
     Protocol(String),
+    /// The server plays a game whose state types this client does not read
+    /// ([`ConnectOptions::states`]).
+    #[error("another game: {0}")]
+    OtherGame(String),
 }
 
 impl ClientError {
@@ -138,7 +143,7 @@ impl ClientError {
         match self {
             ClientError::Connect { .. } => true,
             ClientError::Refused { code, .. } => code.is_transient(),
-            ClientError::Tls { .. } | ClientError::Protocol(_) => false,
+            ClientError::Tls { .. } | ClientError::Protocol(_) | ClientError::OtherGame(_) => false,
         }
     }
 
@@ -158,6 +163,7 @@ impl ClientError {
                 detail: detail.clone(),
             },
             End::Left(r) | End::Protocol(r) => ClientError::Protocol(r.clone()),
+            End::OtherGame(r) => ClientError::OtherGame(r.clone()),
         }
     }
 
@@ -185,6 +191,11 @@ pub struct ConnectOptions {
     /// The name the server's certificate must carry under [`Trust::Authority`] (a DNS
     /// name or an address); `localhost` when unset. A pinned fingerprint ignores it.
     pub server_name: Option<String>,
+    /// The game's own state types this client reads (the server's rules register them:
+    /// `GameRules::states`). A server whose game names others refuses nothing, but the
+    /// session ends at its welcome with [`ClientError::OtherGame`], both names given.
+    /// Empty (the default): any will do, and reads check each type's name.
+    pub states: StateTypes,
 }
 
 impl ConnectOptions {
@@ -196,7 +207,15 @@ impl ConnectOptions {
             have_map: None,
             sim: None,
             server_name: None,
+            states: StateTypes::new(),
         }
+    }
+
+    /// These options, reading the game's state types `states`
+    /// ([`ConnectOptions::states`]).
+    pub fn with_states(mut self, states: StateTypes) -> Self {
+        self.states = states;
+        self
     }
 }
 
@@ -395,16 +414,23 @@ impl Session {
         self.machine.launched()
     }
 
-    /// The game's own state of `player` (a type of the game's, as the server's rules set
-    /// it), as the newest snapshot showed it; `None` when not shown or not a `T`.
-    pub fn player_state<T: serde::de::DeserializeOwned>(&self, player: u32) -> Option<T> {
-        expel_protocol::messages::decode_message(self.machine.player_state(PlayerId(player))?).ok()
+    /// The game's own state of `player` (the type the server's rules registered), as the
+    /// newest snapshot showed it: `Ok(None)` when not shown, an error when `T` is not the
+    /// server's type or its bytes do not decode as one.
+    pub fn player_state<T: Replicated>(&self, player: PlayerId) -> Result<Option<T>, StateError> {
+        self.machine.player_state::<T>(player)
     }
 
-    /// The game's own state of entity `id` (a type of the game's), as the newest
-    /// snapshot showed it.
-    pub fn entity_state<T: serde::de::DeserializeOwned>(&self, id: u32) -> Option<T> {
-        expel_protocol::messages::decode_message(self.machine.entity_state(EntityId(id))?).ok()
+    /// Every player's state the newest snapshot showed (the type the server's rules
+    /// registered), in id order.
+    pub fn player_states<T: Replicated>(&self) -> Result<BTreeMap<PlayerId, T>, StateError> {
+        self.machine.player_states::<T>()
+    }
+
+    /// The game's own state of entity `id` (the type the server's rules registered), as
+    /// the newest snapshot showed it; like [`Session::player_state`].
+    pub fn entity_state<T: Replicated>(&self, id: EntityId) -> Result<Option<T>, StateError> {
+        self.machine.entity_state::<T>(id)
     }
 
     /// The movers as predicted.

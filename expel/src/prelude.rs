@@ -3,6 +3,7 @@
 //! session and how to join.
 
 pub use expel_core::{EntityId, EntityState, Motion, MoveCommand, MoveMode, PlayerId, PlayerState};
+pub use expel_protocol::game::state::{Replicated, StateError, StateTypes};
 pub use expel_protocol::messages::Channel;
 pub use expel_protocol::snapshot::Scope;
 pub use glam::DVec3;

@@ -6,6 +6,14 @@
 use bevy::prelude::*;
 use expel::prelude::*;
 
+/// A game's own state, by the prelude's trait (a Bevy game often has a `GameState` of
+/// its own: the trait is named apart from it).
+#[derive(Serialize, Deserialize)]
+struct Health(u8);
+impl Replicated for Health {
+    const NAME: &'static str = "test.health/1";
+}
+
 #[test]
 fn every_name_of_the_prelude_stands_beside_bevys() {
     let names: Vec<&str> = vec![
@@ -18,6 +26,8 @@ fn every_name_of_the_prelude_stands_beside_bevys() {
         std::any::type_name::<PlayerState>(),
         std::any::type_name::<Channel>(),
         std::any::type_name::<Scope>(),
+        std::any::type_name::<StateTypes>(),
+        std::any::type_name::<StateError>(),
         std::any::type_name::<DVec3>(),
         std::any::type_name::<Game<'static>>(),
         std::any::type_name::<dyn GameRules>(),
@@ -59,4 +69,8 @@ fn every_name_of_the_prelude_stands_beside_bevys() {
     let _ = connect;
     fn derives<T: Serialize + for<'a> Deserialize<'a>>() {}
     derives::<PlayerId>();
+    assert_eq!(
+        StateTypes::new().player::<Health>().player_name(),
+        Some(Health::NAME)
+    );
 }

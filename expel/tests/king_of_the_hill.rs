@@ -36,3 +36,42 @@ async fn king_of_the_hill_is_played_by_real_clients() {
         );
     }
 }
+
+/// A client built for another game is stopped at the welcome, told both state types'
+/// names; one of this game joins the same server.
+#[expel::tokio::test(crate = "expel::tokio", flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_of_another_game_is_told_so_at_the_door() {
+    use expel::prelude::*;
+    use king_of_the_hill::{Climber, KingOfTheHill};
+    use std::time::Duration;
+
+    #[derive(Serialize, Deserialize)]
+    struct Fighter(i32);
+    impl Replicated for Fighter {
+        const NAME: &'static str = "another-game.fighter/1";
+    }
+
+    let map = Map::arena().unwrap();
+    let server = Server::builder(map).rules(KingOfTheHill::default()).start();
+    let server = server.await.unwrap();
+    let trust = Trust::Fingerprint(server.fingerprint.clone());
+    let options = |id: u32, states: StateTypes| {
+        let token = server.token(PlayerId(id), Duration::from_secs(60));
+        ConnectOptions::new(token, trust.clone()).with_states(states)
+    };
+    let other = options(1, StateTypes::new().player::<Fighter>());
+    match connect(server.addr, &other).await {
+        Err(ClientError::OtherGame(why)) => {
+            assert!(
+                why.contains(Fighter::NAME) && why.contains(Climber::NAME),
+                "{why}"
+            )
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a client of another game joined"),
+    }
+    let ours = options(2, StateTypes::new().player::<Climber>());
+    let session = connect(server.addr, &ours).await.unwrap();
+    session.close("done").await;
+    server.shutdown("done").await;
+}

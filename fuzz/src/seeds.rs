@@ -43,6 +43,7 @@ fn main() {
             sending_map,
             server_tick: 0,
             movement: MovementAuthority::Server,
+            states: Default::default(),
         })))
     };
     let event = |script: &mut Vec<u8>, kind: u8, bytes: &[u8]| {

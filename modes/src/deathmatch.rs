@@ -28,6 +28,7 @@
 use expel_core::sim::{EntityState, Motion, PlayerId, Sim};
 use expel_core::{MoveCommand, MoveMode, PlayerState};
 use expel_protocol::client::Launcher;
+use expel_protocol::game::state::{Replicated, StateTypes};
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
 
@@ -87,6 +88,16 @@ pub struct FighterState {
     pub health: i32,
     /// Frags made (less those it made of itself).
     pub frags: i32,
+}
+
+impl Replicated for FighterState {
+    const NAME: &'static str = "expel.deathmatch.fighter/1";
+}
+
+/// Deathmatch's state types, as its rules register them and its clients read them
+/// (`ConnectOptions::with_states`).
+pub fn states() -> StateTypes {
+    StateTypes::new().player::<FighterState>()
 }
 
 /// Which weapon made a frag.
@@ -435,6 +446,10 @@ mod rules {
     }
 
     impl GameRules for Deathmatch {
+        fn states(&self) -> StateTypes {
+            super::states()
+        }
+
         fn joined(&mut self, _game: &mut Game<'_>, player: PlayerId) {
             self.fighters.insert(player, Fighter::default());
             self.changed = true;

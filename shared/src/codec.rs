@@ -5,9 +5,9 @@ use thiserror::Error;
 
 /// Protocol version carried in the hello; a server refuses any other. The ALPN names the
 /// same number.
-pub const VERSION: u16 = 13;
+pub const VERSION: u16 = 14;
 /// The QUIC application protocol name: `expel/` and [`VERSION`].
-pub const ALPN: &[u8] = b"expel/13";
+pub const ALPN: &[u8] = b"expel/14";
 /// Commands repeated in every input datagram (the last N), so a lost datagram costs nothing.
 pub const INPUT_REDUNDANCY: usize = 4;
 /// Most commands one input datagram may carry.

@@ -3,6 +3,7 @@
 
 use super::code::Code;
 use super::game::ends::WireEnd;
+use super::game::state::{StateNames, MAX_STATE_NAME};
 use crate::codec::{ProtocolError, MAX_INPUT_COMMANDS, MAX_MAP_BYTES};
 use expel_core::movement::{MoveCommand, MoveConfig, PlayerState};
 use expel_core::sim::ShotView;
@@ -60,6 +61,8 @@ pub struct Welcome {
     pub server_tick: u64,
     /// Who moves the players: the server, or the clients under validation.
     pub movement: MovementAuthority,
+    /// The names of the game's own state types: a client that reads others stops here.
+    pub states: StateNames,
 }
 
 impl Welcome {
@@ -90,6 +93,12 @@ impl Welcome {
                     "{name} rate {r} (1 to the tick rate {rate})"
                 )));
             }
+        }
+        if !self.states.valid() {
+            return Err(invalid(format!(
+                "state type names {:?} (1 to {MAX_STATE_NAME} bytes each)",
+                self.states
+            )));
         }
         if self.server_tick > MAX_TICK {
             return Err(invalid(format!(

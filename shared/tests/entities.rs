@@ -9,6 +9,7 @@ use expel_core::PlayerId;
 use expel_core::{Contents, Hull, TraceScratch};
 use expel_protocol::client::ClientEvent;
 use expel_protocol::conditioner::Impairment;
+use expel_protocol::game::state::{Replicated, StateTypes};
 use expel_protocol::server::{Game, GameRules};
 use expel_protocol::snapshot::Scope;
 use expel_protocol::MovementAuthority;
@@ -23,6 +24,19 @@ use std::time::Duration;
 const FLAG: u16 = 1;
 const GRENADE: u16 = 2;
 const ROCKET: u16 = 3;
+
+/// A grenade's state: its bounces.
+#[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+struct Bounces(u32);
+impl Replicated for Bounces {
+    const NAME: &'static str = "test.bounces/1";
+}
+/// A player's state: its launches.
+#[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq)]
+struct Launches(u32);
+impl Replicated for Launches {
+    const NAME: &'static str = "test.launches/1";
+}
 
 /// The game's state the rules set: each grenade's bounces, each player's launches.
 type SetState = Arc<Mutex<(BTreeMap<EntityId, u32>, BTreeMap<PlayerId, u32>)>>;
@@ -42,6 +56,10 @@ struct Launcher {
 }
 
 impl GameRules for Launcher {
+    fn states(&self) -> StateTypes {
+        StateTypes::new().player::<Launches>().entity::<Bounces>()
+    }
+
     fn tick(&mut self, game: &mut Game<'_>) {
         let tick = game.tick();
         if self.flag.is_none() {
@@ -80,7 +98,7 @@ impl GameRules for Launcher {
                 self.hits.remove(&i.entity);
                 set.0.remove(&i.entity);
             } else {
-                game.set_entity_state(i.entity, &n).unwrap();
+                game.set_entity_state(i.entity, &Bounces(n)).unwrap();
                 set.0.insert(i.entity, n);
             }
         }
@@ -117,7 +135,7 @@ impl GameRules for Launcher {
             let mut set = self.set.lock().unwrap();
             let launched = set.1.entry(id).or_default();
             *launched += 1;
-            game.set_player_state(id, launched, Scope::Everyone)
+            game.set_player_state(id, &Launches(*launched), Scope::Everyone)
                 .unwrap();
         }
     }
@@ -213,13 +231,13 @@ fn every_client_converges_to_the_servers_entities_under_loss_and_reordering() {
         let resting = bounces.keys().filter(|id| server.contains_key(id)).count();
         assert!(resting >= 1, "no grenade with a state left to compare");
         for (id, want) in bounces.iter().filter(|(id, _)| server.contains_key(id)) {
-            let got: u32 = postcard::from_bytes(net.client(i).entity_state(*id).unwrap()).unwrap();
-            assert_eq!(got, *want, "client {i}: entity {id}'s state");
+            let got = net.client(i).entity_state::<Bounces>(*id).unwrap();
+            assert_eq!(got, Some(Bounces(*want)), "client {i}: entity {id}'s state");
         }
         assert!(!launches.is_empty());
         for (p, want) in launches {
-            let got: u32 = postcard::from_bytes(net.client(i).player_state(*p).unwrap()).unwrap();
-            assert_eq!(got, *want, "client {i}: player {p}'s state");
+            let got = net.client(i).player_state::<Launches>(*p).unwrap();
+            assert_eq!(got, Some(Launches(*want)), "client {i}: player {p}'s state");
         }
         // It heard of many come and go.
         assert!(

@@ -69,6 +69,7 @@ pub(crate) fn options(r: &Server, id: u32) -> ConnectOptions {
         have_map: None,
         sim: None,
         server_name: None,
+        states: Default::default(),
     }
 }
 
@@ -308,6 +309,7 @@ impl Served {
             have_map: None,
             sim: None,
             server_name: None,
+            states: Default::default(),
         };
         let joined = expel_client::connect(self.addr, &o)
             .await

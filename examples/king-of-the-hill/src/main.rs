@@ -23,13 +23,26 @@ pub(crate) struct Shout(pub(crate) String);
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(crate = "expel::serde")]
 pub(crate) enum News {
-    /// Who holds the hill alone, and everyone's points.
-    Standings {
-        king: Option<PlayerId>,
-        points: BTreeMap<PlayerId, u32>,
-    },
     /// A player's shout, cut to 80 characters.
     Shouted { from: PlayerId, words: String },
+}
+
+/// Each player's standing, the game's own state of it: the snapshots carry it to every
+/// client, sending only what changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(crate = "expel::serde")]
+pub(crate) struct Climber {
+    pub(crate) points: u32,
+    pub(crate) king: bool,
+}
+
+impl Replicated for Climber {
+    const NAME: &'static str = "king-of-the-hill.climber/1";
+}
+
+/// The game's state types, the same for its server and its clients.
+fn states() -> StateTypes {
+    StateTypes::new().player::<Climber>()
 }
 
 /// The rules: the one player alone on the hill scores a point per second held.
@@ -41,22 +54,28 @@ pub(crate) struct KingOfTheHill {
 }
 
 impl KingOfTheHill {
+    /// Sets every player's standing (one that did not change costs no byte).
     fn tell(&self, game: &mut Game<'_>) {
-        let (king, points) = (self.king, self.points.clone());
-        let _ = game.broadcast(Channel::Reliable, &News::Standings { king, points });
+        for (&player, &points) in &self.points {
+            let king = self.king == Some(player);
+            let _ = game.set_player_state(player, &Climber { points, king }, Scope::Everyone);
+        }
     }
 }
 
 impl GameRules for KingOfTheHill {
+    fn states(&self) -> StateTypes {
+        states()
+    }
+
     fn joined(&mut self, game: &mut Game<'_>, player: PlayerId) {
         self.points.insert(player, 0);
         self.tell(game);
     }
 
-    fn left(&mut self, game: &mut Game<'_>, player: PlayerId, _reason: &str) {
+    fn left(&mut self, _game: &mut Game<'_>, player: PlayerId, _reason: &str) {
         self.points.remove(&player);
         self.king = self.king.filter(|k| *k != player);
-        self.tell(game);
     }
 
     fn tick(&mut self, game: &mut Game<'_>) {
@@ -97,7 +116,8 @@ pub(crate) async fn play(seconds: f64, clients: u32) -> Result<Vec<Seen>, Box<dy
     for id in (1..=clients).map(PlayerId) {
         let token = server.token(id, Duration::from_secs(60));
         let trust = Trust::Fingerprint(server.fingerprint.clone());
-        let s = connect(server.addr, &ConnectOptions::new(token, trust)).await?;
+        let options = ConnectOptions::new(token, trust).with_states(states());
+        let s = connect(server.addr, &options).await?;
         players.push((s, (id, BTreeMap::new(), Vec::new()), None::<[f64; 3]>));
     }
     let (start, mut shouted) = (Instant::now(), false);
@@ -120,10 +140,11 @@ pub(crate) async fn play(seconds: f64, clients: u32) -> Result<Vec<Seen>, Box<dy
             s.update(now);
             while let Some(Delivered { message: news, .. }) = s.poll_message::<News>() {
                 match news {
-                    News::Standings { points, .. } => seen.1 = points,
                     News::Shouted { from, words } => seen.2.push((from, words)),
                 }
             }
+            let standings = s.player_states::<Climber>()?;
+            seen.1 = standings.into_iter().map(|(p, c)| (p, c.points)).collect();
         }
         expel::tokio::time::sleep(Duration::from_millis(8)).await;
     }

@@ -5,6 +5,7 @@
 
 use super::{draw, messages, shots, ClientMachine, Release};
 use crate::game::launched::{DrawnLaunch, LaunchStats, Launcher};
+use crate::game::state::{read_state, Replicated, StateError, StateOf};
 use crate::messages::{Channel, Letter, MessageError};
 use crate::snapshot::interp::Drawn;
 use crate::snapshot::interp::DrawnEntity;
@@ -64,15 +65,51 @@ impl ClientMachine {
     /// The game's own state of a player (its postcard bytes; the server's rules set it),
     /// as the newest snapshot showed it: the client's own, and others' as the rules'
     /// scope lets it see them.
-    pub fn player_state(&self, player: PlayerId) -> Option<&[u8]> {
+    pub fn player_state_bytes(&self, player: PlayerId) -> Option<&[u8]> {
         let states = &self.play.as_ref()?.game.player_states;
         states.get(&player).map(Vec::as_slice)
     }
 
     /// The game's own state of an entity in view (its postcard bytes).
-    pub fn entity_state(&self, id: EntityId) -> Option<&[u8]> {
+    pub fn entity_state_bytes(&self, id: EntityId) -> Option<&[u8]> {
         let states = &self.play.as_ref()?.game.entity_states;
         states.get(&id).map(Vec::as_slice)
+    }
+
+    /// The game's own state of a player as its type, the one the welcome named
+    /// ([`Replicated::NAME`]): `Ok(None)` when the newest snapshot showed none.
+    pub fn player_state<T: Replicated>(&self, player: PlayerId) -> Result<Option<T>, StateError> {
+        self.read_state(StateOf::Player, self.player_state_bytes(player))
+    }
+
+    /// Every player's state the newest snapshot showed, as its type, in id order.
+    pub fn player_states<T: Replicated>(&self) -> Result<BTreeMap<PlayerId, T>, StateError> {
+        let Some(p) = self.play.as_ref() else {
+            return Ok(BTreeMap::new());
+        };
+        let servers = self
+            .join
+            .welcome()
+            .and_then(|w| w.states.get(StateOf::Player));
+        let states = p.game.player_states.iter();
+        states
+            .map(|(id, b)| Ok((*id, read_state(StateOf::Player, servers, b)?)))
+            .collect()
+    }
+
+    /// The game's own state of an entity in view as its type, like
+    /// [`ClientMachine::player_state`].
+    pub fn entity_state<T: Replicated>(&self, id: EntityId) -> Result<Option<T>, StateError> {
+        self.read_state(StateOf::Entity, self.entity_state_bytes(id))
+    }
+
+    fn read_state<T: Replicated>(
+        &self,
+        of: StateOf,
+        bytes: Option<&[u8]>,
+    ) -> Result<Option<T>, StateError> {
+        let servers = self.join.welcome().and_then(|w| w.states.get(of));
+        bytes.map(|b| read_state(of, servers, b)).transpose()
     }
 
     /// Predicts the projectiles this client's own commands launch with `launcher` (the

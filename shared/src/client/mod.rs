@@ -33,6 +33,7 @@ use super::roster::client::Roster;
 use crate::code::Code;
 use crate::codec::{decode, encode, INPUT_REDUNDANCY, MAX_INPUT_COMMANDS, VERSION};
 use crate::frame::{encode_frame, FrameDecoder};
+use crate::game::state::StateTypes;
 use crate::messages::{Channel, Mailbox, MESSAGE_QUEUE};
 use crate::predict::Predictor;
 use crate::snapshot::interp::Interpolator;
@@ -77,6 +78,9 @@ pub struct ClientSettings {
     /// interpolated ([`ClientMachine::others`] stays empty). For an
     /// authoritative server only: a trusted client must claim predicted states.
     pub light: bool,
+    /// The game's own state types this client reads: a server whose welcome names
+    /// others ends the session at once ([`End::OtherGame`]). None: any will do.
+    pub states: StateTypes,
 }
 
 impl ClientSettings {
@@ -90,6 +94,7 @@ impl ClientSettings {
             interpolation_ticks: 4.0,
             smoothing: crate::predict::SMOOTHING,
             light: false,
+            states: StateTypes::new(),
         }
     }
 }
@@ -403,6 +408,9 @@ impl ClientMachine {
         if let Err(e) = w.validate() {
             return self.end(End::Protocol(e.to_string()));
         }
+        if let Some(why) = self.settings.states.mismatch(&w.states) {
+            return self.end(End::OtherGame(why));
+        }
         let event = ClientEvent::Welcomed {
             player: w.player,
             sending_map: w.sending_map,
@@ -704,6 +712,7 @@ impl ClientMachine {
         if let Some((a, b)) = p.span {
             st.snapshots_lost = ((b - a) / every + 1).saturating_sub(st.predict.snapshots);
         }
+        st.states_undecodable += p.game.undecodable(&snap, &self.settings.states);
         p.game.take(&snap, &mut self.events, &mut st.ends);
         let me = p.welcome.player;
         (self.launched).snapshot(&p.sim, &p.predictor, me, &snap, &mut self.events);

@@ -5,4 +5,5 @@
 
 pub mod ends;
 pub mod launched;
+pub mod state;
 pub(super) mod things;

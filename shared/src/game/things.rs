@@ -3,6 +3,7 @@
 //! reads of them.
 
 use super::ends::EndsSeen;
+use super::state::{StateOf, StateType, StateTypes};
 use crate::report::client::{push_event, ClientEvent, EndCounts};
 use crate::snapshot::{EntityView, Snapshot};
 use expel_core::sim::{EntityId, PlayerId};
@@ -26,6 +27,32 @@ pub(crate) struct Things {
 }
 
 impl Things {
+    /// The states of `snap`, new or changed since the newest, that do not decode as the
+    /// types registered for them (a server of another build, or a broken one): counted,
+    /// and kept as they came (a read of one says why it fails).
+    pub(crate) fn undecodable(&self, snap: &Snapshot, types: &StateTypes) -> u64 {
+        fn count<K: Ord>(
+            was: &BTreeMap<K, Vec<u8>>,
+            now: &BTreeMap<K, Vec<u8>>,
+            ty: Option<&StateType>,
+        ) -> u64 {
+            let Some(ty) = ty else { return 0 };
+            let changed = now.iter().filter(|(k, v)| was.get(k) != Some(v));
+            changed.filter(|(_, v)| !ty.decodes(v)).count() as u64
+        }
+        let players = count(
+            &self.player_states,
+            &snap.player_states,
+            types.get(StateOf::Player),
+        );
+        let entities = count(
+            &self.entity_states,
+            &snap.entity_states,
+            types.get(StateOf::Entity),
+        );
+        players + entities
+    }
+
     /// Takes a snapshot's things, raising the events for what came, changed (other than
     /// by moving) or went, in id order.
     pub(crate) fn take(

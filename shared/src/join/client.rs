@@ -167,6 +167,7 @@ mod tests {
             sending_map,
             server_tick: 100,
             movement: Default::default(),
+            states: Default::default(),
         }
     }
 

@@ -148,6 +148,9 @@ pub enum End {
     Left(String),
     /// The server broke the protocol (or sent a map we cannot use).
     Protocol(String),
+    /// The server plays a game whose state types are not the ones this client reads
+    /// (both names given).
+    OtherGame(String),
     /// The transport went away.
     Disconnected(String),
 }
@@ -174,6 +177,7 @@ impl End {
             | End::Shutdown(r)
             | End::Left(r)
             | End::Protocol(r)
+            | End::OtherGame(r)
             | End::Disconnected(r) => r,
         }
     }
@@ -184,7 +188,7 @@ impl End {
             End::Refused { code, .. } | End::Kicked { code, .. } => Some(*code),
             End::Shutdown(_) => Some(Code::Shutdown),
             End::Left(_) => Some(Code::Left),
-            End::Protocol(_) | End::Disconnected(_) => None,
+            End::Protocol(_) | End::OtherGame(_) | End::Disconnected(_) => None,
         }
     }
 
@@ -266,6 +270,9 @@ pub struct ClientStats {
     pub ends: EndCounts,
     /// Teleports taken from the snapshots (our own player's and others').
     pub teleports: u64,
+    /// The game's states, new or changed, that did not decode as the type this client
+    /// registered for them ([`ClientSettings::states`](crate::client::ClientSettings::states)).
+    pub states_undecodable: u64,
 }
 
 /// The entities' ends a client took from its snapshots.

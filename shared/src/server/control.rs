@@ -129,6 +129,7 @@ fn hello(
         // The clock's tick, which the world reaches however late it runs.
         server_tick: server.wall.tick(now).max(server.world.tick),
         movement: server.settings.movement,
+        states: server.game.types.names(),
     };
     let bytes = encode_frame(&ServerControl::Welcome(Box::new(welcome)));
     server.outputs.push_back(Output::Control { conn, bytes });

@@ -5,13 +5,12 @@
 
 use crate::code::Code;
 use crate::game::ends::{EndCause, EntityEnd, EntityStart};
+use crate::game::state::{Replicated, StateError, StateOf, StateTypes};
 use crate::messages::outbox::Sender;
 use crate::messages::{decode_message, encode_message, Channel, MessageError};
 use crate::server::ServerMachine;
 use crate::shots::server::{SeenShot, ShotError, AIMED_AT_COS, SHOOTER_REACH, SHOOTER_SLACK};
-use crate::snapshot::{
-    game_state_fields, EndLog, Ended, Scope, Spawned, StateFields, MAX_STATE_BYTES,
-};
+use crate::snapshot::{game_state_fields, EndLog, Ended, Scope, Spawned, StateFields};
 use crate::wire::MovementAuthority;
 use expel_core::collision::hull::Hull;
 use expel_core::collision::{Contents, TraceScratch};
@@ -39,6 +38,14 @@ pub trait GameRules: Send + Sync {
     /// Once a tick, before the simulation steps it: take the players' messages, read the
     /// world, send messages.
     fn tick(&mut self, game: &mut Game<'_>);
+
+    /// The game's own state types of players and of entities (none by default): each
+    /// client is told their names when it joins, and [`Game::set_player_state`] and
+    /// [`Game::set_entity_state`] take these types alone. Read once, when the rules are
+    /// installed.
+    fn states(&self) -> StateTypes {
+        StateTypes::new()
+    }
 
     /// The game's state for operators (JSON), when it changed since the last call: the
     /// server shows it at `/game.json` and in the live view.
@@ -75,6 +82,8 @@ pub(crate) enum Notice {
 #[derive(Default)]
 pub(crate) struct Hosted {
     pub(super) rules: Option<Box<dyn GameRules>>,
+    /// The rules' state types ([`GameRules::states`]).
+    pub(super) types: StateTypes,
     /// The rules are running (taken out of `rules`): notices wait for them to return.
     running: bool,
     notices: VecDeque<Notice>,
@@ -151,27 +160,22 @@ pub enum SpawnError {
     Full,
 }
 
-/// Why the rules could not set a player's or an entity's state.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum StateError {
-    /// Its encoding is larger than [`MAX_STATE_BYTES`].
-    #[error("state of {0} bytes exceeds the limit of {MAX_STATE_BYTES}")]
-    TooLarge(usize),
-    /// The player is not in the game.
-    #[error("player {0} is not in the world")]
-    NotPlaying(PlayerId),
-    /// No such entity in the world.
-    #[error("entity {0} is not in the world")]
-    NoEntity(EntityId),
-    /// The state did not encode.
-    #[error("state does not encode: {0}")]
-    Encode(String),
-}
-
-/// A state's fields from its postcard encoding.
-fn state_of<T: Serialize>(state: &T) -> Result<StateFields, StateError> {
-    let bytes = postcard::to_allocvec(state).map_err(|e| StateError::Encode(e.to_string()))?;
-    game_state_fields(&bytes).ok_or(StateError::TooLarge(bytes.len()))
+/// A state's fields from its postcard encoding, if `T` is the type registered for `of`.
+fn state_of<T: Replicated>(
+    types: &StateTypes,
+    of: StateOf,
+    state: &T,
+) -> Result<StateFields, StateError> {
+    types.check::<T>(of)?;
+    let ty = std::any::type_name::<T>();
+    let bytes = postcard::to_allocvec(state).map_err(|e| StateError::Codec {
+        ty,
+        detail: e.to_string(),
+    })?;
+    game_state_fields(&bytes).ok_or(StateError::TooLarge {
+        ty,
+        bytes: bytes.len(),
+    })
 }
 
 /// Most entities the world holds at once: bounded work and memory a tick, whatever the
@@ -421,12 +425,13 @@ impl Game<'_> {
         Ok(id)
     }
 
-    /// Sets `player`'s state in the game (its health, weapon, ammo, score: any serde
-    /// type of the game's, at most [`MAX_STATE_BYTES`] encoded), seen by the clients of
+    /// Sets `player`'s state in the game (its health, weapon, ammo, score: the type the
+    /// rules registered, [`GameRules::states`], at most [`MAX_STATE_BYTES`](crate::snapshot::MAX_STATE_BYTES) encoded),
+    /// seen by the clients of
     /// `scope` ([`Scope::Near`]: those that have the player in view; its own client
     /// always). Snapshots carry it as a delta against what each client acknowledged: a
     /// state that did not change costs nothing, a changed field its bytes.
-    pub fn set_player_state<T: Serialize>(
+    pub fn set_player_state<T: Replicated>(
         &mut self,
         player: PlayerId,
         state: &T,
@@ -435,14 +440,14 @@ impl Game<'_> {
         if !self.server.players.contains_key(&player) {
             return Err(StateError::NotPlaying(player));
         }
-        let f = state_of(state)?;
+        let f = state_of(&self.server.game.types, StateOf::Player, state)?;
         self.server.game.player_states.insert(player, (scope, f));
         Ok(())
     }
 
-    /// Sets an entity's state in the game (serde, at most [`MAX_STATE_BYTES`] encoded),
-    /// seen with the entity.
-    pub fn set_entity_state<T: Serialize>(
+    /// Sets an entity's state in the game (the type the rules registered, at most
+    /// [`MAX_STATE_BYTES`](crate::snapshot::MAX_STATE_BYTES) encoded), seen with the entity.
+    pub fn set_entity_state<T: Replicated>(
         &mut self,
         id: EntityId,
         state: &T,
@@ -450,7 +455,7 @@ impl Game<'_> {
         if !self.server.world.entities.contains_key(&id) {
             return Err(StateError::NoEntity(id));
         }
-        let f = state_of(state)?;
+        let f = state_of(&self.server.game.types, StateOf::Entity, state)?;
         self.server.game.entity_states.insert(id, f);
         Ok(())
     }
@@ -569,6 +574,13 @@ pub(super) fn game_summary(server: &mut ServerMachine) -> Option<String> {
 
 /// The work of [`ServerMachine::set_rules`].
 pub(super) fn set_rules(server: &mut ServerMachine, rules: Box<dyn GameRules>) {
+    let types = rules.states();
+    if types != server.game.types {
+        // Clients read the old states as the old types: none of them stays.
+        server.game.player_states.clear();
+        server.game.entity_states.clear();
+        server.game.types = types;
+    }
     server.game.rules = Some(rules);
 }
 

@@ -59,7 +59,8 @@ pub use super::shots::server::{
     SeenShot, ShotError, DEFAULT_INTERPOLATION_TICKS, MAX_INTERPOLATION_TICKS, MAX_SHOTS_PER_TICK,
     SHOOTER_REACH, SHOOTER_SLACK,
 };
-pub use game::{Game, GameRules, RuleError, SpawnError, StateError, MAX_ENTITIES};
+pub use crate::game::state::{Replicated, StateError, StateTypes};
+pub use game::{Game, GameRules, RuleError, SpawnError, MAX_ENTITIES};
 pub use settings::{ServerSettings, SettingsError, MIN_CLIENT_BUDGET};
 
 /// Predictions (or claims) remembered per client until the server reaches their tick.
