@@ -1,70 +1,80 @@
-//! The client plugin in a window: the map drawn in 3D from above and behind the local
-//! player, the player walking, the others and the game's entities where the plugin puts
-//! their `Transform`s, each player with a nose the way it faces.
+//! The client plugin in a window, drawn by Bevy's renderer: `DefaultPlugins`, a chase
+//! camera above and behind the local player, the map's mesh from
+//! [`expel_bevy::map_triangles`], and a box with a nose for each player (the way it faces)
+//! and for each of the game's entities, where the plugin puts their `Transform`s.
 //!
 //! ```text
 //! expel serve --secret S &           # prints its address and fingerprint
 //! expel token --secret S --player 7  # a token for player 7
-//! cargo run -p expel-bevy --example window -- ADDR --token T --fingerprint F \
-//!     [--seconds N] [--size PIXELS] [--screenshot FILE.png]
+//! cargo run -p expel-bevy --features render --example window -- ADDR --token T \
+//!     --fingerprint F [--seconds N] [--size PIXELS] [--screenshot FILE.png]
 //! ```
 //!
-//! Bevy's renderer wants a GPU (or Mesa's software Vulkan) and several minutes more of
-//! build; this example keeps the plugin's build as it is and draws the Transforms itself:
-//! a small z-buffered rasterizer into a software framebuffer window (X11, so it runs
-//! under Xvfb). A game draws the same Transforms with `DefaultPlugins`, a mesh of
-//! [`expel_bevy::map_triangles`] and a camera. It walks a circle by itself; with
-//! `--seconds` it leaves after that long, prints one JSON line (frames drawn, the path
-//! walked, the most players seen at once) and saves the last frame with `--screenshot`.
+//! The renderer wants a GPU or Mesa's software Vulkan (Debian's `mesa-vulkan-drivers`:
+//! the suite runs it under Xvfb with `VK_ICD_FILENAMES` naming lavapipe). It walks a
+//! circle by itself; with `--seconds` it leaves after that long, saving the frame with
+//! `--screenshot` first, and prints one JSON line (frames drawn, the path walked, the
+//! most players seen at once, how the session ended).
 
-use bevy::app::{AppExit, ScheduleRunnerPlugin};
+use bevy::core_pipeline::tonemapping::Tonemapping;
 use bevy::prelude::*;
+use bevy::render::view::screenshot::{save_to_disk, Screenshot, ScreenshotCaptured};
+use bevy::window::{WindowCloseRequested, WindowResolution};
 use expel_bevy::{
     from_bevy, map_triangles, Connect, Connection, Ended, Expel, ExpelClientPlugin, ExpelInput,
-    GameEntity, Leave, LocalPlayer, MapTriangles, RemotePlayer,
+    GameEntity, Leave, LocalPlayer, RemotePlayer,
 };
 use expel_client::prelude::*;
 use expel_core::{Contents, Hull, TraceScratch};
-use minifb::{Key, Window, WindowOptions};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Instant;
 
-/// The local player's colour, the others', their noses, the game's entities, the sky.
-const ME: u32 = 0x00ff_ff40;
-const OTHER: u32 = 0x00ff_4040;
-const NOSE: u32 = 0x00ff_a0a0;
-const THING: u32 = 0x00ff_ffff;
-const SKY: u32 = 0x0020_2838;
-
-/// The window and its buffers: not `Send` (X11), so a non-send resource.
-struct Screen {
-    window: Window,
-    size: usize,
-    colour: Vec<u32>,
-    /// 1 / depth of what each pixel shows (0: nothing).
-    depth: Vec<f32>,
-    /// The chase camera's traces' working memory ("keep one and reuse it").
-    trace: TraceScratch,
-}
+/// The local player's colour, the others', their noses, the game's entities, the sky
+/// (drawn unlit and untonemapped, so a screenshot shows these very colours).
+const ME: Color = Color::srgb_u8(0xff, 0xff, 0x40);
+const OTHER: Color = Color::srgb_u8(0xff, 0x40, 0x40);
+const NOSE: Color = Color::srgb_u8(0xff, 0xa0, 0xa0);
+const THING: Color = Color::srgb_u8(0xff, 0xff, 0xff);
+const SKY: Color = Color::srgb_u8(0x20, 0x28, 0x38);
 
 #[derive(Resource)]
 struct Run {
     started: Instant,
     seconds: Option<f64>,
-    screenshot: Option<std::path::PathBuf>,
+    screenshot: Option<PathBuf>,
     frames: u64,
     walked: f32,
     last: Option<Vec3>,
     most_seen: usize,
-    leaving: bool,
+    /// Leaving was asked for (the time is up or the window closed): the screenshot is
+    /// taken first, then the goodbye said once it is saved.
+    leaving: Leaving,
 }
 
-/// What is drawn besides the Transforms, once the session has the map: the map's
-/// triangles, and the standing hull's box, Bevy's way round (min, max about the origin).
-#[derive(Resource, Default)]
-struct Scenery {
-    map: Option<MapTriangles>,
-    body: (Vec3, Vec3),
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Leaving {
+    No,
+    Shooting,
+    Shot,
+    Said,
 }
+
+/// The materials and meshes the bodies share, made once.
+#[derive(Resource)]
+struct Looks {
+    me: Handle<StandardMaterial>,
+    other: Handle<StandardMaterial>,
+    nose: Handle<StandardMaterial>,
+    thing: Handle<StandardMaterial>,
+    thing_mesh: Handle<Mesh>,
+}
+
+/// The standing hull's box, Bevy's way round, once the session has the map.
+#[derive(Resource, Default)]
+struct Body(Option<(Vec3, Vec3)>);
+
+#[derive(Component)]
+struct ChaseCamera;
 
 fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
@@ -72,7 +82,7 @@ fn main() -> anyhow::Result<()> {
         .next()
         .ok_or_else(|| anyhow::anyhow!("usage: ADDR --token T --fingerprint F"))?;
     let (mut token, mut fingerprint, mut seconds, mut size, mut screenshot) =
-        (None, None, None, 480usize, None);
+        (None, None, None, 480u32, None);
     while let Some(flag) = args.next() {
         let value = args
             .next()
@@ -90,26 +100,26 @@ fn main() -> anyhow::Result<()> {
     let trust = Trust::Fingerprint(
         fingerprint.ok_or_else(|| anyhow::anyhow!("--fingerprint is required"))?,
     );
-    let mut window = Window::new("expel: bevy", size, size, WindowOptions::default())?;
-    window.set_target_fps(60);
+    let window = Window {
+        title: "expel: bevy".into(),
+        resolution: WindowResolution::new(size, size),
+        ..default()
+    };
     let exit = App::new()
         .add_plugins((
-            MinimalPlugins.set(ScheduleRunnerPlugin::run_loop(Duration::from_secs_f64(
-                1.0 / 60.0,
-            ))),
+            DefaultPlugins.set(WindowPlugin {
+                primary_window: Some(window),
+                // A close asks for the goodbye first (`finish`).
+                close_when_requested: false,
+                ..default()
+            }),
             ExpelClientPlugin::<()>::default(),
         ))
+        .insert_resource(ClearColor(SKY))
         .insert_resource(Connect::new(
             addr.parse()?,
             ConnectOptions::new(token, trust),
         ))
-        .insert_non_send(Screen {
-            window,
-            size,
-            colour: vec![SKY; size * size],
-            depth: vec![0.0; size * size],
-            trace: TraceScratch::default(),
-        })
         .insert_resource(Run {
             started: Instant::now(),
             seconds,
@@ -118,16 +128,68 @@ fn main() -> anyhow::Result<()> {
             walked: 0.0,
             last: None,
             most_seen: 0,
-            leaving: false,
+            leaving: Leaving::No,
         })
-        .init_resource::<Scenery>()
-        .add_systems(Update, (walk, take_map))
-        .add_systems(PostUpdate, (render, finish).chain())
+        .init_resource::<Body>()
+        .add_systems(Startup, setup)
+        .add_systems(Update, (walk, take_map, dress, count))
+        .add_systems(PostUpdate, (chase, finish))
         .run();
     if let AppExit::Error(code) = exit {
         anyhow::bail!("the app ended with {code}");
     }
     Ok(())
+}
+
+/// The camera, the sun and the shared looks.
+fn setup(
+    mut commands: Commands,
+    mut meshes: ResMut<Assets<Mesh>>,
+    mut materials: ResMut<Assets<StandardMaterial>>,
+) {
+    // No tonemapping: the colours drawn are the colours given (and its lookup tables,
+    // another feature to build, are not needed).
+    // A wide view (75 degrees): from above and behind, the others near the player are in it.
+    let wide = PerspectiveProjection {
+        fov: 75f32.to_radians(),
+        ..default()
+    };
+    commands.spawn((
+        Camera3d::default(),
+        Projection::Perspective(wide),
+        Tonemapping::None,
+        // Four samples a pixel cost a software renderer (lavapipe) half its frames.
+        Msaa::Off,
+        ChaseCamera,
+    ));
+    // The sun from above, and a weaker one from the other side so no wall is black.
+    for (lux, from) in [
+        (4_000.0, Vec3::new(0.4, 0.8, 0.3)),
+        (1_500.0, Vec3::new(-0.5, 0.4, -0.7)),
+    ] {
+        commands.spawn((
+            DirectionalLight {
+                illuminance: lux,
+                ..default()
+            },
+            Transform::from_translation(from).looking_at(Vec3::ZERO, Vec3::Y),
+        ));
+    }
+    let mut flat = |c: Color| {
+        materials.add(StandardMaterial {
+            base_color: c,
+            unlit: true,
+            ..default()
+        })
+    };
+    let looks = Looks {
+        me: flat(ME),
+        other: flat(OTHER),
+        nose: flat(NOSE),
+        thing: flat(THING),
+        thing_mesh: meshes.add(Cuboid::new(8.0, 8.0, 8.0)),
+    };
+    commands.insert_resource(looks);
 }
 
 /// Walks a circle at half speed, turning a quarter turn every two seconds.
@@ -136,128 +198,155 @@ fn walk(run: Res<Run>, mut input: ResMut<ExpelInput>) {
     input.0 = MoveCommand::new(0.5, 0.0, 0.0, yaw, 0.0);
 }
 
-/// The map's triangles and the body's box, from the session's simulation (once).
-fn take_map(expel: Option<Res<Expel>>, mut scenery: ResMut<Scenery>) {
-    if let (Some(expel), None) = (expel, &scenery.map) {
-        let sim = &expel.0.sim;
-        let b = sim.movement().stand().bounds();
-        let (a, c) = (expel_bevy::to_bevy(b.min), expel_bevy::to_bevy(b.max));
-        *scenery = Scenery {
-            map: Some(map_triangles(sim.map())),
-            body: (a.min(c), a.max(c)),
+/// The map's mesh and the body's box, from the session's simulation (once).
+fn take_map(
+    mut commands: Commands,
+    expel: Option<Res<Expel>>,
+    mut body: ResMut<Body>,
+    mut meshes: ResMut<Assets<Mesh>>,
+    mut materials: ResMut<Assets<StandardMaterial>>,
+) {
+    let (Some(expel), None) = (expel, body.0) else {
+        return;
+    };
+    let sim = &expel.0.sim;
+    let b = sim.movement().stand().bounds();
+    let (a, c) = (expel_bevy::to_bevy(b.min), expel_bevy::to_bevy(b.max));
+    body.0 = Some((a.min(c), a.max(c)));
+    let t = map_triangles(sim.map());
+    let mesh = Mesh::new(
+        bevy::mesh::PrimitiveTopology::TriangleList,
+        bevy::asset::RenderAssetUsages::default(),
+    )
+    .with_inserted_attribute(Mesh::ATTRIBUTE_POSITION, t.positions)
+    .with_inserted_attribute(Mesh::ATTRIBUTE_NORMAL, t.normals)
+    .with_inserted_indices(bevy::mesh::Indices::U32(t.indices));
+    let ground = materials.add(StandardMaterial {
+        base_color: Color::srgb(0.55, 0.62, 0.5),
+        perceptual_roughness: 0.9,
+        // The map's faces are seen from either side (from outside a wall, say).
+        double_sided: true,
+        cull_mode: None,
+        ..default()
+    });
+    commands.spawn((Mesh3d(meshes.add(mesh)), MeshMaterial3d(ground)));
+}
+
+/// Gives each new player a body and a nose, and each new game entity a box.
+#[allow(clippy::type_complexity)] // Bevy's queries are their own description
+fn dress(
+    mut commands: Commands,
+    body: Res<Body>,
+    looks: Res<Looks>,
+    mut meshes: ResMut<Assets<Mesh>>,
+    players: Query<
+        (Entity, Has<LocalPlayer>, Option<&RemotePlayer>),
+        (
+            Without<Visibility>,
+            Or<(With<LocalPlayer>, With<RemotePlayer>)>,
+        ),
+    >,
+    things: Query<Entity, (Added<GameEntity>, Without<Mesh3d>)>,
+) {
+    let Some((lo, hi)) = body.0 else { return };
+    for (e, local, remote) in &players {
+        let top = match remote {
+            Some(p) if p.crouched => hi.y - 16.0,
+            _ => hi.y,
         };
+        let (colour, nose) = if local {
+            (looks.me.clone(), looks.thing.clone())
+        } else {
+            (looks.other.clone(), looks.nose.clone())
+        };
+        let size = Vec3::new(hi.x - lo.x, top - lo.y, hi.z - lo.z);
+        let centre = Vec3::new((lo.x + hi.x) / 2.0, (lo.y + top) / 2.0, (lo.z + hi.z) / 2.0);
+        let trunk = meshes.add(Cuboid::from_size(size));
+        // A bar from its head the way it faces (+X turned by its rotation).
+        let snout = meshes.add(Cuboid::new(36.0, 8.0, 8.0));
+        commands
+            .entity(e)
+            .insert(Visibility::default())
+            .with_children(|c| {
+                c.spawn((
+                    Mesh3d(trunk),
+                    MeshMaterial3d(colour),
+                    Transform::from_translation(centre),
+                ));
+                c.spawn((
+                    Mesh3d(snout),
+                    MeshMaterial3d(nose),
+                    Transform::from_xyz(18.0, top - 10.0, 0.0),
+                ));
+            });
+    }
+    for e in &things {
+        let look = (
+            Mesh3d(looks.thing_mesh.clone()),
+            MeshMaterial3d(looks.thing.clone()),
+        );
+        commands.entity(e).insert((look, Visibility::default()));
     }
 }
 
-/// One frame: the map, then every player's box and nose, then the game's entities.
-fn render(
-    mut screen: NonSendMut<Screen>,
+/// Counts frames, the path walked and the most others in view.
+fn count(
     mut run: ResMut<Run>,
-    expel: Option<Res<Expel>>,
-    scenery: Res<Scenery>,
     me: Query<&Transform, With<LocalPlayer>>,
-    others: Query<(&Transform, &RemotePlayer)>,
-    things: Query<&Transform, With<GameEntity>>,
+    others: Query<(), With<RemotePlayer>>,
 ) {
-    let Screen {
-        window,
-        size,
-        colour,
-        depth,
-        trace,
-    } = &mut *screen;
-    colour.fill(SKY);
-    depth.fill(0.0);
-    let Ok(me) = me.single() else {
-        let _ = window.update_with_buffer(colour, *size, *size);
-        return;
-    };
-    // Above and behind, looking down at the player: the first of a few places, each
-    // steeper, that the map's own trace reaches from the player (no wall hides it), else
-    // the steepest pulled in to where the trace stopped.
-    let ahead = me.rotation * Vec3::X;
-    let wanted = |(back, up): (f32, f32)| me.translation - ahead * back + Vec3::Y * up;
-    let mut reached = |to: Vec3| {
-        let Some(e) = &expel else { return 1.0 };
-        let from = from_bevy(me.translation);
-        let t =
-            e.0.sim
-                .map()
-                .trace(&Hull::point(), from, from_bevy(to), Contents::SOLID, trace);
-        t.sweep.fraction as f32
-    };
-    let mut eye = me.translation;
-    for place in [(260.0, 380.0), (140.0, 420.0), (40.0, 440.0)].map(wanted) {
-        let fraction = reached(place);
-        eye = me.translation + (place - me.translation) * (fraction * 0.95);
-        if fraction >= 1.0 {
-            break;
-        }
-    }
-    let view = Mat4::look_at_rh(eye, me.translation + ahead * 60.0, Vec3::Y);
-    let mut raster = Raster {
-        view,
-        focal: 1.0 / (37.5f32.to_radians()).tan(),
-        size: *size,
-        colour,
-        depth,
-    };
-    if let Some(m) = &scenery.map {
-        let light = Vec3::new(0.4, 0.8, 0.3).normalize();
-        for t in m.indices.chunks_exact(3) {
-            let p = [t[0], t[1], t[2]].map(|i| Vec3::from(m.positions[i as usize]));
-            let n = Vec3::from(m.normals[t[0] as usize]);
-            // Floors green-grey, walls sand, ceilings slate; lit from above.
-            let base = if n.y > 0.7 {
-                Vec3::new(0.55, 0.62, 0.5)
-            } else if n.y < -0.7 {
-                Vec3::new(0.4, 0.4, 0.5)
-            } else {
-                Vec3::new(0.7, 0.6, 0.45)
-            };
-            let lit = base * (0.35 + 0.65 * n.dot(light).max(0.0));
-            raster.triangle(p, Shade::Lit(lit));
-        }
-    }
-    let (lo, hi) = scenery.body;
-    raster.cuboid(me.translation, lo, hi, Quat::IDENTITY, ME);
-    raster.nose(me, hi.y, THING);
-    for (t, p) in &others {
-        let top = if p.crouched { hi.y - 16.0 } else { hi.y };
-        raster.cuboid(
-            t.translation,
-            lo,
-            Vec3::new(hi.x, top, hi.z),
-            Quat::IDENTITY,
-            OTHER,
-        );
-        raster.nose(t, top, NOSE);
-    }
-    for t in &things {
-        raster.cuboid(
-            t.translation,
-            Vec3::splat(-4.0),
-            Vec3::splat(4.0),
-            Quat::IDENTITY,
-            THING,
-        );
-    }
+    let Ok(me) = me.single() else { return };
     run.frames += 1;
     run.most_seen = run.most_seen.max(others.iter().count());
     if let Some(last) = run.last {
         run.walked += (me.translation - last).length();
     }
     run.last = Some(me.translation);
-    let _ = window.update_with_buffer(colour, *size, *size);
 }
 
-/// Leaves when the time is up (or the window closes), saving the last frame; exits
-/// once the session ended, with its summary line.
+/// The camera above and behind the player, looking down at it: the first of a few
+/// places, each steeper, that the map's own trace reaches from the player (no wall hides
+/// it), else the steepest pulled in to where the trace stopped.
+fn chase(
+    expel: Option<Res<Expel>>,
+    me: Query<&Transform, (With<LocalPlayer>, Without<ChaseCamera>)>,
+    mut camera: Query<&mut Transform, With<ChaseCamera>>,
+    mut scratch: Local<TraceScratch>,
+) {
+    let (Some(expel), Ok(me), Ok(mut camera)) = (expel, me.single(), camera.single_mut()) else {
+        return;
+    };
+    let ahead = me.rotation * Vec3::X;
+    let from = from_bevy(me.translation);
+    let mut eye = me.translation;
+    for (back, up) in [(260.0, 380.0), (140.0, 420.0), (40.0, 440.0)] {
+        let place = me.translation - ahead * back + Vec3::Y * up;
+        let map = expel.0.sim.map();
+        let t = map.trace(
+            &Hull::point(),
+            from,
+            from_bevy(place),
+            Contents::SOLID,
+            &mut scratch,
+        );
+        let fraction = t.sweep.fraction as f32;
+        eye = me.translation + (place - me.translation) * (fraction * 0.95);
+        if fraction >= 1.0 {
+            break;
+        }
+    }
+    *camera = Transform::from_translation(eye).looking_at(me.translation + ahead * 60.0, Vec3::Y);
+}
+
+/// Leaves when the time is up (or the window is closed): the screenshot first, the
+/// goodbye once it is saved; exits once the session ended, with its summary line.
+#[allow(clippy::too_many_arguments)] // one system, each parameter a thing it reads
 fn finish(
-    screen: NonSend<Screen>,
+    mut commands: Commands,
     mut run: ResMut<Run>,
     state: Res<State<Connection>>,
     ended: Option<Res<Ended>>,
+    mut closes: MessageReader<WindowCloseRequested>,
     mut leave: MessageWriter<Leave>,
     mut exit: MessageWriter<AppExit>,
 ) {
@@ -272,174 +361,28 @@ fn finish(
         exit.write(AppExit::Success);
         return;
     }
-    let closed = !screen.window.is_open() || screen.window.is_key_down(Key::Escape);
+    let closed = closes.read().count() > 0;
     let due = run
         .seconds
         .is_some_and(|s| run.started.elapsed().as_secs_f64() >= s);
-    if (closed || due) && !run.leaving {
-        run.leaving = true;
-        if let Some(path) = &run.screenshot {
-            if let Err(e) = save_png(path, &screen.colour, screen.size) {
-                eprintln!("writing {}: {e}", path.display());
+    match run.leaving {
+        Leaving::No if closed || due => match run.screenshot.clone() {
+            Some(path) => {
+                run.leaving = Leaving::Shooting;
+                let mut save = save_to_disk(path);
+                commands.spawn(Screenshot::primary_window()).observe(
+                    move |shot: On<ScreenshotCaptured>, mut run: ResMut<Run>| {
+                        save(shot);
+                        run.leaving = Leaving::Shot;
+                    },
+                );
             }
+            None => run.leaving = Leaving::Shot,
+        },
+        Leaving::Shot => {
+            run.leaving = Leaving::Said;
+            leave.write(Leave("done".into()));
         }
-        leave.write(Leave("done".into()));
+        _ => {}
     }
-}
-
-/// How a triangle is coloured: lit (shaded by distance) or one flat colour.
-#[derive(Clone, Copy)]
-enum Shade {
-    Lit(Vec3),
-    Flat(u32),
-}
-
-/// A z-buffered triangle rasterizer over the frame.
-struct Raster<'a> {
-    view: Mat4,
-    /// 1 / tan(half the field of view).
-    focal: f32,
-    size: usize,
-    colour: &'a mut [u32],
-    depth: &'a mut [f32],
-}
-
-/// Nearer than this to the eye is cut away.
-const NEAR: f32 = 4.0;
-
-impl Raster<'_> {
-    /// A box from `lo` to `hi` about `at`, turned by `turn`.
-    fn cuboid(&mut self, at: Vec3, lo: Vec3, hi: Vec3, turn: Quat, colour: u32) {
-        let corner = |i: usize| {
-            let c = Vec3::new(
-                if i & 1 == 0 { lo.x } else { hi.x },
-                if i & 2 == 0 { lo.y } else { hi.y },
-                if i & 4 == 0 { lo.z } else { hi.z },
-            );
-            at + turn * c
-        };
-        const FACES: [[usize; 4]; 6] = [
-            [0, 1, 3, 2],
-            [4, 6, 7, 5],
-            [0, 4, 5, 1],
-            [2, 3, 7, 6],
-            [0, 2, 6, 4],
-            [1, 5, 7, 3],
-        ];
-        for f in FACES {
-            let q = f.map(corner);
-            self.triangle([q[0], q[1], q[2]], Shade::Flat(colour));
-            self.triangle([q[0], q[2], q[3]], Shade::Flat(colour));
-        }
-    }
-
-    /// A player's nose: a bar from its head the way `t` faces.
-    fn nose(&mut self, t: &Transform, top: f32, colour: u32) {
-        let y = top - 10.0;
-        self.cuboid(
-            t.translation,
-            Vec3::new(0.0, y - 4.0, -4.0),
-            Vec3::new(36.0, y + 4.0, 4.0),
-            t.rotation,
-            colour,
-        );
-    }
-
-    /// One triangle in Bevy's world coordinates (both sides drawn).
-    fn triangle(&mut self, world: [Vec3; 3], shade: Shade) {
-        // To the eye's frame, then cut at the near plane (a polygon of up to 4 corners).
-        let v = world.map(|p| self.view.transform_point3(p));
-        let mut poly: Vec<Vec3> = Vec::with_capacity(4);
-        for i in 0..3 {
-            let (a, b) = (v[i], v[(i + 1) % 3]);
-            let (ina, inb) = (-a.z >= NEAR, -b.z >= NEAR);
-            if ina {
-                poly.push(a);
-            }
-            if ina != inb {
-                let s = (-NEAR - a.z) / (b.z - a.z);
-                poly.push(a + (b - a) * s);
-            }
-        }
-        if poly.len() < 3 {
-            return;
-        }
-        let half = self.size as f32 / 2.0;
-        let screen: Vec<Vec3> = poly
-            .iter()
-            .map(|p| {
-                let w = -p.z;
-                Vec3::new(
-                    half + half * self.focal * p.x / w,
-                    half - half * self.focal * p.y / w,
-                    1.0 / w,
-                )
-            })
-            .collect();
-        let colour = match shade {
-            Shade::Flat(c) => c,
-            Shade::Lit(rgb) => {
-                // Fog toward the sky with distance.
-                let d = poly.iter().map(|p| -p.z).sum::<f32>() / poly.len() as f32;
-                let fog = (d / 3000.0).clamp(0.0, 0.8);
-                let sky = Vec3::new(0.125, 0.157, 0.22);
-                let c = rgb * (1.0 - fog) + sky * fog;
-                let byte = |x: f32| (x.clamp(0.0, 1.0) * 255.0) as u32;
-                byte(c.x) << 16 | byte(c.y) << 8 | byte(c.z)
-            }
-        };
-        for k in 1..screen.len() - 1 {
-            self.fill([screen[0], screen[k], screen[k + 1]], colour);
-        }
-    }
-
-    /// A screen triangle (x, y, 1/depth), nearest wins.
-    fn fill(&mut self, t: [Vec3; 3], colour: u32) {
-        let area = (t[1].x - t[0].x) * (t[2].y - t[0].y) - (t[2].x - t[0].x) * (t[1].y - t[0].y);
-        if area.abs() < 1e-6 {
-            return;
-        }
-        let max = self.size as f32 - 1.0;
-        let (x0, x1) = (
-            t.iter().map(|p| p.x).fold(f32::MAX, f32::min).max(0.0),
-            t.iter().map(|p| p.x).fold(f32::MIN, f32::max).min(max),
-        );
-        let (y0, y1) = (
-            t.iter().map(|p| p.y).fold(f32::MAX, f32::min).max(0.0),
-            t.iter().map(|p| p.y).fold(f32::MIN, f32::max).min(max),
-        );
-        if x0 > x1 || y0 > y1 {
-            return;
-        }
-        for y in y0 as usize..=y1 as usize {
-            for x in x0 as usize..=x1 as usize {
-                let (px, py) = (x as f32 + 0.5, y as f32 + 0.5);
-                let edge = |a: Vec3, b: Vec3| (b.x - a.x) * (py - a.y) - (px - a.x) * (b.y - a.y);
-                let w = [edge(t[1], t[2]), edge(t[2], t[0]), edge(t[0], t[1])].map(|e| e / area);
-                if w.iter().any(|&e| e < 0.0) {
-                    continue;
-                }
-                let inv = w[0] * t[0].z + w[1] * t[1].z + w[2] * t[2].z;
-                let i = y * self.size + x;
-                if inv > self.depth[i] {
-                    self.depth[i] = inv;
-                    self.colour[i] = colour;
-                }
-            }
-        }
-    }
-}
-
-/// The frame as an RGB PNG.
-fn save_png(path: &std::path::Path, buf: &[u32], size: usize) -> anyhow::Result<()> {
-    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let mut enc = png::Encoder::new(file, size as u32, size as u32);
-    enc.set_color(png::ColorType::Rgb);
-    enc.set_depth(png::BitDepth::Eight);
-    let rgb: Vec<u8> = buf
-        .iter()
-        .flat_map(|p| [(p >> 16) as u8, (p >> 8) as u8, *p as u8])
-        .collect();
-    enc.write_header()?.write_image_data(&rgb)?;
-    Ok(())
 }

@@ -1,7 +1,11 @@
-//! The window example under Xvfb against the real server on loopback QUIC, with a second
-//! client that walks up to it: its window opens, it walks, it draws the map in 3D, itself
-//! and the other player, and it leaves cleanly. Skips without Xvfb unless
+//! The window example, drawn by Bevy's renderer, under Xvfb against the real server on
+//! loopback QUIC, with a second client that walks up to it: its window opens, it walks,
+//! it draws the map in 3D, itself and the other player, and it leaves cleanly. Built with
+//! the `render` feature (`cargo test -p expel-bevy --features render`: Bevy's renderer
+//! is minutes more of build); without a GPU it draws on Mesa's software Vulkan
+//! (lavapipe, Debian's `mesa-vulkan-drivers`). Skips without Xvfb unless
 //! `EXPEL_REQUIRE_XVFB` is set (CI installs it).
+#![cfg(feature = "render")]
 
 use expel_client::prelude::*;
 use expel_server::{Map, Server};
@@ -11,6 +15,17 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Mesa's software Vulkan for the example, where no ICD is chosen and lavapipe's is
+/// installed (a machine with a GPU and its driver uses that).
+fn software_vulkan() -> Vec<(&'static str, String)> {
+    let lavapipe = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json";
+    let chosen = std::env::var_os("VK_ICD_FILENAMES").is_some();
+    if chosen || !Path::new(lavapipe).exists() {
+        return Vec::new();
+    }
+    vec![("VK_ICD_FILENAMES", lavapipe.to_string())]
+}
 
 #[test]
 fn the_window_example_draws_the_map_itself_and_another_player() {
@@ -73,6 +88,7 @@ fn the_window_example_draws_the_map_itself_and_another_player() {
         .args(["--seconds", "8", "--size", "400", "--screenshot"])
         .arg(&shot)
         .env("DISPLAY", &x.name)
+        .envs(software_vulkan())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -87,17 +103,22 @@ fn the_window_example_draws_the_map_itself_and_another_player() {
     assert!(seen, "no window named \"expel: bevy\" on {}", x.name);
     let line: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     println!("{line}");
-    assert!(line["frames"].as_u64().unwrap() >= 60, "{line}");
+    // Frames drawn while playing: on lavapipe with two cores shared with the server and
+    // the other client, 44 to 60 in the 8 s here (its shaders compile in the first
+    // seconds); a renderer that stalled would show a handful.
+    assert!(line["frames"].as_u64().unwrap() >= 20, "{line}");
     assert!(line["walked"].as_f64().unwrap() > 300.0, "{line}");
     assert!(line["most_seen"].as_u64().unwrap() >= 1, "{line}");
     assert!(
         line["ended"].as_str().unwrap().contains("Left"),
         "it said goodbye: {line}"
     );
-    // The frame: the map in many shades, us in yellow, the other in red with its nose.
+    // The frame: the map in many shades, us in yellow, the other in red with its nose
+    // (drawn unlit and untonemapped: their colours within a step or two of rounding).
     let (w, h, pixels) = read_png(&shot);
     assert_eq!((w, h), (400, 400));
-    let count = |rgb: [u8; 3]| pixels.iter().filter(|p| **p == rgb).count();
+    let near = |a: [u8; 3], b: [u8; 3]| a.iter().zip(b).all(|(x, y)| x.abs_diff(y) <= 3);
+    let count = |rgb: [u8; 3]| pixels.iter().filter(|p| near(**p, rgb)).count();
     let (me, other, nose) = (
         count([0xff, 0xff, 0x40]),
         count([0xff, 0x40, 0x40]),

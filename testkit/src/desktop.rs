@@ -25,25 +25,34 @@ pub fn xvfb(size: u32) -> Option<Display> {
         eprintln!("skipped: no Xvfb");
         return None;
     }
-    // A display per process and caller: tests of one run start several at once.
-    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let k = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = format!(":{}", 100 + (std::process::id() * 7 + k) % 800);
+    // Xvfb picks a free display and writes its number once it accepts clients: tests of
+    // one run start several at once, and a display a killed server left behind (its
+    // socket still there) is not taken for a live one.
     let screen = format!("{size}x{size}x24");
-    let server = Command::new("Xvfb")
-        .args([name.as_str(), "-screen", "0", &screen, "-nolisten", "tcp"])
-        .stdout(Stdio::null())
+    let mut server = Command::new("Xvfb")
+        .args([
+            "-displayfd",
+            "1",
+            "-screen",
+            "0",
+            &screen,
+            "-nolisten",
+            "tcp",
+        ])
+        .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("starting Xvfb");
-    // Up once its socket is there.
-    let socket = format!("/tmp/.X11-unix/X{}", &name[1..]);
-    let until = Instant::now() + Duration::from_secs(10);
-    while !Path::new(&socket).exists() && Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let mut number = String::new();
+    let stdout = server.stdout.take().expect("Xvfb's stdout");
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut number)
+        .expect("reading Xvfb's display number");
+    let number: u32 = number
+        .trim()
+        .parse()
+        .expect("Xvfb wrote its display number");
     Some(Display {
-        name,
+        name: format!(":{number}"),
         _server: Kill(server),
     })
 }
