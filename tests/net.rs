@@ -81,7 +81,7 @@ async fn a_replay_through_the_server_is_predicted_bit_for_bit() {
 /// A server that asks for inputs at half its tick rate gets one datagram every other
 /// tick, each with the commands since the last: every command is applied on its tick,
 /// none is late or missing after the start, and the replay is still predicted bit for
-/// bit, with the client's default buffer (it leads by the tick a command may wait).
+/// bit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_half_the_input_rate_every_command_arrives_in_half_the_datagrams() {
     let _serial = SERIAL.lock().await;
@@ -95,6 +95,7 @@ async fn at_half_the_input_rate_every_command_arrives_in_half_the_datagrams() {
         player(replay()),
         RunOptions {
             seconds: 20.0,
+            buffer_ticks: 6.0,
             ..Default::default()
         },
     )
