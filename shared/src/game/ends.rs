@@ -99,6 +99,7 @@ fn from_units(u: [i64; 3]) -> Option<[i32; 3]> {
 
 impl EntityEnd {
     /// The end as told: its places to the unit.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))] // the server's
     pub(crate) fn rounded(mut self) -> EntityEnd {
         let round = |p: [i32; 3]| from_units(units(p).map(i64::from)).unwrap_or(p);
         self.at = round(self.at);

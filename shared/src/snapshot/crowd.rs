@@ -310,6 +310,7 @@ impl Crowd {
     }
 
     /// Sets each player's teleports' count (see [`Snapshot::leaps`]), in id order.
+    #[cfg_attr(not(feature = "server"), allow(dead_code))] // the server's
     pub(crate) fn set_leaps(&mut self, leaps: impl Iterator<Item = (PlayerId, u8)>) {
         let mut leaps = leaps.peekable();
         for (id, f) in &mut self.players {
@@ -327,6 +328,7 @@ impl Crowd {
     }
 
     /// Sets the entities that ended lately (see [`ends`](crate::game::ends)).
+    #[cfg_attr(not(feature = "server"), allow(dead_code))] // the server's
     pub(crate) fn set_ends(&mut self, log: &EndLog) {
         self.ends.clear();
         self.ends.extend(log.since(0, u64::MAX).copied());

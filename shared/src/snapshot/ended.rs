@@ -25,6 +25,7 @@ pub(crate) struct Ended {
 }
 
 /// The server's ends of the last [`ENDS_KEPT_TICKS`] ticks, oldest first.
+#[cfg_attr(not(feature = "server"), allow(dead_code))] // the server's
 #[derive(Debug, Default)]
 pub(crate) struct EndLog {
     ends: VecDeque<Ended>,
@@ -32,6 +33,7 @@ pub(crate) struct EndLog {
     overflowed: u64,
 }
 
+#[cfg_attr(not(feature = "server"), allow(dead_code))] // the server's
 impl EndLog {
     /// Keeps `ended`; forgets those older than [`ENDS_KEPT_TICKS`] behind it.
     pub(crate) fn push(&mut self, mut ended: Ended) {
