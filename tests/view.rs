@@ -140,7 +140,8 @@ fn live_view(token: Option<&str>) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
 
-    // The demo: a server and a dozen bots, two of them cheating.
+    // The demo: a server and a dozen bots, six of them cheating (one of each cheat tag can
+    // show), each kicked once caught.
     let mut demo = Kill(
         Command::new(env!("CARGO_BIN_EXE_expel"))
             .args([
@@ -251,11 +252,13 @@ fn live_view(token: Option<&str>) {
     let (ws, _) = tungstenite::connect(page_ws.as_str()).unwrap();
     let mut page = Page { ws, next: 0 };
 
-    // Wait until the page has drawn the map and streamed a few seconds of play.
+    // Wait until the page has drawn the map and streamed a few seconds of play, with at
+    // least the six honest bots: the cheaters may all be caught and kicked before a
+    // browser slowed by a busy machine gets going (it happened in a full suite's run).
     let deadline = Instant::now() + Duration::from_secs(60);
     let first = loop {
         let v = page.eval(PROBE);
-        if v["frames"].as_u64().unwrap_or(0) >= 10 && v["players"].as_u64().unwrap_or(0) >= 8 {
+        if v["frames"].as_u64().unwrap_or(0) >= 10 && v["players"].as_u64().unwrap_or(0) >= 6 {
             break v;
         }
         assert!(Instant::now() < deadline, "the page never got going: {v}");
