@@ -1,5 +1,6 @@
 //! The game's own things as the client has them: as the snapshots show them
-//! (`things.rs`), and its player's own projectiles, predicted ([`launched`]). The server's
+//! (`things.rs`), and its player's own projectiles, predicted ([`launched`]); and the
+//! game's own state types of players and entities, which both ends register ([`state`]). The server's
 //! side is the game's rules, hosted in the server machine
 //! ([`GameRules`](super::server::GameRules), [`Game`](super::server::Game)).
 
