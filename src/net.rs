@@ -522,14 +522,7 @@ pub(crate) fn connect(args: ConnectArgs) -> Result<()> {
     }
     let rt = tokio::runtime::Runtime::new().context("starting the runtime")?;
     let report = rt.block_on(async {
-        let opts = ConnectOptions {
-            token,
-            trust,
-            have_map: None,
-            sim: None,
-            server_name: None,
-            states: Default::default(),
-        };
+        let opts = ConnectOptions::new(token, trust);
         let joined = expel_client::connect(args.addr, &opts).await?;
         let mut next = 0usize;
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(u64::from(joined.welcome.player.0));

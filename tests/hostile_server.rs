@@ -66,12 +66,9 @@ fn welcome(server_tick: u64, map: &[u8]) -> Vec<u8> {
 fn options(fingerprint: String) -> ConnectOptions {
     let (sim, bytes) = common::arena();
     ConnectOptions {
-        token: "00".into(),
-        trust: Trust::Fingerprint(fingerprint),
         have_map: Some(bytes),
         sim: Some(sim),
-        server_name: None,
-        states: Default::default(),
+        ..ConnectOptions::new("00".into(), Trust::Fingerprint(fingerprint))
     }
 }
 

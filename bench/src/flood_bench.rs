@@ -75,12 +75,8 @@ fn main() -> Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     let result = rt.block_on(async {
         let o = ConnectOptions {
-            token: token(1, 0)?,
-            trust: trust.clone(),
             have_map: Some(Arc::new(map.clone())),
-            sim: None,
-            server_name: None,
-            states: Default::default(),
+            ..ConnectOptions::new(token(1, 0)?, trust.clone())
         };
         let joined = expel_client::connect(addr, &o).await?;
         let total = seconds * 2.0 * rounds as f64 + 2.0;

@@ -70,12 +70,9 @@ fn main() -> Result<()> {
                     },
                 );
                 let o = ConnectOptions {
-                    token,
-                    trust: Trust::Fingerprint(fp.clone()),
                     have_map: Some(bytes.clone()),
                     sim: Some(sim.clone()),
-                    server_name: None,
-                    states: Default::default(),
+                    ..ConnectOptions::new(token, Trust::Fingerprint(fp.clone()))
                 };
                 joined.push(expel_client::connect(addr, &o).await?);
             }

@@ -67,6 +67,8 @@ struct Looks {
     nose: Handle<StandardMaterial>,
     thing: Handle<StandardMaterial>,
     thing_mesh: Handle<Mesh>,
+    /// A bar from a player's head the way it faces (+X turned by its rotation).
+    snout: Handle<Mesh>,
 }
 
 /// The standing hull's box, Bevy's way round, once the session has the map.
@@ -188,6 +190,7 @@ fn setup(
         nose: flat(NOSE),
         thing: flat(THING),
         thing_mesh: meshes.add(Cuboid::new(8.0, 8.0, 8.0)),
+        snout: meshes.add(Cuboid::new(36.0, 8.0, 8.0)),
     };
     commands.insert_resource(looks);
 }
@@ -262,8 +265,7 @@ fn dress(
         let size = Vec3::new(hi.x - lo.x, top - lo.y, hi.z - lo.z);
         let centre = Vec3::new((lo.x + hi.x) / 2.0, (lo.y + top) / 2.0, (lo.z + hi.z) / 2.0);
         let trunk = meshes.add(Cuboid::from_size(size));
-        // A bar from its head the way it faces (+X turned by its rotation).
-        let snout = meshes.add(Cuboid::new(36.0, 8.0, 8.0));
+        let snout = looks.snout.clone();
         commands
             .entity(e)
             .insert(Visibility::default())

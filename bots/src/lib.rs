@@ -325,12 +325,9 @@ async fn join(
     let _permit = gate.acquire().await;
     let mut known = shared_map.lock().await;
     let c = ConnectOptions {
-        token: token.to_string(),
-        trust: trust.clone(),
         have_map: known.as_ref().map(|k| k.0.clone()),
         sim: known.as_ref().map(|k| k.1.clone()),
-        server_name: None,
-        states: Default::default(),
+        ..ConnectOptions::new(token.to_string(), trust.clone())
     };
     if known.is_some() {
         drop(known);

@@ -63,14 +63,10 @@ pub(crate) fn now() -> u64 {
 }
 
 pub(crate) fn options(r: &Server, id: u32) -> ConnectOptions {
-    ConnectOptions {
-        token: token_with(SECRET, id, now() + 600, 1),
-        trust: Trust::Fingerprint(r.fingerprint.clone()),
-        have_map: None,
-        sim: None,
-        server_name: None,
-        states: Default::default(),
-    }
+    ConnectOptions::new(
+        token_with(SECRET, id, now() + 600, 1),
+        Trust::Fingerprint(r.fingerprint.clone()),
+    )
 }
 
 pub(crate) fn wander(seed: u32) -> impl FnMut(u64, Option<&PlayerState>) -> Option<MoveCommand> {
@@ -303,14 +299,8 @@ impl Served {
 
     /// An honest client plays for `secs`; returns its snapshots.
     pub(crate) async fn honest_snapshots(&self, id: u32, secs: f64) -> u64 {
-        let o = expel_client::ConnectOptions {
-            token: self.token(id, 200),
-            trust: Trust::Fingerprint(self.fingerprint.clone()),
-            have_map: None,
-            sim: None,
-            server_name: None,
-            states: Default::default(),
-        };
+        let trust = Trust::Fingerprint(self.fingerprint.clone());
+        let o = expel_client::ConnectOptions::new(self.token(id, 200), trust);
         let joined = expel_client::connect(self.addr, &o)
             .await
             .unwrap_or_else(|e| panic!("honest client refused: {e}"));

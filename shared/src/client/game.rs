@@ -87,10 +87,7 @@ impl ClientMachine {
         let Some(p) = self.play.as_ref() else {
             return Ok(BTreeMap::new());
         };
-        let servers = self
-            .join
-            .welcome()
-            .and_then(|w| w.states.get(StateOf::Player));
+        let servers = self.state_name(StateOf::Player);
         let states = p.game.player_states.iter();
         states
             .map(|(id, b)| Ok((*id, read_state(StateOf::Player, servers, b)?)))
@@ -108,8 +105,13 @@ impl ClientMachine {
         of: StateOf,
         bytes: Option<&[u8]>,
     ) -> Result<Option<T>, StateError> {
-        let servers = self.join.welcome().and_then(|w| w.states.get(of));
+        let servers = self.state_name(of);
         bytes.map(|b| read_state(of, servers, b)).transpose()
+    }
+
+    /// The name of the server's state type for `of`, as its welcome told it.
+    fn state_name(&self, of: StateOf) -> Option<&str> {
+        self.join.welcome().and_then(|w| w.states.get(of))
     }
 
     /// Predicts the projectiles this client's own commands launch with `launcher` (the
