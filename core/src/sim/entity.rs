@@ -29,10 +29,9 @@
 //! entity into solid, and a client that steps the same state gets the same bits.
 
 use super::EntityId;
-use super::{PlayerBox, PlayerId, Sim, SimCollider, SimScratch};
+use super::{PlayerBox, PlayerId, Sim, SimScratch};
 use crate::collision::hull::Hull;
-use crate::collision::{Contents, Region, Target};
-use crate::movement::{from_grid, quantize, Collider, POSITION_SCALE, VELOCITY_SCALE};
+use crate::movement::{from_grid, quantize, POSITION_SCALE, VELOCITY_SCALE};
 use crate::mover::Pose;
 use glam::DVec3;
 use serde::{Deserialize, Serialize};
@@ -404,53 +403,6 @@ fn move_entity(
     out.entity.at_rest = at_rest;
     out.lost = !sim.in_arena(out.entity.origin());
     out
-}
-
-/// The work of [`Sim::shot`].
-#[allow(clippy::too_many_arguments)]
-pub(super) fn shot(
-    sim: &Sim,
-    hull: &Hull,
-    start: DVec3,
-    end: DVec3,
-    poses: &[Pose],
-    players: &[PlayerBox],
-    passes: Option<PlayerId>,
-    s: &mut SimScratch,
-) -> (
-    crate::collision::Sweep,
-    Option<(Struck, crate::collision::Hit)>,
-) {
-    let swept = hull.swept_bounds(start, end);
-    sim.movers_near(&swept, poses, &mut s.movers);
-    s.entity_boxes.clear();
-    s.entity_boxes.extend(players.iter().filter(|b| {
-        Some(b.id) != passes
-            && b.bounds
-                .overlaps(&swept.expand(super::collider::SWEEP_MARGIN))
-    }));
-    let region = Region::default();
-    let mut col = SimCollider {
-        sim,
-        mask: Contents::SOLID,
-        scratch: &mut s.trace,
-        region: &region,
-        boxes: &s.entity_boxes,
-        close: None,
-        poses,
-        movers: &s.movers,
-        blocked_by: None,
-    };
-    let sweep = col.sweep(hull, start, end);
-    let struck = sweep.hit.map(|h| {
-        let what = match h.target {
-            Target::Model(_) => Struck::World,
-            Target::Mover { mover, .. } => Struck::Mover(mover),
-            Target::Player(p) => Struck::Player(p),
-        };
-        (what, h)
-    });
-    (sweep, struck)
 }
 
 impl SimScratch {

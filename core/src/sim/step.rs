@@ -3,6 +3,8 @@
 //! ([`Sim::predict`]).
 
 use super::*;
+use crate::collision::Target;
+use crate::movement::Collider;
 
 impl Sim {
     /// Moves one player one tick for `cmd` against the map, the movers at `poses` and the
@@ -339,7 +341,34 @@ impl Sim {
         crate::collision::Sweep,
         Option<(Struck, crate::collision::Hit)>,
     ) {
-        entity::shot(self, hull, start, end, poses, players, passes, s)
+        let swept = hull.swept_bounds(start, end);
+        self.movers_near(&swept, poses, &mut s.movers);
+        s.entity_boxes.clear();
+        s.entity_boxes.extend(players.iter().filter(|b| {
+            Some(b.id) != passes && b.bounds.overlaps(&swept.expand(collider::SWEEP_MARGIN))
+        }));
+        let region = Region::default();
+        let mut col = SimCollider {
+            sim: self,
+            mask: Contents::SOLID,
+            scratch: &mut s.trace,
+            region: &region,
+            boxes: &s.entity_boxes,
+            close: None,
+            poses,
+            movers: &s.movers,
+            blocked_by: None,
+        };
+        let sweep = col.sweep(hull, start, end);
+        let struck = sweep.hit.map(|h| {
+            let what = match h.target {
+                Target::Model(_) => Struck::World,
+                Target::Mover { mover, .. } => Struck::Mover(mover),
+                Target::Player(p) => Struck::Player(p),
+            };
+            (what, h)
+        });
+        (sweep, struck)
     }
 
     /// Advances every mover one tick, carrying its riders and pushing the players in its
