@@ -32,8 +32,8 @@ pub(crate) struct ServeArgs {
     /// Snapshots per second (default 30, at most the tick rate).
     #[arg(long)]
     pub snapshot_rate: Option<u32>,
-    /// Input datagrams per second clients send, each with the commands since the last
-    /// (default: the tick rate; half of it halves the packets a crowd sends).
+    /// Input datagrams per second clients send at most, each with the commands since the
+    /// last (default 30, or the tick rate if lower; the tick rate: one a tick).
     #[arg(long)]
     pub input_rate: Option<u32>,
     /// Most players at once (default 64).

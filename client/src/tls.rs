@@ -6,13 +6,6 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
-use std::time::Duration;
-
-/// How many of our packets the server may take before it must acknowledge, and how
-/// long it may wait: longer than a snapshot's period at 20 Hz and up, so its ACKs ride
-/// in snapshots.
-const ACK_AFTER_PACKETS: u32 = 16;
-const ACK_DELAY: Duration = Duration::from_millis(50);
 
 /// Accepts exactly the certificate whose SHA-256 is the pinned fingerprint; handshake
 /// signatures are still verified, so only the holder of its key passes.
@@ -133,14 +126,10 @@ pub fn client_config(
     let mut transport = quinn_proto::TransportConfig::default();
     transport.keep_alive_interval(Some(std::time::Duration::from_secs(2)));
     transport.datagram_receive_buffer_size(Some(256 * 1024));
-    // Inputs go out at the server's input rate (every tick by default), each a packet
-    // the server must acknowledge: at QUIC's default (every second packet) half its
-    // packets back would be bare ACKs. Asked to wait (the ACK frequency extension, which
-    // quinn servers take), it acknowledges in the snapshots it sends anyway.
-    let mut acks = quinn_proto::AckFrequencyConfig::default();
-    acks.ack_eliciting_threshold(ACK_AFTER_PACKETS.into())
-        .max_ack_delay(Some(ACK_DELAY));
-    transport.ack_frequency_config(Some(acks));
+    // Each input is a packet the server must acknowledge: at QUIC's default (every
+    // second packet) many of its packets back would be bare ACKs. Asked to wait, it
+    // acknowledges in the snapshots it sends anyway.
+    transport.ack_frequency_config(Some(expel_quic::ack_frequency()));
     cfg.transport_config(Arc::new(transport));
     Ok(cfg)
 }

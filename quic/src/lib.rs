@@ -26,6 +26,24 @@ mod link;
 pub use link::{close_reason, Link, LinkEvent, TransportStats, REFUSED_AT_THE_DOOR};
 pub use quinn_udp::RecvMeta;
 
+/// How many of its packets a peer may take from us before it must acknowledge them, and
+/// how long it may wait: longer than a snapshot's or an input's period at 20 Hz and up,
+/// so that acknowledgements ride in the packets each side sends on its clock anyway.
+const ACK_AFTER_PACKETS: u32 = 16;
+const ACK_DELAY: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// What each side asks of the other's acknowledgements (the ACK frequency extension, which
+/// quinn peers take; others ignore it): wait for a packet of your own rather than send a
+/// bare ACK for every second packet of ours. quinn holds the delay asked to at most the
+/// greater of the path's round trip and 25 ms; the client times its inputs so that each
+/// side's next packet goes within that (see the client's input phase).
+pub fn ack_frequency() -> quinn_proto::AckFrequencyConfig {
+    let mut acks = quinn_proto::AckFrequencyConfig::default();
+    acks.ack_eliciting_threshold(ACK_AFTER_PACKETS.into())
+        .max_ack_delay(Some(ACK_DELAY));
+    acks
+}
+
 /// Bytes of one receive buffer: a coalesced (GRO) run of full-size datagrams.
 pub const RECV_BUF: usize = 64 * 1024;
 

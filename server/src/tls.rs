@@ -104,6 +104,9 @@ fn transport() -> Result<quinn::TransportConfig, crate::ServerError> {
     t.send_window(SEND_WINDOW);
     t.datagram_receive_buffer_size(Some(DATAGRAM_IN));
     t.datagram_send_buffer_size(DATAGRAM_OUT);
+    // Each snapshot is a packet the client must acknowledge: asked to wait, it
+    // acknowledges in its next input rather than in a packet of its own.
+    t.ack_frequency_config(Some(expel_quic::ack_frequency()));
     Ok(t)
 }
 

@@ -5,11 +5,16 @@ use thiserror::Error;
 
 /// Protocol version carried in the hello; a server refuses any other. The ALPN names the
 /// same number.
-pub const VERSION: u16 = 14;
+pub const VERSION: u16 = 15;
 /// The QUIC application protocol name: `expel/` and [`VERSION`].
-pub const ALPN: &[u8] = b"expel/14";
+pub const ALPN: &[u8] = b"expel/15";
 /// Commands repeated in every input datagram (the last N), so a lost datagram costs nothing.
 pub const INPUT_REDUNDANCY: usize = 4;
+/// Input datagrams a second a client sends by default (at most the tick rate): each
+/// carries the commands since the one before. Quake 3's `cl_maxpackets` default; at a
+/// 60 Hz tick it halves the packets a crowd sends, each packet's header, encryption and
+/// system call, for a tick's more delay on every other command.
+pub const DEFAULT_INPUT_RATE: u32 = 30;
 /// Most commands one input datagram may carry.
 pub const MAX_INPUT_COMMANDS: usize = 32;
 /// Largest map a server sends or a client accepts.
@@ -72,4 +77,10 @@ mod tests {
     fn the_alpn_names_the_protocol_version() {
         assert_eq!(super::ALPN, format!("expel/{}", super::VERSION).as_bytes());
     }
+}
+
+/// Ticks between a client's input datagrams at `tick_rate` when the server asks for
+/// `input_rate` a second: the fewest that keep within it (at least one).
+pub(crate) fn input_every(tick_rate: u32, input_rate: u32) -> u64 {
+    u64::from(tick_rate.div_ceil(input_rate.max(1)).max(1))
 }

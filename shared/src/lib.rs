@@ -74,8 +74,8 @@ pub mod simnet;
 
 pub use code::{Code, Kind as EndKind};
 pub use codec::{
-    decode, encode, ProtocolError, ALPN, DEFAULT_INTEREST, INPUT_REDUNDANCY, MAP_CHUNK,
-    MAX_INPUT_COMMANDS, MAX_MAP_BYTES, MOVER_INTEREST_RADIUS, VERSION,
+    decode, encode, ProtocolError, ALPN, DEFAULT_INPUT_RATE, DEFAULT_INTEREST, INPUT_REDUNDANCY,
+    MAP_CHUNK, MAX_INPUT_COMMANDS, MAX_MAP_BYTES, MOVER_INTEREST_RADIUS, VERSION,
 };
 pub use wire::{
     ClientControl, ClientDatagram, EntityDelta, Feedback, FieldValues, GameLists, InputMsg,

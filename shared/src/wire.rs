@@ -43,9 +43,8 @@ pub struct Welcome {
     pub player: PlayerId,
     /// Snapshots per second.
     pub snapshot_rate: u32,
-    /// Input datagrams per second the server asks for (each carries the commands since
-    /// the one before): the tick rate, or a divisor of it to halve or quarter the
-    /// packets a crowd sends it, at a tick's more delay for some commands.
+    /// Input datagrams per second the server asks for at most (each carries the commands
+    /// since the one before): one every [`Welcome::input_every`] ticks.
     pub input_rate: u32,
     /// The movement settings the server simulates with (its tick rate among them).
     pub config: MoveConfig,
@@ -73,7 +72,7 @@ impl Welcome {
 
     /// Ticks between input datagrams (at least one).
     pub fn input_every(&self) -> u64 {
-        u64::from((self.tick_rate() / self.input_rate.max(1)).max(1))
+        crate::codec::input_every(self.tick_rate(), self.input_rate)
     }
 
     /// Refuses a welcome no server of this protocol sends: rates out of range, or a tick

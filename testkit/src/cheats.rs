@@ -6,7 +6,7 @@
 use expel_core::PlayerId;
 use expel_core::{MoveCommand, PlayerState, Sim};
 use expel_protocol::predict::Predictor;
-use expel_protocol::{InputMsg, INPUT_REDUNDANCY};
+use expel_protocol::InputMsg;
 use glam::DVec3;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -245,9 +245,9 @@ impl expel_protocol::client::Tamper for CheatTamper {
             }
             self.sent.insert(t, cheated);
         }
-        self.sent = self
-            .sent
-            .split_off(&tick.saturating_sub(INPUT_REDUNDANCY as u64));
+        // Kept for every tick the message carries (more than the redundancy's ticks when
+        // a datagram goes every few ticks).
+        self.sent = self.sent.split_off(&msg.first_tick.min(tick));
         msg.predicted = self.sent.get(&tick).copied();
         if !msg.claims.is_empty() {
             msg.claims = msg

@@ -26,6 +26,7 @@ pub use super::roster::MAX_ROSTER;
 
 use super::game::{launched::Launched, things::Things};
 use super::input::clock::{Clock, MAX_CATCH_UP};
+use super::input::phase::InputPhase;
 use super::join::client::{build_sim, Joining};
 use super::report::client::push_event;
 use super::roster::client::Roster;
@@ -121,6 +122,8 @@ pub(super) struct Play {
     interp: Interpolator,
     /// The newest tick predicted and sent, when the next is due, and what steers it.
     clock: Clock,
+    /// Which ticks the input datagrams go on, when not every one.
+    phase: InputPhase,
     /// Whether a tick has run yet. Until then `clock.tick` is provisional: building the map's
     /// model can take most of a second that the `now` it was started at cannot know of,
     /// so the clock is set again from the first tick's `now`.
@@ -148,6 +151,14 @@ pub(super) struct Play {
     game: Things,
     /// When a datagram last came from the server.
     heard_at: Instant,
+}
+
+/// The ticks of lead the clock keeps beyond the path's delay and jitter: the buffer
+/// asked for, and the ticks a command may wait for its datagram. The server reports the
+/// lead of each datagram's newest command; the oldest new one in it waited
+/// `input_every - 1` ticks more to go, and must arrive in time too.
+fn lead_buffer(settings: &ClientSettings, welcome: &Welcome) -> f64 {
+    settings.buffer_ticks + (welcome.input_every() - 1) as f64
 }
 
 /// The client's protocol state machine.
@@ -471,6 +482,7 @@ impl ClientMachine {
             snapshots,
             interp: Interpolator::new(),
             clock: Clock::new(welcome.tick_rate(), tick, now),
+            phase: InputPhase::new(welcome.input_every()),
             running: false,
             first_tick: tick + 1,
             heard_at: now,
@@ -491,7 +503,7 @@ impl ClientMachine {
 
     /// Where the clock starts at `now` (see [`Joining::opening_tick`]).
     fn opening_tick(&self, welcome: &Welcome, now: Instant) -> u64 {
-        let buffer = self.settings.buffer_ticks;
+        let buffer = lead_buffer(&self.settings, welcome);
         (self.join).opening_tick(welcome, self.stats.rtt, buffer, now)
     }
 
@@ -573,10 +585,11 @@ impl ClientMachine {
             let elapsed = Duration::from_secs_f64(p.clock.period);
             p.predictor.frame(elapsed, self.settings.smoothing);
             self.stats.ticks += 1;
-            // One datagram every `every` ticks: the commands since the last, and the
-            // few datagrams' worth before them again, none from before the first.
+            // One datagram every `every` ticks (see `InputPhase` for which): the commands
+            // since the last, and the few datagrams' worth before them again, none from
+            // before the first.
             let every = p.welcome.input_every();
-            if !tick.is_multiple_of(every) {
+            if !p.phase.sends(tick) {
                 continue;
             }
             let carried = (INPUT_REDUNDANCY as u64 * every).min(MAX_INPUT_COMMANDS as u64);
@@ -649,6 +662,8 @@ impl ClientMachine {
                 return;
             }
         };
+        let (next_tick, period) = (p.clock.tick + 1, p.clock.period);
+        p.phase.heard(now, next_tick, p.clock.next_at, period);
         let st = &mut self.stats;
         let x = snap.own.origin().x;
         st.max_server_x = Some(st.max_server_x.map_or(x, |m| m.max(x)));
@@ -743,7 +758,8 @@ impl ClientMachine {
             }
         }
         if p.running {
-            (p.clock).steer(&snap, st.rtt, self.settings.buffer_ticks, now);
+            let buffer = lead_buffer(&self.settings, &p.welcome);
+            (p.clock).steer(&snap, st.rtt, buffer, now);
         }
         if let Some(t) = self.tamper.as_mut() {
             p.clock.period = t.period(p.clock.period);

@@ -8,6 +8,7 @@
 #[cfg(feature = "server")]
 mod buffer;
 pub(super) mod clock;
+pub(super) mod phase;
 
 #[cfg(feature = "server")]
 pub use buffer::{Claimed, InputBuffer, InputStats};

@@ -358,12 +358,12 @@ impl ServerMachine {
 
     /// Input datagrams a second a client sends.
     fn input_rate(&self) -> u32 {
-        self.settings.input_rate.unwrap_or(self.rate())
+        (self.settings.input_rate).unwrap_or(crate::codec::DEFAULT_INPUT_RATE.min(self.rate()))
     }
 
     /// Ticks between a client's input datagrams.
     fn input_every(&self) -> u64 {
-        u64::from((self.rate() / self.input_rate().max(1)).max(1))
+        crate::codec::input_every(self.rate(), self.input_rate())
     }
 
     /// A connection finished its transport handshake; its hello is due within the hello

@@ -10,7 +10,8 @@ use std::time::Duration;
 pub struct ServerSettings {
     /// Snapshots per second (1 to the tick rate).
     pub snapshot_rate: u32,
-    /// Input datagrams per second clients send (1 to the tick rate; `None`: one a tick).
+    /// Input datagrams per second clients send at most (1 to the tick rate; `None`:
+    /// [`crate::codec::DEFAULT_INPUT_RATE`], or the tick rate where that is lower).
     pub input_rate: Option<u32>,
     /// Most players at once.
     pub max_players: usize,
