@@ -57,11 +57,13 @@ pub(crate) struct ServeArgs {
     /// GameServer's name under the Fleet in deploy/, which sets it).
     #[arg(long)]
     pub server_id: Option<String>,
-    /// Other players per snapshot (default 32).
+    /// Other players per snapshot, the nearest (default 32; any more within the exact
+    /// reach, 512 units, are shown too, up to 64).
     #[arg(long)]
     pub interest: Option<usize>,
-    /// Snapshot bytes a second each client may receive (default 32768, at least 2048):
-    /// past it, far players are sent more rarely, farthest first, before any is left out.
+    /// Snapshot bytes a second each client may receive (default 4096, at least 2048):
+    /// past it, far players are held where the client draws them, those it would notice
+    /// last first; players within its exact reach are always sent.
     #[arg(long)]
     pub client_budget: Option<usize>,
     /// Threads for a tick's per-player work, the players' moves and their snapshots

@@ -16,7 +16,7 @@ use anyhow::Result;
 use expel_core::movement::buttons;
 use expel_core::PlayerId;
 use expel_core::{MoveCommand, MoveMode, SimScratch};
-use expel_protocol::snapshot::{Crowd, Feedback, SnapshotEncoder};
+use expel_protocol::snapshot::{Crowd, Feedback, Room, SnapshotEncoder};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
@@ -86,9 +86,14 @@ fn main() -> Result<()> {
                 continue;
             }
             let fb = Feedback::default();
-            if let Some(b) =
-                encoders[slot].encode_in(&world, &crowd, PlayerId(id), fb, INTEREST, DATAGRAM)
-            {
+            if let Some(b) = encoders[slot].encode_in(
+                &world,
+                &crowd,
+                PlayerId(id),
+                fb,
+                INTEREST,
+                Room::datagram(DATAGRAM),
+            ) {
                 snaps += 1;
                 bytes += b.len() as u64;
                 acks.push_back((tick + ACK_DELAY, slot, tick));

@@ -10,8 +10,8 @@ use expel_core::{
 use expel_protocol::frame::{encode_frame, FrameDecoder, MAX_FRAME};
 use expel_protocol::snapshot::held_tolerance;
 use expel_protocol::snapshot::{
-    Crowd, Feedback, Snapshot, SnapshotDecoder, SnapshotEncoder, EXACT_NEAR, FACING_DRIFT,
-    VIEW_DRIFT, VIEW_REFRESH,
+    Crowd, Feedback, Room, Snapshot, SnapshotDecoder, SnapshotEncoder, EXACT_NEAR, EXACT_REACH,
+    FACING_DRIFT, MAX_VIEW, VIEW_DRIFT, VIEW_REFRESH,
 };
 use expel_protocol::{decode, ClientControl, ClientDatagram, ServerControl};
 use glam::DVec3;
@@ -268,17 +268,23 @@ fn a_clients_players_are_chosen_again_often_at_once_when_it_moves_far_and_leaver
             _ => false,
         };
         crowd.renew(&sim, &w, K);
+        // The nearest K, and any more within the exact reach (up to MAX_VIEW).
         crowd.nearest(
             PlayerId(0),
             w.player(PlayerId(0)).unwrap().origin(),
-            K,
+            MAX_VIEW.max(K),
             &mut out,
         );
+        let within = out
+            .iter()
+            .filter(|(d2, _)| d2.sqrt() <= EXACT_REACH)
+            .count();
+        out.truncate(within.max(K));
         let mut ids: Vec<PlayerId> = out.iter().map(|(_, id)| *id).collect();
         ids.sort_unstable();
         nearest.push(ids);
         let bytes = enc
-            .encode_in(&w, &crowd, PlayerId(0), fb(tick), K, 1200)
+            .encode_in(&w, &crowd, PlayerId(0), fb(tick), K, Room::datagram(1200))
             .unwrap();
         let snap = dec.decode(&bytes).unwrap().unwrap();
         enc.ack(dec.newest());

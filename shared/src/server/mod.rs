@@ -61,7 +61,7 @@ pub use super::shots::server::{
 };
 pub use crate::game::state::{Replicated, StateError, StateTypes};
 pub use game::{Game, GameRules, RuleError, SpawnError, MAX_ENTITIES};
-pub use settings::{ServerSettings, SettingsError, MIN_CLIENT_BUDGET};
+pub use settings::{ServerSettings, SettingsError, DEFAULT_CLIENT_BUDGET, MIN_CLIENT_BUDGET};
 
 /// Predictions (or claims) remembered per client until the server reaches their tick.
 const CLAIMS: usize = 256;

@@ -7,7 +7,7 @@ use super::{
 use crate::code::Code;
 use crate::input::InputStats;
 use crate::predict::{self, replay::Replayer};
-use crate::snapshot::Crowd;
+use crate::snapshot::{Crowd, Room};
 use crate::wire::MovementAuthority;
 use expel_core::movement::{MoveCommand, Obstacle, PlayerState};
 use expel_core::mover::MoverState;
@@ -103,7 +103,7 @@ impl ServerMachine {
         let now = self.wall.last_call();
         let rate = f64::from(self.rate());
         let refill = self.settings.client_budget as f64 / rate;
-        let cap = (self.settings.client_budget as f64 / 4.0).max(1200.0);
+        let cap = self.budget_cap();
         let next = self.world.tick + 1;
         // Gathered in id order, then built in one go (no insert walks the tree).
         let mut commands: Vec<(PlayerId, MoveCommand)> = Vec::with_capacity(self.players.len());
@@ -300,11 +300,18 @@ impl ServerMachine {
         }
     }
 
+    /// The most of a client's byte budget it may save up (a quarter second's worth, at
+    /// least a datagram), and the most it may spend ahead.
+    fn budget_cap(&self) -> f64 {
+        (self.settings.client_budget as f64 / 4.0).max(1200.0)
+    }
+
     /// Encodes each due client's snapshot within its byte budget. Clients are spread over
     /// the ticks between snapshots by id, so each tick encodes a share of them; each still
     /// gets one every `rate / snapshot_rate` ticks (or at the end of a catch-up).
     fn send_snapshots(&mut self) {
         let every = u64::from((self.rate() / self.settings.snapshot_rate).max(1));
+        let budget_cap = self.budget_cap();
         let tick = self.world.tick;
         let behind = u32::try_from(self.pace.due().saturating_sub(tick)).unwrap_or(u32::MAX);
         // Ticks caught up on sent nothing: whoever was due in them is due now.
@@ -343,7 +350,10 @@ impl ServerMachine {
             let room = conns
                 .get(&s.conn)
                 .map_or(DEFAULT_DATAGRAM, |c| c.max_datagram);
-            let max = room.min(s.budget.max(0.0) as usize);
+            let room = Room {
+                budget: s.budget.max(0.0) as usize,
+                datagram: room,
+            };
             s.feedback.last_command = s.inputs.last_applied();
             if !trusted {
                 s.feedback.missed_total = s.inputs.stats.missing;
@@ -351,7 +361,7 @@ impl ServerMachine {
             s.feedback.input_lead = s.inputs.take_lead();
             s.feedback.behind = behind;
             s.snapshots
-                .encode_in(world, crowd, **id, s.feedback, interest, max)
+                .encode_in(world, crowd, **id, s.feedback, interest, room)
         };
         let encoded: Vec<Option<Vec<u8>>> = match self.scratch.spreading() {
             Some(pool) if due.len() >= 2 * expel_core::sim::PLAYERS_PER_WORKER => {
@@ -369,7 +379,9 @@ impl ServerMachine {
                 self.stats.snapshot_drops += 1;
                 continue;
             };
-            s.budget -= bytes.len() as f64;
+            // A snapshot over the budget (players within the exact reach are never
+            // left out for it) spends it ahead, at most a refill's cap.
+            s.budget = (s.budget - bytes.len() as f64).max(-budget_cap);
             if s.correcting {
                 s.correcting = false;
                 s.correction_snapshot = tick;

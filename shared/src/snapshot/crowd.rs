@@ -250,7 +250,7 @@ impl Near {
         Near(u128::from(distance2.to_bits()) << 32 | u128::from(index))
     }
 
-    fn distance2(self) -> f64 {
+    pub(super) fn distance2(self) -> f64 {
         f64::from_bits((self.0 >> 32) as u64)
     }
 

@@ -14,6 +14,34 @@ pub const VIEW_REFRESH: u32 = 4;
 /// again at once (a teleport or a respawn must not show the old surroundings).
 pub const VIEW_DRIFT: f64 = 128.0;
 
+/// Most other players a snapshot shows: those within [`EXACT_REACH`] are all shown even
+/// past the interest (a brawl of forty shows all forty), up to this many.
+pub const MAX_VIEW: usize = 64;
+
+/// The bytes one client's snapshot may take: its share of the client's budget, and the
+/// most its path carries in one datagram. Over the budget, a snapshot holds far players
+/// and the game's far entities where the client's baseline carries them; still over,
+/// it goes at the datagram's size with all of them held rather than leave out a player
+/// within the exact reach (the budget is then spent ahead, and the next snapshots hold
+/// more). Only a snapshot over the datagram leaves players out, the farthest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Room {
+    /// Bytes left of the client's budget.
+    pub budget: usize,
+    /// Bytes of the largest datagram the path carries.
+    pub datagram: usize,
+}
+
+impl Room {
+    /// A datagram's room, and as much of the budget.
+    pub fn datagram(bytes: usize) -> Room {
+        Room {
+            budget: bytes,
+            datagram: bytes,
+        }
+    }
+}
+
 /// The players a client was last sent: crowd indices in id order.
 #[derive(Debug, Default)]
 pub(super) struct View {
@@ -153,11 +181,12 @@ impl SnapshotEncoder {
     }
 
     /// The snapshot datagram of `world` for player `me`: its own state in full, the
-    /// nearest `interest` other players and the movers within
-    /// [`MOVER_INTEREST_RADIUS`], as deltas against the newest acknowledged snapshot.
-    /// Drops the farthest players until the datagram fits `max_bytes`; `None` if even
-    /// the player alone does not fit, `me` is not in the world, or the world has not
-    /// stepped yet (tick 0 means "nothing" in acknowledgements).
+    /// nearest `interest` other players (and any more within [`EXACT_REACH`], up to
+    /// [`MAX_VIEW`]) and the movers within [`MOVER_INTEREST_RADIUS`], as deltas against
+    /// the newest acknowledged snapshot. Drops the farthest players until the datagram
+    /// fits `max_bytes`; `None` if even the player alone does not fit, `me` is not in
+    /// the world, or the world has not stepped yet (tick 0 means "nothing" in
+    /// acknowledgements).
     pub fn encode(
         &mut self,
         sim: &Sim,
@@ -168,12 +197,14 @@ impl SnapshotEncoder {
         max_bytes: usize,
     ) -> Option<Vec<u8>> {
         let crowd = Crowd::new(sim, world, interest);
-        self.encode_in(world, &crowd, me, feedback, interest, max_bytes)
+        let room = Room::datagram(max_bytes);
+        self.encode_in(world, &crowd, me, feedback, interest, room)
     }
 
-    /// [`SnapshotEncoder::encode`] with the tick's [`Crowd`] built once for every client.
-    /// Writes the datagram straight from the scene and its baseline (two id-ordered lists
-    /// merged), reusing the encoder's buffers: no message is built on the way.
+    /// [`SnapshotEncoder::encode`] with the tick's [`Crowd`] built once for every client,
+    /// within `room` (see [`Room`]). Writes the datagram straight from the scene and its
+    /// baseline (two id-ordered lists merged), reusing the encoder's buffers: no message
+    /// is built on the way.
     pub fn encode_in(
         &mut self,
         world: &WorldState,
@@ -181,7 +212,7 @@ impl SnapshotEncoder {
         me: PlayerId,
         feedback: Feedback,
         interest: usize,
-        max_bytes: usize,
+        room: Room,
     ) -> Option<Vec<u8>> {
         if world.tick == 0 {
             return None;
@@ -260,16 +291,20 @@ impl SnapshotEncoder {
             && view.interest == interest
             && (o - view.from).length_squared() < VIEW_DRIFT * VIEW_DRIFT;
         let mut bytes = None;
+        let facing = crowd
+            .index_of(me)
+            .map_or([0, 0], |i| facing_of(&crowd.players[i as usize].1));
         let fit = Fit {
             crowd,
             ahead,
             entities: (&self.entities, &self.near_entities),
             me,
             o,
+            facing,
             exact,
             written,
             feedback,
-            max_bytes,
+            room,
         };
         if reuse {
             view.uses += 1;
@@ -279,6 +314,14 @@ impl SnapshotEncoder {
             // Chosen afresh: the nearest, the farthest dropped until the datagram fits.
             let mut near = std::mem::take(&mut self.near);
             crowd.nearest_indices(crowd.index_of(me), o, interest, &mut near);
+            let reach2 = EXACT_REACH * EXACT_REACH;
+            if near.len() == interest && near.iter().all(|n| n.distance2() <= reach2) {
+                // A crowd fills the view within the exact reach: everyone in it is shown
+                // (nearest first, as found).
+                crowd.nearest_indices(crowd.index_of(me), o, MAX_VIEW.max(interest), &mut near);
+                let within = near.partition_point(|n| n.distance2() <= reach2);
+                near.truncate(within.max(interest));
+            }
             let mut count = near.len();
             bytes = loop {
                 // Crowd indices follow ids: sorted indices give the id order.
@@ -359,21 +402,27 @@ struct Fit<'a> {
     entities: (&'a Entities<ENTITY_FIELDS>, &'a [(f64, usize)]),
     me: PlayerId,
     o: DVec3,
+    /// The way the client faces (its yaw and pitch fields).
+    facing: [i64; 2],
     exact: f64,
     written: u64,
     feedback: Feedback,
-    max_bytes: usize,
+    room: Room,
 }
 
 impl Fit<'_> {
     /// The datagram of `scene` with the players `chosen` (crowd indices in id order), far
-    /// ones held as [`SQUEEZE`] allows until it fits; `None` if even all held it does not.
-    /// Also how many far players it held, and whether it held any past their turn.
+    /// ones held as [`SQUEEZE`] allows until it fits the budget; over it with all held,
+    /// that one if it fits the datagram. `None` if it does not: the caller leaves out
+    /// players. Also how many far players it held, and whether it held any past their
+    /// turn.
     fn write(&self, scene: &mut Scene, chosen: &[u32]) -> Option<(Vec<u8>, u32, bool)> {
         let (o, exact, written) = (self.o, self.exact, self.written);
         let (entities, keys) = self.entities;
-        // The far players' distances and the near-only entities' keys, farthest first:
-        // sorted only once a snapshot does not fit (most fit at once).
+        let budget = self.room.budget.min(self.room.datagram);
+        // The far players' keys (how soon the client would notice each, see
+        // `notice_key`) and the near-only entities' keys, last noticed first: sorted only
+        // once a snapshot does not fit (most fit at once).
         let mut far: Option<(Vec<f64>, Vec<f64>)> = None;
         for share in SQUEEZE {
             let (squeeze, entities_from) = if share == 0.0 {
@@ -381,8 +430,9 @@ impl Fit<'_> {
             } else {
                 let (players, near_only) = far.get_or_insert_with(|| {
                     let players = (chosen.iter())
-                        .map(|&i| field_distance(&self.crowd.players[i as usize].1, o))
-                        .filter(|d| *d > exact);
+                        .map(|&i| &self.crowd.players[i as usize].1)
+                        .filter(|f| field_distance(f, o) > exact && !in_sights(f, o, self.facing))
+                        .map(|f| notice_key(f, o, self.facing));
                     let near_only = keys.iter().map(|k| k.0).filter(|k| *k >= 0.0);
                     (farthest_first(players), farthest_first(near_only))
                 });
@@ -398,7 +448,7 @@ impl Fit<'_> {
             let held = thin(
                 &mut scene.players,
                 &self.ahead.players,
-                (o, exact, squeeze),
+                (o, exact, squeeze, self.facing),
                 written,
             );
             if share == 1.0 {
@@ -412,12 +462,61 @@ impl Fit<'_> {
             }
             self.crowd.states_for(self.me, scene);
             let bytes = write_snapshot(scene, self.ahead, self.feedback);
-            if bytes.len() <= self.max_bytes {
+            let last = share == 1.0;
+            if bytes.len() <= budget || (last && bytes.len() <= self.room.datagram) {
                 return Some((bytes, held, share > 0.0));
             }
         }
         None
     }
+}
+
+/// How soon a client at `o` facing `facing` would notice a player's fields `f` change, as
+/// a distance (less: sooner): its distance, twice that out of the client's view (more
+/// than 60 degrees off the way it faces), half that while it aims at the client
+/// (within 10 degrees). A snapshot over its bytes holds the greatest first.
+fn notice_key(f: &PlayerFields, o: DVec3, facing: [i64; 2]) -> f64 {
+    let at = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) / POSITION_SCALE;
+    let to = (at - o).truncate();
+    let d = (at - o).length();
+    let len = to.length();
+    if len == 0.0 {
+        return d;
+    }
+    let to = to / len;
+    let ahead = yaw_dir(facing[0]).dot(to);
+    let aims = yaw_dir(f[5]).dot(-to);
+    let mut key = d;
+    if ahead < 0.5 {
+        key *= 2.0;
+    }
+    if aims > AIM_COS {
+        key *= 0.5;
+    }
+    key
+}
+
+/// Whether the client at `o` facing `facing` aims at a player's fields `f` (within 10
+/// degrees across): it is then never held, however far, since a shot the client sees
+/// hit it is judged against where it was drawn.
+fn in_sights(f: &PlayerFields, o: DVec3, facing: [i64; 2]) -> bool {
+    let to = (DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) / POSITION_SCALE - o).truncate();
+    let len = to.length();
+    len > 0.0 && yaw_dir(facing[0]).dot(to / len) > AIM_COS
+}
+
+/// cos(10 degrees): within it, one player aims at another.
+const AIM_COS: f64 = 0.984_807_753_012_208;
+
+/// The unit vector across (x, y) of a yaw field (256ths of a turn).
+fn yaw_dir(yaw: i64) -> glam::DVec2 {
+    let a = (yaw as f64) * (std::f64::consts::TAU / 256.0);
+    glam::DVec2::new(libm::cos(a), libm::sin(a))
+}
+
+/// A player's facing fields (yaw, pitch).
+fn facing_of(f: &PlayerFields) -> [i64; 2] {
+    [f[5], f[6]]
 }
 
 /// `values` sorted farthest (greatest) first.
@@ -477,7 +576,8 @@ fn defer_new(
         .retain(|(id, f)| field_distance(f, o) <= exact || ahead.get(*id).is_some());
 }
 
-/// Holds each player seen from beyond `exact` units of `o` where the client's baseline
+/// Holds each player seen from beyond `exact` units of `o` (and not in the client's
+/// sights, see [`in_sights`]) where the client's baseline
 /// carries it (`ahead`), so nothing is sent for it, except on its turn: once in
 /// `d / THIN_STEP` snapshots at distance `d` (at least once in `MAX_HELD + 1`), or at
 /// once when it strays past [`held_tolerance`] from there, turns past [`FACING_DRIFT`],
@@ -485,11 +585,13 @@ fn defer_new(
 /// numbers the snapshot: a player's turns fall at an offset drawn from its id, so a
 /// client's far players are not all sent in the same snapshot. Beyond `squeeze` units
 /// every far player is held, whatever its turn, flags or mode, while it strays no more
-/// than [`SQUEEZED_DRIFT`] times its tolerance (a snapshot over its bytes).
+/// than [`SQUEEZED_DRIFT`] times its tolerance (a snapshot over its bytes); "beyond"
+/// by [`notice_key`], which puts those out of the client's view farther and those aiming
+/// at it nearer.
 fn thin(
     players: &mut Entities<PLAYER_FIELDS>,
     ahead: &Entities<PLAYER_FIELDS>,
-    (o, exact, squeeze): (DVec3, f64, f64),
+    (o, exact, squeeze, facing): (DVec3, f64, f64, [i64; 2]),
     written: u64,
 ) -> u32 {
     let mut held = 0;
@@ -500,11 +602,14 @@ fn thin(
             continue;
         };
         let d = field_distance(f, o);
-        if d <= exact || f == a {
+        if d <= exact || f == a || in_sights(f, o, facing) {
             continue;
         }
         let off = (0..3).map(|k| f[k].abs_diff(a[k])).max().unwrap_or(0) as f64 / POSITION_SCALE;
-        if d > squeeze && off <= SQUEEZED_DRIFT * held_tolerance(d) {
+        if squeeze.is_finite()
+            && notice_key(f, o, facing) > squeeze
+            && off <= SQUEEZED_DRIFT * held_tolerance(d)
+        {
             *f = *a;
             held += 1;
             continue;

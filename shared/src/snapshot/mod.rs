@@ -43,7 +43,7 @@ pub use crowd::Crowd;
 use crowd::*;
 use decoder::*;
 pub use decoder::{Snapshot, SnapshotDecoder};
-pub use encoder::{Held, SnapshotEncoder, VIEW_DRIFT, VIEW_REFRESH};
+pub use encoder::{Held, Room, SnapshotEncoder, MAX_VIEW, VIEW_DRIFT, VIEW_REFRESH};
 pub(crate) use ended::{EndLog, Ended};
 pub use ended::{ENDS_KEPT, ENDS_KEPT_TICKS, ENDS_PER_SNAPSHOT};
 

@@ -55,8 +55,15 @@ fn clients_that_joined_together_choose_their_players_on_turns_of_their_own() {
             if id == leaver && round >= leaves_at {
                 continue;
             }
-            e.encode_in(&world, &crowd, id, Feedback::default(), 16, 1200)
-                .unwrap();
+            e.encode_in(
+                &world,
+                &crowd,
+                id,
+                Feedback::default(),
+                16,
+                Room::datagram(1200),
+            )
+            .unwrap();
             // A choice made for this snapshot has served it alone.
             if e.view.uses == 1 && round > 0 {
                 now += 1;
@@ -355,7 +362,14 @@ fn a_games_state_costs_nothing_unchanged_and_a_changed_field_its_piece() {
         }
         crowd.set_states(&states, &std::collections::BTreeMap::new());
         let b = enc
-            .encode_in(w, &crowd, PlayerId(1), Feedback::default(), 32, 1200)
+            .encode_in(
+                w,
+                &crowd,
+                PlayerId(1),
+                Feedback::default(),
+                32,
+                Room::datagram(1200),
+            )
             .unwrap();
         let snap = dec.decode(&b).unwrap().unwrap();
         enc.ack(snap.tick);
