@@ -174,8 +174,12 @@ fn every_client_converges_to_the_servers_entities_under_loss_and_reordering() {
                     ClientEvent::EntitySpawned { id, .. } => {
                         spawned[i].insert(id);
                     }
+                    // Gone: left the view, or ended where it was seen.
                     ClientEvent::EntityDespawned { id } => {
                         despawned[i].insert(id);
+                    }
+                    ClientEvent::EntityEnded { end } => {
+                        despawned[i].insert(end.id);
                     }
                     ClientEvent::EntityChanged { .. } => changed[i] += 1,
                     _ => {}
@@ -247,7 +251,7 @@ fn every_client_converges_to_the_servers_entities_under_loss_and_reordering() {
         );
         assert!(
             despawned[i].len() >= 5,
-            "client {i}: {} despawns",
+            "client {i}: {} gone (ended or despawned)",
             despawned[i].len()
         );
         // The flag changed kind every second it was toggled (a change lost with its

@@ -154,11 +154,13 @@ pub(super) struct Play {
 }
 
 /// The ticks of lead the clock keeps beyond the path's delay and jitter: the buffer
-/// asked for, and the ticks a command may wait for its datagram. The server reports the
-/// lead of each datagram's newest command; the oldest new one in it waited
-/// `input_every - 1` ticks more to go, and must arrive in time too.
+/// asked for, and twice the ticks a command may wait for its datagram. The server reports
+/// the lead of each datagram's newest command; the oldest new one in it waited
+/// `input_every - 1` ticks more to go, and when that datagram is lost, its next carrier
+/// goes `input_every` ticks later, not one: a buffer that covered a loss at one datagram
+/// a tick covers it at one every few ticks with this much more.
 fn lead_buffer(settings: &ClientSettings, welcome: &Welcome) -> f64 {
-    settings.buffer_ticks + (welcome.input_every() - 1) as f64
+    settings.buffer_ticks + 2.0 * (welcome.input_every() - 1) as f64
 }
 
 /// The client's protocol state machine.

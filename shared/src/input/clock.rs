@@ -125,6 +125,12 @@ impl Clock {
                 let most = server + self.trip_floor.unwrap_or(0.0) + rate / 4.0 - clock;
                 (buffer + jitter - l).min(most)
             }
+            // No datagram of ours reached the server since its last snapshot (one every
+            // other tick, jitter or a loss leaves a snapshot's span without one), while
+            // the server keeps time: that says nothing of our lead, and the round trip
+            // below, capped for the start, would steer a long path's clock back. (A server
+            // behind its ticks reads nothing as timely: then the round trip steers.)
+            None if self.lead_mean.is_some() && snap.feedback.behind == 0 => return,
             None => server + (rtt.min(MAX_LEAD_RTT) * rate + buffer).min(rate / 4.0) - clock,
         };
         if error > rate || (!self.settled && error >= 1.0) {
