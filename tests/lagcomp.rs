@@ -545,7 +545,8 @@ struct Misplaced;
 
 impl Tamper for Misplaced {
     fn input(&mut self, _: &Sim, _: &Predictor, _: u64, msg: &mut InputMsg) {
-        if let Some(p) = msg.predicted.as_mut() {
+        // Every place it reports: the newest, and those sent with a shot.
+        for p in msg.predicted.iter_mut().chain(msg.claims.iter_mut()) {
             p.origin[0] += (48.0 * expel_core::movement::POSITION_SCALE) as i32;
         }
     }

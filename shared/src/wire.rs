@@ -198,7 +198,10 @@ pub struct InputMsg {
     /// The state the client predicted after its last command, for validation.
     pub predicted: Option<PlayerState>,
     /// Under [`MovementAuthority::Client`], the state claimed after each command (as many
-    /// as `commands`); otherwise empty.
+    /// as `commands`). Under the server's, the state predicted after each while any of
+    /// them presses one of the game's buttons and the datagram carries several ticks'
+    /// new commands (a shot leaves from where the client had itself after the tick
+    /// before); otherwise empty.
     pub claims: Vec<PlayerState>,
     /// The view the others were drawn at when each command was made (as many as
     /// `commands`), sent while any of them presses one of the game's buttons (a shot is

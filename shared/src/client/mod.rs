@@ -614,6 +614,12 @@ impl ClientMachine {
             if commands.iter().any(|c| c.actions != 0) {
                 let view = |t: u64| ViewClaim::of(t, p.views.get(&t).map(|v| &v.0));
                 msg.views = (first..=tick).map(view).collect();
+                // A shot leaves from where we had ourselves after the tick before: with
+                // one datagram every few ticks, only the newest state would be reported
+                // otherwise, and a shot of the next tick would leave from a guess.
+                if msg.claims.is_empty() && every > 1 {
+                    msg.claims = p.predictor.states_between(first, tick).unwrap_or_default();
+                }
             }
             if let Some(t) = self.tamper.as_mut() {
                 t.input(&p.sim, &p.predictor, tick, &mut msg);

@@ -333,6 +333,11 @@ fn input(ctx: &Intake, id: PlayerId, s: &mut Player, msg: &InputMsg, a: &Arrival
         if at >= next && s.expected.len() < CLAIMS {
             s.expected.insert(at, (p, msg.ack));
         }
+        // The places before it, sent with a shot: where its shots leave from (the aim
+        // takes ticks in order, each once).
+        for ((t, _), c) in msg.ticked().zip(&msg.claims).filter(|((t, _), _)| *t < at) {
+            s.aim.reported(t, *c, msg.ack);
+        }
         s.aim.reported(at, p, msg.ack);
         match v {
             Some(violation) if asked => {
