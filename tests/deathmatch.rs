@@ -244,7 +244,7 @@ fn own_rockets_are_predicted_and_meet_their_twins() {
     let lossy = Impairment {
         loss: 0.35,
         delay_ms: 80.0,
-        jitter_ms: 60.0,
+        jitter_ms: 100.0,
         duplicate: 0.02,
     };
     let (stats, worst, left) = predicted_rockets(lossy, 4);

@@ -1,6 +1,8 @@
 //! Inputs batched change no result: the same players, the same commands, on a clean link,
 //! sent one datagram a tick or one every other tick (each then carrying two new
-//! commands), leave the server's world the same bits, with every command applied.
+//! commands), leave the server's world the same bits, with every command applied. The
+//! clients keep the same lead in both (one datagram every other tick asks two ticks more
+//! of it by itself), so both begin on the same tick.
 
 use expel_core::MoveCommand;
 use expel_protocol::conditioner::Impairment;
@@ -15,6 +17,11 @@ fn world_after(input_rate: u32, secs: u64) -> (u64, u64, u64, u64) {
         ..Impairment::default()
     };
     let mut net = network_with(4, link, 11, |s| s.input_rate = Some(input_rate));
+    // The lead a datagram every other tick keeps (see `lead_buffer`), for both.
+    let buffer = 2.0 + if input_rate == 60 { 2.0 } else { 0.0 };
+    for i in 0..net.len() {
+        net.client_mut(i).set_buffer_ticks(buffer);
+    }
     net.run(Duration::from_secs(secs), &mut |i, c| {
         let yaw = (c.predicted_tick() as f64 * 3.0 + i as f64 * 90.0) % 360.0;
         MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0)

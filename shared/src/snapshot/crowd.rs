@@ -176,6 +176,19 @@ impl Crowd {
         );
     }
 
+    /// Whom a client at `o` sees, nearest first: the nearest `interest`, and when those
+    /// all stand within [`EXACT_REACH`], everyone within it, up to
+    /// [`MAX_VIEW`](super::MAX_VIEW).
+    pub(super) fn in_view(&self, me: Option<u32>, o: DVec3, interest: usize, out: &mut Vec<Near>) {
+        self.nearest_indices(me, o, interest, out);
+        let reach2 = EXACT_REACH * EXACT_REACH;
+        if out.len() == interest && out.iter().all(|n| n.distance2() <= reach2) {
+            self.nearest_indices(me, o, super::MAX_VIEW.max(interest), out);
+            let within = out.partition_point(|n| n.distance2() <= reach2);
+            out.truncate(within.max(interest));
+        }
+    }
+
     /// [`Crowd::nearest`] by crowd index (the id order, so ties by index are ties by id).
     /// The grid's cells are read in rings around `o`'s cell, nearest ring first. Every
     /// player beyond the rings read so far is at least `gap` away (the distance from `o`
@@ -250,7 +263,7 @@ impl Near {
         Near(u128::from(distance2.to_bits()) << 32 | u128::from(index))
     }
 
-    pub(super) fn distance2(self) -> f64 {
+    fn distance2(self) -> f64 {
         f64::from_bits((self.0 >> 32) as u64)
     }
 

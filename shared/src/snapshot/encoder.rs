@@ -313,15 +313,7 @@ impl SnapshotEncoder {
         if bytes.is_none() {
             // Chosen afresh: the nearest, the farthest dropped until the datagram fits.
             let mut near = std::mem::take(&mut self.near);
-            crowd.nearest_indices(crowd.index_of(me), o, interest, &mut near);
-            let reach2 = EXACT_REACH * EXACT_REACH;
-            if near.len() == interest && near.iter().all(|n| n.distance2() <= reach2) {
-                // A crowd fills the view within the exact reach: everyone in it is shown
-                // (nearest first, as found).
-                crowd.nearest_indices(crowd.index_of(me), o, MAX_VIEW.max(interest), &mut near);
-                let within = near.partition_point(|n| n.distance2() <= reach2);
-                near.truncate(within.max(interest));
-            }
+            crowd.in_view(crowd.index_of(me), o, interest, &mut near);
             let mut count = near.len();
             bytes = loop {
                 // Crowd indices follow ids: sorted indices give the id order.
