@@ -77,6 +77,11 @@ pub struct SnapshotEncoder {
     counts: Held,
     /// Those entities' fields, in id order (the same order).
     entities: Entities<ENTITY_FIELDS>,
+    /// The chosen players' marks for the budget (see [`Mark`]), reused.
+    marks: Vec<Mark>,
+    /// The index in [`SQUEEZE`] the last snapshot settled on: the next starts a step
+    /// below it (a crowd over the budget is written once or twice, not five times).
+    squeezed: usize,
 }
 
 /// Whether the `written`-th snapshot of client `me` is its turn to choose its players
@@ -291,16 +296,16 @@ impl SnapshotEncoder {
             && view.interest == interest
             && (o - view.from).length_squared() < VIEW_DRIFT * VIEW_DRIFT;
         let mut bytes = None;
-        let facing = crowd
+        let fwd = crowd
             .index_of(me)
-            .map_or([0, 0], |i| facing_of(&crowd.players[i as usize].1));
+            .map_or(glam::DVec2::X, |i| yaw_dir(crowd.players[i as usize].1[5]));
         let fit = Fit {
             crowd,
             ahead,
             entities: (&self.entities, &self.near_entities),
             me,
             o,
-            facing,
+            fwd,
             exact,
             written,
             feedback,
@@ -308,7 +313,12 @@ impl SnapshotEncoder {
         };
         if reuse {
             view.uses += 1;
-            bytes = fit.write(&mut scene, &view.chosen);
+            bytes = fit.write(
+                &mut scene,
+                &view.chosen,
+                &mut self.marks,
+                &mut self.squeezed,
+            );
         }
         if bytes.is_none() {
             // Chosen afresh: the nearest, the farthest dropped until the datagram fits.
@@ -320,7 +330,8 @@ impl SnapshotEncoder {
                 view.chosen.clear();
                 view.chosen.extend(near[..count].iter().map(|n| n.index()));
                 view.chosen.sort_unstable();
-                if let Some(bytes) = fit.write(&mut scene, &view.chosen) {
+                let (marks, squeezed) = (&mut self.marks, &mut self.squeezed);
+                if let Some(bytes) = fit.write(&mut scene, &view.chosen, marks, squeezed) {
                     break Some(bytes);
                 }
                 if count == 0 {
@@ -394,8 +405,8 @@ struct Fit<'a> {
     entities: (&'a Entities<ENTITY_FIELDS>, &'a [(f64, usize)]),
     me: PlayerId,
     o: DVec3,
-    /// The way the client faces (its yaw and pitch fields).
-    facing: [i64; 2],
+    /// The way the client faces, across (x, y).
+    fwd: glam::DVec2,
     exact: f64,
     written: u64,
     feedback: Feedback,
@@ -408,23 +419,45 @@ impl Fit<'_> {
     /// that one if it fits the datagram. `None` if it does not: the caller leaves out
     /// players. Also how many far players it held, and whether it held any past their
     /// turn.
-    fn write(&self, scene: &mut Scene, chosen: &[u32]) -> Option<(Vec<u8>, u32, bool)> {
+    /// `marks` is scratch; `squeezed` the index in [`SQUEEZE`] the last snapshot settled
+    /// on, and this one's.
+    fn write(
+        &self,
+        scene: &mut Scene,
+        chosen: &[u32],
+        marks: &mut Vec<Mark>,
+        squeezed: &mut usize,
+    ) -> Option<(Vec<u8>, u32, bool)> {
         let (o, exact, written) = (self.o, self.exact, self.written);
         let (entities, keys) = self.entities;
         let budget = self.room.budget.min(self.room.datagram);
-        // The far players' keys (how soon the client would notice each, see
-        // `notice_key`) and the near-only entities' keys, last noticed first: sorted only
-        // once a snapshot does not fit (most fit at once).
+        // How soon the client would notice each far player, in the players' order.
+        marks.clear();
+        let fields = |i: &u32| &self.crowd.players[*i as usize].1;
+        marks.extend(
+            chosen
+                .iter()
+                .map(|i| Mark::of(fields(i), o, exact, self.fwd)),
+        );
+        let marks = &marks[..];
+        // The far players' keys and the near-only entities' keys, last noticed first:
+        // sorted only once a snapshot does not fit (most fit at once).
         let mut far: Option<(Vec<f64>, Vec<f64>)> = None;
-        for share in SQUEEZE {
+        // A step below where the last one settled; a budget spent ahead (a crowd over
+        // it) goes straight to all held.
+        let last = SQUEEZE.len() - 1;
+        let mut next = if budget == 0 {
+            last
+        } else {
+            (*squeezed).min(last).saturating_sub(1)
+        };
+        while next <= last {
+            let (index, share) = (next, SQUEEZE[next]);
             let (squeeze, entities_from) = if share == 0.0 {
                 (f64::INFINITY, None)
             } else {
                 let (players, near_only) = far.get_or_insert_with(|| {
-                    let players = (chosen.iter())
-                        .map(|&i| &self.crowd.players[i as usize].1)
-                        .filter(|f| field_distance(f, o) > exact && !in_sights(f, o, self.facing))
-                        .map(|f| notice_key(f, o, self.facing));
+                    let players = marks.iter().filter_map(|m| m.held_key());
                     let near_only = keys.iter().map(|k| k.0).filter(|k| *k >= 0.0);
                     (farthest_first(players), farthest_first(near_only))
                 });
@@ -440,7 +473,7 @@ impl Fit<'_> {
             let held = thin(
                 &mut scene.players,
                 &self.ahead.players,
-                (o, exact, squeeze, self.facing),
+                (squeeze, marks),
                 written,
             );
             if share == 1.0 {
@@ -454,61 +487,102 @@ impl Fit<'_> {
             }
             self.crowd.states_for(self.me, scene);
             let bytes = write_snapshot(scene, self.ahead, self.feedback);
-            let last = share == 1.0;
-            if bytes.len() <= budget || (last && bytes.len() <= self.room.datagram) {
+            if bytes.len() <= budget || (index == last && bytes.len() <= self.room.datagram) {
+                *squeezed = index;
                 return Some((bytes, held, share > 0.0));
             }
+            if index + 1 < last && bytes.len() > 2 * budget {
+                // Far over: holding another share of the far players will not do.
+                next = last;
+            } else {
+                next = index + 1;
+            }
         }
+        *squeezed = 0;
         None
     }
 }
 
-/// How soon a client at `o` facing `facing` would notice a player's fields `f` change, as
+/// A chosen player as the budget sees it: within the client's exact reach (never held),
+/// in its sights (never held either), or far, with how soon the client would notice it.
+#[derive(Clone, Copy, Debug)]
+enum Mark {
+    Exact,
+    Sighted,
+    Far {
+        /// Its distance.
+        d: f64,
+        /// See [`notice_key`].
+        key: f64,
+    },
+}
+
+impl Mark {
+    fn of(f: &PlayerFields, o: DVec3, exact: f64, fwd: glam::DVec2) -> Mark {
+        let d = field_distance(f, o);
+        if d <= exact {
+            return Mark::Exact;
+        }
+        if in_sights(f, o, fwd) {
+            return Mark::Sighted;
+        }
+        Mark::Far {
+            d,
+            key: notice_key(f, o, fwd),
+        }
+    }
+
+    /// The key a squeeze holds it by, if it may be held.
+    fn held_key(self) -> Option<f64> {
+        match self {
+            Mark::Far { key, .. } => Some(key),
+            _ => None,
+        }
+    }
+}
+
+/// How soon a client at `o` facing `fwd` would notice a player's fields `f` change, as
 /// a distance (less: sooner): its distance, twice that out of the client's view (more
 /// than 60 degrees off the way it faces), half that while it aims at the client
 /// (within 10 degrees). A snapshot over its bytes holds the greatest first.
-fn notice_key(f: &PlayerFields, o: DVec3, facing: [i64; 2]) -> f64 {
+fn notice_key(f: &PlayerFields, o: DVec3, fwd: glam::DVec2) -> f64 {
     let at = DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) / POSITION_SCALE;
-    let to = (at - o).truncate();
     let d = (at - o).length();
-    let len = to.length();
-    if len == 0.0 {
+    let Some(to) = (at - o).truncate().try_normalize() else {
         return d;
-    }
-    let to = to / len;
-    let ahead = yaw_dir(facing[0]).dot(to);
-    let aims = yaw_dir(f[5]).dot(-to);
+    };
     let mut key = d;
-    if ahead < 0.5 {
+    if fwd.dot(to) < 0.5 {
         key *= 2.0;
     }
-    if aims > AIM_COS {
+    if yaw_dir(f[5]).dot(-to) > AIM_COS {
         key *= 0.5;
     }
     key
 }
 
-/// Whether the client at `o` facing `facing` aims at a player's fields `f` (within 10
+/// Whether the client at `o` facing `fwd` aims at a player's fields `f` (within 10
 /// degrees across): it is then never held, however far, since a shot the client sees
 /// hit it is judged against where it was drawn.
-fn in_sights(f: &PlayerFields, o: DVec3, facing: [i64; 2]) -> bool {
+fn in_sights(f: &PlayerFields, o: DVec3, fwd: glam::DVec2) -> bool {
     let to = (DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) / POSITION_SCALE - o).truncate();
-    let len = to.length();
-    len > 0.0 && yaw_dir(facing[0]).dot(to / len) > AIM_COS
+    to.try_normalize().is_some_and(|to| fwd.dot(to) > AIM_COS)
 }
 
 /// cos(10 degrees): within it, one player aims at another.
 const AIM_COS: f64 = 0.984_807_753_012_208;
 
-/// The unit vector across (x, y) of a yaw field (256ths of a turn).
+/// The unit vector across (x, y) of a yaw field (256ths of a turn), from a table.
 fn yaw_dir(yaw: i64) -> glam::DVec2 {
-    let a = (yaw as f64) * (std::f64::consts::TAU / 256.0);
-    glam::DVec2::new(libm::cos(a), libm::sin(a))
-}
-
-/// A player's facing fields (yaw, pitch).
-fn facing_of(f: &PlayerFields) -> [i64; 2] {
-    [f[5], f[6]]
+    static DIRS: std::sync::LazyLock<Vec<glam::DVec2>> = std::sync::LazyLock::new(|| {
+        (0..256)
+            .map(|k| {
+                let a = f64::from(k) * (std::f64::consts::TAU / 256.0);
+                glam::DVec2::new(libm::cos(a), libm::sin(a))
+            })
+            .collect()
+    });
+    DIRS[(yaw & 255) as usize]
 }
 
 /// `values` sorted farthest (greatest) first.
@@ -568,40 +642,37 @@ fn defer_new(
         .retain(|(id, f)| field_distance(f, o) <= exact || ahead.get(*id).is_some());
 }
 
-/// Holds each player seen from beyond `exact` units of `o` (and not in the client's
-/// sights, see [`in_sights`]) where the client's baseline
-/// carries it (`ahead`), so nothing is sent for it, except on its turn: once in
-/// `d / THIN_STEP` snapshots at distance `d` (at least once in `MAX_HELD + 1`), or at
-/// once when it strays past [`held_tolerance`] from there, turns past [`FACING_DRIFT`],
-/// or changes flags or mode. The scene then holds what the client will draw. `written`
-/// numbers the snapshot: a player's turns fall at an offset drawn from its id, so a
-/// client's far players are not all sent in the same snapshot. Beyond `squeeze` units
-/// every far player is held, whatever its turn, flags or mode, while it strays no more
-/// than [`SQUEEZED_DRIFT`] times its tolerance (a snapshot over its bytes); "beyond"
-/// by [`notice_key`], which puts those out of the client's view farther and those aiming
-/// at it nearer.
+/// Holds each far player (`marks`, in the players' order: beyond the client's exact reach
+/// and not in its sights, see [`Mark`]) where the client's baseline carries it (`ahead`),
+/// so nothing is sent for it, except on its turn: once in `d / THIN_STEP` snapshots at
+/// distance `d` (at least once in `MAX_HELD + 1`), or at once when it strays past
+/// [`held_tolerance`] from there, turns past [`FACING_DRIFT`], or changes flags or mode.
+/// The scene then holds what the client will draw. `written` numbers the snapshot: a
+/// player's turns fall at an offset drawn from its id, so a client's far players are not
+/// all sent in the same snapshot. Those whose [`notice_key`] is beyond `squeeze` are
+/// held whatever their turn, flags or mode, while they stray no more than
+/// [`SQUEEZED_DRIFT`] times their tolerance (a snapshot over its bytes).
 fn thin(
     players: &mut Entities<PLAYER_FIELDS>,
     ahead: &Entities<PLAYER_FIELDS>,
-    (o, exact, squeeze, facing): (DVec3, f64, f64, [i64; 2]),
+    (squeeze, marks): (f64, &[Mark]),
     written: u64,
 ) -> u32 {
     let mut held = 0;
     let mut olds = ahead.0.iter().peekable();
-    for (id, f) in players.0.iter_mut() {
+    for ((id, f), mark) in players.0.iter_mut().zip(marks) {
         while olds.next_if(|(a, _)| a < id).is_some() {}
         let Some((_, a)) = olds.next_if(|(a, _)| a == id) else {
             continue;
         };
-        let d = field_distance(f, o);
-        if d <= exact || f == a || in_sights(f, o, facing) {
+        let Mark::Far { d, key } = *mark else {
+            continue;
+        };
+        if f == a {
             continue;
         }
         let off = (0..3).map(|k| f[k].abs_diff(a[k])).max().unwrap_or(0) as f64 / POSITION_SCALE;
-        if squeeze.is_finite()
-            && notice_key(f, o, facing) > squeeze
-            && off <= SQUEEZED_DRIFT * held_tolerance(d)
-        {
+        if key > squeeze && off <= SQUEEZED_DRIFT * held_tolerance(d) {
             *f = *a;
             held += 1;
             continue;
