@@ -58,7 +58,7 @@ pub(crate) struct ServeArgs {
     #[arg(long)]
     pub server_id: Option<String>,
     /// Other players per snapshot, the nearest (default 32; any more within the exact
-    /// reach, 512 units, are shown too, up to 64).
+    /// reach, 512 units, are shown too, up to 48).
     #[arg(long)]
     pub interest: Option<usize>,
     /// Snapshot bytes a second each client may receive (default 4096, at least 2048):

@@ -17,10 +17,10 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// How much more resident memory the server may hold after the crowd has gone than
 /// before it came: allocator pools and the per-player tables it keeps for reuse, not a
 /// leak that grows with time or traffic. The allocator keeps the crowd's peak, most of it
-/// each client's snapshot history (64 frames of up to 65 players, everyone within the
-/// exact reach being in view, 64 bytes each since the frames carry facing: about 27 MB for
-/// 100 clients; 32.7 MB more was measured after, where the bound was 32 MB when views
-/// stopped at 33).
+/// each client's snapshot history (64 frames of up to 49 players, everyone within the
+/// exact reach being in view, 64 bytes each since the frames carry facing: about 20 MB for
+/// 100 clients; 32.7 MB more was measured after with views of up to 65, where the bound
+/// was 32 MB when views stopped at 33).
 const SOAK_MEMORY_BOUND_MB: f64 = 48.0;
 
 fn swarm_options(s: &Served, first_id: u32, count: u32, seconds: f64) -> SwarmOptions {
