@@ -13,7 +13,7 @@
 #   PROFILE=1 bench/load.sh 1000           # also a perf profile of the server (needs perf)
 #   FULL_BOTS=1 bench/load.sh 200          # bots that predict, as a game client does
 #   SERVER_BIN=/path/to/old/expel bench/load.sh 1000   # another build's server, same bots
-#   INPUT_RATE=30 bench/load.sh 1000       # clients send inputs at 30 Hz, two commands each
+#   INPUT_RATE=60 bench/load.sh 1000       # clients send inputs every tick (default 30 a second)
 #   SERVER_ARGS="--threads 1" bench/load.sh 1000   # more flags for expel serve
 #   NOISE=1 bench/load.sh 1000             # a busy process shares the server's core(s)
 #   EXPEL_BIN=/path/to/expel bench/load.sh 1000     # a built binary alone (no cargo)
@@ -195,7 +195,7 @@ MERGE
   drops=$(awk '/^expel_udp_drops_total /{print $2}' <<<"$metrics")
   inputs+=("$n: commands the server lacked on their tick ${missing:-n/a}, of them arriving late ${inputs_late:-n/a}; datagrams its sockets dropped ${drops:-n/a}; looks at them that left a backlog ${backlogs:-n/a}")
   kill -TERM "$server" && wait "$server" || true
-  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-60}" "${late:-n/a}" "${skipped:-n/a}" "${applied:-0}" "${missing:-0}" "${machine_ms:-n/a}" "${io_ms:-n/a}" "${steady_in_time:-n/a}" "${io_max_ms:-n/a}" "${workers_ms:-n/a}" <<'EOF'
+  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-30}" "${late:-n/a}" "${skipped:-n/a}" "${applied:-0}" "${missing:-0}" "${machine_ms:-n/a}" "${io_ms:-n/a}" "${steady_in_time:-n/a}" "${io_max_ms:-n/a}" "${workers_ms:-n/a}" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1])); n = int(sys.argv[2]); rate = float(sys.argv[3])
 late, skipped = sys.argv[4], sys.argv[5]
@@ -247,11 +247,11 @@ EOF
     best_cpu=$(sed -n 2p <<<"$row")
   fi
   if [ "${verdict%% *}" = SHORT ]; then
-    short+=("$n: the bots sent ${verdict#SHORT } datagrams a second each, under 90% of the ${INPUT_RATE:-60} inputs asked (their core was full): a lighter load than $n players give")
+    short+=("$n: the bots sent ${verdict#SHORT } datagrams a second each, under 90% of the ${INPUT_RATE:-30} inputs asked (their core was full): a lighter load than $n players give")
   fi
 done
 
-echo "server on CPUs $server_cpus$([ -n "$noise" ] && echo " (shared with a busy process)"), bots on CPUs $bot_cpus, ${secs} s per run, $([ ${#light[@]} -gt 0 ] && echo light || echo predicting) bots, inputs at ${INPUT_RATE:-60} Hz"
+echo "server on CPUs $server_cpus$([ -n "$noise" ] && echo " (shared with a busy process)"), bots on CPUs $bot_cpus, ${secs} s per run, $([ ${#light[@]} -gt 0 ] && echo light || echo predicting) bots, inputs at ${INPUT_RATE:-30} Hz"
 echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s (whole run) | the same, everyone on | server CPU us per datagram each way | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot | refused for load | ticks late | ticks skipped | inputs in time | the same, middle third | machine thread CPU ms per player-s (serial part) | workers' | I/O threads' | busiest I/O thread's |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"

@@ -56,6 +56,23 @@ pub(super) struct View {
     interest: usize,
 }
 
+impl View {
+    /// The crowd changed (someone joined or left): the players last sent (`last`) who are
+    /// still in it stay chosen, at their new places, until the client's turn. Every
+    /// client choosing afresh at once made each join and leave a slow tick.
+    fn follow(&mut self, crowd: &Crowd, last: Option<&Scene>) {
+        if self.generation == 0 || self.generation == crowd.generation {
+            return;
+        }
+        if let Some(last) = last {
+            self.chosen.clear();
+            let ids = last.players.0.iter();
+            (self.chosen).extend(ids.filter_map(|(id, _)| crowd.index_of(PlayerId(*id))));
+            self.generation = crowd.generation;
+        }
+    }
+}
+
 /// The server's snapshot state for one client.
 #[derive(Debug, Default)]
 pub struct SnapshotEncoder {
@@ -277,21 +294,7 @@ impl SnapshotEncoder {
             None => EXACT_REACH,
         };
         let view = &mut self.view;
-        if view.generation != 0 && view.generation != crowd.generation {
-            // The crowd changed (someone joined or left): the players last sent who are
-            // still in it stay chosen, at their new places, until the client's turn. Every
-            // client choosing afresh at once made each join and leave a slow tick.
-            if let Some(last) = self.history.back() {
-                view.chosen.clear();
-                view.chosen.extend(
-                    last.players
-                        .0
-                        .iter()
-                        .filter_map(|(id, _)| crowd.index_of(PlayerId(*id))),
-                );
-                view.generation = crowd.generation;
-            }
-        }
+        view.follow(crowd, self.history.back());
         let reuse = view.generation == crowd.generation
             && !turn
             && view.uses < VIEW_REFRESH
