@@ -71,16 +71,16 @@ pub fn decode<'a, T: serde::Deserialize<'a>>(
     Ok(v)
 }
 
+/// Ticks between a client's input datagrams at `tick_rate` when the server asks for
+/// `input_rate` a second: the fewest that keep within it (at least one).
+pub(crate) fn input_every(tick_rate: u32, input_rate: u32) -> u64 {
+    u64::from(tick_rate.div_ceil(input_rate.max(1)).max(1))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn the_alpn_names_the_protocol_version() {
         assert_eq!(super::ALPN, format!("expel/{}", super::VERSION).as_bytes());
     }
-}
-
-/// Ticks between a client's input datagrams at `tick_rate` when the server asks for
-/// `input_rate` a second: the fewest that keep within it (at least one).
-pub(crate) fn input_every(tick_rate: u32, input_rate: u32) -> u64 {
-    u64::from(tick_rate.div_ceil(input_rate.max(1)).max(1))
 }

@@ -585,16 +585,16 @@ fn a_hit_told_with_the_drawn_view_comes_within_a_frame_of_the_rocket_reaching_it
         for _ in 0..12_000 {
             net.run(Duration::from_millis(1), &mut play);
             let now = net.now();
-            for i in 0..3 {
+            for (i, was) in was.iter_mut().enumerate() {
                 let c = net.client_mut(i);
                 if player_of(c) == PlayerId(1) {
                     continue;
                 }
                 let at = c.render_tick(now);
-                if was[i] > 0.0 {
-                    step = step.max(at - was[i]);
+                if *was > 0.0 {
+                    step = step.max(at - *was);
                 }
-                was[i] = at;
+                *was = at;
                 for id in c.entities_drawn(at).keys() {
                     last_drawn.insert((i, *id), at);
                 }

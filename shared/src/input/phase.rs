@@ -48,7 +48,7 @@ impl InputPhase {
     /// A snapshot arrived at `now`, with tick `next_tick` due at `next_at` and ticks
     /// `period` seconds apart: the tick nearest half an input period later gets a vote.
     pub(crate) fn heard(&mut self, now: Instant, next_tick: u64, next_at: Instant, period: f64) {
-        if self.every == 1 || !(period > 0.0) {
+        if self.every == 1 || period.is_nan() || period <= 0.0 {
             return;
         }
         let half = 0.5 * self.every as f64 * period;
@@ -84,11 +84,17 @@ mod tests {
 
     const PERIOD: f64 = 1.0 / 60.0;
 
+    /// The base of the tests' virtual time.
+    #[allow(clippy::disallowed_methods)]
+    fn t0() -> Instant {
+        Instant::now()
+    }
+
     /// Snapshots every other tick arriving `at` of a tick before the client's next tick:
     /// the residue the phase settles on.
     fn settles(at: f64) -> u64 {
         let mut p = InputPhase::new(2);
-        let t0 = Instant::now();
+        let t0 = t0();
         for k in 0..40u64 {
             let next_tick = 100 + 2 * k;
             let next_at = t0 + Duration::from_secs_f64(next_tick as f64 * PERIOD);
@@ -110,7 +116,7 @@ mod tests {
     #[test]
     fn a_stray_arrival_does_not_move_the_inputs() {
         let mut p = InputPhase::new(2);
-        let t0 = Instant::now();
+        let t0 = t0();
         let at = |tick: u64, before: f64| {
             let next_at = t0 + Duration::from_secs_f64(tick as f64 * PERIOD);
             (next_at - Duration::from_secs_f64(before * PERIOD), next_at)
@@ -130,7 +136,7 @@ mod tests {
     #[test]
     fn one_a_tick_sends_every_tick() {
         let mut p = InputPhase::new(1);
-        let t0 = Instant::now();
+        let t0 = t0();
         p.heard(t0, 7, t0, PERIOD);
         assert!((0..5).all(|t| p.sends(t)));
     }
