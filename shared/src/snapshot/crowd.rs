@@ -182,7 +182,8 @@ impl Crowd {
     pub(super) fn in_view(&self, me: Option<u32>, o: DVec3, interest: usize, out: &mut Vec<Near>) {
         self.nearest_indices(me, o, interest, out);
         let reach2 = EXACT_REACH * EXACT_REACH;
-        if out.len() == interest && out.iter().all(|n| n.distance2() <= reach2) {
+        // Nearest first: the last found is the farthest.
+        if out.len() == interest && out.last().is_some_and(|n| n.distance2() <= reach2) {
             self.nearest_indices(me, o, super::MAX_VIEW.max(interest), out);
             let within = out.partition_point(|n| n.distance2() <= reach2);
             out.truncate(within.max(interest));

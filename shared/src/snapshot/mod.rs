@@ -33,6 +33,7 @@ mod crowd;
 mod decoder;
 mod encoder;
 mod ended;
+mod fit;
 pub mod interp;
 #[cfg(test)]
 mod tests;
@@ -43,9 +44,11 @@ pub use crowd::Crowd;
 use crowd::*;
 use decoder::*;
 pub use decoder::{Snapshot, SnapshotDecoder};
-pub use encoder::{Held, Room, SnapshotEncoder, MAX_VIEW, VIEW_DRIFT, VIEW_REFRESH};
+pub use encoder::{SnapshotEncoder, MAX_VIEW, VIEW_DRIFT, VIEW_REFRESH};
 pub(crate) use ended::{EndLog, Ended};
 pub use ended::{ENDS_KEPT, ENDS_KEPT_TICKS, ENDS_PER_SNAPSHOT};
+use fit::*;
+pub use fit::{Held, Room};
 
 /// Snapshots remembered as baselines; an acknowledgement older than this gets full state.
 pub const HISTORY: usize = 64;

@@ -1,6 +1,7 @@
 use super::crowd::*;
 use super::decoder::*;
 use super::encoder::*;
+use super::fit::*;
 use super::*;
 use expel_core::movement::MoveCommand;
 use expel_core::sim::PlayerSlot;
