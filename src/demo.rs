@@ -19,6 +19,11 @@ pub(crate) struct DemoArgs {
     /// QUIC address; the live view is on the same address and port over TCP.
     #[arg(long, default_value = "127.0.0.1:27960")]
     pub addr: SocketAddr,
+    /// The browser's door (the page that plays, and its WebTransport sessions; default:
+    /// the QUIC address's next port, or any free one with port 0). Open only in an
+    /// `expel` built with the page (web/build.sh).
+    #[arg(long)]
+    pub web: Option<SocketAddr>,
     /// Bots.
     #[arg(long, default_value_t = 64)]
     pub bots: usize,
@@ -48,6 +53,21 @@ pub(crate) fn demo_cheats(mode: Mode) -> Vec<CheatKind> {
         .collect()
 }
 
+/// The player id of the demo's browser token, far above the bots' (whose ids grow by
+/// a crowd each round).
+const BROWSER_PLAYER: u32 = 4_000_000_000;
+
+/// The browser's door: as asked, else the QUIC address's next port (any with port 0).
+fn web_addr(args: &DemoArgs) -> SocketAddr {
+    args.web.unwrap_or_else(|| {
+        let port = match args.addr.port() {
+            0 => 0,
+            p => p.wrapping_add(1).max(1),
+        };
+        SocketAddr::new(args.addr.ip(), port)
+    })
+}
+
 /// Runs the demo.
 pub(crate) fn run(args: DemoArgs) -> Result<()> {
     let cheats = demo_cheats(args.mode);
@@ -60,6 +80,7 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
         secret: Some(secret.clone()),
         // The bots play a game on top of moving (the live view shows the score).
         mode: Some(args.mode),
+        web: crate::page::available().then(|| web_addr(&args)),
         ..ServeArgs::default()
     })?;
     let operator_token = asked.operator_token.clone();
@@ -78,6 +99,14 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
             cheaters * cheats.len(),
             names.join(", ")
         );
+        match running.web_addr {
+            Some(web) => {
+                // One token, good once: the page joins with it (`expel token` mints more).
+                let t = net::mint_token(&secret, BROWSER_PLAYER, 3600, server_id)?;
+                println!("play in the browser: http://{web}/?token={t}");
+            }
+            None => println!("(no browser client in this build: web/build.sh, then build again)"),
+        }
         let started = std::time::Instant::now();
         let mut round = 0u32;
         let rounds = async {

@@ -7,6 +7,7 @@ mod lines;
 mod load;
 mod named;
 mod net;
+mod page;
 mod shots;
 mod sim;
 mod validate;

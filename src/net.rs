@@ -94,6 +94,18 @@ pub(crate) struct ServeArgs {
     /// PEM private key for --cert.
     #[arg(long)]
     pub key: Option<PathBuf>,
+    /// Open the browser's door here: the page that plays in a browser over TCP, and its
+    /// WebTransport sessions over UDP on the same port (port 0 picks one). The page
+    /// joins with the token in its address (`?token=`, from `expel token`).
+    #[arg(long)]
+    pub web: Option<SocketAddr>,
+    /// PEM certificate chain (with --web-key) for the browser's door; without it a
+    /// development certificate is made (14 days, pinned by the page by its hash).
+    #[arg(long)]
+    pub web_cert: Option<PathBuf>,
+    /// PEM private key for --web-cert.
+    #[arg(long)]
+    pub web_key: Option<PathBuf>,
     /// TOML file with any of these settings (flags win).
     #[arg(long)]
     #[serde(skip)]
@@ -161,6 +173,9 @@ impl ServeArgs {
             mode: self.mode.or(f.mode),
             cert: self.cert.or(f.cert),
             key: self.key.or(f.key),
+            web: self.web.or(f.web),
+            web_cert: self.web_cert.or(f.web_cert),
+            web_key: self.web_key.or(f.web_key),
             config: self.config,
         })
     }
@@ -224,6 +239,7 @@ pub(crate) struct Prepared {
 /// takes ([`expel_server::Server::builder`]), with the map's model from the cache.
 pub(crate) fn prepare(args: ServeArgs) -> Result<(expel_server::Builder, Prepared)> {
     let args = args.merged()?;
+    let web = web_config(&args)?;
     let mut loaded: Loaded = load::load_model(args.map.as_deref())?;
     let name = map_name(args.map.as_deref());
     loaded.name = name.clone();
@@ -280,6 +296,9 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(expel_server::Builder, Prepare
     if let Some(t) = &operator_token {
         b = b.operator_token(t.clone());
     }
+    if let Some(web) = web {
+        b = b.web(web);
+    }
     match args.io_threads {
         Some(t @ 1..=expel_server::MAX_IO_THREADS) => b = b.io_threads(t),
         Some(t) => bail!(
@@ -295,6 +314,29 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(expel_server::Builder, Prepare
         server_id,
     };
     Ok((b, prepared))
+}
+
+/// The browser's door, when asked for.
+fn web_config(args: &ServeArgs) -> Result<Option<expel_server::WebConfig>> {
+    let certificate = match (&args.web_cert, &args.web_key) {
+        (Some(chain), Some(key)) => expel_server::WebCertificate::Files {
+            chain: chain.clone(),
+            key: key.clone(),
+        },
+        (None, None) => expel_server::WebCertificate::Development,
+        _ => bail!("--web-cert and --web-key go together"),
+    };
+    let Some(addr) = args.web else {
+        if args.web_cert.is_some() {
+            bail!("--web-cert is for the browser's door: give --web ADDR too");
+        }
+        return Ok(None);
+    };
+    Ok(Some(expel_server::WebConfig {
+        addr,
+        certificate,
+        page: crate::page::web_page()?,
+    }))
 }
 
 /// The QUIC address's port on loopback (the address itself when it is loopback).
@@ -316,6 +358,7 @@ pub(crate) fn ready_line(running: &expel_server::Server, asked: &Prepared) -> se
         "listening": running.addr.to_string(),
         "fingerprint": running.fingerprint,
         "metrics": running.metrics_addr.map(|a| a.to_string()),
+        "web": running.web_addr.map(|a| format!("http://{a}/")),
         "map": asked.name,
         "map_hash": running.map_hash,
         "tick_rate": running.sim().config().tick_rate,

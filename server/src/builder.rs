@@ -113,6 +113,7 @@ pub struct Builder {
     agones: Option<AgonesConfig>,
     io_threads: Option<usize>,
     rules: Option<Box<dyn GameRules>>,
+    web: Option<crate::WebConfig>,
 }
 
 impl Server {
@@ -136,6 +137,7 @@ impl Server {
             agones: None,
             io_threads: None,
             rules: None,
+            web: None,
         }
     }
 }
@@ -151,6 +153,13 @@ impl Builder {
     /// loopback it needs [`Builder::operator_token`].
     pub fn metrics(mut self, addr: SocketAddr) -> Self {
         self.metrics = Some(addr);
+        self
+    }
+
+    /// Opens the browser's door at `web.addr`: WebTransport sessions beside the QUIC
+    /// clients, and the page that plays through them.
+    pub fn web(mut self, web: crate::WebConfig) -> Self {
+        self.web = Some(web);
         self
     }
 
@@ -258,6 +267,7 @@ impl Builder {
             agones: self.agones,
             io_threads,
             rules: self.rules,
+            web: self.web,
         };
         start(sim, cfg).await
     }

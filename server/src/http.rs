@@ -14,6 +14,7 @@
 use crate::admission::{Held, PerAddress};
 use crate::live::Live;
 use crate::metrics::{Metrics, CLASSIC, OPENMETRICS};
+use crate::web::{Site, WebPage};
 use base64::Engine as _;
 use bytes::Bytes;
 use expel_protocol::backoff::Backoff;
@@ -58,12 +59,7 @@ type Body = BoxBody<Bytes, Infallible>;
 
 /// Serves until the listener task is dropped. Connections are bounded in total and per
 /// address; an accept error backs off.
-pub(crate) async fn serve(
-    listener: TcpListener,
-    metrics: Arc<Metrics>,
-    live: Arc<Live>,
-    auth: Arc<OperatorAuth>,
-) {
+pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>, site: Arc<Site>) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let open = PerAddress::new();
     let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF, 1);
@@ -92,8 +88,7 @@ pub(crate) async fn serve(
         let cx = Arc::new(Cx {
             sock: Shared(Arc::new(sock)),
             metrics: metrics.clone(),
-            live: live.clone(),
-            auth: auth.clone(),
+            site: site.clone(),
             from: from.ip(),
             watch: Mutex::new(Some(arm)),
         });
@@ -108,8 +103,7 @@ pub(crate) async fn serve(
 struct Cx {
     sock: Shared,
     metrics: Arc<Metrics>,
-    live: Arc<Live>,
-    auth: Arc<OperatorAuth>,
+    site: Arc<Site>,
     from: IpAddr,
     /// Where a live stream hands its [`Watch`] to the connection's watchdog.
     watch: Mutex<Option<oneshot::Sender<Watch>>>,
@@ -165,6 +159,33 @@ async fn stalled(armed: oneshot::Receiver<Watch>) {
 
 /// The answer to one request.
 fn answer(req: &Request<hyper::body::Incoming>, cx: &Cx) -> Response<Body> {
+    match &*cx.site {
+        Site::Operator { live, auth } => operator(req, cx, live, auth),
+        Site::Page { page, door } => page_answer(req, page, door),
+    }
+}
+
+/// The browser's page: its files and `door.json`, GET only, to anyone.
+fn page_answer(req: &Request<hyper::body::Incoming>, page: &WebPage, door: &str) -> Response<Body> {
+    if req.method() != Method::GET {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "GET only\n");
+    }
+    match req.uri().path() {
+        "/door.json" => text(StatusCode::OK, "application/json", door.to_string()),
+        path => match page.get(path) {
+            Some(f) => text(StatusCode::OK, f.content_type, f.body.clone()),
+            None => text(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
+        },
+    }
+}
+
+/// The operator's endpoint.
+fn operator(
+    req: &Request<hyper::body::Incoming>,
+    cx: &Cx,
+    live: &Live,
+    auth: &OperatorAuth,
+) -> Response<Body> {
     let m = &cx.metrics;
     let path = req.uri().path();
     let header = |name| {
@@ -172,7 +193,7 @@ fn answer(req: &Request<hyper::body::Incoming>, cx: &Cx) -> Response<Body> {
             .get(name)
             .and_then(|v: &HeaderValue| v.to_str().ok())
     };
-    if !public(path) && !cx.auth.allows(header(AUTHORIZATION)) {
+    if !public(path) && !auth.allows(header(AUTHORIZATION)) {
         m.http_unauthorized.inc();
         let mut r = text(
             StatusCode::UNAUTHORIZED,
@@ -196,7 +217,7 @@ fn answer(req: &Request<hyper::body::Incoming>, cx: &Cx) -> Response<Body> {
     let ok = StatusCode::OK;
     let unavailable = StatusCode::SERVICE_UNAVAILABLE;
     match path {
-        "/live" => live_stream(cx),
+        "/live" => live_stream(cx, live),
         "/metrics"
             if header(ACCEPT).is_some_and(|a| a.contains("application/openmetrics-text")) =>
         {
@@ -209,7 +230,7 @@ fn answer(req: &Request<hyper::body::Incoming>, cx: &Cx) -> Response<Body> {
         "/readyz" => text(unavailable, "text/plain", "not ready\n"),
         "/players.json" => text(ok, "application/json", m.flagged_json()),
         "/game.json" => text(ok, "application/json", m.game()),
-        "/map.json" => text(ok, "application/json", cx.live.map_json.clone()),
+        "/map.json" => text(ok, "application/json", live.map_json.clone()),
         "/" | "/index.html" => text(ok, "text/html; charset=utf-8", crate::live::PAGE),
         _ => text(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
     }
@@ -290,8 +311,8 @@ fn public(path: &str) -> bool {
 /// or the server stops. Viewers are bounded in all and per address; a slow one skips
 /// frames (only the newest is kept), so it never holds memory or the tick; one that does
 /// not read at all loses its seat (see [`stalled`]).
-fn live_stream(cx: &Cx) -> Response<Body> {
-    let Some(seat) = cx.live.seat(cx.from) else {
+fn live_stream(cx: &Cx, live: &Live) -> Response<Body> {
+    let Some(seat) = live.seat(cx.from) else {
         return text(
             StatusCode::SERVICE_UNAVAILABLE,
             "text/plain",
@@ -303,7 +324,7 @@ fn live_stream(cx: &Cx) -> Response<Body> {
     let arm = cx.watch.lock().ok().and_then(|mut w| w.take());
     if let Some(arm) = arm {
         let _ = arm.send(Watch {
-            frames: cx.live.subscribe(),
+            frames: live.subscribe(),
             taken: taken.clone(),
         });
     }
@@ -314,7 +335,7 @@ fn live_stream(cx: &Cx) -> Response<Body> {
         _seat: Held,
     }
     let viewer = Viewer {
-        frames: cx.live.subscribe(),
+        frames: live.subscribe(),
         taken,
         first: true,
         _seat: seat,

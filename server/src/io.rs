@@ -71,7 +71,10 @@ struct IoThread {
 
 /// The I/O threads, as the machine's thread sees them.
 pub(crate) struct IoThreads {
+    /// The QUIC threads, then the browser's door where there is one.
     threads: Vec<IoThread>,
+    /// How many of `threads` are QUIC's.
+    quic: usize,
     /// Set by an I/O thread that woke the machine, cleared when the machine looks: one
     /// wake-up per look, however much arrived.
     woken: Arc<AtomicBool>,
@@ -84,9 +87,11 @@ pub(crate) struct IoThreads {
 }
 
 impl IoThreads {
-    /// Starts one thread per socket. `wake` reaches the machine's thread.
+    /// Starts one thread per socket, and the browser's door's where it is bound. `wake`
+    /// reaches the machine's thread.
     pub(crate) fn start(
         parts: Vec<QuicParts>,
+        web: Option<crate::web::Bound>,
         shared: &Arc<Shared>,
         wake: &Sender<Wake>,
     ) -> std::io::Result<IoThreads> {
@@ -144,8 +149,22 @@ impl IoThreads {
         for go in go_tx {
             let _ = go.send(router.clone());
         }
+        let quic = started.len();
+        if let Some(bound) = web {
+            let d = crate::web::start(bound, shared, wake, woken.clone(), quic)?;
+            started.push(IoThread {
+                down: d.down,
+                batch: Vec::new(),
+                waker: d.waker,
+                up: d.up,
+                schedstat: d.schedstat,
+                thread: Some(d.thread),
+                ended: false,
+            });
+        }
         Ok(IoThreads {
             threads: started,
+            quic,
             woken,
             ticking,
             hold: true,
@@ -197,10 +216,15 @@ impl IoThreads {
         }
     }
 
-    /// Queues `d` for the thread that owns connection `id`.
+    /// Queues `d` for the thread that owns connection `id`: a browser's session the
+    /// door's, a QUIC connection the thread its id names.
     pub(crate) fn send(&mut self, conn: ConnId, d: Down) {
-        let n = self.threads.len() as ConnId;
-        if let Some(l) = self.threads.get_mut((conn % n) as usize) {
+        let at = if crate::web::is_web(conn) {
+            self.quic
+        } else {
+            (conn % self.quic.max(1) as ConnId) as usize
+        };
+        if let Some(l) = self.threads.get_mut(at) {
             l.batch.push(d);
         }
     }

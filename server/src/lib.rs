@@ -32,6 +32,7 @@ mod metrics;
 mod quic;
 mod tls;
 pub mod udp;
+pub mod web;
 
 use admission::Admission;
 pub use admission::{Decision, Limits};
@@ -47,6 +48,7 @@ pub use expel_protocol::server::{
 pub use expel_protocol::snapshot::Scope;
 pub use metrics::{Gauge, Labelled, Metrics, Share};
 pub use tls::{fingerprint, Identity};
+pub use web::{WebCertificate, WebConfig, WebError, WebPage};
 
 use expel_core::Sim;
 use expel_protocol::server::ServerMachine as Machine;
@@ -76,6 +78,9 @@ pub const MAX_IO_THREADS: usize = 64;
 /// Why the server could not start.
 #[derive(Debug, Error)]
 pub enum ServerError {
+    /// The browser's door could not open.
+    #[error(transparent)]
+    Web(#[from] WebError),
     /// Certificate or TLS configuration: what was being done, and what failed.
     #[error("tls: {what}")]
     Tls {
@@ -159,6 +164,9 @@ pub struct ServerConfig {
     /// The game's own rules, run in the machine's tick (none: movement alone, and the
     /// players' messages are dropped).
     pub rules: Option<Box<dyn GameRules>>,
+    /// The browser's door: WebTransport sessions and the page that plays through them
+    /// (none: native clients only).
+    pub web: Option<WebConfig>,
 }
 
 /// A running server.
@@ -167,6 +175,8 @@ pub struct Server {
     pub addr: SocketAddr,
     /// The metrics address.
     pub metrics_addr: Option<SocketAddr>,
+    /// The browser's door's address (its page over TCP, its sessions over UDP), when open.
+    pub web_addr: Option<SocketAddr>,
     /// SHA-256 of the certificate, for clients to pin.
     pub fingerprint: String,
     /// BLAKE3 of the map's bytes, hex.
@@ -300,7 +310,11 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
             let local = l
                 .local_addr()
                 .map_err(|source| ServerError::Bind { addr: a, source })?;
-            let serve = http::serve(l, metrics.clone(), live.clone(), auth);
+            let site = Arc::new(web::Site::Operator {
+                live: live.clone(),
+                auth,
+            });
+            let serve = http::serve(l, metrics.clone(), site);
             let mut stop = shutdown_rx.clone();
             let task = tokio::spawn(async move {
                 tokio::select! {
@@ -312,6 +326,20 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
             Some(local)
         }
         None => None,
+    };
+    let (web, web_addr) = match cfg.web.clone() {
+        Some(w) => {
+            let (bound, task) = open_web(w, &metrics, shutdown_rx.clone()).await?;
+            tasks.push(supervise(
+                "web page",
+                task,
+                failed_tx.clone(),
+                metrics.clone(),
+            ));
+            let a = bound.addr;
+            (Some(bound), Some(a))
+        }
+        None => (None, None),
     };
     let (wake, wake_rx) = std::sync::mpsc::channel();
     let map_hash = hex::encode(machine.map_hash());
@@ -344,7 +372,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
         port: addr.port(),
         cfg,
     });
-    let io = IoThreads::start(quic, &shared, &wake).map_err(|source| ServerError::Thread {
+    let io = IoThreads::start(quic, web, &shared, &wake).map_err(|source| ServerError::Thread {
         what: "I/O threads",
         source,
     })?;
@@ -360,6 +388,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
     Ok(Server {
         addr,
         metrics_addr,
+        web_addr,
         fingerprint,
         map_hash,
         metrics,
@@ -371,6 +400,30 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
         secret,
         server_id,
     })
+}
+
+/// Opens the browser's door: its WebTransport socket, then its page on the same port
+/// over TCP, served by a task that ends with the server.
+async fn open_web(
+    w: WebConfig,
+    metrics: &Arc<Metrics>,
+    mut stop: watch::Receiver<Option<String>>,
+) -> Result<(web::Bound, tokio::task::JoinHandle<Option<String>>), ServerError> {
+    let bound = web::bind(&w).await?;
+    let at = bound.addr;
+    let l = tokio::net::TcpListener::bind(at)
+        .await
+        .map_err(|source| ServerError::Bind { addr: at, source })?;
+    let site = web::Site::page(w.page, at.port(), &bound.cert_hash, bound.development);
+    let serve = http::serve(l, metrics.clone(), Arc::new(site));
+    let task = tokio::spawn(async move {
+        tokio::select! {
+            _ = serve => Some("the web page's listener stopped".to_string()),
+            _ = stop.changed() => None,
+        }
+    });
+    info!(addr = %at, "browser door open");
+    Ok((bound, task))
 }
 
 /// The operator's endpoint shows every player through every wall: anywhere but loopback

@@ -5,6 +5,7 @@
 use crate::admission::{Held, PerAddress};
 use crate::metrics::Metrics;
 use expel_core::{Sim, WorldState};
+use expel_protocol::plan::{plan, round_tenth as r};
 use std::net::IpAddr;
 use std::sync::Arc;
 use tokio::sync::watch;
@@ -16,10 +17,6 @@ pub(crate) const PAGE: &str = include_str!("view.html");
 const MAX_VIEWERS: usize = 32;
 /// Viewers streaming at once from one IP address.
 const VIEWERS_PER_ADDRESS: usize = 4;
-
-/// Height above the highest spawn point beyond which an upward face is taken for the top
-/// of a roof (several storeys of a map).
-const ROOF_ABOVE_SPAWNS: f64 = 384.0;
 
 /// Frames per second published to viewers.
 pub(crate) const FRAME_RATE: u32 = 10;
@@ -63,63 +60,15 @@ impl Live {
     }
 }
 
-/// A coordinate to a tenth of a unit (plenty for a drawing, and short).
-fn r(v: f64) -> f64 {
-    (v * 10.0).round() / 10.0
-}
-
-/// The map from above: floors (faces looking up, with their height) as polygons and walls
-/// (faces looking sideways) as segments; ceilings would hide the floors and are left out,
-/// and so are the tops of roofs (faces looking up far above every spawn point: outside
-/// the playable space, they would cover everything).
+/// The map from above ([`plan`]), as the page draws it.
 fn map_json(sim: &Sim, name: &str) -> String {
-    let model = sim.map();
-    let b = model.bounds();
-    let roof = sim
-        .spawns()
-        .iter()
-        .map(|s| s.z + ROOF_ABOVE_SPAWNS)
-        .fold(f64::NEG_INFINITY, f64::max);
-    let roof = if roof.is_finite() {
-        roof
-    } else {
-        f64::INFINITY
-    };
-    let (mut floors, mut walls) = (Vec::new(), Vec::new());
-    for (i, p) in model.polygons().iter().enumerate() {
-        let n = p.plane.normal;
-        let pts: Vec<_> = model.polygon_points(i).collect();
-        if pts.len() < 2 {
-            continue;
-        }
-        let z = pts.iter().map(|v| v.z).sum::<f64>() / pts.len() as f64;
-        if n.z > 0.2 {
-            if z > roof {
-                continue;
-            }
-            // [height, x0, y0, x1, y1, ...]
-            let mut floor = vec![r(z)];
-            floor.extend(pts.iter().flat_map(|v| [r(v.x), r(v.y)]));
-            floors.push(floor);
-        } else if n.z > -0.2 {
-            // A wall seen from above is the segment between its extremes along the wall.
-            let along = glam::DVec2::new(-n.y, n.x);
-            let key = |v: &&glam::DVec3| along.dot(v.truncate());
-            let (Some(a), Some(c)) = (
-                pts.iter().min_by(|x, y| key(x).total_cmp(&key(y))),
-                pts.iter().max_by(|x, y| key(x).total_cmp(&key(y))),
-            ) else {
-                continue;
-            };
-            walls.push([r(a.x), r(a.y), r(c.x), r(c.y)]);
-        }
-    }
+    let p = plan(sim);
     serde_json::json!({
         "name": name,
         "tick_rate": sim.config().tick_rate,
-        "bounds": [r(b.min.x), r(b.min.y), r(b.max.x), r(b.max.y), r(b.min.z), r(b.max.z)],
-        "floors": floors,
-        "walls": walls,
+        "bounds": p.bounds,
+        "floors": p.floors,
+        "walls": p.walls,
     })
     .to_string()
 }

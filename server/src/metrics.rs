@@ -192,6 +192,16 @@ metrics! {
     udp_rejected: Labelled<{ Rejected::ALL.len() }> = "expel_udp_rejected",
         "UDP datagrams dropped at the socket as not QUIC for this server, by reason.",
         Labelled::new("reason", Rejected::ALL.map(Rejected::label));
+    web_sessions: Counter = "expel_web_sessions",
+        "WebTransport sessions accepted at the browser's door.", Counter::default();
+    web_open: Gauge = "expel_web_open",
+        "WebTransport sessions open now.", Gauge::default();
+    web_refused: Counter = "expel_web_refused",
+        "WebTransport attempts refused or failed before play (admission, a wrong path, no control stream in time, TLS).",
+        Counter::default();
+    web_over_rate: Counter = "expel_web_datagrams_over_rate",
+        "WebTransport datagrams of a session dropped before the machine: over its datagram rate.",
+        Counter::default();
     http_connections: Counter = "expel_http_connections", "HTTP connections accepted.",
         Counter::default();
     http_refused: Counter = "expel_http_refused",

@@ -2,8 +2,9 @@
 //! [`Conditioner::pop`] once their delay has passed, some lost, some twice, reordered by
 //! jitter; the randomness is seeded, so a run repeats exactly.
 
+use crate::time::Instant;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Loss, delay, jitter and duplication of one direction of a link.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

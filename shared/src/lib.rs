@@ -37,6 +37,9 @@
 #![warn(missing_docs)]
 
 pub mod text;
+pub mod time;
+// The map from above, for whoever draws it.
+pub mod plan;
 
 // The wire: the version and limits, the messages, their framing and the codes that end a
 // session.

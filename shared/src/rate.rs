@@ -2,11 +2,11 @@
 //! server's QUIC shell limits packets with it) and the server machine's input gate on
 //! it, which also flags floods.
 
+use crate::time::Instant;
 #[cfg(feature = "server")]
 use expel_core::validate::{Violation, ViolationKind};
 #[cfg(feature = "server")]
 use std::time::Duration;
-use std::time::Instant;
 
 /// Input datagrams a connection may send a second, in input rates: an honest client sends
 /// one per input period, a little faster while its clock steers ahead.

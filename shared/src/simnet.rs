@@ -13,9 +13,10 @@ use super::conditioner::{Conditioner, Impairment};
 use super::headroom::Load;
 use super::join::map_frames;
 use super::server::{ConnId, Event, Output, ServerMachine};
+use crate::time::Instant;
 use expel_core::movement::MoveCommand;
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How the network behaves.
 #[derive(Clone, Copy, Debug)]

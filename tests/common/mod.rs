@@ -37,6 +37,7 @@ pub(crate) fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
         // Two, so every test runs the connections over more than one socket and thread.
         io_threads: if cfg!(target_os = "linux") { 2 } else { 1 },
         rules: None,
+        web: None,
     }
 }
 

@@ -3,12 +3,12 @@
 
 use super::ClientMachine;
 use crate::snapshot::interp::Drawn;
+use crate::time::Instant;
 use expel_core::movement::PlayerState;
 use expel_core::mover::MoverState;
 use expel_core::sim::PlayerId;
 use glam::DVec3;
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 /// Most ticks the drawn view runs past the newest snapshot (while none comes).
 const MAX_AHEAD: f64 = 4.0;

@@ -10,6 +10,7 @@ use crate::messages::{Channel, Letter, MessageError};
 use crate::snapshot::interp::Drawn;
 use crate::snapshot::interp::DrawnEntity;
 use crate::snapshot::EntityView;
+use crate::time::Instant;
 use expel_core::collision::hull::Hull;
 use expel_core::collision::Hit;
 use expel_core::movement::PlayerState;
@@ -18,7 +19,6 @@ use expel_core::sim::{EntityId, PlayerId};
 use expel_core::sim::{PlayerBox, ShotView, Struck};
 use glam::DVec3;
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 impl ClientMachine {
     /// The game's entities as a game draws them at server tick `at` (see

@@ -5,8 +5,8 @@ use super::{ClientEvent, ClientMachine, ClientOutput, Status};
 use crate::codec::encode;
 use crate::frame::encode_frame;
 use crate::messages::{Arrival, Channel, Letter, MessageError};
+use crate::time::Instant;
 use crate::wire::{ClientControl, ClientDatagram};
-use std::time::Instant;
 
 /// The work of [`ClientMachine::send_message`].
 pub(super) fn send_message(

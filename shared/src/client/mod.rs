@@ -39,6 +39,7 @@ use crate::messages::{Channel, Mailbox, MESSAGE_QUEUE};
 use crate::predict::Predictor;
 use crate::snapshot::interp::Interpolator;
 use crate::snapshot::SnapshotDecoder;
+use crate::time::Instant;
 use crate::wire::{
     ClientControl, ClientDatagram, InputMsg, MovementAuthority, ServerControl, ServerDatagram,
     ViewClaim, Welcome,
@@ -47,7 +48,7 @@ use expel_core::movement::{MoveCommand, PlayerState};
 use expel_core::sim::{PlayerId, ShotView, Sim};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Round trip assumed before any is measured.
 const FIRST_RTT: f64 = 0.05;

@@ -2,8 +2,9 @@
 //! jitter and a buffer, from what each snapshot says of our commands' arrival.
 
 use crate::snapshot::Snapshot;
+use crate::time::Instant;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Ticks stepped at most per
 /// [`ClientMachine::handle_timeout`](crate::client::ClientMachine::handle_timeout); a game that

@@ -9,7 +9,7 @@
 //! measured on loopback). So the client sends its input halfway between the snapshots it
 //! receives, rounded to a tick, which keeps both waits under 25 ms at a 60 Hz tick.
 
-use std::time::Instant;
+use crate::time::Instant;
 
 /// How much each newer arrival's vote outweighs the one before (the votes of the last
 /// ten or so arrivals count).

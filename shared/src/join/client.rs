@@ -4,12 +4,12 @@
 use crate::codec::MAX_MAP_BYTES;
 use crate::input::clock::MAX_LEAD_RTT;
 use crate::report::client::{End, Status};
+use crate::time::Instant;
 use crate::wire::{ServerControl, Welcome};
 use expel_core::collision::CollisionModel;
 use expel_core::map::MapData;
 use expel_core::sim::Sim;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// The client's way in: from the hello sent to the welcome, and the map's bytes as they
 /// arrive.

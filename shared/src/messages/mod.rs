@@ -11,8 +11,8 @@
 pub mod outbox;
 
 use crate::rate::TokenBucket;
+use crate::time::Instant;
 use serde::{Deserialize, Serialize};
-use std::time::Instant;
 use thiserror::Error;
 
 /// Largest message, in bytes (its encoding): an unreliable one must fit one datagram of

@@ -13,12 +13,12 @@ use crate::messages::Channel;
 use crate::predict::replay::{CommandLog, REPLAY_SECONDS};
 use crate::rate::InputGate;
 use crate::snapshot::{Feedback, SnapshotEncoder};
+use crate::time::Instant;
 use crate::wire::{ClientControl, ServerControl, Welcome};
 use expel_core::movement::MoveMode;
 use expel_core::sim::PlayerId;
 use expel_core::validate::{ValidationConfig, Validator};
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 /// The work of [`ServerMachine::handle_control`].
 pub(super) fn handle_control(server: &mut ServerMachine, conn: ConnId, bytes: &[u8], now: Instant) {

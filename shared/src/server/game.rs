@@ -11,6 +11,7 @@ use crate::messages::{decode_message, encode_message, Channel, MessageError};
 use crate::server::ServerMachine;
 use crate::shots::server::{SeenShot, ShotError, AIMED_AT_COS, SHOOTER_REACH, SHOOTER_SLACK};
 use crate::snapshot::{game_state_fields, EndLog, Ended, Scope, Spawned, StateFields};
+use crate::time::Instant;
 use crate::wire::MovementAuthority;
 use expel_core::collision::hull::Hull;
 use expel_core::collision::{Contents, TraceScratch};
@@ -21,7 +22,6 @@ use glam::DVec3;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::time::Instant;
 
 /// A game's rules, run by the server's machine (see the module docs).
 pub trait GameRules: Send + Sync {

@@ -12,11 +12,12 @@ use super::{kick_reason, wall::Wall, ConnId, MessageDrop, Player, ServerMachine,
 use crate::code::Code;
 use crate::codec::decode;
 use crate::messages::Channel;
+use crate::time::Instant;
 use crate::wire::{ClientDatagram, InputMsg, MovementAuthority};
 use expel_core::movement::PlayerState;
 use expel_core::sim::{PlayerId, Sim};
 use expel_core::validate::{Violation, ViolationKind};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// An input datagram routed to its player.
 struct Arrival<'b> {

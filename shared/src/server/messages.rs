@@ -8,9 +8,9 @@ use crate::codec::encode;
 use crate::frame::encode_frame;
 use crate::messages::outbox::Sender;
 use crate::messages::{check_size, Arrival, Channel, Mailbox, MessageError};
+use crate::time::Instant;
 use crate::wire::{ServerControl, ServerDatagram};
 use expel_core::sim::PlayerId;
-use std::time::Instant;
 
 /// Messages from one player waiting for the game, at most: at the rate a client may send,
 /// a game that takes them every tick never comes near it.

@@ -22,13 +22,14 @@ use super::messages::{Channel, Mailbox, MessageError};
 use super::rate::InputGate;
 use super::snapshot::{Crowd, Feedback, SnapshotEncoder};
 use crate::code::Code;
+use crate::time::Instant;
 use crate::wire::ServerControl;
 use expel_core::movement::PlayerState;
 use expel_core::sim::{History, PlayerId, Sim, SimScratch, WorldState};
 use expel_core::validate::{SeenWorld, Validator, Violation, ViolationKind};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod control;
 mod game;

@@ -3,7 +3,8 @@
 //! are next looked at.
 
 use super::Event;
-use std::time::{Duration, Instant};
+use crate::time::Instant;
+use std::time::Duration;
 
 /// Deadlines are looked at every twentieth of the shorter timeout, at most this far apart.
 const DEADLINE_LOOK: Duration = Duration::from_millis(100);

@@ -8,13 +8,13 @@ use crate::code::Code;
 use crate::input::InputStats;
 use crate::predict::{self, replay::Replayer};
 use crate::snapshot::{Crowd, Room};
+use crate::time::Instant;
 use crate::wire::MovementAuthority;
 use expel_core::movement::{MoveCommand, Obstacle, PlayerState};
 use expel_core::mover::MoverState;
 use expel_core::sim::{PlayerId, PlayerReport, Sim, WorldState};
 use expel_core::validate::{ClientRecords, TickClaim, Violation};
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 impl ServerMachine {
     /// Steps the ticks due by `now` (and closes connections past their deadlines).

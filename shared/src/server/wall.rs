@@ -3,7 +3,8 @@
 //! wall clock's), Unix time for token expiry, and the shell's calls, whose gaps are the
 //! server's own absences.
 
-use std::time::{Duration, Instant};
+use crate::time::Instant;
+use std::time::Duration;
 
 /// A gap this long between two calls of the shell is the server's own absence (a stall:
 /// a healthy shell calls at least once a tick). What clients sent meanwhile arrives at
