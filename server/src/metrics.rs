@@ -115,6 +115,14 @@ macro_rules! metrics {
         }
 
         impl Metrics {
+    /// Whether the load holds the players at what the server carries now, below its
+    /// maximum of `max_players` (whose refusal is the hello's): a new connection is shed
+    /// at the door, on either door.
+    pub(crate) fn over_load(&self, max_players: u64) -> bool {
+        let carried = self.capacity.get();
+        carried < max_players && self.read_machine(|s| s.clients) >= carried
+    }
+
             fn made() -> Metrics {
                 Metrics {
                     $( $field: $make, )*

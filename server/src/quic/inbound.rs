@@ -120,10 +120,8 @@ impl Quic {
             self.respond(&t, &response);
             return;
         }
-        // The load holds the players at what the server carries (below its maximum, whose
-        // refusal is the hello's): the join is shed here, before a handshake costs anything.
-        let carried = m.capacity.get();
-        if carried < cx.max_players && m.read_machine(|s| s.clients) >= carried {
+        // The join is shed here, before a handshake costs anything.
+        if m.over_load(cx.max_players) {
             m.incoming(Decision::RefuseLoad);
             let t = self.endpoint.refuse(incoming, &mut response);
             self.respond(&t, &response);

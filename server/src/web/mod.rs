@@ -333,13 +333,27 @@ impl Door {
                 }
                 incoming = endpoint.accept(), if accepting => {
                     let from = incoming.remote_address();
-                    let (decision, pending) = self.shared.admission.decide(from.ip(), true);
+                    let validated = incoming.remote_address_validated();
+                    let (decision, pending) = if m.over_load(self.shared.cfg.settings.max_players as u64) {
+                        (Decision::RefuseLoad, None)
+                    } else {
+                        self.shared.admission.decide(from.ip(), validated)
+                    };
                     m.incoming(decision);
-                    let (Decision::Accept, Some(pending)) = (decision, pending) else {
-                        debug!(%from, outcome = decision.label(), "web session refused");
-                        m.web_refused.inc();
-                        incoming.refuse();
-                        continue;
+                    let pending = match (decision, pending) {
+                        (Decision::Accept, Some(p)) => p,
+                        // Stateless: the peer must echo the token from its address (never
+                        // asked of an address already validated).
+                        (Decision::Retry, _) if !validated => {
+                            incoming.retry();
+                            continue;
+                        }
+                        _ => {
+                            debug!(%from, outcome = decision.label(), "web session refused");
+                            m.web_refused.inc();
+                            incoming.refuse();
+                            continue;
+                        }
                     };
                     m.pending.set(self.shared.admission.pending() as u64);
                     let conn = WEB_IDS | next;
