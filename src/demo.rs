@@ -99,11 +99,11 @@ pub(crate) fn run(args: DemoArgs) -> Result<()> {
             cheaters * cheats.len(),
             names.join(", ")
         );
-        match running.web_addr {
+        match &running.web_url {
             Some(web) => {
                 // One token, good once: the page joins with it (`expel token` mints more).
                 let t = net::mint_token(&secret, BROWSER_PLAYER, 3600, server_id)?;
-                println!("play in the browser: http://{web}/?token={t}");
+                println!("play in the browser: {web}?token={t}");
             }
             None => println!("(no browser client in this build: web/build.sh, then build again)"),
         }

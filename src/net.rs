@@ -358,7 +358,7 @@ pub(crate) fn ready_line(running: &expel_server::Server, asked: &Prepared) -> se
         "listening": running.addr.to_string(),
         "fingerprint": running.fingerprint,
         "metrics": running.metrics_addr.map(|a| a.to_string()),
-        "web": running.web_addr.map(|a| format!("http://{a}/")),
+        "web": running.web_url,
         "map": asked.name,
         "map_hash": running.map_hash,
         "tick_rate": running.sim().config().tick_rate,

@@ -11,8 +11,10 @@ use expel_core::MoveCommand;
 use expel_protocol::client::{ClientMachine, ClientOutput, ClientSettings, Status};
 use expel_server::{Server, WebCertificate, WebConfig, WebPage};
 use expel_testkit::network::token_with;
+use sha2::Digest as _;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use tokio_rustls::rustls;
 use wtransport::tls::Sha256Digest;
 use wtransport::{ClientConfig, Connection, Endpoint};
 
@@ -181,4 +183,65 @@ async fn half_open_sessions_from_one_address_are_bounded_by_admission() {
     assert_eq!(refused, 3);
     assert!(r.metrics.pending.get() <= 3);
     r.shutdown("test over").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_operators_certificate_the_page_is_https_and_sessions_carry_it() {
+    // The operator's certificate, as PEM files (short-lived, so this test's client may
+    // pin it by hash; browsers would check it against their roots).
+    let id = wtransport::Identity::self_signed_builder()
+        .subject_alt_names(["localhost"])
+        .from_now_utc()
+        .validity_days(10)
+        .build()
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("expel-web-cert-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (chain, key) = (dir.join("chain.pem"), dir.join("key.pem"));
+    id.certificate_chain().store_pemfile(&chain).await.unwrap();
+    id.private_key().store_secret_pemfile(&key).await.unwrap();
+    let leaf = id.certificate_chain().as_slice()[0].der().to_vec();
+    let (r, _, _) = server_with(8, |cfg| {
+        cfg.web = Some(WebConfig {
+            addr: "127.0.0.1:0".parse().unwrap(),
+            certificate: WebCertificate::Files { chain, key },
+            page: WebPage::new().with_file("/", "text/html", "<p>the page</p>"),
+        });
+    })
+    .await;
+    let web = r.web_addr.unwrap();
+    assert_eq!(r.web_url, Some(format!("https://{web}/")));
+
+    // The page over HTTPS with that certificate; door.json names no hash to pin.
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(leaf.clone().into()).unwrap();
+    let cfg = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(web).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(cfg))
+        .connect(name, tcp)
+        .await
+        .expect("the page's TLS with the operator's certificate");
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    tls.write_all(b"GET /door.json HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut text = String::new();
+    let _ = tls.read_to_string(&mut text).await;
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+    let door: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert!(door["cert_hash"].is_null(), "{door}");
+
+    // Sessions carry the same certificate.
+    let hash = hex::encode(sha2::Sha256::digest(&leaf));
+    let m = play(web, &hash, 43, 2.0).await;
+    assert_eq!(*m.status(), Status::Playing, "{:?}", m.status());
+    r.shutdown("test over").await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

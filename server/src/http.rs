@@ -59,7 +59,12 @@ type Body = BoxBody<Bytes, Infallible>;
 
 /// Serves until the listener task is dropped. Connections are bounded in total and per
 /// address; an accept error backs off.
-pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>, site: Arc<Site>) {
+pub(crate) async fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    site: Arc<Site>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let open = PerAddress::new();
     let mut backoff = Backoff::new(FIRST_BACKOFF, MAX_BACKOFF, 1);
@@ -92,8 +97,12 @@ pub(crate) async fn serve(listener: TcpListener, metrics: Arc<Metrics>, site: Ar
             from: from.ip(),
             watch: Mutex::new(Some(arm)),
         });
+        let tls = tls.clone();
         tokio::spawn(async move {
-            connection(cx, armed).await;
+            match tls {
+                None => connection(cx, armed).await,
+                Some(tls) => tls_connection(cx, tls).await,
+            }
             drop((permit, held));
         });
     }
@@ -126,18 +135,43 @@ async fn connection(cx: Arc<Cx>, armed: oneshot::Receiver<Watch>) {
             async move { Ok::<_, Infallible>(answer(&req, &cx)) }
         })
     };
-    let conn = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEAD_TIMEOUT)
-        .max_buf_size(MAX_BUFFER)
-        .keep_alive(false)
-        .serve_connection(TokioIo::new(cx.sock.clone()), service);
+    let conn = http1().serve_connection(TokioIo::new(cx.sock.clone()), service);
     tokio::select! {
         _ = conn => {}
         () = stalled(armed) => {
             cx.metrics.live_dropped.inc();
         }
     }
+}
+
+/// One connection over TLS (the browser's page with the operator's certificate): the
+/// handshake within the request head's deadline, then one request, answered by hyper.
+async fn tls_connection(cx: Arc<Cx>, tls: tokio_rustls::TlsAcceptor) {
+    let Ok(Ok(stream)) = tokio::time::timeout(HEAD_TIMEOUT, tls.accept(cx.sock.clone())).await
+    else {
+        return;
+    };
+    let service = {
+        let cx = cx.clone();
+        hyper::service::service_fn(move |req| {
+            let cx = cx.clone();
+            async move { Ok::<_, Infallible>(answer(&req, &cx)) }
+        })
+    };
+    let _ = http1()
+        .serve_connection(TokioIo::new(stream), service)
+        .await;
+}
+
+/// hyper's HTTP/1.1 settings for every connection: the head's deadline, the smallest
+/// buffer, one request.
+fn http1() -> hyper::server::conn::http1::Builder {
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(MAX_BUFFER)
+        .keep_alive(false);
+    b
 }
 
 /// Returns once the live stream armed through `armed` has left a published frame

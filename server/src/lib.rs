@@ -177,6 +177,9 @@ pub struct Server {
     pub metrics_addr: Option<SocketAddr>,
     /// The browser's door's address (its page over TCP, its sessions over UDP), when open.
     pub web_addr: Option<SocketAddr>,
+    /// The browser's page: `http://ADDR/`, or `https://ADDR/` with the operator's
+    /// certificate.
+    pub web_url: Option<String>,
     /// SHA-256 of the certificate, for clients to pin.
     pub fingerprint: String,
     /// BLAKE3 of the map's bytes, hex.
@@ -314,7 +317,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
                 live: live.clone(),
                 auth,
             });
-            let serve = http::serve(l, metrics.clone(), site);
+            let serve = http::serve(l, metrics.clone(), site, None);
             let mut stop = shutdown_rx.clone();
             let task = tokio::spawn(async move {
                 tokio::select! {
@@ -327,7 +330,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
         }
         None => None,
     };
-    let (web, web_addr) = match cfg.web.clone() {
+    let (web, web_addr, web_url) = match cfg.web.clone() {
         Some(w) => {
             let (bound, task) = open_web(w, &metrics, shutdown_rx.clone()).await?;
             tasks.push(supervise(
@@ -336,10 +339,10 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
                 failed_tx.clone(),
                 metrics.clone(),
             ));
-            let a = bound.addr;
-            (Some(bound), Some(a))
+            let (a, url) = (bound.addr, bound.url());
+            (Some(bound), Some(a), Some(url))
         }
-        None => (None, None),
+        None => (None, None, None),
     };
     let (wake, wake_rx) = std::sync::mpsc::channel();
     let map_hash = hex::encode(machine.map_hash());
@@ -389,6 +392,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
         addr,
         metrics_addr,
         web_addr,
+        web_url,
         fingerprint,
         map_hash,
         metrics,
@@ -415,7 +419,7 @@ async fn open_web(
         .await
         .map_err(|source| ServerError::Bind { addr: at, source })?;
     let site = web::Site::page(w.page, at.port(), &bound.cert_hash, bound.development);
-    let serve = http::serve(l, metrics.clone(), Arc::new(site));
+    let serve = http::serve(l, metrics.clone(), Arc::new(site), bound.tls.clone());
     let task = tokio::spawn(async move {
         tokio::select! {
             _ = serve => Some("the web page's listener stopped".to_string()),

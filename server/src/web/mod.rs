@@ -75,7 +75,7 @@ pub enum WebCertificate {
     /// longer than that must be restarted (or given a real certificate).
     Development,
     /// The operator's certificate chain and key (PEM files), which browsers check as
-    /// they check any site's.
+    /// they check any site's; the page is then served over HTTPS with it.
     Files {
         /// The certificate chain.
         chain: PathBuf,
@@ -107,6 +107,38 @@ pub(crate) struct Bound {
     /// SHA-256 of the leaf certificate, hex (what a page pins).
     pub(crate) cert_hash: String,
     pub(crate) development: bool,
+    /// The page's TLS, with the operator's certificate (none: plain HTTP, where the
+    /// development certificate serves only pages from localhost).
+    pub(crate) tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+impl Bound {
+    /// The page's address.
+    pub(crate) fn url(&self) -> String {
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}/", self.addr)
+    }
+}
+
+/// The page's HTTPS settings with `identity`'s certificate and key.
+fn page_tls(identity: &Identity) -> Result<tokio_rustls::TlsAcceptor, WebError> {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let chain: Vec<CertificateDer<'static>> = identity
+        .certificate_chain()
+        .as_slice()
+        .iter()
+        .map(|c| CertificateDer::from(c.der().to_vec()))
+        .collect();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+        identity.private_key().secret_der().to_vec(),
+    ));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .and_then(|b| b.with_no_client_auth().with_single_cert(chain, key))
+        .map_err(|e| WebError::Certificate(format!("the page's TLS: {e}")))?;
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(cfg)))
 }
 
 /// Makes the certificate and binds the WebTransport socket. Needs a Tokio runtime.
@@ -135,6 +167,11 @@ pub(crate) async fn bind(cfg: &WebConfig) -> Result<Bound, WebError> {
             (id, false)
         }
     };
+    let tls = if development {
+        None
+    } else {
+        Some(page_tls(&identity)?)
+    };
     let cert_hash = identity
         .certificate_chain()
         .as_slice()
@@ -158,6 +195,7 @@ pub(crate) async fn bind(cfg: &WebConfig) -> Result<Bound, WebError> {
         addr,
         cert_hash,
         development,
+        tls,
     })
 }
 
