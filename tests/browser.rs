@@ -129,13 +129,17 @@ fn golden_arena() -> String {
 fn a_browser_player_joins_beside_native_bots_walks_and_computes_the_golden_hash() {
     let Some(browser) = chromium() else { return };
     let dir = scratch("play");
-    let Some((_server, ready)) = serve(&dir, &["--mode", "tag", "--max-players", "40"]) else {
+    // A heavier run for the figures: EXPEL_BROWSER_BOTS and EXPEL_BROWSER_MODE.
+    let crowd: usize = std::env::var("EXPEL_BROWSER_BOTS").map_or(16, |v| v.parse().unwrap());
+    let mode = std::env::var("EXPEL_BROWSER_MODE").unwrap_or_else(|_| "tag".into());
+    let most = (crowd + 8).to_string();
+    let Some((_server, ready)) = serve(&dir, &["--mode", &mode, "--max-players", &most]) else {
         return;
     };
     let web = ready["web"].as_str().expect("the ready line's web address");
     let metrics = ready["metrics"].as_str().unwrap().to_string();
     let report = dir.join("bots.json");
-    let _bots = bots(&ready, 16, 40, &report);
+    let _bots = bots(&ready, crowd, 40, &report);
 
     // The page and what it loads: nothing of the operator's.
     let host = web.trim_start_matches("http://").trim_end_matches('/');
@@ -204,7 +208,7 @@ fn a_browser_player_joins_beside_native_bots_walks_and_computes_the_golden_hash(
     std::fs::write(shots.join("browser-client.png"), &png).unwrap();
 
     // The server has the browser player among the bots, and flags nobody.
-    assert!(metric(&metrics, "expel_players") >= 17.0);
+    assert!(metric(&metrics, "expel_players") >= (crowd + 1) as f64);
     assert_eq!(metric(&metrics, "expel_web_sessions_total"), 1.0);
     let flagged: Value = serde_json::from_str(&get(&metrics, "/players.json")).unwrap();
     assert_eq!(
