@@ -3,10 +3,10 @@
 //!
 //! A session is a player like any other: its control stream (the one bidirectional
 //! stream the page opens) and its datagrams go to the same protocol machine as a native
-//! connection's, as the same [`Up`]s, and the machine's outputs come back as the same
-//! [`Down`]s; tokens, validation, limits and codes are the machine's, so they are the
+//! connection's, as the same `Up`s, and the machine's outputs come back as the same
+//! `Down`s; tokens, validation, limits and codes are the machine's, so they are the
 //! same on both doors. The door runs on a thread of its own with its own runtime, like an
-//! I/O thread, and its connection ids carry [`WEB_IDS`] so the machine's outputs find it.
+//! I/O thread, and its connection ids carry `WEB_IDS` so the machine's outputs find it.
 //!
 //! What the door bounds itself: attempts by the server's admission (in all and per
 //! address, as the QUIC door), the handshake and the control stream's arrival by the
