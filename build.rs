@@ -4,7 +4,9 @@
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(expel_page)");
-    println!("cargo::rerun-if-changed=web/dist");
+    // The whole folder: web/dist may not exist yet, and a path that does not exist reads
+    // as changed on every build (which would rebuild expel each time).
+    println!("cargo::rerun-if-changed=web");
     let dist = std::path::Path::new("web/dist");
     if ["expel_web.js", "expel_web_bg.wasm"]
         .iter()

@@ -246,15 +246,20 @@ impl WebClient {
                 .collect(),
             None => Vec::new(),
         };
-        let rockets: Vec<[f64; 3]> = m
-            .launched()
+        // Our own rockets as predicted, and everything else the snapshots show (but the
+        // server's twins of ours, drawn already).
+        let launched = m.launched();
+        let twins: Vec<_> = launched.iter().filter_map(|l| l.twin).collect();
+        let rockets: Vec<[f64; 3]> = launched
             .iter()
-            .map(|l| [r(l.origin.x), r(l.origin.y), r(l.origin.z)])
+            .map(|l| l.origin)
             .chain(
                 m.entities_drawn(at)
-                    .values()
-                    .map(|e| [r(e.origin.x), r(e.origin.y), r(e.origin.z)]),
+                    .iter()
+                    .filter(|(id, _)| !twins.contains(id))
+                    .map(|(_, e)| e.origin),
             )
+            .map(|v| [r(v.x), r(v.y), r(v.z)])
             .collect();
         let (scores, it) = self.scores();
         json!({
