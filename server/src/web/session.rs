@@ -147,12 +147,16 @@ impl Session {
         let conn = self.conn;
         let sink = self.sink.clone();
         let m = self.shared.metrics.clone();
+        // Set once the machine asked for the close: what the peer sends while it reads its
+        // last words is not the machine's (as on the QUIC door).
+        let closing = AtomicBool::new(false);
         let reads = async {
             let mut buf = vec![0u8; READ_CHUNK];
             let mut rate = TokenBucket::new(DATAGRAM_RATE, DATAGRAM_RATE, Instant::now());
             loop {
                 tokio::select! {
                     r = recv.read(&mut buf) => match r {
+                        Ok(Some(_)) if closing.load(Relaxed) => {}
                         Ok(Some(n)) => sink.push(Up::Control {
                             conn,
                             bytes: Bytes::copy_from_slice(&buf[..n]),
@@ -162,6 +166,7 @@ impl Session {
                         Err(e) => return Ended(format!("control stream lost: {e}")),
                     },
                     d = connection.receive_datagram() => match d {
+                        Ok(_) if closing.load(Relaxed) => {}
                         Ok(d) => {
                             let now = Instant::now();
                             if rate.take(now) {
@@ -179,7 +184,7 @@ impl Session {
                 }
             }
         };
-        let writes = self.write(connection, send, rx);
+        let writes = self.write(connection, send, rx, &closing);
         tokio::select! {
             e = reads => e,
             e = writes => e,
@@ -192,6 +197,7 @@ impl Session {
         connection: &Connection,
         mut send: SendStream,
         mut rx: mpsc::Receiver<ToSession>,
+        closing: &AtomicBool,
     ) -> Ended {
         let cfg = &self.shared.cfg;
         let limit = cfg.limits.write_timeout;
@@ -243,6 +249,7 @@ impl Session {
                 ) => {
                     // The last words (the code, for the page to show) on the control
                     // stream, then the close.
+                    closing.store(true, Relaxed);
                     let said = async {
                         let _ = send.write_all(&last).await;
                         let _ = send.finish().await;
