@@ -114,15 +114,22 @@ fn metric(metrics: &str, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The arena's golden `sim` hash (tests/golden/hashes.txt).
-fn golden_arena() -> String {
+/// The shipped maps with a golden `sim` line.
+const SHIPPED: [(&str, &[u8]); 3] = [
+    ("maps/arena.map", include_bytes!("../maps/arena.map")),
+    ("maps/terrain.map", include_bytes!("../maps/terrain.map")),
+    ("maps/curves.map", include_bytes!("../maps/curves.map")),
+];
+
+/// A map's golden `sim` hash (tests/golden/hashes.txt).
+fn golden_sim(map: &str) -> String {
     include_str!("golden/hashes.txt")
         .lines()
         .find_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() == 5 && f[..2] == ["sim", "maps/arena.map"]).then(|| f[4].to_string())
+            (f.len() == 5 && f[..2] == ["sim", map]).then(|| f[4].to_string())
         })
-        .unwrap()
+        .unwrap_or_else(|| panic!("no golden sim line for {map}"))
 }
 
 #[test]
@@ -165,15 +172,16 @@ fn a_browser_player_joins_beside_native_bots_walks_and_computes_the_golden_hash(
     );
     assert_eq!(playing["player"], 5000, "{playing}");
 
-    // The core's golden run, in this browser's WebAssembly.
-    let map = include_bytes!("../maps/arena.map");
+    // The core's golden runs, in this browser's WebAssembly: every shipped map's.
     let inputs = include_str!("data/replay.jsonl");
-    let expr = format!(
-        "window.expelGolden(Uint8Array.from(atob({:?}), c => c.charCodeAt(0)), {:?})",
-        base64_of(map),
-        inputs
-    );
-    assert_eq!(page.eval(&expr), Value::String(golden_arena()));
+    for (name, map) in SHIPPED {
+        let expr = format!(
+            "window.expelGolden(Uint8Array.from(atob({:?}), c => c.charCodeAt(0)), {:?})",
+            base64_of(map),
+            inputs
+        );
+        assert_eq!(page.eval(&expr), Value::String(golden_sim(name)), "{name}");
+    }
 
     // Ten seconds of walking: the snapshots keep coming, predictions hold.
     let first = stats(page);
