@@ -1,5 +1,6 @@
 //! What the network benches share: `expel serve` in its own process on loopback (so its
 //! CPU time is its own), its metrics, and its CPU time.
+#![allow(dead_code)] // each bench uses its own part
 
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, Read, Write};
@@ -16,6 +17,8 @@ pub(crate) struct Served {
     pub(crate) metrics: String,
     /// The certificate's fingerprint.
     pub(crate) fingerprint: String,
+    /// The browser's page, when it was asked for (`--web`).
+    pub(crate) web: Option<String>,
 }
 
 impl Served {
@@ -48,6 +51,7 @@ impl Served {
                 .as_str()
                 .context("fingerprint")?
                 .to_string(),
+            web: v["web"].as_str().map(String::from),
             child,
         })
     }
@@ -67,6 +71,30 @@ impl Served {
             ns += first;
         }
         Ok(ns / 1e9)
+    }
+
+    /// Seconds each of the server's threads has spent on a CPU, summed by the thread's
+    /// name less any trailing index (`expel-io-0` and `expel-io-1` are `expel-io`).
+    pub(crate) fn cpu_by_thread(&self) -> Result<std::collections::BTreeMap<String, f64>> {
+        let mut by = std::collections::BTreeMap::new();
+        for task in std::fs::read_dir(format!("/proc/{}/task", self.child.id()))? {
+            let dir = task?.path();
+            let (Ok(stat), Ok(comm)) = (
+                std::fs::read_to_string(dir.join("schedstat")),
+                std::fs::read_to_string(dir.join("comm")),
+            ) else {
+                continue; // the thread ended meanwhile
+            };
+            let ns: f64 = stat
+                .split_whitespace()
+                .next()
+                .context("schedstat format")?
+                .parse()?;
+            let name = comm.trim().trim_end_matches(|c: char| c.is_ascii_digit());
+            let name = name.trim_end_matches('-').to_string();
+            *by.entry(name).or_insert(0.0) += ns / 1e9;
+        }
+        Ok(by)
     }
 
     /// A sample's value from its `/metrics`.

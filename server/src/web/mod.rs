@@ -102,7 +102,8 @@ pub enum WebError {
 
 /// The door once bound: where sessions go, and the certificate's hash for pinning.
 pub(crate) struct Bound {
-    endpoint: Endpoint<wtransport::endpoint::endpoint_side::Server>,
+    /// The endpoint's settings, its socket bound.
+    config: WtConfig,
     pub(crate) addr: SocketAddr,
     /// SHA-256 of the leaf certificate, hex (what a page pins).
     pub(crate) cert_hash: String,
@@ -178,20 +179,21 @@ pub(crate) async fn bind(cfg: &WebConfig) -> Result<Bound, WebError> {
         .first()
         .map(|c| hex::encode(c.hash().as_ref()))
         .ok_or_else(|| WebError::Certificate("the chain is empty".into()))?;
+    // The socket is bound here, so a taken port fails the start; the endpoint is made on
+    // the door's own thread, where its driver and every session then run.
+    let bind_err = |source| WebError::Bind {
+        addr: cfg.addr,
+        source,
+    };
+    let socket = std::net::UdpSocket::bind(cfg.addr).map_err(bind_err)?;
+    socket.set_nonblocking(true).map_err(bind_err)?;
+    let addr = socket.local_addr().map_err(bind_err)?;
     let config = WtConfig::builder()
-        .with_bind_address(cfg.addr)
+        .with_bind_socket(socket)
         .with_custom_transport(identity, transport())
         .build();
-    let endpoint = Endpoint::server(config).map_err(|source| WebError::Bind {
-        addr: cfg.addr,
-        source,
-    })?;
-    let addr = endpoint.local_addr().map_err(|source| WebError::Bind {
-        addr: cfg.addr,
-        source,
-    })?;
     Ok(Bound {
-        endpoint,
+        config,
         addr,
         cert_hash,
         development,
@@ -275,7 +277,7 @@ pub(crate) fn start(
         .name("expel-web".into())
         .spawn(move || {
             let why = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                rt.block_on(door.run(bound.endpoint))
+                rt.block_on(door.run(bound.config))
             }))
             .unwrap_or_else(|_| Some("the web door panicked".into()));
             let _ = wake.send(Wake::Ended { index, why });
@@ -310,13 +312,14 @@ struct Seat {
 }
 
 impl Door {
-    async fn run(
-        self,
-        endpoint: Endpoint<wtransport::endpoint::endpoint_side::Server>,
-    ) -> Option<String> {
+    async fn run(self, config: WtConfig) -> Option<String> {
         if let Some(me) = crate::meter::thread_schedstat() {
             let _ = self.schedstat.set(me);
         }
+        let endpoint = match Endpoint::server(config) {
+            Ok(e) => e,
+            Err(e) => return Some(format!("the web door's endpoint failed: {e}")),
+        };
         let m = &self.shared.metrics;
         let mut seats: BTreeMap<ConnId, Seat> = BTreeMap::new();
         let mut tasks: JoinSet<ConnId> = JoinSet::new();
