@@ -14,13 +14,11 @@ use anyhow::Result;
 use expel_bots::RunOptions;
 use expel_client::{ConnectOptions, Trust};
 use expel_core::MoveCommand;
-use expel_core::PlayerId;
-use expel_protocol::token::{mint, Grant};
 use served::Served;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const SECRET: &str = "flood-bench";
 
@@ -32,18 +30,7 @@ fn env(name: &str, default: f64) -> f64 {
 }
 
 fn token(player: u32, n: u32) -> Result<String> {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
-    let mut nonce = [9u8; 16];
-    nonce[..4].copy_from_slice(&n.to_le_bytes());
-    Ok(mint(
-        SECRET.as_bytes(),
-        &Grant {
-            player: PlayerId(player),
-            expires: now + 3600,
-            nonce,
-            server: None,
-        },
-    ))
+    served::token(SECRET, player, n)
 }
 
 /// What the server counted over one period.

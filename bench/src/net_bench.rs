@@ -11,13 +11,10 @@ mod served;
 use anyhow::Result;
 use expel_bots::RunOptions;
 use expel_client::{ConnectOptions, Trust};
-use expel_core::PlayerId;
 use expel_core::{CollisionModel, MapData, MoveCommand, MoveConfig, PlayerState, Sim};
-use expel_protocol::token::{mint, Grant};
 use served::Served;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 const SECRET: &str = "bench-secret";
 
@@ -54,21 +51,10 @@ fn main() -> Result<()> {
         let served = Served::start(&["--secret", SECRET, "--max-players", &n.to_string()])?;
         let (addr, fp) = (served.addr, served.fingerprint.clone());
         let rt = tokio::runtime::Runtime::new()?;
-        let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
         let (reports, cpu, ticks) = rt.block_on(async {
             let mut joined = Vec::new();
             for i in 0..n as u32 {
-                let mut nonce = [7u8; 16];
-                nonce[..4].copy_from_slice(&i.to_le_bytes());
-                let token = mint(
-                    SECRET.as_bytes(),
-                    &Grant {
-                        player: PlayerId(i),
-                        expires: now + 3600,
-                        nonce,
-                        server: None,
-                    },
-                );
+                let token = served::token(SECRET, i, i)?;
                 let o = ConnectOptions {
                     have_map: Some(bytes.clone()),
                     sim: Some(sim.clone()),

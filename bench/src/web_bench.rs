@@ -12,15 +12,14 @@
 mod served;
 
 use anyhow::{bail, Context, Result};
-use expel_core::{MoveCommand, PlayerId};
+use expel_core::MoveCommand;
 use expel_protocol::client::{ClientMachine, ClientOutput, ClientSettings};
-use expel_protocol::token::{mint, Grant};
 use served::Served;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 const SECRET: &str = "bench-secret";
 /// The longest the players may take to join, before the measured seconds.
@@ -144,21 +143,6 @@ fn print_row(door: &str, n: usize, ms: &BTreeMap<String, f64>) {
     println!("| {door} | {n} | {web:.3} | {io:.3} | {machine:.3} | {rest:.3} | {whole:.3} |");
 }
 
-fn token(i: u32) -> Result<String> {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH)?.as_secs();
-    let mut nonce = [9u8; 16];
-    nonce[..4].copy_from_slice(&i.to_le_bytes());
-    Ok(mint(
-        SECRET.as_bytes(),
-        &Grant {
-            player: PlayerId(i),
-            expires: now + 3600,
-            nonce,
-            server: None,
-        },
-    ))
-}
-
 /// `n` light `expel bots` over QUIC for `seconds`; how many there were.
 fn quic_players(addr: &str, fingerprint: &str, n: usize, seconds: f64) -> Result<usize> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -226,7 +210,7 @@ async fn web_player(
         .connect(format!("https://127.0.0.1:{port}/expel"))
         .await?;
     let (mut send, mut recv) = conn.open_bi().await?.await?;
-    let mut settings = ClientSettings::new(token(i)?);
+    let mut settings = ClientSettings::new(served::token(SECRET, i, i)?);
     settings.light = true;
     let mut m = ClientMachine::new(settings, Instant::now());
     m.input(MoveCommand::new(
