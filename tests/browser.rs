@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 
 const SECRET: &str = "browser-test-secret";
 
+/// One browser test at a time: the walk's snapshot rate is a figure, and two Chromiums
+/// with their servers on two cores would measure each other.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A scratch folder of the test's own.
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("expel-browser-{}-{name}", std::process::id()));
@@ -134,6 +138,7 @@ fn golden_sim(map: &str) -> String {
 
 #[test]
 fn a_browser_player_joins_beside_native_bots_walks_and_computes_the_golden_hash() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Some(browser) = chromium() else { return };
     let dir = scratch("play");
     // A heavier run for the figures: EXPEL_BROWSER_BOTS and EXPEL_BROWSER_MODE.
@@ -230,6 +235,7 @@ fn a_browser_player_joins_beside_native_bots_walks_and_computes_the_golden_hash(
 
 #[test]
 fn a_refused_browser_player_shows_its_code_and_retries_only_a_transient_one() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let Some(browser) = chromium() else { return };
     let dir = scratch("refused");
     let Some((_server, ready)) = serve(&dir, &["--max-players", "1"]) else {
