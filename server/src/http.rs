@@ -14,7 +14,7 @@
 use crate::admission::{Held, PerAddress};
 use crate::live::Live;
 use crate::metrics::{Metrics, CLASSIC, OPENMETRICS};
-use crate::web::{Site, WebPage};
+use crate::web::WebPage;
 use base64::Engine as _;
 use bytes::Bytes;
 use expel_protocol::backoff::Backoff;
@@ -56,6 +56,19 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(10);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
 type Body = BoxBody<Bytes, Infallible>;
+
+/// What an HTTP listener answers: the operator's endpoint, or the browser's page.
+pub(crate) enum Site {
+    Operator {
+        live: Arc<Live>,
+        auth: Arc<OperatorAuth>,
+    },
+    Page {
+        page: WebPage,
+        /// `door.json` (see [`crate::web::door_json`]).
+        door: String,
+    },
+}
 
 /// Serves until the listener task is dropped. Connections are bounded in total and per
 /// address; an accept error backs off.

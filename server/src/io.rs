@@ -31,6 +31,20 @@ const IDLE_LOOK: Duration = Duration::from_millis(50);
 /// network may drop them.
 const FORWARD_QUEUE: usize = 4096;
 
+/// The bit every connection id of the browser's door carries (QUIC's stay far below it):
+/// the machine's outputs for those go to the door.
+pub(crate) const WEB_IDS: ConnId = 1 << 62;
+
+/// A thread that moves a door's bytes other than the QUIC threads (the browser's), as
+/// the machine's side keeps it.
+pub(crate) struct Slot {
+    pub(crate) down: Sender<Vec<Down>>,
+    pub(crate) waker: Waker,
+    pub(crate) up: Arc<Mutex<Vec<Up>>>,
+    pub(crate) schedstat: Arc<OnceLock<String>>,
+    pub(crate) thread: JoinHandle<()>,
+}
+
 /// What the machine asks of an I/O thread.
 #[derive(Debug)]
 pub(crate) enum Down {
@@ -87,11 +101,9 @@ pub(crate) struct IoThreads {
 }
 
 impl IoThreads {
-    /// Starts one thread per socket, and the browser's door's where it is bound. `wake`
-    /// reaches the machine's thread.
+    /// Starts one thread per socket. `wake` reaches the machine's thread.
     pub(crate) fn start(
         parts: Vec<QuicParts>,
-        web: Option<crate::web::Bound>,
         shared: &Arc<Shared>,
         wake: &Sender<Wake>,
     ) -> std::io::Result<IoThreads> {
@@ -150,18 +162,6 @@ impl IoThreads {
             let _ = go.send(router.clone());
         }
         let quic = started.len();
-        if let Some(bound) = web {
-            let d = crate::web::start(bound, shared, wake, woken.clone(), quic)?;
-            started.push(IoThread {
-                down: d.down,
-                batch: Vec::new(),
-                waker: d.waker,
-                up: d.up,
-                schedstat: d.schedstat,
-                thread: Some(d.thread),
-                ended: false,
-            });
-        }
         Ok(IoThreads {
             threads: started,
             quic,
@@ -169,6 +169,25 @@ impl IoThreads {
             ticking,
             hold: true,
         })
+    }
+
+    /// Adds the browser's door after the QUIC threads: `start` starts its thread, given
+    /// the machine's wake-up flag and the door's place (how it names itself when it ends).
+    pub(crate) fn add_web(
+        &mut self,
+        start: impl FnOnce(Arc<AtomicBool>, usize) -> std::io::Result<Slot>,
+    ) -> std::io::Result<()> {
+        let d = start(self.woken.clone(), self.threads.len())?;
+        self.threads.push(IoThread {
+            down: d.down,
+            batch: Vec::new(),
+            waker: d.waker,
+            up: d.up,
+            schedstat: d.schedstat,
+            thread: Some(d.thread),
+            ended: false,
+        });
+        Ok(())
     }
 
     /// The `/proc` schedstat files of the threads started so far.
@@ -219,7 +238,7 @@ impl IoThreads {
     /// Queues `d` for the thread that owns connection `id`: a browser's session the
     /// door's, a QUIC connection the thread its id names.
     pub(crate) fn send(&mut self, conn: ConnId, d: Down) {
-        let at = if crate::web::is_web(conn) {
+        let at = if conn & WEB_IDS != 0 {
             self.quic
         } else {
             (conn % self.quic.max(1) as ConnId) as usize

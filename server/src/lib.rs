@@ -313,7 +313,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
             let local = l
                 .local_addr()
                 .map_err(|source| ServerError::Bind { addr: a, source })?;
-            let site = Arc::new(web::Site::Operator {
+            let site = Arc::new(http::Site::Operator {
                 live: live.clone(),
                 auth,
             });
@@ -375,10 +375,17 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
         port: addr.port(),
         cfg,
     });
-    let io = IoThreads::start(quic, web, &shared, &wake).map_err(|source| ServerError::Thread {
+    let mut io = IoThreads::start(quic, &shared, &wake).map_err(|source| ServerError::Thread {
         what: "I/O threads",
         source,
     })?;
+    if let Some(bound) = web {
+        io.add_web(|woken, index| web::start(bound, &shared, &wake, woken, index))
+            .map_err(|source| ServerError::Thread {
+                what: "the web door's thread",
+                source,
+            })?;
+    }
     let task = machine::spawn(machine, io, shared, live, wake_rx).map_err(|source| {
         ServerError::Thread {
             what: "machine thread",
@@ -418,7 +425,10 @@ async fn open_web(
     let l = tokio::net::TcpListener::bind(at)
         .await
         .map_err(|source| ServerError::Bind { addr: at, source })?;
-    let site = web::Site::page(w.page, at.port(), &bound.cert_hash, bound.development);
+    let site = http::Site::Page {
+        page: w.page,
+        door: web::door_json(at.port(), &bound.cert_hash, bound.development),
+    };
     let serve = http::serve(l, metrics.clone(), Arc::new(site), bound.tls.clone());
     let task = tokio::spawn(async move {
         tokio::select! {

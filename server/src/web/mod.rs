@@ -18,11 +18,11 @@
 mod page;
 mod session;
 
-pub(crate) use page::Site;
+pub(crate) use page::door_json;
 pub use page::WebPage;
 
 use crate::admission::Decision;
-use crate::io::{Down, Wake};
+use crate::io::{Down, Slot, Wake, WEB_IDS};
 use crate::quic::{Up, Waker};
 use crate::Shared;
 use expel_protocol::server::{ConnId, Output};
@@ -39,8 +39,6 @@ use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 use wtransport::{Endpoint, Identity, ServerConfig as WtConfig};
 
-/// The bit every web session's connection id has set (QUIC's ids stay far below it).
-pub(crate) const WEB_IDS: ConnId = 1 << 62;
 /// The path a page's session asks for.
 pub const SESSION_PATH: &str = "/expel";
 /// What one session's queue from the door holds at most: a tick's outputs for one
@@ -49,11 +47,6 @@ const SESSION_QUEUE: usize = 1024;
 /// How long the development certificate is good for: browsers pin a certificate by its
 /// hash only if it is valid for at most 14 days.
 pub const DEV_CERT_DAYS: u32 = 14;
-
-/// Whether `conn` is a web session's id.
-pub(crate) fn is_web(conn: ConnId) -> bool {
-    conn & WEB_IDS != 0
-}
 
 /// The browser's door: where it listens and with which certificate.
 #[derive(Clone, Debug)]
@@ -217,15 +210,6 @@ fn transport() -> quinn::TransportConfig {
     t
 }
 
-/// The machine's side of the door, as [`crate::io::IoThreads`] keeps it.
-pub(crate) struct DoorHandle {
-    pub(crate) down: Sender<Vec<Down>>,
-    pub(crate) waker: Waker,
-    pub(crate) up: Arc<Mutex<Vec<Up>>>,
-    pub(crate) schedstat: Arc<OnceLock<String>>,
-    pub(crate) thread: std::thread::JoinHandle<()>,
-}
-
 /// Where a session hands the machine what it did: the door's list, and the machine's
 /// wake-up for anything that should not wait for its tick.
 #[derive(Clone)]
@@ -253,7 +237,7 @@ pub(crate) fn start(
     wake: &Sender<Wake>,
     woken: Arc<AtomicBool>,
     index: usize,
-) -> std::io::Result<DoorHandle> {
+) -> std::io::Result<Slot> {
     let (down_tx, down_rx) = std::sync::mpsc::channel();
     let up = Arc::new(Mutex::new(Vec::new()));
     let notify = Arc::new(Notify::new());
@@ -282,7 +266,7 @@ pub(crate) fn start(
             .unwrap_or_else(|_| Some("the web door panicked".into()));
             let _ = wake.send(Wake::Ended { index, why });
         })?;
-    Ok(DoorHandle {
+    Ok(Slot {
         down: down_tx,
         waker: Waker {
             thread: thread.thread().clone(),

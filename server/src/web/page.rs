@@ -3,10 +3,7 @@
 //! `door.json`, where the page learns the session's port and the certificate to pin.
 //! Nothing of the operator's is here: no positions, no metrics.
 
-use crate::http::OperatorAuth;
-use crate::live::Live;
 use bytes::Bytes;
-use std::sync::Arc;
 
 /// The files of the browser's page, by path.
 #[derive(Clone, Debug, Default)]
@@ -50,29 +47,14 @@ impl WebPage {
     }
 }
 
-/// What an HTTP listener answers: the operator's endpoint, or the browser's page.
-pub(crate) enum Site {
-    Operator {
-        live: Arc<Live>,
-        auth: Arc<OperatorAuth>,
-    },
-    Page {
-        page: WebPage,
-        /// `door.json`: the session's port and path, the certificate's SHA-256 to pin
-        /// (`null` for the operator's certificate, which browsers check themselves).
-        door: String,
-    },
-}
-
-impl Site {
-    /// The page's site for a door bound at `port` with a certificate of `hash`.
-    pub(crate) fn page(page: WebPage, port: u16, hash: &str, development: bool) -> Site {
-        let door = serde_json::json!({
-            "port": port,
-            "path": super::SESSION_PATH,
-            "cert_hash": development.then_some(hash),
-        })
-        .to_string();
-        Site::Page { page, door }
-    }
+/// `door.json` for a door bound at `port` with a certificate of `hash`: the session's port
+/// and path, and the hash to pin (`null` for the operator's certificate, which browsers
+/// check themselves).
+pub(crate) fn door_json(port: u16, hash: &str, development: bool) -> String {
+    serde_json::json!({
+        "port": port,
+        "path": super::SESSION_PATH,
+        "cert_hash": development.then_some(hash),
+    })
+    .to_string()
 }
