@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Bounds on what a peer may hold or make the server wait for.
 #[derive(Clone, Debug)]
@@ -31,6 +31,15 @@ pub struct Limits {
     /// Slowest map transfer accepted, bytes per second: the whole transfer must finish
     /// within `write_timeout` plus the map's size at this rate.
     pub min_map_rate: u64,
+}
+
+impl Limits {
+    /// When a map of `bytes` whose transfer was asked for at `from` must be written in
+    /// whole: the write timeout, plus the map at [`Limits::min_map_rate`].
+    pub(crate) fn map_deadline(&self, from: Instant, bytes: usize) -> Instant {
+        let transfer = Duration::from_secs_f64(bytes as f64 / self.min_map_rate.max(1) as f64);
+        from + self.write_timeout + transfer
+    }
 }
 
 impl Default for Limits {

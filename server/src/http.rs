@@ -141,13 +141,10 @@ struct Watch {
 /// One connection: one request, answered by hyper, and closed. A live stream's viewer
 /// that leaves the newest frame unread too long is cut off.
 async fn connection(cx: Arc<Cx>, armed: oneshot::Receiver<Watch>) {
-    let service = {
+    let service = hyper::service::service_fn({
         let cx = cx.clone();
-        hyper::service::service_fn(move |req| {
-            let cx = cx.clone();
-            async move { Ok::<_, Infallible>(answer(&req, &cx)) }
-        })
-    };
+        move |req| answered(cx.clone(), req)
+    });
     let conn = http1().serve_connection(TokioIo::new(cx.sock.clone()), service);
     tokio::select! {
         _ = conn => {}
@@ -164,16 +161,21 @@ async fn tls_connection(cx: Arc<Cx>, tls: tokio_rustls::TlsAcceptor) {
     else {
         return;
     };
-    let service = {
+    let service = hyper::service::service_fn({
         let cx = cx.clone();
-        hyper::service::service_fn(move |req| {
-            let cx = cx.clone();
-            async move { Ok::<_, Infallible>(answer(&req, &cx)) }
-        })
-    };
+        move |req| answered(cx.clone(), req)
+    });
     let _ = http1()
         .serve_connection(TokioIo::new(stream), service)
         .await;
+}
+
+/// One request's answer, as hyper's service gives it.
+async fn answered(
+    cx: Arc<Cx>,
+    req: Request<hyper::body::Incoming>,
+) -> Result<Response<Body>, Infallible> {
+    Ok(answer(&req, &cx))
 }
 
 /// hyper's HTTP/1.1 settings for every connection: the head's deadline, the smallest

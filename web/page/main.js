@@ -209,7 +209,8 @@ function draw(f) {
   ctx.font = "13px system-ui, sans-serif";
   ctx.fillStyle = "#dde";
   let y = 20;
-  ctx.fillText(`${f.game || "movement"}  tick ${stats.tick}  ${stats.snapshots_per_s} snapshots/s  rtt ${stats.rtt_ms} ms`, 10, y);
+  const hits = f.game === "deathmatch" ? `  hits ${f.hits}` : "";
+  ctx.fillText(`${f.game || "movement"}  tick ${stats.tick}  ${stats.snapshots_per_s} snapshots/s  rtt ${stats.rtt_ms} ms${hits}`, 10, y);
   for (const [id, points] of f.scores) {
     y += 16;
     ctx.fillStyle = id === stats.player ? "#5ad07a" : "#dde";

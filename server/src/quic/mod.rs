@@ -24,7 +24,7 @@ use quinn_proto::{
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tracing::debug;
 
 mod control;
@@ -336,10 +336,7 @@ impl Quic {
 
     /// Queues the map transfer.
     pub(crate) fn send_map(&mut self, id: ConnId, now: Instant, cx: &Context) {
-        let limits = cx.limits;
-        let transfer =
-            Duration::from_secs_f64(cx.map.len() as f64 / limits.min_map_rate.max(1) as f64);
-        let whole = now + limits.write_timeout + transfer;
+        let whole = cx.limits.map_deadline(now, cx.map.len());
         self.queue(id, Out::Map { next: 0, whole });
     }
 

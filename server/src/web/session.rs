@@ -8,7 +8,7 @@ use crate::admission::Pending;
 use crate::quic::Up;
 use crate::Shared;
 use bytes::Bytes;
-use expel_protocol::join::map_frame;
+use expel_protocol::join::map_frames;
 use expel_protocol::rate::TokenBucket;
 use expel_protocol::server::{ConnId, Output};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -172,7 +172,7 @@ impl Session {
                             if rate.take(now) {
                                 sink.push(Up::Datagram {
                                     conn,
-                                    bytes: Bytes::copy_from_slice(&d),
+                                    bytes: d.payload(),
                                     at: now,
                                 });
                             } else {
@@ -224,10 +224,9 @@ impl Session {
                 }
                 (Output::Map { .. }, at) => {
                     let map = &cfg.settings.map_bytes;
-                    let rate = cfg.limits.min_map_rate.max(1) as f64;
-                    let whole = at + limit + Duration::from_secs_f64(map.len() as f64 / rate);
+                    let whole = cfg.limits.map_deadline(at, map.len());
                     let frames = async {
-                        for frame in (0..).map_while(|i| map_frame(map, i)) {
+                        for frame in map_frames(map) {
                             send.write_all(&frame).await.map_err(|e| e.to_string())?;
                         }
                         Ok::<(), String>(())
