@@ -8,6 +8,7 @@ mod load;
 mod named;
 mod net;
 mod page;
+mod replay;
 mod shots;
 mod sim;
 mod validate;
@@ -89,6 +90,9 @@ enum Command {
     },
     /// Run the authoritative server over QUIC; prints one JSON line when listening.
     Serve(net::ServeArgs),
+    /// Play a recorded match (`expel serve --record`) again with the server's own
+    /// simulation and rules, checking every recorded world hash; prints one JSON object.
+    Replay(replay::ReplayArgs),
     /// Print a connect token for a player.
     Token {
         /// The server's secret.
@@ -217,6 +221,7 @@ fn main() -> Result<()> {
             shots::run(loaded, tick_rate, stdin, std::io::stdout().lock())?;
         }
         Command::Serve(args) => net::serve(args)?,
+        Command::Replay(args) => replay::run(args)?,
         Command::Token {
             secret,
             player,

@@ -106,6 +106,13 @@ pub(crate) struct ServeArgs {
     /// PEM private key for --web-cert.
     #[arg(long)]
     pub web_key: Option<PathBuf>,
+    /// Record the match into this folder as it is played, for `expel replay` (one file
+    /// per run, in parts of --record-part-mb).
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    /// Megabytes past which a recording goes on in a new part.
+    #[arg(long)]
+    pub record_part_mb: Option<u64>,
     /// TOML file with any of these settings (flags win).
     #[arg(long)]
     #[serde(skip)]
@@ -176,6 +183,8 @@ impl ServeArgs {
             web: self.web.or(f.web),
             web_cert: self.web_cert.or(f.web_cert),
             web_key: self.web_key.or(f.web_key),
+            record: self.record.or(f.record),
+            record_part_mb: self.record_part_mb.or(f.record_part_mb),
             config: self.config,
         })
     }
@@ -299,6 +308,19 @@ pub(crate) fn prepare(args: ServeArgs) -> Result<(expel_server::Builder, Prepare
     if let Some(web) = web {
         b = b.web(web);
     }
+    if let Some(dir) = args.record {
+        let rules = MODES.iter().find(|(_, m)| Some(*m) == args.mode);
+        let mut r = expel_server::RecordConfig::new(dir, rules.map_or("none", |r| r.0));
+        match args.record_part_mb {
+            Some(mb @ 1..=65_536) => r.part_bytes = mb << 20,
+            Some(mb) => bail!("--record-part-mb must be 1 to 65536, got {mb}"),
+            None => {}
+        }
+        if movement == MovementAuthority::Client {
+            bail!("--record needs --movement server: trusted clients' claims are not recorded");
+        }
+        b = b.record(r);
+    }
     match args.io_threads {
         Some(t @ 1..=expel_server::MAX_IO_THREADS) => b = b.io_threads(t),
         Some(t) => bail!(
@@ -359,6 +381,7 @@ pub(crate) fn ready_line(running: &expel_server::Server, asked: &Prepared) -> se
         "fingerprint": running.fingerprint,
         "metrics": running.metrics_addr.map(|a| a.to_string()),
         "web": running.web_url,
+        "recording": running.recording.as_ref().map(|p| p.display().to_string()),
         "map": asked.name,
         "map_hash": running.map_hash,
         "tick_rate": running.sim().config().tick_rate,

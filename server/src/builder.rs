@@ -114,6 +114,7 @@ pub struct Builder {
     io_threads: Option<usize>,
     rules: Option<Box<dyn GameRules>>,
     web: Option<crate::WebConfig>,
+    record: Option<crate::RecordConfig>,
 }
 
 impl Server {
@@ -138,6 +139,7 @@ impl Server {
             io_threads: None,
             rules: None,
             web: None,
+            record: None,
         }
     }
 }
@@ -196,6 +198,13 @@ impl Builder {
     /// Most players at once (default 64).
     pub fn max_players(mut self, n: usize) -> Self {
         self.settings.max_players = n;
+        self
+    }
+
+    /// Records the match to files for `expel replay` (default: nothing kept). Recording
+    /// needs the server to move the players (the default).
+    pub fn record(mut self, record: crate::RecordConfig) -> Self {
+        self.record = Some(record);
         self
     }
 
@@ -268,6 +277,7 @@ impl Builder {
             io_threads,
             rules: self.rules,
             web: self.web,
+            record: self.record,
         };
         start(sim, cfg).await
     }

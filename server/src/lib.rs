@@ -30,6 +30,7 @@ mod machine;
 mod meter;
 mod metrics;
 mod quic;
+mod record;
 mod tls;
 pub mod udp;
 pub mod web;
@@ -47,6 +48,7 @@ pub use expel_protocol::server::{
 };
 pub use expel_protocol::snapshot::Scope;
 pub use metrics::{Gauge, Labelled, Metrics, Share};
+pub use record::RecordConfig;
 pub use tls::{fingerprint, Identity};
 pub use web::{WebCertificate, WebConfig, WebError, WebPage};
 
@@ -102,6 +104,14 @@ pub enum ServerError {
     /// A setting out of range, or two that do not go together.
     #[error("config: {0}")]
     Config(String),
+    /// The match could not be recorded.
+    #[error("recording the match in {dir}: {why}")]
+    Record {
+        /// The folder.
+        dir: std::path::PathBuf,
+        /// Why.
+        why: String,
+    },
     /// The protocol's settings were refused.
     #[error("server settings")]
     Settings(#[source] expel_protocol::server::SettingsError),
@@ -167,6 +177,8 @@ pub struct ServerConfig {
     /// The browser's door: WebTransport sessions and the page that plays through them
     /// (none: native clients only).
     pub web: Option<WebConfig>,
+    /// Record the match to files, for `expel replay` (none: nothing is kept).
+    pub record: Option<RecordConfig>,
 }
 
 /// A running server.
@@ -180,6 +192,8 @@ pub struct Server {
     /// The browser's page: `http://ADDR/`, or `https://ADDR/` with the operator's
     /// certificate.
     pub web_url: Option<String>,
+    /// The recording's first file, when the match is recorded.
+    pub recording: Option<std::path::PathBuf>,
     /// SHA-256 of the certificate, for clients to pin.
     pub fingerprint: String,
     /// BLAKE3 of the map's bytes, hex.
@@ -286,6 +300,15 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
         machine.set_rules(rules);
     }
     let metrics = Arc::new(Metrics::new());
+    if let Some(r) = &cfg.record {
+        let failed = |why: String| ServerError::Record {
+            dir: r.dir.clone(),
+            why,
+        };
+        machine
+            .start_recording(&r.rules, now_unix())
+            .map_err(|e| failed(e.to_string()))?;
+    }
     metrics.capacity.set(cfg.settings.max_players as u64);
     let quic = bind(&cfg, metrics.udp_counts())?;
     let addr = quic[0]
@@ -386,7 +409,19 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
                 source,
             })?;
     }
-    let task = machine::spawn(machine, io, shared, live, wake_rx).map_err(|source| {
+    let writer = match &shared.cfg.record {
+        Some(r) => Some(
+            record::Writer::start(r, now_unix(), shared.port, metrics.clone()).map_err(|e| {
+                ServerError::Record {
+                    dir: r.dir.clone(),
+                    why: e.to_string(),
+                }
+            })?,
+        ),
+        None => None,
+    };
+    let recording = writer.as_ref().map(|w| w.path().to_path_buf());
+    let task = machine::spawn(machine, io, shared, live, wake_rx, writer).map_err(|source| {
         ServerError::Thread {
             what: "machine thread",
             source,
@@ -400,6 +435,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
         metrics_addr,
         web_addr,
         web_url,
+        recording,
         fingerprint,
         map_hash,
         metrics,

@@ -5,6 +5,7 @@
 
 use crate::io::{Down, IoThreads, Wake};
 use crate::quic::Up;
+use crate::record::Writer;
 use crate::{live, meter, Shared, SHUTDOWN_GRACE};
 use expel_protocol::server::{Event, ServerMachine};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -30,13 +31,20 @@ pub(crate) fn spawn(
     shared: Arc<Shared>,
     live: Arc<live::Live>,
     wake: Receiver<Wake>,
+    writer: Option<Writer>,
 ) -> std::io::Result<tokio::task::JoinHandle<Option<String>>> {
     let (done, ended) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("expel-machine".into())
         .spawn(move || {
-            let run =
-                std::panic::AssertUnwindSafe(move || machine_loop(server, io, shared, live, wake));
+            let run = std::panic::AssertUnwindSafe(move || {
+                let mut writer = writer;
+                let why = machine_loop(server, io, shared, live, wake, &mut writer);
+                if let Some(w) = writer {
+                    w.finish();
+                }
+                why
+            });
             let _ = done.send(std::panic::catch_unwind(run));
         })?;
     Ok(tokio::spawn(async move {
@@ -56,6 +64,7 @@ fn machine_loop(
     shared: Arc<Shared>,
     live: Arc<live::Live>,
     wake: Receiver<Wake>,
+    writer: &mut Option<Writer>,
 ) -> Option<String> {
     let m = shared.metrics.clone();
     let rate = server.sim().config().tick_rate;
@@ -152,13 +161,13 @@ fn machine_loop(
                 }
             }
         }
-        hand_over(&mut server, &mut io, &shared);
+        hand_over(&mut server, &mut io, &shared, writer);
         io.ticking(false);
     };
     // Shutdown: every player is told why; the I/O threads close the rest, and those who
     // read their last words within the grace are closed by then too.
     server.shutdown(&reason);
-    hand_over(&mut server, &mut io, &shared);
+    hand_over(&mut server, &mut io, &shared, writer);
     io.stop(&reason, Instant::now() + SHUTDOWN_GRACE);
     let end = Instant::now() + SHUTDOWN_GRACE + Duration::from_secs(1);
     while !io.all_ended() && Instant::now() < end {
@@ -169,7 +178,7 @@ fn machine_loop(
             io.ended(index);
         }
         feed(&mut server, &mut io, &mut up);
-        hand_over(&mut server, &mut io, &shared);
+        hand_over(&mut server, &mut io, &shared, writer);
     }
     debug!("closed");
     None
@@ -210,8 +219,14 @@ fn feed(server: &mut ServerMachine, io: &mut IoThreads, up: &mut Vec<Up>) {
 
 /// Hands the machine's outputs to the I/O threads (queued, then handed over in one
 /// batch each, as the machine wrote them), logs its events and copies its counters.
-fn hand_over(server: &mut ServerMachine, io: &mut IoThreads, shared: &Shared) {
+fn hand_over(
+    server: &mut ServerMachine,
+    io: &mut IoThreads,
+    shared: &Shared,
+    writer: &mut Option<Writer>,
+) {
     let m = &shared.metrics;
+    record(server, writer, m);
     let now = Instant::now();
     while let Some(out) = server.poll_output() {
         io.send(out.conn(), Down::Output(out, now));
@@ -261,4 +276,26 @@ fn hand_over(server: &mut ServerMachine, io: &mut IoThreads, shared: &Shared) {
     }
     io.flush();
     m.absorb(server.stats());
+}
+
+/// Hands the recording's finished bytes to its writer; a writer that cannot take them
+/// ends the recording (the match plays on).
+fn record(server: &mut ServerMachine, writer: &mut Option<Writer>, m: &crate::Metrics) {
+    let Some(w) = writer else {
+        return;
+    };
+    let mut why = server.recording_failed().map(str::to_string);
+    while let Some(bytes) = server.poll_record() {
+        if let Err(e) = w.send(bytes) {
+            why = Some(e.to_string());
+            break;
+        }
+    }
+    m.recording.set(u64::from(why.is_none()));
+    if let Some(why) = why {
+        warn!(%why, "the recording ended early: the match plays on");
+        m.record_failures.inc();
+        server.stop_recording();
+        *writer = None;
+    }
 }

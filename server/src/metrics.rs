@@ -210,6 +210,13 @@ metrics! {
     web_over_rate: Counter = "expel_web_datagrams_over_rate",
         "WebTransport datagrams of a session dropped before the machine: over its datagram rate.",
         Counter::default();
+    record_bytes: Counter = "expel_record_bytes",
+        "Bytes of the match's recording written (`--record`).", Counter::default();
+    record_failures: Counter = "expel_record_failures",
+        "Recordings ended early: the disk fell behind or a write failed (the match played on).",
+        Counter::default();
+    recording: Gauge = "expel_recording",
+        "1 while the match is being recorded.", Gauge::default();
     http_connections: Counter = "expel_http_connections", "HTTP connections accepted.",
         Counter::default();
     http_refused: Counter = "expel_http_refused",

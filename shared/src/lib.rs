@@ -65,6 +65,9 @@ pub mod token;
 pub mod client;
 #[cfg(feature = "server")]
 pub mod server;
+// Matches kept and played again (the server's machine records them).
+#[cfg(feature = "server")]
+pub mod record;
 
 // What both machines and their shells use: pacing, limits, test links.
 pub mod backoff;

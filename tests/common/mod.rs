@@ -38,6 +38,7 @@ pub(crate) fn config(bytes: Arc<Vec<u8>>, max_players: usize) -> ServerConfig {
         io_threads: if cfg!(target_os = "linux") { 2 } else { 1 },
         rules: None,
         web: None,
+        record: None,
     }
 }
 

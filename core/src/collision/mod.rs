@@ -169,7 +169,7 @@ pub enum Target {
 }
 
 /// Where and what a sweep hit.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Hit {
     /// Contact normal: unit, pointing from what was hit towards the hull.
     pub normal: DVec3,

@@ -163,12 +163,14 @@ pub(super) fn handle_map_sent(server: &mut ServerMachine, conn: ConnId, now: Ins
     }
 }
 
-fn enter(server: &mut ServerMachine, conn: ConnId, id: PlayerId, now: Instant) {
+/// The player enters the world on `conn` (a replay's players have no connection).
+pub(super) fn enter(server: &mut ServerMachine, conn: ConnId, id: PlayerId, now: Instant) {
     let spawn = server.sim.join_state(&server.world, id, MoveMode::Walk);
     if server.sim.add_player(&mut server.world, id, spawn).is_err() {
         server.kick(conn, Code::NoRoom, "no room in the world".into());
         return;
     }
+    super::log::joined(server, id);
     let input_rate = server.input_rate();
     let gate = match server.conns.get_mut(&conn) {
         Some(c) => {

@@ -8,7 +8,8 @@ use crate::game::ends::{EndCause, EntityEnd, EntityStart};
 use crate::game::state::{Replicated, StateError, StateOf, StateTypes};
 use crate::messages::outbox::Sender;
 use crate::messages::{decode_message, encode_message, Channel, MessageError};
-use crate::server::ServerMachine;
+use crate::record::Call;
+use crate::server::{log, ServerMachine};
 use crate::shots::server::{SeenShot, ShotError, AIMED_AT_COS, SHOOTER_REACH, SHOOTER_SLACK};
 use crate::snapshot::{game_state_fields, EndLog, Ended, Scope, Spawned, StateFields};
 use crate::time::Instant;
@@ -363,13 +364,21 @@ impl Game<'_> {
     /// [`ViolationKind::Rules`](expel_core::validate::ViolationKind) violation.
     pub fn refuse(&mut self, player: PlayerId) {
         let (tick, rate) = (self.tick(), self.server.rate());
-        let Some(s) = self.server.players.get_mut(&player) else {
+        if !self.server.players.contains_key(&player) {
             return;
-        };
-        self.server.stats.rule_refusals += 1;
-        if let Some(v) = s.aim.refused(tick, rate) {
-            self.server.violation(player, &v);
         }
+        let body = |server: &mut ServerMachine| {
+            let Some(s) = server.players.get_mut(&player) else {
+                return;
+            };
+            server.stats.rule_refusals += 1;
+            if let Some(v) = s.aim.refused(tick, rate) {
+                server.violation(player, &v);
+            }
+        };
+        let called = Call::Refused { player: player.0 };
+        log::recorded_call(self.server, body, |_| Some(called.clone()));
+        log::replay_call(self.server, "a refusal", |c| *c == called);
     }
 
     /// What `hull` moving straight from `start` to `end` meets first as `shooter` saw
@@ -392,7 +401,21 @@ impl Game<'_> {
         end: DVec3,
     ) -> Result<SeenShot, ShotError> {
         let tick = self.tick();
-        shot_as_seen(self.server, tick, shooter, hull, (start, end))
+        if self.server.log.replaying() {
+            let want = |c: &Call| matches!(c, Call::Shot { shooter: s, .. } if *s == shooter.0);
+            return match log::replay_call(self.server, "a shot", want) {
+                Some(Call::Shot { outcome, .. }) => outcome,
+                _ => Err(ShotError::NotPlaying(shooter)),
+            };
+        }
+        let judge =
+            |server: &mut ServerMachine| shot_as_seen(server, tick, shooter, hull, (start, end));
+        log::recorded_call(self.server, judge, |outcome| {
+            Some(Call::Shot {
+                shooter: shooter.0,
+                outcome: outcome.clone(),
+            })
+        })
     }
 
     /// Puts `entity` in the world, seen by the clients of `scope`: its id. A projectile
@@ -530,7 +553,10 @@ impl Game<'_> {
             .get(&player)
             .ok_or(RuleError::NotPlaying(player))?
             .conn;
-        self.server.kick(conn, Code::Removed, reason.to_string());
+        let kick = |server: &mut ServerMachine| server.kick(conn, Code::Removed, reason.into());
+        let called = Call::Removed { player: player.0 };
+        log::recorded_call(self.server, kick, |_| Some(called.clone()));
+        log::replay_call(self.server, "a removal", |c| *c == called);
         Ok(())
     }
 

@@ -8,6 +8,7 @@ use crate::codec::encode;
 use crate::frame::encode_frame;
 use crate::messages::outbox::Sender;
 use crate::messages::{check_size, Arrival, Channel, Mailbox, MessageError};
+use crate::record::Call;
 use crate::time::Instant;
 use crate::wire::{ServerControl, ServerDatagram};
 use expel_core::sim::PlayerId;
@@ -138,6 +139,20 @@ pub(super) fn message_in(
 /// The oldest message of the next player after the one taken last (in id order,
 /// round) that has one.
 pub(super) fn take_message(server: &mut ServerMachine) -> Option<(PlayerId, Channel, Vec<u8>)> {
+    if server.log.replaying() {
+        return super::log::replay_message(server);
+    }
+    super::log::recorded_call(server, take_waiting, |m| {
+        m.as_ref().map(|(player, channel, bytes)| Call::Message {
+            player: player.0,
+            channel: *channel,
+            bytes: bytes.clone(),
+        })
+    })
+}
+
+/// The work of [`take_message`].
+fn take_waiting(server: &mut ServerMachine) -> Option<(PlayerId, Channel, Vec<u8>)> {
     use std::ops::Bound::{Excluded, Unbounded};
     loop {
         let waiting = &server.game.mail_waiting;
@@ -165,13 +180,21 @@ pub(super) fn message_malformed(
     channel: Channel,
     now: Instant,
 ) {
-    let Some(s) = server.players.get_mut(&player) else {
+    if !server.players.contains_key(&player) {
         return;
-    };
-    if s.mail.malformed(channel, now, &mut server.stats.messages) {
-        let conn = s.conn;
-        server.kick(conn, Code::MessageAbuse, ABUSE.into());
     }
+    let body = |server: &mut ServerMachine| {
+        let Some(s) = server.players.get_mut(&player) else {
+            return;
+        };
+        if s.mail.malformed(channel, now, &mut server.stats.messages) {
+            let conn = s.conn;
+            server.kick(conn, Code::MessageAbuse, ABUSE.into());
+        }
+    };
+    let called = Call::Malformed { player: player.0 };
+    super::log::recorded_call(server, body, |_| Some(called.clone()));
+    super::log::replay_call(server, "a malformed message", |c| *c == called);
 }
 
 /// A fresh mailbox for a player entering at `now`.

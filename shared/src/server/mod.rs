@@ -34,6 +34,7 @@ use std::time::Duration;
 mod control;
 mod game;
 mod intake;
+mod log;
 mod messages;
 mod pace;
 pub(super) mod settings;
@@ -62,6 +63,8 @@ pub use super::shots::server::{
 };
 pub use crate::game::state::{Replicated, StateError, StateTypes};
 pub use game::{Game, GameRules, RuleError, SpawnError, MAX_ENTITIES};
+pub(crate) use log::Log;
+pub use log::RecordingError;
 pub use settings::{ServerSettings, SettingsError, DEFAULT_CLIENT_BUDGET, MIN_CLIENT_BUDGET};
 
 /// Predictions (or claims) remembered per client until the server reaches their tick.
@@ -228,6 +231,8 @@ pub struct ServerMachine {
     events: VecDeque<Event>,
     stats: ServerStats,
     shut: bool,
+    /// The match's recording, or the recording it replays.
+    pub(crate) log: Log,
 }
 
 impl ServerMachine {
@@ -287,6 +292,7 @@ impl ServerMachine {
             events: VecDeque::new(),
             stats: ServerStats::default(),
             shut: false,
+            log: Log::Off,
         })
     }
 
@@ -420,6 +426,10 @@ impl ServerMachine {
 
     /// Counts a violation and, past the threshold, kicks the player with the reason.
     fn violation(&mut self, id: PlayerId, v: &Violation) {
+        // A replay counts the recorded violation (and its kick) instead.
+        if log::reproduced(self, id, v) {
+            return;
+        }
         self.count_violation(id, v);
         let Some(s) = self.players.get_mut(&id) else {
             return;
@@ -432,6 +442,7 @@ impl ServerMachine {
 
     /// Counts a violation and tells the shell of it (whatever the player's record says).
     fn count_violation(&mut self, id: PlayerId, v: &Violation) {
+        log::violation(self, id, v);
         if let Some(i) = ViolationKind::ALL.iter().position(|k| *k == v.kind) {
             self.stats.violations[i] += 1;
         }
@@ -461,6 +472,9 @@ impl ServerMachine {
                 Vec::new()
             };
             self.close(conn, last, Code::Shutdown, format!("shutdown: {reason}"));
+        }
+        if let Log::Recording(r) = &mut self.log {
+            r.end(reason);
         }
     }
 
@@ -520,6 +534,7 @@ impl ServerMachine {
         self.stats.clients = self.stats.clients.saturating_sub(1);
         // A player still receiving the map never entered: nobody heard of it.
         if in_world.is_some() {
+            log::left(self, player, &reason);
             self.roster.left(player);
             game::notify(self, Notice::Left(player, reason.clone()));
         }

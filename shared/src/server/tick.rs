@@ -56,7 +56,8 @@ impl ServerMachine {
     /// Skips `n` ticks the server cannot catch up on: their number passes, nothing moves.
     /// Clients predicted their players through them, so each is corrected; none is judged
     /// for it (its validator stands down over the gap, a trusted claim's span covers it).
-    fn skip(&mut self, n: u64) {
+    pub(crate) fn skip(&mut self, n: u64) {
+        super::log::skipped(self, n);
         self.stats.ticks_skipped += n;
         self.world.tick += n;
         let tick = self.world.tick;
@@ -99,7 +100,7 @@ impl ServerMachine {
 
     /// One tick: commands taken, the world stepped (or claims judged), and snapshots
     /// encoded unless `snapshots` is false (a tick caught up on).
-    fn step(&mut self, snapshots: bool) {
+    pub(super) fn step(&mut self, snapshots: bool) {
         let now = self.wall.last_call();
         let rate = f64::from(self.rate());
         let refill = self.settings.client_budget as f64 / rate;
@@ -124,9 +125,11 @@ impl ServerMachine {
             add_inputs(&mut self.stats.inputs, &st, &s.counted);
             s.counted = st;
         }
+        super::log::commands(self, next, &mut commands);
         for (id, v) in gaps {
             self.violation(id, &v);
         }
+        super::log::drain(self);
         // The game's rules next, with the commands the tick steps (their buttons): what
         // they do to the world, this tick steps.
         self.game.commands = commands.into_iter().collect();
@@ -139,6 +142,7 @@ impl ServerMachine {
         } else {
             self.authoritative(&commands);
         }
+        super::log::drain(self);
         self.stats.ticks += 1;
         self.count_leaps();
         let players = self.players.iter().map(|(id, p)| (*id, p.conn));
@@ -146,6 +150,7 @@ impl ServerMachine {
         if snapshots {
             self.send_snapshots();
         }
+        super::log::hash(self);
     }
 
     /// Counts each player's teleport of the tick just stepped (see [`Leaps`]). Movement

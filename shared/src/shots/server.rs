@@ -352,7 +352,7 @@ fn view_near(usable: &[u64], x: f64) -> ShotView {
 
 /// A shot traced as its shooter saw the world
 /// ([`Game::shot_as_seen`](crate::server::Game::shot_as_seen)).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SeenShot {
     /// What it met first: the map, a mover, or a player where the shooter saw it.
     pub hit: Option<(Struck, Hit)>,
@@ -366,7 +366,7 @@ pub struct SeenShot {
 }
 
 /// Why a shot was not judged.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum ShotError {
     /// The shooter is not playing.
     #[error("player {0} is not playing")]

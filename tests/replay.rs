@@ -1,0 +1,220 @@
+//! Recordings of matches played again: a deathmatch on the simulated network (loss,
+//! jitter, a backtrack cheater and a rapidfire one, both kicked) is recorded as it is
+//! played and replayed from its bytes alone, every tick's hash equal and every violation
+//! counted again in order; a recording made by a release build (tests/data) replays in
+//! this build with equal hashes; damaged files give their byte offset, never a panic.
+
+mod common;
+
+use common::network_with;
+use expel_core::{MoveCommand, PlayerId, Sim};
+use expel_modes::deathmatch::{actions, eye, Deathmatch};
+use expel_protocol::client::{ClientMachine, Tamper};
+use expel_protocol::conditioner::Impairment;
+use expel_protocol::predict::Predictor;
+use expel_protocol::record::{Replay, ReplayError, Replayed};
+use expel_protocol::server::Event;
+use expel_protocol::simnet::SimNet;
+use expel_protocol::InputMsg;
+use glam::DVec3;
+use std::time::Duration;
+
+/// A recording made by a release build (`EXPEL_WRITE_RECORDING=tests/data/deathmatch.rec
+/// cargo test --release --test replay`), replayed by whatever build runs the suite.
+const RELEASE_RECORDING: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/deathmatch.rec");
+
+/// Claims views older than it drew.
+struct Backtrack;
+
+impl Tamper for Backtrack {
+    fn input(&mut self, _: &Sim, _: &Predictor, _: u64, msg: &mut InputMsg) {
+        for v in &mut msg.views {
+            if v.back > 0 {
+                v.back = v.back.saturating_add(16);
+            }
+        }
+    }
+}
+
+/// Aims at the nearest other it draws, holding the trigger (every other tick only:
+/// `rapid`).
+fn shoot(c: &ClientMachine, tick: u64, rapid: bool) -> MoveCommand {
+    let (Some(me), others) = (c.local_player(), c.others_drawn(f64::MAX)) else {
+        return MoveCommand::default();
+    };
+    let from = eye(&me);
+    let Some(to) = (others.values())
+        .map(|o| o.origin + DVec3::new(0.0, 0.0, 10.0))
+        .min_by(|a, b| a.distance(from).total_cmp(&b.distance(from)))
+    else {
+        return MoveCommand::default();
+    };
+    let d = to - from;
+    let yaw = d.y.atan2(d.x).to_degrees();
+    let pitch = -(d.z.atan2(d.truncate().length())).to_degrees();
+    let fire = if rapid && tick.is_multiple_of(2) {
+        0
+    } else {
+        actions::FIRE
+    };
+    MoveCommand::new(0.3, 0.0, 0.0, yaw, pitch).with_actions(fire, 0)
+}
+
+/// An honest player's walk: forward, strafing in turns, turning slowly.
+fn wander(tick: u64, i: usize) -> MoveCommand {
+    let side = if (tick / 40).is_multiple_of(2) {
+        1.0
+    } else {
+        -1.0
+    };
+    let yaw = 45.0 * i as f64 + tick as f64 * 0.5;
+    MoveCommand::new(1.0, side, 0.0, yaw, 0.0)
+}
+
+/// Plays a recorded deathmatch of `n` clients for `secs`: the recording's bytes, the
+/// violations the server counted (player, kind, evidence) and its last world hash.
+fn play(n: u32, secs: u64, seed: u64) -> (Vec<u8>, Vec<(PlayerId, String, String)>, u64) {
+    let link = Impairment {
+        loss: 0.05,
+        delay_ms: 40.0,
+        jitter_ms: 15.0,
+        duplicate: 0.01,
+    };
+    let mut net: SimNet = network_with(n, link, seed, |_| {});
+    let server = net.server_mut();
+    server.set_rules(Box::new(Deathmatch::new()));
+    server.start_recording("deathmatch", common::UNIX).unwrap();
+    net.client_mut(0).set_tamper(Box::new(Backtrack));
+    let mut bytes = Vec::new();
+    let mut violations = Vec::new();
+    let take = |net: &mut SimNet, bytes: &mut Vec<u8>| {
+        while let Some(b) = net.server_mut().poll_record() {
+            bytes.extend_from_slice(&b);
+        }
+    };
+    for _ in 0..secs * 4 {
+        net.run(Duration::from_millis(250), &mut |i, c| {
+            let tick = c.predicted_tick();
+            match i {
+                0 | 1 => shoot(c, tick, i == 1),
+                _ if i % 3 == 0 => shoot(c, tick, false),
+                _ => wander(tick, i),
+            }
+        });
+        take(&mut net, &mut bytes);
+    }
+    net.server_mut().shutdown("the test is over");
+    take(&mut net, &mut bytes);
+    for e in net.events() {
+        if let Event::Violation {
+            player,
+            kind,
+            evidence,
+        } = e
+        {
+            violations.push((*player, kind.name().to_string(), evidence.clone()));
+        }
+    }
+    let hash = net.server().world().hash();
+    (bytes, violations, hash)
+}
+
+/// What a replay gave: the violations it counted, its last world hash, the ticks it
+/// stepped, and whether it reached the recording's end.
+type Replayed_ = (Vec<(PlayerId, String, String)>, u64, u64, bool);
+
+/// Replays `bytes` as far as they go.
+fn replay(bytes: &[u8]) -> Result<Replayed_, ReplayError> {
+    let (sim, map) = common::arena();
+    let opened = Replay::open(bytes)?;
+    #[allow(clippy::disallowed_methods)] // the replay's time base
+    let now = std::time::Instant::now();
+    let rules = Box::new(Deathmatch::new());
+    let mut r = Replay::new(opened, sim, map, Some(rules), now)?;
+    let mut ticks = 0;
+    let ended = loop {
+        match r.step()? {
+            Replayed::Tick(_) => ticks += 1,
+            Replayed::Part => break false,
+            Replayed::End(_) => break true,
+        }
+    };
+    assert_eq!(r.hashes().0, ticks, "a hash after every tick");
+    let v = (r.violations().iter())
+        .map(|c| (c.player, c.kind.name().to_string(), c.evidence.clone()))
+        .collect();
+    Ok((v, r.machine().world().hash(), ticks, ended))
+}
+
+#[test]
+fn a_recorded_deathmatch_replays_bit_for_bit_with_its_violations() {
+    let (bytes, violations, hash) = play(8, 20, 5);
+    let kinds: Vec<&str> = violations.iter().map(|v| v.1.as_str()).collect();
+    assert!(kinds.contains(&"backtrack"), "{kinds:?}");
+    assert!(kinds.contains(&"rules"), "{kinds:?}");
+    let (again, replayed_hash, ticks, ended) = replay(&bytes).unwrap();
+    assert!(ended);
+    println!(
+        "{} bytes for 8 players over {ticks} ticks ({:.0} B per player-minute), {} violations",
+        bytes.len(),
+        bytes.len() as f64 / 8.0 / (ticks as f64 / 60.0 / 60.0),
+        again.len()
+    );
+    println!("bytes by entry: {:?}", by_entry(&bytes));
+    assert_eq!(again, violations);
+    assert_eq!(replayed_hash, hash);
+    if let Some(path) = std::env::var_os("EXPEL_WRITE_RECORDING") {
+        std::fs::write(path, &bytes).unwrap();
+    }
+}
+
+#[test]
+fn a_release_build_s_recording_replays_with_equal_hashes() {
+    let bytes = std::fs::read(RELEASE_RECORDING).expect("the repository's recording");
+    let (violations, _, ticks, ended) = replay(&bytes).unwrap();
+    assert!(ended);
+    assert!(ticks > 600, "{ticks} ticks");
+    assert!(!violations.is_empty());
+}
+
+#[test]
+fn damaged_recordings_say_where_and_never_panic() {
+    let (bytes, _, _) = play(4, 4, 9);
+    // Foreign bytes.
+    let e = replay(b"GIF89a this is not a recording").unwrap_err();
+    assert!(e.to_string().contains("byte 0"), "{e}");
+    // Cut short anywhere: an error with an offset, or the replay stops at a part's end.
+    for cut in [5, 12, 40, bytes.len() / 3, bytes.len() - 3] {
+        let e = std::panic::catch_unwind(|| replay(&bytes[..cut]));
+        match e {
+            Ok(Err(e)) => assert!(e.to_string().contains("byte"), "{e}"),
+            Ok(Ok((_, _, _, ended))) => assert!(!ended, "a recording cut at {cut} replayed whole"),
+            Err(_) => panic!("cut at {cut}: a panic"),
+        }
+    }
+    // A flipped byte in a block: its check says so, at the block's offset.
+    let mut bad = bytes.clone();
+    let i = bytes.len() / 2;
+    bad[i] ^= 0x40;
+    let e = replay(&bad).unwrap_err();
+    assert!(matches!(e, ReplayError::File(_)), "{e}");
+}
+
+/// A recording's entries by kind: how many, and their bytes before deflating.
+fn by_entry(bytes: &[u8]) -> std::collections::BTreeMap<String, (usize, usize)> {
+    let (_, mut blocks) = Replay::open(bytes).unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    while let Some((at, payload)) = blocks.next_block().unwrap() {
+        for (_, e) in expel_protocol::record::entries(&payload, at).unwrap() {
+            let name = match &e {
+                expel_protocol::record::Entry::Call { call, .. } => format!("{call:?}"),
+                _ => format!("{e:?}"),
+            };
+            let name = name.split([' ', '(', '{']).next().unwrap_or("").to_string();
+            let slot = out.entry(name).or_insert((0, 0));
+            slot.0 += 1;
+            slot.1 += postcard::to_allocvec(&e).unwrap().len();
+        }
+    }
+    out
+}
