@@ -8,7 +8,7 @@ set -euo pipefail
 seconds="${1:-5}"
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
-targets=(frames datagrams token server client map cache)
+targets=(frames datagrams token server client map cache record)
 for t in "${targets[@]}"; do
   mkdir -p "corpus/$t"
   if [ -d "seeds/$t" ]; then cp -n seeds/"$t"/* "corpus/$t/" 2>/dev/null || true; fi

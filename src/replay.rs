@@ -7,7 +7,9 @@ use clap::Args;
 use expel_core::sim::WorldState;
 use expel_modes::{Mode, MODES};
 use expel_protocol::record::{Counted, Replay, ReplayError, Replayed};
+use expel_server::ReplayView;
 use serde_json::{json, Value};
+use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -30,6 +32,11 @@ pub(crate) struct ReplayArgs {
     /// the world when it was counted (JSON).
     #[arg(long)]
     violation: Option<usize>,
+    /// After replaying, show the match in the live view's page here (loopback only; port
+    /// 0 picks one) until Ctrl-C: a timeline with pause, speed and seek, and each
+    /// violation with its evidence. The summary line gains its address ("view").
+    #[arg(long, num_args = 0..=1, default_missing_value = "127.0.0.1:0")]
+    view: Option<std::net::SocketAddr>,
 }
 
 type Parts = BufReader<File>;
@@ -69,6 +76,11 @@ pub(crate) fn run(args: ReplayArgs) -> Result<()> {
     let mut r = Replay::new(opened, sim, bytes, Mode::rules(mode), started)
         .map_err(|e| on(&args.file, e))?;
     let (mut ticks, mut most, mut part) = (0u64, 0usize, 0u32);
+    let sim = r.machine().sim().clone();
+    let mut view = args.view.map(|_| ReplayView::new(&sim, &header.map_name));
+    let frame_ticks = u64::from((header.movement.tick_rate / 10).max(1));
+    // The frame each violation was counted at, for the view's seek.
+    let mut frames_at: Vec<usize> = Vec::new();
     let ended = loop {
         if let Some(n) = args.violation {
             if let Some(v) = r.violations().get(n.saturating_sub(1)).filter(|_| n > 0) {
@@ -85,6 +97,15 @@ pub(crate) fn run(args: ReplayArgs) -> Result<()> {
             Replayed::Tick(t) => {
                 ticks += 1;
                 most = most.max(r.machine().world().players.len());
+                if let Some(v) = view.as_mut() {
+                    let n = r.violations().len();
+                    frames_at.resize(n, v.frames());
+                    if t % frame_ticks == 0 {
+                        let flagged: BTreeSet<u32> =
+                            r.violations().iter().map(|v| v.player.0).collect();
+                        v.frame(&sim, r.machine().world(), &|id| flagged.contains(&id));
+                    }
+                }
                 if args.to == Some(t) {
                     println!("{}", world_json(r.machine().world()));
                     return Ok(());
@@ -136,8 +157,67 @@ pub(crate) fn run(args: ReplayArgs) -> Result<()> {
         "seconds": secs,
         "speed": if secs > 0.0 { played / secs } else { 0.0 },
     });
+    if let (Some(mut v), Some(addr)) = (view, args.view) {
+        let mut summary = out.clone();
+        summary["tick_rate"] = json!(header.movement.tick_rate);
+        summary["frame_ticks"] = json!(frame_ticks);
+        summary["frames_cut"] = json!(v.cut());
+        summary["frames"] = json!(v.frames());
+        summary["violations"] = (r.violations().iter().enumerate())
+            .map(|(i, c)| {
+                let mut e = evidence_json(i + 1, c);
+                e["frame"] = json!(frames_at.get(i).copied().unwrap_or(0));
+                e
+            })
+            .collect();
+        v.set_summary(summary.to_string());
+        return show(v, addr, out);
+    }
     println!("{out}");
     Ok(())
+}
+
+/// Serves the replay's view until Ctrl-C, after printing `out` with its address.
+fn show(view: ReplayView, addr: std::net::SocketAddr, mut out: Value) -> Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let (at, task) = expel_server::serve_replay_view(addr, view).await?;
+        out["view"] = json!(format!("http://{at}/"));
+        println!("{out}");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = task => {}
+        }
+        Ok(())
+    })
+}
+
+/// A violation for the view: as listed, and for one counted in a shot, the shot as the
+/// server judged it (its view, what it met, where, and every player's box rewound to
+/// the view: `[id, min x, min y, max x, max y]`).
+fn evidence_json(n: usize, c: &Counted) -> Value {
+    let mut v = violation_json(n, c);
+    if let Some(s) = &c.shot {
+        let k = f64::from(s.view.k) / 255.0;
+        let at = s.view.from as f64 + (s.view.to - s.view.from) as f64 * k;
+        let rewound: Vec<Value> = (s.rewound.iter())
+            .map(|b| {
+                let (lo, hi) = (b.bounds.min, b.bounds.max);
+                json!([b.id.0, lo.x, lo.y, hi.x, hi.y])
+            })
+            .collect();
+        v["shot"] = json!({
+            "shooter": s.shooter.0,
+            "view_tick": at,
+            "hit": s.hit.map(|(_, p)| p),
+            "struck": s.hit.map(|(st, _)| format!("{st:?}").to_lowercase()),
+            "unseen": s.unseen.map(|p| p.0),
+            "rewound": rewound,
+        });
+    }
+    v
 }
 
 fn on(path: &Path, e: ReplayError) -> anyhow::Error {

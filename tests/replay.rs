@@ -4,6 +4,7 @@
 //! counted again in order; a recording made by a release build (tests/data) replays in
 //! this build with equal hashes; damaged files give their byte offset, never a panic.
 
+mod chrome;
 mod common;
 
 use common::network_with;
@@ -17,7 +18,9 @@ use expel_protocol::server::Event;
 use expel_protocol::simnet::SimNet;
 use expel_protocol::InputMsg;
 use glam::DVec3;
-use std::time::Duration;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// A recording made by a release build (`EXPEL_WRITE_RECORDING=tests/data/deathmatch.rec
 /// cargo test --release --test replay`), replayed by whatever build runs the suite.
@@ -217,4 +220,101 @@ fn by_entry(bytes: &[u8]) -> std::collections::BTreeMap<String, (usize, usize)> 
         }
     }
     out
+}
+
+/// What the replay's page shows: the timeline's place, frames shown, the violation
+/// selected and whether its evidence was drawn, how many players are ringed.
+const PROBE: &str = r#"(() => {
+  const v = window.expelView, r = v && v.recording;
+  if (!r) return null;
+  return {frame: r.frame, shown: r.shown, playing: r.playing, evidence: r.evidenceDrawn,
+          flagged: v.flagged, players: Object.keys(v.players).length, error: v.error,
+          polygons: v.drawnPolygons, text: document.getElementById("evidence").textContent};
+})()"#;
+
+/// The recording in the operator's live view (`expel replay FILE --view`) in headless
+/// Chromium: the timeline moves, a backtrack flag seeks to its shot, the flagged player
+/// ringed and the players' boxes rewound to the shot's view drawn; a screenshot kept.
+#[test]
+fn the_live_view_plays_a_recording_in_a_real_browser() {
+    let Some(browser) = chrome::chromium() else {
+        return;
+    };
+    let dir = std::env::temp_dir().join(format!("expel-replay-view-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (bytes, violations, _) = play(8, 20, 5);
+    let file = dir.join("match.rec");
+    std::fs::write(&file, &bytes).unwrap();
+    let mut replay = expel_testkit::process::Kill(
+        Command::new(env!("CARGO_BIN_EXE_expel"))
+            .arg("replay")
+            .arg(&file)
+            .arg("--view")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run expel replay"),
+    );
+    let mut lines = BufReader::new(replay.0.stdout.take().unwrap()).lines();
+    let summary: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(summary["all_equal"], true, "{summary}");
+    let url = summary["view"]
+        .as_str()
+        .expect("the view's address")
+        .to_string();
+    let n = 1
+        + (violations.iter())
+            .position(|v| v.1 == "backtrack")
+            .expect("a backtrack flag");
+    let mut chrome = chrome::Browser::open(browser, &url, &dir.join("chromium"), &[]);
+    let page = &mut chrome.page;
+    let wait = |page: &mut chrome::Page, what: &str, ok: &dyn Fn(&serde_json::Value) -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let v = page.eval(PROBE);
+            if ok(&v) {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "{what}: {v}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    // It plays: the map drawn, the timeline moving, the players shown.
+    let first = wait(page, "the replay never played", &|v| {
+        v["shown"].as_u64() >= Some(5)
+    });
+    assert!(
+        first["error"].is_null() && first["polygons"].as_u64() > Some(10),
+        "{first}"
+    );
+    let later = wait(page, "the timeline stood still", &|v| {
+        v["frame"].as_u64() > first["frame"].as_u64().map(|f| f + 5)
+    });
+    assert!(later["players"].as_u64() >= Some(6), "{later}");
+    // The backtrack flag: the timeline seeks to it and stops; the cheater ringed, the
+    // boxes rewound to its shot's view drawn.
+    page.eval(&format!("window.expelView.recording.select({n})"));
+    let shown = wait(page, "the flag's evidence was never drawn", &|v| {
+        v["evidence"].as_u64() >= Some(1) && v["playing"] == false
+    });
+    assert!(shown["flagged"].as_u64() >= Some(1), "{shown}");
+    assert!(
+        shown["text"].as_str().unwrap().contains("view of tick"),
+        "{shown}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let still = page.eval(PROBE);
+    assert_eq!(still["frame"], shown["frame"], "paused");
+    let png = page.screenshot();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "{} bytes",
+        png.len()
+    );
+    let shots = std::env::var_os("EXPEL_SCREENSHOTS").map_or(dir.clone(), std::path::PathBuf::from);
+    std::fs::write(shots.join("replay-view.png"), &png).unwrap();
+    drop(chrome);
+    drop(replay);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -50,6 +50,15 @@ pub fn hello(id: u32) -> Vec<u8> {
 /// A server in `movement` mode at `now`, with connections 1 and 2 joined as players 1
 /// and 2 (their map taken as sent).
 pub fn server(movement: MovementAuthority, now: Instant) -> ServerMachine {
+    joined(movement, now, false)
+}
+
+/// [`server`] with [`Rules`], recording the match (for the record target's seeds).
+pub fn recording_server(now: Instant) -> ServerMachine {
+    joined(MovementAuthority::Server, now, true)
+}
+
+fn joined(movement: MovementAuthority, now: Instant, record: bool) -> ServerMachine {
     let settings = ServerSettings {
         max_players: 8,
         client_budget: 64 * 1024,
@@ -58,6 +67,11 @@ pub fn server(movement: MovementAuthority, now: Instant) -> ServerMachine {
         ..ServerSettings::new("arena", Arc::new(ARENA.to_vec()), SECRET.to_vec())
     };
     let mut s = ServerMachine::new(sim(), settings, now, UNIX).expect("settings are valid");
+    if record {
+        s.set_rules(Box::new(Rules));
+        s.start_recording("fuzz", UNIX)
+            .expect("a fresh machine records");
+    }
     for id in 1..=2 {
         s.connected(id, now);
         s.handle_control(id, &hello(id as u32), now);
@@ -80,4 +94,74 @@ pub fn client(have_map: bool, now: Instant) -> expel_protocol::client::ClientMac
     let mut c = ClientMachine::new(settings, now);
     while c.poll_output().is_some() {}
     c
+}
+
+/// Rules that use every call a recording keeps: they read the players' messages (a byte
+/// each), and for a command's game buttons shoot (1), are refused (2) or leave (4).
+pub struct Rules;
+
+impl expel_protocol::server::GameRules for Rules {
+    fn tick(&mut self, game: &mut expel_protocol::server::Game<'_>) {
+        while game.poll::<u8>().is_some() {}
+        let players: Vec<_> = game.players().collect();
+        for p in players {
+            let (Some(c), Some(me)) = (game.command(p), game.world().player(p).copied()) else {
+                continue;
+            };
+            if c.actions & 1 != 0 {
+                let from = me.origin();
+                let hull = expel_core::Hull::point();
+                let _ = game.shot_as_seen(p, &hull, from, from + glam::DVec3::X * 512.0);
+            }
+            if c.actions & 2 != 0 {
+                game.refuse(p);
+            }
+            if c.actions & 4 != 0 {
+                let _ = game.remove(p, "asked to leave");
+            }
+        }
+    }
+}
+
+/// Replays a recording of the arena with [`Rules`] as far as it goes, at most `ticks`
+/// ticks: an error or the end, never a panic.
+pub fn replay(data: &[u8], ticks: usize) {
+    use expel_protocol::record::{Replay, Replayed};
+    let Ok(opened) = Replay::open(data) else {
+        return;
+    };
+    let map = Arc::new(ARENA.to_vec());
+    let Ok(mut r) = Replay::new(opened, sim(), map, Some(Box::new(Rules)), Instant::now()) else {
+        return;
+    };
+    for _ in 0..ticks {
+        match r.step() {
+            Ok(Replayed::Tick(_)) => {}
+            _ => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_seed_recording_replays_to_its_end() {
+        use expel_protocol::record::{Replay, Replayed};
+        let data = std::fs::read("seeds/record/shooting").expect("the seed");
+        let opened = Replay::open(&data[..]).expect("opens");
+        let map = super::Arc::new(super::ARENA.to_vec());
+        let rules = Some(Box::new(super::Rules) as Box<dyn expel_protocol::server::GameRules>);
+        let mut r = Replay::new(opened, super::sim(), map, rules, super::Instant::now()).unwrap();
+        let end = loop {
+            match r.step().unwrap() {
+                // Player 2 asked to leave at tick 110.
+                Replayed::Tick(115) => assert_eq!(r.machine().world().players.len(), 1),
+                Replayed::Tick(_) => {}
+                other => break other,
+            }
+        };
+        assert!(matches!(end, Replayed::End(_)), "{end:?}");
+        assert_eq!(r.hashes().0, 120);
+        assert!(r.machine().stats().rule_refusals > 0);
+    }
 }

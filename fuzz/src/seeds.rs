@@ -4,7 +4,7 @@
 //! that traffic for the server target, a token and the arena's compiled model. `cargo run --release --bin seeds` in `fuzz/`.
 
 use expel_core::{CollisionModel, MapData, MoveCommand, MoveConfig};
-use expel_fuzz::{hello, server, ARENA, SECRET, UNIX};
+use expel_fuzz::{hello, recording_server, server, ARENA, SECRET, UNIX};
 use expel_protocol::frame::encode_frame;
 use expel_protocol::join::map_frames;
 use expel_protocol::server::Output;
@@ -132,5 +132,45 @@ fn main() {
     let model = CollisionModel::build(&MapData::parse_any(ARENA).expect("the arena parses"));
     let file = model.to_cache_bytes(&[7; 32]);
     write(&dir, "cache", "arena", &file[76..]);
+    write(&dir, "record", "shooting", &recording(t0));
     println!("seeds written under {}", dir.display());
+}
+
+/// A recording of two players under the fuzz rules for two seconds: they shoot, one is
+/// refused now and then and leaves at the end.
+fn recording(t0: Instant) -> Vec<u8> {
+    let mut s = recording_server(t0);
+    let mut bytes = Vec::new();
+    for tick in 1..=120u64 {
+        let now = t0 + Duration::from_millis(tick * 1000 / 60);
+        for conn in 1..=2u64 {
+            let mut actions = u16::from(tick % 7 == 0);
+            if conn == 2 && tick % 20 == 0 {
+                actions |= 2;
+            }
+            if conn == 2 && tick == 110 {
+                actions |= 4;
+            }
+            let c = MoveCommand::new(1.0, 0.0, 0.0, tick as f64 * 3.0, 0.0);
+            let msg = InputMsg {
+                ack: tick.saturating_sub(3),
+                first_tick: tick,
+                commands: vec![c.with_actions(actions, 0)],
+                predicted: None,
+                claims: Vec::new(),
+                views: Vec::new(),
+            };
+            s.handle_datagram(conn, &encode(&ClientDatagram::Input(msg)), now);
+        }
+        s.handle_timeout(now);
+        while s.poll_output().is_some() {}
+        while let Some(b) = s.poll_record() {
+            bytes.extend(b);
+        }
+    }
+    s.shutdown("the seed is made");
+    while let Some(b) = s.poll_record() {
+        bytes.extend(b);
+    }
+    bytes
 }

@@ -14,6 +14,7 @@
 use crate::admission::{Held, PerAddress};
 use crate::live::Live;
 use crate::metrics::{Metrics, CLASSIC, OPENMETRICS};
+use crate::replay_view::ReplayView;
 use crate::web::WebPage;
 use base64::Engine as _;
 use bytes::Bytes;
@@ -68,6 +69,8 @@ pub(crate) enum Site {
         /// `door.json` (see [`crate::web::door_json`]).
         door: String,
     },
+    /// A replay in the live view's page (on loopback: see [`crate::replay_view`]).
+    Replay { view: Arc<ReplayView> },
 }
 
 /// Serves until the listener task is dropped. Connections are bounded in total and per
@@ -211,6 +214,32 @@ fn answer(req: &Request<hyper::body::Incoming>, cx: &Cx) -> Response<Body> {
     match &*cx.site {
         Site::Operator { live, auth } => operator(req, cx, live, auth),
         Site::Page { page, door } => page_answer(req, page, door),
+        Site::Replay { view } => replay_answer(req, view),
+    }
+}
+
+/// A replay's view: the live view's page, the map, the recording's summary and its
+/// frames by range (`/frames.json?from=I&count=N`).
+fn replay_answer(req: &Request<hyper::body::Incoming>, view: &ReplayView) -> Response<Body> {
+    if req.method() != Method::GET {
+        return text(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "GET only\n");
+    }
+    let ok = StatusCode::OK;
+    match req.uri().path() {
+        "/" | "/index.html" => text(ok, "text/html; charset=utf-8", crate::live::PAGE),
+        "/map.json" => text(ok, "application/json", view.map_json.clone()),
+        "/recording.json" => text(ok, "application/json", view.summary.clone()),
+        "/frames.json" => {
+            let q = req.uri().query().unwrap_or("");
+            let arg = |name: &str| {
+                (q.split('&'))
+                    .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                    .and_then(|v| v.parse::<usize>().ok())
+            };
+            let (from, count) = (arg("from").unwrap_or(0), arg("count").unwrap_or(100));
+            text(ok, "application/json", view.frames_json(from, count))
+        }
+        _ => text(StatusCode::NOT_FOUND, "text/plain", "not found\n"),
     }
 }
 

@@ -31,6 +31,7 @@ mod meter;
 mod metrics;
 mod quic;
 mod record;
+mod replay_view;
 mod tls;
 pub mod udp;
 pub mod web;
@@ -49,6 +50,7 @@ pub use expel_protocol::server::{
 pub use expel_protocol::snapshot::Scope;
 pub use metrics::{Gauge, Labelled, Metrics, Share};
 pub use record::RecordConfig;
+pub use replay_view::{serve_replay_view, ReplayView};
 pub use tls::{fingerprint, Identity};
 pub use web::{WebCertificate, WebConfig, WebError, WebPage};
 

@@ -61,7 +61,7 @@ impl Live {
 }
 
 /// The map from above ([`plan`]), as the page draws it.
-fn map_json(sim: &Sim, name: &str) -> String {
+pub(crate) fn map_json(sim: &Sim, name: &str) -> String {
     let p = plan(sim);
     serde_json::json!({
         "name": name,
@@ -84,12 +84,26 @@ const FRAME_ENTITIES: usize = 2048;
 /// charts.
 pub(crate) fn frame(sim: &Sim, world: &WorldState, m: &Metrics, tick_ms: f64) -> String {
     let flagged = m.flagged();
+    let traffic = m.read_machine(|s| (s.bytes_out, s.bytes_in));
+    let flagged = |id: u32| flagged.contains_key(&id);
+    frame_of(sim, world, &flagged, tick_ms, traffic)
+}
+
+/// [`frame`] of a world whose flagged players `flagged` tells and whose traffic totals
+/// (out, in) are `traffic`: a live server's, or a replay's.
+pub(crate) fn frame_of(
+    sim: &Sim,
+    world: &WorldState,
+    flagged: &dyn Fn(u32) -> bool,
+    tick_ms: f64,
+    (bytes_out, bytes_in): (u64, u64),
+) -> String {
     let players: Vec<_> = world
         .players
         .iter()
         .map(|(id, p)| {
             let v = p.state.origin();
-            let f = u8::from(flagged.contains_key(&id.0));
+            let f = u8::from(flagged(id.0));
             serde_json::json!([id, r(v.x), r(v.y), r(v.z), f])
         })
         .collect();
@@ -112,7 +126,6 @@ pub(crate) fn frame(sim: &Sim, world: &WorldState, m: &Metrics, tick_ms: f64) ->
             serde_json::json!([id, r(v.x), r(v.y), r(v.z), e.kind, moving])
         })
         .collect();
-    let (bytes_out, bytes_in) = m.read_machine(|s| (s.bytes_out, s.bytes_in));
     serde_json::json!({
         "tick": world.tick,
         "tick_ms": (tick_ms * 1000.0).round() / 1000.0,

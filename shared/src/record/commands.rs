@@ -2,9 +2,10 @@
 //! change costs one byte, a turn of the view two or three.
 //!
 //! Per player, in id order: a byte of which fields changed ([`ABSENT`]: no command came
-//! for the tick), then the changed fields: the axes as bytes, yaw and pitch as zigzag
-//! varints of their wrapping difference, the buttons as a byte, the game's buttons as a
-//! varint and its field as a byte.
+//! for the tick), then the changed fields: the axes as bytes, the buttons as a byte, the
+//! game's buttons as a varint and its field as a byte. Yaw and pitch count as changed
+//! when they turned otherwise than the tick before (a steady turn costs nothing): each
+//! is then a zigzag varint of the difference from that.
 
 use expel_core::movement::MoveCommand;
 use expel_core::PlayerId;
@@ -20,14 +21,38 @@ const GAME: u8 = 64;
 /// No command came for the tick.
 const ABSENT: u8 = 128;
 
+/// A player's last command and how its view turned in it (yaw, pitch).
+#[derive(Clone, Copy, Debug, Default)]
+struct Was {
+    command: MoveCommand,
+    turn: (u16, u16),
+}
+
+impl Was {
+    /// The view this tick if it turns as it did the tick before.
+    fn expected(&self) -> (u16, u16) {
+        let c = &self.command;
+        (
+            c.yaw.wrapping_add(self.turn.0),
+            c.pitch.wrapping_add(self.turn.1),
+        )
+    }
+
+    fn became(&mut self, c: MoveCommand) {
+        let old = self.command;
+        self.turn = (c.yaw.wrapping_sub(old.yaw), c.pitch.wrapping_sub(old.pitch));
+        self.command = c;
+    }
+}
+
 /// Each player's last command, as both ends of a recording keep it.
 #[derive(Debug, Default)]
-pub(crate) struct Last(BTreeMap<PlayerId, MoveCommand>);
+pub(crate) struct Last(BTreeMap<PlayerId, Was>);
 
 impl Last {
     /// A player entered the world: its commands start from the default.
     pub(crate) fn joined(&mut self, id: PlayerId) {
-        self.0.insert(id, MoveCommand::default());
+        self.0.insert(id, Was::default());
     }
 
     /// A player left.
@@ -46,7 +71,8 @@ impl Last {
                 out.push(ABSENT);
                 continue;
             };
-            let last = self.0.entry(id).or_default();
+            let was = self.0.entry(id).or_default();
+            let (last, (yaw, pitch)) = (was.command, was.expected());
             let mut mask = 0;
             mask |= if c.forward != last.forward {
                 FORWARD
@@ -55,8 +81,8 @@ impl Last {
             };
             mask |= if c.side != last.side { SIDE } else { 0 };
             mask |= if c.up != last.up { UP } else { 0 };
-            mask |= if c.yaw != last.yaw { YAW } else { 0 };
-            mask |= if c.pitch != last.pitch { PITCH } else { 0 };
+            mask |= if c.yaw != yaw { YAW } else { 0 };
+            mask |= if c.pitch != pitch { PITCH } else { 0 };
             mask |= if c.buttons != last.buttons {
                 BUTTONS
             } else {
@@ -71,10 +97,10 @@ impl Last {
                 }
             }
             if mask & YAW != 0 {
-                varint(zigzag(c.yaw.wrapping_sub(last.yaw) as i16), out);
+                varint(zigzag(c.yaw.wrapping_sub(yaw) as i16), out);
             }
             if mask & PITCH != 0 {
-                varint(zigzag(c.pitch.wrapping_sub(last.pitch) as i16), out);
+                varint(zigzag(c.pitch.wrapping_sub(pitch) as i16), out);
             }
             if mask & BUTTONS != 0 {
                 out.push(c.buttons);
@@ -83,7 +109,7 @@ impl Last {
                 varint(u32::from(c.actions), out);
                 out.push(c.weapon);
             }
-            *last = *c;
+            was.became(*c);
         }
     }
 
@@ -106,7 +132,13 @@ impl Last {
             if mask & ABSENT != 0 {
                 return None;
             }
-            let mut c = self.0.get(&id).copied().unwrap_or_default();
+            let was = self.0.entry(id).or_default();
+            let (yaw, pitch) = was.expected();
+            let mut c = MoveCommand {
+                yaw,
+                pitch,
+                ..was.command
+            };
             for (bit, v) in [
                 (FORWARD, &mut c.forward),
                 (SIDE, &mut c.side),
@@ -119,10 +151,10 @@ impl Last {
                 }
             }
             if mask & YAW != 0 {
-                c.yaw = c.yaw.wrapping_add(unzigzag(read_varint(&mut r)?)? as u16);
+                c.yaw = yaw.wrapping_add(unzigzag(read_varint(&mut r)?)? as u16);
             }
             if mask & PITCH != 0 {
-                c.pitch = c.pitch.wrapping_add(unzigzag(read_varint(&mut r)?)? as u16);
+                c.pitch = pitch.wrapping_add(unzigzag(read_varint(&mut r)?)? as u16);
             }
             if mask & BUTTONS != 0 {
                 let (&b, rest) = r.split_first()?;
@@ -135,7 +167,7 @@ impl Last {
                 c.weapon = w;
                 r = rest;
             }
-            self.0.insert(id, c);
+            was.became(c);
             out.push((id, Some(c)));
         }
         r.is_empty().then_some(out)
@@ -212,18 +244,26 @@ mod tests {
     }
 
     #[test]
-    fn an_unchanged_command_costs_a_byte_and_short_bytes_are_refused() {
+    fn a_held_command_and_a_steady_turn_cost_a_byte_and_short_bytes_are_refused() {
         let mut enc = Last::default();
-        let c = MoveCommand {
+        let turned = |yaw| MoveCommand {
             forward: 127,
-            yaw: 1000,
+            yaw,
             ..MoveCommand::default()
         };
+        let sizes: Vec<usize> = [1000, 1300, 1600, 1900, 1900, 1900]
+            .into_iter()
+            .map(|yaw| {
+                let mut bytes = Vec::new();
+                enc.encode([(PlayerId(1), Some(&turned(yaw)))].into_iter(), &mut bytes);
+                bytes.len()
+            })
+            .collect();
+        // Started, turned, turning steadily, stopped, held.
+        assert_eq!(sizes, vec![4, 3, 1, 1, 3, 1]);
+        let c = turned(1000);
         let mut first = Vec::new();
         enc.encode([(PlayerId(1), Some(&c))].into_iter(), &mut first);
-        let mut again = Vec::new();
-        enc.encode([(PlayerId(1), Some(&c))].into_iter(), &mut again);
-        assert_eq!(again, vec![0]);
         let mut dec = Last::default();
         assert!(dec
             .decode([PlayerId(1)].into_iter(), &first[..first.len() - 1])

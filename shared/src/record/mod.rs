@@ -27,7 +27,7 @@ mod tape;
 
 pub use recorder::Recorder;
 pub use replay::{Counted, Replay, ReplayError, Replayed};
-pub use tape::Tape;
+pub use tape::{ShotEvidence, Tape};
 
 use crate::messages::Channel;
 use crate::shots::server::{SeenShot, ShotError};

@@ -63,6 +63,8 @@ pub struct Counted {
     pub kind: ViolationKind,
     /// Its evidence.
     pub evidence: String,
+    /// The shot it was counted in, if it was.
+    pub shot: Option<super::ShotEvidence>,
 }
 
 /// A recording being played again.
@@ -195,7 +197,14 @@ impl<R: Read> Replay<R> {
             let t = self.tape();
             let tick = match t.head() {
                 None => continue,
-                Some(Entry::Tick { tick, .. }) => *tick,
+                Some(Entry::Tick { tick, .. }) if *tick == now + 1 => *tick,
+                Some(Entry::Tick { tick, .. }) => {
+                    let what = format!("tick {tick} recorded where tick {} was due", now + 1);
+                    t.pop();
+                    t.diverged(now, what);
+                    self.settle()?;
+                    continue;
+                }
                 Some(Entry::End { reason }) => {
                     self.ended = Some(reason.clone());
                     continue;
@@ -224,11 +233,13 @@ impl<R: Read> Replay<R> {
                 evidence,
             } = e
             {
+                let shot = self.tape().evidence.pop_front().flatten();
                 self.violations.push(Counted {
                     tick,
                     player,
                     kind,
                     evidence,
+                    shot,
                 });
             }
         }

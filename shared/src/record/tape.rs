@@ -3,8 +3,25 @@
 
 use super::commands::Last;
 use super::{Entry, ReplayError};
+use expel_core::sim::{PlayerBox, ShotView, Struck};
 use expel_core::PlayerId;
 use std::collections::VecDeque;
+
+/// A shot that a violation was counted in, as the server judged it: the view it was
+/// judged at, what it met, and every player's box at that view as the server had them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ShotEvidence {
+    /// Who shot.
+    pub shooter: PlayerId,
+    /// The moment the shooter's client drew the others at.
+    pub view: ShotView,
+    /// What it met first, and where.
+    pub hit: Option<(Struck, [f64; 3])>,
+    /// A player it passed through that the client was never shown.
+    pub unseen: Option<PlayerId>,
+    /// The players' boxes at the view (rewound), as the server had them.
+    pub rewound: Vec<PlayerBox>,
+}
 
 /// A recording's entries, read block by block, as a replaying machine takes them.
 #[derive(Debug, Default)]
@@ -20,6 +37,10 @@ pub struct Tape {
     at: u64,
     /// Hashes compared: the short ones, and the whole ones.
     pub(crate) hashes: (u64, u64),
+    /// The shot being replayed, while its effects are applied.
+    pub(crate) shot: Option<ShotEvidence>,
+    /// Each violation counted, in order: the shot it was counted in, if any.
+    pub(crate) evidence: VecDeque<Option<ShotEvidence>>,
 }
 
 impl Tape {

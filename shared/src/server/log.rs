@@ -4,10 +4,14 @@
 //! network judged (violations, leaves) is applied from it in the same order.
 
 use super::{control, ServerMachine};
-use crate::record::{Call, Entry, Header, Recorder, Tape, FORMAT};
+use crate::record::{Call, Entry, Header, Recorder, ShotEvidence, Tape, FORMAT};
+use crate::shots::server::SeenShot;
 use expel_core::movement::MoveCommand;
 use expel_core::sim::PlayerId;
 use expel_core::validate::{Violation, ViolationKind};
+
+/// The most ticks a replay skips at once, or in all (years at any tick rate).
+const MAX_SKIPPED: u64 = 1 << 40;
 
 /// What the machine does with what it takes.
 #[derive(Debug, Default)]
@@ -267,6 +271,16 @@ pub(super) fn replay_call(
         return None;
     };
     let refused = matches!(call, Call::Refused { .. });
+    if let Call::Shot {
+        shooter,
+        outcome: Ok(seen),
+    } = &call
+    {
+        let evidence = shot_evidence(server, PlayerId(*shooter), seen);
+        if let Some(t) = server.log.tape() {
+            t.shot = Some(evidence);
+        }
+    }
     for _ in 0..effects {
         let Some(e) = server.log.tape().and_then(Tape::pop) else {
             break;
@@ -274,6 +288,7 @@ pub(super) fn replay_call(
         apply(server, e, refused);
     }
     if let Some(t) = server.log.tape() {
+        t.shot = None;
         if refused && !t.reproduced.is_empty() {
             let extra = format!("{:?} judged again but not recorded", t.reproduced);
             t.reproduced.clear();
@@ -366,7 +381,11 @@ fn apply(server: &mut ServerMachine, e: Entry, judged_again: bool) {
             }
             server.leave(id, reason);
         }
-        Entry::Skipped { ticks } => server.skip(ticks),
+        // A pause of years at most: the tick count never comes near overflowing.
+        Entry::Skipped { ticks } if ticks <= MAX_SKIPPED && tick <= MAX_SKIPPED => {
+            server.skip(ticks)
+        }
+        Entry::Skipped { ticks } => diverged(server, format!("{ticks} ticks skipped at once")),
         Entry::Violation {
             tick: at,
             player,
@@ -390,9 +409,28 @@ fn apply(server: &mut ServerMachine, e: Entry, judged_again: bool) {
                 tick: at,
                 evidence,
             };
+            if let Some(t) = server.log.tape() {
+                let shot = t.shot.clone().filter(|s| s.shooter == id);
+                t.evidence.push_back(shot);
+            }
             server.count_violation(id, &v);
         }
         other => diverged(server, format!("{other:?} out of its place")),
+    }
+}
+
+/// A replayed shot's evidence: its judgement, and every player's box at its view as the
+/// server's history has them.
+fn shot_evidence(server: &ServerMachine, shooter: PlayerId, seen: &SeenShot) -> ShotEvidence {
+    let ids: Vec<PlayerId> = server.players.keys().copied().collect();
+    let mut rewound = Vec::new();
+    (server.history).boxes_of(&server.sim, &seen.view, &ids, &mut rewound);
+    ShotEvidence {
+        shooter,
+        view: seen.view,
+        hit: seen.hit.map(|(s, h)| (s, h.point.to_array())),
+        unseen: seen.unseen,
+        rewound,
     }
 }
 

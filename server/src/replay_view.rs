@@ -1,0 +1,96 @@
+//! A recorded match in the operator's live view (`expel replay FILE --view`): the same
+//! page, fed from a replay's frames instead of the live stream, with a timeline (pause,
+//! speed, seek) and each violation's evidence. The operator's alone: it listens on
+//! loopback only.
+
+use crate::live::{frame_of, map_json};
+use crate::metrics::Metrics;
+use crate::ServerError;
+use expel_core::{Sim, WorldState};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Frames kept at most (ten a second for four hours); past them the rest of the match
+/// is not drawn (the summary says so).
+const MAX_FRAMES: usize = 10 * 3600 * 4;
+/// Frames one request asks for at most.
+pub(crate) const MAX_FRAMES_ASKED: usize = 600;
+
+/// A replay as the live view draws it: the map, a frame ten times a second of play, and
+/// the recording's summary (its violations and their evidence).
+pub struct ReplayView {
+    pub(crate) map_json: String,
+    pub(crate) frames: Vec<String>,
+    pub(crate) summary: String,
+    cut: bool,
+}
+
+impl ReplayView {
+    /// The view of a replay on `sim`'s map, named `name`.
+    pub fn new(sim: &Sim, name: &str) -> ReplayView {
+        ReplayView {
+            map_json: map_json(sim, name),
+            frames: Vec::new(),
+            summary: "{}".into(),
+            cut: false,
+        }
+    }
+
+    /// Adds a frame of `world`, its players ringed where `flagged` says.
+    pub fn frame(&mut self, sim: &Sim, world: &WorldState, flagged: &dyn Fn(u32) -> bool) {
+        if self.frames.len() >= MAX_FRAMES {
+            self.cut = true;
+            return;
+        }
+        self.frames.push(frame_of(sim, world, flagged, 0.0, (0, 0)));
+    }
+
+    /// Frames kept.
+    pub fn frames(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Whether frames past [`MAX_FRAMES`] were left out.
+    pub fn cut(&self) -> bool {
+        self.cut
+    }
+
+    /// The recording's summary (JSON) the page shows: `tick_rate`, `frame_ticks`,
+    /// `violations` (each with its `frame` and evidence) and what else the caller adds.
+    pub fn set_summary(&mut self, json: String) {
+        self.summary = json;
+    }
+
+    /// Frames `from` to `from + count` (at most [`MAX_FRAMES_ASKED`]) as a JSON array.
+    pub(crate) fn frames_json(&self, from: usize, count: usize) -> String {
+        let end = from
+            .saturating_add(count.min(MAX_FRAMES_ASKED))
+            .min(self.frames.len());
+        let slice = self.frames.get(from..end).unwrap_or_default();
+        format!("[{}]", slice.join(","))
+    }
+}
+
+/// Serves `view` at `addr` (loopback only) until the returned task is dropped or
+/// aborted: the address it listens on, and the task.
+pub async fn serve_replay_view(
+    addr: SocketAddr,
+    view: ReplayView,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), ServerError> {
+    if !addr.ip().is_loopback() {
+        return Err(ServerError::Config(format!(
+            "a replay's view shows every player through every wall: it listens on loopback only, not {addr}"
+        )));
+    }
+    let l = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    let local = l
+        .local_addr()
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    let site = Arc::new(crate::http::Site::Replay {
+        view: Arc::new(view),
+    });
+    let task = tokio::spawn(crate::http::serve(l, Arc::new(Metrics::new()), site, None));
+    Ok((local, task))
+}
