@@ -254,6 +254,47 @@ fn backtrack_wallshot_and_rapidfire_cheaters_are_flagged_and_kicked() {
     }
 }
 
+/// A wallhack with everyone shown (interest 32): the cheater aims at the nearest player
+/// it was shown who stands behind a wall from its eyes, and fires through it. The shots
+/// meet the wall; the server, which drew the boxes as the shooter's screen had them, sees
+/// them aimed at someone hidden behind it, kept up: flagged and kicked at every round
+/// trip. The strafing honest players are never flagged.
+#[test]
+fn a_wallhack_aiming_at_shown_players_behind_walls_is_flagged_and_kicked() {
+    for (k, rtt) in [80.0, 150.0, 300.0].into_iter().enumerate() {
+        let mut net = deathmatch(8, rtt, 32, 70 + k as u64);
+        let sim = net.server().sim().clone();
+        let (why, v) = cheater(&mut net, 20, &mut |c, _, _| {
+            let (Some(me), shown) = (c.local_player(), c.others_drawn(f64::MAX)) else {
+                return MoveCommand::default();
+            };
+            let from = eye(&me);
+            let mut s = TraceScratch::new();
+            let hidden = (shown.values())
+                .map(|o| o.origin + DVec3::new(0.0, 0.0, 4.0))
+                .filter(|o| {
+                    let t = sim
+                        .map()
+                        .trace(&Hull::point(), from, *o, Contents::SOLID, &mut s);
+                    t.sweep.fraction < 1.0
+                })
+                .min_by(|a, b| a.distance(from).total_cmp(&b.distance(from)));
+            let Some(to) = hidden else {
+                return MoveCommand::new(1.0, 0.0, 0.0, 0.0, 0.0);
+            };
+            let (yaw, pitch) = aim(from, to);
+            MoveCommand::new(0.0, 0.0, 0.0, yaw, pitch).with_actions(actions::FIRE, 0)
+        });
+        let why = why.unwrap_or_else(|| panic!("rtt {rtt}: wallhack not kicked: {v:?}"));
+        assert!(why.contains("behind the wall"), "{why}");
+        assert_eq!(
+            count(&v, ViolationKind::UnseenTarget),
+            v.iter().sum::<u64>(),
+            "only the cheater, only for this: {v:?}"
+        );
+    }
+}
+
 /// Where `p`'s eyes are and where it looks, if its command for this tick arrived and
 /// presses a button.
 fn pressed(game: &Game<'_>, p: u32) -> Option<(DVec3, DVec3)> {

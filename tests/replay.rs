@@ -318,3 +318,95 @@ fn the_live_view_plays_a_recording_in_a_real_browser() {
     drop(replay);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `expel` with `args`: its stdout as JSON if it succeeded, else its stderr.
+fn expel(args: &[&str]) -> Result<serde_json::Value, String> {
+    let out = Command::new(env!("CARGO_BIN_EXE_expel"))
+        .args(args)
+        .output()
+        .expect("run expel");
+    if out.status.success() {
+        let text = String::from_utf8_lossy(&out.stdout);
+        Ok(serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{e}: {text}")))
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// Over real QUIC: `expel serve --record` while bots play deathmatch (a speed cheater
+/// among them), stopped by SIGTERM; `expel replay` plays its file again with every hash
+/// equal and the flags the server logged counted again; `--to` prints a tick's world and
+/// `--violation` a flag; a damaged copy fails with its byte offset.
+#[test]
+fn expel_serve_records_and_expel_replay_plays_it_again() {
+    let dir = std::env::temp_dir().join(format!("expel-record-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let rec = dir.join("rec");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_expel"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--mode", "deathmatch"])
+        .args(["--secret", "record-secret", "--record"])
+        .arg(&rec)
+        .env("EXPEL_CACHE_DIR", &dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run expel serve");
+    let ready = common::ready_line(&mut server);
+    let file = ready["recording"]
+        .as_str()
+        .expect("the recording's file")
+        .to_string();
+    assert!(file.starts_with(rec.to_str().unwrap()), "{ready}");
+    let bots = Command::new(env!("CARGO_BIN_EXE_expel"))
+        .args(["bots", "--server", ready["listening"].as_str().unwrap()])
+        .args(["--secret", "record-secret", "--fingerprint"])
+        .arg(ready["fingerprint"].as_str().unwrap())
+        .args([
+            "--count",
+            "6",
+            "--duration",
+            "6",
+            "--fire",
+            "--cheat",
+            "speed",
+        ])
+        .env("EXPEL_CACHE_DIR", &dir)
+        .output()
+        .expect("run expel bots");
+    assert!(
+        bots.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bots.stderr)
+    );
+    let term = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    assert!(server.wait().unwrap().success());
+
+    let summary = expel(&["replay", &file]).unwrap();
+    assert_eq!(summary["all_equal"], true, "{summary}");
+    let ticks = summary["ticks"].as_u64().unwrap();
+    assert!(ticks > 300, "{summary}");
+    assert_eq!(summary["hashes_checked"].as_u64(), Some(ticks), "{summary}");
+    assert!(summary["ended"].is_string(), "{summary}");
+    assert!(summary["most_players"].as_u64() >= Some(6), "{summary}");
+    let flags = summary["violations"].as_array().unwrap();
+    assert!(flags.iter().any(|v| v["kind"] == "speed"), "{summary}");
+    let world = expel(&["replay", &file, "--to", "240"]).unwrap();
+    assert_eq!(world["tick"], 240, "{world}");
+    assert!(!world["players"].as_array().unwrap().is_empty(), "{world}");
+    let first = expel(&["replay", &file, "--violation", "1"]).unwrap();
+    assert_eq!(first["violation"], flags[0], "{first}");
+
+    let mut bytes = std::fs::read(&file).unwrap();
+    let i = bytes.len() / 2;
+    bytes[i] ^= 0x20;
+    let bad = dir.join("bad.rec");
+    std::fs::write(&bad, &bytes).unwrap();
+    let err = expel(&["replay", bad.to_str().unwrap()]).unwrap_err();
+    assert!(err.contains("byte") && err.contains("corrupt"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -265,22 +265,41 @@ impl Gunner {
         self
     }
 
-    /// A wallshot cheat's look: the nearest of the swarm's leaked places (`leaked`, by
-    /// player) of a player it is not shown (`shown`), whatever is between.
+    /// A wallshot cheat's look, a wallhack's: the nearest player it cannot see, where it
+    /// was shown them (`shown`) or where the swarm leaked them (`leaked`, by player),
+    /// through whatever is between. Within sight, a player behind a wall first; one it
+    /// was never shown next.
     pub fn look_leaked(
         &mut self,
+        sim: &Sim,
         me: Option<(PlayerId, DVec3)>,
         shown: &std::collections::BTreeMap<PlayerId, DVec3>,
         leaked: &std::collections::BTreeMap<PlayerId, DVec3>,
     ) {
+        use expel_modes::deathmatch::EYE_HEIGHT;
+        self.target = None;
         let Some((id, at)) = me else {
-            self.target = None;
             return;
         };
-        self.target = (leaked.iter())
-            .filter(|(p, _)| **p != id && !shown.contains_key(p))
-            .map(|(_, o)| *o)
-            .min_by(|a, b| a.distance(at).total_cmp(&b.distance(at)));
+        let eye = at + DVec3::Z * EYE_HEIGHT;
+        let mut s = expel_core::TraceScratch::new();
+        let hull = expel_core::Hull::point();
+        let mut behind = |o: &DVec3| {
+            let t = sim
+                .map()
+                .trace(&hull, eye, *o, expel_core::Contents::SOLID, &mut s);
+            t.sweep.fraction < 1.0
+        };
+        let nearest = |places: &mut dyn Iterator<Item = DVec3>| {
+            places
+                .filter(|o| o.distance(at) < SIGHT)
+                .min_by(|a, b| a.distance(at).total_cmp(&b.distance(at)))
+        };
+        let hidden = (shown.iter()).filter(|(p, o)| **p != id && behind(o));
+        self.target = nearest(&mut hidden.map(|(_, o)| *o)).or_else(|| {
+            let unshown = (leaked.iter()).filter(|(p, _)| **p != id && !shown.contains_key(p));
+            nearest(&mut unshown.map(|(_, o)| *o))
+        });
     }
 
     /// Whether its cheats are on by `tick`.
@@ -500,7 +519,8 @@ pub async fn run(
                     .lock()
                     .map(|l| l.clone())
                     .unwrap_or_default();
-                g.look_leaked(s.display_origin().map(|a| (me, a)), &s.others(now), &leaked);
+                let at = s.display_origin().map(|a| (me, a));
+                g.look_leaked(&s.sim, at, &s.others(now), &leaked);
             } else {
                 g.look(&s.sim, s.display_origin(), s.others(now).into_values());
             }

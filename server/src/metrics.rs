@@ -375,6 +375,12 @@ const MACHINE: &[MachineMetric] = {
             |s| s.shots_unseen,
         ),
         (
+            "expel_shots_behind_walls",
+            "Shots aimed at a player the shooter was shown, standing behind the wall the shot met.",
+            C,
+            |s| s.shots_behind_walls,
+        ),
+        (
             "expel_shots_over_budget",
             "Shots past a player's budget for one tick, refused.",
             C,

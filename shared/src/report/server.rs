@@ -189,6 +189,9 @@ pub struct ServerStats {
     pub shot_views_clamped: u64,
     /// Of those, shots aimed through a player the client was never shown.
     pub shots_unseen: u64,
+    /// Shots aimed at a player the shooter was shown, standing behind the wall the shot
+    /// met (counted toward `unseen_target` like `shots_unseen`).
+    pub shots_behind_walls: u64,
     /// Shots past a player's budget for a tick, refused.
     pub shots_over_budget: u64,
     /// Shots that left from where the shooter's client had itself, farther than

@@ -10,7 +10,8 @@ use crate::messages::outbox::Sender;
 use crate::messages::{decode_message, encode_message, Channel, MessageError};
 use crate::record::Call;
 use crate::server::{log, ServerMachine};
-use crate::shots::server::{SeenShot, ShotError, AIMED_AT_COS, SHOOTER_REACH, SHOOTER_SLACK};
+use crate::shots::server::{SeenShot, ShotError, Unseen, AIMED_AT_COS, AIM_SLACK, BEHIND_MARGIN};
+use crate::shots::server::{SHOOTER_REACH, SHOOTER_SLACK};
 use crate::snapshot::{game_state_fields, EndLog, Ended, Scope, Spawned, StateFields};
 use crate::time::Instant;
 use crate::wire::MovementAuthority;
@@ -770,12 +771,37 @@ fn shot_as_seen(
             (server.history).first_crossed(sim, (view.from, now), shown, (start, end))
         }
     };
+    // Aimed at a player it was shown, standing behind what the shot met as its own
+    // screen had them, and hidden by the map (a shot at someone in sight that clipped a
+    // corner is no such aim): an aim that sees through walls.
+    let behind = match hit {
+        Some((Struck::World | Struck::Mover(_), h)) if unseen.is_none() => {
+            let wall = (h.point - start).length() + BEHIND_MARGIN;
+            let (map, trace) = (sim.map(), &mut rewind.trace);
+            (rewind.boxes.iter()).find_map(|b| {
+                let centre = b.bounds.center();
+                let to = centre - start;
+                let along = to.dot(dir);
+                let half = 0.5 * (b.bounds.max - b.bounds.min).truncate().max_element();
+                let off = (to - dir * along).length();
+                let aimed = b.id != shooter && along > wall && off <= half + AIM_SLACK;
+                let mut hidden = || {
+                    let t = map.trace(&Hull::point(), start, centre, Contents::SOLID, trace);
+                    t.sweep.fraction < 1.0
+                };
+                (aimed && hidden()).then_some(b.id)
+            })
+        }
+        _ => None,
+    };
     let stats = &mut server.stats;
     stats.shots_judged += 1;
     stats.shot_views_clamped += u64::from(judged.clamped.is_some());
     stats.shots_unseen += u64::from(unseen.is_some());
+    stats.shots_behind_walls += u64::from(behind.is_some());
     let clamped = judged.clamped.as_deref();
-    if let Some(v) = s.aim.count(tick, rate, clamped, unseen) {
+    let why = (unseen.map(Unseen::NeverShown)).or(behind.map(Unseen::BehindWall));
+    if let Some(v) = s.aim.count(tick, rate, clamped, why) {
         server.violation(shooter, &v);
     }
     Ok(SeenShot {

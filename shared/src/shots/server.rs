@@ -65,6 +65,24 @@ pub const SHOOTER_REACH: f64 = 256.0;
 /// that player: 8 degrees, a hand's error and more. Its miss flies on past, and what it
 /// crosses beyond is no aim at the unseen.
 pub(crate) const AIMED_AT_COS: f64 = 0.990_268_068_741_570_3;
+/// How far past what a shot met (the map, a mover) a player it was aimed at must stand
+/// for the aim to be at someone behind it, units: a player standing at the wall it hit
+/// is no one hidden.
+pub(crate) const BEHIND_MARGIN: f64 = 16.0;
+/// How far from a box's centre a shot's line may pass and still be aimed at it, past the
+/// box's own half-width, units: a hand's error of a few degrees at a room's distance.
+pub(crate) const AIM_SLACK: f64 = 24.0;
+
+/// Why a shot's aim was at a player it could not see.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unseen {
+    /// Its snapshots never showed the player (a leak of places).
+    NeverShown(PlayerId),
+    /// It was shown the player, standing behind what the shot met (the map drawn
+    /// through: a wallhack).
+    BehindWall(PlayerId),
+}
+
 /// Reported places kept.
 const REPORTED: usize = 8;
 /// Ticks before a shot's the newest report of the shooter's own place may be: the
@@ -272,7 +290,7 @@ impl Aim {
         tick: u64,
         rate: u32,
         clamped: Option<&str>,
-        unseen: Option<PlayerId>,
+        unseen: Option<Unseen>,
     ) -> Option<Violation> {
         let window = WINDOW_SECONDS * u64::from(rate);
         let since = tick.saturating_sub(window);
@@ -300,16 +318,20 @@ impl Aim {
                 });
             }
         }
-        if let Some(p) = unseen {
+        if let Some(u) = unseen {
             self.unseen.push_back(tick);
             if kept_up(self.unseen.len(), 2) {
                 let n = std::mem::take(&mut self.unseen).len();
+                let last = match u {
+                    Unseen::NeverShown(p) => format!("player {p}, never shown to it"),
+                    Unseen::BehindWall(p) => format!("player {p}, behind the wall the shot met"),
+                };
                 return Some(Violation {
                     kind: ViolationKind::UnseenTarget,
                     tick,
                     evidence: format!(
-                        "{n} of {shots} shots in {WINDOW_SECONDS} s aimed through players it was \
-                         never shown; last: player {p}"
+                        "{n} of {shots} shots in {WINDOW_SECONDS} s aimed at players it could \
+                         not see; last: {last}"
                     ),
                 });
             }
