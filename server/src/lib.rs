@@ -50,7 +50,7 @@ pub use expel_protocol::server::{
 pub use expel_protocol::snapshot::Scope;
 pub use metrics::{Gauge, Labelled, Metrics, Share};
 pub use record::RecordConfig;
-pub use replay_view::{serve_replay_view, ReplayView};
+pub use replay_view::ReplayView;
 pub use tls::{fingerprint, Identity};
 pub use web::{WebCertificate, WebConfig, WebError, WebPage};
 
@@ -449,6 +449,31 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
         secret,
         server_id,
     })
+}
+
+/// Serves a replay's `view` (`expel replay --view`) at `addr` (loopback only: it shows
+/// every player through every wall) until the returned task is dropped or
+/// aborted: the address it listens on, and the task.
+pub async fn serve_replay_view(
+    addr: SocketAddr,
+    view: ReplayView,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), ServerError> {
+    if !addr.ip().is_loopback() {
+        return Err(ServerError::Config(format!(
+            "a replay's view shows every player through every wall: it listens on loopback only, not {addr}"
+        )));
+    }
+    let l = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    let local = l
+        .local_addr()
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    let site = Arc::new(http::Site::Replay {
+        view: Arc::new(view),
+    });
+    let task = tokio::spawn(http::serve(l, Arc::new(Metrics::new()), site, None));
+    Ok((local, task))
 }
 
 /// Opens the browser's door: its WebTransport socket, then its page on the same port

@@ -4,11 +4,7 @@
 //! loopback only.
 
 use crate::live::{frame_of, map_json};
-use crate::metrics::Metrics;
-use crate::ServerError;
 use expel_core::{Sim, WorldState};
-use std::net::SocketAddr;
-use std::sync::Arc;
 
 /// Frames kept at most (ten a second for four hours); past them the rest of the match
 /// is not drawn (the summary says so).
@@ -69,28 +65,4 @@ impl ReplayView {
         let slice = self.frames.get(from..end).unwrap_or_default();
         format!("[{}]", slice.join(","))
     }
-}
-
-/// Serves `view` at `addr` (loopback only) until the returned task is dropped or
-/// aborted: the address it listens on, and the task.
-pub async fn serve_replay_view(
-    addr: SocketAddr,
-    view: ReplayView,
-) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), ServerError> {
-    if !addr.ip().is_loopback() {
-        return Err(ServerError::Config(format!(
-            "a replay's view shows every player through every wall: it listens on loopback only, not {addr}"
-        )));
-    }
-    let l = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| ServerError::Bind { addr, source })?;
-    let local = l
-        .local_addr()
-        .map_err(|source| ServerError::Bind { addr, source })?;
-    let site = Arc::new(crate::http::Site::Replay {
-        view: Arc::new(view),
-    });
-    let task = tokio::spawn(crate::http::serve(l, Arc::new(Metrics::new()), site, None));
-    Ok((local, task))
 }

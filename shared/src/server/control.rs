@@ -2,22 +2,15 @@
 //! map's transfer and the player's entry into the world; then the player's messages and
 //! its goodbye.
 
-use super::game::Notice;
-use super::{Conn, ConnId, Event, MessageDrop, Output, Player, ServerMachine, Stage};
+use super::{Conn, ConnId, Event, MessageDrop, Output, ServerMachine, Stage};
 use crate::code::Code;
 use crate::codec::decode;
 use crate::frame::encode_frame;
-use crate::input::{InputBuffer, InputStats};
 use crate::join::server::{House, Knock};
 use crate::messages::Channel;
-use crate::predict::replay::{CommandLog, REPLAY_SECONDS};
-use crate::rate::InputGate;
-use crate::snapshot::{Feedback, SnapshotEncoder};
 use crate::time::Instant;
 use crate::wire::{ClientControl, ServerControl, Welcome};
-use expel_core::movement::MoveMode;
 use expel_core::sim::PlayerId;
-use expel_core::validate::{ValidationConfig, Validator};
 use std::collections::BTreeMap;
 
 /// The work of [`ServerMachine::handle_control`].
@@ -146,7 +139,7 @@ fn hello(
             c.stage = Stage::Map { player: id };
         }
     } else {
-        enter(server, conn, id, now);
+        server.enter(conn, id, now);
     }
     server.count_pending();
 }
@@ -159,60 +152,8 @@ pub(super) fn handle_map_sent(server: &mut ServerMachine, conn: ConnId, now: Ins
     }) = server.conns.get(&conn)
     {
         let player = *player;
-        enter(server, conn, player, now);
+        server.enter(conn, player, now);
     }
-}
-
-/// The player enters the world on `conn` (a replay's players have no connection).
-pub(super) fn enter(server: &mut ServerMachine, conn: ConnId, id: PlayerId, now: Instant) {
-    let spawn = server.sim.join_state(&server.world, id, MoveMode::Walk);
-    if server.sim.add_player(&mut server.world, id, spawn).is_err() {
-        server.kick(conn, Code::NoRoom, "no room in the world".into());
-        return;
-    }
-    super::log::joined(server, id);
-    let input_rate = server.input_rate();
-    let gate = match server.conns.get_mut(&conn) {
-        Some(c) => {
-            c.stage = Stage::Playing { player: id };
-            std::mem::replace(&mut c.gate, InputGate::new(input_rate, now))
-        }
-        None => InputGate::new(input_rate, now),
-    };
-    let rate = server.rate();
-    server.players.insert(
-        id,
-        Player {
-            conn,
-            inputs: InputBuffer::new(),
-            counted: InputStats::default(),
-            late_reported: 0,
-            snapshots: SnapshotEncoder::new(),
-            commands: CommandLog::new(REPLAY_SECONDS as usize * rate as usize),
-            replay_at: 0,
-            expected: BTreeMap::new(),
-            budget: server.settings.client_budget as f64 / 4.0,
-            validator: Validator::new(ValidationConfig::for_tick_rate(rate)),
-            unjudged: 0,
-            feedback: Feedback::default(),
-            correcting: false,
-            correction_snapshot: 0,
-            entered: server.world.tick,
-            last_input: now,
-            gate,
-            mail: super::messages::mailbox(now),
-            outbox: Default::default(),
-            aim: Default::default(),
-            leaps: Default::default(),
-        },
-    );
-    (server.roster).entered(
-        conn,
-        id,
-        server.players.keys().copied(),
-        &mut server.outputs,
-    );
-    super::game::notify(server, Notice::Joined(id));
 }
 
 /// Whether player `id` is on its way in, its map being sent.

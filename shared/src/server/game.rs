@@ -9,7 +9,7 @@ use crate::game::state::{Replicated, StateError, StateOf, StateTypes};
 use crate::messages::outbox::Sender;
 use crate::messages::{decode_message, encode_message, Channel, MessageError};
 use crate::record::Call;
-use crate::server::{log, ServerMachine};
+use crate::server::{log, replaying, ServerMachine};
 use crate::shots::server::{SeenShot, ShotError, Unseen, AIMED_AT_COS, AIM_SLACK, BEHIND_MARGIN};
 use crate::shots::server::{SHOOTER_REACH, SHOOTER_SLACK};
 use crate::snapshot::{game_state_fields, EndLog, Ended, Scope, Spawned, StateFields};
@@ -379,7 +379,7 @@ impl Game<'_> {
         };
         let called = Call::Refused { player: player.0 };
         log::recorded_call(self.server, body, |_| Some(called.clone()));
-        log::replay_call(self.server, "a refusal", |c| *c == called);
+        replaying::replay_call(self.server, "a refusal", |c| *c == called);
     }
 
     /// What `hull` moving straight from `start` to `end` meets first as `shooter` saw
@@ -404,7 +404,7 @@ impl Game<'_> {
         let tick = self.tick();
         if self.server.log.replaying() {
             let want = |c: &Call| matches!(c, Call::Shot { shooter: s, .. } if *s == shooter.0);
-            return match log::replay_call(self.server, "a shot", want) {
+            return match replaying::replay_call(self.server, "a shot", want) {
                 Some(Call::Shot { outcome, .. }) => outcome,
                 _ => Err(ShotError::NotPlaying(shooter)),
             };
@@ -557,7 +557,7 @@ impl Game<'_> {
         let kick = |server: &mut ServerMachine| server.kick(conn, Code::Removed, reason.into());
         let called = Call::Removed { player: player.0 };
         log::recorded_call(self.server, kick, |_| Some(called.clone()));
-        log::replay_call(self.server, "a removal", |c| *c == called);
+        replaying::replay_call(self.server, "a removal", |c| *c == called);
         Ok(())
     }
 

@@ -140,7 +140,7 @@ pub(super) fn message_in(
 /// round) that has one.
 pub(super) fn take_message(server: &mut ServerMachine) -> Option<(PlayerId, Channel, Vec<u8>)> {
     if server.log.replaying() {
-        return super::log::replay_message(server);
+        return super::replaying::replay_message(server);
     }
     super::log::recorded_call(server, take_waiting, |m| {
         m.as_ref().map(|(player, channel, bytes)| Call::Message {
@@ -194,7 +194,7 @@ pub(super) fn message_malformed(
     };
     let called = Call::Malformed { player: player.0 };
     super::log::recorded_call(server, body, |_| Some(called.clone()));
-    super::log::replay_call(server, "a malformed message", |c| *c == called);
+    super::replaying::replay_call(server, "a malformed message", |c| *c == called);
 }
 
 /// A fresh mailbox for a player entering at `now`.

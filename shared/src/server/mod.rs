@@ -37,6 +37,7 @@ mod intake;
 mod log;
 mod messages;
 mod pace;
+mod replaying;
 pub(super) mod settings;
 mod tick;
 pub(super) mod wall;
@@ -547,6 +548,65 @@ impl ServerMachine {
             .values()
             .filter(|c| matches!(c.stage, Stage::Hello { .. }))
             .count() as u64;
+    }
+
+    /// The player enters the world on `conn` (a replay's players have no connection).
+    fn enter(&mut self, conn: ConnId, id: PlayerId, now: Instant) {
+        let server = self;
+        let spawn = server
+            .sim
+            .join_state(&server.world, id, expel_core::movement::MoveMode::Walk);
+        if server.sim.add_player(&mut server.world, id, spawn).is_err() {
+            server.kick(conn, Code::NoRoom, "no room in the world".into());
+            return;
+        }
+        log::joined(server, id);
+        let input_rate = server.input_rate();
+        let gate = match server.conns.get_mut(&conn) {
+            Some(c) => {
+                c.stage = Stage::Playing { player: id };
+                std::mem::replace(&mut c.gate, InputGate::new(input_rate, now))
+            }
+            None => InputGate::new(input_rate, now),
+        };
+        let rate = server.rate();
+        server.players.insert(
+            id,
+            Player {
+                conn,
+                inputs: InputBuffer::new(),
+                counted: InputStats::default(),
+                late_reported: 0,
+                snapshots: SnapshotEncoder::new(),
+                commands: CommandLog::new(
+                    crate::predict::replay::REPLAY_SECONDS as usize * rate as usize,
+                ),
+                replay_at: 0,
+                expected: BTreeMap::new(),
+                budget: server.settings.client_budget as f64 / 4.0,
+                validator: Validator::new(expel_core::validate::ValidationConfig::for_tick_rate(
+                    rate,
+                )),
+                unjudged: 0,
+                feedback: Feedback::default(),
+                correcting: false,
+                correction_snapshot: 0,
+                entered: server.world.tick,
+                last_input: now,
+                gate,
+                mail: messages::mailbox(now),
+                outbox: Default::default(),
+                aim: Default::default(),
+                leaps: Default::default(),
+            },
+        );
+        (server.roster).entered(
+            conn,
+            id,
+            server.players.keys().copied(),
+            &mut server.outputs,
+        );
+        game::notify(server, Notice::Joined(id));
     }
 
     /// Bytes arrived on the connection's control stream.

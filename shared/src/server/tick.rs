@@ -129,7 +129,7 @@ impl ServerMachine {
         for (id, v) in gaps {
             self.violation(id, &v);
         }
-        super::log::drain(self);
+        super::replaying::drain(self);
         // The game's rules next, with the commands the tick steps (their buttons): what
         // they do to the world, this tick steps.
         self.game.commands = commands.into_iter().collect();
@@ -142,7 +142,7 @@ impl ServerMachine {
         } else {
             self.authoritative(&commands);
         }
-        super::log::drain(self);
+        super::replaying::drain(self);
         self.stats.ticks += 1;
         self.count_leaps();
         let players = self.players.iter().map(|(id, p)| (*id, p.conn));
