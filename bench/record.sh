@@ -10,14 +10,20 @@
 #                                   # 300 ms round trips with 5% loss: when it was flagged
 #                                   # and kicked, and honest players flagged
 #   HONEST=1 WALLHACK=1 bench/record.sh   # the same crowd with nobody cheating
+#   KEEP=/tmp/runs bench/record.sh  # keep the recordings (then `expel replay F --entries`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bots="${BOTS:-64}"
 secs="${SECONDS_PER_RUN:-600}"
 bin="${EXPEL_BIN:-target/release/expel}"
 [ -n "${EXPEL_BIN:-}" ] || cargo build --release -q -p expel-cli
-out="$(mktemp -d)"
-trap 'rm -rf "$out"' EXIT
+# KEEP=DIR keeps the runs (recordings, logs, reports) there.
+if [ -n "${KEEP:-}" ]; then
+  out="$KEEP"; mkdir -p "$out"
+else
+  out="$(mktemp -d)"
+  trap 'rm -rf "$out"' EXIT
+fi
 port=47100
 
 # Runs the server and the bots: $1 one-way delay (ms), $2 the cheats, $3 bots, $4 seconds.
@@ -35,8 +41,11 @@ run() {
   "$bin" bots --server "127.0.0.1:$port" --secret bench-secret --fingerprint "$fp" \
     --count "$3" --duration "$4" --fire $2 --loss 0.05 --delay "$1" --jitter 5 \
     --report "$dir/bots.json" >/dev/null 2>"$dir/bots.log"
+  curl -s "127.0.0.1:$port/metrics" | grep -E "^expel_shots(_behind_walls|_unseen)?_total" \
+    >"$dir/shots.txt" || true
   kill -INT "$server"; wait "$server" || true
   "$bin" replay "$dir"/rec/*.rec >"$dir/replay.json"
+  "$bin" replay "$dir"/rec/*.rec --entries >"$dir/entries.json"
   RUN_DIR="$dir" BOTS_N="$3" python3 - <<'PY'
 import json, os, glob, re, datetime
 d = os.environ["RUN_DIR"]; n = int(os.environ["BOTS_N"])
@@ -51,6 +60,17 @@ print(f"recording: {size} bytes, {n} players, {minutes:.2f} min: "
 print(f"replay: {r['ticks']} ticks, hashes equal {r['hashes_checked']} "
       f"({r['full_hashes_checked']} whole), all_equal {r['all_equal']}, "
       f"{r['seconds']:.2f} s = {r['speed']:.0f}x real time; violations {kinds}")
+e = json.load(open(d + "/entries.json"))
+parts = ", ".join(f"{k} {v['bytes'] * 100 / e['inflated_bytes']:.0f}%" for k, v in e["entries"].items()
+                  if v["bytes"] * 100 >= e["inflated_bytes"])
+print(f"entries before deflating ({e['inflated_bytes']} bytes, deflated to {e['file_bytes']}): {parts}")
+m = dict(l.split() for l in open(d + "/shots.txt").read().splitlines() if l.strip())
+judged = float(m.get("expel_shots_total", 0))
+behind = float(m.get("expel_shots_behind_walls_total", 0))
+if judged:
+    print(f"shots judged {judged:.0f}: aimed at players behind walls {behind:.0f} "
+          f"({behind * 100 / judged:.2f}%), through players never shown "
+          f"{float(m.get('expel_shots_unseen_total', 0)):.0f}")
 print(f"bots: honest flagged {b['honest_flagged']}, cheaters {b['cheaters']}, kicked {b['kicked']}")
 # When each flagged player joined, was first flagged and left (the server's log).
 stamp = lambda l: datetime.datetime.fromisoformat(l.split()[0].rstrip("Z"))

@@ -37,6 +37,10 @@ pub(crate) struct ReplayArgs {
     /// violation with its evidence. The summary line gains its address ("view").
     #[arg(long, num_args = 0..=1, default_missing_value = "127.0.0.1:0")]
     view: Option<std::net::SocketAddr>,
+    /// Replay nothing: print what the recording is made of (entries by kind, their
+    /// count and bytes before deflating; the blocks and the file's bytes).
+    #[arg(long, conflicts_with_all = ["to", "violation", "view"])]
+    entries: bool,
 }
 
 type Parts = BufReader<File>;
@@ -58,6 +62,9 @@ pub(crate) fn run(args: ReplayArgs) -> Result<()> {
         }
     }
     let opened = Replay::open(open(&args.file)?).map_err(|e| on(&args.file, e))?;
+    if args.entries {
+        return entries(&args.file, opened.1);
+    }
     let header = opened.0.clone();
     let Some(mode) = MODES.iter().find(|(n, _)| *n == header.rules).map(|m| m.1) else {
         let names: Vec<&str> = MODES.iter().map(|m| m.0).collect();
@@ -76,6 +83,7 @@ pub(crate) fn run(args: ReplayArgs) -> Result<()> {
     let mut r = Replay::new(opened, sim, bytes, Mode::rules(mode), started)
         .map_err(|e| on(&args.file, e))?;
     let (mut ticks, mut most, mut part) = (0u64, 0usize, 0u32);
+    let mut player_ticks = 0u64;
     let sim = r.machine().sim().clone();
     let mut view = args.view.map(|_| ReplayView::new(&sim, &header.map_name));
     let frame_ticks = u64::from((header.movement.tick_rate / 10).max(1));
@@ -96,7 +104,9 @@ pub(crate) fn run(args: ReplayArgs) -> Result<()> {
         match r.step().map_err(|e| on(&args.file, e))? {
             Replayed::Tick(t) => {
                 ticks += 1;
-                most = most.max(r.machine().world().players.len());
+                let players = r.machine().world().players.len();
+                most = most.max(players);
+                player_ticks += players as u64;
                 if let Some(v) = view.as_mut() {
                     let n = r.violations().len();
                     frames_at.resize(n, v.frames());
@@ -140,9 +150,21 @@ pub(crate) fn run(args: ReplayArgs) -> Result<()> {
     let violations: Vec<Value> = (r.violations().iter().enumerate())
         .map(|(i, v)| violation_json(i + 1, v))
         .collect();
+    let bytes: u64 = (0..=part)
+        .map(|k| match k {
+            0 => args.file.clone(),
+            k => PathBuf::from(format!("{}.{k}", args.file.display())),
+        })
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    let player_minutes = player_ticks as f64 / f64::from(header.movement.tick_rate) / 60.0;
     let out = json!({
         "file": args.file.display().to_string(),
         "parts": part + 1,
+        "bytes": bytes,
+        "player_minutes": player_minutes,
+        "bytes_per_player_minute": if player_minutes > 0.0 { bytes as f64 / player_minutes } else { 0.0 },
         "map": header.map_name,
         "rules": header.rules,
         "started_unix": header.started_unix,
@@ -260,4 +282,49 @@ fn world_json(w: &WorldState) -> Value {
         "entities": entities,
         "movers": movers,
     })
+}
+
+/// `--entries`: what the recording's first part is made of, by kind of entry.
+fn entries(file: &Path, mut blocks: expel_protocol::record::Blocks<Parts>) -> Result<()> {
+    use expel_protocol::record::{Call, Entry};
+    let mut kinds: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
+    let (mut count, mut inflated) = (0u64, 0u64);
+    while let Some((at, payload)) = blocks.next_block().map_err(|e| on(file, e.into()))? {
+        count += 1;
+        inflated += payload.len() as u64;
+        let got = expel_protocol::record::entries(&payload, at).map_err(|e| on(file, e.into()))?;
+        for (_, e) in got {
+            let kind = match &e {
+                Entry::Tick { .. } => "tick",
+                Entry::Hash { .. } => "hash",
+                Entry::Joined { .. } => "joined",
+                Entry::Left { .. } => "left",
+                Entry::Skipped { .. } => "skipped",
+                Entry::Violation { .. } => "violation",
+                Entry::End { .. } => "end",
+                Entry::Call { call, .. } => match call {
+                    Call::Message { .. } => "message",
+                    Call::Malformed { .. } => "malformed",
+                    Call::Shot { .. } => "shot",
+                    Call::Refused { .. } => "refused",
+                    Call::Removed { .. } => "removed",
+                },
+            };
+            let slot = kinds.entry(kind).or_default();
+            slot.0 += 1;
+            slot.1 += postcard::to_allocvec(&e).map_or(0, |b| b.len() as u64);
+        }
+    }
+    let kinds: serde_json::Map<String, Value> = (kinds.into_iter())
+        .map(|(k, (n, b))| (k.to_string(), json!({"count": n, "bytes": b})))
+        .collect();
+    let out = json!({
+        "file": file.display().to_string(),
+        "file_bytes": blocks.offset(),
+        "blocks": count,
+        "inflated_bytes": inflated,
+        "entries": kinds,
+    });
+    println!("{out}");
+    Ok(())
 }
