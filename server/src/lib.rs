@@ -302,15 +302,6 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
         machine.set_rules(rules);
     }
     let metrics = Arc::new(Metrics::new());
-    if let Some(r) = &cfg.record {
-        let failed = |why: String| ServerError::Record {
-            dir: r.dir.clone(),
-            why,
-        };
-        machine
-            .start_recording(&r.rules, now_unix())
-            .map_err(|e| failed(e.to_string()))?;
-    }
     metrics.capacity.set(cfg.settings.max_players as u64);
     let quic = bind(&cfg, metrics.udp_counts())?;
     let addr = quic[0]
@@ -411,17 +402,7 @@ pub async fn start(sim: Arc<Sim>, cfg: ServerConfig) -> Result<Server, ServerErr
                 source,
             })?;
     }
-    let writer = match &shared.cfg.record {
-        Some(r) => Some(
-            record::Writer::start(r, now_unix(), shared.port, metrics.clone()).map_err(|e| {
-                ServerError::Record {
-                    dir: r.dir.clone(),
-                    why: e.to_string(),
-                }
-            })?,
-        ),
-        None => None,
-    };
+    let writer = record_to(&mut machine, &shared)?;
     let recording = writer.as_ref().map(|w| w.path().to_path_buf());
     let task = machine::spawn(machine, io, shared, live, wake_rx, writer).map_err(|source| {
         ServerError::Thread {
@@ -474,6 +455,27 @@ pub async fn serve_replay_view(
     });
     let task = tokio::spawn(http::serve(l, Arc::new(Metrics::new()), site, None));
     Ok((local, task))
+}
+
+/// Starts recording the match when the config asks: the machine records, a writer
+/// thread writes.
+fn record_to(
+    machine: &mut expel_protocol::server::ServerMachine,
+    shared: &Shared,
+) -> Result<Option<record::Writer>, ServerError> {
+    let Some(r) = &shared.cfg.record else {
+        return Ok(None);
+    };
+    let failed = |why: String| ServerError::Record {
+        dir: r.dir.clone(),
+        why,
+    };
+    let unix = now_unix();
+    machine
+        .start_recording(&r.rules, unix)
+        .map_err(|e| failed(e.to_string()))?;
+    let writer = record::Writer::start(r, unix, shared.port, shared.metrics.clone());
+    writer.map(Some).map_err(|e| failed(e.to_string()))
 }
 
 /// Opens the browser's door: its WebTransport socket, then its page on the same port

@@ -22,7 +22,7 @@ pub(crate) enum Log {
 }
 
 impl Log {
-    fn recorder(&mut self) -> Option<&mut Recorder> {
+    pub(super) fn recorder(&mut self) -> Option<&mut Recorder> {
         match self {
             Log::Recording(r) => Some(r),
             _ => None,
@@ -52,67 +52,41 @@ pub enum RecordingError {
     Started(u64),
 }
 
-impl ServerMachine {
-    /// Records the match from now on: what each tick takes from outside the simulation,
-    /// for [`crate::record::Replay`]. `rules` names the rules as a replay will find
-    /// them (`"none"` without); `unix_now` stamps it. The bytes come out through
-    /// [`ServerMachine::poll_record`].
-    pub fn start_recording(&mut self, rules: &str, unix_now: u64) -> Result<(), RecordingError> {
-        if self.settings.movement == crate::wire::MovementAuthority::Client {
-            return Err(RecordingError::TrustedClients);
-        }
-        if self.world.tick != 0 || !self.players.is_empty() {
-            return Err(RecordingError::Started(self.world.tick));
-        }
-        let mut seed = blake3::Hasher::new();
-        seed.update(&self.map_hash);
-        seed.update(&unix_now.to_le_bytes());
-        seed.update(&self.settings.secret);
-        let mut id = [0; 16];
-        id.copy_from_slice(&seed.finalize().as_bytes()[..16]);
-        let s = &self.settings;
-        let header = Header {
-            format: FORMAT,
-            id,
-            map_name: s.map_name.clone(),
-            map_hash: self.map_hash,
-            movement: self.sim.config().clone(),
-            rules: rules.to_string(),
-            started_unix: unix_now,
-            interest: s.interest,
-            snapshot_rate: s.snapshot_rate,
-            input_rate: s.input_rate,
-            client_budget: s.client_budget,
-            max_players: s.max_players,
-        };
-        self.log = Log::Recording(Box::new(Recorder::new(&header)));
-        Ok(())
+/// The work of [`ServerMachine::start_recording`].
+pub(super) fn start(
+    server: &mut ServerMachine,
+    rules: &str,
+    unix_now: u64,
+) -> Result<(), RecordingError> {
+    if server.settings.movement == crate::wire::MovementAuthority::Client {
+        return Err(RecordingError::TrustedClients);
     }
-
-    /// The recording's next bytes to write, in order (none when not recording).
-    pub fn poll_record(&mut self) -> Option<Vec<u8>> {
-        self.log.recorder()?.take()
+    if server.world.tick != 0 || !server.players.is_empty() {
+        return Err(RecordingError::Started(server.world.tick));
     }
-
-    /// Why the recording stopped, if it did (the shell took too little of it).
-    pub fn recording_failed(&self) -> Option<&str> {
-        match &self.log {
-            Log::Recording(r) => r.failed(),
-            _ => None,
-        }
-    }
-
-    /// Stops recording (a full disk): the match plays on.
-    pub fn stop_recording(&mut self) {
-        if matches!(self.log, Log::Recording(_)) {
-            self.log = Log::Off;
-        }
-    }
-
-    /// Whether the match is being recorded.
-    pub fn recording(&self) -> bool {
-        matches!(&self.log, Log::Recording(r) if r.failed().is_none())
-    }
+    let mut seed = blake3::Hasher::new();
+    seed.update(&server.map_hash);
+    seed.update(&unix_now.to_le_bytes());
+    seed.update(&server.settings.secret);
+    let mut id = [0; 16];
+    id.copy_from_slice(&seed.finalize().as_bytes()[..16]);
+    let s = &server.settings;
+    let header = Header {
+        format: FORMAT,
+        id,
+        map_name: s.map_name.clone(),
+        map_hash: server.map_hash,
+        movement: server.sim.config().clone(),
+        rules: rules.to_string(),
+        started_unix: unix_now,
+        interest: s.interest,
+        snapshot_rate: s.snapshot_rate,
+        input_rate: s.input_rate,
+        client_budget: s.client_budget,
+        max_players: s.max_players,
+    };
+    server.log = Log::Recording(Box::new(Recorder::new(&header)));
+    Ok(())
 }
 
 /// A player entered the world.

@@ -609,6 +609,52 @@ impl ServerMachine {
         game::notify(server, Notice::Joined(id));
     }
 
+    /// Records the match from now on: what each tick takes from outside the simulation,
+    /// for [`crate::record::Replay`]. `rules` names the rules as a replay will find
+    /// them (`"none"` without); `unix_now` stamps it. The bytes come out through
+    /// [`ServerMachine::poll_record`].
+    pub fn start_recording(&mut self, rules: &str, unix_now: u64) -> Result<(), RecordingError> {
+        log::start(self, rules, unix_now)
+    }
+
+    /// The recording's next bytes to write, in order (none when not recording).
+    pub fn poll_record(&mut self) -> Option<Vec<u8>> {
+        self.log.recorder()?.take()
+    }
+
+    /// Why the recording stopped, if it did (the shell took too little of it).
+    pub fn recording_failed(&self) -> Option<&str> {
+        match &self.log {
+            Log::Recording(r) => r.failed(),
+            _ => None,
+        }
+    }
+
+    /// Stops recording (a full disk): the match plays on.
+    pub fn stop_recording(&mut self) {
+        if matches!(self.log, Log::Recording(_)) {
+            self.log = Log::Off;
+        }
+    }
+
+    /// Whether the match is being recorded.
+    pub fn recording(&self) -> bool {
+        matches!(&self.log, Log::Recording(r) if r.failed().is_none())
+    }
+
+    /// Replaying: applies what the network decided before the next tick.
+    pub(crate) fn replay_between(&mut self) {
+        replaying::drain(self);
+    }
+
+    /// Replaying: steps tick `tick` from the recording, at the time it was due.
+    pub(crate) fn replay_tick(&mut self, tick: u64) {
+        let at = self.wall.tick_at(tick);
+        self.wall.called(at);
+        self.step(false);
+        self.outputs.clear();
+    }
+
     /// Bytes arrived on the connection's control stream.
     pub fn handle_control(&mut self, conn: ConnId, bytes: &[u8], now: Instant) {
         control::handle_control(self, conn, bytes, now)

@@ -198,18 +198,3 @@ fn shot_evidence(server: &ServerMachine, shooter: PlayerId, seen: &SeenShot) -> 
         rewound,
     }
 }
-
-impl ServerMachine {
-    /// Replaying: applies what the network decided before the next tick.
-    pub(crate) fn replay_between(&mut self) {
-        drain(self);
-    }
-
-    /// Replaying: steps tick `tick` from the recording, at the time it was due.
-    pub(crate) fn replay_tick(&mut self, tick: u64) {
-        let at = self.wall.tick_at(tick);
-        self.wall.called(at);
-        self.step(false);
-        self.outputs.clear();
-    }
-}

@@ -309,6 +309,8 @@ impl Aim {
             self.clamped.push_back(tick);
             if kept_up(self.clamped.len(), 4) {
                 let n = std::mem::take(&mut self.clamped).len();
+                // The shots that made a flag are spent: the next counts from here.
+                self.shots.clear();
                 return Some(Violation {
                     kind: ViolationKind::Backtrack,
                     tick,
@@ -322,6 +324,7 @@ impl Aim {
             self.unseen.push_back(tick);
             if kept_up(self.unseen.len(), 2) {
                 let n = std::mem::take(&mut self.unseen).len();
+                self.shots.clear();
                 let last = match u {
                     Unseen::NeverShown(p) => format!("player {p}, never shown to it"),
                     Unseen::BehindWall(p) => format!("player {p}, behind the wall the shot met"),
