@@ -46,7 +46,7 @@ impl ReplayView {
         self.frames.len()
     }
 
-    /// Whether frames past [`MAX_FRAMES`] were left out.
+    /// Whether frames past the most kept (ten a second for four hours) were left out.
     pub fn cut(&self) -> bool {
         self.cut
     }
@@ -57,7 +57,7 @@ impl ReplayView {
         self.summary = json;
     }
 
-    /// Frames `from` to `from + count` (at most [`MAX_FRAMES_ASKED`]) as a JSON array.
+    /// Frames `from` to `from + count` (at most `MAX_FRAMES_ASKED`) as a JSON array.
     pub(crate) fn frames_json(&self, from: usize, count: usize) -> String {
         let end = from
             .saturating_add(count.min(MAX_FRAMES_ASKED))
