@@ -124,10 +124,10 @@ fn play(n: u32, secs: u64, seed: u64) -> (Vec<u8>, Vec<(PlayerId, String, String
 
 /// What a replay gave: the violations it counted, its last world hash, the ticks it
 /// stepped, and whether it reached the recording's end.
-type Replayed_ = (Vec<(PlayerId, String, String)>, u64, u64, bool);
+type Outcome = (Vec<(PlayerId, String, String)>, u64, u64, bool);
 
 /// Replays `bytes` as far as they go.
-fn replay(bytes: &[u8]) -> Result<Replayed_, ReplayError> {
+fn replay(bytes: &[u8]) -> Result<Outcome, ReplayError> {
     let (sim, map) = common::arena();
     let opened = Replay::open(bytes)?;
     #[allow(clippy::disallowed_methods)] // the replay's time base
@@ -362,15 +362,8 @@ fn expel_serve_records_and_expel_replay_plays_it_again() {
         .args(["bots", "--server", ready["listening"].as_str().unwrap()])
         .args(["--secret", "record-secret", "--fingerprint"])
         .arg(ready["fingerprint"].as_str().unwrap())
-        .args([
-            "--count",
-            "6",
-            "--duration",
-            "6",
-            "--fire",
-            "--cheat",
-            "speed",
-        ])
+        .args(["--count", "6", "--duration", "10", "--fire"])
+        .args(["--cheat", "speed", "--cheat-after", "0.5"])
         .env("EXPEL_CACHE_DIR", &dir)
         .output()
         .expect("run expel bots");
@@ -379,6 +372,10 @@ fn expel_serve_records_and_expel_replay_plays_it_again() {
         "{}",
         String::from_utf8_lossy(&bots.stderr)
     );
+    // What the server flagged, by player and kind, to find again in the replay.
+    let host = ready["metrics"].as_str().unwrap();
+    let flagged: serde_json::Value =
+        serde_json::from_str(&chrome::get(host, "/players.json")).unwrap();
     let term = Command::new("kill")
         .args(["-TERM", &server.id().to_string()])
         .status()
@@ -395,6 +392,22 @@ fn expel_serve_records_and_expel_replay_plays_it_again() {
     assert!(summary["most_players"].as_u64() >= Some(6), "{summary}");
     let flags = summary["violations"].as_array().unwrap();
     assert!(flags.iter().any(|v| v["kind"] == "speed"), "{summary}");
+    let mut counted = std::collections::BTreeMap::<(u64, String), u64>::new();
+    for v in flags {
+        let key = (
+            v["player"].as_u64().unwrap(),
+            v["kind"].as_str().unwrap().to_string(),
+        );
+        *counted.entry(key).or_default() += 1;
+    }
+    let mut logged = std::collections::BTreeMap::new();
+    for p in flagged["players"].as_array().unwrap() {
+        for (kind, n) in p["violations"].as_object().unwrap() {
+            let key = (p["id"].as_u64().unwrap(), kind.clone());
+            logged.insert(key, n.as_u64().unwrap());
+        }
+    }
+    assert_eq!(counted, logged, "the replay's flags and the server's");
     let world = expel(&["replay", &file, "--to", "240"]).unwrap();
     assert_eq!(world["tick"], 240, "{world}");
     assert!(!world["players"].as_array().unwrap().is_empty(), "{world}");

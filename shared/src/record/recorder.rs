@@ -25,8 +25,6 @@ pub struct Recorder {
     waiting: usize,
     /// Why it stopped, if it did.
     failed: Option<String>,
-    /// Bytes finished so far.
-    bytes: u64,
 }
 
 impl Recorder {
@@ -40,7 +38,6 @@ impl Recorder {
             ticks: 0,
             last: Last::default(),
             waiting: first.len(),
-            bytes: first.len() as u64,
             ready: VecDeque::from([first]),
             failed: None,
         }
@@ -56,11 +53,6 @@ impl Recorder {
     /// Why the recording stopped (too much untaken, a tick past a block's limit).
     pub fn failed(&self) -> Option<&str> {
         self.failed.as_deref()
-    }
-
-    /// Bytes finished so far.
-    pub fn bytes(&self) -> u64 {
-        self.bytes
     }
 
     fn push(&mut self, e: &Entry) {
@@ -96,7 +88,6 @@ impl Recorder {
         self.buf.clear();
         self.entries = 0;
         self.ticks = 0;
-        self.bytes += b.len() as u64;
         self.waiting += b.len();
         self.ready.push_back(b);
         if self.waiting > MAX_WAITING {

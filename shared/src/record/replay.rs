@@ -137,11 +137,6 @@ impl<R: Read> Replay<R> {
         &self.machine
     }
 
-    /// The machine replaying, to ask its rules for their summary.
-    pub fn machine_mut(&mut self) -> &mut ServerMachine {
-        &mut self.machine
-    }
-
     /// The violations counted so far, in order.
     pub fn violations(&self) -> &[Counted] {
         &self.violations

@@ -147,7 +147,7 @@ pub(super) fn commands(
                 let c = given.next_if(|(g, _)| g == id).map(|(_, c)| c);
                 (*id, c)
             });
-            r.tick(next, each.collect::<Vec<_>>().into_iter());
+            r.tick(next, each);
         }
         Log::Replaying(t) => {
             let tick = world.tick;

@@ -193,8 +193,7 @@ pub(super) fn message_malformed(
         }
     };
     let called = Call::Malformed { player: player.0 };
-    super::log::recorded_call(server, body, |_| Some(called.clone()));
-    super::replaying::replay_call(server, "a malformed message", |c| *c == called);
+    super::replaying::call(server, "a malformed message", called, body);
 }
 
 /// A fresh mailbox for a player entering at `now`.

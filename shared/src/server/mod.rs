@@ -39,6 +39,7 @@ mod messages;
 mod pace;
 mod replaying;
 pub(super) mod settings;
+mod shot;
 mod tick;
 pub(super) mod wall;
 
@@ -552,25 +553,22 @@ impl ServerMachine {
 
     /// The player enters the world on `conn` (a replay's players have no connection).
     fn enter(&mut self, conn: ConnId, id: PlayerId, now: Instant) {
-        let server = self;
-        let spawn = server
-            .sim
-            .join_state(&server.world, id, expel_core::movement::MoveMode::Walk);
-        if server.sim.add_player(&mut server.world, id, spawn).is_err() {
-            server.kick(conn, Code::NoRoom, "no room in the world".into());
+        let spawn = (self.sim).join_state(&self.world, id, expel_core::movement::MoveMode::Walk);
+        if self.sim.add_player(&mut self.world, id, spawn).is_err() {
+            self.kick(conn, Code::NoRoom, "no room in the world".into());
             return;
         }
-        log::joined(server, id);
-        let input_rate = server.input_rate();
-        let gate = match server.conns.get_mut(&conn) {
+        log::joined(self, id);
+        let input_rate = self.input_rate();
+        let gate = match self.conns.get_mut(&conn) {
             Some(c) => {
                 c.stage = Stage::Playing { player: id };
                 std::mem::replace(&mut c.gate, InputGate::new(input_rate, now))
             }
             None => InputGate::new(input_rate, now),
         };
-        let rate = server.rate();
-        server.players.insert(
+        let rate = self.rate();
+        self.players.insert(
             id,
             Player {
                 conn,
@@ -583,7 +581,7 @@ impl ServerMachine {
                 ),
                 replay_at: 0,
                 expected: BTreeMap::new(),
-                budget: server.settings.client_budget as f64 / 4.0,
+                budget: self.settings.client_budget as f64 / 4.0,
                 validator: Validator::new(expel_core::validate::ValidationConfig::for_tick_rate(
                     rate,
                 )),
@@ -591,7 +589,7 @@ impl ServerMachine {
                 feedback: Feedback::default(),
                 correcting: false,
                 correction_snapshot: 0,
-                entered: server.world.tick,
+                entered: self.world.tick,
                 last_input: now,
                 gate,
                 mail: messages::mailbox(now),
@@ -600,13 +598,8 @@ impl ServerMachine {
                 leaps: Default::default(),
             },
         );
-        (server.roster).entered(
-            conn,
-            id,
-            server.players.keys().copied(),
-            &mut server.outputs,
-        );
-        game::notify(server, Notice::Joined(id));
+        (self.roster).entered(conn, id, self.players.keys().copied(), &mut self.outputs);
+        game::notify(self, Notice::Joined(id));
     }
 
     /// Records the match from now on: what each tick takes from outside the simulation,
@@ -635,11 +628,6 @@ impl ServerMachine {
         if matches!(self.log, Log::Recording(_)) {
             self.log = Log::Off;
         }
-    }
-
-    /// Whether the match is being recorded.
-    pub fn recording(&self) -> bool {
-        matches!(&self.log, Log::Recording(r) if r.failed().is_none())
     }
 
     /// Replaying: applies what the network decided before the next tick.

@@ -11,6 +11,19 @@ use expel_core::validate::{Violation, ViolationKind};
 /// The most ticks a replay skips at once, or in all (years at any tick rate).
 const MAX_SKIPPED: u64 = 1 << 40;
 
+/// A call of the rules whose body runs alike recording and replaying (a refusal, a
+/// removal, a message not read): recorded as `called` with what followed from it, or,
+/// replaying, what followed from it applied from the recording (`what` names it).
+pub(super) fn call(
+    server: &mut ServerMachine,
+    what: &str,
+    called: Call,
+    body: impl FnOnce(&mut ServerMachine),
+) {
+    super::log::recorded_call(server, body, |_| Some(called.clone()));
+    replay_call(server, what, |c| *c == called);
+}
+
 /// Replaying, takes the call `want` accepts (`what` names it) and applies what followed
 /// from it; `None` when not replaying or the recording differs.
 pub(super) fn replay_call(
@@ -36,10 +49,14 @@ pub(super) fn replay_call(
         return None;
     };
     let refused = matches!(call, Call::Refused { .. });
-    if let Call::Shot {
-        shooter,
-        outcome: Ok(seen),
-    } = &call
+    // Only a shot that led to a flag needs its evidence.
+    if let (
+        Call::Shot {
+            shooter,
+            outcome: Ok(seen),
+        },
+        1..,
+    ) = (&call, effects)
     {
         let evidence = shot_evidence(server, PlayerId(*shooter), seen);
         if let Some(t) = server.log.tape() {
