@@ -279,6 +279,12 @@ const MACHINE: &[MachineMetric] = {
             C,
             |s| s.entity_ends_cut,
         ),
+        (
+            "expel_entity_ends_left",
+            "Ends of far entities a client never held, left out of its snapshot to fit its byte budget.",
+            C,
+            |s| s.entity_ends_left,
+        ),
         ("expel_inputs_applied", "Commands applied on their tick.", C, |s| s.inputs.applied),
         (
             "expel_inputs_missing",

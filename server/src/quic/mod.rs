@@ -159,7 +159,6 @@ impl Waker {
 pub(crate) struct Forwarded {
     addr: std::net::SocketAddr,
     dst_ip: Option<std::net::IpAddr>,
-    ecn: Option<quinn::udp::EcnCodepoint>,
     data: BytesMut,
 }
 

@@ -225,6 +225,9 @@ pub struct ServerStats {
     /// [`ENDS_PER_SNAPSHOT`](crate::snapshot::ENDS_PER_SNAPSHOT), or dropped from
     /// the server's log past [`ENDS_KEPT`](crate::snapshot::ENDS_KEPT).
     pub entity_ends_cut: u64,
+    /// Ends of far entities a client never held (rockets that flew and ended beyond its
+    /// exact reach), left out of its snapshot to fit its bytes.
+    pub entity_ends_left: u64,
     /// What the input buffers saw, summed over every client that ever joined.
     pub inputs: InputStats,
     /// Predictions that differed from the server's state, and rejected claims.

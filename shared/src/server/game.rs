@@ -233,8 +233,7 @@ impl Game<'_> {
         msg: &T,
     ) -> Result<(), MessageError> {
         let bytes = encode_message(msg)?;
-        self.server
-            .send_from(from, player, channel, &bytes, self.now)
+        self.server.send_from(from, player, channel, &bytes)
     }
 
     /// Sends the game's own `msg` to every player in the world on `channel`: how many it
@@ -258,7 +257,7 @@ impl Game<'_> {
         let players: Vec<PlayerId> = self.players().collect();
         Ok(players
             .into_iter()
-            .filter(|p| (self.server.send_from(from, *p, channel, &bytes, self.now)).is_ok())
+            .filter(|p| (self.server.send_from(from, *p, channel, &bytes)).is_ok())
             .count())
     }
 

@@ -675,22 +675,20 @@ impl ServerMachine {
         player: PlayerId,
         channel: Channel,
         bytes: &[u8],
-        now: Instant,
     ) -> Result<(), MessageError> {
-        messages::send_message(self, player, channel, bytes, now)
+        self.send_from(Sender::Game, player, channel, bytes)
     }
 
-    /// Queues a message (its bytes) from `from` for `player` on `channel`, and sends what
-    /// the player's allowance takes now.
+    /// Queues a message (its bytes) from `from` for `player` on `channel`: it leaves with
+    /// the player's next snapshot, as far as its allowance goes.
     pub fn send_from(
         &mut self,
         from: Sender,
         player: PlayerId,
         channel: Channel,
         bytes: &[u8],
-        now: Instant,
     ) -> Result<(), MessageError> {
-        messages::send_from(self, from, player, channel, bytes, now)
+        messages::send_from(self, from, player, channel, bytes)
     }
 
     /// The rules' summary for operators, when it changed since the last call.

@@ -135,8 +135,6 @@ impl ServerMachine {
         self.game.commands = commands.into_iter().collect();
         super::game::with_rules(self, now, |r, g| r.tick(g));
         let commands = std::mem::take(&mut self.game.commands);
-        // What waited for an allowance goes as the allowances refill.
-        super::messages::flush_outboxes(self, now);
         if self.settings.movement == MovementAuthority::Client {
             self.by_claims();
         } else {
@@ -325,9 +323,11 @@ impl ServerMachine {
             self.settings.interest,
             self.settings.movement == MovementAuthority::Client,
         );
-        if !(self.players.keys()).any(|id| (tick + u64::from(id.0)) % every < span) {
+        let due = |id: PlayerId| (tick + u64::from(id.0)) % every < span;
+        if !(self.players.keys()).any(|id| due(*id)) {
             return;
         }
+        super::messages::flush_outboxes(self, self.wall.last_call(), due);
         let crowd = match &mut self.crowd {
             Some(c) => {
                 c.renew(&self.sim, &self.world, interest);
@@ -346,7 +346,7 @@ impl ServerMachine {
         let mut due: Vec<(&PlayerId, &mut Player)> = self
             .players
             .iter_mut()
-            .filter(|(id, _)| (tick + u64::from(id.0)) % every < span)
+            .filter(|(id, _)| due(**id))
             .collect();
         let (world, conns) = (&self.world, &self.conns);
         // Each client's snapshot from its own encoder: independent, so the workers may
@@ -380,6 +380,7 @@ impl ServerMachine {
             self.stats.players_held += held.held;
             self.stats.snapshots_squeezed += held.squeezed;
             self.stats.entity_ends_cut += held.ends_cut;
+            self.stats.entity_ends_left += held.ends_left;
             let Some(bytes) = bytes else {
                 self.stats.snapshot_drops += 1;
                 continue;

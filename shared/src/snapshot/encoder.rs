@@ -329,12 +329,19 @@ impl SnapshotEncoder {
                 interest,
             };
         }
-        let Some((bytes, held, squeezed)) = bytes else {
+        let Some(Written {
+            bytes,
+            held,
+            squeezed,
+            ends_left,
+        }) = bytes
+        else {
             self.spare = scene;
             return None;
         };
         self.counts.held += u64::from(held);
         self.counts.squeezed += u64::from(squeezed);
+        self.counts.ends_left += ends_left as u64;
         scene.set_motion(b);
         self.history.push_back(scene);
         if self.history.len() > HISTORY {

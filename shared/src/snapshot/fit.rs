@@ -41,6 +41,9 @@ pub struct Held {
     /// [`ENDS_PER_SNAPSHOT`] (they are not
     /// told again once the client acknowledges it).
     pub ends_cut: u64,
+    /// Ends of far entities the client never held, left out to fit its bytes (not told
+    /// again once it acknowledges the snapshot).
+    pub ends_left: u64,
 }
 
 /// Shares of the far players held, farthest first, tried in turn while a snapshot does
@@ -75,11 +78,26 @@ pub(super) struct Fit<'a> {
 }
 
 impl Fit<'_> {
+    /// How far an end is from the client when the budget may leave it out: an entity
+    /// the client never held (the end brings its start) and not its own, which began
+    /// and ended beyond the client's exact reach. A crowd firing rockets point-blank
+    /// ends several in reach of each client every snapshot, each about 20 bytes with
+    /// its start: the far ones the client never saw fly go before far players are held
+    /// (the nearest of its flight first kept). Ends within the exact reach, of the
+    /// client's own rockets, and of what it holds always go.
+    fn far_end(&self, e: &EntityEnd) -> Option<f64> {
+        let start = e.start.filter(|s| s.owner != Some(self.me))?;
+        let grid = |p| expel_core::movement::from_grid(p, POSITION_SCALE);
+        let d = grid(start.from)
+            .distance(self.o)
+            .min(e.at().distance(self.o));
+        (d > self.exact).then_some(d)
+    }
+
     /// The datagram of `scene` with the players `chosen` (crowd indices in id order), far
     /// ones held as [`SQUEEZE`] allows until it fits the budget; over it with all held,
     /// that one if it fits the datagram. `None` if it does not: the caller leaves out
-    /// players. Also how many far players it held, and whether it held any past their
-    /// turn.
+    /// players.
     ///
     /// `marks` is scratch; `squeezed` the index in [`SQUEEZE`] the last snapshot settled
     /// on, and this one's.
@@ -89,7 +107,7 @@ impl Fit<'_> {
         chosen: &[u32],
         marks: &mut Vec<Mark>,
         squeezed: &mut usize,
-    ) -> Option<(Vec<u8>, u32, bool)> {
+    ) -> Option<Written> {
         let (o, exact, written) = (self.o, self.exact, self.written);
         let (entities, keys) = self.entities;
         let budget = self.room.budget.min(self.room.datagram);
@@ -105,6 +123,10 @@ impl Fit<'_> {
         // The far players' keys and the near-only entities' keys, last noticed first:
         // sorted only once a snapshot does not fit (most fit at once).
         let mut far: Option<(Vec<f64>, Vec<f64>)> = None;
+        // The ends the budget may leave out (see `far_end`), and all of them to choose
+        // from again at each step.
+        let far_ends: Vec<f64> = farthest_first(scene.ends.iter().filter_map(|e| self.far_end(e)));
+        let all_ends = (!far_ends.is_empty()).then(|| scene.ends.clone());
         // A step below where the last one settled; a budget spent ahead (a crowd over
         // it) goes straight to all held.
         let last = SQUEEZE.len() - 1;
@@ -118,6 +140,14 @@ impl Fit<'_> {
             let (squeeze, entities_from) = if share == 0.0 {
                 (f64::INFINITY, None)
             } else {
+                if let Some(all) = &all_ends {
+                    let from = least_held(&far_ends, share).unwrap_or(f64::INFINITY);
+                    scene.ends.clear();
+                    let kept = all
+                        .iter()
+                        .filter(|e| self.far_end(e).is_none_or(|d| d < from));
+                    scene.ends.extend(kept);
+                }
                 let (players, near_only) = far.get_or_insert_with(|| {
                     let players = marks.iter().filter_map(|m| m.held_key());
                     let near_only = keys.iter().map(|k| k.0).filter(|k| *k >= 0.0);
@@ -151,7 +181,13 @@ impl Fit<'_> {
             let bytes = write_snapshot(scene, self.ahead, self.feedback);
             if bytes.len() <= budget || (index == last && bytes.len() <= self.room.datagram) {
                 *squeezed = index;
-                return Some((bytes, held, share > 0.0));
+                let ends_left = all_ends.map_or(0, |all| all.len() - scene.ends.len());
+                return Some(Written {
+                    bytes,
+                    held,
+                    squeezed: share > 0.0,
+                    ends_left,
+                });
             }
             if index + 1 < last && bytes.len() > 2 * budget {
                 // Far over: holding another share of the far players will not do.
@@ -161,8 +197,23 @@ impl Fit<'_> {
             }
         }
         *squeezed = 0;
+        // The caller tries again with fewer players: from every end.
+        if let Some(all) = all_ends {
+            scene.ends = all;
+        }
         None
     }
+}
+
+/// A snapshot that fits, and what it held back to.
+pub(super) struct Written {
+    pub(super) bytes: Vec<u8>,
+    /// Far players held where the baseline carries them.
+    pub(super) held: u32,
+    /// Whether it held any past their turn (or left out far ones new to the baseline).
+    pub(super) squeezed: bool,
+    /// Far ends it left out (see [`Fit::far_end`]).
+    pub(super) ends_left: usize,
 }
 
 /// A chosen player as the budget sees it: within the client's exact reach (never held),
