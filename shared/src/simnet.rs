@@ -65,6 +65,11 @@ struct Peer {
     held_until: Option<Instant>,
     /// How long the host is busy once its map has arrived, before its first tick.
     slow_start: Option<Duration>,
+    /// Packets the server sent it: what one look at the server's outputs had for it
+    /// goes in one, as a QUIC shell's one pass over its connection packs it.
+    packets: u64,
+    /// The server's outputs of the present look had something for it.
+    in_packet: bool,
 }
 
 /// The server, its clients and the links between them.
@@ -149,9 +154,17 @@ impl SimNet {
             frozen_until: None,
             held_until: None,
             slow_start: None,
+            packets: 0,
+            in_packet: false,
         });
         self.server.connected(conn, self.now);
         i
+    }
+
+    /// Packets the server sent client `i` so far: each look at the server's outputs
+    /// that had anything for it (a snapshot, control bytes, or both) counts one.
+    pub fn packets_down(&self, i: usize) -> u64 {
+        self.peers[i].packets
     }
 
     /// The virtual time.
@@ -299,6 +312,7 @@ impl SimNet {
                 continue;
             };
             let at = now + down_delay;
+            p.in_packet = true;
             match out {
                 Output::Control { bytes, .. } => p.ctl_down.push_back((at, Stream::Bytes(bytes))),
                 Output::Map { .. } => {
@@ -320,6 +334,9 @@ impl SimNet {
                     self.server.handle_closed(conn, &reason);
                 }
             }
+        }
+        for p in &mut self.peers {
+            p.packets += u64::from(std::mem::take(&mut p.in_packet));
         }
         while let Some(e) = self.server.poll_event() {
             if self.events.len() < EVENTS_KEPT {

@@ -410,7 +410,9 @@ impl FieldValues {
     }
 }
 
-/// What the server tells a client about its commands in each snapshot.
+/// What the server tells a client about its commands in each snapshot. Its news (the
+/// ticks of the last correction, contact, missed command and move by the rules) reads 0
+/// when there is none newer than the snapshot's baseline: that snapshot told it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Feedback {
     /// The last tick for which the server applied a command from this client (0: none).
@@ -462,15 +464,27 @@ pub(crate) fn tick_from_gap(tick: u64, gap: u64) -> Option<u64> {
 }
 
 impl Feedback {
-    /// The feedback as a snapshot of `tick` carries it: its ticks as [`tick_gap`]s.
-    pub(crate) fn to_wire(self, tick: u64) -> Feedback {
+    /// The feedback as a snapshot of `tick` written against a baseline of tick
+    /// `baseline` (0: none) carries it: its ticks as [`tick_gap`]s. The news (a
+    /// correction, a contact, a missed command, a move by the rules) goes as 0 once the
+    /// baseline told it: the client holds that snapshot, reads each as "newer than the
+    /// snapshot it last took" and keeps the newest, so an old tick would only cost bytes
+    /// (its gap grows with the match: two or three bytes each, every snapshot).
+    pub(crate) fn to_wire(self, tick: u64, baseline: u64) -> Feedback {
         let g = |t| tick_gap(tick, t);
+        let news = |t: u64| {
+            if baseline > 0 && t <= baseline {
+                0
+            } else {
+                g(t)
+            }
+        };
         Feedback {
             last_command: g(self.last_command),
-            corrected: g(self.corrected),
-            contact: g(self.contact),
-            missed: g(self.missed),
-            moved: g(self.moved),
+            corrected: news(self.corrected),
+            contact: news(self.contact),
+            missed: news(self.missed),
+            moved: news(self.moved),
             ..self
         }
     }
@@ -675,6 +689,39 @@ mod tests {
 
     /// A delta on the wire is its id, its mask and one value per bit: no count. It reads
     /// back whole, and bytes cut short of what the mask promises are refused.
+    /// News the baseline told goes as 0 (a byte), newer news as its gap; either way the
+    /// client that holds the baseline reads whether it is newer than the baseline the
+    /// same, and the last command goes whatever the baseline.
+    #[test]
+    fn news_the_baseline_told_costs_a_byte_and_reads_the_same() {
+        let fb = Feedback {
+            last_command: 20_000,
+            input_lead: Some(3),
+            corrected: 0,
+            contact: 19_990,
+            missed: 100,
+            missed_total: 40,
+            behind: 0,
+            moved: 19_999,
+        };
+        let (tick, baseline) = (20_001, 19_995);
+        let bare = fb.to_wire(tick, 0);
+        let told = fb.to_wire(tick, baseline);
+        let size = |f: &Feedback| postcard::to_allocvec(f).unwrap().len();
+        assert_eq!((told.contact, told.missed, told.corrected), (0, 0, 0));
+        assert_eq!(
+            (told.moved, told.last_command),
+            (bare.moved, bare.last_command)
+        );
+        // The missed command's gap took three bytes.
+        assert_eq!(size(&bare) - size(&told), 2, "{bare:?} against {told:?}");
+        let (a, b) = (bare.off_wire(tick).unwrap(), told.off_wire(tick).unwrap());
+        let newer =
+            |f: &Feedback| [f.contact, f.missed, f.moved, f.corrected].map(|t| t > baseline);
+        assert_eq!(newer(&a), newer(&b));
+        assert_eq!((a.last_command, b.moved), (20_000, 19_999));
+    }
+
     #[test]
     fn a_delta_is_its_id_its_mask_and_one_value_per_bit() {
         for mask in [0u16, 1, 0b101, 0x8001, 0xffff] {

@@ -632,6 +632,54 @@ fn a_hit_told_with_the_drawn_view_comes_within_a_frame_of_the_rocket_reaching_it
     }
 }
 
+/// A game that tells each player something every tick (at 60 Hz, half of them between
+/// its snapshots) costs it no packet of its own: each message leaves with the player's
+/// next snapshot, in the same packet, and every one arrives, in order, stamped with the
+/// tick it was sent on.
+#[test]
+fn messages_sent_between_snapshots_leave_with_the_next_one() {
+    struct News;
+    impl GameRules for News {
+        fn tick(&mut self, game: &mut Game<'_>) {
+            let tick = game.world().tick;
+            let _ = game.broadcast(Channel::Reliable, &tick);
+        }
+    }
+    let mut net = network_with(1, Impairment::default(), 92, |_| {});
+    net.server_mut().set_rules(Box::new(News));
+    let mut still = |_: usize, _: &ClientMachine| MoveCommand::default();
+    net.run(Duration::from_secs(2), &mut still);
+    let (packets, snapshots) = (net.packets_down(0), net.client(0).stats().datagrams_in);
+    let mut got = Vec::new();
+    let take = |net: &mut SimNet, got: &mut Vec<(u64, u64)>| {
+        while let Some(m) = net.client_mut(0).poll_message() {
+            got.push((m.tick, postcard::from_bytes::<u64>(&m.bytes).unwrap()));
+        }
+    };
+    for _ in 0..2000 {
+        net.run(Duration::from_millis(1), &mut still);
+        take(&mut net, &mut got);
+    }
+    let packets = net.packets_down(0) - packets;
+    let snapshots = net.client(0).stats().datagrams_in - snapshots;
+    println!(
+        "2 s: {packets} packets down, {snapshots} snapshots, {} messages",
+        got.len()
+    );
+    assert!((58..=62).contains(&snapshots), "{snapshots} snapshots");
+    assert!(
+        packets <= snapshots + 2,
+        "{packets} packets for {snapshots} snapshots"
+    );
+    // Every tick's message since the start, in order, each stamped with the world its
+    // rules saw.
+    assert!(got.len() >= 238, "{} messages", got.len());
+    for w in got.windows(2) {
+        assert_eq!(w[1].1, w[0].1 + 1, "in order, none lost: {w:?}");
+    }
+    assert!(got.iter().all(|(stamp, sent)| stamp == sent), "{got:?}");
+}
+
 #[test]
 fn a_message_tick_far_off_is_counted_and_released_at_once() {
     let mut net = network_with(1, link(0.0), 90, |_| {});

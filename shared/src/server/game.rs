@@ -209,8 +209,9 @@ impl Game<'_> {
         self.server.players.keys().copied()
     }
 
-    /// Sends the game's own `msg` to `player` on `channel`. It goes at once, or waits
-    /// for the player's allowance in turn with the messages others send it (see
+    /// Sends the game's own `msg` to `player` on `channel`. It leaves with the player's
+    /// next snapshot (in the same packet), or waits for the player's allowance in turn
+    /// with the messages others send it (see
     /// [`outbox`](crate::messages::outbox)); a flood of the game's own drops its
     /// oldest first.
     pub fn send<T: Serialize>(

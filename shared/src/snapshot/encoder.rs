@@ -366,7 +366,7 @@ pub(super) fn write_snapshot(scene: &Scene, base: &Scene, fb: Feedback) -> Vec<u
         0u32,
         scene.tick,
         tick_gap(scene.tick, base.tick),
-        fb.to_wire(scene.tick),
+        fb.to_wire(scene.tick, base.tick),
     );
     SCRATCH.with_borrow_mut(|scratch| {
         scratch.clear();

@@ -611,3 +611,98 @@ fn a_snapshot_over_its_bytes_holds_far_players_before_leaving_any_out() {
     assert_eq!(held_roomy.squeezed, 0);
     assert!(held_tight.squeezed > 0 && held_tight.held > held_roomy.held);
 }
+
+/// Rockets that flew and ended while the client's snapshot was under way: over the
+/// client's bytes, those it never saw that began and ended beyond its exact reach are
+/// left out (farthest first, counted), while the near ones and its own far one are told;
+/// with room, every one is.
+#[test]
+fn far_ends_the_client_never_saw_give_way_to_its_bytes_and_near_ones_never_do() {
+    use crate::game::ends::{EndCause, EntityStart};
+    let (sim, mut w, me) = client_in_a_corner();
+    let mut s = expel_core::SimScratch::new();
+    let none = BTreeMap::new();
+    let grid = |p: DVec3| (p * POSITION_SCALE).round().to_array().map(|v| v as i32);
+    let run = |room: usize, w: &mut WorldState, s: &mut expel_core::SimScratch| {
+        let mut w = w.clone();
+        let (mut enc, mut dec) = (SnapshotEncoder::new(), SnapshotDecoder::new());
+        sim.step(&mut w, &none, s);
+        let mut crowd = Crowd::new(&sim, &w, 16);
+        let first = enc.encode_in(
+            &w,
+            &crowd,
+            PlayerId(0),
+            Feedback::default(),
+            16,
+            Room::datagram(1200),
+        );
+        enc.ack(dec.decode(&first.unwrap()).unwrap().unwrap().tick);
+        let mut log = EndLog::default();
+        // Ids 1 to 4 near (20 to 80 units), 5 to 12 far (380 to 940 units), 13 far
+        // and the client's own.
+        for id in 1..=13u32 {
+            let d = match id {
+                1..=4 => 20.0 * f64::from(id),
+                _ => 300.0 + 80.0 * f64::from(id - 4),
+            };
+            let at = me + DVec3::new(d, 0.0, 0.0);
+            let owner = (id == 13).then_some(PlayerId(0)).or(Some(PlayerId(7)));
+            let start = EntityStart {
+                kind: 1,
+                owner,
+                born: w.tick,
+                from: grid(at + DVec3::new(0.0, 30.0, 0.0)),
+            };
+            let end = EntityEnd {
+                id: EntityId(id),
+                tick: w.tick,
+                at: grid(at),
+                cause: EndCause::Expired,
+                start: None,
+            };
+            log.push(Ended {
+                end,
+                scope: Scope::Near,
+                start,
+            });
+        }
+        sim.step(&mut w, &none, s);
+        crowd.renew(&sim, &w, 16);
+        crowd.set_ends(&log);
+        let room = Room {
+            budget: room,
+            datagram: 1200,
+        };
+        let bytes = enc
+            .encode_in(&w, &crowd, PlayerId(0), Feedback::default(), 16, room)
+            .unwrap();
+        let snap = dec.decode(&bytes).unwrap().unwrap();
+        let told: Vec<u32> = snap.ends.iter().map(|e| e.id.0).collect();
+        (told, bytes.len(), enc.take_held())
+    };
+    let (all, roomy, held) = run(1200, &mut w, &mut s);
+    assert_eq!(
+        all,
+        (1..=13).collect::<Vec<_>>(),
+        "with room every end is told"
+    );
+    assert_eq!(held.ends_left, 0);
+    let (some, tight, held) = run(roomy - 60, &mut w, &mut s);
+    println!("told {some:?} in {tight} bytes (all: {roomy}); {held:?}");
+    assert!(tight <= roomy - 60, "{tight} bytes");
+    for must in [1, 2, 3, 4, 13] {
+        assert!(some.contains(&must), "end {must} told: {some:?}");
+    }
+    let left: Vec<u32> = (5..=12).filter(|id| !some.contains(id)).collect();
+    assert!(!left.is_empty());
+    assert_eq!(held.ends_left, left.len() as u64);
+    // The farthest go first (ids 5 to 12 lie ever farther).
+    assert_eq!(left, (13 - left.len() as u32..=12).collect::<Vec<_>>());
+    let (none_told, _, held) = run(1, &mut w, &mut s);
+    assert_eq!(
+        none_told,
+        [1, 2, 3, 4, 13],
+        "at no room, only the near ones and its own"
+    );
+    assert_eq!(held.ends_left, 8);
+}

@@ -42,7 +42,7 @@ fn oracle(scene: &Scene, base: &Scene, fb: Feedback) -> SnapshotMsg {
     let mut msg = SnapshotMsg {
         tick: scene.tick,
         baseline: tick_gap(scene.tick, base.tick),
-        feedback: fb.to_wire(scene.tick),
+        feedback: fb.to_wire(scene.tick, base.tick),
         own: delta(0, base.own.get(0), scene.own.get(0).unwrap()).unwrap_or(EntityDelta {
             id: 0,
             mask: 0,
