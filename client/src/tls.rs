@@ -130,6 +130,7 @@ pub fn client_config(
     // second packet) many of its packets back would be bare ACKs. Asked to wait, it
     // acknowledges in the snapshots it sends anyway.
     transport.ack_frequency_config(Some(expel_quic::ack_frequency()));
+    transport.mtu_discovery_config(expel_quic::mtu_discovery());
     cfg.transport_config(Arc::new(transport));
     Ok(cfg)
 }

@@ -107,6 +107,7 @@ fn transport() -> Result<quinn::TransportConfig, crate::ServerError> {
     // Each snapshot is a packet the client must acknowledge: asked to wait, it
     // acknowledges in its next input rather than in a packet of its own.
     t.ack_frequency_config(Some(expel_quic::ack_frequency()));
+    t.mtu_discovery_config(expel_quic::mtu_discovery());
     Ok(t)
 }
 

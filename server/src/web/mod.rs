@@ -203,7 +203,8 @@ fn transport() -> quinn::TransportConfig {
         .max_concurrent_uni_streams(8u32.into())
         .datagram_receive_buffer_size(Some(64 * 1024))
         .datagram_send_buffer_size(256 * 1024)
-        .keep_alive_interval(Some(Duration::from_secs(2)));
+        .keep_alive_interval(Some(Duration::from_secs(2)))
+        .mtu_discovery_config(expel_quic::mtu_discovery());
     if let Ok(idle) = quinn::IdleTimeout::try_from(Duration::from_secs(10)) {
         t.max_idle_timeout(Some(idle));
     }
