@@ -78,13 +78,13 @@ pub(super) struct Fit<'a> {
 }
 
 impl Fit<'_> {
-    /// How far an end is from the client when the budget may leave it out: an entity
-    /// the client never held (the end brings its start) and not its own, which began
-    /// and ended beyond the client's exact reach. A crowd firing rockets point-blank
-    /// ends several in reach of each client every snapshot, each about 20 bytes with
-    /// its start: the far ones the client never saw fly go before far players are held
-    /// (the nearest of its flight first kept). Ends within the exact reach, of the
-    /// client's own rockets, and of what it holds always go.
+    /// How far an end is from the client (the nearer of where the entity began and
+    /// ended) when the budget may leave it out: an entity the client never held (the end
+    /// brings its start), not its own, which began and ended beyond the client's exact
+    /// reach. A crowd firing rockets point-blank ends several near each client every
+    /// snapshot, each about 20 bytes with its start: the far ones the client never saw
+    /// fly give way with the far players' shares, the farthest first. Ends within the
+    /// exact reach, of the client's own rockets, and of what it holds always go.
     fn far_end(&self, e: &EntityEnd) -> Option<f64> {
         let start = e.start.filter(|s| s.owner != Some(self.me))?;
         let grid = |p| expel_core::movement::from_grid(p, POSITION_SCALE);
@@ -205,7 +205,7 @@ impl Fit<'_> {
     }
 }
 
-/// A snapshot that fits, and what it held back to.
+/// A snapshot that fits, and what it held back to fit.
 pub(super) struct Written {
     pub(super) bytes: Vec<u8>,
     /// Far players held where the baseline carries them.
