@@ -123,9 +123,11 @@ impl Fit<'_> {
         // The far players' keys and the near-only entities' keys, last noticed first:
         // sorted only once a snapshot does not fit (most fit at once).
         let mut far: Option<(Vec<f64>, Vec<f64>)> = None;
-        // The ends the budget may leave out (see `far_end`), and all of them to choose
-        // from again at each step.
-        let far_ends: Vec<f64> = farthest_first(scene.ends.iter().filter_map(|e| self.far_end(e)));
+        // Every end with its distance where the budget may leave it out (see
+        // `far_end`), to choose from again at each step; and those distances, farthest
+        // first. Nothing is kept when no end may go (most snapshots).
+        let end_keys: Vec<Option<f64>> = scene.ends.iter().map(|e| self.far_end(e)).collect();
+        let far_ends = farthest_first(end_keys.iter().flatten().copied());
         let all_ends = (!far_ends.is_empty()).then(|| scene.ends.clone());
         // A step below where the last one settled; a budget spent ahead (a crowd over
         // it) goes straight to all held.
@@ -145,8 +147,9 @@ impl Fit<'_> {
                     scene.ends.clear();
                     let kept = all
                         .iter()
-                        .filter(|e| self.far_end(e).is_none_or(|d| d < from));
-                    scene.ends.extend(kept);
+                        .zip(&end_keys)
+                        .filter(|(_, k)| k.is_none_or(|d| d < from));
+                    scene.ends.extend(kept.map(|(e, _)| *e));
                 }
                 let (players, near_only) = far.get_or_insert_with(|| {
                     let players = marks.iter().filter_map(|m| m.held_key());
