@@ -1,7 +1,7 @@
 //! A server that keeps serving: a real `expel serve` process soaked by a hundred bots
 //! through a bad link (some cheating), and flooded with abuse while honest bots play.
 //! Everything on loopback, bounded in count and time; memory and counters are the
-//! process's own. `EXPEL_SOAK_SECONDS` sets the soak's length (default 20 s; `.ci/run` runs 60).
+//! process's own. `EXPEL_SOAK_SECONDS` sets the soak's length (default 20 s; `tests/long.sh` runs 60).
 
 mod common;
 

@@ -844,9 +844,9 @@ fn the_model_cache_is_bounded_and_evicts_the_least_recently_used() {
 }
 
 /// On every shipped map, a lone client on a clean loopback link walking, turning,
-/// jumping and crouching (10 s; `EXPEL_CLEAN_SECONDS`, a minute in `.ci/run`) sends every
-/// command in time from its first tick (the server counts none missing or late) and sees
-/// no correction its prediction is to blame for.
+/// jumping and crouching (10 s; `EXPEL_CLEAN_SECONDS`, half a minute in `tests/long.sh`)
+/// sends every command in time from its first tick (the server counts none missing or
+/// late) and sees no correction its prediction is to blame for.
 #[test]
 fn a_lone_client_on_a_clean_link_is_never_corrected_on_any_shipped_map() {
     let seconds: u64 = std::env::var("EXPEL_CLEAN_SECONDS")

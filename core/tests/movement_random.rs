@@ -1,6 +1,6 @@
 //! Random-input player ticks per map (the authored maps, and the real maps in
 //! `../shared/maps` when present): 100,000 each in the suite, `EXPEL_RANDOM_TICKS` more
-//! (`.ci/run` runs a million). Every trace the movement makes is replayed against the
+//! (`tests/long.sh` runs 500,000). Every trace the movement makes is replayed against the
 //! independent oracle: no sub-move passes through solid and no tick ends in solid.
 
 mod common;

@@ -84,7 +84,7 @@ fn sixty_four_clients_for_ten_minutes_under_loss_delay_reordering_and_duplicatio
     #[allow(clippy::disallowed_methods)] // the base of virtual time, or a wall-time figure
     let began = Instant::now();
     let mut net = network(64, MovementAuthority::Server, lossy(), 7);
-    // One minute in the suite; `.ci/run` runs the ten (`SIMNET_SECS=600`).
+    // One minute in the suite; `tests/long.sh` runs the ten (`SIMNET_SECS=600`).
     let secs: u64 = std::env::var("SIMNET_SECS").map_or(60, |s| s.parse().unwrap());
     net.run(Duration::from_secs(secs), &mut wander);
     let wall = began.elapsed().as_secs_f64();
