@@ -123,9 +123,9 @@ impl Fit<'_> {
         // The far players' keys and the near-only entities' keys, last noticed first:
         // sorted only once a snapshot does not fit (most fit at once).
         let mut far: Option<(Vec<f64>, Vec<f64>)> = None;
-        // Every end with its distance where the budget may leave it out (see
-        // `far_end`), to choose from again at each step; and those distances, farthest
-        // first. Nothing is kept when no end may go (most snapshots).
+        // Each end's distance where the budget may leave it out (see `far_end`), and
+        // those distances farthest first; the ends themselves are kept to choose from
+        // again at each step only when some may go (few snapshots).
         let end_keys: Vec<Option<f64>> = scene.ends.iter().map(|e| self.far_end(e)).collect();
         let far_ends = farthest_first(end_keys.iter().flatten().copied());
         let all_ends = (!far_ends.is_empty()).then(|| scene.ends.clone());
