@@ -160,11 +160,15 @@ impl Fit<'_> {
                 let squeeze = least_held(players, share).map_or(f64::INFINITY, f64::next_down);
                 (squeeze, least_held(near_only, share))
             };
-            scene.players.0.clear();
-            (scene.players.0).extend(chosen.iter().map(|&i| {
-                let (id, fields) = self.crowd.players[i as usize];
-                (id.0, fields)
-            }));
+            // Field by field into slots already there: a tuple built on the way was
+            // copied again through the stack, its loads stalling on its own stores.
+            let players = &mut scene.players.0;
+            players.resize(chosen.len(), (0, [0; PLAYER_FIELDS]));
+            for (slot, &i) in players.iter_mut().zip(chosen) {
+                let (id, fields) = &self.crowd.players[i as usize];
+                slot.0 = id.0;
+                slot.1 = *fields;
+            }
             let held = thin(
                 &mut scene.players,
                 &self.ahead.players,

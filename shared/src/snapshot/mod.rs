@@ -554,8 +554,8 @@ fn carry<const N: usize>(
     from: &Entities<N>,
     motion: &Motion,
     moving: &[usize],
-    ahead: i64,
-    span: i64,
+    ahead: i32,
+    span: i32,
     out: &mut Entities<N>,
 ) {
     out.0.clear();
@@ -563,10 +563,17 @@ fn carry<const N: usize>(
     if ahead == 0 {
         return;
     }
+    // A step (i16) times `ahead` (at most MOTION_REACH) fits i32: the 32-bit division,
+    // three a player every snapshot, costs a fraction of a 64-bit one and truncates
+    // alike. Carried as far as the step came, the step is added whole.
     for ((_, f), step) in out.0.iter_mut().zip(motion) {
         for (&k, &s) in moving.iter().zip(step) {
-            // `ahead` is at most MOTION_REACH and a step fits i16: no overflow.
-            f[k] = f[k].wrapping_add(i64::from(s) * ahead / span);
+            let by = if ahead == span {
+                i32::from(s)
+            } else {
+                i32::from(s) * ahead / span
+            };
+            f[k] = f[k].wrapping_add(i64::from(by));
         }
     }
 }
@@ -647,11 +654,13 @@ impl Scene {
     fn carried_to(&self, tick: u64, out: &mut Scene) {
         out.tick = self.tick;
         let ahead = tick.saturating_sub(self.tick);
-        let span = i64::try_from(self.span).unwrap_or(0);
+        // A span past i32 carries nothing: no step times `ahead` reaches it.
+        let span = i32::try_from(self.span).unwrap_or(0);
         let (ahead, span) = if span == 0 || ahead > MOTION_REACH {
             (0, 1)
         } else {
-            (ahead as i64, span)
+            // At most MOTION_REACH: the cast cannot truncate.
+            (ahead as i32, span)
         };
         carry(
             &self.players,

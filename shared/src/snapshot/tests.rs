@@ -706,3 +706,39 @@ fn far_ends_the_client_never_saw_give_way_to_its_bytes_and_near_ones_never_do() 
     );
     assert_eq!(held.ends_left, 8);
 }
+
+/// A baseline carried on lands where the 64-bit formula puts it (the step times the
+/// ticks ahead over the step's span, truncated), for any step and span: both ends carry
+/// with the 32-bit division, and a client built before it must agree bit for bit.
+#[test]
+fn a_carried_baseline_lands_where_the_wide_formula_puts_it() {
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    for round in 0..20_000 {
+        let step: [i16; 3] = match round {
+            0 => [i16::MIN, i16::MAX, -1],
+            _ => std::array::from_fn(|_| rng.gen()),
+        };
+        let ahead = rng.gen_range(1..=MOTION_REACH as i32);
+        let span = match round % 3 {
+            0 => ahead,
+            1 => rng.gen_range(1..=64),
+            _ => rng.gen_range(1..=i32::MAX),
+        };
+        let start: [i64; 4] = std::array::from_fn(|_| rng.gen_range(-1 << 40..1 << 40));
+        let from = Entities(vec![(7, start)]);
+        let mut out = Entities::default();
+        carry(&from, &vec![step], &[0, 1, 3], ahead, span, &mut out);
+        let wide = |k: usize, s: i16| start[k] + i64::from(s) * i64::from(ahead) / i64::from(span);
+        let want = [
+            wide(0, step[0]),
+            wide(1, step[1]),
+            start[2],
+            wide(3, step[2]),
+        ];
+        assert_eq!(
+            out.0,
+            vec![(7, want)],
+            "step {step:?} ahead {ahead} span {span}"
+        );
+    }
+}
