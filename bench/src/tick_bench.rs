@@ -5,10 +5,12 @@
 //! snapshot's payload per client-second (QUIC's own bytes come on top), and the spread of
 //! the whole tick's time.
 //!
-//! `cargo run --release -p expel-bench --bin tick-bench [PLAYERS] [TICKS] [CHURN]`
-//! (default 1000 players, 600 ticks, no churn). With CHURN, that many players a second
-//! leave and a new player joins in each one's place (a server in play: the crowd's
-//! membership changes while the ticks run).
+//! `cargo run --release -p expel-bench --bin tick-bench [PLAYERS] [TICKS] [CHURN] [BUDGET]`
+//! (default 1000 players, 600 ticks, no churn, the server's default byte budget). With
+//! CHURN, that many players a second leave and a new player joins in each one's place (a
+//! server in play: the crowd's membership changes while the ticks run). Each client's
+//! snapshots keep to BUDGET bytes a second as the server keeps them (0: only the
+//! datagram's size), so the far players' squeeze costs what it costs in the load test.
 
 mod bench_maps;
 
@@ -16,6 +18,7 @@ use anyhow::Result;
 use expel_core::movement::buttons;
 use expel_core::PlayerId;
 use expel_core::{MoveCommand, MoveMode, SimScratch};
+use expel_protocol::server::DEFAULT_CLIENT_BUDGET;
 use expel_protocol::snapshot::{Crowd, Feedback, Room, SnapshotEncoder};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -33,6 +36,14 @@ fn main() -> Result<()> {
     let players: u32 = args.next().map_or(Ok(1000), |a| a.parse())?;
     let ticks: u64 = args.next().map_or(Ok(600), |a| a.parse())?;
     let churn: u32 = args.next().map_or(Ok(0), |a| a.parse())?;
+    let budget: usize = args
+        .next()
+        .map_or(Ok(DEFAULT_CLIENT_BUDGET), |a| a.parse())?;
+    // The server's bucket (`tick.rs`): a tick's share of the budget in, at most a quarter
+    // second's worth (a datagram at least) saved up or spent ahead.
+    let refill = budget as f64 / 60.0;
+    let cap = (budget as f64 / 4.0).max(DATAGRAM as f64);
+    let mut left: Vec<f64> = vec![cap; players as usize];
     let (sim, mut world) = bench_maps::arena_crowd(players)?;
     let mut s = SimScratch::with_threads(1)?;
     let mut rng = ChaCha8Rng::seed_from_u64(3);
@@ -59,6 +70,7 @@ fn main() -> Result<()> {
             let p = sim.join_state(&world, PlayerId(next_id), MoveMode::Walk);
             sim.add_player(&mut world, PlayerId(next_id), p)?;
             encoders[slot] = SnapshotEncoder::new();
+            left[slot] = cap;
             next_id += 1;
         }
         // Honest walkers: a heading held for about a second, now and then a jump.
@@ -82,20 +94,26 @@ fn main() -> Result<()> {
             encoders[slot].ack(acked);
         }
         for (slot, &id) in ids.iter().enumerate() {
+            left[slot] = (left[slot] + refill).min(cap);
             if (tick + u64::from(id)) % SNAPSHOT_EVERY != 0 {
                 continue;
             }
             let fb = Feedback::default();
-            if let Some(b) = encoders[slot].encode_in(
-                &world,
-                &crowd,
-                PlayerId(id),
-                fb,
-                INTEREST,
-                Room::datagram(DATAGRAM),
-            ) {
+            let room = match budget {
+                0 => Room::datagram(DATAGRAM),
+                _ => Room {
+                    budget: left[slot].max(0.0) as usize,
+                    datagram: DATAGRAM,
+                },
+            };
+            let encoded =
+                encoders[slot].encode_in(&world, &crowd, PlayerId(id), fb, INTEREST, room);
+            if let Some(b) = encoded {
                 snaps += 1;
                 bytes += b.len() as u64;
+                if budget > 0 {
+                    left[slot] = (left[slot] - b.len() as f64).max(-cap);
+                }
                 acks.push_back((tick + ACK_DELAY, slot, tick));
             }
         }
@@ -122,6 +140,15 @@ fn main() -> Result<()> {
         "snapshots: {:8.1} us/tick  {:6.2} us per snapshot ({snaps} encoded)",
         per_tick(encode),
         encode.as_secs_f64() * 1e6 / snaps.max(1) as f64
+    );
+    let squeezed: u64 = encoders.iter_mut().map(|e| e.take_held().squeezed).sum();
+    let budget = match budget {
+        0 => "no byte budget".to_string(),
+        b => format!("a budget of {b} B/s"),
+    };
+    println!(
+        "squeezed:  {:8.1}% of the snapshots ({budget}; the last {players} encoders' count)",
+        squeezed as f64 * 100.0 / snaps.max(1) as f64
     );
     let per_snap = bytes as f64 / snaps.max(1) as f64;
     let rate = 60.0 / SNAPSHOT_EVERY as f64;

@@ -129,13 +129,16 @@ impl Fit<'_> {
         let end_keys: Vec<Option<f64>> = scene.ends.iter().map(|e| self.far_end(e)).collect();
         let far_ends = farthest_first(end_keys.iter().flatten().copied());
         let all_ends = (!far_ends.is_empty()).then(|| scene.ends.clone());
-        // A step below where the last one settled; a budget spent ahead (a crowd over
-        // it) goes straight to all held.
+        // Where the last one settled, and on the client's probe turns a step below it;
+        // a budget spent ahead (a crowd over it) goes straight to all held.
         let last = SQUEEZE.len() - 1;
+        let settled = (*squeezed).min(last);
         let mut next = if budget == 0 {
             last
+        } else if probe_turn(self.me, written) {
+            settled.saturating_sub(1)
         } else {
-            (*squeezed).min(last).saturating_sub(1)
+            settled
         };
         while next <= last {
             let (index, share) = (next, SQUEEZE[next]);
@@ -210,6 +213,22 @@ impl Fit<'_> {
         }
         None
     }
+}
+
+/// Snapshots between a squeezed client's tries of a lighter squeeze: each try that does
+/// not fit writes the snapshot again, and trying every snapshot wrote four in five of a
+/// crowd over its budget twice. A client whose room grows gets its far players back a
+/// step every this many snapshots (a tenth of a second at 30 a second, about).
+const PROBE_EVERY: u64 = 4;
+
+/// Whether the `written`-th snapshot of client `me` tries a lighter squeeze first, at an
+/// offset drawn from its id (clients squeezed together do not all try at once), from
+/// other bits than its view's refresh turn (a snapshot that chooses afresh may be
+/// written more than once already).
+fn probe_turn(me: PlayerId, written: u64) -> bool {
+    written
+        .wrapping_add(mixed(me) >> 8)
+        .is_multiple_of(PROBE_EVERY)
 }
 
 /// A snapshot that fits, and what it held back to fit.

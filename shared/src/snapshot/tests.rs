@@ -742,3 +742,55 @@ fn a_carried_baseline_lands_where_the_wide_formula_puts_it() {
         );
     }
 }
+
+/// A client squeezed to the last step gets its far players back once its room grows: a
+/// step every few snapshots (its probe turns), all of them within a second, and none
+/// squeezed after.
+#[test]
+fn a_squeezed_client_whose_room_grows_gets_its_far_players_back() {
+    let (sim, mut w, me) = client_in_a_corner();
+    for i in 1..15u32 {
+        let at = if i < 3 {
+            me + DVec3::new(40.0 * f64::from(i), 0.0, 0.0)
+        } else {
+            DVec3::new(-400.0 + 60.0 * f64::from(i), 300.0, 120.0)
+        };
+        sim.add_player(&mut w, PlayerId(i), PlayerState::at(at))
+            .unwrap();
+    }
+    let mut s = expel_core::SimScratch::new();
+    let mut enc = SnapshotEncoder::new();
+    let mut squeezed = Vec::new();
+    for tick in 0..240u32 {
+        let cmds: BTreeMap<PlayerId, MoveCommand> = (1..15u32)
+            .map(|i| {
+                let yaw = f64::from((tick * (i + 2) + 40 * i) % 360);
+                (PlayerId(i), MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0))
+            })
+            .collect();
+        sim.step(&mut w, &cmds, &mut s);
+        if tick % 2 == 1 {
+            continue;
+        }
+        // Whole first, then no room to spare for 60 snapshots, then plenty.
+        let room = match tick {
+            0 => Room::datagram(1200),
+            1..120 => Room {
+                budget: 0,
+                datagram: 1200,
+            },
+            _ => Room::datagram(1200),
+        };
+        let tick_now = w.tick;
+        let crowd = Crowd::new(&sim, &w, 16);
+        enc.encode_in(&w, &crowd, PlayerId(0), Feedback::default(), 16, room)
+            .unwrap();
+        enc.ack(tick_now);
+        squeezed.push(enc.take_held().squeezed > 0);
+    }
+    assert!(squeezed[1..60].iter().all(|s| *s), "{squeezed:?}");
+    // A step back every PROBE_EVERY (4) snapshots: from the last of 4 steps, within 16.
+    let back = squeezed[60..].iter().position(|s| !s).unwrap();
+    assert!(back <= 4 * 4, "{back} snapshots: {squeezed:?}");
+    assert!(squeezed[60 + back..].iter().all(|s| !s), "{squeezed:?}");
+}
