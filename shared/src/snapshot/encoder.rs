@@ -72,8 +72,8 @@ pub struct SnapshotEncoder {
     counts: Held,
     /// Those entities' fields, in id order (the same order).
     entities: Entities<ENTITY_FIELDS>,
-    /// The chosen players' marks for the budget (see [`Mark`]), reused.
-    marks: Vec<Mark>,
+    /// What the budget's choices are worked out in, reused.
+    fit: FitScratch,
     /// The index in [`SQUEEZE`] the last snapshot settled on: the next starts a step
     /// below it (a crowd over the budget is written once or twice, not five times).
     squeezed: usize,
@@ -294,12 +294,7 @@ impl SnapshotEncoder {
         };
         if reuse {
             view.uses += 1;
-            bytes = fit.write(
-                &mut scene,
-                &view.chosen,
-                &mut self.marks,
-                &mut self.squeezed,
-            );
+            bytes = fit.write(&mut scene, &view.chosen, &mut self.fit, &mut self.squeezed);
         }
         if bytes.is_none() {
             // Chosen afresh: the nearest, the farthest dropped until the datagram fits.
@@ -311,8 +306,8 @@ impl SnapshotEncoder {
                 view.chosen.clear();
                 view.chosen.extend(near[..count].iter().map(|n| n.index()));
                 view.chosen.sort_unstable();
-                let (marks, squeezed) = (&mut self.marks, &mut self.squeezed);
-                if let Some(bytes) = fit.write(&mut scene, &view.chosen, marks, squeezed) {
+                let (scratch, squeezed) = (&mut self.fit, &mut self.squeezed);
+                if let Some(bytes) = fit.write(&mut scene, &view.chosen, scratch, squeezed) {
                     break Some(bytes);
                 }
                 if count == 0 {

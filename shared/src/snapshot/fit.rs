@@ -99,18 +99,23 @@ impl Fit<'_> {
     /// that one if it fits the datagram. `None` if it does not: the caller leaves out
     /// players.
     ///
-    /// `marks` is scratch; `squeezed` the index in [`SQUEEZE`] the last snapshot settled
-    /// on, and this one's.
+    /// `squeezed` is the index in [`SQUEEZE`] the last snapshot settled on, and this
+    /// one's.
     pub(super) fn write(
         &self,
         scene: &mut Scene,
         chosen: &[u32],
-        marks: &mut Vec<Mark>,
+        scratch: &mut FitScratch,
         squeezed: &mut usize,
     ) -> Option<Written> {
         let (o, exact, written) = (self.o, self.exact, self.written);
         let (entities, keys) = self.entities;
         let budget = self.room.budget.min(self.room.datagram);
+        let FitScratch {
+            marks,
+            far,
+            near_only,
+        } = scratch;
         // How soon the client would notice each far player, in the players' order.
         marks.clear();
         let fields = |i: &u32| &self.crowd.players[*i as usize].1;
@@ -120,9 +125,9 @@ impl Fit<'_> {
                 .map(|i| Mark::of(fields(i), o, exact, self.fwd)),
         );
         let marks = &marks[..];
-        // The far players' keys and the near-only entities' keys, last noticed first:
-        // sorted only once a snapshot does not fit (most fit at once).
-        let mut far: Option<(Vec<f64>, Vec<f64>)> = None;
+        // The far players' keys and the near-only entities' keys, gathered only once a
+        // snapshot holds a share of them (most do not).
+        let mut gathered = false;
         // Each end's distance where the budget may leave it out (see `far_end`), and
         // those distances farthest first; the ends themselves are kept to choose from
         // again at each step only when some may go (few snapshots).
@@ -154,14 +159,16 @@ impl Fit<'_> {
                         .filter(|(_, k)| k.is_none_or(|d| d < from));
                     scene.ends.extend(kept.map(|(e, _)| *e));
                 }
-                let (players, near_only) = far.get_or_insert_with(|| {
-                    let players = marks.iter().filter_map(|m| m.held_key());
-                    let near_only = keys.iter().map(|k| k.0).filter(|k| *k >= 0.0);
-                    (farthest_first(players), farthest_first(near_only))
-                });
+                if !gathered {
+                    far.clear();
+                    far.extend(marks.iter().filter_map(|m| m.held_key()));
+                    near_only.clear();
+                    near_only.extend(keys.iter().map(|k| k.0).filter(|k| *k >= 0.0));
+                    gathered = true;
+                }
                 // Held: those at or beyond the least one of the share.
-                let squeeze = least_held(players, share).map_or(f64::INFINITY, f64::next_down);
-                (squeeze, least_held(near_only, share))
+                let squeeze = nth_held(far, share).map_or(f64::INFINITY, f64::next_down);
+                (squeeze, nth_held(near_only, share))
             };
             // Field by field into slots already there: a tuple built on the way was
             // copied again through the stack, its loads stalling on its own stores.
@@ -181,7 +188,7 @@ impl Fit<'_> {
             if share == 1.0 {
                 // Last, a far player new to the baseline (sent whole) waits for a later
                 // snapshot of the same choice.
-                defer_new(&mut scene.players, &self.ahead.players, o, exact);
+                defer_new(&mut scene.players, &self.ahead.players, marks);
             }
             scene.entities.0.clone_from(&entities.0);
             if let Some(from) = entities_from {
@@ -229,6 +236,17 @@ fn probe_turn(me: PlayerId, written: u64) -> bool {
     written
         .wrapping_add(mixed(me) >> 8)
         .is_multiple_of(PROBE_EVERY)
+}
+
+/// What [`Fit::write`] works in, kept by the client's encoder from one snapshot to the
+/// next (no allocation once grown).
+#[derive(Debug, Default)]
+pub(super) struct FitScratch {
+    /// The chosen players' marks (see [`Mark`]), in their order.
+    marks: Vec<Mark>,
+    /// The far players' keys, and the near-only entities' keys, in no order.
+    far: Vec<f64>,
+    near_only: Vec<f64>,
 }
 
 /// A snapshot that fits, and what it held back to fit.
@@ -332,9 +350,21 @@ fn farthest_first(values: impl Iterator<Item = f64>) -> Vec<f64> {
 /// The least of the first `share` of `desc` (sorted farthest first): the nearest one a
 /// squeeze of that share holds; `None` when it holds none.
 fn least_held(desc: &[f64], share: f64) -> Option<f64> {
-    // At most `desc.len()`: the cast cannot overflow.
-    let n = (desc.len() as f64 * share).ceil() as usize;
-    desc.get(n.checked_sub(1)?).copied()
+    desc.get(held_count(desc.len(), share).checked_sub(1)?)
+        .copied()
+}
+
+/// [`least_held`] of `keys` in any order (reordered): a selection, not a sort, since
+/// most snapshots try one share.
+fn nth_held(keys: &mut [f64], share: f64) -> Option<f64> {
+    let n = held_count(keys.len(), share).checked_sub(1)?;
+    Some(*keys.select_nth_unstable_by(n, |a, b| b.total_cmp(a)).1)
+}
+
+/// How many of `len` a share holds: rounded up.
+fn held_count(len: usize, share: f64) -> usize {
+    // At most `len`: the cast cannot overflow.
+    (len as f64 * share).ceil() as usize
 }
 
 /// Holds the game's entities that are only near the client whose keys (`keys`: their
@@ -367,16 +397,20 @@ fn field_distance(f: &PlayerFields, o: DVec3) -> f64 {
     (DVec3::new(f[0] as f64, f[1] as f64, f[2] as f64) / POSITION_SCALE).distance(o)
 }
 
-/// Leaves out each player beyond `exact` units of `o` that `ahead` (the baseline) lacks.
+/// Leaves out each player beyond the client's exact reach (`marks`, in the players'
+/// order) that `ahead` (the baseline) lacks.
 fn defer_new(
     players: &mut Entities<PLAYER_FIELDS>,
     ahead: &Entities<PLAYER_FIELDS>,
-    o: DVec3,
-    exact: f64,
+    marks: &[Mark],
 ) {
-    players
-        .0
-        .retain(|(id, f)| field_distance(f, o) <= exact || ahead.get(*id).is_some());
+    let mut olds = ahead.0.iter().peekable();
+    let mut marks = marks.iter();
+    players.0.retain(|(id, _)| {
+        let exact = matches!(marks.next(), Some(Mark::Exact));
+        while olds.next_if(|(a, _)| a < id).is_some() {}
+        exact || olds.next_if(|(a, _)| a == id).is_some()
+    });
 }
 
 /// Holds each far player (`marks`, in the players' order: beyond the client's exact reach
