@@ -277,6 +277,7 @@ pub(super) enum Mark {
 impl Mark {
     /// The mark of a player's fields `f` for a client at `o` with exact reach `exact`,
     /// facing `fwd`: its place, distance and way from the client are found once.
+    #[inline]
     fn of(f: &PlayerFields, o: DVec3, exact: f64, fwd: glam::DVec2) -> Mark {
         let d = field_distance(f, o);
         if d <= exact {
