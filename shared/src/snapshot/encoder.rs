@@ -414,7 +414,11 @@ fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, old: &Entit
     out.push(0);
     let mut count = 0u64;
     let mut prev = 0;
+    // The baseline's entries each paired: the rest are gone (counted on the way, so
+    // the common case, none gone, merges the two lists once).
+    let mut paired = 0;
     for (id, o, n) in new.paired(old) {
+        paired += usize::from(o.is_some());
         let Some(mask) = changed(o, n) else {
             continue;
         };
@@ -429,11 +433,14 @@ fn put_changes<const N: usize>(out: &mut Vec<u8>, new: &Entities<N>, old: &Entit
         put_varint(&mut head, count);
         out.splice(at..at + 1, head);
     }
-    put_varint(out, old.gone_from(new).count() as u64);
-    let mut prev = 0;
-    for id in old.gone_from(new) {
-        put_varint(out, (id - prev).into());
-        prev = id;
+    let gone = old.0.len() - paired;
+    put_varint(out, gone as u64);
+    if gone > 0 {
+        let mut prev = 0;
+        for id in old.gone_from(new) {
+            put_varint(out, (id - prev).into());
+            prev = id;
+        }
     }
 }
 
