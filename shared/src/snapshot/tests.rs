@@ -515,15 +515,9 @@ fn a_far_player_is_sent_on_its_turns_and_shots_meet_it_where_it_was_drawn() {
     assert!(boxes.is_empty());
 }
 
-/// A snapshot over its client's bytes holds far players where the baseline carries them,
-/// farthest first, each within `SQUEEZED_DRIFT` times its tolerance, before it leaves
-/// any out: with room for the near players' news and little more, every player is still
-/// shown, the near ones exactly, and the snapshot fits; with room to spare the far ones
-/// are sent.
-#[test]
-fn a_snapshot_over_its_bytes_holds_far_players_before_leaving_any_out() {
+/// The client in its corner (player 0), two players beside it and twelve far off.
+fn two_near_and_twelve_far() -> (Sim, WorldState) {
     let (sim, mut w, me) = client_in_a_corner();
-    // Two beside the client, twelve far off.
     for i in 1..15u32 {
         let at = if i < 3 {
             me + DVec3::new(40.0 * f64::from(i), 0.0, 0.0)
@@ -533,19 +527,34 @@ fn a_snapshot_over_its_bytes_holds_far_players_before_leaving_any_out() {
         sim.add_player(&mut w, PlayerId(i), PlayerState::at(at))
             .unwrap();
     }
+    (sim, w)
+}
+
+/// Players 1 to 14 walking on, each turning at its own pace.
+fn turning_walkers(tick: u32) -> BTreeMap<PlayerId, MoveCommand> {
+    (1..15u32)
+        .map(|i| {
+            let yaw = f64::from((tick * (i + 2) + 40 * i) % 360);
+            (PlayerId(i), MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0))
+        })
+        .collect()
+}
+
+/// A snapshot over its client's bytes holds far players where the baseline carries them,
+/// farthest first, each within `SQUEEZED_DRIFT` times its tolerance, before it leaves
+/// any out: with room for the near players' news and little more, every player is still
+/// shown, the near ones exactly, and the snapshot fits; with room to spare the far ones
+/// are sent.
+#[test]
+fn a_snapshot_over_its_bytes_holds_far_players_before_leaving_any_out() {
+    let (sim, mut w) = two_near_and_twelve_far();
     let mut s = expel_core::SimScratch::new();
     let run = |max: usize, w: &mut WorldState, s: &mut expel_core::SimScratch| {
         let (mut enc, mut dec) = (SnapshotEncoder::new(), SnapshotDecoder::new());
         let (mut sizes, mut far_sent) = (Vec::new(), 0);
         let mut w = w.clone();
         for tick in 0..300u32 {
-            let cmds: BTreeMap<PlayerId, MoveCommand> = (1..15u32)
-                .map(|i| {
-                    let yaw = f64::from((tick * (i + 2) + 40 * i) % 360);
-                    (PlayerId(i), MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0))
-                })
-                .collect();
-            sim.step(&mut w, &cmds, s);
+            sim.step(&mut w, &turning_walkers(tick), s);
             if tick % 2 == 1 {
                 continue;
             }
@@ -748,27 +757,12 @@ fn a_carried_baseline_lands_where_the_wide_formula_puts_it() {
 /// squeezed after.
 #[test]
 fn a_squeezed_client_whose_room_grows_gets_its_far_players_back() {
-    let (sim, mut w, me) = client_in_a_corner();
-    for i in 1..15u32 {
-        let at = if i < 3 {
-            me + DVec3::new(40.0 * f64::from(i), 0.0, 0.0)
-        } else {
-            DVec3::new(-400.0 + 60.0 * f64::from(i), 300.0, 120.0)
-        };
-        sim.add_player(&mut w, PlayerId(i), PlayerState::at(at))
-            .unwrap();
-    }
+    let (sim, mut w) = two_near_and_twelve_far();
     let mut s = expel_core::SimScratch::new();
     let mut enc = SnapshotEncoder::new();
     let mut squeezed = Vec::new();
     for tick in 0..240u32 {
-        let cmds: BTreeMap<PlayerId, MoveCommand> = (1..15u32)
-            .map(|i| {
-                let yaw = f64::from((tick * (i + 2) + 40 * i) % 360);
-                (PlayerId(i), MoveCommand::new(1.0, 0.0, 0.0, yaw, 0.0))
-            })
-            .collect();
-        sim.step(&mut w, &cmds, &mut s);
+        sim.step(&mut w, &turning_walkers(tick), &mut s);
         if tick % 2 == 1 {
             continue;
         }
