@@ -74,8 +74,8 @@ pub struct SnapshotEncoder {
     entities: Entities<ENTITY_FIELDS>,
     /// What the budget's choices are worked out in, reused.
     fit: FitScratch,
-    /// The index in [`SQUEEZE`] the last snapshot settled on: the next starts a step
-    /// below it (a crowd over the budget is written once or twice, not five times).
+    /// The index in [`SQUEEZE`] the last snapshot settled on: the next starts there, or
+    /// a step below on its probe turns (see `fit::probe_turn`).
     squeezed: usize,
 }
 

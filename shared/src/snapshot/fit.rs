@@ -129,10 +129,10 @@ impl Fit<'_> {
         // snapshot holds a share of them (most do not).
         let mut gathered = false;
         // Each end's distance where the budget may leave it out (see `far_end`), and
-        // those distances farthest first; the ends themselves are kept to choose from
-        // again at each step only when some may go (few snapshots).
+        // those distances; the ends themselves are kept to choose from again at each
+        // step only when some may go (few snapshots).
         let end_keys: Vec<Option<f64>> = scene.ends.iter().map(|e| self.far_end(e)).collect();
-        let far_ends = farthest_first(end_keys.iter().flatten().copied());
+        let mut far_ends: Vec<f64> = end_keys.iter().flatten().copied().collect();
         let all_ends = (!far_ends.is_empty()).then(|| scene.ends.clone());
         // Where the last one settled, and on the client's probe turns a step below it;
         // a budget spent ahead (a crowd over it) goes straight to all held.
@@ -151,7 +151,7 @@ impl Fit<'_> {
                 (f64::INFINITY, None)
             } else {
                 if let Some(all) = &all_ends {
-                    let from = least_held(&far_ends, share).unwrap_or(f64::INFINITY);
+                    let from = nth_held(&mut far_ends, share).unwrap_or(f64::INFINITY);
                     scene.ends.clear();
                     let kept = all
                         .iter()
@@ -223,9 +223,9 @@ impl Fit<'_> {
 }
 
 /// Snapshots between a squeezed client's tries of a lighter squeeze: each try that does
-/// not fit writes the snapshot again, and trying every snapshot wrote four in five of a
-/// crowd over its budget twice. A client whose room grows gets its far players back a
-/// step every this many snapshots (a tenth of a second at 30 a second, about).
+/// not fit writes the snapshot again (trying on every snapshot wrote twice each one that
+/// settled where the last did). A client whose room grows gets its far players back a
+/// step every this many snapshots (133 ms at 30 a second).
 const PROBE_EVERY: u64 = 4;
 
 /// Whether the `written`-th snapshot of client `me` tries a lighter squeeze first, at an
@@ -341,31 +341,14 @@ pub(super) fn yaw_dir(yaw: i64) -> glam::DVec2 {
     DIRS[(yaw & 255) as usize]
 }
 
-/// `values` sorted farthest (greatest) first.
-fn farthest_first(values: impl Iterator<Item = f64>) -> Vec<f64> {
-    let mut v: Vec<f64> = values.collect();
-    v.sort_unstable_by(|a, b| b.total_cmp(a));
-    v
-}
-
-/// The least of the first `share` of `desc` (sorted farthest first): the nearest one a
-/// squeeze of that share holds; `None` when it holds none.
-fn least_held(desc: &[f64], share: f64) -> Option<f64> {
-    desc.get(held_count(desc.len(), share).checked_sub(1)?)
-        .copied()
-}
-
-/// [`least_held`] of `keys` in any order (reordered): a selection, not a sort, since
-/// most snapshots try one share.
+/// The least of the greatest `share` of `keys` (rounded up): the nearest one a squeeze
+/// of that share holds; `None` when it holds none. `keys` are in any order and are
+/// reordered: a selection, not a sort, since most snapshots try one share.
 fn nth_held(keys: &mut [f64], share: f64) -> Option<f64> {
-    let n = held_count(keys.len(), share).checked_sub(1)?;
+    // At most `keys.len()`: the cast cannot overflow.
+    let held = (keys.len() as f64 * share).ceil() as usize;
+    let n = held.checked_sub(1)?;
     Some(*keys.select_nth_unstable_by(n, |a, b| b.total_cmp(a)).1)
-}
-
-/// How many of `len` a share holds: rounded up.
-fn held_count(len: usize, share: f64) -> usize {
-    // At most `len`: the cast cannot overflow.
-    (len as f64 * share).ceil() as usize
 }
 
 /// Holds the game's entities that are only near the client whose keys (`keys`: their

@@ -775,11 +775,10 @@ fn a_squeezed_client_whose_room_grows_gets_its_far_players_back() {
             },
             _ => Room::datagram(1200),
         };
-        let tick_now = w.tick;
         let crowd = Crowd::new(&sim, &w, 16);
         enc.encode_in(&w, &crowd, PlayerId(0), Feedback::default(), 16, room)
             .unwrap();
-        enc.ack(tick_now);
+        enc.ack(w.tick);
         squeezed.push(enc.take_held().squeezed > 0);
     }
     assert!(squeezed[1..60].iter().all(|s| *s), "{squeezed:?}");
