@@ -17,6 +17,7 @@
 #   SERVER_ARGS="--threads 1" bench/load.sh 1000   # more flags for expel serve
 #   NOISE=1 bench/load.sh 1000             # a busy process shares the server's core(s)
 #   EXPEL_BIN=/path/to/expel bench/load.sh 1000     # a built binary alone (no cargo)
+#   OUT=/tmp/a bench/load.sh 300           # results elsewhere than bench/results
 #   SERVER_CPUS=0-3 BOT_CPUS=4-11 BOT_PROCS=8 bench/load.sh 8000   # bots in 8 processes,
 #                                          # each pinned to one of BOT_CPUS in turn
 #   BOT_PROCS=auto ...                     # a process per thousand bots
@@ -29,7 +30,8 @@ counts=("$@")
 secs=${SECONDS_PER_RUN:-30}
 server_cpus=${SERVER_CPUS:-0}
 bot_cpus=${BOT_CPUS:-1}
-out=bench/results
+# OUT: where the results go (two runs at once need a folder each).
+out=${OUT:-bench/results}
 mkdir -p "$out"
 if [ -n "${EXPEL_BIN:-}" ]; then
   bin=$EXPEL_BIN
@@ -69,7 +71,9 @@ fi
 thread_cpu() {
   local m
   m=$(curl -s "http://$2/metrics" 2>/dev/null || true)
-  awk '/^expel_players /{print "players", $2} /^expel_inputs_applied_total /{print "applied", $2} /^expel_inputs_missing_total /{print "missing", $2}' <<<"$m"
+  awk '/^expel_players /{print "players", $2} /^expel_inputs_applied_total /{print "applied", $2} /^expel_inputs_missing_total /{print "missing", $2}
+    /^expel_udp_datagrams_total /{print "udp received", $2} /^expel_udp_sent_total /{print "udp sent", $2}
+    /^expel_io_cpu_seconds_total\{work="[a-z]*"\} /{split($1, w, "\""); printf "io %s %.0f\n", w[2], $2 * 1e9}' <<<"$m"
   for t in /proc/"$1"/task/*; do
     echo "$(cat "$t/comm" 2>/dev/null) $(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
   done
@@ -103,6 +107,15 @@ print("n/a" if applied + missing <= 0 else f"{100 * applied / (applied + missing
 # Each thread on its own (an older build ran the machine's loop on one of the workers).
 names = sorted(k for k in b if k.startswith("expel-"))
 print(", ".join(f"{k} {ms(k):.3f}" for k in names))
+# The I/O threads' CPU per datagram each way, from the server's own account
+# (expel_io_cpu_seconds over its sockets' datagrams; n/a from a build without it).
+def per_datagram(work, count):
+    n = b.get(count, 0) - a.get(count, 0)
+    t = b.get(f"io {work}", 0) - a.get(f"io {work}", 0)
+    return f"{t / 1e3 / n:.2f}" if n > 0 and f"io {work}" in b else "n/a"
+print(per_datagram("receive", "udp received"))
+print(per_datagram("send", "udp sent"))
+print(f"{ms('io other'):.3f}" if "io other" in b else "n/a")
 PY
 }
 rows=()
@@ -182,6 +195,9 @@ MERGE
   workers_ms=$(sed -n 4p "$threads/share" 2>/dev/null || true)
   steady_in_time=$(sed -n 5p "$threads/share" 2>/dev/null || true)
   each_thread=$(sed -n 6p "$threads/share" 2>/dev/null || true)
+  io_in_us=$(sed -n 7p "$threads/share" 2>/dev/null || true)
+  io_out_us=$(sed -n 8p "$threads/share" 2>/dev/null || true)
+  io_other_ms=$(sed -n 9p "$threads/share" 2>/dev/null || true)
   [ -n "$each_thread" ] && threads_each+=("$n: CPU ms per player-second by thread: $each_thread")
   rm -rf "$threads"
   # The server's own account of its lateness, before it goes.
@@ -195,13 +211,14 @@ MERGE
   drops=$(awk '/^expel_udp_drops_total /{print $2}' <<<"$metrics")
   inputs+=("$n: commands the server lacked on their tick ${missing:-n/a}, of them arriving late ${inputs_late:-n/a}; datagrams its sockets dropped ${drops:-n/a}; looks at them that left a backlog ${backlogs:-n/a}")
   kill -TERM "$server" && wait "$server" || true
-  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-30}" "${late:-n/a}" "${skipped:-n/a}" "${applied:-0}" "${missing:-0}" "${machine_ms:-n/a}" "${io_ms:-n/a}" "${steady_in_time:-n/a}" "${io_max_ms:-n/a}" "${workers_ms:-n/a}" <<'EOF'
+  row=$(python3 - "$out/load-$n.json" "$n" "${INPUT_RATE:-30}" "${late:-n/a}" "${skipped:-n/a}" "${applied:-0}" "${missing:-0}" "${machine_ms:-n/a}" "${io_ms:-n/a}" "${steady_in_time:-n/a}" "${io_max_ms:-n/a}" "${workers_ms:-n/a}" "${io_in_us:-n/a}" "${io_out_us:-n/a}" "${io_other_ms:-n/a}" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1])); n = int(sys.argv[2]); rate = float(sys.argv[3])
 late, skipped = sys.argv[4], sys.argv[5]
 applied, missing = float(sys.argv[6]), float(sys.argv[7])
 machine_ms, io_ms, steady_in_time = sys.argv[8], sys.argv[9], sys.argv[10]
 io_max_ms, workers_ms = sys.argv[11], sys.argv[12]
+io_in_us, io_out_us, io_other_ms = sys.argv[13], sys.argv[14], sys.argv[15]
 # Of the ticks the server had a player's command for or lacked one: the share in time.
 in_time = "n/a" if applied + missing == 0 else f"{100 * applied / (applied + missing):.3f}%"
 f = lambda v: "n/a" if v is None else f"{v:.2f}"
@@ -224,7 +241,7 @@ print(f"| {n} | {r['connected']} | {f(r['server_tick_ms_p50'])} | {f(r['server_t
       f"{r['down_payload_bytes_per_s']:.0f} | {dg:.1f} | {f(quic)} | "
       f"{r['up_bytes_per_s']:.0f} | {r['up_datagrams_per_s']:.1f} | {lost} | {r['honest_flagged']} | "
       f"{r['snapshots_per_s']:.1f} | {r['refused_for_load']} | {late} | {skipped} | {in_time} | {steady_in_time} | "
-      f"{machine_ms} | {workers_ms} | {io_ms} | {io_max_ms} |")
+      f"{machine_ms} | {workers_ms} | {io_ms} | {io_max_ms} | {io_in_us} | {io_out_us} | {io_other_ms} |")
 # The steady CPU, for the estimate of where the server's cores run out.
 print("n/a" if steady is None else f"{steady:.4f}")
 # Bots whose core is full send fewer inputs than asked: the row then measures a lighter
@@ -252,8 +269,8 @@ EOF
 done
 
 echo "server on CPUs $server_cpus$([ -n "$noise" ] && echo " (shared with a busy process)"), bots on CPUs $bot_cpus, ${secs} s per run, $([ ${#light[@]} -gt 0 ] && echo light || echo predicting) bots, inputs at ${INPUT_RATE:-30} Hz"
-echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s (whole run) | the same, everyone on | server CPU us per datagram each way | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot | refused for load | ticks late | ticks skipped | inputs in time | the same, middle third | machine thread CPU ms per player-s (serial part) | workers' | I/O threads' | busiest I/O thread's |"
-echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| bots | connected | tick p50 ms | tick p99 ms | tick max ms | server CPU % | server CPU ms per player-s (whole run) | the same, everyone on | server CPU us per datagram each way | down B/s per bot | of it snapshots B/s | datagrams/s down | QUIC B per datagram down | up B/s per bot | datagrams/s up | disconnects + failures | honest flagged | snapshots/s per bot | refused for load | ticks late | ticks skipped | inputs in time | the same, middle third | machine thread CPU ms per player-s (serial part) | workers' | I/O threads' | busiest I/O thread's | I/O us per datagram received | I/O us per datagram sent | I/O threads' other work, ms per player-s |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 printf '%s\n' "${rows[@]}"
 echo
 printf '%s\n' "${inputs[@]}"

@@ -604,6 +604,29 @@ fn serve_prints_one_line_plays_a_client_and_exits_cleanly_on_sigterm() {
     ] {
         assert!(metrics.contains(needle), "{needle} missing");
     }
+    // The I/O threads' account: every snapshot the client took left as a datagram the
+    // sockets counted, and their CPU, by work, is real time the process spent (some of
+    // it, and per datagram far under a millisecond).
+    let sample = |name: &str| {
+        expel_bots::metrics::sample(classic, name).unwrap_or_else(|| panic!("{name} missing"))
+    };
+    let (received, sent) = (
+        sample("expel_udp_datagrams_total"),
+        sample("expel_udp_sent_total"),
+    );
+    assert!(
+        sent >= r["snapshots"].as_f64().unwrap(),
+        "{sent} sent: {out}"
+    );
+    assert!(
+        received > 0.0 && sent < 10.0 * received + 1000.0,
+        "{received} {sent}"
+    );
+    let cpu = |work: &str| sample(&format!("expel_io_cpu_seconds_total{{work=\"{work}\"}}"));
+    let (rx, tx, other) = (cpu("receive"), cpu("send"), cpu("other"));
+    assert!(rx > 0.0 && tx > 0.0 && other >= 0.0, "{rx} {tx} {other}");
+    assert!(rx + tx + other <= sample("process_cpu_seconds_total"));
+    assert!(rx / received < 1e-3 && tx / sent < 1e-3, "{rx} {tx}");
     assert!(get("/healthz").starts_with("HTTP/1.1 200"));
     assert!(get("/readyz").starts_with("HTTP/1.1 200"));
     assert!(get("/nope").starts_with("HTTP/1.1 404"));

@@ -17,6 +17,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io::{self, IoSliceMut};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::task::{Context, Poll};
 use std::time::Instant;
 use tokio::io::Interest;
@@ -67,6 +68,8 @@ pub struct Wire {
     /// reply from the one its peer wrote to); bound to one address, the kernel sends
     /// from it anyway, and naming it costs a check per packet.
     pick_source: bool,
+    /// Datagrams the socket took so far (a segmented send counts each).
+    sent: AtomicU64,
 }
 
 impl Wire {
@@ -83,6 +86,7 @@ impl Wire {
             socket: tokio::net::UdpSocket::from_std(socket)?,
             state,
             pick_source,
+            sent: AtomicU64::new(0),
         })
     }
 
@@ -113,7 +117,15 @@ impl Wire {
             src_ip: t.src_ip.filter(|_| self.pick_source),
         };
         let socket = &self.socket;
-        socket.try_io(Interest::WRITABLE, || self.state.send(socket.into(), &udp))
+        socket.try_io(Interest::WRITABLE, || self.state.send(socket.into(), &udp))?;
+        let datagrams = t.segment_size.map_or(1, |s| t.size.div_ceil(s.max(1)));
+        self.sent.fetch_add(datagrams as u64, Relaxed);
+        Ok(())
+    }
+
+    /// Datagrams the socket has taken so far.
+    pub fn datagrams_sent(&self) -> u64 {
+        self.sent.load(Relaxed)
     }
 
     /// Takes what the socket holds into `batch`, without waiting: how many of its

@@ -10,6 +10,7 @@
 //! which hashes elsewhere) is handed to the owner, which answers from its own socket on
 //! the same port.
 
+use crate::metrics::{thread_cpu_seconds, IoWork};
 use crate::quic::{Context, Forwarded, Quic, QuicParts, Router, Up, Waker};
 use crate::{Shared, READ_GAP};
 use expel_protocol::server::{ConnId, Output};
@@ -343,6 +344,7 @@ impl Job {
         };
         let mut read_from = Instant::now();
         let mut stop: Option<(String, Instant)> = None;
+        let mut cpu = CpuLaps::start();
         loop {
             if self.ticking.as_ref().is_some_and(|t| t.load(Relaxed)) {
                 // (Bounded, should the wake-up be missed.)
@@ -350,9 +352,11 @@ impl Job {
                 continue;
             }
             let now = Instant::now();
+            let mut outputs = false;
             loop {
                 match self.down.try_recv() {
                     Ok(batch) => {
+                        outputs = true;
                         for d in batch {
                             if let Some(s) = perform(&mut quic, d, now, &cx) {
                                 stop = Some(s);
@@ -368,6 +372,11 @@ impl Job {
                         break;
                     }
                 }
+            }
+            if outputs {
+                cpu.lap(IoWork::Other, &cx);
+                quic.drive(Instant::now(), &cx);
+                cpu.lap(IoWork::Send, &cx);
             }
             while let Ok(f) = self.forwarded.try_recv() {
                 quic.datagram(now, f, &cx);
@@ -386,6 +395,7 @@ impl Job {
                 }
             }
             self.tell(&mut quic);
+            cpu.lap(IoWork::Other, &cx);
             // Wait: for the socket, a timer or the machine.
             let now = Instant::now();
             let due = if quic.has_waiting() {
@@ -415,8 +425,13 @@ impl Job {
                 _ = self.notify.notified() => {}
                 _ = tokio::time::sleep_until(due.into()) => {}
                 r = quic.io(&cx) => {
-                    if let Err(e) = r {
-                        return Some(format!("its QUIC socket failed: {e}"));
+                    match r {
+                        Ok(work) => {
+                            // What arrived is served at once, its cost charged with it.
+                            quic.drive(Instant::now(), &cx);
+                            cpu.lap(work, &cx);
+                        }
+                        Err(e) => return Some(format!("its QUIC socket failed: {e}")),
                     }
                     read_from = Instant::now() + READ_GAP;
                 }
@@ -436,6 +451,29 @@ impl Job {
         if urgent && !self.woken.swap(true, Relaxed) {
             let _ = self.wake.send(Wake::Up);
         }
+    }
+}
+
+/// An I/O thread's CPU time, charged lap by lap to what it went to: each lap ends where
+/// one kind of work does, and what lies between (the loop, its waits) goes with the next.
+struct CpuLaps {
+    last: Option<f64>,
+}
+
+impl CpuLaps {
+    fn start() -> CpuLaps {
+        CpuLaps {
+            last: thread_cpu_seconds(),
+        }
+    }
+
+    /// Charges the CPU time since the last lap to `work`.
+    fn lap(&mut self, work: IoWork, cx: &Context) {
+        let now = thread_cpu_seconds();
+        if let (Some(a), Some(b)) = (self.last, now) {
+            cx.metrics.io_cpu.add(work as usize, (b - a).max(0.0));
+        }
+        self.last = now;
     }
 }
 

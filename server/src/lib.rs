@@ -48,7 +48,7 @@ pub use expel_protocol::server::{
     StateError, REFUSALS,
 };
 pub use expel_protocol::snapshot::Scope;
-pub use metrics::{Gauge, Labelled, Metrics, Share};
+pub use metrics::{Gauge, IoWork, Labelled, Metrics, Seconds, Share};
 pub use record::RecordConfig;
 pub use replay_view::ReplayView;
 pub use tls::{fingerprint, Identity};

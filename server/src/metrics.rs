@@ -55,23 +55,28 @@ pub(crate) const CLASSIC: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// A counter over one label whose values are known up front: every series reads 0 from
 /// the start rather than being absent, and a count indexes an array instead of hashing
-/// its labels.
+/// its labels. Whole counts by default; [`Seconds`] for time.
 #[derive(Clone, Debug)]
-pub struct Labelled<const N: usize> {
+pub struct Labelled<const N: usize, C = Counter> {
     key: &'static str,
     values: [&'static str; N],
-    by: [Counter; N],
+    by: [C; N],
 }
 
-impl<const N: usize> Labelled<N> {
+/// A counter of seconds (CPU time).
+pub type Seconds = Counter<f64, AtomicU64>;
+
+impl<const N: usize, C: Default> Labelled<N, C> {
     fn new(key: &'static str, values: [&'static str; N]) -> Self {
         Labelled {
             key,
             values,
-            by: std::array::from_fn(|_| Counter::default()),
+            by: std::array::from_fn(|_| C::default()),
         }
     }
+}
 
+impl<const N: usize> Labelled<N> {
     /// Counts one for the `i`-th value.
     pub fn inc(&self, i: usize) {
         if let Some(c) = self.by.get(i) {
@@ -80,11 +85,20 @@ impl<const N: usize> Labelled<N> {
     }
 }
 
-impl<const N: usize> TypedMetric for Labelled<N> {
+impl<const N: usize> Labelled<N, Seconds> {
+    /// Adds `secs` for the `i`-th value.
+    pub fn add(&self, i: usize, secs: f64) {
+        if let Some(c) = self.by.get(i) {
+            c.inc_by(secs);
+        }
+    }
+}
+
+impl<const N: usize, C> TypedMetric for Labelled<N, C> {
     const TYPE: MetricType = MetricType::Counter;
 }
 
-impl<const N: usize> EncodeMetric for Labelled<N> {
+impl<const N: usize, C: EncodeMetric> EncodeMetric for Labelled<N, C> {
     fn encode(&self, mut e: MetricEncoder) -> Result<(), std::fmt::Error> {
         for (v, c) in self.values.iter().zip(&self.by) {
             c.encode(e.encode_family(&[(self.key, *v)])?)?;
@@ -94,6 +108,32 @@ impl<const N: usize> EncodeMetric for Labelled<N> {
 
     fn metric_type(&self) -> MetricType {
         MetricType::Counter
+    }
+}
+
+/// What an I/O thread's CPU went to (`expel_io_cpu_seconds`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoWork {
+    /// Reading its socket, and the QUIC work of what arrived (decryption, the
+    /// connections' events, acknowledgements sent at once).
+    Receive,
+    /// The machine's outputs through QUIC to the socket (encryption, the packets).
+    Send,
+    /// The rest: QUIC's timers, handshakes, waiting for work.
+    Other,
+}
+
+impl IoWork {
+    /// Every kind, in the order of the metric's series.
+    pub const ALL: [IoWork; 3] = [IoWork::Receive, IoWork::Send, IoWork::Other];
+
+    /// The `work` label's value.
+    pub fn label(self) -> &'static str {
+        match self {
+            IoWork::Receive => "receive",
+            IoWork::Send => "send",
+            IoWork::Other => "other",
+        }
     }
 }
 
@@ -185,6 +225,11 @@ metrics! {
         Counter::default();
     udp_datagrams: Counter = "expel_udp_datagrams",
         "UDP datagrams received at the QUIC socket.", Counter::default();
+    udp_sent: Counter = "expel_udp_sent",
+        "UDP datagrams the QUIC sockets sent.", Counter::default();
+    io_cpu: Labelled<{ IoWork::ALL.len() }, Seconds> = "expel_io_cpu_seconds",
+        "CPU time of the QUIC I/O threads, by work: receive (reading the sockets and the QUIC work of what arrived), send (the machine's outputs through QUIC to the sockets), other (QUIC's timers, handshakes, waiting). Over expel_udp_datagrams and expel_udp_sent: the cost of a datagram each way.",
+        Labelled::new("work", IoWork::ALL.map(IoWork::label));
     udp_drops: Counter = "expel_udp_drops",
         "UDP datagrams the kernel dropped at the QUIC sockets: their receive queues were full.",
         Counter::default();
@@ -525,12 +570,23 @@ fn recent_max(window: &Mutex<[(u64, f64); MAX_WINDOW]>, now: u64) -> f64 {
 /// has a clock for it.
 fn process_cpu_seconds() -> Option<f64> {
     #[cfg(unix)]
-    {
-        let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
-        Some(t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9)
-    }
+    return Some(cpu_seconds(rustix::time::ClockId::ProcessCPUTime));
     #[cfg(not(unix))]
     None
+}
+
+/// The calling thread's CPU time, in seconds (where the system keeps it).
+pub(crate) fn thread_cpu_seconds() -> Option<f64> {
+    #[cfg(unix)]
+    return Some(cpu_seconds(rustix::time::ClockId::ThreadCPUTime));
+    #[cfg(not(unix))]
+    None
+}
+
+#[cfg(unix)]
+fn cpu_seconds(clock: rustix::time::ClockId) -> f64 {
+    let t = rustix::time::clock_gettime(clock);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
 impl Default for Metrics {

@@ -11,6 +11,7 @@
 //! the admission slot a peer holds until it joins.
 
 use crate::admission::{Admission, Pending};
+use crate::metrics::IoWork;
 use crate::udp::{CidGenerator, Doorman, UdpCounts};
 use crate::{Decision, Limits, Metrics};
 use bytes::{Bytes, BytesMut};
@@ -192,6 +193,8 @@ pub(crate) struct Quic {
     send_buf: Vec<u8>,
     /// A transmit waits for the socket to become writable.
     send_blocked: bool,
+    /// Of the socket's datagrams sent, those `expel_udp_sent` counts already.
+    sent_counted: u64,
     accepting: bool,
     /// Connection attempts not yet looked at: their handshakes (the costliest thing a
     /// join does) run between ticks, a slice at a time (see [`Quic::admit_waiting`]).
@@ -245,6 +248,7 @@ impl Quic {
             batch: Batch::new(BATCH),
             send_buf: Vec::new(),
             send_blocked: false,
+            sent_counted: 0,
             accepting: true,
             waiting: VecDeque::new(),
         })
@@ -257,18 +261,20 @@ impl Quic {
             .next(|h| peers.get(h).and_then(Option::as_ref).and_then(|p| p.armed))
     }
 
-    /// Waits for the socket, then takes what it holds, or sends what waited for room.
-    /// Safe to drop while it waits (nothing is taken before the socket is ready).
-    pub(crate) async fn io(&mut self, cx: &Context<'_>) -> io::Result<()> {
+    /// Waits for the socket, then takes what it holds, or sends what waited for room;
+    /// says which. Safe to drop while it waits (nothing is taken before the socket is
+    /// ready).
+    pub(crate) async fn io(&mut self, cx: &Context<'_>) -> io::Result<IoWork> {
         let readable = tokio::select! {
             r = self.wire.readable() => { r?; true }
             r = self.writable() => { r?; false }
         };
         if readable {
-            self.receive(Instant::now(), cx)
+            self.receive(Instant::now(), cx)?;
+            Ok(IoWork::Receive)
         } else {
             self.unblock();
-            Ok(())
+            Ok(IoWork::Send)
         }
     }
 
@@ -433,6 +439,9 @@ impl Quic {
         while let Some(h) = self.dirty.pop() {
             self.service(h, now, cx);
         }
+        let sent = self.wire.datagrams_sent();
+        cx.metrics.udp_sent.inc_by(sent - self.sent_counted);
+        self.sent_counted = sent;
     }
 
     /// What the machine has yet to be told, oldest first.
