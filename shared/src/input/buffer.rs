@@ -7,7 +7,7 @@ use crate::wire::InputMsg;
 use expel_core::movement::MoveCommand;
 use expel_core::sim::ShotView;
 use expel_core::validate::MAX_AHEAD;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, VecDeque};
 
 /// Missing ticks remembered, to tell a late command from a duplicate.
 const MISSING_MEMORY: usize = 256;
@@ -53,7 +53,10 @@ pub struct Claimed {
 /// Commands of one client by tick.
 #[derive(Debug, Default)]
 pub struct InputBuffer {
-    pending: BTreeMap<u64, (MoveCommand, Claimed)>,
+    /// Commands waiting for their tick, in tick order, each tick once. A queue, not a
+    /// map: commands arrive nearly in order (each joins at the back) and leave from the
+    /// front, a tick at a time, every tick for every player, without an allocation.
+    pending: VecDeque<(u64, MoveCommand, Claimed)>,
     /// What the command last taken claimed.
     taken: Option<Claimed>,
     /// The last tick taken (applied or missing).
@@ -110,14 +113,14 @@ impl InputBuffer {
             } else if t > server_tick.saturating_add(MAX_AHEAD) {
                 self.stats.too_far_ahead += 1;
             } else {
-                match self.pending.entry(t) {
+                let at = self.pending.partition_point(|e| e.0 < t);
+                if self.pending.get(at).is_some_and(|e| e.0 == t) {
                     // The first copy stands: its arrival is the command's.
-                    std::collections::btree_map::Entry::Occupied(_) => self.stats.duplicate += 1,
-                    std::collections::btree_map::Entry::Vacant(v) => {
-                        v.insert((c, claimed));
-                        self.stats.received += 1;
-                        self.first = Some(self.first.map_or(t, |f| f.min(t)));
-                    }
+                    self.stats.duplicate += 1;
+                } else {
+                    self.pending.insert(at, (t, c, claimed));
+                    self.stats.received += 1;
+                    self.first = Some(self.first.map_or(t, |f| f.min(t)));
                 }
             }
         }
@@ -127,17 +130,15 @@ impl InputBuffer {
     /// from the client's first command on (before that it is simply idle).
     pub fn take(&mut self, tick: u64) -> Option<MoveCommand> {
         // Anything older than this tick can no longer be applied.
-        while let Some((&t, _)) = self.pending.first_key_value() {
-            if t >= tick {
-                break;
-            }
-            self.pending.remove(&t);
+        while self.pending.front().is_some_and(|e| e.0 < tick) {
+            self.pending.pop_front();
             self.stats.late += 1;
         }
         self.consumed = self.consumed.max(tick);
         self.taken = None;
-        match self.pending.remove(&tick) {
-            Some((c, claimed)) => {
+        let due = self.pending.front().is_some_and(|e| e.0 == tick);
+        match due.then(|| self.pending.pop_front()).flatten() {
+            Some((_, c, claimed)) => {
                 self.last_applied = tick;
                 self.stats.applied += 1;
                 self.taken = Some(claimed);
@@ -240,5 +241,26 @@ mod tests {
         assert_eq!(b.stats.too_far_ahead, 1);
         assert_eq!(b.pending(), 0);
         assert_eq!(b.last_applied(), 6);
+    }
+
+    /// Commands that arrive out of order are taken in tick order, each copy after the
+    /// first counted as a duplicate and the first copy's command kept.
+    #[test]
+    fn commands_out_of_order_are_taken_in_tick_order() {
+        let mut b = InputBuffer::new();
+        b.receive(&msg(10, 1), 5, true); // tick 10: command 0
+        b.receive(&msg(8, 1), 5, true); // tick 8: command 0
+        b.receive(&msg(8, 3), 5, true); // 8 and 10 again, 9 new: command 1
+        assert_eq!((b.stats.received, b.stats.duplicate), (3, 2));
+        assert_eq!(b.pending(), 3);
+        let first = msg(8, 3).commands;
+        assert_eq!(b.take(8), Some(first[0]));
+        assert_eq!(b.take(9), Some(first[1]));
+        assert_eq!(b.take(10), Some(first[0]), "tick 10's first copy stands");
+        assert_eq!(b.pending(), 0);
+        // One left behind by a skipped tick is late when a later tick is taken.
+        b.receive(&msg(12, 2), 10, true);
+        assert_eq!(b.take(13), Some(first[1]));
+        assert_eq!(b.stats.late, 1);
     }
 }
