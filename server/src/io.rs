@@ -471,7 +471,7 @@ impl CpuLaps {
     fn lap(&mut self, work: IoWork, cx: &Context) {
         let now = thread_cpu_seconds();
         if let (Some(a), Some(b)) = (self.last, now) {
-            cx.metrics.io_cpu.add(work as usize, (b - a).max(0.0));
+            cx.metrics.io_cpu_spent(work, (b - a).max(0.0));
         }
         self.last = now;
     }

@@ -728,6 +728,13 @@ impl Metrics {
         }
     }
 
+    /// Adds `secs` of an I/O thread's CPU time to what it went to.
+    pub fn io_cpu_spent(&self, w: IoWork, secs: f64) {
+        if let Some(i) = IoWork::ALL.iter().position(|x| *x == w) {
+            self.io_cpu.add(i, secs);
+        }
+    }
+
     /// Records one tick's duration.
     pub fn tick(&self, seconds: f64) {
         self.ticks.inc();
