@@ -624,7 +624,7 @@ fn serve_prints_one_line_plays_a_client_and_exits_cleanly_on_sigterm() {
     );
     let cpu = |work: &str| sample(&format!("expel_io_cpu_seconds_total{{work=\"{work}\"}}"));
     let (rx, tx, other) = (cpu("receive"), cpu("send"), cpu("other"));
-    assert!(rx > 0.0 && tx > 0.0 && other >= 0.0, "{rx} {tx} {other}");
+    assert!(rx > 0.0 && tx > 0.0, "{rx} {tx}");
     assert!(rx + tx + other <= sample("process_cpu_seconds_total"));
     assert!(rx / received < 1e-3 && tx / sent < 1e-3, "{rx} {tx}");
     assert!(get("/healthz").starts_with("HTTP/1.1 200"));

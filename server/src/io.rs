@@ -356,7 +356,11 @@ impl Job {
             loop {
                 match self.down.try_recv() {
                     Ok(batch) => {
-                        outputs = true;
+                        if !outputs {
+                            // What came before the machine's first batch is not theirs.
+                            cpu.lap(IoWork::Other, &cx);
+                            outputs = true;
+                        }
                         for d in batch {
                             if let Some(s) = perform(&mut quic, d, now, &cx) {
                                 stop = Some(s);
@@ -374,7 +378,6 @@ impl Job {
                 }
             }
             if outputs {
-                cpu.lap(IoWork::Other, &cx);
                 quic.drive(Instant::now(), &cx);
                 cpu.lap(IoWork::Send, &cx);
             }
